@@ -1,0 +1,70 @@
+# specula — build: `make` (library, CLI, tests), `make test`, `make run`, `make asan`.
+# Every .c under src/ (except src/cli/) goes into libspecula; src/cli/ is the `specula`
+# binary; each tests/test_*.c is one test program. New files need no Makefile edit.
+
+CC       ?= cc
+BUILD    ?= build
+OPT      ?= -O3 -march=native -fno-math-errno
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
+               -fPIC -pthread -g -Iinclude -Isrc $(shell pkg-config --cflags jansson libpcre2-8 libutf8proc 2>/dev/null)
+CFLAGS   += $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
+LDLIBS   += $(shell pkg-config --libs jansson libpcre2-8 libutf8proc 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc) -lm -pthread
+
+LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+HEADERS  := $(wildcard include/*.h src/*/*.h tests/*.h)
+
+.PHONY: all deps test test-fast run asan clang bench clean
+all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
+
+deps:
+	@sh tools/deps.sh
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libspecula.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libspecula.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/specula: $(CLI_OBJ) $(BUILD)/libspecula.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libspecula.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
+
+# Sanitizer build: same sources, ASan + UBSan, in build-asan/.
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	        LDFLAGS="-fsanitize=address,undefined" all
+
+# Warning check with the other compiler.
+clang:
+	$(MAKE) CC=clang BUILD=build-clang all
+
+# README command 2: install, build (gcc, clang, sanitizers) and run every test.
+test: deps
+	$(MAKE) all
+	$(MAKE) clang
+	$(MAKE) asan
+	sh tests/run.sh build build-asan
+
+test-fast: all
+	sh tests/run.sh build
+
+# README command 1: install, build and run the main job.
+run: deps
+	$(MAKE) all
+	sh tools/run-default.sh
+
+clean:
+	rm -rf build build-asan build-clang

@@ -1,0 +1,23 @@
+/* commands.h — the `specula` subcommands. Each lives in its own src/cli/cmd_*.c file and
+ * is declared weak here so the CLI builds while a subcommand is still being written. */
+#ifndef SPECULA_CLI_COMMANDS_H
+#define SPECULA_CLI_COMMANDS_H
+
+typedef int (*cli_cmd_fn)(int argc, char **argv);
+
+#define CLI_COMMANDS(X)                                                                   \
+    X(generate, "generate text from a model (plain or speculative decoding)")            \
+    X(logits, "write raw float32 logits of every position")                              \
+    X(bench_decode, "decode / prefill speed vs the memory roofline")                     \
+    X(new_model, "write a random-weight checkpoint in the Hugging Face layout")          \
+    X(export_gguf, "convert a model directory to GGUF for llama.cpp")                    \
+    X(tokenize, "text -> token ids")                                                     \
+    X(detokenize, "token ids -> text")                                                   \
+    X(train_tokenizer, "train a SentencePiece-style BPE tokenizer")                      \
+    X(run, "the embedded default model: plain vs speculative, with figures")
+
+#define X(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));
+CLI_COMMANDS(X)
+#undef X
+
+#endif

@@ -1,0 +1,53 @@
+/* main.c — `specula SUBCOMMAND ...`: dispatch to the subcommand (src/cli/cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *help;
+} cli_entry;
+
+#define X(n, h) {#n, NULL, h},
+static cli_entry table[] = {CLI_COMMANDS(X)};
+#undef X
+
+static void bind(void) {
+    int i = 0;
+#define X(n, h) table[i++].fn = cmd_##n;
+    CLI_COMMANDS(X)
+#undef X
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: specula COMMAND [options]   (specula COMMAND --help for its options)\n\n");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (!table[i].fn) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s", table[i].name);
+        for (char *p = name; *p; p++)
+            if (*p == '_') *p = '-';
+        fprintf(f, "  %-18s %s\n", name, table[i].help);
+    }
+}
+
+int main(int argc, char **argv) {
+    bind();
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    char want[64];
+    snprintf(want, sizeof want, "%s", argv[1]);
+    for (char *p = want; *p; p++)
+        if (*p == '-') *p = '_';
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (table[i].fn && !strcmp(table[i].name, want))
+            return table[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "specula: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,277 @@
+/* core.c — errors, logging, f16 conversion, counter-based RNG, timers, crash-safe files. */
+#define _GNU_SOURCE
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- errors -------------------------------------------------------------------------- */
+int sp_err_set(sp_err *err, const char *fmt, ...) {
+    if (!err) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int sp_err_wrap(sp_err *err, const char *fmt, ...) {
+    if (!err) return -1;
+    char prefix[512], old[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%.400s: %.600s", prefix, old);
+    return -1;
+}
+
+void sp_assert_fail(const char *what, const char *file, int line) {
+    fprintf(stderr, "specula: internal assertion failed: %s (%s:%d)\n", what, file, line);
+    abort();
+}
+
+/* ---- logging ------------------------------------------------------------------------- */
+int sp_log_level = SP_LOG_WARN;
+
+void sp_log(int level, const char *fmt, ...) {
+    if (level > sp_log_level) return;
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "specula: %s: ", names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- f16 ----------------------------------------------------------------------------- */
+float sp_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t sp_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000;
+    uint32_t ax = u & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00); /* NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow → inf */
+    if (ax < 0x38800000u) {                                   /* subnormal or zero */
+        float a;
+        memcpy(&a, &ax, 4);
+        /* a * 2^24 rounded to nearest even */
+        float s = a * 16777216.0f;
+        uint32_t r = (uint32_t)nearbyintf(s);
+        return (uint16_t)(sign | r);
+    }
+    uint32_t e = ((ax >> 23) - 127 + 15);
+    uint32_t m = ax & 0x7fffff;
+    uint32_t h = (e << 10) | (m >> 13);
+    uint32_t rest = m & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+size_t sp_dtype_size(sp_dtype dt) {
+    switch (dt) {
+    case SP_DT_F32: case SP_DT_I32: case SP_DT_U32: return 4;
+    case SP_DT_F16: case SP_DT_BF16: case SP_DT_I16: case SP_DT_U16: return 2;
+    case SP_DT_I64: case SP_DT_U64: case SP_DT_F64: return 8;
+    case SP_DT_U8: case SP_DT_I8: case SP_DT_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+const char *sp_dtype_name(sp_dtype dt) {
+    static const char *names[] = {"F32", "F16", "BF16", "I64", "I32", "U8",  "BOOL",
+                                  "I8",  "I16", "U16",  "U32", "U64", "F64", "UNKNOWN"};
+    return (unsigned)dt <= SP_DT_UNKNOWN ? names[dt] : "UNKNOWN";
+}
+
+void sp_to_f32(float *dst, const void *src, sp_dtype dt, size_t n) {
+    switch (dt) {
+    case SP_DT_F32: memcpy(dst, src, n * 4); break;
+    case SP_DT_BF16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = sp_bf16_to_f32(s[i]);
+        break;
+    }
+    case SP_DT_F16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = sp_f16_to_f32(s[i]);
+        break;
+    }
+    case SP_DT_F64: {
+        const double *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    default: SP_ASSERT(!"sp_to_f32: not a float dtype");
+    }
+}
+
+/* ---- RNG: Philox-2x64-style rounds over (counter, stream) keyed by seed --------------- */
+static inline uint64_t mulhilo(uint64_t a, uint64_t b, uint64_t *hi) {
+    __uint128_t p = (__uint128_t)a * b;
+    *hi = (uint64_t)(p >> 64);
+    return (uint64_t)p;
+}
+
+uint64_t sp_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter) {
+    uint64_t c0 = counter, c1 = stream, k = seed;
+    for (int r = 0; r < 10; r++) {
+        uint64_t hi, lo = mulhilo(0xD2B74407B1CE6E93ull, c0, &hi);
+        c0 = hi ^ k ^ c1;
+        c1 = lo;
+        k += 0x9E3779B97F4A7C15ull;
+    }
+    return c0 ^ (c1 >> 1);
+}
+
+double sp_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter) {
+    return (double)(sp_rng_u64(seed, stream, counter) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+float sp_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter) {
+    /* Box–Muller from two draws at counters 2c and 2c+1 */
+    double u1 = sp_rng_uniform(seed, stream, 2 * counter);
+    double u2 = sp_rng_uniform(seed, stream, 2 * counter + 1);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* ---- time ---------------------------------------------------------------------------- */
+double sp_time_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* ---- files --------------------------------------------------------------------------- */
+int sp_path_join(char *out, size_t cap, const char *a, const char *b) {
+    size_t la = strlen(a);
+    int n = (la && a[la - 1] == '/') ? snprintf(out, cap, "%s%s", a, b)
+                                     : snprintf(out, cap, "%s/%s", a, b);
+    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+int sp_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int sp_mkdir_p(const char *path, sp_err *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return sp_err_set(err, "path too long: %s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return sp_err_set(err, "cannot create directory %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return sp_err_set(err, "cannot create directory %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *err) {
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return sp_err_set(err, "path too long: %s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return sp_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
+    const char *p = buf;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            sp_err_set(err, "write %s: %s", tmp, strerror(errno));
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        sp_err_set(err, "fsync %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        sp_err_set(err, "rename %s -> %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+int sp_read_file(const char *path, char **out, size_t *n, sp_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return sp_err_set(err, "cannot open %s: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return sp_err_set(err, "cannot seek %s", path);
+    }
+    long len = ftell(f);
+    if (len < 0) {
+        fclose(f);
+        return sp_err_set(err, "cannot size %s", path);
+    }
+    rewind(f);
+    char *buf = malloc((size_t)len + 1);
+    if (!buf) {
+        fclose(f);
+        return sp_err_set(err, "out of memory reading %s", path);
+    }
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        fclose(f);
+        return sp_err_set(err, "short read on %s", path);
+    }
+    fclose(f);
+    buf[len] = 0;
+    *out = buf;
+    if (n) *n = (size_t)len;
+    return 0;
+}

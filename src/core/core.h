@@ -1,0 +1,77 @@
+/* core.h — the pieces every module uses: error values, the one ASSERT, logging,
+ * bf16/f16 conversion, a counter-based RNG, timers and crash-safe file writes.
+ *
+ * Nothing here allocates behind the caller's back or calls exit (except ASSERT, which
+ * is for broken internal invariants only, never for bad input). */
+#ifndef SPECULA_CORE_H
+#define SPECULA_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "specula.h" /* sp_err, sp_dtype: the public shared types */
+
+/* ---- errors ------------------------------------------------------------------------
+ * Library functions return 0 on success and -1 on failure, writing a one-line message
+ * (what is wrong, naming the file / tensor / key) into *err. err may be NULL. */
+int sp_err_set(sp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* prepend context: "ctx: <old message>" */
+int sp_err_wrap(sp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Internal invariant: aborts with file and line. Never used for bad input. */
+#define SP_ASSERT(cond)                                                                   \
+    do {                                                                                  \
+        if (!(cond)) sp_assert_fail(#cond, __FILE__, __LINE__);                           \
+    } while (0)
+_Noreturn void sp_assert_fail(const char *what, const char *file, int line);
+
+/* ---- logging (stderr) -------------------------------------------------------------- */
+enum { SP_LOG_ERROR = 0, SP_LOG_WARN = 1, SP_LOG_INFO = 2, SP_LOG_DEBUG = 3 };
+extern int sp_log_level;
+void sp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- numeric formats --------------------------------------------------------------- */
+static inline float sp_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* round to nearest even; NaN stays NaN */
+static inline uint16_t sp_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+float sp_f16_to_f32(uint16_t h);
+uint16_t sp_f32_to_f16(float f);
+/* bytes per element; 0 for unknown */
+size_t sp_dtype_size(sp_dtype dt);
+const char *sp_dtype_name(sp_dtype dt);
+/* convert n elements of any float dtype to f32 */
+void sp_to_f32(float *dst, const void *src, sp_dtype dt, size_t n);
+
+/* ---- counter-based RNG ---------------------------------------------------------------
+ * Philox-style stateless generator: the value depends only on (seed, stream, counter), so
+ * results do not depend on thread count or call order. */
+uint64_t sp_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter);
+/* uniform in [0, 1) with 24 bits of resolution per float, 53 for double */
+double sp_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
+float sp_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
+
+/* ---- time -------------------------------------------------------------------------- */
+double sp_time_ms(void);
+
+/* ---- files ------------------------------------------------------------------------- */
+/* Write buf to path crash-safely: path.tmp.PID, fsync, rename, fsync dir. */
+int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *err);
+/* Read a whole file into a malloc'd NUL-terminated buffer. Caller frees. */
+int sp_read_file(const char *path, char **out, size_t *n, sp_err *err);
+int sp_mkdir_p(const char *path, sp_err *err);
+int sp_path_join(char *out, size_t cap, const char *a, const char *b);
+int sp_file_exists(const char *path);
+
+#endif

@@ -1,0 +1,75 @@
+/* kernels.h — the numeric kernels shared by every model, drafter and (later) trainer.
+ *
+ * Each fast kernel has a naive `_ref` twin (double accumulation) that the tests compare
+ * against. Fast kernels are BATCH-INVARIANT: an output row computed for token t is
+ * bit-identical whatever T, the token's index in the batch, or the thread count. Lossless
+ * greedy verification depends on this (a verify forward over k tokens must give exactly
+ * the logits of k single-token forwards).
+ *
+ * Dimension letters: T tokens, K input width, N output width, H hidden, NH query heads,
+ * KVH kv heads, D head dim, V vocab. */
+#ifndef SPECULA_KERNELS_H
+#define SPECULA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/core.h"
+#include "../core/pool.h"
+
+/* A weight matrix W[N, K] stored row-major (PyTorch nn.Linear layout: out × in). */
+typedef struct {
+    const void *data;
+    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16 or SP_DT_F16 */
+    int n, k;    /* rows (outputs), cols (inputs) */
+} sp_mat;
+
+/* Y[T, N] = X[T, K] · W[N, K]ᵀ. Y must not alias X. Batch-invariant (see above). */
+void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
+void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W);
+
+/* RMSNorm over rows of width n: y = x / sqrt(mean(x²) + eps) [· w]. w may be NULL
+ * (weightless, Gemma-4 v_norm). y may alias x. Processes T rows. */
+void sp_rmsnorm(float *y, const float *x, const float *w, int T, int n, float eps);
+void sp_rmsnorm_ref(float *y, const float *x, const float *w, int T, int n, float eps);
+
+/* RoPE inverse frequencies for a head of dim D (D/2 values), per FORMATS.md §4.3, §4.4
+ * (llama3 scaling), §5.4 (proportional: exponent over the full D, zero past n_rot). */
+void sp_rope_inv_freq(float *inv_freq, int D, const sp_rope_params *rp);
+/* Rotate-half RoPE in place on x[nh, D] at position pos: pairs (j, j + D/2).
+ * cos/sin computed in f32 from pos·inv_freq[j]; zero frequencies leave the pair untouched. */
+void sp_rope(float *x, int nh, int D, const float *inv_freq, int pos);
+void sp_rope_ref(float *x, int nh, int D, const float *inv_freq, int pos);
+
+/* Activations and gated MLP glue: out[i] = act(gate[i]) * up[i], n elements. */
+void sp_silu_mul(float *out, const float *gate, const float *up, size_t n);
+void sp_gelu_tanh_mul(float *out, const float *gate, const float *up, size_t n);
+void sp_silu_mul_ref(float *out, const float *gate, const float *up, size_t n);
+void sp_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, size_t n);
+float sp_gelu_tanh(float x);
+
+/* softcap in place: x = c · tanh(x / c) */
+void sp_softcap(float *x, size_t n, float c);
+/* numerically stable softmax in place over n values */
+void sp_softmax(float *x, int n);
+
+/* Causal GQA attention over a KV cache.
+ * q: [T, NH, D] for tokens at positions pos0 .. pos0+T-1; out: [T, NH, D].
+ * K, V: caches [cap, KVH, D]; position p lives in slot (ring ? p % cap : p).
+ * Token t attends keys at positions lo(t) .. pos0+t, lo = window>0 ? max(0, pos0+t-window+1) : 0.
+ * Query head h reads KV head h / (NH/KVH). scores = q·k · scale, softmax in f32, then Σ p·v.
+ * Keys are visited in increasing position order, so results are batch-invariant. */
+typedef struct {
+    int T, pos0, NH, KVH, D;
+    int cap, ring, window;
+    float scale;
+} sp_attn_shape;
+void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                  const sp_attn_shape *s);
+void sp_attention_ref(float *out, const float *q, const float *K, const float *V,
+                      const sp_attn_shape *s);
+
+/* argmax with the lowest index winning ties */
+int sp_argmax(const float *x, int n);
+
+#endif

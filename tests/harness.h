@@ -1,0 +1,55 @@
+/* harness.h — the minimal test harness every tests/test_*.c uses.
+ *
+ *   static void test_something(void) { CHECK(x == 1, "x=%d", x); }
+ *   int main(void) { RUN(test_something); return harness_done("test_file"); }
+ *
+ * Each RUN prints "ok NAME" or "FAIL NAME"; harness_done prints "N passed, N failed" for
+ * the file's test cases and returns non-zero on any failure. tests/run.sh adds them up. */
+#ifndef SPECULA_HARNESS_H
+#define SPECULA_HARNESS_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int harness_case_failed, harness_passed, harness_failed;
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            harness_case_failed++;                                                        \
+            if (harness_case_failed <= 10) {                                              \
+                fprintf(stderr, "  check failed %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+                fprintf(stderr, __VA_ARGS__);                                             \
+                fputc('\n', stderr);                                                      \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+
+#define RUN(fn)                                                                           \
+    do {                                                                                  \
+        harness_case_failed = 0;                                                          \
+        fn();                                                                             \
+        if (harness_case_failed) {                                                        \
+            harness_failed++;                                                             \
+            printf("FAIL %s (%d checks failed)\n", #fn, harness_case_failed);             \
+        } else {                                                                          \
+            harness_passed++;                                                             \
+            printf("ok %s\n", #fn);                                                       \
+        }                                                                                 \
+        fflush(stdout);                                                                   \
+    } while (0)
+
+static inline int harness_done(const char *file) {
+    printf("%s: %d passed, %d failed\n", file, harness_passed, harness_failed);
+    return harness_failed ? 1 : 0;
+}
+
+/* deterministic random inputs: uniform in [-a, a], never all-zero */
+static inline void harness_fill(float *x, size_t n, float a, unsigned seed) {
+    unsigned long long s = 0x9E3779B97F4A7C15ull * (seed + 1);
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        x[i] = a * (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+}
+#endif

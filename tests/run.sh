@@ -1,0 +1,20 @@
+#!/bin/sh
+# Run every test program of the given build directories (default: build) from the repo root,
+# then print one closing line "N passed, N failed" over all test cases.
+cd "$(dirname "$0")/.." || exit 1
+[ $# -gt 0 ] || set -- build
+pass=0; fail=0; log=$(mktemp)
+for dir in "$@"; do
+    for t in "$dir"/tests/test_*; do
+        [ -x "$t" ] || continue
+        echo "== $t"
+        "$t" >"$log" 2>&1; rc=$?
+        cat "$log"
+        p=$(grep -c '^ok ' "$log"); f=$(grep -c '^FAIL ' "$log")
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $t exited with status $rc"; fi
+        pass=$((pass + p)); fail=$((fail + f))
+    done
+done
+rm -f "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
