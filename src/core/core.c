@@ -1,5 +1,4 @@
 /* core.c — errors, logging, f16 conversion, counter-based RNG, timers, crash-safe files. */
-#define _GNU_SOURCE
 #include "core.h"
 
 #include <errno.h>
