@@ -1,0 +1,132 @@
+/* encode.c — text -> ids (FORMATS.md §3.2): added-token split on the raw text, then for each
+ * gap: UTF-8 repair (byte-level models), normalizers, pre-tokenizers, BPE per word; the
+ * post-processor's BOS/EOS around the whole. */
+#include <stdlib.h>
+
+#include "tok_internal.h"
+
+typedef struct {
+    tok_buf clean, norm;
+    tok_pieces words;
+    tok_bpe_scratch *bpe;
+    int32_t *ids;
+    int n, cap;
+} enc_ctx;
+
+static int push_id(enc_ctx *c, int32_t id) {
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 256;
+        int32_t *p = realloc(c->ids, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        c->ids = p;
+        c->cap = cap;
+    }
+    c->ids[c->n++] = id;
+    return 0;
+}
+
+static int utf8_all_valid(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        if ((uint8_t)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int k = tok_utf8_valid_len((const uint8_t *)s + i, n - i);
+        if (!k) return 0;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
+static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t n, int first,
+                      sp_err *err) {
+    if (!n) return 0;
+    if (t->sanitize_utf8 && !utf8_all_valid(s, n)) {
+        c->clean.n = 0;
+        if (tok_utf8_lossy(&c->clean, s, n, 1)) return sp_err_set(err, "out of memory");
+        s = c->clean.p;
+        n = c->clean.n;
+    }
+    if (tok_normalize(t, s, n, &c->norm, err)) return -1;
+    if (tok_pretokenize(t, c->norm.p, c->norm.n, first, &c->words, err)) return -1;
+    for (int i = 0; i < c->words.n; i++) {
+        const tok_piece *p = &c->words.p[i];
+        if (tok_bpe_word(t, c->bpe, c->words.arena.p + p->off, p->len, &c->ids, &c->n, &c->cap,
+                         err))
+            return -1;
+    }
+    return 0;
+}
+
+static int is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static int is_word_byte(uint8_t c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c >= 0x80;
+}
+
+/* the added token that matches at s[i] (longest first), or -1 */
+static int match_added(const tok_tokenizer *t, const char *s, size_t n, size_t i,
+                       int parse_special) {
+    uint8_t b = (uint8_t)s[i];
+    for (int k = 0; k < t->n_first_lens[b]; k++) {
+        size_t L = t->first_lens[b][k];
+        if (i + L > n) continue;
+        for (uint64_t h = tok_hash(s + i, L) & t->added_map_mask;; h = (h + 1) & t->added_map_mask) {
+            int32_t a = t->added_map[h];
+            if (a < 0) break;
+            const tok_added *ad = &t->added[a];
+            if (ad->len != L || memcmp(ad->text, s + i, L)) continue;
+            if (ad->special && !parse_special) break;
+            if (ad->single_word && ((i > 0 && is_word_byte((uint8_t)s[i - 1])) ||
+                                    (i + L < n && is_word_byte((uint8_t)s[i + L]))))
+                break;
+            return a;
+        }
+    }
+    return -1;
+}
+
+int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
+               int32_t **ids, int *n, sp_err *err) {
+    *ids = NULL;
+    *n = 0;
+    if (!text && len) return sp_err_set(err, "tok_encode: NULL text");
+    if (len > (size_t)INT32_MAX / 2) return sp_err_set(err, "%s: text too long (%zu bytes)", t->source, len);
+    enc_ctx c = {0};
+    c.bpe = tok_bpe_scratch_new();
+    int rc = c.bpe ? 0 : sp_err_set(err, "out of memory");
+    for (int i = 0; add_bos && i < t->n_post_pre && !rc; i++) rc = push_id(&c, t->post_pre[i]);
+    size_t gap = 0, i = 0;
+    while (!rc && i < len && t->n_added) {
+        int a = t->n_first_lens[(uint8_t)text[i]] ? match_added(t, text, len, i, parse_special) : -1;
+        if (a < 0) {
+            i++;
+            continue;
+        }
+        const tok_added *ad = &t->added[a];
+        size_t ms = i, me = i + ad->len;
+        if (ad->lstrip)
+            while (ms > gap && is_ascii_space(text[ms - 1])) ms--;
+        if (ad->rstrip)
+            while (me < len && is_ascii_space(text[me])) me++;
+        rc = encode_gap(t, &c, text + gap, ms - gap, gap == 0, err);
+        if (!rc && push_id(&c, ad->id)) rc = sp_err_set(err, "out of memory");
+        i = gap = me;
+    }
+    if (!rc) rc = encode_gap(t, &c, text + gap, len - gap, gap == 0, err);
+    for (int k = 0; add_bos && k < t->n_post_post && !rc; k++) rc = push_id(&c, t->post_post[k]);
+    if (!rc && !c.ids && push_id(&c, 0) == 0) c.n = 0; /* non-NULL even when empty */
+    if (rc && c.ids && rc != -1) rc = -1;
+    tok_buf_free(&c.clean);
+    tok_buf_free(&c.norm);
+    tok_pieces_free(&c.words);
+    tok_bpe_scratch_free(c.bpe);
+    if (rc) {
+        free(c.ids);
+        if (!err || !err->msg[0]) sp_err_set(err, "%s: out of memory while encoding", t->source);
+        return -1;
+    }
+    *ids = c.ids;
+    *n = c.n;
+    return 0;
+}
