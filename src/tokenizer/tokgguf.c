@@ -43,8 +43,14 @@ static int gpt2_pre(tok_tokenizer *t, const char *pre, size_t n, sp_err *err) {
     if (!pre || IS("default") || IS("gpt-2") || IS("gpt2") || IS("phi-2") || IS("olmo") ||
         IS("jais") || IS("mpt") || IS("stablelm2") || IS("poro-chat") || IS("viking"))
         re = TOK_REGEX_GPT2;
-    else if (IS("qwen2") || IS("qwen35") || IS("deepseek-r1-qwen") || IS("megrez") || IS("hunyuan"))
+    else if (IS("qwen2") || IS("qwen35") || IS("deepseek-r1-qwen") || IS("megrez") || IS("hunyuan")) {
+        /* Qwen's own tokenizer normalizes to NFC first (FORMATS.md §3.5); llama.cpp skips
+         * that step. We keep it so a GGUF vocab encodes like the tokenizer.json it came from
+         * (identical on NFC text, which is all the peer vectors hold). */
+        tok_norm nfc = {.kind = NORM_NFC};
+        if (tok_push_norm(t, &nfc, err)) return -1;
         re = TOK_REGEX_QWEN2;
+    }
     else if (IS("llama-bpe") || IS("llama3") || IS("llama-v3") || IS("dbrx") || IS("smaug-bpe") ||
              IS("falcon3") || IS("pixtral"))
         re = TOK_REGEX_LLAMA3, t->ignore_merges = IS("llama-bpe") || IS("llama3") || IS("llama-v3");
