@@ -154,7 +154,7 @@ static int build_symbols(const tok_tokenizer *t, tok_bpe_scratch *sc, const char
             k = (uint32_t)tok_utf8_valid_len((const uint8_t *)w + i, n - i);
             if (!k) k = 1;
         }
-        int32_t id = tok_vocab_find(t, w + i, k);
+        int32_t id = k == 1 && (uint8_t)w[i] < 128 ? t->ascii_tok[(uint8_t)w[i]] : tok_vocab_find(t, w + i, k);
         if (id >= 0 || t->model == TOK_MODEL_SPM) {
             if (sym_push(sc, id, i, k)) return -1;
         } else {

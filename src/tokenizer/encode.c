@@ -5,8 +5,21 @@
 
 #include "tok_internal.h"
 
+/* Per-call cache of encoded words (HF keeps one too): short words repeat a lot. */
+#define CACHE_SLOTS 16384
+#define CACHE_MAX_WORD 128
+typedef struct {
+    uint64_t hash; /* 0 = empty */
+    uint32_t key_off, key_len, ids_off, n_ids;
+} cache_entry;
+
 typedef struct {
     tok_buf clean, norm;
+    cache_entry *cache;
+    int cache_used;
+    tok_buf cache_keys;
+    int32_t *cache_ids;
+    int cache_nids, cache_cap;
     tok_pieces words;
     tok_bpe_scratch *bpe;
     int32_t *ids;
@@ -38,6 +51,67 @@ static int utf8_all_valid(const char *s, size_t n) {
     return 1;
 }
 
+/* encode one word through the cache */
+static int encode_cached(const tok_tokenizer *t, enc_ctx *c, const char *w, size_t n, sp_err *err) {
+    if (n > CACHE_MAX_WORD) return tok_bpe_word(t, c->bpe, w, n, &c->ids, &c->n, &c->cap, err);
+    if (!c->cache && !(c->cache = calloc(CACHE_SLOTS, sizeof *c->cache))) return sp_err_set(err, "out of memory");
+    uint64_t h = tok_hash(w, n) | 1, i;
+    for (i = h & (CACHE_SLOTS - 1); c->cache[i].hash; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        const cache_entry *e = &c->cache[i];
+        if (e->hash == h && e->key_len == n && !memcmp(c->cache_keys.p + e->key_off, w, n)) {
+            for (uint32_t k = 0; k < e->n_ids; k++)
+                if (push_id(c, c->cache_ids[e->ids_off + k])) return sp_err_set(err, "out of memory");
+            return 0;
+        }
+    }
+    int before = c->n;
+    if (tok_bpe_word(t, c->bpe, w, n, &c->ids, &c->n, &c->cap, err)) return -1;
+    if (c->cache_used >= CACHE_SLOTS / 2) { /* full: start over */
+        memset(c->cache, 0, CACHE_SLOTS * sizeof *c->cache);
+        c->cache_used = 0;
+        c->cache_keys.n = 0;
+        c->cache_nids = 0;
+        for (i = h & (CACHE_SLOTS - 1); c->cache[i].hash; i = (i + 1) & (CACHE_SLOTS - 1)) {}
+    }
+    int k = c->n - before;
+    if (c->cache_nids + k > c->cache_cap) {
+        int cap = (c->cache_nids + k) * 2 + 1024;
+        int32_t *p = realloc(c->cache_ids, (size_t)cap * sizeof *p);
+        if (!p) return 0; /* no caching; the result stands */
+        c->cache_ids = p;
+        c->cache_cap = cap;
+    }
+    cache_entry e = {h, (uint32_t)c->cache_keys.n, (uint32_t)n, (uint32_t)c->cache_nids, (uint32_t)k};
+    if (tok_buf_put(&c->cache_keys, w, n)) return 0;
+    memcpy(c->cache_ids + c->cache_nids, c->ids + before, (size_t)k * sizeof *c->ids);
+    c->cache_nids += k;
+    c->cache[i] = e;
+    c->cache_used++;
+    return 0;
+}
+
+/* one pre-tokenized word; SentencePiece-style words are cut before each safe "▁" */
+static int encode_word(const tok_tokenizer *t, enc_ctx *c, const char *w, size_t n, sp_err *err) {
+    if (!t->cut_ok) return encode_cached(t, c, w, n, err);
+    size_t start = 0;
+    for (size_t i = 1; i + 3 <= n; i++) {
+        if ((uint8_t)w[i] != 0xE2 || (uint8_t)w[i + 1] != 0x96 || (uint8_t)w[i + 2] != 0x81) continue;
+        size_t j = i - 1;
+        while (j > start && ((uint8_t)w[j] & 0xC0) == 0x80) j--;
+        size_t cl = i - j;
+        if (cl == 3 && (uint8_t)w[j] == 0xE2 && (uint8_t)w[j + 1] == 0x96 && (uint8_t)w[j + 2] == 0x81)
+            continue; /* inside a run of marks */
+        int ok = tok_utf8_valid_len((const uint8_t *)w + j, cl) == (int)cl &&
+                 tok_vocab_find(t, w + j, cl) >= 0; /* a byte-fallback char never precedes a cut */
+        for (int k = 0; k < t->n_cut_bad && ok; k++)
+            ok = !(t->cut_bad_len[k] == cl && !memcmp(t->cut_bad[k], w + j, cl));
+        if (!ok) continue;
+        if (encode_cached(t, c, w + start, i - start, err)) return -1;
+        start = i;
+    }
+    return encode_cached(t, c, w + start, n - start, err);
+}
+
 static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t n, int first,
                       sp_err *err) {
     if (!n) return 0;
@@ -51,9 +125,7 @@ static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t 
     if (tok_pretokenize(t, c->norm.p, c->norm.n, first, &c->words, err)) return -1;
     for (int i = 0; i < c->words.n; i++) {
         const tok_piece *p = &c->words.p[i];
-        if (tok_bpe_word(t, c->bpe, c->words.arena.p + p->off, p->len, &c->ids, &c->n, &c->cap,
-                         err))
-            return -1;
+        if (encode_word(t, c, c->words.arena.p + p->off, p->len, err)) return -1;
     }
     return 0;
 }
@@ -121,6 +193,9 @@ int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int 
     tok_buf_free(&c.norm);
     tok_pieces_free(&c.words);
     tok_bpe_scratch_free(c.bpe);
+    free(c.cache);
+    free(c.cache_ids);
+    tok_buf_free(&c.cache_keys);
     if (rc) {
         free(c.ids);
         if (!err || !err->msg[0]) sp_err_set(err, "%s: out of memory while encoding", t->source);

@@ -148,7 +148,8 @@ struct tok_tokenizer {
     uint32_t *off, *len;
     uint8_t *attr;
     float *score; /* SPM only */
-    int32_t *map; /* hash slots: id or -1 */
+    uint64_t *map; /* hash slots: hash high bits << 32 | id; UINT64_MAX empty */
+    int32_t ascii_tok[128]; /* id of each one-byte token, -1 absent (fast path) */
     uint64_t map_mask;
     /* merges */
     tok_merge *merges;
@@ -161,6 +162,12 @@ struct tok_tokenizer {
     int byte_level;        /* a ByteLevel pre-tokenizer maps bytes to the GPT-2 alphabet */
     int32_t bl_tok[256];   /* byte-level: id of the one-char token of each byte */
     int sanitize_utf8;     /* replace invalid UTF-8 input by U+FFFD before normalizing */
+    /* SentencePiece-style words may be cut before a "▁" whose preceding character never
+     * precedes "▁" inside a token: no merge can cross such a cut (encode.c). */
+    int cut_ok;             /* 0: never cut */
+    char cut_bad[16][4];    /* characters that do precede "▁" inside some token */
+    uint8_t cut_bad_len[16];
+    int n_cut_bad;
     /* pipeline */
     tok_norm *norm;
     int n_norm;
@@ -191,6 +198,8 @@ int tok_vocab_init(tok_tokenizer *t, int n, sp_err *err);
 int tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err *err);
 /* Build the text->id map and byte tables once all ids are set. */
 int tok_vocab_finish(tok_tokenizer *t, sp_err *err);
+/* work out cut_ok / cut_bad from the vocabulary (after tok_vocab_finish) */
+void tok_vocab_find_cuts(tok_tokenizer *t);
 int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n);
 int tok_merges_init(tok_tokenizer *t, int n, sp_err *err);
 /* rank = insertion order; merged token text must be in the vocab */

@@ -202,6 +202,7 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
         if (!t->chat_template) return sp_err_set(err, "%s: out of memory", t->source);
     }
     tok_collect_eog(t);
+    tok_vocab_find_cuts(t);
     return 0;
 }
 

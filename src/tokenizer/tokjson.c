@@ -505,6 +505,7 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
             for (size_t i = 0; i < 4 && t->eos_id < 0; i++) t->eos_id = tok_vocab_find(t, eos[i], strlen(eos[i]));
         }
         tok_collect_eog(t);
+        tok_vocab_find_cuts(t);
         return t;
     }
     tok_free(t);

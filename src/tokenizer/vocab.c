@@ -78,9 +78,12 @@ static uint64_t pow2_at_least(uint64_t n) {
 
 int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n) {
     if (!t->map) return -1;
-    for (uint64_t h = tok_hash(s, n) & t->map_mask;; h = (h + 1) & t->map_mask) {
-        int32_t id = t->map[h];
-        if (id < 0) return -1;
+    uint64_t h = tok_hash(s, n), fp = h >> 32;
+    for (h &= t->map_mask;; h = (h + 1) & t->map_mask) {
+        uint64_t e = t->map[h];
+        if (e == UINT64_MAX) return -1;
+        if (e >> 32 != fp) continue; /* fingerprint first: no text access on a miss */
+        int32_t id = (int32_t)(uint32_t)e;
         if (t->len[id] == n && !memcmp(t->text.p + t->off[id], s, n)) return id;
     }
 }
@@ -102,15 +105,19 @@ int tok_vocab_finish(tok_tokenizer *t, sp_err *err) {
         const char *s = t->text.p + t->off[id];
         size_t n = t->len[id];
         if (tok_vocab_find(t, s, n) >= 0) continue; /* duplicate text: first id wins */
-        uint64_t h = tok_hash(s, n) & t->map_mask;
-        while (t->map[h] >= 0) h = (h + 1) & t->map_mask;
-        t->map[h] = id;
+        uint64_t h = tok_hash(s, n), fp = h >> 32;
+        for (h &= t->map_mask; t->map[h] != UINT64_MAX;) h = (h + 1) & t->map_mask;
+        t->map[h] = fp << 32 | (uint32_t)id;
         /* "<0xHH>" byte tokens (uppercase hex, FORMATS.md §3.3) */
         if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && hex_digit(s[3]) >= 0 &&
             hex_digit(s[4]) >= 0) {
             int b = hex_digit(s[3]) * 16 + hex_digit(s[4]);
             if (t->byte_tok[b] < 0) t->byte_tok[b] = id;
         }
+    }
+    for (int c = 0; c < 128; c++) {
+        char ch = (char)c;
+        t->ascii_tok[c] = tok_vocab_find(t, &ch, 1);
     }
     /* byte-level alphabet: the one-char token of each byte */
     for (int b = 0; b < 256; b++) {
@@ -119,6 +126,33 @@ int tok_vocab_finish(tok_tokenizer *t, sp_err *err) {
         t->bl_tok[b] = tok_vocab_find(t, u, (size_t)k);
     }
     return 0;
+}
+
+void tok_vocab_find_cuts(tok_tokenizer *t) {
+    static const char mark[3] = {(char)0xE2, (char)0x96, (char)0x81};
+    t->cut_ok = !t->byte_level && tok_vocab_find(t, mark, 3) >= 0;
+    t->n_cut_bad = 0;
+    for (int32_t id = 0; id < t->n_vocab && t->cut_ok; id++) {
+        const char *s = t->text.p + t->off[id];
+        size_t n = t->len[id];
+        for (size_t i = 1; i + 3 <= n; i++) {
+            if (memcmp(s + i, mark, 3)) continue;
+            size_t j = i - 1; /* start of the preceding character */
+            while (j > 0 && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
+            size_t cl = i - j;
+            if (cl == 3 && !memcmp(s + j, mark, 3)) continue; /* a run of marks */
+            int seen = 0;
+            for (int k = 0; k < t->n_cut_bad; k++)
+                seen |= t->cut_bad_len[k] == cl && !memcmp(t->cut_bad[k], s + j, cl);
+            if (seen) continue;
+            if (t->n_cut_bad == 16 || cl > 4) {
+                t->cut_ok = 0; /* too many: do not cut at all */
+                break;
+            }
+            memcpy(t->cut_bad[t->n_cut_bad], s + j, cl);
+            t->cut_bad_len[t->n_cut_bad++] = (uint8_t)cl;
+        }
+    }
 }
 
 /* ---- merges ------------------------------------------------------------------------------- */
