@@ -151,6 +151,8 @@ struct tok_tokenizer {
     uint64_t *map; /* hash slots: hash high bits << 32 | id; UINT64_MAX empty */
     int32_t ascii_tok[128]; /* id of each one-byte token, -1 absent (fast path) */
     uint64_t map_mask;
+    int n_dups;     /* ids whose text an earlier id already has (tok_vocab_finish) */
+    int32_t dup_id; /* the first such id */
     /* merges */
     tok_merge *merges;
     uint64_t merge_mask;
@@ -198,6 +200,9 @@ int tok_vocab_init(tok_tokenizer *t, int n, sp_err *err);
 int tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err *err);
 /* Build the text->id map and byte tables once all ids are set. */
 int tok_vocab_finish(tok_tokenizer *t, sp_err *err);
+/* insert one more id into the map (after tok_vocab_finish); refresh the byte tables after */
+void tok_vocab_insert(tok_tokenizer *t, int32_t id);
+void tok_vocab_tables(tok_tokenizer *t);
 /* work out cut_ok / cut_bad from the vocabulary (after tok_vocab_finish) */
 void tok_vocab_find_cuts(tok_tokenizer *t);
 int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "tok_internal.h"
+#include "tokjson_scan.h"
 
 typedef struct {
     tok_tokenizer *t;
@@ -307,37 +308,98 @@ static int parse_post(ld *L, json_t *o, int depth) {
 }
 
 /* ---- model: vocab, added tokens, merges --------------------------------------------------- */
-static int parse_model(ld *L, json_t *model, json_t *added) {
+/* model.vocab entries as read (either reader), before the id range is known */
+typedef struct {
+    ld *L;
+    tok_buf arena;
+    uint32_t *off, *len;
+    int32_t *id;
+    size_t n, cap;
+    long long max_id;
+} vocab_list;
+
+static int vocab_add(void *ctx, const char *s, size_t n, long long id) {
+    vocab_list *v = ctx;
+    if (id < 0 || id >= (1 << 26))
+        return FAIL(v->L, "model.vocab['%.*s'] = %lld is not an id in [0, %d)", (int)(n > 60 ? 60 : n), s, id, 1 << 26);
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 1024;
+        uint32_t *o = realloc(v->off, cap * sizeof *o), *l = o ? realloc(v->len, cap * sizeof *l) : NULL;
+        if (o) v->off = o;
+        if (l) v->len = l;
+        int32_t *d = l ? realloc(v->id, cap * sizeof *d) : NULL;
+        if (!d) return FAIL(v->L, "out of memory");
+        v->id = d;
+        v->cap = cap;
+    }
+    if (v->arena.n + n > UINT32_MAX - 1) return FAIL(v->L, "model.vocab is too large");
+    v->off[v->n] = (uint32_t)v->arena.n;
+    v->len[v->n] = (uint32_t)n;
+    v->id[v->n++] = (int32_t)id;
+    if (id > v->max_id) v->max_id = id;
+    return tok_buf_put(&v->arena, s, n) ? FAIL(v->L, "out of memory") : 0;
+}
+
+static int merge_add(void *ctx, long long i, const char *a, size_t la, const char *b, size_t lb) {
+    ld *L = ctx;
+    tok_tokenizer *t = L->t;
+    int32_t ia = tok_vocab_find(t, a, la), ib = tok_vocab_find(t, b, lb);
+    if (ia < 0 || ib < 0)
+        return FAIL(L, "model.merges[%lld] names '%.*s', which is not in model.vocab", i,
+                    (int)(ia < 0 ? (la > 60 ? 60 : la) : (lb > 60 ? 60 : lb)), ia < 0 ? a : b);
+    if (i > INT32_MAX / 2) return FAIL(L, "model.merges is too long");
+    if (tok_merges_add(t, ia, ib, (int32_t)i, L->err)) return sp_err_wrap(L->err, "model.merges[%lld]", i);
+    return 0;
+}
+
+/* vocab / merges come from the fast scanner when their spans are known, else from jansson */
+static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, const tj_span *ms) {
     tok_tokenizer *t = L->t;
     if (!json_is_object(model)) return FAIL(L, "'model' must be an object");
     const char *type = str_of(model, "type");
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     if (type && strcmp(type, "BPE")) return FAIL(L, "model type '%s' is not supported (only BPE)", type);
-    if (!json_is_object(vocab)) return FAIL(L, "model.vocab must be an object {token: id}");
-    if (!json_is_array(merges)) return FAIL(L, "model.merges must be an array");
+    if (!vs && !json_is_object(vocab)) return FAIL(L, "model.vocab must be an object {token: id}");
+    if (!ms && !json_is_array(merges)) return FAIL(L, "model.merges must be an array");
     if (added && !json_is_null(added) && !json_is_array(added)) return FAIL(L, "added_tokens must be an array");
-    /* id range */
-    json_int_t max_id = -1;
-    const char *key;
-    json_t *val;
-    json_object_foreach(vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= (1 << 26))
-            return FAIL(L, "model.vocab['%.60s'] must be an id in [0, %d)", key, 1 << 26);
-        if (json_integer_value(val) > max_id) max_id = json_integer_value(val);
+    vocab_list vl = {.L = L, .max_id = -1};
+    int rc = 0;
+    size_t bad = 0;
+    if (vs) {
+        int r = tj_vocab_each(vs->base + vs->a, vs->base + vs->b, vocab_add, &vl, &bad);
+        if (r == -1) rc = FAIL(L, "model.vocab must be {\"token\": id, ...}: malformed at byte %zu", vs->a + bad);
+        else if (r) rc = -1;
+    } else {
+        const char *key;
+        json_t *val;
+        json_object_foreach(vocab, key, val) {
+            if (!json_is_integer(val)) {
+                rc = FAIL(L, "model.vocab['%.60s'] must be an integer id", key);
+                break;
+            }
+            if ((rc = vocab_add(&vl, key, strlen(key), json_integer_value(val)))) break;
+        }
     }
-    for (size_t i = 0; added && i < json_array_size(added); i++) {
+    for (size_t i = 0; !rc && added && i < json_array_size(added); i++) {
         json_t *a = json_array_get(added, i), *id = json_object_get(a, "id");
         if (!json_is_object(a) || !json_is_integer(id) || json_integer_value(id) < 0 ||
             json_integer_value(id) >= (1 << 26) || !json_is_string(json_object_get(a, "content")))
-            return FAIL(L, "added_tokens[%zu] needs an integer id in range and a string content", i);
-        if (json_integer_value(id) > max_id) max_id = json_integer_value(id);
+            rc = FAIL(L, "added_tokens[%zu] needs an integer id in range and a string content", i);
+        else if (json_integer_value(id) > vl.max_id)
+            vl.max_id = json_integer_value(id);
     }
-    if (max_id < 0) return FAIL(L, "model.vocab is empty");
-    if (tok_vocab_init(t, (int)max_id + 1, L->err)) return -1;
-    json_object_foreach(vocab, key, val) {
-        if (tok_vocab_set(t, (int32_t)json_integer_value(val), key, strlen(key), L->err))
-            return sp_err_wrap(L->err, "model.vocab");
-    }
+    if (!rc && vl.max_id < 0) rc = FAIL(L, "model.vocab is empty");
+    if (!rc) rc = tok_vocab_init(t, (int)vl.max_id + 1, L->err);
+    for (size_t i = 0; !rc && i < vl.n; i++)
+        if (tok_vocab_set(t, vl.id[i], vl.arena.p + vl.off[i], vl.len[i], L->err)) rc = sp_err_wrap(L->err, "model.vocab");
+    tok_buf_free(&vl.arena);
+    free(vl.off);
+    free(vl.len);
+    free(vl.id);
+    if (rc || tok_vocab_finish(t, L->err)) return -1;
+    if (t->n_dups)
+        return FAIL(L, "model.vocab has the token '%.*s' twice", (int)(t->len[t->dup_id] > 60 ? 60 : t->len[t->dup_id]),
+                    t->text.p + t->off[t->dup_id]);
     for (size_t i = 0; added && i < json_array_size(added); i++) {
         json_t *a = json_array_get(added, i);
         int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
@@ -358,43 +420,52 @@ static int parse_model(ld *L, json_t *model, json_t *added) {
         ad.single_word = (uint8_t)v;
         if ((v = opt_bool(L, a, "normalized", 0, where)) < 0) return -1;
         ad.normalized = (uint8_t)v;
-        if (!(t->attr[id] & TOK_ATTR_HOLE) &&
-            (t->len[id] != n || memcmp(t->text.p + t->off[id], s, n))) {
-            t->attr[id] = TOK_ATTR_HOLE; /* the added token's content wins for this id (HF) */
+        if (!(t->attr[id] & TOK_ATTR_HOLE) && (t->len[id] != n || memcmp(t->text.p + t->off[id], s, n)))
+            return FAIL(L, "%s: id %d is '%.*s' in model.vocab but '%.*s' here", where, id,
+                        (int)(t->len[id] > 40 ? 40 : t->len[id]), t->text.p + t->off[id], (int)(n > 40 ? 40 : n), s);
+        if (t->attr[id] & TOK_ATTR_HOLE) {
+            if (tok_vocab_set(t, id, s, n, L->err)) return -1;
+            tok_vocab_insert(t, id);
         }
-        if ((t->attr[id] & TOK_ATTR_HOLE) && tok_vocab_set(t, id, s, n, L->err)) return -1;
         t->attr[id] = ad.special ? TOK_ATTR_CONTROL : TOK_ATTR_USER;
         if (tok_added_add(t, &ad, L->err)) return -1;
     }
-    if (tok_vocab_finish(t, L->err) || tok_added_finish(t, L->err)) return -1;
+    tok_vocab_tables(t);
+    if (tok_added_finish(t, L->err)) return -1;
     for (int b = 0; b < 256; b++)
         if (t->byte_tok[b] >= 0) t->attr[t->byte_tok[b]] |= TOK_ATTR_BYTE;
     /* merges: "a b" strings or ["a", "b"] pairs; rank = index (FORMATS.md §3.1) */
-    size_t nm = json_array_size(merges);
-    if (nm > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
-    if (tok_merges_init(t, (int)nm, L->err)) return -1;
-    for (size_t i = 0; i < nm; i++) {
-        json_t *m = json_array_get(merges, i);
-        const char *a, *b;
-        size_t la, lb;
-        if (json_is_string(m)) {
-            const char *s = json_string_value(m);
-            size_t n = json_string_length(m);
-            const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
-            if (!sp) return FAIL(L, "model.merges[%zu] '%.60s' is not 'left right'", i, s);
-            a = s, la = (size_t)(sp - s), b = sp + 1, lb = n - la - 1;
-        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                   json_is_string(json_array_get(m, 1))) {
-            a = json_string_value(json_array_get(m, 0)), la = json_string_length(json_array_get(m, 0));
-            b = json_string_value(json_array_get(m, 1)), lb = json_string_length(json_array_get(m, 1));
-        } else {
-            return FAIL(L, "model.merges[%zu] must be a string 'a b' or a pair [\"a\", \"b\"]", i);
+    if (ms) {
+        size_t quotes = 0; /* upper bound on the count: every merge has >= 2 quotes */
+        for (const char *p = ms->base + ms->a; (p = memchr(p, '"', (size_t)(ms->base + ms->b - p))); p++) quotes++;
+        if (quotes / 2 > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
+        if (tok_merges_init(t, (int)(quotes / 2), L->err)) return -1;
+        int r = tj_merges_each(ms->base + ms->a, ms->base + ms->b, merge_add, L, &bad);
+        if (r == -1) return FAIL(L, "model.merges must be [\"a b\", ...] or [[\"a\", \"b\"], ...]: malformed at byte %zu", ms->a + bad);
+        if (r == -3) return FAIL(L, "model.merges: a string merge is not 'left right' (byte %zu)", ms->a + bad);
+        if (r) return -1;
+    } else {
+        size_t nm = json_array_size(merges);
+        if (nm > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
+        if (tok_merges_init(t, (int)nm, L->err)) return -1;
+        for (size_t i = 0; i < nm; i++) {
+            json_t *m = json_array_get(merges, i);
+            if (json_is_string(m)) {
+                const char *s = json_string_value(m);
+                size_t n = json_string_length(m);
+                const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
+                if (!sp) return FAIL(L, "model.merges[%zu] '%.60s' is not 'left right'", i, s);
+                if (merge_add(L, (long long)i, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp - s) - 1)) return -1;
+            } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                       json_is_string(json_array_get(m, 1))) {
+                json_t *a = json_array_get(m, 0), *b = json_array_get(m, 1);
+                if (merge_add(L, (long long)i, json_string_value(a), json_string_length(a), json_string_value(b),
+                              json_string_length(b)))
+                    return -1;
+            } else {
+                return FAIL(L, "model.merges[%zu] must be a string 'a b' or a pair [\"a\", \"b\"]", i);
+            }
         }
-        int32_t ia = tok_vocab_find(t, a, la), ib = tok_vocab_find(t, b, lb);
-        if (ia < 0 || ib < 0)
-            return FAIL(L, "model.merges[%zu] names '%.*s', which is not in model.vocab", i,
-                        (int)(ia < 0 ? (la > 60 ? 60 : la) : (lb > 60 ? 60 : lb)), ia < 0 ? a : b);
-        if (tok_merges_add(t, ia, ib, (int32_t)i, L->err)) return sp_err_wrap(L->err, "model.merges[%zu]", i);
     }
     /* options */
     int v;
@@ -482,11 +553,24 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
     }
     ld L = {t, err};
     json_error_t je;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    /* fast path: read model.vocab / model.merges here, the rest with jansson */
+    tj_span vs, ms;
+    char *rest = NULL;
+    if (tj_find_model_members(text, len, &vs, &ms) == 0 && vs.b && ms.b && (rest = malloc(len))) {
+        memcpy(rest, text, len);
+        memset(rest + vs.a, ' ', vs.b - vs.a);
+        memset(rest + ms.a, ' ', ms.b - ms.a);
+        rest[vs.a] = '{', rest[vs.a + 1] = '}';
+        rest[ms.a] = '[', rest[ms.a + 1] = ']';
+    }
+    json_t *root = json_loadb(rest ? rest : text, len, JSON_REJECT_DUPLICATES, &je);
     int rc = 0;
     if (!root) rc = sp_err_set(err, "%s: invalid JSON at line %d column %d: %s", what, je.line, je.column, je.text);
     else if (!json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);
-    if (!rc) rc = parse_model(&L, json_object_get(root, "model"), json_object_get(root, "added_tokens"));
+    if (!rc)
+        rc = parse_model(&L, json_object_get(root, "model"), json_object_get(root, "added_tokens"),
+                         rest ? &vs : NULL, rest ? &ms : NULL);
+    free(rest);
     if (!rc) rc = parse_norm(&L, json_object_get(root, "normalizer"), "normalizer", 0);
     if (!rc) rc = parse_pre(&L, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0);
     if (!rc) rc = parse_dec(&L, json_object_get(root, "decoder"), "decoder", 0);

@@ -88,10 +88,36 @@ int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n) {
     }
 }
 
-static int32_t hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+void tok_vocab_insert(tok_tokenizer *t, int32_t id) {
+    if (t->attr[id] & TOK_ATTR_HOLE) return;
+    const char *s = t->text.p + t->off[id];
+    size_t n = t->len[id];
+    uint64_t h = tok_hash(s, n), fp = h >> 32;
+    for (h &= t->map_mask;; h = (h + 1) & t->map_mask) {
+        uint64_t e = t->map[h];
+        if (e == UINT64_MAX) break;
+        int32_t o = (int32_t)(uint32_t)e;
+        if (e >> 32 == fp && t->len[o] == n && !memcmp(t->text.p + t->off[o], s, n)) {
+            if (!t->n_dups++) t->dup_id = id; /* duplicate text: the first id wins */
+            return;
+        }
+    }
+    t->map[h] = fp << 32 | (uint32_t)id;
+}
+
+void tok_vocab_tables(tok_tokenizer *t) {
+    for (int b = 0; b < 256; b++) {
+        char hex[7];
+        snprintf(hex, sizeof hex, "<0x%02X>", b); /* byte tokens, uppercase hex (FORMATS.md §3.3) */
+        t->byte_tok[b] = tok_vocab_find(t, hex, 6);
+        char u[4];
+        int k = tok_utf8_put(u, tok_bytelevel_cp((uint8_t)b)); /* byte-level alphabet */
+        t->bl_tok[b] = tok_vocab_find(t, u, (size_t)k);
+    }
+    for (int c = 0; c < 128; c++) {
+        char ch = (char)c;
+        t->ascii_tok[c] = tok_vocab_find(t, &ch, 1);
+    }
 }
 
 int tok_vocab_finish(tok_tokenizer *t, sp_err *err) {
@@ -100,31 +126,9 @@ int tok_vocab_finish(tok_tokenizer *t, sp_err *err) {
     t->map = malloc((t->map_mask + 1) * sizeof *t->map);
     if (!t->map) return sp_err_set(err, "%s: out of memory", t->source);
     memset(t->map, 0xff, (t->map_mask + 1) * sizeof *t->map);
-    for (int32_t id = 0; id < t->n_vocab; id++) {
-        if (t->attr[id] & TOK_ATTR_HOLE) continue;
-        const char *s = t->text.p + t->off[id];
-        size_t n = t->len[id];
-        if (tok_vocab_find(t, s, n) >= 0) continue; /* duplicate text: first id wins */
-        uint64_t h = tok_hash(s, n), fp = h >> 32;
-        for (h &= t->map_mask; t->map[h] != UINT64_MAX;) h = (h + 1) & t->map_mask;
-        t->map[h] = fp << 32 | (uint32_t)id;
-        /* "<0xHH>" byte tokens (uppercase hex, FORMATS.md §3.3) */
-        if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && hex_digit(s[3]) >= 0 &&
-            hex_digit(s[4]) >= 0) {
-            int b = hex_digit(s[3]) * 16 + hex_digit(s[4]);
-            if (t->byte_tok[b] < 0) t->byte_tok[b] = id;
-        }
-    }
-    for (int c = 0; c < 128; c++) {
-        char ch = (char)c;
-        t->ascii_tok[c] = tok_vocab_find(t, &ch, 1);
-    }
-    /* byte-level alphabet: the one-char token of each byte */
-    for (int b = 0; b < 256; b++) {
-        char u[4];
-        int k = tok_utf8_put(u, tok_bytelevel_cp((uint8_t)b));
-        t->bl_tok[b] = tok_vocab_find(t, u, (size_t)k);
-    }
+    t->n_dups = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) tok_vocab_insert(t, id);
+    tok_vocab_tables(t);
     return 0;
 }
 
