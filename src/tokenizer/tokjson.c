@@ -436,10 +436,14 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
         if (t->byte_tok[b] >= 0) t->attr[t->byte_tok[b]] |= TOK_ATTR_BYTE;
     /* merges: "a b" strings or ["a", "b"] pairs; rank = index (FORMATS.md §3.1) */
     if (ms) {
-        size_t quotes = 0; /* upper bound on the count: every merge has >= 2 quotes */
+        /* count bound: 2 quotes per "a b" merge, 4 per ["a", "b"] pair */
+        size_t quotes = 0;
+        const char *p0 = ms->base + ms->a + 1;
+        while (p0 < ms->base + ms->b && (*p0 == ' ' || *p0 == '\n' || *p0 == '\r' || *p0 == '\t')) p0++;
         for (const char *p = ms->base + ms->a; (p = memchr(p, '"', (size_t)(ms->base + ms->b - p))); p++) quotes++;
-        if (quotes / 2 > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
-        if (tok_merges_init(t, (int)(quotes / 2), L->err)) return -1;
+        size_t bound = quotes / (p0 < ms->base + ms->b && *p0 == '[' ? 4 : 2);
+        if (bound > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
+        if (tok_merges_init(t, (int)bound, L->err)) return -1;
         int r = tj_merges_each(ms->base + ms->a, ms->base + ms->b, merge_add, L, &bad);
         if (r == -1) return FAIL(L, "model.merges must be [\"a b\", ...] or [[\"a\", \"b\"], ...]: malformed at byte %zu", ms->a + bad);
         if (r == -3) return FAIL(L, "model.merges: a string merge is not 'left right' (byte %zu)", ms->a + bad);
@@ -556,14 +560,18 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
     /* fast path: read model.vocab / model.merges here, the rest with jansson */
     tj_span vs, ms;
     char *rest = NULL;
+    size_t rest_len = 0;
     if (tj_find_model_members(text, len, &vs, &ms) == 0 && vs.b && ms.b && (rest = malloc(len))) {
-        memcpy(rest, text, len);
-        memset(rest + vs.a, ' ', vs.b - vs.a);
-        memset(rest + ms.a, ' ', ms.b - ms.a);
-        rest[vs.a] = '{', rest[vs.a + 1] = '}';
-        rest[ms.a] = '[', rest[ms.a + 1] = ']';
+        /* the document without the two big values: [.. vocab {} .. merges [] ..] */
+        const tj_span *first = vs.a < ms.a ? &vs : &ms, *second = vs.a < ms.a ? &ms : &vs;
+        const char *fill1 = first == &vs ? "{}" : "[]", *fill2 = first == &vs ? "[]" : "{}";
+        memcpy(rest, text, first->a), rest_len = first->a;
+        memcpy(rest + rest_len, fill1, 2), rest_len += 2;
+        memcpy(rest + rest_len, text + first->b, second->a - first->b), rest_len += second->a - first->b;
+        memcpy(rest + rest_len, fill2, 2), rest_len += 2;
+        memcpy(rest + rest_len, text + second->b, len - second->b), rest_len += len - second->b;
     }
-    json_t *root = json_loadb(rest ? rest : text, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, &je);
     int rc = 0;
     if (!root) rc = sp_err_set(err, "%s: invalid JSON at line %d column %d: %s", what, je.line, je.column, je.text);
     else if (!json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);

@@ -128,8 +128,8 @@ static const char *skip_value(const char *p, const char *e, int depth) {
     return p;
 }
 
-/* walk the members of the object at p; calls back on each key with its value span */
-static int walk_object(const char *p, const char *e, const char *want, tj_span *found) {
+/* walk the members of the object at p; record the value spans of keys k1 and k2 */
+static int walk_object(const char *p, const char *e, const char *k1, tj_span *s1, const char *k2, tj_span *s2) {
     tok_buf key = {0};
     p = ws(p, e);
     if (p >= e || *p != '{') return -1;
@@ -143,9 +143,10 @@ static int walk_object(const char *p, const char *e, const char *want, tj_span *
         if (p >= e || *p != ':') break;
         const char *v = ws(p + 1, e), *ve = skip_value(v, e, 0);
         if (!ve) break;
-        if (key.n == strlen(want) && !memcmp(key.p, want, key.n)) {
-            found->a = (size_t)(v - found->base), found->b = (size_t)(ve - found->base);
-        }
+        tj_span *hit = key.n == strlen(k1) && !memcmp(key.p, k1, key.n)          ? s1
+                       : k2 && key.n == strlen(k2) && !memcmp(key.p, k2, key.n) ? s2
+                                                                                 : NULL;
+        if (hit) hit->a = (size_t)(v - hit->base), hit->b = (size_t)(ve - hit->base);
         p = ws(ve, e);
         if (p < e && *p == '}') {
             tok_buf_free(&key);
@@ -162,10 +163,8 @@ int tj_find_model_members(const char *s, size_t n, tj_span *vocab, tj_span *merg
     tj_span model = {s, 0, 0};
     vocab->base = merges->base = s;
     vocab->a = vocab->b = merges->a = merges->b = 0;
-    if (walk_object(s, s + n, "model", &model) || model.b == 0) return -1;
-    if (walk_object(s + model.a, s + model.b, "vocab", vocab)) return -1;
-    if (walk_object(s + model.a, s + model.b, "merges", merges)) return -1;
-    return 0;
+    if (walk_object(s, s + n, "model", &model, NULL, NULL) || model.b == 0) return -1;
+    return walk_object(s + model.a, s + model.b, "vocab", vocab, "merges", merges);
 }
 
 int tj_vocab_each(const char *p, const char *e, tj_vocab_fn fn, void *ctx, size_t *bad_at) {
