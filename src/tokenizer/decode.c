@@ -256,7 +256,7 @@ static int drain(tok_stream *s, char *out, size_t cap) {
         k = cap - 1;
         while (k > 0 && ((uint8_t)s->pending.p[s->pending_off + k] & 0xC0) == 0x80) k--;
     }
-    memcpy(out, s->pending.p + s->pending_off, k);
+    if (k) memcpy(out, s->pending.p + s->pending_off, k);
     out[k] = 0;
     s->pending_off += k;
     if (s->pending_off == s->pending.n) s->pending.n = s->pending_off = 0;
