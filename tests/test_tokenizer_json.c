@@ -168,7 +168,62 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
     return rc;
 }
 
+/* a GGUF "gemma4" vocab (FORMATS.md §12.A.6) written from the gemma3 tokenizer.json: tokens,
+ * token types, "a b" merges; llama.cpp's gemma4 path must encode like the json */
+static int write_gemma4_gguf(tok_tokenizer *t, const char *path) {
+    int n = tok_vocab_size(t);
+    json_t *root = json_load_file(CACHE "gemma3/tokenizer.json", 0, NULL);
+    json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
+    json_t *added = json_object_get(root, "added_tokens");
+    int32_t *type = malloc((size_t)n * sizeof *type);
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        const char *s = tok_token_text(t, i, &l);
+        type[i] = s && l == 6 && !memcmp(s, "<0x", 3) ? 6 : 1;
+    }
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *a = json_array_get(added, i);
+        int id = (int)json_integer_value(json_object_get(a, "id"));
+        if (id < n) type[id] = json_is_true(json_object_get(a, "special")) ? 3 : 4;
+    }
+    wbuf b = {0};
+    w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 0), w64(&b, 8);
+    wkey(&b, "general.architecture", 8), wstr(&b, "gemma4", 6);
+    wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "gemma4", 6);
+    wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        const char *s = tok_token_text(t, i, &l);
+        wstr(&b, s, l);
+    }
+    wkey(&b, "tokenizer.ggml.token_type", 9), w32(&b, 5), w64(&b, (uint64_t)n);
+    wput(&b, type, (size_t)n * 4);
+    wkey(&b, "tokenizer.ggml.merges", 9), w32(&b, 8), w64(&b, json_array_size(merges));
+    for (size_t i = 0; i < json_array_size(merges); i++) {
+        json_t *m = json_array_get(merges, i);
+        const char *x = json_string_value(json_array_get(m, 0)), *y = json_string_value(json_array_get(m, 1));
+        size_t lx = json_string_length(json_array_get(m, 0)), ly = json_string_length(json_array_get(m, 1));
+        w64(&b, lx + 1 + ly), wput(&b, x, lx), wput(&b, " ", 1), wput(&b, y, ly);
+    }
+    wkey(&b, "tokenizer.ggml.bos_token_id", 4), w32(&b, 2);
+    wkey(&b, "tokenizer.ggml.eos_token_id", 4), w32(&b, 1);
+    wkey(&b, "tokenizer.ggml.unknown_token_id", 4), w32(&b, 3);
+    wkey(&b, "tokenizer.ggml.padding_token_id", 4), w32(&b, 0);
+    sp_err err = {0};
+    int rc = sp_write_file_atomic(path, b.p, b.n, &err);
+    free(b.p);
+    free(type);
+    json_decref(root);
+    return rc;
+}
+
 static void test_json_equals_gguf(void) {
+    if (toks[0]) {
+        const char *g4 = "build/test-gemma4-from-json.gguf";
+        CHECK(write_gemma4_gguf(toks[0], g4) == 0, "cannot write %s", g4);
+        compare_family(toks[0], g4, "gemma3 json vs gemma4 GGUF of its pieces");
+        remove(g4);
+    }
     const char *path = "build/test-llama2-from-json.gguf";
     if (toks[3]) {
         CHECK(write_llama_gguf(toks[3], path) == 0, "cannot write %s", path);
