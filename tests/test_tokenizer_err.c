@@ -174,6 +174,69 @@ static void test_bad_gguf(void) {
     free(buf);
 }
 
+/* GGUF tensor infos: offsets, alignment, sizes, and data past the end of the file */
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+} wbuf;
+static void wput(wbuf *b, const void *s, size_t n) {
+    if (b->n + n > b->cap) b->cap = (b->n + n) * 2, b->p = realloc(b->p, b->cap);
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+static void w32(wbuf *b, uint32_t v) { wput(b, &v, 4); }
+static void w64(wbuf *b, uint64_t v) { wput(b, &v, 8); }
+static void wstr(wbuf *b, const char *s) { w64(b, strlen(s)), wput(b, s, strlen(s)); }
+
+/* two tensors: "a" F32 [3, 2] at 0, "b" Q8_0 [64] at 32; alignment 32 */
+static wbuf gguf_with_tensors(uint64_t b_offset, int truncate_data) {
+    wbuf b = {0};
+    w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 2), w64(&b, 2);
+    wstr(&b, "general.architecture"), w32(&b, 8), wstr(&b, "test");
+    wstr(&b, "general.alignment"), w32(&b, 4), w32(&b, 32);
+    wstr(&b, "a"), w32(&b, 2), w64(&b, 3), w64(&b, 2), w32(&b, 0), w64(&b, 0);
+    wstr(&b, "b"), w32(&b, 1), w64(&b, 64), w32(&b, 8), w64(&b, b_offset);
+    while (b.n % 32) wput(&b, "", 1);
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    wput(&b, a, sizeof a);
+    while (b.n % 32) wput(&b, "", 1);
+    unsigned char q[68];
+    for (int i = 0; i < 68; i++) q[i] = (unsigned char)i;
+    wput(&b, q, truncate_data ? 30 : sizeof q);
+    return b;
+}
+
+static void test_gguf_tensors(void) {
+    const char *path = "build/test-tensors.gguf";
+    sp_err err = {0};
+    wbuf b = gguf_with_tensors(32, 0);
+    sp_write_file_atomic(path, b.p, b.n, &err);
+    free(b.p);
+    gguf_file *g = gguf_open(path, &err);
+    CHECK(g != NULL, "%s", err.msg);
+    if (g) {
+        CHECK(g->n_tensors == 2 && g->alignment == 32, "n_tensors %llu", (unsigned long long)g->n_tensors);
+        const gguf_tensor_info *ta = gguf_find_tensor(g, "a"), *tb = gguf_find_tensor(g, "b");
+        CHECK(ta && ta->n_dims == 2 && ta->dims[0] == 3 && ta->dims[1] == 2 && ta->nbytes == 24, "tensor a");
+        CHECK(tb && tb->type == 8 && tb->nbytes == 68, "tensor b (Q8_0, 2 blocks of 34 bytes)");
+        const float *pa = ta ? gguf_tensor_data(g, ta, &err) : NULL;
+        CHECK(pa && pa[0] == 1.0f && pa[5] == 6.0f, "tensor a data");
+        const unsigned char *pb = tb ? gguf_tensor_data(g, tb, &err) : NULL;
+        CHECK(pb && pb[0] == 0 && pb[67] == 67, "tensor b data");
+        CHECK(gguf_find_tensor(g, "c") == NULL, "absent tensor found");
+        gguf_close(g);
+    }
+    b = gguf_with_tensors(40, 0); /* misaligned offset */
+    sp_write_file_atomic(path, b.p, b.n, &err);
+    free(b.p);
+    CHECK(gguf_open(path, &err) == NULL && strstr(err.msg, "aligned"), "misaligned offset: %s", err.msg);
+    b = gguf_with_tensors(32, 1); /* data cut short */
+    sp_write_file_atomic(path, b.p, b.n, &err);
+    free(b.p);
+    CHECK(gguf_open(path, &err) == NULL && strstr(err.msg, "past the end"), "short data: %s", err.msg);
+    remove(path);
+}
+
 static uint64_t rng(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
     return *s;
@@ -301,6 +364,7 @@ int main(void) {
     RUN(test_malformed_json);
     RUN(test_truncated_json);
     RUN(test_bad_gguf);
+    RUN(test_gguf_tensors);
     RUN(test_invalid_utf8);
     RUN(test_safe_cuts);
     RUN(test_stream_small_cap);
