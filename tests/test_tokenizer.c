@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "formats/gguf.h"
 #include "harness.h"
+#include "tok_test_gguf.h"
 #include "tokenizer/tokenizer.h"
 
 #define DIR "tests/data/peer-vectors/"
@@ -85,7 +86,51 @@ static void test_vectors_llama_spm(void) { vectors("llama-spm"); }
 static void test_vectors_qwen2(void) { vectors("qwen2"); }
 static void test_vectors_gpt2(void) { vectors("gpt-2"); }
 
+/* every tokenizer.ggml.pre family specula knows loads (its regexes compile) and round-trips
+ * mixed text on a bare byte-level vocab (256 tokens, no merges); unknown names are errors */
+static void test_pre_families(void) {
+    static const char *pres[] = {"gpt-2", "qwen2", "llama-bpe", "starcoder", "deepseek-coder", "deepseek-v3", "foo"};
+    const char *path = "build/test-pre.gguf", *text = "Hello, World! 123456 日本語 ok?\n\n  x";
+    for (size_t k = 0; k < sizeof pres / sizeof pres[0]; k++) {
+        wbuf b = {0};
+        w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 0), w64(&b, 4);
+        wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "gpt2");
+        wkey(&b, "tokenizer.ggml.pre", 8), wstr(&b, pres[k]);
+        wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, 256);
+        for (int c = 0; c < 256; c++) {
+            int pr = (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
+            int cp = pr ? c : c <= 0x20 ? 0x100 + c : c == 0xAD ? 0x100 + 67 : 0x100 + 33 + (c - 0x7F);
+            char u[3] = {(char)cp, 0, 0};
+            if (cp >= 0x80) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F));
+            wstrn(&b, u, cp >= 0x80 ? 2 : 1);
+        }
+        wkey(&b, "tokenizer.ggml.merges", 9), w32(&b, 8), w64(&b, 0);
+        sp_err err = {0};
+        sp_write_file_atomic(path, b.p, b.n, &err);
+        free(b.p);
+        tok_tokenizer *t = tok_load_gguf(path, &err);
+        if (!strcmp(pres[k], "foo")) {
+            CHECK(!t && strstr(err.msg, "tokenizer.ggml.pre"), "unknown pre: %s", err.msg);
+            tok_free(t);
+            continue;
+        }
+        CHECK(t != NULL, "pre %s: %s", pres[k], err.msg);
+        if (!t) continue;
+        int32_t *ids;
+        int n;
+        char *dec = NULL;
+        CHECK(tok_encode(t, text, strlen(text), 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
+        CHECK(n == (int)strlen(text), "pre %s: %d ids for %zu bytes", pres[k], n, strlen(text));
+        CHECK(tok_decode(t, ids, n, &dec, &err) == 0 && !strcmp(dec, text), "pre %s: round trip", pres[k]);
+        free(dec);
+        free(ids);
+        tok_free(t);
+    }
+    remove(path);
+}
+
 int main(void) {
+    RUN(test_pre_families);
     RUN(test_vectors_llama_spm);
     RUN(test_vectors_qwen2);
     RUN(test_vectors_gpt2);

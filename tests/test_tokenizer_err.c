@@ -10,6 +10,7 @@
 #include "core/core.h"
 #include "formats/gguf.h"
 #include "harness.h"
+#include "tok_test_gguf.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -175,19 +176,6 @@ static void test_bad_gguf(void) {
 }
 
 /* GGUF tensor infos: offsets, alignment, sizes, and data past the end of the file */
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} wbuf;
-static void wput(wbuf *b, const void *s, size_t n) {
-    if (b->n + n > b->cap) b->cap = (b->n + n) * 2, b->p = realloc(b->p, b->cap);
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-static void w32(wbuf *b, uint32_t v) { wput(b, &v, 4); }
-static void w64(wbuf *b, uint64_t v) { wput(b, &v, 8); }
-static void wstr(wbuf *b, const char *s) { w64(b, strlen(s)), wput(b, s, strlen(s)); }
-
 /* two tensors: "a" F32 [3, 2] at 0, "b" Q8_0 [64] at 32; alignment 32 */
 static wbuf gguf_with_tensors(uint64_t b_offset, int truncate_data) {
     wbuf b = {0};

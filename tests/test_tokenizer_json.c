@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "harness.h"
 #include "tok_corpus.h"
+#include "tok_test_gguf.h"
 #include "tokenizer/tokenizer.h"
 
 #define CACHE ".cache/tokenizers/"
@@ -104,24 +105,6 @@ static void compare_family(tok_tokenizer *js, const char *gguf, const char *what
     tok_free(g);
 }
 
-/* ---- a minimal GGUF vocab writer (test only) ---- */
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} wbuf;
-static void wput(wbuf *b, const void *s, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-static void w32(wbuf *b, uint32_t v) { wput(b, &v, 4); } /* little-endian host */
-static void w64(wbuf *b, uint64_t v) { wput(b, &v, 8); }
-static void wstr(wbuf *b, const char *s, size_t n) { w64(b, n), wput(b, s, n); }
-static void wkey(wbuf *b, const char *k, uint32_t type) { wstr(b, k, strlen(k)), w32(b, type); }
-
 static int write_llama_gguf(tok_tokenizer *t, const char *path) {
     int n = tok_vocab_size(t);
     float *score = malloc((size_t)n * sizeof *score);
@@ -142,13 +125,13 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
     sp_err err = {0};
     wbuf b = {0};
     w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 0), w64(&b, 8);
-    wkey(&b, "general.architecture", 8), wstr(&b, "llama", 5);
-    wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "llama", 5);
+    wkey(&b, "general.architecture", 8), wstr(&b, "llama");
+    wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "llama");
     wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         size_t l;
         const char *s = tok_token_text(t, i, &l);
-        wstr(&b, s, l);
+        wstrn(&b, s, l);
     }
     wkey(&b, "tokenizer.ggml.scores", 9), w32(&b, 6), w64(&b, (uint64_t)n);
     wput(&b, score, (size_t)n * 4);
@@ -188,13 +171,13 @@ static int write_gemma4_gguf(tok_tokenizer *t, const char *path) {
     }
     wbuf b = {0};
     w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 0), w64(&b, 8);
-    wkey(&b, "general.architecture", 8), wstr(&b, "gemma4", 6);
-    wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "gemma4", 6);
+    wkey(&b, "general.architecture", 8), wstr(&b, "gemma4");
+    wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "gemma4");
     wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         size_t l;
         const char *s = tok_token_text(t, i, &l);
-        wstr(&b, s, l);
+        wstrn(&b, s, l);
     }
     wkey(&b, "tokenizer.ggml.token_type", 9), w32(&b, 5), w64(&b, (uint64_t)n);
     wput(&b, type, (size_t)n * 4);

@@ -36,9 +36,26 @@ static int add_sentencepiece_decoders(tok_tokenizer *t, int strip_first, sp_err 
     return 0;
 }
 
-/* llama.cpp tokenizer.ggml.pre -> regex (FORMATS.md §3.5, §12.A.6) */
+/* llama.cpp tokenizer.ggml.pre -> the regexes it applies in turn (each one splits the pieces
+ * of the previous, matches and gaps both kept), FORMATS.md §3.5 / §12.A.6. The deepseek
+ * entries follow llama.cpp's lists but have no test vectors here. */
+static const char *const RE_DIGITS[] = {"\\p{N}", NULL};
+static const char *const RE_DEEPSEEK_CODER[] = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
+                                                "[一-龥ࠀ-一가-퟿]+", "\\p{N}", NULL};
+static const char *const RE_DEEPSEEK_V3[] = {
+    "\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+
+static int push_split(tok_tokenizer *t, const char *re, sp_err *err) {
+    tok_pre sp = {.kind = PRE_SPLIT, .re = tok_regex_compile(re, strlen(re), err), .behavior = SPLIT_ISOLATED};
+    return !sp.re || tok_push_pre(t, &sp, err) ? -1 : 0;
+}
+
 static int gpt2_pre(tok_tokenizer *t, const char *pre, size_t n, sp_err *err) {
     const char *re = NULL;
+    const char *const *list = NULL;
 #define IS(s) (n == strlen(s) && !memcmp(pre, s, n))
     if (!pre || IS("default") || IS("gpt-2") || IS("gpt2") || IS("phi-2") || IS("olmo") ||
         IS("jais") || IS("mpt") || IS("stablelm2") || IS("poro-chat") || IS("viking"))
@@ -50,24 +67,29 @@ static int gpt2_pre(tok_tokenizer *t, const char *pre, size_t n, sp_err *err) {
         tok_norm nfc = {.kind = NORM_NFC};
         if (tok_push_norm(t, &nfc, err)) return -1;
         re = TOK_REGEX_QWEN2;
-    }
-    else if (IS("llama-bpe") || IS("llama3") || IS("llama-v3") || IS("dbrx") || IS("smaug-bpe") ||
-             IS("falcon3") || IS("pixtral"))
-        re = TOK_REGEX_LLAMA3, t->ignore_merges = IS("llama-bpe") || IS("llama3") || IS("llama-v3");
-    else if (IS("starcoder") || IS("refact") || IS("command-r") || IS("smollm") || IS("codeshell") ||
-             IS("exaone") || IS("minerva-7b")) {
-        /* digits isolated first, then GPT-2 */
-        tok_pre d = {.kind = PRE_SPLIT, .re = tok_regex_compile("\\p{N}", 5, err), .behavior = SPLIT_ISOLATED};
-        if (!d.re || tok_push_pre(t, &d, err)) return -1;
+    } else if (IS("llama-bpe") || IS("llama3") || IS("llama-v3") || IS("dbrx") || IS("smaug-bpe") ||
+               IS("falcon3") || IS("pixtral")) {
+        re = TOK_REGEX_LLAMA3;
+        t->ignore_merges = IS("llama-bpe") || IS("llama3") || IS("llama-v3");
+    } else if (IS("starcoder") || IS("refact") || IS("command-r") || IS("smollm") || IS("codeshell") ||
+               IS("exaone") || IS("minerva-7b")) {
+        list = RE_DIGITS; /* digits isolated first, then GPT-2 */
         re = TOK_REGEX_GPT2;
+    } else if (IS("deepseek-coder")) {
+        list = RE_DEEPSEEK_CODER;
+    } else if (IS("deepseek-v3")) {
+        list = RE_DEEPSEEK_V3;
     }
 #undef IS
-    if (!re)
+    if (!re && !list)
         return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer specula knows "
-                          "(gpt-2, qwen2, llama-bpe, starcoder, ...)", t->source, (int)(n > 60 ? 60 : n), pre);
-    tok_pre sp = {.kind = PRE_SPLIT, .re = tok_regex_compile(re, strlen(re), err), .behavior = SPLIT_ISOLATED};
+                          "(gpt-2, qwen2, llama-bpe, starcoder, deepseek-coder, deepseek-v3, ...)",
+                          t->source, (int)(n > 60 ? 60 : n), pre);
+    for (int i = 0; list && list[i]; i++)
+        if (push_split(t, list[i], err)) return -1;
+    if (re && push_split(t, re, err)) return -1;
     tok_pre bl = {.kind = PRE_BYTELEVEL};
-    if (!sp.re || tok_push_pre(t, &sp, err) || tok_push_pre(t, &bl, err)) return -1;
+    if (tok_push_pre(t, &bl, err)) return -1;
     t->byte_level = 1;
     t->sanitize_utf8 = 1;
     tok_dec dec = {.kind = DEC_BYTELEVEL};
