@@ -44,6 +44,25 @@ static void test_good_json(void) {
     tok_free(t);
 }
 
+/* an added token with "normalized": true matches the normalized text (here lowercased) */
+static void test_normalized_added(void) {
+    const char *j =
+        "{\"added_tokens\":[{\"id\":4,\"content\":\"hey\",\"normalized\":true,\"special\":false}],"
+        "\"normalizer\":{\"type\":\"Lowercase\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+        "\"add_prefix_space\":false},\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\","
+        "\"vocab\":{\"h\":0,\"e\":1,\"y\":2,\"\\u0120\":3},\"merges\":[]}}";
+    sp_err err = {0};
+    tok_tokenizer *t = load_str(j, strlen(j), &err);
+    CHECK(t != NULL, "%s", err.msg);
+    if (!t) return;
+    int32_t *ids;
+    int n;
+    CHECK(tok_encode(t, "HEY hey", 7, 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(n == 3 && ids[0] == 4 && ids[1] == 3 && ids[2] == 4, "n=%d", n);
+    free(ids);
+    tok_free(t);
+}
+
 /* replace the first occurrence of `from` in good by `to`, load, expect failure naming `want` */
 static void expect_fail(const char *from, const char *to, const char *want) {
     const char *p = strstr(good, from);
@@ -349,6 +368,7 @@ static void test_stream_small_cap(void) {
 
 int main(void) {
     RUN(test_good_json);
+    RUN(test_normalized_added);
     RUN(test_malformed_json);
     RUN(test_truncated_json);
     RUN(test_bad_gguf);

@@ -112,24 +112,6 @@ static int encode_word(const tok_tokenizer *t, enc_ctx *c, const char *w, size_t
     return encode_cached(t, c, w + start, n - start, err);
 }
 
-static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t n, int first,
-                      sp_err *err) {
-    if (!n) return 0;
-    if (t->sanitize_utf8 && !utf8_all_valid(s, n)) {
-        c->clean.n = 0;
-        if (tok_utf8_lossy(&c->clean, s, n, 1)) return sp_err_set(err, "out of memory");
-        s = c->clean.p;
-        n = c->clean.n;
-    }
-    if (tok_normalize(t, s, n, &c->norm, err)) return -1;
-    if (tok_pretokenize(t, c->norm.p, c->norm.n, first, &c->words, err)) return -1;
-    for (int i = 0; i < c->words.n; i++) {
-        const tok_piece *p = &c->words.p[i];
-        if (encode_word(t, c, c->words.arena.p + p->off, p->len, err)) return -1;
-    }
-    return 0;
-}
-
 static int is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 static int is_word_byte(uint8_t c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
@@ -138,7 +120,7 @@ static int is_word_byte(uint8_t c) {
 
 /* the added token that matches at s[i] (longest first), or -1 */
 static int match_added(const tok_tokenizer *t, const char *s, size_t n, size_t i,
-                       int parse_special) {
+                       int parse_special, int normalized) {
     uint8_t b = (uint8_t)s[i];
     for (int k = 0; k < t->n_first_lens[b]; k++) {
         size_t L = t->first_lens[b][k];
@@ -148,7 +130,7 @@ static int match_added(const tok_tokenizer *t, const char *s, size_t n, size_t i
             if (a < 0) break;
             const tok_added *ad = &t->added[a];
             if (ad->len != L || memcmp(ad->text, s + i, L)) continue;
-            if (ad->special && !parse_special) break;
+            if ((ad->special && !parse_special) || ad->normalized != normalized) break;
             if (ad->single_word && ((i > 0 && is_word_byte((uint8_t)s[i - 1])) ||
                                     (i + L < n && is_word_byte((uint8_t)s[i + L]))))
                 break;
@@ -156,6 +138,48 @@ static int match_added(const tok_tokenizer *t, const char *s, size_t n, size_t i
         }
     }
     return -1;
+}
+
+/* pre-tokenize and encode one normalized piece */
+static int encode_piece(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t n, int first, sp_err *err) {
+    if (!n) return 0;
+    if (tok_pretokenize(t, s, n, first, &c->words, err)) return -1;
+    for (int i = 0; i < c->words.n; i++) {
+        const tok_piece *p = &c->words.p[i];
+        if (encode_word(t, c, c->words.arena.p + p->off, p->len, err)) return -1;
+    }
+    return 0;
+}
+
+/* one stretch of text between added tokens: repair, normalize, then split on the added tokens
+ * that match normalized text ("normalized": true), then the pre-tokenizer and the model */
+static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t n, int first,
+                      int parse_special, sp_err *err) {
+    if (!n) return 0;
+    if (t->sanitize_utf8 && !utf8_all_valid(s, n)) {
+        c->clean.n = 0;
+        if (tok_utf8_lossy(&c->clean, s, n, 1)) return sp_err_set(err, "out of memory");
+        s = c->clean.p;
+        n = c->clean.n;
+    }
+    if (tok_normalize(t, s, n, &c->norm, err)) return -1;
+    const char *ns = c->norm.p;
+    size_t nn = c->norm.n, gap = 0;
+    for (size_t i = 0; t->n_norm_added && i < nn; i++) {
+        int a = t->n_first_lens[(uint8_t)ns[i]] ? match_added(t, ns, nn, i, parse_special, 1) : -1;
+        if (a < 0) continue;
+        const tok_added *ad = &t->added[a];
+        size_t ms = i, me = i + ad->len;
+        if (ad->lstrip)
+            while (ms > gap && is_ascii_space(ns[ms - 1])) ms--;
+        if (ad->rstrip)
+            while (me < nn && is_ascii_space(ns[me])) me++;
+        if (encode_piece(t, c, ns + gap, ms - gap, first && gap == 0, err)) return -1;
+        if (push_id(c, ad->id)) return sp_err_set(err, "out of memory");
+        gap = me;
+        i = me - 1;
+    }
+    return encode_piece(t, c, ns + gap, nn - gap, first && gap == 0, err);
 }
 
 int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
@@ -170,7 +194,7 @@ int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int 
     for (int i = 0; add_bos && i < t->n_post_pre && !rc; i++) rc = push_id(&c, t->post_pre[i]);
     size_t gap = 0, i = 0;
     while (!rc && i < len && t->n_added) {
-        int a = t->n_first_lens[(uint8_t)text[i]] ? match_added(t, text, len, i, parse_special) : -1;
+        int a = t->n_first_lens[(uint8_t)text[i]] ? match_added(t, text, len, i, parse_special, 0) : -1;
         if (a < 0) {
             i++;
             continue;
@@ -181,11 +205,11 @@ int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int 
             while (ms > gap && is_ascii_space(text[ms - 1])) ms--;
         if (ad->rstrip)
             while (me < len && is_ascii_space(text[me])) me++;
-        rc = encode_gap(t, &c, text + gap, ms - gap, gap == 0, err);
+        rc = encode_gap(t, &c, text + gap, ms - gap, gap == 0, parse_special, err);
         if (!rc && push_id(&c, ad->id)) rc = sp_err_set(err, "out of memory");
         i = gap = me;
     }
-    if (!rc) rc = encode_gap(t, &c, text + gap, len - gap, gap == 0, err);
+    if (!rc) rc = encode_gap(t, &c, text + gap, len - gap, gap == 0, parse_special, err);
     for (int k = 0; add_bos && k < t->n_post_post && !rc; k++) rc = push_id(&c, t->post_post[k]);
     if (!rc && !c.ids && push_id(&c, 0) == 0) c.n = 0; /* non-NULL even when empty */
     if (rc && c.ids && rc != -1) rc = -1;

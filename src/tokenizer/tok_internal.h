@@ -180,6 +180,7 @@ struct tok_tokenizer {
     /* added tokens and their matcher: per first byte, the distinct lengths (descending) */
     tok_added *added;
     int n_added;
+    int n_norm_added; /* how many match on normalized text ("normalized": true) */
     int32_t *added_map; /* hash of added texts -> index into added, -1 empty */
     uint64_t added_map_mask;
     uint16_t *first_lens[256];

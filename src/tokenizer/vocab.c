@@ -225,6 +225,7 @@ int tok_added_add(tok_tokenizer *t, const tok_added *a, sp_err *err) {
     memcpy(d->text, a->text, a->len);
     d->text[a->len] = 0;
     t->n_added++;
+    t->n_norm_added += a->normalized != 0;
     return 0;
 }
 
