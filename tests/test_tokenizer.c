@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "core/core.h"
 #include "formats/gguf.h"
@@ -129,7 +130,49 @@ static void test_pre_families(void) {
     remove(path);
 }
 
-int main(void) {
+/* the CLI, found next to this test binary (build/tests/.. -> build/specula) */
+static char cli[512];
+
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(void) {
+    char out[4096];
+    const char *v = "--vocab " DIR "ggml-vocab-qwen2.gguf";
+    char args[512];
+    snprintf(args, sizeof args, "tokenize %s -p 'Hello world<|im_end|>'", v);
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, "9707 1879 151645\n"), "tokenize: '%s'", out);
+    snprintf(args, sizeof args, "tokenize %s -p 'Hello world<|im_end|>' --no-parse-special --json", v);
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strncmp(out, "[9707, 1879, 27, 91", 19), "--json: '%s'", out);
+    snprintf(args, sizeof args, "tokenize --vocab " DIR "ggml-vocab-llama-spm.gguf -p 'Hello world'");
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, "1 15043 3186\n"), "llama-spm adds BOS: '%s'", out);
+    snprintf(args, sizeof args, "tokenize --vocab " DIR "ggml-vocab-llama-spm.gguf -p 'Hello world' --no-bos");
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, "15043 3186\n"), "--no-bos: '%s'", out);
+    snprintf(args, sizeof args, "detokenize %s --ids 9707,1879,151645", v);
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, "Hello world<|im_end|>\n"), "detokenize: '%s'", out);
+    snprintf(args, sizeof args, "detokenize %s --ids '9707 1879 151645' --skip-special --stream", v);
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, "Hello world\n"), "detokenize --stream: '%s'", out);
+    CHECK(run_cli("tokenize --vocab /nonexistent.gguf -p x", out, sizeof out) != 0 &&
+              !strncmp(out, "specula: error: ", 16) && strchr(out, '\n') == out + strlen(out) - 1,
+          "missing file: '%s'", out);
+    snprintf(args, sizeof args, "detokenize %s --ids 1,999999999", v);
+    CHECK(run_cli(args, out, sizeof out) != 0 && strstr(out, "specula: error:"), "bad id: '%s'", out);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]);
+    char *slash = strrchr(cli, '/');
+    if (slash) snprintf(slash, sizeof cli - (size_t)(slash - cli), "/../specula");
+    RUN(test_cli);
     RUN(test_pre_families);
     RUN(test_vectors_llama_spm);
     RUN(test_vectors_qwen2);
