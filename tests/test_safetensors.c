@@ -1,0 +1,597 @@
+/* test_safetensors.c — safetensors reader/writer (FORMATS.md §1): round trips of every dtype,
+ * sharded checkpoints, one test per §1.2 validation rule (files built byte by byte), the
+ * unaligned-file copy path, index.json errors, the real fixtures, and a corruption fuzz test. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/safetensors.h"
+#include "harness.h"
+
+/* ---- helpers ------------------------------------------------------------------------- */
+static char tmpdir[64];
+
+static void tmp_begin(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/specula-test-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+}
+
+/* remove every file of the (flat) temp dir, then the dir */
+static void tmp_end(void) {
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(tmpdir);
+}
+
+static const char *tpath(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static void write_bytes(const char *path, const void *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) {
+        perror(path);
+        exit(1);
+    }
+    fclose(f);
+}
+
+static unsigned char *read_bytes(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc((size_t)len + 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+/* a safetensors file: 8-byte length, header text as given, then data */
+static void write_st(const char *path, const char *hdr, const void *data, size_t ndata) {
+    size_t hn = strlen(hdr);
+    unsigned char *b = malloc(8 + hn + ndata + 1);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hn >> (8 * i));
+    memcpy(b + 8, hdr, hn);
+    if (ndata) memcpy(b + 8 + hn, data, ndata);
+    write_bytes(path, b, 8 + hn + ndata);
+    free(b);
+}
+
+static void fill_bytes(unsigned char *p, size_t n, unsigned seed) {
+    uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        p[i] = (unsigned char)(s >> 24);
+    }
+}
+
+/* count of files in tmpdir whose name contains `sub` */
+static int count_files(const char *sub) {
+    DIR *d = opendir(tmpdir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, sub)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* ---- round trip ---------------------------------------------------------------------- */
+typedef struct {
+    const char *name;
+    sp_dtype dt;
+    int ndim;
+    int64_t shape[3];
+} spec;
+
+static const spec specs[] = {
+    {"a.f32", SP_DT_F32, 2, {3, 5}},     {"b.f16", SP_DT_F16, 1, {7}},
+    {"c.bf16", SP_DT_BF16, 3, {2, 3, 3}}, {"d.i64", SP_DT_I64, 1, {5}},
+    {"e.i32", SP_DT_I32, 2, {3, 1}},     {"f.u8", SP_DT_U8, 1, {13}},
+    {"g.bool", SP_DT_BOOL, 1, {9}},      {"h.i8", SP_DT_I8, 1, {3}},
+    {"i.i16", SP_DT_I16, 1, {5}},        {"j.u16", SP_DT_U16, 1, {3}},
+    {"k.u32", SP_DT_U32, 1, {3}},        {"l.u64", SP_DT_U64, 2, {2, 2}},
+    {"m.f64", SP_DT_F64, 1, {3}},        {"scalar.f32", SP_DT_F32, 0, {0}},
+    {"scalar.u8", SP_DT_U8, 0, {0}},     {"empty.bf16", SP_DT_BF16, 2, {0, 4}},
+    {"empty.f32", SP_DT_F32, 1, {0}},
+};
+#define N_SPECS ((int)(sizeof specs / sizeof specs[0]))
+
+static size_t spec_bytes(const spec *s) {
+    size_t n = sp_dtype_size(s->dt);
+    for (int d = 0; d < s->ndim; d++) n *= (size_t)s->shape[d];
+    return n;
+}
+
+static void test_roundtrip_dtypes(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    st_writer *w = st_writer_create();
+    unsigned char *data[N_SPECS];
+    for (int i = 0; i < N_SPECS; i++) {
+        size_t n = spec_bytes(&specs[i]);
+        data[i] = malloc(n + 1);
+        fill_bytes(data[i], n, (unsigned)i);
+        CHECK(st_writer_add(w, specs[i].name, specs[i].dt, specs[i].ndim, specs[i].shape,
+                            data[i], &err) == 0, "%s", err.msg);
+    }
+    CHECK(st_writer_set_metadata(w, "note", "héllo \"q\"", &err) == 0, "%s", err.msg);
+    CHECK(st_writer_save(w, tpath("rt.safetensors"), &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+    CHECK(count_files(".tmp") == 0, "temp file left behind");
+
+    /* header padded: 8 + N multiple of 8, padding is spaces */
+    size_t fn;
+    unsigned char *raw = read_bytes(tpath("rt.safetensors"), &fn);
+    uint64_t hn = 0;
+    for (int i = 7; i >= 0; i--) hn = (hn << 8) | raw[i];
+    CHECK((8 + hn) % 8 == 0, "8+N = %llu", (unsigned long long)(8 + hn));
+    CHECK(raw[8 + hn - 1] == '}' || raw[8 + hn - 1] == ' ', "header end");
+
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, tpath("rt.safetensors"), &err) == 0, "%s", err.msg);
+    if (!s) goto out;
+    CHECK(st_count(s) == N_SPECS, "count %d", st_count(s));
+    CHECK(st_metadata(s, "format") && strcmp(st_metadata(s, "format"), "pt") == 0, "format");
+    CHECK(st_metadata(s, "note") && strcmp(st_metadata(s, "note"), "héllo \"q\"") == 0, "note");
+    CHECK(st_metadata(s, "absent") == NULL, "absent metadata");
+    for (int i = 0; i < N_SPECS; i++) {
+        const st_tensor *t = st_find(s, specs[i].name);
+        CHECK(t != NULL, "missing %s", specs[i].name);
+        if (!t) continue;
+        CHECK(t->dtype == specs[i].dt && t->ndim == specs[i].ndim, "%s dtype/ndim", t->name);
+        for (int d = 0; d < t->ndim; d++)
+            CHECK(t->shape[d] == specs[i].shape[d], "%s shape", t->name);
+        size_t n = spec_bytes(&specs[i]);
+        CHECK(t->nbytes == n, "%s nbytes %zu vs %zu", t->name, t->nbytes, n);
+        CHECK(t->numel == (int64_t)(n / sp_dtype_size(t->dtype)), "%s numel", t->name);
+        CHECK(t->data != NULL && memcmp(t->data, data[i], n) == 0, "%s data", t->name);
+        CHECK((uintptr_t)t->data % sp_dtype_size(t->dtype) == 0, "%s aligned", t->name);
+        CHECK(strcmp(st_tensor_dtype_name(t), sp_dtype_name(t->dtype)) == 0, "dtype name");
+        uint64_t off = st_tensor_file_offset(t);
+        CHECK(off + n <= fn && memcmp(raw + off, data[i], n) == 0, "%s file offset", t->name);
+        CHECK(strcmp(t->file, tpath("rt.safetensors")) == 0, "file %s", t->file);
+    }
+    /* st_at walks in name order; the layout is by descending element size, then name */
+    for (int i = 1; i < st_count(s); i++)
+        CHECK(strcmp(st_at(s, i - 1)->name, st_at(s, i)->name) < 0, "st_at order");
+    CHECK(st_at(s, -1) == NULL && st_at(s, st_count(s)) == NULL, "st_at bounds");
+    {
+        /* walk tensors in file order */
+        const st_tensor *order[N_SPECS];
+        int m = 0;
+        for (int i = 0; i < st_count(s); i++) order[m++] = st_at(s, i);
+        for (int i = 0; i < m; i++)
+            for (int j = i + 1; j < m; j++)
+                if (st_tensor_file_offset(order[j]) < st_tensor_file_offset(order[i]) ||
+                    (st_tensor_file_offset(order[j]) == st_tensor_file_offset(order[i]) &&
+                     order[j]->nbytes < order[i]->nbytes)) {
+                    const st_tensor *x = order[i];
+                    order[i] = order[j];
+                    order[j] = x;
+                }
+        for (int i = 1; i < m; i++) {
+            size_t a = sp_dtype_size(order[i - 1]->dtype), b = sp_dtype_size(order[i]->dtype);
+            if (order[i - 1]->nbytes && order[i]->nbytes)
+                CHECK(a > b || (a == b && strcmp(order[i - 1]->name, order[i]->name) < 0),
+                      "layout order %s before %s", order[i - 1]->name, order[i]->name);
+        }
+    }
+    st_close(s);
+out:
+    free(raw);
+    for (int i = 0; i < N_SPECS; i++) free(data[i]);
+    tmp_end();
+}
+
+static void test_get(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    st_writer *w = st_writer_create();
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    int64_t sh[2] = {2, 3}, sh1[1] = {6};
+    int64_t ids[6] = {1, 2, 3, 4, 5, 6};
+    CHECK(st_writer_add(w, "w", SP_DT_F32, 2, sh, x, &err) == 0, "%s", err.msg);
+    CHECK(st_writer_add(w, "ids", SP_DT_I64, 1, sh1, ids, &err) == 0, "%s", err.msg);
+    CHECK(st_writer_save(w, tpath("g.safetensors"), &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+    st_set *s = NULL;
+    const st_tensor *t = NULL;
+    CHECK(st_open_file(&s, tpath("g.safetensors"), &err) == 0, "%s", err.msg);
+    if (!s) goto out;
+    CHECK(st_get(s, "w", SP_DT_F32, 2, sh, &t, &err) == 0 && t, "%s", err.msg);
+    CHECK(st_get(s, "w", SP_DT_UNKNOWN, 2, sh, &t, &err) == 0 && t, "any float");
+    CHECK(st_get(s, "w", SP_DT_F32, -1, NULL, &t, &err) == 0 && t, "skip shape");
+    int64_t bad[2] = {3, 2};
+    CHECK(st_get(s, "w", SP_DT_F32, 2, bad, &t, &err) != 0 && t == NULL, "shape mismatch");
+    CHECK(strstr(err.msg, "\"w\"") && strstr(err.msg, "g.safetensors") &&
+          strstr(err.msg, "[2, 3]") && strstr(err.msg, "[3, 2]"), "msg: %s", err.msg);
+    CHECK(st_get(s, "w", SP_DT_F32, 1, sh1, &t, &err) != 0 && strstr(err.msg, "[6]"), "%s",
+          err.msg);
+    CHECK(st_get(s, "w", SP_DT_BF16, 2, sh, &t, &err) != 0 && strstr(err.msg, "BF16") &&
+          strstr(err.msg, "F32"), "%s", err.msg);
+    CHECK(st_get(s, "ids", SP_DT_UNKNOWN, 1, sh1, &t, &err) != 0 && strstr(err.msg, "I64"),
+          "%s", err.msg);
+    CHECK(st_get(s, "nope", SP_DT_F32, 2, sh, &t, &err) != 0 && strstr(err.msg, "nope") &&
+          strstr(err.msg, "not found"), "%s", err.msg);
+    CHECK(st_find(s, "nope") == NULL, "find absent");
+    st_close(s);
+out:
+    tmp_end();
+}
+
+/* ---- the real fixtures --------------------------------------------------------------- */
+static void test_fixtures(void) {
+    static const struct {
+        const char *dir, *embed;
+        int n;
+    } fx[] = {
+        {"tests/data/ref-logits/qwen3", "model.embed_tokens.weight", 47 - 1},
+        {"tests/data/ref-logits/llama", "model.embed_tokens.weight", 39 - 1},
+        {"tests/data/ref-logits/gemma4", "model.language_model.embed_tokens.weight", 100 - 1},
+    };
+    sp_err err = {{0}};
+    for (int i = 0; i < 3; i++) {
+        st_set *s = NULL;
+        CHECK(st_open_dir(&s, fx[i].dir, &err) == 0, "%s", err.msg);
+        if (!s) continue;
+        CHECK(st_count(s) == fx[i].n, "%s: %d tensors", fx[i].dir, st_count(s));
+        const st_tensor *t = NULL;
+        int64_t sh[2] = {32000, 32};
+        CHECK(st_get(s, fx[i].embed, SP_DT_F32, 2, sh, &t, &err) == 0, "%s", err.msg);
+        CHECK(st_metadata(s, "format") && strcmp(st_metadata(s, "format"), "pt") == 0, "fmt");
+        CHECK(st_find(s, "lm_head.weight") == NULL, "tied embeddings");
+        size_t total = 0;
+        for (int k = 0; k < st_count(s); k++) {
+            const st_tensor *x = st_at(s, k);
+            total += x->nbytes;
+            CHECK(x->dtype == SP_DT_F32 && x->ndim >= 1 && x->ndim <= 2, "%s", x->name);
+            CHECK((uintptr_t)x->data % 4 == 0, "aligned %s", x->name);
+        }
+        if (t) {
+            /* random weights: finite and not all zero */
+            const float *e = t->data;
+            int nonzero = 0, finite = 1;
+            for (int64_t k = 0; k < t->numel; k++) {
+                nonzero += e[k] != 0.0f;
+                finite &= isfinite(e[k]) != 0;
+            }
+            CHECK(nonzero > t->numel / 2 && finite, "%s values", fx[i].dir);
+        }
+        struct stat st;
+        char p[256];
+        snprintf(p, sizeof p, "%s/model.safetensors", fx[i].dir);
+        stat(p, &st);
+        CHECK(total < (size_t)st.st_size && (size_t)st.st_size - total < 20000, "%s size", p);
+        st_close(s);
+    }
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, "tests/data/ref-logits/qwen3/model.safetensors", &err) == 0, "%s",
+          err.msg);
+    const st_tensor *t = NULL;
+    int64_t q[2] = {4 * 32, 32};
+    CHECK(s && st_get(s, "model.layers.0.self_attn.q_proj.weight", SP_DT_F32, 2, q, &t, &err) == 0,
+          "%s", err.msg);
+    st_close(s);
+}
+
+/* ---- §1.2: one test per rule, files built byte by byte --------------------------------- */
+static int expect_fail_at(int line, const char *hdr, size_t ndata, const char *want) {
+    static unsigned char data[1024];
+    fill_bytes(data, sizeof data, 7);
+    const char *path = tpath("bad.safetensors");
+    write_st(path, hdr, data, ndata);
+    st_set *s = (st_set *)&data; /* must come back NULL */
+    sp_err err = {{0}};
+    int rc = st_open_file(&s, path, &err);
+    int ok = rc != 0 && s == NULL && strstr(err.msg, want) && strstr(err.msg, "bad.safetensors");
+    if (!ok) {
+        harness_case_failed++;
+        fprintf(stderr, "  line %d: header %s\n    want \"%s\", got rc=%d \"%s\"\n", line, hdr,
+                want, rc, err.msg);
+    }
+    if (rc == 0) st_close(s);
+    return ok;
+}
+#define EXPECT_FAIL(hdr, ndata, want) expect_fail_at(__LINE__, hdr, ndata, want)
+
+static void expect_ok(const char *hdr, const void *data, size_t ndata, int count) {
+    const char *path = tpath("ok.safetensors");
+    write_st(path, hdr, data, ndata);
+    st_set *s = NULL;
+    sp_err err = {{0}};
+    CHECK(st_open_file(&s, path, &err) == 0, "%s: %s", hdr, err.msg);
+    if (s) CHECK(st_count(s) == count, "%s: count %d", hdr, st_count(s));
+    st_close(s);
+}
+
+#define T(name, dt, shape, b, e) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape \
+                                 ",\"data_offsets\":[" #b "," #e "]}"
+
+static void test_rule1_file_too_small(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    for (size_t n = 0; n < 8; n++) {
+        unsigned char b[8] = {2, 0, 0, 0, 0, 0, 0, 0};
+        write_bytes(tpath("small.safetensors"), b, n);
+        st_set *s = NULL;
+        CHECK(st_open_file(&s, tpath("small.safetensors"), &err) != 0 && !s, "len %zu", n);
+        CHECK(strstr(err.msg, "header too small") && strstr(err.msg, "small.safetensors"), "%s",
+              err.msg);
+    }
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, tpath("absent.safetensors"), &err) != 0 && !s &&
+          strstr(err.msg, "absent.safetensors") && strstr(err.msg, "cannot open"), "%s", err.msg);
+    CHECK(st_open_file(&s, tmpdir, &err) != 0 && strstr(err.msg, "not a regular file"), "%s",
+          err.msg);
+    tmp_end();
+}
+
+static void test_rule2_header_size(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    unsigned char b[64];
+    memset(b, ' ', sizeof b);
+    uint64_t ns[3] = {100000001ull, UINT64_MAX, 57}; /* too large, too large, beyond EOF */
+    const char *want[3] = {"header too large", "header too large", "beyond end of file"};
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < 8; i++) b[i] = (unsigned char)(ns[k] >> (8 * i));
+        b[8] = '{';
+        b[9] = '}';
+        write_bytes(tpath("big.safetensors"), b, sizeof b);
+        st_set *s = NULL;
+        CHECK(st_open_file(&s, tpath("big.safetensors"), &err) != 0 && !s, "k=%d", k);
+        CHECK(strstr(err.msg, want[k]) && strstr(err.msg, "big.safetensors"), "%s", err.msg);
+    }
+    /* N exactly at the end of the file is fine: {} then spaces, no tensors */
+    uint64_t n = sizeof b - 8;
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(n >> (8 * i));
+    write_bytes(tpath("big.safetensors"), b, sizeof b);
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, tpath("big.safetensors"), &err) == 0 && st_count(s) == 0, "%s",
+          err.msg);
+    st_close(s);
+    tmp_end();
+}
+
+static void test_rule3_utf8_json_object(void) {
+    tmp_begin();
+    EXPECT_FAIL("{\"a\xff\":{}}", 0, "not valid UTF-8");
+    EXPECT_FAIL("{\"a\xc0\xaf\":{}}", 0, "not valid UTF-8");     /* overlong '/' */
+    EXPECT_FAIL("{\"a\xed\xa0\x80\":{}}", 0, "not valid UTF-8"); /* surrogate */
+    EXPECT_FAIL("{\"a\xf4\x90\x80\x80\":{}}", 0, "not valid UTF-8"); /* > U+10FFFF */
+    EXPECT_FAIL("{\"a\xe2\x82\":{}}", 0, "not valid UTF-8");     /* cut sequence */
+    EXPECT_FAIL("{\"a\": ", 0, "not valid JSON");
+    EXPECT_FAIL("{} x", 0, "not valid JSON");
+    EXPECT_FAIL("{}{}", 0, "not valid JSON");
+    EXPECT_FAIL("", 0, "not valid JSON");
+    EXPECT_FAIL("{'a':1}", 0, "not valid JSON");
+    EXPECT_FAIL("[1, 2]", 0, "not a JSON object");
+    EXPECT_FAIL("\"str\"", 0, "not a JSON object");
+    EXPECT_FAIL("  42 ", 0, "not a JSON object");
+    EXPECT_FAIL("null", 0, "not a JSON object");
+    /* whitespace around the object is tolerated (§1.2.3); padding with spaces is normal */
+    expect_ok("\t\n {" T("a", "U8", "[2]", 0, 2) "}\r \t\n", "xy", 2, 1);
+    expect_ok("{}", NULL, 0, 0);
+    expect_ok("{}        ", NULL, 0, 0);
+    expect_ok("{\"n\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\":{\"dtype\":\"U8\",\"shape\":[1],"
+              "\"data_offsets\":[0,1]}}", "z", 1, 1); /* multi-byte UTF-8 name */
+    tmp_end();
+}
+
+static void test_rule4_duplicate_keys(void) {
+    tmp_begin();
+    EXPECT_FAIL("{" T("a", "U8", "[1]", 0, 1) "," T("a", "U8", "[1]", 1, 2) "}", 2,
+                "duplicate key");
+    EXPECT_FAIL("{\"__metadata__\":{\"k\":\"v\",\"k\":\"w\"}}", 0, "duplicate key");
+    EXPECT_FAIL("{" T("a", "U8", "[1]", 0, 1) "," T("b", "U8", "[1]", 1, 2)
+                ",\"__metadata__\":{},\"__metadata__\":{}}", 2, "duplicate key");
+    tmp_end();
+}
+
+static void test_entry_types(void) {
+    tmp_begin();
+    EXPECT_FAIL("{\"a\":5}", 0, "tensor \"a\": entry is not a JSON object");
+    EXPECT_FAIL("{\"a\":[]}", 0, "tensor \"a\": entry is not a JSON object");
+    EXPECT_FAIL("{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "\"a\": missing \"dtype\"");
+    EXPECT_FAIL("{\"a\":{\"dtype\":8,\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+                "\"dtype\" is not a string");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1, "missing \"shape\"");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":1,\"data_offsets\":[0,1]}}", 1,
+                "\"shape\" is not an array");
+    EXPECT_FAIL("{" T("a", "U8", "[1.0]", 0, 1) "}", 1, "shape[0] is not an integer");
+    EXPECT_FAIL("{" T("a", "U8", "[\"1\"]", 0, 1) "}", 1, "shape[0] is not an integer");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, "missing \"data_offsets\"");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0]}}", 1,
+                "\"data_offsets\" is not an array of 2");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1,2]}}", 1,
+                "\"data_offsets\" is not an array of 2");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":{}}}", 1,
+                "\"data_offsets\" is not an array of 2");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1.0]}}", 1,
+                "data_offsets[1] is not an integer");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[-1,0]}}", 0,
+                "data_offsets[0] = -1 is negative");
+    EXPECT_FAIL("{" T("a", "F7", "[1]", 0, 1) "}", 1, "tensor \"a\": unknown dtype \"F7\"");
+    EXPECT_FAIL("{" T("a", "f32", "[1]", 0, 4) "}", 4, "unknown dtype \"f32\"");
+    EXPECT_FAIL("{" T("a", "U8", "[2,-1]", 0, 1) "}", 1, "shape[1] = -1 is negative");
+    EXPECT_FAIL("{" T("a", "U8", "[1,1,1,1,1,1,1,1,1]", 0, 1) "}", 1, "9 dimensions");
+    EXPECT_FAIL("{" T("a", "U8", "[4294967296,4294967296]", 0, 1) "}", 1, "shape overflows");
+    EXPECT_FAIL("{" T("a", "U8", "[4294967296,4294967296,0]", 0, 0) "}", 0, "shape overflows");
+    EXPECT_FAIL("{" T("a", "I64", "[4611686018427387904]", 0, 0) "}", 0, "overflows");
+    EXPECT_FAIL("{\"__metadata__\":{\"format\":1}}", 0,
+                "__metadata__ value for key \"format\" is not a string");
+    EXPECT_FAIL("{\"__metadata__\":{\"a\":\"b\",\"c\":null}}", 0, "key \"c\" is not a string");
+    EXPECT_FAIL("{\"__metadata__\":[\"pt\"]}", 0, "__metadata__ is not a JSON object");
+    /* unknown extra fields in an entry are ignored, as the reference reader does */
+    expect_ok("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", "q", 1,
+              1);
+    tmp_end();
+}
+
+static void test_rule5_offsets(void) {
+    tmp_begin();
+    /* first BEGIN must be 0 */
+    EXPECT_FAIL("{" T("a", "F32", "[1]", 4, 8) "}", 8, "must begin at 0");
+    /* hole */
+    EXPECT_FAIL("{" T("a", "F32", "[1]", 0, 4) "," T("b", "F32", "[1]", 8, 12) "}", 12,
+                "tensor \"b\": data_offsets BEGIN 8 leaves a hole");
+    /* overlap */
+    EXPECT_FAIL("{" T("a", "F32", "[2]", 0, 8) "," T("b", "F32", "[1]", 4, 8) "}", 8,
+                "tensor \"b\": data_offsets BEGIN 4 overlaps");
+    EXPECT_FAIL("{" T("a", "F32", "[1]", 0, 4) "," T("b", "F32", "[1]", 0, 4) "}", 4,
+                "overlaps");
+    /* END < BEGIN */
+    EXPECT_FAIL("{" T("a", "U8", "[0]", 8, 4) "}", 0, "tensor \"a\": data_offsets END 4 < BEGIN 8");
+    /* entries listed out of order are fine: only the sorted walk matters */
+    expect_ok("{" T("b", "U8", "[2]", 2, 4) "," T("a", "U8", "[2]", 0, 2) "}", "abcd", 4, 2);
+    /* empty tensors may sit anywhere in the walk */
+    expect_ok("{" T("e", "F32", "[0,3]", 2, 2) "," T("a", "U8", "[2]", 0, 2) "," T("z", "F32",
+              "[0]", 2, 2) "}", "ab", 2, 3);
+    tmp_end();
+}
+
+static void test_rule6_byte_size(void) {
+    tmp_begin();
+    EXPECT_FAIL("{" T("a", "F32", "[2]", 0, 4) "}", 4, "tensor \"a\": byte size mismatch");
+    EXPECT_FAIL("{" T("a", "BF16", "[2,3]", 0, 16) "}", 16, "byte size mismatch");
+    EXPECT_FAIL("{" T("a", "F32", "[]", 0, 8) "}", 8, "byte size mismatch");
+    EXPECT_FAIL("{" T("a", "F4", "[3]", 0, 2) "}", 2, "not a whole number of bytes");
+    EXPECT_FAIL("{" T("a", "F6_E2M3", "[2,3]", 0, 5) "}", 5, "not a whole number of bytes");
+    tmp_end();
+}
+
+static void test_rule7_coverage(void) {
+    tmp_begin();
+    EXPECT_FAIL("{" T("a", "F32", "[1]", 0, 4) "}", 6, "2 trailing bytes");
+    EXPECT_FAIL("{}", 3, "3 trailing bytes");
+    EXPECT_FAIL("{" T("a", "F32", "[2]", 0, 8) "}", 5, "beyond end of file");
+    EXPECT_FAIL("{" T("a", "F32", "[1]", 0, 4) "," T("b", "I64", "[1]", 4, 12) "}", 11,
+                "beyond end of file");
+    tmp_end();
+}
+
+/* Sub-byte and engine-less dtypes get sizes (§1.1) and are named by st_tensor_dtype_name. */
+static void test_all_dtype_sizes(void) {
+    tmp_begin();
+    static const char *hdr = "{" T("f4", "F4", "[2,2]", 0, 2) "," T("f6", "F6_E2M3", "[4]", 2, 5)
+        "," T("f6b", "F6_E3M2", "[8]", 5, 11) "," T("e5", "F8_E5M2", "[1]", 11, 12) ","
+        T("e4", "F8_E4M3", "[2]", 12, 14) "," T("e8", "F8_E8M0", "[1]", 14, 15) ","
+        T("fz", "F8_E4M3FNUZ", "[1]", 15, 16) "," T("fy", "F8_E5M2FNUZ", "[1]", 16, 17) ","
+        T("c", "C64", "[1]", 17, 25) "}";
+    unsigned char data[25];
+    fill_bytes(data, sizeof data, 3);
+    write_st(tpath("dt.safetensors"), hdr, data, sizeof data);
+    st_set *s = NULL;
+    sp_err err = {{0}};
+    CHECK(st_open_file(&s, tpath("dt.safetensors"), &err) == 0, "%s", err.msg);
+    if (s) {
+        CHECK(st_count(s) == 9, "count");
+        static const char *names[][2] = {{"f4", "F4"}, {"f6", "F6_E2M3"}, {"f6b", "F6_E3M2"},
+                                         {"e5", "F8_E5M2"}, {"e4", "F8_E4M3"}, {"c", "C64"}};
+        for (int i = 0; i < 6; i++) {
+            const st_tensor *t = st_find(s, names[i][0]);
+            CHECK(t && t->dtype == SP_DT_UNKNOWN && !strcmp(st_tensor_dtype_name(t), names[i][1]),
+                  "%s", names[i][0]);
+        }
+        const st_tensor *t = st_find(s, "f6b");
+        CHECK(t && t->nbytes == 6 && t->numel == 8 && !memcmp(t->data, data + 5, 6), "f6b");
+        t = st_find(s, "c");
+        CHECK(t && t->nbytes == 8 && !memcmp(t->data, data + 17, 8), "c64");
+        CHECK(st_get(s, "e4", SP_DT_UNKNOWN, -1, NULL, &t, &err) != 0 &&
+              strstr(err.msg, "F8_E4M3"), "%s", err.msg);
+    }
+    st_close(s);
+    CHECK(st_dtype_from_name("BF16") == SP_DT_BF16 && st_dtype_from_name("BOOL") == SP_DT_BOOL &&
+          st_dtype_from_name("F8_E4M3") == SP_DT_UNKNOWN && st_dtype_from_name("x") ==
+          SP_DT_UNKNOWN, "st_dtype_from_name");
+    tmp_end();
+}
+
+/* §1.3: a header without padding puts tensors at odd offsets; they must be copied, not cast. */
+static void test_unaligned(void) {
+    tmp_begin();
+    /* 8 + N is odd by construction below */
+    char hdr[512];
+    snprintf(hdr, sizeof hdr, "{" T("x", "F32", "[3]", 0, 12) "," T("y", "I64", "[2]", 12, 28) ","
+             T("z", "U8", "[1]", 28, 29) "," T("w", "BF16", "[2]", 29, 33) ","
+             T("v", "F64", "[1]", 33, 41) "}");
+    if ((8 + strlen(hdr)) % 2 == 0) strcat(hdr, " ");
+    unsigned char data[41];
+    float x[3] = {1.5f, -2.25f, 3.0e7f};
+    int64_t y[2] = {-5, 1234567890123ll};
+    uint16_t w[2] = {sp_f32_to_bf16(0.75f), sp_f32_to_bf16(-8.0f)};
+    double v = 3.141592653589793;
+    memcpy(data, x, 12);
+    memcpy(data + 12, y, 16);
+    data[28] = 0xAB;
+    memcpy(data + 29, w, 4);
+    memcpy(data + 33, &v, 8);
+    write_st(tpath("u.safetensors"), hdr, data, sizeof data);
+    st_set *s = NULL;
+    sp_err err = {{0}};
+    CHECK(st_open_file(&s, tpath("u.safetensors"), &err) == 0, "%s", err.msg);
+    if (!s) goto out;
+    const st_tensor *t = NULL;
+    int64_t s3[1] = {3}, s2[1] = {2};
+    CHECK(st_get(s, "x", SP_DT_F32, 1, s3, &t, &err) == 0, "%s", err.msg);
+    if (t) {
+        CHECK(st_tensor_file_offset(t) % 2 == 1, "x offset should be odd");
+        CHECK((uintptr_t)t->data % 4 == 0, "x not aligned");
+        const float *f = t->data;
+        CHECK(f[0] == 1.5f && f[1] == -2.25f && f[2] == 3.0e7f, "x values");
+    }
+    CHECK(st_get(s, "y", SP_DT_I64, 1, s2, &t, &err) == 0 && (uintptr_t)t->data % 8 == 0, "y");
+    if (t) CHECK(((const int64_t *)t->data)[0] == -5 &&
+                 ((const int64_t *)t->data)[1] == 1234567890123ll, "y values");
+    CHECK(st_get(s, "w", SP_DT_BF16, 1, s2, &t, &err) == 0 && (uintptr_t)t->data % 2 == 0, "w");
+    if (t) CHECK(sp_bf16_to_f32(((const uint16_t *)t->data)[0]) == 0.75f &&
+                 sp_bf16_to_f32(((const uint16_t *)t->data)[1]) == -8.0f, "w values");
+    t = st_find(s, "v");
+    CHECK(t && (uintptr_t)t->data % 8 == 0 && *(const double *)t->data == v, "v");
+    t = st_find(s, "z");
+    CHECK(t && *(const unsigned char *)t->data == 0xAB, "z");
+    st_close(s);
+out:
+    tmp_end();
+}
+
+int main(void) {
+    RUN(test_roundtrip_dtypes);
+    RUN(test_get);
+    RUN(test_rule1_file_too_small);
+    RUN(test_rule2_header_size);
+    RUN(test_rule3_utf8_json_object);
+    RUN(test_rule4_duplicate_keys);
+    RUN(test_entry_types);
+    RUN(test_rule5_offsets);
+    RUN(test_rule6_byte_size);
+    RUN(test_rule7_coverage);
+    RUN(test_all_dtype_sizes);
+    RUN(test_unaligned);
+    RUN(test_fixtures);
+    return harness_done("test_safetensors");
+}
