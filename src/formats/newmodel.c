@@ -317,26 +317,32 @@ int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
     int n_threads = o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n_threads < 1) n_threads = 1;
     float embed_std = pi && pi->real ? 4.0f / sqrtf((float)cfg.hidden_size) : 1.0f;
-    int next = 0;
-    for (int s = 0; s < n_shards; s++) {
+    /* one shard at a time: generate its tensors, hand them to the writer by reference, save,
+     * free; memory peaks near one shard (or the largest tensor) */
+    void **bufs = calloc((size_t)n, sizeof *bufs);
+    if (!bufs) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    int next = 0, ok = 1;
+    for (int s = 0; ok && s < n_shards; s++) {
         st_writer *w = st_writer_create();
         if (!w) {
             sp_err_set(err, "out of memory");
-            goto done;
+            ok = 0;
+            break;
         }
-        int ok = st_writer_set_metadata(w, "format", "pt", err) == 0;
+        int first = next;
         for (; ok && next < n && shard_of[next] == s; next++) {
             const hf_tensor_spec *t = &specs[next];
             int64_t numel = t->shape[0] * (t->ndim > 1 ? t->shape[1] : 1);
-            void *buf = malloc((size_t)numel * es);
-            if (!buf) {
+            if (!(bufs[next] = malloc((size_t)numel * es))) {
                 sp_err_set(err, "out of memory for tensor %s (%lld elements)", t->name, (long long)numel);
                 ok = 0;
                 break;
             }
-            generate(t, next, o->seed, embed_std, dtype, buf, numel, n_threads);
-            ok = st_writer_add(w, t->name, dtype, t->ndim, t->shape, buf, err) == 0;
-            free(buf);
+            generate(t, next, o->seed, embed_std, dtype, bufs[next], numel, n_threads);
+            ok = st_writer_add_ref(w, t->name, dtype, t->ndim, t->shape, bufs[next], err) == 0;
         }
         if (ok) {
             char fname[64];
@@ -346,8 +352,14 @@ int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
             if (ok) sp_log(SP_LOG_INFO, "wrote %s", path);
         }
         st_writer_free(w);
-        if (!ok) goto done;
+        for (int i = first; i < next && i < n; i++) {
+            free(bufs[i]);
+            bufs[i] = NULL;
+        }
     }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs);
+    if (!ok) goto done;
     if (n_shards > 1 && write_index(dir, specs, shard_of, n, n_shards, total, err)) goto done;
     if (o->tokenizer && copy_tokenizer(o->tokenizer, dir, err)) goto done;
     rc = 0;
