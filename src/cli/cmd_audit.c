@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "args.h"
+#include "core/core.h"
 #include "spec/audit.h"
 #include "spec_cli.h"
 

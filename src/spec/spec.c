@@ -44,13 +44,13 @@ typedef struct {
     sp_drafter *d;
     const sp_spec_params *p;
     sp_sampler *smp;
-    int V, H, greedy;
+    int V, H, greedy, chunk;
     float *logits, *probs, *q, *taps;
     int32_t blk[SP_SPEC_MAX_G + 1];
 } loop_t;
 
 static int prefill(loop_t *L, const int32_t *prompt, int n, sp_err *err) {
-    int chunk = L->kv->max_batch, nt = L->d ? L->d->n_taps : 0;
+    int chunk = L->chunk, nt = L->d ? L->d->n_taps : 0;
     float *all_taps = NULL;
     if (nt > 0 && n > 0) {
         all_taps = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * nt * L->H);
@@ -95,6 +95,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
 
     loop_t L = {.m = m, .d = d, .p = p, .V = cfg->vocab_size, .H = cfg->hidden_size};
     L.greedy = sp_sample_is_greedy(&p->gen.sample);
+    L.chunk = chunk;
     int rc = -1, nt = d ? d->n_taps : 0;
     L.kv = sp_kv_create(m, max_ctx, chunk, err);
     L.smp = sp_sampler_create(L.V, &p->gen.sample, err);
