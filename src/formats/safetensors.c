@@ -496,8 +496,8 @@ static int open_index(st_set *s, const char *dir, const char *index, sp_err *err
         const st_tensor *t = st_find(s, name);
         sp_path_join(path, sizeof path, dir, json_string_value(v));
         if (!t) {
-            rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but no shard "
-                            "has it", index, name, path);
+            rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but that "
+                            "shard has no such tensor", index, name, path);
             goto done;
         }
         if (strcmp(t->file, path) != 0) {
