@@ -592,6 +592,14 @@ static void test_add_ref(void) {
     b[0] = 100; /* not seen: copied at add time */
     CHECK(st_writer_set_metadata(w, "format", "mlx", &err) == 0, "%s", err.msg);
     CHECK(st_writer_save(w, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
+    /* a failing rename (target is a directory) leaves no temp file behind */
+    mkdir(tpath("isdir"), 0755);
+    CHECK(st_writer_save(w, tpath("isdir"), &err) != 0 && strstr(err.msg, "isdir"), "%s",
+          err.msg);
+    CHECK(count_files(".tmp") == 0, "temp file left after failed rename");
+    rmdir(tpath("isdir"));
+    CHECK(st_writer_save(w, tpath("nodir/x.safetensors"), &err) != 0 &&
+          strstr(err.msg, "nodir"), "%s", err.msg);
     /* writer argument errors */
     CHECK(st_writer_add(w, "", SP_DT_F32, 1, sh, b, &err) != 0 && strstr(err.msg, "empty"), "e");
     CHECK(st_writer_add(w, "__metadata__", SP_DT_F32, 1, sh, b, &err) != 0, "reserved");
@@ -752,6 +760,34 @@ static void test_index_errors(void) {
     write_st(tpath("s4.safetensors"), "{" T("d", "F32", "[2]", 0, 4) "}", "abcd", 4);
     EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"d\":\"s4.safetensors\"}}",
                     "s4.safetensors: tensor \"d\": byte size mismatch");
+    tmp_end();
+}
+
+/* Re-writing a fixture (made by a reference-style writer) through st_writer must give the
+ * same bytes: same compact header, same padding, same layout. */
+static void test_fixture_rewrite_identical(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    const char *src = "tests/data/ref-logits/llama/model.safetensors";
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, src, &err) == 0, "%s", err.msg);
+    if (s) {
+        st_writer *w = st_writer_create();
+        for (int i = st_count(s) - 1; i >= 0; i--) { /* insertion order must not matter */
+            const st_tensor *t = st_at(s, i);
+            CHECK(st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, &err) == 0,
+                  "%s", err.msg);
+        }
+        CHECK(st_writer_save(w, tpath("re.safetensors"), &err) == 0, "%s", err.msg);
+        st_writer_free(w);
+        size_t na, nb;
+        unsigned char *a = read_bytes(src, &na), *b = read_bytes(tpath("re.safetensors"), &nb);
+        CHECK(a && b && na == nb && memcmp(a, b, na) == 0, "rewrite differs (%zu vs %zu bytes)",
+              na, nb);
+        free(a);
+        free(b);
+    }
+    st_close(s);
     tmp_end();
 }
 
@@ -962,6 +998,7 @@ int main(void) {
     RUN(test_sharded);
     RUN(test_index_errors);
     RUN(test_fixtures);
+    RUN(test_fixture_rewrite_identical);
     RUN(test_fuzz);
     return harness_done("test_safetensors");
 }
