@@ -723,6 +723,14 @@ static void expect_dir_fail_at(int line, const char *index, const char *want) {
 static void test_index_errors(void) {
     tmp_begin();
     EXPECT_DIR_FAIL(NULL, "no model.safetensors.index.json or model.safetensors");
+    {
+        st_set *s = NULL;
+        sp_err err = {{0}};
+        CHECK(st_open_dir(&s, tpath("nonexistent"), &err) != 0 && !s &&
+              strstr(err.msg, "nonexistent: cannot open"), "%s", err.msg);
+        CHECK(st_open_dir(&s, "tests/data/ref-logits/qwen3/config.json", &err) != 0 &&
+              strstr(err.msg, "not a directory"), "%s", err.msg);
+    }
     save_two("s1.safetensors", "a", "b");
     save_two("s2.safetensors", "c", NULL);
     save_two("s3.safetensors", "a", NULL); /* "a" again */
