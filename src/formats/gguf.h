@@ -13,24 +13,10 @@
 
 #include "../core/core.h"
 
-enum {
-    GGUF_TYPE_UINT8 = 0,
-    GGUF_TYPE_INT8 = 1,
-    GGUF_TYPE_UINT16 = 2,
-    GGUF_TYPE_INT16 = 3,
-    GGUF_TYPE_UINT32 = 4,
-    GGUF_TYPE_INT32 = 5,
-    GGUF_TYPE_FLOAT32 = 6,
-    GGUF_TYPE_BOOL = 7,
-    GGUF_TYPE_STRING = 8,
-    GGUF_TYPE_ARRAY = 9,
-    GGUF_TYPE_UINT64 = 10,
-    GGUF_TYPE_INT64 = 11,
-    GGUF_TYPE_FLOAT64 = 12,
-    GGUF_TYPE_COUNT
-};
+/* GGUF_TYPE_* value types, GGUF_MAX_DIMS and GGUF_MAGIC are shared with the writer */
+#include "gguf_write.h"
 
-#define GGUF_MAX_DIMS 4
+#define GGUF_TYPE_COUNT 13 /* value types 0..12 */
 
 typedef struct {
     const char *ptr; /* into the mapping; not NUL-terminated */

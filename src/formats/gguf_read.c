@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 #define GGUF_MAX_KEY 65535u
 
 typedef struct {
