@@ -20,6 +20,7 @@ typedef struct {
     sp_kv *kv;
     sp_sampler *smp;
     int greedy, V, max_ctx;
+    uint64_t seed; /* the request's seed (begin) */
     int32_t *tok; /* committed stream */
     int len, cap;
     int fed;      /* committed tokens held by the draft cache */
@@ -40,8 +41,9 @@ static int push(dm_t *s, int32_t t, sp_err *err) {
     return 0;
 }
 
-static int dm_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, sp_err *err) {
+static int dm_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, uint64_t seed, sp_err *err) {
     dm_t *s = d->self;
+    s->seed = seed;
     s->len = 0;
     s->fed = 0;
     sp_kv_clear(s->kv);
@@ -70,7 +72,7 @@ static int dm_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         } else {
             float *qi = q ? q + (size_t)i * s->V : s->probs; /* q_i: the distribution d_i is drawn from */
             if (sp_sampler_probs(s->smp, qi, s->logits, err)) return -1;
-            t = sp_sample_probs(qi, s->V, sp_rng_uniform(sp_sampler_params(s->smp)->seed, SP_RNG_STREAM_DRAFT, pos));
+            t = sp_sample_probs(qi, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, pos));
             if (t < 0) return sp_err_set(err, "draft model: empty draft distribution");
         }
         drafts[i] = t;

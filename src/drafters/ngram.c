@@ -30,7 +30,7 @@ static int push(ngram_t *s, int32_t t, sp_err *err) {
     return 0;
 }
 
-static int ng_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, sp_err *err) {
+static int ng_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, uint64_t seed, sp_err *err) {
     ngram_t *s = d->self;
     s->len = 0;
     for (int i = 0; i < n; i++)

@@ -29,8 +29,10 @@ struct sp_drafter {
 
     /* New sequence. prompt[0..n) is committed; taps: [n, n_taps·H] when n_taps > 0 (else NULL).
      * The last prompt token is "pending": the target has not forwarded it yet, so taps hold
-     * rows for prompt[0..n-1) only, i.e. n-1 rows. */
-    int (*begin)(sp_drafter *d, const int32_t *prompt, int n, const float *taps, sp_err *err);
+     * rows for prompt[0..n-1) only, i.e. n-1 rows. seed: the request's sampling seed — a
+     * drafter that samples must draw from it (stream SP_RNG_STREAM_DRAFT), so that drafts of
+     * independent requests are independent. */
+    int (*begin)(sp_drafter *d, const int32_t *prompt, int n, const float *taps, uint64_t seed, sp_err *err);
     /* Propose up to max_g drafts. q: NULL, or [max_g, V] to fill with the processed draft
      * distribution each draft was sampled from (only when provides_q). Returns the count
      * (0 .. max_g) or -1 on error. */

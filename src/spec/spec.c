@@ -69,7 +69,7 @@ static int prefill(loop_t *L, const int32_t *prompt, int n, sp_err *err) {
             return -1;
         }
     }
-    int rc = L->d ? L->d->begin(L->d, prompt, n + 1, all_taps, err) : 0;
+    int rc = L->d ? L->d->begin(L->d, prompt, n + 1, all_taps, L->p->gen.sample.seed, err) : 0;
     free(all_taps);
     return rc;
 }
