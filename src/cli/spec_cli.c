@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "core/core.h"
+#include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
@@ -50,7 +51,24 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (text && ids_str) return cli_error(cmd, "give either -p TEXT or --prompt-ids, not both"), -1;
     if (ids_str) return cli_parse_ids(cmd, "--prompt-ids", ids_str, ids, n);
     if (!text) return cli_error(cmd, "no prompt: give -p TEXT or --prompt-ids 1,2,3"), -1;
-    (void)chat;
-    (void)model_dir;
-    return cli_error(cmd, "-p TEXT needs tokenizer support; use --prompt-ids"), -1;
+    sp_err err = {{0}};
+    char path[4096];
+    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path))
+        return cli_error(cmd, "-p needs a tokenizer, and %s has no tokenizer.json: use --prompt-ids", model_dir), -1;
+    tok_tokenizer *t = tok_load_dir(model_dir, &err);
+    if (!t) return cli_error(cmd, "%s", err.msg), -1;
+    int rc;
+    if (chat) {
+        tok_msg msg = {"user", text};
+        char *rendered = NULL;
+        rc = tok_chat_render(t, NULL, &msg, 1, 1, &rendered, &err);
+        if (!rc) rc = tok_encode(t, rendered, strlen(rendered), 0, 1, ids, n, &err);
+        free(rendered);
+    } else {
+        rc = tok_encode(t, text, strlen(text), 1, 1, ids, n, &err);
+    }
+    tok_free(t);
+    if (rc) return cli_error(cmd, "%s", err.msg), -1;
+    if (*n == 0) return cli_error(cmd, "the prompt encodes to no tokens"), -1;
+    return 0;
 }
