@@ -78,13 +78,15 @@ static SP_ALWAYS_INLINE __m512 load_w16_mask(const void *W, size_t off, sp_dtype
     return _mm512_cvtph_ps(h);
 }
 
-/* elements of W ahead of the current chunk to prefetch on the single-token stream */
+/* bytes of each W row to prefetch ahead of the current chunk (first token block only) */
 #define MM_PREFETCH_BYTES 1024
 
-/* One TB × NB tile: Y[t0.., n0..] over the full K. TB, NB and dt are compile-time constants
- * at every call site, so acc[][] lives in registers. */
+/* One TB × NB tile: Y[t0.., n0..] over the full K. TB, NB, dt and PF are compile-time
+ * constants at every call site, so acc[][] lives in registers. PF: software-prefetch the W
+ * rows ahead (the tile that first touches a row block pulls it from DRAM; the hardware
+ * prefetcher alone falls behind once the core is busy with FMAs). */
 static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, sp_dtype dt, const int TB,
-                                     const int NB) {
+                                     const int NB, const int PF) {
     const int K = c->K;
     const float *X = c->X + (size_t)t0 * K;
     const size_t w0 = (size_t)n0 * K;
@@ -97,7 +99,7 @@ static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, sp_dtype d
         __m512 xv[4];
         for (int i = 0; i < TB; i++) xv[i] = _mm512_loadu_ps(X + (size_t)i * K + k);
         for (int j = 0; j < NB; j++) {
-            if (TB == 1)
+            if (PF)
                 _mm_prefetch((const char *)c->W + (w0 + (size_t)j * K + k) * esz + MM_PREFETCH_BYTES,
                              _MM_HINT_T0);
             __m512 w = load_w16(c->W, w0 + (size_t)j * K + k, dt);
@@ -121,21 +123,26 @@ static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, sp_dtype d
 typedef void (*mm_tile_fn)(const mm_ctx *c, int t0, int n0);
 
 /* one out-of-line function per (dtype, TB, NB) used below */
-#define MM_TILE(DTN, DT, TB, NB)                                                           \
-    static void mm_tile_##DTN##_##TB##x##NB(const mm_ctx *c, int t0, int n0) {             \
-        mm_tile(c, t0, n0, DT, TB, NB);                                                    \
+#define MM_TILE(DTN, DT, TB, NB, PF)                                                       \
+    static void mm_tile_##DTN##_##TB##x##NB##_##PF(const mm_ctx *c, int t0, int n0) {      \
+        mm_tile(c, t0, n0, DT, TB, NB, PF);                                                \
     }
+/* 1..3 × 8 (T < 4: the only token block, so it prefetches), 4 × 6 with and without
+ * prefetch, 1..3 × 6 (the token remainder, never first), 1..4 × 1 (the row remainder) */
 #define MM_TILES(DTN, DT)                                                                  \
-    MM_TILE(DTN, DT, 1, 8) MM_TILE(DTN, DT, 2, 8) MM_TILE(DTN, DT, 3, 8)                   \
-    MM_TILE(DTN, DT, 1, 6) MM_TILE(DTN, DT, 2, 6) MM_TILE(DTN, DT, 3, 6) MM_TILE(DTN, DT, 4, 6) \
-    MM_TILE(DTN, DT, 1, 1) MM_TILE(DTN, DT, 2, 1) MM_TILE(DTN, DT, 3, 1) MM_TILE(DTN, DT, 4, 1) \
-    static mm_tile_fn mm_tile_##DTN(int tb, int nb) {                                      \
-        static const mm_tile_fn wide8[4] = {mm_tile_##DTN##_1x8, mm_tile_##DTN##_2x8,      \
-                                            mm_tile_##DTN##_3x8, NULL};                    \
-        static const mm_tile_fn wide6[4] = {mm_tile_##DTN##_1x6, mm_tile_##DTN##_2x6,      \
-                                            mm_tile_##DTN##_3x6, mm_tile_##DTN##_4x6};     \
-        static const mm_tile_fn narrow[4] = {mm_tile_##DTN##_1x1, mm_tile_##DTN##_2x1,     \
-                                             mm_tile_##DTN##_3x1, mm_tile_##DTN##_4x1};    \
+    MM_TILE(DTN, DT, 1, 8, 1) MM_TILE(DTN, DT, 2, 8, 1) MM_TILE(DTN, DT, 3, 8, 1)          \
+    MM_TILE(DTN, DT, 4, 6, 1) MM_TILE(DTN, DT, 4, 6, 0)                                    \
+    MM_TILE(DTN, DT, 1, 6, 0) MM_TILE(DTN, DT, 2, 6, 0) MM_TILE(DTN, DT, 3, 6, 0)          \
+    MM_TILE(DTN, DT, 1, 1, 0) MM_TILE(DTN, DT, 2, 1, 0) MM_TILE(DTN, DT, 3, 1, 0)          \
+    MM_TILE(DTN, DT, 4, 1, 0)                                                              \
+    static mm_tile_fn mm_tile_##DTN(int tb, int nb, int first) {                           \
+        static const mm_tile_fn wide8[4] = {mm_tile_##DTN##_1x8_1, mm_tile_##DTN##_2x8_1,  \
+                                            mm_tile_##DTN##_3x8_1, NULL};                  \
+        static const mm_tile_fn wide6[4] = {mm_tile_##DTN##_1x6_0, mm_tile_##DTN##_2x6_0,  \
+                                            mm_tile_##DTN##_3x6_0, mm_tile_##DTN##_4x6_0}; \
+        static const mm_tile_fn narrow[4] = {mm_tile_##DTN##_1x1_0, mm_tile_##DTN##_2x1_0, \
+                                             mm_tile_##DTN##_3x1_0, mm_tile_##DTN##_4x1_0};\
+        if (nb == 6 && tb == 4 && first) return mm_tile_##DTN##_4x6_1;                     \
         return nb == 8 ? wide8[tb - 1] : nb == 6 ? wide6[tb - 1] : narrow[tb - 1];         \
     }
 MM_TILES(f32, SP_DT_F32)
@@ -146,7 +153,7 @@ MM_TILES(f16, SP_DT_F16)
 #define MM_XCHUNK_FLOATS (128 * 1024)
 
 static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
-    mm_tile_fn (*pick)(int, int) =
+    mm_tile_fn (*pick)(int, int, int) =
         c->dt == SP_DT_F32 ? mm_tile_f32 : c->dt == SP_DT_BF16 ? mm_tile_bf16 : mm_tile_f16;
     const int T = c->T;
     const int TBmax = T >= 4 ? 4 : T;
@@ -162,7 +169,7 @@ static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
             int nb = n1 - n >= NB ? NB : 1;
             for (int t = tc0; t < tc1;) {
                 int tb = tc1 - t < TBmax ? tc1 - t : TBmax;
-                pick(tb, nb)(c, t, n);
+                pick(tb, nb, t == tc0)(c, t, n);
                 t += tb;
             }
             n += nb;
