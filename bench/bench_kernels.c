@@ -127,6 +127,35 @@ static void print_dispatch(sp_pool *p2) {
            " serial would be %.1f)\n\n", one, two, two - one, 2 * one);
 }
 
+/* attention at the qwen3-0.6b shape (16 query heads, 8 KV heads, D 128), long context:
+ * the f32 K/V cache read per call dominates, so print it as GB/s and T=8 vs T=1 */
+static void bench_attention(sp_pool *p1, sp_pool *p2) {
+    const int NH = 16, KVH = 8, D = 128, ctx = 4096, Tmax = 8;
+    size_t kvn = (size_t)(ctx + Tmax) * KVH * D;
+    float *K = aligned_alloc(64, kvn * sizeof(float)), *V = aligned_alloc(64, kvn * sizeof(float));
+    float *q = aligned_alloc(64, (size_t)Tmax * NH * D * sizeof(float));
+    float *o = aligned_alloc(64, (size_t)Tmax * NH * D * sizeof(float));
+    if (!K || !V || !q || !o) exit(1);
+    for (size_t i = 0; i < kvn; i++) K[i] = V[i] = (float)((i * 7919u) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < (size_t)Tmax * NH * D; i++) q[i] = (float)((i * 31u) % 100) / 100.0f - 0.5f;
+    double bytes = 2.0 * ctx * KVH * D * sizeof(float);
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++) {
+        for (int v = 0; v < 3; v++) {
+            int T = v == 2 ? Tmax : 1;
+            sp_attn_shape s = {T, ctx - T + 1, NH, KVH, D, ctx + Tmax, 0, 0, 0.088f};
+            double t0 = sp_time_ms();
+            sp_attention(v == 0 ? p1 : p2, o, q, K, V, &s);
+            double dt = sp_time_ms() - t0;
+            if (dt < best[v]) best[v] = dt;
+        }
+    }
+    printf("attention NH 16 KVH 8 D 128, %d keys, f32 cache: T=1 %.2f ms (%.1f GB/s) 1 thread, "
+           "%.2f ms (%.1f GB/s) 2 threads; T=8/T=1 %.2f\n", ctx, best[0], bytes / best[0] / 1e6, best[1],
+           bytes / best[1] / 1e6, best[2] / best[1]);
+    free(K), free(V), free(q), free(o);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
     shape shapes[] = {
@@ -138,6 +167,8 @@ int main(int argc, char **argv) {
     sp_pool *p1 = sp_pool_create(1), *p2 = sp_pool_create(2);
     openblas_set_num_threads(2);
     print_dispatch(p2);
+    bench_attention(p1, p2);
+    printf("\n");
     int Tmax = 512;
     sp_dtype dts[2] = {SP_DT_BF16, SP_DT_F32};
     printf("%-26s %-4s %9s %9s | %6s %6s %6s %6s | %9s | %9s %9s\n", "shape", "W", "T1 GB/s", "T1 GB/s",

@@ -360,7 +360,10 @@ static void test_attention(void) {
                 check_attention((attn_case){4, 2, 16, 64, 1, 0, T, 50}, seed++); /* ring, not yet wrapped */
             }
         }
-    /* more keys than one score tile (4096): the two-pass path */
+    /* large GQA groups: 16 query heads on one KV head (split into subgroups), 8 on 2 */
+    check_attention((attn_case){16, 1, 32, 40, 0, 0, 3, 30}, seed++);
+    check_attention((attn_case){16, 2, 16, 24, 1, 9, 1, 100}, seed++);
+    /* more keys than one score tile (1024): the two-pass path */
     check_attention((attn_case){2, 1, 16, 5000, 0, 0, 2, 4500}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 4200, 2, 4900}, seed++);
 }

@@ -79,7 +79,9 @@ static SP_ALWAYS_INLINE __m512 load_w16_mask(const void *W, size_t off, sp_dtype
 }
 
 /* bytes of each W row to prefetch ahead of the current chunk (first token block only) */
+#ifndef MM_PREFETCH_BYTES
 #define MM_PREFETCH_BYTES 1024
+#endif
 
 /* One TB × NB tile: Y[t0.., n0..] over the full K. TB, NB, dt and PF are compile-time
  * constants at every call site, so acc[][] lives in registers. PF: software-prefetch the W
