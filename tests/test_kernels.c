@@ -363,7 +363,13 @@ static void test_attention(void) {
     /* large GQA groups: 16 query heads on one KV head (split into subgroups), 8 on 2 */
     check_attention((attn_case){16, 1, 32, 40, 0, 0, 3, 30}, seed++);
     check_attention((attn_case){16, 2, 16, 24, 1, 9, 1, 100}, seed++);
-    /* more keys than one score tile (1024): the two-pass path */
+    /* more than one token block (8 tokens), window edges inside a unit, ring wraps */
+    check_attention((attn_case){4, 2, 16, 64, 0, 0, 12, 7}, seed++);
+    check_attention((attn_case){4, 2, 16, 20, 1, 7, 12, 83}, seed++);
+    check_attention((attn_case){8, 1, 24, 40, 0, 5, 9, 0}, seed++);
+    /* more keys than one score tile (256): the two-pass path, with and without a window */
+    check_attention((attn_case){4, 2, 32, 700, 0, 0, 10, 600}, seed++);
+    check_attention((attn_case){4, 2, 32, 320, 1, 300, 10, 1000}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 0, 2, 4500}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 4200, 2, 4900}, seed++);
 }
