@@ -549,6 +549,34 @@ static void test_tokenizer_json(void) {
         CHECK(sp && sp->type == 7 && sp->val[0] == 0, "add_space_prefix false");
         free(g.buf);
     }
+
+    /* the same SentencePiece-style vocabulary under llama: SPM model "llama", merges as scores */
+    char text[2048];
+    size_t n;
+    char *src;
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    if (sp_read_file(p, &src, &n, NULL)) return;
+    snprintf(text, sizeof text, "{\"normalizer\":{\"type\":\"Prepend\",\"prepend\":\"x\"},%s", src + 1);
+    free(src);
+    dir = tmppath("llama_spm");
+    if (make_model(dir, "llama", SP_DT_F32, NULL, 0)) return;
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    write_text(p, text);
+    CHECK(do_export(dir, out, -1, 0, NULL, &err) == 0, "%s", err.msg);
+    if (rg_open(&g, out) == 0) {
+        key_str(&g, "tokenizer.ggml.model", "llama");
+        CHECK(rg_kv(&g, "tokenizer.ggml.merges") == NULL, "SPM has no merges");
+        const rkv *sc = rg_kv(&g, "tokenizer.ggml.scores");
+        float s8 = 0, s7 = 1;
+        if (sc && sc->arr_type == 6 && sc->arr_n == 8192) {
+            memcpy(&s8, sc->val + 4 * 8, 4);
+            memcpy(&s7, sc->val + 4 * 7, 4);
+        }
+        CHECK(s8 == -1.0f && s7 == 0.0f, "scores: token made by merge 0 = %g, base token = %g", s8, s7);
+        const rkv *sp = rg_kv(&g, "tokenizer.ggml.add_space_prefix");
+        CHECK(sp && sp->type == 7 && sp->val[0] == 1, "add_space_prefix true with a Prepend normalizer");
+        free(g.buf);
+    }
 }
 
 /* copy a model dir's safetensors with one tensor left out (skip) or one extra tensor (extra) */

@@ -408,6 +408,8 @@ static void test_tokenizer_copy(void) {
     snprintf(q, sizeof q, "%s/config.json", dir);
     sp_config c;
     CHECK(sp_config_load(&c, q, &err) == 0 && c.vocab_size == 9000, "vocab_size %d, expected 9000", c.vocab_size);
+    CHECK(c.n_eos == 1 && c.eos_ids[0] == 8999 && c.bos_id == 1, "eos %d bos %d: tokenizer_config ids not applied",
+          c.eos_ids[0], c.bos_id);
     check_layout(dir, SP_DT_F32);
 }
 
