@@ -89,7 +89,7 @@ static void test_reference_logits(void) {
             sp_forward_out o1 = {.logits = step + (size_t)t * V};
             CHECK(sp_model_forward(m, kv1, tok + t, 1, &o1, &err) == 0, "%s", err.msg);
         }
-        int miss_p, miss_s;
+        int miss_p = 0, miss_s = 0;
         double rp = ref ? compare(pre, ref, V, &miss_p) : 1, rs = ref ? compare(step, ref, V, &miss_s) : 1;
         printf("  %-6s prefill rel err %.2e (argmax misses %d), decode rel err %.2e (misses %d)\n", ARCHS[a], rp,
                miss_p, rs, miss_s);

@@ -579,6 +579,416 @@ out:
     tmp_end();
 }
 
+/* ---- writer: by-reference tensors, sharded checkpoints ------------------------------- */
+static void test_add_ref(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    int64_t sh[1] = {4};
+    st_writer *w = st_writer_create();
+    CHECK(st_writer_add_ref(w, "ref", SP_DT_F32, 1, sh, a, &err) == 0, "%s", err.msg);
+    CHECK(st_writer_add(w, "copy", SP_DT_F32, 1, sh, b, &err) == 0, "%s", err.msg);
+    a[0] = 100; /* seen: only the pointer was kept */
+    b[0] = 100; /* not seen: copied at add time */
+    CHECK(st_writer_set_metadata(w, "format", "mlx", &err) == 0, "%s", err.msg);
+    CHECK(st_writer_save(w, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
+    /* a failing rename (target is a directory) leaves no temp file behind */
+    mkdir(tpath("isdir"), 0755);
+    CHECK(st_writer_save(w, tpath("isdir"), &err) != 0 && strstr(err.msg, "isdir"), "%s",
+          err.msg);
+    CHECK(count_files(".tmp") == 0, "temp file left after failed rename");
+    rmdir(tpath("isdir"));
+    CHECK(st_writer_save(w, tpath("nodir/x.safetensors"), &err) != 0 &&
+          strstr(err.msg, "nodir"), "%s", err.msg);
+    /* writer argument errors */
+    CHECK(st_writer_add(w, "", SP_DT_F32, 1, sh, b, &err) != 0 && strstr(err.msg, "empty"), "e");
+    CHECK(st_writer_add(w, "__metadata__", SP_DT_F32, 1, sh, b, &err) != 0, "reserved");
+    CHECK(st_writer_add(w, "u", SP_DT_UNKNOWN, 1, sh, b, &err) != 0, "dtype");
+    CHECK(st_writer_add(w, "n", SP_DT_F32, 1, sh, NULL, &err) != 0, "null data");
+    int64_t neg[1] = {-1};
+    CHECK(st_writer_add(w, "neg", SP_DT_F32, 1, neg, b, &err) != 0, "negative dim");
+    CHECK(st_writer_add(w, "bad\xff", SP_DT_F32, 1, sh, b, &err) != 0, "utf8 name");
+    CHECK(st_writer_add(w, "ref", SP_DT_F32, 1, sh, b, &err) == 0, "dup add ok until save");
+    CHECK(st_writer_save(w, tpath("d.safetensors"), &err) != 0 && strstr(err.msg, "\"ref\"") &&
+          strstr(err.msg, "twice"), "%s", err.msg);
+    CHECK(count_files("d.safetensors") == 0, "no file written on error");
+    st_writer_free(w);
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
+    if (s) {
+        const float *r = st_find(s, "ref")->data, *c = st_find(s, "copy")->data;
+        CHECK(r[0] == 100 && r[3] == 4 && c[0] == 5 && c[3] == 8, "ref %g copy %g", r[0], c[0]);
+        CHECK(!strcmp(st_metadata(s, "format"), "mlx"), "format replaced");
+    }
+    st_close(s);
+    CHECK(count_files(".tmp") == 0, "temp file left");
+    tmp_end();
+}
+
+#define N_SHARD_T 12
+
+static void test_sharded(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    static const sp_dtype dts[4] = {SP_DT_F32, SP_DT_BF16, SP_DT_I64, SP_DT_U8};
+    unsigned char *buf[N_SHARD_T];
+    char names[N_SHARD_T][32];
+    int64_t shapes[N_SHARD_T][2];
+    st_writer *w = st_writer_create();
+    for (int i = 0; i < N_SHARD_T; i++) {
+        snprintf(names[i], sizeof names[i], "model.layers.%d.w", i);
+        shapes[i][0] = 1 + i % 5;
+        shapes[i][1] = i == 7 ? 300 : 3 + i; /* tensor 7 (2400 B+) alone exceeds the limit */
+        size_t n = sp_dtype_size(dts[i % 4]) * (size_t)(shapes[i][0] * shapes[i][1]);
+        buf[i] = malloc(n);
+        fill_bytes(buf[i], n, 100u + (unsigned)i);
+        CHECK(st_writer_add_ref(w, names[i], dts[i % 4], 2, shapes[i], buf[i], &err) == 0, "%s",
+              err.msg);
+    }
+    CHECK(st_writer_save_sharded(w, tmpdir, 256, &err) == 0, "%s", err.msg);
+    int n_shards = count_files("-of-");
+    CHECK(n_shards >= 3, "%d shards", n_shards);
+    CHECK(count_files("model.safetensors.index.json") == 1, "index");
+    CHECK(count_files(".tmp") == 0, "temp files left");
+    char first[64];
+    snprintf(first, sizeof first, "model-00001-of-%05d.safetensors", n_shards);
+    CHECK(count_files(first) == 1, "%s", first);
+
+    st_set *s = NULL;
+    CHECK(st_open_dir(&s, tmpdir, &err) == 0, "%s", err.msg);
+    if (s) {
+        CHECK(st_count(s) == N_SHARD_T, "count %d", st_count(s));
+        for (int i = 0; i < N_SHARD_T; i++) {
+            const st_tensor *t = NULL;
+            CHECK(st_get(s, names[i], dts[i % 4], 2, shapes[i], &t, &err) == 0, "%s", err.msg);
+            if (t) CHECK(!memcmp(t->data, buf[i], t->nbytes), "%s data", names[i]);
+            if (t) CHECK(strstr(t->file, "-of-") != NULL, "%s file %s", names[i], t->file);
+        }
+        CHECK(!strcmp(st_metadata(s, "format"), "pt"), "metadata");
+    }
+    st_close(s);
+    /* index: total_size = sum of tensor bytes; every name mapped */
+    size_t n;
+    char *idx = (char *)read_bytes(tpath("model.safetensors.index.json"), &n);
+    if (idx) {
+        idx[n] = 0;
+        size_t total = 0;
+        for (int i = 0; i < N_SHARD_T; i++)
+            total += sp_dtype_size(dts[i % 4]) * (size_t)(shapes[i][0] * shapes[i][1]);
+        char want[64];
+        snprintf(want, sizeof want, "\"total_size\": %zu", total);
+        CHECK(strstr(idx, want) != NULL, "%s not in index", want);
+        for (int i = 0; i < N_SHARD_T; i++) CHECK(strstr(idx, names[i]) != NULL, "%s", names[i]);
+        free(idx);
+    }
+    /* everything in one shard: model.safetensors, and the stale index goes away */
+    CHECK(st_writer_save_sharded(w, tmpdir, 0, &err) == 0, "%s", err.msg);
+    CHECK(count_files("model.safetensors.index.json") == 0, "stale index removed");
+    CHECK(count_files("model.safetensors") == 1, "single file");
+    s = NULL;
+    CHECK(st_open_dir(&s, tmpdir, &err) == 0 && st_count(s) == N_SHARD_T, "%s", err.msg);
+    if (s) CHECK(strstr(st_find(s, names[3])->file, "/model.safetensors") != NULL, "single");
+    st_close(s);
+    CHECK(count_files(".tmp") == 0, "temp files left");
+    st_writer_free(w);
+    for (int i = 0; i < N_SHARD_T; i++) free(buf[i]);
+    tmp_end();
+}
+
+/* ---- §1.4 index.json errors ---------------------------------------------------------- */
+static void save_two(const char *file, const char *n1, const char *n2) {
+    sp_err err = {{0}};
+    float x[2] = {1, 2};
+    int64_t sh[1] = {2};
+    st_writer *w = st_writer_create();
+    st_writer_add(w, n1, SP_DT_F32, 1, sh, x, &err);
+    if (n2) st_writer_add(w, n2, SP_DT_F32, 1, sh, x, &err);
+    CHECK(st_writer_save(w, tpath(file), &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+}
+
+static void expect_dir_fail_at(int line, const char *index, const char *want) {
+    if (index) write_bytes(tpath("model.safetensors.index.json"), index, strlen(index));
+    st_set *s = (st_set *)&s;
+    sp_err err = {{0}};
+    int rc = st_open_dir(&s, tmpdir, &err);
+    if (rc == 0 || s != NULL || !strstr(err.msg, want)) {
+        harness_case_failed++;
+        fprintf(stderr, "  line %d: want \"%s\", got rc=%d \"%s\"\n", line, want, rc, err.msg);
+    }
+    if (rc == 0) st_close(s);
+}
+#define EXPECT_DIR_FAIL(index, want) expect_dir_fail_at(__LINE__, index, want)
+
+static void test_index_errors(void) {
+    tmp_begin();
+    EXPECT_DIR_FAIL(NULL, "no model.safetensors.index.json or model.safetensors");
+    {
+        st_set *s = NULL;
+        sp_err err = {{0}};
+        CHECK(st_open_dir(&s, tpath("nonexistent"), &err) != 0 && !s &&
+              strstr(err.msg, "nonexistent: cannot open"), "%s", err.msg);
+        CHECK(st_open_dir(&s, "tests/data/ref-logits/qwen3/config.json", &err) != 0 &&
+              strstr(err.msg, "not a directory"), "%s", err.msg);
+    }
+    save_two("s1.safetensors", "a", "b");
+    save_two("s2.safetensors", "c", NULL);
+    save_two("s3.safetensors", "a", NULL); /* "a" again */
+    sp_err err = {{0}};
+    st_set *s = NULL;
+    const char *good = "{\"metadata\":{\"total_size\":24},\"weight_map\":{\"a\":\"s1.safetensors\","
+                       "\"b\":\"s1.safetensors\",\"c\":\"s2.safetensors\"}}";
+    write_bytes(tpath("model.safetensors.index.json"), good, strlen(good));
+    CHECK(st_open_dir(&s, tmpdir, &err) == 0 && st_count(s) == 3, "%s", err.msg);
+    if (s) CHECK(strstr(st_find(s, "c")->file, "s2.safetensors") != NULL, "c in s2");
+    st_close(s);
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"c\":\"s9.safetensors\"}}",
+                    "s9.safetensors: cannot open");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"x\":\"s2.safetensors\"}}",
+                    "tensor \"x\" in");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"x\":\"s2.safetensors\"}}",
+                    "s2.safetensors, but that shard has no such tensor");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s2.safetensors\",\"c\":\"s2.safetensors\"}}",
+                    "tensor \"a\" in " "/tmp/specula-test-");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s2.safetensors\",\"b\":\"s1.safetensors\","
+                    "\"c\":\"s2.safetensors\"}}", "s1.safetensors");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s2.safetensors\",\"b\":\"s1.safetensors\","
+                    "\"c\":\"s2.safetensors\"}}", "but it is in");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"c\":\"s3.safetensors\"}}",
+                    "tensor \"a\" appears in two shards");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\"", "not valid JSON");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"a\":\"s1.safetensors\"}}",
+                    "duplicate");
+    EXPECT_DIR_FAIL("{\"metadata\":{}}", "\"weight_map\" is missing");
+    EXPECT_DIR_FAIL("{\"weight_map\":[]}", "\"weight_map\" is missing or not an object");
+    EXPECT_DIR_FAIL("{\"weight_map\":{}}", "\"weight_map\" is empty");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":1}}", "value for \"a\" is not a string");
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"../s1.safetensors\"}}", "not a plain file name");
+    /* a corrupt shard: its own §1.2 message, prefixed by the index */
+    write_st(tpath("s4.safetensors"), "{" T("d", "F32", "[2]", 0, 4) "}", "abcd", 4);
+    EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"d\":\"s4.safetensors\"}}",
+                    "s4.safetensors: tensor \"d\": byte size mismatch");
+    tmp_end();
+}
+
+/* Re-writing a fixture (made by a reference-style writer) through st_writer must give the
+ * same bytes: same compact header, same padding, same layout. */
+static void test_fixture_rewrite_identical(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    const char *src = "tests/data/ref-logits/llama/model.safetensors";
+    st_set *s = NULL;
+    CHECK(st_open_file(&s, src, &err) == 0, "%s", err.msg);
+    if (s) {
+        st_writer *w = st_writer_create();
+        for (int i = st_count(s) - 1; i >= 0; i--) { /* insertion order must not matter */
+            const st_tensor *t = st_at(s, i);
+            CHECK(st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, &err) == 0,
+                  "%s", err.msg);
+        }
+        CHECK(st_writer_save(w, tpath("re.safetensors"), &err) == 0, "%s", err.msg);
+        st_writer_free(w);
+        size_t na, nb;
+        unsigned char *a = read_bytes(src, &na), *b = read_bytes(tpath("re.safetensors"), &nb);
+        CHECK(a && b && na == nb && memcmp(a, b, na) == 0, "rewrite differs (%zu vs %zu bytes)",
+              na, nb);
+        free(a);
+        free(b);
+    }
+    st_close(s);
+    tmp_end();
+}
+
+/* ---- fuzz: random corruptions of a valid file ---------------------------------------- */
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static size_t rnd_below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+
+/* One random edit of the header text: keeps the JSON mostly well-formed so the deeper
+ * checks (offsets, sizes, dtypes) are reached, not just the parser. */
+static size_t mutate_header(unsigned char *b, size_t len, size_t cap) {
+    static const char tok[] = "{}[]\",:-0123456789 \t\nFIUB";
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
+    if (n > len - 8) n = len - 8;
+    if (n == 0) return len;
+    size_t p = 8 + rnd_below((size_t)n);
+    switch (rnd_below(7)) {
+    case 0: /* digit → digit: shifts shapes and offsets */
+        for (size_t k = 0; k < 64; k++) {
+            size_t q = 8 + rnd_below((size_t)n);
+            if (b[q] >= '0' && b[q] <= '9') {
+                b[q] = (unsigned char)('0' + rnd_below(10));
+                break;
+            }
+        }
+        break;
+    case 1: b[p] = (unsigned char)tok[rnd_below(sizeof tok - 1)]; break;
+    case 2: /* delete one header byte, keep N consistent */
+        memmove(b + p, b + p + 1, len - p - 1);
+        len--, n--;
+        break;
+    case 3: /* insert one byte, keep N consistent */
+        if (len + 1 > cap) break;
+        memmove(b + p + 1, b + p, len - p);
+        b[p] = (unsigned char)tok[rnd_below(sizeof tok - 1)];
+        len++, n++;
+        break;
+    case 4: { /* swap a dtype for another */
+        static const char *dt[] = {"F32", "F16", "I64", "I32", "BOOL", "U8", "F64", "F4"};
+        for (size_t k = 0; k < 64; k++) {
+            size_t q = 8 + rnd_below((size_t)n);
+            if (q + 4 < 8 + n && b[q] == '"' && b[q + 1] >= 'A' && b[q + 1] <= 'Z') {
+                const char *d = dt[rnd_below(8)];
+                size_t dl = strlen(d);
+                if (q + 1 + dl < 8 + n) memcpy(b + q + 1, d, dl);
+                break;
+            }
+        }
+        break;
+    }
+    case 5: { /* shift one tensor's data_offsets by the same delta: holes and overlaps */
+        static const char key[] = "\"data_offsets\":[";
+        unsigned char *q = memmem(b + p, (size_t)(8 + n - p), key, sizeof key - 1);
+        if (!q) q = memmem(b + 8, (size_t)n, key, sizeof key - 1);
+        if (!q) break;
+        size_t start = (size_t)(q - b) + sizeof key - 1, avail = 8 + n - start;
+        char txt[48], *e1, *e2;
+        if (start >= 8 + n) break;
+        memcpy(txt, b + start, avail < 47 ? avail : 47);
+        txt[avail < 47 ? avail : 47] = 0;
+        unsigned long long b0 = strtoull(txt, &e1, 10), e0 = strtoull(e1 + 1, &e2, 10);
+        if (*e1 != ',' || *e2 != ']') break;
+        long long d = (long long)rnd_below(17) - 8;
+        if ((long long)b0 + d < 0) d = -d;
+        char rep[64];
+        int rl = snprintf(rep, sizeof rep, "%lld,%lld", (long long)b0 + d, (long long)e0 + d);
+        size_t old = (size_t)(e2 - txt);
+        if (len - old + (size_t)rl > cap) break;
+        memmove(b + start + rl, b + start + old, len - start - old);
+        memcpy(b + start, rep, (size_t)rl);
+        len = len - old + (size_t)rl;
+        n = n - old + (size_t)rl;
+        break;
+    }
+    default: b[p] ^= (unsigned char)(1u << rnd_below(8)); break;
+    }
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(n >> (8 * i));
+    return len;
+}
+
+static void test_fuzz(void) {
+    tmp_begin();
+    sp_err err = {{0}};
+    st_writer *w = st_writer_create();
+    static const sp_dtype dts[6] = {SP_DT_F32, SP_DT_BF16, SP_DT_I64, SP_DT_U8, SP_DT_F16,
+                                    SP_DT_BOOL};
+    unsigned char payload[256];
+    fill_bytes(payload, sizeof payload, 42);
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", i);
+        int64_t sh[2] = {1 + i % 3, i == 5 ? 0 : 2 + i % 4};
+        CHECK(st_writer_add(w, name, dts[i % 6], i == 6 ? 0 : 2, sh, payload, &err) == 0, "%s",
+              err.msg);
+    }
+    CHECK(st_writer_save(w, tpath("base.safetensors"), &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+    size_t base_len;
+    unsigned char *base = read_bytes(tpath("base.safetensors"), &base_len);
+    size_t cap = base_len + 64;
+    unsigned char *b = malloc(cap);
+    int opened = 0, failed = 0, bad_invariant = 0;
+    static const char *kinds[] = {"too small", "too large", "beyond end of file", "UTF-8",
+                                  "not valid JSON", "duplicate", "not a JSON object",
+                                  "unknown dtype", "byte size", "hole", "overlaps", "trailing",
+                                  "END", "negative", "not an integer", "whole number"};
+#define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
+    int kind_count[N_KINDS] = {0};
+    const char *path = tpath("fuzz.safetensors");
+    /* ST_FUZZ_ITERS / ST_FUZZ_SEED widen a manual run; the suite uses 3000 and a fixed seed */
+    int iters = getenv("ST_FUZZ_ITERS") ? atoi(getenv("ST_FUZZ_ITERS")) : 3000;
+    if (getenv("ST_FUZZ_SEED")) rng_state ^= strtoull(getenv("ST_FUZZ_SEED"), NULL, 10) * 0x9E37ull;
+    for (int it = 0; it < iters; it++) {
+        memcpy(b, base, base_len);
+        size_t len = base_len;
+        int edits = 1 + (int)rnd_below(3);
+        for (int e = 0; e < edits; e++) {
+            switch (rnd_below(8)) {
+            case 0: /* random byte flips anywhere in the header */
+                for (int k = 0, m = 1 + (int)rnd_below(4); k < m; k++)
+                    b[rnd_below(len < 8 + 200 ? len : 8 + 200)] ^= (unsigned char)(1 + rnd_below(255));
+                break;
+            case 1: { /* random header length field */
+                uint64_t n = rnd_below(3) == 0 ? rnd() : rnd_below(len + 16);
+                for (int i = 0; i < 8; i++) b[i] = (unsigned char)(n >> (8 * i));
+                break;
+            }
+            case 2: len = rnd_below(len); break; /* truncation */
+            case 3: { /* trailing garbage */
+                size_t add = 1 + rnd_below(cap - len > 1 ? cap - len - 1 : 1);
+                if (len + add <= cap) {
+                    fill_bytes(b + len, add, (unsigned)it);
+                    len += add;
+                }
+                break;
+            }
+            default: len = mutate_header(b, len, cap); break; /* JSON edits */
+            }
+            if (len < 8) break;
+        }
+        write_bytes(path, b, len);
+        st_set *s = (st_set *)&s;
+        err.msg[0] = 0;
+        if (st_open_file(&s, path, &err) != 0) {
+            failed++;
+            for (int k = 0; k < N_KINDS; k++)
+                if (strstr(err.msg, kinds[k])) {
+                    kind_count[k]++;
+                    break;
+                }
+            if (s != NULL || err.msg[0] == 0) bad_invariant++;
+            continue;
+        }
+        opened++;
+        /* invariants of an opened file: every tensor's bytes are inside the file and equal to
+         * them, sizes agree with dtype × shape, pointers are aligned, and the tensors tile the
+         * data buffer exactly */
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
+        size_t covered = 0;
+        for (int i = 0; i < st_count(s); i++) {
+            const st_tensor *t = st_at(s, i);
+            uint64_t off = st_tensor_file_offset(t);
+            int64_t numel = 1;
+            for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
+            size_t es = sp_dtype_size(t->dtype);
+            int ok = numel == t->numel && off >= 8 + n && off + t->nbytes <= len &&
+                     (t->nbytes == 0 || memcmp(t->data, b + off, t->nbytes) == 0);
+            if (es) ok = ok && t->nbytes == (size_t)numel * es && (uintptr_t)t->data % es == 0;
+            if (!ok) bad_invariant++;
+            covered += t->nbytes;
+        }
+        if (covered != len - 8 - n) bad_invariant++;
+        st_close(s);
+    }
+    CHECK(bad_invariant == 0, "%d invariant violations", bad_invariant);
+    CHECK(opened >= iters / 100 && failed >= iters / 2, "opened %d, failed %d", opened, failed);
+    printf("  fuzz: %d corruptions, %d opened (all invariants held), %d rejected\n", iters,
+           opened, failed);
+    printf("  rejections by kind:");
+    for (int k = 0; k < N_KINDS; k++) printf(" [%s] %d", kinds[k], kind_count[k]);
+    printf("\n");
+    free(b);
+    free(base);
+    tmp_end();
+}
+
 int main(void) {
     RUN(test_roundtrip_dtypes);
     RUN(test_get);
@@ -592,6 +1002,11 @@ int main(void) {
     RUN(test_rule7_coverage);
     RUN(test_all_dtype_sizes);
     RUN(test_unaligned);
+    RUN(test_add_ref);
+    RUN(test_sharded);
+    RUN(test_index_errors);
     RUN(test_fixtures);
+    RUN(test_fixture_rewrite_identical);
+    RUN(test_fuzz);
     return harness_done("test_safetensors");
 }

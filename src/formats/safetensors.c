@@ -344,7 +344,7 @@ static int add_file(st_set *s, const char *path, sp_err *err) {
     json_error_t jerr;
     json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!root) {
-        if (strstr(jerr.text, "duplicate"))
+        if (json_error_code(&jerr) == json_error_duplicate_key)
             return sp_err_set(err, "%s: duplicate key in header (%s)", path, jerr.text);
         return sp_err_set(err, "%s: header is not valid JSON: %s (at byte %d)", path, jerr.text,
                           jerr.position);
@@ -496,8 +496,8 @@ static int open_index(st_set *s, const char *dir, const char *index, sp_err *err
         const st_tensor *t = st_find(s, name);
         sp_path_join(path, sizeof path, dir, json_string_value(v));
         if (!t) {
-            rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but no shard "
-                            "has it", index, name, path);
+            rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but that "
+                            "shard has no such tensor", index, name, path);
             goto done;
         }
         if (strcmp(t->file, path) != 0) {
@@ -523,6 +523,9 @@ done:
 int st_open_dir(st_set **out, const char *dir, sp_err *err) {
     *out = NULL;
     char index[4200], single[4200];
+    struct stat st;
+    if (stat(dir, &st) != 0) return sp_err_set(err, "%s: cannot open: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return sp_err_set(err, "%s: not a directory", dir);
     if (sp_path_join(index, sizeof index, dir, ST_INDEX_NAME) != 0 ||
         sp_path_join(single, sizeof single, dir, ST_SINGLE_NAME) != 0)
         return sp_err_set(err, "%s: path too long", dir);
@@ -543,10 +546,10 @@ int st_open_dir(st_set **out, const char *dir, sp_err *err) {
 }
 
 /* ---- queries ------------------------------------------------------------------------- */
-int st_count(const st_set *s) { return s->n; }
+int st_count(const st_set *s) { return s ? s->n : 0; }
 
 const st_tensor *st_at(const st_set *s, int i) {
-    return i >= 0 && i < s->n ? &s->ents[i].t : NULL;
+    return s && i >= 0 && i < s->n ? &s->ents[i].t : NULL;
 }
 
 const st_tensor *st_find(const st_set *s, const char *name) {
