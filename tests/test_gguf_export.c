@@ -396,6 +396,90 @@ static int make_model(const char *dir, const char *arch, sp_dtype dt, const char
     return rc;
 }
 
+/* the writer alone: every scalar type, arrays, raw values, two tensors, and its input checks */
+static void test_writer_types(void) {
+    gguf_writer *w = gguf_writer_create();
+    sp_err err = {{0}};
+    int rc = gguf_writer_set_u8(w, "t.u8", 200, &err) | gguf_writer_set_i8(w, "t.i8", -5, &err) |
+             gguf_writer_set_u16(w, "t.u16", 60000, &err) | gguf_writer_set_i16(w, "t.i16", -30000, &err) |
+             gguf_writer_set_u32(w, "t.u32", 4000000000u, &err) | gguf_writer_set_i32(w, "t.i32", -7, &err) |
+             gguf_writer_set_u64(w, "t.u64", 1ull << 40, &err) | gguf_writer_set_i64(w, "t.i64", -(1ll << 40), &err) |
+             gguf_writer_set_f32(w, "t.f32", 0.25f, &err) | gguf_writer_set_f64(w, "t.f64", -1.5, &err) |
+             gguf_writer_set_bool(w, "t.bool", 1, &err) | gguf_writer_set_str(w, "t.str", "h\xc3\xa9llo", &err);
+    CHECK(rc == 0, "%s", err.msg);
+    const float fa[3] = {1, -2, 3.5f};
+    const char *sa[2] = {"a b", ""};
+    const uint8_t raw[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    CHECK(gguf_writer_set_arr(w, "t.arr_f32", GGUF_TYPE_FLOAT32, fa, 3, &err) == 0, "%s", err.msg);
+    CHECK(gguf_writer_set_arr_str(w, "t.arr_str", sa, 2, &err) == 0, "%s", err.msg);
+    CHECK(gguf_writer_set_arr(w, "t.arr_empty", GGUF_TYPE_INT32, NULL, 0, &err) == 0, "%s", err.msg);
+    CHECK(gguf_writer_set_raw(w, "t.raw_u64", GGUF_TYPE_UINT64, raw, 8, &err) == 0, "%s", err.msg);
+    /* refused: duplicate key, BOOL other than 0/1, non-scalar array element, bad tensors */
+    uint8_t two = 2;
+    CHECK(gguf_writer_set_u8(w, "t.u8", 1, &err) != 0 && strstr(err.msg, "t.u8"), "duplicate key: %s", err.msg);
+    CHECK(gguf_writer_set_arr(w, "t.b", GGUF_TYPE_BOOL, &two, 1, &err) != 0, "BOOL 2 accepted");
+    CHECK(gguf_writer_set_arr(w, "t.s", GGUF_TYPE_STRING, sa, 1, &err) != 0, "string via set_arr accepted");
+    int64_t ne[2] = {3, 2}, ne5[5] = {1, 1, 1, 1, 1};
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    const char *long_name = "a_tensor_name_that_is_much_longer_than_sixty_three_bytes_allowed_x";
+    CHECK(gguf_writer_add_tensor(w, "w", GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(gguf_writer_add_tensor(w, "w", GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) != 0, "duplicate tensor");
+    CHECK(gguf_writer_add_tensor(w, long_name, GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) != 0, "long name");
+    CHECK(gguf_writer_add_tensor(w, "x", GGML_TYPE_F32, 5, ne5, data, NULL, NULL, &err) != 0, "5 dims");
+    CHECK(gguf_writer_add_tensor(w, "x", GGML_TYPE_F32, 2, ne, NULL, NULL, NULL, &err) != 0, "no data");
+    int64_t ne1[1] = {1};
+    CHECK(gguf_writer_add_tensor(w, "one", GGML_TYPE_F16, 1, ne1, data, NULL, NULL, &err) == 0, "%s", err.msg);
+    const char *out = tmppath("types.gguf");
+    CHECK(gguf_writer_save(w, out, &err) == 0, "%s", err.msg);
+    gguf_writer_free(w);
+    rgguf g;
+    if (rg_open(&g, out)) return;
+    CHECK(g.nkv == 16 && g.nt == 2, "%d keys, %d tensors", g.nkv, g.nt);
+    const struct {
+        const char *k;
+        uint32_t type;
+        int64_t v;
+    } ints[] = {{"t.u8", 0, 200},          {"t.i8", 1, -5},           {"t.u16", 2, 60000},
+                {"t.i16", 3, -30000},      {"t.u32", 4, 4000000000ll}, {"t.i32", 5, -7},
+                {"t.u64", 10, 1ll << 40},  {"t.i64", 11, -(1ll << 40)}, {"t.bool", 7, 1}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const rkv *v = rg_kv(&g, ints[i].k);
+        int64_t x = 0;
+        if (v) switch (v->type) {
+            case 0: x = v->val[0]; break;
+            case 1: x = (int8_t)v->val[0]; break;
+            case 2: { uint16_t y; memcpy(&y, v->val, 2); x = y; } break;
+            case 3: { int16_t y; memcpy(&y, v->val, 2); x = y; } break;
+            case 4: { uint32_t y; memcpy(&y, v->val, 4); x = y; } break;
+            case 5: { int32_t y; memcpy(&y, v->val, 4); x = y; } break;
+            case 7: x = v->val[0]; break;
+            default: memcpy(&x, v->val, 8);
+            }
+        CHECK(v && v->type == ints[i].type && x == ints[i].v, "%s", ints[i].k);
+    }
+    key_f32(&g, "t.f32", 0.25f);
+    const rkv *f64 = rg_kv(&g, "t.f64");
+    double d = 0;
+    if (f64) memcpy(&d, f64->val, 8);
+    CHECK(f64 && f64->type == 12 && d == -1.5, "f64");
+    key_str(&g, "t.str", "h\xc3\xa9llo");
+    const rkv *af = rg_kv(&g, "t.arr_f32");
+    CHECK(af && af->arr_type == 6 && af->arr_n == 3 && !memcmp(af->val, fa, 12), "float array");
+    char s0[16], s1[16];
+    const rkv *as = rg_kv(&g, "t.arr_str");
+    CHECK(arr_str(as, 0, s0, 16) == 0 && arr_str(as, 1, s1, 16) == 0 && !strcmp(s0, "a b") && !s1[0], "string array");
+    const rkv *ae = rg_kv(&g, "t.arr_empty");
+    CHECK(ae && ae->arr_type == 5 && ae->arr_n == 0, "empty array");
+    const rkv *rw = rg_kv(&g, "t.raw_u64");
+    CHECK(rw && rw->type == 10 && !memcmp(rw->val, raw, 8), "raw value");
+    const rten *t = rg_t(&g, "w");
+    CHECK(t && t->nd == 2 && t->ne[0] == 3 && t->ne[1] == 2 && t->off == 0 && !memcmp(rg_data(&g, t), data, 24), "w");
+    t = rg_t(&g, "one");
+    CHECK(t && t->type == 1 && t->off == 32 && t->nbytes == 2, "second tensor at the next 32-byte boundary");
+    CHECK(g.data % 32 == 0 && g.n == g.data + 64, "file size %zu, data at %zu", g.n, g.data);
+    free(g.buf);
+}
+
 static void test_tiny_exports(void) {
     const char *archs[] = {"llama", "qwen3", "gemma4"};
     for (int a = 0; a < 3; a++) {
@@ -644,6 +728,7 @@ int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/specula_test_gguf.XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
     sp_log_level = SP_LOG_ERROR;
+    RUN(test_writer_types);
     RUN(test_tiny_exports);
     RUN(test_fixtures);
     RUN(test_tokenizer_json);
