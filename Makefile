@@ -18,7 +18,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench clean
+.PHONY: all deps test test-fast run asan clang bench bench-kernels clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -68,3 +68,10 @@ run: deps
 
 clean:
 	rm -rf build build-asan build-clang
+
+# Kernel micro-benchmark (sp_matmul vs OpenBLAS); links -lopenblas for this target only.
+$(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libspecula.a $(HEADERS)
+	$(CC) $(CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS) -lopenblas
+
+bench-kernels: $(BUILD)/bench_kernels
+	$(BUILD)/bench_kernels

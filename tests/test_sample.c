@@ -134,6 +134,41 @@ static void test_process_large_vocab(void) {
     check_config(V, &flat, 200, 0);
 }
 
+/* the bucketed selection at its limits: a boundary inside the far tail (more than 40 below
+ * the max), all logits equal (one bucket), a tiny spread (everything in bucket 0) */
+static void check_logits(const float *logits, int V, const sp_sample_params *sp, const char *what) {
+    float *p = malloc((size_t)V * sizeof *p), *r = malloc((size_t)V * sizeof *r);
+    sp_err err = {{0}};
+    sp_sampler *s = sp_sampler_create(V, sp, &err);
+    CHECK(s && sp_sampler_probs(s, p, logits, &err) == 0, "%s: %s", what, err.msg);
+    probs_ref(r, logits, V, sp);
+    double maxd;
+    int mism = compare_probs(p, r, V, &maxd);
+    CHECK(mism == 0 && maxd < 1e-6, "%s (k=%d p=%g minp=%g): %d set mismatches, max|d| %g", what, sp->top_k,
+          (double)sp->top_p, (double)sp->min_p, mism, maxd);
+    sp_sampler_free(s);
+    free(p);
+    free(r);
+}
+
+static void test_process_extremes(void) {
+    enum { V = 5000 };
+    static float l[V];
+    const sp_sample_params cfgs[] = {{1.0f, 2600, 1.0f, 0.0f, 0}, {1.0f, 0, 1.0f - 1e-7f, 0.0f, 0},
+                                     {1.0f, 17, 0.9f, 0.0f, 0},   {1.0f, 0, 0.5f, 0.0f, 0},
+                                     {1.0f, 0, 0.3f, 0.2f, 0},    {1.0f, 4999, 0.999f, 0.0f, 0}};
+    const int nc = (int)(sizeof cfgs / sizeof *cfgs);
+    harness_fill(l, V, 1.0f, 31); /* half near 0, half near -1e4: a huge far tail */
+    for (int i = 0; i < V; i += 2) l[i] -= 1e4f;
+    for (int c = 0; c < nc; c++) check_logits(l, V, &cfgs[c], "far tail");
+    for (int i = 0; i < V; i++) l[i] = 0.25f;
+    for (int c = 0; c < nc; c++) check_logits(l, V, &cfgs[c], "all equal");
+    harness_fill(l, V, 1e-3f, 32);
+    for (int c = 0; c < nc; c++) check_logits(l, V, &cfgs[c], "tiny spread");
+    for (int i = 0; i < V; i++) l[i] = (float)(i % 7) * 100.0f - 300.0f; /* 7 values, 100 apart */
+    for (int c = 0; c < nc; c++) check_logits(l, V, &cfgs[c], "7 far levels");
+}
+
 static void test_edge_cases(void) {
     sp_err err = {{0}};
     float p[8];
@@ -344,6 +379,7 @@ static void test_residual(void) {
 int main(void) {
     RUN(test_process_vs_ref);
     RUN(test_process_large_vocab);
+    RUN(test_process_extremes);
     RUN(test_edge_cases);
     RUN(test_histogram);
     RUN(test_seed_reproducible);

@@ -88,7 +88,7 @@ int cmd_bench_decode(int argc, char **argv) {
     double bw = pool ? sp_measure_read_bw(pool) : -1;
     sp_pool_free(pool);
     if (bw <= 0) {
-        cli_error(CMD, "could not measure the read bandwidth (out of memory for the 512 MiB buffer)");
+        cli_error(CMD, "could not measure the read bandwidth (out of memory for the 256 MiB buffer)");
         goto done;
     }
     const double wbytes = (double)sp_model_weight_bytes(m);

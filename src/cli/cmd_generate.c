@@ -1,6 +1,6 @@
-/* cmd_generate.c — `specula generate`: plain generation from a prompt (token ids, or text
- * once the tokenizer is wired in), streaming token ids to stdout or printing one JSON object.
- * Speculative decoding options (--spec ...) are a later addition. */
+/* cmd_generate.c — `specula generate`: generation from a prompt (token ids, or text once the
+ * tokenizer is wired in), plain (sp_generate) or speculative (--spec ngram|draft:
+ * sp_spec_generate), streaming token ids to stdout or printing one JSON object. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,23 +9,14 @@
 #include "args.h"
 #include "core/core.h"
 #include "spec/generate.h"
+#include "spec/spec.h"
+#include "spec_cli.h"
 #include "specula.h"
 
 static const char *CMD = "generate";
 
-/* Tokenizer hooks: the one place text meets ids. Until src/tokenizer is wired in, text
- * prompts are refused with a clear message and output stays as token ids (text = NULL). */
-static int prompt_from_text(const char *dir, const char *text, int32_t **ids, int *n) {
-    (void)text;
-    *ids = NULL;
-    *n = 0;
-    char path[4096];
-    if (sp_path_join(path, sizeof path, dir, "tokenizer.json") || !sp_file_exists(path))
-        return cli_error(CMD, "-p needs a tokenizer, and %s has no tokenizer.json: use --prompt-ids", dir), -1;
-    return cli_error(CMD, "-p: this build cannot read %s yet (no tokenizer support): use --prompt-ids", path), -1;
-}
-
-/* ids -> text, malloc'd; NULL when no tokenizer is available */
+/* Tokenizer hook for the output (prompts go through cli_load_prompt in spec_cli.c): ids ->
+ * text, malloc'd; NULL while no tokenizer is available, and the JSON then has no "text". */
 static char *text_from_ids(const char *dir, const int32_t *ids, int n) {
     (void)dir;
     (void)ids;
@@ -48,7 +39,9 @@ static int on_token(void *ctx, int32_t tok) {
     return 0;
 }
 
-static int print_json(const int32_t *toks, int n, const char *text, const sp_gen_stats *st) {
+/* plain and speculative runs report through one struct; spec == NULL for plain decoding */
+static int print_json(const int32_t *toks, int n, const char *text, const sp_gen_stats *st,
+                      const sp_spec_stats *spec) {
     json_t *o = json_object(), *arr = json_array(), *js = json_object();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(toks[i]));
     json_object_set_new(o, "tokens", arr);
@@ -58,6 +51,18 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
     json_object_set_new(js, "prefill_ms", json_real(st->prefill_ms));
     json_object_set_new(js, "decode_ms", json_real(st->decode_ms));
     json_object_set_new(js, "decode_tps", json_real(st->decode_tps));
+    if (spec) {
+        json_t *pos = json_array();
+        for (int k = 0; k < spec->n_pos; k++) json_array_append_new(pos, json_real(spec->accept_per_position[k]));
+        json_object_set_new(js, "drafted", json_integer(spec->drafted));
+        json_object_set_new(js, "accepted", json_integer(spec->accepted));
+        json_object_set_new(js, "target_calls", json_integer(spec->target_calls));
+        json_object_set_new(js, "acceptance_rate", json_real(spec->acceptance_rate));
+        json_object_set_new(js, "mean_accept_len", json_real(spec->mean_accept_len));
+        json_object_set_new(js, "accept_per_position", pos);
+        json_object_set_new(js, "draft_ms", json_real(spec->draft_ms));
+        json_object_set_new(js, "verify_ms", json_real(spec->verify_ms));
+    }
     json_object_set_new(o, "stats", js);
     json_object_set_new(o, "stop", json_string(sp_stop_reason_name(st->stop)));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
@@ -72,7 +77,8 @@ int cmd_generate(int argc, char **argv) {
     const char *dir = NULL, *text = NULL, *ids_arg = NULL;
     int n_predict = 64, threads = 0, ignore_eos = 0, json = 0, ctx = 0;
     sp_sample_params sp = sp_sample_params_default();
-    const cli_opt opts[] = {
+    cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
+    cli_opt opts[24] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "prompt as comma-separated token ids"},
@@ -87,27 +93,34 @@ int cmd_generate(int argc, char **argv) {
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object {tokens, text, stats}"},
     };
-    int rc = cli_parse(CMD, "-m DIR (-p TEXT | --prompt-ids 1,2,3) [options]", opts,
-                       (int)(sizeof opts / sizeof *opts), argc, argv, NULL, NULL, 0);
+    int n_opts = 13;
+    n_opts += cli_spec_opt_rows(opts + n_opts, &so);
+    int rc = cli_parse(CMD, "-m DIR (-p TEXT | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
+                       NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!dir) return cli_error(CMD, "-m DIR is required (see specula generate --help)");
-    if (!text == !ids_arg) return cli_error(CMD, "give exactly one of -p TEXT and --prompt-ids IDS");
     if (n_predict < 1) return cli_error(CMD, "-n must be >= 1, got %d", n_predict);
     sp_err err = {{0}};
     if (sp_sample_params_check(&sp, &err)) return cli_error(CMD, "%s", err.msg);
 
-    int32_t *prompt = NULL;
+    int32_t *prompt = NULL, *out = NULL;
     int n_prompt = 0;
-    if (ids_arg ? cli_parse_ids(CMD, "--prompt-ids", ids_arg, &prompt, &n_prompt)
-                : prompt_from_text(dir, text, &prompt, &n_prompt))
-        return 2;
+    if (cli_load_prompt(CMD, dir, text, ids_arg, 0, &prompt, &n_prompt)) return 2;
 
-    sp_model *m = NULL;
+    sp_model *m = NULL, *dm = NULL;
+    sp_drafter *d = NULL;
+    rc = 2;
     if (sp_model_load(&m, dir, threads, &err)) {
-        free(prompt);
-        return cli_error(CMD, "%s", err.msg);
+        cli_error(CMD, "%s", err.msg);
+        goto done;
     }
-    int32_t *out = malloc((size_t)n_predict * sizeof *out);
+    const int max_ctx = ctx > 0 ? ctx : n_prompt + n_predict + so.draft_max + 1;
+    if (cli_make_drafter(CMD, &so, m, dir, &sp, max_ctx, threads, &dm, &d)) goto done;
+    out = malloc((size_t)n_predict * sizeof *out);
+    if (!out) {
+        cli_error(CMD, "out of memory");
+        goto done;
+    }
     stream_ctx sc = {.stream = !json};
     sp_gen_params gp = sp_gen_params_default();
     gp.max_new = n_predict;
@@ -117,29 +130,50 @@ int cmd_generate(int argc, char **argv) {
     gp.on_token = on_token;
     gp.cb_ctx = &sc;
     sp_gen_stats st;
-    rc = 0;
-    if (!out) {
-        rc = cli_error(CMD, "out of memory");
-    } else if (sp_generate(m, NULL, prompt, n_prompt, &gp, out, n_predict, &st, &err)) {
-        if (sc.count) putchar('\n');
-        rc = cli_error(CMD, "%s", err.msg);
+    sp_spec_stats ss;
+    int failed;
+    if (d) {
+        sp_spec_params spp = sp_spec_params_default();
+        spp.gen = gp;
+        spp.draft_max = so.draft_max;
+        spp.draft_min = so.draft_min;
+        failed = sp_spec_generate(m, d, prompt, n_prompt, &spp, out, n_predict, &ss, &err);
+        st = (sp_gen_stats){.prompt_tokens = ss.prompt_tokens, .emitted = ss.emitted, .prefill_ms = ss.prefill_ms,
+                            .decode_ms = ss.decode_ms, .decode_tps = ss.decode_tps, .stop = ss.stop};
+        st.prefill_tps = ss.prefill_ms > 0 ? ss.prompt_tokens * 1000.0 / ss.prefill_ms : 0;
     } else {
-        char *gen_text = text_from_ids(dir, out, st.emitted);
-        if (json) {
-            rc = print_json(out, st.emitted, gen_text, &st) ? 2 : 0;
-        } else {
-            putchar('\n');
-            if (gen_text) printf("%s\n", gen_text);
-            fprintf(stderr,
-                    "prompt %d tokens, prefill %.1f ms (%.1f tok/s) | %d emitted, decode %.1f ms "
-                    "(%.2f tok/s) | stop: %s | %d threads\n",
-                    st.prompt_tokens, st.prefill_ms, st.prefill_tps, st.emitted, st.decode_ms,
-                    st.decode_tps, sp_stop_reason_name(st.stop), sp_model_threads(m));
-        }
-        free(gen_text);
+        failed = sp_generate(m, NULL, prompt, n_prompt, &gp, out, n_predict, &st, &err);
     }
+    if (failed) {
+        if (sc.count) putchar('\n');
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
+    char *gen_text = text_from_ids(dir, out, st.emitted);
+    rc = 0;
+    if (json) {
+        rc = print_json(out, st.emitted, gen_text, &st, d ? &ss : NULL) ? 2 : 0;
+    } else {
+        putchar('\n');
+        if (gen_text) printf("%s\n", gen_text);
+        fprintf(stderr,
+                "prompt %d tokens, prefill %.1f ms (%.1f tok/s) | %d emitted, decode %.1f ms (%.2f tok/s) | "
+                "stop: %s | %d threads\n",
+                st.prompt_tokens, st.prefill_ms, st.prefill_tps, st.emitted, st.decode_ms, st.decode_tps,
+                sp_stop_reason_name(st.stop), sp_model_threads(m));
+        if (d)
+            fprintf(stderr,
+                    "spec %s: drafted %d, accepted %d (%.3f), tau %.2f tokens per verify, %d target calls, "
+                    "draft %.1f ms, verify %.1f ms\n",
+                    so.spec, ss.drafted, ss.accepted, ss.acceptance_rate, ss.mean_accept_len, ss.target_calls,
+                    ss.draft_ms, ss.verify_ms);
+    }
+    free(gen_text);
+done:
     free(out);
     free(prompt);
+    sp_drafter_free(d);
+    sp_model_free(dm);
     sp_model_free(m);
     return rc;
 }

@@ -8,7 +8,10 @@
 
 typedef struct sp_pool sp_pool;
 
-/* fn(ctx, i, n) is called once on each of the n threads, i = 0..n-1 (i = 0 is the caller). */
+/* fn(ctx, i, n) is called once for each share i = 0..n-1; share 0 runs on the caller.
+ * A share no worker has started by the time the caller is done with its own is run by the
+ * caller (so a descheduled worker never stalls a region): fn must not wait for another
+ * share, and must split work by i, never by thread identity. */
 typedef void (*sp_pool_fn)(void *ctx, int i, int n);
 
 /* n_threads <= 0: number of online CPUs. Returns NULL only on allocation failure. */

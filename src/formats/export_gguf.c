@@ -277,8 +277,10 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
         sp_err_set(err, "out of memory");
         goto done;
     }
-    const char *base = strrchr(dir, '/');
-    base = base && base[1] ? base + 1 : dir;
+    char base_buf[256]; /* general.name default: the directory's base name */
+    snprintf(base_buf, sizeof base_buf, "%s", dir);
+    for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
+    const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
     if (gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
         gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || arch_keys(w, &cfg, err))
         goto done;

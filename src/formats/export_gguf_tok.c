@@ -134,6 +134,32 @@ static int has_type(json_t *node, const char *t) {
            has_type(json_object_get(node, "normalizers"), t);
 }
 
+/* the first node of type t in a pre_tokenizer / normalizer tree, or NULL */
+static json_t *find_type(json_t *node, const char *t) {
+    if (json_is_array(node)) {
+        size_t i;
+        json_t *e, *r;
+        json_array_foreach(node, i, e) if ((r = find_type(e, t))) return r;
+        return NULL;
+    }
+    if (!json_is_object(node)) return NULL;
+    const char *ty = json_string_value(json_object_get(node, "type"));
+    if (ty && !strcmp(ty, t)) return node;
+    json_t *r = find_type(json_object_get(node, "pretokenizers"), t);
+    return r ? r : find_type(json_object_get(node, "normalizers"), t);
+}
+
+/* SentencePiece-style: does the tokenizer put "▁" before the text? (a Prepend normalizer, or a
+ * Metaspace pre-tokenizer whose prepend_scheme is not "never") */
+static int adds_space_prefix(json_t *root) {
+    if (find_type(json_object_get(root, "normalizer"), "Prepend")) return 1;
+    json_t *ms = find_type(json_object_get(root, "pre_tokenizer"), "Metaspace");
+    if (!ms) return 0;
+    const char *scheme = json_string_value(json_object_get(ms, "prepend_scheme"));
+    if (scheme) return strcmp(scheme, "never") != 0;
+    return json_is_true(json_object_get(ms, "add_prefix_space"));
+}
+
 /* a token string of tokenizer_config.json: "x" or {"content": "x", ...} */
 static const char *token_content(json_t *v) {
     if (json_is_string(v)) return json_string_value(v);
@@ -314,7 +340,9 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     json_t *ae = json_object_get(tcfg, "add_eos_token");
     if (json_is_boolean(ae) && gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), err))
         goto out;
-    if (gemma && gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0, err)) goto out;
+    /* gemma4 never prefixes a space; llama.cpp's SPM ("llama") does unless told not to */
+    if (!byte_level && gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", gemma ? 0 : adds_space_prefix(root), err))
+        goto out;
     const char *tmpl = json_string_value(json_object_get(tcfg, "chat_template"));
     char *tmpl_file = NULL;
     sp_path_join(path, sizeof path, dir, "chat_template.jinja");

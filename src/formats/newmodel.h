@@ -48,7 +48,10 @@ typedef struct {
     int n_sets;
     sp_dtype dtype;           /* SP_DT_F32 or SP_DT_BF16; SP_DT_UNKNOWN = preset default
                                  (bf16 for real shapes, f32 for tiny) */
-    const char *tokenizer;    /* tokenizer.json to copy (+ tokenizer_config.json beside it), or NULL */
+    const char *tokenizer;    /* tokenizer.json to copy (+ tokenizer_config.json, special_tokens_map.json,
+                                 chat_template.jinja beside it), or NULL. vocab_size grows to fit its
+                                 ids; tiny presets also take bos/eos ids from tokenizer_config.json
+                                 (explicit --set overrides win) */
     uint64_t seed;
     uint64_t shard_bytes;     /* 0: 2 GB */
     int n_threads;            /* generation threads; <= 0: online CPUs (max 16) */

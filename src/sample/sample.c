@@ -3,8 +3,8 @@
  * The order of processing and the tie rule are documented in sample.h.
  *
  * Work happens on a candidate array of (x, e, id) triples: x the tempered logit, e =
- * exp(x − max). Candidates [0, n) are the kept set; a leading run [0, sorted) of it is
- * in "largest first" order, grown only as far as a filter needs. */
+ * exp(x − max). Candidates [0, n) are the kept set. top-k and top-p find their boundary by
+ * bucketing x (one O(n) pass) and order only the bucket the boundary falls in. */
 #include "sample.h"
 
 #include <math.h>
@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "core/core.h"
+
+#define SP_NB 4096            /* selection buckets (see "bucketed selection") */
+#define SP_BUCKET_RANGE 40.0f /* bucketed span below the max x: e^-40 is negligible mass */
 
 typedef struct {
     float x;    /* tempered logit */
@@ -24,6 +27,8 @@ struct sp_sampler {
     int V;
     cand *c;      /* [V] candidates */
     float *probs; /* [V] scratch when the caller passes no probs_out */
+    int *bin_count;   /* [SP_NB] top-k histogram */
+    double *bin_mass; /* [SP_NB] top-p histogram */
 };
 
 sp_sample_params sp_sample_params_default(void) {
@@ -57,8 +62,10 @@ sp_sampler *sp_sampler_create(int V, const sp_sample_params *sp, sp_err *err) {
     if (s) {
         s->c = malloc((size_t)V * sizeof *s->c);
         s->probs = malloc((size_t)V * sizeof *s->probs);
+        s->bin_count = malloc(SP_NB * sizeof *s->bin_count);
+        s->bin_mass = malloc(SP_NB * sizeof *s->bin_mass);
     }
-    if (!s || !s->c || !s->probs) {
+    if (!s || !s->c || !s->probs || !s->bin_count || !s->bin_mass) {
         sp_sampler_free(s);
         sp_err_set(err, "sampler: out of memory for V = %d", V);
         return NULL;
@@ -72,6 +79,8 @@ void sp_sampler_free(sp_sampler *s) {
     if (!s) return;
     free(s->c);
     free(s->probs);
+    free(s->bin_count);
+    free(s->bin_mass);
     free(s);
 }
 
@@ -131,14 +140,66 @@ static void cand_select(cand *c, int n, int k) {
     }
 }
 
-/* Make c[0, want) the first `want` candidates of c[0, n) in sorted order, given that
- * c[0, sorted) already is. Returns the new sorted length. */
-static int cand_sort_prefix(cand *c, int n, int sorted, int want) {
-    if (want > n) want = n;
-    if (want <= sorted) return sorted;
-    cand_select(c + sorted, n - sorted, want - sorted);
-    qsort(c + sorted, (size_t)(want - sorted), sizeof *c, cand_cmp);
-    return want;
+/* ---- bucketed selection ----------------------------------------------------------------
+ * A filter that keeps "the first N candidates" (top-k) or "the shortest prefix with mass M"
+ * (top-p) needs the order only near its boundary. Candidates are binned by x into NB buckets
+ * of width SP_BUCKET_RANGE / (NB − 1) below the max (everything further below shares the last
+ * bucket); the bin is monotone in x, so all of bucket b comes before all of bucket b + 1. One
+ * pass counts (or weighs) the bins, the crossing bin b* is found, candidates of bins < b* are
+ * moved to the front unsorted, and only bin b* is ordered. Equal x always share a bin. */
+
+static inline int bucket_of(float x, float m) {
+    float d = (m - x) * ((SP_NB - 1) / SP_BUCKET_RANGE);
+    return d < (float)(SP_NB - 1) ? (int)d : SP_NB - 1;
+}
+
+/* Move candidates of bins < bstar to c[0, *n1) and of bin bstar to c[*n1, *n2). */
+static void cand_partition(cand *c, int n, float m, int bstar, int *n1, int *n2) {
+    int w = 0;
+    for (int j = 0; j < n; j++)
+        if (bucket_of(c[j].x, m) < bstar) cand_swap(&c[w++], &c[j]);
+    *n1 = w;
+    for (int j = w; j < n; j++)
+        if (bucket_of(c[j].x, m) == bstar) cand_swap(&c[w++], &c[j]);
+    *n2 = w;
+}
+
+/* top-k: c[0, k) becomes the first k candidates in order (0 < k < n). */
+static void cand_top_k(sp_sampler *s, cand *c, int n, float m, int k) {
+    int *count = s->bin_count;
+    memset(count, 0, SP_NB * sizeof *count);
+    for (int j = 0; j < n; j++) count[bucket_of(c[j].x, m)]++;
+    int before = 0, b = 0;
+    while (before + count[b] < k) before += count[b++];
+    int n1, n2;
+    cand_partition(c, n, m, b, &n1, &n2);
+    SP_ASSERT(n1 == before && n2 >= k);
+    cand_select(c + n1, n2 - n1, k - n1); /* the first k − n1 of the crossing bin */
+    qsort(c, (size_t)k, sizeof *c, cand_cmp);
+}
+
+/* top-p on unsorted candidates with e filled: returns n', the length of the shortest
+ * largest-first prefix whose mass reaches need, arranged in c[0, n') (order inside
+ * is unspecified); *kept_mass receives its mass. */
+static int cand_top_p(sp_sampler *s, cand *c, int n, float m, double need, double *kept_mass) {
+    double *mass = s->bin_mass;
+    memset(mass, 0, SP_NB * sizeof *mass);
+    for (int j = 0; j < n; j++) mass[bucket_of(c[j].x, m)] += c[j].e;
+    double cum = 0.0;
+    int b = 0;
+    while (b < SP_NB - 1 && !(cum + mass[b] >= need)) cum += mass[b++];
+    /* (rounding can leave need unreached: then b is the last bin and everything is kept) */
+    int n1, n2;
+    cand_partition(c, n, m, b, &n1, &n2);
+    qsort(c + n1, (size_t)(n2 - n1), sizeof *c, cand_cmp);
+    int r = n1;
+    while (r < n2) {
+        cum += c[r++].e;
+        if (cum >= need) break;
+    }
+    if (r == 0) cum += c[r++].e; /* at least one token (need <= 0) */
+    *kept_mass = cum;
+    return r;
 }
 
 /* ---- processing ------------------------------------------------------------------------ */
@@ -173,11 +234,11 @@ int sp_sampler_probs(sp_sampler *s, float *probs, const float *logits, sp_err *e
         m = 0.0f;
     }
 
-    /* top-k: a sorted prefix of length k */
+    /* top-k: c[0, k) sorted */
     int sorted = 0;
     if (sp->top_k > 0 && sp->top_k < n) {
-        sorted = cand_sort_prefix(c, n, 0, sp->top_k);
-        n = sp->top_k;
+        cand_top_k(s, c, n, m, sp->top_k);
+        n = sorted = sp->top_k;
     }
 
     double z = 0.0;
@@ -189,16 +250,18 @@ int sp_sampler_probs(sp_sampler *s, float *probs, const float *logits, sp_err *e
     /* top-p: the shortest largest-first prefix with mass >= top_p (at least one token) */
     if (sp->top_p < 1.0f && n > 1) {
         const double need = (double)sp->top_p * z;
-        double cum = 0.0;
-        int r = 0;
-        while (r < n) {
-            if (r == sorted) sorted = cand_sort_prefix(c, n, sorted, sorted + (sorted > 256 ? sorted : 256));
-            cum += c[r].e;
-            r++;
-            if (cum >= need) break;
+        if (sorted == n) { /* after top-k: walk the sorted list */
+            double cum = 0.0;
+            int r = 0;
+            while (r < n) {
+                cum += c[r++].e;
+                if (cum >= need) break;
+            }
+            n = r;
+            z = cum;
+        } else {
+            n = cand_top_p(s, c, n, m, need, &z);
         }
-        n = r;
-        z = cum;
     }
 
     /* min-p: p_i >= min_p · p_max  ⇔  e_i >= min_p (the kept set holds the max, e = 1) */

@@ -14,9 +14,9 @@
  *
  * "Largest first" is the total order (x descending, token id ascending), so ties at a top-k
  * or top-p boundary always keep the lower ids: the result is a pure function of the logits.
- * top-k uses partial selection (O(V) + O(k log k)); top-p without top-k sorts only as long
- * a prefix as the nucleus needs (doubling chunks), so V = 262144 never needs a full sort
- * unless the nucleus really is most of the vocabulary.
+ * No full sort: top-k and top-p find their boundary with one bucketing pass over the
+ * candidates and order only the bucket it falls in (O(V) + O(k log k) for top-k), so
+ * V = 262144 costs a few passes over the logits even when the nucleus is most of it.
  *
  * Sampling is by inverse CDF over token ids in index order from one uniform u in [0, 1):
  * the token is the first i with Σ_{j<=i} probs[j] > u · Σ probs. The uniform comes from the

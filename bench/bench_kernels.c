@@ -1,0 +1,215 @@
+/* bench_kernels.c — sp_matmul throughput on the qwen3-0.6b shapes, against OpenBLAS.
+ *
+ * For bf16 and f32 W[N, K] it prints:
+ *   T=1 GB/s of weights streamed, 1 and 2 threads (W copies rotated through > L3 so every
+ *   call reads DRAM, as a real decode step does);
+ *   time(T=k) / time(T=1) for k = 2, 4, 8, 16 (2 threads, cold W as above);
+ *   GFLOP/s at T=512 (2 threads);
+ *   OpenBLAS sgemv (T=1) and sgemm (T=512) on the same f32 shapes, 2 threads.
+ * Each figure is the best of a few repetitions (the machine is shared; noise is one-sided).
+ * Usage: bench_kernels [quick]   (quick: fewer repetitions) */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+void openblas_set_num_threads(int);
+
+#define ROTATE_BYTES (256u << 20) /* > 32 MB L3 by a wide margin */
+
+typedef struct {
+    const char *name;
+    int N, K;
+    int prefill; /* measure T = 512 */
+} shape;
+
+static int reps = 20;
+
+/* copies of W back to back, enough to exceed ROTATE_BYTES (at least 1) */
+typedef struct {
+    void *buf;
+    int copies;
+    size_t bytes; /* one copy */
+    sp_dtype dt;
+    int N, K;
+} wset;
+
+static wset wset_make(int N, int K, sp_dtype dt) {
+    wset w = {0};
+    w.dt = dt, w.N = N, w.K = K;
+    w.bytes = (size_t)N * K * sp_dtype_size(dt);
+    w.copies = (int)(ROTATE_BYTES / w.bytes) + 1;
+    if (w.bytes >= ROTATE_BYTES) w.copies = 1;
+    w.buf = aligned_alloc(64, (w.bytes * w.copies + 63) / 64 * 64);
+    if (!w.buf) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    size_t n = (size_t)N * K * w.copies;
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+        if (dt == SP_DT_F32) ((float *)w.buf)[i] = v;
+        else ((uint16_t *)w.buf)[i] = sp_f32_to_bf16(v);
+    }
+    return w;
+}
+
+static sp_mat wset_get(const wset *w, int i) {
+    return (sp_mat){(const char *)w->buf + (size_t)(i % w->copies) * w->bytes, w->dt, w->N, w->K};
+}
+
+/* best time in ms of one sp_matmul call over reps calls (rotating W copies) */
+static double time_matmul(sp_pool *pool, const wset *w, float *Y, const float *X, int T, int n_reps) {
+    double best = 1e30;
+    sp_mat m0 = wset_get(w, 0);
+    sp_matmul(pool, Y, X, T, &m0); /* warm-up */
+    for (int r = 0; r < n_reps; r++) {
+        sp_mat m = wset_get(w, r + 1);
+        double t0 = sp_time_ms();
+        sp_matmul(pool, Y, X, T, &m);
+        double dt = sp_time_ms() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+static double time_sgemv(const wset *w, float *Y, const float *X, int T, int n_reps) {
+    double best = 1e30;
+    for (int r = 0; r <= n_reps; r++) {
+        const float *A = (const float *)wset_get(w, r).data;
+        double t0 = sp_time_ms();
+        if (T == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, w->N, w->K, 1.0f, A, w->K, X, 1, 0.0f, Y, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, w->N, w->K, 1.0f, X, w->K, A, w->K,
+                        0.0f, Y, w->N);
+        double dt = sp_time_ms() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    return best;
+}
+
+/* a share of fixed work: `iters` dependent float operations */
+static void busy(void *ctx, int i, int n) {
+    (void)i, (void)n;
+    long iters = *(const long *)ctx;
+    volatile float x = 1.0f;
+    float y = x;
+    for (long k = 0; k < iters; k++) y = y * 0.999999f + 1e-7f;
+    x = y;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* median µs of sp_pool_run(pool, busy, iters) over `runs` back-to-back calls */
+static double region_us(sp_pool *pool, long iters, int runs) {
+    static double t[4096];
+    for (int r = 0; r < runs; r++) {
+        double t0 = sp_time_ms();
+        sp_pool_run(pool, busy, &iters);
+        t[r] = (sp_time_ms() - t0) * 1e3;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    return t[runs / 2];
+}
+
+/* dispatch cost: a region of one ~20 µs share per thread, against the same share alone */
+static void print_dispatch(sp_pool *p2) {
+    long iters = 1000;
+    while (region_us(NULL, iters, 50) < 20.0 && iters < (1L << 30)) iters *= 2;
+    double one = region_us(NULL, iters, 400), two = region_us(p2, iters, 400);
+    printf("sp_pool_run, 2 threads, one %.1f us share each: median %.1f us (%.1f us over one share;"
+           " serial would be %.1f)\n\n", one, two, two - one, 2 * one);
+}
+
+/* attention at the qwen3-0.6b shape (16 query heads, 8 KV heads, D 128), long context:
+ * the f32 K/V cache read per call dominates, so print it as GB/s and T=8 vs T=1 */
+static void bench_attention(sp_pool *p1, sp_pool *p2) {
+    const int NH = 16, KVH = 8, D = 128, ctx = 4096, Tmax = 8;
+    size_t kvn = (size_t)(ctx + Tmax) * KVH * D;
+    float *K = aligned_alloc(64, kvn * sizeof(float)), *V = aligned_alloc(64, kvn * sizeof(float));
+    float *q = aligned_alloc(64, (size_t)Tmax * NH * D * sizeof(float));
+    float *o = aligned_alloc(64, (size_t)Tmax * NH * D * sizeof(float));
+    if (!K || !V || !q || !o) exit(1);
+    for (size_t i = 0; i < kvn; i++) K[i] = V[i] = (float)((i * 7919u) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < (size_t)Tmax * NH * D; i++) q[i] = (float)((i * 31u) % 100) / 100.0f - 0.5f;
+    double bytes = 2.0 * ctx * KVH * D * sizeof(float);
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++) {
+        for (int v = 0; v < 3; v++) {
+            int T = v == 2 ? Tmax : 1;
+            sp_attn_shape s = {T, ctx - T + 1, NH, KVH, D, ctx + Tmax, 0, 0, 0.088f};
+            double t0 = sp_time_ms();
+            sp_attention(v == 0 ? p1 : p2, o, q, K, V, &s);
+            double dt = sp_time_ms() - t0;
+            if (dt < best[v]) best[v] = dt;
+        }
+    }
+    printf("attention NH 16 KVH 8 D 128, %d keys, f32 cache: T=1 %.2f ms (%.1f GB/s) 1 thread, "
+           "%.2f ms (%.1f GB/s) 2 threads; T=8/T=1 %.2f\n", ctx, best[0], bytes / best[0] / 1e6, best[1],
+           bytes / best[1] / 1e6, best[2] / best[1]);
+    free(K), free(V), free(q), free(o);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
+    shape shapes[] = {
+        {"q/gate/up K=1024 N=3072", 3072, 1024, 1},
+        {"q_proj    K=1024 N=2048", 2048, 1024, 1},
+        {"down      K=3072 N=1024", 1024, 3072, 1},
+        {"lm_head   K=1024 N=151936", 151936, 1024, 0},
+    };
+    sp_pool *p1 = sp_pool_create(1), *p2 = sp_pool_create(2);
+    openblas_set_num_threads(2);
+    print_dispatch(p2);
+    bench_attention(p1, p2);
+    printf("\n");
+    int Tmax = 512;
+    sp_dtype dts[2] = {SP_DT_BF16, SP_DT_F32};
+    printf("%-26s %-4s %9s %9s | %6s %6s %6s %6s | %9s | %9s %9s\n", "shape", "W", "T1 GB/s", "T1 GB/s",
+           "T2/T1", "T4/T1", "T8/T1", "T16/T1", "T512", "blas gemv", "blas gemm");
+    printf("%-26s %-4s %9s %9s | %6s %6s %6s %6s | %9s | %9s %9s\n", "", "", "1 thr", "2 thr", "", "", "", "",
+           "GFLOP/s", "GB/s", "GFLOP/s");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        shape s = shapes[si];
+        /* activations 64-byte aligned, as the model's arena gives them */
+        float *X = aligned_alloc(64, (size_t)Tmax * s.K * sizeof(float));
+        float *Y = aligned_alloc(64, (size_t)Tmax * s.N * sizeof(float));
+        if (!X || !Y) return 1;
+        for (size_t i = 0; i < (size_t)Tmax * s.K; i++) X[i] = (float)((i * 40503u) % 1999) / 1000.0f - 1.0f;
+        for (int d = 0; d < 2; d++) {
+            wset w = wset_make(s.N, s.K, dts[d]);
+            int r = s.N > 100000 ? (reps + 3) / 4 : reps;
+            double gb = (double)w.bytes / 1e6;
+            double t1a = time_matmul(p1, &w, Y, X, 1, r);
+            double t1b = time_matmul(p2, &w, Y, X, 1, r);
+            double ratio[4];
+            int ks[4] = {2, 4, 8, 16};
+            for (int k = 0; k < 4; k++) ratio[k] = time_matmul(p2, &w, Y, X, ks[k], r) / t1b;
+            double gflops = 0;
+            if (s.prefill) {
+                double t = time_matmul(p2, &w, Y, X, 512, 3);
+                gflops = 2.0 * 512 * s.N * s.K / (t * 1e6);
+            }
+            char blas1[16] = "-", blas2[16] = "-";
+            if (dts[d] == SP_DT_F32) {
+                snprintf(blas1, sizeof blas1, "%.1f", gb / time_sgemv(&w, Y, X, 1, r));
+                if (s.prefill)
+                    snprintf(blas2, sizeof blas2, "%.1f", 2.0 * 512 * s.N * s.K / (time_sgemv(&w, Y, X, 512, 3) * 1e6));
+            }
+            printf("%-26s %-4s %9.1f %9.1f | %6.2f %6.2f %6.2f %6.2f | %9.1f | %9s %9s\n", s.name,
+                   sp_dtype_name(dts[d]), gb / t1a, gb / t1b, ratio[0], ratio[1], ratio[2], ratio[3], gflops,
+                   blas1, blas2);
+            fflush(stdout);
+            free(w.buf);
+        }
+        free(X), free(Y);
+    }
+    sp_pool_free(p1), sp_pool_free(p2);
+    return 0;
+}

@@ -1,0 +1,376 @@
+/* attention.c — causal GQA attention over a (linear or ring) KV cache, FORMATS.md §4.3, §5.5.
+ *
+ * For each (token t, query head h), independently:
+ *   keys p = lo .. pos (pos = pos0 + t, lo = window > 0 ? max(0, pos - window + 1) : 0),
+ *   read from slot (ring ? p % cap : p) of KV head h / (NH / KVH);
+ *   s_p = canonical_dot(q, k_p) · scale;   m = max s_p;   e_p = exp(s_p − m);
+ *   sum = Σ e_p and acc = Σ e_p · v_p, both in increasing p;   out = acc / sum.
+ * Nothing in that sequence depends on T, on t's index in the batch or on the thread count, so
+ * a verify pass over k tokens gives exactly the outputs of k single-token passes.
+ *
+ * Work unit: up to 8 tokens × up to 8 query heads sharing one KV head. Each K and V row is
+ * loaded once for all of them (at long context the cache traffic rivals the weights': a
+ * verify pass over 8 tokens must not read it 8 times, nor GQA once per query head). Rows of
+ * one KV head are KVH·D floats apart — often a page, where hardware prefetchers stop — so
+ * they are prefetched in software. Threads split the units statically; with few units
+ * (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
+ * changes the sequence of operations of any (t, h).
+ *
+ * Scratch: scores live in a fixed 64 KB stack tile (64 rows × 256 keys). When a unit spans
+ * more keys than a tile, a first pass computes only the maxima and the second recomputes each
+ * tile's scores (bit-identical: the dot product is deterministic) — no allocation, no length
+ * limit, and the same results as the one-tile case.
+ *
+ * The caller guarantees that every visited position is still in the cache (for a ring:
+ * cap >= window + T − 1, or cap > pos0 + T − 1 when window is 0). */
+#include "kernels_internal.h"
+
+#define ATTN_TILE 256   /* keys per score tile */
+#define ATTN_MAX_HS 8   /* query heads per work unit */
+#define ATTN_MAX_TB 8   /* tokens per work unit */
+#define ATTN_PF_KEYS 16 /* keys ahead to prefetch */
+
+typedef struct {
+    float *out;
+    const float *q, *K, *V;
+    const sp_attn_shape *s;
+    int hs, nsub; /* heads per subgroup, subgroups per KV head */
+} attn_ctx;
+
+/* one work unit: tokens t0 .. t0+nt-1, query heads h0 .. h0+nh-1 of KV head kvh */
+typedef struct {
+    int t0, nt, kvh, h0, nh;
+    int lo[ATTN_MAX_TB], pos[ATTN_MAX_TB]; /* key range of each token */
+} attn_unit;
+
+static inline size_t kv_off(const sp_attn_shape *s, int p, int kvh) {
+    size_t slot = (size_t)(s->ring ? p % s->cap : p);
+    return (slot * (size_t)s->KVH + (size_t)kvh) * (size_t)s->D;
+}
+
+static inline void prefetch_row(const float *row, int D) {
+    for (int d = 0; d < D; d += 16) __builtin_prefetch(row + d, 0, 3);
+}
+
+/* the query row of (token u->t0 + j, head u->h0 + i) */
+static inline const float *q_row(const attn_ctx *c, const attn_unit *u, int j, int i) {
+    return c->q + ((size_t)(u->t0 + j) * c->s->NH + u->h0 + i) * c->s->D;
+}
+
+/* The keys a .. b-1 (b <= p1) from a on that every row in rows[0..*nr) sees, and no other
+ * row: segment boundaries are every token's lo and pos + 1. Returns b. */
+static int attn_segment(const attn_unit *u, int a, int p1, int *rows, int *nr) {
+    int b = p1;
+    for (int j = 0; j < u->nt; j++) {
+        if (u->lo[j] > a && u->lo[j] < b) b = u->lo[j];
+        if (u->pos[j] + 1 > a && u->pos[j] + 1 < b) b = u->pos[j] + 1;
+    }
+    *nr = 0;
+    for (int j = 0; j < u->nt; j++)
+        if (u->lo[j] <= a && a <= u->pos[j])
+            for (int i = 0; i < u->nh; i++) rows[(*nr)++] = j * u->nh + i;
+    return b;
+}
+
+/* rows × keys of scores per register tile */
+#define ATTN_QK_ROWS 4
+#define ATTN_QK_KEYS 6
+
+/* Scores of NR query rows q[r] against NK key rows k[x]: the canonical dot (as sp_dot_f32,
+ * bit for bit) times scale, into e[r][col + x]; m[r] = max(m[r], ...) in increasing x. */
+static SP_ALWAYS_INLINE void attn_qk_tile(const float *const *q, const float *const *k, int D,
+                                          float scale, float *const *e, int col, float *m,
+                                          const int NR, const int NK) {
+#if SP_AVX512
+    __m512 acc[ATTN_QK_ROWS][ATTN_QK_KEYS];
+    for (int r = 0; r < NR; r++)
+        for (int x = 0; x < NK; x++) acc[r][x] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= D; d += 16) {
+        __m512 qv[ATTN_QK_ROWS];
+        for (int r = 0; r < NR; r++) qv[r] = _mm512_loadu_ps(q[r] + d);
+        for (int x = 0; x < NK; x++) {
+            __m512 kv = _mm512_loadu_ps(k[x] + d);
+            for (int r = 0; r < NR; r++) acc[r][x] = _mm512_fmadd_ps(qv[r], kv, acc[r][x]);
+        }
+    }
+    if (d < D) {
+        __mmask16 mk = sp_tail_mask(D - d);
+        __m512 qv[ATTN_QK_ROWS];
+        for (int r = 0; r < NR; r++) qv[r] = _mm512_maskz_loadu_ps(mk, q[r] + d);
+        for (int x = 0; x < NK; x++) {
+            __m512 kv = _mm512_maskz_loadu_ps(mk, k[x] + d);
+            for (int r = 0; r < NR; r++) acc[r][x] = _mm512_mask3_fmadd_ps(qv[r], kv, acc[r][x], mk);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int x = 0; x < NK; x++) {
+            float v = sp_hsum16_avx512(acc[r][x]) * scale;
+            e[r][col + x] = v;
+            if (v > m[r]) m[r] = v;
+        }
+#else
+    for (int r = 0; r < NR; r++)
+        for (int x = 0; x < NK; x++) {
+            float v = sp_dot_f32_portable(q[r], k[x], D) * scale;
+            e[r][col + x] = v;
+            if (v > m[r]) m[r] = v;
+        }
+#endif
+}
+
+typedef void (*attn_qk_fn)(const float *const *q, const float *const *k, int D, float scale,
+                           float *const *e, int col, float *m);
+#define ATTN_QK(NR, NK)                                                                       \
+    static void attn_qk_##NR##x##NK(const float *const *q, const float *const *k, int D,       \
+                                    float scale, float *const *e, int col, float *m) {        \
+        attn_qk_tile(q, k, D, scale, e, col, m, NR, NK);                                      \
+    }
+ATTN_QK(1, 6) ATTN_QK(2, 6) ATTN_QK(3, 6) ATTN_QK(4, 6)
+ATTN_QK(1, 1) ATTN_QK(2, 1) ATTN_QK(3, 1) ATTN_QK(4, 1)
+static const attn_qk_fn attn_qk_wide[4] = {attn_qk_1x6, attn_qk_2x6, attn_qk_3x6, attn_qk_4x6};
+static const attn_qk_fn attn_qk_narrow[4] = {attn_qk_1x1, attn_qk_2x1, attn_qk_3x1, attn_qk_4x1};
+
+/* scores of keys p0 .. p1-1 into buf[j·nh + i][p − p0] for every row (token j, head i)
+ * that sees key p; m[row] = max(m[row], those scores) in increasing p */
+static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
+                        float buf[][ATTN_TILE], float *m) {
+    const sp_attn_shape *s = c->s;
+    const int D = s->D;
+    for (int a = p0; a < p1;) {
+        int rows[ATTN_MAX_TB * ATTN_MAX_HS], nr;
+        int b = attn_segment(u, a, p1, rows, &nr);
+        for (int p = a; nr && p < b;) {
+            int nk = b - p >= ATTN_QK_KEYS ? ATTN_QK_KEYS : 1;
+            const float *k[ATTN_QK_KEYS];
+            for (int x = 0; x < nk; x++) {
+                k[x] = c->K + kv_off(s, p + x, u->kvh);
+                if (p + x + ATTN_PF_KEYS < b) prefetch_row(c->K + kv_off(s, p + x + ATTN_PF_KEYS, u->kvh), D);
+            }
+            for (int r0 = 0; r0 < nr; r0 += ATTN_QK_ROWS) {
+                int n = nr - r0 < ATTN_QK_ROWS ? nr - r0 : ATTN_QK_ROWS;
+                const float *q[ATTN_QK_ROWS];
+                float *e[ATTN_QK_ROWS], mm[ATTN_QK_ROWS];
+                for (int x = 0; x < n; x++) {
+                    int r = rows[r0 + x];
+                    q[x] = q_row(c, u, r / u->nh, r % u->nh);
+                    e[x] = buf[r];
+                    mm[x] = m[r];
+                }
+                attn_qk_fn f = nk == ATTN_QK_KEYS ? attn_qk_wide[n - 1] : attn_qk_narrow[n - 1];
+                f(q, k, D, s->scale, e, p - p0, mm);
+                for (int x = 0; x < n; x++) m[rows[r0 + x]] = mm[x];
+            }
+            p += nk;
+        }
+        a = b;
+    }
+}
+
+/* buf[i] = exp(buf[i] - m), i < n; lane-wise, so each value is independent of its index */
+static void attn_exp(float *buf, int n, float m) {
+    int i = 0;
+#if SP_AVX512
+    __m512 vm = _mm512_set1_ps(m);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(buf + i, sp_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(buf + i), vm)));
+    if (i < n) {
+        __mmask16 k = sp_tail_mask(n - i);
+        __m512 e = sp_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, buf + i), vm));
+        _mm512_mask_storeu_ps(buf + i, k, e);
+    }
+#else
+    for (; i < n; i++) buf[i] = expf(buf[i] - m);
+#endif
+}
+
+/* rows per P·V block: 3 rows × 8 vectors = 24 accumulators in registers */
+#define ATTN_PV_ROWS 3
+
+/* For nr <= 3 rows r: o_r[d] = fma(e_r[p], v_p[d], o_r[d]) for p = a .. b-1 in increasing
+ * order and d = d0 .. d0+dn-1 (dn <= 128), with the accumulators held in registers across
+ * keys. e_r points at row r's scores for key p0 (e_r[p - p0]). Per element this is exactly
+ * the sequence of the one-key-at-a-time loop. */
+static SP_ALWAYS_INLINE void attn_pv_rows(const attn_ctx *c, int kvh, int a, int b, int p0, const int NR,
+                                          float *const *o, const float *const *e, int d0, int dn) {
+    const sp_attn_shape *s = c->s;
+#if SP_AVX512
+    const int nv = (dn + 15) / 16;
+    __mmask16 m[8];
+    for (int v = 0; v < 8; v++)
+        m[v] = v < nv - 1 ? (__mmask16)0xFFFF : v == nv - 1 ? sp_tail_mask(dn - 16 * v) : 0;
+    __m512 acc[ATTN_PV_ROWS][8];
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < 8; v++)
+            acc[r][v] = v < nv ? _mm512_maskz_loadu_ps(m[v], o[r] + d0 + 16 * v) : _mm512_setzero_ps();
+    for (int p = a; p < b; p++) {
+        const float *vp = c->V + kv_off(s, p, kvh) + d0;
+        if (p + ATTN_PF_KEYS < b) prefetch_row(c->V + kv_off(s, p + ATTN_PF_KEYS, kvh) + d0, dn);
+        __m512 er[ATTN_PV_ROWS];
+        for (int r = 0; r < NR; r++) er[r] = _mm512_set1_ps(e[r][p - p0]);
+        for (int v = 0; v < 8; v++) {
+            if (v >= nv) break;
+            __m512 x = _mm512_maskz_loadu_ps(m[v], vp + 16 * v);
+            for (int r = 0; r < NR; r++) acc[r][v] = _mm512_fmadd_ps(er[r], x, acc[r][v]);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < 8; v++)
+            if (v < nv) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, m[v], acc[r][v]);
+#else
+    for (int p = a; p < b; p++) {
+        const float *vp = c->V + kv_off(s, p, kvh) + d0;
+        for (int r = 0; r < NR; r++)
+            for (int d = 0; d < dn; d++) o[r][d0 + d] = fmaf(e[r][p - p0], vp[d], o[r][d0 + d]);
+    }
+#endif
+}
+
+static void attn_pv_1(const attn_ctx *c, int kvh, int a, int b, int p0, float *const *o, const float *const *e, int d0, int dn) {
+    attn_pv_rows(c, kvh, a, b, p0, 1, o, e, d0, dn);
+}
+static void attn_pv_2(const attn_ctx *c, int kvh, int a, int b, int p0, float *const *o, const float *const *e, int d0, int dn) {
+    attn_pv_rows(c, kvh, a, b, p0, 2, o, e, d0, dn);
+}
+static void attn_pv_3(const attn_ctx *c, int kvh, int a, int b, int p0, float *const *o, const float *const *e, int d0, int dn) {
+    attn_pv_rows(c, kvh, a, b, p0, 3, o, e, d0, dn);
+}
+
+/* o += P·V over keys [a, b) for the rows listed in rows[0..nr) (all of which see every key
+ * of [a, b)), in blocks of 3 rows and 128-float slices of D */
+static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0, const int *rows, int nr,
+                    float buf[][ATTN_TILE]) {
+    const int D = c->s->D;
+    for (int d0 = 0; d0 < D; d0 += 128) {
+        int dn = D - d0 < 128 ? D - d0 : 128;
+        for (int k = 0; k < nr; k += ATTN_PV_ROWS) {
+            int n = nr - k < ATTN_PV_ROWS ? nr - k : ATTN_PV_ROWS;
+            float *o[ATTN_PV_ROWS];
+            const float *e[ATTN_PV_ROWS];
+            for (int x = 0; x < n; x++) {
+                int r = rows[k + x], j = r / u->nh, i = r % u->nh;
+                o[x] = c->out + ((size_t)(u->t0 + j) * c->s->NH + u->h0 + i) * D;
+                e[x] = buf[r];
+            }
+            if (n == 3) attn_pv_3(c, u->kvh, a, b, p0, o, e, d0, dn);
+            else if (n == 2) attn_pv_2(c, u->kvh, a, b, p0, o, e, d0, dn);
+            else attn_pv_1(c, u->kvh, a, b, p0, o, e, d0, dn);
+        }
+    }
+}
+
+static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
+    const sp_attn_shape *s = c->s;
+    const int D = s->D, rows = u->nt * u->nh;
+    float buf[ATTN_MAX_TB * ATTN_MAX_HS][ATTN_TILE];
+    float m[ATTN_MAX_TB * ATTN_MAX_HS], sum[ATTN_MAX_TB * ATTN_MAX_HS];
+
+    for (int j = 0; j < u->nt; j++) {
+        u->pos[j] = s->pos0 + u->t0 + j;
+        u->lo[j] = s->window > 0 && u->pos[j] - s->window + 1 > 0 ? u->pos[j] - s->window + 1 : 0;
+    }
+    /* lo and pos grow with t: the unit's keys are lo[0] .. pos[nt-1] */
+    const int P0 = u->lo[0], P1 = u->pos[u->nt - 1] + 1;
+    for (int r = 0; r < rows; r++) m[r] = -INFINITY, sum[r] = 0.0f;
+    const int one_tile = P1 - P0 <= ATTN_TILE;
+    for (int p0 = P0; p0 < P1; p0 += ATTN_TILE)
+        attn_scores(c, u, p0, p0 + ATTN_TILE < P1 ? p0 + ATTN_TILE : P1, buf, m);
+
+    for (int j = 0; j < u->nt; j++)
+        for (int i = 0; i < u->nh; i++) {
+            float *o = c->out + ((size_t)(u->t0 + j) * s->NH + u->h0 + i) * D;
+            for (int d = 0; d < D; d++) o[d] = 0.0f;
+        }
+    for (int p0 = P0; p0 < P1; p0 += ATTN_TILE) {
+        int p1 = p0 + ATTN_TILE < P1 ? p0 + ATTN_TILE : P1;
+        if (!one_tile) {
+            float mdummy[ATTN_MAX_TB * ATTN_MAX_HS];
+            for (int r = 0; r < rows; r++) mdummy[r] = -INFINITY;
+            attn_scores(c, u, p0, p1, buf, mdummy);
+        }
+        /* exp and the running sums, per row over its visible keys in increasing order */
+        for (int j = 0; j < u->nt; j++) {
+            int a = u->lo[j] > p0 ? u->lo[j] : p0, b = u->pos[j] + 1 < p1 ? u->pos[j] + 1 : p1;
+            for (int i = 0; a < b && i < u->nh; i++) {
+                int r = j * u->nh + i;
+                attn_exp(buf[r] + (a - p0), b - a, m[r]);
+                for (int p = a; p < b; p++) sum[r] += buf[r][p - p0];
+            }
+        }
+        /* P·V over segments of the tile in which the set of rows that see a key is fixed:
+         * boundaries at every token's lo and pos + 1 */
+        for (int a = p0; a < p1;) {
+            int rows[ATTN_MAX_TB * ATTN_MAX_HS], nr;
+            int b = attn_segment(u, a, p1, rows, &nr);
+            if (nr) attn_pv(c, u, a, b, p0, rows, nr, buf);
+            a = b;
+        }
+    }
+    for (int j = 0; j < u->nt; j++)
+        for (int i = 0; i < u->nh; i++) {
+            float *o = c->out + ((size_t)(u->t0 + j) * s->NH + u->h0 + i) * D;
+            float sm = sum[j * u->nh + i];
+            for (int d = 0; d < D; d++) o[d] = o[d] / sm;
+        }
+}
+
+static void attn_task(void *arg, int i, int n) {
+    const attn_ctx *c = arg;
+    const sp_attn_shape *s = c->s;
+    const int G = s->NH / s->KVH, per_tb = s->KVH * c->nsub;
+    const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
+    int lo, hi;
+    sp_pool_split(n_tb * per_tb, 1, i, n, &lo, &hi);
+    for (int x = lo; x < hi; x++) {
+        int tb = x / per_tb, kvh = x % per_tb / c->nsub, sg = x % c->nsub;
+        int h0 = sg * c->hs, h1 = h0 + c->hs < G ? h0 + c->hs : G;
+        int t0 = tb * ATTN_MAX_TB, t1 = t0 + ATTN_MAX_TB < s->T ? t0 + ATTN_MAX_TB : s->T;
+        attn_unit u = {.t0 = t0, .nt = t1 - t0, .kvh = kvh, .h0 = kvh * G + h0, .nh = h1 - h0};
+        attn_run_unit(c, &u);
+    }
+}
+
+void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                  const sp_attn_shape *s) {
+    SP_ASSERT(s->KVH > 0 && s->NH % s->KVH == 0);
+    if (s->T <= 0) return;
+    /* heads per unit: the whole group (up to 8), halved while that leaves fewer than two
+     * units per thread */
+    const int G = s->NH / s->KVH, nthr = sp_pool_size(pool);
+    const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
+    int hs = G < ATTN_MAX_HS ? G : ATTN_MAX_HS;
+    while (hs > 1 && n_tb * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
+    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs};
+    sp_pool_run(pool, attn_task, &c);
+}
+
+void sp_attention_ref(float *out, const float *q, const float *K, const float *V,
+                      const sp_attn_shape *s) {
+    const int D = s->D, group = s->NH / s->KVH;
+    for (int t = 0; t < s->T; t++)
+        for (int h = 0; h < s->NH; h++) {
+            const int pos = s->pos0 + t;
+            const int lo = s->window > 0 && pos - s->window + 1 > 0 ? pos - s->window + 1 : 0;
+            const float *qh = q + ((size_t)t * s->NH + h) * D;
+            double m = -INFINITY, sum = 0;
+            for (int p = lo; p <= pos; p++) {
+                const float *k = K + kv_off(s, p, h / group);
+                double d = 0;
+                for (int i = 0; i < D; i++) d += (double)qh[i] * k[i];
+                d *= s->scale;
+                if (d > m) m = d;
+            }
+            double acc[1024] = {0};
+            SP_ASSERT(D <= 1024);
+            for (int p = lo; p <= pos; p++) {
+                const float *k = K + kv_off(s, p, h / group), *v = V + kv_off(s, p, h / group);
+                double d = 0;
+                for (int i = 0; i < D; i++) d += (double)qh[i] * k[i];
+                double e = exp(d * s->scale - m);
+                sum += e;
+                for (int i = 0; i < D; i++) acc[i] += e * v[i];
+            }
+            float *o = out + ((size_t)t * s->NH + h) * D;
+            for (int i = 0; i < D; i++) o[i] = (float)(acc[i] / sum);
+        }
+}

@@ -1,0 +1,117 @@
+/* kernels_internal.h — what the kernel files share and the tests may reach: the canonical
+ * reduction order (the heart of batch invariance), SIMD feature selection and the portable
+ * twins of the vectorised kernels.
+ *
+ * THE CANONICAL DOT PRODUCT. Every f32 dot product of length K in the fast kernels (matmul
+ * rows, attention scores, RMSNorm sums of squares) is computed the same way:
+ *   acc[l] = 0 for 16 lanes l;
+ *   for chunk c = 0, 1, ..., ceil(K/16)-1 and lane l with k = 16c + l < K:
+ *       acc[l] = fma(x[k], w[k], acc[l])          (lanes past K are left unchanged)
+ *   r8[i] = acc[i] + acc[i+8]; r4[i] = r8[i] + r8[i+4]; r2[i] = r4[i] + r4[i+2];
+ *   result = r2[0] + r2[1]
+ * The AVX-512 path holds acc in one zmm register; the portable path emulates the 16 lanes
+ * with fmaf. Both give the same bits, whatever register blocking is used around them. */
+#ifndef SPECULA_KERNELS_INTERNAL_H
+#define SPECULA_KERNELS_INTERNAL_H
+
+#include <math.h>
+
+#include "kernels.h"
+
+/* clang contracts a*b+c into fma by default (gcc in ISO C mode does not); the kernels spell
+ * their fmas out, so keep both compilers from inventing others. */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define SP_AVX512 1
+#include <immintrin.h>
+#else
+#define SP_AVX512 0
+#endif
+
+#define SP_ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* the canonical 16 → 1 tree over 16 lane values */
+static inline float sp_hsum16(const float a[16]) {
+    float r8[8], r4[4], r2[2];
+    for (int i = 0; i < 8; i++) r8[i] = a[i] + a[i + 8];
+    for (int i = 0; i < 4; i++) r4[i] = r8[i] + r8[i + 4];
+    for (int i = 0; i < 2; i++) r2[i] = r4[i] + r4[i + 2];
+    return r2[0] + r2[1];
+}
+
+/* canonical dot of two f32 vectors, portable */
+static inline float sp_dot_f32_portable(const float *x, const float *w, int K) {
+    float acc[16] = {0};
+    for (int k0 = 0; k0 < K; k0 += 16)
+        for (int l = 0; l < 16 && k0 + l < K; l++) acc[l] = fmaf(x[k0 + l], w[k0 + l], acc[l]);
+    return sp_hsum16(acc);
+}
+
+#if SP_AVX512
+static SP_ALWAYS_INLINE float sp_hsum16_avx512(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+static SP_ALWAYS_INLINE __mmask16 sp_tail_mask(int rem) { return (__mmask16)((1u << rem) - 1u); }
+
+static SP_ALWAYS_INLINE float sp_dot_f32_avx512(const float *x, const float *w, int K) {
+    __m512 acc = _mm512_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= K; k += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(w + k), acc);
+    if (k < K) {
+        __mmask16 m = sp_tail_mask(K - k);
+        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, w + k),
+                                    acc, m);
+    }
+    return sp_hsum16_avx512(acc);
+}
+
+/* e^x for 16 lanes, ~1 ulp over the f32 range; x < -104 gives 0, x > 88.7 gives inf, NaN
+ * stays NaN. Lane-wise: a value's result never depends on its lane or neighbours. */
+static SP_ALWAYS_INLINE __m512 sp_exp_avx512(__m512 x) {
+    const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+    const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
+    const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+    /* min/max return their second operand when one is NaN: NaN passes through */
+    x = _mm512_min_ps(_mm512_set1_ps(88.7228390f), x);
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+    r = _mm512_fnmadd_ps(n, ln2_lo, r);
+    /* Taylor-like minimax polynomial for e^r on |r| <= ln2/2 (cephes expf coefficients) */
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
+/* canonical dot of two f32 vectors: the fast path when compiled in */
+static inline float sp_dot_f32(const float *x, const float *w, int K) {
+#if SP_AVX512
+    return sp_dot_f32_avx512(x, w, K);
+#else
+    return sp_dot_f32_portable(x, w, K);
+#endif
+}
+
+/* sp_matmul on the portable (scalar) code path, same canonical order: the tests compare it
+ * bit for bit with sp_matmul so the fallback used on non-AVX-512 machines stays checked. */
+void sp_matmul_portable(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
+
+#endif

@@ -1,0 +1,210 @@
+/* matmul.c — Y[T, N] = X[T, K] · W[N, K]ᵀ with f32 activations and f32 / bf16 / f16 weights.
+ *
+ * Every output Y[t, n] is the canonical 16-lane dot product of kernels_internal.h: weights are
+ * widened exactly to f32 (bf16: u16 << 16) and never is an activation rounded. Register
+ * blocking (TB tokens × NB rows share each loaded X and W chunk), token chunking for cache and
+ * the thread split change only which outputs are computed together, never the float
+ * operations inside one output, so results are batch- and thread-count-invariant.
+ *
+ * Threads split N (static, sp_pool_split); K is never split.
+ *   T = 1      (decode):  1 × 8 tiles, a memory-bound stream of W rows.
+ *   T = 2, 3   (verify):  T × 8 tiles: each W chunk is loaded and widened once for all tokens.
+ *   T >= 4     (verify, prefill): 4 × 6 tiles over token chunks sized so a chunk of X stays
+ *              in L2 while the thread's rows of W stream past it.
+ * Not here: K blocking (would change the summation order), quantised weights. */
+#include <stdlib.h>
+
+#include "kernels_internal.h"
+
+typedef struct {
+    float *Y;
+    const float *X;
+    const void *W;
+    sp_dtype dt;
+    int T, N, K;
+    int portable; /* 1: force the scalar path (tests) */
+} mm_ctx;
+
+static float w_at(const void *W, sp_dtype dt, size_t i) {
+    switch (dt) {
+    case SP_DT_F32: return ((const float *)W)[i];
+    case SP_DT_BF16: return sp_bf16_to_f32(((const uint16_t *)W)[i]);
+    case SP_DT_F16: return sp_f16_to_f32(((const uint16_t *)W)[i]);
+    default: SP_ASSERT(!"sp_matmul: weight dtype must be f32, bf16 or f16");
+    }
+    return 0;
+}
+
+/* ---- reference: double accumulation in k order ------------------------------------- */
+void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W) {
+    int N = W->n, K = W->k;
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)X[(size_t)t * K + k] * w_at(W->data, W->dt, (size_t)n * K + k);
+            Y[(size_t)t * N + n] = (float)s;
+        }
+}
+
+/* ---- portable path: the canonical order with fmaf, one output at a time ------------- */
+static void mm_rows_portable(const mm_ctx *c, int n0, int n1) {
+    int K = c->K;
+    for (int n = n0; n < n1; n++)
+        for (int t = 0; t < c->T; t++) {
+            const float *x = c->X + (size_t)t * K;
+            size_t wo = (size_t)n * K;
+            float acc[16] = {0};
+            for (int k0 = 0; k0 < K; k0 += 16)
+                for (int l = 0; l < 16 && k0 + l < K; l++)
+                    acc[l] = fmaf(x[k0 + l], w_at(c->W, c->dt, wo + k0 + l), acc[l]);
+            c->Y[(size_t)t * c->N + n] = sp_hsum16(acc);
+        }
+}
+
+#if SP_AVX512
+/* ---- AVX-512 path --------------------------------------------------------------------- */
+/* 16 weights from element offset `off`, widened to f32 (m: lanes to load, others 0) */
+static SP_ALWAYS_INLINE __m512 load_w16(const void *W, size_t off, sp_dtype dt) {
+    if (dt == SP_DT_F32) return _mm512_loadu_ps((const float *)W + off);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W + off));
+    if (dt == SP_DT_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+static SP_ALWAYS_INLINE __m512 load_w16_mask(const void *W, size_t off, sp_dtype dt, __mmask16 m) {
+    if (dt == SP_DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)W + off);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)W + off);
+    if (dt == SP_DT_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* bytes of each W row to prefetch ahead of the current chunk (first token block only) */
+#ifndef MM_PREFETCH_BYTES
+#define MM_PREFETCH_BYTES 1024
+#endif
+
+/* One TB × NB tile: Y[t0.., n0..] over the full K. TB, NB, dt and PF are compile-time
+ * constants at every call site, so acc[][] lives in registers. PF: software-prefetch the W
+ * rows ahead (the tile that first touches a row block pulls it from DRAM; the hardware
+ * prefetcher alone falls behind once the core is busy with FMAs). */
+static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, sp_dtype dt, const int TB,
+                                     const int NB, const int PF) {
+    const int K = c->K;
+    const float *X = c->X + (size_t)t0 * K;
+    const size_t w0 = (size_t)n0 * K;
+    const size_t esz = dt == SP_DT_F32 ? 4 : 2;
+    __m512 acc[4][8];
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 xv[4];
+        for (int i = 0; i < TB; i++) xv[i] = _mm512_loadu_ps(X + (size_t)i * K + k);
+        for (int j = 0; j < NB; j++) {
+            if (PF)
+                _mm_prefetch((const char *)c->W + (w0 + (size_t)j * K + k) * esz + MM_PREFETCH_BYTES,
+                             _MM_HINT_T0);
+            __m512 w = load_w16(c->W, w0 + (size_t)j * K + k, dt);
+            for (int i = 0; i < TB; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], w, acc[i][j]);
+        }
+    }
+    if (k < K) {
+        __mmask16 m = sp_tail_mask(K - k);
+        __m512 xv[4];
+        for (int i = 0; i < TB; i++) xv[i] = _mm512_maskz_loadu_ps(m, X + (size_t)i * K + k);
+        for (int j = 0; j < NB; j++) {
+            __m512 w = load_w16_mask(c->W, w0 + (size_t)j * K + k, dt, m);
+            for (int i = 0; i < TB; i++) acc[i][j] = _mm512_mask3_fmadd_ps(xv[i], w, acc[i][j], m);
+        }
+    }
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB; j++)
+            c->Y[(size_t)(t0 + i) * c->N + n0 + j] = sp_hsum16_avx512(acc[i][j]);
+}
+
+typedef void (*mm_tile_fn)(const mm_ctx *c, int t0, int n0);
+
+/* one out-of-line function per (dtype, TB, NB) used below */
+#define MM_TILE(DTN, DT, TB, NB, PF)                                                       \
+    static void mm_tile_##DTN##_##TB##x##NB##_##PF(const mm_ctx *c, int t0, int n0) {      \
+        mm_tile(c, t0, n0, DT, TB, NB, PF);                                                \
+    }
+/* 1..3 × 8 (T < 4: the only token block, so it prefetches), 4 × 6 with and without
+ * prefetch, 1..3 × 6 (the token remainder, never first), 1..4 × 1 (the row remainder) */
+#define MM_TILES(DTN, DT)                                                                  \
+    MM_TILE(DTN, DT, 1, 8, 1) MM_TILE(DTN, DT, 2, 8, 1) MM_TILE(DTN, DT, 3, 8, 1)          \
+    MM_TILE(DTN, DT, 4, 6, 1) MM_TILE(DTN, DT, 4, 6, 0)                                    \
+    MM_TILE(DTN, DT, 1, 6, 0) MM_TILE(DTN, DT, 2, 6, 0) MM_TILE(DTN, DT, 3, 6, 0)          \
+    MM_TILE(DTN, DT, 1, 1, 0) MM_TILE(DTN, DT, 2, 1, 0) MM_TILE(DTN, DT, 3, 1, 0)          \
+    MM_TILE(DTN, DT, 4, 1, 0)                                                              \
+    static mm_tile_fn mm_tile_##DTN(int tb, int nb, int first) {                           \
+        static const mm_tile_fn wide8[4] = {mm_tile_##DTN##_1x8_1, mm_tile_##DTN##_2x8_1,  \
+                                            mm_tile_##DTN##_3x8_1, NULL};                  \
+        static const mm_tile_fn wide6[4] = {mm_tile_##DTN##_1x6_0, mm_tile_##DTN##_2x6_0,  \
+                                            mm_tile_##DTN##_3x6_0, mm_tile_##DTN##_4x6_0}; \
+        static const mm_tile_fn narrow[4] = {mm_tile_##DTN##_1x1_0, mm_tile_##DTN##_2x1_0, \
+                                             mm_tile_##DTN##_3x1_0, mm_tile_##DTN##_4x1_0};\
+        if (nb == 6 && tb == 4 && first) return mm_tile_##DTN##_4x6_1;                     \
+        return nb == 8 ? wide8[tb - 1] : nb == 6 ? wide6[tb - 1] : narrow[tb - 1];         \
+    }
+MM_TILES(f32, SP_DT_F32)
+MM_TILES(bf16, SP_DT_BF16)
+MM_TILES(f16, SP_DT_F16)
+
+/* floats of X kept hot per token chunk (~512 KB of the 1 MB L2) */
+#define MM_XCHUNK_FLOATS (128 * 1024)
+
+static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
+    mm_tile_fn (*pick)(int, int, int) =
+        c->dt == SP_DT_F32 ? mm_tile_f32 : c->dt == SP_DT_BF16 ? mm_tile_bf16 : mm_tile_f16;
+    const int T = c->T;
+    const int TBmax = T >= 4 ? 4 : T;
+    const int NB = T >= 4 ? 6 : 8;
+    int Tc = T;
+    if (T > 16) {
+        Tc = (MM_XCHUNK_FLOATS / (c->K > 0 ? c->K : 1)) & ~3;
+        if (Tc < 4) Tc = 4;
+    }
+    for (int tc0 = 0; tc0 < T; tc0 += Tc) {
+        int tc1 = tc0 + Tc < T ? tc0 + Tc : T;
+        for (int n = n0; n < n1;) {
+            int nb = n1 - n >= NB ? NB : 1;
+            for (int t = tc0; t < tc1;) {
+                int tb = tc1 - t < TBmax ? tc1 - t : TBmax;
+                pick(tb, nb, t == tc0)(c, t, n);
+                t += tb;
+            }
+            n += nb;
+        }
+    }
+}
+#endif
+
+static void mm_task(void *arg, int i, int n) {
+    const mm_ctx *c = arg;
+    int n0, n1;
+    sp_pool_split(c->N, 24, i, n, &n0, &n1);
+    if (n0 >= n1) return;
+#if SP_AVX512
+    if (!c->portable) {
+        mm_rows_avx512(c, n0, n1);
+        return;
+    }
+#endif
+    mm_rows_portable(c, n0, n1);
+}
+
+static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, int portable) {
+    SP_ASSERT(W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16);
+    if (T <= 0 || W->n <= 0) return;
+    mm_ctx c = {Y, X, W->data, W->dt, T, W->n, W->k, portable};
+    sp_pool_run(pool, mm_task, &c);
+}
+
+void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W) {
+    mm_run(pool, Y, X, T, W, 0);
+}
+
+void sp_matmul_portable(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W) {
+    mm_run(pool, Y, X, T, W, 1);
+}
