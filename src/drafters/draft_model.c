@@ -41,9 +41,10 @@ static int push(dm_t *s, int32_t t, sp_err *err) {
     return 0;
 }
 
-static int dm_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, uint64_t seed, sp_err *err) {
+static int dm_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, const float *hidden,
+                    const sp_drafter_ctx *ctx, sp_err *err) {
     dm_t *s = d->self;
-    s->seed = seed;
+    s->seed = ctx->seed;
     s->len = 0;
     s->fed = 0;
     sp_kv_clear(s->kv);
@@ -85,7 +86,7 @@ static int dm_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     return max_g;
 }
 
-static int dm_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, sp_err *err) {
+static int dm_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
     dm_t *s = d->self;
     if (n_acc > s->n_last) return sp_err_set(err, "draft model: %d accepted of %d proposed", n_acc, s->n_last);
     int in_cache = s->n_last > 0 ? s->n_last - 1 : 0; /* drafts fed to the cache */

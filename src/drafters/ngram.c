@@ -30,7 +30,8 @@ static int push(ngram_t *s, int32_t t, sp_err *err) {
     return 0;
 }
 
-static int ng_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, uint64_t seed, sp_err *err) {
+static int ng_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, const float *hidden,
+                    const sp_drafter_ctx *ctx, sp_err *err) {
     ngram_t *s = d->self;
     s->len = 0;
     for (int i = 0; i < n; i++)
@@ -57,7 +58,7 @@ static int ng_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     return got;
 }
 
-static int ng_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, sp_err *err) {
+static int ng_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
     ngram_t *s = d->self;
     if (n_acc > s->n_last) return sp_err_set(err, "ngram: %d accepted of %d proposed", n_acc, s->n_last);
     for (int i = 0; i < n_acc; i++)

@@ -20,26 +20,37 @@
 
 typedef struct sp_drafter sp_drafter;
 
+/* What the engine shares with a drafter for one request. The target and its KV cache are the
+ * engine's: a drafter may read them (the Gemma-4 assistant attends to the target's K/V) but must
+ * never forward, trim or free them. */
+typedef struct {
+    sp_model *target;
+    sp_kv *target_kv;   /* holds every committed token but the pending one */
+    uint64_t seed;      /* the request's sampling seed: a sampling drafter draws from it
+                           (stream SP_RNG_STREAM_DRAFT), so independent requests are independent */
+} sp_drafter_ctx;
+
 struct sp_drafter {
     const char *name;
     void *self;          /* the implementation's state */
     int n_taps;          /* target taps wanted (0: none) */
     const int *tap_layers;
+    int wants_hidden;    /* 1: begin/commit also receive the target's final post-norm hidden rows */
     int provides_q;      /* 1: propose() fills draft distributions q (else the engine uses one-hot q) */
 
-    /* New sequence. prompt[0..n) is committed; taps: [n, n_taps·H] when n_taps > 0 (else NULL).
-     * The last prompt token is "pending": the target has not forwarded it yet, so taps hold
-     * rows for prompt[0..n-1) only, i.e. n-1 rows. seed: the request's sampling seed — a
-     * drafter that samples must draw from it (stream SP_RNG_STREAM_DRAFT), so that drafts of
-     * independent requests are independent. */
-    int (*begin)(sp_drafter *d, const int32_t *prompt, int n, const float *taps, uint64_t seed, sp_err *err);
+    /* New sequence. prompt[0..n) is committed; the last prompt token is "pending" (the target
+     * has not forwarded it yet), so the row arrays hold rows for prompt[0..n-1) only:
+     * taps [n-1, n_taps·H] when n_taps > 0, hidden [n-1, H] when wants_hidden (else NULL). */
+    int (*begin)(sp_drafter *d, const int32_t *prompt, int n, const float *taps, const float *hidden,
+                 const sp_drafter_ctx *ctx, sp_err *err);
     /* Propose up to max_g drafts. q: NULL, or [max_g, V] to fill with the processed draft
      * distribution each draft was sampled from (only when provides_q). Returns the count
      * (0 .. max_g) or -1 on error. */
     int (*propose)(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err);
     /* n_acc of the last proposal were accepted, then the target emitted `next` (now pending).
-     * taps: [n_acc + 1, n_taps·H] rows of the tokens just committed to the target cache. */
-    int (*commit)(sp_drafter *d, int n_acc, int32_t next, const float *taps, sp_err *err);
+     * taps [n_acc + 1, n_taps·H] / hidden [n_acc + 1, H]: rows of the tokens just committed to
+     * the target cache, [old pending, d_1 .. d_acc]; row n_acc is the state that predicted `next`. */
+    int (*commit)(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err);
     void (*destroy)(sp_drafter *d);
 };
 

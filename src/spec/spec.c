@@ -45,16 +45,22 @@ typedef struct {
     const sp_spec_params *p;
     sp_sampler *smp;
     int V, H, greedy, chunk;
-    float *logits, *probs, *q, *taps;
+    float *logits, *probs, *q, *taps, *hidden;
     int32_t blk[SP_SPEC_MAX_G + 1];
 } loop_t;
 
+/* Prefill prompt[0..n) (all but the pending token) and begin the drafter with the prompt's
+ * taps / hidden rows when it wants them. */
 static int prefill(loop_t *L, const int32_t *prompt, int n, sp_err *err) {
-    int chunk = L->chunk, nt = L->d ? L->d->n_taps : 0;
-    float *all_taps = NULL;
-    if (nt > 0 && n > 0) {
-        all_taps = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * nt * L->H);
-        if (!all_taps) return sp_err_set(err, "out of memory for prompt taps");
+    int chunk = L->chunk, nt = L->d ? L->d->n_taps : 0, wh = L->d && L->d->wants_hidden;
+    float *all_taps = NULL, *all_hid = NULL;
+    size_t rows = (size_t)(n > 0 ? n : 1);
+    if (nt) all_taps = malloc(sizeof(float) * rows * nt * L->H);
+    if (wh) all_hid = malloc(sizeof(float) * rows * L->H);
+    int rc = -1;
+    if ((nt && !all_taps) || (wh && !all_hid)) {
+        sp_err_set(err, "out of memory for the prompt's hidden states");
+        goto done;
     }
     for (int i = 0; i < n; i += chunk) {
         int b = n - i < chunk ? n - i : chunk;
@@ -64,13 +70,14 @@ static int prefill(loop_t *L, const int32_t *prompt, int n, sp_err *err) {
             o.n_taps = nt;
             o.taps = all_taps + (size_t)i * nt * L->H;
         }
-        if (sp_model_forward(L->m, L->kv, prompt + i, b, &o, err)) {
-            free(all_taps);
-            return -1;
-        }
+        if (wh) o.hidden = all_hid + (size_t)i * L->H;
+        if (sp_model_forward(L->m, L->kv, prompt + i, b, &o, err)) goto done;
     }
-    int rc = L->d ? L->d->begin(L->d, prompt, n + 1, all_taps, L->p->gen.sample.seed, err) : 0;
+    sp_drafter_ctx ctx = {L->m, L->kv, L->p->gen.sample.seed};
+    rc = L->d ? L->d->begin(L->d, prompt, n + 1, all_taps, all_hid, &ctx, err) : 0;
+done:
     free(all_taps);
+    free(all_hid);
     return rc;
 }
 
@@ -102,8 +109,11 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     L.logits = malloc(sizeof(float) * (size_t)(G + 1) * L.V);
     L.probs = malloc(sizeof(float) * (size_t)L.V);
     L.q = d && d->provides_q && !L.greedy ? malloc(sizeof(float) * (size_t)(G > 0 ? G : 1) * L.V) : NULL;
+    int wh = d && d->wants_hidden;
     L.taps = nt ? malloc(sizeof(float) * (size_t)(G + 1) * nt * L.H) : NULL;
-    if (!L.kv || !L.smp || !L.logits || !L.probs || (d && d->provides_q && !L.greedy && !L.q) || (nt && !L.taps)) {
+    L.hidden = wh ? malloc(sizeof(float) * (size_t)(G + 1) * L.H) : NULL;
+    if (!L.kv || !L.smp || !L.logits || !L.probs || (d && d->provides_q && !L.greedy && !L.q) || (nt && !L.taps) ||
+        (wh && !L.hidden)) {
         if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
         goto done;
     }
@@ -144,7 +154,8 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         L.blk[0] = pending;
         double tv = sp_time_ms();
-        sp_forward_out o = {.logits = L.logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L.taps};
+        sp_forward_out o = {.logits = L.logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L.taps,
+                            .hidden = L.hidden};
         if (sp_model_forward(m, L.kv, L.blk, nd + 1, &o, err)) goto done;
         st->target_calls++;
         /* verify drafts left to right */
@@ -201,7 +212,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         if (stop) break;
         pending = next;
-        if (d && d->commit(d, acc, next, nt ? L.taps : NULL, err)) goto done;
+        if (d && d->commit(d, acc, next, L.taps, L.hidden, err)) goto done;
     }
     if (st->stop == SP_STOP_NONE) st->stop = SP_STOP_MAX_NEW;
     st->emitted = n_out;
@@ -219,5 +230,6 @@ done:
     free(L.probs);
     free(L.q);
     free(L.taps);
+    free(L.hidden);
     return rc;
 }
