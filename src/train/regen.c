@@ -61,6 +61,7 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
     json_t *prompt = json_object_get(j, "prompt"), *msgs = json_object_get(j, "messages");
     if (!json_is_object(j)) {
         sp_err_set(err, "%s: a record must be a JSON object", what);
+        goto out;
     } else if (ids) {
         json_t *rs = json_object_get(j, "resp_start");
         if (!json_is_array(ids) || json_array_size(ids) == 0 || !json_is_integer(rs)) {
