@@ -90,8 +90,8 @@ static void check_tau_rises(tr_arch arch, const char *name, long steps) {
     CHECK(sp_file_exists(p), "no checkpoint");
 }
 
-static void test_dspark_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark", 200); }
-static void test_dflash_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH, "dflash", 200); }
+static void test_dspark_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark", 160); }
+static void test_dflash_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH, "dflash", 120); }
 
 static int same_file(const char *a, const char *b) {
     char *x = NULL, *y = NULL;
@@ -113,7 +113,7 @@ static void compare_dirs(const char *a, const char *b, const char *what) {
 }
 
 static void test_resume_bit_identical(void) {
-    enum { N = 24 };
+    enum { N = 16 };
     char straight[400], stopped[400], killed[400];
     snprintf(straight, sizeof straight, "%s/straight", root);
     snprintf(stopped, sizeof stopped, "%s/stopped", root);
@@ -123,11 +123,11 @@ static void test_resume_bit_identical(void) {
     tr_train_cfg c = small_cfg(TR_ARCH_DSPARK, straight);
     c.steps = N;
     CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
-    /* stopped after step 13 with a checkpoint at step 10, then resumed */
+    /* stopped after step 9 with a checkpoint at step 5, then resumed */
     c.out_dir = stopped;
     c.save_every = 5;
-    c.stop_after = 13;
-    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == 13, "%s", err.msg);
+    c.stop_after = 9;
+    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == 9, "%s", err.msg);
     c.stop_after = 0;
     c.resume = 1;
     CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
