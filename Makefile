@@ -10,6 +10,16 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-paramete
 CFLAGS   += $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS   += $(shell pkg-config --libs jansson libpcre2-8 libutf8proc 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc) -lm -pthread
 
+# MPI (optional): with `mpicc` present, src/train/dist.c is built with SP_HAVE_MPI and everything
+# links Open MPI (`mpirun -np N specula train|regen`). NO_MPI=1 builds without it.
+ifeq ($(NO_MPI),)
+MPICC    := $(shell command -v mpicc 2>/dev/null)
+endif
+ifneq ($(MPICC),)
+CFLAGS   += -DSP_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null)
+LDLIBS   += $(shell mpicc --showme:link 2>/dev/null)
+endif
+
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))

@@ -53,9 +53,15 @@ int cmd_train(int argc, char **argv) {
     c.resume = resume;
     c.stop_after = stop_after;
     c.progress = !quiet;
+    tr_dist dist;
+    tr_dist_init(&dist); /* under mpirun: data parallel over the ranks */
+    c.dist = &dist;
     sp_err err = {{0}};
     tr_train_result r;
-    if (tr_train_run(&c, &r, &err)) return cli_error("train", "%s", err.msg);
+    rc = tr_train_run(&c, &r, &err);
+    tr_dist_finalize(&dist);
+    if (rc) return cli_error("train", "%s", err.msg);
+    if (dist.rank != 0) return 0;
     fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, held-out tau %.3f -> %.3f, %.0f block tok/s\n", r.step,
             r.loss_first, r.loss_last, r.tau_first, r.tau_last, r.tok_per_s);
     return 0;

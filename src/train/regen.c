@@ -256,6 +256,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     for (int s = 0; s < n_shards; s++) {
         char sd[4096];
         tr_shard_dir(sd, sizeof sd, c.out_dir, s);
+        if (c.dist && s % c.dist->size != c.dist->rank) continue;
         int r0 = s * c.shard_records, r1 = r0 + c.shard_records < n_lines ? r0 + c.shard_records : n_lines;
         if (tr_shard_complete(sd)) {
             n_skipped++;

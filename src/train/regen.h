@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "specula.h"
+#include "train/dist.h"
 
 typedef struct {
     const char *model_dir, *data_path, *out_dir;
@@ -29,13 +30,14 @@ typedef struct {
     uint64_t seed;
     int threads;
     int progress;        /* 1: progress bar on stderr */
+    const tr_dist *dist; /* NULL: one process; with N ranks, rank r does shards s with s % N == r */
 } tr_regen_cfg;
 
 /* The automatic tap layers for a target of n_layers: §7.1 with 5 draft layers
  * (round-half-even of 1 + i·(N−4)/4), duplicates dropped. Returns the count. */
 int tr_auto_taps(int *taps, int n_layers);
 
-/* Returns 0, or -1 with err. *written / *skipped receive shard counts (may be NULL). */
+/* Returns 0, or -1 with err. *written / *skipped receive this rank's shard counts (may be NULL). */
 int tr_regen_run(const tr_regen_cfg *c, int *written, int *skipped, sp_err *err);
 
 #endif

@@ -146,13 +146,18 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
     sp_to_f32(Wlm, target->lm_head.data, target->lm_head.dt, (size_t)d.V * d.H);
 
-    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, c->gamma, 0, c->seed, c->batch, err)) goto out;
-    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, c->gamma, 1, c->seed ^ 0xe7a1u, c->batch, err))
+    /* this rank's slice [lo, hi) of every global batch */
+    int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
+    int lo = c->batch * rank / size, hi = c->batch * (rank + 1) / size, nloc = hi - lo;
+    int cap = (c->batch + size - 1) / size;
+    if (nloc < 1) { sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size); goto out; }
+    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, c->gamma, 0, c->seed, cap, err)) goto out;
+    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, c->gamma, 1, c->seed ^ 0xe7a1u, cap, err))
         goto out;
     int eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
     if (eval_n < 1) eval_n = 1;
-    if (!(acts = tr_acts_create(&d, c->batch, c->ctx, err))) goto out;
-    if (tr_batch_alloc(&batch, c->batch, c->ctx, d.B, d.V, d.H, d.m * d.H, 1, err)) goto out;
+    if (!(acts = tr_acts_create(&d, cap, c->ctx, err))) goto out;
+    if (tr_batch_alloc(&batch, cap, c->ctx, d.B, d.V, d.H, d.m * d.H, 1, err)) goto out;
     /* DFlash trains on CE only: no target distribution needed except for the monitor */
     float *P_keep = batch.P;
 
@@ -169,15 +174,20 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     if (c->resume && sp_file_exists(path)) {
         if (tr_checkpoint_load(c->out_dir, &m, am, av, &step0, err)) goto out;
         sp_log(SP_LOG_INFO, "train: resuming %s at step %ld", c->out_dir, step0);
-    } else if (sp_mkdir_p(c->out_dir, err)) goto out;
+    } else if (rank == 0 && sp_mkdir_p(c->out_dir, err)) goto out;
 
     char logpath[4096];
     if (c->log_path) snprintf(logpath, sizeof logpath, "%s", c->log_path);
     else sp_path_join(logpath, sizeof logpath, c->out_dir, "train_log.csv");
-    if (step0 > 0 && log_truncate(logpath, step0, err)) goto out;
-    log = fopen(logpath, step0 > 0 && sp_file_exists(logpath) ? "a" : "w");
-    if (!log) { sp_err_set(err, "%s: cannot open the log for writing", logpath); goto out; }
-    if (ftell(log) == 0) {
+    if (rank == 0) {
+        if (step0 > 0 && log_truncate(logpath, step0, err)) goto out;
+        log = fopen(logpath, step0 > 0 && sp_file_exists(logpath) ? "a" : "w");
+        if (!log) { sp_err_set(err, "%s: cannot open the log for writing", logpath); goto out; }
+    } else {
+        log = fopen("/dev/null", "w"); /* only rank 0 logs */
+        if (!log) { sp_err_set(err, "/dev/null: cannot open"); goto out; }
+    }
+    if (rank == 0 && ftell(log) == 0) {
         fprintf(log, "step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau");
         for (int k = 0; k < d.B; k++) fprintf(log, ",a%d", k + 1);
         fprintf(log, "\n");
@@ -194,18 +204,24 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         fflush(log);
     }
     sp_progress pr;
-    if (c->progress) sp_progress_start(&pr, "train", (double)total, "step");
+    if (c->progress && rank == 0) sp_progress_start(&pr, "train", (double)total, "step");
     double train_ms = 0, tokens = 0;
     for (long step = step0 + 1; step <= total; step++) {
         double t0 = sp_time_ms();
         batch.P = c->arch == TR_ARCH_DSPARK ? P_keep : NULL;
-        tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch, c->batch);
-        double wsum = 1e-6;
-        for (int t = 0; t < c->batch * d.B; t++) wsum += batch.wt[t];
+        tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch + lo, nloc);
+        double wsum = 0;
+        for (int t = 0; t < nloc * d.B; t++) wsum += batch.wt[t];
+        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (§8.7) */
+        wsum += 1e-6;
         tr_stats st;
         tr_forward(pool, &m, acts, &batch, Wlm, wsum, &st, NULL);
         memset(grad, 0, sizeof(float) * m.n);
         tr_backward(pool, &m, acts, &batch, Wlm, wsum, grad);
+        double sums[4] = {st.loss, st.ce, st.l1, st.bce};
+        tr_dist_sum_f64(c->dist, sums, 4);
+        st.loss = sums[0]; st.ce = sums[1]; st.l1 = sums[2]; st.bce = sums[3];
+        tr_dist_sum_f32(c->dist, grad, m.n);
         double gn = tr_clip_grad(grad, m.n, oc.clip);
         double lr = tr_lr_at(&oc, step);
         tr_adamw_step(m.w, grad, am, av, m.n, step, lr, &oc);
@@ -234,13 +250,13 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         }
         fprintf(log, "\n");
         fflush(log);
-        if (c->progress) {
+        if (c->progress && rank == 0) {
             char extra[96];
             snprintf(extra, sizeof extra, "loss %.4f tau %.3f %.0f tok/s", st.loss, res->tau_last,
                      tokens / (train_ms / 1000 + 1e-9));
             sp_progress_update(&pr, (double)step, extra);
         }
-        int save = step == total || (c->save_every > 0 && step % c->save_every == 0);
+        int save = rank == 0 && (step == total || (c->save_every > 0 && step % c->save_every == 0));
         if (save) {
             char state[512];
             snprintf(state, sizeof state,
@@ -252,7 +268,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         }
         if (c->stop_after > 0 && step - step0 >= c->stop_after) break;
     }
-    if (c->progress) sp_progress_finish(&pr, (double)res->step, NULL);
+    if (c->progress && rank == 0) sp_progress_finish(&pr, (double)res->step, NULL);
     res->tok_per_s = tokens / (train_ms / 1000 + 1e-9);
     rc = 0;
 out:

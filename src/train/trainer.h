@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "train/dist.h"
 #include "train/model.h"
 
 typedef struct {
@@ -34,6 +35,9 @@ typedef struct {
     int mask_id;         /* < 0: automatic */
     long stop_after;     /* > 0: return after this many steps without a final save (tests: a kill) */
     int progress;
+    const tr_dist *dist; /* NULL: one process. With N ranks each takes a slice of every global
+                            batch; gradients and the loss normaliser are summed over ranks; rank 0
+                            writes the log and the checkpoints */
 } tr_train_cfg;
 
 /* defaults of FORMATS.md §8.8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
