@@ -28,7 +28,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-kernels clean
+.PHONY: all deps test test-fast run asan clang bench bench-kernels bench-train clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -85,3 +85,10 @@ $(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libspecula.a $(HEADERS)
 
 bench-kernels: $(BUILD)/bench_kernels
 	$(BUILD)/bench_kernels
+
+# Drafter-training GEMMs vs the measured GEMM peak (OpenBLAS); links -lopenblas for this target only.
+$(BUILD)/bench_train: bench/bench_train.c $(BUILD)/libspecula.a $(HEADERS)
+	$(CC) $(CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS) -lopenblas
+
+bench-train: $(BUILD)/bench_train
+	$(BUILD)/bench_train

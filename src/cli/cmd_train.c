@@ -62,7 +62,7 @@ int cmd_train(int argc, char **argv) {
     tr_dist_finalize(&dist);
     if (rc) return cli_error("train", "%s", err.msg);
     if (dist.rank != 0) return 0;
-    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, held-out tau %.3f -> %.3f, %.0f block tok/s\n", r.step,
-            r.loss_first, r.loss_last, r.tau_first, r.tau_last, r.tok_per_s);
+    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, held-out tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
+            r.step, r.loss_first, r.loss_last, r.tau_first, r.tau_last, r.tok_per_s, r.gflops);
     return 0;
 }

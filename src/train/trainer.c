@@ -82,6 +82,18 @@ static int log_truncate(const char *path, long step, sp_err *err) {
     return rc;
 }
 
+double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
+    double T = (double)NB * d->B, S = (double)NB * (C + d->B), Tc = (double)NB * C;
+    double H = d->H, QD = (double)d->NH * d->D, KD = (double)d->KVH * d->D, I = d->I, V = d->V, r = d->r;
+    /* multiply-adds of the forward; backward: ×2 for trained matmuls (input + weight grads) */
+    double layer = T * H * QD + 2 * S * H * KD + T * QD * H + 3 * T * H * I; /* q, k+v, o, MLP */
+    double attn = 2 * T * (C + d->B) * QD;                                   /* QKᵀ and PV */
+    double fwd = Tc * d->m * H * H + d->L * (layer + attn) + T * H * V + T * r * V;
+    double bwd = Tc * d->m * H * H + 2 * d->L * (layer + attn) + T * H * V + 2 * T * r * V;
+    double target = with_P ? T * H * V : 0;
+    return 2 * (fwd + bwd + target);
+}
+
 static int mask_id_auto(const sp_config *cfg) {
     return cfg->vocab_size == 151936 ? 151669 : cfg->vocab_size - 1;
 }
@@ -270,6 +282,8 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     }
     if (c->progress && rank == 0) sp_progress_finish(&pr, (double)res->step, NULL);
     res->tok_per_s = tokens / (train_ms / 1000 + 1e-9);
+    res->gflops = tr_step_flops(&d, nloc, c->ctx, c->arch == TR_ARCH_DSPARK) * (double)(res->step - step0) /
+                  (train_ms / 1000 + 1e-9) / 1e9;
     rc = 0;
 out:
     if (log) fclose(log);

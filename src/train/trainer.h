@@ -50,7 +50,12 @@ typedef struct {
     double a_last[64];
     double loss_first, loss_last;
     double tok_per_s;     /* block tokens (anchors × B) per second of training steps */
+    double gflops;        /* matmul + attention GFLOP/s of the training steps (analytic count:
+                             forward, backward, and the target LM head for the distributions) */
 } tr_train_result;
+
+/* analytic FLOPs of one training step over NB anchors of C context rows (see gflops) */
+double tr_step_flops(const tr_dims *d, int NB, int C, int with_P);
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
 
