@@ -132,6 +132,10 @@ static void test_resume_bit_identical(void) {
     c.resume = 1;
     CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
     compare_dirs(straight, stopped, "stop + resume");
+    /* resuming with other settings is refused */
+    tr_train_cfg other = c;
+    other.batch = 4;
+    CHECK(tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other args: %s", err.msg);
     /* SIGKILL at an arbitrary moment (checkpoints every 2 steps), then resume */
     c.out_dir = killed;
     c.save_every = 2;

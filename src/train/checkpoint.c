@@ -48,14 +48,14 @@ static int write_text(const char *dir, const char *name, const char *text, sp_er
 }
 
 int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
-                       const char *config_json, const char *state_json, sp_err *err) {
+                       const char *run, const char *config_json, const char *state_json, sp_err *err) {
     if (sp_mkdir_p(dir, err)) return -1;
     char path[4096], name[96], stepbuf[32];
     int rc = -1;
     /* 1. optimizer.safetensors: everything resume needs, step in its metadata (authoritative) */
     st_writer *w = st_writer_create();
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    if (!w || st_writer_set_metadata(w, "step", stepbuf, err)) goto out;
+    if (!w || st_writer_set_metadata(w, "step", stepbuf, err) || st_writer_set_metadata(w, "run", run, err)) goto out;
     const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
     const float *src[3] = {m->w, adam_m, adam_v};
     for (int k = 0; k < 3; k++)
@@ -90,7 +90,8 @@ out:
     return rc;
 }
 
-int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, sp_err *err) {
+int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
+                       sp_err *err) {
     char path[4096], name[96];
     sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
     st_set *s;
@@ -101,6 +102,13 @@ int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_
     if (!sv || *end || st < 0) {
         st_close(s);
         return sp_err_set(err, "%s: metadata \"step\" missing or not a non-negative integer", path);
+    }
+    const char *stored = st_metadata(s, "run");
+    if (!stored || strcmp(stored, run) != 0) {
+        sp_err_set(err, "%s: made by a run with other settings (%s) than this one (%s); resume needs the same "
+                        "arguments", path, stored ? stored : "none recorded", run);
+        st_close(s);
+        return -1;
     }
     const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
     float *dst[3] = {m->w, adam_m, adam_v};

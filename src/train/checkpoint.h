@@ -17,11 +17,15 @@
  * §8.1. *out is malloc'd (caller frees). */
 int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err);
 
-/* Write the four files. state_json: the trainer_state.json text. */
+/* Write the four files. state_json: the trainer_state.json text. run: a string naming every
+ * setting the training trajectory depends on (stored in the optimizer file's metadata). */
 int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
-                       const char *config_json, const char *state_json, sp_err *err);
+                       const char *run, const char *config_json, const char *state_json, sp_err *err);
 /* Read master weights and moments of a checkpoint made for the same dims (every tensor's
- * shape is checked); *step receives the step it was taken at. */
-int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, sp_err *err);
+ * shape is checked); *step receives the step it was taken at. run: the settings of the
+ * resuming run; a checkpoint made with other settings is refused (resume would not repeat the
+ * uninterrupted run), naming both. */
+int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
+                       sp_err *err);
 
 #endif

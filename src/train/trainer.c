@@ -180,11 +180,18 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
     if (tr_config_json(&config_json, cfgpath, &d, 512, err)) goto out;
 
+    /* every setting the trajectory depends on (resume refuses a checkpoint made with others) */
+    char run[1024];
+    snprintf(run, sizeof run,
+             "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
+             "total=%ld mask=%d anchors=%lld",
+             c->arch == TR_ARCH_DSPARK ? "dspark" : "dflash", (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
+             c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)bt.n);
     long step0 = 0;
     char path[4096];
     sp_path_join(path, sizeof path, c->out_dir, "optimizer.safetensors");
     if (c->resume && sp_file_exists(path)) {
-        if (tr_checkpoint_load(c->out_dir, &m, am, av, &step0, err)) goto out;
+        if (tr_checkpoint_load(c->out_dir, &m, am, av, &step0, run, err)) goto out;
         sp_log(SP_LOG_INFO, "train: resuming %s at step %ld", c->out_dir, step0);
     } else if (rank == 0 && sp_mkdir_p(c->out_dir, err)) goto out;
 
@@ -276,7 +283,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
                      "\"block_size\": %d, \"lr\": %g, \"tau\": %.6f}\n",
                      step, total, c->arch == TR_ARCH_DSPARK ? "dspark" : "dflash", (unsigned long long)c->seed,
                      c->batch, d.B, c->lr, res->tau_last);
-            if (tr_checkpoint_save(c->out_dir, &m, am, av, step, config_json, state, err)) goto out;
+            if (tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)) goto out;
         }
         if (c->stop_after > 0 && step - step0 >= c->stop_after) break;
     }
