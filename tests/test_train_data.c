@@ -15,6 +15,7 @@
 #include "train/batch.h"
 #include "train/regen.h"
 #include "train/shards.h"
+#include "tokenizer/tokenizer.h"
 
 static char root[256], target[300], shards[300], corpus[300];
 
@@ -210,12 +211,74 @@ static void test_batches(void) {
     tr_shardset_close(&set);
 }
 
+/* text, prompt/response and messages records through a byte-level tokenizer with ChatML */
+static void test_text_records(void) {
+    char dir[300], tj[400], tc[400], data[400], out[400];
+    snprintf(dir, sizeof dir, "%s/tok", root);
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", dir);
+    snprintf(data, sizeof data, "%s/text.jsonl", root);
+    snprintf(out, sizeof out, "%s/text_shards", root);
+    sp_err err;
+    CHECK(sp_mkdir_p(dir, &err) == 0, "%s", err.msg);
+    FILE *f = fopen(tj, "w");
+    fprintf(f, "{\"added_tokens\":[{\"id\":256,\"content\":\"<|im_start|>\",\"special\":true},"
+               "{\"id\":257,\"content\":\"<|im_end|>\",\"special\":true}],"
+               "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+               "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        int cp = b;
+        if (!printable) cp = b <= 0x20 ? 0x100 + b : b == 0xAD ? 0x100 + 67 : 0x100 + 33 + (b - 0x7F);
+        fprintf(f, "%s\"\\u%04x\":%d", b ? "," : "", cp, b);
+    }
+    fprintf(f, "},\"merges\":[]}}");
+    fclose(f);
+    write_text(tc, "{\"eos_token\":\"<|im_end|>\",\"chat_template\":\"{% for m in messages %}<|im_start|>{% endfor %}\"}");
+    char tdir[400];
+    snprintf(tdir, sizeof tdir, "%s/ttarget", root);
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 4, .n_threads = 2, .tokenizer = tj};
+    CHECK(newmodel_write(tdir, &o, &err) == 0, "%s", err.msg);
+    write_text(data, "{\"text\": \"hello world\"}\n"
+                     "{\"prompt\": \"Q: hi\", \"response\": \" A: yo\"}\n"
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
+                     "{\"role\": \"assistant\", \"content\": \"yo\"}]}\n");
+    tr_regen_cfg c = {.model_dir = tdir, .data_path = data, .out_dir = out, .threads = 2};
+    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    tr_shardset set;
+    if (tr_shardset_open(&set, out, 8192, &err)) { CHECK(0, "%s", err.msg); return; }
+    tok_tokenizer *tok = tok_load_dir(tdir, &err);
+    CHECK(tok != NULL, "%s", err.msg);
+    const tr_shard *sh = &set.shards[0];
+    CHECK(sh->n_seq == 3, "%d sequences", sh->n_seq);
+    /* text: all response; prompt/response: the split at the prompt's tokens */
+    CHECK(sh->resp_starts[0] == 0 && sh->seq_lens[0] == 11, "text: resp %d len %d", sh->resp_starts[0], sh->seq_lens[0]);
+    CHECK(sh->resp_starts[1] == 5 && sh->seq_lens[1] == 11, "prompt/response: resp %d len %d", sh->resp_starts[1],
+          sh->seq_lens[1]);
+    /* messages: the prompt is the rendered user turn with the generation prompt; the rest decodes to the answer */
+    const int32_t *ids = sh->ids + sh->seq_off[2];
+    char *pt = NULL, *resp = NULL;
+    tok_msg msg = {"user", "hi"};
+    CHECK(tok && tok_chat_render(tok, NULL, &msg, 1, 1, &pt, &err) == 0, "%s", err.msg);
+    int32_t *pids = NULL;
+    int np = 0;
+    CHECK(pt && tok_encode(tok, pt, strlen(pt), 0, 1, &pids, &np, &err) == 0, "%s", err.msg);
+    CHECK(sh->resp_starts[2] == np && np > 0 && memcmp(ids, pids, sizeof(int32_t) * np) == 0,
+          "messages: resp_start %d, prompt %d tokens", sh->resp_starts[2], np);
+    CHECK(tok_decode(tok, ids + np, sh->seq_lens[2] - np, &resp, &err) == 0 && strstr(resp, "yo"), "response '%s'",
+          resp ? resp : "");
+    free(pt); free(pids); free(resp);
+    tok_free(tok);
+    tr_shardset_close(&set);
+}
+
 int main(void) {
     setup();
     RUN(test_regen_shards);
     RUN(test_rerun_and_torn_shard);
     RUN(test_malformed_jsonl);
     RUN(test_batches);
+    RUN(test_text_records);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);

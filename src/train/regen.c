@@ -128,12 +128,22 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
                      !encode_into(r, tok, pt, 0, 1, err);
                 r->resp_start = r->n;
                 if (ok && whole) {
-                    free(r->ids);
-                    r->ids = NULL;
-                    r->n = 0;
-                    ok = !tok_chat_render(tok, NULL, m, (int)nm, 0, &full, err) &&
-                         !encode_into(r, tok, full, 0, 1, err);
-                    if (r->resp_start > r->n) r->resp_start = r->n;
+                    ok = !tok_chat_render(tok, NULL, m, (int)nm, 0, &full, err);
+                    size_t lp = strlen(pt);
+                    if (ok && strncmp(full, pt, lp) == 0) {
+                        /* the conversation extends the prompt text: prompt ids, then the rest */
+                        ok = !encode_into(r, tok, full + lp, 0, 1, err);
+                    } else if (ok) {
+                        /* the template renders earlier turns differently once answered: encode
+                         * the whole and start the response where the ids stop agreeing */
+                        record w = {0};
+                        ok = !encode_into(&w, tok, full, 0, 1, err);
+                        int common = 0;
+                        while (ok && common < w.n && common < r->n && w.ids[common] == r->ids[common]) common++;
+                        free(r->ids);
+                        *r = w;
+                        r->resp_start = common;
+                    }
                 }
             }
             free(full); free(pt); free(m);
