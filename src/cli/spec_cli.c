@@ -15,7 +15,9 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
     r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
-    return 5;
+    r[5] = (cli_opt){NULL, "--draft-temp", CLI_FLOAT, &o->draft_temp, "T",
+                     "draft model sampling temperature (default: the target's; still lossless)"};
+    return CLI_SPEC_OPT_ROWS;
 }
 
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
@@ -32,7 +34,9 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     } else if (!strcmp(o->spec, "draft")) {
         if (!o->draft_dir) return cli_error(cmd, "--spec draft needs -md DRAFT_DIR"), -1;
         if (sp_model_load(draft_model, o->draft_dir, threads, &err)) return cli_error(cmd, "%s", err.msg), -1;
-        *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, sample, &err);
+        sp_sample_params ds = *sample;
+        if (o->draft_temp > 0) ds.temperature = o->draft_temp;
+        *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, &ds, &err);
     } else {
         return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft)", o->spec), -1;
     }
