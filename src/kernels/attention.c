@@ -12,8 +12,8 @@
  * loaded once for all of them (at long context the cache traffic rivals the weights': a
  * verify pass over 8 tokens must not read it 8 times, nor GQA once per query head). Rows of
  * one KV head are KVH·D floats apart — often a page, where hardware prefetchers stop — so
- * they are prefetched in software. Threads split the units statically; with few units
- * (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
+ * they are prefetched in software. Threads claim units from a shared counter; with few
+ * units (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
  * changes the sequence of operations of any (t, h).
  *
  * Scratch: scores live in a fixed 64 KB stack tile (64 rows × 256 keys). When a unit spans
@@ -23,6 +23,8 @@
  *
  * The caller guarantees that every visited position is still in the cache (for a ring:
  * cap >= window + T − 1, or cap > pos0 + T − 1 when window is 0). */
+#include <stdatomic.h>
+
 #include "kernels_internal.h"
 
 #define ATTN_TILE 256   /* keys per score tile */
@@ -35,6 +37,7 @@ typedef struct {
     const float *q, *K, *V;
     const sp_attn_shape *s;
     int hs, nsub; /* heads per subgroup, subgroups per KV head */
+    atomic_int next_unit; /* units are claimed dynamically (results do not depend on who) */
 } attn_ctx;
 
 /* one work unit: tokens t0 .. t0+nt-1, query heads h0 .. h0+nh-1 of KV head kvh */
@@ -315,13 +318,14 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
 }
 
 static void attn_task(void *arg, int i, int n) {
-    const attn_ctx *c = arg;
+    (void)i, (void)n;
+    attn_ctx *c = arg;
     const sp_attn_shape *s = c->s;
     const int G = s->NH / s->KVH, per_tb = s->KVH * c->nsub;
     const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
-    int lo, hi;
-    sp_pool_split(n_tb * per_tb, 1, i, n, &lo, &hi);
-    for (int x = lo; x < hi; x++) {
+    for (;;) {
+        int x = atomic_fetch_add_explicit(&c->next_unit, 1, memory_order_relaxed);
+        if (x >= n_tb * per_tb) return;
         int tb = x / per_tb, kvh = x % per_tb / c->nsub, sg = x % c->nsub;
         int h0 = sg * c->hs, h1 = h0 + c->hs < G ? h0 + c->hs : G;
         int t0 = tb * ATTN_MAX_TB, t1 = t0 + ATTN_MAX_TB < s->T ? t0 + ATTN_MAX_TB : s->T;
@@ -340,7 +344,8 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
     const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
     int hs = G < ATTN_MAX_HS ? G : ATTN_MAX_HS;
     while (hs > 1 && n_tb * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
-    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs};
+    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs, 0};
+    atomic_init(&c.next_unit, 0);
     sp_pool_run(pool, attn_task, &c);
 }
 

@@ -6,12 +6,13 @@
  * the thread split change only which outputs are computed together, never the float
  * operations inside one output, so results are batch- and thread-count-invariant.
  *
- * Threads split N (static, sp_pool_split); K is never split.
+ * Threads split N — row chunks claimed from a shared counter — and never K.
  *   T = 1      (decode):  1 × 8 tiles, a memory-bound stream of W rows.
  *   T = 2, 3   (verify):  T × 8 tiles: each W chunk is loaded and widened once for all tokens.
  *   T >= 4     (verify, prefill): 4 × 6 tiles over token chunks sized so a chunk of X stays
  *              in L2 while the thread's rows of W stream past it.
  * Not here: K blocking (would change the summation order), quantised weights. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kernels_internal.h"
@@ -22,8 +23,16 @@ typedef struct {
     const void *W;
     sp_dtype dt;
     int T, N, K;
-    int portable; /* 1: force the scalar path (tests) */
+    int portable;   /* 1: force the scalar path (tests) */
+    int chunk_rows; /* rows of W per claimed chunk (a multiple of MM_ROW_ALIGN) */
+    atomic_int next_chunk;
 } mm_ctx;
+
+/* row chunks are multiples of the tile heights 6 and 8 */
+#define MM_ROW_ALIGN 24
+/* chunks per thread: threads claim row chunks from a shared counter, so a thread the OS
+ * keeps off a core (the machine is shared) costs its chunks, not the whole call */
+#define MM_CHUNKS_PER_THREAD 8
 
 static float w_at(const void *W, sp_dtype dt, size_t i) {
     switch (dt) {
@@ -180,24 +189,35 @@ static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
 }
 #endif
 
+/* Each thread claims row chunks until none is left. Which thread computes a row never
+ * changes its value (see the file comment), so dynamic claiming keeps results fixed. */
 static void mm_task(void *arg, int i, int n) {
-    const mm_ctx *c = arg;
-    int n0, n1;
-    sp_pool_split(c->N, 24, i, n, &n0, &n1);
-    if (n0 >= n1) return;
+    (void)i, (void)n;
+    mm_ctx *c = arg;
+    for (;;) {
+        int ch = atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed);
+        long n0 = (long)ch * c->chunk_rows;
+        if (n0 >= c->N) return;
+        int n1 = n0 + c->chunk_rows < c->N ? (int)n0 + c->chunk_rows : c->N;
 #if SP_AVX512
-    if (!c->portable) {
-        mm_rows_avx512(c, n0, n1);
-        return;
-    }
+        if (!c->portable) {
+            mm_rows_avx512(c, (int)n0, n1);
+            continue;
+        }
 #endif
-    mm_rows_portable(c, n0, n1);
+        mm_rows_portable(c, (int)n0, n1);
+    }
 }
 
 static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, int portable) {
     SP_ASSERT(W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16);
     if (T <= 0 || W->n <= 0) return;
-    mm_ctx c = {Y, X, W->data, W->dt, T, W->n, W->k, portable};
+    int nthr = sp_pool_size(pool);
+    int chunks = nthr > 1 ? MM_CHUNKS_PER_THREAD * nthr : 1;
+    int rows = (W->n + chunks - 1) / chunks;
+    rows = (rows + MM_ROW_ALIGN - 1) / MM_ROW_ALIGN * MM_ROW_ALIGN;
+    mm_ctx c = {Y, X, W->data, W->dt, T, W->n, W->k, portable, rows, 0};
+    atomic_init(&c.next_chunk, 0);
     sp_pool_run(pool, mm_task, &c);
 }
 
