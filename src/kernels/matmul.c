@@ -1,19 +1,25 @@
 /* matmul.c — Y[T, N] = X[T, K] · W[N, K]ᵀ with f32 activations and f32 / bf16 / f16 weights.
  *
  * Every output Y[t, n] is the canonical 16-lane dot product of kernels_internal.h: weights are
- * widened exactly to f32 (bf16: u16 << 16) and never is an activation rounded. Register
- * blocking (TB tokens × NB rows share each loaded X and W chunk), token chunking for cache and
- * the thread split change only which outputs are computed together, never the float
- * operations inside one output, so results are batch- and thread-count-invariant.
+ * widened exactly to f32 (bf16: the u16 becomes the high half of the f32) and no activation
+ * is ever rounded. Register blocking (TB tokens × NB rows share each loaded X and W chunk),
+ * token chunking for cache and the thread split change only which outputs are computed
+ * together, never the float operations inside one output, so results are bit-identical
+ * whatever T, the token's index or the thread count.
  *
- * Threads split N — row chunks claimed from a shared counter — and never K.
- *   T = 1      (decode):  1 × 8 tiles, a memory-bound stream of W rows.
- *   T = 2, 3   (verify):  T × 8 tiles: each W chunk is loaded and widened once for all tokens.
- *   T >= 4     (verify, prefill): 4 × 6 tiles over token chunks sized so a chunk of X stays
- *              in L2 while the thread's rows of W stream past it.
+ * Threads claim chunks of rows of W (N, never K) from a shared counter.
+ *   T = 1      (decode): 1 × 8 tiles streaming W from DRAM with software prefetch; bf16
+ *              rows are read 64 bytes (32 weights) per load.
+ *   T = 2, 3   (verify): T × 8 tiles: each W chunk is loaded and widened once for all tokens.
+ *   T >= 4     (verify, prefill): 4 × 6 tiles; the first token block of a row block
+ *              prefetches W, the others find it in cache; for T > 16 the tokens go in chunks
+ *              sized so a chunk of X stays in L2 while the rows of W stream past it.
+ * Performance notes: W and X 64-byte aligned avoid split loads (f32 W: up to 2× at T >= 2);
+ * the portable path (no AVX-512) is a plain scalar loop in the same order.
  * Not here: K blocking (would change the summation order), quantised weights. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels_internal.h"
 
@@ -56,16 +62,28 @@ void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W) {
 }
 
 /* ---- portable path: the canonical order with fmaf, one output at a time ------------- */
+/* up to 16 weights from element offset off, as f32 */
+static void w_chunk(float *dst, const void *W, sp_dtype dt, size_t off, int n) {
+    if (dt == SP_DT_F32) {
+        memcpy(dst, (const float *)W + off, (size_t)n * sizeof(float));
+    } else if (dt == SP_DT_BF16) {
+        for (int l = 0; l < n; l++) dst[l] = sp_bf16_to_f32(((const uint16_t *)W)[off + l]);
+    } else {
+        for (int l = 0; l < n; l++) dst[l] = sp_f16_to_f32(((const uint16_t *)W)[off + l]);
+    }
+}
+
 static void mm_rows_portable(const mm_ctx *c, int n0, int n1) {
     int K = c->K;
     for (int n = n0; n < n1; n++)
         for (int t = 0; t < c->T; t++) {
             const float *x = c->X + (size_t)t * K;
-            size_t wo = (size_t)n * K;
-            float acc[16] = {0};
-            for (int k0 = 0; k0 < K; k0 += 16)
-                for (int l = 0; l < 16 && k0 + l < K; l++)
-                    acc[l] = fmaf(x[k0 + l], w_at(c->W, c->dt, wo + k0 + l), acc[l]);
+            float acc[16] = {0}, w[16];
+            for (int k0 = 0; k0 < K; k0 += 16) {
+                int m = K - k0 < 16 ? K - k0 : 16;
+                w_chunk(w, c->W, c->dt, (size_t)n * K + k0, m);
+                for (int l = 0; l < m; l++) acc[l] = fmaf(x[k0 + l], w[l], acc[l]);
+            }
             c->Y[(size_t)t * c->N + n] = sp_hsum16(acc);
         }
 }
