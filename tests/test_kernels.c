@@ -367,9 +367,12 @@ static void test_attention(void) {
     check_attention((attn_case){4, 2, 16, 64, 0, 0, 12, 7}, seed++);
     check_attention((attn_case){4, 2, 16, 20, 1, 7, 12, 83}, seed++);
     check_attention((attn_case){8, 1, 24, 40, 0, 5, 9, 0}, seed++);
-    /* more keys than one score tile (256): the two-pass path, with and without a window */
     check_attention((attn_case){4, 2, 32, 700, 0, 0, 10, 600}, seed++);
     check_attention((attn_case){4, 2, 32, 320, 1, 300, 10, 1000}, seed++);
+    /* more keys than one score tile (32768 floats / rows: 512..1024 keys for 8 tokens × 4..8
+     * heads): the two-pass path, with and without a window */
+    check_attention((attn_case){16, 2, 16, 2600, 0, 0, 8, 2500}, seed++);
+    check_attention((attn_case){16, 2, 16, 1200, 1, 1100, 9, 5000}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 0, 2, 4500}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 4200, 2, 4900}, seed++);
 }
