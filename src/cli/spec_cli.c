@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "core/core.h"
+#include "drafters/assistant.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
@@ -33,6 +34,9 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
         if (!o->draft_dir) return cli_error(cmd, "--spec draft needs -md DRAFT_DIR"), -1;
         if (sp_model_load(draft_model, o->draft_dir, threads, &err)) return cli_error(cmd, "%s", err.msg), -1;
         *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, sample, &err);
+    } else if (!strcmp(o->spec, "assistant")) { /* Gemma-4 assistant: -md is its directory */
+        if (!o->draft_dir) return cli_error(cmd, "--spec assistant needs -md ASSISTANT_DIR"), -1;
+        *drafter = sp_drafter_assistant(o->draft_dir, target, sample, &err);
     } else {
         return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft)", o->spec), -1;
     }
