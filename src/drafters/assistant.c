@@ -183,6 +183,12 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
         l->I = lc->ffn_dim;
         l->src = lc->sliding ? src_s : src_f;
         if (check_borrowed(s, i, tc, err)) return -1;
+        const sp_rope_params *ar = lc->sliding ? &c->rope_swa : &c->rope, *tr = lc->sliding ? &tc->rope_swa : &tc->rope;
+        if (ar->type != tr->type || ar->theta != tr->theta || ar->partial_rotary_factor != tr->partial_rotary_factor ||
+            ar->factor != tr->factor)
+            sp_log(SP_LOG_WARN, "assistant layer %d: rope parameters differ from the target's %s layers (the query "
+                   "is rotated with the assistant's, the borrowed keys were rotated with the target's)", i,
+                   lc->sliding ? "sliding" : "full");
         int D = l->D, NH = s->NH, I = l->I;
         if (get_vec(s, NAME("model.layers.%d.input_layernorm.weight", i), d, &l->attn_norm, err) ||
             get_mat(s, NAME("model.layers.%d.self_attn.q_proj.weight", i), NH * D, d, &l->wq, err) ||
@@ -472,9 +478,10 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
     const sp_kv *kv = s->kv;
     int pos = kv ? kv->len : 0; /* the pending token's position t: the target holds 0..t−1 */
     if (!s->have_g || pos < 1 || max_g <= 0) return 0;
-    if (kv->high - kv->len > kv->max_batch)
-        return sp_err_set(err, "assistant: the target cache is %d positions past its length (max %d): "
-                          "sliding-window keys may be overwritten", kv->high - kv->len, kv->max_batch);
+    for (int li = 0; li < s->L; li++) /* the ring invariant the file comment relies on */
+        if (kv->ring[s->layers[li].src] && kv->high - kv->len > kv->max_batch)
+            return sp_err_set(err, "assistant: the target cache was written %d positions past its length (max %d): "
+                              "sliding-window keys may be overwritten", kv->high - kv->len, kv->max_batch);
     if (!s->greedy && !q) return sp_err_set(err, "assistant: sampling drafter called without q");
     float *gin = s->ga, *gout = s->gb;
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
