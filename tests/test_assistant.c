@@ -148,7 +148,7 @@ static void test_centroid_argmax(void) {
         for (int r = 0; r < 40; r++) {
             harness_fill(h, (size_t)w, 0.5f + 0.25f * (float)(r % 8), (unsigned)(1000 * t + r));
             int fast = sp_assistant_head_argmax(d, h);
-            sp_assistant_head_dense(d, h, dense);
+            CHECK(sp_assistant_head_dense(d, h, dense) == 0, "dense head");
             int ref = sp_sample_argmax(dense, V);
             CHECK(fast == ref, "target %d input %d: shortcut argmax %d, dense masked argmax %d", t, r, fast, ref);
             /* the mask is real: V − n_cand tokens hold the single floor value min − 1 */
@@ -195,6 +195,20 @@ static void test_greedy_identity(void) {
                       "target %d %s G %d: speculative output differs from plain", t, HEADS[h], G);
                 CHECK(st.drafted > 0, "no drafts proposed");
             }
+            sp_drafter_free(d);
+            /* a sampling drafter under a greedy engine (q not wanted): drafts are just proposals */
+            sp_sample_params hot = {1.0f, 0, 1.0f, 0.0f, 9};
+            d = sp_drafter_assistant(asst_dir[t][h], m, &hot, &err);
+            CHECK(d != NULL, "%s", err.msg);
+            if (!d) continue;
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen = gp;
+            sp.draft_max = 4;
+            sp.gen.prefill_chunk = 5;
+            sp_spec_stats st;
+            CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+            CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N), "target %d %s sampled drafts: differs",
+                  t, HEADS[h]);
             sp_drafter_free(d);
         }
         sp_model_free(m);

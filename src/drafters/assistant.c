@@ -402,14 +402,19 @@ static int cmp_score_desc(const void *a, const void *b, void *scores) {
     return ranks_before(x[ia], ia, x[ib], ib) ? -1 : 1;
 }
 
-void sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits) {
+int sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits) {
     asst_t *s = d->self;
     sp_matmul(s->target->pool, logits, h, 1, &s->lm);
-    if (!s->centroid) return;
+    if (!s->centroid) return 0;
     float *score = malloc((size_t)s->NC * sizeof(float));
     int *idx = malloc((size_t)s->NC * sizeof(int));
     char *keep = calloc((size_t)s->V, 1);
-    SP_ASSERT(score && idx && keep); /* test hook: small allocations */
+    if (!score || !idx || !keep) {
+        free(score);
+        free(idx);
+        free(keep);
+        return -1;
+    }
     for (int c = 0; c < s->NC; c++) idx[c] = c;
     sp_matmul(s->target->pool, score, h, 1, &s->cent);
     qsort_r(idx, (size_t)s->NC, sizeof(int), cmp_score_desc, score);
@@ -425,6 +430,7 @@ void sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits) {
     free(score);
     free(idx);
     free(keep);
+    return 0;
 }
 
 void sp_assistant_info(const sp_drafter *d, int *width, int *centroid, int *n_cand) {
@@ -482,7 +488,6 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
         if (kv->ring[s->layers[li].src] && kv->high - kv->len > kv->max_batch)
             return sp_err_set(err, "assistant: the target cache was written %d positions past its length (max %d): "
                               "sliding-window keys may be overwritten", kv->high - kv->len, kv->max_batch);
-    if (!s->greedy && !q) return sp_err_set(err, "assistant: sampling drafter called without q");
     float *gin = s->ga, *gout = s->gb;
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
     int32_t tok = s->pending;
@@ -493,7 +498,8 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
             t = sp_assistant_head_argmax(d, s->h);
             if (t < 0) return sp_err_set(err, "assistant: every draft logit is NaN");
         } else {
-            t = sample_draft(s, s->h, q + (size_t)i * s->V, (uint64_t)(pos + 1 + i), err);
+            float *qi = q ? q + (size_t)i * s->V : s->probs; /* the engine may not want q (greedy verify) */
+            t = sample_draft(s, s->h, qi, (uint64_t)(pos + 1 + i), err);
             if (t < 0) return -1;
         }
         drafts[s->n_last++] = t;

@@ -29,6 +29,6 @@ int sp_assistant_head_argmax(sp_drafter *d, const float *h);
 /* The head's full-vocabulary logits for h[d_a], computed densely (reference path): tied head:
  * h·Eᵀ; centroid head: h·Eᵀ with every token outside the top-k clusters set to
  * (min over the kept tokens) − 1, as HF does (§6.3). */
-void sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits);
+int sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits); /* 0, or -1 out of memory */
 
 #endif
