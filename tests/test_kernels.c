@@ -369,10 +369,12 @@ static void test_attention(void) {
     check_attention((attn_case){8, 1, 24, 40, 0, 5, 9, 0}, seed++);
     check_attention((attn_case){4, 2, 32, 700, 0, 0, 10, 600}, seed++);
     check_attention((attn_case){4, 2, 32, 320, 1, 300, 10, 1000}, seed++);
-    /* more keys than one score tile (32768 floats / rows: 512..1024 keys for 8 tokens × 4..8
-     * heads): the two-pass path, with and without a window */
+    /* long contexts: fewer tokens per unit so scores fit the scratch */
     check_attention((attn_case){16, 2, 16, 2600, 0, 0, 8, 2500}, seed++);
     check_attention((attn_case){16, 2, 16, 1200, 1, 1100, 9, 5000}, seed++);
+    /* more keys than the scratch holds even for one row (32768): the two-pass path */
+    check_attention((attn_case){1, 1, 16, 33100, 0, 0, 2, 33000}, seed++);
+    check_attention((attn_case){2, 1, 16, 33100, 1, 33050, 3, 70000}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 0, 2, 4500}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 4200, 2, 4900}, seed++);
 }
