@@ -109,12 +109,23 @@ static SP_ALWAYS_INLINE void attn_qk_tile(const float *const *q, const float *co
             for (int r = 0; r < NR; r++) acc[r][x] = _mm512_mask3_fmadd_ps(qv[r], kv, acc[r][x], mk);
         }
     }
+    /* canonical sums (batched), times scale, then the running maxima in key order */
+    float *o[ATTN_QK_ROWS];
+    for (int r = 0; r < NR; r++) o[r] = e[r] + col;
+    if (NR == 4 && NK == 6) {
+        __m512 a[24];
+        for (int r = 0; r < 4; r++)
+            for (int x = 0; x < 6; x++) a[r * 6 + x] = acc[r][x];
+        sp_store_sums_4x6(a, o, scale, 1);
+    } else if (NK == 6) {
+        for (int r = 0; r < NR; r++) sp_store_sums_row(acc[r], 6, o[r], scale, 1);
+    } else {
+        for (int r = 0; r < NR; r++)
+            for (int x = 0; x < NK; x++) o[r][x] = sp_hsum16_avx512(acc[r][x]) * scale;
+    }
     for (int r = 0; r < NR; r++)
-        for (int x = 0; x < NK; x++) {
-            float v = sp_hsum16_avx512(acc[r][x]) * scale;
-            e[r][col + x] = v;
-            if (v > m[r]) m[r] = v;
-        }
+        for (int x = 0; x < NK; x++)
+            if (o[r][x] > m[r]) m[r] = o[r][x];
 #else
     for (int r = 0; r < NR; r++)
         for (int x = 0; x < NK; x++) {
