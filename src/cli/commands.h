@@ -14,6 +14,9 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(tokenize, "text -> token ids")                                                     \
     X(detokenize, "token ids -> text")                                                   \
     X(train_tokenizer, "train a SentencePiece-style BPE tokenizer")                      \
+    X(audit, "check a drafter's sampling path is exactly the target's distribution")       \
+    X(bench_spec, "plain vs speculative decoding over a prompt file")                     \
+    X(bench_verify, "cost of verifying k tokens relative to one decode step")             \
     X(run, "the embedded default model: plain vs speculative, with figures")
 
 #define X(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));

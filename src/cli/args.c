@@ -1,0 +1,160 @@
+/* args.c — see args.h. */
+#include "args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "specula: error: %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+void cli_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_opts, FILE *f) {
+    fprintf(f, "usage: specula %s %s\n\noptions:\n", cmd, usage);
+    for (int i = 0; i < n_opts; i++) {
+        char names[96];
+        snprintf(names, sizeof names, "%s%s%s%s%s", opts[i].short_name ? opts[i].short_name : "",
+                 opts[i].short_name && opts[i].long_name ? ", " : "",
+                 opts[i].long_name ? opts[i].long_name : "", opts[i].metavar ? " " : "",
+                 opts[i].metavar ? opts[i].metavar : "");
+        fprintf(f, "  %-28s %s\n", names, opts[i].help ? opts[i].help : "");
+    }
+    fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+static const char *kind_name(cli_kind k) {
+    switch (k) {
+    case CLI_INT: return "an integer";
+    case CLI_U64: return "a non-negative integer";
+    case CLI_FLOAT: return "a number";
+    default: return "a value";
+    }
+}
+
+/* store text into opt->dst; 0 or -1 (no message) */
+static int store(const cli_opt *o, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    switch (o->kind) {
+    case CLI_FLAG: *(int *)o->dst = 1; return 0;
+    case CLI_STR: *(const char **)o->dst = text; return 0;
+    case CLI_INT: {
+        long v = strtol(text, &end, 10);
+        if (!*text || *end || errno || v < INT_MIN || v > INT_MAX) return -1;
+        *(int *)o->dst = (int)v;
+        return 0;
+    }
+    case CLI_U64: {
+        if (*text == '-') return -1;
+        unsigned long long v = strtoull(text, &end, 0);
+        if (!*text || *end || errno) return -1;
+        *(uint64_t *)o->dst = (uint64_t)v;
+        return 0;
+    }
+    case CLI_FLOAT: {
+        float v = strtof(text, &end);
+        if (!*text || *end || errno || !isfinite(v)) return -1;
+        *(float *)o->dst = v;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opts, int argc,
+              char **argv, const char **positional, int *n_positional, int max_positional) {
+    if (n_positional) *n_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            cli_usage(cmd, usage, opts, n_opts, stdout);
+            return 1;
+        }
+        if (a[0] != '-' || !a[1] || !strcmp(a, "--")) { /* positional ("-" alone is one too) */
+            if (!strcmp(a, "--") && i + 1 < argc) a = argv[++i];
+            if (!positional || *n_positional >= max_positional) {
+                cli_error(cmd, "unexpected argument '%s' (see specula %s --help)", a, cmd);
+                return -1;
+            }
+            positional[(*n_positional)++] = a;
+            continue;
+        }
+        /* --name=value */
+        const char *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_opt *o = NULL;
+        for (int j = 0; j < n_opts && !o; j++) {
+            const char *s = opts[j].short_name, *l = opts[j].long_name;
+            if ((s && strlen(s) == len && !strncmp(a, s, len)) || (l && strlen(l) == len && !strncmp(a, l, len)))
+                o = &opts[j];
+        }
+        if (!o) {
+            cli_error(cmd, "unknown option '%.*s' (see specula %s --help)", (int)len, a, cmd);
+            return -1;
+        }
+        const char *val = NULL;
+        if (o->kind == CLI_FLAG) {
+            if (eq) {
+                cli_error(cmd, "option '%.*s' takes no value", (int)len, a);
+                return -1;
+            }
+        } else if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            cli_error(cmd, "option '%s' needs %s %s", a, kind_name(o->kind), o->metavar ? o->metavar : "");
+            return -1;
+        }
+        if (store(o, val)) {
+            cli_error(cmd, "option '%.*s' expects %s, got '%s'", (int)len, a, kind_name(o->kind), val);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    int cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids) return cli_error(cmd, "out of memory"), -1;
+    int k = 0;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ') p++;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            cli_error(cmd, "%s: expected a comma-separated list of token ids >= 0, got '%s'", what, s);
+            free(ids);
+            return -1;
+        }
+        ids[k++] = (int32_t)v;
+        p = end;
+        while (*p == ' ') p++;
+        if (!*p) break;
+        if (*p != ',') {
+            cli_error(cmd, "%s: unexpected '%c' in token id list '%s'", what, *p, s);
+            free(ids);
+            return -1;
+        }
+        p++;
+    }
+    *out = ids;
+    *n = k;
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* cmd_bench_decode.c — `specula bench-decode`: decode and prefill speed against the memory
+ * roofline. Decode streams every weight once per token, so its ceiling is
+ * read bandwidth ÷ weight bytes per token; roofline_fraction = achieved ÷ that ceiling.
+ * Prompts are random token ids (seeded); EOS is ignored; decoding is greedy. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "args.h"
+#include "core/core.h"
+#include "core/pool.h"
+#include "kernels/bandwidth.h"
+#include "spec/generate.h"
+#include "specula.h"
+
+static const char *CMD = "bench-decode";
+
+/* Parameters of the matmuls one token runs through (projections, MLP, PLE, LM head):
+ * 2 FLOPs each per token. Attention score / value FLOPs are not counted. */
+static double matmul_params(const sp_config *c) {
+    double H = c->hidden_size, p = (double)c->vocab_size * H;
+    for (int l = 0; l < c->n_layers; l++) {
+        const sp_layer_config *L = &c->layers[l];
+        double q = (double)c->n_heads * L->head_dim, kv = (double)L->n_kv_heads * L->head_dim;
+        p += H * q * 2 + H * kv * (L->has_v_proj ? 2 : 1) + 3.0 * H * L->ffn_dim;
+        if (c->ple_dim > 0) p += 2.0 * H * c->ple_dim + H * c->ple_dim; /* gate, projection, model proj */
+    }
+    return p;
+}
+
+static int run_gen(sp_model *m, int n_prompt, int n_new, uint64_t seed, sp_gen_stats *st, sp_err *err) {
+    const sp_config *cfg = sp_model_config(m);
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt), *out = malloc((size_t)n_new * sizeof *out);
+    int rc = -1;
+    if (!prompt || !out) {
+        sp_err_set(err, "out of memory");
+    } else {
+        for (int i = 0; i < n_prompt; i++)
+            prompt[i] = (int32_t)(sp_rng_u64(seed, 77, (uint64_t)i) % (uint64_t)cfg->vocab_size);
+        if (cfg->bos_id >= 0 && cfg->bos_id < cfg->vocab_size) prompt[0] = cfg->bos_id;
+        sp_gen_params gp = sp_gen_params_default();
+        gp.max_new = n_new;
+        gp.ignore_eos = 1;
+        gp.prefill_chunk = n_prompt < 512 ? n_prompt : 512;
+        rc = sp_generate(m, NULL, prompt, n_prompt, &gp, out, n_new, st, err);
+    }
+    free(prompt);
+    free(out);
+    return rc;
+}
+
+int cmd_bench_decode(int argc, char **argv) {
+    const char *dir = NULL;
+    int threads = 0, json = 0, n_decode = 64, n_prefill = 512;
+    uint64_t seed = 1;
+    const cli_opt opts[] = {
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory, required"},
+        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {"-n", "--n-decode", CLI_INT, &n_decode, "N", "decoded tokens timed (default 64)"},
+        {NULL, "--n-prefill", CLI_INT, &n_prefill, "N", "prefill prompt length (default 512)"},
+        {"-s", "--seed", CLI_U64, &seed, "S", "seed of the random prompts (default 1)"},
+        {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object"},
+    };
+    int rc = cli_parse(CMD, "-m DIR [-t N] [--json]", opts, (int)(sizeof opts / sizeof *opts), argc,
+                       argv, NULL, NULL, 0);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!dir) return cli_error(CMD, "-m DIR is required (see specula bench-decode --help)");
+    if (n_decode < 1 || n_prefill < 1) return cli_error(CMD, "-n and --n-prefill must be >= 1");
+
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    if (sp_model_load(&m, dir, threads, &err)) return cli_error(CMD, "%s", err.msg);
+    const sp_config *cfg = sp_model_config(m);
+    const int nt = sp_model_threads(m);
+    if (cfg->max_pos > 0 && n_prefill + 1 > cfg->max_pos) n_prefill = cfg->max_pos - 1;
+    const int short_prompt = 16;
+
+    /* warm-up: fault in the mmapped weights before anything is timed */
+    sp_gen_stats warm, dec, pre;
+    rc = 2;
+    if (run_gen(m, 4, 4, seed + 2, &warm, &err) ||
+        run_gen(m, short_prompt, n_decode + 1, seed, &dec, &err) || /* +1: the first token comes from the prefill */
+        run_gen(m, n_prefill, 1, seed + 1, &pre, &err)) {
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
+    sp_pool *pool = sp_pool_create(nt);
+    double bw = pool ? sp_measure_read_bw(pool) : -1;
+    sp_pool_free(pool);
+    if (bw <= 0) {
+        cli_error(CMD, "could not measure the read bandwidth (out of memory for the 256 MiB buffer)");
+        goto done;
+    }
+    const double wbytes = (double)sp_model_weight_bytes(m);
+    const double ceiling = bw * 1e9 / wbytes;
+    const double frac = dec.decode_tps / ceiling;
+    const double gflops = 2.0 * matmul_params(cfg) * pre.prompt_tokens / (pre.prefill_ms * 1e-3) / 1e9;
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "decode_tps", json_real(dec.decode_tps));
+        json_object_set_new(o, "prefill_tps", json_real(pre.prefill_tps));
+        json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)sp_model_weight_bytes(m)));
+        json_object_set_new(o, "read_bw_gbs", json_real(bw));
+        json_object_set_new(o, "roofline_fraction", json_real(frac));
+        json_object_set_new(o, "prefill_gflops", json_real(gflops));
+        json_object_set_new(o, "threads", json_integer(nt));
+        char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        json_decref(o);
+        if (s) puts(s);
+        free(s);
+    } else {
+        printf("model      %s (%s), %d threads\n", dir, sp_arch_name(cfg->arch), nt);
+        printf("decode     %.2f tok/s (%d tokens after a %d-token prompt)\n", dec.decode_tps,
+               dec.decode_steps, short_prompt);
+        printf("prefill    %.1f tok/s (%d-token prompt), %.1f GFLOP/s\n", pre.prefill_tps,
+               pre.prompt_tokens, gflops);
+        printf("weights    %.1f MB read per decoded token\n", wbytes / 1e6);
+        printf("bandwidth  %.1f GB/s (measured read)\n", bw);
+        printf("roofline   %.3f of the %.2f tok/s ceiling\n", frac, ceiling);
+    }
+    rc = 0;
+done:
+    sp_model_free(m);
+    return rc;
+}

@@ -1,0 +1,98 @@
+/* cmd_bench_verify.c — `specula bench-verify`: the cost of one target forward over k tokens
+ * relative to one decode step, k = 1..16. This curve bounds every drafter's speedup on a CPU:
+ * a block of k drafts pays off only if verifying it costs about as much as one step. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "args.h"
+#include "core/core.h"
+#include "specula.h"
+
+static const char *CMD = "bench-verify";
+
+int cmd_bench_verify(int argc, char **argv) {
+    const char *model = NULL;
+    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16;
+    cli_opt opts[] = {
+        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
+        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {NULL, "--ctx", CLI_INT, &ctx, "N", "context length before the verified block (default 128)"},
+        {NULL, "--reps", CLI_INT, &reps, "N", "repetitions per k (default: adaptive)"},
+        {NULL, "--k-max", CLI_INT, &kmax, "K", "largest block (default 16)"},
+        {NULL, "--json", CLI_FLAG, &json, NULL, "print {\"k\": [...], \"ratio\": [...]}"},
+    };
+    int rc = cli_parse(CMD, "-m DIR [-t N] [--json]", opts, 6, argc, argv, NULL, NULL, 0);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!model) return cli_error(CMD, "-m DIR is required");
+    if (kmax < 1 || kmax > 64 || ctx < 1) return cli_error(CMD, "--k-max must be 1..64 and --ctx >= 1");
+    sp_err err = {{0}};
+    sp_model *m;
+    if (sp_model_load(&m, model, threads, &err)) return cli_error(CMD, "%s", err.msg);
+    const sp_config *c = sp_model_config(m);
+    sp_kv *kv = sp_kv_create(m, ctx + kmax + 1, ctx > kmax ? ctx : kmax, &err);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(ctx + kmax));
+    float *logits = malloc(sizeof(float) * (size_t)kmax * c->vocab_size);
+    double *ms = calloc((size_t)kmax + 1, sizeof(double));
+    if (!kv || !tok || !logits || !ms) {
+        cli_error(CMD, "%s", kv ? "out of memory" : err.msg);
+        return 1;
+    }
+    for (int i = 0; i < ctx + kmax; i++) tok[i] = (int32_t)((i * 2654435761u) % (unsigned)c->vocab_size);
+    sp_forward_out o = {.logits = logits};
+    sp_model_forward(m, kv, tok, ctx, NULL, &err); /* the context */
+    /* time: a verify block of k tokens (logits of every position, as the verifier needs), then trim.
+     * Repetitions are interleaved over k so drift on a shared machine hits every k alike; the
+     * minimum over repetitions is reported. */
+    int R = reps > 0 ? reps : 0;
+    if (!R) {
+        double t0 = sp_time_ms();
+        sp_model_forward(m, kv, tok + ctx, 1, &o, &err);
+        sp_kv_trim(kv, 1, &err);
+        double one = sp_time_ms() - t0;
+        R = (int)(3000.0 / (one * kmax * 2 + 1e-3));
+        if (R < 3) R = 3;
+        if (R > 50) R = 50;
+    }
+    for (int k = 1; k <= kmax; k++) ms[k] = 1e30;
+    for (int r = 0; r < R; r++) {
+        for (int k = 1; k <= kmax; k++) {
+            double t0 = sp_time_ms();
+            if (sp_model_forward(m, kv, tok + ctx, k, &o, &err)) {
+                cli_error(CMD, "%s", err.msg);
+                return 1;
+            }
+            double dt = sp_time_ms() - t0;
+            sp_kv_trim(kv, k, &err);
+            if (dt < ms[k]) ms[k] = dt;
+        }
+    }
+    if (json) {
+        json_t *jo = json_object(), *jk = json_array(), *jr = json_array(), *jm = json_array();
+        for (int k = 1; k <= kmax; k++) {
+            json_array_append_new(jk, json_integer(k));
+            json_array_append_new(jr, json_real(ms[k] / ms[1]));
+            json_array_append_new(jm, json_real(ms[k]));
+        }
+        json_object_set_new(jo, "k", jk);
+        json_object_set_new(jo, "ratio", jr);
+        json_object_set_new(jo, "ms", jm);
+        json_object_set_new(jo, "threads", json_integer(sp_model_threads(m)));
+        char *s = json_dumps(jo, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+        json_decref(jo);
+    } else {
+        printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d)\n", model,
+               sp_model_threads(m), ctx, R);
+        printf("   k      ms   ratio   ms/token\n");
+        for (int k = 1; k <= kmax; k++)
+            printf("  %2d %8.2f %7.3f %10.3f\n", k, ms[k], ms[k] / ms[1], ms[k] / k);
+    }
+    sp_kv_free(kv);
+    free(tok);
+    free(logits);
+    free(ms);
+    sp_model_free(m);
+    return 0;
+}

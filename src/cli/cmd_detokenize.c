@@ -1,0 +1,105 @@
+/* cmd_detokenize.c — `specula detokenize`: token ids -> text on stdout.
+ *
+ *   specula detokenize (-m DIR | --tokenizer FILE.json | --vocab FILE.gguf) --ids 1,2,3
+ *                      [--skip-special] [--stream]
+ *
+ * Ids may be separated by commas and/or spaces. --stream decodes through the streaming
+ * decoder (one id at a time), which must print the same text. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_tok.h"
+#include "core/core.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: specula detokenize (-m DIR | --tokenizer FILE.json | --vocab FILE.gguf) "
+               "--ids 1,2,3 [--skip-special] [--stream]\n");
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    cli_tok_source src = {0};
+    const char *list = NULL;
+    int flags = 0, stream = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_tok_parse_flag(&src, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (!strcmp(argv[i], "--ids") && i + 1 < argc) list = argv[++i];
+        else if (!strcmp(argv[i], "--skip-special")) flags |= TOK_DECODE_SKIP_SPECIAL;
+        else if (!strcmp(argv[i], "--stream")) stream = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "specula: error: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!list) {
+        fprintf(stderr, "specula: error: --ids is required\n");
+        return 2;
+    }
+    int cap = 16, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    for (const char *p = list; ids && *p;) {
+        if (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t') {
+            p++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "specula: error: --ids: '%.20s' is not a token id\n", p);
+            free(ids);
+            return 2;
+        }
+        if (n == cap) ids = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+        if (ids) ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (!ids) {
+        fprintf(stderr, "specula: error: out of memory\n");
+        return 1;
+    }
+    tok_tokenizer *t = cli_tok_load(&src);
+    if (!t) {
+        free(ids);
+        return 1;
+    }
+    int rc = 0;
+    sp_err err = {0};
+    if (stream) {
+        tok_stream *s = tok_stream_new_ex(t, flags);
+        char out[256];
+        for (int i = 0; i < n && rc == 0; i++) {
+            int w = tok_stream_push(s, ids[i], out, sizeof out);
+            if (w < 0) {
+                fprintf(stderr, "specula: error: token id %d is not in the vocabulary\n", ids[i]);
+                rc = 1;
+            } else {
+                fwrite(out, 1, (size_t)w, stdout);
+                fflush(stdout);
+            }
+        }
+        int w;
+        while (rc == 0 && (w = tok_stream_flush(s, out, sizeof out)) > 0) fwrite(out, 1, (size_t)w, stdout);
+        tok_stream_free(s);
+    } else {
+        char *text;
+        if (tok_decode_ex(t, ids, n, flags, &text, &err)) {
+            fprintf(stderr, "specula: error: %s\n", err.msg);
+            rc = 1;
+        } else {
+            fputs(text, stdout);
+            free(text);
+        }
+    }
+    if (rc == 0) putchar('\n');
+    tok_free(t);
+    free(ids);
+    return rc;
+}

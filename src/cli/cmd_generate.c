@@ -1,0 +1,204 @@
+/* cmd_generate.c — `specula generate`: generation from a prompt (token ids, or text once the
+ * tokenizer is wired in), plain (sp_generate) or speculative (--spec ngram|draft:
+ * sp_spec_generate), streaming token ids to stdout or printing one JSON object. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "core/core.h"
+#include "spec/generate.h"
+#include "spec/spec.h"
+#include "spec_cli.h"
+#include "specula.h"
+#include "tokenizer/tokenizer.h"
+
+static const char *CMD = "generate";
+
+/* With a tokenizer, generated text streams to stdout as it becomes complete UTF-8 (never half a
+ * character); without one, token ids do. */
+typedef struct {
+    int stream;          /* print as tokens arrive */
+    int count;
+    tok_tokenizer *tok;  /* NULL: print ids */
+    tok_stream *ts;
+} stream_ctx;
+
+static int on_token(void *ctx, int32_t tok) {
+    stream_ctx *s = ctx;
+    if (s->stream && s->ts) {
+        char buf[512];
+        int n = tok_stream_push(s->ts, tok, buf, sizeof buf); /* what does not fit stays queued */
+        if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
+        fflush(stdout);
+    } else if (s->stream) {
+        printf("%s%d", s->count ? " " : "", tok);
+        fflush(stdout);
+    }
+    s->count++;
+    return 0;
+}
+
+static void stream_finish(stream_ctx *s) {
+    if (!s->stream || !s->ts) return;
+    char buf[512];
+    int n;
+    while ((n = tok_stream_flush(s->ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)n, stdout);
+}
+
+/* plain and speculative runs report through one struct; spec == NULL for plain decoding */
+static int print_json(const int32_t *toks, int n, const char *text, const sp_gen_stats *st,
+                      const sp_spec_stats *spec) {
+    json_t *o = json_object(), *arr = json_array(), *js = json_object();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(toks[i]));
+    json_object_set_new(o, "tokens", arr);
+    if (text) json_object_set_new(o, "text", json_string(text));
+    json_object_set_new(js, "prompt_tokens", json_integer(st->prompt_tokens));
+    json_object_set_new(js, "emitted", json_integer(st->emitted));
+    json_object_set_new(js, "prefill_ms", json_real(st->prefill_ms));
+    json_object_set_new(js, "decode_ms", json_real(st->decode_ms));
+    json_object_set_new(js, "decode_tps", json_real(st->decode_tps));
+    if (spec) {
+        json_t *pos = json_array();
+        for (int k = 0; k < spec->n_pos; k++) json_array_append_new(pos, json_real(spec->accept_per_position[k]));
+        json_object_set_new(js, "drafted", json_integer(spec->drafted));
+        json_object_set_new(js, "accepted", json_integer(spec->accepted));
+        json_object_set_new(js, "target_calls", json_integer(spec->target_calls));
+        json_object_set_new(js, "acceptance_rate", json_real(spec->acceptance_rate));
+        json_object_set_new(js, "mean_accept_len", json_real(spec->mean_accept_len));
+        json_object_set_new(js, "accept_per_position", pos);
+        json_object_set_new(js, "draft_ms", json_real(spec->draft_ms));
+        json_object_set_new(js, "verify_ms", json_real(spec->verify_ms));
+    }
+    json_object_set_new(o, "stats", js);
+    json_object_set_new(o, "stop", json_string(sp_stop_reason_name(st->stop)));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(o);
+    if (!s) return cli_error(CMD, "out of memory writing JSON");
+    puts(s);
+    free(s);
+    return 0;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *dir = NULL, *text = NULL, *ids_arg = NULL;
+    int n_predict = 64, threads = 0, ignore_eos = 0, json = 0, ctx = 0, chat = 0;
+    sp_sample_params sp = sp_sample_params_default();
+    cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
+    cli_opt opts[24] = {
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
+        {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
+        {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "prompt as comma-separated token ids"},
+        {"-n", "--n-predict", CLI_INT, &n_predict, "N", "most tokens to generate (default 64)"},
+        {NULL, "--temp", CLI_FLOAT, &sp.temperature, "T", "temperature, 0 = greedy (default 0)"},
+        {NULL, "--top-k", CLI_INT, &sp.top_k, "K", "keep the K most likely tokens (default 0 = off)"},
+        {NULL, "--top-p", CLI_FLOAT, &sp.top_p, "P", "nucleus mass (default 1 = off)"},
+        {NULL, "--min-p", CLI_FLOAT, &sp.min_p, "P", "drop tokens below P x the top probability (default 0)"},
+        {"-s", "--seed", CLI_U64, &sp.seed, "S", "sampling seed (default 0)"},
+        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {"-c", "--ctx-size", CLI_INT, &ctx, "N", "KV cache size (default: prompt + N)"},
+        {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
+        {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object {tokens, text, stats}"},
+        {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt in the model's chat template"},
+    };
+    int n_opts = 14;
+    n_opts += cli_spec_opt_rows(opts + n_opts, &so);
+    int rc = cli_parse(CMD, "-m DIR (-p TEXT | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
+                       NULL, NULL, 0);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!dir) return cli_error(CMD, "-m DIR is required (see specula generate --help)");
+    if (n_predict < 1) return cli_error(CMD, "-n must be >= 1, got %d", n_predict);
+    sp_err err = {{0}};
+    if (sp_sample_params_check(&sp, &err)) return cli_error(CMD, "%s", err.msg);
+
+    int32_t *prompt = NULL, *out = NULL;
+    int n_prompt = 0;
+    if (cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt)) return 2;
+    stream_ctx sc = {.stream = !json};
+    char tok_path[4096];
+    if (!sp_path_join(tok_path, sizeof tok_path, dir, "tokenizer.json") && sp_file_exists(tok_path)) {
+        sc.tok = tok_load_dir(dir, &err);
+        if (!sc.tok) {
+            free(prompt);
+            return cli_error(CMD, "%s", err.msg);
+        }
+        sc.ts = tok_stream_new(sc.tok);
+    }
+
+    sp_model *m = NULL, *dm = NULL;
+    sp_drafter *d = NULL;
+    rc = 2;
+    if (sp_model_load(&m, dir, threads, &err)) {
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
+    const int max_ctx = ctx > 0 ? ctx : n_prompt + n_predict + so.draft_max + 1;
+    if (cli_make_drafter(CMD, &so, m, dir, &sp, max_ctx, threads, &dm, &d)) goto done;
+    out = malloc((size_t)n_predict * sizeof *out);
+    if (!out) {
+        cli_error(CMD, "out of memory");
+        goto done;
+    }
+    sp_gen_params gp = sp_gen_params_default();
+    gp.max_new = n_predict;
+    gp.ignore_eos = ignore_eos;
+    gp.sample = sp;
+    gp.max_ctx = ctx;
+    gp.on_token = on_token;
+    gp.cb_ctx = &sc;
+    sp_gen_stats st;
+    sp_spec_stats ss;
+    int failed;
+    if (d) {
+        sp_spec_params spp = sp_spec_params_default();
+        spp.gen = gp;
+        spp.draft_max = so.draft_max;
+        spp.draft_min = so.draft_min;
+        failed = sp_spec_generate(m, d, prompt, n_prompt, &spp, out, n_predict, &ss, &err);
+        st = (sp_gen_stats){.prompt_tokens = ss.prompt_tokens, .emitted = ss.emitted, .prefill_ms = ss.prefill_ms,
+                            .decode_ms = ss.decode_ms, .decode_tps = ss.decode_tps, .stop = ss.stop};
+        st.prefill_tps = ss.prefill_ms > 0 ? ss.prompt_tokens * 1000.0 / ss.prefill_ms : 0;
+    } else {
+        failed = sp_generate(m, NULL, prompt, n_prompt, &gp, out, n_predict, &st, &err);
+    }
+    if (failed) {
+        if (sc.count) putchar('\n');
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
+    stream_finish(&sc);
+    char *gen_text = NULL;
+    if (sc.tok && tok_decode(sc.tok, out, st.emitted, &gen_text, &err)) {
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
+    rc = 0;
+    if (json) {
+        rc = print_json(out, st.emitted, gen_text, &st, d ? &ss : NULL) ? 2 : 0;
+    } else {
+        putchar('\n');
+        fflush(stdout);
+        fprintf(stderr,
+                "prompt %d tokens, prefill %.1f ms (%.1f tok/s) | %d emitted, decode %.1f ms (%.2f tok/s) | "
+                "stop: %s | %d threads\n",
+                st.prompt_tokens, st.prefill_ms, st.prefill_tps, st.emitted, st.decode_ms, st.decode_tps,
+                sp_stop_reason_name(st.stop), sp_model_threads(m));
+        if (d)
+            fprintf(stderr,
+                    "spec %s: drafted %d, accepted %d (%.3f), tau %.2f tokens per verify, %d target calls, "
+                    "draft %.1f ms, verify %.1f ms\n",
+                    so.spec, ss.drafted, ss.accepted, ss.acceptance_rate, ss.mean_accept_len, ss.target_calls,
+                    ss.draft_ms, ss.verify_ms);
+    }
+    free(gen_text);
+done:
+    tok_stream_free(sc.ts);
+    tok_free(sc.tok);
+    free(out);
+    free(prompt);
+    sp_drafter_free(d);
+    sp_model_free(dm);
+    sp_model_free(m);
+    return rc;
+}

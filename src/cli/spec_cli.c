@@ -1,0 +1,78 @@
+/* spec_cli.c — shared pieces of the speculative subcommands (see spec_cli.h). */
+#include "spec_cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "core/core.h"
+#include "tokenizer/tokenizer.h"
+
+int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
+    cli_opt *r = rows;
+    r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND", "none | ngram | draft (default none)"};
+    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "draft model directory (--spec draft)"};
+    r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
+    r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
+    r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
+    r[5] = (cli_opt){NULL, "--draft-temp", CLI_FLOAT, &o->draft_temp, "T",
+                     "draft model sampling temperature (default: the target's; still lossless)"};
+    return CLI_SPEC_OPT_ROWS;
+}
+
+int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
+                     const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
+                     sp_drafter **drafter) {
+    sp_err err = {{0}};
+    *draft_model = NULL;
+    *drafter = NULL;
+    if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
+        return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
+    if (!strcmp(o->spec, "none")) return 0;
+    if (!strcmp(o->spec, "ngram")) {
+        *drafter = sp_drafter_ngram(o->ngram_min, o->ngram_max, &err);
+    } else if (!strcmp(o->spec, "draft")) {
+        if (!o->draft_dir) return cli_error(cmd, "--spec draft needs -md DRAFT_DIR"), -1;
+        if (sp_model_load(draft_model, o->draft_dir, threads, &err)) return cli_error(cmd, "%s", err.msg), -1;
+        sp_sample_params ds = *sample;
+        if (o->draft_temp > 0) ds.temperature = o->draft_temp;
+        *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, &ds, &err);
+    } else {
+        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft)", o->spec), -1;
+    }
+    if (!*drafter) {
+        sp_model_free(*draft_model);
+        *draft_model = NULL;
+        return cli_error(cmd, "%s", err.msg), -1;
+    }
+    return 0;
+}
+
+int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int chat,
+                    int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    if (text && ids_str) return cli_error(cmd, "give either -p TEXT or --prompt-ids, not both"), -1;
+    if (ids_str) return cli_parse_ids(cmd, "--prompt-ids", ids_str, ids, n);
+    if (!text) return cli_error(cmd, "no prompt: give -p TEXT or --prompt-ids 1,2,3"), -1;
+    sp_err err = {{0}};
+    char path[4096];
+    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path))
+        return cli_error(cmd, "-p needs a tokenizer, and %s has no tokenizer.json: use --prompt-ids", model_dir), -1;
+    tok_tokenizer *t = tok_load_dir(model_dir, &err);
+    if (!t) return cli_error(cmd, "%s", err.msg), -1;
+    int rc;
+    if (chat) {
+        tok_msg msg = {"user", text};
+        char *rendered = NULL;
+        rc = tok_chat_render(t, NULL, &msg, 1, 1, &rendered, &err);
+        if (!rc) rc = tok_encode(t, rendered, strlen(rendered), 0, 1, ids, n, &err);
+        free(rendered);
+    } else {
+        rc = tok_encode(t, text, strlen(text), 1, 1, ids, n, &err);
+    }
+    tok_free(t);
+    if (rc) return cli_error(cmd, "%s", err.msg), -1;
+    if (*n == 0) return cli_error(cmd, "the prompt encodes to no tokens"), -1;
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* spec_cli.h — what the speculative subcommands (generate --spec, audit, bench-spec) share:
+ * the --spec / -md / --draft-max flags, building the chosen drafter, and reading a prompt. */
+#ifndef SPECULA_CLI_SPEC_H
+#define SPECULA_CLI_SPEC_H
+
+#include <stdint.h>
+
+#include "drafters/drafters.h"
+#include "spec/spec.h"
+
+typedef struct {
+    const char *spec;      /* none | ngram | draft */
+    const char *draft_dir; /* -md */
+    int draft_max, draft_min;
+    int ngram_min, ngram_max;
+    float draft_temp; /* > 0: the draft model samples at this temperature (lossless: q is reported) */
+} cli_spec_opts;
+
+#define CLI_SPEC_OPTS_DEFAULT {"none", NULL, 8, 0, 1, 4, 0.0f}
+#define CLI_SPEC_OPT_ROWS 6
+
+/* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
+int cli_spec_opt_rows(void *rows /* cli_opt[CLI_SPEC_OPT_ROWS] */, cli_spec_opts *o);
+
+/* Build the drafter named by o->spec for `target` (NULL drafter for "none"). A draft model is
+ * loaded into *draft_model (the caller frees it after the drafter). Prints errors; returns 0/-1. */
+int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
+                     const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
+                     sp_drafter **drafter);
+
+/* The prompt from -p TEXT (tokenized with the model's tokenizer, BOS as the model adds it;
+ * chat: wrapped in its chat template) or --prompt-ids. Prints errors; returns 0/-1. *ids malloc'd. */
+int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int chat,
+                    int32_t **ids, int *n);
+
+#endif

@@ -1,0 +1,355 @@
+/* export_gguf.c — Hugging Face checkpoint → GGUF for llama.cpp (FORMATS.md §12.A, §12.D).
+ *
+ * Steps: parse config.json (the engine's own parser) → list the tensors that config implies
+ * (hf_tensor_specs, shared with new-model) and check each one's shape in the safetensors →
+ * refuse any tensor nobody claims (llama.cpp aborts on leftovers; vision/audio towers,
+ * rotary inv_freq buffers, a tied lm_head and K/V weights of KV-shared Gemma layers are dropped
+ * on purpose) → architecture keys → tokenizer keys (export_gguf_tok.c) → tensors, streamed
+ * with the row rewrites below. Does not quantize. */
+#include "export_gguf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export_gguf_internal.h"
+#include "newmodel.h"
+#include "safetensors.h"
+
+/* ---- weight rewrites ------------------------------------------------------------------- */
+
+int64_t export_llama_qk_src_row(int64_t r, int head_dim) {
+    int64_t h = r / head_dim, w = r % head_dim;
+    int64_t j = w / 2, s = w % 2;
+    return h * head_dim + s * (head_dim / 2) + j;
+}
+
+void export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {
+    const double C = rp->original_max_pos, lo = rp->low_freq_factor, hi = rp->high_freq_factor, f = rp->factor;
+    for (int j = 0; j < D / 2; j++) {
+        double inv = pow(rp->theta, -2.0 * j / D), wl = 2.0 * M_PI / inv, div;
+        if (wl < C / hi) div = 1.0;
+        else if (wl > C / lo) div = f;
+        else {
+            double s = (C / wl - lo) / (hi - lo);
+            div = 1.0 / ((1.0 - s) / f + s);
+        }
+        out[j] = (float)div;
+    }
+}
+
+/* One exported tensor: where its rows come from and how they are converted. */
+typedef struct {
+    const st_tensor *src;
+    ggml_type type;
+    int64_t row;      /* elements per row (ne[0]) */
+    int perm_head_dim; /* > 0: Llama Q/K row permutation with this head dim */
+} tensor_src;
+
+static void convert_row(void *dst, ggml_type type, const void *src, sp_dtype st, int64_t n, float *tmp) {
+    if ((type == GGML_TYPE_F32 && st == SP_DT_F32) || (type == GGML_TYPE_F16 && st == SP_DT_F16) ||
+        (type == GGML_TYPE_BF16 && st == SP_DT_BF16)) {
+        memcpy(dst, src, (size_t)n * ggml_type_size(type));
+        return;
+    }
+    float *f = type == GGML_TYPE_F32 ? dst : tmp;
+    sp_to_f32(f, src, st, (size_t)n);
+    if (type == GGML_TYPE_F16)
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sp_f32_to_f16(f[i]);
+    else if (type == GGML_TYPE_BF16)
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sp_f32_to_bf16(f[i]);
+}
+
+static int fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err) {
+    const tensor_src *t = ctx;
+    size_t out_row = (size_t)t->row * ggml_type_size(t->type), in_row = (size_t)t->row * sp_dtype_size(t->src->dtype);
+    SP_ASSERT(offset % out_row == 0 && n % out_row == 0);
+    float *tmp = malloc((size_t)t->row * sizeof(float));
+    if (!tmp) return sp_err_set(err, "out of memory converting %s", t->src->name);
+    for (size_t r = offset / out_row, k = 0; k < n / out_row; r++, k++) {
+        int64_t sr = t->perm_head_dim > 0 ? export_llama_qk_src_row((int64_t)r, t->perm_head_dim) : (int64_t)r;
+        convert_row((char *)dst + k * out_row, t->type, (const char *)t->src->data + (size_t)sr * in_row,
+                    t->src->dtype, t->row, tmp);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* ---- names ----------------------------------------------------------------------------------- */
+
+/* GGUF name for an HF name with the prefix stripped; NULL if the name has no mapping. */
+static const char *gguf_name(sp_arch arch, const char *hf, char *buf, size_t cap) {
+    static const struct {
+        const char *hf, *gg;
+    } global[] = {
+        {"embed_tokens.weight", "token_embd.weight"},
+        {"norm.weight", "output_norm.weight"},
+        {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+        {"per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+        {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
+    };
+    static const struct {
+        const char *hf, *gg;
+    } layer[] = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+        {"layer_scalar", "layer_output_scale.weight"},
+        {"per_layer_input_gate.weight", "inp_gate.weight"},
+        {"per_layer_projection.weight", "proj.weight"},
+        {"post_per_layer_input_norm.weight", "post_norm.weight"},
+    };
+    for (size_t i = 0; i < sizeof global / sizeof global[0]; i++)
+        if (!strcmp(hf, global[i].hf)) return global[i].gg;
+    int li, used = 0;
+    if (sscanf(hf, "layers.%d.%n", &li, &used) != 1 || used == 0) return NULL;
+    const char *rest = hf + used, *mapped = NULL;
+    /* post_attention_layernorm is the pre-FFN norm in llama/qwen3, a real post-norm in gemma4 */
+    if (!strcmp(rest, "post_attention_layernorm.weight"))
+        mapped = arch == SP_ARCH_GEMMA4 ? "post_attention_norm.weight" : "ffn_norm.weight";
+    for (size_t i = 0; !mapped && i < sizeof layer / sizeof layer[0]; i++)
+        if (!strcmp(rest, layer[i].hf)) mapped = layer[i].gg;
+    if (!mapped) return NULL;
+    snprintf(buf, cap, "blk.%d.%s", li, mapped);
+    return buf;
+}
+
+/* HF tensors that are deliberately not exported (FORMATS §12.A.4, §12.D.5). */
+static int droppable(const sp_config *c, const char *name) {
+    if (strstr(name, "vision") || strstr(name, "audio")) return 1;
+    size_t n = strlen(name);
+    if (n >= 20 && !strcmp(name + n - 20, "rotary_emb.inv_freq")) return 1;
+    if (c->tie_embeddings && !strcmp(name, "lm_head.weight")) return 1;
+    size_t pl = strlen(c->tensor_prefix);
+    int li, used = 0;
+    if (c->arch == SP_ARCH_GEMMA4 && !strncmp(name, c->tensor_prefix, pl) &&
+        sscanf(name + pl, "layers.%d.%n", &li, &used) == 1 && used > 0 && li >= c->n_layers - c->n_kv_shared &&
+        li < c->n_layers) {
+        const char *rest = name + pl + used;
+        /* KV-shared layers compute no K/V; HF may still save the unused projections */
+        if (!strcmp(rest, "self_attn.k_proj.weight") || !strcmp(rest, "self_attn.v_proj.weight") ||
+            !strcmp(rest, "self_attn.k_norm.weight"))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- architecture keys ------------------------------------------------------------------- */
+
+#define KEY(buf, fmt) (snprintf(buf, sizeof buf, "%s." fmt, A), buf)
+
+/* u32 scalar when every layer agrees, else an INT32 array of length L (§12.A.0 rule 2) */
+static int set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err) {
+    int same = 1;
+    for (int i = 1; i < L; i++) same &= v[i] == v[0];
+    if (same) return gguf_writer_set_u32(w, key, (uint32_t)v[0], err);
+    return gguf_writer_set_arr(w, key, GGUF_TYPE_INT32, v, (size_t)L, err);
+}
+
+static int arch_keys(gguf_writer *w, const sp_config *c, sp_err *err) {
+    const char *A = sp_arch_name(c->arch);
+    char k[128];
+    const int L = c->n_layers;
+    int32_t ffn[SP_MAX_LAYERS], kvh[SP_MAX_LAYERS];
+    for (int i = 0; i < L; i++) {
+        ffn[i] = c->layers[i].ffn_dim;
+        kvh[i] = c->layers[i].n_kv_heads;
+    }
+    if (gguf_writer_set_u32(w, KEY(k, "context_length"), (uint32_t)c->max_pos, err) ||
+        gguf_writer_set_u32(w, KEY(k, "embedding_length"), (uint32_t)c->hidden_size, err) ||
+        gguf_writer_set_u32(w, KEY(k, "block_count"), (uint32_t)L, err) ||
+        set_per_layer(w, KEY(k, "feed_forward_length"), ffn, L, err) ||
+        gguf_writer_set_u32(w, KEY(k, "attention.head_count"), (uint32_t)c->n_heads, err) ||
+        set_per_layer(w, KEY(k, "attention.head_count_kv"), kvh, L, err) ||
+        gguf_writer_set_f32(w, KEY(k, "attention.layer_norm_rms_epsilon"), (float)c->rms_eps, err) ||
+        gguf_writer_set_f32(w, KEY(k, "rope.freq_base"), (float)c->rope.theta, err))
+        return -1;
+    if (c->arch != SP_ARCH_GEMMA4) {
+        /* key_length: llama.cpp's default H/nH is wrong whenever head_dim is set (Qwen3-4B) */
+        return gguf_writer_set_u32(w, KEY(k, "vocab_size"), (uint32_t)c->vocab_size, err) ||
+               gguf_writer_set_u32(w, KEY(k, "rope.dimension_count"), (uint32_t)c->head_dim, err) ||
+               gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)c->head_dim, err) ||
+               gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)c->head_dim, err);
+    }
+    /* gemma4 (§12.A.4): full-layer dims in key_length / rope.*, sliding ones in *_swa */
+    uint8_t pattern[SP_MAX_LAYERS];
+    int Dg = -1;
+    for (int i = 0; i < L; i++) {
+        pattern[i] = (uint8_t)c->layers[i].sliding;
+        if (!c->layers[i].sliding) {
+            if (Dg >= 0 && Dg != c->layers[i].head_dim)
+                return sp_err_set(err, "gemma4: full layers have different head dims (%d, %d); llama.cpp has one",
+                                  Dg, c->layers[i].head_dim);
+            Dg = c->layers[i].head_dim;
+        }
+        if (c->layers[i].sliding && c->layers[i].head_dim != c->head_dim)
+            return sp_err_set(err, "gemma4: sliding layer %d head dim %d != head_dim %d", i, c->layers[i].head_dim,
+                              c->head_dim);
+    }
+    if (Dg < 0) Dg = c->global_head_dim;
+    return gguf_writer_set_u32(w, KEY(k, "attention.sliding_window"), (uint32_t)c->sliding_window, err) ||
+           gguf_writer_set_arr(w, KEY(k, "attention.sliding_window_pattern"), GGUF_TYPE_BOOL, pattern, (size_t)L,
+                               err) ||
+           gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)Dg, err) ||
+           gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)Dg, err) ||
+           gguf_writer_set_u32(w, KEY(k, "attention.key_length_swa"), (uint32_t)c->head_dim, err) ||
+           gguf_writer_set_u32(w, KEY(k, "attention.value_length_swa"), (uint32_t)c->head_dim, err) ||
+           gguf_writer_set_f32(w, KEY(k, "rope.freq_base_swa"), (float)c->rope_swa.theta, err) ||
+           gguf_writer_set_u32(w, KEY(k, "rope.dimension_count"), (uint32_t)Dg, err) ||
+           gguf_writer_set_u32(w, KEY(k, "rope.dimension_count_swa"), (uint32_t)c->head_dim, err) ||
+           gguf_writer_set_u32(w, KEY(k, "attention.shared_kv_layers"), (uint32_t)c->n_kv_shared, err) ||
+           gguf_writer_set_u32(w, KEY(k, "embedding_length_per_layer_input"), (uint32_t)c->ple_dim, err) ||
+           /* absent would mean 30.0 to llama.cpp, so 0.0 is written to disable */
+           gguf_writer_set_f32(w, KEY(k, "final_logit_softcapping"), (float)c->final_softcap, err);
+}
+
+/* What llama.cpp cannot represent: refuse rather than export a different model. */
+static int check_supported(const sp_config *c, sp_err *err) {
+    if (c->arch == SP_ARCH_QWEN3 && c->rope.type != SP_ROPE_DEFAULT)
+        return sp_err_set(err, "qwen3: rope scaling is not exported (llama.cpp's qwen3 reads no rope_freqs)");
+    if (c->arch == SP_ARCH_LLAMA && c->rope.type == SP_ROPE_DEFAULT && c->rope.factor != 1.0)
+        return sp_err_set(err, "llama: rope factor %g without llama3 scaling is not exported", c->rope.factor);
+    if (c->arch != SP_ARCH_GEMMA4) return 0;
+    if (c->rope_swa.type != SP_ROPE_DEFAULT || c->rope_swa.factor != 1.0 || c->rope_swa.partial_rotary_factor != 1.0)
+        return sp_err_set(err, "gemma4: sliding-layer rope must be plain default (llama.cpp applies no scaling there)");
+    if (c->rope.type == SP_ROPE_LLAMA3) return sp_err_set(err, "gemma4: llama3 rope on full layers is not exported");
+    /* llama.cpp's hard-coded KV reuse (FORMATS §12.B.6) must equal HF's "last non-shared layer of the type" */
+    const int L = c->n_layers, first_shared = L - c->n_kv_shared;
+    for (int i = first_shared; c->n_kv_shared > 0 && i < L; i++) {
+        int want = c->layers[i].sliding ? first_shared - 2 : first_shared - 1;
+        if (c->layers[i].kv_source != want)
+            return sp_err_set(err,
+                              "gemma4: KV-shared layer %d reads layer %d, but llama.cpp reads layer %d "
+                              "(it needs the last non-shared layer full and the one before it sliding)",
+                              i, c->layers[i].kv_source, want);
+    }
+    return 0;
+}
+
+/* ---- the export ---------------------------------------------------------------------------- */
+
+int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err) {
+    sp_config cfg;
+    st_set *st = NULL;
+    gguf_writer *w = NULL;
+    hf_tensor_spec *specs = NULL;
+    tensor_src *srcs = NULL;
+    float *rope_freqs = NULL;
+    int n_specs = 0, rc = -1;
+    char path[4096];
+
+    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_config_load(&cfg, path, err)) return -1;
+    if (check_supported(&cfg, err) || hf_tensor_specs(&cfg, &specs, &n_specs, err)) goto done;
+    if (st_open_dir(&st, dir, err)) goto done;
+
+    /* every tensor the config implies, with its shape; then nothing unclaimed */
+    for (int i = 0; i < n_specs; i++) {
+        const st_tensor *t;
+        if (st_get(st, specs[i].name, SP_DT_UNKNOWN, specs[i].ndim, specs[i].shape, &t, err)) goto done;
+    }
+    for (int i = 0; i < st_count(st); i++) {
+        const char *name = st_at(st, i)->name;
+        int known = 0;
+        for (int j = 0; j < n_specs && !known; j++) known = !strcmp(specs[j].name, name);
+        if (known) continue;
+        if (droppable(&cfg, name)) {
+            sp_log(SP_LOG_DEBUG, "export: dropping %s", name);
+            continue;
+        }
+        sp_err_set(err, "%s: tensor %s is not part of a %s checkpoint with this config.json (llama.cpp would refuse it)",
+                   dir, name, sp_arch_name(cfg.arch));
+        goto done;
+    }
+
+    w = gguf_writer_create();
+    srcs = calloc((size_t)n_specs, sizeof *srcs);
+    if (!w || !srcs) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    char base_buf[256]; /* general.name default: the directory's base name */
+    snprintf(base_buf, sizeof base_buf, "%s", dir);
+    for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
+    const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
+    if (gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
+        gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || arch_keys(w, &cfg, err))
+        goto done;
+
+    /* tensor types: 1-D always F32 (§12.A.0 rule 5); 2-D as asked or as stored */
+    int n_2d_types[3] = {0}; /* F32, F16, BF16 counts for general.file_type */
+    size_t pl = strlen(cfg.tensor_prefix);
+    for (int i = 0; i < n_specs; i++) {
+        const hf_tensor_spec *s = &specs[i];
+        const st_tensor *t = st_find(st, s->name);
+        const char *hf = strncmp(s->name, cfg.tensor_prefix, pl) ? s->name : s->name + pl;
+        char buf[96];
+        const char *gg = !strcmp(s->name, "lm_head.weight") ? "output.weight" : gguf_name(cfg.arch, hf, buf, sizeof buf);
+        SP_ASSERT(gg != NULL); /* every spec name has a mapping */
+        ggml_type type = GGML_TYPE_F32;
+        if (s->ndim == 2) {
+            if (o->weight_type >= 0) type = (ggml_type)o->weight_type;
+            else type = t->dtype == SP_DT_BF16 ? GGML_TYPE_BF16 : t->dtype == SP_DT_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+            n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
+        }
+        srcs[i] = (tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
+        if (cfg.arch == SP_ARCH_LLAMA && (strstr(hf, "self_attn.q_proj.") || strstr(hf, "self_attn.k_proj.")))
+            srcs[i].perm_head_dim = cfg.layers[s->layer].head_dim;
+        int64_t ne[2] = {s->ndim == 2 ? s->shape[1] : s->shape[0], s->shape[0]};
+        if (gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, fill_tensor, &srcs[i], err)) goto done;
+    }
+
+    /* rope_freqs.weight: llama3 divisors, or Gemma-4's proportional mask (1/factor x n_rot, 1e30 after) */
+    int n_freqs = 0;
+    if (cfg.arch == SP_ARCH_LLAMA && cfg.rope.type == SP_ROPE_LLAMA3) {
+        n_freqs = cfg.head_dim / 2;
+        if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
+        export_llama3_rope_freqs(&cfg.rope, cfg.head_dim, rope_freqs);
+    } else if (cfg.arch == SP_ARCH_GEMMA4) {
+        int Dg = -1;
+        for (int i = 0; i < cfg.n_layers; i++)
+            if (!cfg.layers[i].sliding) Dg = cfg.layers[i].head_dim;
+        if (Dg > 0) {
+            n_freqs = Dg / 2;
+            int n_rot = (int)floor(Dg * cfg.rope.partial_rotary_factor / 2.0);
+            if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
+            for (int j = 0; j < n_freqs; j++) rope_freqs[j] = j < n_rot ? (float)cfg.rope.factor : 1e30f;
+        }
+    }
+    if (n_freqs > 0) {
+        int64_t ne[1] = {n_freqs};
+        if (gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, rope_freqs, NULL, NULL, err))
+            goto done;
+    }
+
+    if (export_tokenizer_keys(w, &cfg, dir, o, err)) goto done;
+    /* general.file_type: 0 all F32, 1 mostly F16, 32 mostly BF16 (llama_ftype) */
+    uint32_t ftype = n_2d_types[2] > n_2d_types[0] && n_2d_types[2] >= n_2d_types[1] ? 32
+                     : n_2d_types[1] > n_2d_types[0]                                 ? 1
+                                                                                     : 0;
+    if (gguf_writer_set_u32(w, "general.file_type", ftype, err)) goto done;
+    if (cfg.arch == SP_ARCH_GEMMA4 && !strcmp(cfg.torch_dtype, "bfloat16"))
+        sp_log(SP_LOG_INFO, "gemma4: llama.cpp scales embeddings by sqrtf(H) in f32, HF by bf16(sqrt(H)) "
+                            "(FORMATS §12.B.11): expect ~0.1%% differences");
+    if (gguf_writer_save(w, out_path, err)) goto done;
+    rc = 0;
+    goto done;
+oom:
+    sp_err_set(err, "out of memory");
+done:
+    gguf_writer_free(w);
+    free(srcs);
+    free(specs);
+    free(rope_freqs);
+    if (st) st_close(st);
+    return rc;
+}

@@ -1,0 +1,411 @@
+/* newmodel.c — write a random-weight checkpoint in the Hugging Face layout (see newmodel.h).
+ *
+ * Pipeline: preset → config.json text (presets.c) → sp_config (the same parser the model
+ * loader uses) → tensor list (hf_tensor_specs) → shards of at most opts.shard_bytes, each
+ * generated, written and freed before the next. */
+#include "newmodel.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "presets.h"
+#include "safetensors.h"
+
+#define DEFAULT_SHARD_BYTES ((uint64_t)2 << 30)
+
+/* ---- the tensor list ---------------------------------------------------------------------- */
+
+typedef struct {
+    hf_tensor_spec *v;
+    int n, cap;
+    const char *prefix;
+    int oom;
+} spec_list;
+
+static void add(spec_list *l, int layer, hf_init init, int ndim, int64_t d0, int64_t d1, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+static void add(spec_list *l, int layer, hf_init init, int ndim, int64_t d0, int64_t d1, const char *fmt, ...) {
+    if (l->oom) return;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        hf_tensor_spec *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) {
+            l->oom = 1;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    hf_tensor_spec *t = &l->v[l->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim > 1 ? d1 : 0;
+    t->init = init;
+    t->layer = layer;
+}
+
+int hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *err) {
+    spec_list l = {0};
+    const char *P = c->tensor_prefix;
+    const int64_t H = c->hidden_size, V = c->vocab_size, L = c->n_layers, nH = c->n_heads;
+    const int gemma = c->arch == SP_ARCH_GEMMA4;
+    const int64_t Pw = gemma ? c->ple_dim : 0; /* PLE width */
+
+    add(&l, -1, HF_INIT_EMBED, 2, V, H, "%sembed_tokens.weight", P);
+    if (Pw > 0) {
+        add(&l, -1, HF_INIT_EMBED, 2, c->ple_vocab, L * Pw, "%sembed_tokens_per_layer.weight", P);
+        add(&l, -1, HF_INIT_PROJ, 2, L * Pw, H, "%sper_layer_model_projection.weight", P);
+        add(&l, -1, HF_INIT_NORM, 1, Pw, 0, "%sper_layer_projection_norm.weight", P);
+    }
+    for (int i = 0; i < (int)L; i++) {
+        const sp_layer_config *lc = &c->layers[i];
+        const int64_t D = lc->head_dim, nKV = lc->n_kv_heads, I = lc->ffn_dim;
+        const int shared = gemma && i >= L - c->n_kv_shared; /* no K/V of its own (FORMATS §5.5) */
+        add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.input_layernorm.weight", P, i);
+        add(&l, i, HF_INIT_PROJ, 2, nH * D, H, "%slayers.%d.self_attn.q_proj.weight", P, i);
+        if (!shared) {
+            add(&l, i, HF_INIT_PROJ, 2, nKV * D, H, "%slayers.%d.self_attn.k_proj.weight", P, i);
+            if (lc->has_v_proj) add(&l, i, HF_INIT_PROJ, 2, nKV * D, H, "%slayers.%d.self_attn.v_proj.weight", P, i);
+        }
+        add(&l, i, HF_INIT_PROJ, 2, H, nH * D, "%slayers.%d.self_attn.o_proj.weight", P, i);
+        if (c->qk_norm) {
+            add(&l, i, HF_INIT_NORM, 1, D, 0, "%slayers.%d.self_attn.q_norm.weight", P, i);
+            if (!shared) add(&l, i, HF_INIT_NORM, 1, D, 0, "%slayers.%d.self_attn.k_norm.weight", P, i);
+        }
+        add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.post_attention_layernorm.weight", P, i);
+        if (gemma) add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, i);
+        add(&l, i, HF_INIT_PROJ, 2, I, H, "%slayers.%d.mlp.gate_proj.weight", P, i);
+        add(&l, i, HF_INIT_PROJ, 2, I, H, "%slayers.%d.mlp.up_proj.weight", P, i);
+        add(&l, i, HF_INIT_PROJ, 2, H, I, "%slayers.%d.mlp.down_proj.weight", P, i);
+        if (gemma) {
+            add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, i);
+            add(&l, i, HF_INIT_SCALAR, 1, 1, 0, "%slayers.%d.layer_scalar", P, i);
+            if (Pw > 0) {
+                add(&l, i, HF_INIT_PROJ, 2, Pw, H, "%slayers.%d.per_layer_input_gate.weight", P, i);
+                add(&l, i, HF_INIT_PROJ, 2, H, Pw, "%slayers.%d.per_layer_projection.weight", P, i);
+                add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.post_per_layer_input_norm.weight", P, i);
+            }
+        }
+    }
+    add(&l, -1, HF_INIT_NORM, 1, H, 0, "%snorm.weight", P);
+    if (!c->tie_embeddings) add(&l, -1, HF_INIT_EMBED, 2, V, H, "lm_head.weight");
+    if (l.oom) {
+        free(l.v);
+        return sp_err_set(err, "out of memory listing tensors");
+    }
+    *out = l.v;
+    *n = l.n;
+    return 0;
+}
+
+void hf_tensor_fill(const hf_tensor_spec *t, int k, uint64_t seed, float embed_std, float *dst, int64_t lo,
+                    int64_t hi) {
+    float std = 1.0f;
+    switch (t->init) {
+    case HF_INIT_PROJ: std = 1.0f / sqrtf((float)t->shape[1]); break;
+    case HF_INIT_EMBED: std = embed_std; break;
+    case HF_INIT_NORM: std = 0.1f; break;
+    case HF_INIT_SCALAR: break;
+    }
+    for (int64_t i = lo; i < hi; i++) {
+        float *d = &dst[i - lo];
+        if (t->init == HF_INIT_SCALAR) *d = 0.5f + 0.5f * (float)sp_rng_uniform(seed, (uint64_t)k, (uint64_t)i);
+        else if (t->init == HF_INIT_NORM) *d = 1.0f + std * sp_rng_normal(seed, (uint64_t)k, (uint64_t)i);
+        else *d = std * sp_rng_normal(seed, (uint64_t)k, (uint64_t)i);
+    }
+}
+
+/* ---- parallel generation of one tensor ---------------------------------------------------- */
+
+typedef struct {
+    const hf_tensor_spec *t;
+    int k;
+    uint64_t seed;
+    float embed_std;
+    sp_dtype dtype;
+    void *out;
+    int64_t numel;
+    int i, n; /* this worker's share */
+} gen_job;
+
+static void *gen_worker(void *arg) {
+    gen_job *j = arg;
+    int64_t lo = j->numel * j->i / j->n, hi = j->numel * (j->i + 1) / j->n;
+    enum { CH = 4096 };
+    float buf[CH];
+    for (int64_t a = lo; a < hi; a += CH) {
+        int64_t b = a + CH < hi ? a + CH : hi;
+        if (j->dtype == SP_DT_F32) {
+            hf_tensor_fill(j->t, j->k, j->seed, j->embed_std, (float *)j->out + a, a, b);
+        } else {
+            hf_tensor_fill(j->t, j->k, j->seed, j->embed_std, buf, a, b);
+            uint16_t *o = (uint16_t *)j->out + a;
+            for (int64_t x = 0; x < b - a; x++) o[x] = sp_f32_to_bf16(buf[x]);
+        }
+    }
+    return NULL;
+}
+
+static void generate(const hf_tensor_spec *t, int k, uint64_t seed, float embed_std, sp_dtype dtype, void *out,
+                     int64_t numel, int n_threads) {
+    if (n_threads > 16) n_threads = 16;
+    if (numel < (1 << 16)) n_threads = 1;
+    gen_job jobs[16];
+    pthread_t th[16];
+    int started[16] = {0};
+    for (int i = 0; i < n_threads; i++) {
+        jobs[i] = (gen_job){t, k, seed, embed_std, dtype, out, numel, i, n_threads};
+        if (i > 0) started[i] = pthread_create(&th[i], NULL, gen_worker, &jobs[i]) == 0;
+    }
+    gen_worker(&jobs[0]);
+    for (int i = 1; i < n_threads; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else gen_worker(&jobs[i]); /* thread creation failed: do the share here */
+    }
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+static int copy_file(const char *src, const char *dst, sp_err *err) {
+    char *buf;
+    size_t n;
+    if (sp_read_file(src, &buf, &n, err)) return -1;
+    int rc = sp_write_file_atomic(dst, buf, n, err);
+    free(buf);
+    return rc;
+}
+
+/* id of a token string in tokenizer.json (added_tokens, then model.vocab), or -1 */
+static int token_id(json_t *root, const char *content) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "added_tokens"), i, v) {
+        const char *c = json_string_value(json_object_get(v, "content"));
+        if (c && !strcmp(c, content)) return (int)json_integer_value(json_object_get(v, "id"));
+    }
+    json_t *id = json_object_get(json_object_get(json_object_get(root, "model"), "vocab"), content);
+    return json_is_integer(id) ? (int)json_integer_value(id) : -1;
+}
+
+/* What a tokenizer decides about the config: the number of ids (1 + the largest id in
+ * model.vocab / added_tokens) and "bos_token_id=..." / "eos_token_id=..." overrides from
+ * tokenizer_config.json beside it (null when that file says null; nothing when it is silent). */
+static int tokenizer_info(const char *path, int *n_ids, char *bos_set, char *eos_set, size_t cap, sp_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+    json_int_t max_id = -1;
+    json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
+    const char *k;
+    json_t *v;
+    size_t i;
+    if (json_is_object(vocab)) {
+        json_object_foreach(vocab, k, v) if (json_is_integer(v) && json_integer_value(v) > max_id) max_id =
+            json_integer_value(v);
+    } else if (json_is_array(vocab)) { /* Unigram: [[piece, score], ...] */
+        max_id = (json_int_t)json_array_size(vocab) - 1;
+    }
+    json_array_foreach(json_object_get(root, "added_tokens"), i, v) {
+        json_t *id = json_object_get(v, "id");
+        if (json_is_integer(id) && json_integer_value(id) > max_id) max_id = json_integer_value(id);
+    }
+    if (max_id < 0 || max_id >= 0x7fffffff) {
+        json_decref(root);
+        return sp_err_set(err, "%s: no usable vocabulary (model.vocab)", path);
+    }
+    *n_ids = (int)max_id + 1;
+    bos_set[0] = eos_set[0] = 0;
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s", path);
+    char *slash = strrchr(cfg_path, '/');
+    snprintf(slash ? slash + 1 : cfg_path, sizeof cfg_path - (size_t)(slash ? slash + 1 - cfg_path : 0),
+             "tokenizer_config.json");
+    json_t *tc = sp_file_exists(cfg_path) ? json_load_file(cfg_path, 0, NULL) : NULL;
+    static const char *names[2] = {"bos", "eos"};
+    char *outs[2] = {bos_set, eos_set};
+    for (int t = 0; t < 2 && json_is_object(tc); t++) {
+        char key[16];
+        snprintf(key, sizeof key, "%s_token", names[t]);
+        json_t *e = json_object_get(tc, key);
+        if (!e) continue;
+        const char *content = json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "content"));
+        int id = content ? token_id(root, content) : -1;
+        if (json_is_null(e)) snprintf(outs[t], cap, "%s_token_id=null", names[t]);
+        else if (id >= 0) snprintf(outs[t], cap, "%s_token_id=%d", names[t], id);
+    }
+    json_decref(tc);
+    json_decref(root);
+    return 0;
+}
+
+static int copy_tokenizer(const char *tok_path, const char *dir, sp_err *err) {
+    char dst[4096], src_dir[4096], src[4096];
+    if (sp_path_join(dst, sizeof dst, dir, "tokenizer.json") || copy_file(tok_path, dst, err)) return -1;
+    snprintf(src_dir, sizeof src_dir, "%s", tok_path);
+    char *slash = strrchr(src_dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(src_dir, sizeof src_dir, ".");
+    static const char *extras[] = {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"};
+    for (size_t i = 0; i < sizeof extras / sizeof extras[0]; i++) {
+        if (sp_path_join(src, sizeof src, src_dir, extras[i]) || !sp_file_exists(src)) continue;
+        if (sp_path_join(dst, sizeof dst, dir, extras[i]) || copy_file(src, dst, err)) return -1;
+    }
+    return 0;
+}
+
+/* model.safetensors.index.json for a sharded save (FORMATS.md §1.4) */
+static int write_index(const char *dir, const hf_tensor_spec *specs, const int *shard_of, int n, int n_shards,
+                       uint64_t total, sp_err *err) {
+    json_t *root = json_object(), *meta = json_object(), *map = json_object();
+    json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+    json_object_set_new(root, "metadata", meta);
+    for (int i = 0; i < n; i++) {
+        char fname[64];
+        snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", shard_of[i] + 1, n_shards);
+        json_object_set_new(map, specs[i].name, json_string(fname));
+    }
+    json_object_set_new(root, "weight_map", map);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(root);
+    if (!s) return sp_err_set(err, "out of memory writing the index");
+    char path[4096];
+    sp_path_join(path, sizeof path, dir, "model.safetensors.index.json");
+    int rc = sp_write_file_atomic(path, s, strlen(s), err);
+    free(s);
+    return rc;
+}
+
+int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
+    const preset_info *pi = preset_find(o->arch, o->preset);
+    sp_dtype dtype = o->dtype == SP_DT_UNKNOWN ? (pi && pi->real ? SP_DT_BF16 : SP_DT_F32) : o->dtype;
+    if (dtype != SP_DT_F32 && dtype != SP_DT_BF16) return sp_err_set(err, "new model: dtype must be f32 or bf16");
+
+    /* a tokenizer larger than the preset's vocabulary grows vocab_size (an explicit --set wins) */
+    const char **sets = calloc((size_t)o->n_sets + 3, sizeof *sets);
+    if (!sets) return sp_err_set(err, "out of memory");
+    int n_sets = 0;
+    char vocab_set[64], bos_set[64], eos_set[64];
+    sp_config cfg;
+    char *text = NULL;
+    hf_tensor_spec *specs = NULL;
+    int *shard_of = NULL;
+    int rc = -1;
+    if (o->tokenizer) {
+        int tv = 0;
+        if (tokenizer_info(o->tokenizer, &tv, bos_set, eos_set, sizeof bos_set, err)) goto done;
+        /* real shapes already carry their real models' ids; tiny ones take the tokenizer's */
+        if (bos_set[0] && !(pi && pi->real)) sets[n_sets++] = bos_set;
+        if (eos_set[0] && !(pi && pi->real)) sets[n_sets++] = eos_set;
+        char *probe = preset_config_json(o->arch, o->preset, "float32", o->sets, o->n_sets, err);
+        if (!probe) goto done;
+        int ok = sp_config_parse(&cfg, probe, "config.json", err);
+        free(probe);
+        if (ok != 0) goto done;
+        if (tv > cfg.vocab_size) {
+            snprintf(vocab_set, sizeof vocab_set, "vocab_size=%d", tv);
+            sets[n_sets++] = vocab_set;
+            sp_log(SP_LOG_INFO, "vocab_size %d -> %d to fit %s", cfg.vocab_size, tv, o->tokenizer);
+        }
+    }
+    for (int i = 0; i < o->n_sets; i++) sets[n_sets++] = o->sets[i];
+
+    text = preset_config_json(o->arch, o->preset, dtype == SP_DT_F32 ? "float32" : "bfloat16", sets, n_sets, err);
+    if (!text) goto done;
+    if (sp_config_parse(&cfg, text, "generated config.json", err)) goto done;
+    int n;
+    if (hf_tensor_specs(&cfg, &specs, &n, err)) goto done;
+
+    /* shards: consecutive tensors up to shard_bytes each (a bigger tensor gets its own) */
+    uint64_t limit = o->shard_bytes ? o->shard_bytes : DEFAULT_SHARD_BYTES, total = 0, cur = 0;
+    size_t es = sp_dtype_size(dtype);
+    shard_of = malloc((size_t)n * sizeof *shard_of);
+    if (!shard_of) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    int n_shards = 1;
+    for (int i = 0; i < n; i++) {
+        uint64_t b = (uint64_t)specs[i].shape[0] * (uint64_t)(specs[i].ndim > 1 ? specs[i].shape[1] : 1) * es;
+        if (cur > 0 && cur + b > limit) {
+            n_shards++;
+            cur = 0;
+        }
+        cur += b;
+        total += b;
+        shard_of[i] = n_shards - 1;
+    }
+
+    if (sp_mkdir_p(dir, err)) goto done;
+    char path[4096];
+    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_write_file_atomic(path, text, strlen(text), err))
+        goto done;
+
+    int n_threads = o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads < 1) n_threads = 1;
+    float embed_std = pi && pi->real ? 4.0f / sqrtf((float)cfg.hidden_size) : 1.0f;
+    /* one shard at a time: generate its tensors, hand them to the writer by reference, save,
+     * free; memory peaks near one shard (or the largest tensor) */
+    void **bufs = calloc((size_t)n, sizeof *bufs);
+    if (!bufs) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    int next = 0, ok = 1;
+    for (int s = 0; ok && s < n_shards; s++) {
+        st_writer *w = st_writer_create();
+        if (!w) {
+            sp_err_set(err, "out of memory");
+            ok = 0;
+            break;
+        }
+        int first = next;
+        for (; ok && next < n && shard_of[next] == s; next++) {
+            const hf_tensor_spec *t = &specs[next];
+            int64_t numel = t->shape[0] * (t->ndim > 1 ? t->shape[1] : 1);
+            if (!(bufs[next] = malloc((size_t)numel * es))) {
+                sp_err_set(err, "out of memory for tensor %s (%lld elements)", t->name, (long long)numel);
+                ok = 0;
+                break;
+            }
+            generate(t, next, o->seed, embed_std, dtype, bufs[next], numel, n_threads);
+            ok = st_writer_add_ref(w, t->name, dtype, t->ndim, t->shape, bufs[next], err) == 0;
+        }
+        if (ok) {
+            char fname[64];
+            if (n_shards == 1) snprintf(fname, sizeof fname, "model.safetensors");
+            else snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
+            ok = sp_path_join(path, sizeof path, dir, fname) == 0 && st_writer_save(w, path, err) == 0;
+            if (ok) sp_log(SP_LOG_INFO, "wrote %s", path);
+        }
+        st_writer_free(w);
+        for (int i = first; i < next && i < n; i++) {
+            free(bufs[i]);
+            bufs[i] = NULL;
+        }
+    }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs);
+    if (!ok) goto done;
+    if (n_shards > 1 && write_index(dir, specs, shard_of, n, n_shards, total, err)) goto done;
+    if (o->tokenizer && copy_tokenizer(o->tokenizer, dir, err)) goto done;
+    rc = 0;
+done:
+    free(sets);
+    free(text);
+    free(specs);
+    free(shard_of);
+    return rc;
+}

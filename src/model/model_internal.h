@@ -1,0 +1,67 @@
+/* model_internal.h — the target model's weights, KV cache and scratch, shared by the loader
+ * (load.c), the cache (kv.c) and the forward pass (forward.c). One decoder implementation
+ * serves Llama-3, Qwen3 and Gemma-4 text: the architectures differ only in which optional
+ * pieces (q/k norms, sandwich norms, PLE, KV sharing, sliding layers, softcap) are present. */
+#ifndef SPECULA_MODEL_INTERNAL_H
+#define SPECULA_MODEL_INTERNAL_H
+
+#include "core/core.h"
+#include "core/pool.h"
+#include "formats/safetensors.h"
+#include "kernels/kernels.h"
+
+typedef struct {
+    /* attention */
+    float *attn_norm;          /* [H]  input_layernorm */
+    sp_mat wq;                 /* [NH·D, H] */
+    sp_mat wk, wv;             /* [KVH·D, H]; absent (data NULL) on KV-shared layers; wv absent on k_eq_v */
+    sp_mat wo;                 /* [H, NH·D] */
+    float *q_norm, *k_norm;    /* [D] (qwen3, gemma4) */
+    float *post_attn_norm;     /* [H] gemma4: norm on the attention output; llama/qwen3: the pre-MLP norm */
+    /* MLP */
+    float *pre_ffn_norm;       /* [H] gemma4 only */
+    float *post_ffn_norm;      /* [H] gemma4 only */
+    sp_mat w_gate, w_up;       /* [I, H] */
+    sp_mat w_down;             /* [H, I] */
+    /* gemma4 per-layer input */
+    sp_mat ple_gate;           /* [P, H] */
+    sp_mat ple_proj;           /* [H, P] */
+    float *ple_post_norm;      /* [H] */
+    float layer_scalar;        /* 1 when absent */
+    float *inv_freq;           /* [D/2] RoPE frequencies of this layer's type */
+} sp_layer;
+
+struct sp_model {
+    sp_config cfg;
+    st_set *st;
+    sp_pool *pool;
+    int n_threads;
+    const st_tensor *embed;    /* [V, H] token embedding (any float dtype) */
+    float embed_scale;         /* gemma4: sqrt(H) rounded to the weight dtype; else 1 */
+    sp_mat lm_head;            /* [V, H] (the embedding when tied) */
+    float *final_norm;         /* [H] */
+    /* gemma4 PLE */
+    const st_tensor *ple_embed; /* [ple_vocab, L·P] */
+    float ple_embed_scale;      /* sqrt(P) rounded to the weight dtype */
+    sp_mat ple_model_proj;      /* [L·P, H] */
+    float *ple_proj_norm;       /* [P] */
+    sp_layer *layers;
+    void **owned;               /* every small f32 array above (freed with the model) */
+    int n_owned, cap_owned;
+    size_t weight_bytes;
+};
+
+/* Per-sequence state: KV caches plus the scratch of a forward over up to max_batch tokens. */
+struct sp_kv {
+    const sp_model *m;
+    int max_ctx, max_batch;
+    int len;       /* committed positions */
+    int high;      /* highest position count ever written (bounds trim across a ring wrap) */
+    int *cap;      /* [L] slots per layer's cache; 0 for KV-shared layers */
+    int *ring;     /* [L] 1 if the cache is a ring (sliding layer with window + max_batch < max_ctx) */
+    float **K, **V; /* [L] → [cap, KVH, D] */
+    /* scratch, sized for max_batch tokens */
+    float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *ple, *pg, *hid;
+};
+
+#endif

@@ -1,0 +1,250 @@
+/* audit.c — chi-square / total-variation audit of the speculative sampling path (see audit.h). */
+#include "spec/audit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "sample/sample.h"
+
+/* regularized upper incomplete gamma Q(a, x): series below a+1, Lentz continued fraction above */
+static double gamma_q(double a, double x) {
+    if (x <= 0) return 1.0;
+    if (isinf(x)) return 0.0;
+    double lg = lgamma(a);
+    if (x < a + 1) {
+        double sum = 1.0 / a, term = sum;
+        for (int n = 1; n < 100000; n++) {
+            term *= x / (a + n);
+            sum += term;
+            if (fabs(term) < fabs(sum) * 1e-15) break;
+        }
+        double pval = sum * exp(-x + a * log(x) - lg);
+        return pval >= 1 ? 0 : 1 - pval;
+    }
+    double tiny = 1e-300, b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
+    for (int i = 1; i < 100000; i++) {
+        double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (fabs(d) < tiny) d = tiny;
+        c = b + an / c;
+        if (fabs(c) < tiny) c = tiny;
+        d = 1 / d;
+        double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - lg) * h;
+}
+
+double sp_chi2_pvalue(double x, int dof) {
+    if (dof <= 0) return 1.0;
+    return gamma_q(dof / 2.0, x / 2.0);
+}
+
+sp_audit_test sp_audit_compare(const int *counts, const float *probs, int n, int total) {
+    sp_audit_test t = {0};
+    t.n = total;
+    double chi2 = 0, pool_e = 0, pool_o = 0, tv = 0, tvn = 0;
+    int bins = 0;
+    for (int i = 0; i < n; i++) {
+        double e = (double)probs[i] * total, o = counts[i];
+        tv += fabs(o / total - probs[i]);
+        tvn += sqrt(2.0 * probs[i] * (1.0 - probs[i]) / (M_PI * total));
+        if (e >= 5) {
+            chi2 += (o - e) * (o - e) / e;
+            bins++;
+        } else {
+            pool_e += e;
+            pool_o += o;
+        }
+    }
+    if (pool_e > 0 || pool_o > 0) {
+        if (pool_e <= 0) chi2 = INFINITY; /* an impossible token was emitted */
+        else chi2 += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        bins++;
+    }
+    t.chi2 = chi2;
+    t.dof = bins > 1 ? bins - 1 : 1;
+    t.p_value = isinf(chi2) ? 0.0 : (bins > 1 ? sp_chi2_pvalue(chi2, t.dof) : 1.0);
+    t.tv = tv / 2;
+    t.tv_null = tvn / 2;
+    return t;
+}
+
+/* processed target distribution after context tokens[0..n) */
+static int target_probs(sp_model *m, const int32_t *tok, int n, const sp_sample_params *sp, float *probs,
+                        sp_err *err) {
+    int V = sp_model_config(m)->vocab_size;
+    sp_kv *kv = sp_kv_create(m, n + 1, 256, err);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    sp_sampler *s = sp_sampler_create(V, sp, err);
+    int rc = -1;
+    if (!kv || !lg || !s) goto done;
+    for (int i = 0; i < n; i += 256) {
+        sp_forward_out o = {.last_logits = lg};
+        if (sp_model_forward(m, kv, tok + i, n - i < 256 ? n - i : 256, &o, err)) goto done;
+    }
+    rc = sp_sampler_probs(s, probs, lg, err);
+done:
+    sp_kv_free(kv);
+    free(lg);
+    sp_sampler_free(s);
+    return rc;
+}
+
+int sp_audit_run(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
+                 int draws, double alpha, sp_audit_result *r, sp_err *err) {
+    memset(r, 0, sizeof *r);
+    r->alpha = alpha;
+    int V = sp_model_config(target)->vocab_size;
+    if (draws < 100) return sp_err_set(err, "audit: need at least 100 draws (got %d)", draws);
+    int *c1 = calloc((size_t)V, sizeof(int));
+    int32_t *x1 = malloc(sizeof(int32_t) * (size_t)draws), *x2 = malloc(sizeof(int32_t) * (size_t)draws);
+    float *probs = malloc(sizeof(float) * (size_t)V);
+    int32_t *ctx = malloc(sizeof(int32_t) * (size_t)(n_prompt + 1));
+    int *c2 = calloc((size_t)V, sizeof(int));
+    int rc = -1;
+    if (!c1 || !x1 || !x2 || !probs || !ctx || !c2) {
+        sp_err_set(err, "audit: out of memory");
+        goto done;
+    }
+    long drafted = 0, accepted = 0;
+    for (int i = 0; i < draws; i++) {
+        sp_spec_params q = *p;
+        q.gen.max_new = 2;
+        q.gen.ignore_eos = 1;
+        q.gen.on_token = NULL;
+        q.gen.sample.seed = p->gen.sample.seed * 1000003ull + (uint64_t)i + 1;
+        int32_t out[2];
+        sp_spec_stats st;
+        if (sp_spec_generate(target, d, prompt, n_prompt, &q, out, 2, &st, err)) goto done;
+        x1[i] = out[0];
+        x2[i] = out[1];
+        c1[out[0]]++;
+        drafted += st.drafted;
+        accepted += st.accepted;
+    }
+    r->acceptance_rate = drafted ? (double)accepted / drafted : 0;
+    if (target_probs(target, prompt, n_prompt, &p->gen.sample, probs, err)) goto done;
+    r->first = sp_audit_compare(c1, probs, V, draws);
+
+    /* second token: conditionals of the most frequent first tokens (>= 200 samples, at most 6) */
+    memcpy(ctx, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    double chi2 = 0, tvw = 0, tvnw = 0;
+    int dof = 0, nsec = 0;
+    for (int g = 0; g < 6; g++) {
+        int best = -1;
+        for (int v = 0; v < V; v++)
+            if (c1[v] >= 200 && (best < 0 || c1[v] > c1[best])) best = v;
+        if (best < 0) break;
+        int n = c1[best];
+        c1[best] = -c1[best]; /* mark used */
+        memset(c2, 0, sizeof(int) * (size_t)V);
+        for (int i = 0; i < draws; i++)
+            if (x1[i] == best) c2[x2[i]]++;
+        ctx[n_prompt] = best;
+        if (target_probs(target, ctx, n_prompt + 1, &p->gen.sample, probs, err)) goto done;
+        sp_audit_test t = sp_audit_compare(c2, probs, V, n);
+        chi2 += t.chi2;
+        dof += t.dof;
+        tvw += t.tv * n;
+        tvnw += t.tv_null * n;
+        nsec += n;
+        r->second_groups++;
+    }
+    if (r->second_groups) {
+        r->second.chi2 = chi2;
+        r->second.dof = dof;
+        r->second.p_value = isinf(chi2) ? 0 : sp_chi2_pvalue(chi2, dof);
+        r->second.tv = tvw / nsec;
+        r->second.tv_null = tvnw / nsec;
+        r->second.n = nsec;
+    }
+    r->pass = r->first.p_value > alpha && (!r->second_groups || r->second.p_value > alpha);
+    rc = 0;
+done:
+    free(c1);
+    free(c2);
+    free(x1);
+    free(x2);
+    free(probs);
+    free(ctx);
+    return rc;
+}
+
+/* ---- self-test on synthetic (p, q) ----------------------------------------------------------- */
+enum { ST_V = 24 };
+
+static void normalize(float *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    for (int i = 0; i < n; i++) x[i] = (float)(x[i] / s);
+}
+
+/* draws x ~ q (or x = fixed when q is one-hot), applies the rule, tests the output against p */
+static sp_audit_test run_case(float *p, const float *q, int onehot_x, int broken, int draws, uint64_t seed) {
+    int counts[ST_V] = {0};
+    for (int i = 0; i < draws; i++) {
+        int x = q ? sp_sample_probs(q, ST_V, sp_rng_uniform(seed, 9, (uint64_t)i)) : onehot_x;
+        int ok;
+        int t = sp_spec_verify_one(p, q, ST_V, x, sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, (uint64_t)i),
+                                   sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, (uint64_t)i), broken, &ok);
+        counts[t]++;
+    }
+    return sp_audit_compare(counts, p, ST_V, draws);
+}
+
+int sp_audit_self_test(int draws, double alpha, void (*report)(void *ctx, const char *line), void *ctx) {
+    float p[ST_V], q[ST_V];
+    int all = 1;
+    char line[256];
+    for (int c = 0; c < 7; c++) {
+        const char *name = "";
+        int onehot = -1, broken = 0, expect_fail = 0;
+        for (int i = 0; i < ST_V; i++) {
+            p[i] = (float)(0.05 + sp_rng_uniform(77, (uint64_t)c, (uint64_t)i));
+            q[i] = (float)(0.05 + sp_rng_uniform(78, (uint64_t)c, (uint64_t)i));
+        }
+        switch (c) {
+        case 0: name = "disjoint supports";
+            for (int i = 0; i < ST_V; i++) (i < ST_V / 2 ? q : p)[i] = 0;
+            break;
+        case 1: name = "one-hot q";
+            onehot = 5;
+            break;
+        case 2: name = "p == q";
+            memcpy(q, p, sizeof p);
+            break;
+        case 3: name = "tiny p where q is large";
+            p[3] = 1e-5f;
+            q[3] = 20;
+            break;
+        case 4: name = "top-p truncated p, full q";
+            for (int i = ST_V / 3; i < ST_V; i++) p[i] = 0;
+            break;
+        case 5: name = "peaked p, flat q";
+            for (int i = 0; i < ST_V; i++) q[i] = 1;
+            p[7] = 30;
+            break;
+        case 6: name = "BROKEN rule (residual replaced by p) must be detected";
+            broken = 1;
+            expect_fail = 1;
+            q[2] = 10; /* q over-weights a token p rarely wants */
+            p[2] = 0.05f;
+            break;
+        }
+        normalize(p, ST_V);
+        normalize(q, ST_V);
+        sp_audit_test t = run_case(p, onehot >= 0 ? NULL : q, onehot, broken, draws, 1234 + (uint64_t)c);
+        int pass = expect_fail ? t.p_value < alpha : t.p_value > alpha;
+        all &= pass;
+        snprintf(line, sizeof line, "%-52s chi2 %10.2f dof %2d p-value %.4f  TV %.5f (null %.5f)  %s", name, t.chi2,
+                 t.dof, t.p_value, t.tv, t.tv_null, pass ? "ok" : "FAIL");
+        if (report) report(ctx, line);
+    }
+    return all;
+}

@@ -1,0 +1,61 @@
+/* drafter.h — the interface every drafter implements (n-gram, draft model, DFlash, DSpark,
+ * Gemma-4 assistant). The speculative loop (spec.c) knows drafters only through this struct.
+ *
+ * The committed stream is the prompt followed by every emitted token. At each round the
+ * engine asks for up to G drafts continuing the stream, verifies them with one target forward
+ * over [pending, d_1 .. d_g], and reports back how many were accepted and which token the
+ * target emitted after them. The drafter then rolls back or extends its own state; rejected
+ * drafts must leave no trace in it.
+ *
+ * Target hidden-state taps (for DFlash / DSpark): a drafter that sets n_taps > 0 receives the
+ * outputs of target layers tap_layers[] for every token the target has committed to its KV
+ * cache — the prompt rows in begin(), and in commit() the rows of [pending, d_1 .. d_acc]
+ * (acc + 1 rows): never the rows of rejected drafts. */
+#ifndef SPECULA_DRAFTER_H
+#define SPECULA_DRAFTER_H
+
+#include <stdint.h>
+
+#include "specula.h"
+
+typedef struct sp_drafter sp_drafter;
+
+/* What the engine shares with a drafter for one request. The target and its KV cache are the
+ * engine's: a drafter may read them (the Gemma-4 assistant attends to the target's K/V) but must
+ * never forward, trim or free them. */
+typedef struct {
+    sp_model *target;
+    sp_kv *target_kv;   /* holds every committed token but the pending one */
+    uint64_t seed;      /* the request's sampling seed: a sampling drafter draws from it
+                           (stream SP_RNG_STREAM_DRAFT), so independent requests are independent */
+} sp_drafter_ctx;
+
+struct sp_drafter {
+    const char *name;
+    void *self;          /* the implementation's state */
+    int n_taps;          /* target taps wanted (0: none) */
+    const int *tap_layers;
+    int wants_hidden;    /* 1: begin/commit also receive the target's final post-norm hidden rows */
+    int provides_q;      /* 1: propose() fills draft distributions q (else the engine uses one-hot q) */
+
+    /* New sequence. prompt[0..n) is committed; the last prompt token is "pending" (the target
+     * has not forwarded it yet), so the row arrays hold rows for prompt[0..n-1) only:
+     * taps [n-1, n_taps·H] when n_taps > 0, hidden [n-1, H] when wants_hidden (else NULL). */
+    int (*begin)(sp_drafter *d, const int32_t *prompt, int n, const float *taps, const float *hidden,
+                 const sp_drafter_ctx *ctx, sp_err *err);
+    /* Propose up to max_g drafts. q: NULL, or [max_g, V] to fill with the processed draft
+     * distribution each draft was sampled from (only when provides_q). Returns the count
+     * (0 .. max_g) or -1 on error. */
+    int (*propose)(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err);
+    /* n_acc of the last proposal were accepted, then the target emitted `next` (now pending).
+     * taps [n_acc + 1, n_taps·H] / hidden [n_acc + 1, H]: rows of the tokens just committed to
+     * the target cache, [old pending, d_1 .. d_acc]; row n_acc is the state that predicted `next`. */
+    int (*commit)(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err);
+    void (*destroy)(sp_drafter *d);
+};
+
+static inline void sp_drafter_free(sp_drafter *d) {
+    if (d && d->destroy) d->destroy(d);
+}
+
+#endif

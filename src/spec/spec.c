@@ -1,0 +1,235 @@
+/* spec.c — the speculative decoding loop: propose → verify over [pending, drafts] → accept →
+ * trim the target cache → tell the drafter. See spec.h for the rules and why they are lossless. */
+#include "spec/spec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "sample/sample.h"
+
+sp_spec_params sp_spec_params_default(void) {
+    sp_spec_params p;
+    memset(&p, 0, sizeof p);
+    p.gen = sp_gen_params_default();
+    p.draft_max = 8;
+    p.draft_min = 0;
+    return p;
+}
+
+int sp_spec_verify_one(float *p, const float *q, int V, int32_t x, double u_acc, double u_res, int broken,
+                       int *accepted) {
+    double px = p[x], qx = q ? q[x] : 1.0;
+    /* accept with probability min(1, p/q); qx == 0 cannot be drawn from q, but guard anyway */
+    if (qx > 0 && u_acc * qx < px) {
+        *accepted = 1;
+        return x;
+    }
+    *accepted = 0;
+    if (broken) return sp_sample_probs(p, V, u_res);
+    if (q) return sp_sample_residual(p, q, V, u_res);
+    /* one-hot q: the residual is p with x removed, renormalised */
+    float save = p[x];
+    p[x] = 0;
+    int tok = sp_sample_probs(p, V, u_res);
+    p[x] = save;
+    if (tok < 0) tok = x; /* p was one-hot at x: cannot be rejected (px/qx = 1) */
+    return tok;
+}
+
+typedef struct {
+    sp_model *m;
+    sp_kv *kv;
+    sp_drafter *d;
+    const sp_spec_params *p;
+    sp_sampler *smp;
+    int V, H, greedy, chunk;
+    float *logits, *probs, *q, *taps, *hidden;
+    int32_t blk[SP_SPEC_MAX_G + 1];
+} loop_t;
+
+/* Prefill prompt[0..n) (all but the pending token) and begin the drafter with the prompt's
+ * taps / hidden rows when it wants them. */
+static int prefill(loop_t *L, const int32_t *prompt, int n, sp_err *err) {
+    int chunk = L->chunk, nt = L->d ? L->d->n_taps : 0, wh = L->d && L->d->wants_hidden;
+    float *all_taps = NULL, *all_hid = NULL;
+    size_t rows = (size_t)(n > 0 ? n : 1);
+    if (nt) all_taps = malloc(sizeof(float) * rows * nt * L->H);
+    if (wh) all_hid = malloc(sizeof(float) * rows * L->H);
+    int rc = -1;
+    if ((nt && !all_taps) || (wh && !all_hid)) {
+        sp_err_set(err, "out of memory for the prompt's hidden states");
+        goto done;
+    }
+    for (int i = 0; i < n; i += chunk) {
+        int b = n - i < chunk ? n - i : chunk;
+        sp_forward_out o = {0};
+        if (nt) {
+            o.tap_layers = L->d->tap_layers;
+            o.n_taps = nt;
+            o.taps = all_taps + (size_t)i * nt * L->H;
+        }
+        if (wh) o.hidden = all_hid + (size_t)i * L->H;
+        if (sp_model_forward(L->m, L->kv, prompt + i, b, &o, err)) goto done;
+    }
+    sp_drafter_ctx ctx = {L->m, L->kv, L->p->gen.sample.seed};
+    rc = L->d ? L->d->begin(L->d, prompt, n + 1, all_taps, all_hid, &ctx, err) : 0;
+done:
+    free(all_taps);
+    free(all_hid);
+    return rc;
+}
+
+int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
+                     int32_t *out, int out_cap, sp_spec_stats *st, sp_err *err) {
+    const sp_config *cfg = sp_model_config(m);
+    sp_spec_stats s_local;
+    if (!st) st = &s_local;
+    memset(st, 0, sizeof *st);
+    if (n_prompt < 1) return sp_err_set(err, "spec: empty prompt");
+    if (p->draft_max < 1 || p->draft_max > SP_SPEC_MAX_G)
+        return sp_err_set(err, "spec: draft_max %d out of range 1..%d", p->draft_max, SP_SPEC_MAX_G);
+    if (p->gen.max_new < 1 || out_cap < p->gen.max_new)
+        return sp_err_set(err, "spec: max_new %d must be >= 1 and fit the output (%d)", p->gen.max_new, out_cap);
+    if (sp_sample_params_check(&p->gen.sample, err)) return -1;
+    int G = d ? p->draft_max : 0;
+    int max_ctx = p->gen.max_ctx > 0 ? p->gen.max_ctx : n_prompt + p->gen.max_new + G + 1;
+    if (cfg->max_pos > 0 && max_ctx > cfg->max_pos) max_ctx = cfg->max_pos;
+    if (n_prompt >= max_ctx) return sp_err_set(err, "spec: prompt of %d tokens fills the context (%d)", n_prompt, max_ctx);
+    int chunk = p->gen.prefill_chunk > 0 ? p->gen.prefill_chunk : 512;
+    if (chunk < G + 1) chunk = G + 1;
+
+    loop_t L = {.m = m, .d = d, .p = p, .V = cfg->vocab_size, .H = cfg->hidden_size};
+    L.greedy = sp_sample_is_greedy(&p->gen.sample);
+    L.chunk = chunk;
+    int rc = -1, nt = d ? d->n_taps : 0;
+    L.kv = sp_kv_create(m, max_ctx, chunk, err);
+    L.smp = sp_sampler_create(L.V, &p->gen.sample, err);
+    L.logits = malloc(sizeof(float) * (size_t)(G + 1) * L.V);
+    L.probs = malloc(sizeof(float) * (size_t)L.V);
+    L.q = d && d->provides_q && !L.greedy ? malloc(sizeof(float) * (size_t)(G > 0 ? G : 1) * L.V) : NULL;
+    int wh = d && d->wants_hidden;
+    L.taps = nt ? malloc(sizeof(float) * (size_t)(G + 1) * nt * L.H) : NULL;
+    L.hidden = wh ? malloc(sizeof(float) * (size_t)(G + 1) * L.H) : NULL;
+    if (!L.kv || !L.smp || !L.logits || !L.probs || (d && d->provides_q && !L.greedy && !L.q) || (nt && !L.taps) ||
+        (wh && !L.hidden)) {
+        if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
+        goto done;
+    }
+    st->n_pos = G;
+    st->prompt_tokens = n_prompt;
+
+    double t0 = sp_time_ms();
+    if (prefill(&L, prompt, n_prompt - 1, err)) goto done;
+    double t1 = sp_time_ms();
+    st->prefill_ms = t1 - t0;
+
+    int32_t pending = prompt[n_prompt - 1];
+    int n_out = 0;
+    uint64_t seed = p->gen.sample.seed;
+    while (n_out < p->gen.max_new) {
+        int pos = sp_kv_len(L.kv); /* absolute position of `pending` */
+        /* room: the block [pending, drafts] must fit the cache, and drafts beyond max_new are waste */
+        int g = G;
+        if (g > max_ctx - pos - 1) g = max_ctx - pos - 1;
+        if (g > p->gen.max_new - n_out - 1) g = p->gen.max_new - n_out - 1;
+        if (g < 0) {
+            st->stop = SP_STOP_CTX;
+            break;
+        }
+        int nd = 0;
+        if (d && g > 0) {
+            double td = sp_time_ms();
+            nd = d->propose(d, g, L.blk + 1, L.q, err);
+            st->draft_ms += sp_time_ms() - td;
+            if (nd < 0) goto done;
+            if (nd > g) nd = g;
+            for (int i = 1; i <= nd; i++)
+                if (L.blk[i] < 0 || L.blk[i] >= L.V) {
+                    sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", d->name, L.blk[i]);
+                    goto done;
+                }
+            if (nd < p->draft_min) nd = 0;
+        }
+        L.blk[0] = pending;
+        double tv = sp_time_ms();
+        sp_forward_out o = {.logits = L.logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L.taps,
+                            .hidden = L.hidden};
+        if (sp_model_forward(m, L.kv, L.blk, nd + 1, &o, err)) goto done;
+        st->target_calls++;
+        /* verify drafts left to right */
+        int acc = 0, next = -1;
+        for (int i = 0; i <= nd; i++) {
+            const float *lg = L.logits + (size_t)i * L.V;
+            uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
+            if (L.greedy) {
+                int best = sp_sample_argmax(lg, L.V);
+                if (i < nd && L.blk[i + 1] == best) {
+                    acc++;
+                    continue;
+                }
+                next = best;
+                break;
+            }
+            if (sp_sampler_probs(L.smp, L.probs, lg, err)) goto done;
+            if (i == nd) { /* bonus (or plain step) from p */
+                next = sp_sample_probs(L.probs, L.V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
+                break;
+            }
+            int ok;
+            int tok = sp_spec_verify_one(L.probs, L.q ? L.q + (size_t)i * L.V : NULL, L.V, L.blk[i + 1],
+                                         sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
+                                         sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), p->broken_residual, &ok);
+            if (ok) {
+                acc++;
+                continue;
+            }
+            next = tok;
+            break;
+        }
+        if (next < 0) {
+            sp_err_set(err, "spec: sampling failed (empty distribution)");
+            goto done;
+        }
+        st->verify_ms += sp_time_ms() - tv;
+        st->drafted += nd;
+        st->accepted += acc;
+        for (int i = 0; i < nd; i++) {
+            st->pos_drafted[i]++;
+            if (i < acc) st->pos_accepted[i]++;
+        }
+        /* roll the target back over rejected drafts: keep pending + acc drafts */
+        if (sp_kv_trim(L.kv, nd - acc, err)) goto done;
+        /* emit accepted drafts then the target's token, stopping at EOS / max_new / callback */
+        int stop = 0;
+        for (int i = 0; i <= acc && !stop; i++) {
+            int32_t tok = i < acc ? L.blk[i + 1] : next;
+            out[n_out++] = tok;
+            if (p->gen.on_token && p->gen.on_token(p->gen.cb_ctx, tok)) st->stop = SP_STOP_CALLBACK, stop = 1;
+            else if (!p->gen.ignore_eos && sp_is_eos(cfg, tok)) st->stop = SP_STOP_EOS, stop = 1;
+            else if (n_out >= p->gen.max_new) st->stop = SP_STOP_MAX_NEW, stop = 1;
+        }
+        if (stop) break;
+        pending = next;
+        if (d && d->commit(d, acc, next, L.taps, L.hidden, err)) goto done;
+    }
+    if (st->stop == SP_STOP_NONE) st->stop = SP_STOP_MAX_NEW;
+    st->emitted = n_out;
+    st->decode_ms = sp_time_ms() - t1;
+    st->decode_tps = st->decode_ms > 0 ? n_out * 1000.0 / st->decode_ms : 0;
+    st->acceptance_rate = st->drafted ? (double)st->accepted / st->drafted : 0;
+    st->mean_accept_len = st->target_calls ? (double)n_out / st->target_calls : 0;
+    for (int i = 0; i < G; i++)
+        st->accept_per_position[i] = st->pos_drafted[i] ? (double)st->pos_accepted[i] / st->pos_drafted[i] : 0;
+    rc = 0;
+done:
+    sp_kv_free(L.kv);
+    sp_sampler_free(L.smp);
+    free(L.logits);
+    free(L.probs);
+    free(L.q);
+    free(L.taps);
+    free(L.hidden);
+    return rc;
+}

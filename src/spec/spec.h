@@ -1,0 +1,59 @@
+/* spec.h — the draft → verify → accept loop (speculative decoding), lossless in both modes.
+ *
+ * Greedy (temperature 0): the longest prefix of drafts equal to the target's argmax is kept, then
+ * the target's own token (the correction at the first mismatch, or the bonus after a full
+ * accept). Because the target forward is batch-invariant, the output is bit-identical to plain
+ * greedy generation.
+ * Sampling: draft x_i is accepted with probability min(1, p(x_i)/q(x_i)); on rejection the token
+ * is drawn from normalize(max(0, p − q)); after a full accept the bonus is drawn from p. p and q
+ * go through the same sample params (temperature, top-k, top-p, min-p). A drafter without q is
+ * treated as one-hot q. The emitted distribution is exactly the target's.
+ *
+ * Randomness is counter-based: the decision about the token at absolute position t uses
+ * (seed, stream, t) with the streams of sample.h, so runs reproduce whatever the thread count. */
+#ifndef SPECULA_SPEC_H
+#define SPECULA_SPEC_H
+
+#include "spec/drafter.h"
+#include "spec/generate.h"
+
+#define SP_SPEC_MAX_G 32
+
+typedef struct {
+    sp_gen_params gen;   /* max_new, ignore_eos, sample params, callback, prefill chunk, max_ctx */
+    int draft_max;       /* G: most drafts per round (1 .. SP_SPEC_MAX_G) */
+    int draft_min;       /* fewer proposed drafts than this → verify none of them (plain step) */
+    /* test hook: break the residual rule (sample the correction from p instead of p − q) so the
+     * audit can prove it detects a lossy verifier. Never set outside tests / audit --broken. */
+    int broken_residual;
+} sp_spec_params;
+
+sp_spec_params sp_spec_params_default(void);
+
+typedef struct {
+    int prompt_tokens, emitted;
+    int drafted, accepted, target_calls;
+    double acceptance_rate;  /* accepted / drafted */
+    double mean_accept_len;  /* τ: tokens emitted per verify forward, counting the bonus */
+    int n_pos;               /* = draft_max */
+    int pos_drafted[SP_SPEC_MAX_G], pos_accepted[SP_SPEC_MAX_G];
+    double accept_per_position[SP_SPEC_MAX_G]; /* accepted / drafted at draft index k */
+    double prefill_ms, decode_ms, decode_tps, draft_ms, verify_ms;
+    sp_stop_reason stop;
+} sp_spec_stats;
+
+/* Speculative generation after prompt[0, n_prompt) with drafter d (NULL: plain decoding through
+ * the same loop, one token per target forward). Writes up to p->gen.max_new tokens to out.
+ * Returns 0, or -1 with err. The drafter is begun by this call. */
+int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
+                     int32_t *out, int out_cap, sp_spec_stats *stats, sp_err *err);
+
+/* The verification rule for one position, shared by the loop, the audit and its self-test:
+ * given processed target probs p[V], draft token x with draft probs q[V] (NULL = one-hot at x),
+ * and two uniforms, returns x when accepted, else the corrected token drawn with u_res.
+ * *accepted tells which. broken: use p instead of the residual (test hook). p is used as scratch
+ * (one entry zeroed and restored) when q is one-hot. */
+int sp_spec_verify_one(float *p, const float *q, int V, int32_t x, double u_acc, double u_res, int broken,
+                       int *accepted);
+
+#endif

@@ -1,0 +1,167 @@
+/* normalize.c — the HF normalizers (FORMATS.md §3.2 step 2): NFC/NFD/NFKC/NFKD (utf8proc),
+ * Lowercase, Replace (literal or regex), Prepend, Strip, StripAccents, applied in order.
+ * Text that is not valid UTF-8 passes the Unicode forms unchanged (only byte-fallback
+ * models can see it; byte-level ones repaired it to U+FFFD first). */
+#include <stdlib.h>
+#include <utf8proc.h>
+
+#include "tok_internal.h"
+
+void tok_norm_free(tok_norm *n) {
+    free(n->a);
+    free(n->b);
+    if (n->re) pcre2_code_free(n->re);
+    memset(n, 0, sizeof *n);
+}
+
+/* Unicode White_Space (what Rust's char::is_whitespace tests) */
+static int is_ws(uint32_t c) {
+    return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+static int unicode_form(tok_norm_kind k, const char *s, size_t n, tok_buf *out) {
+    int compat = k == NORM_NFKC || k == NORM_NFKD;
+    int compose = k == NORM_NFC || k == NORM_NFKC;
+    /* fast paths: ASCII is invariant under every form; code points below U+0300 (lead
+     * bytes < 0xCC) are invariant under NFC */
+    int ascii = 1, below300 = 1;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)s[i];
+        ascii &= c < 0x80;
+        below300 &= c < 0xCC;
+    }
+    if (ascii || (k == NORM_NFC && below300)) return tok_buf_put(out, s, n);
+    utf8proc_uint8_t *dst = NULL;
+    int opts = UTF8PROC_STABLE | (compose ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
+               (compat ? UTF8PROC_COMPAT : 0);
+    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
+                                      (utf8proc_option_t)opts);
+    if (m < 0) return tok_buf_put(out, s, n); /* invalid UTF-8: leave as is */
+    int rc = tok_buf_put(out, dst, (size_t)m);
+    free(dst);
+    return rc;
+}
+
+static int lowercase(const char *s, size_t n, tok_buf *out) {
+    for (size_t i = 0; i < n;) {
+        int k;
+        uint32_t c = tok_utf8_get(s + i, n - i, &k);
+        if (c == 0xFFFD && k == 1 && (uint8_t)s[i] >= 0x80) { /* invalid byte: keep */
+            if (tok_buf_put(out, s + i, 1)) return -1;
+        } else {
+            char u[4];
+            int m = tok_utf8_put(u, (uint32_t)utf8proc_tolower((utf8proc_int32_t)c));
+            if (tok_buf_put(out, u, (size_t)m)) return -1;
+        }
+        i += (size_t)k;
+    }
+    return 0;
+}
+
+static int strip_accents(const char *s, size_t n, tok_buf *out) {
+    for (size_t i = 0; i < n;) {
+        int k;
+        uint32_t c = tok_utf8_get(s + i, n - i, &k);
+        if (utf8proc_category((utf8proc_int32_t)c) != UTF8PROC_CATEGORY_MN)
+            if (tok_buf_put(out, s + i, (size_t)k)) return -1;
+        i += (size_t)k;
+    }
+    return 0;
+}
+
+static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
+    size_t i = 0, start = 0;
+    if (!op->re) {
+        if (!op->alen) return tok_buf_put(out, s, n);
+        while (i + op->alen <= n) {
+            if (s[i] == op->a[0] && !memcmp(s + i, op->a, op->alen)) {
+                if (tok_buf_put(out, s + start, i - start) || tok_buf_put(out, op->b, op->blen))
+                    return -1;
+                i += op->alen;
+                start = i;
+            } else {
+                i++;
+            }
+        }
+        return tok_buf_put(out, s + start, n - start);
+    }
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(op->re, NULL);
+    if (!md) return -1;
+    while (i <= n) {
+        int rc = pcre2_match(op->re, (PCRE2_SPTR)s, n, i, 0, md, NULL);
+        if (rc < 0) break;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        if (tok_buf_put(out, s + start, ov[0] - start) || tok_buf_put(out, op->b, op->blen)) {
+            pcre2_match_data_free(md);
+            return -1;
+        }
+        start = ov[1];
+        if (ov[1] == ov[0]) { /* empty match: step one character */
+            if (ov[1] >= n) break;
+            int k;
+            tok_utf8_get(s + ov[1], n - ov[1], &k);
+            if (tok_buf_put(out, s + ov[1], (size_t)k)) {
+                pcre2_match_data_free(md);
+                return -1;
+            }
+            start = ov[1] + (size_t)k;
+        }
+        i = start;
+    }
+    pcre2_match_data_free(md);
+    return tok_buf_put(out, s + (start < n ? start : n), start < n ? n - start : 0);
+}
+
+static int strip(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
+    size_t a = 0, b = n;
+    while (op->left && a < b) {
+        int k;
+        uint32_t c = tok_utf8_get(s + a, b - a, &k);
+        if (!is_ws(c)) break;
+        a += (size_t)k;
+    }
+    while (op->right && b > a) {
+        size_t j = b - 1;
+        while (j > a && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
+        int k;
+        uint32_t c = tok_utf8_get(s + j, b - j, &k);
+        if (!is_ws(c)) break;
+        b = j;
+    }
+    return tok_buf_put(out, s + a, b - a);
+}
+
+int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out, sp_err *err) {
+    out->n = 0;
+    if (!t->n_norm) return tok_buf_put(out, s, n) ? sp_err_set(err, "out of memory") : 0;
+    tok_buf tmp = {0};
+    int rc = tok_buf_put(&tmp, s, n);
+    for (int i = 0; i < t->n_norm && !rc; i++) {
+        const tok_norm *op = &t->norm[i];
+        out->n = 0;
+        switch (op->kind) {
+        case NORM_NFC:
+        case NORM_NFD:
+        case NORM_NFKC:
+        case NORM_NFKD: rc = unicode_form(op->kind, tmp.p, tmp.n, out); break;
+        case NORM_LOWERCASE: rc = lowercase(tmp.p, tmp.n, out); break;
+        case NORM_STRIP_ACCENTS: rc = strip_accents(tmp.p, tmp.n, out); break;
+        case NORM_REPLACE: rc = replace(op, tmp.p, tmp.n, out); break;
+        case NORM_PREPEND:
+            rc = tmp.n ? (tok_buf_put(out, op->a, op->alen) || tok_buf_put(out, tmp.p, tmp.n))
+                       : tok_buf_put(out, "", 0);
+            break;
+        case NORM_STRIP: rc = strip(op, tmp.p, tmp.n, out); break;
+        }
+        tok_buf swap = tmp;
+        tmp = *out;
+        *out = swap;
+    }
+    /* the result is in tmp; hand it over */
+    tok_buf_free(out);
+    *out = tmp;
+    if (!out->p) rc = rc || tok_buf_put(out, "", 0);
+    return rc ? sp_err_set(err, "%s: out of memory while normalizing", t->source) : 0;
+}

@@ -1,0 +1,247 @@
+/* tokgguf.c — a tokenizer from the tokenizer.ggml.* keys of a GGUF file (FORMATS.md §2.2,
+ * §12.A.6), with llama.cpp's semantics (the reference the peer vectors come from):
+ *
+ *   llama   SentencePiece pieces + scores: " " -> "▁", a "▁" prefix on each text gap when
+ *           add_space_prefix (default true), best-score merging, byte tokens for leftovers.
+ *   gpt2    byte-level BPE: the regex family named by tokenizer.ggml.pre (gpt-2, qwen2,
+ *           llama-bpe, starcoder…), merges by rank; llama-bpe ignores merges for whole-token
+ *           words. Invalid UTF-8 input becomes U+FFFD per byte.
+ *   gemma4  BPE over UTF-8 with "▁" for space and "<0xHH>" byte fallback, split into runs of
+ *           newline / non-newline characters.
+ * Control and unknown tokens are matched in text only with parse_special; user-defined ones
+ * always (llama.cpp tokenizer_st_partition). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../formats/gguf.h"
+#include "tok_internal.h"
+
+static const char SPACE_MARK[] = "\xE2\x96\x81"; /* ▁ U+2581 */
+
+static int add_replace_norm(tok_tokenizer *t, const char *a, const char *b, sp_err *err) {
+    tok_norm op = {.kind = NORM_REPLACE, .a = tok_strndup(a, strlen(a)), .alen = strlen(a),
+                   .b = tok_strndup(b, strlen(b)), .blen = strlen(b)};
+    return tok_push_norm(t, &op, err);
+}
+
+static int add_sentencepiece_decoders(tok_tokenizer *t, int strip_first, sp_err *err) {
+    tok_dec rep = {.kind = DEC_REPLACE, .a = tok_strndup(SPACE_MARK, 3), .alen = 3,
+                   .b = tok_strndup(" ", 1), .blen = 1};
+    tok_dec bf = {.kind = DEC_BYTEFALLBACK}, fuse = {.kind = DEC_FUSE};
+    tok_dec strip = {.kind = DEC_STRIP, .a = tok_strndup(" ", 1), .alen = 1, .start = 1};
+    if (tok_push_dec(t, &rep, err) || tok_push_dec(t, &bf, err) || tok_push_dec(t, &fuse, err))
+        return -1;
+    if (strip_first) return tok_push_dec(t, &strip, err);
+    tok_dec_free(&strip);
+    return 0;
+}
+
+/* llama.cpp tokenizer.ggml.pre -> the regexes it applies in turn (each one splits the pieces
+ * of the previous, matches and gaps both kept), FORMATS.md §3.5 / §12.A.6. The deepseek
+ * entries follow llama.cpp's lists but have no test vectors here. */
+static const char *const RE_DIGITS[] = {"\\p{N}", NULL};
+static const char *const RE_DEEPSEEK_CODER[] = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
+                                                "[一-龥ࠀ-一가-퟿]+", "\\p{N}", NULL};
+static const char *const RE_DEEPSEEK_V3[] = {
+    "\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+
+static int push_split(tok_tokenizer *t, const char *re, sp_err *err) {
+    tok_pre sp = {.kind = PRE_SPLIT, .re = tok_regex_compile(re, strlen(re), err), .behavior = SPLIT_ISOLATED};
+    return !sp.re || tok_push_pre(t, &sp, err) ? -1 : 0;
+}
+
+static int gpt2_pre(tok_tokenizer *t, const char *pre, size_t n, sp_err *err) {
+    const char *re = NULL;
+    const char *const *list = NULL;
+#define IS(s) (n == strlen(s) && !memcmp(pre, s, n))
+    if (!pre || IS("default") || IS("gpt-2") || IS("gpt2") || IS("phi-2") || IS("olmo") ||
+        IS("jais") || IS("mpt") || IS("stablelm2") || IS("poro-chat") || IS("viking"))
+        re = TOK_REGEX_GPT2;
+    else if (IS("qwen2") || IS("qwen35") || IS("deepseek-r1-qwen") || IS("megrez") || IS("hunyuan")) {
+        /* Qwen's own tokenizer normalizes to NFC first (FORMATS.md §3.5); llama.cpp skips
+         * that step. We keep it so a GGUF vocab encodes like the tokenizer.json it came from
+         * (identical on NFC text, which is all the peer vectors hold). */
+        tok_norm nfc = {.kind = NORM_NFC};
+        if (tok_push_norm(t, &nfc, err)) return -1;
+        re = TOK_REGEX_QWEN2;
+    } else if (IS("llama-bpe") || IS("llama3") || IS("llama-v3") || IS("dbrx") || IS("smaug-bpe") ||
+               IS("falcon3") || IS("pixtral")) {
+        re = TOK_REGEX_LLAMA3;
+        t->ignore_merges = IS("llama-bpe") || IS("llama3") || IS("llama-v3");
+    } else if (IS("starcoder") || IS("refact") || IS("command-r") || IS("smollm") || IS("codeshell") ||
+               IS("exaone") || IS("minerva-7b")) {
+        list = RE_DIGITS; /* digits isolated first, then GPT-2 */
+        re = TOK_REGEX_GPT2;
+    } else if (IS("deepseek-coder")) {
+        list = RE_DEEPSEEK_CODER;
+    } else if (IS("deepseek-v3")) {
+        list = RE_DEEPSEEK_V3;
+    }
+#undef IS
+    if (!re && !list)
+        return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer specula knows "
+                          "(gpt-2, qwen2, llama-bpe, starcoder, deepseek-coder, deepseek-v3, ...)",
+                          t->source, (int)(n > 60 ? 60 : n), pre);
+    for (int i = 0; list && list[i]; i++)
+        if (push_split(t, list[i], err)) return -1;
+    if (re && push_split(t, re, err)) return -1;
+    tok_pre bl = {.kind = PRE_BYTELEVEL};
+    if (tok_push_pre(t, &bl, err)) return -1;
+    t->byte_level = 1;
+    t->sanitize_utf8 = 1;
+    tok_dec dec = {.kind = DEC_BYTELEVEL};
+    return tok_push_dec(t, &dec, err);
+}
+
+static int get_id(const gguf_file *g, tok_tokenizer *t, const char *key, int32_t *out, sp_err *err) {
+    int64_t v;
+    int rc = gguf_get_i64(g, key, &v, err);
+    if (rc < 0) return -1;
+    if (rc == 1) return 0;
+    if (v < 0 || v >= t->n_vocab) {
+        if (v == -1 || v == 0xFFFFFFFFll) return 0; /* "none" */
+        return sp_err_set(err, "%s: %s = %lld is outside the vocabulary (%d tokens)", t->source, key,
+                          (long long)v, t->n_vocab);
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
+    gguf_str model;
+    int rc = gguf_get_str(g, "tokenizer.ggml.model", &model, err);
+    if (rc) return rc < 0 ? -1 : sp_err_set(err, "%s: no tokenizer.ggml.model key (not a vocab)", t->source);
+    int is_llama = model.len == 5 && !memcmp(model.ptr, "llama", 5);
+    int is_gpt2 = model.len == 4 && !memcmp(model.ptr, "gpt2", 4);
+    int is_gemma4 = model.len == 6 && !memcmp(model.ptr, "gemma4", 6);
+    if (!is_llama && !is_gpt2 && !is_gemma4)
+        return sp_err_set(err, "%s: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, gemma4)",
+                          t->source, (int)(model.len > 40 ? 40 : model.len), model.ptr);
+    const gguf_kv *tokens, *types = NULL, *scores = NULL, *merges = NULL;
+    rc = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err);
+    if (rc) return rc < 0 ? -1 : sp_err_set(err, "%s: tokenizer.ggml.tokens is missing", t->source);
+    if (tokens->arr_n == 0 || tokens->arr_n > (1u << 26))
+        return sp_err_set(err, "%s: tokenizer.ggml.tokens has %llu entries", t->source,
+                          (unsigned long long)tokens->arr_n);
+    int n = (int)tokens->arr_n;
+    if (gguf_get_arr(g, "tokenizer.ggml.token_type", -1, &types, err) < 0) return -1;
+    if (gguf_get_arr(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, err) < 0) return -1;
+    if (gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err) < 0) return -1;
+    if (types && (types->arr_n != (uint64_t)n || types->arr_type == GGUF_TYPE_STRING ||
+                  types->arr_type == GGUF_TYPE_ARRAY))
+        return sp_err_set(err, "%s: tokenizer.ggml.token_type must be %d integers", t->source, n);
+    if (scores && scores->arr_n != (uint64_t)n)
+        return sp_err_set(err, "%s: tokenizer.ggml.scores has %llu entries for %d tokens", t->source,
+                          (unsigned long long)scores->arr_n, n);
+    if (is_llama && !scores) return sp_err_set(err, "%s: a llama vocab needs tokenizer.ggml.scores", t->source);
+    if (!is_llama && !merges) return sp_err_set(err, "%s: a BPE vocab needs tokenizer.ggml.merges", t->source);
+    if (tok_vocab_init(t, n, err)) return -1;
+    for (int i = 0; i < n; i++)
+        if (tok_vocab_set(t, i, tokens->arr_strs[i].ptr, tokens->arr_strs[i].len, err)) return -1;
+    static const uint8_t type_attr[7] = {TOK_ATTR_NORMAL, TOK_ATTR_NORMAL, TOK_ATTR_UNKNOWN,
+                                         TOK_ATTR_CONTROL, TOK_ATTR_USER, TOK_ATTR_UNUSED, TOK_ATTR_BYTE};
+    for (int i = 0; types && i < n; i++) {
+        int64_t ty = gguf_arr_i64(types, (uint64_t)i);
+        t->attr[i] = ty >= 0 && ty <= 6 ? type_attr[ty] : TOK_ATTR_NORMAL;
+    }
+    if (is_llama) {
+        t->score = malloc((size_t)n * sizeof *t->score);
+        if (!t->score) return sp_err_set(err, "%s: out of memory", t->source);
+        for (int i = 0; i < n; i++) t->score[i] = (float)gguf_arr_f64(scores, (uint64_t)i);
+    }
+    if (tok_vocab_finish(t, err)) return -1;
+    /* byte tokens only count when typed BYTE (or when there are no types) */
+    for (int b = 0; b < 256 && types; b++)
+        if (t->byte_tok[b] >= 0 && !(t->attr[t->byte_tok[b]] & TOK_ATTR_BYTE)) t->byte_tok[b] = -1;
+    if (merges) {
+        if (merges->arr_n > (uint64_t)INT32_MAX) return sp_err_set(err, "%s: too many merges", t->source);
+        if (tok_merges_init(t, (int)merges->arr_n, err)) return -1;
+        for (uint64_t i = 0; i < merges->arr_n; i++) {
+            const gguf_str *m = &merges->arr_strs[i];
+            const char *sp = m->len > 1 ? memchr(m->ptr + 1, ' ', m->len - 1) : NULL;
+            if (!sp)
+                return sp_err_set(err, "%s: tokenizer.ggml.merges[%llu] '%.*s' is not 'left right'",
+                                  t->source, (unsigned long long)i, (int)(m->len > 60 ? 60 : m->len), m->ptr);
+            size_t la = (size_t)(sp - m->ptr);
+            int32_t a = tok_vocab_find(t, m->ptr, la), b = tok_vocab_find(t, sp + 1, m->len - la - 1);
+            if (a < 0 || b < 0)
+                return sp_err_set(err, "%s: tokenizer.ggml.merges[%llu] '%.*s' names a token not in "
+                                  "the vocabulary", t->source, (unsigned long long)i,
+                                  (int)(m->len > 60 ? 60 : m->len), m->ptr);
+            if (tok_merges_add(t, a, b, (int32_t)i, err)) return -1;
+        }
+    }
+    /* special ids and flags */
+    if (get_id(g, t, "tokenizer.ggml.bos_token_id", &t->bos_id, err) ||
+        get_id(g, t, "tokenizer.ggml.eos_token_id", &t->eos_id, err) ||
+        get_id(g, t, "tokenizer.ggml.unknown_token_id", &t->unk_id, err))
+        return -1;
+    int add_bos = is_llama || is_gemma4, add_eos = 0, add_space = is_llama;
+    gguf_str pre = {0};
+    if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, err) < 0) return -1;
+    if (is_gpt2 && pre.ptr && pre.len == 9 && !memcmp(pre.ptr, "llama-bpe", 9)) add_bos = 1;
+    if (gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, err) < 0 ||
+        gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &add_eos, err) < 0 ||
+        gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &add_space, err) < 0)
+        return -1;
+    if (add_bos && t->bos_id >= 0) t->post_pre[t->n_post_pre++] = t->bos_id;
+    if (add_eos && t->eos_id >= 0) t->post_post[t->n_post_post++] = t->eos_id;
+    /* pipeline */
+    if (is_llama) {
+        t->model = TOK_MODEL_SPM;
+        t->byte_fallback = 1;
+        if (add_space) {
+            tok_norm pp = {.kind = NORM_PREPEND, .a = tok_strndup(SPACE_MARK, 3), .alen = 3};
+            if (tok_push_norm(t, &pp, err)) return -1;
+        }
+        if (add_replace_norm(t, " ", SPACE_MARK, err) || add_sentencepiece_decoders(t, add_space, err))
+            return -1;
+    } else if (is_gpt2) {
+        t->model = TOK_MODEL_BPE;
+        if (gpt2_pre(t, pre.ptr, pre.len, err)) return -1;
+    } else {
+        t->model = TOK_MODEL_BPE;
+        t->byte_fallback = 1;
+        tok_pre nl = {.kind = PRE_NEWLINE_RUNS};
+        if (add_replace_norm(t, " ", SPACE_MARK, err) || tok_push_pre(t, &nl, err) ||
+            add_sentencepiece_decoders(t, 0, err))
+            return -1;
+    }
+    /* added tokens: control / unknown (special) and user-defined */
+    for (int i = 0; i < n; i++) {
+        if (!(t->attr[i] & (TOK_ATTR_CONTROL | TOK_ATTR_USER | TOK_ATTR_UNKNOWN)) || !t->len[i]) continue;
+        tok_added a = {.id = i, .text = t->text.p + t->off[i], .len = t->len[i],
+                       .special = !(t->attr[i] & TOK_ATTR_USER)};
+        if (tok_added_add(t, &a, err)) return -1;
+    }
+    if (tok_added_finish(t, err)) return -1;
+    gguf_str ct;
+    if (gguf_get_str(g, "tokenizer.chat_template", &ct, err) == 0) {
+        t->chat_template = tok_strndup(ct.ptr, ct.len);
+        if (!t->chat_template) return sp_err_set(err, "%s: out of memory", t->source);
+    }
+    tok_collect_eog(t);
+    tok_vocab_find_cuts(t);
+    return 0;
+}
+
+tok_tokenizer *tok_load_gguf(const char *path, sp_err *err) {
+    gguf_file *g = gguf_open(path, err);
+    if (!g) return NULL;
+    tok_tokenizer *t = tok_alloc(path);
+    if (!t) {
+        sp_err_set(err, "out of memory");
+        gguf_close(g);
+        return NULL;
+    }
+    int rc = load(g, t, err);
+    gguf_close(g);
+    if (rc) {
+        tok_free(t);
+        return NULL;
+    }
+    return t;
+}

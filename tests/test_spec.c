@@ -1,0 +1,186 @@
+/* test_spec.c — the speculative engine is lossless.
+ *
+ * - greedy identity: n-gram and draft-model drafters, G = 1..16, on the llama / qwen3 / gemma4
+ *   fixture targets (gemma4: sliding window 8 with a small KV ring, so generation runs through many
+ *   wraps and every rejection right after a wrap rolls the ring back), equal plain generation;
+ * - the draft model = the target itself accepts everything (full-accept and bonus paths);
+ * - audit --self-test passes; the audit of a real draft-model pair passes at temperature 1.0 and at
+ *   0.7 with top-p 0.9, and FAILS when the residual rule is deliberately broken;
+ * - a draft model with another vocabulary is refused before generation. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "drafters/drafters.h"
+#include "formats/newmodel.h"
+#include "harness.h"
+#include "spec/audit.h"
+#include "spec/spec.h"
+
+static const char *ARCHS[] = {"llama", "qwen3", "gemma4"};
+
+static sp_model *load(const char *arch) {
+    char dir[256];
+    sp_err err = {{0}};
+    sp_model *m;
+    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
+    if (sp_model_load(&m, dir, 2, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+/* a prompt with repeats, longer than the gemma fixture's sliding window (8) */
+static int make_prompt(int32_t *p, int V) {
+    int n = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 7; i++) p[n++] = (int32_t)((i * 977 + 31) % V);
+    return n;
+}
+
+static void test_greedy_identity(void) {
+    for (int a = 0; a < 3; a++) {
+        sp_model *m = load(ARCHS[a]), *dm = load(ARCHS[(a + 1) % 3]);
+        if (!m || !dm) { CHECK(0, "load"); continue; }
+        int V = sp_model_config(m)->vocab_size, N = 40;
+        int32_t prompt[32], ref[64], out[64];
+        int np = make_prompt(prompt, V);
+        sp_err err = {{0}};
+        sp_gen_params gp = sp_gen_params_default();
+        gp.max_new = N;
+        gp.ignore_eos = 1;
+        sp_gen_stats gs;
+        CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
+        CHECK(gs.emitted == N, "plain emitted %d", gs.emitted);
+        for (int kind = 0; kind < 4; kind++) {
+            for (int G = 1; G <= 16; G++) {
+                if (kind >= 2 && G > 8 && G != 16) continue; /* draft models: 1..8 and 16 */
+                sp_spec_params sp = sp_spec_params_default();
+                sp.gen = gp;
+                sp.draft_max = G;
+                sp.gen.prefill_chunk = G + 1; /* smallest KV ring: wraps often, rollback right after */
+                sp_drafter *d = NULL;
+                if (kind == 1) d = sp_drafter_ngram(1, 3, &err);
+                if (kind == 2) d = sp_drafter_draft_model(dm, m, NULL, NULL, 128, &sp.gen.sample, &err);
+                if (kind == 3) d = sp_drafter_draft_model(m, m, NULL, NULL, 128, &sp.gen.sample, &err);
+                CHECK(kind == 0 || d != NULL, "drafter: %s", err.msg);
+                sp_spec_stats st;
+                memset(out, 0xff, sizeof out);
+                CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+                CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N),
+                      "%s kind %d G %d: speculative output differs from plain", ARCHS[a], kind, G);
+                if (kind == 3)
+                    CHECK(st.accepted == st.drafted && st.drafted > 0 && st.mean_accept_len > 1.0,
+                          "self-draft must accept all (%d of %d)", st.accepted, st.drafted);
+                if (kind == 0) CHECK(st.target_calls == N, "plain loop calls %d", st.target_calls);
+                if (G == 4 && kind == 1)
+                    printf("  %-6s ngram G=4: tau %.2f acceptance %.2f\n", ARCHS[a], st.mean_accept_len,
+                           st.acceptance_rate);
+                sp_drafter_free(d);
+            }
+        }
+        sp_model_free(m);
+        sp_model_free(dm);
+    }
+}
+
+/* the token stream stops at an EOS inside an accepted block */
+static void test_eos_in_block(void) {
+    sp_model *m = load("qwen3");
+    if (!m) { CHECK(0, "load"); return; }
+    int V = sp_model_config(m)->vocab_size;
+    int32_t prompt[32], ref[64], out[64];
+    int np = make_prompt(prompt, V);
+    sp_err err = {{0}};
+    sp_gen_params gp = sp_gen_params_default();
+    gp.max_new = 30;
+    gp.ignore_eos = 1;
+    sp_gen_stats gs;
+    sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err);
+    /* make the 5th generated token an "EOS" by patching the config's eos list */
+    sp_config *c = (sp_config *)sp_model_config(m);
+    int save_n = c->n_eos, save0 = c->eos_ids[0];
+    c->n_eos = 1;
+    c->eos_ids[0] = ref[4];
+    int first = 0;
+    while (ref[first] != ref[4]) first++;
+    sp_spec_params sp = sp_spec_params_default();
+    sp.gen = gp;
+    sp.gen.ignore_eos = 0;
+    sp.draft_max = 6;
+    sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 128, &sp.gen.sample, &err);
+    sp_spec_stats st;
+    CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.stop == SP_STOP_EOS && st.emitted == first + 1 && !memcmp(out, ref, sizeof(int32_t) * (first + 1)),
+          "EOS: emitted %d, expected %d", st.emitted, first + 1);
+    c->n_eos = save_n;
+    c->eos_ids[0] = save0;
+    sp_drafter_free(d);
+    sp_model_free(m);
+}
+
+static void test_audit_self_test(void) {
+    CHECK(sp_audit_self_test(100000, 0.001, NULL, NULL) == 1, "self-test failed");
+}
+
+static void test_audit_draft_pair(void) {
+    sp_model *m = load("llama");
+    if (!m) { CHECK(0, "load"); return; }
+    int32_t prompt[4] = {1, 5493, 20509, 14029};
+    sp_err err = {{0}};
+    struct { float temp, top_p; int broken; } cases[3] = {{1.0f, 1.0f, 0}, {0.7f, 0.9f, 0}, {1.0f, 1.0f, 1}};
+    for (int c = 0; c < 3; c++) {
+        sp_spec_params sp = sp_spec_params_default();
+        sp.gen.sample = (sp_sample_params){cases[c].temp, 0, cases[c].top_p, 0.0f, 7};
+        sp.draft_max = 3;
+        sp.broken_residual = cases[c].broken;
+        /* the target drafts for itself at a hotter temperature: q overlaps p without equalling it,
+         * so accepts and rejections both happen (independent random models would never agree) */
+        sp_sample_params dq = sp.gen.sample;
+        dq.temperature *= 2.5f;
+        dq.top_p = 1.0f;
+        sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
+        sp_audit_result r;
+        CHECK(sp_audit_run(m, d, prompt, 4, &sp, 4000, 0.001, &r, &err) == 0, "%s", err.msg);
+        printf("  temp %.1f top-p %.1f%s: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
+               cases[c].temp, cases[c].top_p, cases[c].broken ? " BROKEN" : "", r.first.p_value, r.first.tv,
+               r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
+        if (cases[c].broken) CHECK(!r.pass, "the audit did not detect the broken residual rule");
+        else CHECK(r.pass, "audit failed on a correct verifier");
+        CHECK(r.acceptance_rate > 0.01 && r.acceptance_rate < 0.99, "the audit must exercise accept and reject");
+        sp_drafter_free(d);
+    }
+    sp_model_free(m);
+}
+
+static void test_vocab_mismatch(void) {
+    char dir[] = "/tmp/specula-test-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    const char *sets[] = {"vocab_size=500"};
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .sets = sets, .n_sets = 1, .dtype = SP_DT_F32, .seed = 3};
+    sp_err err = {{0}};
+    CHECK(newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
+    sp_model *m = load("qwen3"), *dm = NULL;
+    CHECK(sp_model_load(&dm, dir, 1, &err) == 0, "%s", err.msg);
+    sp_sample_params sp = sp_sample_params_default();
+    if (m && dm) {
+        sp_drafter *d = sp_drafter_draft_model(dm, m, dir, "tests/data/ref-logits/qwen3", 64, &sp, &err);
+        CHECK(d == NULL && strstr(err.msg, "vocabulary"), "mismatch accepted: %s", err.msg);
+        sp_drafter_free(d);
+    }
+    sp_model_free(m);
+    sp_model_free(dm);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+int main(void) {
+    RUN(test_greedy_identity);
+    RUN(test_eos_in_block);
+    RUN(test_audit_self_test);
+    RUN(test_audit_draft_pair);
+    RUN(test_vocab_mismatch);
+    return harness_done("test_spec");
+}
