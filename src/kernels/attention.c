@@ -9,11 +9,11 @@
  * a verify pass over k tokens gives exactly the outputs of k single-token passes.
  *
  * Work unit: up to 8 tokens × up to 8 query heads sharing one KV head (fewer tokens at long
- * context, so the unit's scores fit the scratch). Each K and V row is
- * loaded once for all of them (at long context the cache traffic rivals the weights': a
- * verify pass over 8 tokens must not read it 8 times, nor GQA once per query head). Rows of
- * one KV head are KVH·D floats apart — often a page, where hardware prefetchers stop — so
- * they are prefetched in software. Threads claim units from a shared counter; with few
+ * context, so the unit's scores fit the scratch). Each K and V row is loaded once for all of
+ * them (at long context the cache traffic rivals the weights': a verify pass over 8 tokens
+ * must not read it 8 times, nor GQA once per query head). QK scores and the P·V sums are
+ * register-tiled. Rows of one KV head are KVH·D floats apart — often a page, where hardware
+ * prefetchers stop — so they are prefetched in software. Threads claim units from a shared counter; with few
  * units (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
  * changes the sequence of operations of any (t, h).
  *
