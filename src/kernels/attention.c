@@ -8,11 +8,12 @@
  * Nothing in that sequence depends on T, on t's index in the batch or on the thread count, so
  * a verify pass over k tokens gives exactly the outputs of k single-token passes.
  *
- * Work unit: up to 8 tokens × up to 8 query heads sharing one KV head. Each K and V row is
- * loaded once for all of them (at long context the cache traffic rivals the weights': a
- * verify pass over 8 tokens must not read it 8 times, nor GQA once per query head). Rows of
- * one KV head are KVH·D floats apart — often a page, where hardware prefetchers stop — so
- * they are prefetched in software. Threads claim units from a shared counter; with few
+ * Work unit: up to 8 tokens × up to 8 query heads sharing one KV head (fewer tokens at long
+ * context, so the unit's scores fit the scratch). Each K and V row is loaded once for all of
+ * them (at long context the cache traffic rivals the weights': a verify pass over 8 tokens
+ * must not read it 8 times, nor GQA once per query head). QK scores and the P·V sums are
+ * register-tiled. Rows of one KV head are KVH·D floats apart — often a page, where hardware
+ * prefetchers stop — so they are prefetched in software. Threads claim units from a shared counter; with few
  * units (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
  * changes the sequence of operations of any (t, h).
  *
@@ -38,6 +39,7 @@ typedef struct {
     const float *q, *K, *V;
     const sp_attn_shape *s;
     int hs, nsub; /* heads per subgroup, subgroups per KV head */
+    int tpu;      /* tokens per unit (<= ATTN_MAX_TB) */
     atomic_int next_unit; /* units are claimed dynamically (results do not depend on who) */
 } attn_ctx;
 
@@ -107,12 +109,23 @@ static SP_ALWAYS_INLINE void attn_qk_tile(const float *const *q, const float *co
             for (int r = 0; r < NR; r++) acc[r][x] = _mm512_mask3_fmadd_ps(qv[r], kv, acc[r][x], mk);
         }
     }
+    /* canonical sums (batched), times scale, then the running maxima in key order */
+    float *o[ATTN_QK_ROWS];
+    for (int r = 0; r < NR; r++) o[r] = e[r] + col;
+    if (NR == 4 && NK == 6) {
+        __m512 a[24];
+        for (int r = 0; r < 4; r++)
+            for (int x = 0; x < 6; x++) a[r * 6 + x] = acc[r][x];
+        sp_store_sums_4x6(a, o, scale, 1);
+    } else if (NK == 6) {
+        for (int r = 0; r < NR; r++) sp_store_sums_row(acc[r], 6, o[r], scale, 1);
+    } else {
+        for (int r = 0; r < NR; r++)
+            for (int x = 0; x < NK; x++) o[r][x] = sp_hsum16_avx512(acc[r][x]) * scale;
+    }
     for (int r = 0; r < NR; r++)
-        for (int x = 0; x < NK; x++) {
-            float v = sp_hsum16_avx512(acc[r][x]) * scale;
-            e[r][col + x] = v;
-            if (v > m[r]) m[r] = v;
-        }
+        for (int x = 0; x < NK; x++)
+            if (o[r][x] > m[r]) m[r] = o[r][x];
 #else
     for (int r = 0; r < NR; r++)
         for (int x = 0; x < NK; x++) {
@@ -326,13 +339,13 @@ static void attn_task(void *arg, int i, int n) {
     attn_ctx *c = arg;
     const sp_attn_shape *s = c->s;
     const int G = s->NH / s->KVH, per_tb = s->KVH * c->nsub;
-    const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
+    const int n_tb = (s->T + c->tpu - 1) / c->tpu;
     for (;;) {
         int x = atomic_fetch_add_explicit(&c->next_unit, 1, memory_order_relaxed);
         if (x >= n_tb * per_tb) return;
         int tb = x / per_tb, kvh = x % per_tb / c->nsub, sg = x % c->nsub;
         int h0 = sg * c->hs, h1 = h0 + c->hs < G ? h0 + c->hs : G;
-        int t0 = tb * ATTN_MAX_TB, t1 = t0 + ATTN_MAX_TB < s->T ? t0 + ATTN_MAX_TB : s->T;
+        int t0 = tb * c->tpu, t1 = t0 + c->tpu < s->T ? t0 + c->tpu : s->T;
         attn_unit u = {.t0 = t0, .nt = t1 - t0, .kvh = kvh, .h0 = kvh * G + h0, .nh = h1 - h0};
         attn_run_unit(c, &u);
     }
@@ -342,13 +355,21 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
                   const sp_attn_shape *s) {
     SP_ASSERT(s->KVH > 0 && s->NH % s->KVH == 0);
     if (s->T <= 0) return;
-    /* heads per unit: the whole group (up to 8), halved while that leaves fewer than two
-     * units per thread */
+    /* Unit shape. Heads: the whole group (up to 8). Tokens: up to 8, fewer when the unit's
+     * rows × keys would not fit the score scratch — re-reading K/V (from cache) for another
+     * unit costs less than the two-pass recomputation of every score. Then heads are halved
+     * while there are fewer than two units per thread. None of it changes any result. */
     const int G = s->NH / s->KVH, nthr = sp_pool_size(pool);
-    const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
     int hs = G < ATTN_MAX_HS ? G : ATTN_MAX_HS;
+    long span = (long)s->pos0 + s->T; /* keys a unit of all T tokens can see, at most */
+    if (s->window > 0 && span > (long)s->window + ATTN_MAX_TB - 1) span = (long)s->window + ATTN_MAX_TB - 1;
+    int rows_fit = (int)(ATTN_BUF / (span > 16 ? span : 16));
+    while (hs > 1 && rows_fit < hs) hs = (hs + 1) / 2;
+    int tpu = rows_fit / hs;
+    tpu = tpu < 1 ? 1 : tpu > ATTN_MAX_TB ? ATTN_MAX_TB : tpu;
+    int n_tb = (s->T + tpu - 1) / tpu;
     while (hs > 1 && n_tb * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
-    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs, 0};
+    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs, tpu, 0};
     atomic_init(&c.next_unit, 0);
     sp_pool_run(pool, attn_task, &c);
 }

@@ -120,6 +120,10 @@ static SP_ALWAYS_INLINE __m512 load_w16_mask(const void *W, size_t off, sp_dtype
 #define MM_PREFETCH_BYTES 1024
 #endif
 
+#ifndef MM_STREAM_HINT
+#define MM_STREAM_HINT _MM_HINT_T0
+#endif
+
 /* A software-prefetch stream for multi-token tiles: the lines [p, end) are requested at an
  * even pace of `step` bytes per 16-weight step while the tile computes, so DRAM keeps
  * streaming the next row block while the current one is worked on from cache (measured:
@@ -149,7 +153,7 @@ static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, mm_pf *pf,
         for (; k + 32 <= K; k += 32) {
             if (PF == 2) {
                 pf_goal += 2 * pf->step;
-                for (; pf->p < pf_goal && pf->p < pf->end; pf->p += 64) _mm_prefetch(pf->p, _MM_HINT_T0);
+                for (; pf->p < pf_goal && pf->p < pf->end; pf->p += 64) _mm_prefetch(pf->p, MM_STREAM_HINT);
             }
             __m512 x0 = _mm512_loadu_ps(X + k), x1 = _mm512_loadu_ps(X + k + 16);
             for (int j = 0; j < NB; j++) {
@@ -164,7 +168,7 @@ static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, mm_pf *pf,
     for (; k + 16 <= K; k += 16) {
         if (PF == 2) {
             pf_goal += pf->step;
-            for (; pf->p < pf_goal && pf->p < pf->end; pf->p += 64) _mm_prefetch(pf->p, _MM_HINT_T0);
+            for (; pf->p < pf_goal && pf->p < pf->end; pf->p += 64) _mm_prefetch(pf->p, MM_STREAM_HINT);
         }
         __m512 xv[4];
         for (int i = 0; i < TB; i++) xv[i] = _mm512_loadu_ps(X + (size_t)i * K + k);
@@ -185,9 +189,20 @@ static SP_ALWAYS_INLINE void mm_tile(const mm_ctx *c, int t0, int n0, mm_pf *pf,
             for (int i = 0; i < TB; i++) acc[i][j] = _mm512_mask3_fmadd_ps(xv[i], w, acc[i][j], m);
         }
     }
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB; j++)
-            c->Y[(size_t)(t0 + i) * c->N + n0 + j] = sp_hsum16_avx512(acc[i][j]);
+    /* canonical reductions, batched (bit-identical to one sp_hsum16_avx512 per output) */
+    float *y[4];
+    for (int i = 0; i < TB; i++) y[i] = c->Y + (size_t)(t0 + i) * c->N + n0;
+    if (TB == 4 && NB == 6) {
+        __m512 a[24];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 6; j++) a[i * 6 + j] = acc[i][j];
+        sp_store_sums_4x6(a, y, 1.0f, 0);
+    } else if (NB >= 6) {
+        for (int i = 0; i < TB; i++) sp_store_sums_row(acc[i], NB, y[i], 1.0f, 0);
+    } else {
+        for (int i = 0; i < TB; i++)
+            for (int j = 0; j < NB; j++) y[i][j] = sp_hsum16_avx512(acc[i][j]);
+    }
 }
 
 typedef void (*mm_tile_fn)(const mm_ctx *c, int t0, int n0, mm_pf *pf);
