@@ -257,7 +257,10 @@ static void mm_rows_avx512(const mm_ctx *c, int n0, int n1, int f0, int f1, int 
             _mm_prefetch((const char *)c->W + (size_t)n0 * row_bytes + o, _MM_HINT_T0);
     for (int tc0 = 0; tc0 < T; tc0 += Tc) {
         int tc1 = tc0 + Tc < T ? tc0 + Tc : T;
-        int nblk = (tc1 - tc0 + TBmax - 1) / TBmax; /* token blocks per row block */
+        /* token blocks per row block, of near-equal sizes (9 tokens: 3+3+3, not 4+4+1 — a
+         * lone token would widen every W chunk again for 6 FMAs) */
+        int nblk = (tc1 - tc0 + TBmax - 1) / TBmax;
+        int tb_base = (tc1 - tc0) / nblk, tb_extra = (tc1 - tc0) % nblk;
         for (int n = n0; n < n1;) {
             int nb = n1 - n >= NB ? NB : 1;
             /* the rows to stream in while this block computes: the next row block of this
@@ -272,7 +275,7 @@ static void mm_rows_avx512(const mm_ctx *c, int n0, int n1, int f0, int f1, int 
             size_t len = (size_t)(p1 > p0 ? p1 - p0 : 0) * row_bytes;
             int b = 0;
             for (int t = tc0; t < tc1; b++) {
-                int tb = tc1 - t < TBmax ? tc1 - t : TBmax;
+                int tb = tb_base + (b < tb_extra);
                 mm_pf pf = {next + len * b / nblk, next + len * (b + 1) / nblk, 0};
                 pf.step = (size_t)(pf.end - pf.p) / steps + 1;
                 pick(tb, nb)(c, t, n, &pf);
