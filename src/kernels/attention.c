@@ -368,6 +368,7 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
     int tpu = rows_fit / hs;
     tpu = tpu < 1 ? 1 : tpu > ATTN_MAX_TB ? ATTN_MAX_TB : tpu;
     int n_tb = (s->T + tpu - 1) / tpu;
+    tpu = (s->T + n_tb - 1) / n_tb; /* near-equal units: 9 tokens as 5 + 4, not 8 + 1 */
     while (hs > 1 && n_tb * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
     attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs, tpu, 0};
     atomic_init(&c.next_unit, 0);

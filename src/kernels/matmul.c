@@ -236,11 +236,15 @@ MM_TILES(f16, SP_DT_F16)
 /* floats of X kept hot per token chunk (~512 KB of the 1 MB L2) */
 #define MM_XCHUNK_FLOATS (128 * 1024)
 
-static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
+/* Rows [n0, n1) of Y for all tokens. [f0, f1): the rows this thread will do next (its next
+ * claimed chunk; empty if none) — the last row block streams their first block in, so
+ * consecutive chunks flow without a cold start. cold: request the first row block at once. */
+static void mm_rows_avx512(const mm_ctx *c, int n0, int n1, int f0, int f1, int cold) {
     mm_tile_fn (*pick)(int, int) =
         c->dt == SP_DT_F32 ? mm_tile_f32 : c->dt == SP_DT_BF16 ? mm_tile_bf16 : mm_tile_f16;
     const int T = c->T, K = c->K;
     const size_t row_bytes = (size_t)K * sp_dtype_size(c->dt);
+    const size_t steps = (size_t)(K / 16 > 0 ? K / 16 : 1);
     const int TBmax = T >= 4 ? 4 : T;
     const int NB = T >= 4 ? 6 : 8;
     int Tc = T;
@@ -248,22 +252,30 @@ static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
         Tc = (MM_XCHUNK_FLOATS / (K > 0 ? K : 1)) & ~3;
         if (Tc < 4) Tc = 4;
     }
+    if (cold)
+        for (size_t o = 0; o < (size_t)(n1 - n0 < NB ? n1 - n0 : NB) * row_bytes; o += 64)
+            _mm_prefetch((const char *)c->W + (size_t)n0 * row_bytes + o, _MM_HINT_T0);
     for (int tc0 = 0; tc0 < T; tc0 += Tc) {
         int tc1 = tc0 + Tc < T ? tc0 + Tc : T;
-        int nblk = (tc1 - tc0 + TBmax - 1) / TBmax; /* token blocks per row block */
-        /* the first row block is cold: request it at once */
-            for (size_t o = 0; o < (size_t)(n1 - n0 < NB ? n1 - n0 : NB) * row_bytes; o += 64)
-                _mm_prefetch((const char *)c->W + (size_t)n0 * row_bytes + o, _MM_HINT_T0);
+        /* token blocks per row block, of near-equal sizes (9 tokens: 3+3+3, not 4+4+1 — a
+         * lone token would widen every W chunk again for 6 FMAs) */
+        int nblk = (tc1 - tc0 + TBmax - 1) / TBmax;
+        int tb_base = (tc1 - tc0) / nblk, tb_extra = (tc1 - tc0) % nblk;
         for (int n = n0; n < n1;) {
             int nb = n1 - n >= NB ? NB : 1;
-            /* the next row block (within this chunk), spread over this block's tiles */
-            int nn1 = n + nb + NB < n1 ? n + nb + NB : n1;
-            const char *next = (const char *)c->W + (size_t)(n + nb) * row_bytes;
-            size_t len = (size_t)(nn1 > n + nb ? nn1 - (n + nb) : 0) * row_bytes;
-            size_t steps = (size_t)(K / 16 > 0 ? K / 16 : 1);
+            /* the rows to stream in while this block computes: the next row block of this
+             * chunk; after the last, the first block of the next token chunk (this chunk
+             * again, likely still in L2) or of the next claimed chunk */
+            int p0 = n + nb, p1 = n + nb + NB < n1 ? n + nb + NB : n1;
+            if (p0 >= n1) {
+                p0 = tc1 < T ? n0 : f0;
+                p1 = tc1 < T ? (n0 + NB < n1 ? n0 + NB : n1) : (f0 + NB < f1 ? f0 + NB : f1);
+            }
+            const char *next = (const char *)c->W + (size_t)p0 * row_bytes;
+            size_t len = (size_t)(p1 > p0 ? p1 - p0 : 0) * row_bytes;
             int b = 0;
             for (int t = tc0; t < tc1; b++) {
-                int tb = tc1 - t < TBmax ? tc1 - t : TBmax;
+                int tb = tb_base + (b < tb_extra);
                 mm_pf pf = {next + len * b / nblk, next + len * (b + 1) / nblk, 0};
                 pf.step = (size_t)(pf.end - pf.p) / steps + 1;
                 pick(tb, nb)(c, t, n, &pf);
@@ -277,21 +289,36 @@ static void mm_rows_avx512(const mm_ctx *c, int n0, int n1) {
 
 /* Each thread claims row chunks until none is left. Which thread computes a row never
  * changes its value (see the file comment), so dynamic claiming keeps results fixed. */
+/* Each thread claims row chunks until none is left, one chunk ahead so the current chunk's
+ * last row block can prefetch the next. Which thread computes a row never changes its value
+ * (see the file comment), so dynamic claiming keeps results fixed. */
+static int mm_claim(mm_ctx *c, int *n0, int *n1) {
+    long a = (long)atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed) * c->chunk_rows;
+    if (a >= c->N) {
+        *n0 = *n1 = c->N;
+        return 0;
+    }
+    *n0 = (int)a;
+    *n1 = a + c->chunk_rows < c->N ? (int)a + c->chunk_rows : c->N;
+    return 1;
+}
+
 static void mm_task(void *arg, int i, int n) {
     (void)i, (void)n;
     mm_ctx *c = arg;
-    for (;;) {
-        int ch = atomic_fetch_add_explicit(&c->next_chunk, 1, memory_order_relaxed);
-        long n0 = (long)ch * c->chunk_rows;
-        if (n0 >= c->N) return;
-        int n1 = n0 + c->chunk_rows < c->N ? (int)n0 + c->chunk_rows : c->N;
+    int n0, n1, f0, f1;
+    if (!mm_claim(c, &n0, &n1)) return;
+    for (int cold = 1;; cold = 0) {
+        int more = mm_claim(c, &f0, &f1);
 #if SP_AVX512
-        if (!c->portable) {
-            mm_rows_avx512(c, (int)n0, n1);
-            continue;
-        }
+        if (!c->portable) mm_rows_avx512(c, n0, n1, f0, f1, cold);
+        else mm_rows_portable(c, n0, n1);
+#else
+        (void)cold;
+        mm_rows_portable(c, n0, n1);
 #endif
-        mm_rows_portable(c, (int)n0, n1);
+        if (!more) return;
+        n0 = f0, n1 = f1;
     }
 }
 
