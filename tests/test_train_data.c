@@ -163,7 +163,7 @@ static void test_batches(void) {
     CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
     int B = 4, C = 6, NB = 5, V = 8192;
     tr_batcher bt;
-    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
     /* anchors: p in [resp_start, S-2] of every sequence: 5 sequences of 17 tokens → 11 each */
     CHECK(bt.n == 55, "anchors %lld", (long long)bt.n);
     tr_batch b;
@@ -204,6 +204,30 @@ static void test_batches(void) {
     }
     CHECK(same < bt.n / 2, "epoch 2 repeats epoch 1's order (%d same)", same);
     (void)a1;
+    /* z-lab DFlash: slot k predicts x_{p+k}; slot 0 untrained; weights exp(−(k−1)/γ); P_k from h[p+k−1] */
+    tr_batcher zb;
+    CHECK(tr_batcher_init(&zb, &set, m, B, C, 8191, 1, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
+    int zchecked = 0;
+    for (int64_t i0 = 0; i0 < zb.n; i0 += NB) {
+        tr_batcher_fill(&zb, &b, i0, NB);
+        for (int e = 0; e < NB; e++) {
+            const tr_anchor *an = tr_batcher_anchor(&zb, i0 + e);
+            const tr_shard *sh = &set.shards[an->shard];
+            int S = sh->seq_lens[an->seq], p = an->p;
+            const int32_t *x = sh->ids + sh->seq_off[an->seq];
+            CHECK(b.wt[e * B] == 0, "z-lab slot 0 is trained");
+            for (int k = 1; k < B; k++) {
+                int t = e * B + k, valid = p + k < S;
+                CHECK(fabsf(b.wt[t] - (valid ? expf(-(k - 1) / 4.0f) : 0)) < 1e-6f, "z-lab weight slot %d", k);
+                if (!valid) continue;
+                CHECK(b.labels[t] == x[p + k], "z-lab label slot %d", k);
+                CHECK(sp_argmax(b.P + (size_t)t * V, V) == b.labels[t], "z-lab P of slot %d does not predict its label", k);
+                zchecked++;
+            }
+        }
+    }
+    CHECK(zchecked > 100, "z-lab checked %d slots", zchecked);
+    tr_batcher_free(&zb);
     free(emb);
     tr_batch_free(&b);
     tr_batcher_free(&bt);

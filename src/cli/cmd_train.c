@@ -13,7 +13,8 @@ int cmd_train(int argc, char **argv) {
     int steps = 0, warmup = -1, resume = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, gamma = (float)c.gamma;
     cli_opt opts[] = {
-        {NULL, "--arch", CLI_STR, &arch, "dspark|dflash", "drafter kind (default dspark)"},
+        {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab",
+         "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel (default dspark)"},
         {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
         {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS", "held-out shards for the tau monitor"},
@@ -45,7 +46,8 @@ int cmd_train(int argc, char **argv) {
     if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
     if (!strcmp(arch, "dspark")) c.arch = TR_ARCH_DSPARK;
     else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
-    else return cli_error("train", "--arch must be dspark or dflash, not '%s'", arch);
+    else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
+    else return cli_error("train", "--arch must be dspark, dflash or dflash-zlab, not '%s'", arch);
     c.steps = steps;
     c.warmup = warmup;
     c.lr = lr;

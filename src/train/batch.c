@@ -9,9 +9,9 @@
 #include "kernels/kernels.h"
 
 int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
-                    double gamma, int full_block, uint64_t seed, int max_elems, sp_err *err) {
+                    int zlab, double gamma, int full_block, uint64_t seed, int max_elems, sp_err *err) {
     memset(bt, 0, sizeof *bt);
-    bt->data = data; bt->target = target; bt->B = B; bt->C = C; bt->mask_id = mask_id;
+    bt->data = data; bt->target = target; bt->B = B; bt->C = C; bt->mask_id = mask_id; bt->zlab = zlab;
     bt->gamma = gamma; bt->seed = seed; bt->perm_epoch = -1;
     int64_t n = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -80,18 +80,19 @@ void tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
             if (q >= 0) sp_to_f32(f, sh->hidden_ml + (size_t)(base + q) * mH, SP_DT_BF16, (size_t)mH);
             else memset(f, 0, sizeof(float) * mH);
         }
-        int valid = 1;
+        /* slot k's label sits at position p + k + shift; the hidden predicting it at p + k + sh − 1 */
+        int shift = bt->zlab ? 0 : 1, valid = 1;
         for (int k = 0; k < B; k++) {
-            int t = e * B + k;
+            int t = e * B + k, lp = p + k + shift, hp = lp - 1;
             b->kmask[e * (C + B) + C + k] = 1;
             sp_model_embed(bt->target, b->x0 + (size_t)t * H, k == 0 ? x[p] : bt->mask_id);
-            valid = valid && p + k + 1 < S;
-            b->labels[t] = valid ? x[p + k + 1] : 0;
-            b->prev[t] = p + k < S ? x[p + k] : 0;
-            b->wt[t] = valid ? (float)exp(-k / bt->gamma) : 0.0f;
-            /* the hidden that predicts label x_{p+k+1} is the one at position p+k */
+            valid = valid && lp < S;
+            int trained = valid && lp > p; /* z-lab slot 0 predicts the anchor itself: not trained */
+            b->labels[t] = valid ? x[lp] : 0;
+            b->prev[t] = hp >= 0 && hp < S ? x[hp] : 0;
+            b->wt[t] = trained ? (float)exp(-(k - (1 - shift)) / bt->gamma) : 0.0f;
             float *hr = bt->hrows + (size_t)t * H;
-            if (p + k < S) sp_to_f32(hr, sh->hidden + (size_t)(base + p + k) * H, SP_DT_BF16, (size_t)H);
+            if (hp >= 0 && hp < S) sp_to_f32(hr, sh->hidden + (size_t)(base + hp) * H, SP_DT_BF16, (size_t)H);
             else memset(hr, 0, sizeof(float) * H);
         }
     }

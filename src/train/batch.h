@@ -12,7 +12,10 @@
  *   slot k    label x_{p+k+1}; Markov previous token x_{p+k} (teacher forcing);
  *             e_k = 1 while p+k+1 < S (a contiguous prefix); weight e_k·exp(−k/γ);
  *             target distribution P_k = softmax(lm_head(h[p+k])): the hidden that PREDICTS the
- *             label (the off-by-one rule: position p+k, not p+k+1). */
+ *             label (the off-by-one rule: position p+k, not p+k+1).
+ * z-lab DFlash (zlab = 1, FORMATS.md §7.5): slot k predicts x_{p+k} (its own position), from
+ * P_k = softmax(lm_head(h[p+k−1])); slot 0 (the anchor itself) has weight 0 and the weights are
+ * exp(−(k−1)/γ) for k ≥ 1. */
 #ifndef SPECULA_TRAIN_BATCH_H
 #define SPECULA_TRAIN_BATCH_H
 
@@ -27,6 +30,7 @@ typedef struct {
     const tr_shardset *data;
     sp_model *target;
     int B, C, mask_id;
+    int zlab;       /* 1: z-lab labels (slot k predicts x_{p+k}) */
     double gamma;
     tr_anchor *items;
     int64_t n;
@@ -37,7 +41,7 @@ typedef struct {
 } tr_batcher;
 
 int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
-                    double gamma, int full_block, uint64_t seed, int max_elems, sp_err *err);
+                    int zlab, double gamma, int full_block, uint64_t seed, int max_elems, sp_err *err);
 void tr_batcher_free(tr_batcher *bt);
 /* the i-th anchor of the global stream */
 const tr_anchor *tr_batcher_anchor(tr_batcher *bt, int64_t i);

@@ -19,6 +19,18 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
+    if (d->arch == TR_ARCH_DFLASH_ZLAB) { /* z-lab layout (FORMATS.md §7.1) */
+        json_object_set_new(c, "architectures", json_pack("[s]", "DFlashDraftModel"));
+        json_object_set_new(c, "num_hidden_layers", json_integer(d->L));
+        json_object_set_new(c, "num_target_layers", json_integer(d->n_target_layers));
+        json_object_set_new(c, "block_size", json_integer(d->B));
+        json_object_set_new(c, "dflash_config", json_pack("{s:i, s:o}", "mask_token_id", d->mask_id,
+                                                           "target_layer_ids", taps));
+        json_object_set_new(c, "layer_types", types);
+        json_object_set_new(c, "tie_word_embeddings", json_false());
+        json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+        goto dump;
+    }
     json_object_set_new(c, "architectures", json_pack("[s]", "Qwen3DSparkModel"));
     json_object_set_new(c, "num_hidden_layers", json_integer(d->L));
     json_object_set_new(c, "num_target_layers", json_integer(d->n_target_layers));
@@ -35,6 +47,7 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
     json_object_set_new(c, "confidence_head_with_markov", json_boolean(d->conf && d->conf_with_markov));
     json_object_set_new(c, "dtype", json_string("bfloat16"));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+dump:
     *out = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(c);
     if (!*out) return sp_err_set(err, "config.json: out of memory");

@@ -20,7 +20,10 @@
 #include "core/pool.h"
 #include "specula.h"
 
-typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH } tr_arch;
+/* DSPARK: DeepSpec DSpark (Markov + confidence heads); DFLASH: DeepSpec's DFlash (the DSpark
+ * backbone and file format without heads, slot k predicts x_{p+k+1}); DFLASH_ZLAB: z-lab's
+ * "DFlashDraftModel" (FORMATS.md §7.5: slot k ≥ 1 predicts x_{p+k}, slot 0 is not trained). */
+typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB } tr_arch;
 
 #define TR_MAX_LAYERS 32
 #define TR_MAX_TAPS 16

@@ -37,7 +37,7 @@ tr_train_cfg tr_train_defaults(void) {
 /* the held-out monitor: a_k and τ over eval_n full blocks */
 static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, tr_batcher *ev, int eval_n,
                      const float *Wlm, float *cstar, double *tau, double *acc) {
-    int B = m->d.B;
+    int B = m->d.B, k0 = m->d.arch == TR_ARCH_DFLASH_ZLAB; /* z-lab drafts come from slots 1..B−1 */
     double tsum = 0;
     for (int k = 0; k < B; k++) acc[k] = 0;
     for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
@@ -49,7 +49,7 @@ static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, 
         tr_forward(pool, m, a, b, Wlm, wsum, &st, cstar);
         for (int e = 0; e < n; e++) {
             double prod = 1, te = 1;
-            for (int k = 0; k < B; k++) {
+            for (int k = k0; k < B; k++) {
                 prod *= cstar[e * B + k];
                 te += prod;
                 acc[k] += cstar[e * B + k];
@@ -80,6 +80,10 @@ static int log_truncate(const char *path, long step, sp_err *err) {
     int rc = sp_write_file_atomic(path, text, keep, err);
     free(text);
     return rc;
+}
+
+const char *tr_arch_name(tr_arch a) {
+    return a == TR_ARCH_DSPARK ? "dspark" : a == TR_ARCH_DFLASH ? "dflash" : "dflash-zlab";
 }
 
 double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
@@ -163,8 +167,9 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     int lo = c->batch * rank / size, hi = c->batch * (rank + 1) / size, nloc = hi - lo;
     int cap = (c->batch + size - 1) / size;
     if (nloc < 1) { sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size); goto out; }
-    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, c->gamma, 0, c->seed, cap, err)) goto out;
-    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, c->gamma, 1, c->seed ^ 0xe7a1u, cap, err))
+    int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
+    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->seed, cap, err)) goto out;
+    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, c->seed ^ 0xe7a1u, cap, err))
         goto out;
     int eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
     if (eval_n < 1) eval_n = 1;
@@ -185,7 +190,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     snprintf(run, sizeof run,
              "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
              "total=%ld mask=%d anchors=%lld",
-             c->arch == TR_ARCH_DSPARK ? "dspark" : "dflash", (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
+             tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
              c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)bt.n);
     long step0 = 0;
     char path[4096];
@@ -281,7 +286,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
             snprintf(state, sizeof state,
                      "{\"step\": %ld, \"total_steps\": %ld, \"arch\": \"%s\", \"seed\": %llu, \"batch\": %d, "
                      "\"block_size\": %d, \"lr\": %g, \"tau\": %.6f}\n",
-                     step, total, c->arch == TR_ARCH_DSPARK ? "dspark" : "dflash", (unsigned long long)c->seed,
+                     step, total, tr_arch_name(c->arch), (unsigned long long)c->seed,
                      c->batch, d.B, c->lr, res->tau_last);
             if (tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)) goto out;
         }

@@ -54,6 +54,9 @@ typedef struct {
                              forward, backward, and the target LM head for the distributions) */
 } tr_train_result;
 
+/* "dspark", "dflash", "dflash-zlab" */
+const char *tr_arch_name(tr_arch a);
+
 /* analytic FLOPs of one training step over NB anchors of C context rows (see gflops) */
 double tr_step_flops(const tr_dims *d, int NB, int C, int with_P);
 
