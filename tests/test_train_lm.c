@@ -370,6 +370,13 @@ static void test_trainer_resume(void) {
     o.stop_after = 6;
     CHECK(lm_train_run(&o, &rb, &err) == 0, "%s", err.msg);
     CHECK(rb.step == 6, "stopped at %d", rb.step);
+    { /* as if the run had crashed after logging step 7 but before saving it */
+        char lp[600];
+        snprintf(lp, sizeof lp, "%s/train_log.csv", db);
+        FILE *f = fopen(lp, "a");
+        CHECK(f != NULL, "%s", lp);
+        if (f) fputs("7,1.000000,0.01,0.5,100.0,,\n", f), fclose(f);
+    }
     o.stop_after = 0;
     o.resume = 1;
     o.n_threads = 1;
@@ -383,6 +390,25 @@ static void test_trainer_resume(void) {
         snprintf(pb, sizeof pb, "%s/%s", db, files[i]);
         CHECK(files_equal(pa, pb), "%s differs after resume", files[i]);
     }
+    /* the logs agree on step and loss (throughput differs); no duplicated rows */
+    char pa[600], pb[600], *la = NULL, *lb = NULL;
+    size_t na, nb;
+    snprintf(pa, sizeof pa, "%s/train_log.csv", da);
+    snprintf(pb, sizeof pb, "%s/train_log.csv", db);
+    CHECK(!sp_read_file(pa, &la, &na, &err) && !sp_read_file(pb, &lb, &nb, &err), "%s", err.msg);
+    if (la && lb) {
+        int rows = 0;
+        for (char *x = la, *y = lb; x && y && *x && *y; rows++) {
+            size_t kx = strcspn(x, ",\n"), ky = strcspn(y, ",\n");
+            kx += strcspn(x + kx + 1, ",\n") + 1; /* step,loss */
+            ky += strcspn(y + ky + 1, ",\n") + 1;
+            CHECK(kx == ky && !memcmp(x, y, kx), "log row %d: %.*s vs %.*s", rows, (int)kx, x, (int)ky, y);
+            x = strchr(x, '\n'), y = strchr(y, '\n');
+            x = x ? x + 1 : NULL, y = y ? y + 1 : NULL;
+        }
+        CHECK(rows == 13, "%d log rows (header + 12 steps)", rows);
+    }
+    free(la), free(lb);
     char old[600];
     snprintf(old, sizeof old, "%s/checkpoint-00000008", da);
     CHECK(!sp_file_exists(old), "old checkpoint kept");

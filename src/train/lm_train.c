@@ -337,6 +337,25 @@ static double evaluate(sp_pool *pool, const lm_layout *lay, const float *w, lm_a
     return cnt ? sum / cnt : 0;
 }
 
+/* On resume: drop the log rows of steps after the checkpoint (an interrupted run may have
+ * logged steps it never saved), so the resumed rows follow without duplicates. */
+static int truncate_log(const char *path, int step, sp_err *err) {
+    char *txt;
+    size_t n;
+    if (sp_read_file(path, &txt, &n, err)) return -1;
+    size_t keep = 0;
+    for (char *line = txt; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
+        if (line != txt && atoi(line) > step) break; /* the header is always kept */
+        keep += len;
+        line += len;
+    }
+    int rc = sp_write_file_atomic(path, txt, keep, err);
+    free(txt);
+    return rc;
+}
+
 /* ---- the run ----------------------------------------------------------------------------- */
 int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     memset(res, 0, sizeof *res);
@@ -390,7 +409,7 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     tokens = malloc((size_t)o->batch * o->seq * sizeof *tokens);
     labels = malloc((size_t)o->batch * o->seq * sizeof *labels);
     if (!pool || !acts || !w || !g || !m || !v || !tokens || !labels) {
-        if (acts) sp_err_set(err, "train-lm: out of memory for %zu parameters", lay.n);
+        if (acts || !pool) sp_err_set(err, "train-lm: out of memory for %zu parameters", lay.n);
         goto done;
     }
     trainer tr = {o, &lay, config_text, w, m, v};
@@ -404,6 +423,7 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/train_log.csv", o->out_dir);
     int fresh = !o->resume || !sp_file_exists(path);
+    if (!fresh && truncate_log(path, step, err)) goto done;
     csv = fopen(path, fresh ? "w" : "a");
     if (!csv) {
         sp_err_set(err, "cannot open %s for writing", path);
