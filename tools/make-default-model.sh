@@ -32,6 +32,7 @@ BATCH=${BATCH:-8}
 SEQ=${SEQ:-256}
 LR=${LR:-1e-3}
 VOCAB=${VOCAB:-8192}
+EVAL_SEQS=${EVAL_SEQS:-64}
 RESUME=${RESUME:-0}
 
 [ -x "$SPECULA" ] || { echo "make-default-model: $SPECULA not built (run make)" >&2; exit 1; }
@@ -126,7 +127,7 @@ resume_flag=
 run "$SPECULA" train-lm --arch gemma4 --config "$WORK/config.json" --tokenizer "$WORK/tokenizer.json" \
     --data-list "$WORK/corpus-train.txt" --eval-list "$WORK/corpus-eval.txt" -o "$WORK/run" \
     --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr "$LR" --seed "$SEED" \
-    --save-every 100 --eval-every 500 --eval-seqs 64 --dtype bf16 $resume_flag 2> "$WORK/train-lm.log" || {
+    --save-every 100 --eval-every 500 --eval-seqs "$EVAL_SEQS" --dtype bf16 $resume_flag 2> "$WORK/train-lm.log" || {
     tail -n 5 "$WORK/train-lm.log" >&2; exit 1; }
 tail -n 2 "$WORK/train-lm.log" | sed 's/^/# /' >> "$RECIPE"
 cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/run/tokenizer.json" "$WORK/run/train_log.csv" "$OUT/"
