@@ -8,4 +8,5 @@
 #define LOP(name) lm_##name##_f64
 #define EXP exp
 #define TANH tanh
+#define GELU(x) (0.5 * (x) * (1 + tanh(0.7978845608028654 * ((x) + 0.044715 * (x) * (x) * (x)))))
 #include "train/lm_ops_impl.h"

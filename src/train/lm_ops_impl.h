@@ -1,6 +1,7 @@
 /* lm_ops_impl.h — the target-LM ops of lm_ops.h, written once over `real` and compiled by
  * lm_ops.c (float) and lm_ops_f64.c (double). The includer defines real, LOP(name), EXP,
- * TANH. Dimension letters as in ops_impl.h; NB sequences of T tokens. */
+ * TANH and GELU(x) (float: the inference kernel's sp_gelu_tanh, so the training forward is the
+ * inference arithmetic whatever the compiler contracts). Dimension letters as in ops_impl.h; NB sequences of T tokens. */
 
 /* ---- causal (+ sliding-window) attention -------------------------------------------------- */
 typedef struct {
@@ -121,11 +122,7 @@ void LOP(causal_attention_backward)(sp_pool *pool, real *dq, real *dk, real *dv,
 /* ---- GeGLU: out = gelu_tanh(g)·u, gelu_tanh(g) = ½·g·(1 + tanh(κ·(g + 0.044715·g³))) ------ */
 #define LM_GELU_K 0.7978845608028654 /* sqrt(2/π) */
 void LOP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        real x = gate[i], x3 = x * x * x;
-        real inner = (real)LM_GELU_K * (x + (real)0.044715 * x3);
-        out[i] = (real)0.5 * x * ((real)1 + TANH(inner)) * up[i];
-    }
+    for (size_t i = 0; i < n; i++) out[i] = GELU(gate[i]) * up[i];
 }
 /* gelu'(g) = ½·(1 + th) + ½·g·(1 − th²)·κ·(1 + 3·0.044715·g²), th = tanh(inner) */
 void LOP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
