@@ -18,7 +18,10 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(audit, "check a drafter's sampling path is exactly the target's distribution")       \
     X(bench_spec, "plain vs speculative decoding over a prompt file")                     \
     X(bench_verify, "cost of verifying k tokens relative to one decode step")             \
-    X(run, "the embedded default model: plain vs speculative, with figures")
+    X(run, "the embedded default model: plain vs speculative, with figures")              \
+    X(regen, "target hidden states of a JSONL corpus into drafter-training shards")      \
+    X(train, "train a DSpark / DFlash drafter from regenerated shards")                  \
+    X(plot, "loss, tau and acceptance curves of a training log (gnuplot SVG)")
 
 #define X(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));
 CLI_COMMANDS(X)

@@ -119,7 +119,7 @@ tr_view tr_model_view(const tr_model *m, float *base) {
 /* ---- batch ---------------------------------------------------------------------------------- */
 int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err) {
     memset(b, 0, sizeof *b);
-    b->NB = NB; b->C = C; b->B = B; b->V = V; b->H = H; b->mH = mH;
+    b->NB = NB; b->cap = NB; b->C = C; b->B = B; b->V = V; b->H = H; b->mH = mH;
     size_t T = (size_t)NB * B;
     b->F = calloc((size_t)NB * C * mH + 1, sizeof(float));
     b->kmask = calloc((size_t)NB * (C + B), 1);

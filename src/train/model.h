@@ -75,7 +75,8 @@ tr_view tr_model_view(const tr_model *m, float *base);
 
 /* One batch of NB elements (see the file comment). All arrays are owned by the batch. */
 typedef struct {
-    int NB, C, B, V, H, mH;
+    int NB, C, B, V, H, mH; /* NB: elements in use */
+    int cap;                /* elements allocated */
     float *F;          /* [NB·C, m·H] context taps */
     uint8_t *kmask;    /* [NB, C+B] 1 = visible key */
     float *x0;         /* [NB·B, H] embedded block inputs (target embedding) */
