@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
+#include "train/optim.h"
 
 void lm_train_defaults(lm_train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -113,23 +114,17 @@ static void train_batch(const tok_buf *s, const lm_train_opts *o, int step, int 
     }
 }
 
-/* ---- AdamW (decoupled weight decay, PyTorch semantics) ---------------------------------- */
+/* ---- AdamW: optim.h's tr_adamw_step per tensor (weight decay on matrices only; frozen
+ * tensors skipped) ------------------------------------------------------------------------ */
 static void adamw_step(const lm_layout *lay, float *w, const float *g, float *m, float *v, int t, double lr,
-                       const lm_train_opts *o, double gscale) {
-    double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
-    float b1 = (float)o->beta1, b2 = (float)o->beta2;
+                       const lm_train_opts *o) {
+    tr_optim_cfg c = {.lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps, .clip = o->clip};
     for (int i = 0; i < lay->n_params; i++) {
         if (!lm_param_trained(lay, i)) continue;
         const hf_tensor_spec *s = &lay->specs[i];
         size_t n = (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1), off = lay->off[i];
-        float decay = lm_param_decayed(lay, i) ? (float)(1 - lr * o->weight_decay) : 1.0f;
-        float step = (float)(lr / bc1), rbc2 = (float)(1 / sqrt(bc2)), eps = (float)o->adam_eps;
-        for (size_t j = off; j < off + n; j++) {
-            float gj = g[j] * (float)gscale;
-            m[j] = b1 * m[j] + (1 - b1) * gj;
-            v[j] = b2 * v[j] + (1 - b2) * gj * gj;
-            w[j] = w[j] * decay - step * m[j] / (sqrtf(v[j]) * rbc2 + eps);
-        }
+        c.weight_decay = lm_param_decayed(lay, i) ? o->weight_decay : 0;
+        tr_adamw_step(w + off, g + off, m + off, v + off, n, t, lr, &c);
     }
 }
 
@@ -440,16 +435,9 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
         loss = lm_forward(pool, &lay, w, acts, tokens, labels, o->batch, o->seq, NULL);
         memset(g, 0, lay.n * sizeof *g);
         lm_backward(pool, &lay, w, acts, g);
-        double nrm = 0;
-        for (int i = 0; i < lay.n_params; i++) {
-            if (!lm_param_trained(&lay, i)) continue;
-            size_t off = lay.off[i], n = param_count(&lay.specs[i]);
-            for (size_t j = off; j < off + n; j++) nrm += (double)g[j] * g[j];
-        }
-        nrm = sqrt(nrm);
-        double gscale = o->clip > 0 && nrm > o->clip ? o->clip / nrm : 1.0;
+        double nrm = tr_clip_grad(g, lay.n, o->clip); /* frozen tensors have zero gradient */
         double lr = lm_lr_at(o, step);
-        adamw_step(&lay, w, g, m, v, step + 1, lr, o, gscale);
+        adamw_step(&lay, w, g, m, v, step + 1, lr, o);
         step++;
         if (step == start + 1) res->first_loss = loss;
         double el = (sp_time_ms() - t0) / 1000;
