@@ -384,6 +384,12 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
         sp_err_set(err, "train-lm: tokenizer BOS %d differs from the config's bos_token_id %d", bos, cfg.bos_id);
         goto done;
     }
+    int eos_ok = 0;
+    for (int i = 0; i < cfg.n_eos; i++) eos_ok |= cfg.eos_ids[i] == tok_eos(tk);
+    if (!eos_ok) {
+        sp_err_set(err, "train-lm: tokenizer EOS %d is not among the config's eos_token_id", tok_eos(tk));
+        goto done;
+    }
     if (tokenize_files(tk, o->data, o->n_data, &tr_data, "tokenize train", o->quiet, err) ||
         tokenize_files(tk, o->eval, o->n_eval, &ev_data, "tokenize eval", o->quiet, err))
         goto done;
