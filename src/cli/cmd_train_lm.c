@@ -60,7 +60,7 @@ int cmd_train_lm(int argc, char **argv) {
             if (list_push(l, argv[++i])) goto out;
     }
     const char *arch = "gemma4", *dtype = "bf16", *data_list = NULL, *eval_list = NULL;
-    float lr = (float)o.lr, wd = (float)o.weight_decay, min_lr = (float)o.min_lr_frac, clip = (float)o.clip;
+    float time_limit = 0, lr = (float)o.lr, wd = (float)o.weight_decay, min_lr = (float)o.min_lr_frac, clip = (float)o.clip;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "ARCH", "architecture (gemma4 only)"},
         {"-c", "--config", CLI_STR, &o.config_path, "FILE", "Hugging Face config.json of the model (required)"},
@@ -83,6 +83,7 @@ int cmd_train_lm(int argc, char **argv) {
         {NULL, "--eval-every", CLI_INT, &o.eval_every, "K", "held-out evaluation every K steps (default: end)"},
         {NULL, "--eval-seqs", CLI_INT, &o.eval_seqs, "N", "held-out sequences per evaluation (default 64)"},
         {NULL, "--stop-after", CLI_INT, &o.stop_after, "N", "stop (with a checkpoint) after step N; --resume continues"},
+        {NULL, "--time-limit", CLI_FLOAT, &time_limit, "SECONDS", "stop (with a checkpoint) after this wall time; --resume continues"},
         {NULL, "--resume", CLI_FLAG, &o.resume, NULL, "continue from DIR/latest_checkpoint"},
         {NULL, "--dtype", CLI_STR, &dtype, "bf16|f32", "dtype of the exported weights (default bf16)"},
         {NULL, "--threads", CLI_INT, &o.n_threads, "N", "threads (default: all cores)"},
@@ -111,6 +112,7 @@ int cmd_train_lm(int argc, char **argv) {
         goto out;
     }
     o.lr = lr;
+    o.time_limit_s = time_limit;
     o.weight_decay = wd;
     o.min_lr_frac = min_lr;
     o.clip = clip;
@@ -130,6 +132,7 @@ int cmd_train_lm(int argc, char **argv) {
             r.tokens_per_s);
     if (r.eval_ppl > 0) fprintf(stderr, ", held-out loss %.4f ppl %.3f", r.eval_loss, r.eval_ppl);
     fprintf(stderr, "\nmodel written to %s\n", o.out_dir);
+    if (r.step < o.steps) fprintf(stderr, "stopped at step %d of %d: add --resume to continue\n", r.step, o.steps);
     rc = 0;
 out:
     free(rest);

@@ -463,14 +463,16 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
                      do_eval ? " (eval)" : "");
             sp_progress_update(&pr, (double)(step - start) * o->batch * o->seq, extra);
         }
-        if ((o->save_every > 0 && step % o->save_every == 0) || step == stop)
+        int out_of_time = o->time_limit_s > 0 && el >= o->time_limit_s;
+        if ((o->save_every > 0 && step % o->save_every == 0) || step == stop || out_of_time)
             if (save_checkpoint(&tr, step, loss, err)) goto done;
         res->tokens_per_s = tps;
+        if (out_of_time) break;
     }
     if (!o->quiet) {
         char extra[96];
         snprintf(extra, sizeof extra, "loss %.4f", loss);
-        sp_progress_finish(&pr, (double)(stop - start) * o->batch * o->seq, extra);
+        sp_progress_finish(&pr, (double)(step - start) * o->batch * o->seq, extra);
     }
     res->step = step;
     res->last_loss = loss;

@@ -41,6 +41,7 @@ typedef struct {
     int eval_seqs;              /* held-out sequences per evaluation (0: 64) */
     int resume;                 /* continue from out_dir/latest_checkpoint */
     int stop_after;             /* > 0: stop (after saving) once this step is done — tests, time slices */
+    double time_limit_s;        /* > 0: stop (after saving) at the first step past this wall time */
     sp_dtype dtype;             /* exported weights: SP_DT_BF16 or SP_DT_F32 */
     int n_threads;              /* <= 0: all cores */
     int quiet;                  /* 1: no progress bar */
