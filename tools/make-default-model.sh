@@ -6,6 +6,7 @@
 #   sh tools/make-default-model.sh            # full recipe (about 2 h of training on 2 cores)
 #   STEPS=20 OUT=/tmp/m sh tools/make-default-model.sh   # a quick rehearsal
 #   RESUME=1 sh tools/make-default-model.sh   # continue an interrupted training run
+#   TIME_LIMIT=1800 sh tools/make-default-model.sh   # train in 30-minute slices (then RESUME=1 ...)
 #
 # Steps (each recorded with its exact command in $OUT/RECIPE.txt):
 #   1. corpus: every /usr/lib/python3.11/**/*.py, sorted (C locale); a file is HELD OUT for
@@ -38,6 +39,7 @@ LR=${LR:-1e-3}
 VOCAB=${VOCAB:-8192}
 EVAL_SEQS=${EVAL_SEQS:-64}
 RESUME=${RESUME:-0}
+TIME_LIMIT=${TIME_LIMIT:-0} # seconds of training in this invocation (0: all); RESUME=1 continues
 
 [ -x "$SPECULA" ] || { echo "make-default-model: $SPECULA not built (run make)" >&2; exit 1; }
 [ -d "$PYLIB" ] || { echo "make-default-model: $PYLIB not found (Debian package libpython3.11-stdlib)" >&2; exit 1; }
@@ -131,9 +133,9 @@ resume_flag=
 run "$SPECULA" train-lm --arch gemma4 --config "$WORK/config.json" --tokenizer "$WORK/tokenizer.json" \
     --data-list "$WORK/corpus-train.txt" --eval-list "$WORK/corpus-eval.txt" -o "$WORK/run" \
     --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr "$LR" --seed "$SEED" \
-    --save-every 100 --eval-every 200 --eval-seqs "$EVAL_SEQS" --dtype bf16 $resume_flag 2> "$WORK/train-lm.log" || {
+    --save-every 100 --eval-every 200 --eval-seqs "$EVAL_SEQS" --dtype bf16 --time-limit "$TIME_LIMIT" $resume_flag 2> "$WORK/train-lm.log" || {
     tail -n 5 "$WORK/train-lm.log" >&2; exit 1; }
-tail -n 2 "$WORK/train-lm.log" | sed 's/^/# /' >> "$RECIPE"
+grep -E '^(train-lm: [0-9]+ parameters|stopped at)' "$WORK/train-lm.log" | sed 's/^/# /' >> "$RECIPE"
 cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/run/tokenizer.json" "$WORK/run/train_log.csv" "$OUT/"
 log "# model: $(du -b "$OUT/model.safetensors" | cut -f1) bytes of bf16 weights in $OUT/model.safetensors"
 if command -v gnuplot > /dev/null; then # loss curves from the CSV log
