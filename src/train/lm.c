@@ -115,59 +115,6 @@ void lm_init_weights(const lm_layout *lay, float *w, uint64_t seed) {
     }
 }
 
-/* ---- float linear backward as NT products -------------------------------------------------
- * The accumulating GEMMs of ops.h's linear_backward are about 2.4x slower per flop than the
- * register-tiled sp_matmul the forward uses, so the float trainer transposes operands and
- * runs the backward on sp_matmul too (batch- and thread-count-invariant, like everything in a
- * training step):  din[T,K] += dout[T,N] · W[N,K]  = dout · (Wᵀ)ᵀ  with Wᵀ [K,N];
- *                  dW[N,K]  += dout[T,N]ᵀ · in[T,K] = doutᵀ · (inᵀ)ᵀ  with doutᵀ [N,T], inᵀ [K,T]. */
-typedef struct {
-    float *dst;
-    const float *src;
-    int R, C; /* src [R, C] -> dst [C, R] */
-} transpose_job;
-
-static void transpose_share(void *ctx, int share, int n_shares) {
-    const transpose_job *j = ctx;
-    int c0, c1;
-    sp_pool_split(j->C, 32, share, n_shares, &c0, &c1);
-    for (int cb = c0; cb < c1; cb += 32)
-        for (int rb = 0; rb < j->R; rb += 32) {
-            int ce = cb + 32 < c1 ? cb + 32 : c1, re = rb + 32 < j->R ? rb + 32 : j->R;
-            for (int c = cb; c < ce; c++)
-                for (int r = rb; r < re; r++) j->dst[(size_t)c * j->R + r] = j->src[(size_t)r * j->C + c];
-        }
-}
-
-static void transpose(sp_pool *pool, float *dst, const float *src, int R, int C) {
-    transpose_job j = {dst, src, R, C};
-    sp_pool_run(pool, transpose_share, &j);
-}
-
-static void add_to(float *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
-}
-
-static void linear_backward_nt(sp_pool *pool, float *s1, float *s2, float *s3, float *s4, float *din, float *dW,
-                               const float *dout, const float *in, const float *W, int T, int K, int N) {
-    if (din) {
-        transpose(pool, s3, W, N, K); /* Wᵀ [K, N] */
-        sp_mat wt = {.data = s3, .dt = SP_DT_F32, .n = K, .k = N};
-        sp_matmul(pool, s4, dout, T, &wt); /* [T, K] */
-        add_to(din, s4, (size_t)T * K);
-    }
-    if (dW) {
-        transpose(pool, s1, dout, T, N); /* doutᵀ [N, T] */
-        transpose(pool, s2, in, T, K);   /* inᵀ [K, T] */
-        sp_mat it = {.data = s2, .dt = SP_DT_F32, .n = K, .k = T};
-        sp_matmul(pool, s3, s1, N, &it); /* [N, K] */
-        add_to(dW, s3, (size_t)N * K);
-    }
-}
-
-#define LINEAR_BWD_SCRATCH 1
-#define LINEAR_BACKWARD(pool, a, din, dW, dout, in, W, T, K, N) \
-    linear_backward_nt(pool, (a)->s1, (a)->s2, (a)->s3, (a)->s4, din, dW, dout, in, W, T, K, N)
 #define real float
 #define LM(name) lm_##name
 #define LM_ACTS lm_acts

@@ -9,8 +9,6 @@
 #include "train/lm_ops.h"
 #include "train/ops.h"
 
-#define LINEAR_BWD_SCRATCH 0
-#define LINEAR_BACKWARD(pool, a, ...) tr_linear_backward_f64(pool, __VA_ARGS__)
 #define real double
 #define LM(name) lm_##name##_f64
 #define LM_ACTS lm_acts_f64

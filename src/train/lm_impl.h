@@ -1,9 +1,8 @@
 /* lm_impl.h — forward and backward of the target LM (lm.h), written once over `real` and
  * compiled by lm.c (float: threaded GEMMs and attention) and lm_f64.c (double: naive loops,
  * the finite-difference reference). The includer defines real, LM(name) (this file's public
- * names), LM_ACTS (the activation struct), TR(name) (ops.h op of that type), LOP(name)
- * (lm_ops.h op of that type), and LINEAR_BACKWARD(pool, acts, din, dW, dout, in, W, T, K, N)
- * with LINEAR_BWD_SCRATCH (1: acts carries the transpose scratch it uses). Every step is an op of ops.h / lm_ops.h; the backward runs
+ * names), LM_ACTS (the activation struct), TR(name) (ops.h op of that type) and LOP(name)
+ * (lm_ops.h op of that type). Every step is an op of ops.h / lm_ops.h; the backward runs
  * them in reverse, quoting the forward line it differentiates. */
 
 typedef struct {
@@ -32,7 +31,6 @@ struct LM_ACTS {
     real *logits, *probs;   /* [N, V] softcapped logits, softmax */
     /* backward scratch */
     real *dx, *dxn, *dh, *tmp, *dq, *dk, *dv, *dq2, *dk2, *dv2, *dao, *dg, *du, *dgu, *dp, *dZ;
-    real *s1, *s2, *s3, *s4; /* transposes for LINEAR_BACKWARD (float: NT products) */
 };
 
 LM_ACTS *LM(acts_create)(const lm_layout *lay, int NB, int T, sp_err *err) {
@@ -102,15 +100,6 @@ LM_ACTS *LM(acts_create)(const lm_layout *lay, int NB, int T, sp_err *err) {
     ALLOC(a->dgu, N * I);
     ALLOC(a->dp, (size_t)NB * NH * T);
     ALLOC(a->dZ, N * V);
-    if (LINEAR_BWD_SCRATCH) {
-        size_t M = V > I ? V : I, W = (M > QD ? M : QD) * H;
-        if (H > M) M = H;
-        if (QD > M) M = QD;
-        ALLOC(a->s1, N * M);
-        ALLOC(a->s2, N * M);
-        ALLOC(a->s3, W);
-        ALLOC(a->s4, N * M);
-    }
 #undef ALLOC
     if (ok) return a;
 oom:
@@ -129,8 +118,7 @@ void LM(acts_free)(LM_ACTS *a) {
             for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
         }
     real *p[] = {a->wt, a->ones, a->xf, a->rf, a->hf, a->logits, a->probs, a->dx, a->dxn, a->dh, a->tmp,
-                 a->dq, a->dk, a->dv, a->dq2, a->dk2, a->dv2, a->dao, a->dg, a->du, a->dgu, a->dp, a->dZ,
-                 a->s1, a->s2, a->s3, a->s4};
+                 a->dq, a->dk, a->dv, a->dq2, a->dk2, a->dv2, a->dao, a->dg, a->du, a->dgu, a->dp, a->dZ};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     free(a->tokens);
     free(a->labels);
@@ -224,7 +212,7 @@ void LM(backward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *a
         dlog = a->probs;
     }
     LM(zero)(a->dh, NHs);
-    LINEAR_BACKWARD(pool, a, a->dh, dE, dlog, a->hf, E, N, H, V); /* tied head: into dE too */
+    TR(linear_backward)(pool, a->dh, dE, dlog, a->hf, E, N, H, V); /* tied head: into dE too */
     LM(zero)(a->dx, NHs);
     TR(rmsnorm_backward)(a->dx, grad + lay->final_norm, a->dh, a->xf, w + lay->final_norm, a->rf, N, H);
 
@@ -241,13 +229,13 @@ void LM(backward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *a
         TR(rmsnorm_backward)(a->dh, grad + o->post_ffn, a->dx, s->dn, w + o->post_ffn, s->rpo, N, H);
         /* dn = gu · Wdownᵀ;  gu = gelu(g)·u;  g, u = xn2 · W{gate,up}ᵀ */
         LM(zero)(a->dgu, (size_t)N * I);
-        LINEAR_BACKWARD(pool, a, a->dgu, grad + o->down, a->dh, s->gu, w + o->down, N, I, H);
+        TR(linear_backward)(pool, a->dgu, grad + o->down, a->dh, s->gu, w + o->down, N, I, H);
         LM(zero)(a->dg, (size_t)N * I);
         LM(zero)(a->du, (size_t)N * I);
         LOP(geglu_backward)(a->dg, a->du, a->dgu, s->g, s->u, (size_t)N * I);
         LM(zero)(a->dxn, NHs);
-        LINEAR_BACKWARD(pool, a, a->dxn, grad + o->gate, a->dg, s->xn2, w + o->gate, N, H, I);
-        LINEAR_BACKWARD(pool, a, a->dxn, grad + o->up, a->du, s->xn2, w + o->up, N, H, I);
+        TR(linear_backward)(pool, a->dxn, grad + o->gate, a->dg, s->xn2, w + o->gate, N, H, I);
+        TR(linear_backward)(pool, a->dxn, grad + o->up, a->du, s->xn2, w + o->up, N, H, I);
         /* xn2 = norm_pre_ffn(x2); dx (= d x2 through the residual) gains the norm's gradient */
         TR(rmsnorm_backward)(a->dx, grad + o->pre_ffn, a->dxn, s->x2, w + o->pre_ffn, s->rpf, N, H);
 
@@ -255,7 +243,7 @@ void LM(backward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *a
         LM(zero)(a->dh, NHs);
         TR(rmsnorm_backward)(a->dh, grad + o->post_attn, a->dx, s->o, w + o->post_attn, s->rpa, N, H);
         LM(zero)(a->dao, (size_t)N * QD);
-        LINEAR_BACKWARD(pool, a, a->dao, grad + o->wo, a->dh, s->ao, w + o->wo, N, QD, H);
+        TR(linear_backward)(pool, a->dao, grad + o->wo, a->dh, s->ao, w + o->wo, N, QD, H);
         LM(zero)(a->dq, (size_t)N * QD);
         LM(zero)(a->dk, (size_t)N * KD);
         LM(zero)(a->dv, (size_t)N * KD);
@@ -274,9 +262,9 @@ void LM(backward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *a
         TR(rmsnorm_backward)(a->dv2, NULL, a->dv, s->vp, a->ones, s->rv, N * KVH, D);
         /* qp, kp, vp = xn · W{q,k,v}ᵀ;  xn = norm_in(x) */
         LM(zero)(a->dxn, NHs);
-        LINEAR_BACKWARD(pool, a, a->dxn, grad + o->wq, a->dq, s->xn, w + o->wq, N, H, QD);
-        LINEAR_BACKWARD(pool, a, a->dxn, grad + o->wk, a->dk, s->xn, w + o->wk, N, H, KD);
-        LINEAR_BACKWARD(pool, a, a->dxn, grad + o->wv, a->dv2, s->xn, w + o->wv, N, H, KD);
+        TR(linear_backward)(pool, a->dxn, grad + o->wq, a->dq, s->xn, w + o->wq, N, H, QD);
+        TR(linear_backward)(pool, a->dxn, grad + o->wk, a->dk, s->xn, w + o->wk, N, H, KD);
+        TR(linear_backward)(pool, a->dxn, grad + o->wv, a->dv2, s->xn, w + o->wv, N, H, KD);
         TR(rmsnorm_backward)(a->dx, grad + o->in_norm, a->dxn, s->x, w + o->in_norm, s->r1, N, H);
     }
     /* x0 = E[tok] · embed_scale */
