@@ -22,8 +22,9 @@
 #      800 steps of batch 8 × 256 tokens (1.6 M tokens, ~0.5 epoch of the 3.4 M training
 #      tokens), checkpoints every 100 steps (RESUME=1 continues exactly), held-out perplexity
 #      every 200 steps. Measured on the shared 2-core development machine (2 threads):
-#      137–250 tok/s depending on its load (173 tok/s over a 40-step run: loss 9.10 -> 5.60,
-#      held-out perplexity 384; peak RSS 1.96 GB), i.e. 1.8–3.3 h for the 800 steps.
+#      310 tok/s when it was quiet (load 3.5), down to ~170 tok/s under load 7 — i.e.
+#      1.5–2.7 h for the 800 steps. A 40-step run: loss 9.10 -> 5.60, held-out perplexity
+#      384; peak RSS 1.96 GB.
 #   5. the DSpark drafter (issue 8, item 3) — not part of this script yet.
 set -eu
 
