@@ -14,6 +14,7 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(tokenize, "text -> token ids")                                                     \
     X(detokenize, "token ids -> text")                                                   \
     X(train_tokenizer, "train a SentencePiece-style BPE tokenizer")                      \
+    X(train_lm, "train a Gemma-4 text target model from scratch on text files")          \
     X(audit, "check a drafter's sampling path is exactly the target's distribution")       \
     X(bench_spec, "plain vs speculative decoding over a prompt file")                     \
     X(bench_verify, "cost of verifying k tokens relative to one decode step")             \
