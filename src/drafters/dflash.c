@@ -511,7 +511,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     int g = max_g < s->max_drafts ? max_g : s->max_drafts, V = s->V, H = s->H;
     s->n_last = 0;
     if (g <= 0) return 0;
-    int zlab = s->kind == SP_DFLASH_ZLAB, T = zlab ? g + 1 : g;
+    int zlab = s->kind == SP_DFLASH_ZLAB, retro = !zlab && s->conf && s->o.policy == SP_VERIFY_RETRO;
+    if (retro) g = s->max_drafts; /* the retrospective search sees the whole block, then truncates */
+    int T = zlab ? g + 1 : g;
     int32_t blk[SP_SPEC_MAX_G + 2];
     blk[0] = s->pending;
     for (int t = 1; t < T; t++) blk[t] = s->mask_id;
@@ -547,13 +549,17 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
                 if (s->o.conf_threshold > 0 && c < s->o.conf_threshold) break;
                 if (s->o.policy == SP_VERIFY_SCHEDULE && !sp_sched_admit(&sch, c)) break;
             }
-            float *qt = q ? q + (size_t)(j - 1) * V : qrow;
+            float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
             int x = draw(s, Z, qt, pos + (uint64_t)j, err);
             if (x < 0) return -1;
-            drafts[n++] = x;
+            if (j <= max_g) drafts[j - 1] = x;
+            n++;
             prev = x;
         }
-        if (s->conf && s->o.policy == SP_VERIFY_RETRO) n = sp_sched_retrospective(cs, n, &s->sps); /* LOSSY */
+        if (retro) { /* LOSSY: c_{k+1} (which saw x_k) decides whether x_k is verified */
+            n = sp_sched_retrospective(cs, n, &s->sps);
+            if (n > max_g) n = max_g;
+        }
     }
     s->n_last = n;
     s->info.drafted += n;
