@@ -579,6 +579,15 @@ static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
 
 static void df_destroy(sp_drafter *d) {
     df_t *s = d ? d->self : NULL;
+    if (s && s->info.proposals > 0) { /* the CLI's view of the confidences and verify lengths */
+        char hist[512];
+        int at = 0;
+        for (int i = 0; i <= s->max_drafts && i <= SP_SPS_MAX && at < (int)sizeof hist - 32; i++)
+            if (s->info.len_hist[i]) at += snprintf(hist + at, sizeof hist - (size_t)at, " %d:%ld", i, s->info.len_hist[i]);
+        sp_log(SP_LOG_INFO, "%s: %ld proposals, %.2f drafts each, mean confidence %s%.3f, proposal lengths%s", d->name,
+               s->info.proposals, (double)s->info.drafted / s->info.proposals, s->info.conf_n ? "" : "n/a ",
+               s->info.conf_n ? s->info.conf_sum / s->info.conf_n : 0.0, hist);
+    }
     if (s) {
         for (int i = 0; s->layers && i < s->L; i++) {
             free(s->layers[i].K);
@@ -643,7 +652,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     }
     if (bind_heads(s, err) || load_sts(s, dir, err)) goto fail;
     int def = s->kind == SP_DFLASH_ZLAB ? s->block_size - 1 : s->block_size;
-    s->max_drafts = s->o.max_drafts > 0 ? s->o.max_drafts : def;
+    s->max_drafts = s->o.max_drafts > 0 && !(s->o.clamp_to_block && s->o.max_drafts > def) ? s->o.max_drafts : def;
     if (s->max_drafts > SP_SPEC_MAX_G) {
         sp_err_set(err, "dflash: %d drafts per block (allowed 1..%d)", s->max_drafts, SP_SPEC_MAX_G);
         goto fail;

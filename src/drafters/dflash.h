@@ -36,6 +36,7 @@ typedef enum {
 
 typedef struct {
     int max_drafts;          /* drafts per block (0: the checkpoint's, B-1 z-lab / B DSpark) */
+    int clamp_to_block;      /* 1: max_drafts is at most the checkpoint's */
     float conf_threshold;    /* DSpark: cut at the first c_k < t (0: off) */
     sp_verify_policy policy;
     const sp_sps_table *sps; /* for SP_VERIFY_SCHEDULE / RETRO (copied) */
