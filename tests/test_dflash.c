@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "harness.h"
 #include "spec/audit.h"
+#include "spec/calibrate.h"
 #include "spec/generate.h"
 #include "spec/schedule.h"
 #include "spec/spec.h"
@@ -401,6 +402,38 @@ static void test_scheduler_unit(void) {
     CHECK(l2[0] >= l2[1] && l2[0] > 0, "two requests: %d %d", l2[0], l2[1]);
 }
 
+/* STS recovers the temperature of synthetic confidences: accept prob σ(z/2), z ~ N(0, 3²) */
+static void test_sts_fit(void) {
+    sp_sts_data d;
+    sp_sts_data_init(&d, 4);
+    for (int i = 0; i < 20000; i++) {
+        float z[4];
+        int acc = 0, alive = 1;
+        for (int k = 0; k < 4; k++) {
+            z[k] = 3.0f * sp_rng_normal(5, (uint64_t)i, (uint64_t)k);
+            double pa = 1.0 / (1.0 + exp(-z[k] / 2.0));
+            if (alive && sp_rng_uniform(6, (uint64_t)i, (uint64_t)k) < pa) acc++;
+            else alive = 0;
+        }
+        CHECK(sp_sts_data_add(&d, z, 4, acc) == 0, "add");
+    }
+    float T[4];
+    double eb[4], ea[4];
+    sp_err err = {{0}};
+    CHECK(sp_sts_fit(&d, T, eb, ea, &err) == 0, "%s", err.msg);
+    for (int k = 0; k < 4; k++) {
+        /* deeper slots: the prefix product leaves ECE nearly flat in T, so only the first three pin it */
+        if (k < 3) CHECK(T[k] > 1.6f && T[k] < 2.5f, "slot %d: T %.3f (want ~2)", k + 1, T[k]);
+        CHECK(ea[k] < eb[k] && ea[k] < 0.03, "slot %d: ECE %.4f -> %.4f", k + 1, eb[k], ea[k]);
+    }
+    printf("  STS: T = %.2f %.2f %.2f %.2f, ECE slot 1 %.4f -> %.4f\n", T[0], T[1], T[2], T[3], eb[0], ea[0]);
+    /* ECE by hand: two bins */
+    double pred[4] = {0.1, 0.1, 0.9, 0.9};
+    uint8_t y[4] = {0, 1, 1, 1};
+    CHECK(fabs(sp_ece(pred, y, 4) - (0.5 * 0.4 + 0.5 * 0.1)) < 1e-12, "ece %g", sp_ece(pred, y, 4));
+    sp_sts_data_free(&d);
+}
+
 int main(void) {
     if (!mkdtemp(TMP) || make_drafters()) {
         fprintf(stderr, "cannot write test drafters under %s\n", TMP);
@@ -417,6 +450,7 @@ int main(void) {
     TIMED(test_context_growth);
     TIMED(test_audit);
     TIMED(test_scheduler_unit);
+    TIMED(test_sts_fit);
     TIMED(test_scheduler_audit);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", TMP);
