@@ -402,6 +402,136 @@ static void test_scheduler_unit(void) {
     CHECK(l2[0] >= l2[1] && l2[0] > 0, "two requests: %d %d", l2[0], l2[1]);
 }
 
+/* ---- loading errors ----------------------------------------------------------------------- */
+/* copy src's checkpoint to dst without tensor `drop` and with `reshape` cut to one row fewer */
+static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape, const char *config) {
+    char p[512], cmd[1200];
+    sp_err err = {{0}};
+    st_set *st;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dst, dst);
+    if (system(cmd) != 0) return -1;
+    snprintf(p, sizeof p, "%s/config.json", dst);
+    if (config) {
+        if (sp_write_file_atomic(p, config, strlen(config), &err)) return -1;
+    } else {
+        snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/config.json'", src, dst);
+        if (system(cmd) != 0) return -1;
+    }
+    if (!drop && !reshape) {
+        snprintf(cmd, sizeof cmd, "ln -s \"$(realpath '%s/model.safetensors')\" '%s/model.safetensors'", src, dst);
+        return system(cmd) == 0 ? 0 : -1;
+    }
+    if (st_open_dir(&st, src, &err)) return -1;
+    st_writer *w = st_writer_create();
+    int rc = 0;
+    for (int i = 0; i < st_count(st) && !rc; i++) {
+        const st_tensor *t = st_at(st, i);
+        if (drop && !strcmp(t->name, drop)) continue;
+        int64_t shape[ST_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        if (reshape && !strcmp(t->name, reshape)) shape[0] = t->shape[0] > 1 ? t->shape[0] - 1 : 2;
+        if (shape[0] == 2 && t->shape[0] == 1) { /* grow a one-row tensor: duplicate the data */
+            static float buf[1 << 16];
+            memcpy(buf, t->data, t->nbytes);
+            memcpy((char *)buf + t->nbytes, t->data, t->nbytes);
+            rc = st_writer_add(w, t->name, t->dtype, t->ndim, shape, buf, &err);
+        } else {
+            rc = st_writer_add_ref(w, t->name, t->dtype, t->ndim, shape, t->data, &err);
+        }
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dst);
+    if (!rc) rc = st_writer_save(w, p, &err);
+    st_writer_free(w);
+    st_close(st);
+    return rc;
+}
+
+static void expect_load_error(sp_model *m, const char *dir, const char *want, const char *what) {
+    sp_err err = {{0}};
+    sp_sample_params sp = sp_sample_params_default();
+    sp_drafter *d = sp_drafter_dflash(dir, m, &sp, NULL, &err);
+    CHECK(d == NULL && strstr(err.msg, want), "%s: loaded=%d, message \"%s\" does not name %s", what, d != NULL,
+          err.msg, want);
+    sp_drafter_free(d);
+}
+
+static void test_load_errors(void) {
+    sp_model *m = load_target("qwen3");
+    if (!m) { CHECK(0, "load"); return; }
+    char src[256], dst[300];
+    drafter_dir(src, sizeof src, "qwen3", "dspark");
+    snprintf(dst, sizeof dst, "%s/broken", TMP);
+    st_set *st;
+    sp_err err = {{0}};
+    CHECK(st_open_dir(&st, src, &err) == 0, "%s", err.msg);
+    if (!st) { sp_model_free(m); return; }
+    int n = st_count(st), tested = 0;
+    for (int i = 0; i < n; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s", st_at(st, i)->name);
+        if (!strcmp(name, "embed_tokens.weight") || !strcmp(name, "lm_head.weight")) continue; /* optional copies */
+        CHECK(write_variant(src, dst, name, NULL, NULL) == 0, "write without %s", name);
+        expect_load_error(m, dst, name, "missing tensor");
+        if (strstr(name, "layers.1.") || strstr(name, "layers.0.self_attn.q_norm")) continue; /* enough shapes */
+        CHECK(write_variant(src, dst, NULL, name, NULL) == 0, "write reshaped %s", name);
+        expect_load_error(m, dst, name, "mis-shaped tensor");
+        tested++;
+    }
+    CHECK(tested >= 10, "only %d tensors tested", tested);
+    st_close(st);
+    /* config keys */
+    char path[300], *text = NULL;
+    snprintf(path, sizeof path, "%s/config.json", src);
+    CHECK(sp_read_file(path, &text, NULL, &err) == 0, "%s", err.msg);
+    struct { const char *key, *value, *want; } cases[] = {
+        {"architectures", "[\"LlamaForCausalLM\"]", "architectures"},
+        {"mask_token_id", "99999", "mask_token_id"},
+        {"mask_token_id", NULL, "mask_token_id"},
+        {"mask_token_id", "\"x\"", "mask_token_id"},
+        {"target_layer_ids", "[2, 1, 0]", "target_layer_ids"},
+        {"target_layer_ids", "[0, 1, 3]", "target_layer_ids"},
+        {"target_layer_ids", "[-1, 1]", "target_layer_ids"},
+        {"target_layer_ids", NULL, "target_layer_ids"},
+        {"num_target_layers", "9", "num_target_layers"},
+        {"block_size", "0", "block_size"},
+        {"block_size", NULL, "block_size"},
+        {"markov_head_type", "\"lstm\"", "markov_head_type"},
+        {"markov_rank", "8", "markov_head.markov_w1.weight"},
+        {"markov_rank", "0", "markov_rank"},
+        {"enable_confidence_head", "\"yes\"", "enable_confidence_head"},
+        {"hidden_size", "64", "hidden_size"},
+        {"num_hidden_layers", "3", "layers.2."},
+    };
+    for (size_t c = 0; text && c < sizeof cases / sizeof cases[0]; c++) {
+        json_t *root = json_loads(text, 0, NULL);
+        if (cases[c].value) json_object_set_new(root, cases[c].key, json_loads(cases[c].value, JSON_DECODE_ANY, NULL));
+        else json_object_del(root, cases[c].key);
+        char *cfg = json_dumps(root, 0);
+        json_decref(root);
+        CHECK(write_variant(src, dst, NULL, NULL, cfg) == 0, "write config");
+        char what[128];
+        snprintf(what, sizeof what, "config %s = %s", cases[c].key, cases[c].value ? cases[c].value : "(absent)");
+        expect_load_error(m, dst, cases[c].want, what);
+        free(cfg);
+    }
+    free(text);
+    /* a z-lab drafter refuses the DSpark-only verify schedule (no confidence head) */
+    char zl[256];
+    drafter_dir(zl, sizeof zl, "qwen3", "zlab");
+    sp_sps_table t = {.n = 2, .sps = {0, 1, 0.9}};
+    sp_dflash_opts o = sp_dflash_opts_default();
+    o.policy = SP_VERIFY_SCHEDULE;
+    o.sps = &t;
+    sp_sample_params sp = sp_sample_params_default();
+    sp_drafter *d = sp_drafter_dflash(zl, m, &sp, &o, &err);
+    CHECK(!d && strstr(err.msg, "confidence"), "schedule without confidence head: %s", err.msg);
+    sp_drafter_free(d);
+    /* a drafter for another target */
+    drafter_dir(zl, sizeof zl, "gemma4", "dspark");
+    expect_load_error(m, zl, "num_target_layers", "drafter of another target");
+    sp_model_free(m);
+}
+
 /* STS recovers the temperature of synthetic confidences: accept prob σ(z/2), z ~ N(0, 3²) */
 static void test_sts_fit(void) {
     sp_sts_data d;
@@ -449,6 +579,7 @@ int main(void) {
     TIMED(test_greedy_identity);
     TIMED(test_context_growth);
     TIMED(test_audit);
+    TIMED(test_load_errors);
     TIMED(test_scheduler_unit);
     TIMED(test_sts_fit);
     TIMED(test_scheduler_audit);
