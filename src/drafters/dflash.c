@@ -517,7 +517,10 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     int32_t blk[SP_SPEC_MAX_G + 2];
     blk[0] = s->pending;
     for (int t = 1; t < T; t++) blk[t] = s->mask_id;
+    double t0 = sp_time_ms();
     block_forward(s, blk, T);
+    double t1 = sp_time_ms();
+    s->info.ms_block += t1 - t0;
     s->info.proposals++;
     float *qrow = s->xn; /* scratch q row when the engine wants none (greedy) */
     uint64_t pos = (uint64_t)s->n_ctx; /* position of pending */
@@ -561,6 +564,7 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
             if (n > max_g) n = max_g;
         }
     }
+    s->info.ms_heads += sp_time_ms() - t1;
     s->n_last = n;
     s->info.drafted += n;
     s->info.len_hist[n < SP_SPS_MAX ? n : SP_SPS_MAX]++;
@@ -574,7 +578,10 @@ static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
     if (s->o.on_round && s->conf) s->o.on_round(s->o.on_round_ctx, s->z_last, s->n_last, n_acc);
     s->pending = next;
     s->n_last = 0;
-    return inject(s, taps, n_acc + 1, err); /* H_ctx grows by the committed rows only */
+    double t0 = sp_time_ms();
+    int rc = inject(s, taps, n_acc + 1, err); /* H_ctx grows by the committed rows only */
+    s->info.ms_inject += sp_time_ms() - t0;
+    return rc;
 }
 
 static void df_destroy(sp_drafter *d) {
@@ -584,9 +591,12 @@ static void df_destroy(sp_drafter *d) {
         int at = 0;
         for (int i = 0; i <= s->max_drafts && i <= SP_SPS_MAX && at < (int)sizeof hist - 32; i++)
             if (s->info.len_hist[i]) at += snprintf(hist + at, sizeof hist - (size_t)at, " %d:%ld", i, s->info.len_hist[i]);
-        sp_log(SP_LOG_INFO, "%s: %ld proposals, %.2f drafts each, mean confidence %s%.3f, proposal lengths%s", d->name,
-               s->info.proposals, (double)s->info.drafted / s->info.proposals, s->info.conf_n ? "" : "n/a ",
-               s->info.conf_n ? s->info.conf_sum / s->info.conf_n : 0.0, hist);
+        sp_log(SP_LOG_INFO,
+               "%s: %ld proposals, %.2f drafts each, mean confidence %s%.3f, proposal lengths%s; per proposal: block "
+               "%.2f ms, heads %.2f ms, context %.2f ms",
+               d->name, s->info.proposals, (double)s->info.drafted / s->info.proposals, s->info.conf_n ? "" : "n/a ",
+               s->info.conf_n ? s->info.conf_sum / s->info.conf_n : 0.0, hist, s->info.ms_block / s->info.proposals,
+               s->info.ms_heads / s->info.proposals, s->info.ms_inject / s->info.proposals);
     }
     if (s) {
         for (int i = 0; s->layers && i < s->L; i++) {

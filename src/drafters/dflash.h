@@ -65,6 +65,7 @@ typedef struct {
     double conf_sum;  /* Σ c_j over drafts offered (mean = conf_sum / conf_n) */
     long conf_n;
     long len_hist[SP_SPS_MAX + 1]; /* proposals by length returned */
+    double ms_block, ms_heads, ms_inject; /* time in the block forward, the heads + sampling, context injection */
 } sp_dflash_info;
 
 /* Facts and statistics of a drafter made by sp_drafter_dflash (0), else -1. */
