@@ -116,7 +116,7 @@ static void test_greedy_identity(void) {
     for (int t = 0; t < 2; t++) {
         sp_model *m = load_target(TARGETS[t]);
         if (!m) { CHECK(0, "load"); continue; }
-        int V = sp_model_config(m)->vocab_size, N = 40;
+        int V = sp_model_config(m)->vocab_size, N = 32;
         int32_t prompt[32], ref[64], out[64];
         int np = make_prompt(prompt, V);
         sp_err err = {{0}};
@@ -127,7 +127,7 @@ static void test_greedy_identity(void) {
         CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
         for (int k = 0; k < N_KINDS; k++)
             for (int B = 1; B <= 16; B++) {
-                if (k >= 2 && B != 1 && B != 4 && B != 7 && B != 16) continue; /* other heads: a few B */
+                if (k >= 2 && B != 4 && B != 16) continue; /* other heads: a few B */
                 sp_spec_params sp = sp_spec_params_default();
                 sp.gen = gp;
                 sp.draft_max = B;
@@ -239,7 +239,7 @@ static void test_context_growth(void) {
 
 /* ---- audit ------------------------------------------------------------------------------------ */
 static void audit_case(sp_model *m, const char *target, const char *kind, sp_verify_policy pol, const sp_sps_table *sps,
-                       float dtemp, int expect_pass, const char *label) {
+                       float dtemp, int expect_pass, const char *label, int draws) {
     int32_t prompt[6] = {1, 5493, 20509, 14029, 77, 901};
     sp_err err = {{0}};
     sp_spec_params sp = sp_spec_params_default();
@@ -255,7 +255,7 @@ static void audit_case(sp_model *m, const char *target, const char *kind, sp_ver
     CHECK(d, "%s", err.msg);
     if (!d) return;
     sp_audit_result r;
-    CHECK(sp_audit_run(m, d, prompt, 6, &sp, 3000, 0.001, &r, &err) == 0, "%s", err.msg);
+    CHECK(sp_audit_run(m, d, prompt, 6, &sp, draws, 0.001, &r, &err) == 0, "%s", err.msg);
     printf("  %-6s %-15s %-10s first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", target, kind,
            label, r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
     if (expect_pass < 0) { /* report only */
@@ -270,16 +270,16 @@ static void audit_case(sp_model *m, const char *target, const char *kind, sp_ver
 static void test_audit(void) {
     sp_model *m = load_target("qwen3");
     if (!m) { CHECK(0, "load"); return; }
-    audit_case(m, "qwen3", "zlab", SP_VERIFY_ALL, NULL, 50.0f, 1, "all");
-    audit_case(m, "qwen3", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all");
+    audit_case(m, "qwen3", "zlab", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 2000);
+    audit_case(m, "qwen3", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 2000);
     /* the §8.10 scheduler on a cost table where extra verify tokens are dear */
     sp_sps_table sps = {.n = 8};
     for (int b = 1; b <= 8; b++) sps.sps[b] = 1.0 / (1.0 + 0.12 * (b - 1));
-    audit_case(m, "qwen3", "dspark", SP_VERIFY_SCHEDULE, &sps, 50.0f, 1, "schedule");
+    audit_case(m, "qwen3", "dspark", SP_VERIFY_SCHEDULE, &sps, 50.0f, 1, "schedule", 2000);
     sp_model_free(m);
     m = load_target("gemma4");
     if (!m) { CHECK(0, "load"); return; }
-    audit_case(m, "gemma4", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all");
+    audit_case(m, "gemma4", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 1000);
     sp_model_free(m);
 }
 
@@ -359,7 +359,7 @@ static void test_scheduler_audit(void) {
         sp_drafter d = {.name = "toy", .self = &toy, .provides_q = 1, .begin = toy_begin, .propose = toy_propose,
                         .commit = toy_commit};
         sp_audit_result r;
-        CHECK(sp_audit_run(m, &d, prompt, 6, &sp, 3000, 0.001, &r, &err) == 0, "%s", err.msg);
+        CHECK(sp_audit_run(m, &d, prompt, 6, &sp, 2000, 0.001, &r, &err) == 0, "%s", err.msg);
         printf("  %-22s first p=%.4g TV %.4f (null %.4f), second p=%.4g, acc %.2f\n", cases[c].name, r.first.p_value,
                r.first.tv, r.first.tv_null, r.second.p_value, r.acceptance_rate);
         if (cases[c].expect_pass) CHECK(r.pass, "%s: audit failed", cases[c].name);
