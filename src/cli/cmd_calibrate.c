@@ -122,7 +122,7 @@ int cmd_calibrate(int argc, char **argv) {
         goto done;
     }
     char *cur = text;
-    int lineno = 0, np = 0, r;
+    int lineno = 0, np = 0, r = 0;
     int32_t *ids, *out = malloc(sizeof(int32_t) * (size_t)n_new);
     int n;
     while (out && (r = next_prompt(&cur, prompts, model, &lineno, &ids, &n)) == 0) {
