@@ -85,7 +85,7 @@ int cmd_new_drafter(int argc, char **argv) {
         wrc = newdrafter_write(out, target, &o, &err);
     }
     if (wrc) {
-        fprintf(stderr, "specula: error: new-drafter: %s\n", err.msg);
+        fprintf(stderr, "specula: error: %s\n", err.msg);
         rc = 1;
         goto done;
     }

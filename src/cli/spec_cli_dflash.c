@@ -27,6 +27,16 @@ sp_drafter *cli_make_dflash(const cli_spec_opts *o, sp_model *target, const char
             sp_err_set(err, "give either --conf-threshold or --schedule auto, not both");
             return NULL;
         }
+        /* a drafter without a confidence head cannot be scheduled: say so before profiling */
+        sp_drafter *probe = sp_drafter_dflash(o->draft_dir, target, sample, &dfo, err);
+        sp_dflash_info pi;
+        int has_conf = probe && !sp_dflash_info_get(probe, &pi) && pi.has_conf;
+        sp_drafter_free(probe);
+        if (!probe) return NULL;
+        if (!has_conf) {
+            sp_err_set(err, "%s: --schedule auto needs a drafter with a confidence head (DSpark)", o->draft_dir);
+            return NULL;
+        }
         char path[4300];
         if (sp_sps_cached(target, target_dir, o->draft_max + 1 <= SP_SPS_MAX ? o->draft_max + 1 : SP_SPS_MAX, &sps,
                           path, sizeof path, err))
