@@ -74,6 +74,7 @@ typedef struct {
     /* scratch for R = max(block, CTX_CHUNK) rows */
     int R;
     float *x, *xn, *q, *k, *v, *att, *o2, *g, *u, *hid, *logits, *z, *code, *vec, *state;
+    float *bias, *qrow; /* [V] each: Markov bias, a q row nobody asked for */
     sp_dflash_info info;
     void **owned;
     int n_owned, cap_owned;
@@ -472,8 +473,8 @@ static float heads(df_t *s, float *U, const float *h, int32_t prev) {
                 mix[i] = tanhf(mix[2 * r + i] + s->joint_b[2 * r + i]);
             }
         }
-        sp_matmul(s->pool, s->u, mix, 1, &s->w2); /* bias [V] = W2 · mix */
-        for (int v = 0; v < s->V; v++) U[v] += s->u[v];
+        sp_matmul(s->pool, s->bias, mix, 1, &s->w2); /* bias [V] = W2 · mix */
+        for (int v = 0; v < s->V; v++) U[v] += s->bias[v];
     }
     if (!s->conf) return INFINITY;
     double acc = s->conf_b;
@@ -522,7 +523,7 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     double t1 = sp_time_ms();
     s->info.ms_block += t1 - t0;
     s->info.proposals++;
-    float *qrow = s->xn; /* scratch q row when the engine wants none (greedy) */
+    float *qrow = s->qrow; /* scratch q row when the engine wants none */
     uint64_t pos = (uint64_t)s->n_ctx; /* position of pending */
     int n = 0;
     if (zlab) { /* slot t predicts the token at its own position (§7.4) */
@@ -690,17 +691,19 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         if (b > Dkv) Dkv = b;
     }
     s->R = R;
-    size_t H = (size_t)s->H, big = (size_t)(s->V > s->I_max ? s->V : s->I_max);
+    size_t H = (size_t)s->H;
     int r = s->r;
     s->x = own(s, sizeof(float) * R * H);
-    s->xn = own(s, sizeof(float) * R * (H > (size_t)s->V ? H : (size_t)s->V));
+    s->xn = own(s, sizeof(float) * R * H);
+    s->bias = own(s, sizeof(float) * (size_t)s->V);
+    s->qrow = own(s, sizeof(float) * (size_t)s->V);
     s->q = own(s, sizeof(float) * R * (size_t)Dq);
     s->att = own(s, sizeof(float) * R * (size_t)Dq);
     s->k = own(s, sizeof(float) * R * (size_t)Dkv);
     s->v = own(s, sizeof(float) * R * (size_t)Dkv);
     s->o2 = own(s, sizeof(float) * R * H);
     s->g = own(s, sizeof(float) * R * (size_t)s->I_max);
-    s->u = own(s, sizeof(float) * R * big);
+    s->u = own(s, sizeof(float) * R * (size_t)s->I_max);
     s->hid = own(s, sizeof(float) * R * H);
     s->logits = own(s, sizeof(float) * (size_t)(s->max_drafts + 1) * (size_t)s->V);
     s->z = own(s, sizeof(float) * (size_t)(3 * r + 1));
@@ -710,8 +713,8 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     s->greedy = sp_sample_is_greedy(sample);
     s->smp = sp_sampler_create(s->V, sample, err);
     if (!s->smp) goto fail;
-    if (!s->x || !s->xn || !s->q || !s->att || !s->k || !s->v || !s->o2 || !s->g || !s->u || !s->hid || !s->logits ||
-        !s->z || !s->code || !s->vec || !s->state || ensure_cap(s, 256, err)) {
+    if (!s->x || !s->xn || !s->bias || !s->qrow || !s->q || !s->att || !s->k || !s->v || !s->o2 || !s->g || !s->u ||
+        !s->hid || !s->logits || !s->z || !s->code || !s->vec || !s->state || ensure_cap(s, 256, err)) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
     }
