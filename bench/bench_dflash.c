@@ -28,7 +28,8 @@ static void policy_row(const char *name, const sp_sps_table *t, double draft_s, 
     int R = 20000;
     for (int r = 0; r < R; r++) {
         double c[64];
-        for (int j = 0; j < B; j++) c[j] = 1.0 / (1.0 + exp(-(2.0 - 0.35 * (j + 1) + sp_rng_normal(9, (uint64_t)r, (uint64_t)j))));
+        for (int j = 0; j < B; j++)
+            c[j] = 1.0 / (1.0 + exp(-(2.0 - 0.35 * (j + 1) + sp_rng_normal(9, (uint64_t)r, (uint64_t)j))));
         int l = B;
         if (sched) {
             sp_sched s;

@@ -257,7 +257,8 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
     else if (!strcmp(mt, "gated")) s->mtype = MARKOV_GATED;
     else if (!strcmp(mt, "rnn")) s->mtype = MARKOV_RNN;
     else return sp_err_set(err, "%s: markov_head_type \"%s\" (expected vanilla, gated or rnn)", what, mt);
-    json_t *ec = json_object_get(root, "enable_confidence_head"), *cm = json_object_get(root, "confidence_head_with_markov");
+    json_t *ec = json_object_get(root, "enable_confidence_head");
+    json_t *cm = json_object_get(root, "confidence_head_with_markov");
     if ((ec && !json_is_boolean(ec) && !json_is_null(ec)) || (cm && !json_is_boolean(cm) && !json_is_null(cm)))
         return sp_err_set(err, "%s: enable_confidence_head / confidence_head_with_markov must be true or false", what);
     s->conf = json_is_true(ec);
@@ -269,7 +270,8 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
 static int bind_heads(df_t *s, sp_err *err) {
     int H = s->H, V = s->V, r = s->r;
     char nm[160];
-    if (get_mat(s, "fc.weight", H, s->m * H, &s->fc, err) || get_vec(s, "hidden_norm.weight", H, &s->hidden_norm, err) ||
+    if (get_mat(s, "fc.weight", H, s->m * H, &s->fc, err) ||
+        get_vec(s, "hidden_norm.weight", H, &s->hidden_norm, err) ||
         get_vec(s, "norm.weight", H, &s->final_norm, err))
         return -1;
     if (s->kind == SP_DFLASH_DSPARK) { /* the published copies of the target's tables: shape only */
@@ -292,8 +294,9 @@ static int bind_heads(df_t *s, sp_err *err) {
         if (s->mtype == MARKOV_GATED && (get_mat(s, "markov_head.gate_proj.weight", r, H + r, &s->gate_w, err) ||
                                          get_vec(s, "markov_head.gate_proj.bias", r, &s->gate_b, err)))
             return -1;
-        if (s->mtype == MARKOV_RNN && (get_mat(s, "markov_head.joint_proj.weight", 3 * r, 2 * r + H, &s->joint_w, err) ||
-                                       get_vec(s, "markov_head.joint_proj.bias", 3 * r, &s->joint_b, err)))
+        if (s->mtype == MARKOV_RNN &&
+            (get_mat(s, "markov_head.joint_proj.weight", 3 * r, 2 * r + H, &s->joint_w, err) ||
+             get_vec(s, "markov_head.joint_proj.bias", 3 * r, &s->joint_b, err)))
             return -1;
     } else if (has_w1) {
         return sp_err_set(err, "tensor markov_head.markov_w1.weight present but config markov_rank is 0 / missing");
@@ -591,7 +594,8 @@ static void df_destroy(sp_drafter *d) {
         char hist[512];
         int at = 0;
         for (int i = 0; i <= s->max_drafts && i <= SP_SPS_MAX && at < (int)sizeof hist - 32; i++)
-            if (s->info.len_hist[i]) at += snprintf(hist + at, sizeof hist - (size_t)at, " %d:%ld", i, s->info.len_hist[i]);
+            if (s->info.len_hist[i])
+                at += snprintf(hist + at, sizeof hist - (size_t)at, " %d:%ld", i, s->info.len_hist[i]);
         sp_log(SP_LOG_INFO,
                "%s: %ld proposals, %.2f drafts each, mean confidence %s%.3f, proposal lengths%s; per proposal: block "
                "%.2f ms, heads %.2f ms, context %.2f ms",
@@ -646,7 +650,8 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         goto fail;
     }
     if (c->arch == SP_ARCH_GEMMA4 && (c->ple_dim > 0 || c->n_kv_shared > 0)) {
-        sp_err_set(err, "%s: a Gemma-4 drafter must have hidden_size_per_layer_input 0 and num_kv_shared_layers 0", path);
+        sp_err_set(err, "%s: a Gemma-4 drafter must have hidden_size_per_layer_input 0 and num_kv_shared_layers 0",
+                   path);
         goto fail;
     }
     s->gemma = c->arch == SP_ARCH_GEMMA4;

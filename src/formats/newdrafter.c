@@ -205,7 +205,8 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     int zlab = !strcmp(o->arch, "dflash");
     if (o->preset) {
         int ok = 0;
-        for (int i = 0; newdrafter_preset_at(o->arch, i); i++) ok |= !strcmp(newdrafter_preset_at(o->arch, i), o->preset);
+        for (int i = 0; newdrafter_preset_at(o->arch, i); i++)
+            ok |= !strcmp(newdrafter_preset_at(o->arch, i), o->preset);
         if (!ok) return sp_err_set(err, "new drafter: unknown preset \"%s\" for --arch %s", o->preset, o->arch);
     }
     char path[4096], *ttext = NULL, *text = NULL;
