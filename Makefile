@@ -10,6 +10,16 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-paramete
 CFLAGS   += $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS   += $(shell pkg-config --libs jansson libpcre2-8 libutf8proc 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc) -lm -pthread
 
+# MPI (optional): with `mpicc` present, src/train/dist.c is built with SP_HAVE_MPI and everything
+# links Open MPI (`mpirun -np N specula train|regen`). NO_MPI=1 builds without it.
+ifeq ($(NO_MPI),)
+MPICC    := $(shell command -v mpicc 2>/dev/null)
+endif
+ifneq ($(MPICC),)
+CFLAGS   += -DSP_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null)
+LDLIBS   += $(shell mpicc --showme:link 2>/dev/null)
+endif
+
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -18,7 +28,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-kernels clean
+.PHONY: all deps test test-fast run asan clang bench bench-kernels bench-train clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -75,3 +85,10 @@ $(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libspecula.a $(HEADERS)
 
 bench-kernels: $(BUILD)/bench_kernels
 	$(BUILD)/bench_kernels
+
+# Drafter-training GEMMs vs the measured GEMM peak (OpenBLAS); links -lopenblas for this target only.
+$(BUILD)/bench_train: bench/bench_train.c $(BUILD)/libspecula.a $(HEADERS)
+	$(CC) $(CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS) -lopenblas
+
+bench-train: $(BUILD)/bench_train
+	$(BUILD)/bench_train

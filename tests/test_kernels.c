@@ -83,6 +83,28 @@ static void test_pool_split(void) {
             }
 }
 
+/* ---- the canonical reduction ----------------------------------------------------------- */
+/* the batched 16- and 8-accumulator trees give the bits of the one-accumulator tree */
+static void test_hsum_batched(void) {
+#if SP_AVX512
+    for (int rep = 0; rep < 200; rep++) {
+        float v[16][16], want[16], got[16];
+        __m512 a[16];
+        for (int i = 0; i < 16; i++) {
+            harness_fill(v[i], 16, rep % 3 ? 1.0f : 1e6f, 7000u + 16u * rep + i);
+            if (rep % 5 == 0) v[i][i] = -v[i][(i + 8) % 16]; /* exact cancellations */
+            a[i] = _mm512_loadu_ps(v[i]);
+            want[i] = sp_hsum16(v[i]);
+            CHECK(memcmp(&want[i], &(float){sp_hsum16_avx512(a[i])}, 4) == 0, "hsum16 rep %d acc %d", rep, i);
+        }
+        _mm512_storeu_ps(got, sp_hsum16x16_avx512(a));
+        CHECK(memcmp(got, want, sizeof want) == 0, "hsum16x16 rep %d differs", rep);
+        _mm256_storeu_ps(got, sp_hsum8x16_avx512(a + 8));
+        CHECK(memcmp(got, want + 8, 8 * sizeof(float)) == 0, "hsum8x16 rep %d differs", rep);
+    }
+#endif
+}
+
 /* ---- matmul -------------------------------------------------------------------------- */
 /* W as stored in dtype dt; *wf gets the exact f32 values (for the error scale) */
 static void *make_weights(int N, int K, sp_dtype dt, unsigned seed, float *wf) {
@@ -273,7 +295,13 @@ static void test_activations(void) {
     sp_silu_mul_ref(r, g, u, n);
     for (size_t i = 0; i < n; i++)
         CHECK(fabsf(y[i] - r[i]) <= 1e-6f * fabsf(u[i]) * (fabsf(g[i]) + 1e-3f), "silu %zu: %g vs %g", i, y[i], r[i]);
+    /* an element's value does not depend on its position or on n (vector body vs tail) */
+    float part[40];
+    sp_silu_mul(part, g + 5, u + 5, 37);
+    CHECK(memcmp(part, y + 5, 37 * sizeof(float)) == 0, "silu_mul of a slice differs");
     sp_gelu_tanh_mul(y, g, u, n);
+    sp_gelu_tanh_mul(part, g + 5, u + 5, 37);
+    CHECK(memcmp(part, y + 5, 37 * sizeof(float)) == 0, "gelu_tanh_mul of a slice differs");
     sp_gelu_tanh_mul_ref(r, g, u, n);
     for (size_t i = 0; i < n; i++)
         CHECK(fabsf(y[i] - r[i]) <= 1e-6f * fabsf(u[i]) * (fabsf(g[i]) + 1e-3f), "gelu %zu: %g vs %g", i, y[i], r[i]);
@@ -367,9 +395,14 @@ static void test_attention(void) {
     check_attention((attn_case){4, 2, 16, 64, 0, 0, 12, 7}, seed++);
     check_attention((attn_case){4, 2, 16, 20, 1, 7, 12, 83}, seed++);
     check_attention((attn_case){8, 1, 24, 40, 0, 5, 9, 0}, seed++);
-    /* more keys than one score tile (256): the two-pass path, with and without a window */
     check_attention((attn_case){4, 2, 32, 700, 0, 0, 10, 600}, seed++);
     check_attention((attn_case){4, 2, 32, 320, 1, 300, 10, 1000}, seed++);
+    /* long contexts: fewer tokens per unit so scores fit the scratch */
+    check_attention((attn_case){16, 2, 16, 2600, 0, 0, 8, 2500}, seed++);
+    check_attention((attn_case){16, 2, 16, 1200, 1, 1100, 9, 5000}, seed++);
+    /* more keys than the scratch holds even for one row (32768): the two-pass path */
+    check_attention((attn_case){1, 1, 16, 33100, 0, 0, 2, 33000}, seed++);
+    check_attention((attn_case){2, 1, 16, 33100, 1, 33050, 3, 70000}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 0, 2, 4500}, seed++);
     check_attention((attn_case){2, 1, 16, 5000, 0, 4200, 2, 4900}, seed++);
 }
@@ -381,6 +414,7 @@ int main(void) {
     }
     RUN(test_pool);
     RUN(test_pool_split);
+    RUN(test_hsum_batched);
     RUN(test_matmul_vs_ref);
     RUN(test_matmul_batch_invariance);
     RUN(test_rmsnorm);

@@ -214,10 +214,59 @@ static void test_taps(void) {
     sp_model_free(m);
 }
 
+/* a checkpoint missing a tensor, or with one mis-shaped, or an unknown architecture: a clear error
+ * naming what is wrong, and no model */
+static void write_variant(const char *dir, const char *drop, const char *reshape) {
+    sp_err err = {{0}};
+    st_set *src;
+    CHECK(st_open_file(&src, "tests/data/ref-logits/qwen3/model.safetensors", &err) == 0, "%s", err.msg);
+    st_writer *w = st_writer_create();
+    for (int i = 0; i < st_count(src); i++) {
+        const st_tensor *t = st_at(src, i);
+        if (drop && !strcmp(t->name, drop)) continue;
+        int64_t shape[ST_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        int nd = t->ndim;
+        if (reshape && !strcmp(t->name, reshape)) { /* same bytes, transposed shape */
+            int64_t a = shape[0];
+            shape[0] = shape[1];
+            shape[1] = a;
+        }
+        st_writer_add(w, t->name, t->dtype, nd, shape, t->data, &err);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(st_writer_save(w, path, &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+    st_close(src);
+}
+
+static void test_bad_checkpoints(void) {
+    char dir[] = "/tmp/specula-test-XXXXXX", cmd[600];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(cmd, sizeof cmd, "cp tests/data/ref-logits/qwen3/config.json %s/", dir);
+    CHECK(system(cmd) == 0, "cp");
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    write_variant(dir, "model.layers.2.self_attn.k_norm.weight", NULL);
+    CHECK(sp_model_load(&m, dir, 1, &err) != 0 && m == NULL && strstr(err.msg, "model.layers.2.self_attn.k_norm.weight"),
+          "missing tensor: %s", err.msg);
+    write_variant(dir, NULL, "model.layers.1.mlp.up_proj.weight");
+    CHECK(sp_model_load(&m, dir, 1, &err) != 0 && strstr(err.msg, "model.layers.1.mlp.up_proj.weight") &&
+              strstr(err.msg, "expected"),
+          "mis-shaped tensor: %s", err.msg);
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"qwen3\"/\"mamba\"/' %s/config.json", dir);
+    CHECK(system(cmd) == 0, "sed");
+    CHECK(sp_model_load(&m, dir, 1, &err) != 0 && strstr(err.msg, "mamba"), "unknown arch: %s", err.msg);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
 int main(void) {
     RUN(test_reference_logits);
     RUN(test_block_invariance_and_threads);
     RUN(test_trim_rollback);
     RUN(test_taps);
+    RUN(test_bad_checkpoints);
     return harness_done("test_model");
 }

@@ -2,7 +2,8 @@
  * the tensors (names, shapes, dtype) that the HF layout implies for that config — derived here
  * independently from the raw config.json —, values have the intended scales, a seed reproduces
  * the files byte for byte, --set overrides land in config.json and the config parser reads them
- * back, sharded output equals single-file output, and --tokenizer copies the files. */
+ * back, sharded output equals single-file output, --tokenizer copies the files, and the engine
+ * runs every tiny preset. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,53 @@ static void test_tokenizer_copy(void) {
     check_layout(dir, SP_DT_F32);
 }
 
+/* the engine runs every tiny preset, in f32 and bf16: finite logits, the Gemma-4 softcap bound,
+ * and not a constant prediction (FORMATS §4–5 through the real loader) */
+static void test_engine_runs_tiny(void) {
+    const char *archs[] = {"llama", "qwen3", "gemma4"};
+    for (int a = 0; a < 3; a++)
+        for (int d = 0; d < 2; d++) {
+            char name[64];
+            snprintf(name, sizeof name, "engine_%s_%d", archs[a], d);
+            const char *dir = tmpdir(name);
+            const char *sets[] = {"max_position_embeddings=64"};
+            if (write_model(dir, archs[a], "tiny", sets, 1, d ? SP_DT_BF16 : SP_DT_F32, 9, 0)) continue;
+            sp_model *m = NULL;
+            sp_err err = {{0}};
+            if (sp_model_load(&m, dir, 1, &err)) {
+                CHECK(0, "%s: %s", dir, err.msg);
+                continue;
+            }
+            const sp_config *c = sp_model_config(m);
+            enum { T = 40 }; /* > the gemma4 tiny window of 16 */
+            int32_t tok[T];
+            for (int i = 0; i < T; i++) tok[i] = (int32_t)(1 + (i * 977) % (c->vocab_size - 1));
+            sp_kv *kv = sp_kv_create(m, T, T, &err);
+            float *logits = malloc((size_t)T * (size_t)c->vocab_size * sizeof *logits);
+            sp_forward_out out = {.logits = logits};
+            CHECK(kv && sp_model_forward(m, kv, tok, T, &out, &err) == 0, "%s: %s", dir, err.msg);
+            int finite = 1, distinct = 0, prev = -1;
+            float mx = 0;
+            for (int t = 0; t < T; t++) {
+                int best = 0;
+                for (int v = 0; v < c->vocab_size; v++) {
+                    float x = logits[(size_t)t * c->vocab_size + v];
+                    finite &= isfinite(x);
+                    if (fabsf(x) > mx) mx = fabsf(x);
+                    if (x > logits[(size_t)t * c->vocab_size + best]) best = v;
+                }
+                distinct += best != prev;
+                prev = best;
+            }
+            CHECK(finite && mx > 1, "%s: logits not finite or flat (max %g)", dir, mx);
+            CHECK(c->arch != SP_ARCH_GEMMA4 || mx <= 30.0f, "%s: softcap exceeded (%g)", dir, mx);
+            CHECK(distinct > T / 4, "%s: argmax changed only %d times in %d positions", dir, distinct, T);
+            free(logits);
+            sp_kv_free(kv);
+            sp_model_free(m);
+        }
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/specula_test_newmodel.XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -423,6 +471,7 @@ int main(void) {
     RUN(test_real_presets_parse);
     RUN(test_sharded);
     RUN(test_tokenizer_copy);
+    RUN(test_engine_runs_tiny);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);

@@ -4,7 +4,7 @@
 # some machines carry it inside their nodejs package rather than Debian's npm package.
 set -e
 PKGS="gcc clang make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev"
-OPTIONAL_CMDS="gnuplot:gnuplot-nox"
+OPTIONAL_CMDS="gnuplot:gnuplot-nox mpicc:libopenmpi-dev mpirun:openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

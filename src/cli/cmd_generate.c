@@ -12,31 +12,39 @@
 #include "spec/spec.h"
 #include "spec_cli.h"
 #include "specula.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *CMD = "generate";
 
-/* Tokenizer hook for the output (prompts go through cli_load_prompt in spec_cli.c): ids ->
- * text, malloc'd; NULL while no tokenizer is available, and the JSON then has no "text". */
-static char *text_from_ids(const char *dir, const int32_t *ids, int n) {
-    (void)dir;
-    (void)ids;
-    (void)n;
-    return NULL;
-}
-
+/* With a tokenizer, generated text streams to stdout as it becomes complete UTF-8 (never half a
+ * character); without one, token ids do. */
 typedef struct {
-    int stream; /* print each id as it arrives */
+    int stream;          /* print as tokens arrive */
     int count;
+    tok_tokenizer *tok;  /* NULL: print ids */
+    tok_stream *ts;
 } stream_ctx;
 
 static int on_token(void *ctx, int32_t tok) {
     stream_ctx *s = ctx;
-    if (s->stream) {
+    if (s->stream && s->ts) {
+        char buf[512];
+        int n = tok_stream_push(s->ts, tok, buf, sizeof buf); /* what does not fit stays queued */
+        if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
+        fflush(stdout);
+    } else if (s->stream) {
         printf("%s%d", s->count ? " " : "", tok);
         fflush(stdout);
     }
     s->count++;
     return 0;
+}
+
+static void stream_finish(stream_ctx *s) {
+    if (!s->stream || !s->ts) return;
+    char buf[512];
+    int n;
+    while ((n = tok_stream_flush(s->ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)n, stdout);
 }
 
 /* plain and speculative runs report through one struct; spec == NULL for plain decoding */
@@ -75,7 +83,7 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
 
 int cmd_generate(int argc, char **argv) {
     const char *dir = NULL, *text = NULL, *ids_arg = NULL;
-    int n_predict = 64, threads = 0, ignore_eos = 0, json = 0, ctx = 0;
+    int n_predict = 64, threads = 0, ignore_eos = 0, json = 0, ctx = 0, chat = 0;
     sp_sample_params sp = sp_sample_params_default();
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_opt opts[24] = {
@@ -92,8 +100,9 @@ int cmd_generate(int argc, char **argv) {
         {"-c", "--ctx-size", CLI_INT, &ctx, "N", "KV cache size (default: prompt + N)"},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object {tokens, text, stats}"},
+        {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt in the model's chat template"},
     };
-    int n_opts = 13;
+    int n_opts = 14;
     n_opts += cli_spec_opt_rows(opts + n_opts, &so);
     int rc = cli_parse(CMD, "-m DIR (-p TEXT | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
                        NULL, NULL, 0);
@@ -105,7 +114,17 @@ int cmd_generate(int argc, char **argv) {
 
     int32_t *prompt = NULL, *out = NULL;
     int n_prompt = 0;
-    if (cli_load_prompt(CMD, dir, text, ids_arg, 0, &prompt, &n_prompt)) return 2;
+    if (cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt)) return 2;
+    stream_ctx sc = {.stream = !json};
+    char tok_path[4096];
+    if (!sp_path_join(tok_path, sizeof tok_path, dir, "tokenizer.json") && sp_file_exists(tok_path)) {
+        sc.tok = tok_load_dir(dir, &err);
+        if (!sc.tok) {
+            free(prompt);
+            return cli_error(CMD, "%s", err.msg);
+        }
+        sc.ts = tok_stream_new(sc.tok);
+    }
 
     sp_model *m = NULL, *dm = NULL;
     sp_drafter *d = NULL;
@@ -121,7 +140,6 @@ int cmd_generate(int argc, char **argv) {
         cli_error(CMD, "out of memory");
         goto done;
     }
-    stream_ctx sc = {.stream = !json};
     sp_gen_params gp = sp_gen_params_default();
     gp.max_new = n_predict;
     gp.ignore_eos = ignore_eos;
@@ -149,13 +167,18 @@ int cmd_generate(int argc, char **argv) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
-    char *gen_text = text_from_ids(dir, out, st.emitted);
+    stream_finish(&sc);
+    char *gen_text = NULL;
+    if (sc.tok && tok_decode(sc.tok, out, st.emitted, &gen_text, &err)) {
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
     rc = 0;
     if (json) {
         rc = print_json(out, st.emitted, gen_text, &st, d ? &ss : NULL) ? 2 : 0;
     } else {
         putchar('\n');
-        if (gen_text) printf("%s\n", gen_text);
+        fflush(stdout);
         fprintf(stderr,
                 "prompt %d tokens, prefill %.1f ms (%.1f tok/s) | %d emitted, decode %.1f ms (%.2f tok/s) | "
                 "stop: %s | %d threads\n",
@@ -170,6 +193,8 @@ int cmd_generate(int argc, char **argv) {
     }
     free(gen_text);
 done:
+    tok_stream_free(sc.ts);
+    tok_free(sc.tok);
     free(out);
     free(prompt);
     sp_drafter_free(d);

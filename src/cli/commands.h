@@ -17,7 +17,10 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(audit, "check a drafter's sampling path is exactly the target's distribution")       \
     X(bench_spec, "plain vs speculative decoding over a prompt file")                     \
     X(bench_verify, "cost of verifying k tokens relative to one decode step")             \
-    X(run, "the embedded default model: plain vs speculative, with figures")            \
+    X(run, "the embedded default model: plain vs speculative, with figures")              \
+    X(regen, "target hidden states of a JSONL corpus into drafter-training shards")      \
+    X(train, "train a DSpark / DFlash drafter from regenerated shards")                  \
+    X(plot, "loss, tau and acceptance curves of a training log (gnuplot SVG)")           \
     X(new_drafter, "write a random DFlash / DSpark / assistant drafter for a target")     \
     X(calibrate, "STS-calibrate a DSpark drafter's confidences on held-out prompts")
 

@@ -7,20 +7,24 @@
 #include "args.h"
 #include "spec_cli_dflash.h"
 #include "core/core.h"
+#include "drafters/assistant.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
-    r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND", "none | ngram | draft | dflash | dspark (default none)"};
+    r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
+                     "none | ngram | draft | assistant | dflash | dspark (default none)"};
     r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "draft model directory (--spec draft)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
     r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
-    r[5] = (cli_opt){NULL, "--conf-threshold", CLI_FLOAT, &o->conf_threshold, "T",
+    r[5] = (cli_opt){NULL, "--draft-temp", CLI_FLOAT, &o->draft_temp, "T",
+                     "drafter sampling temperature (default: the target's; still lossless)"};
+    r[6] = (cli_opt){NULL, "--conf-threshold", CLI_FLOAT, &o->conf_threshold, "T",
                      "dspark: verify drafts up to the first confidence below T"};
-    r[6] = (cli_opt){NULL, "--schedule", CLI_STR, &o->schedule, "auto",
+    r[7] = (cli_opt){NULL, "--schedule", CLI_STR, &o->schedule, "auto",
                      "dspark: verify length by the hardware-aware prefix scheduler"};
-    return 7;
+    return CLI_SPEC_OPT_ROWS;
 }
 
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
@@ -32,16 +36,22 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
     if (!strcmp(o->spec, "none")) return 0;
+    sp_sample_params ds = *sample; /* what a sampling drafter draws its q from */
+    if (o->draft_temp > 0) ds.temperature = o->draft_temp;
     if (!strcmp(o->spec, "ngram")) {
         *drafter = sp_drafter_ngram(o->ngram_min, o->ngram_max, &err);
     } else if (!strcmp(o->spec, "draft")) {
         if (!o->draft_dir) return cli_error(cmd, "--spec draft needs -md DRAFT_DIR"), -1;
         if (sp_model_load(draft_model, o->draft_dir, threads, &err)) return cli_error(cmd, "%s", err.msg), -1;
-        *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, sample, &err);
+        *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, &ds, &err);
+    } else if (!strcmp(o->spec, "assistant")) { /* Gemma-4 assistant: -md is its directory */
+        if (!o->draft_dir) return cli_error(cmd, "--spec assistant needs -md ASSISTANT_DIR"), -1;
+        *drafter = sp_drafter_assistant(o->draft_dir, target, &ds, &err);
     } else if (!strcmp(o->spec, "dflash") || !strcmp(o->spec, "dspark")) {
-        *drafter = cli_make_dflash(o, target, target_dir, sample, &err);
+        *drafter = cli_make_dflash(o, target, target_dir, &ds, &err);
     } else {
-        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, dflash, dspark)", o->spec), -1;
+        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, assistant, dflash, dspark)", o->spec),
+               -1;
     }
     if (!*drafter) {
         sp_model_free(*draft_model);

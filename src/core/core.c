@@ -205,36 +205,61 @@ int sp_mkdir_p(const char *path, sp_err *err) {
     return 0;
 }
 
-int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *err) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+enum { AFILE_BUF = 1 << 20 };
+
+int sp_afile_open(sp_afile *f, const char *path, sp_err *err) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
+        snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof f->tmp)
         return sp_err_set(err, "path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return sp_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
-    const char *p = buf;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
+    f->buf = malloc(AFILE_BUF);
+    if (!f->buf) return sp_err_set(err, "out of memory writing %s", path);
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (f->fd < 0) {
+        free(f->buf);
+        f->buf = NULL;
+        return sp_err_set(err, "cannot create %s: %s", f->tmp, strerror(errno));
+    }
+    return 0;
+}
+
+static void afile_drain(sp_afile *f, const unsigned char *p, size_t n) {
+    while (n > 0 && !f->failed) {
+        ssize_t w = write(f->fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            sp_err_set(err, "write %s: %s", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            return -1;
+            f->failed = errno ? errno : EIO;
+            return;
         }
         p += w;
-        left -= (size_t)w;
+        n -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        sp_err_set(err, "fsync %s: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
+}
+
+void sp_afile_write(sp_afile *f, const void *data, size_t n) {
+    if (f->failed || n == 0) return;
+    if (f->used + n > AFILE_BUF) {
+        afile_drain(f, f->buf, f->used);
+        f->used = 0;
     }
-    if (rename(tmp, path) != 0) {
-        sp_err_set(err, "rename %s -> %s: %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
+    if (n >= AFILE_BUF) {
+        afile_drain(f, data, n);
+        return;
     }
+    memcpy(f->buf + f->used, data, n);
+    f->used += n;
+}
+
+void sp_afile_abort(sp_afile *f) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->fd >= 0) unlink(f->tmp);
+    f->fd = -1;
+    free(f->buf);
+    f->buf = NULL;
+}
+
+void sp_fsync_parent_dir(const char *path) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
@@ -242,7 +267,35 @@ int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *er
         fsync(dfd);
         close(dfd);
     }
+}
+
+int sp_afile_commit(sp_afile *f, sp_err *err) {
+    afile_drain(f, f->buf, f->used);
+    f->used = 0;
+    if (!f->failed && fsync(f->fd) != 0) f->failed = errno;
+    if (f->failed) {
+        sp_err_set(err, "cannot write %s: %s", f->tmp, strerror(f->failed));
+        sp_afile_abort(f);
+        return -1;
+    }
+    int rc = close(f->fd);
+    f->fd = -1;
+    free(f->buf);
+    f->buf = NULL;
+    if (rc != 0 || rename(f->tmp, f->path) != 0) {
+        sp_err_set(err, "cannot move %s to %s: %s", f->tmp, f->path, strerror(errno));
+        unlink(f->tmp);
+        return -1;
+    }
+    sp_fsync_parent_dir(f->path);
     return 0;
+}
+
+int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *err) {
+    sp_afile f;
+    if (sp_afile_open(&f, path, err)) return -1;
+    sp_afile_write(&f, buf, n);
+    return sp_afile_commit(&f, err);
 }
 
 int sp_read_file(const char *path, char **out, size_t *n, sp_err *err) {

@@ -66,7 +66,24 @@ float sp_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 double sp_time_ms(void);
 
 /* ---- files ------------------------------------------------------------------------- */
-/* Write buf to path crash-safely: path.tmp.PID, fsync, rename, fsync dir. */
+/* Crash-safe streaming write: data goes to path.tmp.PID; commit fsyncs it, renames it over path
+ * and fsyncs the directory, so readers see the old file or the whole new one, never a torn one.
+ * Writes are buffered; the first failure is remembered and reported by commit. abort (or a
+ * failed commit) removes the temp file. */
+typedef struct {
+    int fd;
+    int failed;           /* errno of the first failed write, 0 if none */
+    size_t used;
+    unsigned char *buf;   /* 1 MiB write buffer */
+    char path[4096], tmp[4200];
+} sp_afile;
+int sp_afile_open(sp_afile *f, const char *path, sp_err *err);
+void sp_afile_write(sp_afile *f, const void *data, size_t n);
+int sp_afile_commit(sp_afile *f, sp_err *err);
+void sp_afile_abort(sp_afile *f);
+/* fsync the directory holding path (after a rename or an unlink there) */
+void sp_fsync_parent_dir(const char *path);
+/* Write buf to path crash-safely (sp_afile in one call). */
 int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *err);
 /* Read a whole file into a malloc'd NUL-terminated buffer. Caller frees. */
 int sp_read_file(const char *path, char **out, size_t *n, sp_err *err);

@@ -1,5 +1,6 @@
 /* ngram.c — prompt-lookup drafter: no model, drafts by copying what followed the most recent
- * earlier occurrence of the stream's longest matching suffix (n_max .. n_min tokens).
+ * earlier occurrence of the stream's longest matching suffix (n_max .. n_min tokens), extended
+ * periodically past the end of the stream (a loop of period p drafts p, 2p, ... tokens ahead).
  *
  * Search is a backwards scan, O(len · n) per proposal — for the contexts this engine runs
  * (a few thousand tokens) that costs microseconds next to a target forward. */
@@ -49,7 +50,9 @@ static int ng_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         /* most recent start j < L - n with tok[j .. j+n) == suffix */
         for (int j = L - n - 1; j >= 0; j--) {
             if (memcmp(s->tok + j, suf, sizeof(int32_t) * (size_t)n) != 0) continue;
-            for (int k = j + n; k < L && got < max_g; k++) drafts[got++] = s->tok[k];
+            /* copy what followed; past the end of the stream keep copying from the drafts
+             * themselves, so a repeating cycle of period L - j - n yields a full block */
+            for (int k = j + n; got < max_g; k++) drafts[got++] = k < L ? s->tok[k] : drafts[k - L];
             break;
         }
     }

@@ -257,15 +257,12 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int
 /* ---- saving -------------------------------------------------------------------------- */
 
 typedef struct {
-    FILE *f;
-    const char *path;
+    sp_afile *f;
     uint64_t pos;
-    int failed;
 } gout;
 
 static void out_put(gout *o, const void *p, size_t n) {
-    if (o->failed || n == 0) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = errno ? errno : EIO;
+    sp_afile_write(o->f, p, n);
     o->pos += n;
 }
 
@@ -310,7 +307,7 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
 
     uint8_t *chunk = NULL;
     size_t chunk_cap = 0;
-    for (int i = 0; i < w->n_t && !o->failed; i++) {
+    for (int i = 0; i < w->n_t && !o->f->failed; i++) {
         const gguf_wtensor *t = &w->t[i];
         if (t->data) {
             out_put(o, t->data, t->nbytes);
@@ -330,7 +327,7 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
                     return -1;
                 }
             }
-            for (size_t at = 0; at < t->nbytes && !o->failed; at += step) {
+            for (size_t at = 0; at < t->nbytes && !o->f->failed; at += step) {
                 size_t n = t->nbytes - at < step ? t->nbytes - at : step;
                 if (t->fill(t->ctx, chunk, at, n, err) != 0) {
                     free(chunk);
@@ -342,34 +339,17 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
         out_pad(o);
     }
     free(chunk);
-    if (o->failed) return sp_err_set(err, "gguf: write %s: %s", o->path, strerror(o->failed));
+    if (o->f->failed) return sp_err_set(err, "gguf: write %s: %s", o->f->tmp, strerror(o->f->failed));
     return 0;
 }
 
 int gguf_writer_save(gguf_writer *w, const char *path, sp_err *err) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return sp_err_set(err, "path too long: %s", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return sp_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
-    char *iobuf = malloc(1 << 20);
-    if (iobuf) setvbuf(f, iobuf, _IOFBF, 1 << 20);
-    gout o = {f, tmp, 0, 0};
-    int rc = write_all(w, &o, err);
-    if (rc == 0 && (fflush(f) != 0 || fsync(fileno(f)) != 0)) rc = sp_err_set(err, "fsync %s: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == 0) rc = sp_err_set(err, "close %s: %s", tmp, strerror(errno));
-    free(iobuf);
-    if (rc == 0 && rename(tmp, path) != 0) rc = sp_err_set(err, "rename %s -> %s: %s", tmp, path, strerror(errno));
-    if (rc != 0) {
-        unlink(tmp);
+    sp_afile f;
+    if (sp_afile_open(&f, path, err)) return -1;
+    gout o = {&f, 0};
+    if (write_all(w, &o, err)) {
+        sp_afile_abort(&f);
         return -1;
     }
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+    return sp_afile_commit(&f, err);
 }

@@ -211,69 +211,24 @@ static char *build_header(const st_writer *w, st_wtensor **t, int n, size_t *len
     return h;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static void fsync_parent_dir(const char *path) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-}
-
 /* Write tensors t[0..n) as one safetensors file at path, atomically. Reorders t. */
 static int write_file(const st_writer *w, st_wtensor **t, int n, const char *path, sp_err *err) {
     qsort(t, (size_t)n, sizeof *t, by_layout);
     size_t hlen = 0;
     char *hdr = build_header(w, t, n, &hlen);
     if (!hdr) return sp_err_set(err, "%s: cannot build the safetensors header", path);
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+    sp_afile f;
+    if (sp_afile_open(&f, path, err)) {
         free(hdr);
-        return sp_err_set(err, "%s: path too long", path);
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        free(hdr);
-        return sp_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
+        return -1;
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int bad = write_all(fd, len8, 8) || write_all(fd, hdr, hlen);
+    sp_afile_write(&f, len8, 8);
+    sp_afile_write(&f, hdr, hlen);
     free(hdr);
-    for (int i = 0; !bad && i < n; i++) bad = write_all(fd, t[i]->data, t[i]->nbytes);
-    if (bad || fsync(fd) != 0) {
-        sp_err_set(err, "cannot write %s: %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        return -1;
-    }
-    if (close(fd) != 0) {
-        sp_err_set(err, "cannot write %s: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        sp_err_set(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    fsync_parent_dir(path);
-    return 0;
+    for (int i = 0; i < n; i++) sp_afile_write(&f, t[i]->data, t[i]->nbytes);
+    return sp_afile_commit(&f, err);
 }
 
 int st_writer_save(st_writer *w, const char *path, sp_err *err) {
@@ -363,7 +318,7 @@ int st_writer_save_sharded(st_writer *w, const char *dir, uint64_t max_shard_byt
         rc = write_index(w, dir, shard_of, n_shards, err);
     } else if (sp_path_join(path, sizeof path, dir, "model.safetensors.index.json") == 0 &&
                unlink(path) == 0) {
-        fsync_parent_dir(path); /* a stale index would shadow the new model.safetensors */
+        sp_fsync_parent_dir(path); /* a stale index would shadow the new model.safetensors */
     }
 done:
     free(shard_of);

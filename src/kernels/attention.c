@@ -8,24 +8,28 @@
  * Nothing in that sequence depends on T, on t's index in the batch or on the thread count, so
  * a verify pass over k tokens gives exactly the outputs of k single-token passes.
  *
- * Work unit: up to 8 tokens × up to 8 query heads sharing one KV head. Each K and V row is
- * loaded once for all of them (at long context the cache traffic rivals the weights': a
- * verify pass over 8 tokens must not read it 8 times, nor GQA once per query head). Rows of
- * one KV head are KVH·D floats apart — often a page, where hardware prefetchers stop — so
- * they are prefetched in software. Threads split the units statically; with few units
- * (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
+ * Work unit: up to 8 tokens × up to 8 query heads sharing one KV head (fewer tokens at long
+ * context, so the unit's scores fit the scratch). Each K and V row is loaded once for all of
+ * them (at long context the cache traffic rivals the weights': a verify pass over 8 tokens
+ * must not read it 8 times, nor GQA once per query head). QK scores and the P·V sums are
+ * register-tiled. Rows of one KV head are KVH·D floats apart — often a page, where hardware
+ * prefetchers stop — so they are prefetched in software. Threads claim units from a shared counter; with few
+ * units (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
  * changes the sequence of operations of any (t, h).
  *
- * Scratch: scores live in a fixed 64 KB stack tile (64 rows × 256 keys). When a unit spans
+ * Scratch: scores live in a fixed 128 KB stack buffer (32768 floats: rows × keys, e.g.
+ * 2 heads × 16384 keys at T = 1, 64 rows × 512 keys at most). When a unit spans
  * more keys than a tile, a first pass computes only the maxima and the second recomputes each
  * tile's scores (bit-identical: the dot product is deterministic) — no allocation, no length
  * limit, and the same results as the one-tile case.
  *
  * The caller guarantees that every visited position is still in the cache (for a ring:
  * cap >= window + T − 1, or cap > pos0 + T − 1 when window is 0). */
+#include <stdatomic.h>
+
 #include "kernels_internal.h"
 
-#define ATTN_TILE 256   /* keys per score tile */
+#define ATTN_BUF 32768  /* floats of score scratch per unit (128 KB of stack) */
 #define ATTN_MAX_HS 8   /* query heads per work unit */
 #define ATTN_MAX_TB 8   /* tokens per work unit */
 #define ATTN_PF_KEYS 16 /* keys ahead to prefetch */
@@ -35,6 +39,8 @@ typedef struct {
     const float *q, *K, *V;
     const sp_attn_shape *s;
     int hs, nsub; /* heads per subgroup, subgroups per KV head */
+    int tpu;      /* tokens per unit (<= ATTN_MAX_TB) */
+    atomic_int next_unit; /* units are claimed dynamically (results do not depend on who) */
 } attn_ctx;
 
 /* one work unit: tokens t0 .. t0+nt-1, query heads h0 .. h0+nh-1 of KV head kvh */
@@ -103,12 +109,23 @@ static SP_ALWAYS_INLINE void attn_qk_tile(const float *const *q, const float *co
             for (int r = 0; r < NR; r++) acc[r][x] = _mm512_mask3_fmadd_ps(qv[r], kv, acc[r][x], mk);
         }
     }
+    /* canonical sums (batched), times scale, then the running maxima in key order */
+    float *o[ATTN_QK_ROWS];
+    for (int r = 0; r < NR; r++) o[r] = e[r] + col;
+    if (NR == 4 && NK == 6) {
+        __m512 a[24];
+        for (int r = 0; r < 4; r++)
+            for (int x = 0; x < 6; x++) a[r * 6 + x] = acc[r][x];
+        sp_store_sums_4x6(a, o, scale, 1);
+    } else if (NK == 6) {
+        for (int r = 0; r < NR; r++) sp_store_sums_row(acc[r], 6, o[r], scale, 1);
+    } else {
+        for (int r = 0; r < NR; r++)
+            for (int x = 0; x < NK; x++) o[r][x] = sp_hsum16_avx512(acc[r][x]) * scale;
+    }
     for (int r = 0; r < NR; r++)
-        for (int x = 0; x < NK; x++) {
-            float v = sp_hsum16_avx512(acc[r][x]) * scale;
-            e[r][col + x] = v;
-            if (v > m[r]) m[r] = v;
-        }
+        for (int x = 0; x < NK; x++)
+            if (o[r][x] > m[r]) m[r] = o[r][x];
 #else
     for (int r = 0; r < NR; r++)
         for (int x = 0; x < NK; x++) {
@@ -131,10 +148,10 @@ ATTN_QK(1, 1) ATTN_QK(2, 1) ATTN_QK(3, 1) ATTN_QK(4, 1)
 static const attn_qk_fn attn_qk_wide[4] = {attn_qk_1x6, attn_qk_2x6, attn_qk_3x6, attn_qk_4x6};
 static const attn_qk_fn attn_qk_narrow[4] = {attn_qk_1x1, attn_qk_2x1, attn_qk_3x1, attn_qk_4x1};
 
-/* scores of keys p0 .. p1-1 into buf[j·nh + i][p − p0] for every row (token j, head i)
+/* scores of keys p0 .. p1-1 into buf[(j·nh + i)·ld + p − p0] for every row (token j, head i)
  * that sees key p; m[row] = max(m[row], those scores) in increasing p */
 static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
-                        float buf[][ATTN_TILE], float *m) {
+                        float *buf, int ld, float *m) {
     const sp_attn_shape *s = c->s;
     const int D = s->D;
     for (int a = p0; a < p1;) {
@@ -154,7 +171,7 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
                 for (int x = 0; x < n; x++) {
                     int r = rows[r0 + x];
                     q[x] = q_row(c, u, r / u->nh, r % u->nh);
-                    e[x] = buf[r];
+                    e[x] = buf + (size_t)r * ld;
                     mm[x] = m[r];
                 }
                 attn_qk_fn f = nk == ATTN_QK_KEYS ? attn_qk_wide[n - 1] : attn_qk_narrow[n - 1];
@@ -239,7 +256,7 @@ static void attn_pv_3(const attn_ctx *c, int kvh, int a, int b, int p0, float *c
 /* o += P·V over keys [a, b) for the rows listed in rows[0..nr) (all of which see every key
  * of [a, b)), in blocks of 3 rows and 128-float slices of D */
 static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0, const int *rows, int nr,
-                    float buf[][ATTN_TILE]) {
+                    float *buf, int ld) {
     const int D = c->s->D;
     for (int d0 = 0; d0 < D; d0 += 128) {
         int dn = D - d0 < 128 ? D - d0 : 128;
@@ -250,7 +267,7 @@ static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0,
             for (int x = 0; x < n; x++) {
                 int r = rows[k + x], j = r / u->nh, i = r % u->nh;
                 o[x] = c->out + ((size_t)(u->t0 + j) * c->s->NH + u->h0 + i) * D;
-                e[x] = buf[r];
+                e[x] = buf + (size_t)r * ld;
             }
             if (n == 3) attn_pv_3(c, u->kvh, a, b, p0, o, e, d0, dn);
             else if (n == 2) attn_pv_2(c, u->kvh, a, b, p0, o, e, d0, dn);
@@ -262,7 +279,9 @@ static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0,
 static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
     const sp_attn_shape *s = c->s;
     const int D = s->D, rows = u->nt * u->nh;
-    float buf[ATTN_MAX_TB * ATTN_MAX_HS][ATTN_TILE];
+    float buf[ATTN_BUF];
+    /* keys per score tile: as many as the scratch holds for this unit's rows */
+    const int tile = ATTN_BUF / rows / 16 * 16;
     float m[ATTN_MAX_TB * ATTN_MAX_HS], sum[ATTN_MAX_TB * ATTN_MAX_HS];
 
     for (int j = 0; j < u->nt; j++) {
@@ -272,29 +291,30 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
     /* lo and pos grow with t: the unit's keys are lo[0] .. pos[nt-1] */
     const int P0 = u->lo[0], P1 = u->pos[u->nt - 1] + 1;
     for (int r = 0; r < rows; r++) m[r] = -INFINITY, sum[r] = 0.0f;
-    const int one_tile = P1 - P0 <= ATTN_TILE;
-    for (int p0 = P0; p0 < P1; p0 += ATTN_TILE)
-        attn_scores(c, u, p0, p0 + ATTN_TILE < P1 ? p0 + ATTN_TILE : P1, buf, m);
+    const int one_tile = P1 - P0 <= tile;
+    for (int p0 = P0; p0 < P1; p0 += tile)
+        attn_scores(c, u, p0, p0 + tile < P1 ? p0 + tile : P1, buf, tile, m);
 
     for (int j = 0; j < u->nt; j++)
         for (int i = 0; i < u->nh; i++) {
             float *o = c->out + ((size_t)(u->t0 + j) * s->NH + u->h0 + i) * D;
             for (int d = 0; d < D; d++) o[d] = 0.0f;
         }
-    for (int p0 = P0; p0 < P1; p0 += ATTN_TILE) {
-        int p1 = p0 + ATTN_TILE < P1 ? p0 + ATTN_TILE : P1;
+    for (int p0 = P0; p0 < P1; p0 += tile) {
+        int p1 = p0 + tile < P1 ? p0 + tile : P1;
         if (!one_tile) {
             float mdummy[ATTN_MAX_TB * ATTN_MAX_HS];
             for (int r = 0; r < rows; r++) mdummy[r] = -INFINITY;
-            attn_scores(c, u, p0, p1, buf, mdummy);
+            attn_scores(c, u, p0, p1, buf, tile, mdummy);
         }
         /* exp and the running sums, per row over its visible keys in increasing order */
         for (int j = 0; j < u->nt; j++) {
             int a = u->lo[j] > p0 ? u->lo[j] : p0, b = u->pos[j] + 1 < p1 ? u->pos[j] + 1 : p1;
             for (int i = 0; a < b && i < u->nh; i++) {
                 int r = j * u->nh + i;
-                attn_exp(buf[r] + (a - p0), b - a, m[r]);
-                for (int p = a; p < b; p++) sum[r] += buf[r][p - p0];
+                float *e = buf + (size_t)r * tile;
+                attn_exp(e + (a - p0), b - a, m[r]);
+                for (int p = a; p < b; p++) sum[r] += e[p - p0];
             }
         }
         /* P·V over segments of the tile in which the set of rows that see a key is fixed:
@@ -302,7 +322,7 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
         for (int a = p0; a < p1;) {
             int rows[ATTN_MAX_TB * ATTN_MAX_HS], nr;
             int b = attn_segment(u, a, p1, rows, &nr);
-            if (nr) attn_pv(c, u, a, b, p0, rows, nr, buf);
+            if (nr) attn_pv(c, u, a, b, p0, rows, nr, buf, tile);
             a = b;
         }
     }
@@ -315,16 +335,17 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
 }
 
 static void attn_task(void *arg, int i, int n) {
-    const attn_ctx *c = arg;
+    (void)i, (void)n;
+    attn_ctx *c = arg;
     const sp_attn_shape *s = c->s;
     const int G = s->NH / s->KVH, per_tb = s->KVH * c->nsub;
-    const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
-    int lo, hi;
-    sp_pool_split(n_tb * per_tb, 1, i, n, &lo, &hi);
-    for (int x = lo; x < hi; x++) {
+    const int n_tb = (s->T + c->tpu - 1) / c->tpu;
+    for (;;) {
+        int x = atomic_fetch_add_explicit(&c->next_unit, 1, memory_order_relaxed);
+        if (x >= n_tb * per_tb) return;
         int tb = x / per_tb, kvh = x % per_tb / c->nsub, sg = x % c->nsub;
         int h0 = sg * c->hs, h1 = h0 + c->hs < G ? h0 + c->hs : G;
-        int t0 = tb * ATTN_MAX_TB, t1 = t0 + ATTN_MAX_TB < s->T ? t0 + ATTN_MAX_TB : s->T;
+        int t0 = tb * c->tpu, t1 = t0 + c->tpu < s->T ? t0 + c->tpu : s->T;
         attn_unit u = {.t0 = t0, .nt = t1 - t0, .kvh = kvh, .h0 = kvh * G + h0, .nh = h1 - h0};
         attn_run_unit(c, &u);
     }
@@ -334,13 +355,23 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
                   const sp_attn_shape *s) {
     SP_ASSERT(s->KVH > 0 && s->NH % s->KVH == 0);
     if (s->T <= 0) return;
-    /* heads per unit: the whole group (up to 8), halved while that leaves fewer than two
-     * units per thread */
+    /* Unit shape. Heads: the whole group (up to 8). Tokens: up to 8, fewer when the unit's
+     * rows × keys would not fit the score scratch — re-reading K/V (from cache) for another
+     * unit costs less than the two-pass recomputation of every score. Then heads are halved
+     * while there are fewer than two units per thread. None of it changes any result. */
     const int G = s->NH / s->KVH, nthr = sp_pool_size(pool);
-    const int n_tb = (s->T + ATTN_MAX_TB - 1) / ATTN_MAX_TB;
     int hs = G < ATTN_MAX_HS ? G : ATTN_MAX_HS;
+    long span = (long)s->pos0 + s->T; /* keys a unit of all T tokens can see, at most */
+    if (s->window > 0 && span > (long)s->window + ATTN_MAX_TB - 1) span = (long)s->window + ATTN_MAX_TB - 1;
+    int rows_fit = (int)(ATTN_BUF / (span > 16 ? span : 16));
+    while (hs > 1 && rows_fit < hs) hs = (hs + 1) / 2;
+    int tpu = rows_fit / hs;
+    tpu = tpu < 1 ? 1 : tpu > ATTN_MAX_TB ? ATTN_MAX_TB : tpu;
+    int n_tb = (s->T + tpu - 1) / tpu;
+    tpu = (s->T + n_tb - 1) / n_tb; /* near-equal units: 9 tokens as 5 + 4, not 8 + 1 */
     while (hs > 1 && n_tb * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
-    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs};
+    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs, tpu, 0};
+    atomic_init(&c.next_unit, 0);
     sp_pool_run(pool, attn_task, &c);
 }
 

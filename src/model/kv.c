@@ -8,22 +8,41 @@
  * `high` records the furthest position ever written; trim refuses to expose a slot that a
  * later write already recycled. KV-shared layers (Gemma-4) own no cache. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model_internal.h"
 
-static size_t kv_scratch_floats(const sp_config *c, int B) {
-    int maxD = 0, maxKV = 0, maxI = 0;
+/* zeroed, 64-byte aligned floats: kernels then never split a vector load across cache lines */
+static float *falloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) return NULL;
+    memset(p, 0, (n ? n : 1) * sizeof(float));
+    return p;
+}
+
+/* each scratch buffer starts on a 64-byte boundary */
+static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* the largest per-layer widths, which size the scratch */
+static void max_dims(const sp_config *c, int *maxD, int *maxKV, int *maxI) {
+    *maxD = *maxKV = *maxI = 0;
     for (int i = 0; i < c->n_layers; i++) {
         const sp_layer_config *l = &c->layers[i];
-        if (l->head_dim > maxD) maxD = l->head_dim;
-        if (l->n_kv_heads * l->head_dim > maxKV) maxKV = l->n_kv_heads * l->head_dim;
-        if (l->ffn_dim > maxI) maxI = l->ffn_dim;
+        if (l->head_dim > *maxD) *maxD = l->head_dim;
+        if (l->n_kv_heads * l->head_dim > *maxKV) *maxKV = l->n_kv_heads * l->head_dim;
+        if (l->ffn_dim > *maxI) *maxI = l->ffn_dim;
     }
-    if (c->ple_dim > maxI) maxI = c->ple_dim; /* g also holds the PLE gate [T, P] */
-    size_t H = (size_t)c->hidden_size, Q = (size_t)c->n_heads * maxD;
+    if (c->ple_dim > *maxI) *maxI = c->ple_dim; /* g also holds the PLE gate [T, P] */
+}
+
+static size_t kv_scratch_floats(const sp_config *c, int b) {
+    int maxD, maxKV, maxI;
+    max_dims(c, &maxD, &maxKV, &maxI);
+    size_t B = (size_t)b, H = (size_t)c->hidden_size, Q = (size_t)c->n_heads * maxD;
     size_t ple = c->ple_dim > 0 ? (size_t)c->n_layers * c->ple_dim : 0;
     /* x, xn, o, hid: H; q, att: Q; k, v: KV; g, u: I; ple: L·P per token; pg: L·P once */
-    return (size_t)B * (4 * H + 2 * Q + 2 * (size_t)maxKV + 2 * (size_t)maxI + ple) + ple;
+    return 4 * up16(B * H) + 2 * up16(B * Q) + 2 * up16(B * (size_t)maxKV) + 2 * up16(B * (size_t)maxI) +
+           up16(B * ple) + up16(ple);
 }
 
 sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) {
@@ -54,32 +73,26 @@ sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) 
         }
         kv->cap[i] = cap;
         size_t n = (size_t)cap * l->n_kv_heads * l->head_dim;
-        kv->K[i] = calloc(n, sizeof(float));
-        kv->V[i] = calloc(n, sizeof(float));
+        kv->K[i] = falloc(n);
+        kv->V[i] = falloc(n);
         if (!kv->K[i] || !kv->V[i]) goto oom;
     }
-    float *s = calloc(kv_scratch_floats(c, max_batch), sizeof(float));
+    float *s = falloc(kv_scratch_floats(c, max_batch));
     if (!s) goto oom;
-    int maxD = 0, maxKV = 0, maxI = 0;
-    for (int i = 0; i < L; i++) {
-        const sp_layer_config *l = &c->layers[i];
-        if (l->head_dim > maxD) maxD = l->head_dim;
-        if (l->n_kv_heads * l->head_dim > maxKV) maxKV = l->n_kv_heads * l->head_dim;
-        if (l->ffn_dim > maxI) maxI = l->ffn_dim;
-    }
-    if (c->ple_dim > maxI) maxI = c->ple_dim; /* g also holds the PLE gate [T, P] */
+    int maxD, maxKV, maxI;
+    max_dims(c, &maxD, &maxKV, &maxI);
     size_t B = (size_t)max_batch, H = (size_t)c->hidden_size, Q = (size_t)c->n_heads * maxD;
-    kv->x = s; s += B * H;
-    kv->xn = s; s += B * H;
-    kv->o = s; s += B * H;
-    kv->hid = s; s += B * H;
-    kv->q = s; s += B * Q;
-    kv->att = s; s += B * Q;
-    kv->k = s; s += B * maxKV;
-    kv->v = s; s += B * maxKV;
-    kv->g = s; s += B * maxI;
-    kv->u = s; s += B * maxI;
-    kv->ple = s; s += c->ple_dim > 0 ? B * c->n_layers * c->ple_dim : 0;
+    kv->x = s; s += up16(B * H);
+    kv->xn = s; s += up16(B * H);
+    kv->o = s; s += up16(B * H);
+    kv->hid = s; s += up16(B * H);
+    kv->q = s; s += up16(B * Q);
+    kv->att = s; s += up16(B * Q);
+    kv->k = s; s += up16(B * maxKV);
+    kv->v = s; s += up16(B * maxKV);
+    kv->g = s; s += up16(B * maxI);
+    kv->u = s; s += up16(B * maxI);
+    kv->ple = s; s += c->ple_dim > 0 ? up16(B * c->n_layers * c->ple_dim) : 0;
     kv->pg = s;
     return kv;
 oom:

@@ -1,0 +1,70 @@
+/* cmd_train.c — `specula train`: train a DSpark or DFlash drafter from regenerated shards
+ * (src/train/trainer.h). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "train/trainer.h"
+
+int cmd_train(int argc, char **argv) {
+    tr_train_cfg c = tr_train_defaults();
+    const char *arch = "dspark";
+    int steps = 0, warmup = -1, resume = 0, quiet = 0, stop_after = 0;
+    float lr = (float)c.lr, gamma = (float)c.gamma;
+    cli_opt opts[] = {
+        {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab",
+         "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel (default dspark)"},
+        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory (required)"},
+        {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
+        {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS", "held-out shards for the tau monitor"},
+        {"-o", "--out", CLI_STR, &c.out_dir, "DIR", "drafter checkpoint directory (required)"},
+        {NULL, "--steps", CLI_INT, &steps, "N", "optimizer steps (default: --epochs over the anchors)"},
+        {NULL, "--epochs", CLI_INT, &c.epochs, "E", "epochs when --steps is not given (default 1)"},
+        {NULL, "--lr", CLI_FLOAT, &lr, "LR", "peak learning rate (default 6e-4)"},
+        {NULL, "--warmup", CLI_INT, &warmup, "N", "warmup steps (default 4% of the steps)"},
+        {NULL, "--batch", CLI_INT, &c.batch, "N", "anchors per step (default 16)"},
+        {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7)"},
+        {NULL, "--layers", CLI_INT, &c.layers, "L", "draft layers (default 5)"},
+        {NULL, "--markov-rank", CLI_INT, &c.markov_rank, "R", "DSpark Markov head rank (default 256)"},
+        {NULL, "--ctx", CLI_INT, &c.ctx, "N", "context rows per anchor (default 512)"},
+        {NULL, "--gamma", CLI_FLOAT, &gamma, "G", "loss position decay (default 4)"},
+        {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 151669 for Qwen3 vocab, else V-1)"},
+        {NULL, "--seed", CLI_U64, &c.seed, "S", "init and data-order seed (default 42)"},
+        {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
+        {NULL, "--eval-every", CLI_INT, &c.eval_every, "K", "held-out tau every K steps (default: start, end)"},
+        {NULL, "--eval-blocks", CLI_INT, &c.eval_blocks, "N", "held-out blocks per evaluation (default 64)"},
+        {NULL, "--log", CLI_STR, &c.log_path, "FILE.csv", "CSV log (default DIR/train_log.csv)"},
+        {NULL, "--resume", CLI_FLAG, &resume, NULL, "continue from DIR's checkpoint (bit-identical)"},
+        {NULL, "--stop-after", CLI_INT, &stop_after, "N", "stop after N steps without a final save (testing)"},
+        {"-t", "--threads", CLI_INT, &c.threads, "N", "threads (default: all cores)"},
+        {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no progress bar"},
+    };
+    int rc = cli_parse("train", "--arch {dspark,dflash} -m TARGET --data SHARDS -o DIR [options]", opts,
+                       (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
+    if (!strcmp(arch, "dspark")) c.arch = TR_ARCH_DSPARK;
+    else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
+    else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
+    else return cli_error("train", "--arch must be dspark, dflash or dflash-zlab, not '%s'", arch);
+    c.steps = steps;
+    c.warmup = warmup;
+    c.lr = lr;
+    c.gamma = gamma;
+    c.resume = resume;
+    c.stop_after = stop_after;
+    c.progress = !quiet;
+    tr_dist dist;
+    tr_dist_init(&dist); /* under mpirun: data parallel over the ranks */
+    c.dist = &dist;
+    sp_err err = {{0}};
+    tr_train_result r;
+    rc = tr_train_run(&c, &r, &err);
+    tr_dist_finalize(&dist);
+    if (rc) return cli_error("train", "%s", err.msg);
+    if (dist.rank != 0) return 0;
+    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, held-out tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
+            r.step, r.loss_first, r.loss_last, r.tau_first, r.tau_last, r.tok_per_s, r.gflops);
+    return 0;
+}

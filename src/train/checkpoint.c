@@ -1,0 +1,142 @@
+/* checkpoint.c — drafter checkpoints in the published layout + exact-resume state (checkpoint.h). */
+#include "train/checkpoint.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "formats/safetensors.h"
+
+int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err) {
+    json_error_t je;
+    json_t *c = json_load_file(target_config_path, JSON_REJECT_DUPLICATES, &je);
+    if (!c || !json_is_object(c)) {
+        json_decref(c);
+        return sp_err_set(err, "%s: line %d: %s", target_config_path, je.line, je.text);
+    }
+    json_t *taps = json_array(), *types = json_array();
+    for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
+    for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
+    if (d->arch == TR_ARCH_DFLASH_ZLAB) { /* z-lab layout (FORMATS.md §7.1) */
+        json_object_set_new(c, "architectures", json_pack("[s]", "DFlashDraftModel"));
+        json_object_set_new(c, "num_hidden_layers", json_integer(d->L));
+        json_object_set_new(c, "num_target_layers", json_integer(d->n_target_layers));
+        json_object_set_new(c, "block_size", json_integer(d->B));
+        json_object_set_new(c, "dflash_config", json_pack("{s:i, s:o}", "mask_token_id", d->mask_id,
+                                                           "target_layer_ids", taps));
+        json_object_set_new(c, "layer_types", types);
+        json_object_set_new(c, "tie_word_embeddings", json_false());
+        json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+        goto dump;
+    }
+    json_object_set_new(c, "architectures", json_pack("[s]", "Qwen3DSparkModel"));
+    json_object_set_new(c, "num_hidden_layers", json_integer(d->L));
+    json_object_set_new(c, "num_target_layers", json_integer(d->n_target_layers));
+    json_object_set_new(c, "block_size", json_integer(d->B));
+    json_object_set_new(c, "target_layer_ids", taps);
+    json_object_set_new(c, "mask_token_id", json_integer(d->mask_id));
+    json_object_set_new(c, "num_anchors", json_integer(num_anchors));
+    json_object_set_new(c, "layer_types", types);
+    json_object_set_new(c, "tie_word_embeddings", json_false());
+    json_object_set_new(c, "markov_rank", json_integer(d->r));
+    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string("vanilla"));
+    else json_object_del(c, "markov_head_type");
+    json_object_set_new(c, "enable_confidence_head", json_boolean(d->conf));
+    json_object_set_new(c, "confidence_head_with_markov", json_boolean(d->conf && d->conf_with_markov));
+    json_object_set_new(c, "dtype", json_string("bfloat16"));
+    json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+dump:
+    *out = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(c);
+    if (!*out) return sp_err_set(err, "config.json: out of memory");
+    return 0;
+}
+
+static int write_text(const char *dir, const char *name, const char *text, sp_err *err) {
+    char path[4096];
+    sp_path_join(path, sizeof path, dir, name);
+    return sp_write_file_atomic(path, text, strlen(text), err);
+}
+
+int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
+                       const char *run, const char *config_json, const char *state_json, sp_err *err) {
+    if (sp_mkdir_p(dir, err)) return -1;
+    char path[4096], name[96], stepbuf[32];
+    int rc = -1;
+    /* 1. optimizer.safetensors: everything resume needs, step in its metadata (authoritative) */
+    st_writer *w = st_writer_create();
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    if (!w || st_writer_set_metadata(w, "step", stepbuf, err) || st_writer_set_metadata(w, "run", run, err)) goto out;
+    const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
+    const float *src[3] = {m->w, adam_m, adam_v};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < m->n_params; i++) {
+            const tr_param *p = &m->params[i];
+            snprintf(name, sizeof name, "%s%s", pfx[k], p->name);
+            if (st_writer_add_ref(w, name, SP_DT_F32, p->ndim, p->shape, src[k] + p->off, err)) goto out;
+        }
+    sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
+    if (st_writer_save(w, path, err)) goto out;
+    st_writer_free(w);
+    /* 2. model.safetensors: bf16 under the published names */
+    w = st_writer_create();
+    uint16_t *bf = malloc(m->n * sizeof(uint16_t));
+    if (!w || !bf) { free(bf); sp_err_set(err, "%s: out of memory", dir); goto out; }
+    for (size_t i = 0; i < m->n; i++) bf[i] = sp_f32_to_bf16(m->w[i]);
+    int bad = 0;
+    for (int i = 0; i < m->n_params && !bad; i++) {
+        const tr_param *p = &m->params[i];
+        bad = st_writer_add_ref(w, p->name, SP_DT_BF16, p->ndim, p->shape, bf + p->off, err);
+    }
+    sp_path_join(path, sizeof path, dir, "model.safetensors");
+    if (!bad) bad = st_writer_save(w, path, err);
+    free(bf);
+    if (bad) goto out;
+    /* 3. config.json, 4. trainer_state.json */
+    if (write_text(dir, "config.json", config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
+        goto out;
+    rc = 0;
+out:
+    st_writer_free(w);
+    return rc;
+}
+
+int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
+                       sp_err *err) {
+    char path[4096], name[96];
+    sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
+    st_set *s;
+    if (st_open_file(&s, path, err)) return -1;
+    const char *sv = st_metadata(s, "step");
+    char *end = NULL;
+    long st = sv ? strtol(sv, &end, 10) : -1;
+    if (!sv || *end || st < 0) {
+        st_close(s);
+        return sp_err_set(err, "%s: metadata \"step\" missing or not a non-negative integer", path);
+    }
+    const char *stored = st_metadata(s, "run");
+    if (!stored || strcmp(stored, run) != 0) {
+        sp_err_set(err, "%s: made by a run with other settings (%s) than this one (%s); resume needs the same "
+                        "arguments", path, stored ? stored : "none recorded", run);
+        st_close(s);
+        return -1;
+    }
+    const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
+    float *dst[3] = {m->w, adam_m, adam_v};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < m->n_params; i++) {
+            const tr_param *p = &m->params[i];
+            const st_tensor *t;
+            snprintf(name, sizeof name, "%s%s", pfx[k], p->name);
+            if (st_get(s, name, SP_DT_F32, p->ndim, p->shape, &t, err)) {
+                st_close(s);
+                return sp_err_wrap(err, "resume (the checkpoint was made with other drafter settings?)");
+            }
+            memcpy(dst[k] + p->off, t->data, p->n * sizeof(float));
+        }
+    st_close(s);
+    *step = st;
+    return 0;
+}

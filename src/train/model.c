@@ -1,0 +1,392 @@
+/* model.c — parameters, forward and backward of a DFlash / DSpark drafter in training
+ * (FORMATS.md §7.3, §8.3–8.5, §8.7). Every step is an op of ops.h; this file wires them in the
+ * order of the inference forward and runs them back in reverse. One step's activations live in
+ * tr_acts, sized once for the largest batch (no allocation per step). */
+#include "train/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "kernels/kernels.h"
+#include "train/ops.h"
+
+/* ---- parameters -------------------------------------------------------------------------- */
+static void add_param(tr_model *m, const char *name, int64_t rows, int64_t cols) {
+    tr_param *p = &m->params[m->n_params++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = cols > 0 ? 2 : 1;
+    p->shape[0] = rows;
+    p->shape[1] = cols;
+    p->n = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    p->off = m->n;
+    m->n += p->n;
+}
+
+int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
+    memset(m, 0, sizeof *m);
+    m->d = *d;
+    if (d->L < 1 || d->L > TR_MAX_LAYERS || d->m < 1 || d->m > TR_MAX_TAPS || d->B < 1 || d->NH % d->KVH)
+        return sp_err_set(err, "drafter dims: layers %d (1..%d), taps %d (1..%d), block %d, heads %d/%d",
+                          d->L, TR_MAX_LAYERS, d->m, TR_MAX_TAPS, d->B, d->NH, d->KVH);
+    int H = d->H, QD = d->NH * d->D, KD = d->KVH * d->D;
+    char nm[64];
+    add_param(m, "fc.weight", H, (int64_t)d->m * H);
+    add_param(m, "hidden_norm.weight", H, 0);
+    for (int l = 0; l < d->L; l++) {
+#define LP(suffix, r, c) (snprintf(nm, sizeof nm, "layers.%d.%s", l, suffix), add_param(m, nm, r, c))
+        LP("self_attn.q_proj.weight", QD, H);
+        LP("self_attn.k_proj.weight", KD, H);
+        LP("self_attn.v_proj.weight", KD, H);
+        LP("self_attn.o_proj.weight", H, QD);
+        LP("self_attn.q_norm.weight", d->D, 0);
+        LP("self_attn.k_norm.weight", d->D, 0);
+        LP("mlp.gate_proj.weight", d->I, H);
+        LP("mlp.up_proj.weight", d->I, H);
+        LP("mlp.down_proj.weight", H, d->I);
+        LP("input_layernorm.weight", H, 0);
+        LP("post_attention_layernorm.weight", H, 0);
+#undef LP
+    }
+    add_param(m, "norm.weight", H, 0);
+    if (d->r > 0) {
+        add_param(m, "markov_head.markov_w1.weight", d->V, d->r);
+        add_param(m, "markov_head.markov_w2.weight", d->V, d->r);
+    }
+    if (d->conf) {
+        add_param(m, "confidence_head.proj.weight", 1, H + (d->conf_with_markov ? d->r : 0));
+        add_param(m, "confidence_head.proj.bias", 1, 0);
+    }
+    m->w = malloc(m->n * sizeof(float));
+    m->inv_freq = malloc((size_t)d->D / 2 * sizeof(float));
+    if (!m->w || !m->inv_freq) {
+        tr_model_free(m);
+        return sp_err_set(err, "drafter: out of memory for %zu parameters", m->n);
+    }
+    sp_rope_inv_freq(m->inv_freq, d->D, &d->rope);
+    /* norms 1 (their names end in "norm.weight" / "layernorm.weight"), bias 0, the rest N(0, 0.02) */
+    for (int i = 0; i < m->n_params; i++) {
+        const tr_param *p = &m->params[i];
+        float *w = m->w + p->off;
+        int is_norm = p->ndim == 1 && strstr(p->name, "norm.weight") != NULL;
+        int is_bias = strstr(p->name, ".bias") != NULL;
+        for (size_t j = 0; j < p->n; j++)
+            w[j] = is_norm ? 1.0f : is_bias ? 0.0f : 0.02f * sp_rng_normal(seed, 1000 + (uint64_t)i, j);
+    }
+    return 0;
+}
+
+void tr_model_free(tr_model *m) {
+    free(m->w);
+    free(m->inv_freq);
+    m->w = NULL;
+    m->inv_freq = NULL;
+}
+
+tr_view tr_model_view(const tr_model *m, float *base) {
+    tr_view v;
+    memset(&v, 0, sizeof v);
+    int i = 0;
+    v.fc = base + m->params[i++].off;
+    v.hidden_norm = base + m->params[i++].off;
+    for (int l = 0; l < m->d.L; l++) {
+        v.l[l].wq = base + m->params[i++].off;
+        v.l[l].wk = base + m->params[i++].off;
+        v.l[l].wv = base + m->params[i++].off;
+        v.l[l].wo = base + m->params[i++].off;
+        v.l[l].q_norm = base + m->params[i++].off;
+        v.l[l].k_norm = base + m->params[i++].off;
+        v.l[l].w_gate = base + m->params[i++].off;
+        v.l[l].w_up = base + m->params[i++].off;
+        v.l[l].w_down = base + m->params[i++].off;
+        v.l[l].in_norm = base + m->params[i++].off;
+        v.l[l].post_norm = base + m->params[i++].off;
+    }
+    v.norm = base + m->params[i++].off;
+    if (m->d.r > 0) {
+        v.mw1 = base + m->params[i++].off;
+        v.mw2 = base + m->params[i++].off;
+    }
+    if (m->d.conf) {
+        v.cw = base + m->params[i++].off;
+        v.cb = base + m->params[i++].off;
+    }
+    return v;
+}
+
+/* ---- batch ---------------------------------------------------------------------------------- */
+int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err) {
+    memset(b, 0, sizeof *b);
+    b->NB = NB; b->cap = NB; b->C = C; b->B = B; b->V = V; b->H = H; b->mH = mH;
+    size_t T = (size_t)NB * B;
+    b->F = calloc((size_t)NB * C * mH + 1, sizeof(float));
+    b->kmask = calloc((size_t)NB * (C + B), 1);
+    b->x0 = calloc(T * H, sizeof(float));
+    b->prev = calloc(T, sizeof(int32_t));
+    b->labels = calloc(T, sizeof(int32_t));
+    b->wt = calloc(T, sizeof(float));
+    if (with_P) b->P = calloc(T * V, sizeof(float));
+    if (!b->F || !b->kmask || !b->x0 || !b->prev || !b->labels || !b->wt || (with_P && !b->P)) {
+        tr_batch_free(b);
+        return sp_err_set(err, "batch: out of memory (%d elements, context %d, block %d)", NB, C, B);
+    }
+    return 0;
+}
+
+void tr_batch_free(tr_batch *b) {
+    free(b->F); free(b->kmask); free(b->x0); free(b->prev); free(b->labels); free(b->wt); free(b->P);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- activations ---------------------------------------------------------------------------- */
+typedef struct {
+    float *x;                 /* [T, H] layer input (residual stream) */
+    float *a, *rstd_a;        /* [T, H], [T] input_layernorm */
+    float *kvin;              /* [S, H] per element [ctx rows ; a rows] */
+    float *qraw, *qn, *rstd_q, *q;   /* [T, NH·D] ×3, [T·NH] */
+    float *kraw, *kn, *rstd_k, *k;   /* [S, KVH·D] ×3, [S·KVH] */
+    float *v;                 /* [S, KVH·D] */
+    float *att;               /* [NB, NH, B, C+B] */
+    float *o;                 /* [T, NH·D] attention output (pre o_proj) */
+    float *x1;                /* [T, H] after the attention residual */
+    float *b, *rstd_b;        /* [T, H], [T] post_attention_layernorm */
+    float *g, *u, *s;         /* [T, I] */
+} layer_acts;
+
+struct tr_acts {
+    int NB, C, T, S, Tc;
+    float *fcout, *ctx, *rstd_c;  /* [Tc, H] ×2, [Tc] */
+    layer_acts l[TR_MAX_LAYERS];
+    float *xL;                    /* [T, H] last layer output */
+    float *h, *rstd_h;            /* [T, H], [T] final norm */
+    float *Z;                     /* [T, V] Markov-corrected logits (U + bias) */
+    float *bias, *code;           /* [T, V], [T, r] */
+    float *conf;                  /* [T] confidence logits */
+    float *q, *cstar;             /* [T, V] softmax(Z), [T] */
+    int *qpos, *kpos;             /* [T], [S] */
+    /* gradient scratch */
+    float *dZ, *dconf, *dcode, *dh, *dx, *dx1, *da, *dbn, *dg, *du, *ds, *do_, *dq, *dqn, *dqraw;
+    float *dk, *dkn, *dkraw, *dv, *dkvin, *dctx, *dfc, *dp;
+    void **all;
+    int n_all;
+};
+
+static float *take(tr_acts *a, size_t n, int *ok) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) *ok = 0;
+    a->all[a->n_all++] = p;
+    return p;
+}
+
+tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
+    tr_acts *a = calloc(1, sizeof *a);
+    if (!a) { sp_err_set(err, "activations: out of memory"); return NULL; }
+    a->all = calloc(64 + 24 * TR_MAX_LAYERS, sizeof(void *));
+    if (!a->all) { free(a); sp_err_set(err, "activations: out of memory"); return NULL; }
+    int ok = 1, H = d->H, B = d->B;
+    size_t T = (size_t)NB * B, S = (size_t)NB * (C + B), Tc = (size_t)NB * C;
+    size_t QD = (size_t)d->NH * d->D, KD = (size_t)d->KVH * d->D, V = d->V, I = d->I;
+    a->NB = NB; a->C = C; a->T = (int)T; a->S = (int)S; a->Tc = (int)Tc;
+    a->fcout = take(a, Tc * H, &ok); a->ctx = take(a, Tc * H, &ok); a->rstd_c = take(a, Tc, &ok);
+    for (int l = 0; l < d->L; l++) {
+        layer_acts *la = &a->l[l];
+        la->x = take(a, T * H, &ok); la->a = take(a, T * H, &ok); la->rstd_a = take(a, T, &ok);
+        la->kvin = take(a, S * H, &ok);
+        la->qraw = take(a, T * QD, &ok); la->qn = take(a, T * QD, &ok); la->q = take(a, T * QD, &ok);
+        la->rstd_q = take(a, T * d->NH, &ok);
+        la->kraw = take(a, S * KD, &ok); la->kn = take(a, S * KD, &ok); la->k = take(a, S * KD, &ok);
+        la->rstd_k = take(a, S * d->KVH, &ok); la->v = take(a, S * KD, &ok);
+        la->att = take(a, (size_t)NB * d->NH * B * (C + B), &ok);
+        la->o = take(a, T * QD, &ok); la->x1 = take(a, T * H, &ok);
+        la->b = take(a, T * H, &ok); la->rstd_b = take(a, T, &ok);
+        la->g = take(a, T * I, &ok); la->u = take(a, T * I, &ok); la->s = take(a, T * I, &ok);
+    }
+    a->xL = take(a, T * H, &ok); a->h = take(a, T * H, &ok); a->rstd_h = take(a, T, &ok);
+    a->Z = take(a, T * V, &ok); a->q = take(a, T * V, &ok); a->cstar = take(a, T, &ok);
+    a->bias = take(a, d->r ? T * V : 0, &ok); a->code = take(a, T * (size_t)d->r, &ok);
+    a->conf = take(a, T, &ok);
+    a->qpos = (int *)take(a, T, &ok); a->kpos = (int *)take(a, S, &ok);
+    a->dZ = take(a, T * V, &ok); a->dconf = take(a, T, &ok); a->dcode = take(a, T * (size_t)d->r, &ok);
+    a->dh = take(a, T * H, &ok); a->dx = take(a, T * H, &ok); a->dx1 = take(a, T * H, &ok);
+    a->da = take(a, T * H, &ok); a->dbn = take(a, T * H, &ok);
+    a->dg = take(a, T * I, &ok); a->du = take(a, T * I, &ok); a->ds = take(a, T * I, &ok);
+    a->do_ = take(a, T * QD, &ok); a->dq = take(a, T * QD, &ok); a->dqn = take(a, T * QD, &ok);
+    a->dqraw = take(a, T * QD, &ok);
+    a->dk = take(a, S * KD, &ok); a->dkn = take(a, S * KD, &ok); a->dkraw = take(a, S * KD, &ok);
+    a->dv = take(a, S * KD, &ok); a->dkvin = take(a, S * H, &ok);
+    a->dctx = take(a, Tc * H, &ok); a->dfc = take(a, Tc * H, &ok); a->dp = take(a, (size_t)C + B, &ok);
+    if (!ok) {
+        tr_acts_free(a);
+        sp_err_set(err, "activations: out of memory for %d elements of context %d", NB, C);
+        return NULL;
+    }
+    for (int e = 0; e < NB; e++) {
+        for (int k = 0; k < B; k++) a->qpos[e * B + k] = C + k;
+        for (int j = 0; j < C + B; j++) a->kpos[e * (C + B) + j] = j;
+    }
+    return a;
+}
+
+void tr_acts_free(tr_acts *a) {
+    if (!a) return;
+    for (int i = 0; i < a->n_all; i++) free(a->all[i]);
+    free(a->all);
+    free(a);
+}
+
+void tr_loss_alpha(tr_arch arch, double alpha[3]) {
+    alpha[0] = arch == TR_ARCH_DSPARK ? 0.1 : 1.0;
+    alpha[1] = arch == TR_ARCH_DSPARK ? 0.9 : 0.0;
+    alpha[2] = arch == TR_ARCH_DSPARK ? 1.0 : 0.0;
+}
+
+/* ---- forward -------------------------------------------------------------------------------- */
+void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+                double denom, tr_stats *st, float *cstar) {
+    const tr_dims *d = &m->d;
+    SP_ASSERT(b->NB <= a->NB && b->C == a->C && b->B == d->B);
+    tr_view w = tr_model_view(m, m->w);
+    int NB = b->NB, C = b->C, B = d->B, H = d->H, CB = C + B, V = d->V, r = d->r;
+    int T = NB * B, S = NB * CB, Tc = NB * C, QD = d->NH * d->D, KD = d->KVH * d->D;
+    float eps = (float)d->eps, scale = 1.0f / sqrtf((float)d->D);
+
+    /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (§7.3) */
+    if (Tc > 0) {
+        tr_linear_forward(pool, a->fcout, b->F, w.fc, Tc, d->m * H, H);
+        tr_rmsnorm_forward(a->ctx, a->rstd_c, a->fcout, w.hidden_norm, Tc, H, eps);
+    }
+    memcpy(a->l[0].x, b->x0, sizeof(float) * T * H);
+    for (int l = 0; l < d->L; l++) {
+        layer_acts *la = &a->l[l];
+        float *xout = l + 1 < d->L ? a->l[l + 1].x : a->xL;
+        tr_rmsnorm_forward(la->a, la->rstd_a, la->x, w.l[l].in_norm, T, H, eps);
+        for (int e = 0; e < NB; e++) {
+            memcpy(la->kvin + (size_t)e * CB * H, a->ctx + (size_t)e * C * H, sizeof(float) * C * H);
+            memcpy(la->kvin + ((size_t)e * CB + C) * H, la->a + (size_t)e * B * H, sizeof(float) * B * H);
+        }
+        tr_linear_forward(pool, la->qraw, la->a, w.l[l].wq, T, H, QD);
+        tr_rmsnorm_forward(la->qn, la->rstd_q, la->qraw, w.l[l].q_norm, T * d->NH, d->D, eps);
+        tr_rope_forward(la->q, la->qn, T, d->NH, d->D, a->qpos, m->inv_freq);
+        tr_linear_forward(pool, la->kraw, la->kvin, w.l[l].wk, S, H, KD);
+        tr_rmsnorm_forward(la->kn, la->rstd_k, la->kraw, w.l[l].k_norm, S * d->KVH, d->D, eps);
+        tr_rope_forward(la->k, la->kn, S, d->KVH, d->D, a->kpos, m->inv_freq);
+        tr_linear_forward(pool, la->v, la->kvin, w.l[l].wv, S, H, KD);
+        for (int e = 0; e < NB; e++)
+            tr_attention_forward(la->o + (size_t)e * B * QD, la->att + (size_t)e * d->NH * B * CB,
+                                 la->q + (size_t)e * B * QD, la->k + (size_t)e * CB * KD,
+                                 la->v + (size_t)e * CB * KD, b->kmask + (size_t)e * CB, B, CB, d->NH, d->KVH,
+                                 d->D, scale);
+        tr_linear_forward(pool, la->x1, la->o, w.l[l].wo, T, QD, H);
+        for (size_t i = 0; i < (size_t)T * H; i++) la->x1[i] += la->x[i];
+        tr_rmsnorm_forward(la->b, la->rstd_b, la->x1, w.l[l].post_norm, T, H, eps);
+        tr_linear_forward(pool, la->g, la->b, w.l[l].w_gate, T, H, d->I);
+        tr_linear_forward(pool, la->u, la->b, w.l[l].w_up, T, H, d->I);
+        tr_swiglu_forward(la->s, la->g, la->u, (size_t)T * d->I);
+        tr_linear_forward(pool, xout, la->s, w.l[l].w_down, T, d->I, H);
+        for (size_t i = 0; i < (size_t)T * H; i++) xout[i] += la->x1[i];
+    }
+    tr_rmsnorm_forward(a->h, a->rstd_h, a->xL, w.norm, T, H, eps);
+    /* Z = h · W_lmᵀ (+ Markov bias W2 · W1[prev]), §8.3–8.4 */
+    tr_lmhead_forward(pool, a->Z, a->h, Wlm, T, H, V);
+    if (r > 0) {
+        tr_markov_forward(pool, a->bias, a->code, b->prev, w.mw1, w.mw2, T, V, r);
+        for (size_t i = 0; i < (size_t)T * V; i++) a->Z[i] += a->bias[i];
+    }
+    if (d->conf) tr_conf_forward(a->conf, a->h, d->conf_with_markov ? a->code : NULL, w.cw, w.cb, T, H,
+                                 d->conf_with_markov ? r : 0);
+    double alpha[3], terms[4];
+    tr_loss_alpha(d->arch, alpha);
+    st->loss = tr_spark_loss_forward(terms, a->q, a->cstar, a->Z, b->P, b->labels, d->conf ? a->conf : NULL,
+                                     b->wt, T, V, alpha, denom);
+    st->ce = terms[0]; st->l1 = terms[1]; st->bce = terms[2]; st->wsum = terms[3];
+    if (d->conf && b->cstar_target) { /* swap the BCE term for one against the fixed targets */
+        double bce = 0;
+        for (int t = 0; t < T; t++) {
+            double z = a->conf[t], y = b->cstar_target[t];
+            bce += b->wt[t] * ((z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z))));
+        }
+        st->loss += alpha[2] * (bce - terms[2]) / denom;
+        st->bce = bce;
+    }
+    if (cstar && b->P) memcpy(cstar, a->cstar, sizeof(float) * T);
+    if (d->conf && b->cstar_target) memcpy(a->cstar, b->cstar_target, sizeof(float) * T);
+}
+
+/* ---- backward ------------------------------------------------------------------------------- */
+static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
+
+void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+                 double denom, float *grad) {
+    const tr_dims *d = &m->d;
+    tr_view w = tr_model_view(m, m->w), g = tr_model_view(m, grad);
+    int NB = b->NB, C = b->C, B = d->B, H = d->H, CB = C + B, V = d->V, r = d->r;
+    int T = NB * B, S = NB * CB, Tc = NB * C, QD = d->NH * d->D, KD = d->KVH * d->D;
+    float scale = 1.0f / sqrtf((float)d->D);
+    double alpha[3];
+    tr_loss_alpha(d->arch, alpha);
+
+    zero(a->dZ, (size_t)T * V);
+    zero(a->dconf, T);
+    tr_spark_loss_backward(a->dZ, a->dconf, a->q, a->cstar, b->P, b->labels, d->conf ? a->conf : NULL, b->wt, T,
+                           V, alpha, denom);
+    zero(a->dh, (size_t)T * H);
+    zero(a->dcode, (size_t)T * r);
+    int cr = d->conf_with_markov ? r : 0;
+    if (d->conf) tr_conf_backward(a->dh, cr ? a->dcode : NULL, g.cw, g.cb, a->dconf, a->h, cr ? a->code : NULL,
+                                  w.cw, T, H, cr);
+    if (r > 0) tr_markov_backward(pool, g.mw1, g.mw2, a->dcode, a->dZ, a->code, b->prev, w.mw2, T, V, r);
+    tr_lmhead_backward(pool, a->dh, a->dZ, Wlm, T, H, V);
+    zero(a->dx, (size_t)T * H);
+    tr_rmsnorm_backward(a->dx, g.norm, a->dh, a->xL, w.norm, a->rstd_h, T, H);
+
+    zero(a->dctx, (size_t)Tc * H);
+    for (int l = d->L - 1; l >= 0; l--) {
+        layer_acts *la = &a->l[l];
+        /* x_out = x1 + down(silu(gate(b)) ⊙ up(b)), b = RMSNorm_post(x1) */
+        memcpy(a->dx1, a->dx, sizeof(float) * T * H);
+        zero(a->ds, (size_t)T * d->I); zero(a->dg, (size_t)T * d->I); zero(a->du, (size_t)T * d->I);
+        zero(a->dbn, (size_t)T * H);
+        tr_linear_backward(pool, a->ds, g.l[l].w_down, a->dx, la->s, w.l[l].w_down, T, d->I, H);
+        tr_swiglu_backward(a->dg, a->du, a->ds, la->g, la->u, (size_t)T * d->I);
+        tr_linear_backward(pool, a->dbn, g.l[l].w_gate, a->dg, la->b, w.l[l].w_gate, T, H, d->I);
+        tr_linear_backward(pool, a->dbn, g.l[l].w_up, a->du, la->b, w.l[l].w_up, T, H, d->I);
+        tr_rmsnorm_backward(a->dx1, g.l[l].post_norm, a->dbn, la->x1, w.l[l].post_norm, la->rstd_b, T, H);
+        /* x1 = x + o_proj(attention(q(a), k([ctx ; a]), v([ctx ; a]))) */
+        zero(a->do_, (size_t)T * QD);
+        tr_linear_backward(pool, a->do_, g.l[l].wo, a->dx1, la->o, w.l[l].wo, T, QD, H);
+        zero(a->dq, (size_t)T * QD); zero(a->dk, (size_t)S * KD); zero(a->dv, (size_t)S * KD);
+        for (int e = 0; e < NB; e++)
+            tr_attention_backward(a->dq + (size_t)e * B * QD, a->dk + (size_t)e * CB * KD, a->dv + (size_t)e * CB * KD,
+                                  a->dp, a->do_ + (size_t)e * B * QD, la->q + (size_t)e * B * QD,
+                                  la->k + (size_t)e * CB * KD, la->v + (size_t)e * CB * KD,
+                                  la->att + (size_t)e * d->NH * B * CB, b->kmask + (size_t)e * CB, B, CB, d->NH,
+                                  d->KVH, d->D, scale);
+        zero(a->dqn, (size_t)T * QD); zero(a->dqraw, (size_t)T * QD);
+        tr_rope_backward(a->dqn, a->dq, T, d->NH, d->D, a->qpos, m->inv_freq);
+        tr_rmsnorm_backward(a->dqraw, g.l[l].q_norm, a->dqn, la->qraw, w.l[l].q_norm, la->rstd_q, T * d->NH, d->D);
+        zero(a->dkn, (size_t)S * KD); zero(a->dkraw, (size_t)S * KD);
+        tr_rope_backward(a->dkn, a->dk, S, d->KVH, d->D, a->kpos, m->inv_freq);
+        tr_rmsnorm_backward(a->dkraw, g.l[l].k_norm, a->dkn, la->kraw, w.l[l].k_norm, la->rstd_k, S * d->KVH, d->D);
+        zero(a->dkvin, (size_t)S * H);
+        tr_linear_backward(pool, a->dkvin, g.l[l].wk, a->dkraw, la->kvin, w.l[l].wk, S, H, KD);
+        tr_linear_backward(pool, a->dkvin, g.l[l].wv, a->dv, la->kvin, w.l[l].wv, S, H, KD);
+        zero(a->da, (size_t)T * H);
+        tr_linear_backward(pool, a->da, g.l[l].wq, a->dqraw, la->a, w.l[l].wq, T, H, QD);
+        for (int e = 0; e < NB; e++) {
+            const float *kc = a->dkvin + (size_t)e * CB * H, *kb = kc + (size_t)C * H;
+            float *dc = a->dctx + (size_t)e * C * H, *da = a->da + (size_t)e * B * H;
+            for (size_t i = 0; i < (size_t)C * H; i++) dc[i] += kc[i];
+            for (size_t i = 0; i < (size_t)B * H; i++) da[i] += kb[i];
+        }
+        /* a = RMSNorm_in(x): dx = dx1 + RMSNorm backward of da */
+        memcpy(a->dx, a->dx1, sizeof(float) * T * H);
+        tr_rmsnorm_backward(a->dx, g.l[l].in_norm, a->da, la->x, w.l[l].in_norm, la->rstd_a, T, H);
+    }
+    if (Tc > 0) {
+        zero(a->dfc, (size_t)Tc * H);
+        tr_rmsnorm_backward(a->dfc, g.hidden_norm, a->dctx, a->fcout, w.hidden_norm, a->rstd_c, Tc, H);
+        tr_linear_backward(pool, NULL, g.fc, a->dfc, b->F, w.fc, Tc, d->m * H, H);
+    }
+}

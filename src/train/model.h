@@ -1,0 +1,121 @@
+/* model.h — a DFlash / DSpark drafter being trained: its dimensions, its parameters (one
+ * contiguous f32 array whose layout the gradients and AdamW moments share, llm.c style), the
+ * activations one step saves, and the forward / backward pass over a batch of anchor blocks.
+ *
+ * Layout and names are the published ones (FORMATS.md §7.2, §8.2: fc.weight, hidden_norm.weight,
+ * layers.i.*, norm.weight, markov_head.*, confidence_head.*). The target's embedding and LM head
+ * are NOT parameters: the batch carries embedded block inputs and the forward takes the target's
+ * LM head as a frozen f32 matrix (gradient flows to the drafter's hidden only).
+ *
+ * What one batch element is (FORMATS.md §8.3, §8.7; the anchor p of a sequence x):
+ *   context rows: target taps of positions p−C .. p−1 (left-padded, kmask 0 on padding);
+ *   block: ids [x_p, M, …, M] (B slots); slot k predicts x_{p+k+1}.
+ * Positions inside an element are 0 .. C+B−1 (context) and C .. C+B−1 (block): RoPE only sees
+ * differences, so this equals the absolute positions the inference path uses. */
+#ifndef SPECULA_TRAIN_MODEL_H
+#define SPECULA_TRAIN_MODEL_H
+
+#include <stdint.h>
+
+#include "core/pool.h"
+#include "specula.h"
+
+/* DSPARK: DeepSpec DSpark (Markov + confidence heads); DFLASH: DeepSpec's DFlash (the DSpark
+ * backbone and file format without heads, slot k predicts x_{p+k+1}); DFLASH_ZLAB: z-lab's
+ * "DFlashDraftModel" (FORMATS.md §7.5: slot k ≥ 1 predicts x_{p+k}, slot 0 is not trained). */
+typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB } tr_arch;
+
+#define TR_MAX_LAYERS 32
+#define TR_MAX_TAPS 16
+
+typedef struct {
+    tr_arch arch;
+    int H, NH, KVH, D, I, L; /* drafter backbone (H, heads, head dim, MLP width from the target) */
+    int V;                   /* target vocab */
+    int m;                   /* tapped target layers; fc is [H, m·H] */
+    int B;                   /* block size */
+    int r;                   /* Markov rank (0: no Markov head) */
+    int conf;                /* 1: confidence head */
+    int conf_with_markov;    /* confidence head reads [h ; code] */
+    int mask_id;
+    int n_target_layers;
+    int tap_layers[TR_MAX_TAPS];
+    double eps;
+    sp_rope_params rope;
+} tr_dims;
+
+/* one named tensor of the parameter array */
+typedef struct {
+    char name[64];
+    int ndim;
+    int64_t shape[2];
+    size_t off, n; /* offset and count in floats */
+} tr_param;
+
+/* pointers to every tensor inside one parameter-shaped array (weights, grads, moments) */
+typedef struct {
+    float *fc, *hidden_norm, *norm;
+    struct {
+        float *wq, *wk, *wv, *wo, *q_norm, *k_norm, *w_gate, *w_up, *w_down, *in_norm, *post_norm;
+    } l[TR_MAX_LAYERS];
+    float *mw1, *mw2, *cw, *cb;
+} tr_view;
+
+typedef struct {
+    tr_dims d;
+    int n_params;
+    tr_param params[16 + 11 * TR_MAX_LAYERS];
+    size_t n;        /* floats in the parameter array */
+    float *w;        /* [n] weights (fp32 master copy) */
+    float *inv_freq; /* [D/2] RoPE */
+} tr_model;
+
+/* Fill the parameter table from d and allocate w (initialised: matrices N(0, 0.02) from the
+ * counter RNG with `seed`, norms 1, biases 0). Returns 0 / -1. */
+int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err);
+void tr_model_free(tr_model *m);
+tr_view tr_model_view(const tr_model *m, float *base);
+
+/* One batch of NB elements (see the file comment). All arrays are owned by the batch. */
+typedef struct {
+    int NB, C, B, V, H, mH; /* NB: elements in use */
+    int cap;                /* elements allocated */
+    float *F;          /* [NB·C, m·H] context taps */
+    uint8_t *kmask;    /* [NB, C+B] 1 = visible key */
+    float *x0;         /* [NB·B, H] embedded block inputs (target embedding) */
+    int32_t *prev;     /* [NB·B] Markov previous token (teacher forcing) */
+    int32_t *labels;   /* [NB·B] */
+    float *wt;         /* [NB·B] loss weight (0 = slot not evaluated) */
+    float *P;          /* [NB·B, V] target distribution per slot, or NULL (not needed) */
+    const float *cstar_target; /* NULL (training: BCE targets are this forward's detached c*), or
+                                  [NB·B] fixed BCE targets (tests hold c* fixed under finite
+                                  differences, which is what "detached" means for the gradient) */
+} tr_batch;
+
+int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err);
+void tr_batch_free(tr_batch *b);
+
+/* Saved activations and gradient scratch for batches of at most NB elements of C context rows. */
+typedef struct tr_acts tr_acts;
+tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err);
+void tr_acts_free(tr_acts *a);
+
+/* Loss weights (FORMATS.md §8.7): DSpark (0.1, 0.9, 1.0), DFlash (1, 0, 0). */
+void tr_loss_alpha(tr_arch arch, double alpha[3]);
+
+/* Per-step results. */
+typedef struct {
+    double loss;
+    double ce, l1, bce, wsum; /* Σw·term, Σw (unnormalised) */
+} tr_stats;
+
+/* Forward over the batch; fills st and, when cstar != NULL, cstar[NB·B] = clamp(1 − ½·L1, 0, 1)
+ * of each slot (needs b->P). Wlm: the target LM head [V, H] f32 (frozen). denom: the
+ * normaliser of the loss (Σw over the global batch + 1e-6). */
+void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+                double denom, tr_stats *st, float *cstar);
+/* Backward of the last tr_forward; ACCUMULATES into grad (parameter layout). */
+void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+                 double denom, float *grad);
+
+#endif

@@ -1,0 +1,326 @@
+/* ops_impl.h — the drafter-training ops, written once over a scalar type `real` and compiled
+ * twice: ops.c (real = float, the trainer's path, matmuls on the thread pool) and ops_f64.c
+ * (real = double, naive loops: the reference the finite-difference tests differentiate).
+ *
+ * Every op is a pair, llm.c style: `*_forward(out…, saved…, in…, weights…, dims)` and
+ * `*_backward(d_in…, d_weights…, d_out, in/saved…, weights…, dims)`. Backward ACCUMULATES
+ * (+=) into every gradient it is given, so gradients are zeroed once per step; a NULL gradient
+ * pointer means "not wanted". The includer defines, before including this file:
+ *   real            float or double
+ *   OP(name)        the public name of an op (tr_name / tr_name_f64)
+ *   MM_NT(pool, C, A, B, M, K, N)       C[M,N]  = A[M,K] · B[N,K]ᵀ   (overwrite)
+ *   MM_NN_ACC(pool, C, A, B, M, K, N)   C[M,N] += A[M,K] · B[K,N]
+ *   MM_TN_ACC(pool, C, A, B, M, K, N)   C[M,N] += A[K,M]ᵀ · B[K,N]
+ *   EXP, COS, SIN, FABS                 math functions of that precision
+ * Dimension letters: T rows (tokens), K in width, N out width, H hidden, NH / KVH heads,
+ * D head dim, V vocab, r Markov rank, Tq / Tk query / key rows of one attention group. */
+
+/* ---- linear: out[T,N] = in[T,K] · W[N,K]ᵀ (PyTorch nn.Linear without bias) ---------------- */
+void OP(linear_forward)(sp_pool *pool, real *out, const real *in, const real *W, int T, int K, int N) {
+    MM_NT(pool, out, in, W, T, K, N);
+}
+void OP(linear_backward)(sp_pool *pool, real *din, real *dW, const real *dout, const real *in,
+                         const real *W, int T, int K, int N) {
+    if (din) MM_NN_ACC(pool, din, dout, W, T, N, K);  /* din[T,K] += dout[T,N] · W[N,K] */
+    if (dW) MM_TN_ACC(pool, dW, dout, in, N, T, K);   /* dW[N,K]  += dout[T,N]ᵀ · in[T,K] */
+}
+
+/* ---- RMSNorm over rows of width n: out = in · rstd · w, rstd = 1/sqrt(mean(in²) + eps) ---- */
+void OP(rmsnorm_forward)(real *out, real *rstd, const real *in, const real *w, int T, int n, double eps) {
+    for (int t = 0; t < T; t++) {
+        const real *x = in + (size_t)t * n;
+        real *y = out + (size_t)t * n;
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+        real r = (real)(1.0 / sqrt(ss / n + eps));
+        rstd[t] = r;
+        for (int i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+    }
+}
+/* with xhat = x·r, g = dout·w:  din = r · (g − xhat · mean(g·xhat)),  dw = Σ_t dout·xhat */
+void OP(rmsnorm_backward)(real *din, real *dw, const real *dout, const real *in, const real *w,
+                          const real *rstd, int T, int n) {
+    for (int t = 0; t < T; t++) {
+        const real *x = in + (size_t)t * n, *dy = dout + (size_t)t * n;
+        real r = rstd[t];
+        double dot = 0;
+        for (int i = 0; i < n; i++) dot += (double)dy[i] * w[i] * x[i] * r;
+        real m = (real)(dot / n);
+        if (dw)
+            for (int i = 0; i < n; i++) dw[i] += dy[i] * x[i] * r;
+        if (din) {
+            real *dx = din + (size_t)t * n;
+            for (int i = 0; i < n; i++) dx[i] += r * (dy[i] * w[i] - x[i] * r * m);
+        }
+    }
+}
+
+/* ---- RoPE (rotate-half, pairs (j, j+D/2)) on x[T, nh, D], row t at position pos[t] ---------
+ * forward: (a, b) -> (a·c − b·s, a·s + b·c); backward is the inverse rotation of the gradient. */
+static void OP(rope_rotate)(real *out, const real *in, int T, int nh, int D, const int *pos,
+                            const float *inv_freq, int sign, int accumulate) {
+    int half = D / 2;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < half; j++) {
+            real ang = (real)pos[t] * (real)inv_freq[j];
+            real c = COS(ang), s = (real)sign * SIN(ang);
+            for (int h = 0; h < nh; h++) {
+                const real *x = in + ((size_t)t * nh + h) * D;
+                real *y = out + ((size_t)t * nh + h) * D;
+                real a = x[j], b = x[j + half];
+                real ya = a * c - b * s, yb = a * s + b * c;
+                if (accumulate) { y[j] += ya; y[j + half] += yb; }
+                else { y[j] = ya; y[j + half] = yb; }
+            }
+        }
+}
+void OP(rope_forward)(real *out, const real *in, int T, int nh, int D, const int *pos, const float *inv_freq) {
+    OP(rope_rotate)(out, in, T, nh, D, pos, inv_freq, +1, 0);
+}
+void OP(rope_backward)(real *din, const real *dout, int T, int nh, int D, const int *pos, const float *inv_freq) {
+    OP(rope_rotate)(din, dout, T, nh, D, pos, inv_freq, -1, 1);
+}
+
+/* ---- attention of one group: Tq queries see every key j with kmask[j] = 1 (non-causal) ----
+ * q[Tq, NH, D], k/v[Tk, KVH, D], out[Tq, NH, D], att[NH, Tq, Tk] the saved probabilities.
+ * The DFlash/DSpark block: keys = [context rows (left padding masked out) ; block rows], every
+ * block row sees all visible context and the whole block. Query head h reads KV head
+ * h / (NH/KVH). A query with no visible key gets out = 0. */
+void OP(attention_forward)(real *out, real *att, const real *q, const real *k, const real *v,
+                           const uint8_t *kmask, int Tq, int Tk, int NH, int KVH, int D, real scale) {
+    int grp = NH / KVH;
+    for (int h = 0; h < NH; h++) {
+        int kh = h / grp;
+        for (int i = 0; i < Tq; i++) {
+            const real *qi = q + ((size_t)i * NH + h) * D;
+            real *p = att + ((size_t)h * Tq + i) * Tk;
+            real mx = 0;
+            int any = 0;
+            for (int j = 0; j < Tk; j++) {
+                if (!kmask[j]) { p[j] = 0; continue; }
+                const real *kj = k + ((size_t)j * KVH + kh) * D;
+                real s = 0;
+                for (int d = 0; d < D; d++) s += qi[d] * kj[d];
+                p[j] = s * scale;
+                if (!any || p[j] > mx) mx = p[j];
+                any = 1;
+            }
+            real sum = 0;
+            for (int j = 0; j < Tk; j++)
+                if (kmask[j]) { p[j] = EXP(p[j] - mx); sum += p[j]; }
+            real *o = out + ((size_t)i * NH + h) * D;
+            for (int d = 0; d < D; d++) o[d] = 0;
+            if (!any) continue;
+            for (int j = 0; j < Tk; j++) {
+                if (!kmask[j]) continue;
+                p[j] /= sum;
+                const real *vj = v + ((size_t)j * KVH + kh) * D;
+                for (int d = 0; d < D; d++) o[d] += p[j] * vj[d];
+            }
+        }
+    }
+}
+/* dv_j += Σ_i p_ij·dout_i;  dp_ij = dout_i·v_j;  ds_ij = p_ij·(dp_ij − Σ_j' p_ij'·dp_ij');
+ * dq_i += scale·Σ_j ds_ij·k_j;  dk_j += scale·Σ_i ds_ij·q_i.  dp: scratch [Tk]. */
+void OP(attention_backward)(real *dq, real *dk, real *dv, real *dp, const real *dout, const real *q,
+                            const real *k, const real *v, const real *att, const uint8_t *kmask,
+                            int Tq, int Tk, int NH, int KVH, int D, real scale) {
+    int grp = NH / KVH;
+    for (int h = 0; h < NH; h++) {
+        int kh = h / grp;
+        for (int i = 0; i < Tq; i++) {
+            const real *p = att + ((size_t)h * Tq + i) * Tk;
+            const real *doi = dout + ((size_t)i * NH + h) * D;
+            const real *qi = q + ((size_t)i * NH + h) * D;
+            real *dqi = dq + ((size_t)i * NH + h) * D;
+            real pdp = 0;
+            for (int j = 0; j < Tk; j++) {
+                dp[j] = 0;
+                if (!kmask[j]) continue;
+                const real *vj = v + ((size_t)j * KVH + kh) * D;
+                real *dvj = dv + ((size_t)j * KVH + kh) * D;
+                real s = 0;
+                for (int d = 0; d < D; d++) { s += doi[d] * vj[d]; dvj[d] += p[j] * doi[d]; }
+                dp[j] = s;
+                pdp += p[j] * s;
+            }
+            for (int j = 0; j < Tk; j++) {
+                if (!kmask[j]) continue;
+                real ds = p[j] * (dp[j] - pdp) * scale;
+                const real *kj = k + ((size_t)j * KVH + kh) * D;
+                real *dkj = dk + ((size_t)j * KVH + kh) * D;
+                for (int d = 0; d < D; d++) { dqi[d] += ds * kj[d]; dkj[d] += ds * qi[d]; }
+            }
+        }
+    }
+}
+
+/* ---- SiLU-gated MLP glue: out = silu(gate) · up, n elements -------------------------------- */
+void OP(swiglu_forward)(real *out, const real *gate, const real *up, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1 + EXP(-gate[i])) * up[i];
+}
+/* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
+void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        real s = 1 / (1 + EXP(-gate[i]));
+        dgate[i] += dout[i] * up[i] * s * (1 + gate[i] * (1 - s));
+        dup[i] += dout[i] * gate[i] * s;
+    }
+}
+
+/* ---- vanilla low-rank Markov head (FORMATS.md §8.4) ---------------------------------------
+ * code[t] = W1[prev[t]] (r), bias[t] = W2 · code[t] (V): bias[T,V] = code[T,r] · W2[V,r]ᵀ. */
+void OP(markov_forward)(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
+                        const real *W2, int T, int V, int r) {
+    for (int t = 0; t < T; t++) memcpy(code + (size_t)t * r, W1 + (size_t)prev[t] * r, sizeof(real) * r);
+    MM_NT(pool, bias, code, W2, T, r, V);
+}
+/* dcode[T,r]: on entry the gradient other consumers of code (the confidence head) left there;
+ * this adds dbias·W2 and scatters it into dW1 rows. */
+void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,
+                         const int32_t *prev, const real *W2, int T, int V, int r) {
+    MM_NN_ACC(pool, dcode, dbias, W2, T, V, r);
+    if (dW2) MM_TN_ACC(pool, dW2, dbias, code, V, T, r);
+    if (dW1)
+        for (int t = 0; t < T; t++) {
+            real *g = dW1 + (size_t)prev[t] * r;
+            const real *d = dcode + (size_t)t * r;
+            for (int i = 0; i < r; i++) g[i] += d[i];
+        }
+}
+
+/* ---- confidence head (FORMATS.md §8.5): logit[t] = w · [h[t] ; code[t]] + b --------------
+ * code may be NULL (r = 0: confidence_head_with_markov false). */
+void OP(conf_forward)(real *logit, const real *h, const real *code, const real *w, const real *b,
+                      int T, int H, int r) {
+    for (int t = 0; t < T; t++) {
+        real s = b[0];
+        for (int i = 0; i < H; i++) s += w[i] * h[(size_t)t * H + i];
+        for (int i = 0; i < r; i++) s += w[H + i] * code[(size_t)t * r + i];
+        logit[t] = s;
+    }
+}
+void OP(conf_backward)(real *dh, real *dcode, real *dw, real *db, const real *dlogit, const real *h,
+                       const real *code, const real *w, int T, int H, int r) {
+    for (int t = 0; t < T; t++) {
+        real g = dlogit[t];
+        db[0] += g;
+        for (int i = 0; i < H; i++) {
+            dw[i] += g * h[(size_t)t * H + i];
+            if (dh) dh[(size_t)t * H + i] += g * w[i];
+        }
+        for (int i = 0; i < r; i++) {
+            dw[H + i] += g * code[(size_t)t * r + i];
+            if (dcode) dcode[(size_t)t * r + i] += g * w[H + i];
+        }
+    }
+}
+
+/* ---- frozen shared LM head: U[T,V] = h[T,H] · Wlm[V,H]ᵀ; gradient to h only --------------- */
+void OP(lmhead_forward)(sp_pool *pool, real *U, const real *h, const real *Wlm, int T, int H, int V) {
+    MM_NT(pool, U, h, Wlm, T, H, V);
+}
+void OP(lmhead_backward)(sp_pool *pool, real *dh, const real *dU, const real *Wlm, int T, int H, int V) {
+    MM_NN_ACC(pool, dh, dU, Wlm, T, V, H);
+}
+
+/* ---- softmax of each row of Z[T,V] into q ------------------------------------------------- */
+void OP(softmax_rows)(real *q, const real *Z, int T, int V) {
+    for (int t = 0; t < T; t++) {
+        const real *z = Z + (size_t)t * V;
+        real *p = q + (size_t)t * V, mx = z[0], sum = 0;
+        for (int v = 1; v < V; v++) if (z[v] > mx) mx = z[v];
+        for (int v = 0; v < V; v++) { p[v] = EXP(z[v] - mx); sum += p[v]; }
+        for (int v = 0; v < V; v++) p[v] /= sum;
+    }
+}
+
+/* ---- softmax cross-entropy: loss = Σ_t wt[t]·(−log softmax(Z_t)[label_t]) / denom ---------- */
+double OP(ce_forward)(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
+    OP(softmax_rows)(q, Z, T, V);
+    double L = 0;
+    for (int t = 0; t < T; t++)
+        if (wt[t] != 0) L -= (double)wt[t] * log((double)q[(size_t)t * V + labels[t]]);
+    return L / denom;
+}
+void OP(ce_backward)(real *dZ, const real *q, const int32_t *labels, const real *wt, int T, int V, double denom) {
+    for (int t = 0; t < T; t++) {
+        if (wt[t] == 0) continue;
+        real g = (real)(wt[t] / denom);
+        for (int v = 0; v < V; v++) dZ[(size_t)t * V + v] += g * q[(size_t)t * V + v];
+        dZ[(size_t)t * V + labels[t]] -= g;
+    }
+}
+
+/* ---- the DSpark loss (FORMATS.md §8.7), per slot t with weight wt[t] -----------------------
+ *   q = softmax(Z_t);  CE_t = −log q[label];  L1_t = Σ_v |q_v − P_t,v|  (FULL L1, not halved);
+ *   c*_t = clamp(1 − ½·L1_t, 0, 1) (no gradient);  BCE_t = BCEWithLogits(conf_t, c*_t);
+ *   L = (a_ce·Σ w·CE + a_l1·Σ w·L1 + a_conf·Σ w·BCE) / denom,  denom = Σ w + 1e-6 (global).
+ * We use the full L1 exactly as DeepSpec's loss.py computes it (its comment calls it "TV"):
+ * ½·L1 is the total-variation distance, so c* = 1 − TV = Σ_v min(q_v, P_v) is the exact
+ * acceptance probability of a draft sampled from q against the target P; the L1 term is thus
+ * 2·TV, and keeping it unhalved keeps the published loss weights (0.1, 0.9, 1.0) meaning what
+ * they mean in the released checkpoints. sign(0) is taken as 0 (a subgradient).
+ * conf may be NULL (no confidence head: the BCE term is skipped). P may be NULL when a_l1 = 0
+ * and conf is NULL (DFlash: CE only). terms[4] receives Σw·CE, Σw·L1, Σw·BCE, Σw (unnormalised).
+ * cstar[T] receives c*_t (computed whenever P is given). Returns L. */
+double OP(spark_loss_forward)(double *terms, real *q, real *cstar, const real *Z, const real *P,
+                              const int32_t *labels, const real *conf, const real *wt, int T, int V,
+                              const double *alpha, double denom) {
+    OP(softmax_rows)(q, Z, T, V);
+    double sce = 0, sl1 = 0, sbce = 0, sw = 0;
+    for (int t = 0; t < T; t++) {
+        const real *qt = q + (size_t)t * V;
+        double l1 = 0;
+        if (P) {
+            const real *pt = P + (size_t)t * V;
+            for (int v = 0; v < V; v++) l1 += FABS(qt[v] - pt[v]);
+            double c = 1 - 0.5 * l1;
+            cstar[t] = (real)(c < 0 ? 0 : c > 1 ? 1 : c);
+        }
+        double w = wt[t];
+        sw += w;
+        if (w == 0) continue;
+        sce += w * -log((double)qt[labels[t]]);
+        sl1 += w * l1;
+        if (conf) {
+            double z = conf[t], y = cstar[t];
+            sbce += w * ((z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z))));
+        }
+    }
+    terms[0] = sce; terms[1] = sl1; terms[2] = sbce; terms[3] = sw;
+    return (alpha[0] * sce + alpha[1] * sl1 + alpha[2] * sbce) / denom;
+}
+/* dZ_u += w/denom · (a_ce·(q_u − 1[u = label]) + a_l1·q_u·(s_u − Σ_v q_v·s_v)), s = sign(q − P);
+ * dconf += w/denom · a_conf · (σ(conf) − c*). */
+void OP(spark_loss_backward)(real *dZ, real *dconf, const real *q, const real *cstar, const real *P,
+                             const int32_t *labels, const real *conf, const real *wt, int T, int V,
+                             const double *alpha, double denom) {
+    for (int t = 0; t < T; t++) {
+        double w = wt[t];
+        if (w == 0) continue;
+        const real *qt = q + (size_t)t * V;
+        real *dz = dZ + (size_t)t * V;
+        real gce = (real)(w * alpha[0] / denom), gl1 = (real)(w * alpha[1] / denom);
+        if (gce != 0) {
+            for (int v = 0; v < V; v++) dz[v] += gce * qt[v];
+            dz[labels[t]] -= gce;
+        }
+        if (gl1 != 0 && P) {
+            const real *pt = P + (size_t)t * V;
+            real qs = 0;
+            for (int v = 0; v < V; v++) {
+                real d = qt[v] - pt[v];
+                qs += qt[v] * (real)((d > 0) - (d < 0));
+            }
+            for (int v = 0; v < V; v++) {
+                real d = qt[v] - pt[v];
+                dz[v] += gl1 * qt[v] * ((real)((d > 0) - (d < 0)) - qs);
+            }
+        }
+        if (conf && dconf) {
+            double s = 1 / (1 + exp(-(double)conf[t]));
+            dconf[t] += (real)(w * alpha[2] / denom * (s - cstar[t]));
+        }
+    }
+}

@@ -1,0 +1,336 @@
+/* regen.c — target hidden states for drafter training (see regen.h). */
+#include "train/regen.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/progress.h"
+#include "spec/generate.h"
+#include "tokenizer/tokenizer.h"
+#include "train/shards.h"
+
+int tr_auto_taps(int *taps, int n_layers) {
+    int n = 0;
+    if (n_layers < 2) return 0;
+    int start = 1, end = n_layers - 3 > start ? n_layers - 3 : start;
+    for (int i = 0; i < 5; i++) {
+        int id = (int)nearbyint(start + i * (double)(end - start) / 4.0);
+        if (id > n_layers - 2) id = n_layers - 2;
+        if (n == 0 || id > taps[n - 1]) taps[n++] = id;
+    }
+    return n;
+}
+
+/* one parsed record: ids (malloc'd) and the response start */
+typedef struct {
+    int32_t *ids;
+    int n, resp_start;
+} record;
+
+static int append_ids(record *r, const int32_t *ids, int n) {
+    int32_t *p = realloc(r->ids, sizeof(int32_t) * (r->n + n + 1));
+    if (!p) return -1;
+    memcpy(p + r->n, ids, sizeof(int32_t) * n);
+    r->ids = p;
+    r->n += n;
+    return 0;
+}
+
+static int encode_into(record *r, tok_tokenizer *tok, const char *text, int add_bos, int special, sp_err *err) {
+    int32_t *ids = NULL;
+    int n = 0;
+    if (tok_encode(tok, text, strlen(text), add_bos, special, &ids, &n, err)) return -1;
+    int rc = append_ids(r, ids, n);
+    free(ids);
+    return rc ? sp_err_set(err, "out of memory") : 0;
+}
+
+/* Parse one JSON line into a record. With generate, only the prompt is kept (resp_start = n). */
+static int parse_record(record *r, const char *line, size_t len, const char *what, tok_tokenizer *tok, int vocab,
+                        int generate, sp_err *err) {
+    memset(r, 0, sizeof *r);
+    json_error_t je;
+    json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) return sp_err_set(err, "%s: invalid JSON: %s", what, je.text);
+    int rc = -1;
+    json_t *ids = json_object_get(j, "ids"), *text = json_object_get(j, "text");
+    json_t *prompt = json_object_get(j, "prompt"), *msgs = json_object_get(j, "messages");
+    if (!json_is_object(j)) {
+        sp_err_set(err, "%s: a record must be a JSON object", what);
+        goto out;
+    } else if (ids) {
+        json_t *rs = json_object_get(j, "resp_start");
+        if (!json_is_array(ids) || json_array_size(ids) == 0 || !json_is_integer(rs)) {
+            sp_err_set(err, "%s: \"ids\" must be a non-empty array of token ids with an integer \"resp_start\"", what);
+            goto out;
+        }
+        int n = (int)json_array_size(ids);
+        r->ids = malloc(sizeof(int32_t) * (n + 1));
+        if (!r->ids) { sp_err_set(err, "%s: out of memory", what); goto out; }
+        for (int i = 0; i < n; i++) {
+            json_t *v = json_array_get(ids, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab) {
+                sp_err_set(err, "%s: ids[%d] is not a token id in [0, %d)", what, i, vocab);
+                goto out;
+            }
+            r->ids[i] = (int32_t)json_integer_value(v);
+        }
+        r->n = n;
+        r->resp_start = (int)json_integer_value(rs);
+        if (r->resp_start < 0 || r->resp_start > n) {
+            sp_err_set(err, "%s: resp_start %d outside [0, %d]", what, r->resp_start, n);
+            goto out;
+        }
+        if (generate) r->n = r->resp_start;
+    } else if (text || prompt || msgs) {
+        if (!tok) { sp_err_set(err, "%s: text records need the target's tokenizer.json", what); goto out; }
+        if (text) {
+            if (!json_is_string(text)) { sp_err_set(err, "%s: \"text\" must be a string", what); goto out; }
+            if (encode_into(r, tok, json_string_value(text), 1, 0, err)) goto out;
+            r->resp_start = 0;
+        } else if (prompt) {
+            json_t *resp = json_object_get(j, "response");
+            if (!json_is_string(prompt) || (!generate && !json_is_string(resp))) {
+                sp_err_set(err, "%s: \"prompt\" and \"response\" must be strings", what);
+                goto out;
+            }
+            if (encode_into(r, tok, json_string_value(prompt), 1, 0, err)) goto out;
+            r->resp_start = r->n;
+            if (!generate && encode_into(r, tok, json_string_value(resp), 0, 0, err)) goto out;
+        } else {
+            size_t nm = json_is_array(msgs) ? json_array_size(msgs) : 0;
+            tok_msg *m = calloc(nm ? nm : 1, sizeof(tok_msg));
+            int last_user = -1, ok = nm > 0 && m;
+            for (size_t i = 0; ok && i < nm; i++) {
+                json_t *role = json_object_get(json_array_get(msgs, i), "role");
+                json_t *content = json_object_get(json_array_get(msgs, i), "content");
+                ok = json_is_string(role) && json_is_string(content);
+                if (ok) {
+                    m[i].role = json_string_value(role);
+                    m[i].content = json_string_value(content);
+                    if (strcmp(m[i].role, "assistant") != 0) last_user = (int)i;
+                }
+            }
+            /* prompt = the turns up to the last non-assistant one, with the generation prompt;
+             * the record = every turn (unless the response is to be generated) */
+            char *pt = NULL, *full = NULL;
+            if (!ok || last_user < 0) {
+                sp_err_set(err, "%s: \"messages\" must be a non-empty array of {\"role\", \"content\"} strings "
+                                "with a non-assistant turn", what);
+                ok = 0;
+            } else {
+                int whole = !generate && (size_t)last_user + 1 < nm;
+                ok = !tok_chat_render(tok, NULL, m, last_user + 1, 1, &pt, err) &&
+                     !encode_into(r, tok, pt, 0, 1, err);
+                r->resp_start = r->n;
+                if (ok && whole) {
+                    ok = !tok_chat_render(tok, NULL, m, (int)nm, 0, &full, err);
+                    size_t lp = strlen(pt);
+                    if (ok && strncmp(full, pt, lp) == 0) {
+                        /* the conversation extends the prompt text: prompt ids, then the rest */
+                        ok = !encode_into(r, tok, full + lp, 0, 1, err);
+                    } else if (ok) {
+                        /* the template renders earlier turns differently once answered: encode
+                         * the whole and start the response where the ids stop agreeing */
+                        record w = {0};
+                        ok = !encode_into(&w, tok, full, 0, 1, err);
+                        int common = 0;
+                        while (ok && common < w.n && common < r->n && w.ids[common] == r->ids[common]) common++;
+                        free(r->ids);
+                        *r = w;
+                        r->resp_start = common;
+                    }
+                }
+            }
+            free(full); free(pt); free(m);
+            if (!ok) goto out;
+        }
+    } else {
+        sp_err_set(err, "%s: a record needs one of \"text\", \"prompt\"/\"response\", \"messages\" or \"ids\"", what);
+        goto out;
+    }
+    if (r->n < 1) { sp_err_set(err, "%s: the record has no tokens", what); goto out; }
+    rc = 0;
+out:
+    json_decref(j);
+    if (rc) { free(r->ids); r->ids = NULL; }
+    return rc;
+}
+
+/* line offsets of the non-blank lines of text */
+typedef struct { size_t off, len; int lineno; } line_ref;
+
+static int split_lines(const char *text, size_t n, line_ref **out, int *count) {
+    int cap = 64, k = 0, lineno = 0;
+    line_ref *v = malloc(sizeof(line_ref) * cap);
+    if (!v) return -1;
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && text[e] != '\n') e++;
+        lineno++;
+        size_t s = i;
+        while (s < e && (text[s] == ' ' || text[s] == '\t' || text[s] == '\r')) s++;
+        if (s < e) {
+            if (k == cap) {
+                line_ref *nv = realloc(v, sizeof(line_ref) * (cap *= 2));
+                if (!nv) { free(v); return -1; }
+                v = nv;
+            }
+            v[k++] = (line_ref){i, e - i, lineno};
+        }
+        i = e + 1;
+    }
+    *out = v;
+    *count = k;
+    return 0;
+}
+
+/* Target forward over one sequence: hidden [n, H] and taps [n, m·H] as bf16. */
+static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, int nt, uint16_t *hid_bf,
+                      uint16_t *ml_bf, float *hid, float *tap, int chunk, sp_err *err) {
+    const sp_config *c = sp_model_config(m);
+    int H = c->hidden_size;
+    sp_kv *kv = sp_kv_create(m, n, chunk, err);
+    if (!kv) return -1;
+    for (int i = 0; i < n; i += chunk) {
+        int T = n - i < chunk ? n - i : chunk;
+        sp_forward_out o = {.hidden = hid, .tap_layers = taps, .n_taps = nt, .taps = tap};
+        if (sp_model_forward(m, kv, ids + i, T, &o, err)) { sp_kv_free(kv); return -1; }
+        for (size_t j = 0; j < (size_t)T * H; j++) hid_bf[(size_t)i * H + j] = sp_f32_to_bf16(hid[j]);
+        for (size_t j = 0; j < (size_t)T * nt * H; j++) ml_bf[(size_t)i * nt * H + j] = sp_f32_to_bf16(tap[j]);
+    }
+    sp_kv_free(kv);
+    return 0;
+}
+
+int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *err) {
+    tr_regen_cfg c = *cin;
+    if (c.shard_records <= 0) c.shard_records = 256;
+    if (c.max_len <= 0) c.max_len = 4096;
+    int n_written = 0, n_skipped = 0, rc = -1;
+    char *text = NULL;
+    size_t text_n = 0;
+    line_ref *lines = NULL;
+    int n_lines = 0;
+    sp_model *m = NULL;
+    tok_tokenizer *tok = NULL;
+    record *recs = NULL;
+    float *hid = NULL, *tap = NULL;
+    uint16_t *hid_bf = NULL, *ml_bf = NULL;
+    int32_t *gen = NULL;
+    if (sp_read_file(c.data_path, &text, &text_n, err)) return -1;
+    if (split_lines(text, text_n, &lines, &n_lines)) { sp_err_set(err, "%s: out of memory", c.data_path); goto out; }
+    if (n_lines == 0) { sp_err_set(err, "%s: no record", c.data_path); goto out; }
+    if (sp_model_load(&m, c.model_dir, c.threads, err)) goto out;
+    const sp_config *cfg = sp_model_config(m);
+    if (cfg->arch != SP_ARCH_QWEN3 && cfg->arch != SP_ARCH_LLAMA) {
+        sp_err_set(err, "%s: regen supports qwen3 and llama targets (this is %s)", c.model_dir, sp_arch_name(cfg->arch));
+        goto out;
+    }
+    char tpath[4096];
+    sp_path_join(tpath, sizeof tpath, c.model_dir, "tokenizer.json");
+    if (sp_file_exists(tpath) && !(tok = tok_load_dir(c.model_dir, err))) goto out;
+    if (c.n_taps == 0) c.n_taps = tr_auto_taps(c.taps, cfg->n_layers);
+    for (int i = 0; i < c.n_taps; i++)
+        if (c.taps[i] < 0 || c.taps[i] >= cfg->n_layers - 1 || (i && c.taps[i] <= c.taps[i - 1])) {
+            sp_err_set(err, "--taps: layer %d: taps must be strictly increasing layers in [0, %d) (the final layer "
+                            "is not used)", c.taps[i], cfg->n_layers - 1);
+            goto out;
+        }
+    if (c.n_taps < 1) { sp_err_set(err, "%s: the target has too few layers for taps", c.model_dir); goto out; }
+    /* parse and check every record before any work */
+    recs = calloc(n_lines, sizeof(record));
+    if (!recs) { sp_err_set(err, "out of memory"); goto out; }
+    for (int i = 0; i < n_lines; i++) {
+        char what[4200];
+        snprintf(what, sizeof what, "%s:%d", c.data_path, lines[i].lineno);
+        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, tok, cfg->vocab_size, c.generate, err))
+            goto out;
+        if (recs[i].n > c.max_len) recs[i].n = c.max_len;
+        if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
+    }
+    if (sp_mkdir_p(c.out_dir, err)) goto out;
+    int H = cfg->hidden_size, nt = c.n_taps, chunk = 256;
+    hid = malloc(sizeof(float) * chunk * H);
+    tap = malloc(sizeof(float) * chunk * nt * H);
+    gen = malloc(sizeof(int32_t) * (c.generate + 1));
+    if (!hid || !tap || !gen) { sp_err_set(err, "out of memory"); goto out; }
+    int n_shards = (n_lines + c.shard_records - 1) / c.shard_records;
+    sp_progress pr;
+    if (c.progress) sp_progress_start(&pr, "regen", n_lines, "rec");
+    double tokens = 0, t0 = sp_time_ms();
+    for (int s = 0; s < n_shards; s++) {
+        char sd[4096];
+        tr_shard_dir(sd, sizeof sd, c.out_dir, s);
+        if (c.dist && s % c.dist->size != c.dist->rank) continue;
+        int r0 = s * c.shard_records, r1 = r0 + c.shard_records < n_lines ? r0 + c.shard_records : n_lines;
+        if (tr_shard_complete(sd)) {
+            n_skipped++;
+            continue;
+        }
+        /* generate responses first (their lengths size the shard) */
+        for (int i = r0; i < r1 && c.generate > 0; i++) {
+            sp_gen_params gp = sp_gen_params_default();
+            gp.max_new = c.generate;
+            gp.sample.temperature = c.temp;
+            gp.sample.seed = c.seed + (uint64_t)i;
+            int room = c.max_len - recs[i].n;
+            if (room < 1) continue;
+            if (gp.max_new > room) gp.max_new = room;
+            sp_gen_stats gs;
+            if (sp_generate(m, NULL, recs[i].ids, recs[i].n, &gp, gen, c.generate + 1, &gs, err)) {
+                sp_err_wrap(err, "%s:%d: generating", c.data_path, lines[i].lineno);
+                goto out;
+            }
+            recs[i].resp_start = recs[i].n;
+            if (append_ids(&recs[i], gen, gs.emitted)) { sp_err_set(err, "out of memory"); goto out; }
+        }
+        int64_t L = 0;
+        for (int i = r0; i < r1; i++) L += recs[i].n;
+        int32_t *ids = malloc(sizeof(int32_t) * L), *lens = malloc(sizeof(int32_t) * (r1 - r0)),
+                *rs = malloc(sizeof(int32_t) * (r1 - r0));
+        hid_bf = malloc(sizeof(uint16_t) * L * H);
+        ml_bf = malloc(sizeof(uint16_t) * L * nt * H);
+        int bad = !ids || !lens || !rs || !hid_bf || !ml_bf;
+        if (bad) sp_err_set(err, "out of memory for shard %d (%lld tokens)", s, (long long)L);
+        int64_t off = 0;
+        for (int i = r0; i < r1 && !bad; i++) {
+            memcpy(ids + off, recs[i].ids, sizeof(int32_t) * recs[i].n);
+            lens[i - r0] = recs[i].n;
+            rs[i - r0] = recs[i].resp_start;
+            bad = run_target(m, recs[i].ids, recs[i].n, c.taps, nt, hid_bf + off * H, ml_bf + off * nt * H, hid, tap,
+                             chunk, err);
+            off += recs[i].n;
+            tokens += recs[i].n;
+            if (c.progress) {
+                char extra[64];
+                snprintf(extra, sizeof extra, "%.0f tok/s", tokens / ((sp_time_ms() - t0) / 1000 + 1e-9));
+                sp_progress_update(&pr, i + 1, extra);
+            }
+        }
+        if (!bad) bad = tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c.taps, err);
+        free(ids); free(lens); free(rs); free(hid_bf); free(ml_bf);
+        hid_bf = NULL; ml_bf = NULL;
+        if (bad) goto out;
+        n_written++;
+    }
+    if (c.progress) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "%.0f tok/s, %d shards written, %d skipped",
+                 tokens / ((sp_time_ms() - t0) / 1000 + 1e-9), n_written, n_skipped);
+        sp_progress_finish(&pr, n_lines, extra);
+    }
+    rc = 0;
+out:
+    if (written) *written = n_written;
+    if (skipped) *skipped = n_skipped;
+    for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
+    free(recs); free(lines); free(text); free(hid); free(tap); free(gen); free(hid_bf); free(ml_bf);
+    tok_free(tok);
+    sp_model_free(m);
+    return rc;
+}

@@ -1,0 +1,43 @@
+/* regen.h — run the target over a JSONL corpus and write hidden-state shards (shards.h).
+ *
+ * Records (one JSON object per line; blank lines skipped):
+ *   {"text": "..."}                      the whole text is the response (resp_start 0)
+ *   {"prompt": "...", "response": "..."} resp_start = number of prompt tokens
+ *   {"messages": [{"role", "content"}…]}  rendered with the chat template; the response is
+ *                                         everything after the last non-assistant turn
+ *   {"ids": [..], "resp_start": n}       pre-tokenized
+ * With generate > 0 the response is replaced by up to `generate` tokens the target itself
+ * samples after the prompt (temperature temp, seeded per record), as DeepSpec does.
+ * Record i goes to shard i / shard_records. A shard already complete is skipped, so a rerun
+ * after a kill (even kill -9 mid-write) redoes only what is missing; every line is parsed and
+ * checked before any work, and a malformed one is an error naming FILE:LINE. */
+#ifndef SPECULA_TRAIN_REGEN_H
+#define SPECULA_TRAIN_REGEN_H
+
+#include <stdint.h>
+
+#include "specula.h"
+#include "train/dist.h"
+
+typedef struct {
+    const char *model_dir, *data_path, *out_dir;
+    int n_taps;          /* 0: auto (FORMATS.md §7.1 rule for 5 draft layers) */
+    int taps[16];
+    int shard_records;   /* records per shard (default 256) */
+    int max_len;         /* sequences are cut to this many tokens (default 4096) */
+    int generate;        /* > 0: regenerate responses with the target, up to this many tokens */
+    float temp;
+    uint64_t seed;
+    int threads;
+    int progress;        /* 1: progress bar on stderr */
+    const tr_dist *dist; /* NULL: one process; with N ranks, rank r does shards s with s % N == r */
+} tr_regen_cfg;
+
+/* The automatic tap layers for a target of n_layers: §7.1 with 5 draft layers
+ * (round-half-even of 1 + i·(N−4)/4), duplicates dropped. Returns the count. */
+int tr_auto_taps(int *taps, int n_layers);
+
+/* Returns 0, or -1 with err. *written / *skipped receive this rank's shard counts (may be NULL). */
+int tr_regen_run(const tr_regen_cfg *c, int *written, int *skipped, sp_err *err);
+
+#endif

@@ -1,0 +1,204 @@
+/* shards.c — write and read regenerated hidden-state shards (layout in shards.h). */
+#include "train/shards.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+void tr_shard_dir(char *out, size_t cap, const char *dir, int index) {
+    snprintf(out, cap, "%s/shard_%05d", dir, index);
+}
+
+static int read_shard_json(const char *shard_dir, json_t **out, sp_err *err) {
+    char path[4096];
+    sp_path_join(path, sizeof path, shard_dir, "shard.json");
+    json_error_t je;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return sp_err_set(err, "%s: %s", path, j ? "not a JSON object" : je.text);
+    }
+    *out = j;
+    return 0;
+}
+
+int tr_shard_complete(const char *shard_dir) {
+    json_t *j = NULL;
+    if (read_shard_json(shard_dir, &j, NULL)) return 0;
+    json_decref(j);
+    char path[4096];
+    sp_path_join(path, sizeof path, shard_dir, "model.safetensors");
+    return sp_file_exists(path);
+}
+
+int tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens, const int32_t *resp_starts,
+                   const int32_t *ids, const uint16_t *hidden, const uint16_t *hidden_ml, int H, int m,
+                   const int *tap_layers, sp_err *err) {
+    if (sp_mkdir_p(shard_dir, err)) return -1;
+    int64_t L = 0;
+    for (int i = 0; i < n_seq; i++) L += seq_lens[i];
+    char path[4096];
+    /* a rewrite starts from nothing: an old shard.json must not vouch for a new, torn file */
+    sp_path_join(path, sizeof path, shard_dir, "shard.json");
+    remove(path);
+    st_writer *w = st_writer_create();
+    if (!w) return sp_err_set(err, "%s: out of memory", shard_dir);
+    int64_t sh_h[2] = {L, H}, sh_ml[2] = {L, (int64_t)m * H}, sh_l[1] = {L}, sh_n[1] = {n_seq};
+    int rc = st_writer_add_ref(w, "hidden", SP_DT_BF16, 2, sh_h, hidden, err) ||
+             st_writer_add_ref(w, "hidden_ml", SP_DT_BF16, 2, sh_ml, hidden_ml, err) ||
+             st_writer_add_ref(w, "ids", SP_DT_I32, 1, sh_l, ids, err) ||
+             st_writer_add_ref(w, "seq_lens", SP_DT_I32, 1, sh_n, seq_lens, err) ||
+             st_writer_add_ref(w, "resp_starts", SP_DT_I32, 1, sh_n, resp_starts, err);
+    sp_path_join(path, sizeof path, shard_dir, "model.safetensors");
+    if (!rc) rc = st_writer_save(w, path, err);
+    st_writer_free(w);
+    if (rc) return -1;
+    json_t *j = json_object(), *taps = json_array();
+    for (int i = 0; i < m; i++) json_array_append_new(taps, json_integer(tap_layers[i]));
+    json_object_set_new(j, "nSeq", json_integer(n_seq));
+    json_object_set_new(j, "nTokens", json_integer(L));
+    json_object_set_new(j, "hiddenSize", json_integer(H));
+    json_object_set_new(j, "m", json_integer(m));
+    json_object_set_new(j, "tapLayers", taps);
+    char *text = json_dumps(j, JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (!text) return sp_err_set(err, "%s: out of memory", shard_dir);
+    sp_path_join(path, sizeof path, shard_dir, "shard.json");
+    rc = sp_write_file_atomic(path, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+static int json_int(json_t *j, const char *key, int64_t *v, const char *what, sp_err *err) {
+    json_t *x = json_object_get(j, key);
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+        return sp_err_set(err, "%s: \"%s\" missing or not a non-negative integer", what, key);
+    *v = json_integer_value(x);
+    return 0;
+}
+
+/* open and validate one shard; fills H / m / taps of s on the first shard, checks them after */
+static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int vocab, sp_err *err) {
+    memset(sh, 0, sizeof *sh);
+    char what[4200];
+    snprintf(what, sizeof what, "%s/shard.json", shard_dir);
+    json_t *j = NULL;
+    if (read_shard_json(shard_dir, &j, err)) return -1;
+    int64_t n_seq = 0, n_tok = 0, H = 0, m = 0;
+    if (json_int(j, "nSeq", &n_seq, what, err) || json_int(j, "nTokens", &n_tok, what, err) ||
+        json_int(j, "hiddenSize", &H, what, err) || json_int(j, "m", &m, what, err)) {
+        json_decref(j);
+        return -1;
+    }
+    json_t *taps = json_object_get(j, "tapLayers");
+    if (!json_is_array(taps) || (int64_t)json_array_size(taps) != m || m < 1 || m > 16 || H < 1) {
+        json_decref(j);
+        return sp_err_set(err, "%s: \"tapLayers\" must list m (1..16) layers", what);
+    }
+    int tl[16];
+    for (int i = 0; i < m; i++) tl[i] = (int)json_integer_value(json_array_get(taps, i));
+    json_decref(j);
+    if (s->n_shards == 0) {
+        s->H = (int)H;
+        s->m = (int)m;
+        memcpy(s->tap_layers, tl, sizeof(int) * m);
+    } else if (H != s->H || m != s->m || memcmp(tl, s->tap_layers, sizeof(int) * m))
+        return sp_err_set(err, "%s: hiddenSize / tapLayers differ from the first shard", what);
+    char path[4096];
+    sp_path_join(path, sizeof path, shard_dir, "model.safetensors");
+    if (st_open_file(&sh->st, path, err)) return -1;
+    const st_tensor *t;
+    int64_t sh_h[2] = {n_tok, H}, sh_ml[2] = {n_tok, m * H}, sh_l[1] = {n_tok}, sh_n[1] = {n_seq};
+    if (st_get(sh->st, "hidden", SP_DT_BF16, 2, sh_h, &t, err)) goto fail;
+    sh->hidden = t->data;
+    if (st_get(sh->st, "hidden_ml", SP_DT_BF16, 2, sh_ml, &t, err)) goto fail;
+    sh->hidden_ml = t->data;
+    if (st_get(sh->st, "ids", SP_DT_I32, 1, sh_l, &t, err)) goto fail;
+    sh->ids = t->data;
+    if (st_get(sh->st, "seq_lens", SP_DT_I32, 1, sh_n, &t, err)) goto fail;
+    sh->seq_lens = t->data;
+    if (st_get(sh->st, "resp_starts", SP_DT_I32, 1, sh_n, &t, err)) goto fail;
+    sh->resp_starts = t->data;
+    sh->n_seq = (int)n_seq;
+    sh->n_tokens = n_tok;
+    sh->seq_off = malloc(sizeof(int64_t) * (n_seq + 1));
+    if (!sh->seq_off) { sp_err_set(err, "%s: out of memory", path); goto fail; }
+    int64_t off = 0;
+    for (int i = 0; i < n_seq; i++) {
+        if (sh->seq_lens[i] < 1 || sh->resp_starts[i] < 0 || sh->resp_starts[i] > sh->seq_lens[i]) {
+            sp_err_set(err, "%s: sequence %d: length %d, response start %d", path, i, sh->seq_lens[i],
+                       sh->resp_starts[i]);
+            goto fail;
+        }
+        sh->seq_off[i] = off;
+        off += sh->seq_lens[i];
+    }
+    if (off != n_tok) {
+        sp_err_set(err, "%s: seq_lens sum to %lld, ids has %lld", path, (long long)off, (long long)n_tok);
+        goto fail;
+    }
+    for (int64_t i = 0; i < n_tok; i++)
+        if (sh->ids[i] < 0 || (vocab > 0 && sh->ids[i] >= vocab)) {
+            sp_err_set(err, "%s: ids[%lld] = %d outside the vocabulary (%d)", path, (long long)i, sh->ids[i], vocab);
+            goto fail;
+        }
+    return 0;
+fail:
+    st_close(sh->st);
+    free(sh->seq_off);
+    memset(sh, 0, sizeof *sh);
+    return -1;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err) {
+    memset(s, 0, sizeof *s);
+    DIR *d = opendir(dir);
+    if (!d) return sp_err_set(err, "%s: cannot open the shard directory", dir);
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "shard_", 6) != 0 || strchr(e->d_name, '.')) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(names, sizeof(char *) * cap);
+            if (!nn) break;
+            names = nn;
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof(char *), cmp_str);
+    s->shards = calloc(n ? n : 1, sizeof(tr_shard));
+    int rc = s->shards ? 0 : sp_err_set(err, "%s: out of memory", dir);
+    for (int i = 0; i < n && !rc; i++) {
+        char sd[4096];
+        snprintf(sd, sizeof sd, "%s/%s", dir, names[i]);
+        if (!tr_shard_complete(sd)) {
+            sp_log(SP_LOG_WARN, "%s: incomplete shard (no shard.json), skipped", sd);
+            continue;
+        }
+        rc = open_shard(s, &s->shards[s->n_shards], sd, vocab, err);
+        if (!rc) s->n_shards++;
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (!rc && s->n_shards == 0) rc = sp_err_set(err, "%s: no complete shard_NNNNN directory", dir);
+    if (rc) tr_shardset_close(s);
+    return rc;
+}
+
+void tr_shardset_close(tr_shardset *s) {
+    for (int i = 0; i < s->n_shards; i++) {
+        st_close(s->shards[i].st);
+        free(s->shards[i].seq_off);
+    }
+    free(s->shards);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,312 @@
+/* trainer.c — the training loop (see trainer.h). */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/pool.h"
+#include "core/progress.h"
+#include "model/model_internal.h"
+#include "train/batch.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+#include "train/shards.h"
+
+tr_train_cfg tr_train_defaults(void) {
+    tr_train_cfg c;
+    memset(&c, 0, sizeof c);
+    c.arch = TR_ARCH_DSPARK;
+    c.epochs = 1;
+    c.lr = 6e-4;
+    c.warmup = -1;
+    c.batch = 16;
+    c.block = 7;
+    c.layers = 5;
+    c.markov_rank = 256;
+    c.ctx = 512;
+    c.gamma = 4.0;
+    c.seed = 42;
+    c.eval_blocks = 64;
+    c.mask_id = -1;
+    return c;
+}
+
+/* the held-out monitor: a_k and τ over eval_n full blocks */
+static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, tr_batcher *ev, int eval_n,
+                     const float *Wlm, float *cstar, double *tau, double *acc) {
+    int B = m->d.B, k0 = m->d.arch == TR_ARCH_DFLASH_ZLAB; /* z-lab drafts come from slots 1..B−1 */
+    double tsum = 0;
+    for (int k = 0; k < B; k++) acc[k] = 0;
+    for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
+        int n = eval_n - i0 < b->cap ? eval_n - i0 : b->cap;
+        tr_batcher_fill(ev, b, i0, n);
+        double wsum = 1e-6;
+        for (int t = 0; t < n * B; t++) wsum += b->wt[t];
+        tr_stats st;
+        tr_forward(pool, m, a, b, Wlm, wsum, &st, cstar);
+        for (int e = 0; e < n; e++) {
+            double prod = 1, te = 1;
+            for (int k = k0; k < B; k++) {
+                prod *= cstar[e * B + k];
+                te += prod;
+                acc[k] += cstar[e * B + k];
+            }
+            tsum += te;
+        }
+    }
+    *tau = tsum / eval_n;
+    for (int k = 0; k < B; k++) acc[k] /= eval_n;
+}
+
+/* keep the header and the rows of steps <= step (a resumed run rewrites what follows) */
+static int log_truncate(const char *path, long step, sp_err *err) {
+    char *text = NULL;
+    size_t n = 0;
+    if (!sp_file_exists(path)) return 0;
+    if (sp_read_file(path, &text, &n, err)) return -1;
+    size_t keep = 0;
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && text[e] != '\n') e++;
+        if (e == n) break; /* a torn last line */
+        long s = strtol(text + i, NULL, 10);
+        if (i > 0 && s > step) break;
+        keep = e + 1;
+        i = e + 1;
+    }
+    int rc = sp_write_file_atomic(path, text, keep, err);
+    free(text);
+    return rc;
+}
+
+const char *tr_arch_name(tr_arch a) {
+    return a == TR_ARCH_DSPARK ? "dspark" : a == TR_ARCH_DFLASH ? "dflash" : "dflash-zlab";
+}
+
+double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
+    double T = (double)NB * d->B, S = (double)NB * (C + d->B), Tc = (double)NB * C;
+    double H = d->H, QD = (double)d->NH * d->D, KD = (double)d->KVH * d->D, I = d->I, V = d->V, r = d->r;
+    /* multiply-adds of the forward; backward: ×2 for trained matmuls (input + weight grads) */
+    double layer = T * H * QD + 2 * S * H * KD + T * QD * H + 3 * T * H * I; /* q, k+v, o, MLP */
+    double attn = 2 * T * (C + d->B) * QD;                                   /* QKᵀ and PV */
+    double fwd = Tc * d->m * H * H + d->L * (layer + attn) + T * H * V + T * r * V;
+    double bwd = Tc * d->m * H * H + 2 * d->L * (layer + attn) + T * H * V + 2 * T * r * V;
+    double target = with_P ? T * H * V : 0;
+    return 2 * (fwd + bwd + target);
+}
+
+static int mask_id_auto(const sp_config *cfg) {
+    return cfg->vocab_size == 151936 ? 151669 : cfg->vocab_size - 1;
+}
+
+int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
+    memset(res, 0, sizeof *res);
+    int rc = -1;
+    sp_model *target = NULL;
+    tr_shardset data = {0}, held = {0};
+    tr_batcher bt = {0}, ev = {0};
+    tr_model m = {0};
+    tr_acts *acts = NULL;
+    tr_batch batch = {0};
+    float *grad = NULL, *am = NULL, *av = NULL, *Wlm = NULL, *cstar = NULL;
+    char *config_json = NULL;
+    FILE *log = NULL;
+    double acc[64];
+
+    if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
+    const sp_config *tc = sp_model_config(target);
+    if (tc->arch != SP_ARCH_QWEN3) {
+        sp_err_set(err, "%s: training supports qwen3 targets (the published DSpark/DFlash layout); this is %s",
+                   c->model_dir, sp_arch_name(tc->arch));
+        goto out;
+    }
+    if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0) {
+        sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range", c->block,
+                   c->batch, c->layers, c->ctx, c->markov_rank);
+        goto out;
+    }
+    if (tr_shardset_open(&data, c->data_dir, tc->vocab_size, err)) goto out;
+    if (data.H != tc->hidden_size) {
+        sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, data.H, tc->hidden_size);
+        goto out;
+    }
+    const tr_shardset *evdata = &data;
+    if (c->heldout_dir) {
+        if (tr_shardset_open(&held, c->heldout_dir, tc->vocab_size, err)) goto out;
+        if (held.H != data.H || held.m != data.m || memcmp(held.tap_layers, data.tap_layers, sizeof(int) * data.m)) {
+            sp_err_set(err, "%s: held-out shards have other taps / hidden size than %s", c->heldout_dir, c->data_dir);
+            goto out;
+        }
+        evdata = &held;
+    }
+
+    /* the drafter: the target's shapes, our depth / block / heads */
+    tr_dims d = {.arch = c->arch, .H = tc->hidden_size, .NH = tc->n_heads, .KVH = tc->n_kv_heads,
+                 .D = tc->head_dim, .I = tc->ffn_dim, .L = c->layers, .V = tc->vocab_size, .m = data.m,
+                 .B = c->block, .r = c->arch == TR_ARCH_DSPARK ? c->markov_rank : 0,
+                 .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
+                 .mask_id = c->mask_id >= 0 ? c->mask_id : mask_id_auto(tc), .n_target_layers = tc->n_layers,
+                 .eps = tc->rms_eps, .rope = tc->rope};
+    memcpy(d.tap_layers, data.tap_layers, sizeof(int) * data.m);
+    if (d.mask_id >= d.V) { sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V); goto out; }
+    if (tr_model_init(&m, &d, c->seed, err)) goto out;
+    grad = calloc(m.n, sizeof(float));
+    am = calloc(m.n, sizeof(float));
+    av = calloc(m.n, sizeof(float));
+    Wlm = malloc(sizeof(float) * d.V * d.H);
+    cstar = malloc(sizeof(float) * c->batch * d.B);
+    if (!grad || !am || !av || !Wlm || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
+    /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
+    sp_to_f32(Wlm, target->lm_head.data, target->lm_head.dt, (size_t)d.V * d.H);
+
+    /* this rank's slice [lo, hi) of every global batch */
+    int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
+    int lo = c->batch * rank / size, hi = c->batch * (rank + 1) / size, nloc = hi - lo;
+    int cap = (c->batch + size - 1) / size;
+    if (nloc < 1) { sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size); goto out; }
+    int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
+    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->seed, cap, err)) goto out;
+    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, c->seed ^ 0xe7a1u, cap, err))
+        goto out;
+    int eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
+    if (eval_n < 1) eval_n = 1;
+    if (!(acts = tr_acts_create(&d, cap, c->ctx, err))) goto out;
+    if (tr_batch_alloc(&batch, cap, c->ctx, d.B, d.V, d.H, d.m * d.H, 1, err)) goto out;
+    /* DFlash trains on CE only: no target distribution needed except for the monitor */
+    float *P_keep = batch.P;
+
+    long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((bt.n + c->batch - 1) / c->batch);
+    tr_optim_cfg oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
+                       .warmup = c->warmup >= 0 ? c->warmup : (long)ceil(0.04 * total), .total = total, .clip = 1.0};
+    char cfgpath[4096];
+    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (tr_config_json(&config_json, cfgpath, &d, 512, err)) goto out;
+
+    /* every setting the trajectory depends on (resume refuses a checkpoint made with others) */
+    char run[1024];
+    snprintf(run, sizeof run,
+             "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
+             "total=%ld mask=%d anchors=%lld",
+             tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
+             c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)bt.n);
+    long step0 = 0;
+    char path[4096];
+    sp_path_join(path, sizeof path, c->out_dir, "optimizer.safetensors");
+    if (c->resume && sp_file_exists(path)) {
+        if (tr_checkpoint_load(c->out_dir, &m, am, av, &step0, run, err)) goto out;
+        sp_log(SP_LOG_INFO, "train: resuming %s at step %ld", c->out_dir, step0);
+    } else if (rank == 0 && sp_mkdir_p(c->out_dir, err)) goto out;
+
+    char logpath[4096];
+    if (c->log_path) snprintf(logpath, sizeof logpath, "%s", c->log_path);
+    else sp_path_join(logpath, sizeof logpath, c->out_dir, "train_log.csv");
+    if (rank == 0) {
+        if (step0 > 0 && log_truncate(logpath, step0, err)) goto out;
+        log = fopen(logpath, step0 > 0 && sp_file_exists(logpath) ? "a" : "w");
+        if (!log) { sp_err_set(err, "%s: cannot open the log for writing", logpath); goto out; }
+    } else {
+        log = fopen("/dev/null", "w"); /* only rank 0 logs */
+        if (!log) { sp_err_set(err, "/dev/null: cannot open"); goto out; }
+    }
+    if (rank == 0 && ftell(log) == 0) {
+        fprintf(log, "step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau");
+        for (int k = 0; k < d.B; k++) fprintf(log, ",a%d", k + 1);
+        fprintf(log, "\n");
+    }
+
+    sp_pool *pool = target->pool;
+    double tau;
+    evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
+    res->tau_first = res->tau_last = tau;
+    if (step0 == 0) {
+        fprintf(log, "0,0,0,,,,,,,%.6f", tau);
+        for (int k = 0; k < d.B; k++) fprintf(log, ",%.6f", acc[k]);
+        fprintf(log, "\n");
+        fflush(log);
+    }
+    sp_progress pr;
+    if (c->progress && rank == 0) sp_progress_start(&pr, "train", (double)total, "step");
+    double train_ms = 0, tokens = 0;
+    for (long step = step0 + 1; step <= total; step++) {
+        double t0 = sp_time_ms();
+        batch.P = c->arch == TR_ARCH_DSPARK ? P_keep : NULL;
+        tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch + lo, nloc);
+        double wsum = 0;
+        for (int t = 0; t < nloc * d.B; t++) wsum += batch.wt[t];
+        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (§8.7) */
+        wsum += 1e-6;
+        tr_stats st;
+        tr_forward(pool, &m, acts, &batch, Wlm, wsum, &st, NULL);
+        memset(grad, 0, sizeof(float) * m.n);
+        tr_backward(pool, &m, acts, &batch, Wlm, wsum, grad);
+        double sums[4] = {st.loss, st.ce, st.l1, st.bce};
+        tr_dist_sum_f64(c->dist, sums, 4);
+        st.loss = sums[0]; st.ce = sums[1]; st.l1 = sums[2]; st.bce = sums[3];
+        tr_dist_sum_f32(c->dist, grad, m.n);
+        double gn = tr_clip_grad(grad, m.n, oc.clip);
+        double lr = tr_lr_at(&oc, step);
+        tr_adamw_step(m.w, grad, am, av, m.n, step, lr, &oc);
+        batch.P = P_keep;
+        double ms = sp_time_ms() - t0;
+        train_ms += ms;
+        tokens += (double)c->batch * d.B;
+        if (step == step0 + 1) res->loss_first = st.loss;
+        res->loss_last = st.loss;
+        res->step = step;
+        int do_eval = step == total || (c->eval_every > 0 && step % c->eval_every == 0);
+        if (do_eval) {
+            evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
+            res->tau_last = tau;
+            for (int k = 0; k < d.B && k < 64; k++) res->a_last[k] = acc[k];
+        }
+        fprintf(log, "%ld,%.4f,%.6g,%.6f,%.6f,%.6f,%.6f,%.4f,%.1f", step,
+                (double)(step * c->batch) / (double)bt.n, lr, st.loss, st.ce / wsum, st.l1 / wsum, st.bce / wsum, gn,
+                c->batch * d.B / (ms / 1000 + 1e-9));
+        if (do_eval) {
+            fprintf(log, ",%.6f", tau);
+            for (int k = 0; k < d.B; k++) fprintf(log, ",%.6f", acc[k]);
+        } else {
+            fprintf(log, ",");
+            for (int k = 0; k < d.B; k++) fprintf(log, ",");
+        }
+        fprintf(log, "\n");
+        fflush(log);
+        if (c->progress && rank == 0) {
+            char extra[96];
+            snprintf(extra, sizeof extra, "loss %.4f tau %.3f %.0f tok/s", st.loss, res->tau_last,
+                     tokens / (train_ms / 1000 + 1e-9));
+            sp_progress_update(&pr, (double)step, extra);
+        }
+        int save = rank == 0 && (step == total || (c->save_every > 0 && step % c->save_every == 0));
+        if (save) {
+            char state[512];
+            snprintf(state, sizeof state,
+                     "{\"step\": %ld, \"total_steps\": %ld, \"arch\": \"%s\", \"seed\": %llu, \"batch\": %d, "
+                     "\"block_size\": %d, \"lr\": %g, \"tau\": %.6f}\n",
+                     step, total, tr_arch_name(c->arch), (unsigned long long)c->seed,
+                     c->batch, d.B, c->lr, res->tau_last);
+            if (tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)) goto out;
+        }
+        if (c->stop_after > 0 && step - step0 >= c->stop_after) break;
+    }
+    if (c->progress && rank == 0) sp_progress_finish(&pr, (double)res->step, NULL);
+    res->tok_per_s = tokens / (train_ms / 1000 + 1e-9);
+    res->gflops = tr_step_flops(&d, nloc, c->ctx, c->arch == TR_ARCH_DSPARK) * (double)(res->step - step0) /
+                  (train_ms / 1000 + 1e-9) / 1e9;
+    rc = 0;
+out:
+    if (log) fclose(log);
+    free(config_json); free(grad); free(am); free(av); free(Wlm); free(cstar);
+    tr_batch_free(&batch);
+    tr_acts_free(acts);
+    tr_model_free(&m);
+    tr_batcher_free(&bt);
+    tr_batcher_free(&ev);
+    tr_shardset_close(&data);
+    tr_shardset_close(&held);
+    sp_model_free(target);
+    return rc;
+}

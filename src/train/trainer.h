@@ -1,0 +1,65 @@
+/* trainer.h — `specula train`: a DSpark or DFlash drafter for a target, from regenerated shards.
+ *
+ * AdamW on fp32 master weights (optim.h), warmup + cosine, clip 1.0; target embedding and LM
+ * head frozen and shared (never in the checkpoint). Checkpoints (checkpoint.h) every save_every
+ * steps and at the end; resume continues bit-identically: the batch of step s depends only on
+ * (seed, s), every kernel is deterministic and thread-count invariant, and the optimizer file
+ * holds everything else. The held-out monitor evaluates a fixed set of full blocks: per-slot
+ * analytic acceptance a_k = mean c*_k and τ = mean over blocks of 1 + Σ_j Π_{i≤j} c*_i.
+ * CSV log: step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau,a1..aB (tau and a_k only on
+ * monitor steps). */
+#ifndef SPECULA_TRAIN_TRAINER_H
+#define SPECULA_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "train/dist.h"
+#include "train/model.h"
+
+typedef struct {
+    tr_arch arch;
+    const char *model_dir, *data_dir, *heldout_dir, *out_dir, *log_path; /* log: NULL = OUT/train_log.csv */
+    long steps;          /* > 0: this many steps; else epochs over the anchors */
+    int epochs;
+    double lr;
+    long warmup;         /* < 0: 4 % of the steps */
+    int batch;           /* anchors per step */
+    int block, layers, markov_rank, ctx;
+    double gamma;
+    uint64_t seed;
+    int save_every;      /* 0: only at the end */
+    int resume;
+    int eval_every;      /* 0: only at the start and the end */
+    int eval_blocks;
+    int threads;
+    int mask_id;         /* < 0: automatic */
+    long stop_after;     /* > 0: return after this many steps without a final save (tests: a kill) */
+    int progress;
+    const tr_dist *dist; /* NULL: one process. With N ranks each takes a slice of every global
+                            batch; gradients and the loss normaliser are summed over ranks; rank 0
+                            writes the log and the checkpoints */
+} tr_train_cfg;
+
+/* defaults of FORMATS.md §8.8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
+ * Markov rank 256, context 512, γ 4, seed 42 */
+tr_train_cfg tr_train_defaults(void);
+
+typedef struct {
+    long step;            /* last step done */
+    double tau_first, tau_last;
+    double a_last[64];
+    double loss_first, loss_last;
+    double tok_per_s;     /* block tokens (anchors × B) per second of training steps */
+    double gflops;        /* matmul + attention GFLOP/s of the training steps (analytic count:
+                             forward, backward, and the target LM head for the distributions) */
+} tr_train_result;
+
+/* "dspark", "dflash", "dflash-zlab" */
+const char *tr_arch_name(tr_arch a);
+
+/* analytic FLOPs of one training step over NB anchors of C context rows (see gflops) */
+double tr_step_flops(const tr_dims *d, int NB, int C, int with_P);
+
+int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
+
+#endif

@@ -1,0 +1,310 @@
+/* test_train_data.c — regen, shards and batches (src/train/regen.c, shards.c, batch.c):
+ * shards round-trip with the target's own hidden states; a rerun skips complete shards; a torn
+ * shard (no shard.json, truncated file) is ignored and rewritten; malformed JSONL names the line;
+ * a damaged shard is a clear error; batches follow the off-by-one rule (on greedy-regenerated
+ * data the target distribution of slot k peaks exactly at its label), left padding and the
+ * contiguous eval-mask prefix with weights exp(−k/γ). Random tiny qwen3 target. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/newmodel.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+#include "train/batch.h"
+#include "train/regen.h"
+#include "train/shards.h"
+#include "tokenizer/tokenizer.h"
+
+static char root[256], target[300], shards[300], corpus[300];
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    fclose(f);
+    return 0;
+}
+
+static void setup(void) {
+    snprintf(root, sizeof root, "/tmp/specula_test_train_data_%d", (int)getpid());
+    snprintf(target, sizeof target, "%s/target", root);
+    snprintf(shards, sizeof shards, "%s/shards", root);
+    snprintf(corpus, sizeof corpus, "%s/corpus.jsonl", root);
+    sp_err err;
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 3, .n_threads = 2};
+    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    /* 5 records of prompts; responses regenerated greedily by the target */
+    char text[4096] = "";
+    for (int i = 0; i < 5; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "{\"ids\": [1, %d, %d, %d, %d], \"resp_start\": 5}\n%s", 100 + i, 200 + 3 * i,
+                 100 + i, 17 * i + 5, i == 2 ? "\n" : "");
+        strcat(text, line);
+    }
+    CHECK(write_text(corpus, text) == 0, "write %s", corpus);
+}
+
+static tr_regen_cfg regen_cfg(void) {
+    tr_regen_cfg c = {.model_dir = target, .data_path = corpus, .out_dir = shards, .shard_records = 2,
+                      .generate = 12, .temp = 0, .threads = 2};
+    return c;
+}
+
+static void test_regen_shards(void) {
+    tr_regen_cfg c = regen_cfg();
+    sp_err err;
+    int w = -1, s = -1;
+    CHECK(tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg);
+    CHECK(w == 3 && s == 0, "written %d skipped %d", w, s);
+    tr_shardset set;
+    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(set.n_shards == 3 && set.H == 64 && set.m == 1 && set.tap_layers[0] == 0, "shards %d H %d m %d",
+          set.n_shards, set.H, set.m);
+    CHECK(set.shards[0].n_seq == 2 && set.shards[2].n_seq == 1, "records per shard");
+    CHECK(set.shards[0].seq_lens[0] == 17 && set.shards[0].resp_starts[0] == 5, "len %d resp %d",
+          set.shards[0].seq_lens[0], set.shards[0].resp_starts[0]);
+    /* hidden / taps equal a fresh target forward (bf16-rounded) */
+    sp_model *m;
+    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    const tr_shard *sh = &set.shards[1];
+    int n = sh->seq_lens[1];
+    const int32_t *ids = sh->ids + sh->seq_off[1];
+    float *hid = malloc(sizeof(float) * n * 64), *tap = malloc(sizeof(float) * n * 64);
+    sp_kv *kv = sp_kv_create(m, n, n, &err);
+    int tl = 0;
+    sp_forward_out o = {.hidden = hid, .tap_layers = &tl, .n_taps = 1, .taps = tap};
+    CHECK(sp_model_forward(m, kv, ids, n, &o, &err) == 0, "%s", err.msg);
+    int bad = 0;
+    for (int i = 0; i < n * 64; i++) {
+        bad += sp_bf16_to_f32(sh->hidden[(sh->seq_off[1]) * 64 + i]) != sp_bf16_to_f32(sp_f32_to_bf16(hid[i]));
+        bad += sp_bf16_to_f32(sh->hidden_ml[(sh->seq_off[1]) * 64 + i]) != sp_bf16_to_f32(sp_f32_to_bf16(tap[i]));
+    }
+    CHECK(bad == 0, "%d hidden/tap values differ from the target forward", bad);
+    /* the response is the target's greedy continuation */
+    float *logits = malloc(sizeof(float) * 8192);
+    for (int p = sh->resp_starts[1] - 1; p + 1 < n; p++) {
+        sp_model_logits(m, logits, hid + (size_t)p * 64, 1);
+        CHECK(sp_argmax(logits, 8192) == ids[p + 1], "position %d is not the greedy token", p + 1);
+    }
+    free(logits); free(hid); free(tap);
+    sp_kv_free(kv);
+    sp_model_free(m);
+    tr_shardset_close(&set);
+}
+
+static void test_rerun_and_torn_shard(void) {
+    tr_regen_cfg c = regen_cfg();
+    sp_err err;
+    int w = -1, s = -1;
+    CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 0 && s == 3, "rerun: written %d skipped %d", w, s);
+    /* a killed writer: shard 1 lost its shard.json and has a truncated tensor file + a temp file */
+    char p[512], sd[400];
+    tr_shard_dir(sd, sizeof sd, shards, 1);
+    snprintf(p, sizeof p, "%s/shard.json", sd);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/model.safetensors", sd);
+    CHECK(truncate(p, 100) == 0, "truncate");
+    snprintf(p, sizeof p, "%s/model.safetensors.tmp.999", sd);
+    write_text(p, "garbage");
+    tr_shardset set;
+    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0 && set.n_shards == 2, "torn shard not skipped: %s",
+          err.msg);
+    tr_shardset_close(&set);
+    CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 1 && s == 2, "torn: written %d skipped %d", w, s);
+    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0 && set.n_shards == 3, "after rewrite: %s", err.msg);
+    tr_shardset_close(&set);
+    /* a damaged complete shard is an error naming the file */
+    snprintf(p, sizeof p, "%s/model.safetensors", sd);
+    CHECK(truncate(p, 100) == 0, "truncate");
+    CHECK(tr_shardset_open(&set, shards, 8192, &err) != 0 && strstr(err.msg, "shard_00001"), "damaged: %s", err.msg);
+    /* ids outside the vocabulary */
+    CHECK(tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg); /* shard.json present: skipped... */
+    snprintf(p, sizeof p, "%s/shard.json", sd);
+    unlink(p);
+    CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 1, "rewrite %d", w);
+    CHECK(tr_shardset_open(&set, shards, 50, &err) != 0 && strstr(err.msg, "outside the vocabulary"), "vocab: %s",
+          err.msg);
+}
+
+static void test_malformed_jsonl(void) {
+    char bad[400];
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", root);
+    const char *cases[][2] = {
+        {"{\"ids\": [1, 2, 3], \"resp_start\": 1}\n{\"ids\": [1, 2\n", "bad.jsonl:2: invalid JSON"},
+        {"{\"ids\": [1, 2, 3], \"resp_start\": 1}\n\n{\"ids\": [1, 99999], \"resp_start\": 1}\n", "bad.jsonl:3: ids[1]"},
+        {"{\"ids\": [1, 2, 3], \"resp_start\": 9}\n", "bad.jsonl:1: resp_start 9"},
+        {"{\"foo\": 1}\n", "bad.jsonl:1: a record needs"},
+        {"{\"text\": \"hello\"}\n", "bad.jsonl:1: text records need the target's tokenizer"},
+        {"[1, 2]\n", "bad.jsonl:1: a record must be a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_text(bad, cases[i][0]);
+        tr_regen_cfg c = regen_cfg();
+        c.data_path = bad;
+        char out[400];
+        snprintf(out, sizeof out, "%s/bad_out", root);
+        c.out_dir = out;
+        sp_err err = {{0}};
+        CHECK(tr_regen_run(&c, NULL, NULL, &err) != 0 && strstr(err.msg, cases[i][1]), "case %zu: '%s'", i, err.msg);
+        struct stat st;
+        CHECK(stat(out, &st) != 0, "case %zu: output written before the input was checked", i);
+    }
+}
+
+static void test_batches(void) {
+    sp_err err;
+    tr_regen_cfg c = regen_cfg();
+    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    tr_shardset set;
+    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0, "%s", err.msg);
+    sp_model *m;
+    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    int B = 4, C = 6, NB = 5, V = 8192;
+    tr_batcher bt;
+    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
+    /* anchors: p in [resp_start, S-2] of every sequence: 5 sequences of 17 tokens → 11 each */
+    CHECK(bt.n == 55, "anchors %lld", (long long)bt.n);
+    tr_batch b;
+    CHECK(tr_batch_alloc(&b, NB, C, B, V, 64, 64, 1, &err) == 0, "%s", err.msg);
+    float *emb = malloc(sizeof(float) * 64);
+    int checked = 0;
+    for (int64_t i0 = 0; i0 < 2 * bt.n; i0 += NB) { /* two epochs */
+        tr_batcher_fill(&bt, &b, i0, NB);
+        for (int e = 0; e < NB; e++) {
+            const tr_anchor *an = tr_batcher_anchor(&bt, i0 + e);
+            const tr_shard *sh = &set.shards[an->shard];
+            int S = sh->seq_lens[an->seq], p = an->p;
+            const int32_t *x = sh->ids + sh->seq_off[an->seq];
+            for (int j = 0; j < C; j++) CHECK(b.kmask[e * (C + B) + j] == (p - C + j >= 0), "padding");
+            sp_model_embed(m, emb, x[p]);
+            CHECK(memcmp(emb, b.x0 + (size_t)e * B * 64, 256) == 0, "slot 0 input is not x_p");
+            sp_model_embed(m, emb, 8191);
+            CHECK(memcmp(emb, b.x0 + ((size_t)e * B + 1) * 64, 256) == 0, "slot 1 input is not the mask");
+            for (int k = 0; k < B; k++) {
+                int t = e * B + k, valid = p + k + 1 < S;
+                CHECK(fabsf(b.wt[t] - (valid ? expf(-k / 4.0f) : 0)) < 1e-6f, "weight slot %d", k);
+                if (!valid) continue;
+                CHECK(b.labels[t] == x[p + k + 1] && b.prev[t] == x[p + k], "label/prev slot %d", k);
+                /* off-by-one rule: greedy data, so P_k peaks at the label */
+                CHECK(sp_argmax(b.P + (size_t)t * V, V) == b.labels[t], "P of slot %d does not predict its label", k);
+                checked++;
+            }
+        }
+    }
+    CHECK(checked > 300, "checked %d slots", checked);
+    /* the same stream position gives the same anchor; epochs are different permutations */
+    const tr_anchor a0 = *tr_batcher_anchor(&bt, 3), a1 = *tr_batcher_anchor(&bt, 3 + bt.n);
+    CHECK(tr_batcher_anchor(&bt, 3)->p == a0.p, "not reproducible");
+    int same = 0;
+    for (int64_t i = 0; i < bt.n; i++) {
+        const tr_anchor x = *tr_batcher_anchor(&bt, i), y = *tr_batcher_anchor(&bt, i + bt.n);
+        same += x.p == y.p && x.seq == y.seq && x.shard == y.shard;
+    }
+    CHECK(same < bt.n / 2, "epoch 2 repeats epoch 1's order (%d same)", same);
+    (void)a1;
+    /* z-lab DFlash: slot k predicts x_{p+k}; slot 0 untrained; weights exp(−(k−1)/γ); P_k from h[p+k−1] */
+    tr_batcher zb;
+    CHECK(tr_batcher_init(&zb, &set, m, B, C, 8191, 1, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
+    int zchecked = 0;
+    for (int64_t i0 = 0; i0 < zb.n; i0 += NB) {
+        tr_batcher_fill(&zb, &b, i0, NB);
+        for (int e = 0; e < NB; e++) {
+            const tr_anchor *an = tr_batcher_anchor(&zb, i0 + e);
+            const tr_shard *sh = &set.shards[an->shard];
+            int S = sh->seq_lens[an->seq], p = an->p;
+            const int32_t *x = sh->ids + sh->seq_off[an->seq];
+            CHECK(b.wt[e * B] == 0, "z-lab slot 0 is trained");
+            for (int k = 1; k < B; k++) {
+                int t = e * B + k, valid = p + k < S;
+                CHECK(fabsf(b.wt[t] - (valid ? expf(-(k - 1) / 4.0f) : 0)) < 1e-6f, "z-lab weight slot %d", k);
+                if (!valid) continue;
+                CHECK(b.labels[t] == x[p + k], "z-lab label slot %d", k);
+                CHECK(sp_argmax(b.P + (size_t)t * V, V) == b.labels[t], "z-lab P of slot %d does not predict its label", k);
+                zchecked++;
+            }
+        }
+    }
+    CHECK(zchecked > 100, "z-lab checked %d slots", zchecked);
+    tr_batcher_free(&zb);
+    free(emb);
+    tr_batch_free(&b);
+    tr_batcher_free(&bt);
+    sp_model_free(m);
+    tr_shardset_close(&set);
+}
+
+/* text, prompt/response and messages records through a byte-level tokenizer with ChatML */
+static void test_text_records(void) {
+    char dir[300], tj[400], tc[400], data[400], out[400];
+    snprintf(dir, sizeof dir, "%s/tok", root);
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", dir);
+    snprintf(data, sizeof data, "%s/text.jsonl", root);
+    snprintf(out, sizeof out, "%s/text_shards", root);
+    sp_err err;
+    CHECK(sp_mkdir_p(dir, &err) == 0, "%s", err.msg);
+    FILE *f = fopen(tj, "w");
+    fprintf(f, "{\"added_tokens\":[{\"id\":256,\"content\":\"<|im_start|>\",\"special\":true},"
+               "{\"id\":257,\"content\":\"<|im_end|>\",\"special\":true}],"
+               "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+               "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        int cp = b;
+        if (!printable) cp = b <= 0x20 ? 0x100 + b : b == 0xAD ? 0x100 + 67 : 0x100 + 33 + (b - 0x7F);
+        fprintf(f, "%s\"\\u%04x\":%d", b ? "," : "", cp, b);
+    }
+    fprintf(f, "},\"merges\":[]}}");
+    fclose(f);
+    write_text(tc, "{\"eos_token\":\"<|im_end|>\",\"chat_template\":\"{% for m in messages %}<|im_start|>{% endfor %}\"}");
+    char tdir[400];
+    snprintf(tdir, sizeof tdir, "%s/ttarget", root);
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 4, .n_threads = 2, .tokenizer = tj};
+    CHECK(newmodel_write(tdir, &o, &err) == 0, "%s", err.msg);
+    write_text(data, "{\"text\": \"hello world\"}\n"
+                     "{\"prompt\": \"Q: hi\", \"response\": \" A: yo\"}\n"
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
+                     "{\"role\": \"assistant\", \"content\": \"yo\"}]}\n");
+    tr_regen_cfg c = {.model_dir = tdir, .data_path = data, .out_dir = out, .threads = 2};
+    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    tr_shardset set;
+    if (tr_shardset_open(&set, out, 8192, &err)) { CHECK(0, "%s", err.msg); return; }
+    tok_tokenizer *tok = tok_load_dir(tdir, &err);
+    CHECK(tok != NULL, "%s", err.msg);
+    const tr_shard *sh = &set.shards[0];
+    CHECK(sh->n_seq == 3, "%d sequences", sh->n_seq);
+    /* text: all response; prompt/response: the split at the prompt's tokens */
+    CHECK(sh->resp_starts[0] == 0 && sh->seq_lens[0] == 11, "text: resp %d len %d", sh->resp_starts[0], sh->seq_lens[0]);
+    CHECK(sh->resp_starts[1] == 5 && sh->seq_lens[1] == 11, "prompt/response: resp %d len %d", sh->resp_starts[1],
+          sh->seq_lens[1]);
+    /* messages: the prompt is the rendered user turn with the generation prompt; the rest decodes to the answer */
+    const int32_t *ids = sh->ids + sh->seq_off[2];
+    char *pt = NULL, *resp = NULL;
+    tok_msg msg = {"user", "hi"};
+    CHECK(tok && tok_chat_render(tok, NULL, &msg, 1, 1, &pt, &err) == 0, "%s", err.msg);
+    int32_t *pids = NULL;
+    int np = 0;
+    CHECK(pt && tok_encode(tok, pt, strlen(pt), 0, 1, &pids, &np, &err) == 0, "%s", err.msg);
+    CHECK(sh->resp_starts[2] == np && np > 0 && memcmp(ids, pids, sizeof(int32_t) * np) == 0,
+          "messages: resp_start %d, prompt %d tokens", sh->resp_starts[2], np);
+    CHECK(tok_decode(tok, ids + np, sh->seq_lens[2] - np, &resp, &err) == 0 && strstr(resp, "yo"), "response '%s'",
+          resp ? resp : "");
+    free(pt); free(pids); free(resp);
+    tok_free(tok);
+    tr_shardset_close(&set);
+}
+
+int main(void) {
+    setup();
+    RUN(test_regen_shards);
+    RUN(test_rerun_and_torn_shard);
+    RUN(test_malformed_jsonl);
+    RUN(test_batches);
+    RUN(test_text_records);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    return harness_done("test_train_data");
+}

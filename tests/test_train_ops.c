@@ -1,0 +1,386 @@
+/* test_train_ops.c — every training backward (src/train/ops_impl.h) against central finite
+ * differences in double precision, on random non-zero inputs with fixed seeds; and the float
+ * instantiation (the trainer's path, threaded GEMMs) against the double one.
+ *
+ * Each check: loss = Σ r ⊙ out for a random r (or the loss itself for loss ops); the analytic
+ * gradient comes from backward run on top of a random non-zero starting gradient (so the
+ * "accumulate, never overwrite" rule is checked too); every input element is perturbed by
+ * ±EPS and (f(x+) − f(x−)) / 2·EPS compared with |a − fd| ≤ ATOL + RTOL·|fd|. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "train/ops.h"
+
+#define EPS 1e-5
+#define ATOL 1e-7
+#define RTOL 1e-5
+
+static void fill(double *x, size_t n, double a, unsigned seed) {
+    float *f = malloc(n * sizeof(float));
+    harness_fill(f, n, (float)a, seed);
+    for (size_t i = 0; i < n; i++) x[i] = f[i];
+    free(f);
+}
+static double *rnd(size_t n, double a, unsigned seed) {
+    double *x = malloc(n * sizeof(double));
+    fill(x, n, a, seed);
+    return x;
+}
+static double dot(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* The op under test: recompute the scalar loss from the current inputs. */
+typedef double (*loss_fn)(void *ctx);
+
+/* grad0: the starting gradient the backward accumulated onto; grad: after backward. */
+static void fd_check(const char *what, double *x, size_t n, const double *grad0, const double *grad,
+                     loss_fn f, void *ctx) {
+    int bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double keep = x[i];
+        x[i] = keep + EPS;
+        double fp = f(ctx);
+        x[i] = keep - EPS;
+        double fm = f(ctx);
+        x[i] = keep;
+        double fd = (fp - fm) / (2 * EPS), an = grad[i] - grad0[i];
+        double err = fabs(an - fd);
+        if (err > worst) worst = err;
+        if (err > ATOL + RTOL * fabs(fd)) {
+            if (bad++ < 3) CHECK(0, "%s[%zu]: analytic %.10g vs finite difference %.10g", what, i, an, fd);
+        }
+    }
+    CHECK(bad == 0, "%s: %d of %zu elements off (worst abs error %.3g)", what, bad, n, worst);
+}
+
+/* a gradient buffer with a random non-zero start and its copy */
+typedef struct { double *g, *g0; size_t n; } grad_buf;
+static grad_buf gbuf(size_t n, unsigned seed) {
+    grad_buf b = {rnd(n, 0.5, seed), malloc(n * sizeof(double)), n};
+    memcpy(b.g0, b.g, n * sizeof(double));
+    return b;
+}
+static void gfree(grad_buf *b) { free(b->g); free(b->g0); }
+
+/* ---- linear ----------------------------------------------------------------------------- */
+enum { T = 5, K = 7, N = 6 };
+typedef struct { double *in, *W, *r, *out; } lin_ctx;
+static double lin_loss(void *p) {
+    lin_ctx *c = p;
+    tr_linear_forward_f64(NULL, c->out, c->in, c->W, T, K, N);
+    return dot(c->out, c->r, T * N);
+}
+static void test_linear(void) {
+    lin_ctx c = {rnd(T * K, 1, 1), rnd(N * K, 1, 2), rnd(T * N, 1, 3), malloc(T * N * sizeof(double))};
+    grad_buf din = gbuf(T * K, 4), dW = gbuf(N * K, 5);
+    lin_loss(&c);
+    tr_linear_backward_f64(NULL, din.g, dW.g, c.r, c.in, c.W, T, K, N);
+    fd_check("linear din", c.in, T * K, din.g0, din.g, lin_loss, &c);
+    fd_check("linear dW", c.W, N * K, dW.g0, dW.g, lin_loss, &c);
+    free(c.in); free(c.W); free(c.r); free(c.out); gfree(&din); gfree(&dW);
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------------------ */
+typedef struct { double *in, *w, *r, *out, *rstd; } rms_ctx;
+static double rms_loss(void *p) {
+    rms_ctx *c = p;
+    tr_rmsnorm_forward_f64(c->out, c->rstd, c->in, c->w, T, K, 1e-6);
+    return dot(c->out, c->r, T * K);
+}
+static void test_rmsnorm(void) {
+    rms_ctx c = {rnd(T * K, 1, 11), rnd(K, 1, 12), rnd(T * K, 1, 13), malloc(T * K * 8), malloc(T * 8)};
+    grad_buf din = gbuf(T * K, 14), dw = gbuf(K, 15);
+    rms_loss(&c);
+    tr_rmsnorm_backward_f64(din.g, dw.g, c.r, c.in, c.w, c.rstd, T, K);
+    fd_check("rmsnorm din", c.in, T * K, din.g0, din.g, rms_loss, &c);
+    fd_check("rmsnorm dw", c.w, K, dw.g0, dw.g, rms_loss, &c);
+    free(c.in); free(c.w); free(c.r); free(c.out); free(c.rstd); gfree(&din); gfree(&dw);
+}
+
+/* ---- RoPE --------------------------------------------------------------------------------- */
+enum { RNH = 3, RD = 8 };
+static const int rope_pos[T] = {0, 3, 7, 1, 12};
+static const float rope_freq[RD / 2] = {1.0f, 0.3f, 0.05f, 0.001f};
+typedef struct { double *in, *r, *out; } rope_ctx;
+static double rope_loss(void *p) {
+    rope_ctx *c = p;
+    tr_rope_forward_f64(c->out, c->in, T, RNH, RD, rope_pos, rope_freq);
+    return dot(c->out, c->r, T * RNH * RD);
+}
+static void test_rope(void) {
+    size_t n = T * RNH * RD;
+    rope_ctx c = {rnd(n, 1, 21), rnd(n, 1, 22), malloc(n * 8)};
+    grad_buf din = gbuf(n, 23);
+    rope_loss(&c);
+    tr_rope_backward_f64(din.g, c.r, T, RNH, RD, rope_pos, rope_freq);
+    fd_check("rope din", c.in, n, din.g0, din.g, rope_loss, &c);
+    free(c.in); free(c.r); free(c.out); gfree(&din);
+}
+
+/* ---- attention with injected context K/V, block mask and key padding --------------------- */
+enum { AQ = 4, AC = 5, AK = AC + AQ, ANH = 4, AKVH = 2, AD = 6 };
+/* keys 0..AC-1 are context (first two are left padding, masked), AC.. are the block */
+static const uint8_t att_mask[AK] = {0, 0, 1, 1, 1, 1, 1, 1, 1};
+typedef struct { double *q, *k, *v, *r, *out, *att; } att_ctx;
+static double att_loss(void *p) {
+    att_ctx *c = p;
+    tr_attention_forward_f64(c->out, c->att, c->q, c->k, c->v, att_mask, AQ, AK, ANH, AKVH, AD, 0.4);
+    return dot(c->out, c->r, AQ * ANH * AD);
+}
+static void test_attention(void) {
+    size_t nq = AQ * ANH * AD, nk = AK * AKVH * AD;
+    att_ctx c = {rnd(nq, 1, 31), rnd(nk, 1, 32), rnd(nk, 1, 33), rnd(nq, 1, 34), malloc(nq * 8),
+                 malloc(ANH * AQ * AK * 8)};
+    grad_buf dq = gbuf(nq, 35), dk = gbuf(nk, 36), dv = gbuf(nk, 37);
+    double dp[AK];
+    att_loss(&c);
+    tr_attention_backward_f64(dq.g, dk.g, dv.g, dp, c.r, c.q, c.k, c.v, c.att, att_mask, AQ, AK, ANH, AKVH, AD, 0.4);
+    fd_check("attention dq", c.q, nq, dq.g0, dq.g, att_loss, &c);
+    fd_check("attention dk", c.k, nk, dk.g0, dk.g, att_loss, &c);
+    fd_check("attention dv", c.v, nk, dv.g0, dv.g, att_loss, &c);
+    /* padded keys get exactly no gradient and no weight */
+    for (int i = 0; i < 2 * AKVH * AD; i++) CHECK(dk.g[i] == dk.g0[i] && dv.g[i] == dv.g0[i], "padded key %d", i);
+    for (int i = 0; i < ANH * AQ; i++) CHECK(c.att[(size_t)i * AK] == 0, "att to padding");
+    free(c.q); free(c.k); free(c.v); free(c.r); free(c.out); free(c.att); gfree(&dq); gfree(&dk); gfree(&dv);
+}
+
+/* ---- SiLU-gated MLP: down( silu(gate(x)) ⊙ up(x) ) --------------------------------------- */
+enum { MI = 9 };
+typedef struct { double *x, *wg, *wu, *wd, *r, *g, *u, *s, *out; } mlp_ctx;
+static double mlp_loss(void *p) {
+    mlp_ctx *c = p;
+    tr_linear_forward_f64(NULL, c->g, c->x, c->wg, T, K, MI);
+    tr_linear_forward_f64(NULL, c->u, c->x, c->wu, T, K, MI);
+    tr_swiglu_forward_f64(c->s, c->g, c->u, T * MI);
+    tr_linear_forward_f64(NULL, c->out, c->s, c->wd, T, MI, K);
+    return dot(c->out, c->r, T * K);
+}
+static void test_mlp(void) {
+    mlp_ctx c = {rnd(T * K, 1, 41), rnd(MI * K, 1, 42), rnd(MI * K, 1, 43), rnd(K * MI, 1, 44), rnd(T * K, 1, 45),
+                 malloc(T * MI * 8), malloc(T * MI * 8), malloc(T * MI * 8), malloc(T * K * 8)};
+    grad_buf dx = gbuf(T * K, 46), dwg = gbuf(MI * K, 47), dwu = gbuf(MI * K, 48), dwd = gbuf(K * MI, 49);
+    double *ds = calloc(T * MI, 8), *dg = calloc(T * MI, 8), *du = calloc(T * MI, 8);
+    mlp_loss(&c);
+    tr_linear_backward_f64(NULL, ds, dwd.g, c.r, c.s, c.wd, T, MI, K);
+    tr_swiglu_backward_f64(dg, du, ds, c.g, c.u, T * MI);
+    tr_linear_backward_f64(NULL, dx.g, dwg.g, dg, c.x, c.wg, T, K, MI);
+    tr_linear_backward_f64(NULL, dx.g, dwu.g, du, c.x, c.wu, T, K, MI);
+    fd_check("mlp dx", c.x, T * K, dx.g0, dx.g, mlp_loss, &c);
+    fd_check("mlp dgate", c.wg, MI * K, dwg.g0, dwg.g, mlp_loss, &c);
+    fd_check("mlp dup", c.wu, MI * K, dwu.g0, dwu.g, mlp_loss, &c);
+    fd_check("mlp ddown", c.wd, K * MI, dwd.g0, dwd.g, mlp_loss, &c);
+    free(c.x); free(c.wg); free(c.wu); free(c.wd); free(c.r); free(c.g); free(c.u); free(c.s); free(c.out);
+    free(ds); free(dg); free(du); gfree(&dx); gfree(&dwg); gfree(&dwu); gfree(&dwd);
+}
+
+/* ---- fc fusion of m tapped layers: ctx = RMSNorm_hidden(F[T, m·H] · W_fcᵀ) --------------- */
+enum { FM = 3, FH = 4 };
+typedef struct { double *F, *W, *w, *r, *y, *out, *rstd; } fc_ctx;
+static double fc_loss(void *p) {
+    fc_ctx *c = p;
+    tr_linear_forward_f64(NULL, c->y, c->F, c->W, T, FM * FH, FH);
+    tr_rmsnorm_forward_f64(c->out, c->rstd, c->y, c->w, T, FH, 1e-6);
+    return dot(c->out, c->r, T * FH);
+}
+static void test_fc_fusion(void) {
+    fc_ctx c = {rnd(T * FM * FH, 2, 51), rnd(FH * FM * FH, 0.5, 52), rnd(FH, 1, 53), rnd(T * FH, 1, 54),
+                malloc(T * FH * 8), malloc(T * FH * 8), malloc(T * 8)};
+    grad_buf dW = gbuf(FH * FM * FH, 55), dw = gbuf(FH, 56);
+    double *dy = calloc(T * FH, 8);
+    fc_loss(&c);
+    tr_rmsnorm_backward_f64(dy, dw.g, c.r, c.y, c.w, c.rstd, T, FH);
+    tr_linear_backward_f64(NULL, NULL, dW.g, dy, c.F, c.W, T, FM * FH, FH);
+    fd_check("fc dW_fc", c.W, FH * FM * FH, dW.g0, dW.g, fc_loss, &c);
+    fd_check("fc dhidden_norm", c.w, FH, dw.g0, dw.g, fc_loss, &c);
+    free(c.F); free(c.W); free(c.w); free(c.r); free(c.y); free(c.out); free(c.rstd); free(dy);
+    gfree(&dW); gfree(&dw);
+}
+
+/* ---- Markov head + confidence head (sharing the code) + frozen LM head ------------------- */
+enum { MV = 11, MR = 3, MH = 4 };
+static const int32_t mk_prev[T] = {3, 7, 3, 10, 0}; /* a repeated row: dW1 scatter-adds */
+typedef struct { double *W1, *W2, *wc, *bc, *h, *Wlm, *r, *rc, *bias, *code, *logit, *U; } mk_ctx;
+static double mk_loss(void *p) {
+    mk_ctx *c = p;
+    tr_markov_forward_f64(NULL, c->bias, c->code, mk_prev, c->W1, c->W2, T, MV, MR);
+    tr_lmhead_forward_f64(NULL, c->U, c->h, c->Wlm, T, MH, MV);
+    tr_conf_forward_f64(c->logit, c->h, c->code, c->wc, c->bc, T, MH, MR);
+    double s = 0;
+    for (int i = 0; i < T * MV; i++) s += (c->bias[i] + c->U[i]) * c->r[i];
+    return s + dot(c->logit, c->rc, T);
+}
+static void test_heads(void) {
+    mk_ctx c = {rnd(MV * MR, 1, 61), rnd(MV * MR, 1, 62), rnd(MH + MR, 1, 63), rnd(1, 1, 64), rnd(T * MH, 1, 65),
+                rnd(MV * MH, 1, 66), rnd(T * MV, 1, 67), rnd(T, 1, 68), malloc(T * MV * 8), malloc(T * MR * 8),
+                malloc(T * 8), malloc(T * MV * 8)};
+    grad_buf dW1 = gbuf(MV * MR, 71), dW2 = gbuf(MV * MR, 72), dwc = gbuf(MH + MR, 73), dbc = gbuf(1, 74),
+             dh = gbuf(T * MH, 75);
+    double *dcode = calloc(T * MR, 8);
+    mk_loss(&c);
+    tr_conf_backward_f64(dh.g, dcode, dwc.g, dbc.g, c.rc, c.h, c.code, c.wc, T, MH, MR);
+    tr_markov_backward_f64(NULL, dW1.g, dW2.g, dcode, c.r, c.code, mk_prev, c.W2, T, MV, MR);
+    tr_lmhead_backward_f64(NULL, dh.g, c.r, c.Wlm, T, MH, MV);
+    fd_check("markov dW1", c.W1, MV * MR, dW1.g0, dW1.g, mk_loss, &c);
+    fd_check("markov dW2", c.W2, MV * MR, dW2.g0, dW2.g, mk_loss, &c);
+    fd_check("conf dw", c.wc, MH + MR, dwc.g0, dwc.g, mk_loss, &c);
+    fd_check("conf db", c.bc, 1, dbc.g0, dbc.g, mk_loss, &c);
+    fd_check("conf+lmhead dh", c.h, T * MH, dh.g0, dh.g, mk_loss, &c);
+    free(c.W1); free(c.W2); free(c.wc); free(c.bc); free(c.h); free(c.Wlm); free(c.r); free(c.rc);
+    free(c.bias); free(c.code); free(c.logit); free(c.U); free(dcode);
+    gfree(&dW1); gfree(&dW2); gfree(&dwc); gfree(&dbc); gfree(&dh);
+}
+
+/* ---- losses ------------------------------------------------------------------------------- */
+enum { LV = 13 };
+static const int32_t ls_labels[T] = {4, 0, 12, 7, 7};
+static const double ls_w[T] = {1.0, 0.7788007830714049, 0.6065306597126334, 0.0, 0.36787944117144233};
+typedef struct { double *Z, *P, *conf, *q, *cstar; double alpha[3]; double denom; } ls_ctx;
+static double ce_loss(void *p) {
+    ls_ctx *c = p;
+    return tr_ce_forward_f64(c->q, c->Z, ls_labels, ls_w, T, LV, c->denom);
+}
+static double spark_loss(void *p) {
+    ls_ctx *c = p;
+    double terms[4];
+    return tr_spark_loss_forward_f64(terms, c->q, c->cstar, c->Z, c->P, ls_labels, c->conf, ls_w, T, LV,
+                                     c->alpha, c->denom);
+}
+/* the c* the BCE target uses is detached: for the BCE check, hold it at its unperturbed value */
+static double bce_only_loss(void *p) {
+    ls_ctx *c = p;
+    double s = 0;
+    for (int t = 0; t < T; t++) {
+        double z = c->conf[t], y = c->cstar[t];
+        s += ls_w[t] * ((z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z))));
+    }
+    return c->alpha[2] * s / c->denom;
+}
+static ls_ctx ls_make(void) {
+    ls_ctx c = {rnd(T * LV, 3, 81), malloc(T * LV * 8), rnd(T, 2, 82), malloc(T * LV * 8), malloc(T * 8), {0}, 0};
+    double *pz = rnd(T * LV, 3, 83);
+    tr_softmax_rows_f64(c.P, pz, T, LV);
+    free(pz);
+    double sw = 0;
+    for (int t = 0; t < T; t++) sw += ls_w[t];
+    c.denom = sw + 1e-6;
+    return c;
+}
+static void ls_free(ls_ctx *c) { free(c->Z); free(c->P); free(c->conf); free(c->q); free(c->cstar); }
+
+static void test_ce(void) {
+    ls_ctx c = ls_make();
+    grad_buf dZ = gbuf(T * LV, 84);
+    ce_loss(&c);
+    tr_ce_backward_f64(dZ.g, c.q, ls_labels, ls_w, T, LV, c.denom);
+    fd_check("ce dZ", c.Z, T * LV, dZ.g0, dZ.g, ce_loss, &c);
+    ls_free(&c); gfree(&dZ);
+}
+
+static void spark_case(const char *name, double a_ce, double a_l1, double a_conf) {
+    ls_ctx c = ls_make();
+    c.alpha[0] = a_ce; c.alpha[1] = a_l1; c.alpha[2] = a_conf;
+    grad_buf dZ = gbuf(T * LV, 85), dconf = gbuf(T, 86);
+    spark_loss(&c);
+    tr_spark_loss_backward_f64(dZ.g, dconf.g, c.q, c.cstar, c.P, ls_labels, c.conf, ls_w, T, LV, c.alpha, c.denom);
+    char what[64];
+    /* CE and L1 depend on Z; BCE on conf (c* detached, so its Z-dependence carries no gradient) */
+    if (a_conf == 0) {
+        snprintf(what, sizeof what, "%s dZ", name);
+        fd_check(what, c.Z, T * LV, dZ.g0, dZ.g, spark_loss, &c);
+    } else {
+        snprintf(what, sizeof what, "%s dconf", name);
+        fd_check(what, c.conf, T, dconf.g0, dconf.g, bce_only_loss, &c);
+    }
+    ls_free(&c); gfree(&dZ); gfree(&dconf);
+}
+static void test_spark_terms(void) {
+    spark_case("dspark CE", 1, 0, 0);
+    spark_case("dspark L1", 0, 1, 0);
+    spark_case("dspark CE+L1 (0.1, 0.9)", 0.1, 0.9, 0);
+    spark_case("dspark BCE", 0, 0, 1);
+    /* the loss value: hand-computed per-slot terms, weights, c* clamp and normalisation */
+    ls_ctx c = ls_make();
+    c.alpha[0] = 0.1; c.alpha[1] = 0.9; c.alpha[2] = 1.0;
+    double terms[4];
+    double L = tr_spark_loss_forward_f64(terms, c.q, c.cstar, c.Z, c.P, ls_labels, c.conf, ls_w, T, LV, c.alpha, c.denom);
+    double sce = 0, sl1 = 0, sbce = 0, sw = 0;
+    for (int t = 0; t < T; t++) {
+        double mx = -1e300, se = 0, l1 = 0;
+        for (int v = 0; v < LV; v++) if (c.Z[t * LV + v] > mx) mx = c.Z[t * LV + v];
+        for (int v = 0; v < LV; v++) se += exp(c.Z[t * LV + v] - mx);
+        for (int v = 0; v < LV; v++) l1 += fabs(exp(c.Z[t * LV + v] - mx) / se - c.P[t * LV + v]);
+        double cs = fmin(1, fmax(0, 1 - 0.5 * l1)), z = c.conf[t], sg = 1 / (1 + exp(-z));
+        CHECK(fabs(cs - c.cstar[t]) < 1e-12, "c*[%d] %g vs %g", t, c.cstar[t], cs);
+        sce += ls_w[t] * -(c.Z[t * LV + ls_labels[t]] - mx - log(se));
+        sl1 += ls_w[t] * l1;
+        sbce += ls_w[t] * -(cs * log(sg) + (1 - cs) * log(1 - sg));
+        sw += ls_w[t];
+    }
+    double want = (0.1 * sce + 0.9 * sl1 + 1.0 * sbce) / (sw + 1e-6);
+    CHECK(fabs(L - want) < 1e-10 * fabs(want), "dspark loss %.12g vs %.12g", L, want);
+    CHECK(fabs(terms[3] - sw) < 1e-12, "weight sum");
+    ls_free(&c);
+}
+
+/* ---- the float path (trainer) vs the double reference ------------------------------------- */
+static double max_rel(const float *a, const double *b, size_t n) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / scale);
+    return worst;
+}
+static void test_float_matches_double(void) {
+    sp_pool *pool = sp_pool_create(2);
+    /* sizes off every tile boundary of gemm.c */
+    int t = 37, k = 70, n = 530;
+    size_t nx = (size_t)t * k, nw = (size_t)n * k, ny = (size_t)t * n;
+    double *x = rnd(nx, 1, 91), *w = rnd(nw, 1, 92), *dy = rnd(ny, 1, 93), *y = malloc(ny * 8);
+    double *dx = calloc(nx, 8), *dw = calloc(nw, 8);
+    float *xf = malloc(nx * 4), *wf = malloc(nw * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4);
+    float *dxf = calloc(nx, 4), *dwf = calloc(nw, 4);
+    for (size_t i = 0; i < nx; i++) xf[i] = (float)x[i];
+    for (size_t i = 0; i < nw; i++) wf[i] = (float)w[i];
+    for (size_t i = 0; i < ny; i++) dyf[i] = (float)dy[i];
+    tr_linear_forward_f64(NULL, y, x, w, t, k, n);
+    tr_linear_backward_f64(NULL, dx, dw, dy, x, w, t, k, n);
+    tr_linear_forward(pool, yf, xf, wf, t, k, n);
+    tr_linear_backward(pool, dxf, dwf, dyf, xf, wf, t, k, n);
+    CHECK(max_rel(yf, y, ny) < 1e-5, "linear forward float vs double %g", max_rel(yf, y, ny));
+    CHECK(max_rel(dxf, dx, nx) < 1e-5, "linear din float vs double %g", max_rel(dxf, dx, nx));
+    CHECK(max_rel(dwf, dw, nw) < 1e-5, "linear dW float vs double %g", max_rel(dwf, dw, nw));
+    /* thread-count invariance of the accumulating GEMMs (bit-identical resume depends on it) */
+    float *dxf1 = calloc(nx, 4), *dwf1 = calloc(nw, 4);
+    tr_linear_backward(NULL, dxf1, dwf1, dyf, xf, wf, t, k, n);
+    CHECK(memcmp(dxf1, dxf, nx * 4) == 0 && memcmp(dwf1, dwf, nw * 4) == 0, "gemm depends on thread count");
+    /* attention float vs double */
+    size_t nq = AQ * ANH * AD, nk = AK * AKVH * AD;
+    double *q = rnd(nq, 1, 94), *kk = rnd(nk, 1, 95), *v = rnd(nk, 1, 96), *o = malloc(nq * 8), *att = malloc(ANH * AQ * AK * 8);
+    float qf[AQ * ANH * AD], kf[AK * AKVH * AD], vf[AK * AKVH * AD], of[AQ * ANH * AD], attf[ANH * AQ * AK];
+    for (size_t i = 0; i < nq; i++) qf[i] = (float)q[i];
+    for (size_t i = 0; i < nk; i++) { kf[i] = (float)kk[i]; vf[i] = (float)v[i]; }
+    tr_attention_forward_f64(o, att, q, kk, v, att_mask, AQ, AK, ANH, AKVH, AD, 0.4);
+    tr_attention_forward(of, attf, qf, kf, vf, att_mask, AQ, AK, ANH, AKVH, AD, 0.4f);
+    CHECK(max_rel(of, o, nq) < 1e-5, "attention float vs double %g", max_rel(of, o, nq));
+    free(x); free(w); free(dy); free(y); free(dx); free(dw); free(xf); free(wf); free(dyf); free(yf);
+    free(dxf); free(dwf); free(dxf1); free(dwf1); free(q); free(kk); free(v); free(o); free(att);
+    sp_pool_free(pool);
+}
+
+int main(void) {
+    RUN(test_linear);
+    RUN(test_rmsnorm);
+    RUN(test_rope);
+    RUN(test_attention);
+    RUN(test_mlp);
+    RUN(test_fc_fusion);
+    RUN(test_heads);
+    RUN(test_ce);
+    RUN(test_spark_terms);
+    RUN(test_float_matches_double);
+    return harness_done("test_train_ops");
+}
