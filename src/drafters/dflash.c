@@ -10,6 +10,15 @@
  *       code = W1[x_{j-1}];  Z_j = U_j + W2·code (vanilla; gated / rnn variants);  c_j = σ(w·[h_j; code] + b)
  *       the verify policy decides from c_1..c_j whether draft j is offered, then x_j ~ q_j = proc(Z_j)
  *
+ * Where llama.cpp differs (FORMATS.md §13.A.8), this follows the papers / HF code: at temperature > 0
+ * drafts and the Markov chain are sampled from q (llama.cpp: argmax always) and verified by the
+ * p/q rule; Gemma DSpark logits are soft-capped before the Markov bias (llama.cpp: never capped);
+ * the block length follows the checkpoint's block_size (llama.cpp: --spec-draft-n-max, default 3);
+ * a DeepSpec DFlash file keeps the anchor-first layout (llama.cpp reads it as z-lab: off by one).
+ * Like llama.cpp: context K/V are injected from the taps of every committed row, the threshold
+ * compares each c_j (not the product). Missing z-lab target_layer_ids take the §7.1 default (llama.cpp:
+ * an error).
+ *
  * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
 #include "drafters/dflash.h"
 
