@@ -5,19 +5,25 @@
 #include <string.h>
 
 #include "args.h"
+#include "spec_cli_dflash.h"
 #include "core/core.h"
 #include "drafters/assistant.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
-    r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND", "none | ngram | draft | assistant (default none)"};
+    r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
+                     "none | ngram | draft | assistant | dflash | dspark (default none)"};
     r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "draft model directory (--spec draft)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
     r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
     r[5] = (cli_opt){NULL, "--draft-temp", CLI_FLOAT, &o->draft_temp, "T",
                      "drafter sampling temperature (default: the target's; still lossless)"};
+    r[6] = (cli_opt){NULL, "--conf-threshold", CLI_FLOAT, &o->conf_threshold, "T",
+                     "dspark: verify drafts up to the first confidence below T"};
+    r[7] = (cli_opt){NULL, "--schedule", CLI_STR, &o->schedule, "auto",
+                     "dspark: verify length by the hardware-aware prefix scheduler"};
     return CLI_SPEC_OPT_ROWS;
 }
 
@@ -41,8 +47,11 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     } else if (!strcmp(o->spec, "assistant")) { /* Gemma-4 assistant: -md is its directory */
         if (!o->draft_dir) return cli_error(cmd, "--spec assistant needs -md ASSISTANT_DIR"), -1;
         *drafter = sp_drafter_assistant(o->draft_dir, target, &ds, &err);
+    } else if (!strcmp(o->spec, "dflash") || !strcmp(o->spec, "dspark")) {
+        *drafter = cli_make_dflash(o, target, target_dir, &ds, &err);
     } else {
-        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, assistant)", o->spec), -1;
+        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, assistant, dflash, dspark)", o->spec),
+               -1;
     }
     if (!*drafter) {
         sp_model_free(*draft_model);

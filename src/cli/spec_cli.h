@@ -9,15 +9,17 @@
 #include "spec/spec.h"
 
 typedef struct {
-    const char *spec;      /* none | ngram | draft */
+    const char *spec;      /* none | ngram | draft | dflash | dspark */
     const char *draft_dir; /* -md */
     int draft_max, draft_min;
     int ngram_min, ngram_max;
     float draft_temp; /* > 0: the draft model samples at this temperature (lossless: q is reported) */
+    float conf_threshold;  /* dflash / dspark: cut at the first confidence below it (0: off) */
+    const char *schedule;  /* dspark: "auto" = the §8.10 prefix scheduler, NULL / "none" = off */
 } cli_spec_opts;
 
-#define CLI_SPEC_OPTS_DEFAULT {"none", NULL, 8, 0, 1, 4, 0.0f}
-#define CLI_SPEC_OPT_ROWS 6
+#define CLI_SPEC_OPTS_DEFAULT {"none", NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL}
+#define CLI_SPEC_OPT_ROWS 8
 
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
 int cli_spec_opt_rows(void *rows /* cli_opt[CLI_SPEC_OPT_ROWS] */, cli_spec_opts *o);

@@ -1,0 +1,97 @@
+/* cmd_new_drafter.c — `specula new-drafter`: write a random drafter checkpoint for a target in
+ * a published layout (DFlash z-lab, DSpark / DeepSpec DFlash, or the Gemma-4 assistant). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/newdrafter.h"
+
+/* written by the Gemma-4 assistant's module (src/formats/newdrafter_assistant.c) */
+int newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
+                               const char *const *sets, int n_sets, sp_err *err) __attribute__((weak));
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: specula new-drafter --arch {dflash,dspark,gemma4_assistant} -m TARGET_DIR [--preset NAME]\n"
+            "                           [--set key=value ...] [--dtype f32|bf16] --seed S -o DIR\n"
+            "  --arch dflash            z-lab DFlashDraftModel (block 16, B-1 drafts per block)\n"
+            "  --arch dspark            DeepSpec Qwen3/Gemma4DSparkModel (block 7, Markov + confidence heads)\n"
+            "  --arch gemma4_assistant  Gemma-4 assistant (presets: centroid, tied)\n"
+            "  --set key=value          override a draft config key (JSON value, else a string; dotted keys)\n"
+            "  --dtype                  weight dtype (default: the target's)\n"
+            "presets:\n"
+            "  dflash  b16        z-lab layout, block_size 16\n"
+            "  dspark  b7         DSpark, block 7, vanilla Markov head (rank 256; 16 on tiny targets), confidence head\n"
+            "  dspark  dflash-b7  DeepSpec dflash_*_block7: the same backbone with the heads off\n");
+}
+
+int cmd_new_drafter(int argc, char **argv) {
+    newdrafter_opts o = {.dtype = SP_DT_UNKNOWN};
+    const char *out = NULL, *target = NULL, **sets = calloc((size_t)argc, sizeof *sets);
+    int have_seed = 0, rc = 2;
+    if (!sets) return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            free(sets);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "specula: error: new-drafter: %s needs a value (or is unknown; see --help)\n", a);
+            goto done;
+        }
+        i++;
+        if (!strcmp(a, "--arch")) o.arch = v;
+        else if (!strcmp(a, "--preset")) o.preset = v;
+        else if (!strcmp(a, "--set")) sets[o.n_sets++] = v;
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) target = v;
+        else if (!strcmp(a, "-o")) out = v;
+        else if (!strcmp(a, "--seed")) {
+            char *end;
+            o.seed = strtoull(v, &end, 0);
+            have_seed = *v && !*end;
+            if (!have_seed) {
+                fprintf(stderr, "specula: error: new-drafter: --seed '%s' is not a number\n", v);
+                goto done;
+            }
+        } else if (!strcmp(a, "--dtype")) {
+            if (!strcmp(v, "f32")) o.dtype = SP_DT_F32;
+            else if (!strcmp(v, "bf16")) o.dtype = SP_DT_BF16;
+            else {
+                fprintf(stderr, "specula: error: new-drafter: --dtype '%s': expected f32 or bf16\n", v);
+                goto done;
+            }
+        } else {
+            fprintf(stderr, "specula: error: new-drafter: unknown option %s (see --help)\n", a);
+            goto done;
+        }
+    }
+    if (!o.arch || !target || !out || !have_seed) {
+        fprintf(stderr, "specula: error: new-drafter: --arch, -m, --seed and -o are required (see --help)\n");
+        goto done;
+    }
+    o.sets = sets;
+    sp_err err = {{0}};
+    int wrc;
+    if (!strcmp(o.arch, "gemma4_assistant")) {
+        if (!newdrafter_assistant_write) {
+            fprintf(stderr, "specula: error: new-drafter: --arch gemma4_assistant is not built into this specula\n");
+            rc = 1;
+            goto done;
+        }
+        wrc = newdrafter_assistant_write(out, target, o.preset ? o.preset : "centroid", o.seed, sets, o.n_sets, &err);
+    } else {
+        wrc = newdrafter_write(out, target, &o, &err);
+    }
+    if (wrc) {
+        fprintf(stderr, "specula: error: %s\n", err.msg);
+        rc = 1;
+        goto done;
+    }
+    fprintf(stderr, "wrote %s (%s drafter for %s, seed %llu)\n", out, o.arch, target, (unsigned long long)o.seed);
+    rc = 0;
+done:
+    free(sets);
+    return rc;
+}

@@ -1,0 +1,11 @@
+/* spec_cli_dflash.h — the --spec dflash | dspark case of cli_make_drafter (spec_cli.c). */
+#ifndef SPECULA_CLI_SPEC_DFLASH_H
+#define SPECULA_CLI_SPEC_DFLASH_H
+
+#include "spec_cli.h"
+
+/* Load the DFlash / DSpark drafter in o->draft_dir for target. Returns NULL with err. */
+sp_drafter *cli_make_dflash(const cli_spec_opts *o, sp_model *target, const char *target_dir,
+                            const sp_sample_params *sample, sp_err *err);
+
+#endif

@@ -1,0 +1,765 @@
+/* dflash.c — DFlash / DSpark block drafters (see dflash.h; FORMATS.md §7.3–7.4, §8.3–8.6, §8.10).
+ *
+ *   context rows F [R, m·H] (taps of committed tokens, from the engine):
+ *       ctx = RMSNorm_hidden(F · W_fcᵀ);  per layer ℓ: K = RoPE(k_norm(ctx·Wk)), V = ctx·Wv → cache
+ *   block [pending, M, …] at positions n .. n+T-1 (n = committed rows):
+ *       x = target_embed(block); per layer: the Qwen3 (or Gemma-4) block whose attention sees
+ *       every cached context row and the whole block (non-causal); h = RMSNorm_final(x);
+ *       U = target LM head(h) (+ Gemma soft-cap)
+ *   DSpark heads, left to right over drafts j = 1..g (x_0 = pending):
+ *       code = W1[x_{j-1}];  Z_j = U_j + W2·code (vanilla; gated / rnn variants);  c_j = σ(w·[h_j; code] + b)
+ *       the verify policy decides from c_1..c_j whether draft j is offered, then x_j ~ q_j = proc(Z_j)
+ *
+ * Where llama.cpp differs (FORMATS.md §13.A.8), this follows the papers / HF code: at temperature > 0
+ * drafts and the Markov chain are sampled from q (llama.cpp: argmax always) and verified by the
+ * p/q rule; Gemma DSpark logits are soft-capped before the Markov bias (llama.cpp: never capped);
+ * the block length follows the checkpoint's block_size (llama.cpp: --spec-draft-n-max, default 3);
+ * a DeepSpec DFlash file keeps the anchor-first layout (llama.cpp reads it as z-lab: off by one).
+ * Like llama.cpp: context K/V are injected from the taps of every committed row, the threshold
+ * compares each c_j (not the product). Missing z-lab target_layer_ids take the §7.1 default (llama.cpp:
+ * an error).
+ *
+ * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
+#include "drafters/dflash.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "formats/safetensors.h"
+#include "kernels/kernels.h"
+#include "model/model_internal.h" /* the target's thread pool only (the drafter runs between its forwards) */
+#include "spec/spec.h"
+
+#define CTX_CHUNK 64 /* context rows injected per pass */
+
+typedef struct {
+    float *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm, *q_norm, *k_norm; /* [H] / [D] */
+    sp_mat wq, wk, wv, wo, w_gate, w_up, w_down;
+    float layer_scalar;
+    float *inv_freq; /* [D/2] */
+    int D, KVH, I;
+    float *K, *V;    /* context cache [cap, KVH, D] (+ the block's rows while proposing) */
+} df_layer;
+
+typedef enum { MARKOV_NONE = 0, MARKOV_VANILLA, MARKOV_GATED, MARKOV_RNN } markov_type;
+
+typedef struct {
+    sp_dflash_kind kind;
+    sp_model *target;
+    sp_pool *pool;
+    st_set *st;
+    sp_config dc;
+    int H, V, L, NH, I_max, m, block_size, max_drafts, mask_id, gemma;
+    int taps[SP_MAX_LAYERS];
+    sp_mat fc;            /* [H, m·H] */
+    float *hidden_norm, *final_norm;
+    df_layer *layers;
+    /* heads */
+    markov_type mtype;
+    int r;
+    const st_tensor *w1;  /* [V, r] rows gathered per token */
+    sp_mat w2;            /* [V, r] */
+    sp_mat gate_w, joint_w; /* [r, H+r], [3r, 2r+H] */
+    float *gate_b, *joint_b;
+    int conf, conf_markov;
+    float *conf_w, conf_b; /* [H (+r)] */
+    float sts[SP_SPS_MAX]; int n_sts;
+    sp_dflash_opts o;
+    sp_sps_table sps;
+    /* sampling */
+    sp_sampler *smp;
+    int greedy;
+    uint64_t seed;
+    /* sequence state */
+    int n_ctx, cap;       /* committed context rows; rows allocated per layer cache */
+    int32_t pending;
+    int n_last;           /* drafts of the last proposal */
+    float z_last[SP_SPS_MAX]; /* their raw confidence logits */
+    float *kept; int n_kept, cap_kept; /* keep_taps */
+    /* scratch for R = max(block, CTX_CHUNK) rows */
+    int R;
+    float *x, *xn, *q, *k, *v, *att, *o2, *g, *u, *hid, *logits, *z, *code, *vec, *state;
+    float *bias, *qrow; /* [V] each: Markov bias, a q row nobody asked for */
+    sp_dflash_info info;
+    void **owned;
+    int n_owned, cap_owned;
+} df_t;
+
+sp_dflash_opts sp_dflash_opts_default(void) {
+    sp_dflash_opts o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+static void *own(df_t *s, size_t bytes) {
+    if (s->n_owned == s->cap_owned) {
+        int cap = s->cap_owned ? 2 * s->cap_owned : 64;
+        void **p = realloc(s->owned, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        s->owned = p;
+        s->cap_owned = cap;
+    }
+    void *x = calloc(1, bytes ? bytes : 1);
+    if (x) s->owned[s->n_owned++] = x;
+    return x;
+}
+
+static int get_mat(df_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
+    const st_tensor *t;
+    int64_t shape[2] = {n, k};
+    if (st_get(s->st, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+    *out = (sp_mat){t->data, t->dtype, n, k};
+    return 0;
+}
+
+static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
+    const st_tensor *t;
+    int64_t shape[1] = {n};
+    if (st_get(s->st, name, SP_DT_UNKNOWN, 1, shape, &t, err)) return -1;
+    if (!(*out = own(s, (size_t)n * sizeof(float)))) return sp_err_set(err, "out of memory loading %s", name);
+    sp_to_f32(*out, t->data, t->dtype, (size_t)n);
+    return 0;
+}
+
+#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+
+static int bind_layer(df_t *s, int i, sp_err *err) {
+    const sp_config *c = &s->dc;
+    const sp_layer_config *lc = &c->layers[i];
+    df_layer *l = &s->layers[i];
+    char nm[160];
+    int H = s->H, NH = s->NH;
+    l->D = lc->head_dim;
+    l->KVH = lc->n_kv_heads;
+    l->I = lc->ffn_dim;
+    int D = l->D, KVH = l->KVH, I = l->I;
+    if (lc->sliding)
+        return sp_err_set(err, "drafter layer %d: sliding-window draft layers are not supported", i);
+    if (get_vec(s, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
+        get_mat(s, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
+        get_mat(s, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err) ||
+        get_mat(s, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
+        get_vec(s, NAME("layers.%d.post_attention_layernorm.weight", i), H, &l->post_attn_norm, err) ||
+        get_mat(s, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
+        get_mat(s, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
+        get_mat(s, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
+        return -1;
+    if (lc->has_v_proj && get_mat(s, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
+        return -1;
+    if (c->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
+                       get_vec(s, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)))
+        return -1;
+    l->layer_scalar = 1.0f;
+    if (s->gemma) {
+        float *sc;
+        if (get_vec(s, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->pre_ffn_norm, err) ||
+            get_vec(s, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->post_ffn_norm, err))
+            return -1;
+        if (st_find(s->st, NAME("layers.%d.layer_scalar", i))) {
+            if (get_vec(s, nm, 1, &sc, err)) return -1;
+            l->layer_scalar = sc[0];
+        }
+    }
+    if (!(l->inv_freq = own(s, sizeof(float) * (size_t)(D / 2)))) return sp_err_set(err, "out of memory");
+    sp_rope_inv_freq(l->inv_freq, D, &c->rope);
+    if (D > 1024) return sp_err_set(err, "drafter layer %d: head_dim %d above 1024", i, D);
+    return 0;
+}
+
+static int json_get_int(json_t *o, const char *key, int *out, const char *what, sp_err *err) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 1; /* absent */
+    if (!json_is_integer(v)) return sp_err_set(err, "%s: key \"%s\" must be an integer", what, key), -1;
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+/* the drafter-specific keys of config.json (FORMATS.md §7.1, §8.1) */
+static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
+    const sp_config *tc = sp_model_config(s->target);
+    json_t *arch = json_array_get(json_object_get(root, "architectures"), 0);
+    const char *a = json_string_value(arch);
+    if (!a) return sp_err_set(err, "%s: missing \"architectures\" (expected DFlashDraftModel, Qwen3DSparkModel or "
+                                   "Gemma4DSparkModel)", what);
+    if (!strcmp(a, "DFlashDraftModel")) s->kind = SP_DFLASH_ZLAB;
+    else if (!strcmp(a, "Qwen3DSparkModel") || !strcmp(a, "Gemma4DSparkModel")) s->kind = SP_DFLASH_DSPARK;
+    else return sp_err_set(err, "%s: architectures[0] \"%s\" is not a DFlash / DSpark drafter (DFlashDraftModel, "
+                                "Qwen3DSparkModel, Gemma4DSparkModel)", what, a);
+    json_t *dfc = json_object_get(root, "dflash_config");
+    if (dfc && !json_is_object(dfc)) return sp_err_set(err, "%s: \"dflash_config\" must be an object", what);
+    int rc;
+    /* mask token */
+    rc = dfc ? json_get_int(dfc, "mask_token_id", &s->mask_id, what, err) : 1;
+    if (rc == 1) rc = json_get_int(root, "mask_token_id", &s->mask_id, what, err);
+    if (rc < 0) return -1;
+    if (rc == 1) return sp_err_set(err, "%s: missing \"mask_token_id\"%s", what,
+                                   s->kind == SP_DFLASH_ZLAB ? " (dflash_config.mask_token_id)" : "");
+    if (s->mask_id < 0 || s->mask_id >= s->V)
+        return sp_err_set(err, "%s: mask_token_id %d outside the vocabulary 0..%d", what, s->mask_id, s->V - 1);
+    /* block size */
+    rc = dfc ? json_get_int(dfc, "block_size", &s->block_size, what, err) : 1;
+    if (rc == 1) rc = json_get_int(root, "block_size", &s->block_size, what, err);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+        if (s->kind == SP_DFLASH_DSPARK) return sp_err_set(err, "%s: missing \"block_size\"", what);
+        s->block_size = 16;
+    }
+    int min_b = s->kind == SP_DFLASH_ZLAB ? 2 : 1;
+    if (s->block_size < min_b || s->block_size > SP_SPEC_MAX_G + 1)
+        return sp_err_set(err, "%s: block_size %d out of range %d..%d", what, s->block_size, min_b, SP_SPEC_MAX_G + 1);
+    /* num_target_layers must be the target's */
+    int ntl = 0;
+    if ((rc = json_get_int(root, "num_target_layers", &ntl, what, err)) < 0) return -1;
+    if (rc == 0 && ntl != tc->n_layers)
+        return sp_err_set(err, "%s: num_target_layers %d but the target has %d layers (drafter for another target?)",
+                          what, ntl, tc->n_layers);
+    /* tap layers */
+    json_t *ids = dfc ? json_object_get(dfc, "target_layer_ids") : NULL;
+    if (!ids) ids = json_object_get(root, "target_layer_ids");
+    if (!ids || json_is_null(ids)) {
+        if (s->kind == SP_DFLASH_DSPARK) return sp_err_set(err, "%s: missing \"target_layer_ids\"", what);
+        /* z-lab default (FORMATS.md §7.1) */
+        int N = tc->n_layers, Ld = s->dc.n_layers;
+        s->m = Ld;
+        if (Ld == 1) s->taps[0] = N / 2;
+        else
+            for (int i = 0; i < Ld; i++) {
+                double x = 1 + i * (double)(N - 4) / (Ld - 1), r = floor(x + 0.5);
+                if (r - x == 0.5 && fmod(r, 2.0) != 0) r -= 1;
+                s->taps[i] = (int)r;
+            }
+    } else {
+        if (!json_is_array(ids) || json_array_size(ids) < 1 || json_array_size(ids) > SP_MAX_LAYERS)
+            return sp_err_set(err, "%s: \"target_layer_ids\" must be a non-empty list of layer indices", what);
+        s->m = (int)json_array_size(ids);
+        for (int i = 0; i < s->m; i++) {
+            json_t *e = json_array_get(ids, (size_t)i);
+            if (!json_is_integer(e)) return sp_err_set(err, "%s: target_layer_ids[%d] is not an integer", what, i);
+            s->taps[i] = (int)json_integer_value(e);
+        }
+    }
+    for (int i = 0; i < s->m; i++) {
+        if (s->taps[i] < 0 || s->taps[i] >= tc->n_layers - 1)
+            return sp_err_set(err, "%s: target_layer_ids[%d] = %d outside 0..%d (the target has %d layers; the last "
+                                   "one and -1 cannot be tapped)", what, i, s->taps[i], tc->n_layers - 2, tc->n_layers);
+        if (i > 0 && s->taps[i] <= s->taps[i - 1])
+            return sp_err_set(err, "%s: target_layer_ids must be strictly increasing (entry %d = %d after %d)", what, i,
+                              s->taps[i], s->taps[i - 1]);
+    }
+    if (s->kind == SP_DFLASH_ZLAB) return 0;
+    /* DSpark heads: declared by the config, confirmed by the tensors */
+    int rank = 0;
+    if ((rc = json_get_int(root, "markov_rank", &rank, what, err)) < 0) return -1;
+    if (rank < 0) return sp_err_set(err, "%s: markov_rank %d must be >= 0", what, rank);
+    s->r = rank;
+    const char *mt = json_string_value(json_object_get(root, "markov_head_type"));
+    if (json_object_get(root, "markov_head_type") && !json_is_null(json_object_get(root, "markov_head_type")) && !mt)
+        return sp_err_set(err, "%s: \"markov_head_type\" must be a string", what);
+    if (rank == 0) s->mtype = MARKOV_NONE;
+    else if (!mt || !strcmp(mt, "vanilla")) s->mtype = MARKOV_VANILLA;
+    else if (!strcmp(mt, "gated")) s->mtype = MARKOV_GATED;
+    else if (!strcmp(mt, "rnn")) s->mtype = MARKOV_RNN;
+    else return sp_err_set(err, "%s: markov_head_type \"%s\" (expected vanilla, gated or rnn)", what, mt);
+    json_t *ec = json_object_get(root, "enable_confidence_head");
+    json_t *cm = json_object_get(root, "confidence_head_with_markov");
+    if ((ec && !json_is_boolean(ec) && !json_is_null(ec)) || (cm && !json_is_boolean(cm) && !json_is_null(cm)))
+        return sp_err_set(err, "%s: enable_confidence_head / confidence_head_with_markov must be true or false", what);
+    s->conf = json_is_true(ec);
+    s->conf_markov = cm ? json_is_true(cm) : 1;
+    if (s->conf_markov && rank == 0) s->conf_markov = 0;
+    return 0;
+}
+
+static int bind_heads(df_t *s, sp_err *err) {
+    int H = s->H, V = s->V, r = s->r;
+    char nm[160];
+    if (get_mat(s, "fc.weight", H, s->m * H, &s->fc, err) ||
+        get_vec(s, "hidden_norm.weight", H, &s->hidden_norm, err) ||
+        get_vec(s, "norm.weight", H, &s->final_norm, err))
+        return -1;
+    if (s->kind == SP_DFLASH_DSPARK) { /* the published copies of the target's tables: shape only */
+        const st_tensor *t;
+        int64_t shape[2] = {V, H};
+        for (int i = 0; i < 2; i++) {
+            const char *n = i ? "lm_head.weight" : "embed_tokens.weight";
+            if (st_find(s->st, n) && st_get(s->st, n, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        }
+    }
+    int has_w1 = st_find(s->st, "markov_head.markov_w1.weight") != NULL;
+    if (s->kind == SP_DFLASH_ZLAB && has_w1)
+        return sp_err_set(err, "DFlashDraftModel checkpoint has markov_head tensors: is it a DSpark drafter?");
+    if (s->mtype != MARKOV_NONE) {
+        const st_tensor *t;
+        int64_t shape[2] = {V, r};
+        if (st_get(s->st, "markov_head.markov_w1.weight", SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        s->w1 = t;
+        if (get_mat(s, "markov_head.markov_w2.weight", V, r, &s->w2, err)) return -1;
+        if (s->mtype == MARKOV_GATED && (get_mat(s, "markov_head.gate_proj.weight", r, H + r, &s->gate_w, err) ||
+                                         get_vec(s, "markov_head.gate_proj.bias", r, &s->gate_b, err)))
+            return -1;
+        if (s->mtype == MARKOV_RNN &&
+            (get_mat(s, "markov_head.joint_proj.weight", 3 * r, 2 * r + H, &s->joint_w, err) ||
+             get_vec(s, "markov_head.joint_proj.bias", 3 * r, &s->joint_b, err)))
+            return -1;
+    } else if (has_w1) {
+        return sp_err_set(err, "tensor markov_head.markov_w1.weight present but config markov_rank is 0 / missing");
+    }
+    if (s->conf) {
+        int w = H + (s->conf_markov ? r : 0);
+        const st_tensor *t;
+        int64_t shape[2] = {1, w}, one[1] = {1};
+        if (st_get(s->st, "confidence_head.proj.weight", SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        if (!(s->conf_w = own(s, sizeof(float) * (size_t)w))) return sp_err_set(err, "out of memory");
+        sp_to_f32(s->conf_w, t->data, t->dtype, (size_t)w);
+        if (st_get(s->st, "confidence_head.proj.bias", SP_DT_UNKNOWN, 1, one, &t, err)) return -1;
+        sp_to_f32(&s->conf_b, t->data, t->dtype, 1);
+    }
+    (void)nm;
+    return 0;
+}
+
+/* sts.json beside the drafter: {"temperatures": [T_1 .. T_B]} (FORMATS.md §8.9) */
+static int load_sts(df_t *s, const char *dir, sp_err *err) {
+    char path[4096], *text = NULL;
+    size_t n;
+    s->n_sts = 0;
+    if (s->o.no_sts || sp_path_join(path, sizeof path, dir, "sts.json") || !sp_file_exists(path)) return 0;
+    if (sp_read_file(path, &text, &n, err)) return -1;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    free(text);
+    json_t *t = json_object_get(root, "temperatures");
+    int rc = 0;
+    if (!json_is_array(t) || json_array_size(t) < 1 || json_array_size(t) > SP_SPS_MAX) {
+        rc = sp_err_set(err, "%s: expected {\"temperatures\": [1..%d positive numbers]}", path, SP_SPS_MAX);
+    } else {
+        for (size_t i = 0; i < json_array_size(t) && !rc; i++) {
+            json_t *e = json_array_get(t, i);
+            double v = json_number_value(e);
+            if (!json_is_number(e) || !(v > 0)) rc = sp_err_set(err, "%s: temperatures[%zu] must be > 0", path, i);
+            s->sts[i] = (float)v;
+        }
+        if (!rc) s->n_sts = (int)json_array_size(t);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ---- forward pieces --------------------------------------------------------------------------- */
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* K/V of T rows xn (already normalized) at positions pos0.. into layer l's cache rows pos0.. */
+static void write_kv(df_t *s, df_layer *l, const float *xn, int T, int pos0) {
+    int KVH = l->KVH, D = l->D;
+    float eps = (float)s->dc.rms_eps;
+    size_t row = (size_t)KVH * D;
+    sp_matmul(s->pool, s->k, xn, T, &l->wk);
+    if (l->wv.data) sp_matmul(s->pool, s->v, xn, T, &l->wv);
+    else memcpy(s->v, s->k, (size_t)T * row * sizeof(float)); /* k_eq_v: V = raw K */
+    if (l->k_norm) sp_rmsnorm(s->k, s->k, l->k_norm, T * KVH, D, eps);
+    if (s->gemma) sp_rmsnorm(s->v, s->v, NULL, T * KVH, D, eps); /* weightless v_norm */
+    for (int t = 0; t < T; t++) sp_rope(s->k + (size_t)t * row, KVH, D, l->inv_freq, pos0 + t);
+    memcpy(l->K + (size_t)pos0 * row, s->k, (size_t)T * row * sizeof(float));
+    memcpy(l->V + (size_t)pos0 * row, s->v, (size_t)T * row * sizeof(float));
+}
+
+static int ensure_cap(df_t *s, int rows, sp_err *err) {
+    if (rows <= s->cap) return 0;
+    int cap = s->cap ? s->cap : 256;
+    while (cap < rows) cap *= 2;
+    for (int i = 0; i < s->L; i++) {
+        df_layer *l = &s->layers[i];
+        size_t bytes = (size_t)cap * l->KVH * l->D * sizeof(float);
+        float *K = realloc(l->K, bytes);
+        if (K) l->K = K;
+        float *V = K ? realloc(l->V, bytes) : NULL;
+        if (V) l->V = V;
+        if (!K || !V) return sp_err_set(err, "dflash: out of memory for a %d-row draft context", cap);
+    }
+    s->cap = cap;
+    return 0;
+}
+
+/* Absorb R context rows F [R, m·H] (taps of committed tokens) at positions n_ctx.. */
+static int inject(df_t *s, const float *F, int R, sp_err *err) {
+    if (R <= 0) return 0;
+    if (ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
+    int H = s->H;
+    if (s->o.keep_taps) {
+        size_t w = (size_t)s->m * H;
+        if (s->n_kept + R > s->cap_kept) {
+            int cap = s->cap_kept ? s->cap_kept : 256;
+            while (cap < s->n_kept + R) cap *= 2;
+            float *k = realloc(s->kept, (size_t)cap * w * sizeof(float));
+            if (!k) return sp_err_set(err, "dflash: out of memory");
+            s->kept = k;
+            s->cap_kept = cap;
+        }
+        memcpy(s->kept + (size_t)s->n_kept * w, F, (size_t)R * w * sizeof(float));
+        s->n_kept += R;
+    }
+    for (int i = 0; i < R; i += CTX_CHUNK) {
+        int T = R - i < CTX_CHUNK ? R - i : CTX_CHUNK;
+        sp_matmul(s->pool, s->x, F + (size_t)i * s->m * H, T, &s->fc);
+        sp_rmsnorm(s->x, s->x, s->hidden_norm, T, H, (float)s->dc.rms_eps);
+        for (int li = 0; li < s->L; li++) write_kv(s, &s->layers[li], s->x, T, s->n_ctx + i);
+    }
+    s->n_ctx += R;
+    return 0;
+}
+
+/* The block forward: tokens[T] at positions n_ctx.. → s->hid [T, H] and s->logits [T, V]. */
+static void block_forward(df_t *s, const int32_t *tokens, int T) {
+    const sp_config *c = &s->dc;
+    int H = s->H, NH = s->NH, pos0 = s->n_ctx;
+    float eps = (float)c->rms_eps;
+    size_t TH = (size_t)T * H;
+    for (int t = 0; t < T; t++) sp_model_embed(s->target, s->x + (size_t)t * H, tokens[t]);
+    for (int li = 0; li < s->L; li++) {
+        df_layer *l = &s->layers[li];
+        int D = l->D;
+        sp_rmsnorm(s->xn, s->x, l->attn_norm, T, H, eps);
+        sp_matmul(s->pool, s->q, s->xn, T, &l->wq);
+        if (l->q_norm) sp_rmsnorm(s->q, s->q, l->q_norm, T * NH, D, eps);
+        for (int t = 0; t < T; t++) sp_rope(s->q + (size_t)t * NH * D, NH, D, l->inv_freq, pos0 + t);
+        write_kv(s, l, s->xn, T, pos0); /* block rows after the context: dropped by not advancing n_ctx */
+        /* non-causal: every block query sees context 0..pos0-1 and the whole block (FORMATS.md §7.3) */
+        sp_attn_shape sh = {.T = 1, .pos0 = pos0 + T - 1, .NH = NH, .KVH = l->KVH, .D = D, .cap = s->cap, .ring = 0,
+                            .window = 0, .scale = s->gemma ? 1.0f : 1.0f / sqrtf((float)D)};
+        for (int t = 0; t < T; t++)
+            sp_attention(s->pool, s->att + (size_t)t * NH * D, s->q + (size_t)t * NH * D, l->K, l->V, &sh);
+        sp_matmul(s->pool, s->o2, s->att, T, &l->wo);
+        if (s->gemma) sp_rmsnorm(s->o2, s->o2, l->post_attn_norm, T, H, eps);
+        add_rows(s->x, s->o2, TH);
+        sp_rmsnorm(s->xn, s->x, s->gemma ? l->pre_ffn_norm : l->post_attn_norm, T, H, eps);
+        sp_matmul(s->pool, s->g, s->xn, T, &l->w_gate);
+        sp_matmul(s->pool, s->u, s->xn, T, &l->w_up);
+        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)T * l->I);
+        else sp_silu_mul(s->g, s->g, s->u, (size_t)T * l->I);
+        sp_matmul(s->pool, s->o2, s->g, T, &l->w_down);
+        if (s->gemma) sp_rmsnorm(s->o2, s->o2, l->post_ffn_norm, T, H, eps);
+        add_rows(s->x, s->o2, TH);
+        if (l->layer_scalar != 1.0f)
+            for (size_t i = 0; i < TH; i++) s->x[i] *= l->layer_scalar;
+    }
+    sp_rmsnorm(s->hid, s->x, s->final_norm, T, H, eps);
+    sp_model_logits(s->target, s->logits, s->hid, T); /* the target's LM head (+ soft-cap) */
+}
+
+static float sigmoidf(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* DSpark heads for draft j from slot row h [H] and previous token: Z (in place on U [V]) and the
+ * raw confidence logit (FORMATS.md §8.4–8.5). */
+static float heads(df_t *s, float *U, const float *h, int32_t prev) {
+    int H = s->H, r = s->r;
+    float *code = s->code, *vec = s->vec; /* [r], [2r + H] */
+    if (s->mtype != MARKOV_NONE) {
+        sp_to_f32(code, (const char *)s->w1->data + (size_t)prev * r * sp_dtype_size(s->w1->dtype), s->w1->dtype,
+                  (size_t)r);
+        float *mix = s->z; /* [r] or [3r] */
+        if (s->mtype == MARKOV_VANILLA) {
+            memcpy(mix, code, sizeof(float) * (size_t)r);
+        } else if (s->mtype == MARKOV_GATED) { /* gate = σ(W_g·[h; code] + b) */
+            memcpy(vec, h, sizeof(float) * (size_t)H);
+            memcpy(vec + H, code, sizeof(float) * (size_t)r);
+            sp_matmul(s->pool, mix, vec, 1, &s->gate_w);
+            for (int i = 0; i < r; i++) mix[i] = sigmoidf(mix[i] + s->gate_b[i]) * code[i];
+        } else { /* rnn: z = [s; code; h] → [g|c|o]; s = σ(g)s + (1-σ(g))tanh(c); mix = tanh(o) */
+            memcpy(vec, s->state, sizeof(float) * (size_t)r);
+            memcpy(vec + r, code, sizeof(float) * (size_t)r);
+            memcpy(vec + 2 * r, h, sizeof(float) * (size_t)H);
+            sp_matmul(s->pool, mix, vec, 1, &s->joint_w);
+            for (int i = 0; i < r; i++) {
+                float g = sigmoidf(mix[i] + s->joint_b[i]), cc = tanhf(mix[r + i] + s->joint_b[r + i]);
+                s->state[i] = g * s->state[i] + (1 - g) * cc;
+                mix[i] = tanhf(mix[2 * r + i] + s->joint_b[2 * r + i]);
+            }
+        }
+        sp_matmul(s->pool, s->bias, mix, 1, &s->w2); /* bias [V] = W2 · mix */
+        for (int v = 0; v < s->V; v++) U[v] += s->bias[v];
+    }
+    if (!s->conf) return INFINITY;
+    double acc = s->conf_b;
+    for (int i = 0; i < H; i++) acc += (double)s->conf_w[i] * h[i];
+    if (s->conf_markov)
+        for (int i = 0; i < r; i++) acc += (double)s->conf_w[H + i] * code[i];
+    return (float)acc;
+}
+
+/* ---- the drafter interface --------------------------------------------------------------------- */
+
+static int df_begin(sp_drafter *d, const int32_t *prompt, int n, const float *taps, const float *hidden,
+                    const sp_drafter_ctx *ctx, sp_err *err) {
+    df_t *s = d->self;
+    if (ctx->target != s->target) return sp_err_set(err, "dflash: begun with another target than it was loaded for");
+    s->seed = ctx->seed;
+    s->n_ctx = 0;
+    s->n_kept = 0;
+    s->n_last = 0;
+    s->pending = prompt[n - 1];
+    return inject(s, taps, n - 1, err);
+}
+
+/* draw draft x from logits Z (q row filled when sampling) */
+static int draw(df_t *s, const float *Z, float *q, uint64_t pos, sp_err *err) {
+    if (s->greedy) return sp_sample_argmax(Z, s->V);
+    if (sp_sampler_probs(s->smp, q, Z, err)) return -1;
+    int t = sp_sample_probs(q, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, pos));
+    if (t < 0) sp_err_set(err, "dflash: empty draft distribution");
+    return t;
+}
+
+static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
+    df_t *s = d->self;
+    int g = max_g < s->max_drafts ? max_g : s->max_drafts, V = s->V, H = s->H;
+    s->n_last = 0;
+    if (g <= 0) return 0;
+    int zlab = s->kind == SP_DFLASH_ZLAB, retro = !zlab && s->conf && s->o.policy == SP_VERIFY_RETRO;
+    if (retro) g = s->max_drafts; /* the retrospective search sees the whole block, then truncates */
+    int T = zlab ? g + 1 : g;
+    int32_t blk[SP_SPEC_MAX_G + 2];
+    blk[0] = s->pending;
+    for (int t = 1; t < T; t++) blk[t] = s->mask_id;
+    double t0 = sp_time_ms();
+    block_forward(s, blk, T);
+    double t1 = sp_time_ms();
+    s->info.ms_block += t1 - t0;
+    s->info.proposals++;
+    float *qrow = s->qrow; /* scratch q row when the engine wants none */
+    uint64_t pos = (uint64_t)s->n_ctx; /* position of pending */
+    int n = 0;
+    if (zlab) { /* slot t predicts the token at its own position (§7.4) */
+        for (int t = 1; t <= g; t++) {
+            float *qt = q ? q + (size_t)(t - 1) * V : qrow;
+            int x = draw(s, s->logits + (size_t)t * V, qt, pos + (uint64_t)t, err);
+            if (x < 0) return -1;
+            drafts[n++] = x;
+        }
+    } else { /* slot j-1 predicts draft j; heads left to right (§8.4–8.6, §8.10) */
+        sp_sched sch;
+        sp_sched_begin(&sch, &s->sps);
+        int32_t prev = s->pending;
+        double cs[SP_SPEC_MAX_G + 1];
+        if (s->mtype == MARKOV_RNN) memset(s->state, 0, sizeof(float) * (size_t)s->r);
+        for (int j = 1; j <= g; j++) {
+            float *Z = s->logits + (size_t)(j - 1) * V;
+            float zc = heads(s, Z, s->hid + (size_t)(j - 1) * H, prev);
+            if (s->conf) {
+                float Tj = s->n_sts ? s->sts[j - 1 < s->n_sts ? j - 1 : s->n_sts - 1] : 1.0f;
+                double c = sigmoidf(zc / Tj);
+                s->z_last[j - 1] = zc;
+                s->info.conf_sum += c;
+                s->info.conf_n++;
+                cs[j - 1] = c;
+                /* decisions from c_1..c_j only: taken before x_j is drawn */
+                if (s->o.conf_threshold > 0 && c < s->o.conf_threshold) break;
+                if (s->o.policy == SP_VERIFY_SCHEDULE && !sp_sched_admit(&sch, c)) break;
+            }
+            float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
+            int x = draw(s, Z, qt, pos + (uint64_t)j, err);
+            if (x < 0) return -1;
+            if (j <= max_g) drafts[j - 1] = x;
+            n++;
+            prev = x;
+        }
+        if (retro) { /* LOSSY: c_{k+1} (which saw x_k) decides whether x_k is verified */
+            n = sp_sched_retrospective(cs, n, &s->sps);
+            if (n > max_g) n = max_g;
+        }
+    }
+    s->info.ms_heads += sp_time_ms() - t1;
+    s->n_last = n;
+    s->info.drafted += n;
+    s->info.len_hist[n < SP_SPS_MAX ? n : SP_SPS_MAX]++;
+    return n;
+}
+
+static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
+    df_t *s = d->self;
+    if (n_acc < 0 || n_acc > s->n_last)
+        return sp_err_set(err, "dflash: %d drafts accepted of %d proposed", n_acc, s->n_last);
+    if (s->o.on_round && s->conf) s->o.on_round(s->o.on_round_ctx, s->z_last, s->n_last, n_acc);
+    s->pending = next;
+    s->n_last = 0;
+    double t0 = sp_time_ms();
+    int rc = inject(s, taps, n_acc + 1, err); /* H_ctx grows by the committed rows only */
+    s->info.ms_inject += sp_time_ms() - t0;
+    return rc;
+}
+
+static void df_destroy(sp_drafter *d) {
+    df_t *s = d ? d->self : NULL;
+    if (s && s->info.proposals > 0) { /* the CLI's view of the confidences and verify lengths */
+        char hist[512];
+        int at = 0;
+        for (int i = 0; i <= s->max_drafts && i <= SP_SPS_MAX && at < (int)sizeof hist - 32; i++)
+            if (s->info.len_hist[i])
+                at += snprintf(hist + at, sizeof hist - (size_t)at, " %d:%ld", i, s->info.len_hist[i]);
+        sp_log(SP_LOG_INFO,
+               "%s: %ld proposals, %.2f drafts each, mean confidence %s%.3f, proposal lengths%s; per proposal: block "
+               "%.2f ms, heads %.2f ms, context %.2f ms",
+               d->name, s->info.proposals, (double)s->info.drafted / s->info.proposals, s->info.conf_n ? "" : "n/a ",
+               s->info.conf_n ? s->info.conf_sum / s->info.conf_n : 0.0, hist, s->info.ms_block / s->info.proposals,
+               s->info.ms_heads / s->info.proposals, s->info.ms_inject / s->info.proposals);
+    }
+    if (s) {
+        for (int i = 0; s->layers && i < s->L; i++) {
+            free(s->layers[i].K);
+            free(s->layers[i].V);
+        }
+        for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
+        free(s->owned);
+        free(s->kept);
+        sp_sampler_free(s->smp);
+        st_close(s->st);
+        free(s);
+    }
+    free(d);
+}
+
+sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample_params *sample,
+                              const sp_dflash_opts *o, sp_err *err) {
+    sp_drafter *d = calloc(1, sizeof *d);
+    df_t *s = calloc(1, sizeof *s);
+    char path[4096], *text = NULL;
+    size_t tn;
+    json_t *root = NULL;
+    if (!d || !s) {
+        free(d);
+        free(s);
+        sp_err_set(err, "dflash: out of memory");
+        return NULL;
+    }
+    d->self = s;
+    d->destroy = df_destroy;
+    s->o = o ? *o : sp_dflash_opts_default();
+    s->target = target;
+    s->pool = target->pool;
+    const sp_config *tc = sp_model_config(target);
+    s->V = tc->vocab_size;
+    s->H = tc->hidden_size;
+    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto fail;
+    if (sp_config_parse(&s->dc, text, path, err)) goto fail;
+    root = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    if (!root || parse_keys(s, root, path, err)) goto fail;
+    const sp_config *c = &s->dc;
+    if (c->hidden_size != s->H || c->vocab_size != s->V) {
+        sp_err_set(err, "%s: hidden_size %d / vocab_size %d must equal the target's (%d / %d)", path, c->hidden_size,
+                   c->vocab_size, s->H, s->V);
+        goto fail;
+    }
+    if (c->arch == SP_ARCH_GEMMA4 && (c->ple_dim > 0 || c->n_kv_shared > 0)) {
+        sp_err_set(err, "%s: a Gemma-4 drafter must have hidden_size_per_layer_input 0 and num_kv_shared_layers 0",
+                   path);
+        goto fail;
+    }
+    s->gemma = c->arch == SP_ARCH_GEMMA4;
+    s->L = c->n_layers;
+    s->NH = c->n_heads;
+    if (st_open_dir(&s->st, dir, err)) goto fail;
+    if (!(s->layers = own(s, sizeof(df_layer) * (size_t)s->L))) {
+        sp_err_set(err, "dflash: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < s->L; i++) {
+        if (bind_layer(s, i, err)) goto fail;
+        if (s->layers[i].I > s->I_max) s->I_max = s->layers[i].I;
+    }
+    if (bind_heads(s, err) || load_sts(s, dir, err)) goto fail;
+    int def = s->kind == SP_DFLASH_ZLAB ? s->block_size - 1 : s->block_size;
+    s->max_drafts = s->o.max_drafts > 0 && !(s->o.clamp_to_block && s->o.max_drafts > def) ? s->o.max_drafts : def;
+    if (s->max_drafts > SP_SPEC_MAX_G) {
+        sp_err_set(err, "dflash: %d drafts per block (allowed 1..%d)", s->max_drafts, SP_SPEC_MAX_G);
+        goto fail;
+    }
+    if (s->o.policy != SP_VERIFY_ALL) {
+        if (!s->conf) {
+            sp_err_set(err, "%s: a verify schedule needs a confidence head (enable_confidence_head)", path);
+            goto fail;
+        }
+        if (!s->o.sps || s->o.sps->n < 1) {
+            sp_err_set(err, "dflash: the verify schedule needs an SPS table");
+            goto fail;
+        }
+        s->sps = *s->o.sps;
+    }
+    if (s->o.conf_threshold > 0 && !s->conf) {
+        sp_err_set(err, "%s: --conf-threshold needs a confidence head (enable_confidence_head)", path);
+        goto fail;
+    }
+    /* scratch */
+    int R = s->max_drafts + 1 > CTX_CHUNK ? s->max_drafts + 1 : CTX_CHUNK, Dq = 0, Dkv = 0;
+    for (int i = 0; i < s->L; i++) {
+        int a = s->NH * s->layers[i].D, b = s->layers[i].KVH * s->layers[i].D;
+        if (a > Dq) Dq = a;
+        if (b > Dkv) Dkv = b;
+    }
+    s->R = R;
+    size_t H = (size_t)s->H;
+    int r = s->r;
+    s->x = own(s, sizeof(float) * R * H);
+    s->xn = own(s, sizeof(float) * R * H);
+    s->bias = own(s, sizeof(float) * (size_t)s->V);
+    s->qrow = own(s, sizeof(float) * (size_t)s->V);
+    s->q = own(s, sizeof(float) * R * (size_t)Dq);
+    s->att = own(s, sizeof(float) * R * (size_t)Dq);
+    s->k = own(s, sizeof(float) * R * (size_t)Dkv);
+    s->v = own(s, sizeof(float) * R * (size_t)Dkv);
+    s->o2 = own(s, sizeof(float) * R * H);
+    s->g = own(s, sizeof(float) * R * (size_t)s->I_max);
+    s->u = own(s, sizeof(float) * R * (size_t)s->I_max);
+    s->hid = own(s, sizeof(float) * R * H);
+    s->logits = own(s, sizeof(float) * (size_t)(s->max_drafts + 1) * (size_t)s->V);
+    s->z = own(s, sizeof(float) * (size_t)(3 * r + 1));
+    s->code = own(s, sizeof(float) * (size_t)(r + 1));
+    s->vec = own(s, sizeof(float) * (size_t)(2 * r + H));
+    s->state = own(s, sizeof(float) * (size_t)(r + 1));
+    s->greedy = sp_sample_is_greedy(sample);
+    s->smp = sp_sampler_create(s->V, sample, err);
+    if (!s->smp) goto fail;
+    if (!s->x || !s->xn || !s->bias || !s->qrow || !s->q || !s->att || !s->k || !s->v || !s->o2 || !s->g || !s->u ||
+        !s->hid || !s->logits || !s->z || !s->code || !s->vec || !s->state || ensure_cap(s, 256, err)) {
+        sp_err_set(err, "dflash: out of memory");
+        goto fail;
+    }
+    s->info = (sp_dflash_info){.kind = s->kind, .block_size = s->block_size, .max_drafts = s->max_drafts,
+                               .markov_rank = s->r, .has_conf = s->conf, .n_taps = s->m, .tap_layers = s->taps};
+    d->name = s->kind == SP_DFLASH_ZLAB ? "dflash" : s->mtype != MARKOV_NONE || s->conf ? "dspark" : "dflash-deepspec";
+    d->n_taps = s->m;
+    d->tap_layers = s->taps;
+    d->provides_q = !s->greedy;
+    d->begin = df_begin;
+    d->propose = df_propose;
+    d->commit = df_commit;
+    json_decref(root);
+    free(text);
+    return d;
+fail:
+    json_decref(root);
+    free(text);
+    df_destroy(d);
+    return NULL;
+}
+
+int sp_dflash_info_get(const sp_drafter *d, sp_dflash_info *info) {
+    if (!d || d->begin != df_begin) return -1;
+    *info = ((const df_t *)d->self)->info;
+    return 0;
+}
+
+const float *sp_dflash_context(const sp_drafter *d, int *n) {
+    if (!d || d->begin != df_begin) return NULL;
+    const df_t *s = d->self;
+    *n = s->n_kept;
+    return s->o.keep_taps ? s->kept : NULL;
+}

@@ -1,0 +1,78 @@
+/* dflash.h — DFlash and DSpark block drafters (FORMATS.md §7, §8).
+ *
+ * One network, two conventions, chosen by architectures[0] of the drafter's config.json:
+ *   "DFlashDraftModel" (z-lab): block [pending, M × g], slot t (1..g) predicts the token at its
+ *       own position: g = B-1 drafts per block, sampled independently.
+ *   "Qwen3DSparkModel" / "Gemma4DSparkModel" (DeepSpec): block [pending, M × (g-1)], slot t
+ *       predicts the next position (anchor first: g = B drafts). With markov_head tensors the
+ *       drafts are sampled left to right through the Markov head (vanilla / gated / rnn), with
+ *       confidence_head tensors each draft has a confidence c_j; DeepSpec's dflash_*_block7 are
+ *       the same files with both heads off.
+ * The target's embedding and LM head (+ Gemma soft-cap) are used through the target (DeepSpec
+ * copies in the checkpoint are shape-checked, never used). The draft KV cache holds context
+ * K/V of committed tokens only (taps given by the engine in begin/commit); the block's own K/V
+ * live in scratch and are dropped after each proposal.
+ *
+ * Sampling: greedy params → argmax drafts; else drafts are drawn from q = the drafter's logits
+ * (Markov-corrected) processed with `sample` (usually the target's params; a hotter temperature
+ * is lossless too), and q goes to the engine (provides_q). */
+#ifndef SPECULA_DFLASH_H
+#define SPECULA_DFLASH_H
+
+#include "sample/sample.h"
+#include "spec/drafter.h"
+#include "spec/schedule.h"
+
+typedef enum {
+    SP_DFLASH_ZLAB = 0,  /* DFlashDraftModel */
+    SP_DFLASH_DSPARK,    /* DeepSpec backbone (with or without heads) */
+} sp_dflash_kind;
+
+typedef enum {
+    SP_VERIFY_ALL = 0,     /* verify every draft (a confidence threshold may still cut) */
+    SP_VERIFY_SCHEDULE,    /* §8.10 prefix scheduler (needs sps) */
+    SP_VERIFY_RETRO,       /* LOSSY test variant: best length over all prefixes (paper App. A) */
+} sp_verify_policy;
+
+typedef struct {
+    int max_drafts;          /* drafts per block (0: the checkpoint's, B-1 z-lab / B DSpark) */
+    int clamp_to_block;      /* 1: max_drafts is at most the checkpoint's */
+    float conf_threshold;    /* DSpark: cut at the first c_k < t (0: off) */
+    sp_verify_policy policy;
+    const sp_sps_table *sps; /* for SP_VERIFY_SCHEDULE / RETRO (copied) */
+    int no_sts;              /* 1: ignore sts.json beside the drafter (raw confidences) */
+    int keep_taps;           /* tests: keep every context tap row (sp_dflash_context) */
+    /* calibration hook: after every commit, the raw confidence logits z[0..n) of the last
+     * proposal (n drafts) and how many were accepted */
+    void (*on_round)(void *ctx, const float *z, int n, int n_acc);
+    void *on_round_ctx;
+} sp_dflash_opts;
+
+sp_dflash_opts sp_dflash_opts_default(void);
+
+/* Load the drafter in dir for `target` (borrowed: it must outlive the drafter). sample: the
+ * params drafts are drawn with. Every missing / mis-shaped tensor and bad config key is an error
+ * naming it. Returns a drafter the caller frees with sp_drafter_free, or NULL with err. */
+sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample_params *sample,
+                              const sp_dflash_opts *o, sp_err *err);
+
+typedef struct {
+    sp_dflash_kind kind;
+    int block_size, max_drafts, markov_rank, has_conf, n_taps;
+    const int *tap_layers;
+    /* over all proposals since load */
+    long proposals, drafted;
+    double conf_sum;  /* Σ c_j over drafts offered (mean = conf_sum / conf_n) */
+    long conf_n;
+    long len_hist[SP_SPS_MAX + 1]; /* proposals by length returned */
+    double ms_block, ms_heads, ms_inject; /* time in the block forward, the heads + sampling, context injection */
+} sp_dflash_info;
+
+/* Facts and statistics of a drafter made by sp_drafter_dflash (0), else -1. */
+int sp_dflash_info_get(const sp_drafter *d, sp_dflash_info *info);
+
+/* keep_taps only: the context rows H_ctx [*n, n_taps·H] the drafter has absorbed (row i =
+ * taps of committed token i). NULL otherwise. */
+const float *sp_dflash_context(const sp_drafter *d, int *n);
+
+#endif

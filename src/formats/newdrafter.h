@@ -1,0 +1,37 @@
+/* newdrafter.h — random DFlash / DSpark drafter checkpoints in the published layouts, built for
+ * one target directory (FORMATS.md §7.1–7.2 z-lab, §8.1–8.2 DeepSpec).
+ *
+ * The drafter takes the target's hidden size, vocabulary, RoPE and head shapes; tap layers
+ * (target_layer_ids) default to the published rule (§7.1) for the target's depth; the mask
+ * token is the published one for real Qwen3 / Gemma-4 vocabularies, else the last id.
+ * Weights come from the counter-based RNG (seed, tensor index, element index), so a seed
+ * gives byte-identical files. DeepSpec checkpoints carry copies of the target's embedding and
+ * LM head (as published); z-lab ones carry neither. */
+#ifndef SPECULA_NEWDRAFTER_H
+#define SPECULA_NEWDRAFTER_H
+
+#include <stdint.h>
+
+#include "../core/core.h"
+
+typedef struct {
+    const char *arch;        /* "dflash" (z-lab DFlashDraftModel) | "dspark" (DeepSpec) */
+    const char *preset;      /* dflash: "b16" (default); dspark: "b7" (default, Markov + confidence
+                                heads) | "dflash-b7" (DeepSpec dflash_*_block7: heads off) */
+    const char *const *sets; /* "key=value" config overrides (JSON value, else string; dotted keys) */
+    int n_sets;
+    sp_dtype dtype;          /* SP_DT_F32 / SP_DT_BF16; SP_DT_UNKNOWN: the target's */
+    uint64_t seed;
+} newdrafter_opts;
+
+/* Names of the presets of an arch, for --help ("b16", ...). NULL past the end. */
+const char *newdrafter_preset_at(const char *arch, int i);
+
+/* Write config.json + model.safetensors for target_dir into dir (created). Atomic files. */
+int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+
+/* The default tap layers for a target of N layers: m ids (m <= N-1), strictly increasing, never
+ * the last layer. FORMATS.md §7.1 rule when it yields distinct ids, else spread over 0..N-2. */
+void newdrafter_tap_ids(int N, int m, int *ids);
+
+#endif
