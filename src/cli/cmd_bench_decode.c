@@ -22,7 +22,8 @@ static double matmul_params(const sp_config *c) {
     for (int l = 0; l < c->n_layers; l++) {
         const sp_layer_config *L = &c->layers[l];
         double q = (double)c->n_heads * L->head_dim, kv = (double)L->n_kv_heads * L->head_dim;
-        p += H * q * 2 + H * kv * (L->has_v_proj ? 2 : 1) + 3.0 * H * L->ffn_dim;
+        int own_kv = L->kv_source == l; /* KV-shared Gemma-4 layers project no K/V */
+        p += H * q * 2 + (own_kv ? H * kv * (L->has_v_proj ? 2 : 1) : 0) + 3.0 * H * L->ffn_dim;
         if (c->ple_dim > 0) p += 2.0 * H * c->ple_dim + H * c->ple_dim; /* gate, projection, model proj */
     }
     return p;
@@ -94,7 +95,10 @@ int cmd_bench_decode(int argc, char **argv) {
     const double wbytes = (double)sp_model_weight_bytes(m);
     const double ceiling = bw * 1e9 / wbytes;
     const double frac = dec.decode_tps / ceiling;
-    const double gflops = 2.0 * matmul_params(cfg) * pre.prompt_tokens / (pre.prefill_ms * 1e-3) / 1e9;
+    /* every layer runs on all prompt tokens; the LM head only on the last one */
+    const double head = (double)cfg->vocab_size * cfg->hidden_size;
+    const double gflops =
+        2.0 * ((matmul_params(cfg) - head) * pre.prompt_tokens + head) / (pre.prefill_ms * 1e-3) / 1e9;
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "decode_tps", json_real(dec.decode_tps));
