@@ -14,8 +14,11 @@
 #include "harness.h"
 #include "train/regen.h"
 #include "train/trainer.h"
+#include "drafters/dflash.h"
+#include "spec/spec.h"
 
 static char root[256], target[300], shards[300], held[300];
+static int alpha[12];
 
 static void corpus(const char *path, int n, unsigned seed, const int *alpha) {
     FILE *f = fopen(path, "w");
@@ -41,7 +44,6 @@ static void setup(void) {
     sp_err err;
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 1, .n_threads = 2};
     CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
-    int alpha[12];
     for (int i = 0; i < 12; i++) alpha[i] = 3 + (int)(sp_rng_u64(5, 0, (uint64_t)i) % 8000);
     char p1[400], p2[400];
     snprintf(p1, sizeof p1, "%s/train.jsonl", root);
@@ -73,6 +75,8 @@ static tr_train_cfg small_cfg(tr_arch arch, const char *out) {
     return c;
 }
 
+static void check_inference(const char *dir, const char *name);
+
 static void check_tau_rises(tr_arch arch, const char *name, long steps) {
     char out[400];
     snprintf(out, sizeof out, "%s/%s", root, name);
@@ -90,6 +94,52 @@ static void check_tau_rises(tr_arch arch, const char *name, long steps) {
     char p[512];
     snprintf(p, sizeof p, "%s/model.safetensors", out);
     CHECK(sp_file_exists(p), "no checkpoint");
+    check_inference(out, name);
+}
+
+/* the trained drafter, loaded by the INFERENCE path (drafters/dflash.c), accelerates greedy
+ * generation on unseen prompts of the same kind: real acceptance, output identical to plain */
+static void check_inference(const char *dir, const char *name) {
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    if (!m) return;
+    sp_sample_params greedy = sp_sample_params_default();
+    sp_dflash_opts o = sp_dflash_opts_default();
+    sp_drafter *d = sp_drafter_dflash(dir, m, &greedy, &o, &err);
+    CHECK(d != NULL, "%s: inference loader refused the trained drafter: %s", name, err.msg);
+    long drafted = 0, accepted = 0;
+    unsigned s = 4242;
+    for (int k = 0; d && k < 8; k++) {
+        int32_t prompt[12], ref[40], out[40];
+        int n = 0;
+        prompt[n++] = 1;
+        int len = 4 + k % 6;
+        for (int j = 0; j < len; j++) {
+            s = s * 1103515245u + 12345u;
+            prompt[n++] = alpha[(s >> 16) % 12];
+        }
+        sp_gen_params gp = sp_gen_params_default();
+        gp.max_new = 40;
+        gp.ignore_eos = 1;
+        sp_gen_stats gs;
+        CHECK(sp_generate(m, NULL, prompt, n, &gp, ref, 40, &gs, &err) == 0, "%s", err.msg);
+        sp_spec_params sp = sp_spec_params_default();
+        sp.gen = gp;
+        sp.draft_max = 4;
+        sp_spec_stats st;
+        CHECK(sp_spec_generate(m, d, prompt, n, &sp, out, 40, &st, &err) == 0, "%s", err.msg);
+        CHECK(st.emitted == gs.emitted && !memcmp(out, ref, sizeof(int32_t) * (size_t)gs.emitted),
+              "%s: speculative output differs from plain", name);
+        drafted += st.drafted;
+        accepted += st.accepted;
+    }
+    double rate = drafted ? (double)accepted / drafted : 0;
+    printf("  %s via the inference drafter: acceptance %.3f (%ld of %ld drafts), outputs identical\n", name, rate,
+           accepted, drafted);
+    CHECK(rate > 0.2, "%s: trained drafter accepts only %.3f at inference", name, rate);
+    sp_drafter_free(d);
+    sp_model_free(m);
 }
 
 static void test_dspark_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark", 160); }
