@@ -1,5 +1,5 @@
 /* cmd_generate.c — `specula generate`: generation from a prompt (token ids, or text once the
- * tokenizer is wired in), plain (sp_generate) or speculative (--spec ngram|draft:
+ * model has a tokenizer), plain (sp_generate) or speculative (--spec KIND:
  * sp_spec_generate), streaming token ids to stdout or printing one JSON object. */
 #include <jansson.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include "spec_cli.h"
 #include "specula.h"
 #include "tokenizer/tokenizer.h"
+#include "drafters/dflash.h"
 
 static const char *CMD = "generate";
 
@@ -49,7 +50,7 @@ static void stream_finish(stream_ctx *s) {
 
 /* plain and speculative runs report through one struct; spec == NULL for plain decoding */
 static int print_json(const int32_t *toks, int n, const char *text, const sp_gen_stats *st,
-                      const sp_spec_stats *spec) {
+                      const sp_spec_stats *spec, double mean_conf) {
     json_t *o = json_object(), *arr = json_array(), *js = json_object();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(toks[i]));
     json_object_set_new(o, "tokens", arr);
@@ -70,6 +71,10 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
         json_object_set_new(js, "accept_per_position", pos);
         json_object_set_new(js, "draft_ms", json_real(spec->draft_ms));
         json_object_set_new(js, "verify_ms", json_real(spec->verify_ms));
+        json_t *vl = json_array();
+        for (int k = 0; k <= spec->n_pos; k++) json_array_append_new(vl, json_integer(spec->verify_len_hist[k]));
+        json_object_set_new(js, "verify_len_hist", vl);
+        if (mean_conf >= 0) json_object_set_new(js, "mean_confidence", json_real(mean_conf));
     }
     json_object_set_new(o, "stats", js);
     json_object_set_new(o, "stop", json_string(sp_stop_reason_name(st->stop)));
@@ -174,8 +179,11 @@ int cmd_generate(int argc, char **argv) {
         goto done;
     }
     rc = 0;
+    double mean_conf = -1; /* DSpark confidence head: mean confidence of the drafts offered */
+    sp_dflash_info di;
+    if (d && sp_dflash_info_get(d, &di) == 0 && di.conf_n > 0) mean_conf = di.conf_sum / (double)di.conf_n;
     if (json) {
-        rc = print_json(out, st.emitted, gen_text, &st, d ? &ss : NULL) ? 2 : 0;
+        rc = print_json(out, st.emitted, gen_text, &st, d ? &ss : NULL, mean_conf) ? 2 : 0;
     } else {
         putchar('\n');
         fflush(stdout);
@@ -190,6 +198,13 @@ int cmd_generate(int argc, char **argv) {
                     "draft %.1f ms, verify %.1f ms\n",
                     so.spec, ss.drafted, ss.accepted, ss.acceptance_rate, ss.mean_accept_len, ss.target_calls,
                     ss.draft_ms, ss.verify_ms);
+        if (d) {
+            fprintf(stderr, "verify lengths (rounds by drafts verified):");
+            for (int k = 0; k <= ss.n_pos; k++)
+                if (ss.verify_len_hist[k]) fprintf(stderr, " %d:%d", k, ss.verify_len_hist[k]);
+            if (mean_conf >= 0) fprintf(stderr, " | mean confidence %.3f", mean_conf);
+            fprintf(stderr, "\n");
+        }
     }
     free(gen_text);
 done:

@@ -194,6 +194,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         st->verify_ms += sp_time_ms() - tv;
         st->drafted += nd;
+        st->verify_len_hist[nd]++;
         st->accepted += acc;
         for (int i = 0; i < nd; i++) {
             st->pos_drafted[i]++;

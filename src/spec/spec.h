@@ -38,6 +38,7 @@ typedef struct {
     int n_pos;               /* = draft_max */
     int pos_drafted[SP_SPEC_MAX_G], pos_accepted[SP_SPEC_MAX_G];
     double accept_per_position[SP_SPEC_MAX_G]; /* accepted / drafted at draft index k */
+    int verify_len_hist[SP_SPEC_MAX_G + 1];    /* rounds by number of drafts verified (the chosen length) */
     double prefill_ms, decode_ms, decode_tps, draft_ms, verify_ms;
     sp_stop_reason stop;
 } sp_spec_stats;
