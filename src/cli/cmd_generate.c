@@ -1,4 +1,4 @@
-/* cmd_generate.c — `specula generate`: generation from a prompt (token ids, or text once the
+/* cmd_generate.c — `specula generate`: generation from a prompt (token ids, or text when the
  * model has a tokenizer), plain (sp_generate) or speculative (--spec KIND:
  * sp_spec_generate), streaming token ids to stdout or printing one JSON object. */
 #include <jansson.h>
