@@ -32,10 +32,12 @@ static void make_batch(tr_batch *b, const tr_dims *d, int NB, int C, unsigned se
     free(z);
 }
 
-static void check_model(tr_arch arch) {
+/* gemma: 0 Qwen3 block; 1 Gemma-4 block with k_eq_v; 2 Gemma-4 block with v_proj */
+static void check_model(tr_arch arch, int gemma) {
     tr_dims d = {.arch = arch, .H = 8, .NH = 2, .KVH = 1, .D = 4, .I = 12, .L = 2, .V = 17, .m = 2, .B = 3,
                  .r = arch == TR_ARCH_DSPARK ? 4 : 0, .conf = arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
-                 .mask_id = 16, .eps = 1e-6};
+                 .mask_id = 16, .eps = 1e-6, .gemma = gemma > 0, .k_eq_v = gemma == 1, .gelu = gemma > 0,
+                 .softcap = gemma ? 2.0 : 0};
     d.rope.type = SP_ROPE_DEFAULT;
     d.rope.theta = 10000;
     d.rope.factor = 1;
@@ -47,6 +49,7 @@ static void check_model(tr_arch arch) {
     for (int i = 0; i < m.n_params; i++) /* norms near 1 */
         if (strstr(m.params[i].name, "norm.weight"))
             for (size_t j = 0; j < m.params[i].n; j++) m.w[m.params[i].off + j] += 1.0f;
+        else if (strstr(m.params[i].name, "layer_scalar")) m.w[m.params[i].off] = 1.0f;
     tr_batch b;
     make_batch(&b, &d, 2, 4, 11);
     tr_acts *a = tr_acts_create(&d, 2, 4, &err);
@@ -73,11 +76,15 @@ static void check_model(tr_arch arch) {
     int bad = 0, checked = 0;
     for (int pi = 0; pi < m.n_params; pi++) {
         const tr_param *p = &m.params[pi];
+        if (strstr(p->name, "layer_scalar")) { /* frozen at 1: never gets a gradient */
+            CHECK(grad[p->off] == 0 && m.w[p->off] != 0, "%s: gradient %g", p->name, grad[p->off]);
+            continue;
+        }
         int nz = 0;
         for (int s = 0; s < 12 && s < (int)p->n; s++) {
             size_t j = p->off + (p->n > 12 ? ((size_t)s * 7919u) % p->n : (size_t)s);
             float keep = m.w[j];
-            double h = 1e-2;
+            double h = gemma ? 1e-3 : 1e-2; /* scale-1 attention is sharper: a smaller step */
             m.w[j] = keep + (float)h;
             tr_stats sp, sm;
             tr_forward(NULL, &m, a, &b, Wlm, denom, &sp, NULL);
@@ -100,11 +107,15 @@ static void check_model(tr_arch arch) {
     tr_model_free(&m);
 }
 
-static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK); }
-static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH); }
+static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0); }
+static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0); }
+static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1); }
+static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2); }
 
 int main(void) {
     RUN(test_dspark_gradients);
     RUN(test_dflash_gradients);
+    RUN(test_gemma_dspark_gradients);
+    RUN(test_gemma_dflash_gradients);
     return harness_done("test_train_model");
 }

@@ -178,6 +178,55 @@ static void test_mlp(void) {
     free(ds); free(dg); free(du); gfree(&dx); gfree(&dwg); gfree(&dwu); gfree(&dwd);
 }
 
+/* ---- GeGLU (Gemma-4 MLP): gelu_tanh(g) ⊙ u, and against the inference kernel's formula ---- */
+typedef struct { double *g, *u, *r, *out; } geglu_ctx;
+static double geglu_loss(void *p) {
+    geglu_ctx *c = p;
+    tr_geglu_forward_f64(c->out, c->g, c->u, T * MI);
+    return dot(c->out, c->r, T * MI);
+}
+static void test_geglu(void) {
+    geglu_ctx c = {rnd(T * MI, 3, 141), rnd(T * MI, 1, 142), rnd(T * MI, 1, 143), malloc(T * MI * 8)};
+    grad_buf dg = gbuf(T * MI, 144), du = gbuf(T * MI, 145);
+    geglu_loss(&c);
+    tr_geglu_backward_f64(dg.g, du.g, c.r, c.g, c.u, T * MI);
+    fd_check("geglu dgate", c.g, T * MI, dg.g0, dg.g, geglu_loss, &c);
+    fd_check("geglu dup", c.u, T * MI, du.g0, du.g, geglu_loss, &c);
+    geglu_loss(&c); /* fd_check leaves out[] at its last perturbed input */
+    /* the op equals the inference kernel sp_gelu_tanh_mul's definition */
+    for (int i = 0; i < T * MI; i++) {
+        double g = c.g[i], ref = 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * c.u[i];
+        CHECK(fabs(c.out[i] - ref) < 1e-12, "geglu[%d] %.12g vs %.12g", i, c.out[i], ref);
+    }
+    free(c.g); free(c.u); free(c.r); free(c.out); gfree(&dg); gfree(&du);
+}
+
+/* ---- soft-capped LM head under CE: Z = c·tanh(h·Wᵀ / c), loss = CE(Z) ------------------- */
+enum { SV = 11, SH = 6 };
+typedef struct { double *h, *W, *U, *Z, *q, *wt; int32_t lab[T]; } cap_ctx;
+static double cap_loss(void *p) {
+    cap_ctx *c = p;
+    tr_lmhead_forward_f64(NULL, c->U, c->h, c->W, T, SH, SV);
+    tr_softcap_forward_f64(c->Z, c->U, T * SV, 3.0);
+    return tr_ce_forward_f64(c->q, c->Z, c->lab, c->wt, T, SV, 2.5);
+}
+static void test_softcap_lmhead(void) {
+    cap_ctx c = {rnd(T * SH, 2, 151), rnd(SV * SH, 2, 152), malloc(T * SV * 8), malloc(T * SV * 8),
+                 malloc(T * SV * 8), rnd(T, 1, 153), {0}};
+    for (int t = 0; t < T; t++) { c.lab[t] = (t * 4 + 1) % SV; c.wt[t] = fabs(c.wt[t]) + 0.1; }
+    grad_buf dh = gbuf(T * SH, 154);
+    double *dZ = calloc(T * SV, 8), *dU = calloc(T * SV, 8);
+    cap_loss(&c);
+    double mx = 0;
+    for (int i = 0; i < T * SV; i++) mx = fmax(mx, fabs(c.U[i]));
+    CHECK(mx > 3.0, "logits %.3g never reach the cap: the test would not see tanh's curvature", mx);
+    tr_ce_backward_f64(dZ, c.q, c.lab, c.wt, T, SV, 2.5);
+    tr_softcap_backward_f64(dU, dZ, c.Z, T * SV, 3.0);
+    tr_lmhead_backward_f64(NULL, dh.g, dU, c.W, T, SH, SV);
+    fd_check("softcap lmhead dh", c.h, T * SH, dh.g0, dh.g, cap_loss, &c);
+    free(c.h); free(c.W); free(c.U); free(c.Z); free(c.q); free(c.wt); free(dZ); free(dU); gfree(&dh);
+}
+
 /* ---- fc fusion of m tapped layers: ctx = RMSNorm_hidden(F[T, m·H] · W_fcᵀ) --------------- */
 enum { FM = 3, FH = 4 };
 typedef struct { double *F, *W, *w, *r, *y, *out, *rstd; } fc_ctx;
@@ -377,6 +426,8 @@ int main(void) {
     RUN(test_rope);
     RUN(test_attention);
     RUN(test_mlp);
+    RUN(test_geglu);
+    RUN(test_softcap_lmhead);
     RUN(test_fc_fusion);
     RUN(test_heads);
     RUN(test_ce);

@@ -31,7 +31,24 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
         json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
         goto dump;
     }
-    json_object_set_new(c, "architectures", json_pack("[s]", "Qwen3DSparkModel"));
+    if (d->gemma) { /* Gemma4DSparkModel: the text config, no PLE / KV sharing, k_eq_v (§8.3, §13.B.3) */
+        json_t *text = json_object_get(c, "text_config");
+        if (json_is_object(text)) {
+            json_incref(text);
+            json_decref(c);
+            c = text;
+        }
+        json_object_set_new(c, "architectures", json_pack("[s]", "Gemma4DSparkModel"));
+        json_object_set_new(c, "model_type", json_string("gemma4_text"));
+        json_object_set_new(c, "target_model_type", json_string("gemma4"));
+        json_object_set_new(c, "target_text_model_type", json_string("gemma4_text"));
+        json_object_set_new(c, "num_kv_shared_layers", json_integer(0));
+        json_object_set_new(c, "hidden_size_per_layer_input", json_integer(0));
+        json_object_del(c, "vocab_size_per_layer_input");
+        json_object_set_new(c, "attention_k_eq_v", json_true());
+    } else {
+        json_object_set_new(c, "architectures", json_pack("[s]", "Qwen3DSparkModel"));
+    }
     json_object_set_new(c, "num_hidden_layers", json_integer(d->L));
     json_object_set_new(c, "num_target_layers", json_integer(d->n_target_layers));
     json_object_set_new(c, "block_size", json_integer(d->B));

@@ -39,7 +39,7 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
 #define LP(suffix, r, c) (snprintf(nm, sizeof nm, "layers.%d.%s", l, suffix), add_param(m, nm, r, c))
         LP("self_attn.q_proj.weight", QD, H);
         LP("self_attn.k_proj.weight", KD, H);
-        LP("self_attn.v_proj.weight", KD, H);
+        if (!d->k_eq_v) LP("self_attn.v_proj.weight", KD, H);
         LP("self_attn.o_proj.weight", H, QD);
         LP("self_attn.q_norm.weight", d->D, 0);
         LP("self_attn.k_norm.weight", d->D, 0);
@@ -48,6 +48,11 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
         LP("mlp.down_proj.weight", H, d->I);
         LP("input_layernorm.weight", H, 0);
         LP("post_attention_layernorm.weight", H, 0);
+        if (d->gemma) {
+            LP("pre_feedforward_layernorm.weight", H, 0);
+            LP("post_feedforward_layernorm.weight", H, 0);
+            LP("layer_scalar", 1, 0); /* a buffer of 1.0 in the published model: never trained */
+        }
 #undef LP
     }
     add_param(m, "norm.weight", H, 0);
@@ -61,16 +66,18 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     }
     m->w = malloc(m->n * sizeof(float));
     m->inv_freq = malloc((size_t)d->D / 2 * sizeof(float));
-    if (!m->w || !m->inv_freq) {
+    m->ones = malloc((size_t)(d->D > H ? d->D : H) * sizeof(float));
+    if (!m->w || !m->inv_freq || !m->ones) {
         tr_model_free(m);
         return sp_err_set(err, "drafter: out of memory for %zu parameters", m->n);
     }
     sp_rope_inv_freq(m->inv_freq, d->D, &d->rope);
+    for (int i = 0; i < (d->D > H ? d->D : H); i++) m->ones[i] = 1.0f;
     /* norms 1 (their names end in "norm.weight" / "layernorm.weight"), bias 0, the rest N(0, 0.02) */
     for (int i = 0; i < m->n_params; i++) {
         const tr_param *p = &m->params[i];
         float *w = m->w + p->off;
-        int is_norm = p->ndim == 1 && strstr(p->name, "norm.weight") != NULL;
+        int is_norm = p->ndim == 1 && (strstr(p->name, "norm.weight") || strstr(p->name, "layer_scalar"));
         int is_bias = strstr(p->name, ".bias") != NULL;
         for (size_t j = 0; j < p->n; j++)
             w[j] = is_norm ? 1.0f : is_bias ? 0.0f : 0.02f * sp_rng_normal(seed, 1000 + (uint64_t)i, j);
@@ -81,8 +88,10 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
 void tr_model_free(tr_model *m) {
     free(m->w);
     free(m->inv_freq);
+    free(m->ones);
     m->w = NULL;
     m->inv_freq = NULL;
+    m->ones = NULL;
 }
 
 tr_view tr_model_view(const tr_model *m, float *base) {
@@ -94,7 +103,7 @@ tr_view tr_model_view(const tr_model *m, float *base) {
     for (int l = 0; l < m->d.L; l++) {
         v.l[l].wq = base + m->params[i++].off;
         v.l[l].wk = base + m->params[i++].off;
-        v.l[l].wv = base + m->params[i++].off;
+        v.l[l].wv = m->d.k_eq_v ? NULL : base + m->params[i++].off;
         v.l[l].wo = base + m->params[i++].off;
         v.l[l].q_norm = base + m->params[i++].off;
         v.l[l].k_norm = base + m->params[i++].off;
@@ -103,6 +112,11 @@ tr_view tr_model_view(const tr_model *m, float *base) {
         v.l[l].w_down = base + m->params[i++].off;
         v.l[l].in_norm = base + m->params[i++].off;
         v.l[l].post_norm = base + m->params[i++].off;
+        if (m->d.gemma) {
+            v.l[l].pre_ffn_norm = base + m->params[i++].off;
+            v.l[l].post_ffn_norm = base + m->params[i++].off;
+            v.l[l].layer_scalar = base + m->params[i++].off;
+        }
     }
     v.norm = base + m->params[i++].off;
     if (m->d.r > 0) {
@@ -147,7 +161,10 @@ typedef struct {
     float *kvin;              /* [S, H] per element [ctx rows ; a rows] */
     float *qraw, *qn, *rstd_q, *q;   /* [T, NH·D] ×3, [T·NH] */
     float *kraw, *kn, *rstd_k, *k;   /* [S, KVH·D] ×3, [S·KVH] */
-    float *v;                 /* [S, KVH·D] */
+    float *v;                 /* [S, KVH·D] (Gemma: after v_norm) */
+    float *vr, *rstd_v;       /* Gemma: [S, KVH·D] raw v_proj output (NULL when k_eq_v: kraw), [S·KVH] */
+    float *op, *rstd_o;       /* Gemma: [T, H] o_proj output before post_attention_layernorm, [T] */
+    float *mo, *rstd_m;       /* Gemma: [T, H] MLP output before post_feedforward_layernorm, [T] */
     float *att;               /* [NB, NH, B, C+B] */
     float *o;                 /* [T, NH·D] attention output (pre o_proj) */
     float *x1;                /* [T, H] after the attention residual */
@@ -162,6 +179,7 @@ struct tr_acts {
     float *xL;                    /* [T, H] last layer output */
     float *h, *rstd_h;            /* [T, H], [T] final norm */
     float *Z;                     /* [T, V] Markov-corrected logits (U + bias) */
+    float *U, *dU;                /* [T, V] soft-capped LM-head logits and their gradient (softcap only) */
     float *bias, *code;           /* [T, V], [T, r] */
     float *conf;                  /* [T] confidence logits */
     float *q, *cstar;             /* [T, V] softmax(Z), [T] */
@@ -169,6 +187,7 @@ struct tr_acts {
     /* gradient scratch */
     float *dZ, *dconf, *dcode, *dh, *dx, *dx1, *da, *dbn, *dg, *du, *ds, *do_, *dq, *dqn, *dqraw;
     float *dk, *dkn, *dkraw, *dv, *dkvin, *dctx, *dfc, *dp;
+    float *dvr, *dop, *dmo; /* Gemma */
     void **all;
     int n_all;
 };
@@ -183,7 +202,7 @@ static float *take(tr_acts *a, size_t n, int *ok) {
 tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     tr_acts *a = calloc(1, sizeof *a);
     if (!a) { sp_err_set(err, "activations: out of memory"); return NULL; }
-    a->all = calloc(64 + 24 * TR_MAX_LAYERS, sizeof(void *));
+    a->all = calloc(64 + 32 * TR_MAX_LAYERS, sizeof(void *));
     if (!a->all) { free(a); sp_err_set(err, "activations: out of memory"); return NULL; }
     int ok = 1, H = d->H, B = d->B;
     size_t T = (size_t)NB * B, S = (size_t)NB * (C + B), Tc = (size_t)NB * C;
@@ -202,11 +221,19 @@ tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
         la->o = take(a, T * QD, &ok); la->x1 = take(a, T * H, &ok);
         la->b = take(a, T * H, &ok); la->rstd_b = take(a, T, &ok);
         la->g = take(a, T * I, &ok); la->u = take(a, T * I, &ok); la->s = take(a, T * I, &ok);
+        if (d->gemma) {
+            la->vr = d->k_eq_v ? NULL : take(a, S * KD, &ok);
+            la->rstd_v = take(a, S * d->KVH, &ok);
+            la->op = take(a, T * H, &ok); la->rstd_o = take(a, T, &ok);
+            la->mo = take(a, T * H, &ok); la->rstd_m = take(a, T, &ok);
+        }
     }
     a->xL = take(a, T * H, &ok); a->h = take(a, T * H, &ok); a->rstd_h = take(a, T, &ok);
     a->Z = take(a, T * V, &ok); a->q = take(a, T * V, &ok); a->cstar = take(a, T, &ok);
     a->bias = take(a, d->r ? T * V : 0, &ok); a->code = take(a, T * (size_t)d->r, &ok);
     a->conf = take(a, T, &ok);
+    if (d->softcap > 0) { a->U = take(a, T * V, &ok); a->dU = take(a, T * V, &ok); }
+    if (d->gemma) { a->dvr = take(a, S * KD, &ok); a->dop = take(a, T * H, &ok); a->dmo = take(a, T * H, &ok); }
     a->qpos = (int *)take(a, T, &ok); a->kpos = (int *)take(a, S, &ok);
     a->dZ = take(a, T * V, &ok); a->dconf = take(a, T, &ok); a->dcode = take(a, T * (size_t)d->r, &ok);
     a->dh = take(a, T * H, &ok); a->dx = take(a, T * H, &ok); a->dx1 = take(a, T * H, &ok);
@@ -250,7 +277,7 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
     tr_view w = tr_model_view(m, m->w);
     int NB = b->NB, C = b->C, B = d->B, H = d->H, CB = C + B, V = d->V, r = d->r;
     int T = NB * B, S = NB * CB, Tc = NB * C, QD = d->NH * d->D, KD = d->KVH * d->D;
-    float eps = (float)d->eps, scale = 1.0f / sqrtf((float)d->D);
+    float eps = (float)d->eps, scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
 
     /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (§7.3) */
     if (Tc > 0) {
@@ -272,24 +299,45 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         tr_linear_forward(pool, la->kraw, la->kvin, w.l[l].wk, S, H, KD);
         tr_rmsnorm_forward(la->kn, la->rstd_k, la->kraw, w.l[l].k_norm, S * d->KVH, d->D, eps);
         tr_rope_forward(la->k, la->kn, S, d->KVH, d->D, a->kpos, m->inv_freq);
-        tr_linear_forward(pool, la->v, la->kvin, w.l[l].wv, S, H, KD);
+        if (d->gemma) { /* V = v_norm(raw v_proj, or raw K when k_eq_v), no weight (§5.5) */
+            if (!d->k_eq_v) tr_linear_forward(pool, la->vr, la->kvin, w.l[l].wv, S, H, KD);
+            const float *vsrc = d->k_eq_v ? la->kraw : la->vr;
+            tr_rmsnorm_forward(la->v, la->rstd_v, vsrc, m->ones, S * d->KVH, d->D, eps);
+        } else {
+            tr_linear_forward(pool, la->v, la->kvin, w.l[l].wv, S, H, KD);
+        }
         for (int e = 0; e < NB; e++)
             tr_attention_forward(la->o + (size_t)e * B * QD, la->att + (size_t)e * d->NH * B * CB,
                                  la->q + (size_t)e * B * QD, la->k + (size_t)e * CB * KD,
                                  la->v + (size_t)e * CB * KD, b->kmask + (size_t)e * CB, B, CB, d->NH, d->KVH,
                                  d->D, scale);
-        tr_linear_forward(pool, la->x1, la->o, w.l[l].wo, T, QD, H);
+        if (d->gemma) { /* x1 = x + post_attention_layernorm(o_proj(o)) */
+            tr_linear_forward(pool, la->op, la->o, w.l[l].wo, T, QD, H);
+            tr_rmsnorm_forward(la->x1, la->rstd_o, la->op, w.l[l].post_norm, T, H, eps);
+        } else {
+            tr_linear_forward(pool, la->x1, la->o, w.l[l].wo, T, QD, H);
+        }
         for (size_t i = 0; i < (size_t)T * H; i++) la->x1[i] += la->x[i];
-        tr_rmsnorm_forward(la->b, la->rstd_b, la->x1, w.l[l].post_norm, T, H, eps);
+        tr_rmsnorm_forward(la->b, la->rstd_b, la->x1, d->gemma ? w.l[l].pre_ffn_norm : w.l[l].post_norm, T, H, eps);
         tr_linear_forward(pool, la->g, la->b, w.l[l].w_gate, T, H, d->I);
         tr_linear_forward(pool, la->u, la->b, w.l[l].w_up, T, H, d->I);
-        tr_swiglu_forward(la->s, la->g, la->u, (size_t)T * d->I);
-        tr_linear_forward(pool, xout, la->s, w.l[l].w_down, T, d->I, H);
+        if (d->gelu) tr_geglu_forward(la->s, la->g, la->u, (size_t)T * d->I);
+        else tr_swiglu_forward(la->s, la->g, la->u, (size_t)T * d->I);
+        if (d->gemma) { /* xout = x1 + post_feedforward_layernorm(MLP); layer_scalar is 1 */
+            tr_linear_forward(pool, la->mo, la->s, w.l[l].w_down, T, d->I, H);
+            tr_rmsnorm_forward(xout, la->rstd_m, la->mo, w.l[l].post_ffn_norm, T, H, eps);
+        } else {
+            tr_linear_forward(pool, xout, la->s, w.l[l].w_down, T, d->I, H);
+        }
         for (size_t i = 0; i < (size_t)T * H; i++) xout[i] += la->x1[i];
     }
     tr_rmsnorm_forward(a->h, a->rstd_h, a->xL, w.norm, T, H, eps);
     /* Z = h · W_lmᵀ (+ Markov bias W2 · W1[prev]), §8.3–8.4 */
     tr_lmhead_forward(pool, a->Z, a->h, Wlm, T, H, V);
+    if (d->softcap > 0) { /* U = c·tanh(U/c) before the Markov bias, as the inference path (§8.3) */
+        tr_softcap_forward(a->Z, a->Z, (size_t)T * V, d->softcap);
+        memcpy(a->U, a->Z, sizeof(float) * T * V);
+    }
     if (r > 0) {
         tr_markov_forward(pool, a->bias, a->code, b->prev, w.mw1, w.mw2, T, V, r);
         for (size_t i = 0; i < (size_t)T * V; i++) a->Z[i] += a->bias[i];
@@ -323,7 +371,7 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
     tr_view w = tr_model_view(m, m->w), g = tr_model_view(m, grad);
     int NB = b->NB, C = b->C, B = d->B, H = d->H, CB = C + B, V = d->V, r = d->r;
     int T = NB * B, S = NB * CB, Tc = NB * C, QD = d->NH * d->D, KD = d->KVH * d->D;
-    float scale = 1.0f / sqrtf((float)d->D);
+    float scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
     double alpha[3];
     tr_loss_alpha(d->arch, alpha);
 
@@ -337,7 +385,13 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
     if (d->conf) tr_conf_backward(a->dh, cr ? a->dcode : NULL, g.cw, g.cb, a->dconf, a->h, cr ? a->code : NULL,
                                   w.cw, T, H, cr);
     if (r > 0) tr_markov_backward(pool, g.mw1, g.mw2, a->dcode, a->dZ, a->code, b->prev, w.mw2, T, V, r);
-    tr_lmhead_backward(pool, a->dh, a->dZ, Wlm, T, H, V);
+    if (d->softcap > 0) {
+        zero(a->dU, (size_t)T * V);
+        tr_softcap_backward(a->dU, a->dZ, a->U, (size_t)T * V, d->softcap);
+        tr_lmhead_backward(pool, a->dh, a->dU, Wlm, T, H, V);
+    } else {
+        tr_lmhead_backward(pool, a->dh, a->dZ, Wlm, T, H, V);
+    }
     zero(a->dx, (size_t)T * H);
     tr_rmsnorm_backward(a->dx, g.norm, a->dh, a->xL, w.norm, a->rstd_h, T, H);
 
@@ -348,14 +402,29 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
         memcpy(a->dx1, a->dx, sizeof(float) * T * H);
         zero(a->ds, (size_t)T * d->I); zero(a->dg, (size_t)T * d->I); zero(a->du, (size_t)T * d->I);
         zero(a->dbn, (size_t)T * H);
-        tr_linear_backward(pool, a->ds, g.l[l].w_down, a->dx, la->s, w.l[l].w_down, T, d->I, H);
-        tr_swiglu_backward(a->dg, a->du, a->ds, la->g, la->u, (size_t)T * d->I);
+        if (d->gemma) {
+            zero(a->dmo, (size_t)T * H);
+            tr_rmsnorm_backward(a->dmo, g.l[l].post_ffn_norm, a->dx, la->mo, w.l[l].post_ffn_norm, la->rstd_m, T, H);
+            tr_linear_backward(pool, a->ds, g.l[l].w_down, a->dmo, la->s, w.l[l].w_down, T, d->I, H);
+        } else {
+            tr_linear_backward(pool, a->ds, g.l[l].w_down, a->dx, la->s, w.l[l].w_down, T, d->I, H);
+        }
+        if (d->gelu) tr_geglu_backward(a->dg, a->du, a->ds, la->g, la->u, (size_t)T * d->I);
+        else tr_swiglu_backward(a->dg, a->du, a->ds, la->g, la->u, (size_t)T * d->I);
         tr_linear_backward(pool, a->dbn, g.l[l].w_gate, a->dg, la->b, w.l[l].w_gate, T, H, d->I);
         tr_linear_backward(pool, a->dbn, g.l[l].w_up, a->du, la->b, w.l[l].w_up, T, H, d->I);
-        tr_rmsnorm_backward(a->dx1, g.l[l].post_norm, a->dbn, la->x1, w.l[l].post_norm, la->rstd_b, T, H);
+        float *gb = d->gemma ? g.l[l].pre_ffn_norm : g.l[l].post_norm;
+        tr_rmsnorm_backward(a->dx1, gb, a->dbn, la->x1, d->gemma ? w.l[l].pre_ffn_norm : w.l[l].post_norm, la->rstd_b,
+                            T, H);
         /* x1 = x + o_proj(attention(q(a), k([ctx ; a]), v([ctx ; a]))) */
         zero(a->do_, (size_t)T * QD);
-        tr_linear_backward(pool, a->do_, g.l[l].wo, a->dx1, la->o, w.l[l].wo, T, QD, H);
+        if (d->gemma) {
+            zero(a->dop, (size_t)T * H);
+            tr_rmsnorm_backward(a->dop, g.l[l].post_norm, a->dx1, la->op, w.l[l].post_norm, la->rstd_o, T, H);
+            tr_linear_backward(pool, a->do_, g.l[l].wo, a->dop, la->o, w.l[l].wo, T, QD, H);
+        } else {
+            tr_linear_backward(pool, a->do_, g.l[l].wo, a->dx1, la->o, w.l[l].wo, T, QD, H);
+        }
         zero(a->dq, (size_t)T * QD); zero(a->dk, (size_t)S * KD); zero(a->dv, (size_t)S * KD);
         for (int e = 0; e < NB; e++)
             tr_attention_backward(a->dq + (size_t)e * B * QD, a->dk + (size_t)e * CB * KD, a->dv + (size_t)e * CB * KD,
@@ -370,8 +439,15 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
         tr_rope_backward(a->dkn, a->dk, S, d->KVH, d->D, a->kpos, m->inv_freq);
         tr_rmsnorm_backward(a->dkraw, g.l[l].k_norm, a->dkn, la->kraw, w.l[l].k_norm, la->rstd_k, S * d->KVH, d->D);
         zero(a->dkvin, (size_t)S * H);
+        if (d->gemma) { /* through the weightless v_norm into raw v (or raw K when k_eq_v) */
+            float *dvr = d->k_eq_v ? a->dkraw : a->dvr;
+            if (!d->k_eq_v) zero(dvr, (size_t)S * KD);
+            tr_rmsnorm_backward(dvr, NULL, a->dv, d->k_eq_v ? la->kraw : la->vr, m->ones, la->rstd_v, S * d->KVH, d->D);
+            if (!d->k_eq_v) tr_linear_backward(pool, a->dkvin, g.l[l].wv, dvr, la->kvin, w.l[l].wv, S, H, KD);
+        } else {
+            tr_linear_backward(pool, a->dkvin, g.l[l].wv, a->dv, la->kvin, w.l[l].wv, S, H, KD);
+        }
         tr_linear_backward(pool, a->dkvin, g.l[l].wk, a->dkraw, la->kvin, w.l[l].wk, S, H, KD);
-        tr_linear_backward(pool, a->dkvin, g.l[l].wv, a->dv, la->kvin, w.l[l].wv, S, H, KD);
         zero(a->da, (size_t)T * H);
         tr_linear_backward(pool, a->da, g.l[l].wq, a->dqraw, la->a, w.l[l].wq, T, H, QD);
         for (int e = 0; e < NB; e++) {

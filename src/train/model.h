@@ -42,6 +42,12 @@ typedef struct {
     int tap_layers[TR_MAX_TAPS];
     double eps;
     sp_rope_params rope;
+    /* Gemma-4 DSpark / DFlash block (FORMATS.md §8.3, Gemma4DSparkModel): the four Gemma norms,
+     * weightless v_norm, attention scale 1, layers.i.layer_scalar (frozen at 1). 0 = Qwen3. */
+    int gemma;
+    int k_eq_v;     /* Gemma: no v_proj, V = v_norm(raw K) */
+    int gelu;       /* GeGLU MLP (gelu_pytorch_tanh) instead of SwiGLU */
+    double softcap; /* final logit soft-cap c of the target's LM head (0 = none) */
 } tr_dims;
 
 /* one named tensor of the parameter array */
@@ -57,6 +63,7 @@ typedef struct {
     float *fc, *hidden_norm, *norm;
     struct {
         float *wq, *wk, *wv, *wo, *q_norm, *k_norm, *w_gate, *w_up, *w_down, *in_norm, *post_norm;
+        float *pre_ffn_norm, *post_ffn_norm, *layer_scalar; /* Gemma only (wv NULL when k_eq_v) */
     } l[TR_MAX_LAYERS];
     float *mw1, *mw2, *cw, *cb;
 } tr_view;
@@ -64,10 +71,11 @@ typedef struct {
 typedef struct {
     tr_dims d;
     int n_params;
-    tr_param params[16 + 11 * TR_MAX_LAYERS];
+    tr_param params[16 + 14 * TR_MAX_LAYERS];
     size_t n;        /* floats in the parameter array */
     float *w;        /* [n] weights (fp32 master copy) */
     float *inv_freq; /* [D/2] RoPE */
+    float *ones;     /* [max(D, H)] weight of the weightless v_norm (Gemma) */
 } tr_model;
 
 /* Fill the parameter table from d and allocate w (initialised: matrices N(0, 0.02) from the

@@ -13,4 +13,5 @@
 #define COS cosf
 #define SIN sinf
 #define FABS fabsf
+#define TANH tanhf
 #include "train/ops_impl.h"

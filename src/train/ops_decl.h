@@ -15,6 +15,10 @@ void OP(attention_backward)(real *dq, real *dk, real *dv, real *dp, const real *
                             int Tq, int Tk, int NH, int KVH, int D, real scale);
 void OP(swiglu_forward)(real *out, const real *gate, const real *up, size_t n);
 void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n);
+void OP(geglu_forward)(real *out, const real *gate, const real *up, size_t n);
+void OP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n);
+void OP(softcap_forward)(real *Z, const real *U, size_t n, double c);
+void OP(softcap_backward)(real *dU, const real *dZ, const real *Z, size_t n, double c);
 void OP(markov_forward)(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
                         const real *W2, int T, int V, int r);
 void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,

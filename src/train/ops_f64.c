@@ -33,4 +33,5 @@ static void mm_tn_acc(double *C, const double *A, const double *B, int M, int K,
 #define COS cos
 #define SIN sin
 #define FABS fabs
+#define TANH tanh
 #include "train/ops_impl.h"

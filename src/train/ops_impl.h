@@ -11,7 +11,7 @@
  *   MM_NT(pool, C, A, B, M, K, N)       C[M,N]  = A[M,K] · B[N,K]ᵀ   (overwrite)
  *   MM_NN_ACC(pool, C, A, B, M, K, N)   C[M,N] += A[M,K] · B[K,N]
  *   MM_TN_ACC(pool, C, A, B, M, K, N)   C[M,N] += A[K,M]ᵀ · B[K,N]
- *   EXP, COS, SIN, FABS                 math functions of that precision
+ *   EXP, COS, SIN, FABS, TANH           math functions of that precision
  * Dimension letters: T rows (tokens), K in width, N out width, H hidden, NH / KVH heads,
  * D head dim, V vocab, r Markov rank, Tq / Tk query / key rows of one attention group. */
 
@@ -168,6 +168,27 @@ void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *g
     }
 }
 
+/* GeGLU (Gemma-4 MLP, FORMATS.md §5.3): out = gelu_tanh(gate) ⊙ up with
+ * gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³);
+ * gelu_tanh'(g) = ½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·g²) */
+void OP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
+    const real k = (real)0.7978845608028654, a = (real)0.044715;
+    for (size_t i = 0; i < n; i++) {
+        real g = gate[i];
+        out[i] = (real)0.5 * g * (1 + TANH(k * (g + a * g * g * g))) * up[i];
+    }
+}
+void OP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
+    const real k = (real)0.7978845608028654, a = (real)0.044715;
+    for (size_t i = 0; i < n; i++) {
+        real g = gate[i], th = TANH(k * (g + a * g * g * g));
+        real gelu = (real)0.5 * g * (1 + th);
+        real dg = (real)0.5 * (1 + th) + (real)0.5 * g * (1 - th * th) * k * (1 + 3 * a * g * g);
+        dgate[i] += dout[i] * up[i] * dg;
+        dup[i] += dout[i] * gelu;
+    }
+}
+
 /* ---- vanilla low-rank Markov head (FORMATS.md §8.4) ---------------------------------------
  * code[t] = W1[prev[t]] (r), bias[t] = W2 · code[t] (V): bias[T,V] = code[T,r] · W2[V,r]ᵀ. */
 void OP(markov_forward)(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
@@ -222,6 +243,18 @@ void OP(lmhead_forward)(sp_pool *pool, real *U, const real *h, const real *Wlm, 
 }
 void OP(lmhead_backward)(sp_pool *pool, real *dh, const real *dU, const real *Wlm, int T, int H, int V) {
     MM_NN_ACC(pool, dh, dU, Wlm, T, V, H);
+}
+
+/* Final logit soft-cap (Gemma-4, FORMATS.md §5.6): Z = c·tanh(U/c) over n logits (in place
+ * allowed); backward from the capped values: dU += dZ·(1 − (Z/c)²). */
+void OP(softcap_forward)(real *Z, const real *U, size_t n, double c) {
+    for (size_t i = 0; i < n; i++) Z[i] = (real)c * TANH(U[i] / (real)c);
+}
+void OP(softcap_backward)(real *dU, const real *dZ, const real *Z, size_t n, double c) {
+    for (size_t i = 0; i < n; i++) {
+        real t = Z[i] / (real)c;
+        dU[i] += dZ[i] * (1 - t * t);
+    }
 }
 
 /* ---- softmax of each row of Z[T,V] into q ------------------------------------------------- */

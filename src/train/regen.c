@@ -227,10 +227,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     if (n_lines == 0) { sp_err_set(err, "%s: no record", c.data_path); goto out; }
     if (sp_model_load(&m, c.model_dir, c.threads, err)) goto out;
     const sp_config *cfg = sp_model_config(m);
-    if (cfg->arch != SP_ARCH_QWEN3 && cfg->arch != SP_ARCH_LLAMA) {
-        sp_err_set(err, "%s: regen supports qwen3 and llama targets (this is %s)", c.model_dir, sp_arch_name(cfg->arch));
-        goto out;
-    }
+
     char tpath[4096];
     sp_path_join(tpath, sizeof tpath, c.model_dir, "tokenizer.json");
     if (sp_file_exists(tpath) && !(tok = tok_load_dir(c.model_dir, err))) goto out;

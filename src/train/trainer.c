@@ -99,6 +99,7 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
 }
 
 static int mask_id_auto(const sp_config *cfg) {
+    if (cfg->arch == SP_ARCH_GEMMA4) return 4; /* Gemma's <mask> (as newdrafter) */
     return cfg->vocab_size == 151936 ? 151669 : cfg->vocab_size - 1;
 }
 
@@ -118,9 +119,15 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
     const sp_config *tc = sp_model_config(target);
-    if (tc->arch != SP_ARCH_QWEN3) {
-        sp_err_set(err, "%s: training supports qwen3 targets (the published DSpark/DFlash layout); this is %s",
-                   c->model_dir, sp_arch_name(tc->arch));
+    int gemma = tc->arch == SP_ARCH_GEMMA4;
+    if (tc->arch != SP_ARCH_QWEN3 && !gemma) {
+        sp_err_set(err, "%s: training supports qwen3 and gemma4 targets (the published DSpark/DFlash layouts); this "
+                        "is %s", c->model_dir, sp_arch_name(tc->arch));
+        goto out;
+    }
+    if (gemma && c->arch == TR_ARCH_DFLASH_ZLAB) {
+        sp_err_set(err, "%s: --arch dflash-zlab has a Qwen3 body; a gemma4 target trains dspark or dflash",
+                   c->model_dir);
         goto out;
     }
     if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0) {
@@ -149,9 +156,25 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
                  .B = c->block, .r = c->arch == TR_ARCH_DSPARK ? c->markov_rank : 0,
                  .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
                  .mask_id = c->mask_id >= 0 ? c->mask_id : mask_id_auto(tc), .n_target_layers = tc->n_layers,
-                 .eps = tc->rms_eps, .rope = tc->rope};
+                 .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma};
     memcpy(d.tap_layers, data.tap_layers, sizeof(int) * data.m);
     if (d.mask_id >= d.V) { sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V); goto out; }
+    char cfgpath[4096];
+    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (tr_config_json(&config_json, cfgpath, &d, 512, err)) goto out;
+    if (gemma) { /* the draft layers' shapes as the loader reads them from the written config (§8.3) */
+        sp_config dc;
+        if (sp_config_parse(&dc, config_json, "draft config.json", err)) goto out;
+        const sp_layer_config *lc = &dc.layers[0];
+        d.D = lc->head_dim;
+        d.KVH = lc->n_kv_heads;
+        d.I = lc->ffn_dim;
+        d.k_eq_v = !lc->has_v_proj;
+        d.gelu = dc.act == SP_ACT_GELU_TANH;
+        d.rope = dc.rope;
+        d.eps = dc.rms_eps;
+        d.softcap = tc->final_softcap;
+    }
     if (tr_model_init(&m, &d, c->seed, err)) goto out;
     grad = calloc(m.n, sizeof(float));
     am = calloc(m.n, sizeof(float));
@@ -181,9 +204,6 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((bt.n + c->batch - 1) / c->batch);
     tr_optim_cfg oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
                        .warmup = c->warmup >= 0 ? c->warmup : (long)ceil(0.04 * total), .total = total, .clip = 1.0};
-    char cfgpath[4096];
-    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
-    if (tr_config_json(&config_json, cfgpath, &d, 512, err)) goto out;
 
     /* every setting the trajectory depends on (resume refuses a checkpoint made with others) */
     char run[1024];
