@@ -20,7 +20,7 @@ SEED=${SEED:-8}
 RECIPE="$T/RECIPE.txt"
 log() { printf '%s\n' "$*" >> "$RECIPE"; }
 run() { log "\$ $*"; "$@"; }
-mkdir -p "$WORK" "$OUT"
+rm -rf "$OUT"; mkdir -p "$WORK" "$OUT"
 log "# --- drafter (tools/make-default-drafter.sh), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # prompts: chunk i of file f = lines 10i+1 .. 10i+10; files taken in a seeded order
@@ -41,10 +41,13 @@ chunks "$T/corpus-eval.txt" "$N_HELD" "$WORK/held.jsonl"
 rm -rf "$WORK/shards" "$WORK/held"
 run "$SPECULA" regen -m "$T" --data "$WORK/train.jsonl" -o "$WORK/shards" --generate "$GEN" -q
 run "$SPECULA" regen -m "$T" --data "$WORK/held.jsonl" -o "$WORK/held" --generate "$GEN" -q
-rm -rf "$OUT"
-run "$SPECULA" train --arch dspark -m "$T" --data "$WORK/shards" --held-out "$WORK/held" -o "$OUT" \
+rm -rf "$WORK/run"
+run "$SPECULA" train --arch dspark -m "$T" --data "$WORK/shards" --held-out "$WORK/held" -o "$WORK/run" \
     --steps "$STEPS" --layers "$LAYERS" --block-size 7 --ctx 256 --seed "$SEED" --eval-every 100 -q
+# the embedded drafter: the published layout only (optimizer state stays in $WORK/run for --resume)
+cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/run/train_log.csv" "$OUT/"
 log "# drafter: $(du -b "$OUT/model.safetensors" | cut -f1) bytes in $OUT/model.safetensors"
-if [ -f "$OUT/train_log.csv" ]; then log "# last log row: $(tail -n 1 "$OUT/train_log.csv")"; fi
+log "# last log row (step,...,tau): $(tail -n 1 "$OUT/train_log.csv")"
+if command -v gnuplot > /dev/null; then "$SPECULA" plot "$OUT/train_log.csv" -o "$OUT/plots" || true; fi
 sh tools/make-default-prompts.sh "$T/corpus-eval.txt" "$(dirname "$T")/prompts.txt" 6
 echo "make-default-drafter: wrote $OUT" >&2
