@@ -32,7 +32,7 @@ chunks() { # LIST N OUT
         total=$(wc -l < "$f")
         [ "$total" -ge 40 ] || continue
         start=$(( (n * 37) % (total - 20) + 1 ))
-        sed -n "${start},$((start + 9))p" "$f" | awk 'BEGIN{printf "{\"prompt\": \""} {gsub(/\\/,"&&"); gsub(/"/,"\\\""); gsub(/\t/,"\\t"); printf "%s\\n", $0} END{printf "\", \"response\": \"\"}\n"}' >> "$3"
+        sed -n "${start},$((start + 9))p" "$f" | tr -d '\000-\010\013-\037' | awk 'BEGIN{printf "{\"prompt\": \""} {gsub(/\\/,"&&"); gsub(/"/,"\\\""); gsub(/\t/,"\\t"); printf "%s\\n", $0} END{printf "\", \"response\": \"\"}\n"}' >> "$3"
         n=$((n + 1))
     done
 }
