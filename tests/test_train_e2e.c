@@ -185,6 +185,10 @@ static void test_resume_bit_identical(void) {
     c.resume = 1;
     CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
     compare_dirs(straight, stopped, "stop + resume");
+    /* resuming a finished run runs no step, reports the last one and changes nothing (a SIGKILL
+     * below may come after the child already finished) */
+    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "resume of a finished run: step %ld", (long)r.step);
+    compare_dirs(straight, stopped, "resume of a finished run");
     /* resuming with other settings is refused */
     tr_train_cfg other = c;
     other.batch = 4;

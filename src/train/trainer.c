@@ -218,6 +218,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     if (c->resume && sp_file_exists(path)) {
         if (tr_checkpoint_load(c->out_dir, &m, am, av, &step0, run, err)) goto out;
         sp_log(SP_LOG_INFO, "train: resuming %s at step %ld", c->out_dir, step0);
+        res->step = step0; /* a finished run resumed again runs no step and stays at its last one */
     } else if (rank == 0 && sp_mkdir_p(c->out_dir, err)) goto out;
 
     char logpath[4096];
