@@ -169,6 +169,27 @@ float sp_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
+/* ---- owned allocations ------------------------------------------------------------------- */
+void *sp_owner_calloc(sp_owner *o, size_t bytes) {
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 64;
+        void **p = realloc(o->p, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        o->p = p;
+        o->cap = cap;
+    }
+    void *x = calloc(1, bytes ? bytes : 1);
+    if (x) o->p[o->n++] = x;
+    return x;
+}
+
+void sp_owner_free(sp_owner *o) {
+    for (int i = 0; i < o->n; i++) free(o->p[i]);
+    free(o->p);
+    o->p = NULL;
+    o->n = o->cap = 0;
+}
+
 /* ---- time ---------------------------------------------------------------------------- */
 double sp_time_ms(void) {
     struct timespec ts;

@@ -65,6 +65,17 @@ float sp_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 /* ---- time -------------------------------------------------------------------------- */
 double sp_time_ms(void);
 
+/* ---- owned allocations ---------------------------------------------------------------
+ * Small arrays a loader converts (norm weights, tables) and frees all at once with its object. */
+typedef struct {
+    void **p;
+    int n, cap;
+} sp_owner;
+/* zeroed allocation recorded in o; NULL when out of memory */
+void *sp_owner_calloc(sp_owner *o, size_t bytes);
+/* free every allocation of o (o itself is the caller's) */
+void sp_owner_free(sp_owner *o);
+
 /* ---- files ------------------------------------------------------------------------- */
 /* Crash-safe streaming write: data goes to path.tmp.PID; commit fsyncs it, renames it over path
  * and fsyncs the directory, so readers see the old file or the whole new one, never a torn one.

@@ -88,24 +88,12 @@ typedef struct {
     int32_t *cand;             /* [n_cand] candidate token ids */
     float *cand_logit;         /* [n_cand] */
     float *logits, *probs;     /* [V] */
-    void **owned;
-    int n_owned, cap_owned;
+    sp_owner owned; /* small converted arrays, freed together */
 } asst_t;
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
-static void *own(asst_t *s, size_t bytes) {
-    if (s->n_owned == s->cap_owned) {
-        int cap = s->cap_owned ? 2 * s->cap_owned : 64;
-        void **p = realloc(s->owned, (size_t)cap * sizeof *p);
-        if (!p) return NULL;
-        s->owned = p;
-        s->cap_owned = cap;
-    }
-    void *x = calloc(1, bytes ? bytes : 1);
-    if (x) s->owned[s->n_owned++] = x;
-    return x;
-}
+static void *own(asst_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(asst_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
     const st_tensor *t;
@@ -530,8 +518,7 @@ static void asst_destroy(sp_drafter *d) {
     if (s) {
         sp_sampler_free(s->smp);
         st_close(s->st);
-        for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
-        free(s->owned);
+        sp_owner_free(&s->owned);
         free(s);
     }
     free(d);

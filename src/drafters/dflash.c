@@ -85,8 +85,7 @@ typedef struct {
     float *x, *xn, *q, *k, *v, *att, *o2, *g, *u, *hid, *logits, *z, *code, *vec, *state;
     float *bias, *qrow; /* [V] each: Markov bias, a q row nobody asked for */
     sp_dflash_info info;
-    void **owned;
-    int n_owned, cap_owned;
+    sp_owner owned; /* small converted arrays, freed together */
 } df_t;
 
 sp_dflash_opts sp_dflash_opts_default(void) {
@@ -97,18 +96,7 @@ sp_dflash_opts sp_dflash_opts_default(void) {
 
 /* ---- loading -------------------------------------------------------------------------------- */
 
-static void *own(df_t *s, size_t bytes) {
-    if (s->n_owned == s->cap_owned) {
-        int cap = s->cap_owned ? 2 * s->cap_owned : 64;
-        void **p = realloc(s->owned, (size_t)cap * sizeof *p);
-        if (!p) return NULL;
-        s->owned = p;
-        s->cap_owned = cap;
-    }
-    void *x = calloc(1, bytes ? bytes : 1);
-    if (x) s->owned[s->n_owned++] = x;
-    return x;
-}
+static void *own(df_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(df_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
     const st_tensor *t;
@@ -617,8 +605,7 @@ static void df_destroy(sp_drafter *d) {
             free(s->layers[i].K);
             free(s->layers[i].V);
         }
-        for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
-        free(s->owned);
+        sp_owner_free(&s->owned);
         free(s->kept);
         sp_sampler_free(s->smp);
         st_close(s->st);

@@ -10,18 +10,7 @@
 
 #include "model_internal.h"
 
-static void *own(sp_model *m, size_t bytes) {
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
-        if (!p) return NULL;
-        m->owned = p;
-        m->cap_owned = cap;
-    }
-    void *x = calloc(1, bytes ? bytes : 1);
-    if (x) m->owned[m->n_owned++] = x;
-    return x;
-}
+static void *own(sp_model *m, size_t bytes) { return sp_owner_calloc(&m->owned, bytes); }
 
 static int get_mat(sp_model *m, const char *name, int n, int k, sp_mat *out, sp_err *err) {
     const st_tensor *t;
@@ -173,8 +162,7 @@ void sp_model_free(sp_model *m) {
     if (!m) return;
     if (m->pool) sp_pool_free(m->pool);
     if (m->st) st_close(m->st);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
+    sp_owner_free(&m->owned);
     free(m);
 }
 

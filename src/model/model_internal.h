@@ -46,8 +46,7 @@ struct sp_model {
     sp_mat ple_model_proj;      /* [L·P, H] */
     float *ple_proj_norm;       /* [P] */
     sp_layer *layers;
-    void **owned;               /* every small f32 array above (freed with the model) */
-    int n_owned, cap_owned;
+    sp_owner owned;             /* every small f32 array above (freed with the model) */
     size_t weight_bytes;
 };
 
