@@ -11,39 +11,55 @@ SPECULA=${SPECULA:-build/specula}
 T=${T:-models/default/target}
 OUT=${OUT:-models/default/drafter}
 WORK=${WORK:-build/default-drafter}
-N_TRAIN=${N_TRAIN:-320}
+N_TRAIN=${N_TRAIN:-3000}
 N_HELD=${N_HELD:-32}
+PER_FILE=${PER_FILE:-6}
 GEN=${GEN:-96}
 STEPS=${STEPS:-600}
 LAYERS=${LAYERS:-2}
 SEED=${SEED:-8}
-RECIPE="$T/RECIPE.txt"
+RECIPE=${RECIPE:-$T/RECIPE.txt}
 log() { printf '%s\n' "$*" >> "$RECIPE"; }
 run() { log "\$ $*"; "$@"; }
-rm -rf "$OUT"; mkdir -p "$WORK" "$OUT"
+mkdir -p "$WORK"
 log "# --- drafter (tools/make-default-drafter.sh), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-# prompts: chunk i of file f = lines 10i+1 .. 10i+10; files taken in a seeded order
-chunks() { # LIST N OUT
+# prompts: up to PER_FILE 10-line chunks per file, evenly spaced through it (chunk j of a file
+# of `total` lines starts at line 1 + j·(total − 10)/PER_FILE + (n·37 mod 7)); files taken in a
+# seeded order, N chunks in all
+chunks() { # LIST N OUT PER_FILE
     : > "$3"
     n=0
     for f in $(awk -v s="$SEED" 'BEGIN{srand(s)} {print rand() "\t" $0}' "$1" | LC_ALL=C sort | cut -f2); do
         [ "$n" -lt "$2" ] || break
         total=$(wc -l < "$f")
         [ "$total" -ge 40 ] || continue
-        start=$(( (n * 37) % (total - 20) + 1 ))
-        sed -n "${start},$((start + 9))p" "$f" | tr -d '\000-\010\013-\037' | awk 'BEGIN{printf "{\"prompt\": \""} {gsub(/\\/,"&&"); gsub(/"/,"\\\""); gsub(/\t/,"\\t"); printf "%s\\n", $0} END{printf "\", \"response\": \"\"}\n"}' >> "$3"
-        n=$((n + 1))
+        j=0
+        while [ "$j" -lt "$4" ] && [ "$n" -lt "$2" ]; do
+            start=$(( j * (total - 20) / $4 + (n * 37) % 7 + 1 ))
+            sed -n "${start},$((start + 9))p" "$f" | tr -d '\000-\010\013-\037' | awk 'BEGIN{printf "{\"prompt\": \""} {gsub(/\\/,"&&"); gsub(/"/,"\\\""); gsub(/\t/,"\\t"); printf "%s\\n", $0} END{printf "\", \"response\": \"\"}\n"}' >> "$3"
+            n=$((n + 1))
+            j=$((j + 1))
+        done
     done
 }
-chunks "$T/corpus-train.txt" "$N_TRAIN" "$WORK/train.jsonl"
-chunks "$T/corpus-eval.txt" "$N_HELD" "$WORK/held.jsonl"
-rm -rf "$WORK/shards" "$WORK/held"
+# shards of the same prompts are kept (regen skips complete shards, so an interrupted regen
+# resumes); new prompts start from scratch
+fresh() { # NAME: rebuild $WORK/NAME.jsonl, drop its shards unless the prompts are unchanged
+    if ! cmp -s "$WORK/$1.jsonl.new" "$WORK/$1.jsonl"; then rm -rf "$WORK/$2"; fi
+    mv "$WORK/$1.jsonl.new" "$WORK/$1.jsonl"
+}
+chunks "$T/corpus-train.txt" "$N_TRAIN" "$WORK/train.jsonl.new" "$PER_FILE"
+chunks "$T/corpus-eval.txt" "$N_HELD" "$WORK/held.jsonl.new" 1
+fresh train shards
+fresh held held
 run "$SPECULA" regen -m "$T" --data "$WORK/train.jsonl" -o "$WORK/shards" --generate "$GEN" -q
 run "$SPECULA" regen -m "$T" --data "$WORK/held.jsonl" -o "$WORK/held" --generate "$GEN" -q
+[ "$STEPS" -gt 0 ] || { echo "make-default-drafter: STEPS=0, regen only" >&2; exit 0; }
 rm -rf "$WORK/run"
 run "$SPECULA" train --arch dspark -m "$T" --data "$WORK/shards" --held-out "$WORK/held" -o "$WORK/run" \
     --steps "$STEPS" --layers "$LAYERS" --block-size 7 --ctx 256 --seed "$SEED" --eval-every 100 -q
+rm -rf "$OUT"; mkdir -p "$OUT"
 # the embedded drafter: the published layout only (optimizer state stays in $WORK/run for --resume)
 cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/run/train_log.csv" "$OUT/"
 log "# drafter: $(du -b "$OUT/model.safetensors" | cut -f1) bytes in $OUT/model.safetensors"

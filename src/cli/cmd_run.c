@@ -116,7 +116,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     int32_t *a = malloc(sizeof(int32_t) * (size_t)n_new), *b = malloc(sizeof(int32_t) * (size_t)n_new);
-    double plain_ms = 0, spec_ms = 0;
+    double plain_ms = 0, spec_ms = 0, draft_ms = 0, verify_ms = 0;
     long tok_plain = 0, tok_spec = 0, calls = 0, pd[SP_SPEC_MAX_G] = {0}, pa[SP_SPEC_MAX_G] = {0};
     int identical = 1, G = so.draft_max;
     for (int i = 0; i < nl; i++) {
@@ -146,6 +146,8 @@ int cmd_run(int argc, char **argv) {
         identical &= s0.emitted == s1.emitted && !memcmp(a, b, sizeof(int32_t) * (size_t)s0.emitted);
         plain_ms += s0.decode_ms;
         spec_ms += s1.decode_ms;
+        draft_ms += s1.draft_ms;
+        verify_ms += s1.verify_ms;
         tok_plain += s0.emitted;
         tok_spec += s1.emitted;
         calls += s1.target_calls;
@@ -153,6 +155,9 @@ int cmd_run(int argc, char **argv) {
     }
     double plain_tps = plain_ms > 0 ? tok_plain * 1000.0 / plain_ms : 0, spec_tps = spec_ms > 0 ? tok_spec * 1000.0 / spec_ms : 0;
     double tau = calls ? (double)tok_spec / calls : 0, speedup = plain_tps > 0 ? spec_tps / plain_tps : 0;
+    /* where a speculative round's time goes, against one plain decoding step */
+    double rd = calls ? draft_ms / calls : 0, rv = calls ? verify_ms / calls : 0;
+    double ro = calls ? (spec_ms - draft_ms - verify_ms) / calls : 0, step = tok_plain ? plain_ms / tok_plain : 0;
     if (json) {
         json_t *o = json_object(), *ap = json_array();
         for (int k = 0; k < G; k++) json_array_append_new(ap, json_real(pd[k] ? (double)pa[k] / pd[k] : 0));
@@ -164,6 +169,10 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "accept_per_position", ap);
         json_object_set_new(o, "tokens", json_integer(tok_spec));
         json_object_set_new(o, "temperature", json_real(temp));
+        json_object_set_new(o, "plain_ms_per_token", json_real(step));
+        json_object_set_new(o, "draft_ms_per_round", json_real(rd));
+        json_object_set_new(o, "verify_ms_per_round", json_real(rv));
+        json_object_set_new(o, "other_ms_per_round", json_real(ro));
         char *s = json_dumps(o, JSON_COMPACT);
         printf("%s\n", s);
         free(s);
@@ -177,6 +186,8 @@ int cmd_run(int argc, char **argv) {
         printf("%-34s %.2f tok/s\n", "speculative decoding", spec_tps);
         printf("%-34s %.2fx\n", "speedup", speedup);
         printf("%-34s %.2f tokens per target forward\n", "tau", tau);
+        printf("%-34s draft %.2f + verify %.2f + other %.2f ms (plain step %.2f ms)\n", "time per round", rd, rv, ro,
+               step);
         printf("%-34s", "acceptance per position");
         for (int k = 0; k < G; k++) printf(" %.2f", pd[k] ? (double)pa[k] / pd[k] : 0);
         printf("\n");
