@@ -79,6 +79,10 @@ run: deps
 clean:
 	rm -rf build build-asan build-clang
 
+# The embedded pair's benchmark report (JSON + plots in build/bench/).
+bench: all
+	sh tools/bench-default.sh
+
 # Kernel micro-benchmark (sp_matmul vs OpenBLAS); links -lopenblas for this target only.
 $(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libspecula.a $(HEADERS)
 	$(CC) $(CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS) -lopenblas

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/core.h"
 
@@ -143,12 +144,17 @@ static uint64_t fnv1a(const char *s, uint64_t h) {
 
 int sp_sps_cached(sp_model *m, const char *model_dir, int max_b, sp_sps_table *t, char *path_out, size_t cap,
                   sp_err *err) {
-    char real[PATH_MAX], dir[4096], path[4200], key[64];
+    char real[PATH_MAX], dir[4096], path[4200], key[128];
     if (!realpath(model_dir, real)) snprintf(real, sizeof real, "%s", model_dir);
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/specula", xdg);
     else snprintf(dir, sizeof dir, "%s/.cache/specula", home && *home ? home : "/tmp");
-    snprintf(key, sizeof key, "%zu-t%d", sp_model_weight_bytes(m), sp_model_threads(m));
+    /* the table is a property of this model, thread count AND this build of the kernels: the
+     * running binary's size and mtime key it, so a rebuilt (faster or slower) engine profiles again */
+    struct stat exe = {0};
+    if (stat("/proc/self/exe", &exe)) exe.st_size = 0, exe.st_mtime = 0;
+    snprintf(key, sizeof key, "%zu-t%d-%lld-%lld", sp_model_weight_bytes(m), sp_model_threads(m),
+             (long long)exe.st_size, (long long)exe.st_mtime);
     uint64_t h = fnv1a(key, fnv1a(real, 0xcbf29ce484222325ull));
     snprintf(path, sizeof path, "%s/sps-%016llx.json", dir, (unsigned long long)h);
     if (path_out) snprintf(path_out, cap, "%s", path);
