@@ -162,7 +162,7 @@ static void bench_attention(sp_pool *p1, sp_pool *p2) {
     for (int r = 0; r < reps; r++) {
         for (int v = 0; v < 3; v++) {
             int T = v == 2 ? Tmax : 1;
-            sp_attn_shape s = {T, ctx - T + 1, NH, KVH, D, ctx + Tmax, 0, 0, 0.088f};
+            sp_attn_shape s = {T, ctx - T + 1, NH, KVH, D, ctx + Tmax, 0, 0, 0.088f, 0};
             double t0 = sp_time_ms();
             sp_attention(v == 0 ? p1 : p2, o, q, K, V, &s);
             double dt = sp_time_ms() - t0;

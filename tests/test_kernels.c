@@ -363,8 +363,9 @@ typedef struct {
     int NH, KVH, D, cap, ring, window, T, pos0;
 } attn_case;
 
-static void check_attention(attn_case c, unsigned seed) {
-    sp_attn_shape s = {c.T, c.pos0, c.NH, c.KVH, c.D, c.cap, c.ring, c.window, 1.0f / sqrtf((float)c.D)};
+/* nc = 1: noncausal (a drafter block) */
+static void check_attention_nc(attn_case c, int nc, unsigned seed) {
+    sp_attn_shape s = {c.T, c.pos0, c.NH, c.KVH, c.D, c.cap, c.ring, c.window, 1.0f / sqrtf((float)c.D), nc};
     size_t kvn = (size_t)c.cap * c.KVH * c.D, qn = (size_t)c.T * c.NH * c.D;
     float *K = falloc(kvn), *V = falloc(kvn), *q = falloc(qn);
     float *o = falloc(qn), *r = falloc(qn), *one = falloc(qn);
@@ -384,7 +385,7 @@ static void check_attention(attn_case c, unsigned seed) {
             /* one query at a time: bit-identical */
             for (int t = 0; t < c.T; t++) {
                 sp_attn_shape s1 = s;
-                s1.T = 1, s1.pos0 = c.pos0 + t;
+                s1.T = 1, s1.pos0 = nc ? c.pos0 + c.T - 1 : c.pos0 + t, s1.noncausal = 0;
                 sp_attention(pools[1], one + (size_t)t * c.NH * c.D, q + (size_t)t * c.NH * c.D, K, V, &s1);
             }
         }
@@ -393,6 +394,8 @@ static void check_attention(attn_case c, unsigned seed) {
     }
     free(K), free(V), free(q), free(o), free(r), free(one);
 }
+
+static void check_attention(attn_case c, unsigned seed) { check_attention_nc(c, 0, seed); }
 
 static void test_attention(void) {
     unsigned seed = 900;
@@ -416,6 +419,11 @@ static void test_attention(void) {
                 check_attention((attn_case){4, 2, 16, 64, 1, 0, T, 50}, seed++); /* ring, not yet wrapped */
             }
         }
+    /* noncausal blocks (a drafter's): every token sees up to pos0+T-1 */
+    for (int T = 1; T <= 9; T += 4) {
+        check_attention_nc((attn_case){8, 2, 64, 300, 0, 0, T, 200}, 1, seed++);
+        check_attention_nc((attn_case){4, 1, 17, 40, 0, 0, T, 0}, 1, seed++);
+    }
     /* large GQA groups: 16 query heads on one KV head (split into subgroups), 8 on 2 */
     check_attention((attn_case){16, 1, 32, 40, 0, 0, 3, 30}, seed++);
     check_attention((attn_case){16, 2, 16, 24, 1, 9, 1, 100}, seed++);

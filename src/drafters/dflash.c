@@ -420,10 +420,9 @@ static void block_forward(df_t *s, const int32_t *tokens, int T) {
         for (int t = 0; t < T; t++) sp_rope(s->q + (size_t)t * NH * D, NH, D, l->inv_freq, pos0 + t);
         write_kv(s, l, s->xn, T, pos0); /* block rows after the context: dropped by not advancing n_ctx */
         /* non-causal: every block query sees context 0..pos0-1 and the whole block (FORMATS.md §7.3) */
-        sp_attn_shape sh = {.T = 1, .pos0 = pos0 + T - 1, .NH = NH, .KVH = l->KVH, .D = D, .cap = s->cap, .ring = 0,
-                            .window = 0, .scale = s->gemma ? 1.0f : 1.0f / sqrtf((float)D)};
-        for (int t = 0; t < T; t++)
-            sp_attention(s->pool, s->att + (size_t)t * NH * D, s->q + (size_t)t * NH * D, l->K, l->V, &sh);
+        sp_attn_shape sh = {.T = T, .pos0 = pos0, .NH = NH, .KVH = l->KVH, .D = D, .cap = s->cap, .ring = 0,
+                            .window = 0, .scale = s->gemma ? 1.0f : 1.0f / sqrtf((float)D), .noncausal = 1};
+        sp_attention(s->pool, s->att, s->q, l->K, l->V, &sh);
         sp_matmul(s->pool, s->o2, s->att, T, &l->wo);
         if (s->gemma) sp_rmsnorm(s->o2, s->o2, l->post_attn_norm, T, H, eps);
         add_rows(s->x, s->o2, TH);

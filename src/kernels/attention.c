@@ -285,7 +285,7 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
     float m[ATTN_MAX_TB * ATTN_MAX_HS], sum[ATTN_MAX_TB * ATTN_MAX_HS];
 
     for (int j = 0; j < u->nt; j++) {
-        u->pos[j] = s->pos0 + u->t0 + j;
+        u->pos[j] = s->noncausal ? s->pos0 + s->T - 1 : s->pos0 + u->t0 + j;
         u->lo[j] = s->window > 0 && u->pos[j] - s->window + 1 > 0 ? u->pos[j] - s->window + 1 : 0;
     }
     /* lo and pos grow with t: the unit's keys are lo[0] .. pos[nt-1] */
@@ -380,7 +380,7 @@ void sp_attention_ref(float *out, const float *q, const float *K, const float *V
     const int D = s->D, group = s->NH / s->KVH;
     for (int t = 0; t < s->T; t++)
         for (int h = 0; h < s->NH; h++) {
-            const int pos = s->pos0 + t;
+            const int pos = s->noncausal ? s->pos0 + s->T - 1 : s->pos0 + t;
             const int lo = s->window > 0 && pos - s->window + 1 > 0 ? pos - s->window + 1 : 0;
             const float *qh = q + ((size_t)t * s->NH + h) * D;
             double m = -INFINITY, sum = 0;

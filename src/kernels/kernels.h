@@ -58,11 +58,14 @@ void sp_softmax(float *x, int n);
  * K, V: caches [cap, KVH, D]; position p lives in slot (ring ? p % cap : p).
  * Token t attends keys at positions lo(t) .. pos0+t, lo = window>0 ? max(0, pos0+t-window+1) : 0.
  * Query head h reads KV head h / (NH/KVH). scores = q·k · scale, softmax in f32, then Σ p·v.
- * Keys are visited in increasing position order, so results are batch-invariant. */
+ * Keys are visited in increasing position order, so results are batch-invariant.
+ * noncausal = 1 (a drafter's block, FORMATS §7.3): every token attends up to pos0+T-1 instead —
+ * exactly the result of T one-token calls at position pos0+T-1. */
 typedef struct {
     int T, pos0, NH, KVH, D;
     int cap, ring, window;
     float scale;
+    int noncausal;
 } sp_attn_shape;
 void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
                   const sp_attn_shape *s);
