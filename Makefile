@@ -28,7 +28,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-kernels bench-train clean
+.PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -82,6 +82,13 @@ clean:
 # The embedded pair's benchmark report (JSON + plots in build/bench/).
 bench: all
 	sh tools/bench-default.sh
+
+# DFlash/DSpark draft-block cost vs a target decode step: make bench-dflash T=DIR D=DIR
+$(BUILD)/bench_dflash: bench/bench_dflash.c $(BUILD)/libspecula.a $(HEADERS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
+
+bench-dflash: $(BUILD)/bench_dflash
+	$(BUILD)/bench_dflash $(or $(T),models/default/target) $(or $(D),models/default/drafter)
 
 # Kernel micro-benchmark (sp_matmul vs OpenBLAS); links -lopenblas for this target only.
 $(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libspecula.a $(HEADERS)

@@ -101,6 +101,32 @@ static void check_config(int V, const sp_sample_params *sp, unsigned seed, int t
     free(r);
 }
 
+/* the vector argmax against the scalar rule: ties (few distinct values), NaN, ±inf, all-NaN,
+ * every length 1..200 (tails) and a vocabulary-sized row */
+static void test_argmax(void) {
+    float *x = malloc(sizeof(float) * 9000);
+    uint64_t r = 12345;
+    for (int trial = 0; trial < 400; trial++) {
+        int V = trial < 200 ? trial + 1 : 8192 + (trial % 7);
+        for (int i = 0; i < V; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned u = (unsigned)(r >> 33);
+            x[i] = (float)(u % 13) - 6.0f; /* many ties */
+            if (u % 97 == 0) x[i] = NAN;
+            if (u % 89 == 0) x[i] = -INFINITY;
+            if (trial % 50 == 7 && u % 101 == 0) x[i] = INFINITY;
+        }
+        if (trial % 40 == 3) x[0] = NAN;
+        if (trial % 60 == 11)
+            for (int i = 0; i < V; i++) x[i] = NAN;
+        if (trial % 60 == 13)
+            for (int i = 0; i < V; i++) x[i] = i % 3 ? -INFINITY : NAN;
+        int a = sp_sample_argmax(x, V), b = sp_sample_argmax_ref(x, V);
+        CHECK(a == b, "argmax V=%d trial %d: %d vs reference %d", V, trial, a, b);
+    }
+    free(x);
+}
+
 static void test_process_vs_ref(void) {
     const int Vs[] = {1, 2, 7, 1000, 32000};
     const float temps[] = {0.0f, 0.6f, 1.0f, 1.7f};
@@ -377,6 +403,7 @@ static void test_residual(void) {
 }
 
 int main(void) {
+    RUN(test_argmax);
     RUN(test_process_vs_ref);
     RUN(test_process_large_vocab);
     RUN(test_process_extremes);

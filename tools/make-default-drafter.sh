@@ -17,6 +17,10 @@ PER_FILE=${PER_FILE:-6}
 GEN=${GEN:-96}
 STEPS=${STEPS:-600}
 LAYERS=${LAYERS:-2}
+CTX=${CTX:-256}
+RANK=${RANK:-256}
+BATCH=${BATCH:-16}
+TRAIN_EXTRA=${TRAIN_EXTRA:-}
 SEED=${SEED:-8}
 RECIPE=${RECIPE:-$T/RECIPE.txt}
 log() { printf '%s\n' "$*" >> "$RECIPE"; }
@@ -56,12 +60,18 @@ fresh held held
 run "$SPECULA" regen -m "$T" --data "$WORK/train.jsonl" -o "$WORK/shards" --generate "$GEN" -q
 run "$SPECULA" regen -m "$T" --data "$WORK/held.jsonl" -o "$WORK/held" --generate "$GEN" -q
 [ "$STEPS" -gt 0 ] || { echo "make-default-drafter: STEPS=0, regen only" >&2; exit 0; }
-rm -rf "$WORK/run"
+# RESUME=1 continues an interrupted run of the same arguments (bit-identical to an uninterrupted one)
+if [ "${RESUME:-0}" = 1 ] && [ -f "$WORK/run/trainer_state.json" ]; then resume=--resume; else rm -rf "$WORK/run"; resume=; fi
 run "$SPECULA" train --arch dspark -m "$T" --data "$WORK/shards" --held-out "$WORK/held" -o "$WORK/run" \
-    --steps "$STEPS" --layers "$LAYERS" --block-size 7 --ctx 256 --seed "$SEED" --eval-every 100 -q
+    --steps "$STEPS" --layers "$LAYERS" --block-size 7 --ctx "$CTX" --markov-rank "$RANK" --batch "$BATCH" \
+    --seed "$SEED" --eval-every 250 --save-every 250 $TRAIN_EXTRA $resume -q
 rm -rf "$OUT"; mkdir -p "$OUT"
 # the embedded drafter: the published layout only (optimizer state stays in $WORK/run for --resume)
 cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/run/train_log.csv" "$OUT/"
+# static temperature scaling of the confidence head (sts.json) on the held-out prompts, greedy as
+# `specula run` decodes by default
+head -n 16 "$WORK/held.jsonl" > "$WORK/calib.jsonl"
+run "$SPECULA" calibrate -m "$T" -md "$OUT" --prompts "$WORK/calib.jsonl" -n 64 --temp 0
 log "# drafter: $(du -b "$OUT/model.safetensors" | cut -f1) bytes in $OUT/model.safetensors"
 log "# last log row (step,...,tau): $(tail -n 1 "$OUT/train_log.csv")"
 if command -v gnuplot > /dev/null; then "$SPECULA" plot "$OUT/train_log.csv" -o "$OUT/plots" || true; fi

@@ -8,6 +8,9 @@
 #include "sample.h"
 
 #include <math.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,12 +90,39 @@ void sp_sampler_free(sp_sampler *s) {
 const sp_sample_params *sp_sampler_params(const sp_sampler *s) { return &s->sp; }
 int sp_sampler_vocab(const sp_sampler *s) { return s->V; }
 
-int sp_sample_argmax(const float *x, int V) {
+static int argmax_scalar(const float *x, int V) {
     int best = 0;
     for (int i = 1; i < V; i++)
         if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
     return best;
 }
+
+/* The rule of argmax_scalar: the first index of the largest non-NaN value, 0 when all are NaN.
+ * With AVX-512: one pass for the maximum (max(x, acc) keeps acc when x is NaN), one for the first
+ * index equal to it — greedy verification and drafting call this for every position. */
+int sp_sample_argmax(const float *x, int V) {
+#if defined(__AVX512F__)
+    if (V >= 64) {
+        __m512 acc = _mm512_set1_ps(-INFINITY);
+        int i = 0;
+        for (; i + 16 <= V; i += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc);
+        float m = _mm512_reduce_max_ps(acc);
+        for (; i < V; i++)
+            if (x[i] > m) m = x[i];
+        __m512 vm = _mm512_set1_ps(m);
+        for (i = 0; i + 16 <= V; i += 16) {
+            __mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), vm, _CMP_EQ_OQ);
+            if (k) return i + __builtin_ctz(k);
+        }
+        for (; i < V; i++)
+            if (x[i] == m) return i;
+        return 0; /* every value NaN */
+    }
+#endif
+    return argmax_scalar(x, V);
+}
+
+int sp_sample_argmax_ref(const float *x, int V) { return argmax_scalar(x, V); }
 
 /* ---- ordering and partial selection -------------------------------------------------- */
 

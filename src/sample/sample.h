@@ -91,7 +91,9 @@ int sp_sample_residual(const float *p, const float *q, int V, double u);
  * r may alias p or q. Returns 1 when the fallback to p was taken, else 0. */
 int sp_sample_residual_probs(float *r, const float *p, const float *q, int V);
 
-/* argmax with the lowest index winning ties (NaN never wins) */
+/* argmax with the lowest index winning ties (NaN never wins; 0 when all are NaN) */
 int sp_sample_argmax(const float *x, int V);
+/* the same rule, one scalar pass (the reference of the tests) */
+int sp_sample_argmax_ref(const float *x, int V);
 
 #endif
