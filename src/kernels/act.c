@@ -22,29 +22,15 @@ float sp_gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(inner));
 }
 
+static float silu_mul1(float g, float u) { return silu(g) * u; }
+static float gelu_mul1(float g, float u) { return sp_gelu_tanh(g) * u; }
+
 #if SP_AVX512
 static SP_ALWAYS_INLINE __m512 silu_mul16(__m512 g, __m512 u) {
     __m512 e = sp_exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), g));
     return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
 }
-#endif
 
-void sp_silu_mul(float *out, const float *gate, const float *up, size_t n) {
-    size_t i = 0;
-#if SP_AVX512
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(out + i, silu_mul16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
-    if (i < n) {
-        __mmask16 m = sp_tail_mask((int)(n - i));
-        __m512 r = silu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i));
-        _mm512_mask_storeu_ps(out + i, m, r);
-        i = n;
-    }
-#endif
-    for (; i < n; i++) out[i] = silu(gate[i]) * up[i];
-}
-
-#if SP_AVX512
 static SP_ALWAYS_INLINE __m512 gelu_mul16(__m512 g, __m512 u) {
     __m512 inner = _mm512_mul_ps(_mm512_set1_ps((float)GELU_K),
                                  _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), g), _mm512_mul_ps(g, g), g));
@@ -53,19 +39,37 @@ static SP_ALWAYS_INLINE __m512 gelu_mul16(__m512 g, __m512 u) {
 }
 #endif
 
-void sp_gelu_tanh_mul(float *out, const float *gate, const float *up, size_t n) {
+/* out = f(gate) ⊙ up: 16 lanes at a time, the tail masked (out may alias gate or up); the
+ * scalar f1 only without AVX-512. Inlined with constant f16/f1, so no indirect calls remain. */
+static SP_ALWAYS_INLINE void gated_apply(float *out, const float *gate, const float *up, size_t n,
+#if SP_AVX512
+                                         __m512 (*f16)(__m512, __m512),
+#endif
+                                         float (*f1)(float, float)) {
     size_t i = 0;
 #if SP_AVX512
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(out + i, gelu_mul16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, f16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
     if (i < n) {
         __mmask16 m = sp_tail_mask((int)(n - i));
-        __m512 r = gelu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i));
-        _mm512_mask_storeu_ps(out + i, m, r);
+        _mm512_mask_storeu_ps(out + i, m, f16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
         i = n;
     }
 #endif
-    for (; i < n; i++) out[i] = sp_gelu_tanh(gate[i]) * up[i];
+    for (; i < n; i++) out[i] = f1(gate[i], up[i]);
+}
+
+#if SP_AVX512
+#define GATED(f) f##16, f##1
+#else
+#define GATED(f) f##1
+#endif
+
+void sp_silu_mul(float *out, const float *gate, const float *up, size_t n) {
+    gated_apply(out, gate, up, n, GATED(silu_mul));
+}
+
+void sp_gelu_tanh_mul(float *out, const float *gate, const float *up, size_t n) {
+    gated_apply(out, gate, up, n, GATED(gelu_mul));
 }
 
 void sp_silu_mul_ref(float *out, const float *gate, const float *up, size_t n) {
