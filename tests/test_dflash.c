@@ -153,10 +153,14 @@ static void test_greedy_identity(void) {
     }
 }
 
+#define V_OF(m) (sp_model_config(m)->vocab_size)
+
 /* ---- H_ctx: a wrapper that checks the context after every round -------------------------- */
 typedef struct {
     sp_drafter *in;
     int rounds, bad;
+    int V;         /* > 0: fold every proposal (drafts and q rows) into sum */
+    uint64_t sum;
 } wrap_t;
 
 static int w_begin(sp_drafter *d, const int32_t *p, int n, const float *taps, const float *hid, const sp_drafter_ctx *c,
@@ -169,7 +173,16 @@ static int w_begin(sp_drafter *d, const int32_t *p, int n, const float *taps, co
 }
 static int w_propose(sp_drafter *d, int g, int32_t *dr, float *q, sp_err *err) {
     wrap_t *w = d->self;
-    return w->in->propose(w->in, g, dr, q, err);
+    int n = w->in->propose(w->in, g, dr, q, err);
+    for (int j = 0; w->V > 0 && j < n; j++) {
+        w->sum = w->sum * 1000003u + (uint32_t)dr[j];
+        for (int v = 0; q && v < w->V; v++) {
+            uint32_t u;
+            memcpy(&u, q + (size_t)j * w->V + v, 4);
+            w->sum = (w->sum ^ u) * 0x100000001b3ull;
+        }
+    }
+    return n;
 }
 static int w_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hid, sp_err *err) {
     wrap_t *w = d->self;
@@ -203,7 +216,7 @@ static void test_context_growth(void) {
         sp_drafter *in = open_drafter(TARGETS[t], "dspark", m, &dq, &o, &err);
         CHECK(in, "%s", err.msg);
         if (!in) { sp_model_free(m); continue; }
-        wrap_t w = {in, 0, 0};
+        wrap_t w = {in, 0, 0, 0, 0};
         sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
                         .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
         sp_spec_stats st;
@@ -233,6 +246,42 @@ static void test_context_growth(void) {
         free(taps);
         sp_kv_free(kv);
         sp_drafter_free(in);
+        sp_model_free(m);
+    }
+}
+
+/* the vanilla Markov bias cache changes nothing: every draft and q row of a sampled run (many
+ * previous tokens, direct-mapped slots that collide) equals the run that recomputes each bias */
+static void test_bias_cache(void) {
+    for (int t = 0; t < 2; t++) {
+        sp_model *m = load_target(TARGETS[t]);
+        if (!m) { CHECK(0, "load"); continue; }
+        int32_t prompt[32], out[2][96];
+        int np = make_prompt(prompt, V_OF(m));
+        uint64_t sums[2];
+        int emitted[2];
+        for (int c = 0; c < 2; c++) {
+            sp_err err = {{0}};
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen.max_new = 80;
+            sp.gen.ignore_eos = 1;
+            sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, 9};
+            sp.draft_max = 7;
+            sp_dflash_opts o = sp_dflash_opts_default();
+            o.no_bias_cache = c;
+            sp_drafter *in = open_drafter(TARGETS[t], "dspark", m, &sp.gen.sample, &o, &err);
+            CHECK(in, "%s", err.msg);
+            if (!in) break;
+            wrap_t w = {in, 0, 0, V_OF(m), 0};
+            sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
+                            .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+            sp_spec_stats st;
+            CHECK(sp_spec_generate(m, &d, prompt, np, &sp, out[c], 96, &st, &err) == 0, "%s", err.msg);
+            sums[c] = w.sum, emitted[c] = st.emitted;
+            sp_drafter_free(in);
+        }
+        CHECK(sums[0] == sums[1] && emitted[0] == emitted[1] && !memcmp(out[0], out[1], sizeof(int32_t) * emitted[0]),
+              "%s: proposals with the Markov bias cache differ from recomputed ones", TARGETS[t]);
         sp_model_free(m);
     }
 }
@@ -578,6 +627,7 @@ int main(void) {
     TIMED(test_new_drafter_layout);
     TIMED(test_greedy_identity);
     TIMED(test_context_growth);
+    TIMED(test_bias_cache);
     TIMED(test_audit);
     TIMED(test_load_errors);
     TIMED(test_scheduler_unit);

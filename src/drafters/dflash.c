@@ -84,6 +84,11 @@ typedef struct {
     int R;
     float *x, *xn, *q, *k, *v, *att, *o2, *g, *u, *hid, *logits, *z, *code, *vec, *state;
     float *bias, *qrow; /* [V] each: Markov bias, a q row nobody asked for */
+    /* vanilla Markov head: bias = W2·W1[prev] depends on prev alone, so recent ones are kept
+     * (direct-mapped by prev; ~4 MB in all): a hit reads V floats instead of W2 [V, r] */
+    int n_bc;
+    int32_t *bc_tag; /* [n_bc] prev cached in the slot, -1 none */
+    float *bc;       /* [n_bc, V] */
     sp_dflash_info info;
     sp_owner owned; /* small converted arrays, freed together */
 } df_t;
@@ -453,6 +458,16 @@ static float heads(df_t *s, float *U, const float *h, int32_t prev) {
     if (s->mtype != MARKOV_NONE) {
         sp_to_f32(code, (const char *)s->w1->data + (size_t)prev * r * sp_dtype_size(s->w1->dtype), s->w1->dtype,
                   (size_t)r);
+        if (s->n_bc) { /* vanilla: the cached bias is the same sp_matmul result, bit for bit */
+            int slot = (int)((uint32_t)prev % (uint32_t)s->n_bc);
+            float *b = s->bc + (size_t)slot * s->V;
+            if (s->bc_tag[slot] != prev) {
+                sp_matmul(s->pool, b, code, 1, &s->w2);
+                s->bc_tag[slot] = prev;
+            }
+            for (int v = 0; v < s->V; v++) U[v] += b[v];
+            goto conf;
+        }
         float *mix = s->z; /* [r] or [3r] */
         if (s->mtype == MARKOV_VANILLA) {
             memcpy(mix, code, sizeof(float) * (size_t)r);
@@ -475,6 +490,7 @@ static float heads(df_t *s, float *U, const float *h, int32_t prev) {
         sp_matmul(s->pool, s->bias, mix, 1, &s->w2); /* bias [V] = W2 · mix */
         for (int v = 0; v < s->V; v++) U[v] += s->bias[v];
     }
+conf:
     if (!s->conf) return INFINITY;
     double acc = s->conf_b;
     for (int i = 0; i < H; i++) acc += (double)s->conf_w[i] * h[i];
@@ -710,6 +726,16 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     s->code = own(s, sizeof(float) * (size_t)(r + 1));
     s->vec = own(s, sizeof(float) * (size_t)(2 * r + H));
     s->state = own(s, sizeof(float) * (size_t)(r + 1));
+    if (s->mtype == MARKOV_VANILLA && !s->o.no_bias_cache) {
+        s->n_bc = (int)((4u << 20) / (sizeof(float) * (size_t)s->V));
+        if (s->n_bc > 256) s->n_bc = 256;
+        if (s->n_bc > 0) {
+            s->bc_tag = own(s, sizeof(int32_t) * (size_t)s->n_bc);
+            s->bc = own(s, sizeof(float) * (size_t)s->n_bc * (size_t)s->V);
+            if (!s->bc_tag || !s->bc) s->n_bc = 0;
+            for (int i = 0; i < s->n_bc; i++) s->bc_tag[i] = -1;
+        }
+    }
     s->greedy = sp_sample_is_greedy(sample);
     s->smp = sp_sampler_create(s->V, sample, err);
     if (!s->smp) goto fail;

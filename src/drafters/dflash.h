@@ -42,6 +42,7 @@ typedef struct {
     const sp_sps_table *sps; /* for SP_VERIFY_SCHEDULE / RETRO (copied) */
     int no_sts;              /* 1: ignore sts.json beside the drafter (raw confidences) */
     int keep_taps;           /* tests: keep every context tap row (sp_dflash_context) */
+    int no_bias_cache;       /* tests: recompute the vanilla Markov bias every time */
     /* calibration hook: after every commit, the raw confidence logits z[0..n) of the last
      * proposal (n drafts) and how many were accepted */
     void (*on_round)(void *ctx, const float *z, int n, int n_acc);
