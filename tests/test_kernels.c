@@ -314,6 +314,9 @@ static void test_activations(void) {
     for (size_t i = 0; i < n; i++)
         CHECK(fabsf(y[i] - r[i]) <= 1e-6f * fabsf(u[i]) * (fabsf(g[i]) + 1e-3f), "gelu %zu: %g vs %g", i, y[i], r[i]);
     CHECK(fabsf(sp_gelu_tanh(1.0f) - 0.8411920f) < 1e-6f, "gelu(1) = %.8f", sp_gelu_tanh(1.0f));
+    /* the scalar GeGLU (the training forward's, and builds without AVX-512) is the kernel's lane */
+    for (size_t i = 0; i < n; i++)
+        CHECK(sp_gelu_tanh(g[i]) * u[i] == y[i], "scalar gelu %zu: %.9g vs %.9g", i, sp_gelu_tanh(g[i]) * u[i], y[i]);
     /* softcap */
     memcpy(y, g, n * sizeof(float));
     sp_softcap(y, n, 30.0f);

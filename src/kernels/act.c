@@ -16,10 +16,43 @@
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* sp_exp_avx512 and sp_tanh_avx512 of one lane, operation for operation (fmaf is the fused
+ * multiply-add, rintf rounds to nearest even as roundscale does, ldexpf scales as scalef does,
+ * the comparisons keep NaN as min/max do), so scalar and vector results are bit-identical:
+ * the training forward's GeGLU (sp_gelu_tanh) equals the kernel, and so does a build without
+ * AVX-512. */
+static float exp_lane(float x) {
+    x = 88.7228390f < x ? 88.7228390f : x;
+    x = -104.0f > x ? -104.0f : x;
+    float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    return n == n ? ldexpf(p, (int)n) : p;
+}
+
+static float tanh_lane(float x) {
+    float ax = fabsf(x);
+    if (!(ax < 0.5f)) return copysignf(1.0f - 2.0f / (exp_lane(ax + ax) + 1.0f), x);
+    float x2 = x * x, p = -1.4558343870e-3f;
+    p = fmaf(p, x2, 3.5921280366e-3f);
+    p = fmaf(p, x2, -8.8632355299e-3f);
+    p = fmaf(p, x2, 2.1869488536e-2f);
+    p = fmaf(p, x2, -5.3968253968e-2f);
+    p = fmaf(p, x2, 1.3333333333e-1f);
+    p = fmaf(p, x2, -3.3333333333e-1f);
+    return fmaf(x * x2, p, x);
+}
+
 float sp_gelu_tanh(float x) {
-    float x3 = x * x * x;
-    float inner = (float)GELU_K * (x + 0.044715f * x3);
-    return 0.5f * x * (1.0f + tanhf(inner));
+    float inner = (float)GELU_K * fmaf(0.044715f * x, x * x, x);
+    return 0.5f * x * (1.0f + tanh_lane(inner));
 }
 
 static float silu_mul1(float g, float u) { return silu(g) * u; }
@@ -99,7 +132,7 @@ void sp_softcap(float *x, size_t n, float c) {
         i = n;
     }
 #endif
-    for (; i < n; i++) x[i] = c * tanhf(x[i] / c);
+    for (; i < n; i++) x[i] = c * tanh_lane(x[i] / c);
 }
 
 void sp_softmax(float *x, int n) {
