@@ -16,6 +16,12 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
         json_decref(c);
         return sp_err_set(err, "%s: line %d: %s", target_config_path, je.line, je.text);
     }
+    /* A Llama target's drafter keeps the Qwen3 block of the published drafter code (z-lab
+     * DFlashDraftModel and DeepSpec Qwen3DSparkModel always build q_norm / k_norm): the config
+     * says model_type "qwen3" so loaders read those norms, and keeps the target's rope_theta,
+     * rope_scaling (llama3) and rms_norm_eps, which the drafter's RoPE and norms use. */
+    const char *mt = json_string_value(json_object_get(c, "model_type"));
+    if (mt && !strcmp(mt, "llama")) json_object_set_new(c, "model_type", json_string("qwen3"));
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));

@@ -120,9 +120,9 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
     const sp_config *tc = sp_model_config(target);
     int gemma = tc->arch == SP_ARCH_GEMMA4;
-    if (tc->arch != SP_ARCH_QWEN3 && !gemma) {
-        sp_err_set(err, "%s: training supports qwen3 and gemma4 targets (the published DSpark/DFlash layouts); this "
-                        "is %s", c->model_dir, sp_arch_name(tc->arch));
+    if (tc->arch != SP_ARCH_QWEN3 && tc->arch != SP_ARCH_LLAMA && !gemma) {
+        sp_err_set(err, "%s: training supports llama, qwen3 and gemma4 targets; this is %s", c->model_dir,
+                   sp_arch_name(tc->arch));
         goto out;
     }
     if (gemma && c->arch == TR_ARCH_DFLASH_ZLAB) {
@@ -162,17 +162,24 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     char cfgpath[4096];
     sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
     if (tr_config_json(&config_json, cfgpath, &d, 512, err)) goto out;
+    /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
+     * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
+    sp_config dc;
+    if (sp_config_parse(&dc, config_json, "draft config.json", err)) goto out;
+    if (!dc.qk_norm) {
+        sp_err_set(err, "%s: the draft config would load without q_norm / k_norm (model_type %s)", c->model_dir,
+                   sp_arch_name(dc.arch));
+        goto out;
+    }
+    d.rope = dc.rope;
+    d.eps = dc.rms_eps;
     if (gemma) { /* the draft layers' shapes as the loader reads them from the written config (§8.3) */
-        sp_config dc;
-        if (sp_config_parse(&dc, config_json, "draft config.json", err)) goto out;
         const sp_layer_config *lc = &dc.layers[0];
         d.D = lc->head_dim;
         d.KVH = lc->n_kv_heads;
         d.I = lc->ffn_dim;
         d.k_eq_v = !lc->has_v_proj;
         d.gelu = dc.act == SP_ACT_GELU_TANH;
-        d.rope = dc.rope;
-        d.eps = dc.rms_eps;
         d.softcap = tc->final_softcap;
     }
     if (tr_model_init(&m, &d, c->seed, err)) goto out;
