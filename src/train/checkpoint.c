@@ -64,7 +64,7 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
     json_object_set_new(c, "layer_types", types);
     json_object_set_new(c, "tie_word_embeddings", json_false());
     json_object_set_new(c, "markov_rank", json_integer(d->r));
-    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string("vanilla"));
+    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string(tr_markov_name(d->markov)));
     else json_object_del(c, "markov_head_type");
     json_object_set_new(c, "enable_confidence_head", json_boolean(d->conf));
     json_object_set_new(c, "confidence_head_with_markov", json_boolean(d->conf && d->conf_with_markov));
