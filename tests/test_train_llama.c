@@ -3,7 +3,8 @@
  * see setup), regen a repetitive corpus, train DSpark and z-lab DFlash drafters, check that
  * held-out τ rises well above its start, that the checkpoint is the Qwen3 drafter block
  * (q_norm / k_norm, model_type "qwen3") with the target's llama3 RoPE, and that
- * sp_drafter_dflash loads it and gives output identical to plain decoding with real acceptance.
+ * sp_drafter_dflash loads it and gives output identical to plain decoding with real acceptance;
+ * the same for DSpark with the gated and rnn Markov heads (markov_head_type in config.json).
  * (test_train_infer.c checks the trained forward against the inference one on an untied llama.) */
 #include <stdlib.h>
 #include <string.h>
@@ -155,11 +156,12 @@ static void check_layout(const char *dir, const char *name, const char *arch0) {
     st_close(st);
 }
 
-static void check_tau_rises(tr_arch arch, const char *name, long steps, const char *arch0) {
+static void check_tau_rises(tr_arch arch, tr_markov_type markov, const char *name, long steps, const char *arch0) {
     char out[400];
     snprintf(out, sizeof out, "%s/%s", root, name);
     tr_train_cfg c = small_cfg(arch, out);
     c.steps = steps;
+    c.markov_head = markov;
     tr_train_result r;
     sp_err err;
     CHECK(tr_train_run(&c, &r, &err) == 0, "%s", err.msg);
@@ -170,18 +172,43 @@ static void check_tau_rises(tr_arch arch, const char *name, long steps, const ch
     CHECK(r.tau_last > r.tau_first + 1.0 && r.tau_last > 0.5 * (tau_max + 1), "%s: tau %.3f -> %.3f", name,
           r.tau_first, r.tau_last);
     check_layout(out, name, arch0);
+    if (arch == TR_ARCH_DSPARK) { /* markov_head_type and the head's tensors (FORMATS.md §8.1, §8.2) */
+        char p[512], want[64], *text = NULL;
+        size_t n;
+        snprintf(p, sizeof p, "%s/config.json", out);
+        snprintf(want, sizeof want, "\"markov_head_type\": \"%s\"", tr_markov_name(markov));
+        CHECK(sp_read_file(p, &text, &n, &err) == 0 && strstr(text, want), "%s: config.json lacks %s", name, want);
+        free(text);
+        st_set *st = NULL;
+        CHECK(st_open_dir(&st, out, &err) == 0, "%s", err.msg);
+        if (st) {
+            int gate = st_find(st, "markov_head.gate_proj.weight") && st_find(st, "markov_head.gate_proj.bias");
+            int joint = st_find(st, "markov_head.joint_proj.weight") && st_find(st, "markov_head.joint_proj.bias");
+            CHECK(gate == (markov == TR_MARKOV_GATED) && joint == (markov == TR_MARKOV_RNN),
+                  "%s: head tensors gate_proj %d joint_proj %d", name, gate, joint);
+            st_close(st);
+        }
+    }
     check_inference(out, name);
 }
 
-static void test_llama_dspark(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark", 160, "\"Qwen3DSparkModel\""); }
+#define DSPARK "\"Qwen3DSparkModel\""
+static void test_llama_dspark(void) { check_tau_rises(TR_ARCH_DSPARK, TR_MARKOV_VANILLA, "dspark", 160, DSPARK); }
 static void test_llama_dflash_zlab(void) {
-    check_tau_rises(TR_ARCH_DFLASH_ZLAB, "dflash-zlab", 120, "\"DFlashDraftModel\"");
+    check_tau_rises(TR_ARCH_DFLASH_ZLAB, TR_MARKOV_VANILLA, "dflash-zlab", 120, "\"DFlashDraftModel\"");
 }
+/* the gated and rnn Markov heads train too and load with their markov_head_type */
+static void test_llama_dspark_gated(void) {
+    check_tau_rises(TR_ARCH_DSPARK, TR_MARKOV_GATED, "dspark-gated", 160, DSPARK);
+}
+static void test_llama_dspark_rnn(void) { check_tau_rises(TR_ARCH_DSPARK, TR_MARKOV_RNN, "dspark-rnn", 160, DSPARK); }
 
 int main(void) {
     setup();
     RUN(test_llama_dspark);
     RUN(test_llama_dflash_zlab);
+    RUN(test_llama_dspark_gated);
+    RUN(test_llama_dspark_rnn);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
