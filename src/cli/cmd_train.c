@@ -15,7 +15,7 @@ int cmd_train(int argc, char **argv) {
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel (default dspark)"},
-        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory (required)"},
+        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory: llama, qwen3 or gemma4 (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
         {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS", "held-out shards for the tau monitor"},
         {"-o", "--out", CLI_STR, &c.out_dir, "DIR", "drafter checkpoint directory (required)"},
@@ -42,7 +42,7 @@ int cmd_train(int argc, char **argv) {
         {"-t", "--threads", CLI_INT, &c.threads, "N", "threads (default: all cores)"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = cli_parse("train", "--arch {dspark,dflash} -m TARGET --data SHARDS -o DIR [options]", opts,
+    int rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab} -m TARGET --data SHARDS -o DIR [options]", opts,
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
