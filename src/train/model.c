@@ -437,7 +437,6 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
 }
 
 /* ---- backward ------------------------------------------------------------------------------- */
-
 void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                  double denom, float *grad) {
     const tr_dims *d = &m->d;
