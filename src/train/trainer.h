@@ -1,4 +1,5 @@
-/* trainer.h — `specula train`: a DSpark or DFlash drafter for a target, from regenerated shards.
+/* trainer.h — `specula train`: a DSpark (vanilla / gated / rnn Markov head) or DFlash drafter
+ * for a llama, qwen3 or gemma4 target, from regenerated shards.
  *
  * AdamW on fp32 master weights (optim.h), warmup + cosine, clip 1.0; target embedding and LM
  * head frozen and shared (never in the checkpoint). Checkpoints (checkpoint.h) every save_every
