@@ -53,6 +53,21 @@ static void test_commands(void) {
     CHECK(run(cmd) == 2 && err_has("--arch must be dspark, dflash or dflash-zlab"), "bad arch");
     snprintf(cmd, sizeof cmd, "%s train -m %s --data %s/nothing -o %s/d -q", bin, target, root, root);
     CHECK(run(cmd) == 2 && err_has("nothing: cannot open the shard directory"), "missing shards");
+    snprintf(cmd, sizeof cmd, "%s train -m %s --data %s/sh -o %s/d --markov-head lstm", bin, target, root, root);
+    CHECK(run(cmd) == 2 && err_has("--markov-head must be vanilla, gated or rnn"), "bad --markov-head");
+    snprintf(cmd, sizeof cmd,
+             "%s train -m %s --data %s/sh -o %s/dg --steps 2 --batch 4 --block-size 3 --layers 1 --markov-rank 8 "
+             "--markov-head gated --ctx 8 -q -t 1",
+             bin, target, root, root);
+    CHECK(run(cmd) == 0 && err_has("train: step 2"), "train --markov-head gated");
+    {
+        char *text = NULL;
+        size_t n;
+        snprintf(p, sizeof p, "%s/dg/config.json", root);
+        CHECK(sp_read_file(p, &text, &n, NULL) == 0 && strstr(text, "\"markov_head_type\": \"gated\""),
+              "--markov-head gated: config.json without markov_head_type gated");
+        free(text);
+    }
     snprintf(cmd, sizeof cmd,
              "%s train --arch dspark -m %s --data %s/sh -o %s/d --steps 6 --batch 4 --block-size 3 --layers 1 "
              "--markov-rank 8 --ctx 8 --eval-every 2 -q -t 1",

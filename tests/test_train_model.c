@@ -2,7 +2,8 @@
  * gradient of every parameter tensor against central finite differences of tr_forward's loss
  * (each op is checked in double in test_train_ops.c; this checks the composition: context
  * injection, padding mask, residuals, heads, loss weights). Float forward, so the tolerance
- * is looser: |a − fd| ≤ 2e-3·max|g| + 3e-2·|fd|. Both DSpark and DFlash heads. */
+ * is looser: |a − fd| ≤ 2e-3·max|g| + 3e-2·|fd|. DSpark (vanilla, gated and rnn Markov heads)
+ * and DFlash. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,12 +33,13 @@ static void make_batch(tr_batch *b, const tr_dims *d, int NB, int C, unsigned se
     free(z);
 }
 
-/* gemma: 0 Qwen3 block; 1 Gemma-4 block with k_eq_v; 2 Gemma-4 block with v_proj */
-static void check_model(tr_arch arch, int gemma) {
+/* gemma: 0 Qwen3 block; 1 Gemma-4 block with k_eq_v; 2 Gemma-4 block with v_proj.
+ * markov: the DSpark Markov head type */
+static void check_model(tr_arch arch, int gemma, tr_markov_type markov) {
     tr_dims d = {.arch = arch, .H = 8, .NH = 2, .KVH = 1, .D = 4, .I = 12, .L = 2, .V = 17, .m = 2, .B = 3,
                  .r = arch == TR_ARCH_DSPARK ? 4 : 0, .conf = arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
                  .mask_id = 16, .eps = 1e-6, .gemma = gemma > 0, .k_eq_v = gemma == 1, .gelu = gemma > 0,
-                 .softcap = gemma ? 2.0 : 0};
+                 .softcap = gemma ? 2.0 : 0, .markov = markov};
     d.rope.type = SP_ROPE_DEFAULT;
     d.rope.theta = 10000;
     d.rope.factor = 1;
@@ -107,15 +109,21 @@ static void check_model(tr_arch arch, int gemma) {
     tr_model_free(&m);
 }
 
-static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0); }
-static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0); }
-static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1); }
-static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2); }
+static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA); }
+static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED); }
+static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN); }
+static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA); }
+static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA); }
+static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN); }
+static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA); }
 
 int main(void) {
     RUN(test_dspark_gradients);
+    RUN(test_dspark_gated_gradients);
+    RUN(test_dspark_rnn_gradients);
     RUN(test_dflash_gradients);
     RUN(test_gemma_dspark_gradients);
+    RUN(test_gemma_rnn_gradients);
     RUN(test_gemma_dflash_gradients);
     return harness_done("test_train_model");
 }

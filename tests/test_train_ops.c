@@ -284,6 +284,98 @@ static void test_heads(void) {
     gfree(&dW1); gfree(&dW2); gfree(&dwc); gfree(&dbc); gfree(&dh);
 }
 
+static double max_rel(const float *a, const double *b, size_t n) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / scale);
+    return worst;
+}
+
+/* ---- gated and rnn Markov heads (FORMATS.md §8.4) on top of the gathered code W1[prev] ------
+ * loss = Σ r ⊙ mix; both heads see h and the code, the rnn also its state across the B slots of
+ * each block (rows e·B + k), so dh / dcode / dW1 of early slots collect later slots' terms. */
+enum { GNB = 2, GB = 3, GT = GNB * GB, GV = 7, GR = 3, GH = 4 };
+static const int32_t g_prev[GT] = {3, 5, 3, 0, 6, 5}; /* repeated rows: the scatter adds */
+typedef struct { int rnn; double *W1, *h, *Wp, *bp, *r, *code, *mix, *save, *in; } gh_ctx;
+static double gh_loss(void *p) {
+    gh_ctx *c = p;
+    tr_gather_forward_f64(c->code, g_prev, c->W1, GT, GR);
+    if (c->rnn) tr_rnn_forward_f64(NULL, c->mix, c->save, c->in, c->h, c->code, c->Wp, c->bp, GNB, GB, GH, GR);
+    else tr_gated_forward_f64(NULL, c->mix, c->save, c->in, c->h, c->code, c->Wp, c->bp, GT, GH, GR);
+    return dot(c->mix, c->r, GT * GR);
+}
+static void head_case(int rnn) {
+    size_t np = rnn ? 3 * GR * (2 * GR + GH) : GR * (GH + GR), nb = rnn ? 3 * GR : GR;
+    size_t nin = rnn ? GT * (2 * GR + GH) : GT * (GH + GR), nsave = rnn ? GT * 3 * GR : GT * GR;
+    gh_ctx c = {rnn, rnd(GV * GR, 1, 161), rnd(GT * GH, 1, 162), rnd(np, 0.8, 163), rnd(nb, 0.5, 164),
+                rnd(GT * GR, 1, 165), malloc(GT * GR * 8), malloc(GT * GR * 8), malloc(nsave * 8), malloc(nin * 8)};
+    grad_buf dW1 = gbuf(GV * GR, 166), dh = gbuf(GT * GH, 167), dWp = gbuf(np, 168), dbp = gbuf(nb, 169);
+    double *dcode = calloc(GT * GR, 8), *dpre = malloc(GT * 3 * GR * 8), *din = malloc(nin * 8), ds[GNB * GR];
+    gh_loss(&c);
+    if (rnn)
+        tr_rnn_backward_f64(NULL, dh.g, dcode, dWp.g, dbp.g, dpre, din, ds, c.r, c.save, c.in, c.Wp, GNB, GB, GH, GR);
+    else tr_gated_backward_f64(NULL, dh.g, dcode, dWp.g, dbp.g, dpre, din, c.r, c.in, c.save, c.code, c.Wp, GT, GH, GR);
+    tr_gather_backward_f64(dW1.g, dcode, g_prev, GT, GR);
+    const char *n = rnn ? "rnn" : "gated";
+    char what[64];
+    snprintf(what, sizeof what, "%s dW1 (through the code)", n);
+    fd_check(what, c.W1, GV * GR, dW1.g0, dW1.g, gh_loss, &c);
+    snprintf(what, sizeof what, "%s dh", n);
+    fd_check(what, c.h, GT * GH, dh.g0, dh.g, gh_loss, &c);
+    snprintf(what, sizeof what, "%s dW", n);
+    fd_check(what, c.Wp, np, dWp.g0, dWp.g, gh_loss, &c);
+    snprintf(what, sizeof what, "%s db", n);
+    fd_check(what, c.bp, nb, dbp.g0, dbp.g, gh_loss, &c);
+    /* the rnn state carries: slot 0's h moves the mix of slot 2 */
+    if (rnn) {
+        gh_loss(&c);
+        double keep = c.mix[2 * GR];
+        c.h[0] += 0.5;
+        gh_loss(&c);
+        c.h[0] -= 0.5;
+        CHECK(fabs(c.mix[2 * GR] - keep) > 1e-6, "rnn: slot 2 does not see slot 0 (%g)", fabs(c.mix[2 * GR] - keep));
+    }
+    /* the float instantiation (threaded GEMMs) matches: forward and every gradient */
+    gh_loss(&c);
+    float fW1[GV * GR], fh[GT * GH], fWp[3 * GR * (2 * GR + GH)], fbp[3 * GR], fr[GT * GR], fcode[GT * GR];
+    float fmix[GT * GR], fsave[GT * 3 * GR], fin[GT * (2 * GR + GH)], fdpre[GT * 3 * GR], fdin[GT * (2 * GR + GH)];
+    float fds[GNB * GR], fdh[GT * GH] = {0}, fdcode[GT * GR] = {0}, fdWp[3 * GR * (2 * GR + GH)] = {0};
+    float fdbp[3 * GR] = {0}, fdW1[GV * GR] = {0};
+    for (size_t i = 0; i < GV * GR; i++) fW1[i] = (float)c.W1[i];
+    for (size_t i = 0; i < GT * GH; i++) fh[i] = (float)c.h[i];
+    for (size_t i = 0; i < np; i++) fWp[i] = (float)c.Wp[i];
+    for (size_t i = 0; i < nb; i++) fbp[i] = (float)c.bp[i];
+    for (size_t i = 0; i < GT * GR; i++) fr[i] = (float)c.r[i];
+    sp_pool *pool = sp_pool_create(2);
+    tr_gather_forward(fcode, g_prev, fW1, GT, GR);
+    if (rnn) {
+        tr_rnn_forward(pool, fmix, fsave, fin, fh, fcode, fWp, fbp, GNB, GB, GH, GR);
+        tr_rnn_backward(pool, fdh, fdcode, fdWp, fdbp, fdpre, fdin, fds, fr, fsave, fin, fWp, GNB, GB, GH, GR);
+    } else {
+        tr_gated_forward(pool, fmix, fsave, fin, fh, fcode, fWp, fbp, GT, GH, GR);
+        tr_gated_backward(pool, fdh, fdcode, fdWp, fdbp, fdpre, fdin, fr, fin, fsave, fcode, fWp, GT, GH, GR);
+    }
+    tr_gather_backward(fdW1, fdcode, g_prev, GT, GR);
+    sp_pool_free(pool);
+    /* the double run of the same gradients from zero */
+    double *zh = calloc(GT * GH, 8), *zc = calloc(GT * GR, 8), *zWp = calloc(np, 8), *zbp = calloc(nb, 8);
+    double *zW1 = calloc(GV * GR, 8);
+    if (rnn) tr_rnn_backward_f64(NULL, zh, zc, zWp, zbp, dpre, din, ds, c.r, c.save, c.in, c.Wp, GNB, GB, GH, GR);
+    else tr_gated_backward_f64(NULL, zh, zc, zWp, zbp, dpre, din, c.r, c.in, c.save, c.code, c.Wp, GT, GH, GR);
+    tr_gather_backward_f64(zW1, zc, g_prev, GT, GR);
+    CHECK(max_rel(fmix, c.mix, GT * GR) < 1e-5, "%s mix float vs double %g", n, max_rel(fmix, c.mix, GT * GR));
+    CHECK(max_rel(fdh, zh, GT * GH) < 1e-5, "%s dh float vs double %g", n, max_rel(fdh, zh, GT * GH));
+    CHECK(max_rel(fdW1, zW1, GV * GR) < 1e-5, "%s dW1 float vs double %g", n, max_rel(fdW1, zW1, GV * GR));
+    CHECK(max_rel(fdWp, zWp, np) < 1e-5, "%s dW float vs double %g", n, max_rel(fdWp, zWp, np));
+    CHECK(max_rel(fdbp, zbp, nb) < 1e-5, "%s db float vs double %g", n, max_rel(fdbp, zbp, nb));
+    free(zh); free(zc); free(zWp); free(zbp); free(zW1);
+    free(c.W1); free(c.h); free(c.Wp); free(c.bp); free(c.r); free(c.code); free(c.mix); free(c.save); free(c.in);
+    free(dcode); free(dpre); free(din);
+    gfree(&dW1); gfree(&dh); gfree(&dWp); gfree(&dbp);
+}
+static void test_gated_head(void) { head_case(0); }
+static void test_rnn_head(void) { head_case(1); }
+
 /* ---- losses ------------------------------------------------------------------------------- */
 enum { LV = 13 };
 static const int32_t ls_labels[T] = {4, 0, 12, 7, 7};
@@ -377,12 +469,6 @@ static void test_spark_terms(void) {
 }
 
 /* ---- the float path (trainer) vs the double reference ------------------------------------- */
-static double max_rel(const float *a, const double *b, size_t n) {
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
-    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / scale);
-    return worst;
-}
 static void test_float_matches_double(void) {
     sp_pool *pool = sp_pool_create(2);
     /* sizes off every tile boundary of gemm.c */
@@ -430,6 +516,8 @@ int main(void) {
     RUN(test_softcap_lmhead);
     RUN(test_fc_fusion);
     RUN(test_heads);
+    RUN(test_gated_head);
+    RUN(test_rnn_head);
     RUN(test_ce);
     RUN(test_spark_terms);
     RUN(test_float_matches_double);

@@ -1,5 +1,5 @@
-/* cmd_train.c — `specula train`: train a DSpark or DFlash drafter from regenerated shards
- * (src/train/trainer.h). */
+/* cmd_train.c — `specula train`: train a DSpark or DFlash drafter for a llama, qwen3 or gemma4
+ * target from regenerated shards (src/train/trainer.h). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,13 +9,13 @@
 
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = tr_train_defaults();
-    const char *arch = "dspark";
+    const char *arch = "dspark", *markov = "vanilla";
     int steps = 0, warmup = -1, resume = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, gamma = (float)c.gamma;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel (default dspark)"},
-        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory (required)"},
+        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory: llama, qwen3 or gemma4 (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
         {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS", "held-out shards for the tau monitor"},
         {"-o", "--out", CLI_STR, &c.out_dir, "DIR", "drafter checkpoint directory (required)"},
@@ -27,6 +27,8 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7)"},
         {NULL, "--layers", CLI_INT, &c.layers, "L", "draft layers (default 5)"},
         {NULL, "--markov-rank", CLI_INT, &c.markov_rank, "R", "DSpark Markov head rank (default 256)"},
+        {NULL, "--markov-head", CLI_STR, &markov, "vanilla|gated|rnn",
+         "DSpark Markov head type (markov_head_type, default vanilla)"},
         {NULL, "--ctx", CLI_INT, &c.ctx, "N", "context rows per anchor (default 512)"},
         {NULL, "--gamma", CLI_FLOAT, &gamma, "G", "loss position decay (default 4)"},
         {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for Qwen3 vocab, else V-1)"},
@@ -40,7 +42,7 @@ int cmd_train(int argc, char **argv) {
         {"-t", "--threads", CLI_INT, &c.threads, "N", "threads (default: all cores)"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = cli_parse("train", "--arch {dspark,dflash} -m TARGET --data SHARDS -o DIR [options]", opts,
+    int rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab} -m TARGET --data SHARDS -o DIR [options]", opts,
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
@@ -48,6 +50,10 @@ int cmd_train(int argc, char **argv) {
     else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
     else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
     else return cli_error("train", "--arch must be dspark, dflash or dflash-zlab, not '%s'", arch);
+    if (!strcmp(markov, "vanilla")) c.markov_head = TR_MARKOV_VANILLA;
+    else if (!strcmp(markov, "gated")) c.markov_head = TR_MARKOV_GATED;
+    else if (!strcmp(markov, "rnn")) c.markov_head = TR_MARKOV_RNN;
+    else return cli_error("train", "--markov-head must be vanilla, gated or rnn, not '%s'", markov);
     c.steps = steps;
     c.warmup = warmup;
     c.lr = lr;

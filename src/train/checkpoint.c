@@ -16,6 +16,12 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
         json_decref(c);
         return sp_err_set(err, "%s: line %d: %s", target_config_path, je.line, je.text);
     }
+    /* A Llama target's drafter keeps the Qwen3 block of the published drafter code (z-lab
+     * DFlashDraftModel and DeepSpec Qwen3DSparkModel always build q_norm / k_norm): the config
+     * says model_type "qwen3" so loaders read those norms, and keeps the target's rope_theta,
+     * rope_scaling (llama3) and rms_norm_eps, which the drafter's RoPE and norms use. */
+    const char *mt = json_string_value(json_object_get(c, "model_type"));
+    if (mt && !strcmp(mt, "llama")) json_object_set_new(c, "model_type", json_string("qwen3"));
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
@@ -58,7 +64,7 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
     json_object_set_new(c, "layer_types", types);
     json_object_set_new(c, "tie_word_embeddings", json_false());
     json_object_set_new(c, "markov_rank", json_integer(d->r));
-    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string("vanilla"));
+    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string(tr_markov_name(d->markov)));
     else json_object_del(c, "markov_head_type");
     json_object_set_new(c, "enable_confidence_head", json_boolean(d->conf));
     json_object_set_new(c, "confidence_head_with_markov", json_boolean(d->conf && d->conf_with_markov));

@@ -31,6 +31,8 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     if (d->L < 1 || d->L > TR_MAX_LAYERS || d->m < 1 || d->m > TR_MAX_TAPS || d->B < 1 || d->NH % d->KVH)
         return sp_err_set(err, "drafter dims: layers %d (1..%d), taps %d (1..%d), block %d, heads %d/%d",
                           d->L, TR_MAX_LAYERS, d->m, TR_MAX_TAPS, d->B, d->NH, d->KVH);
+    if (d->markov < TR_MARKOV_VANILLA || d->markov > TR_MARKOV_RNN)
+        return sp_err_set(err, "drafter dims: Markov head type %d", (int)d->markov);
     int H = d->H, QD = d->NH * d->D, KD = d->KVH * d->D;
     char nm[64];
     add_param(m, "fc.weight", H, (int64_t)d->m * H);
@@ -59,6 +61,13 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     if (d->r > 0) {
         add_param(m, "markov_head.markov_w1.weight", d->V, d->r);
         add_param(m, "markov_head.markov_w2.weight", d->V, d->r);
+        if (d->markov == TR_MARKOV_GATED) { /* FORMATS.md §8.2 */
+            add_param(m, "markov_head.gate_proj.weight", d->r, (int64_t)H + d->r);
+            add_param(m, "markov_head.gate_proj.bias", d->r, 0);
+        } else if (d->markov == TR_MARKOV_RNN) {
+            add_param(m, "markov_head.joint_proj.weight", 3 * (int64_t)d->r, 2 * (int64_t)d->r + H);
+            add_param(m, "markov_head.joint_proj.bias", 3 * (int64_t)d->r, 0);
+        }
     }
     if (d->conf) {
         add_param(m, "confidence_head.proj.weight", 1, H + (d->conf_with_markov ? d->r : 0));
@@ -122,6 +131,10 @@ tr_view tr_model_view(const tr_model *m, float *base) {
     if (m->d.r > 0) {
         v.mw1 = base + m->params[i++].off;
         v.mw2 = base + m->params[i++].off;
+        if (m->d.markov != TR_MARKOV_VANILLA) {
+            v.mpw = base + m->params[i++].off;
+            v.mpb = base + m->params[i++].off;
+        }
     }
     if (m->d.conf) {
         v.cw = base + m->params[i++].off;
@@ -172,6 +185,14 @@ typedef struct {
     float *g, *u, *s;         /* [T, I] */
 } layer_acts;
 
+/* the gated / rnn Markov heads' saved activations and scratch (ops_impl.h) */
+typedef struct {
+    float *mix;   /* [T, r] what W2 multiplies */
+    float *save;  /* gated: gate [T, r]; rnn: (σ(g), tanh(c), tanh(o)) [T, 3r], slot-major */
+    float *in;    /* gated: [h ; code] [T, H+r]; rnn: [s_prev ; code ; h] [T, 2r+H], slot-major */
+    float *dmix, *dpre, *din, *ds; /* [T, r], [T, 3r], like in, [NB, r] */
+} markov_acts;
+
 struct tr_acts {
     int NB, C, T, S, Tc;
     float *fcout, *ctx, *rstd_c;  /* [Tc, H] ×2, [Tc] */
@@ -182,6 +203,7 @@ struct tr_acts {
     float *U, *dU;                /* [T, V] soft-capped LM-head logits and their gradient (softcap only) */
     float *bias, *code;           /* [T, V], [T, r] */
     float *conf;                  /* [T] confidence logits */
+    markov_acts mk;               /* gated / rnn Markov head */
     float *q, *cstar;             /* [T, V] softmax(Z), [T] */
     int *qpos, *kpos;             /* [T], [S] */
     /* gradient scratch */
@@ -232,6 +254,12 @@ tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     a->Z = take(a, T * V, &ok); a->q = take(a, T * V, &ok); a->cstar = take(a, T, &ok);
     a->bias = take(a, d->r ? T * V : 0, &ok); a->code = take(a, T * (size_t)d->r, &ok);
     a->conf = take(a, T, &ok);
+    if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) {
+        size_t r = (size_t)d->r, wide = d->markov == TR_MARKOV_RNN ? 2 * r + H : r + H;
+        a->mk.mix = take(a, T * r, &ok); a->mk.save = take(a, T * 3 * r, &ok); a->mk.in = take(a, T * wide, &ok);
+        a->mk.dmix = take(a, T * r, &ok); a->mk.dpre = take(a, T * 3 * r, &ok); a->mk.din = take(a, T * wide, &ok);
+        a->mk.ds = take(a, (size_t)NB * r, &ok);
+    }
     if (d->softcap > 0) { a->U = take(a, T * V, &ok); a->dU = take(a, T * V, &ok); }
     if (d->gemma) { a->dvr = take(a, S * KD, &ok); a->dop = take(a, T * H, &ok); a->dmo = take(a, T * H, &ok); }
     a->qpos = (int *)take(a, T, &ok); a->kpos = (int *)take(a, S, &ok);
@@ -267,6 +295,52 @@ void tr_loss_alpha(tr_arch arch, double alpha[3]) {
     alpha[0] = arch == TR_ARCH_DSPARK ? 0.1 : 1.0;
     alpha[1] = arch == TR_ARCH_DSPARK ? 0.9 : 0.0;
     alpha[2] = arch == TR_ARCH_DSPARK ? 1.0 : 0.0;
+}
+
+static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
+
+/* ---- Markov head (FORMATS.md §8.4): bias [T, V] from code = W1[prev] (teacher forced) -------- */
+const char *tr_markov_name(tr_markov_type t) {
+    return t == TR_MARKOV_GATED ? "gated" : t == TR_MARKOV_RNN ? "rnn" : "vanilla";
+}
+
+const float *tr_acts_logits(const tr_acts *a) { return a->Z; }
+const float *tr_acts_conf(const tr_acts *a) { return a->conf; }
+
+static void markov_head_forward(sp_pool *pool, const tr_dims *d, tr_acts *a, const tr_batch *b, const tr_view *w,
+                                int T) {
+    int r = d->r, V = d->V, H = d->H;
+    markov_acts *k = &a->mk;
+    if (d->markov == TR_MARKOV_VANILLA) {
+        tr_markov_forward(pool, a->bias, a->code, b->prev, w->mw1, w->mw2, T, V, r);
+        return;
+    }
+    tr_gather_forward(a->code, b->prev, w->mw1, T, r);
+    if (d->markov == TR_MARKOV_GATED)
+        tr_gated_forward(pool, k->mix, k->save, k->in, a->h, a->code, w->mpw, w->mpb, T, H, r);
+    else
+        tr_rnn_forward(pool, k->mix, k->save, k->in, a->h, a->code, w->mpw, w->mpb, T / d->B, d->B, H, r);
+    tr_linear_forward(pool, a->bias, k->mix, w->mw2, T, r, V); /* bias = W2 · mix */
+}
+
+/* a->dcode holds the confidence head's share on entry; adds into a->dh and the head's grads */
+static void markov_head_backward(sp_pool *pool, const tr_dims *d, tr_acts *a, const tr_batch *b, const tr_view *w,
+                                 const tr_view *g, int T) {
+    int r = d->r, V = d->V, H = d->H;
+    markov_acts *k = &a->mk;
+    if (d->markov == TR_MARKOV_VANILLA) {
+        tr_markov_backward(pool, g->mw1, g->mw2, a->dcode, a->dZ, a->code, b->prev, w->mw2, T, V, r);
+        return;
+    }
+    zero(k->dmix, (size_t)T * r);
+    tr_linear_backward(pool, k->dmix, g->mw2, a->dZ, k->mix, w->mw2, T, r, V);
+    if (d->markov == TR_MARKOV_GATED)
+        tr_gated_backward(pool, a->dh, a->dcode, g->mpw, g->mpb, k->dpre, k->din, k->dmix, k->in, k->save, a->code,
+                          w->mpw, T, H, r);
+    else
+        tr_rnn_backward(pool, a->dh, a->dcode, g->mpw, g->mpb, k->dpre, k->din, k->ds, k->dmix, k->save, k->in,
+                        w->mpw, T / d->B, d->B, H, r);
+    tr_gather_backward(g->mw1, a->dcode, b->prev, T, r);
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
@@ -339,7 +413,7 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         memcpy(a->U, a->Z, sizeof(float) * T * V);
     }
     if (r > 0) {
-        tr_markov_forward(pool, a->bias, a->code, b->prev, w.mw1, w.mw2, T, V, r);
+        markov_head_forward(pool, d, a, b, &w, T);
         for (size_t i = 0; i < (size_t)T * V; i++) a->Z[i] += a->bias[i];
     }
     if (d->conf) tr_conf_forward(a->conf, a->h, d->conf_with_markov ? a->code : NULL, w.cw, w.cb, T, H,
@@ -363,8 +437,6 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
 }
 
 /* ---- backward ------------------------------------------------------------------------------- */
-static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
-
 void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                  double denom, float *grad) {
     const tr_dims *d = &m->d;
@@ -384,7 +456,7 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
     int cr = d->conf_with_markov ? r : 0;
     if (d->conf) tr_conf_backward(a->dh, cr ? a->dcode : NULL, g.cw, g.cb, a->dconf, a->h, cr ? a->code : NULL,
                                   w.cw, T, H, cr);
-    if (r > 0) tr_markov_backward(pool, g.mw1, g.mw2, a->dcode, a->dZ, a->code, b->prev, w.mw2, T, V, r);
+    if (r > 0) markov_head_backward(pool, d, a, b, &w, &g, T);
     if (d->softcap > 0) {
         zero(a->dU, (size_t)T * V);
         tr_softcap_backward(a->dU, a->dZ, a->U, (size_t)T * V, d->softcap);

@@ -25,6 +25,13 @@
  * "DFlashDraftModel" (FORMATS.md §7.5: slot k ≥ 1 predicts x_{p+k}, slot 0 is not trained). */
 typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB } tr_arch;
 
+/* The DSpark Markov head (FORMATS.md §8.4, config markov_head_type): vanilla bias W2·W1[prev];
+ * gated W2·(σ(W_g·[h ; code] + b) ⊙ code); rnn W2·tanh(o) of a gated state run over the block. */
+typedef enum { TR_MARKOV_VANILLA = 0, TR_MARKOV_GATED, TR_MARKOV_RNN } tr_markov_type;
+
+/* "vanilla", "gated", "rnn" */
+const char *tr_markov_name(tr_markov_type t);
+
 #define TR_MAX_LAYERS 32
 #define TR_MAX_TAPS 16
 
@@ -48,6 +55,7 @@ typedef struct {
     int k_eq_v;     /* Gemma: no v_proj, V = v_norm(raw K) */
     int gelu;       /* GeGLU MLP (gelu_pytorch_tanh) instead of SwiGLU */
     double softcap; /* final logit soft-cap c of the target's LM head (0 = none) */
+    tr_markov_type markov; /* with r > 0: markov_head.gate_proj (gated) / joint_proj (rnn) too */
 } tr_dims;
 
 /* one named tensor of the parameter array */
@@ -66,6 +74,7 @@ typedef struct {
         float *pre_ffn_norm, *post_ffn_norm, *layer_scalar; /* Gemma only (wv NULL when k_eq_v) */
     } l[TR_MAX_LAYERS];
     float *mw1, *mw2, *cw, *cb;
+    float *mpw, *mpb; /* gated: gate_proj [r, H+r], [r]; rnn: joint_proj [3r, 2r+H], [3r]; else NULL */
 } tr_view;
 
 typedef struct {
@@ -107,6 +116,11 @@ void tr_batch_free(tr_batch *b);
 typedef struct tr_acts tr_acts;
 tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err);
 void tr_acts_free(tr_acts *a);
+
+/* The last tr_forward's Markov-corrected logits Z [T, V] and confidence logits [T] (rows e·B + k;
+ * owned by a). Tests compare them with the inference path. */
+const float *tr_acts_logits(const tr_acts *a);
+const float *tr_acts_conf(const tr_acts *a);
 
 /* Loss weights (FORMATS.md §8.7): DSpark (0.1, 0.9, 1.0), DFlash (1, 0, 0). */
 void tr_loss_alpha(tr_arch arch, double alpha[3]);

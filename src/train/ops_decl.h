@@ -23,6 +23,18 @@ void OP(markov_forward)(sp_pool *pool, real *bias, real *code, const int32_t *pr
                         const real *W2, int T, int V, int r);
 void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,
                          const int32_t *prev, const real *W2, int T, int V, int r);
+void OP(gated_forward)(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
+                       const real *Wg, const real *bg, int T, int H, int r);
+void OP(gated_backward)(sp_pool *pool, real *dh, real *dcode, real *dWg, real *dbg, real *dpre, real *dvec,
+                        const real *dmix, const real *vec, const real *gate, const real *code, const real *Wg,
+                        int T, int H, int r);
+void OP(rnn_forward)(sp_pool *pool, real *mix, real *act, real *z, const real *h, const real *code,
+                     const real *Wj, const real *bj, int NB, int B, int H, int r);
+void OP(rnn_backward)(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj, real *dpre, real *dz, real *ds,
+                      const real *dmix, const real *act, const real *z, const real *Wj, int NB, int B, int H,
+                      int r);
+void OP(gather_forward)(real *out, const int32_t *idx, const real *W, int T, int n);
+void OP(gather_backward)(real *dW, const real *dout, const int32_t *idx, int T, int n);
 void OP(conf_forward)(real *logit, const real *h, const real *code, const real *w, const real *b,
                       int T, int H, int r);
 void OP(conf_backward)(real *dh, real *dcode, real *dw, real *db, const real *dlogit, const real *h,

@@ -210,6 +210,125 @@ void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const
         }
 }
 
+/* ---- gated Markov head (FORMATS.md §8.4, markov_head_type "gated") -----------------------
+ * vec[t] = [h[t] ; code[t]] (H + r), gate[t] = σ(Wg·vec[t] + bg), mix[t] = gate[t] ⊙ code[t];
+ * the bias is then W2 · mix (linear op). Wg [r, H + r], bg [r]. Saved: vec, gate. */
+void OP(gated_forward)(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
+                       const real *Wg, const real *bg, int T, int H, int r) {
+    size_t K = (size_t)H + r;
+    for (int t = 0; t < T; t++) {
+        memcpy(vec + t * K, h + (size_t)t * H, sizeof(real) * H);
+        memcpy(vec + t * K + H, code + (size_t)t * r, sizeof(real) * r);
+    }
+    MM_NT(pool, gate, vec, Wg, T, (int)K, r);
+    for (size_t j = 0; j < (size_t)T * r; j++) {
+        real g = 1 / (1 + EXP(-(gate[j] + bg[j % r])));
+        gate[j] = g;
+        mix[j] = g * code[j];
+    }
+}
+/* dpre [T, r] and dvec [T, H + r]: scratch. mix = g ⊙ code, g = σ(pre):
+ * dcode += dmix ⊙ g + dvec[H:], dpre = dmix ⊙ code ⊙ g(1 − g), dvec = dpre · Wg, dh += dvec[:H] */
+void OP(gated_backward)(sp_pool *pool, real *dh, real *dcode, real *dWg, real *dbg, real *dpre, real *dvec,
+                        const real *dmix, const real *vec, const real *gate, const real *code, const real *Wg,
+                        int T, int H, int r) {
+    size_t K = (size_t)H + r;
+    for (size_t j = 0; j < (size_t)T * r; j++) {
+        real g = gate[j];
+        dpre[j] = dmix[j] * code[j] * g * (1 - g);
+        dcode[j] += dmix[j] * g;
+        dbg[j % r] += dpre[j];
+    }
+    memset(dvec, 0, sizeof(real) * T * K);
+    MM_NN_ACC(pool, dvec, dpre, Wg, T, r, (int)K);     /* dvec[T,K] += dpre[T,r] · Wg[r,K] */
+    if (dWg) MM_TN_ACC(pool, dWg, dpre, vec, r, T, (int)K); /* dWg[r,K] += dpreᵀ · vec */
+    for (int t = 0; t < T; t++)
+        for (size_t i = 0; i < K; i++) {
+            if (i < (size_t)H) dh[(size_t)t * H + i] += dvec[t * K + i];
+            else dcode[(size_t)t * r + (i - H)] += dvec[t * K + i];
+        }
+}
+
+/* ---- rnn Markov head (FORMATS.md §8.4, markov_head_type "rnn") ---------------------------
+ * Over the B slots of each of NB blocks (row t = e·B + k), left to right from s = 0:
+ *   z = [s_prev ; code ; h] (2r + H);  [g|c|o] = Wj·z + bj;
+ *   s = σ(g) ⊙ s_prev + (1 − σ(g)) ⊙ tanh(c);  mix = tanh(o)   (the bias is W2 · mix).
+ * Wj [3r, 2r + H], bj [3r]. Saved, SLOT-major (row k·NB + e, so one GEMM per slot): z [T, 2r+H]
+ * and act [T, 3r] = (σ(g), tanh(c), tanh(o)). mix is element-major [T, r]. */
+void OP(rnn_forward)(sp_pool *pool, real *mix, real *act, real *z, const real *h, const real *code,
+                     const real *Wj, const real *bj, int NB, int B, int H, int r) {
+    size_t K = 2 * (size_t)r + H, R3 = 3 * (size_t)r;
+    for (int k = 0; k < B; k++) {
+        real *zk = z + (size_t)k * NB * K, *ak = act + (size_t)k * NB * R3;
+        for (int e = 0; e < NB; e++) {
+            size_t t = (size_t)e * B + k;
+            if (k == 0) memset(zk + e * K, 0, sizeof(real) * r); /* s_prev of slot k > 0: written below */
+            memcpy(zk + e * K + r, code + t * r, sizeof(real) * r);
+            memcpy(zk + e * K + 2 * r, h + t * H, sizeof(real) * H);
+        }
+        MM_NT(pool, ak, zk, Wj, NB, (int)K, (int)R3);
+        for (int e = 0; e < NB; e++) {
+            size_t t = (size_t)e * B + k;
+            real *a = ak + e * R3;
+            for (int i = 0; i < r; i++) {
+                real g = 1 / (1 + EXP(-(a[i] + bj[i]))), c = TANH(a[r + i] + bj[r + i]);
+                real o = TANH(a[2 * r + i] + bj[2 * r + i]);
+                a[i] = g; a[r + i] = c; a[2 * r + i] = o;
+                mix[t * r + i] = o;
+                if (k + 1 < B) z[((size_t)(k + 1) * NB + e) * K + i] = g * zk[e * K + i] + (1 - g) * c;
+            }
+        }
+    }
+}
+/* dpre [T, 3r] and dz [T, 2r+H] (slot-major) and ds [NB, r]: scratch. Back through the slots,
+ * ds = ∂L/∂s_k = ∂L/∂s_{k+1} ⊙ σ(g_{k+1}) + dz_{k+1}[:r] (0 for the last slot):
+ *   d(pre o) = dmix ⊙ (1 − o²),  d(pre g) = ds ⊙ (s_prev − c) ⊙ g(1 − g),
+ *   d(pre c) = ds ⊙ (1 − g)(1 − c²) */
+void OP(rnn_backward)(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj, real *dpre, real *dz, real *ds,
+                      const real *dmix, const real *act, const real *z, const real *Wj, int NB, int B, int H,
+                      int r) {
+    size_t K = 2 * (size_t)r + H, R3 = 3 * (size_t)r, T = (size_t)NB * B;
+    memset(dz, 0, sizeof(real) * T * K);
+    for (int k = B - 1; k >= 0; k--) {
+        const real *zk = z + (size_t)k * NB * K, *ak = act + (size_t)k * NB * R3;
+        const real *an = act + (size_t)(k + 1) * NB * R3, *dzn = dz + (size_t)(k + 1) * NB * K; /* slot k+1 */
+        real *dpk = dpre + (size_t)k * NB * R3;
+        for (int e = 0; e < NB; e++) {
+            size_t t = (size_t)e * B + k;
+            const real *a = ak + e * R3;
+            for (int i = 0; i < r; i++) {
+                real dsk = k + 1 < B ? ds[(size_t)e * r + i] * an[e * R3 + i] + dzn[e * K + i] : 0;
+                real g = a[i], c = a[r + i], o = a[2 * r + i], sp = zk[e * K + i];
+                real *dp = dpk + e * R3;
+                dp[i] = dsk * (sp - c) * g * (1 - g);
+                dp[r + i] = dsk * (1 - g) * (1 - c * c);
+                dp[2 * r + i] = dmix[t * r + i] * (1 - o * o);
+                ds[(size_t)e * r + i] = dsk;
+            }
+            for (size_t i = 0; i < R3; i++) dbj[i] += dpk[e * R3 + i];
+        }
+        MM_NN_ACC(pool, dz + (size_t)k * NB * K, dpk, Wj, NB, (int)R3, (int)K); /* dz_k += dpre_k · Wj */
+    }
+    if (dWj) MM_TN_ACC(pool, dWj, dpre, z, (int)R3, (int)T, (int)K); /* dWj[3r,K] += dpreᵀ · z */
+    for (int k = 0; k < B; k++)
+        for (int e = 0; e < NB; e++) {
+            size_t t = (size_t)e * B + k;
+            const real *dzr = dz + ((size_t)k * NB + e) * K;
+            for (int i = 0; i < r; i++) dcode[t * r + i] += dzr[r + i];
+            for (int i = 0; i < H; i++) dh[t * H + i] += dzr[2 * r + i];
+        }
+}
+
+/* ---- rows of a table by index (the Markov code W1[prev]) ---------------------------------
+ * out[t] = W[idx[t]] (n wide); backward scatter-adds. */
+void OP(gather_forward)(real *out, const int32_t *idx, const real *W, int T, int n) {
+    for (int t = 0; t < T; t++) memcpy(out + (size_t)t * n, W + (size_t)idx[t] * n, sizeof(real) * n);
+}
+void OP(gather_backward)(real *dW, const real *dout, const int32_t *idx, int T, int n) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) dW[(size_t)idx[t] * n + i] += dout[(size_t)t * n + i];
+}
+
 /* ---- confidence head (FORMATS.md §8.5): logit[t] = w · [h[t] ; code[t]] + b --------------
  * code may be NULL (r = 0: confidence_head_with_markov false). */
 void OP(conf_forward)(real *logit, const real *h, const real *code, const real *w, const real *b,

@@ -92,8 +92,10 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
     /* multiply-adds of the forward; backward: ×2 for trained matmuls (input + weight grads) */
     double layer = T * H * QD + 2 * S * H * KD + T * QD * H + 3 * T * H * I; /* q, k+v, o, MLP */
     double attn = 2 * T * (C + d->B) * QD;                                   /* QKᵀ and PV */
-    double fwd = Tc * d->m * H * H + d->L * (layer + attn) + T * H * V + T * r * V;
-    double bwd = Tc * d->m * H * H + 2 * d->L * (layer + attn) + T * H * V + 2 * T * r * V;
+    double head = d->markov == TR_MARKOV_GATED ? T * (H + r) * r                /* gate_proj */
+                  : d->markov == TR_MARKOV_RNN ? T * (2 * r + H) * 3 * r : 0; /* joint_proj */
+    double fwd = Tc * d->m * H * H + d->L * (layer + attn) + T * H * V + T * r * V + head;
+    double bwd = Tc * d->m * H * H + 2 * d->L * (layer + attn) + T * H * V + 2 * T * r * V + 2 * head;
     double target = with_P ? T * H * V : 0;
     return 2 * (fwd + bwd + target);
 }
@@ -101,6 +103,60 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
 static int mask_id_auto(const sp_config *cfg) {
     if (cfg->arch == SP_ARCH_GEMMA4) return 4; /* Gemma's <mask> (as newdrafter) */
     return cfg->vocab_size == 151936 ? 151669 : cfg->vocab_size - 1;
+}
+
+int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
+                    char **config_json, sp_err *err) {
+    const sp_config *tc = sp_model_config(target);
+    int gemma = tc->arch == SP_ARCH_GEMMA4;
+    *config_json = NULL;
+    if (tc->arch != SP_ARCH_QWEN3 && tc->arch != SP_ARCH_LLAMA && !gemma)
+        return sp_err_set(err, "%s: training supports llama, qwen3 and gemma4 targets; this is %s", c->model_dir,
+                          sp_arch_name(tc->arch));
+    if (gemma && c->arch == TR_ARCH_DFLASH_ZLAB)
+        return sp_err_set(err, "%s: --arch dflash-zlab has a Qwen3 body; a gemma4 target trains dspark or dflash",
+                          c->model_dir);
+    if (c->markov_head != TR_MARKOV_VANILLA && (c->arch != TR_ARCH_DSPARK || c->markov_rank < 1))
+        return sp_err_set(err, "train: a %s Markov head needs --arch dspark and --markov-rank > 0",
+                          tr_markov_name(c->markov_head));
+    if (m < 1 || m > TR_MAX_TAPS) return sp_err_set(err, "train: %d tapped layers (1..%d)", m, TR_MAX_TAPS);
+    tr_dims d = {.arch = c->arch, .H = tc->hidden_size, .NH = tc->n_heads, .KVH = tc->n_kv_heads,
+                 .D = tc->head_dim, .I = tc->ffn_dim, .L = c->layers, .V = tc->vocab_size, .m = m,
+                 .B = c->block, .r = c->arch == TR_ARCH_DSPARK ? c->markov_rank : 0,
+                 .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
+                 .mask_id = c->mask_id >= 0 ? c->mask_id : mask_id_auto(tc), .n_target_layers = tc->n_layers,
+                 .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma, .markov = c->markov_head};
+    memcpy(d.tap_layers, taps, sizeof(int) * m);
+    if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
+    char cfgpath[4096];
+    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (tr_config_json(config_json, cfgpath, &d, 512, err)) return -1;
+    /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
+     * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
+    sp_config dc;
+    if (sp_config_parse(&dc, *config_json, "draft config.json", err)) goto fail;
+    if (!dc.qk_norm) {
+        sp_err_set(err, "%s: the draft config would load without q_norm / k_norm (model_type %s)", c->model_dir,
+                   sp_arch_name(dc.arch));
+        goto fail;
+    }
+    d.rope = dc.rope;
+    d.eps = dc.rms_eps;
+    if (gemma) { /* the draft layers' shapes as the loader reads them from the written config (§8.3) */
+        const sp_layer_config *lc = &dc.layers[0];
+        d.D = lc->head_dim;
+        d.KVH = lc->n_kv_heads;
+        d.I = lc->ffn_dim;
+        d.k_eq_v = !lc->has_v_proj;
+        d.gelu = dc.act == SP_ACT_GELU_TANH;
+        d.softcap = tc->final_softcap;
+    }
+    *dout = d;
+    return 0;
+fail:
+    free(*config_json);
+    *config_json = NULL;
+    return -1;
 }
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
@@ -119,17 +175,6 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
     const sp_config *tc = sp_model_config(target);
-    int gemma = tc->arch == SP_ARCH_GEMMA4;
-    if (tc->arch != SP_ARCH_QWEN3 && !gemma) {
-        sp_err_set(err, "%s: training supports qwen3 and gemma4 targets (the published DSpark/DFlash layouts); this "
-                        "is %s", c->model_dir, sp_arch_name(tc->arch));
-        goto out;
-    }
-    if (gemma && c->arch == TR_ARCH_DFLASH_ZLAB) {
-        sp_err_set(err, "%s: --arch dflash-zlab has a Qwen3 body; a gemma4 target trains dspark or dflash",
-                   c->model_dir);
-        goto out;
-    }
     if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0) {
         sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range", c->block,
                    c->batch, c->layers, c->ctx, c->markov_rank);
@@ -151,30 +196,8 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     }
 
     /* the drafter: the target's shapes, our depth / block / heads */
-    tr_dims d = {.arch = c->arch, .H = tc->hidden_size, .NH = tc->n_heads, .KVH = tc->n_kv_heads,
-                 .D = tc->head_dim, .I = tc->ffn_dim, .L = c->layers, .V = tc->vocab_size, .m = data.m,
-                 .B = c->block, .r = c->arch == TR_ARCH_DSPARK ? c->markov_rank : 0,
-                 .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
-                 .mask_id = c->mask_id >= 0 ? c->mask_id : mask_id_auto(tc), .n_target_layers = tc->n_layers,
-                 .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma};
-    memcpy(d.tap_layers, data.tap_layers, sizeof(int) * data.m);
-    if (d.mask_id >= d.V) { sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V); goto out; }
-    char cfgpath[4096];
-    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
-    if (tr_config_json(&config_json, cfgpath, &d, 512, err)) goto out;
-    if (gemma) { /* the draft layers' shapes as the loader reads them from the written config (§8.3) */
-        sp_config dc;
-        if (sp_config_parse(&dc, config_json, "draft config.json", err)) goto out;
-        const sp_layer_config *lc = &dc.layers[0];
-        d.D = lc->head_dim;
-        d.KVH = lc->n_kv_heads;
-        d.I = lc->ffn_dim;
-        d.k_eq_v = !lc->has_v_proj;
-        d.gelu = dc.act == SP_ACT_GELU_TANH;
-        d.rope = dc.rope;
-        d.eps = dc.rms_eps;
-        d.softcap = tc->final_softcap;
-    }
+    tr_dims d;
+    if (tr_drafter_dims(c, target, data.m, data.tap_layers, &d, &config_json, err)) goto out;
     if (tr_model_init(&m, &d, c->seed, err)) goto out;
     grad = calloc(m.n, sizeof(float));
     am = calloc(m.n, sizeof(float));
@@ -212,6 +235,8 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
              "total=%ld mask=%d anchors=%lld",
              tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
              c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)bt.n);
+    if (d.r > 0 && d.markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
+        snprintf(run + strlen(run), sizeof run - strlen(run), " markov_head=%s", tr_markov_name(d.markov));
     long step0 = 0;
     char path[4096];
     sp_path_join(path, sizeof path, c->out_dir, "optimizer.safetensors");

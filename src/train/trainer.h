@@ -1,4 +1,5 @@
-/* trainer.h — `specula train`: a DSpark or DFlash drafter for a target, from regenerated shards.
+/* trainer.h — `specula train`: a DSpark (vanilla / gated / rnn Markov head) or DFlash drafter
+ * for a llama, qwen3 or gemma4 target, from regenerated shards.
  *
  * AdamW on fp32 master weights (optim.h), warmup + cosine, clip 1.0; target embedding and LM
  * head frozen and shared (never in the checkpoint). Checkpoints (checkpoint.h) every save_every
@@ -25,6 +26,7 @@ typedef struct {
     long warmup;         /* < 0: 4 % of the steps */
     int batch;           /* anchors per step */
     int block, layers, markov_rank, ctx;
+    tr_markov_type markov_head; /* DSpark Markov head type (default vanilla) */
     double gamma;
     uint64_t seed;
     int save_every;      /* 0: only at the end */
@@ -59,6 +61,13 @@ const char *tr_arch_name(tr_arch a);
 
 /* analytic FLOPs of one training step over NB anchors of C context rows (see gflops) */
 double tr_step_flops(const tr_dims *d, int NB, int C, int with_P);
+
+/* The drafter tr_train_run trains for `target` (c->model_dir) from c's arch, layers, block,
+ * Markov rank / head and mask id, with m tapped layers taps[]: its dims as the inference loader
+ * will read them back, and the config.json text of its checkpoint (*config_json malloc'd; the
+ * caller frees it). Returns 0 / -1 (unsupported target or settings). */
+int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
+                    char **config_json, sp_err *err);
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
 
