@@ -24,6 +24,8 @@ typedef struct {
     double lr;
     long warmup;         /* < 0: 4 % of the steps */
     int batch;           /* anchors per step */
+    int anchors_per_seq; /* A: anchors drawn together from one sequence, sharing their context
+                            rows (batch.h, model.h); 1 = every anchor its own context */
     int block, layers, markov_rank, ctx;
     double gamma;
     uint64_t seed;
@@ -43,6 +45,7 @@ typedef struct {
 /* defaults of FORMATS.md §8.8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
  * Markov rank 256, context 512, γ 4, seed 42 */
 tr_train_cfg tr_train_defaults(void);
+#define TR_ANCHORS_PER_SEQ_DEFAULT 4
 
 typedef struct {
     long step;            /* last step done */
@@ -57,8 +60,9 @@ typedef struct {
 /* "dspark", "dflash", "dflash-zlab" */
 const char *tr_arch_name(tr_arch a);
 
-/* analytic FLOPs of one training step over NB anchors of C context rows (see gflops) */
-double tr_step_flops(const tr_dims *d, int NB, int C, int with_P);
+/* analytic FLOPs of one training step over NB anchors of context C whose groups have NR
+ * context rows in all (NR = NB·C unshared; see gflops) */
+double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P);
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
 
