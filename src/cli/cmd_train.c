@@ -28,7 +28,8 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--warmup", CLI_INT, &warmup, "N", "warmup steps (default 4% of the steps)"},
         {NULL, "--batch", CLI_INT, &c.batch, "N", "anchors per step (default 16)"},
         {NULL, "--anchors-per-seq", CLI_INT, &c.anchors_per_seq, "A",
-         "anchors drawn together from one sequence, whose shared context rows are computed once "
+         "anchors drawn together from one sequence, whose shared context rows are computed once; "
+         "a step sees batch/A sequences "
          "(default " STR(TR_ANCHORS_PER_SEQ_DEFAULT) "; 1 = every anchor its own context, as before)"},
         {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7)"},
         {NULL, "--layers", CLI_INT, &c.layers, "L", "draft layers (default 5)"},

@@ -415,19 +415,26 @@ static void att_share(void *ctx, int i, int n) {
     for (int g = 0; g < b->NG; g++) {
         if (b->g_elem[g] < lo || b->g_elem[g] >= hi) continue; /* a group belongs to the share of its first element */
         for (int e = b->g_elem[g]; e < b->g_elem[g + 1]; e++) {
-            gather_kv(kx, vx, la->k, la->v, b, g, e, KD);
             const uint8_t *km = b->kmask + (size_t)e * CB;
             float *att = la->att + (size_t)e * d->NH * B * CB;
+            /* window and block already adjacent kv rows (an unshared element): no copies */
+            int direct = e == b->g_elem[g] && b->ctx_row[e] >= b->g_row[g] && b->ctx_row[e] + b->C == b->g_row[g + 1];
+            size_t off = ((size_t)b->ctx_row[e] + (size_t)e * B) * KD;
+            if (!direct) gather_kv(kx, vx, la->k, la->v, b, g, e, KD);
+            const float *kk = direct ? la->k + off : kx, *vv = direct ? la->v + off : vx;
             if (!j->bwd) {
-                tr_attention_forward(la->o + (size_t)e * B * QD, att, la->q + (size_t)e * B * QD, kx, vx, km, B, CB,
+                tr_attention_forward(la->o + (size_t)e * B * QD, att, la->q + (size_t)e * B * QD, kk, vv, km, B, CB,
                                      d->NH, d->KVH, d->D, j->scale);
                 continue;
             }
-            zero(dkx, (size_t)CB * KD);
-            zero(dvx, (size_t)CB * KD);
-            tr_attention_backward(a->dq + (size_t)e * B * QD, dkx, dvx, dp, a->do_ + (size_t)e * B * QD,
-                                  la->q + (size_t)e * B * QD, kx, vx, att, km, B, CB, d->NH, d->KVH, d->D, j->scale);
-            scatter_add_kv(a->dk, a->dv, dkx, dvx, b, g, e, KD);
+            if (!direct) {
+                zero(dkx, (size_t)CB * KD);
+                zero(dvx, (size_t)CB * KD);
+            }
+            tr_attention_backward(a->dq + (size_t)e * B * QD, direct ? a->dk + off : dkx, direct ? a->dv + off : dvx, dp,
+                                  a->do_ + (size_t)e * B * QD, la->q + (size_t)e * B * QD, kk, vv, att, km, B, CB,
+                                  d->NH, d->KVH, d->D, j->scale);
+            if (!direct) scatter_add_kv(a->dk, a->dv, dkx, dvx, b, g, e, KD);
         }
     }
 }
