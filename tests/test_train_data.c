@@ -163,7 +163,7 @@ static void test_batches(void) {
     CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
     int B = 4, C = 6, NB = 5, V = 8192;
     tr_batcher bt;
-    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
     /* anchors: p in [resp_start, S-2] of every sequence: 5 sequences of 17 tokens → 11 each */
     CHECK(bt.n == 55, "anchors %lld", (long long)bt.n);
     tr_batch b;
@@ -173,7 +173,7 @@ static void test_batches(void) {
     for (int64_t i0 = 0; i0 < 2 * bt.n; i0 += NB) { /* two epochs */
         tr_batcher_fill(&bt, &b, i0, NB);
         for (int e = 0; e < NB; e++) {
-            const tr_anchor *an = tr_batcher_anchor(&bt, i0 + e);
+            const tr_anchor *an = tr_batcher_anchor(&bt, i0 + e, NULL);
             const tr_shard *sh = &set.shards[an->shard];
             int S = sh->seq_lens[an->seq], p = an->p;
             const int32_t *x = sh->ids + sh->seq_off[an->seq];
@@ -195,23 +195,23 @@ static void test_batches(void) {
     }
     CHECK(checked > 300, "checked %d slots", checked);
     /* the same stream position gives the same anchor; epochs are different permutations */
-    const tr_anchor a0 = *tr_batcher_anchor(&bt, 3), a1 = *tr_batcher_anchor(&bt, 3 + bt.n);
-    CHECK(tr_batcher_anchor(&bt, 3)->p == a0.p, "not reproducible");
+    const tr_anchor a0 = *tr_batcher_anchor(&bt, 3, NULL), a1 = *tr_batcher_anchor(&bt, 3 + bt.n, NULL);
+    CHECK(tr_batcher_anchor(&bt, 3, NULL)->p == a0.p, "not reproducible");
     int same = 0;
     for (int64_t i = 0; i < bt.n; i++) {
-        const tr_anchor x = *tr_batcher_anchor(&bt, i), y = *tr_batcher_anchor(&bt, i + bt.n);
+        const tr_anchor x = *tr_batcher_anchor(&bt, i, NULL), y = *tr_batcher_anchor(&bt, i + bt.n, NULL);
         same += x.p == y.p && x.seq == y.seq && x.shard == y.shard;
     }
     CHECK(same < bt.n / 2, "epoch 2 repeats epoch 1's order (%d same)", same);
     (void)a1;
     /* z-lab DFlash: slot k predicts x_{p+k}; slot 0 untrained; weights exp(−(k−1)/γ); P_k from h[p+k−1] */
     tr_batcher zb;
-    CHECK(tr_batcher_init(&zb, &set, m, B, C, 8191, 1, 4.0, 0, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(tr_batcher_init(&zb, &set, m, B, C, 8191, 1, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
     int zchecked = 0;
     for (int64_t i0 = 0; i0 < zb.n; i0 += NB) {
         tr_batcher_fill(&zb, &b, i0, NB);
         for (int e = 0; e < NB; e++) {
-            const tr_anchor *an = tr_batcher_anchor(&zb, i0 + e);
+            const tr_anchor *an = tr_batcher_anchor(&zb, i0 + e, NULL);
             const tr_shard *sh = &set.shards[an->shard];
             int S = sh->seq_lens[an->seq], p = an->p;
             const int32_t *x = sh->ids + sh->seq_off[an->seq];
@@ -231,6 +231,102 @@ static void test_batches(void) {
     free(emb);
     tr_batch_free(&b);
     tr_batcher_free(&bt);
+    sp_model_free(m);
+    tr_shardset_close(&set);
+}
+
+/* anchors per sequence A = 3: each epoch holds every anchor once, in units of at most A anchors
+ * of one sequence sorted by p; A = 1 keeps the one permutation of all anchors of before. A batch
+ * makes one group per unit run: the group's rows are the union of its windows without padding,
+ * each element's visible window holds the taps of p−C .. p−1, and RoPE keeps p − q. */
+static void test_shared_batches(void) {
+    sp_err err;
+    tr_shardset set;
+    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0, "%s", err.msg);
+    sp_model *m;
+    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    int B = 4, C = 6, NB = 5, V = 8192, A = 3, H = 64, mH = set.m * H;
+    tr_batcher bt, b1;
+    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, A, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(tr_batcher_init(&b1, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
+    int64_t n = bt.n, *ref = malloc(sizeof(int64_t) * n);
+    int *seen = calloc((size_t)n, sizeof(int));
+    for (int64_t epoch = 0; epoch < 2; epoch++) {
+        /* A = 1: Fisher–Yates of all anchors from the counter RNG, as the batcher always did */
+        for (int64_t k = 0; k < n; k++) ref[k] = k;
+        for (int64_t k = n - 1; k > 0; k--) {
+            int64_t r = (int64_t)(sp_rng_u64(9, 0x5eed0000u + (uint64_t)epoch, (uint64_t)k) % (uint64_t)(k + 1));
+            int64_t t = ref[k]; ref[k] = ref[r]; ref[r] = t;
+        }
+        int same1 = 1, run = 0, units = 0;
+        memset(seen, 0, sizeof(int) * n);
+        const tr_anchor *prev = NULL;
+        for (int64_t j = 0; j < n; j++) {
+            int us1, us;
+            same1 = same1 && tr_batcher_anchor(&b1, epoch * n + j, &us1) - b1.items == ref[j] && us1;
+            const tr_anchor *an = tr_batcher_anchor(&bt, epoch * n + j, &us);
+            seen[an - bt.items]++;
+            if (us) { run = 1; units++; }
+            else {
+                run++;
+                CHECK(prev && an->shard == prev->shard && an->seq == prev->seq && an->p > prev->p,
+                      "unit: not one sequence in increasing p at %lld", (long long)j);
+            }
+            CHECK(run <= A, "unit of %d anchors", run);
+            prev = an;
+        }
+        CHECK(same1, "epoch %lld: the A = 1 stream is not the permutation of all anchors", (long long)epoch);
+        int once = 1;
+        for (int64_t k = 0; k < n; k++) once = once && seen[k] == 1;
+        CHECK(once, "epoch %lld: not every anchor exactly once", (long long)epoch);
+        CHECK(units == 5 * 4, "epoch %lld: %d units (5 sequences of 11 anchors in units of 3)", (long long)epoch, units);
+    }
+    tr_batch b;
+    CHECK(tr_batch_alloc(&b, NB, C, B, V, H, mH, 1, &err) == 0, "%s", err.msg);
+    float *tap = malloc(sizeof(float) * mH), *emb = malloc(sizeof(float) * H);
+    int rows = 0, checked = 0;
+    for (int64_t i0 = 0; i0 + NB <= 2 * n; i0 += NB) {
+        tr_batcher_fill(&bt, &b, i0, NB);
+        rows += b.NR;
+        CHECK(b.NB == NB && b.g_elem[0] == 0 && b.g_elem[b.NG] == NB && b.g_row[b.NG] == b.NR, "layout");
+        for (int g = 0; g < b.NG; g++)
+            for (int e = b.g_elem[g]; e < b.g_elem[g + 1]; e++) {
+                int us;
+                const tr_anchor *an = tr_batcher_anchor(&bt, i0 + e, &us);
+                CHECK((e == b.g_elem[g]) == (us || e == 0), "group %d does not start at a unit", g);
+                const tr_shard *sh = &set.shards[an->shard];
+                int S = sh->seq_lens[an->seq], p = an->p;
+                int64_t base = sh->seq_off[an->seq];
+                const int32_t *x = sh->ids + base;
+                for (int j = 0; j < C; j++) {
+                    int q = p - C + j, r = b.ctx_row[e] + j;
+                    CHECK(b.kmask[e * (C + B) + j] == (q >= 0), "padding");
+                    if (q < 0) continue;
+                    CHECK(r >= b.g_row[g] && r < b.g_row[g + 1], "window row %d outside its group", r);
+                    if (r < b.g_row[g] || r >= b.g_row[g + 1]) continue;
+                    sp_to_f32(tap, sh->hidden_ml + (size_t)(base + q) * mH, SP_DT_BF16, (size_t)mH);
+                    CHECK(memcmp(tap, b.F + (size_t)r * mH, sizeof(float) * mH) == 0, "row of position %d", q);
+                    CHECK(b.bpos[e] - b.rpos[r] == p - q, "RoPE distance %d, want %d", b.bpos[e] - b.rpos[r], p - q);
+                    checked++;
+                }
+                sp_model_embed(m, emb, x[p]);
+                CHECK(memcmp(emb, b.x0 + (size_t)e * B * H, sizeof(float) * H) == 0, "slot 0 input is not x_p");
+                for (int k = 0; k < B; k++) {
+                    int t = e * B + k, valid = p + k + 1 < S;
+                    CHECK(b.kmask[e * (C + B) + C + k] == 1, "block mask");
+                    CHECK(fabsf(b.wt[t] - (valid ? expf(-k / 4.0f) : 0)) < 1e-6f, "weight slot %d", k);
+                    if (valid) CHECK(b.labels[t] == x[p + k + 1] && b.prev[t] == x[p + k], "label/prev slot %d", k);
+                }
+            }
+        for (int r = b.g_row[0]; r < b.NR; r++) CHECK(b.rpos[r] >= 0, "negative position");
+    }
+    int nb = (int)(2 * n / NB);
+    printf("  A = %d: %d context rows per batch of %d anchors (unshared %d)\n", A, rows / nb, NB, NB * C);
+    CHECK(checked > 200 && rows < nb * NB * C * 3 / 4, "checked %d rows, %d rows in all", checked, rows);
+    free(tap); free(emb); free(ref); free(seen);
+    tr_batch_free(&b);
+    tr_batcher_free(&bt);
+    tr_batcher_free(&b1);
     sp_model_free(m);
     tr_shardset_close(&set);
 }
@@ -302,6 +398,7 @@ int main(void) {
     RUN(test_rerun_and_torn_shard);
     RUN(test_malformed_jsonl);
     RUN(test_batches);
+    RUN(test_shared_batches);
     RUN(test_text_records);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

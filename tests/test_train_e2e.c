@@ -2,7 +2,8 @@
  * target's own greedy continuations of prompts over a 12-token alphabet), train DSpark and
  * DFlash drafters, and check that held-out τ (analytic, FORMATS.md §8.7) rises well above its
  * start; then exact resume: N steps straight vs a run stopped (in-process, and by SIGKILL at an
- * arbitrary moment) and resumed give byte-identical checkpoints. */
+ * arbitrary moment) and resumed give byte-identical checkpoints, with anchors drawn 3 per
+ * sequence sharing their context (units cut by batch and resume boundaries). */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,16 +73,19 @@ static tr_train_cfg small_cfg(tr_arch arch, const char *out) {
     c.lr = 3e-3;
     c.eval_blocks = 48;
     c.threads = 2;
+    c.anchors_per_seq = 1; /* 64 short toy sequences: A anchors per sequence leaves 8 / A sequences in a
+                              batch; test_dspark_shared_tau_rises trains with A = 2 */
     return c;
 }
 
 static void check_inference(const char *dir, const char *name);
 
-static void check_tau_rises(tr_arch arch, const char *name, long steps) {
+static void check_tau_rises(tr_arch arch, const char *name, long steps, int anchors_per_seq) {
     char out[400];
     snprintf(out, sizeof out, "%s/%s", root, name);
     tr_train_cfg c = small_cfg(arch, out);
     c.steps = steps;
+    c.anchors_per_seq = anchors_per_seq;
     tr_train_result r;
     sp_err err;
     CHECK(tr_train_run(&c, &r, &err) == 0, "%s", err.msg);
@@ -142,9 +146,11 @@ static void check_inference(const char *dir, const char *name) {
     sp_model_free(m);
 }
 
-static void test_dspark_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark", 160); }
-static void test_dflash_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH, "dflash", 120); }
-static void test_dflash_zlab_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH_ZLAB, "dflash-zlab", 120); }
+static void test_dspark_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark", 160, 1); }
+static void test_dflash_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH, "dflash", 120, 1); }
+static void test_dflash_zlab_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH_ZLAB, "dflash-zlab", 120, 1); }
+/* two anchors per sequence sharing their context rows (model.h) */
+static void test_dspark_shared_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark-shared", 160, 2); }
 
 static int same_file(const char *a, const char *b) {
     char *x = NULL, *y = NULL;
@@ -175,6 +181,7 @@ static void test_resume_bit_identical(void) {
     tr_train_result r;
     tr_train_cfg c = small_cfg(TR_ARCH_DSPARK, straight);
     c.steps = N;
+    c.anchors_per_seq = 3;
     CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
     /* stopped after step 9 with a checkpoint at step 5, then resumed */
     c.out_dir = stopped;
@@ -193,6 +200,9 @@ static void test_resume_bit_identical(void) {
     tr_train_cfg other = c;
     other.batch = 4;
     CHECK(tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other args: %s", err.msg);
+    other.batch = c.batch;
+    other.anchors_per_seq = 1;
+    CHECK(tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other A: %s", err.msg);
     /* SIGKILL at an arbitrary moment (checkpoints every 2 steps), then resume */
     c.out_dir = killed;
     c.save_every = 2;
@@ -218,6 +228,7 @@ int main(void) {
     RUN(test_dspark_tau_rises);
     RUN(test_dflash_tau_rises);
     RUN(test_dflash_zlab_tau_rises);
+    RUN(test_dspark_shared_tau_rises);
     RUN(test_resume_bit_identical);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -79,6 +79,7 @@ static tr_train_cfg small_cfg(tr_arch arch, const char *out) {
     c.layers = 1;
     c.markov_rank = 32;
     c.ctx = 32;
+    c.anchors_per_seq = 1; /* toy corpus: as test_train_e2e (A > 1 leaves few sequences per batch) */
     c.lr = 3e-3;
     c.eval_blocks = 48;
     c.threads = 2;

@@ -3,7 +3,10 @@
  * (each op is checked in double in test_train_ops.c; this checks the composition: context
  * injection, padding mask, residuals, heads, loss weights). Float forward, so the tolerance
  * is looser: |a − fd| ≤ 2e-3·max|g| + 3e-2·|fd|. DSpark (vanilla, gated and rnn Markov heads)
- * and DFlash. */
+ * and DFlash.
+ * Shared context (anchors of one sequence in one element group, model.h): the loss and every
+ * gradient equal those of the same anchors laid out unshared, and finite differences hold
+ * through the shared path. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,9 +36,53 @@ static void make_batch(tr_batch *b, const tr_dims *d, int NB, int C, unsigned se
     free(z);
 }
 
+/* Anchors of two sequences of random taps, context 4: group 1 = anchors 2, 4, 9 of sequence 0
+ * (overlapping windows, a gap between 3 and 5, positions < 0 left out), group 2 = anchor 5 of
+ * sequence 1. shared = 0: the same anchors unshared (each its own group of C rows with padding,
+ * the A = 1 layout). Block inputs, labels and P depend only on the anchor, not the layout. */
+enum { ANCHORS = 4, ACTX = 4 };
+static const int anchor_seq[ANCHORS] = {0, 0, 0, 1}, anchor_p[ANCHORS] = {2, 4, 9, 5};
+
+static void make_anchor_batch(tr_batch *b, const tr_dims *d, int shared, unsigned seed) {
+    sp_err err;
+    int C = ACTX, mH = d->m * d->H, B = d->B, V = d->V;
+    int ok = tr_batch_alloc(b, ANCHORS, C, B, V, d->H, mH, 1, &err) == 0;
+    CHECK(ok, "%s", err.msg);
+    if (!ok) return;
+    float *taps = malloc(sizeof(float) * 2 * 12 * mH); /* [sequence, position 0..11, m·H] */
+    harness_fill(taps, (size_t)2 * 12 * mH, 1.5f, seed);
+    tr_batch_clear(b);
+    for (int i = 0; i < ANCHORS; i++) {
+        int e, row0, q0, p = anchor_p[i];
+        int nr = tr_batch_push(b, p, !shared || i == 0 || anchor_seq[i] != anchor_seq[i - 1], !shared, &e, &row0, &q0);
+        for (int j = 0; j < nr; j++) {
+            float *f = b->F + (size_t)(row0 + j) * mH;
+            if (q0 + j >= 0) memcpy(f, taps + ((size_t)anchor_seq[i] * 12 + q0 + j) * mH, sizeof(float) * mH);
+            else memset(f, 0, sizeof(float) * mH);
+        }
+        harness_fill(b->x0 + (size_t)e * B * d->H, (size_t)B * d->H, 1.0f, seed + 10 + (unsigned)i);
+        float *z = malloc(sizeof(float) * B * V);
+        harness_fill(z, (size_t)B * V, 3.0f, seed + 20 + (unsigned)i);
+        for (int k = 0; k < B; k++) {
+            int t = e * B + k;
+            float *pp = b->P + (size_t)t * V, mx = -1e30f, sum = 0;
+            for (int v = 0; v < V; v++) mx = z[k * V + v] > mx ? z[k * V + v] : mx;
+            for (int v = 0; v < V; v++) sum += pp[v] = expf(z[k * V + v] - mx);
+            for (int v = 0; v < V; v++) pp[v] /= sum;
+            b->labels[t] = (i * 7 + k * 3 + 1) % V;
+            b->prev[t] = (i * 5 + k + 2) % V;
+            b->wt[t] = (i == 2 && k == B - 1) ? 0.0f : expf(-k / 4.0f);
+        }
+        free(z);
+    }
+    free(taps);
+    CHECK(b->NB == ANCHORS && b->NG == (shared ? 2 : ANCHORS) && b->NR == (shared ? 12 : ANCHORS * C),
+          "layout: %d elements, %d groups, %d rows", b->NB, b->NG, b->NR);
+}
+
 /* gemma: 0 Qwen3 block; 1 Gemma-4 block with k_eq_v; 2 Gemma-4 block with v_proj.
  * markov: the DSpark Markov head type */
-static void check_model(tr_arch arch, int gemma, tr_markov_type markov) {
+static tr_dims tiny_dims(tr_arch arch, int gemma, tr_markov_type markov) {
     tr_dims d = {.arch = arch, .H = 8, .NH = 2, .KVH = 1, .D = 4, .I = 12, .L = 2, .V = 17, .m = 2, .B = 3,
                  .r = arch == TR_ARCH_DSPARK ? 4 : 0, .conf = arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
                  .mask_id = 16, .eps = 1e-6, .gemma = gemma > 0, .k_eq_v = gemma == 1, .gelu = gemma > 0,
@@ -44,26 +91,39 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov) {
     d.rope.theta = 10000;
     d.rope.factor = 1;
     d.rope.partial_rotary_factor = 1;
+    return d;
+}
+
+/* weights larger than the 0.02 init (every path carries signal), norms near 1 */
+static void tiny_weights(tr_model *m) {
+    harness_fill(m->w, m->n, 0.4f, 3);
+    for (int i = 0; i < m->n_params; i++)
+        if (strstr(m->params[i].name, "norm.weight"))
+            for (size_t j = 0; j < m->params[i].n; j++) m->w[m->params[i].off + j] += 1.0f;
+        else if (strstr(m->params[i].name, "layer_scalar")) m->w[m->params[i].off] = 1.0f;
+}
+
+/* shared: the grouped batch of make_anchor_batch instead of two unshared elements */
+static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shared) {
+    tr_dims d = tiny_dims(arch, gemma, markov);
     tr_model m;
     sp_err err;
     if (tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
-    harness_fill(m.w, m.n, 0.4f, 3); /* larger than the 0.02 init: every path carries signal */
-    for (int i = 0; i < m.n_params; i++) /* norms near 1 */
-        if (strstr(m.params[i].name, "norm.weight"))
-            for (size_t j = 0; j < m.params[i].n; j++) m.w[m.params[i].off + j] += 1.0f;
-        else if (strstr(m.params[i].name, "layer_scalar")) m.w[m.params[i].off] = 1.0f;
+    tiny_weights(&m);
     tr_batch b;
-    make_batch(&b, &d, 2, 4, 11);
-    tr_acts *a = tr_acts_create(&d, 2, 4, &err);
+    int NB = shared ? ANCHORS : 2, C = shared ? ACTX : 4;
+    if (shared) make_anchor_batch(&b, &d, 1, 11);
+    else make_batch(&b, &d, NB, C, 11);
+    tr_acts *a = tr_acts_create(&d, NB, C, &err);
     CHECK(a, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * d.V * d.H);
     harness_fill(Wlm, (size_t)d.V * d.H, 1.0f, 5);
     float *grad = calloc(m.n, sizeof(float));
     tr_stats st;
     double denom = 0;
-    for (int t = 0; t < 6; t++) denom += b.wt[t];
+    for (int t = 0; t < NB * d.B; t++) denom += b.wt[t];
     denom += 1e-6;
-    float cs[6];
+    float cs[ANCHORS * 3];
     tr_forward(NULL, &m, a, &b, Wlm, denom, &st, cs);
     b.cstar_target = cs; /* c* is detached: hold it fixed for the finite differences */
     tr_stats st2;
@@ -109,13 +169,78 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov) {
     tr_model_free(&m);
 }
 
-static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA); }
-static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED); }
-static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN); }
-static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA); }
-static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA); }
-static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN); }
-static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA); }
+static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0); }
+static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED, 0); }
+static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN, 0); }
+static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 0); }
+static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0); }
+static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN, 0); }
+static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 0); }
+/* the Qwen3 block through the shared path with the smooth CE loss: this batch's DSpark L1 term
+ * has kinks within the finite-difference step (its shared = unshared check is below) */
+static void test_shared_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 1); }
+static void test_shared_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 1); }
+static void test_shared_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 1); }
+
+/* the shared layout computes what the unshared one does: loss, c* and every gradient element
+ * (float; the layouts differ only in RoPE's absolute positions and summation order) */
+static void check_shared_equals_unshared(tr_arch arch, int gemma, tr_markov_type markov) {
+    tr_dims d = tiny_dims(arch, gemma, markov);
+    tr_model m;
+    sp_err err;
+    if (tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
+    tiny_weights(&m);
+    tr_batch bs, bu;
+    make_anchor_batch(&bs, &d, 1, 21);
+    make_anchor_batch(&bu, &d, 0, 21);
+    tr_acts *a = tr_acts_create(&d, ANCHORS, ACTX, &err);
+    CHECK(a, "%s", err.msg);
+    float *Wlm = malloc(sizeof(float) * d.V * d.H);
+    harness_fill(Wlm, (size_t)d.V * d.H, 1.0f, 5);
+    float *gs = calloc(m.n, sizeof(float)), *gu = calloc(m.n, sizeof(float));
+    double denom = 1e-6;
+    for (int t = 0; t < ANCHORS * d.B; t++) denom += bs.wt[t];
+    tr_stats ss, su;
+    float cs[ANCHORS * 3], cu[ANCHORS * 3];
+    tr_forward(NULL, &m, a, &bs, Wlm, denom, &ss, cs);
+    tr_backward(NULL, &m, a, &bs, Wlm, denom, gs);
+    tr_forward(NULL, &m, a, &bu, Wlm, denom, &su, cu);
+    tr_backward(NULL, &m, a, &bu, Wlm, denom, gu);
+    CHECK(isfinite(ss.loss) && fabs(ss.loss - su.loss) <= 1e-5 * fabs(su.loss), "loss shared %.9g vs unshared %.9g",
+          ss.loss, su.loss);
+    for (int t = 0; t < ANCHORS * d.B; t++)
+        CHECK(fabsf(cs[t] - cu[t]) <= 1e-5f, "c*[%d] shared %.7g vs unshared %.7g", t, cs[t], cu[t]);
+    double gmax = 0;
+    for (size_t i = 0; i < m.n; i++) gmax = fmax(gmax, fabs(gu[i]));
+    CHECK(gmax > 0, "all-zero gradient");
+    int bad = 0;
+    for (int pi = 0; pi < m.n_params; pi++) {
+        const tr_param *p = &m.params[pi];
+        double pmax = 0;
+        for (size_t j = 0; j < p->n; j++) pmax = fmax(pmax, fabs(gu[p->off + j]));
+        CHECK(pmax > 0 || strstr(p->name, "layer_scalar"), "%s: zero gradient", p->name);
+        for (size_t j = 0; j < p->n; j++) {
+            double x = gs[p->off + j], y = gu[p->off + j];
+            if (fabs(x - y) > 1e-5 * gmax + 1e-4 * fabs(y) && bad++ < 6)
+                CHECK(0, "%s[%zu]: shared %.8g vs unshared %.8g", p->name, j, x, y);
+        }
+    }
+    CHECK(bad == 0, "%d gradient elements differ", bad);
+    free(gs); free(gu); free(Wlm);
+    tr_acts_free(a);
+    tr_batch_free(&bs);
+    tr_batch_free(&bu);
+    tr_model_free(&m);
+}
+
+static void test_shared_equals_unshared(void) {
+    check_shared_equals_unshared(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA);
+    check_shared_equals_unshared(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN); /* slots of a block stay rows e·B + k */
+    check_shared_equals_unshared(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED);
+    check_shared_equals_unshared(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA);
+    check_shared_equals_unshared(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA); /* Gemma, k_eq_v */
+    check_shared_equals_unshared(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA); /* Gemma, v_proj */
+}
 
 int main(void) {
     RUN(test_dspark_gradients);
@@ -125,5 +250,9 @@ int main(void) {
     RUN(test_gemma_dspark_gradients);
     RUN(test_gemma_rnn_gradients);
     RUN(test_gemma_dflash_gradients);
+    RUN(test_shared_equals_unshared);
+    RUN(test_shared_dflash_gradients);
+    RUN(test_shared_gemma_dspark_gradients);
+    RUN(test_shared_gemma_dflash_gradients);
     return harness_done("test_train_model");
 }

@@ -1,5 +1,6 @@
 /* test_train_mpi.c — `mpirun -np 2 specula train` matches one process with the same global
- * batch (within reduction-order tolerance), and `mpirun -np 2 specula regen` splits the shards
+ * batch (within reduction-order tolerance; anchors 3 per sequence, so a rank boundary cuts
+ * shared-context groups), and `mpirun -np 2 specula regen` splits the shards
  * between the ranks and writes the same shards as one process. Runs the specula binary of this
  * build (next to tests/); skipped, and says so, when the build has no MPI or mpirun is missing. */
 #include <stdlib.h>
@@ -47,8 +48,8 @@ static void test_mpi_matches_one_process(void) {
         CHECK(same_file(p1, p2), "shard %d differs between 1 and 2 ranks", s);
     }
     /* train: same global batch of 8 anchors, 1 vs 2 ranks */
-    snprintf(args, sizeof args, "--arch dspark -m %s --data %s --steps 12 --batch 8 --block-size 4 --layers 1 "
-             "--markov-rank 16 --ctx 16 --lr 3e-3 -q -t 1 -o", target, s1);
+    snprintf(args, sizeof args, "--arch dspark -m %s --data %s --steps 12 --batch 8 --anchors-per-seq 3 --block-size 4 "
+             "--layers 1 --markov-rank 16 --ctx 16 --lr 3e-3 -q -t 1 -o", target, s1);
     snprintf(cmd, sizeof cmd, "%s train %s %s/t1 2>/dev/null", bin, args, root);
     CHECK(system(cmd) == 0, "train np 1");
     snprintf(cmd, sizeof cmd, "OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root -np 2 %s train %s %s/t2 2>/dev/null", bin, args, root);

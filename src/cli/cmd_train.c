@@ -7,6 +7,9 @@
 #include "cli/args.h"
 #include "train/trainer.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla";
@@ -24,6 +27,10 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--lr", CLI_FLOAT, &lr, "LR", "peak learning rate (default 6e-4)"},
         {NULL, "--warmup", CLI_INT, &warmup, "N", "warmup steps (default 4% of the steps)"},
         {NULL, "--batch", CLI_INT, &c.batch, "N", "anchors per step (default 16)"},
+        {NULL, "--anchors-per-seq", CLI_INT, &c.anchors_per_seq, "A",
+         "anchors drawn together from one sequence, whose shared context rows are computed once; "
+         "a step sees batch/A sequences "
+         "(default " STR(TR_ANCHORS_PER_SEQ_DEFAULT) "; 1 = every anchor its own context, as before)"},
         {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7)"},
         {NULL, "--layers", CLI_INT, &c.layers, "L", "draft layers (default 5)"},
         {NULL, "--markov-rank", CLI_INT, &c.markov_rank, "R", "DSpark Markov head rank (default 256)"},

@@ -2,9 +2,18 @@
  *
  * Anchors: every position p of a sequence with p ≥ resp_start and p + 1 < S (the anchor token and
  * its first label are both response tokens); `full_block` keeps only p + B < S (all B labels
- * exist: the held-out monitor). The global stream of anchors is epoch after epoch, each epoch a
- * seeded permutation of all anchors (counter RNG: the i-th anchor depends only on seed and i,
- * so a resumed run draws exactly the batches the uninterrupted one would).
+ * exist: the held-out monitor). The global stream of anchors is epoch after epoch; each epoch
+ * is a seeded order of all anchors (counter RNG: the i-th anchor depends only on seed and i, so
+ * a resumed run draws exactly the batches the uninterrupted one would).
+ *
+ * Anchors per sequence A (`specula train --anchors-per-seq`): each epoch, every sequence's
+ * anchors are shuffled (stream 0x5eed4000 + epoch) and cut into units of A (the last one
+ * shorter), each unit sorted by p; the epoch is a seeded permutation of the units (stream
+ * 0x5eed0000 + epoch), read unit after unit. A = 1: units are single anchors in their stored
+ * order, so the epoch is exactly the one permutation of all anchors used before A existed.
+ * A batch (or an MPI rank's slice of it) is a contiguous range of the stream; the anchors of
+ * one unit inside it form one element group sharing its context rows (model.h). A = 1 keeps
+ * the padding rows of positions < 0 (the unshared layout, bit for bit); A > 1 leaves them out.
  *
  * One element for anchor p of sequence x (length S, taps F, final hidden h):
  *   context   F[p−C .. p−1], left-padded (kmask 0) where p−C+j < 0 — the most recent C kept;
@@ -31,22 +40,28 @@ typedef struct {
     sp_model *target;
     int B, C, mask_id;
     int zlab;       /* 1: z-lab labels (slot k predicts x_{p+k}) */
+    int A;          /* anchors per sequence (unit size) */
     double gamma;
-    tr_anchor *items;
+    tr_anchor *items; /* [n] sorted by (shard, seq, p) */
     int64_t n;
     uint64_t seed;
-    int64_t *perm, perm_epoch;
+    int64_t *perm, perm_epoch; /* [n] the stream of epoch perm_epoch (indices into items) */
+    uint8_t *ustart;           /* [n] 1 where a unit starts in perm */
+    int64_t *seq_first, n_seqs; /* [n_seqs+1] first item of each sequence with anchors */
+    int64_t *tmp, *uoff, *uperm; /* [n], [n+1], [n] epoch scratch (A > 1) */
     float *hrows;   /* [max_rows, H] scratch for P */
     int max_rows;
 } tr_batcher;
 
+/* anchors_per_seq: A ≥ 1 (see the file comment). */
 int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
-                    int zlab, double gamma, int full_block, uint64_t seed, int max_elems, sp_err *err);
+                    int zlab, double gamma, int full_block, int anchors_per_seq, uint64_t seed, int max_elems,
+                    sp_err *err);
 void tr_batcher_free(tr_batcher *bt);
-/* the i-th anchor of the global stream */
-const tr_anchor *tr_batcher_anchor(tr_batcher *bt, int64_t i);
-/* Fill b (allocated for at least n elements) with anchors i0 .. i0+n−1 of the stream.
- * b->P is filled when b->P != NULL. */
+/* the i-th anchor of the global stream; *unit_start (when not NULL) = 1 where its unit starts */
+const tr_anchor *tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start);
+/* Fill b (allocated for at least n elements) with anchors i0 .. i0+n−1 of the stream: one group
+ * per run of anchors of one unit. b->P is filled when b->P != NULL. */
 void tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n);
 
 #endif

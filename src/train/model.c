@@ -147,31 +147,87 @@ tr_view tr_model_view(const tr_model *m, float *base) {
 int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err) {
     memset(b, 0, sizeof *b);
     b->NB = NB; b->cap = NB; b->C = C; b->B = B; b->V = V; b->H = H; b->mH = mH;
-    size_t T = (size_t)NB * B;
-    b->F = calloc((size_t)NB * C * mH + 1, sizeof(float));
+    size_t T = (size_t)NB * B, R = (size_t)NB * C;
+    b->F = calloc(R * mH + 1, sizeof(float));
+    b->rpos = calloc(R + 1, sizeof(int32_t));
+    b->g_row = calloc((size_t)NB + 1, sizeof(int32_t));
+    b->g_elem = calloc((size_t)NB + 1, sizeof(int32_t));
+    b->ctx_row = calloc((size_t)NB + 1, sizeof(int32_t));
+    b->bpos = calloc((size_t)NB + 1, sizeof(int32_t));
     b->kmask = calloc((size_t)NB * (C + B), 1);
     b->x0 = calloc(T * H, sizeof(float));
     b->prev = calloc(T, sizeof(int32_t));
     b->labels = calloc(T, sizeof(int32_t));
     b->wt = calloc(T, sizeof(float));
     if (with_P) b->P = calloc(T * V, sizeof(float));
-    if (!b->F || !b->kmask || !b->x0 || !b->prev || !b->labels || !b->wt || (with_P && !b->P)) {
+    if (!b->F || !b->rpos || !b->g_row || !b->g_elem || !b->ctx_row || !b->bpos || !b->kmask || !b->x0 ||
+        !b->prev || !b->labels || !b->wt || (with_P && !b->P)) {
         tr_batch_free(b);
         return sp_err_set(err, "batch: out of memory (%d elements, context %d, block %d)", NB, C, B);
     }
+    tr_batch_unshared(b, NB);
     return 0;
 }
 
 void tr_batch_free(tr_batch *b) {
-    free(b->F); free(b->kmask); free(b->x0); free(b->prev); free(b->labels); free(b->wt); free(b->P);
+    free(b->F); free(b->rpos); free(b->g_row); free(b->g_elem); free(b->ctx_row); free(b->bpos);
+    free(b->kmask); free(b->x0); free(b->prev); free(b->labels); free(b->wt); free(b->P);
     memset(b, 0, sizeof *b);
+}
+
+void tr_batch_clear(tr_batch *b) {
+    b->NB = b->NR = b->NG = 0;
+    b->g_row[0] = 0;
+    b->g_elem[0] = 0;
+}
+
+int tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0, int *q0) {
+    int C = b->C, B = b->B, lo = pad || p - C >= 0 ? p - C : 0;
+    SP_ASSERT(b->NB < b->cap);
+    if (new_group || b->NG == 0) {
+        b->NG++;
+        b->gbase = p - C; /* the first element's window starts at position 0 */
+        b->glast = lo - 1;
+    }
+    SP_ASSERT(p - 1 < lo || p - 1 > b->glast); /* increasing p inside a group */
+    int from = b->glast + 1 > lo ? b->glast + 1 : lo, n = p - from > 0 ? p - from : 0;
+    SP_ASSERT(b->NR + n <= b->cap * C);
+    *e = b->NB++;
+    *row0 = b->NR;
+    *q0 = from;
+    for (int i = 0; i < n; i++) b->rpos[b->NR + i] = from + i - b->gbase;
+    b->NR += n;
+    if (n > 0) b->glast = p - 1;
+    b->ctx_row[*e] = b->NR - C; /* position p−1 is the last row: p−C sits C rows back */
+    b->bpos[*e] = p - b->gbase;
+    for (int j = 0; j < C; j++) b->kmask[(size_t)*e * (C + B) + j] = p - C + j >= 0;
+    for (int k = 0; k < B; k++) b->kmask[(size_t)*e * (C + B) + C + k] = 1;
+    b->g_row[b->NG] = b->NR;
+    b->g_elem[b->NG] = b->NB;
+    return n;
+}
+
+void tr_batch_unshared(tr_batch *b, int NB) {
+    SP_ASSERT(NB <= b->cap);
+    int C = b->C;
+    b->NB = b->NG = NB;
+    b->NR = NB * C;
+    for (int e = 0; e <= NB; e++) {
+        b->g_row[e] = e * C;
+        b->g_elem[e] = e;
+    }
+    for (int e = 0; e < NB; e++) {
+        b->ctx_row[e] = e * C;
+        b->bpos[e] = C;
+        for (int j = 0; j < C; j++) b->rpos[e * C + j] = j;
+    }
 }
 
 /* ---- activations ---------------------------------------------------------------------------- */
 typedef struct {
     float *x;                 /* [T, H] layer input (residual stream) */
     float *a, *rstd_a;        /* [T, H], [T] input_layernorm */
-    float *kvin;              /* [S, H] per element [ctx rows ; a rows] */
+    float *kvin;              /* [S, H] per group [its context rows ; its elements' a rows] */
     float *qraw, *qn, *rstd_q, *q;   /* [T, NH·D] ×3, [T·NH] */
     float *kraw, *kn, *rstd_k, *k;   /* [S, KVH·D] ×3, [S·KVH] */
     float *v;                 /* [S, KVH·D] (Gemma: after v_norm) */
@@ -194,8 +250,10 @@ typedef struct {
 } markov_acts;
 
 struct tr_acts {
-    int NB, C, T, S, Tc;
+    int NB, C, T, S, Tc;          /* capacities: S = NB·(C+B) kv rows, Tc = NB·C context rows */
     float *fcout, *ctx, *rstd_c;  /* [Tc, H] ×2, [Tc] */
+    float *scr;                   /* n_scr attention scratches (att_scratch) */
+    int n_scr;
     layer_acts l[TR_MAX_LAYERS];
     float *xL;                    /* [T, H] last layer output */
     float *h, *rstd_h;            /* [T, H], [T] final norm */
@@ -205,14 +263,18 @@ struct tr_acts {
     float *conf;                  /* [T] confidence logits */
     markov_acts mk;               /* gated / rnn Markov head */
     float *q, *cstar;             /* [T, V] softmax(Z), [T] */
-    int *qpos, *kpos;             /* [T], [S] */
+    int *qpos, *kpos;             /* [T], [S] positions of this batch */
     /* gradient scratch */
     float *dZ, *dconf, *dcode, *dh, *dx, *dx1, *da, *dbn, *dg, *du, *ds, *do_, *dq, *dqn, *dqraw;
-    float *dk, *dkn, *dkraw, *dv, *dkvin, *dctx, *dfc, *dp;
+    float *dk, *dkn, *dkraw, *dv, *dkvin, *dctx, *dfc;
     float *dvr, *dop, *dmo; /* Gemma */
     void **all;
     int n_all;
 };
+
+/* floats of one attention share's scratch: one element's keys, values, their gradients [C+B, KD]
+ * each, and the score gradients [C+B] */
+static size_t att_scratch(int CB, int KD) { return (size_t)CB * (4 * (size_t)KD + 1); }
 
 static float *take(tr_acts *a, size_t n, int *ok) {
     float *p = calloc(n ? n : 1, sizeof(float));
@@ -271,21 +333,21 @@ tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     a->dqraw = take(a, T * QD, &ok);
     a->dk = take(a, S * KD, &ok); a->dkn = take(a, S * KD, &ok); a->dkraw = take(a, S * KD, &ok);
     a->dv = take(a, S * KD, &ok); a->dkvin = take(a, S * H, &ok);
-    a->dctx = take(a, Tc * H, &ok); a->dfc = take(a, Tc * H, &ok); a->dp = take(a, (size_t)C + B, &ok);
+    a->dctx = take(a, Tc * H, &ok); a->dfc = take(a, Tc * H, &ok);
+    a->scr = calloc(att_scratch(C + B, KD), sizeof(float)); /* more on the first threaded forward */
+    a->n_scr = 1;
+    if (!a->scr) ok = 0;
     if (!ok) {
         tr_acts_free(a);
         sp_err_set(err, "activations: out of memory for %d elements of context %d", NB, C);
         return NULL;
-    }
-    for (int e = 0; e < NB; e++) {
-        for (int k = 0; k < B; k++) a->qpos[e * B + k] = C + k;
-        for (int j = 0; j < C + B; j++) a->kpos[e * (C + B) + j] = j;
     }
     return a;
 }
 
 void tr_acts_free(tr_acts *a) {
     if (!a) return;
+    free(a->scr);
     for (int i = 0; i < a->n_all; i++) free(a->all[i]);
     free(a->all);
     free(a);
@@ -343,17 +405,139 @@ static void markov_head_backward(sp_pool *pool, const tr_dims *d, tr_acts *a, co
     tr_gather_backward(g->mw1, a->dcode, b->prev, T, r);
 }
 
+/* ---- kv rows -------------------------------------------------------------------------------
+ * The K / V projections' input rows, group by group: group g's context rows, then its elements'
+ * block rows. Context row r of group g is kv row r + g_elem[g]·B; block slot k of element e is
+ * kv row g_row[g+1] + e·B + k. S = NR + NB·B. */
+static void kv_positions(tr_acts *a, const tr_batch *b) {
+    int B = b->B;
+    for (int g = 0; g < b->NG; g++) {
+        int r0 = b->g_row[g], r1 = b->g_row[g + 1], e0 = b->g_elem[g], e1 = b->g_elem[g + 1];
+        for (int r = r0; r < r1; r++) a->kpos[r + e0 * B] = b->rpos[r];
+        for (int e = e0; e < e1; e++)
+            for (int k = 0; k < B; k++) a->kpos[r1 + e * B + k] = a->qpos[e * B + k] = b->bpos[e] + k;
+    }
+}
+
+/* element e (of group g): its C window rows and B block rows of k / v into kx / vx (zeros where
+ * masked), the key order of tr_attention_*: [window ; block] */
+static void gather_kv(float *kx, float *vx, const float *k, const float *v, const tr_batch *b, int g, int e,
+                      int KD) {
+    int C = b->C, B = b->B, off = b->g_elem[g] * B;
+    const uint8_t *km = b->kmask + (size_t)e * (C + B);
+    size_t row = sizeof(float) * KD;
+    for (int j = 0; j < C; j++) {
+        if (!km[j]) {
+            memset(kx + (size_t)j * KD, 0, row);
+            memset(vx + (size_t)j * KD, 0, row);
+            continue;
+        }
+        size_t r = (size_t)(b->ctx_row[e] + j + off);
+        SP_ASSERT(b->ctx_row[e] + j >= b->g_row[g] && b->ctx_row[e] + j < b->g_row[g + 1]);
+        memcpy(kx + (size_t)j * KD, k + r * KD, row);
+        memcpy(vx + (size_t)j * KD, v + r * KD, row);
+    }
+    size_t br = (size_t)b->g_row[g + 1] + (size_t)e * B;
+    memcpy(kx + (size_t)C * KD, k + br * KD, row * B);
+    memcpy(vx + (size_t)C * KD, v + br * KD, row * B);
+}
+
+/* the reverse: dk / dv of element e's visible keys added into the kv rows */
+static void scatter_add_kv(float *dk, float *dv, const float *dkx, const float *dvx, const tr_batch *b, int g,
+                           int e, int KD) {
+    int C = b->C, B = b->B, off = b->g_elem[g] * B;
+    const uint8_t *km = b->kmask + (size_t)e * (C + B);
+    for (int j = 0; j < C + B; j++) {
+        if (!km[j]) continue;
+        size_t r = j < C ? (size_t)(b->ctx_row[e] + j + off) : (size_t)b->g_row[g + 1] + (size_t)e * B + (j - C);
+        float *xk = dk + r * KD, *xv = dv + r * KD;
+        const float *yk = dkx + (size_t)j * KD, *yv = dvx + (size_t)j * KD;
+        for (int i = 0; i < KD; i++) {
+            xk[i] += yk[i];
+            xv[i] += yv[i];
+        }
+    }
+}
+
+/* ---- attention: every element's block over its window and its block -------------------------
+ * Threaded over groups (a group's kv rows are only touched by its own elements, one after the
+ * other, so results do not depend on the thread count). Backward: each element's dK / dV land
+ * in its own key rows, then add into the group's kv rows. */
+typedef struct {
+    const tr_dims *d;
+    tr_acts *a;
+    const tr_batch *b;
+    layer_acts *la;
+    int bwd, nw;
+    float scale;
+} att_job;
+
+static void att_share(void *ctx, int i, int n) {
+    (void)n;
+    att_job *j = ctx;
+    if (i >= j->nw) return;
+    const tr_dims *d = j->d;
+    const tr_batch *b = j->b;
+    tr_acts *a = j->a;
+    layer_acts *la = j->la;
+    int B = b->B, CB = b->C + B, QD = d->NH * d->D, KD = d->KVH * d->D, lo, hi;
+    float *kx = a->scr + (size_t)i * att_scratch(CB, KD), *vx = kx + (size_t)CB * KD, *dkx = vx + (size_t)CB * KD;
+    float *dvx = dkx + (size_t)CB * KD, *dp = dvx + (size_t)CB * KD;
+    sp_pool_split(b->NB, 1, i, j->nw, &lo, &hi);
+    for (int g = 0; g < b->NG; g++) {
+        if (b->g_elem[g] < lo || b->g_elem[g] >= hi) continue; /* a group belongs to the share of its first element */
+        for (int e = b->g_elem[g]; e < b->g_elem[g + 1]; e++) {
+            const uint8_t *km = b->kmask + (size_t)e * CB;
+            float *att = la->att + (size_t)e * d->NH * B * CB;
+            /* window and block already adjacent kv rows (an unshared element): no copies */
+            int direct = e == b->g_elem[g] && b->ctx_row[e] >= b->g_row[g] && b->ctx_row[e] + b->C == b->g_row[g + 1];
+            size_t off = ((size_t)b->ctx_row[e] + (size_t)e * B) * KD;
+            if (!direct) gather_kv(kx, vx, la->k, la->v, b, g, e, KD);
+            const float *kk = direct ? la->k + off : kx, *vv = direct ? la->v + off : vx;
+            if (!j->bwd) {
+                tr_attention_forward(la->o + (size_t)e * B * QD, att, la->q + (size_t)e * B * QD, kk, vv, km, B, CB,
+                                     d->NH, d->KVH, d->D, j->scale);
+                continue;
+            }
+            if (!direct) {
+                zero(dkx, (size_t)CB * KD);
+                zero(dvx, (size_t)CB * KD);
+            }
+            tr_attention_backward(a->dq + (size_t)e * B * QD, direct ? a->dk + off : dkx, direct ? a->dv + off : dvx, dp,
+                                  a->do_ + (size_t)e * B * QD, la->q + (size_t)e * B * QD, kk, vv, att, km, B, CB,
+                                  d->NH, d->KVH, d->D, j->scale);
+            if (!direct) scatter_add_kv(a->dk, a->dv, dkx, dvx, b, g, e, KD);
+        }
+    }
+}
+
+static void attention(sp_pool *pool, const tr_dims *d, tr_acts *a, const tr_batch *b, layer_acts *la, int bwd,
+                      float scale) {
+    int n = pool ? sp_pool_size(pool) : 1;
+    if (n > a->n_scr) { /* once: a scratch per thread (on failure, fewer shares do the work) */
+        float *more = calloc((size_t)n * att_scratch(a->C + b->B, d->KVH * d->D), sizeof(float));
+        if (more) {
+            free(a->scr);
+            a->scr = more;
+            a->n_scr = n;
+        }
+    }
+    att_job j = {.d = d, .a = a, .b = b, .la = la, .bwd = bwd, .nw = n < a->n_scr ? n : a->n_scr, .scale = scale};
+    sp_pool_run(pool, att_share, &j);
+}
+
 /* ---- forward -------------------------------------------------------------------------------- */
 void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                 double denom, tr_stats *st, float *cstar) {
     const tr_dims *d = &m->d;
-    SP_ASSERT(b->NB <= a->NB && b->C == a->C && b->B == d->B);
+    SP_ASSERT(b->NB <= a->NB && b->NR <= a->Tc && b->C == a->C && b->B == d->B);
     tr_view w = tr_model_view(m, m->w);
-    int NB = b->NB, C = b->C, B = d->B, H = d->H, CB = C + B, V = d->V, r = d->r;
-    int T = NB * B, S = NB * CB, Tc = NB * C, QD = d->NH * d->D, KD = d->KVH * d->D;
+    int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
+    int T = NB * B, Tc = b->NR, S = Tc + T, QD = d->NH * d->D, KD = d->KVH * d->D;
     float eps = (float)d->eps, scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
 
-    /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (§7.3) */
+    kv_positions(a, b);
+    /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (§7.3) and every element of a group */
     if (Tc > 0) {
         tr_linear_forward(pool, a->fcout, b->F, w.fc, Tc, d->m * H, H);
         tr_rmsnorm_forward(a->ctx, a->rstd_c, a->fcout, w.hidden_norm, Tc, H, eps);
@@ -363,9 +547,11 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         layer_acts *la = &a->l[l];
         float *xout = l + 1 < d->L ? a->l[l + 1].x : a->xL;
         tr_rmsnorm_forward(la->a, la->rstd_a, la->x, w.l[l].in_norm, T, H, eps);
-        for (int e = 0; e < NB; e++) {
-            memcpy(la->kvin + (size_t)e * CB * H, a->ctx + (size_t)e * C * H, sizeof(float) * C * H);
-            memcpy(la->kvin + ((size_t)e * CB + C) * H, la->a + (size_t)e * B * H, sizeof(float) * B * H);
+        for (int g = 0; g < b->NG; g++) {
+            int r0 = b->g_row[g], r1 = b->g_row[g + 1], e0 = b->g_elem[g], e1 = b->g_elem[g + 1];
+            memcpy(la->kvin + ((size_t)r0 + (size_t)e0 * B) * H, a->ctx + (size_t)r0 * H, sizeof(float) * (r1 - r0) * H);
+            memcpy(la->kvin + ((size_t)r1 + (size_t)e0 * B) * H, la->a + (size_t)e0 * B * H,
+                   sizeof(float) * (e1 - e0) * B * H);
         }
         tr_linear_forward(pool, la->qraw, la->a, w.l[l].wq, T, H, QD);
         tr_rmsnorm_forward(la->qn, la->rstd_q, la->qraw, w.l[l].q_norm, T * d->NH, d->D, eps);
@@ -380,11 +566,7 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         } else {
             tr_linear_forward(pool, la->v, la->kvin, w.l[l].wv, S, H, KD);
         }
-        for (int e = 0; e < NB; e++)
-            tr_attention_forward(la->o + (size_t)e * B * QD, la->att + (size_t)e * d->NH * B * CB,
-                                 la->q + (size_t)e * B * QD, la->k + (size_t)e * CB * KD,
-                                 la->v + (size_t)e * CB * KD, b->kmask + (size_t)e * CB, B, CB, d->NH, d->KVH,
-                                 d->D, scale);
+        attention(pool, d, a, b, la, 0, scale);
         if (d->gemma) { /* x1 = x + post_attention_layernorm(o_proj(o)) */
             tr_linear_forward(pool, la->op, la->o, w.l[l].wo, T, QD, H);
             tr_rmsnorm_forward(la->x1, la->rstd_o, la->op, w.l[l].post_norm, T, H, eps);
@@ -437,12 +619,13 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
 }
 
 /* ---- backward ------------------------------------------------------------------------------- */
+
 void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                  double denom, float *grad) {
     const tr_dims *d = &m->d;
     tr_view w = tr_model_view(m, m->w), g = tr_model_view(m, grad);
-    int NB = b->NB, C = b->C, B = d->B, H = d->H, CB = C + B, V = d->V, r = d->r;
-    int T = NB * B, S = NB * CB, Tc = NB * C, QD = d->NH * d->D, KD = d->KVH * d->D;
+    int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
+    int T = NB * B, Tc = b->NR, S = Tc + T, QD = d->NH * d->D, KD = d->KVH * d->D;
     float scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
     double alpha[3];
     tr_loss_alpha(d->arch, alpha);
@@ -498,12 +681,7 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
             tr_linear_backward(pool, a->do_, g.l[l].wo, a->dx1, la->o, w.l[l].wo, T, QD, H);
         }
         zero(a->dq, (size_t)T * QD); zero(a->dk, (size_t)S * KD); zero(a->dv, (size_t)S * KD);
-        for (int e = 0; e < NB; e++)
-            tr_attention_backward(a->dq + (size_t)e * B * QD, a->dk + (size_t)e * CB * KD, a->dv + (size_t)e * CB * KD,
-                                  a->dp, a->do_ + (size_t)e * B * QD, la->q + (size_t)e * B * QD,
-                                  la->k + (size_t)e * CB * KD, la->v + (size_t)e * CB * KD,
-                                  la->att + (size_t)e * d->NH * B * CB, b->kmask + (size_t)e * CB, B, CB, d->NH,
-                                  d->KVH, d->D, scale);
+        attention(pool, d, a, b, la, 1, scale);
         zero(a->dqn, (size_t)T * QD); zero(a->dqraw, (size_t)T * QD);
         tr_rope_backward(a->dqn, a->dq, T, d->NH, d->D, a->qpos, m->inv_freq);
         tr_rmsnorm_backward(a->dqraw, g.l[l].q_norm, a->dqn, la->qraw, w.l[l].q_norm, la->rstd_q, T * d->NH, d->D);
@@ -522,11 +700,12 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
         tr_linear_backward(pool, a->dkvin, g.l[l].wk, a->dkraw, la->kvin, w.l[l].wk, S, H, KD);
         zero(a->da, (size_t)T * H);
         tr_linear_backward(pool, a->da, g.l[l].wq, a->dqraw, la->a, w.l[l].wq, T, H, QD);
-        for (int e = 0; e < NB; e++) {
-            const float *kc = a->dkvin + (size_t)e * CB * H, *kb = kc + (size_t)C * H;
-            float *dc = a->dctx + (size_t)e * C * H, *da = a->da + (size_t)e * B * H;
-            for (size_t i = 0; i < (size_t)C * H; i++) dc[i] += kc[i];
-            for (size_t i = 0; i < (size_t)B * H; i++) da[i] += kb[i];
+        for (int gi = 0; gi < b->NG; gi++) { /* kv rows back to the context rows and the block rows */
+            int r0 = b->g_row[gi], r1 = b->g_row[gi + 1], e0 = b->g_elem[gi], e1 = b->g_elem[gi + 1];
+            const float *kc = a->dkvin + ((size_t)r0 + (size_t)e0 * B) * H, *kb = a->dkvin + ((size_t)r1 + (size_t)e0 * B) * H;
+            float *dc = a->dctx + (size_t)r0 * H, *da = a->da + (size_t)e0 * B * H;
+            for (size_t i = 0; i < (size_t)(r1 - r0) * H; i++) dc[i] += kc[i];
+            for (size_t i = 0; i < (size_t)(e1 - e0) * B * H; i++) da[i] += kb[i];
         }
         /* a = RMSNorm_in(x): dx = dx1 + RMSNorm backward of da */
         memcpy(a->dx, a->dx1, sizeof(float) * T * H);

@@ -8,10 +8,20 @@
  * LM head as a frozen f32 matrix (gradient flows to the drafter's hidden only).
  *
  * What one batch element is (FORMATS.md §8.3, §8.7; the anchor p of a sequence x):
- *   context rows: target taps of positions p−C .. p−1 (left-padded, kmask 0 on padding);
+ *   context: target taps of positions p−C .. p−1 (kmask 0 where p−C+j < 0);
  *   block: ids [x_p, M, …, M] (B slots); slot k predicts x_{p+k+1}.
- * Positions inside an element are 0 .. C+B−1 (context) and C .. C+B−1 (block): RoPE only sees
- * differences, so this equals the absolute positions the inference path uses. */
+ * Elements come in GROUPS that share their context rows (one sequence window, several anchors:
+ * `specula train --anchors-per-seq`). A group's context rows are the union of its elements'
+ * windows, in position order, each row once; element e's window is the C consecutive rows from
+ * ctx_row[e] (slots whose position is < 0 may have no row: kmask 0, never read). fc,
+ * hidden_norm and the per-layer K / V projections (+ k_norm, RoPE) run once per row; each
+ * element's block attends to its own window and its own block, and in backward the elements'
+ * dK / dV of a shared row add up before the projections' backward. One group of one element
+ * with C rows (padding rows included) is the unshared layout: tr_batch_alloc sets it up.
+ * Positions: a row at sequence position q has rpos = q − base, the block slot k has
+ * bpos + k = p − base + k, with base = p_1 − C of the group's first element; RoPE only sees
+ * differences, so this equals the absolute positions the inference path uses (an unshared
+ * element: context 0 .. C−1, block C .. C+B−1, as before). */
 #ifndef SPECULA_TRAIN_MODEL_H
 #define SPECULA_TRAIN_MODEL_H
 
@@ -93,12 +103,20 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err);
 void tr_model_free(tr_model *m);
 tr_view tr_model_view(const tr_model *m, float *base);
 
-/* One batch of NB elements (see the file comment). All arrays are owned by the batch. */
+/* One batch of NB elements in NG groups over NR context rows (see the file comment). All arrays
+ * are owned by the batch. */
 typedef struct {
     int NB, C, B, V, H, mH; /* NB: elements in use */
-    int cap;                /* elements allocated */
-    float *F;          /* [NB·C, m·H] context taps */
-    uint8_t *kmask;    /* [NB, C+B] 1 = visible key */
+    int cap;                /* elements allocated; context rows allocated: cap·C */
+    int NR, NG;             /* context rows and groups in use */
+    float *F;          /* [NR, m·H] context taps (rows of group g: g_row[g] .. g_row[g+1]−1) */
+    int32_t *rpos;     /* [NR] RoPE position of each context row */
+    int32_t *g_row;    /* [NG+1] first context row of each group; g_row[NG] = NR */
+    int32_t *g_elem;   /* [NG+1] first element of each group; g_elem[NG] = NB */
+    int32_t *ctx_row;  /* [NB] row of element e's window slot 0 (rows of slots with kmask 1 lie in
+                          its group; may be < g_row of its group, even < 0, when slots are masked) */
+    int32_t *bpos;     /* [NB] RoPE position of block slot 0 */
+    uint8_t *kmask;    /* [NB, C+B] 1 = visible key (window slots, then block slots) */
     float *x0;         /* [NB·B, H] embedded block inputs (target embedding) */
     int32_t *prev;     /* [NB·B] Markov previous token (teacher forcing) */
     int32_t *labels;   /* [NB·B] */
@@ -107,12 +125,28 @@ typedef struct {
     const float *cstar_target; /* NULL (training: BCE targets are this forward's detached c*), or
                                   [NB·B] fixed BCE targets (tests hold c* fixed under finite
                                   differences, which is what "detached" means for the gradient) */
+    int gbase, glast;  /* layout builder state (tr_batch_push): the open group's base position and
+                          the position of its last row */
 } tr_batch;
 
+/* Allocate for NB elements; the layout is the unshared one of NB elements (each its own group of
+ * C rows, positions as the file comment says): callers may fill F / kmask directly. */
 int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err);
 void tr_batch_free(tr_batch *b);
+/* Start an empty layout (NB = NR = NG = 0). */
+void tr_batch_clear(tr_batch *b);
+/* Append an element for anchor position p (window p−C .. p−1): in a new group when new_group
+ * (always for the first element), else in the open group, whose elements must come in
+ * increasing p. pad = 1: the rows of positions < 0 exist (zero taps, as the unshared layout);
+ * pad = 0: they are left out. Sets the element's ctx_row, bpos, window kmask (block kmask 1)
+ * and the new rows' rpos; the caller fills F rows [*row0, *row0 + n) with the taps of positions
+ * *q0 .., n the return value, and the element's block arrays. Returns the element index in *e. */
+int tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0, int *q0);
+/* The unshared layout of NB elements (what tr_batch_alloc sets up). */
+void tr_batch_unshared(tr_batch *b, int NB);
 
-/* Saved activations and gradient scratch for batches of at most NB elements of C context rows. */
+/* Saved activations and gradient scratch for batches of at most NB elements (and so at most
+ * NB·C context rows) of context C. */
 typedef struct tr_acts tr_acts;
 tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err);
 void tr_acts_free(tr_acts *a);

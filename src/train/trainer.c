@@ -23,6 +23,7 @@ tr_train_cfg tr_train_defaults(void) {
     c.lr = 6e-4;
     c.warmup = -1;
     c.batch = 16;
+    c.anchors_per_seq = TR_ANCHORS_PER_SEQ_DEFAULT;
     c.block = 7;
     c.layers = 5;
     c.markov_rank = 256;
@@ -86,8 +87,8 @@ const char *tr_arch_name(tr_arch a) {
     return a == TR_ARCH_DSPARK ? "dspark" : a == TR_ARCH_DFLASH ? "dflash" : "dflash-zlab";
 }
 
-double tr_step_flops(const tr_dims *d, int NB, int C, int with_P) {
-    double T = (double)NB * d->B, S = (double)NB * (C + d->B), Tc = (double)NB * C;
+double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P) {
+    double T = (double)NB * d->B, S = (double)NR + T, Tc = NR;
     double H = d->H, QD = (double)d->NH * d->D, KD = (double)d->KVH * d->D, I = d->I, V = d->V, r = d->r;
     /* multiply-adds of the forward; backward: ×2 for trained matmuls (input + weight grads) */
     double layer = T * H * QD + 2 * S * H * KD + T * QD * H + 3 * T * H * I; /* q, k+v, o, MLP */
@@ -214,8 +215,12 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     int cap = (c->batch + size - 1) / size;
     if (nloc < 1) { sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size); goto out; }
     int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
-    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->seed, cap, err)) goto out;
-    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, c->seed ^ 0xe7a1u, cap, err))
+    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->anchors_per_seq, c->seed,
+                        cap, err))
+        goto out;
+    /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
+    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, 1, c->seed ^ 0xe7a1u, cap,
+                        err))
         goto out;
     int eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
     if (eval_n < 1) eval_n = 1;
@@ -237,6 +242,8 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
              c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)bt.n);
     if (d.r > 0 && d.markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
         snprintf(run + strlen(run), sizeof run - strlen(run), " markov_head=%s", tr_markov_name(d.markov));
+    if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
+        snprintf(run + strlen(run), sizeof run - strlen(run), " anchors_per_seq=%d", c->anchors_per_seq);
     long step0 = 0;
     char path[4096];
     sp_path_join(path, sizeof path, c->out_dir, "optimizer.safetensors");
@@ -275,7 +282,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     }
     sp_progress pr;
     if (c->progress && rank == 0) sp_progress_start(&pr, "train", (double)total, "step");
-    double train_ms = 0, tokens = 0;
+    double train_ms = 0, tokens = 0, flops = 0;
     for (long step = step0 + 1; step <= total; step++) {
         double t0 = sp_time_ms();
         batch.P = c->arch == TR_ARCH_DSPARK ? P_keep : NULL;
@@ -285,6 +292,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (§8.7) */
         wsum += 1e-6;
         tr_stats st;
+        flops += tr_step_flops(&d, nloc, c->ctx, batch.NR, c->arch == TR_ARCH_DSPARK);
         tr_forward(pool, &m, acts, &batch, Wlm, wsum, &st, NULL);
         memset(grad, 0, sizeof(float) * m.n);
         tr_backward(pool, &m, acts, &batch, Wlm, wsum, grad);
@@ -331,17 +339,16 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
             char state[512];
             snprintf(state, sizeof state,
                      "{\"step\": %ld, \"total_steps\": %ld, \"arch\": \"%s\", \"seed\": %llu, \"batch\": %d, "
-                     "\"block_size\": %d, \"lr\": %g, \"tau\": %.6f}\n",
+                     "\"anchors_per_seq\": %d, \"block_size\": %d, \"lr\": %g, \"tau\": %.6f}\n",
                      step, total, tr_arch_name(c->arch), (unsigned long long)c->seed,
-                     c->batch, d.B, c->lr, res->tau_last);
+                     c->batch, c->anchors_per_seq, d.B, c->lr, res->tau_last);
             if (tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)) goto out;
         }
         if (c->stop_after > 0 && step - step0 >= c->stop_after) break;
     }
     if (c->progress && rank == 0) sp_progress_finish(&pr, (double)res->step, NULL);
     res->tok_per_s = tokens / (train_ms / 1000 + 1e-9);
-    res->gflops = tr_step_flops(&d, nloc, c->ctx, c->arch == TR_ARCH_DSPARK) * (double)(res->step - step0) /
-                  (train_ms / 1000 + 1e-9) / 1e9;
+    res->gflops = flops / (train_ms / 1000 + 1e-9) / 1e9;
     rc = 0;
 out:
     if (log) fclose(log);

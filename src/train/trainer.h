@@ -25,6 +25,8 @@ typedef struct {
     double lr;
     long warmup;         /* < 0: 4 % of the steps */
     int batch;           /* anchors per step */
+    int anchors_per_seq; /* A: anchors drawn together from one sequence, sharing their context
+                            rows (batch.h, model.h); 1 = every anchor its own context */
     int block, layers, markov_rank, ctx;
     tr_markov_type markov_head; /* DSpark Markov head type (default vanilla) */
     double gamma;
@@ -45,6 +47,7 @@ typedef struct {
 /* defaults of FORMATS.md §8.8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
  * Markov rank 256, context 512, γ 4, seed 42 */
 tr_train_cfg tr_train_defaults(void);
+#define TR_ANCHORS_PER_SEQ_DEFAULT 4
 
 typedef struct {
     long step;            /* last step done */
@@ -59,8 +62,9 @@ typedef struct {
 /* "dspark", "dflash", "dflash-zlab" */
 const char *tr_arch_name(tr_arch a);
 
-/* analytic FLOPs of one training step over NB anchors of C context rows (see gflops) */
-double tr_step_flops(const tr_dims *d, int NB, int C, int with_P);
+/* analytic FLOPs of one training step over NB anchors of context C whose groups have NR
+ * context rows in all (NR = NB·C unshared; see gflops) */
+double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P);
 
 /* The drafter tr_train_run trains for `target` (c->model_dir) from c's arch, layers, block,
  * Markov rank / head and mask id, with m tapped layers taps[]: its dims as the inference loader
