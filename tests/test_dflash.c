@@ -6,7 +6,10 @@
  * - audit at temperature 1.0 passes for each kind; the §8.10 scheduler passes the audit and the
  *   retrospective variant is caught by it (paper Appendix A);
  * - H_ctx grows by accepted + 1 rows per round and equals the taps of a fresh forward;
- * - loading: missing / mis-shaped tensors and bad config keys are errors naming them;
+ * - loading: missing / mis-shaped tensors and bad config keys are errors naming them; q_norm /
+ *   k_norm follow the tensors (a "llama" config with them uses them; a partial set is an error);
+ * - a Llama-3 target (llama3 rope): new-drafter writes the Qwen3 block with the target's RoPE,
+ *   which the loaded drafter applies exactly; greedy output identical to plain;
  * - scheduler unit cases (Algorithm 1 vs the step-by-step form, early stop). */
 #include <jansson.h>
 #include <stdlib.h>
@@ -18,6 +21,8 @@
 #include "formats/safetensors.h"
 #include "core/core.h"
 #include "harness.h"
+#include "kernels/kernels.h"
+#include "model/model_internal.h" /* the target's RoPE frequencies (test_llama_target) */
 #include "spec/audit.h"
 #include "spec/calibrate.h"
 #include "spec/generate.h"
@@ -452,7 +457,20 @@ static void test_scheduler_unit(void) {
 }
 
 /* ---- loading errors ----------------------------------------------------------------------- */
-/* copy src's checkpoint to dst without tensor `drop` and with `reshape` cut to one row fewer */
+/* name is one of the '|'-separated names in list */
+static int in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, '|');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+/* copy src's checkpoint to dst without the tensors in `drop` ('|'-separated) and with `reshape`
+ * cut to one row fewer */
 static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape, const char *config) {
     char p[512], cmd[1200];
     sp_err err = {{0}};
@@ -475,7 +493,7 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
     int rc = 0;
     for (int i = 0; i < st_count(st) && !rc; i++) {
         const st_tensor *t = st_at(st, i);
-        if (drop && !strcmp(t->name, drop)) continue;
+        if (drop && in_list(drop, t->name)) continue;
         int64_t shape[ST_MAX_DIMS];
         memcpy(shape, t->shape, sizeof shape);
         if (reshape && !strcmp(t->name, reshape)) shape[0] = t->shape[0] > 1 ? t->shape[0] - 1 : 2;
@@ -563,6 +581,32 @@ static void test_load_errors(void) {
         expect_load_error(m, dst, cases[c].want, what);
         free(cfg);
     }
+    /* q_norm / k_norm decided by the tensors (dflash.c qk_norm_decide): a partial set is an error
+     * naming the first missing tensor whatever model_type says; none at all with model_type qwen3 */
+    struct { const char *model_type, *drop, *want; } qk[] = {
+        {"llama", "layers.1.self_attn.q_norm.weight|layers.1.self_attn.k_norm.weight",
+         "missing tensor layers.1.self_attn.q_norm.weight while layers.0.self_attn.q_norm.weight"},
+        {"llama", "layers.0.self_attn.k_norm.weight|layers.1.self_attn.k_norm.weight",
+         "missing tensor layers.0.self_attn.k_norm.weight while layers.0.self_attn.q_norm.weight"},
+        {"llama", "layers.0.self_attn.q_norm.weight|layers.1.self_attn.q_norm.weight",
+         "missing tensor layers.0.self_attn.q_norm.weight while layers.0.self_attn.k_norm.weight"},
+        {"qwen3", "layers.1.self_attn.k_norm.weight", "missing tensor layers.1.self_attn.k_norm.weight while"},
+        {"qwen3",
+         "layers.0.self_attn.q_norm.weight|layers.0.self_attn.k_norm.weight|layers.1.self_attn.q_norm.weight|"
+         "layers.1.self_attn.k_norm.weight",
+         "missing tensor layers.0.self_attn.q_norm.weight (config model_type qwen3"},
+    };
+    for (size_t c = 0; text && c < sizeof qk / sizeof qk[0]; c++) {
+        json_t *root = json_loads(text, 0, NULL);
+        json_object_set_new(root, "model_type", json_string(qk[c].model_type));
+        char *cfg = json_dumps(root, 0);
+        json_decref(root);
+        CHECK(write_variant(src, dst, qk[c].drop, NULL, cfg) == 0, "write qk variant");
+        char what[400];
+        snprintf(what, sizeof what, "model_type %s without %s", qk[c].model_type, qk[c].drop);
+        expect_load_error(m, dst, qk[c].want, what);
+        free(cfg);
+    }
     free(text);
     /* a z-lab drafter refuses the DSpark-only verify schedule (no confidence head) */
     char zl[256];
@@ -578,6 +622,180 @@ static void test_load_errors(void) {
     /* a drafter for another target */
     drafter_dir(zl, sizeof zl, "gemma4", "dspark");
     expect_load_error(m, zl, "num_target_layers", "drafter of another target");
+    sp_model_free(m);
+}
+
+/* ---- q/k norms by tensor presence, a Llama target ----------------------------------------------- */
+/* checksum of every draft and q row of a sampled run of the drafter in dir (-> *qk its qk_norm) */
+static uint64_t proposal_sum(sp_model *m, const char *dir, int *qk) {
+    int32_t prompt[32], out[64];
+    int np = make_prompt(prompt, V_OF(m));
+    sp_err err = {{0}};
+    sp_spec_params sp = sp_spec_params_default();
+    sp.gen.max_new = 24;
+    sp.gen.ignore_eos = 1;
+    sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, 3};
+    sp.draft_max = 7;
+    sp_drafter *in = sp_drafter_dflash(dir, m, &sp.gen.sample, NULL, &err);
+    CHECK(in, "%s: %s", dir, err.msg);
+    if (!in) return 0;
+    sp_dflash_info info;
+    CHECK(sp_dflash_info_get(in, &info) == 0, "info");
+    *qk = info.qk_norm;
+    wrap_t w = {in, 0, 0, V_OF(m), 0};
+    sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
+                    .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+    sp_spec_stats st;
+    CHECK(sp_spec_generate(m, &d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.drafted > 0, "%s: nothing drafted", dir);
+    sp_drafter_free(in);
+    return w.sum;
+}
+
+/* a checkpoint whose config says "llama" but ships q_norm / k_norm in every layer uses them (its
+ * proposals equal those of the same tensors under model_type qwen3); without them it loads and
+ * runs without norms (other proposals) */
+static void test_qk_norm_presence(void) {
+    sp_model *m = load_target("qwen3");
+    if (!m) { CHECK(0, "load"); return; }
+    char src[256], dst[300], path[300], *text = NULL;
+    sp_err err = {{0}};
+    drafter_dir(src, sizeof src, "qwen3", "dspark");
+    snprintf(dst, sizeof dst, "%s/qk-llama", TMP);
+    snprintf(path, sizeof path, "%s/config.json", src);
+    CHECK(sp_read_file(path, &text, NULL, &err) == 0, "%s", err.msg);
+    if (!text) { sp_model_free(m); return; }
+    json_t *root = json_loads(text, 0, NULL);
+    json_object_set_new(root, "model_type", json_string("llama"));
+    char *cfg = json_dumps(root, 0);
+    json_decref(root);
+    int qk_ref = -1, qk_llama = -1, qk_none = -1;
+    uint64_t ref = proposal_sum(m, src, &qk_ref);
+    CHECK(write_variant(src, dst, NULL, NULL, cfg) == 0, "write llama config");
+    uint64_t with = proposal_sum(m, dst, &qk_llama);
+    CHECK(write_variant(src, dst,
+                        "layers.0.self_attn.q_norm.weight|layers.0.self_attn.k_norm.weight|"
+                        "layers.1.self_attn.q_norm.weight|layers.1.self_attn.k_norm.weight",
+                        NULL, cfg) == 0, "write llama config without norms");
+    uint64_t without = proposal_sum(m, dst, &qk_none);
+    CHECK(qk_ref == 1 && qk_llama == 1 && qk_none == 0, "qk_norm: qwen3 %d, llama with norms %d, without %d", qk_ref,
+          qk_llama, qk_none);
+    CHECK(with == ref, "model_type llama with q/k norm tensors: proposals differ from model_type qwen3 (norms ignored?)");
+    CHECK(without != ref, "without q/k norm tensors the proposals should change");
+    free(cfg);
+    free(text);
+    sp_model_free(m);
+}
+
+/* new-drafter for a Llama-3 target (tests/data/ref-logits/llama: llama3 rope scaling, eps 1e-5,
+ * no q/k norm): the drafter is the Qwen3 block as `specula train` writes it (model_type qwen3,
+ * rope_scaling kept, q_norm / k_norm in every layer), it rotates exactly like the target, and
+ * greedy speculative output equals plain decoding for z-lab DFlash and DSpark */
+static void test_llama_target(void) {
+    const char *tdir = "tests/data/ref-logits/llama";
+    sp_model *m = load_target("llama");
+    if (!m) { CHECK(0, "load"); return; }
+    const sp_config *tc = sp_model_config(m);
+    CHECK(tc->arch == SP_ARCH_LLAMA && !tc->qk_norm && tc->rope.type == SP_ROPE_LLAMA3, "fixture is not llama3");
+    int V = tc->vocab_size;
+    for (int k = 0; k < 2; k++) {
+        const char *kind = k ? "dspark" : "zlab";
+        char dir[256], p[300], *text = NULL;
+        drafter_dir(dir, sizeof dir, "llama", kind);
+        newdrafter_opts o = {.arch = k ? "dspark" : "dflash", .preset = k ? "b7" : "b16", .dtype = SP_DT_UNKNOWN,
+                             .seed = 29 + k};
+        sp_err err = {{0}};
+        CHECK(newdrafter_write(dir, tdir, &o, &err) == 0, "new drafter %s: %s", kind, err.msg);
+        /* config.json: model_type qwen3, the target's llama3 rope_scaling, rope_theta and eps */
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        CHECK(sp_read_file(p, &text, NULL, &err) == 0, "%s", err.msg);
+        json_t *root = text ? json_loads(text, 0, NULL) : NULL;
+        json_t *rs = json_object_get(root, "rope_scaling");
+        const char *mt = json_string_value(json_object_get(root, "model_type"));
+        const char *rt = json_string_value(json_object_get(rs, "rope_type"));
+        json_t *mask = k ? json_object_get(root, "mask_token_id")
+                         : json_object_get(json_object_get(root, "dflash_config"), "mask_token_id");
+        CHECK(mt && !strcmp(mt, "qwen3"), "%s: model_type %s (want qwen3)", kind, mt ? mt : "(none)");
+        CHECK(rt && !strcmp(rt, "llama3") && json_number_value(json_object_get(rs, "factor")) == 8.0 &&
+                  json_integer_value(json_object_get(rs, "original_max_position_embeddings")) == 512,
+              "%s: rope_scaling is not the target's llama3 scaling", kind);
+        CHECK(json_integer_value(mask) == V - 1, "%s: mask_token_id %d (want V-1 = %d for a non-Llama-3 vocab)", kind,
+              (int)json_integer_value(mask), V - 1);
+        json_decref(root);
+        sp_config dc;
+        CHECK(text && sp_config_parse(&dc, text, p, &err) == 0, "%s", err.msg);
+        free(text);
+        CHECK(dc.arch == SP_ARCH_QWEN3 && dc.qk_norm && dc.rope.type == SP_ROPE_LLAMA3 &&
+                  dc.rope.theta == tc->rope.theta && dc.rope.factor == tc->rope.factor &&
+                  dc.rope.low_freq_factor == tc->rope.low_freq_factor &&
+                  dc.rope.high_freq_factor == tc->rope.high_freq_factor &&
+                  dc.rope.original_max_pos == tc->rope.original_max_pos && dc.rms_eps == tc->rms_eps,
+              "%s: draft config is not the Qwen3 block with the target's rope / eps", kind);
+        /* tensors: q_norm / k_norm in every layer */
+        st_set *st = NULL;
+        CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+        for (int i = 0; st && i < dc.n_layers; i++) {
+            char nm[96];
+            for (int j = 0; j < 2; j++) {
+                snprintf(nm, sizeof nm, "layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q");
+                CHECK(st_find(st, nm), "%s: no %s", kind, nm);
+            }
+        }
+        st_close(st);
+        /* at inference: norms on, RoPE frequencies equal to the target's, bit for bit */
+        sp_sample_params greedy = sp_sample_params_default();
+        sp_drafter *d = sp_drafter_dflash(dir, m, &greedy, NULL, &err);
+        CHECK(d, "%s: %s", kind, err.msg);
+        if (!d) continue;
+        sp_dflash_info info;
+        CHECK(sp_dflash_info_get(d, &info) == 0 && info.qk_norm == 1, "%s: q/k norms not used", kind);
+        int D = 0;
+        const float *fd = sp_dflash_rope_inv_freq(d, 0, &D);
+        const float *ft = m->layers[0].inv_freq;
+        CHECK(fd && D == tc->head_dim && !memcmp(fd, ft, sizeof(float) * (size_t)(D / 2)),
+              "%s: draft RoPE frequencies differ from the target's", kind);
+        float plain[64];
+        sp_rope_params def = tc->rope;
+        def.type = SP_ROPE_DEFAULT;
+        sp_rope_inv_freq(plain, tc->head_dim, &def);
+        CHECK(fd && memcmp(fd, plain, sizeof(float) * (size_t)(D / 2)), "%s: llama3 scaling has no effect here", kind);
+        sp_drafter_free(d);
+        /* greedy identity */
+        int32_t prompt[32], ref[64], out[64];
+        int np = make_prompt(prompt, V), N = 32;
+        sp_gen_params gp = sp_gen_params_default();
+        gp.max_new = N;
+        gp.ignore_eos = 1;
+        sp_gen_stats gs;
+        CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
+        for (int B = 2; B <= 8; B *= 2) {
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen = gp;
+            sp.draft_max = B;
+            sp_dflash_opts dop = sp_dflash_opts_default();
+            dop.max_drafts = B;
+            d = sp_drafter_dflash(dir, m, &sp.gen.sample, &dop, &err);
+            CHECK(d, "%s: %s", kind, err.msg);
+            if (!d) continue;
+            sp_spec_stats sst;
+            memset(out, 0xff, sizeof out);
+            CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &sst, &err) == 0, "%s", err.msg);
+            CHECK(sst.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N) && sst.drafted > 0,
+                  "llama %s B %d: output differs from plain", kind, B);
+            sp_drafter_free(d);
+        }
+    }
+    /* the automatic mask token per vocabulary (newdrafter.h; `specula train` uses the same) */
+    sp_config c = *tc;
+    c.vocab_size = 128256;
+    CHECK(newdrafter_mask_id(&c) == 128002, "Llama-3 vocab mask id %d", newdrafter_mask_id(&c));
+    c.vocab_size = 151936;
+    CHECK(newdrafter_mask_id(&c) == 151669, "Qwen3 vocab mask id %d", newdrafter_mask_id(&c));
+    c.vocab_size = 32000;
+    CHECK(newdrafter_mask_id(&c) == 31999, "other vocab mask id %d", newdrafter_mask_id(&c));
+    c.arch = SP_ARCH_GEMMA4;
+    c.vocab_size = 262144;
+    CHECK(newdrafter_mask_id(&c) == 4, "Gemma-4 mask id %d", newdrafter_mask_id(&c));
     sp_model_free(m);
 }
 
@@ -630,6 +848,8 @@ int main(void) {
     TIMED(test_bias_cache);
     TIMED(test_audit);
     TIMED(test_load_errors);
+    TIMED(test_qk_norm_presence);
+    TIMED(test_llama_target);
     TIMED(test_scheduler_unit);
     TIMED(test_sts_fit);
     TIMED(test_scheduler_audit);

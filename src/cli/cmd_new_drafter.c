@@ -22,7 +22,10 @@ static void usage(FILE *f) {
             "presets:\n"
             "  dflash  b16        z-lab layout, block_size 16\n"
             "  dspark  b7         DSpark, block 7, vanilla Markov head (rank 256; 16 on tiny targets), confidence head\n"
-            "  dspark  dflash-b7  DeepSpec dflash_*_block7: the same backbone with the heads off\n");
+            "  dspark  dflash-b7  DeepSpec dflash_*_block7: the same backbone with the heads off\n"
+            "a Llama target's drafter is the Qwen3 block (q_norm / k_norm, model_type \"qwen3\") with the target's\n"
+            "rope_theta, rope_scaling and rms_norm_eps, as `specula train` writes it. Mask token: 151669 (Qwen3\n"
+            "vocabulary), 128002 (Llama-3 vocabulary), 4 (Gemma-4), else the last id; --set changes it.\n");
 }
 
 int cmd_new_drafter(int argc, char **argv) {

@@ -38,7 +38,7 @@ int cmd_train(int argc, char **argv) {
          "DSpark Markov head type (markov_head_type, default vanilla)"},
         {NULL, "--ctx", CLI_INT, &c.ctx, "N", "context rows per anchor (default 512)"},
         {NULL, "--gamma", CLI_FLOAT, &gamma, "G", "loss position decay (default 4)"},
-        {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for Qwen3 vocab, else V-1)"},
+        {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for the Qwen3 vocab, 128002 for the Llama-3 vocab, else V-1)"},
         {NULL, "--seed", CLI_U64, &c.seed, "S", "init and data-order seed (default 42)"},
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
         {NULL, "--eval-every", CLI_INT, &c.eval_every, "K", "held-out tau every K steps (default: start, end)"},

@@ -19,6 +19,14 @@
  * compares each c_j (not the product). Missing z-lab target_layer_ids take the §7.1 default (llama.cpp:
  * an error).
  *
+ * q_norm / k_norm come from the checkpoint's tensors, not from model_type alone (qk_norm_decide):
+ * the published drafter code (z-lab DFlashDraftModel, DeepSpec Qwen3DSparkModel) builds the Qwen3
+ * block even for a Llama target, and `specula train` / `new-drafter` write such drafters with
+ * model_type "qwen3" and the target's rope_theta / rope_scaling (llama3) / rms_norm_eps. Both norms
+ * in every layer → used (whatever model_type says); none → not used, an error if model_type is
+ * qwen3 / gemma4; in some layers only, or q without k → an error naming the missing tensor.
+ * RoPE and eps are the drafter config's (FORMATS.md §8.3: theta from the target).
+ *
  * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
 #include "drafters/dflash.h"
 
@@ -54,6 +62,7 @@ typedef struct {
     st_set *st;
     sp_config dc;
     int H, V, L, NH, I_max, m, block_size, max_drafts, mask_id, gemma;
+    int qk_norm;          /* q_norm / k_norm in every layer (decided by the tensors, see qk_norm_decide) */
     int taps[SP_MAX_LAYERS];
     sp_mat fc;            /* [H, m·H] */
     float *hidden_norm, *final_norm;
@@ -145,7 +154,7 @@ static int bind_layer(df_t *s, int i, sp_err *err) {
         return -1;
     if (lc->has_v_proj && get_mat(s, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
         return -1;
-    if (c->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
+    if (s->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
                        get_vec(s, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)))
         return -1;
     l->layer_scalar = 1.0f;
@@ -163,6 +172,41 @@ static int bind_layer(df_t *s, int i, sp_err *err) {
     sp_rope_inv_freq(l->inv_freq, D, &c->rope);
     if (D > 1024) return sp_err_set(err, "drafter layer %d: head_dim %d above 1024", i, D);
     return 0;
+}
+
+/* Whether the draft layers carry q_norm / k_norm, from the checkpoint's tensors, not from
+ * model_type alone: the published drafter code builds the Qwen3 block (with both norms) even for
+ * Llama targets (FORMATS.md §7.2, §8.2), and a config may still say "llama". Both norms in every
+ * layer → used; none → not used, unless the config's model_type is one whose block has them
+ * (qwen3, gemma4): then the first one is reported missing; any other mix (some layers only, q
+ * without k or k without q) is an error naming the first missing tensor. */
+static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
+    char nm[160];
+    int n_found = 0;
+    for (int i = 0; i < s->L; i++)
+        for (int j = 0; j < 2; j++)
+            n_found += st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")) != NULL;
+    if (n_found == 0 && !s->dc.qk_norm) {
+        s->qk_norm = 0;
+        return 0;
+    }
+    s->qk_norm = 1;
+    if (n_found == 2 * s->L) return 0;
+    char present[160] = "";
+    for (int i = 0; i < s->L && !present[0]; i++)
+        for (int j = 0; j < 2 && !present[0]; j++)
+            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")))
+                snprintf(present, sizeof present, "%s", nm);
+    for (int i = 0; i < s->L; i++)
+        for (int j = 0; j < 2; j++) {
+            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q"))) continue;
+            if (!present[0])
+                return sp_err_set(err, "%s: missing tensor %s (config model_type %s has q_norm / k_norm in every "
+                                       "layer)", dir, nm, sp_arch_name(s->dc.arch));
+            return sp_err_set(err, "%s: missing tensor %s while %s is present (q_norm / k_norm must be in every "
+                                   "draft layer, both, or in none)", dir, nm, present);
+        }
+    return 0; /* not reached: n_found < 2L means one is missing */
 }
 
 static int json_get_int(json_t *o, const char *key, int *out, const char *what, sp_err *err) {
@@ -668,7 +712,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     s->gemma = c->arch == SP_ARCH_GEMMA4;
     s->L = c->n_layers;
     s->NH = c->n_heads;
-    if (st_open_dir(&s->st, dir, err)) goto fail;
+    if (st_open_dir(&s->st, dir, err) || qk_norm_decide(s, dir, err)) goto fail;
     if (!(s->layers = own(s, sizeof(df_layer) * (size_t)s->L))) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
@@ -745,7 +789,8 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         goto fail;
     }
     s->info = (sp_dflash_info){.kind = s->kind, .block_size = s->block_size, .max_drafts = s->max_drafts,
-                               .markov_rank = s->r, .has_conf = s->conf, .n_taps = s->m, .tap_layers = s->taps};
+                               .markov_rank = s->r, .has_conf = s->conf, .n_taps = s->m, .tap_layers = s->taps,
+                               .qk_norm = s->qk_norm};
     d->name = s->kind == SP_DFLASH_ZLAB ? "dflash" : s->mtype != MARKOV_NONE || s->conf ? "dspark" : "dflash-deepspec";
     d->n_taps = s->m;
     d->tap_layers = s->taps;
@@ -774,4 +819,12 @@ const float *sp_dflash_context(const sp_drafter *d, int *n) {
     const df_t *s = d->self;
     *n = s->n_kept;
     return s->o.keep_taps ? s->kept : NULL;
+}
+
+const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D) {
+    if (!d || d->begin != df_begin) return NULL;
+    const df_t *s = d->self;
+    if (layer < 0 || layer >= s->L) return NULL;
+    *D = s->layers[layer].D;
+    return s->layers[layer].inv_freq;
 }

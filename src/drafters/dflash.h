@@ -61,6 +61,7 @@ typedef struct {
     sp_dflash_kind kind;
     int block_size, max_drafts, markov_rank, has_conf, n_taps;
     const int *tap_layers;
+    int qk_norm;      /* the draft layers apply q_norm / k_norm (decided by the checkpoint's tensors) */
     /* over all proposals since load */
     long proposals, drafted;
     double conf_sum;  /* Σ c_j over drafts offered (mean = conf_sum / conf_n) */
@@ -71,6 +72,11 @@ typedef struct {
 
 /* Facts and statistics of a drafter made by sp_drafter_dflash (0), else -1. */
 int sp_dflash_info_get(const sp_drafter *d, sp_dflash_info *info);
+
+/* The RoPE inverse frequencies [*D / 2] draft layer `layer` applies (owned by the drafter),
+ * NULL if d is not a DFlash / DSpark drafter or layer is out of range. For tests: a Llama
+ * target's drafter must rotate exactly like the target (llama3 rope scaling included). */
+const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D);
 
 /* keep_taps only: the context rows H_ctx [*n, n_taps·H] the drafter has absorbed (row i =
  * taps of committed token i). NULL otherwise. */

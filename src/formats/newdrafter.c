@@ -1,7 +1,8 @@
 /* newdrafter.c — random DFlash / DSpark drafter checkpoints for a target (see newdrafter.h).
  *
  * Pipeline: target config.json → draft config (z-lab: a fresh Qwen3-shaped config with a
- * dflash_config; DeepSpec: a copy of the target's (text) config with the §8.1 overrides) →
+ * dflash_config and the target's rope_theta / rope_scaling / rms_norm_eps; DeepSpec: a copy of
+ * the target's (text) config with the §8.1 overrides, model_type "qwen3" for a Llama target) →
  * --set overrides → derived keys (layer_types, tap ids) unless overridden → sp_config (the
  * target parser, as a shape check) → tensors (the decoder layers of newmodel's list without
  * prefix, fc, hidden_norm, Markov and confidence heads; DeepSpec also the target's embedding
@@ -26,6 +27,13 @@ const char *newdrafter_preset_at(const char *arch, int i) {
     for (int k = 0; k <= i; k++)
         if (!v[k]) return NULL;
     return v[i];
+}
+
+int newdrafter_mask_id(const sp_config *tc) {
+    if (tc->arch == SP_ARCH_GEMMA4) return 4;          /* Gemma's <mask> (FORMATS.md §8.1 table) */
+    if (tc->vocab_size == 151936) return 151669;       /* Qwen3: first unused embedding row (§3.5, §7.1) */
+    if (tc->vocab_size == 128256) return 128002;       /* Llama-3: <|reserved_special_token_0|> (newdrafter.h) */
+    return tc->vocab_size - 1;
 }
 
 static int round_half_even(double x) {
@@ -103,7 +111,7 @@ static int json_int_or(json_t *o, const char *key, int def) {
 static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t *troot, int zlab, sp_err *err) {
     int gemma = tc->arch == SP_ARCH_GEMMA4, N = tc->n_layers, H = tc->hidden_size, V = tc->vocab_size;
     int tiny = H < 512;
-    int mask = gemma ? 4 : (tc->arch == SP_ARCH_QWEN3 && V == 151936) ? 151669 : V - 1;
+    int mask = newdrafter_mask_id(tc);
     const char *dtype = o->dtype == SP_DT_F32 ? "float32" : o->dtype == SP_DT_BF16 ? "bfloat16"
                         : !strcmp(tc->torch_dtype, "float32") ? "float32" : "bfloat16";
     json_t *d;
@@ -120,6 +128,12 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
         json_object_set_new(d, "head_dim", json_integer(gemma ? tc->global_head_dim : tc->head_dim));
         json_object_set_new(d, "rms_norm_eps", json_real(tc->rms_eps));
         json_object_set_new(d, "rope_theta", json_real(tc->rope.theta));
+        if (!gemma) /* the target's RoPE as written (llama3 rope_scaling; transformers 5 rope_parameters) */
+            for (int k = 0; k < 2; k++) {
+                const char *key = k ? "rope_parameters" : "rope_scaling";
+                json_t *v = json_object_get(troot, key);
+                if (v) json_object_set_new(d, key, json_deep_copy(v));
+            }
         json_object_set_new(d, "max_position_embeddings", json_integer(tc->max_pos));
         json_object_set_new(d, "vocab_size", json_integer(V));
         json_object_set_new(d, "attention_bias", json_false());
@@ -132,6 +146,8 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
         if (gemma && json_is_object(json_object_get(troot, "text_config"))) src = json_object_get(troot, "text_config");
         d = json_deep_copy(src);
         json_object_set_new(d, "architectures", json_pack("[s]", gemma ? "Gemma4DSparkModel" : "Qwen3DSparkModel"));
+        if (!gemma) /* the Qwen3 block (q_norm / k_norm) for a Llama target too, as `specula train` writes */
+            json_object_set_new(d, "model_type", json_string("qwen3"));
         if (gemma) {
             json_object_set_new(d, "model_type", json_string("gemma4_text"));
             json_object_set_new(d, "target_model_type", json_string("gemma4"));

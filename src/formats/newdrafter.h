@@ -3,7 +3,9 @@
  *
  * The drafter takes the target's hidden size, vocabulary, RoPE and head shapes; tap layers
  * (target_layer_ids) default to the published rule (§7.1) for the target's depth; the mask
- * token is the published one for real Qwen3 / Gemma-4 vocabularies, else the last id.
+ * token is newdrafter_mask_id. For a Llama target the drafter is the Qwen3 block (q_norm /
+ * k_norm, model_type "qwen3") with the target's rope_theta, rope_scaling (llama3) and
+ * rms_norm_eps, as the published drafter code builds it and `specula train` writes it.
  * Weights come from the counter-based RNG (seed, tensor index, element index), so a seed
  * gives byte-identical files. DeepSpec checkpoints carry copies of the target's embedding and
  * LM head (as published); z-lab ones carry neither. */
@@ -23,6 +25,13 @@ typedef struct {
     sp_dtype dtype;          /* SP_DT_F32 / SP_DT_BF16; SP_DT_UNKNOWN: the target's */
     uint64_t seed;
 } newdrafter_opts;
+
+/* The automatic mask token id for a target (also `specula train`'s): Gemma-4 → 4 (<mask>);
+ * the Qwen3 vocabulary (V 151936) → 151669 (FORMATS.md §7.1, §8.1); the Llama-3 vocabulary
+ * (V 128256) → 128002 = <|reserved_special_token_0|>, an untrained reserved row (FORMATS.md has
+ * no Llama entry; third-party ports of the z-lab Llama-3.1 DFlash drafter use this id);
+ * otherwise V-1. */
+int newdrafter_mask_id(const sp_config *tc);
 
 /* Names of the presets of an arch, for --help ("b16", ...). NULL past the end. */
 const char *newdrafter_preset_at(const char *arch, int i);

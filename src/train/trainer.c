@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "core/pool.h"
 #include "core/progress.h"
+#include "formats/newdrafter.h"
 #include "model/model_internal.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
@@ -101,11 +102,6 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P) {
     return 2 * (fwd + bwd + target);
 }
 
-static int mask_id_auto(const sp_config *cfg) {
-    if (cfg->arch == SP_ARCH_GEMMA4) return 4; /* Gemma's <mask> (as newdrafter) */
-    return cfg->vocab_size == 151936 ? 151669 : cfg->vocab_size - 1;
-}
-
 int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
                     char **config_json, sp_err *err) {
     const sp_config *tc = sp_model_config(target);
@@ -125,7 +121,7 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
                  .D = tc->head_dim, .I = tc->ffn_dim, .L = c->layers, .V = tc->vocab_size, .m = m,
                  .B = c->block, .r = c->arch == TR_ARCH_DSPARK ? c->markov_rank : 0,
                  .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
-                 .mask_id = c->mask_id >= 0 ? c->mask_id : mask_id_auto(tc), .n_target_layers = tc->n_layers,
+                 .mask_id = c->mask_id >= 0 ? c->mask_id : newdrafter_mask_id(tc), .n_target_layers = tc->n_layers,
                  .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma, .markov = c->markov_head};
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
