@@ -200,6 +200,23 @@ static int w_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, c
     return rc;
 }
 
+/* the drafter that runs w->in through w_begin / w_propose / w_commit */
+static sp_drafter wrap_drafter(wrap_t *w) {
+    sp_drafter d = {.name = "wrap", .self = w, .n_taps = w->in->n_taps, .tap_layers = w->in->tap_layers,
+                    .provides_q = w->in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+    return d;
+}
+
+/* sampled decoding (temperature 1, the given seed) of max_new tokens, EOS ignored, up to 7 drafts */
+static sp_spec_params sampled_params(int max_new, uint64_t seed) {
+    sp_spec_params sp = sp_spec_params_default();
+    sp.gen.max_new = max_new;
+    sp.gen.ignore_eos = 1;
+    sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, seed};
+    sp.draft_max = 7;
+    return sp;
+}
+
 static void test_context_growth(void) {
     for (int t = 0; t < 2; t++) {
         sp_model *m = load_target(TARGETS[t]);
@@ -209,11 +226,7 @@ static void test_context_growth(void) {
         int32_t prompt[32], out[64], stream[128];
         int np = make_prompt(prompt, V);
         sp_err err = {{0}};
-        sp_spec_params sp = sp_spec_params_default();
-        sp.gen.max_new = 30;
-        sp.gen.ignore_eos = 1;
-        sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, 5}; /* sampling: partial acceptance */
-        sp.draft_max = 7;
+        sp_spec_params sp = sampled_params(30, 5); /* sampling: partial acceptance */
         sp_dflash_opts o = sp_dflash_opts_default();
         o.keep_taps = 1;
         sp_sample_params dq = sp.gen.sample;
@@ -222,8 +235,7 @@ static void test_context_growth(void) {
         CHECK(in, "%s", err.msg);
         if (!in) { sp_model_free(m); continue; }
         wrap_t w = {in, 0, 0, 0, 0};
-        sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
-                        .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+        sp_drafter d = wrap_drafter(&w);
         sp_spec_stats st;
         CHECK(sp_spec_generate(m, &d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
         CHECK(w.bad == 0 && w.rounds > 3, "%s: context grew wrongly in %d of %d rounds", TARGETS[t], w.bad, w.rounds);
@@ -267,19 +279,14 @@ static void test_bias_cache(void) {
         int emitted[2];
         for (int c = 0; c < 2; c++) {
             sp_err err = {{0}};
-            sp_spec_params sp = sp_spec_params_default();
-            sp.gen.max_new = 80;
-            sp.gen.ignore_eos = 1;
-            sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, 9};
-            sp.draft_max = 7;
+            sp_spec_params sp = sampled_params(80, 9);
             sp_dflash_opts o = sp_dflash_opts_default();
             o.no_bias_cache = c;
             sp_drafter *in = open_drafter(TARGETS[t], "dspark", m, &sp.gen.sample, &o, &err);
             CHECK(in, "%s", err.msg);
             if (!in) break;
             wrap_t w = {in, 0, 0, V_OF(m), 0};
-            sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
-                            .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+            sp_drafter d = wrap_drafter(&w);
             sp_spec_stats st;
             CHECK(sp_spec_generate(m, &d, prompt, np, &sp, out[c], 96, &st, &err) == 0, "%s", err.msg);
             sums[c] = w.sum, emitted[c] = st.emitted;
@@ -631,11 +638,7 @@ static uint64_t proposal_sum(sp_model *m, const char *dir, int *qk) {
     int32_t prompt[32], out[64];
     int np = make_prompt(prompt, V_OF(m));
     sp_err err = {{0}};
-    sp_spec_params sp = sp_spec_params_default();
-    sp.gen.max_new = 24;
-    sp.gen.ignore_eos = 1;
-    sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0, 3};
-    sp.draft_max = 7;
+    sp_spec_params sp = sampled_params(24, 3);
     sp_drafter *in = sp_drafter_dflash(dir, m, &sp.gen.sample, NULL, &err);
     CHECK(in, "%s: %s", dir, err.msg);
     if (!in) return 0;
@@ -643,8 +646,7 @@ static uint64_t proposal_sum(sp_model *m, const char *dir, int *qk) {
     CHECK(sp_dflash_info_get(in, &info) == 0, "info");
     *qk = info.qk_norm;
     wrap_t w = {in, 0, 0, V_OF(m), 0};
-    sp_drafter d = {.name = "wrap", .self = &w, .n_taps = in->n_taps, .tap_layers = in->tap_layers,
-                    .provides_q = in->provides_q, .begin = w_begin, .propose = w_propose, .commit = w_commit};
+    sp_drafter d = wrap_drafter(&w);
     sp_spec_stats st;
     CHECK(sp_spec_generate(m, &d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
     CHECK(st.drafted > 0, "%s: nothing drafted", dir);

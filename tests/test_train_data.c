@@ -10,14 +10,14 @@
 #include <unistd.h>
 
 #include "formats/newmodel.h"
-#include "harness.h"
 #include "kernels/kernels.h"
 #include "train/batch.h"
 #include "train/regen.h"
 #include "train/shards.h"
+#include "train_harness.h"
 #include "tokenizer/tokenizer.h"
 
-static char root[256], target[300], shards[300], corpus[300];
+static char corpus[300]; /* th_root/corpus.jsonl */
 
 static int write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -28,13 +28,11 @@ static int write_text(const char *path, const char *text) {
 }
 
 static void setup(void) {
-    snprintf(root, sizeof root, "/tmp/specula_test_train_data_%d", (int)getpid());
-    snprintf(target, sizeof target, "%s/target", root);
-    snprintf(shards, sizeof shards, "%s/shards", root);
-    snprintf(corpus, sizeof corpus, "%s/corpus.jsonl", root);
+    th_paths("test_train_data", "");
+    snprintf(corpus, sizeof corpus, "%s/corpus.jsonl", th_root);
     sp_err err;
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 3, .n_threads = 2};
-    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    CHECK(newmodel_write(th_target, &o, &err) == 0, "%s", err.msg);
     /* 5 records of prompts; responses regenerated greedily by the target */
     char text[4096] = "";
     for (int i = 0; i < 5; i++) {
@@ -47,7 +45,7 @@ static void setup(void) {
 }
 
 static tr_regen_cfg regen_cfg(void) {
-    tr_regen_cfg c = {.model_dir = target, .data_path = corpus, .out_dir = shards, .shard_records = 2,
+    tr_regen_cfg c = {.model_dir = th_target, .data_path = corpus, .out_dir = th_shards, .shard_records = 2,
                       .generate = 12, .temp = 0, .threads = 2};
     return c;
 }
@@ -59,7 +57,7 @@ static void test_regen_shards(void) {
     CHECK(tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg);
     CHECK(w == 3 && s == 0, "written %d skipped %d", w, s);
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
     CHECK(set.n_shards == 3 && set.H == 64 && set.m == 1 && set.tap_layers[0] == 0, "shards %d H %d m %d",
           set.n_shards, set.H, set.m);
     CHECK(set.shards[0].n_seq == 2 && set.shards[2].n_seq == 1, "records per shard");
@@ -67,7 +65,7 @@ static void test_regen_shards(void) {
           set.shards[0].seq_lens[0], set.shards[0].resp_starts[0]);
     /* hidden / taps equal a fresh target forward (bf16-rounded) */
     sp_model *m;
-    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    CHECK(sp_model_load(&m, th_target, 2, &err) == 0, "%s", err.msg);
     const tr_shard *sh = &set.shards[1];
     int n = sh->seq_lens[1];
     const int32_t *ids = sh->ids + sh->seq_off[1];
@@ -101,7 +99,7 @@ static void test_rerun_and_torn_shard(void) {
     CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 0 && s == 3, "rerun: written %d skipped %d", w, s);
     /* a killed writer: shard 1 lost its shard.json and has a truncated tensor file + a temp file */
     char p[512], sd[400];
-    tr_shard_dir(sd, sizeof sd, shards, 1);
+    tr_shard_dir(sd, sizeof sd, th_shards, 1);
     snprintf(p, sizeof p, "%s/shard.json", sd);
     unlink(p);
     snprintf(p, sizeof p, "%s/model.safetensors", sd);
@@ -109,28 +107,28 @@ static void test_rerun_and_torn_shard(void) {
     snprintf(p, sizeof p, "%s/model.safetensors.tmp.999", sd);
     write_text(p, "garbage");
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0 && set.n_shards == 2, "torn shard not skipped: %s",
+    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 2, "torn shard not skipped: %s",
           err.msg);
     tr_shardset_close(&set);
     CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 1 && s == 2, "torn: written %d skipped %d", w, s);
-    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0 && set.n_shards == 3, "after rewrite: %s", err.msg);
+    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 3, "after rewrite: %s", err.msg);
     tr_shardset_close(&set);
     /* a damaged complete shard is an error naming the file */
     snprintf(p, sizeof p, "%s/model.safetensors", sd);
     CHECK(truncate(p, 100) == 0, "truncate");
-    CHECK(tr_shardset_open(&set, shards, 8192, &err) != 0 && strstr(err.msg, "shard_00001"), "damaged: %s", err.msg);
+    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) != 0 && strstr(err.msg, "shard_00001"), "damaged: %s", err.msg);
     /* ids outside the vocabulary */
     CHECK(tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg); /* shard.json present: skipped... */
     snprintf(p, sizeof p, "%s/shard.json", sd);
     unlink(p);
     CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 1, "rewrite %d", w);
-    CHECK(tr_shardset_open(&set, shards, 50, &err) != 0 && strstr(err.msg, "outside the vocabulary"), "vocab: %s",
+    CHECK(tr_shardset_open(&set, th_shards, 50, &err) != 0 && strstr(err.msg, "outside the vocabulary"), "vocab: %s",
           err.msg);
 }
 
 static void test_malformed_jsonl(void) {
     char bad[400];
-    snprintf(bad, sizeof bad, "%s/bad.jsonl", root);
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", th_root);
     const char *cases[][2] = {
         {"{\"ids\": [1, 2, 3], \"resp_start\": 1}\n{\"ids\": [1, 2\n", "bad.jsonl:2: invalid JSON"},
         {"{\"ids\": [1, 2, 3], \"resp_start\": 1}\n\n{\"ids\": [1, 99999], \"resp_start\": 1}\n", "bad.jsonl:3: ids[1]"},
@@ -144,7 +142,7 @@ static void test_malformed_jsonl(void) {
         tr_regen_cfg c = regen_cfg();
         c.data_path = bad;
         char out[400];
-        snprintf(out, sizeof out, "%s/bad_out", root);
+        snprintf(out, sizeof out, "%s/bad_out", th_root);
         c.out_dir = out;
         sp_err err = {{0}};
         CHECK(tr_regen_run(&c, NULL, NULL, &err) != 0 && strstr(err.msg, cases[i][1]), "case %zu: '%s'", i, err.msg);
@@ -158,9 +156,9 @@ static void test_batches(void) {
     tr_regen_cfg c = regen_cfg();
     CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
     sp_model *m;
-    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    CHECK(sp_model_load(&m, th_target, 2, &err) == 0, "%s", err.msg);
     int B = 4, C = 6, NB = 5, V = 8192;
     tr_batcher bt;
     CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
@@ -242,9 +240,9 @@ static void test_batches(void) {
 static void test_shared_batches(void) {
     sp_err err;
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
     sp_model *m;
-    CHECK(sp_model_load(&m, target, 2, &err) == 0, "%s", err.msg);
+    CHECK(sp_model_load(&m, th_target, 2, &err) == 0, "%s", err.msg);
     int B = 4, C = 6, NB = 5, V = 8192, A = 3, H = 64, mH = set.m * H;
     tr_batcher bt, b1;
     CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, A, 9, NB, &err) == 0, "%s", err.msg);
@@ -334,11 +332,11 @@ static void test_shared_batches(void) {
 /* text, prompt/response and messages records through a byte-level tokenizer with ChatML */
 static void test_text_records(void) {
     char dir[300], tj[400], tc[400], data[400], out[400];
-    snprintf(dir, sizeof dir, "%s/tok", root);
+    snprintf(dir, sizeof dir, "%s/tok", th_root);
     snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
     snprintf(tc, sizeof tc, "%s/tokenizer_config.json", dir);
-    snprintf(data, sizeof data, "%s/text.jsonl", root);
-    snprintf(out, sizeof out, "%s/text_shards", root);
+    snprintf(data, sizeof data, "%s/text.jsonl", th_root);
+    snprintf(out, sizeof out, "%s/text_shards", th_root);
     sp_err err;
     CHECK(sp_mkdir_p(dir, &err) == 0, "%s", err.msg);
     FILE *f = fopen(tj, "w");
@@ -356,7 +354,7 @@ static void test_text_records(void) {
     fclose(f);
     write_text(tc, "{\"eos_token\":\"<|im_end|>\",\"chat_template\":\"{% for m in messages %}<|im_start|>{% endfor %}\"}");
     char tdir[400];
-    snprintf(tdir, sizeof tdir, "%s/ttarget", root);
+    snprintf(tdir, sizeof tdir, "%s/ttarget", th_root);
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 4, .n_threads = 2, .tokenizer = tj};
     CHECK(newmodel_write(tdir, &o, &err) == 0, "%s", err.msg);
     write_text(data, "{\"text\": \"hello world\"}\n"
@@ -400,8 +398,6 @@ int main(void) {
     RUN(test_batches);
     RUN(test_shared_batches);
     RUN(test_text_records);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    th_remove_root();
     return harness_done("test_train_data");
 }
