@@ -26,7 +26,8 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-HEADERS  := $(wildcard include/*.h src/*/*.h tests/*.h)
+HEADERS  := $(wildcard include/*.h src/*/*.h)
+TEST_HEADERS := $(wildcard tests/*.h)
 
 .PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
@@ -48,7 +49,7 @@ $(BUILD)/libspecula.so: $(LIB_OBJ)
 $(BUILD)/specula: $(CLI_OBJ) $(BUILD)/libspecula.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libspecula.a $(HEADERS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libspecula.a $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
 
