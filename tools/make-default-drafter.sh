@@ -21,6 +21,8 @@ CTX=${CTX:-256}
 RANK=${RANK:-256}
 BATCH=${BATCH:-32}
 TRAIN_EXTRA=${TRAIN_EXTRA:-}
+SAMPLED=${SAMPLED:-0}
+SAMPLE_TEMP=${SAMPLE_TEMP:-0.8}
 SEED=${SEED:-8}
 RECIPE=${RECIPE:-$T/RECIPE.txt}
 log() { printf '%s\n' "$*" >> "$RECIPE"; }
@@ -59,10 +61,23 @@ fresh train shards
 fresh held held
 run "$SPECULA" regen -m "$T" --data "$WORK/train.jsonl" -o "$WORK/shards" --generate "$GEN" -q
 run "$SPECULA" regen -m "$T" --data "$WORK/held.jsonl" -o "$WORK/held" --generate "$GEN" -q
+# sampled continuations (temperature SAMPLE_TEMP) of the first SAMPLED prompts too, so the drafter
+# also sees the contexts sampling produces; training reads both shard sets through $WORK/mix
+DATA="$WORK/shards"
+if [ "$SAMPLED" -gt 0 ]; then
+    head -n "$SAMPLED" "$WORK/train.jsonl" > "$WORK/sampled.jsonl.new"
+    fresh sampled shards-sampled
+    run "$SPECULA" regen -m "$T" --data "$WORK/sampled.jsonl" -o "$WORK/shards-sampled" --generate "$GEN" \
+        --temp "$SAMPLE_TEMP" --seed "$SEED" -q
+    rm -rf "$WORK/mix"; mkdir -p "$WORK/mix"
+    for d in "$WORK"/shards/shard_*; do cp -al "$d" "$WORK/mix/"; done
+    for d in "$WORK"/shards-sampled/shard_*; do cp -al "$d" "$WORK/mix/shard_t$(basename "$d" | cut -c7-)"; done
+    DATA="$WORK/mix"
+fi
 [ "$STEPS" -gt 0 ] || { echo "make-default-drafter: STEPS=0, regen only" >&2; exit 0; }
 # RESUME=1 continues an interrupted run of the same arguments (bit-identical to an uninterrupted one)
 if [ "${RESUME:-0}" = 1 ] && [ -f "$WORK/run/trainer_state.json" ]; then resume=--resume; else rm -rf "$WORK/run"; resume=; fi
-run "$SPECULA" train --arch dspark -m "$T" --data "$WORK/shards" --held-out "$WORK/held" -o "$WORK/run" \
+run "$SPECULA" train --arch dspark -m "$T" --data "$DATA" --held-out "$WORK/held" -o "$WORK/run" \
     --steps "$STEPS" --layers "$LAYERS" --block-size 7 --ctx "$CTX" --markov-rank "$RANK" --batch "$BATCH" \
     --seed "$SEED" --eval-every 250 --save-every 250 $TRAIN_EXTRA $resume -q
 rm -rf "$OUT"; mkdir -p "$OUT"
