@@ -461,6 +461,33 @@ static void test_engine_runs_tiny(void) {
         }
 }
 
+/* --set parsing shared by new-model and new-drafter: dotted paths, JSON or string values, and
+ * each malformed override named */
+static void test_set_parsing(void) {
+    json_t *o = json_object();
+    sp_err err = {{0}};
+    CHECK(preset_apply_set(o, "a.b.c=3", &err) == 0 && preset_apply_set(o, "name=plain text", &err) == 0 &&
+              preset_apply_set(o, "a.list=[1,2]", &err) == 0,
+          "%s", err.msg);
+    json_t *c = json_object_get(json_object_get(json_object_get(o, "a"), "b"), "c");
+    CHECK(json_is_integer(c) && json_integer_value(c) == 3, "a.b.c is not 3");
+    CHECK(json_is_string(json_object_get(o, "name")) && !strcmp(json_string_value(json_object_get(o, "name")), "plain text"),
+          "a non-JSON value is not kept as a string");
+    CHECK(json_array_size(json_object_get(json_object_get(o, "a"), "list")) == 2, "a JSON array value");
+    const char *bad[][2] = {{"=3", "expected key=value"}, {"novalue", "expected key=value"},
+                            {"a..b=1", "empty key component"}, {"a.=1", "empty key component"}};
+    for (int i = 0; i < 4; i++) {
+        err.msg[0] = 0;
+        CHECK(preset_apply_set(o, bad[i][0], &err) == -1 && strstr(err.msg, bad[i][1]) && strstr(err.msg, bad[i][0]),
+              "--set '%s': %s", bad[i][0], err.msg);
+    }
+    char key[8];
+    json_t *v = NULL;
+    CHECK(preset_parse_set("much_too_long_key=1", key, sizeof key, &v, &err) == -1 && strstr(err.msg, "key too long"),
+          "a long key: %s", err.msg);
+    json_decref(o);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/specula_test_newmodel.XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -468,6 +495,7 @@ int main(void) {
     RUN(test_tiny_layouts);
     RUN(test_seed_reproducible);
     RUN(test_overrides);
+    RUN(test_set_parsing);
     RUN(test_real_presets_parse);
     RUN(test_sharded);
     RUN(test_tokenizer_copy);

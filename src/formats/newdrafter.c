@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "newmodel.h"
+#include "presets.h"
 #include "safetensors.h"
 
 static const char *ZLAB_PRESETS[] = {"b16", NULL};
@@ -51,42 +52,6 @@ void newdrafter_tap_ids(int N, int m, int *ids) {
     int start = 1, end = N - 3;
     if (end - start < m - 1) start = 0, end = N - 2; /* shallow target: spread over 0..N-2 */
     for (int i = 0; i < m; i++) ids[i] = round_half_even(start + i * (double)(end - start) / (m - 1));
-}
-
-/* "a.b=value" into obj (value: JSON, else a string) */
-static int apply_set(json_t *obj, const char *kv, sp_err *err) {
-    const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv) return sp_err_set(err, "--set '%s': expected key=value", kv);
-    char key[256];
-    size_t klen = (size_t)(eq - kv);
-    if (klen >= sizeof key) return sp_err_set(err, "--set '%s': key too long", kv);
-    memcpy(key, kv, klen);
-    key[klen] = 0;
-    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-    if (!v) v = json_string(eq + 1);
-    if (!v) return sp_err_set(err, "--set '%s': value is not valid UTF-8", kv);
-    json_t *at = obj;
-    char *part = key, *dot;
-    while ((dot = strchr(part, '.')) != NULL) {
-        *dot = 0;
-        json_t *next = json_object_get(at, part);
-        if (!*part) {
-            json_decref(v);
-            return sp_err_set(err, "--set '%s': empty key component", kv);
-        }
-        if (!json_is_object(next)) {
-            next = json_object();
-            json_object_set_new(at, part, next);
-        }
-        at = next;
-        part = dot + 1;
-    }
-    if (!*part) {
-        json_decref(v);
-        return sp_err_set(err, "--set '%s': empty key component", kv);
-    }
-    json_object_set_new(at, part, v);
-    return 0;
 }
 
 static int set_has(const newdrafter_opts *o, const char *key) {
@@ -171,7 +136,7 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
     json_object_set_new(d, "num_hidden_layers", json_integer(tiny ? 2 : 5));
     json_object_set_new(d, "num_target_layers", json_integer(N));
     int rc = 0;
-    for (int i = 0; i < o->n_sets && !rc; i++) rc = apply_set(d, o->sets[i], err);
+    for (int i = 0; i < o->n_sets && !rc; i++) rc = preset_apply_set(d, o->sets[i], err);
     /* derived keys, unless overridden */
     int L = json_int_or(d, "num_hidden_layers", 0);
     if (!rc && L <= 0) rc = sp_err_set(err, "draft config: num_hidden_layers must be > 0");

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "newmodel.h"
+#include "presets.h"
 #include "safetensors.h"
 
 /* ---- parsing ----------------------------------------------------------------------------- */
@@ -119,16 +120,9 @@ static const char *TOP_KEYS[] = {"backbone_hidden_size", "use_ordered_embeddings
                                  "centroid_intermediate_top_k", "tie_word_embeddings"};
 
 static int apply_set(json_t *root, const char *kv, sp_err *err) {
-    const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv) return sp_err_set(err, "--set '%s': expected key=value", kv);
     char key[256];
-    size_t klen = (size_t)(eq - kv);
-    if (klen >= sizeof key) return sp_err_set(err, "--set '%s': key too long", kv);
-    memcpy(key, kv, klen);
-    key[klen] = 0;
-    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-    if (!v) v = json_string(eq + 1);
-    if (!v) return sp_err_set(err, "--set '%s': value is not valid UTF-8", kv);
+    json_t *v;
+    if (preset_parse_set(kv, key, sizeof key, &v, err)) return -1;
     json_t *at = json_object_get(root, "text_config");
     const char *k = key;
     if (!strncmp(k, "text_config.", 12)) k += 12;

@@ -213,19 +213,24 @@ static json_t *build_gemma4(const preset_dims *p, const char *dtype, json_t *tex
 
 /* ---- overrides ---------------------------------------------------------------------------- */
 
-/* Apply "a.b.c=value" to obj. Returns 0 or -1 with err. */
-static int apply_set(json_t *obj, const char *kv, sp_err *err) {
+int preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_err *err) {
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv) return sp_err_set(err, "--set '%s': expected key=value", kv);
-    char key[256];
     size_t klen = (size_t)(eq - kv);
-    if (klen >= sizeof key) return sp_err_set(err, "--set '%s': key too long", kv);
+    if (klen >= cap) return sp_err_set(err, "--set '%s': key too long", kv);
     memcpy(key, kv, klen);
     key[klen] = 0;
-    json_error_t jerr;
-    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     if (!v) v = json_string(eq + 1);
     if (!v) return sp_err_set(err, "--set '%s': value is not valid UTF-8", kv);
+    *value = v;
+    return 0;
+}
+
+int preset_apply_set(json_t *obj, const char *kv, sp_err *err) {
+    char key[256];
+    json_t *v;
+    if (preset_parse_set(kv, key, sizeof key, &v, err)) return -1;
     json_t *at = obj;
     char *part = key;
     for (char *dot; (dot = strchr(part, '.')) != NULL; part = dot + 1) {
@@ -283,7 +288,7 @@ char *preset_config_json(const char *arch, const char *preset, const char *dtype
     json_t *text = gemma ? build_gemma4_text(p, dtype) : build_decoder(p, dtype);
     json_t *root = gemma ? build_gemma4(p, dtype, text) : text;
     for (int i = 0; i < n_sets; i++)
-        if (apply_set(text, sets[i], err) != 0) {
+        if (preset_apply_set(text, sets[i], err) != 0) {
             json_decref(root);
             return NULL;
         }

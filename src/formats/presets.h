@@ -11,6 +11,9 @@
 #ifndef SPECULA_PRESETS_H
 #define SPECULA_PRESETS_H
 
+#include <jansson.h>
+#include <stddef.h>
+
 #include "../core/core.h"
 
 typedef struct {
@@ -24,6 +27,12 @@ typedef struct {
 const preset_info *preset_at(int i);
 /* The entry for (arch, name), or NULL. */
 const preset_info *preset_find(const char *arch, const char *name);
+
+/* A --set override "key=value": *key (cap bytes) gets the key, *value a new reference to the
+ * value parsed as JSON, else taken as a string. Returns 0 or -1 with err naming kv. */
+int preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_err *err);
+/* Apply "a.b.c=value" to obj (missing objects on the path are created). Returns 0 / -1. */
+int preset_apply_set(json_t *obj, const char *kv, sp_err *err);
 
 /* config.json text (pretty-printed, newline-terminated) for arch/preset.
  * dtype: "float32" or "bfloat16" (written as torch_dtype / dtype).
