@@ -21,6 +21,7 @@
 #include "drafters/assistant.h"
 #include "formats/newdrafter_assistant.h"
 #include "formats/newmodel.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "spec/audit.h"
 #include "spec/spec.h"
@@ -60,14 +61,6 @@ static int setup(void) {
             }
         }
     return 0;
-}
-
-/* a prompt with repeats, longer than both windows */
-static int make_prompt(int32_t *p, int V) {
-    int n = 0;
-    for (int r = 0; r < 3; r++)
-        for (int i = 0; i < 7; i++) p[n++] = (int32_t)((i * 977 + 31) % V);
-    return n;
 }
 
 static void test_heads_by_tensor_presence(void) {
@@ -173,7 +166,7 @@ static void test_greedy_identity(void) {
         if (!m) { CHECK(0, "load target"); continue; }
         int V = sp_model_config(m)->vocab_size, N = 40;
         int32_t prompt[32], ref[64], out[64];
-        int np = make_prompt(prompt, V);
+        int np = fixture_prompt(prompt, V);
         sp_gen_params gp = sp_gen_params_default();
         gp.max_new = N;
         gp.ignore_eos = 1;
@@ -288,7 +281,7 @@ static void test_forced_acceptance_state(void) {
     if (!m) { CHECK(0, "load target"); return; }
     int V = sp_model_config(m)->vocab_size, N = 40;
     int32_t prompt[32], ref[64], out[64];
-    int np = make_prompt(prompt, V);
+    int np = fixture_prompt(prompt, V);
     sp_gen_params gp = sp_gen_params_default();
     gp.max_new = N;
     gp.ignore_eos = 1;

@@ -20,6 +20,7 @@
 #include "formats/newdrafter.h"
 #include "formats/safetensors.h"
 #include "core/core.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "kernels/kernels.h"
 #include "model/model_internal.h" /* the target's RoPE frequencies (test_llama_target) */
@@ -67,25 +68,6 @@ static int make_drafters(void) {
     return 0;
 }
 
-static sp_model *load_target(const char *arch) {
-    char dir[256];
-    sp_err err = {{0}};
-    sp_model *m;
-    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
-    if (sp_model_load(&m, dir, 2, &err)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return NULL;
-    }
-    return m;
-}
-
-static int make_prompt(int32_t *p, int V) {
-    int n = 0;
-    for (int r = 0; r < 3; r++)
-        for (int i = 0; i < 7; i++) p[n++] = (int32_t)((i * 977 + 31) % V);
-    return n;
-}
-
 static sp_drafter *open_drafter(const char *target, const char *kind, sp_model *m, const sp_sample_params *sp,
                                 const sp_dflash_opts *o, sp_err *err) {
     char dir[256];
@@ -119,11 +101,11 @@ static void test_new_drafter_layout(void) {
 
 static void test_greedy_identity(void) {
     for (int t = 0; t < 2; t++) {
-        sp_model *m = load_target(TARGETS[t]);
+        sp_model *m = fixture_load(TARGETS[t]);
         if (!m) { CHECK(0, "load"); continue; }
         int V = sp_model_config(m)->vocab_size, N = 32;
         int32_t prompt[32], ref[64], out[64];
-        int np = make_prompt(prompt, V);
+        int np = fixture_prompt(prompt, V);
         sp_err err = {{0}};
         sp_gen_params gp = sp_gen_params_default();
         gp.max_new = N;
@@ -219,12 +201,12 @@ static sp_spec_params sampled_params(int max_new, uint64_t seed) {
 
 static void test_context_growth(void) {
     for (int t = 0; t < 2; t++) {
-        sp_model *m = load_target(TARGETS[t]);
+        sp_model *m = fixture_load(TARGETS[t]);
         if (!m) { CHECK(0, "load"); continue; }
         const sp_config *c = sp_model_config(m);
         int V = c->vocab_size, H = c->hidden_size;
         int32_t prompt[32], out[64], stream[128];
-        int np = make_prompt(prompt, V);
+        int np = fixture_prompt(prompt, V);
         sp_err err = {{0}};
         sp_spec_params sp = sampled_params(30, 5); /* sampling: partial acceptance */
         sp_dflash_opts o = sp_dflash_opts_default();
@@ -271,10 +253,10 @@ static void test_context_growth(void) {
  * previous tokens, direct-mapped slots that collide) equals the run that recomputes each bias */
 static void test_bias_cache(void) {
     for (int t = 0; t < 2; t++) {
-        sp_model *m = load_target(TARGETS[t]);
+        sp_model *m = fixture_load(TARGETS[t]);
         if (!m) { CHECK(0, "load"); continue; }
         int32_t prompt[32], out[2][96];
-        int np = make_prompt(prompt, V_OF(m));
+        int np = fixture_prompt(prompt, V_OF(m));
         uint64_t sums[2];
         int emitted[2];
         for (int c = 0; c < 2; c++) {
@@ -329,7 +311,7 @@ static void audit_case(sp_model *m, const char *target, const char *kind, sp_ver
 
 /* the drafters at target temperature 1.0 (drafts from a hot q: partial acceptance, still lossless) */
 static void test_audit(void) {
-    sp_model *m = load_target("qwen3");
+    sp_model *m = fixture_load("qwen3");
     if (!m) { CHECK(0, "load"); return; }
     audit_case(m, "qwen3", "zlab", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 2000);
     audit_case(m, "qwen3", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 2000);
@@ -338,7 +320,7 @@ static void test_audit(void) {
     for (int b = 1; b <= 8; b++) sps.sps[b] = 1.0 / (1.0 + 0.12 * (b - 1));
     audit_case(m, "qwen3", "dspark", SP_VERIFY_SCHEDULE, &sps, 50.0f, 1, "schedule", 2000);
     sp_model_free(m);
-    m = load_target("gemma4");
+    m = fixture_load("gemma4");
     if (!m) { CHECK(0, "load"); return; }
     audit_case(m, "gemma4", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 1000);
     sp_model_free(m);
@@ -395,7 +377,7 @@ static int toy_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps,
 }
 
 static void test_scheduler_audit(void) {
-    sp_model *m = load_target("qwen3");
+    sp_model *m = fixture_load("qwen3");
     if (!m) { CHECK(0, "load"); return; }
     int32_t prompt[6] = {1, 5493, 20509, 14029, 77, 901};
     int V = sp_model_config(m)->vocab_size;
@@ -530,7 +512,7 @@ static void expect_load_error(sp_model *m, const char *dir, const char *want, co
 }
 
 static void test_load_errors(void) {
-    sp_model *m = load_target("qwen3");
+    sp_model *m = fixture_load("qwen3");
     if (!m) { CHECK(0, "load"); return; }
     char src[256], dst[300];
     drafter_dir(src, sizeof src, "qwen3", "dspark");
@@ -636,7 +618,7 @@ static void test_load_errors(void) {
 /* checksum of every draft and q row of a sampled run of the drafter in dir (-> *qk its qk_norm) */
 static uint64_t proposal_sum(sp_model *m, const char *dir, int *qk) {
     int32_t prompt[32], out[64];
-    int np = make_prompt(prompt, V_OF(m));
+    int np = fixture_prompt(prompt, V_OF(m));
     sp_err err = {{0}};
     sp_spec_params sp = sampled_params(24, 3);
     sp_drafter *in = sp_drafter_dflash(dir, m, &sp.gen.sample, NULL, &err);
@@ -658,7 +640,7 @@ static uint64_t proposal_sum(sp_model *m, const char *dir, int *qk) {
  * proposals equal those of the same tensors under model_type qwen3); without them it loads and
  * runs without norms (other proposals) */
 static void test_qk_norm_presence(void) {
-    sp_model *m = load_target("qwen3");
+    sp_model *m = fixture_load("qwen3");
     if (!m) { CHECK(0, "load"); return; }
     char src[256], dst[300], path[300], *text = NULL;
     sp_err err = {{0}};
@@ -695,7 +677,7 @@ static void test_qk_norm_presence(void) {
  * greedy speculative output equals plain decoding for z-lab DFlash and DSpark */
 static void test_llama_target(void) {
     const char *tdir = "tests/data/ref-logits/llama";
-    sp_model *m = load_target("llama");
+    sp_model *m = fixture_load("llama");
     if (!m) { CHECK(0, "load"); return; }
     const sp_config *tc = sp_model_config(m);
     CHECK(tc->arch == SP_ARCH_LLAMA && !tc->qk_norm && tc->rope.type == SP_ROPE_LLAMA3, "fixture is not llama3");
@@ -764,7 +746,7 @@ static void test_llama_target(void) {
         sp_drafter_free(d);
         /* greedy identity */
         int32_t prompt[32], ref[64], out[64];
-        int np = make_prompt(prompt, V), N = 32;
+        int np = fixture_prompt(prompt, V), N = 32;
         sp_gen_params gp = sp_gen_params_default();
         gp.max_new = N;
         gp.ignore_eos = 1;

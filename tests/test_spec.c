@@ -13,39 +13,20 @@
 
 #include "drafters/drafters.h"
 #include "formats/newmodel.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "spec/audit.h"
 #include "spec/spec.h"
 
 static const char *ARCHS[] = {"llama", "qwen3", "gemma4"};
 
-static sp_model *load(const char *arch) {
-    char dir[256];
-    sp_err err = {{0}};
-    sp_model *m;
-    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
-    if (sp_model_load(&m, dir, 2, &err)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return NULL;
-    }
-    return m;
-}
-
-/* a prompt with repeats, longer than the gemma fixture's sliding window (8) */
-static int make_prompt(int32_t *p, int V) {
-    int n = 0;
-    for (int r = 0; r < 3; r++)
-        for (int i = 0; i < 7; i++) p[n++] = (int32_t)((i * 977 + 31) % V);
-    return n;
-}
-
 static void test_greedy_identity(void) {
     for (int a = 0; a < 3; a++) {
-        sp_model *m = load(ARCHS[a]), *dm = load(ARCHS[(a + 1) % 3]);
+        sp_model *m = fixture_load(ARCHS[a]), *dm = fixture_load(ARCHS[(a + 1) % 3]);
         if (!m || !dm) { CHECK(0, "load"); continue; }
         int V = sp_model_config(m)->vocab_size, N = 40;
         int32_t prompt[32], ref[64], out[64];
-        int np = make_prompt(prompt, V);
+        int np = fixture_prompt(prompt, V);
         sp_err err = {{0}};
         sp_gen_params gp = sp_gen_params_default();
         gp.max_new = N;
@@ -87,11 +68,11 @@ static void test_greedy_identity(void) {
 
 /* the token stream stops at an EOS inside an accepted block */
 static void test_eos_in_block(void) {
-    sp_model *m = load("qwen3");
+    sp_model *m = fixture_load("qwen3");
     if (!m) { CHECK(0, "load"); return; }
     int V = sp_model_config(m)->vocab_size;
     int32_t prompt[32], ref[64], out[64];
-    int np = make_prompt(prompt, V);
+    int np = fixture_prompt(prompt, V);
     sp_err err = {{0}};
     sp_gen_params gp = sp_gen_params_default();
     gp.max_new = 30;
@@ -125,7 +106,7 @@ static void test_audit_self_test(void) {
 }
 
 static void test_audit_draft_pair(void) {
-    sp_model *m = load("llama");
+    sp_model *m = fixture_load("llama");
     if (!m) { CHECK(0, "load"); return; }
     int32_t prompt[4] = {1, 5493, 20509, 14029};
     sp_err err = {{0}};
@@ -161,7 +142,7 @@ static void test_vocab_mismatch(void) {
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .sets = sets, .n_sets = 1, .dtype = SP_DT_F32, .seed = 3};
     sp_err err = {{0}};
     CHECK(newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
-    sp_model *m = load("qwen3"), *dm = NULL;
+    sp_model *m = fixture_load("qwen3"), *dm = NULL;
     CHECK(sp_model_load(&dm, dir, 1, &err) == 0, "%s", err.msg);
     sp_sample_params sp = sp_sample_params_default();
     if (m && dm) {
