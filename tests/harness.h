@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 static int harness_case_failed, harness_passed, harness_failed;
 
@@ -52,4 +53,15 @@ static inline void harness_fill(float *x, size_t n, float a, unsigned seed) {
         x[i] = a * (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
     }
 }
+/* run a shell command, capture its stdout (up to cap − 1 bytes, NUL-terminated); returns the
+ * exit status, or -1 when it could not run or did not exit normally */
+static inline int harness_run(const char *cmd, char *out, size_t cap) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 #endif

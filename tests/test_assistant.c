@@ -159,19 +159,27 @@ static void test_centroid_argmax(void) {
     }
 }
 
+/* the fixture prompt into prompt[32] and N greedy tokens of plain decoding into ref[64] (gp: the
+ * greedy params used, max_new N, EOS ignored); returns the prompt length */
+static int plain_reference(sp_model *m, int N, int32_t *prompt, int32_t *ref, sp_gen_params *gp, sp_err *err) {
+    int np = fixture_prompt(prompt, sp_model_config(m)->vocab_size);
+    *gp = sp_gen_params_default();
+    gp->max_new = N;
+    gp->ignore_eos = 1;
+    sp_gen_stats gs;
+    CHECK(sp_generate(m, NULL, prompt, np, gp, ref, 64, &gs, err) == 0, "%s", err->msg);
+    return np;
+}
+
 static void test_greedy_identity(void) {
     sp_err err = {{0}};
     for (int t = 0; t < 2; t++) {
         sp_model *m = load_target(t);
         if (!m) { CHECK(0, "load target"); continue; }
-        int V = sp_model_config(m)->vocab_size, N = 40;
+        int N = 40;
         int32_t prompt[32], ref[64], out[64];
-        int np = fixture_prompt(prompt, V);
-        sp_gen_params gp = sp_gen_params_default();
-        gp.max_new = N;
-        gp.ignore_eos = 1;
-        sp_gen_stats gs;
-        CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
+        sp_gen_params gp;
+        int np = plain_reference(m, N, prompt, ref, &gp, &err);
         for (int h = 0; h < 2; h++) {
             sp_drafter *d = sp_drafter_assistant(asst_dir[t][h], m, &gp.sample, &err);
             CHECK(d != NULL, "%s", err.msg);
@@ -279,14 +287,10 @@ static void test_forced_acceptance_state(void) {
     sp_err err = {{0}};
     sp_model *m = load_target(0);
     if (!m) { CHECK(0, "load target"); return; }
-    int V = sp_model_config(m)->vocab_size, N = 40;
+    int N = 40;
     int32_t prompt[32], ref[64], out[64];
-    int np = fixture_prompt(prompt, V);
-    sp_gen_params gp = sp_gen_params_default();
-    gp.max_new = N;
-    gp.ignore_eos = 1;
-    sp_gen_stats gs;
-    CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
+    sp_gen_params gp;
+    int np = plain_reference(m, N, prompt, ref, &gp, &err);
     for (int h = 0; h < 2; h++)
         for (int G = 2; G <= 6; G += 4) {
             wrap_t w = {.m = m, .ref = ref, .err = &err};

@@ -11,45 +11,35 @@
 static char cli[4096];
 static const char *M = "tests/data/ref-logits/llama";
 
-/* run a command, capture stdout (up to cap), return the exit status */
-static int run(const char *cmd, char *out, size_t cap) {
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_audit_cli(void) {
     static char out[1 << 16];
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "%s audit --self-test 2>&1", cli);
-    CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "self-test: PASS"), "self-test: %s", out);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "self-test: PASS"), "self-test: %s", out);
     const char *audit = "%s audit -m %s --spec draft -md %s --draft-temp 2.5 --temp 1.0 --draws 3000 "
                         "--prompt-ids 1,5493,20509 -t 2 %s 2>&1";
     snprintf(cmd, sizeof cmd, audit, cli, M, M, "");
-    CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "audit: PASS"), "audit: %s", out);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "audit: PASS"), "audit: %s", out);
     snprintf(cmd, sizeof cmd, audit, cli, M, M, "--broken");
-    CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "audit: FAIL"), "broken audit must fail: %s", out);
+    CHECK(harness_run(cmd, out, sizeof out) == 1 && strstr(out, "audit: FAIL"), "broken audit must fail: %s", out);
     snprintf(cmd, sizeof cmd, "%s audit -m %s --temp 0 --prompt-ids 1 2>&1", cli, M);
-    CHECK(run(cmd, out, sizeof out) == 2, "temp 0 must be a usage error");
+    CHECK(harness_run(cmd, out, sizeof out) == 2, "temp 0 must be a usage error");
 }
 
 static void test_generate_spec_cli(void) {
     static char a[1 << 16], b[1 << 16];
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 1,2,3,4,1,2,3,4 -n 40 --ignore-eos 2>/dev/null", cli, M);
-    CHECK(run(cmd, a, sizeof a) == 0 && strlen(a) > 40, "plain: %s", a);
+    CHECK(harness_run(cmd, a, sizeof a) == 0 && strlen(a) > 40, "plain: %s", a);
     snprintf(cmd, sizeof cmd,
              "%s generate -m %s --prompt-ids 1,2,3,4,1,2,3,4 -n 40 --ignore-eos --spec draft -md %s "
              "--draft-max 5 2>/dev/null", cli, M, "tests/data/ref-logits/qwen3");
-    CHECK(run(cmd, b, sizeof b) == 0 && !strcmp(a, b), "draft spec differs:\n%s\n%s", a, b);
+    CHECK(harness_run(cmd, b, sizeof b) == 0 && !strcmp(a, b), "draft spec differs:\n%s\n%s", a, b);
     snprintf(cmd, sizeof cmd,
              "%s generate -m %s --prompt-ids 1,2,3,4,1,2,3,4 -n 40 --ignore-eos --spec ngram --json 2>/dev/null", cli, M);
-    CHECK(run(cmd, b, sizeof b) == 0 && strstr(b, "\"acceptance_rate\"") && strstr(b, "\"tokens\""), "json: %s", b);
+    CHECK(harness_run(cmd, b, sizeof b) == 0 && strstr(b, "\"acceptance_rate\"") && strstr(b, "\"tokens\""), "json: %s", b);
     snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 1 --spec bogus 2>&1", cli, M);
-    CHECK(run(cmd, b, sizeof b) == 2 && strstr(b, "bogus"), "unknown drafter: %s", b);
+    CHECK(harness_run(cmd, b, sizeof b) == 2 && strstr(b, "bogus"), "unknown drafter: %s", b);
 }
 
 static void test_bench_cli(void) {
@@ -64,14 +54,14 @@ static void test_bench_cli(void) {
     fclose(f);
     snprintf(cmd, sizeof cmd, "SPECULA_NO_PROGRESS=1 %s bench-spec -m %s --spec ngram --prompts %s -n 24 --json %s 2>&1",
              cli, M, prompts, rep);
-    CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "outputs identical: yes"), "bench-spec: %s", out);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "outputs identical: yes"), "bench-spec: %s", out);
     CHECK(access(rep, R_OK) == 0, "no JSON report");
     f = fopen(prompts, "w");
     fprintf(f, "{\"prompt_ids\": [1, -2]}\n");
     fclose(f);
-    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "p.jsonl:1"), "bad prompt file: %s", out);
+    CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "p.jsonl:1"), "bad prompt file: %s", out);
     snprintf(cmd, sizeof cmd, "%s bench-verify -m %s --k-max 4 --reps 2 --json 2>&1", cli, M);
-    CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "\"k\":[1,2,3,4]") && strstr(out, "\"ratio\""),
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "\"k\":[1,2,3,4]") && strstr(out, "\"ratio\""),
           "bench-verify: %s", out);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cleanup");

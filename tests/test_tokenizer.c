@@ -136,12 +136,7 @@ static char cli[512];
 static int run_cli(const char *args, char *out, size_t cap) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return harness_run(cmd, out, cap);
 }
 
 static void test_cli(void) {
