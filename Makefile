@@ -20,7 +20,20 @@ CFLAGS   += -DSP_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null)
 LDLIBS   += $(shell mpicc --showme:link 2>/dev/null)
 endif
 
-LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+# Instruction-set variants: src/*/*_avx512.c and *_avx2.c are x86-64 only, *_neon.c aarch64
+# only; each is compiled with its instruction set enabled and entered only after the run-time
+# check of src/core/cpu.h picks that tier.
+TARGET_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(findstring aarch64,$(TARGET_MACHINE)),)
+ISA_EXCLUDE := %_avx512.c %_avx2.c
+else
+ISA_EXCLUDE := %_neon.c
+endif
+ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_AVX2   := -mavx2 -mfma -mf16c -mno-avx512f
+ISA_NEON   := -march=armv8.2-a+dotprod+fp16
+
+LIB_SRC  := $(sort $(filter-out src/cli/% $(ISA_EXCLUDE),$(wildcard src/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -38,6 +51,18 @@ deps:
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
+
+$(BUILD)/%_avx2.o: %_avx2.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
+
+$(BUILD)/%_neon.o: %_neon.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_NEON) -c $< -o $@
 
 $(BUILD)/libspecula.a: $(LIB_OBJ)
 	@rm -f $@
