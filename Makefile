@@ -4,7 +4,17 @@
 
 CC       ?= cc
 BUILD    ?= build
-OPT      ?= -O3 -march=native -fno-math-errno
+# One binary per architecture, for every processor of it: ordinary files target a portable
+# baseline (x86-64-v2: SSE4.2, any x86-64 of the last 15 years; aarch64: armv8-a), tuned for
+# this machine; the SIMD kernels are in *_avx512.c / *_avx2.c / *_neon.c files (below),
+# picked at run time (src/core/cpu.h).
+TARGET_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(findstring aarch64,$(TARGET_MACHINE)),)
+ARCH_FLAGS ?=
+else
+ARCH_FLAGS ?= -march=x86-64-v2 -mtune=native
+endif
+OPT      ?= -O3 $(ARCH_FLAGS) -fno-math-errno
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
                -fPIC -pthread -g -Iinclude -Isrc $(shell pkg-config --cflags jansson libpcre2-8 libutf8proc 2>/dev/null)
 CFLAGS   += $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
@@ -23,7 +33,6 @@ endif
 # Instruction-set variants: src/*/*_avx512.c and *_avx2.c are x86-64 only, *_neon.c aarch64
 # only; each is compiled with its instruction set enabled and entered only after the run-time
 # check of src/core/cpu.h picks that tier.
-TARGET_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(findstring aarch64,$(TARGET_MACHINE)),)
 ISA_EXCLUDE := %_avx512.c %_avx2.c
 else
@@ -80,7 +89,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libspecula.a $(HEADERS) $(TEST_HEADERS)
 
 # Sanitizer build: same sources, ASan + UBSan, in build-asan/.
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	$(MAKE) BUILD=build-asan OPT="-O1 $(ARCH_FLAGS) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	        LDFLAGS="-fsanitize=address,undefined" all
 
 # Warning check with the other compiler.

@@ -83,28 +83,6 @@ static void test_pool_split(void) {
             }
 }
 
-/* ---- the canonical reduction ----------------------------------------------------------- */
-/* the batched 16- and 8-accumulator trees give the bits of the one-accumulator tree */
-static void test_hsum_batched(void) {
-#if SP_AVX512
-    for (int rep = 0; rep < 200; rep++) {
-        float v[16][16], want[16], got[16];
-        __m512 a[16];
-        for (int i = 0; i < 16; i++) {
-            harness_fill(v[i], 16, rep % 3 ? 1.0f : 1e6f, 7000u + 16u * rep + i);
-            if (rep % 5 == 0) v[i][i] = -v[i][(i + 8) % 16]; /* exact cancellations */
-            a[i] = _mm512_loadu_ps(v[i]);
-            want[i] = sp_hsum16(v[i]);
-            CHECK(memcmp(&want[i], &(float){sp_hsum16_avx512(a[i])}, 4) == 0, "hsum16 rep %d acc %d", rep, i);
-        }
-        _mm512_storeu_ps(got, sp_hsum16x16_avx512(a));
-        CHECK(memcmp(got, want, sizeof want) == 0, "hsum16x16 rep %d differs", rep);
-        _mm256_storeu_ps(got, sp_hsum8x16_avx512(a + 8));
-        CHECK(memcmp(got, want + 8, 8 * sizeof(float)) == 0, "hsum8x16 rep %d differs", rep);
-    }
-#endif
-}
-
 /* ---- matmul -------------------------------------------------------------------------- */
 /* W as stored in dtype dt; *wf gets the exact f32 values (for the error scale) */
 static void *make_weights(int N, int K, sp_dtype dt, unsigned seed, float *wf) {
@@ -453,7 +431,6 @@ int main(void) {
     }
     RUN(test_pool);
     RUN(test_pool_split);
-    RUN(test_hsum_batched);
     RUN(test_matmul_vs_ref);
     RUN(test_matmul_batch_invariance);
     RUN(test_rmsnorm);

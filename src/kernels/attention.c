@@ -32,12 +32,12 @@
 #define ATTN_BUF 32768  /* floats of score scratch per unit (128 KB of stack) */
 #define ATTN_MAX_HS 8   /* query heads per work unit */
 #define ATTN_MAX_TB 8   /* tokens per work unit */
-#define ATTN_PF_KEYS 16 /* keys ahead to prefetch */
 
 typedef struct {
     float *out;
     const float *q, *K, *V;
     const sp_attn_shape *s;
+    const sp_attn_ops *ops; /* the tier's pieces */
     int hs, nsub; /* heads per subgroup, subgroups per KV head */
     int tpu;      /* tokens per unit (<= ATTN_MAX_TB) */
     atomic_int next_unit; /* units are claimed dynamically (results do not depend on who) */
@@ -48,11 +48,6 @@ typedef struct {
     int t0, nt, kvh, h0, nh;
     int lo[ATTN_MAX_TB], pos[ATTN_MAX_TB]; /* key range of each token */
 } attn_unit;
-
-static inline size_t kv_off(const sp_attn_shape *s, int p, int kvh) {
-    size_t slot = (size_t)(s->ring ? p % s->cap : p);
-    return (slot * (size_t)s->KVH + (size_t)kvh) * (size_t)s->D;
-}
 
 static inline void prefetch_row(const float *row, int D) {
     for (int d = 0; d < D; d += 16) __builtin_prefetch(row + d, 0, 3);
@@ -78,75 +73,99 @@ static int attn_segment(const attn_unit *u, int a, int p1, int *rows, int *nr) {
     return b;
 }
 
-/* rows × keys of scores per register tile */
+/* ---- the portable pieces (the reference path; same operations as every tier's) ---------- */
+/* rows × keys of scores per tile */
 #define ATTN_QK_ROWS 4
 #define ATTN_QK_KEYS 6
+/* rows per P·V block */
+#define ATTN_PV_ROWS 3
 
-/* Scores of NR query rows q[r] against NK key rows k[x]: the canonical dot (as sp_dot_f32,
- * bit for bit) times scale, into e[r][col + x]; m[r] = max(m[r], ...) in increasing x. */
-static SP_ALWAYS_INLINE void attn_qk_tile(const float *const *q, const float *const *k, int D,
-                                          float scale, float *const *e, int col, float *m,
-                                          const int NR, const int NK) {
-#if SP_AVX512
-    __m512 acc[ATTN_QK_ROWS][ATTN_QK_KEYS];
-    for (int r = 0; r < NR; r++)
-        for (int x = 0; x < NK; x++) acc[r][x] = _mm512_setzero_ps();
-    int d = 0;
-    for (; d + 16 <= D; d += 16) {
-        __m512 qv[ATTN_QK_ROWS];
-        for (int r = 0; r < NR; r++) qv[r] = _mm512_loadu_ps(q[r] + d);
-        for (int x = 0; x < NK; x++) {
-            __m512 kv = _mm512_loadu_ps(k[x] + d);
-            for (int r = 0; r < NR; r++) acc[r][x] = _mm512_fmadd_ps(qv[r], kv, acc[r][x]);
-        }
-    }
-    if (d < D) {
-        __mmask16 mk = sp_tail_mask(D - d);
-        __m512 qv[ATTN_QK_ROWS];
-        for (int r = 0; r < NR; r++) qv[r] = _mm512_maskz_loadu_ps(mk, q[r] + d);
-        for (int x = 0; x < NK; x++) {
-            __m512 kv = _mm512_maskz_loadu_ps(mk, k[x] + d);
-            for (int r = 0; r < NR; r++) acc[r][x] = _mm512_mask3_fmadd_ps(qv[r], kv, acc[r][x], mk);
-        }
-    }
-    /* canonical sums (batched), times scale, then the running maxima in key order */
-    float *o[ATTN_QK_ROWS];
-    for (int r = 0; r < NR; r++) o[r] = e[r] + col;
-    if (NR == 4 && NK == 6) {
-        __m512 a[24];
-        for (int r = 0; r < 4; r++)
-            for (int x = 0; x < 6; x++) a[r * 6 + x] = acc[r][x];
-        sp_store_sums_4x6(a, o, scale, 1);
-    } else if (NK == 6) {
-        for (int r = 0; r < NR; r++) sp_store_sums_row(acc[r], 6, o[r], scale, 1);
-    } else {
-        for (int r = 0; r < NR; r++)
-            for (int x = 0; x < NK; x++) o[r][x] = sp_hsum16_avx512(acc[r][x]) * scale;
-    }
-    for (int r = 0; r < NR; r++)
-        for (int x = 0; x < NK; x++)
-            if (o[r][x] > m[r]) m[r] = o[r][x];
-#else
+static void qk_scalar(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                      int col, float *m, int NR, int NK) {
     for (int r = 0; r < NR; r++)
         for (int x = 0; x < NK; x++) {
             float v = sp_dot_f32_portable(q[r], k[x], D) * scale;
             e[r][col + x] = v;
             if (v > m[r]) m[r] = v;
         }
-#endif
+}
+static void qk_scalar_1x6(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 1, 6);
+}
+static void qk_scalar_2x6(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 2, 6);
+}
+static void qk_scalar_3x6(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 3, 6);
+}
+static void qk_scalar_4x6(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 4, 6);
+}
+static void qk_scalar_1x1(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 1, 1);
+}
+static void qk_scalar_2x1(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 2, 1);
+}
+static void qk_scalar_3x1(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 3, 1);
+}
+static void qk_scalar_4x1(const float *const *q, const float *const *k, int D, float scale, float *const *e,
+                          int col, float *m) {
+    qk_scalar(q, k, D, scale, e, col, m, 4, 1);
 }
 
-typedef void (*attn_qk_fn)(const float *const *q, const float *const *k, int D, float scale,
-                           float *const *e, int col, float *m);
-#define ATTN_QK(NR, NK)                                                                       \
-    static void attn_qk_##NR##x##NK(const float *const *q, const float *const *k, int D,       \
-                                    float scale, float *const *e, int col, float *m) {        \
-        attn_qk_tile(q, k, D, scale, e, col, m, NR, NK);                                      \
+static void exp_scalar(float *buf, int n, float m) {
+    for (int i = 0; i < n; i++) buf[i] = sp_exp_lane(buf[i] - m);
+}
+
+static void pv_scalar(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
+                      const float *const *e, int d0, int dn, int NR) {
+    for (int p = a; p < b; p++) {
+        const float *vp = V + sp_kv_off(s, p, kvh) + d0;
+        for (int r = 0; r < NR; r++)
+            for (int d = 0; d < dn; d++) o[r][d0 + d] = fmaf(e[r][p - p0], vp[d], o[r][d0 + d]);
     }
-ATTN_QK(1, 6) ATTN_QK(2, 6) ATTN_QK(3, 6) ATTN_QK(4, 6)
-ATTN_QK(1, 1) ATTN_QK(2, 1) ATTN_QK(3, 1) ATTN_QK(4, 1)
-static const attn_qk_fn attn_qk_wide[4] = {attn_qk_1x6, attn_qk_2x6, attn_qk_3x6, attn_qk_4x6};
-static const attn_qk_fn attn_qk_narrow[4] = {attn_qk_1x1, attn_qk_2x1, attn_qk_3x1, attn_qk_4x1};
+}
+static void pv_scalar_1(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
+                        const float *const *e, int d0, int dn) {
+    pv_scalar(V, s, kvh, a, b, p0, o, e, d0, dn, 1);
+}
+static void pv_scalar_2(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
+                        const float *const *e, int d0, int dn) {
+    pv_scalar(V, s, kvh, a, b, p0, o, e, d0, dn, 2);
+}
+static void pv_scalar_3(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
+                        const float *const *e, int d0, int dn) {
+    pv_scalar(V, s, kvh, a, b, p0, o, e, d0, dn, 3);
+}
+
+static const sp_attn_ops attn_ops_scalar = {
+    .qk_wide = {qk_scalar_1x6, qk_scalar_2x6, qk_scalar_3x6, qk_scalar_4x6},
+    .qk_narrow = {qk_scalar_1x1, qk_scalar_2x1, qk_scalar_3x1, qk_scalar_4x1},
+    .pv = {pv_scalar_1, pv_scalar_2, pv_scalar_3},
+    .exp = exp_scalar,
+};
+
+static const sp_attn_ops *attn_ops(sp_cpu_tier tier) {
+    switch (tier) {
+#if defined(__x86_64__)
+    case SP_CPU_AVX512: return &sp_attn_ops_avx512;
+    case SP_CPU_AVX2: return &sp_attn_ops_avx2;
+#endif
+#if defined(__aarch64__)
+    case SP_CPU_NEON: return &sp_attn_ops_neon;
+#endif
+    default: return &attn_ops_scalar;
+    }
+}
 
 /* scores of keys p0 .. p1-1 into buf[(j·nh + i)·ld + p − p0] for every row (token j, head i)
  * that sees key p; m[row] = max(m[row], those scores) in increasing p */
@@ -161,8 +180,8 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
             int nk = b - p >= ATTN_QK_KEYS ? ATTN_QK_KEYS : 1;
             const float *k[ATTN_QK_KEYS];
             for (int x = 0; x < nk; x++) {
-                k[x] = c->K + kv_off(s, p + x, u->kvh);
-                if (p + x + ATTN_PF_KEYS < b) prefetch_row(c->K + kv_off(s, p + x + ATTN_PF_KEYS, u->kvh), D);
+                k[x] = c->K + sp_kv_off(s, p + x, u->kvh);
+                if (p + x + SP_ATTN_PF_KEYS < b) prefetch_row(c->K + sp_kv_off(s, p + x + SP_ATTN_PF_KEYS, u->kvh), D);
             }
             for (int r0 = 0; r0 < nr; r0 += ATTN_QK_ROWS) {
                 int n = nr - r0 < ATTN_QK_ROWS ? nr - r0 : ATTN_QK_ROWS;
@@ -174,7 +193,7 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
                     e[x] = buf + (size_t)r * ld;
                     mm[x] = m[r];
                 }
-                attn_qk_fn f = nk == ATTN_QK_KEYS ? attn_qk_wide[n - 1] : attn_qk_narrow[n - 1];
+                sp_attn_qk_fn f = nk == ATTN_QK_KEYS ? c->ops->qk_wide[n - 1] : c->ops->qk_narrow[n - 1];
                 f(q, k, D, s->scale, e, p - p0, mm);
                 for (int x = 0; x < n; x++) m[rows[r0 + x]] = mm[x];
             }
@@ -182,75 +201,6 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
         }
         a = b;
     }
-}
-
-/* buf[i] = exp(buf[i] - m), i < n; lane-wise, so each value is independent of its index */
-static void attn_exp(float *buf, int n, float m) {
-    int i = 0;
-#if SP_AVX512
-    __m512 vm = _mm512_set1_ps(m);
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(buf + i, sp_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(buf + i), vm)));
-    if (i < n) {
-        __mmask16 k = sp_tail_mask(n - i);
-        __m512 e = sp_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, buf + i), vm));
-        _mm512_mask_storeu_ps(buf + i, k, e);
-    }
-#else
-    for (; i < n; i++) buf[i] = expf(buf[i] - m);
-#endif
-}
-
-/* rows per P·V block: 3 rows × 8 vectors = 24 accumulators in registers */
-#define ATTN_PV_ROWS 3
-
-/* For nr <= 3 rows r: o_r[d] = fma(e_r[p], v_p[d], o_r[d]) for p = a .. b-1 in increasing
- * order and d = d0 .. d0+dn-1 (dn <= 128), with the accumulators held in registers across
- * keys. e_r points at row r's scores for key p0 (e_r[p - p0]). Per element this is exactly
- * the sequence of the one-key-at-a-time loop. */
-static SP_ALWAYS_INLINE void attn_pv_rows(const attn_ctx *c, int kvh, int a, int b, int p0, const int NR,
-                                          float *const *o, const float *const *e, int d0, int dn) {
-    const sp_attn_shape *s = c->s;
-#if SP_AVX512
-    const int nv = (dn + 15) / 16;
-    __mmask16 m[8];
-    for (int v = 0; v < 8; v++)
-        m[v] = v < nv - 1 ? (__mmask16)0xFFFF : v == nv - 1 ? sp_tail_mask(dn - 16 * v) : 0;
-    __m512 acc[ATTN_PV_ROWS][8];
-    for (int r = 0; r < NR; r++)
-        for (int v = 0; v < 8; v++)
-            acc[r][v] = v < nv ? _mm512_maskz_loadu_ps(m[v], o[r] + d0 + 16 * v) : _mm512_setzero_ps();
-    for (int p = a; p < b; p++) {
-        const float *vp = c->V + kv_off(s, p, kvh) + d0;
-        if (p + ATTN_PF_KEYS < b) prefetch_row(c->V + kv_off(s, p + ATTN_PF_KEYS, kvh) + d0, dn);
-        __m512 er[ATTN_PV_ROWS];
-        for (int r = 0; r < NR; r++) er[r] = _mm512_set1_ps(e[r][p - p0]);
-        for (int v = 0; v < 8; v++) {
-            if (v >= nv) break;
-            __m512 x = _mm512_maskz_loadu_ps(m[v], vp + 16 * v);
-            for (int r = 0; r < NR; r++) acc[r][v] = _mm512_fmadd_ps(er[r], x, acc[r][v]);
-        }
-    }
-    for (int r = 0; r < NR; r++)
-        for (int v = 0; v < 8; v++)
-            if (v < nv) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, m[v], acc[r][v]);
-#else
-    for (int p = a; p < b; p++) {
-        const float *vp = c->V + kv_off(s, p, kvh) + d0;
-        for (int r = 0; r < NR; r++)
-            for (int d = 0; d < dn; d++) o[r][d0 + d] = fmaf(e[r][p - p0], vp[d], o[r][d0 + d]);
-    }
-#endif
-}
-
-static void attn_pv_1(const attn_ctx *c, int kvh, int a, int b, int p0, float *const *o, const float *const *e, int d0, int dn) {
-    attn_pv_rows(c, kvh, a, b, p0, 1, o, e, d0, dn);
-}
-static void attn_pv_2(const attn_ctx *c, int kvh, int a, int b, int p0, float *const *o, const float *const *e, int d0, int dn) {
-    attn_pv_rows(c, kvh, a, b, p0, 2, o, e, d0, dn);
-}
-static void attn_pv_3(const attn_ctx *c, int kvh, int a, int b, int p0, float *const *o, const float *const *e, int d0, int dn) {
-    attn_pv_rows(c, kvh, a, b, p0, 3, o, e, d0, dn);
 }
 
 /* o += P·V over keys [a, b) for the rows listed in rows[0..nr) (all of which see every key
@@ -269,9 +219,7 @@ static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0,
                 o[x] = c->out + ((size_t)(u->t0 + j) * c->s->NH + u->h0 + i) * D;
                 e[x] = buf + (size_t)r * ld;
             }
-            if (n == 3) attn_pv_3(c, u->kvh, a, b, p0, o, e, d0, dn);
-            else if (n == 2) attn_pv_2(c, u->kvh, a, b, p0, o, e, d0, dn);
-            else attn_pv_1(c, u->kvh, a, b, p0, o, e, d0, dn);
+            c->ops->pv[n - 1](c->V, c->s, u->kvh, a, b, p0, o, e, d0, dn);
         }
     }
 }
@@ -313,7 +261,7 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
             for (int i = 0; a < b && i < u->nh; i++) {
                 int r = j * u->nh + i;
                 float *e = buf + (size_t)r * tile;
-                attn_exp(e + (a - p0), b - a, m[r]);
+                c->ops->exp(e + (a - p0), b - a, m[r]);
                 for (int p = a; p < b; p++) sum[r] += e[p - p0];
             }
         }
@@ -351,8 +299,8 @@ static void attn_task(void *arg, int i, int n) {
     }
 }
 
-void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
-                  const sp_attn_shape *s) {
+static void attn_run(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                     const sp_attn_shape *s, sp_cpu_tier tier) {
     SP_ASSERT(s->KVH > 0 && s->NH % s->KVH == 0);
     if (s->T <= 0) return;
     /* Unit shape. Heads: the whole group (up to 8). Tokens: up to 8, fewer when the unit's
@@ -370,9 +318,19 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
     int n_tb = (s->T + tpu - 1) / tpu;
     tpu = (s->T + n_tb - 1) / n_tb; /* near-equal units: 9 tokens as 5 + 4, not 8 + 1 */
     while (hs > 1 && n_tb * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
-    attn_ctx c = {out, q, K, V, s, hs, (G + hs - 1) / hs, tpu, 0};
+    attn_ctx c = {out, q, K, V, s, attn_ops(tier), hs, (G + hs - 1) / hs, tpu, 0};
     atomic_init(&c.next_unit, 0);
     sp_pool_run(pool, attn_task, &c);
+}
+
+void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                  const sp_attn_shape *s) {
+    attn_run(pool, out, q, K, V, s, sp_cpu_level());
+}
+
+void sp_attention_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                       const sp_attn_shape *s, sp_cpu_tier tier) {
+    attn_run(pool, out, q, K, V, s, tier);
 }
 
 void sp_attention_ref(float *out, const float *q, const float *K, const float *V,
@@ -385,7 +343,7 @@ void sp_attention_ref(float *out, const float *q, const float *K, const float *V
             const float *qh = q + ((size_t)t * s->NH + h) * D;
             double m = -INFINITY, sum = 0;
             for (int p = lo; p <= pos; p++) {
-                const float *k = K + kv_off(s, p, h / group);
+                const float *k = K + sp_kv_off(s, p, h / group);
                 double d = 0;
                 for (int i = 0; i < D; i++) d += (double)qh[i] * k[i];
                 d *= s->scale;
@@ -394,7 +352,7 @@ void sp_attention_ref(float *out, const float *q, const float *K, const float *V
             double acc[1024] = {0};
             SP_ASSERT(D <= 1024);
             for (int p = lo; p <= pos; p++) {
-                const float *k = K + kv_off(s, p, h / group), *v = V + kv_off(s, p, h / group);
+                const float *k = K + sp_kv_off(s, p, h / group), *v = V + sp_kv_off(s, p, h / group);
                 double d = 0;
                 for (int i = 0; i < D; i++) d += (double)qh[i] * k[i];
                 double e = exp(d * s->scale - m);

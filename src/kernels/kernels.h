@@ -72,7 +72,8 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
 void sp_attention_ref(float *out, const float *q, const float *K, const float *V,
                       const sp_attn_shape *s);
 
-/* argmax with the lowest index winning ties */
+/* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
+ * are NaN or n <= 0 */
 int sp_argmax(const float *x, int n);
 
 #endif

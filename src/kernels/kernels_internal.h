@@ -1,6 +1,7 @@
 /* kernels_internal.h — what the kernel files share and the tests may reach: the canonical
- * reduction order (the heart of batch invariance), SIMD feature selection and the portable
- * twins of the vectorised kernels.
+ * reduction order (the heart of batch invariance), the lane-wise exp/tanh, and the entry
+ * points of the instruction-set variants (*_avx512.c, *_avx2.c, *_neon.c) that the portable
+ * files dispatch to through sp_cpu_level() (src/core/cpu.h).
  *
  * THE CANONICAL DOT PRODUCT. Every f32 dot product of length K in the fast kernels (matmul
  * rows, attention scores, RMSNorm sums of squares) is computed the same way:
@@ -9,26 +10,21 @@
  *       acc[l] = fma(x[k], w[k], acc[l])          (lanes past K are left unchanged)
  *   r8[i] = acc[i] + acc[i+8]; r4[i] = r8[i] + r8[i+4]; r2[i] = r4[i] + r4[i+2];
  *   result = r2[0] + r2[1]
- * The AVX-512 path holds acc in one zmm register; the portable path emulates the 16 lanes
- * with fmaf. Both give the same bits, whatever register blocking is used around them. */
+ * AVX-512 holds acc in one zmm register, AVX2 in two ymm registers (lanes 0..7, 8..15), NEON
+ * in four q registers, the portable path in a float[16] with fmaf. All give the same bits,
+ * whatever register blocking is used around them (docs/SIMD.md). */
 #ifndef SPECULA_KERNELS_INTERNAL_H
 #define SPECULA_KERNELS_INTERNAL_H
 
 #include <math.h>
 
+#include "../core/cpu.h"
 #include "kernels.h"
 
 /* clang contracts a*b+c into fma by default (gcc in ISO C mode does not); the kernels spell
  * their fmas out, so keep both compilers from inventing others. */
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
-#endif
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define SP_AVX512 1
-#include <immintrin.h>
-#else
-#define SP_AVX512 0
 #endif
 
 #define SP_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -50,165 +46,139 @@ static inline float sp_dot_f32_portable(const float *x, const float *w, int K) {
     return sp_hsum16(acc);
 }
 
-#if SP_AVX512
-static SP_ALWAYS_INLINE float sp_hsum16_avx512(__m512 v) {
-    __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 s8 = _mm256_add_ps(lo, hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-    return _mm_cvtss_f32(s1);
+/* ---- lane-wise e^x and tanh ----------------------------------------------------------------
+ * One value's result depends on that value only. Every tier computes exactly these float
+ * operations (the vector versions in kernels_avx512.h, kernels_avx2.h, kernels_neon.h follow
+ * them step for step), so scalar and vector results are bit-identical.
+ *
+ * e^x, ~1 ulp over the f32 range: x clamped to [-104, 88.7228390] (NaN passes through),
+ * n = round-to-even(x·log2 e), r = x − n·ln2 (two-constant Cody–Waite, fused), a degree-7
+ * polynomial for e^r on |r| <= ln2/2 (cephes expf coefficients), times 2^n with one rounding
+ * (ldexpf; x < -104 gives 0, x > 88.72 gives inf). */
+static inline float sp_exp_lane(float x) {
+    x = 88.7228390f < x ? 88.7228390f : x;
+    x = -104.0f > x ? -104.0f : x;
+    float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    return n == n ? ldexpf(p, (int)n) : p;
 }
 
-/* The canonical tree for 16 accumulators at once, as a transpose-and-add network: lane i of
- * the result is bit for bit sp_hsum16_avx512(a[i]) (same additions, same operands), at ~3
- * instructions per accumulator instead of ~9. Levels: (i, i+8), (i, i+4), (i, i+2), (0, 1). */
-static SP_ALWAYS_INLINE __m512 sp_hsum16x16_avx512(const __m512 *a) {
-    __m512 s1[8], s2[4], s3[2];
-    for (int m = 0; m < 8; m++) /* [a[2m] lanes i + i+8 | a[2m+1] likewise] */
-        s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
-                              _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
-    for (int m = 0; m < 4; m++) /* one 128-bit quarter per accumulator: lanes i + i+4 */
-        s2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], 0x88),
-                              _mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], 0xDD));
-    for (int m = 0; m < 2; m++) /* lanes i + i+2: two accumulators per quarter */
-        s3[m] = _mm512_add_ps(
-            _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s2[2 * m]), _mm512_castps_pd(s2[2 * m + 1]))),
-            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s2[2 * m]), _mm512_castps_pd(s2[2 * m + 1]))));
-    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], 0x88), _mm512_shuffle_ps(s3[0], s3[1], 0xDD));
-    /* lane 4q + m holds accumulator q + 4m */
-    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-    return _mm512_permutexvar_ps(order, r);
+/* tanh, ~2 ulp: |x| < 0.5 by the odd Taylor series to x^15 (next term < 3e-8 relative there),
+ * otherwise sign(x)·(1 − 2/(e^{2|x|} + 1)) (no cancellation once tanh >= 0.46; e^{2|x|} = inf
+ * for large |x| gives exactly ±1). NaN stays NaN. */
+static inline float sp_tanh_lane(float x) {
+    float ax = fabsf(x);
+    if (!(ax < 0.5f)) return copysignf(1.0f - 2.0f / (sp_exp_lane(ax + ax) + 1.0f), x);
+    float x2 = x * x, p = -1.4558343870e-3f; /* -929569/638512875 */
+    p = fmaf(p, x2, 3.5921280366e-3f);       /* 21844/6081075 */
+    p = fmaf(p, x2, -8.8632355299e-3f);      /* -1382/155925 */
+    p = fmaf(p, x2, 2.1869488536e-2f);       /* 62/2835 */
+    p = fmaf(p, x2, -5.3968253968e-2f);      /* -17/315 */
+    p = fmaf(p, x2, 1.3333333333e-1f);       /* 2/15 */
+    p = fmaf(p, x2, -3.3333333333e-1f);      /* -1/3 */
+    return fmaf(x * x2, p, x);
 }
 
-/* the same for 8 accumulators; result lanes 0..7 */
-static SP_ALWAYS_INLINE __m256 sp_hsum8x16_avx512(const __m512 *a) {
-    __m512 s1[4], s2[2];
-    for (int m = 0; m < 4; m++)
-        s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
-                              _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
-    for (int m = 0; m < 2; m++)
-        s2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], 0x88),
-                              _mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], 0xDD));
-    __m512 s3 = _mm512_add_ps(
-        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s2[0]), _mm512_castps_pd(s2[1]))),
-        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s2[0]), _mm512_castps_pd(s2[1]))));
-    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s3, s3, 0x88), _mm512_shuffle_ps(s3, s3, 0xDD));
-    /* lane 4q + {0, 1} holds accumulators q and q + 4 */
-    const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
-    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
+#define SP_GELU_K 0.7978845608028654 /* sqrt(2/π) */
+
+/* silu(g)·u and gelu_tanh(g)·u of one lane, in the order every vector tier uses */
+static inline float sp_silu_mul_lane(float g, float u) { return g / (1.0f + sp_exp_lane(-g)) * u; }
+static inline float sp_gelu_mul_lane(float g, float u) {
+    float inner = (float)SP_GELU_K * fmaf(0.044715f * g, g * g, g);
+    return 0.5f * g * (1.0f + sp_tanh_lane(inner)) * u;
 }
 
-/* Canonical sums of n <= 8 accumulators a[0..n) (times scale when SCALE) to out[0..n). */
-static SP_ALWAYS_INLINE void sp_store_sums_row(const __m512 *a, int n, float *out, float scale,
-                                               const int SCALE) {
-    __m512 b[8];
-    for (int j = 0; j < 8; j++) b[j] = j < n ? a[j] : _mm512_setzero_ps();
-    __m256 r = sp_hsum8x16_avx512(b);
-    if (SCALE) r = _mm256_mul_ps(r, _mm256_set1_ps(scale));
-    if (n == 8) _mm256_storeu_ps(out, r);
-    else _mm256_mask_storeu_ps(out, (__mmask8)((1u << n) - 1u), r);
-}
+/* ---- element-wise and row primitives, one set per tier (act.c, act_<tier>.c) ------------ */
+/* out = silu(gate) ⊙ up and gelu_tanh(gate) ⊙ up (out may alias gate or up) */
+void sp_silu_mul_avx512(float *out, const float *gate, const float *up, size_t n);
+void sp_silu_mul_avx2(float *out, const float *gate, const float *up, size_t n);
+void sp_silu_mul_neon(float *out, const float *gate, const float *up, size_t n);
+void sp_gelu_tanh_mul_avx512(float *out, const float *gate, const float *up, size_t n);
+void sp_gelu_tanh_mul_avx2(float *out, const float *gate, const float *up, size_t n);
+void sp_gelu_tanh_mul_neon(float *out, const float *gate, const float *up, size_t n);
+/* x = c · tanh(x / c) */
+void sp_softcap_avx512(float *x, size_t n, float c);
+void sp_softcap_avx2(float *x, size_t n, float c);
+void sp_softcap_neon(float *x, size_t n, float c);
+/* x[i] = e^(x[i] − m); returns Σ x[i] as 16 lane sums (lane i % 16) and the canonical tree */
+float sp_exp_sum_avx512(float *x, int n, float m);
+float sp_exp_sum_avx2(float *x, int n, float m);
+float sp_exp_sum_neon(float *x, int n, float m);
+/* the canonical dot of x and w (length K) */
+float sp_dot_f32_avx512(const float *x, const float *w, int K);
+float sp_dot_f32_avx2(const float *x, const float *w, int K);
+float sp_dot_f32_neon(const float *x, const float *w, int K);
+/* first index of the largest non-NaN value; 0 when all are NaN (n >= 1) */
+int sp_argmax_avx512(const float *x, int n);
+int sp_argmax_avx2(const float *x, int n);
+int sp_argmax_neon(const float *x, int n);
 
-/* Canonical sums of a 4 × 6 tile a[i·6 + j] (times scale when SCALE) to out[i][0..6). */
-static SP_ALWAYS_INLINE void sp_store_sums_4x6(const __m512 *a, float *const *out, float scale,
-                                               const int SCALE) {
-    __m512 b16[16], b8[8];
-    for (int i = 0; i < 4; i++) {
-        for (int j = 0; j < 4; j++) b16[i * 4 + j] = a[i * 6 + j];
-        for (int j = 0; j < 2; j++) b8[i * 2 + j] = a[i * 6 + 4 + j];
-    }
-    __m512 r = sp_hsum16x16_avx512(b16); /* lanes 4i..4i+3: row i, columns 0..3 */
-    __m256 r8 = sp_hsum8x16_avx512(b8);  /* lanes 2i, 2i+1: row i, columns 4, 5 */
-    if (SCALE) {
-        r = _mm512_mul_ps(r, _mm512_set1_ps(scale));
-        r8 = _mm256_mul_ps(r8, _mm256_set1_ps(scale));
-    }
-    _mm_storeu_ps(out[0], _mm512_castps512_ps128(r));
-    _mm_storeu_ps(out[1], _mm512_extractf32x4_ps(r, 1));
-    _mm_storeu_ps(out[2], _mm512_extractf32x4_ps(r, 2));
-    _mm_storeu_ps(out[3], _mm512_extractf32x4_ps(r, 3));
-    __m128 lo = _mm256_castps256_ps128(r8), hi = _mm256_extractf128_ps(r8, 1);
-    _mm_storel_pi((__m64 *)(out[0] + 4), lo);
-    _mm_storeh_pi((__m64 *)(out[1] + 4), lo);
-    _mm_storel_pi((__m64 *)(out[2] + 4), hi);
-    _mm_storeh_pi((__m64 *)(out[3] + 4), hi);
-}
+/* the canonical dot on the tier in use */
+float sp_dot_f32(const float *x, const float *w, int K);
 
-static SP_ALWAYS_INLINE __mmask16 sp_tail_mask(int rem) { return (__mmask16)((1u << rem) - 1u); }
+/* ---- matmul (matmul.c, matmul_<tier>.c) ------------------------------------------------- */
+typedef struct {
+    float *Y;
+    const float *X;
+    const void *W;
+    sp_dtype dt;
+    int T, N, K;
+    sp_cpu_tier tier; /* the code path of this call */
+    int chunk_rows;   /* rows of W per claimed chunk (a multiple of SP_MM_ROW_ALIGN) */
+    _Atomic int next_chunk;
+} sp_mm_ctx;
 
-static SP_ALWAYS_INLINE float sp_dot_f32_avx512(const float *x, const float *w, int K) {
-    __m512 acc = _mm512_setzero_ps();
-    int k = 0;
-    for (; k + 16 <= K; k += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(w + k), acc);
-    if (k < K) {
-        __mmask16 m = sp_tail_mask(K - k);
-        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, w + k),
-                                    acc, m);
-    }
-    return sp_hsum16_avx512(acc);
-}
+/* row chunks are multiples of every tier's tile heights (1, 2, 3, 4, 6, 8) */
+#define SP_MM_ROW_ALIGN 24
 
-/* e^x for 16 lanes, ~1 ulp over the f32 range; x < -104 gives 0, x > 88.7 gives inf, NaN
- * stays NaN. Lane-wise: a value's result never depends on its lane or neighbours. */
-static SP_ALWAYS_INLINE __m512 sp_exp_avx512(__m512 x) {
-    const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-    const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-    const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-    /* min/max return their second operand when one is NaN: NaN passes through */
-    x = _mm512_min_ps(_mm512_set1_ps(88.7228390f), x);
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-    r = _mm512_fnmadd_ps(n, ln2_lo, r);
-    /* Taylor-like minimax polynomial for e^r on |r| <= ln2/2 (cephes expf coefficients) */
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 r2 = _mm512_mul_ps(r, r);
-    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
+/* Y rows [n0, n1) for all T tokens. [f0, f1): the rows this thread does next (empty if
+ * none), which the AVX-512 path starts streaming in; cold: nothing of [n0, n1) requested yet. */
+void sp_mm_rows_avx512(const sp_mm_ctx *c, int n0, int n1, int f0, int f1, int cold);
+void sp_mm_rows_avx2(const sp_mm_ctx *c, int n0, int n1);
+void sp_mm_rows_neon(const sp_mm_ctx *c, int n0, int n1);
 
-/* tanh for 16 lanes, lane-wise, ~2 ulp: |x| < 0.5 by the odd Taylor series to x^15 (next term
- * < 3e-8 relative there), otherwise sign(x)·(1 − 2/(e^{2|x|} + 1)) (no cancellation once
- * tanh ≥ 0.46; e^{2|x|} = inf for large |x| gives exactly ±1). NaN stays NaN. */
-static SP_ALWAYS_INLINE __m512 sp_tanh_avx512(__m512 x) {
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 ax = _mm512_andnot_ps(sign, x);
-    __m512 e = sp_exp_avx512(_mm512_add_ps(ax, ax));
-    __m512 one = _mm512_set1_ps(1.0f);
-    __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
-    big = _mm512_or_ps(big, _mm512_and_ps(x, sign));
-    __m512 x2 = _mm512_mul_ps(x, x);
-    __m512 p = _mm512_set1_ps(-1.4558343870e-3f);               /* -929569/638512875 */
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(3.5921280366e-3f)); /* 21844/6081075 */
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-8.8632355299e-3f)); /* -1382/155925 */
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.1869488536e-2f)); /* 62/2835 */
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.3968253968e-2f)); /* -17/315 */
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(1.3333333333e-1f)); /* 2/15 */
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-3.3333333333e-1f)); /* -1/3 */
-    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(x, x2), p, x);
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_LT_OQ), big, small);
-}
-#endif
-
-/* canonical dot of two f32 vectors: the fast path when compiled in */
-static inline float sp_dot_f32(const float *x, const float *w, int K) {
-#if SP_AVX512
-    return sp_dot_f32_avx512(x, w, K);
-#else
-    return sp_dot_f32_portable(x, w, K);
-#endif
-}
-
-/* sp_matmul on the portable (scalar) code path, same canonical order: the tests compare it
- * bit for bit with sp_matmul so the fallback used on non-AVX-512 machines stays checked. */
+/* sp_matmul on one code path (tests; tier must be supported). Same bits on every tier. */
+void sp_matmul_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier);
+/* sp_matmul_tier on SP_CPU_SCALAR */
 void sp_matmul_portable(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
+
+/* ---- attention (attention.c, attention_<tier>.c) ---------------------------------------- */
+/* element offset of position p, KV head kvh in a [cap, KVH, D] cache */
+static inline size_t sp_kv_off(const sp_attn_shape *s, int p, int kvh) {
+    size_t slot = (size_t)(s->ring ? p % s->cap : p);
+    return (slot * (size_t)s->KVH + (size_t)kvh) * (size_t)s->D;
+}
+
+#define SP_ATTN_PF_KEYS 16 /* keys ahead to prefetch */
+
+/* Scores of NR query rows q[r] against NK key rows k[x]: the canonical dot times scale, into
+ * e[r][col + x]; m[r] = max(m[r], ...) in increasing x. */
+typedef void (*sp_attn_qk_fn)(const float *const *q, const float *const *k, int D, float scale,
+                              float *const *e, int col, float *m);
+/* For NR rows r: o_r[d] = fma(e_r[p − p0], v_p[d], o_r[d]) for p = a .. b-1 in increasing
+ * order, d = d0 .. d0+dn-1 (dn <= 128), v_p the V row of position p, KV head kvh. */
+typedef void (*sp_attn_pv_fn)(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0,
+                              float *const *o, const float *const *e, int d0, int dn);
+/* One tier's attention pieces. qk_wide[NR − 1]: NR = 1..4 rows × 6 keys; qk_narrow: × 1 key;
+ * pv[NR − 1]: NR = 1..3 rows; exp: buf[i] = e^(buf[i] − m), i < n, lane-wise. */
+typedef struct {
+    sp_attn_qk_fn qk_wide[4], qk_narrow[4];
+    sp_attn_pv_fn pv[3];
+    void (*exp)(float *buf, int n, float m);
+} sp_attn_ops;
+
+extern const sp_attn_ops sp_attn_ops_avx512, sp_attn_ops_avx2, sp_attn_ops_neon;
+
+/* sp_attention on one code path (tests; tier must be supported) */
+void sp_attention_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                       const sp_attn_shape *s, sp_cpu_tier tier);
 
 #endif

@@ -8,13 +8,11 @@
 #include "sample.h"
 
 #include <math.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/kernels.h"
 
 #define SP_NB 4096            /* selection buckets (see "bucketed selection") */
 #define SP_BUCKET_RANGE 40.0f /* bucketed span below the max x: e^-40 is negligible mass */
@@ -97,30 +95,9 @@ static int argmax_scalar(const float *x, int V) {
     return best;
 }
 
-/* The rule of argmax_scalar: the first index of the largest non-NaN value, 0 when all are NaN.
- * With AVX-512: one pass for the maximum (max(x, acc) keeps acc when x is NaN), one for the first
- * index equal to it — greedy verification and drafting call this for every position. */
-int sp_sample_argmax(const float *x, int V) {
-#if defined(__AVX512F__)
-    if (V >= 64) {
-        __m512 acc = _mm512_set1_ps(-INFINITY);
-        int i = 0;
-        for (; i + 16 <= V; i += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc);
-        float m = _mm512_reduce_max_ps(acc);
-        for (; i < V; i++)
-            if (x[i] > m) m = x[i];
-        __m512 vm = _mm512_set1_ps(m);
-        for (i = 0; i + 16 <= V; i += 16) {
-            __mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), vm, _CMP_EQ_OQ);
-            if (k) return i + __builtin_ctz(k);
-        }
-        for (; i < V; i++)
-            if (x[i] == m) return i;
-        return 0; /* every value NaN */
-    }
-#endif
-    return argmax_scalar(x, V);
-}
+/* The rule of argmax_scalar, on the SIMD tier in use (sp_argmax, src/kernels/act.c): greedy
+ * verification and drafting call this for every position. */
+int sp_sample_argmax(const float *x, int V) { return sp_argmax(x, V); }
 
 int sp_sample_argmax_ref(const float *x, int V) { return argmax_scalar(x, V); }
 

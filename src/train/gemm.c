@@ -10,7 +10,9 @@
 
 #include "train/ops.h"
 
+#include "core/cpu.h"
 #include "kernels/kernels.h"
+#include "train/gemm_tile.h"
 
 
 void tr_gemm_nt(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
@@ -26,41 +28,39 @@ typedef struct {
 
 /* ---- register-blocked accumulation: C[i, j] += Σ_k a(i, k) · B[k, j] ----------------------
  * a(i, k) = A[i·sar + k·sak] covers both A[M,K] (NN) and A[K,M]ᵀ (TN). A 4 × 64 tile of C lives
- * in 16 vector accumulators while k runs over a KB-deep panel of B (kept in L2). GCC/Clang
- * vector extensions: AVX-512 / AVX2 / SSE, whatever -march gives. */
-typedef float v16 __attribute__((vector_size(64)));
-enum { MR = 4, NR = 64, KB = 256 };
+ * in vector accumulators while k runs over a KB-deep panel of B (kept in L2). Every element is
+ * c += a · b (a product, then a sum: no fma) in k order, on every tier: the AVX-512 and AVX2
+ * tiles (gemm_avx512.c, gemm_avx2.c) and the portable one below give the same bits. */
+enum { MR = TR_GEMM_MR, NR = TR_GEMM_NR, KB = 256 };
 
-static inline v16 vload(const float *p) {
-    v16 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void vstore(float *p, v16 v) { memcpy(p, &v, sizeof v); }
-
-static void kernel_4x64(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
-                        int k1) {
-    v16 acc[MR][4];
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < 4; v++) acc[r][v] = vload(C + (size_t)r * ldc + 16 * v);
+static void kernel_4x64_portable(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb,
+                                 int k0, int k1) {
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++) memcpy(acc[r], C + (size_t)r * ldc, sizeof acc[r]);
     for (int k = k0; k < k1; k++) {
         const float *b = B + (size_t)k * ldb;
-        v16 b0 = vload(b), b1 = vload(b + 16), b2 = vload(b + 32), b3 = vload(b + 48);
         for (int r = 0; r < MR; r++) {
             float a = A[r * sar + (size_t)k * sak];
-            acc[r][0] += a * b0;
-            acc[r][1] += a * b1;
-            acc[r][2] += a * b2;
-            acc[r][3] += a * b3;
+            for (int j = 0; j < NR; j++) acc[r][j] += a * b[j];
         }
     }
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < 4; v++) vstore(C + (size_t)r * ldc + 16 * v, acc[r][v]);
+    for (int r = 0; r < MR; r++) memcpy(C + (size_t)r * ldc, acc[r], sizeof acc[r]);
+}
+
+static tr_gemm_tile_fn tile_kernel(void) {
+    switch (sp_cpu_level()) {
+#if defined(__x86_64__)
+    case SP_CPU_AVX512: return tr_gemm_4x64_avx512;
+    case SP_CPU_AVX2: return tr_gemm_4x64_avx2;
+#endif
+    default: return kernel_4x64_portable;
+    }
 }
 
 /* the rows [i0, i1) × columns [j0, j1) of C, over all k, in a fixed order per element */
 static void block_acc(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int i0,
                       int i1, int j0, int j1, int K) {
+    const tr_gemm_tile_fn kernel_4x64 = tile_kernel();
     for (int kb = 0; kb < K; kb += KB) {
         int ke = kb + KB < K ? kb + KB : K;
         for (int jt = j0; jt < j1; jt += NR) {
