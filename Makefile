@@ -51,7 +51,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h)
 TEST_HEADERS := $(wildcard tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean
+.PHONY: all deps test test-fast test-avx2 test-aarch64 run asan clang bench bench-dflash bench-kernels bench-train clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -96,12 +96,32 @@ asan:
 clang:
 	$(MAKE) CC=clang BUILD=build-clang all
 
-# README command 2: install, build (gcc, clang, sanitizers) and run every test.
+# README command 2: install, build (gcc, clang, sanitizers) and run every test, then the
+# SIMD checks: the kernel and identity tests on the AVX2 path, and on aarch64 under qemu.
 test: deps
 	$(MAKE) all
 	$(MAKE) clang
 	$(MAKE) asan
 	sh tests/run.sh build build-asan
+	$(MAKE) test-avx2
+	$(MAKE) test-aarch64
+
+# The kernel, model and speculative-identity tests with the tier capped at AVX2 (on a machine
+# without AVX2 they run the scalar path).
+SIMD_TESTS := test_kernels test_simd test_model test_spec test_generate test_dflash test_assistant
+test-avx2: all
+	SPECULA_CPU=avx2 sh tests/run.sh build $(SIMD_TESTS)
+
+# aarch64: cross-compiled with Debian's gcc-aarch64-linux-gnu into build-aarch64/ (NEON tier)
+# and run under qemu-user (the arm64 libraries come from the arm64 packages tools/deps.sh
+# installs). test_spec runs its greedy-identity cases only (its audits take minutes emulated).
+AARCH64_TESTS := test_kernels test_simd test_model test_generate test_spec
+AARCH64_CC    ?= aarch64-linux-gnu-gcc
+QEMU_AARCH64  ?= qemu-aarch64-static
+test-aarch64:
+	$(MAKE) CC=$(AARCH64_CC) BUILD=build-aarch64 NO_MPI=1 $(AARCH64_TESTS:%=build-aarch64/tests/%)
+	SPECULA_TEST_EXEC=$(QEMU_AARCH64) SPECULA_TESTS_test_spec=test_greedy_identity,test_eos_in_block \
+	    sh tests/run.sh --exec $(QEMU_AARCH64) build-aarch64 $(AARCH64_TESTS)
 
 test-fast: all
 	sh tests/run.sh build
@@ -112,7 +132,7 @@ run: deps
 	sh tools/run-default.sh
 
 clean:
-	rm -rf build build-asan build-clang
+	rm -rf build build-asan build-clang build-aarch64
 
 # The embedded pair's benchmark report (JSON + plots in build/bench/).
 bench: all

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 static int harness_case_failed, harness_passed, harness_failed;
@@ -26,8 +27,19 @@ static int harness_case_failed, harness_passed, harness_failed;
         }                                                                                 \
     } while (0)
 
+/* SPECULA_TESTS=name,name,...: run only those cases (the others are skipped silently) */
+static inline int harness_selected(const char *name) {
+    const char *only = getenv("SPECULA_TESTS");
+    if (!only || !*only) return 1;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 #define RUN(fn)                                                                           \
     do {                                                                                  \
+        if (!harness_selected(#fn)) break;                                                \
         harness_case_failed = 0;                                                          \
         fn();                                                                             \
         if (harness_case_failed) {                                                        \

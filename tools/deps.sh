@@ -4,6 +4,11 @@
 # some machines carry it inside their nodejs package rather than Debian's npm package.
 set -e
 PKGS="gcc clang make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev"
+# make test-aarch64: the aarch64 cross compiler, qemu-user and the arm64 libraries (on an
+# x86-64 host; an arm64 host needs none of them)
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+    PKGS="$PKGS gcc-aarch64-linux-gnu qemu-user-static libc6:arm64 libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64"
+fi
 OPTIONAL_CMDS="gnuplot:gnuplot-nox mpicc:libopenmpi-dev mpirun:openmpi-bin"
 missing=""
 for p in $PKGS; do
@@ -16,6 +21,9 @@ done
 if [ -n "$missing" ]; then
     echo "deps: installing$missing"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    case "$missing" in
+    *:arm64*) dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64 ;;
+    esac
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi

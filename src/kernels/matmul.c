@@ -90,6 +90,7 @@ static void mm_task(void *arg, int i, int n) {
     if (!mm_claim(c, &n0, &n1)) return;
     for (int cold = 1;; cold = 0) {
         int more = mm_claim(c, &f0, &f1);
+        (void)cold; /* only the AVX-512 rows use it */
         switch (c->tier) {
 #if defined(__x86_64__)
         case SP_CPU_AVX512: sp_mm_rows_avx512(c, n0, n1, f0, f1, cold); break;
