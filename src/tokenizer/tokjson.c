@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../formats/hfjson.h"
 #include "tok_internal.h"
 #include "tokjson_scan.h"
 
@@ -506,32 +507,33 @@ static int32_t config_token(const tok_tokenizer *t, json_t *cfg, const char *key
     return tok_vocab_find(t, json_string_value(v), json_string_length(v));
 }
 
-static int apply_config(ld *L, const char *cfg_text) {
+static int apply_config(ld *L, const char *cfg_text, int has_post) {
     tok_tokenizer *t = L->t;
-    json_error_t je;
-    json_t *cfg = json_loads(cfg_text, JSON_DECODE_INT_AS_REAL, &je); /* model_max_length 1e30 */
+    json_t *cfg = hf_json_loadb(cfg_text, strlen(cfg_text), 0, "tokenizer_config.json", L->err);
+    if (!cfg) return sp_err_wrap(L->err, "%s", t->source);
     if (!json_is_object(cfg)) {
         json_decref(cfg);
-        return sp_err_set(L->err, "%s: tokenizer_config.json: invalid JSON at line %d: %s", t->source,
-                          je.line, je.text);
+        return sp_err_set(L->err, "%s: tokenizer_config.json: the top level must be an object", t->source);
     }
     int32_t bos = config_token(t, cfg, "bos_token"), eos = config_token(t, cfg, "eos_token");
     if (bos >= 0) t->bos_id = bos;
     if (eos >= 0) t->eos_id = eos;
+    /* transformers rebuilds the post-processor as [bos] $A [eos] from add_bos_token /
+     * add_eos_token when the config names either flag, when its tokenizer class defaults them
+     * (Llama / CodeLlama / Gemma: BOS on), or when tokenizer.json has no post-processor;
+     * otherwise tokenizer.json's post-processor stands (docs/tokenizer-fidelity.md). */
     json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
-    if (json_is_boolean(ab) && t->bos_id >= 0) {
-        int has = t->n_post_pre > 0 && t->post_pre[0] == t->bos_id;
-        if (json_is_true(ab) && !has && t->n_post_pre < TOK_MAX_POST) {
-            memmove(t->post_pre + 1, t->post_pre, (size_t)t->n_post_pre * sizeof *t->post_pre);
-            t->post_pre[0] = t->bos_id, t->n_post_pre++;
-        } else if (json_is_false(ab) && has) {
-            memmove(t->post_pre, t->post_pre + 1, (size_t)--t->n_post_pre * sizeof *t->post_pre);
-        }
-    }
-    if (json_is_boolean(ae) && t->eos_id >= 0) {
-        int has = t->n_post_post > 0 && t->post_post[t->n_post_post - 1] == t->eos_id;
-        if (json_is_true(ae) && !has && t->n_post_post < TOK_MAX_POST) t->post_post[t->n_post_post++] = t->eos_id;
-        else if (json_is_false(ae) && has) t->n_post_post--;
+    const char *cls = str_of(cfg, "tokenizer_class");
+    int class_bos = cls && (!strncmp(cls, "LlamaTokenizer", 14) || !strncmp(cls, "CodeLlamaTokenizer", 18) ||
+                            !strncmp(cls, "GemmaTokenizer", 14));
+    if (json_is_boolean(ab) || json_is_boolean(ae) || class_bos || !has_post) {
+        int add_bos = json_is_boolean(ab) ? json_is_true(ab) : class_bos;
+        int add_eos = json_is_true(ae);
+        json_t *bv = json_object_get(cfg, "bos_token"), *ev = json_object_get(cfg, "eos_token");
+        int32_t b = bv ? bos : t->bos_id, e = ev ? eos : t->eos_id; /* "bos_token": null -> none */
+        t->n_post_pre = t->n_post_post = 0;
+        if (add_bos && b >= 0) t->post_pre[t->n_post_pre++] = b;
+        if (add_eos && e >= 0) t->post_post[t->n_post_post++] = e;
     }
     json_t *ct = json_object_get(cfg, "chat_template");
     const char *tmpl = json_is_string(ct) ? json_string_value(ct) : NULL;
@@ -556,7 +558,6 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
         return NULL;
     }
     ld L = {t, err};
-    json_error_t je;
     /* fast path: read model.vocab / model.merges here, the rest with jansson */
     tj_span vs, ms;
     char *rest = NULL;
@@ -571,10 +572,9 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
         memcpy(rest + rest_len, fill2, 2), rest_len += 2;
         memcpy(rest + rest_len, text + second->b, len - second->b), rest_len += len - second->b;
     }
-    json_t *root = json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, &je);
-    int rc = 0;
-    if (!root) rc = sp_err_set(err, "%s: invalid JSON at line %d column %d: %s", what, je.line, je.column, je.text);
-    else if (!json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);
+    json_t *root = hf_json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, what, err);
+    int rc = root ? 0 : -1;
+    if (root && !json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);
     if (!rc)
         rc = parse_model(&L, json_object_get(root, "model"), json_object_get(root, "added_tokens"),
                          rest ? &vs : NULL, rest ? &ms : NULL);
@@ -582,14 +582,16 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
     if (!rc) rc = parse_norm(&L, json_object_get(root, "normalizer"), "normalizer", 0);
     if (!rc) rc = parse_pre(&L, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0);
     if (!rc) rc = parse_dec(&L, json_object_get(root, "decoder"), "decoder", 0);
-    if (!rc) rc = parse_post(&L, json_object_get(root, "post_processor"), 0);
+    json_t *post = json_object_get(root, "post_processor");
+    int has_post = post && !json_is_null(post);
+    if (!rc) rc = parse_post(&L, post, 0);
     json_decref(root);
     if (!rc) {
         t->model = TOK_MODEL_BPE;
         t->sanitize_utf8 = !t->byte_fallback;
         if (t->n_post_pre) t->bos_id = t->post_pre[0];
         if (t->n_post_post) t->eos_id = t->post_post[t->n_post_post - 1];
-        if (config_json) rc = apply_config(&L, config_json);
+        if (config_json) rc = apply_config(&L, config_json, has_post);
     }
     if (!rc) {
         if (t->eos_id < 0) { /* the usual names */

