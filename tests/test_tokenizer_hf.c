@@ -9,10 +9,15 @@
  *     LlamaTokenizerFast config adds its BOS, Qwen3 none), through `specula tokenize`, and for
  *     Roberta / Bert / TemplateProcessing / Sequence post-processors on a small tokenizer;
  *   - `new-model --tokenizer` writes the tokenizer's bos / eos / pad ids, and export-gguf reads
- *     a tokenizer_config.json with a huge integer. */
+ *     a tokenizer_config.json with a huge integer;
+ *   - input limits: long runs (spaces, newlines, letters, digits, punctuation) encode and decode
+ *     back on the byte-level tokenizers, with peak memory linear in the input; a tokenizer.json
+ *     naming id 2^26-1 among few tokens is an error, not a gigabyte of tables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "core/core.h"
 #include "formats/hfjson.h"
@@ -213,6 +218,70 @@ static void test_new_model_ids(void) {
     CHECK(system("rm -rf build/tok-hf/nm-*") == 0, "cleanup");
 }
 
+/* peak RSS (KiB) of `specula tokenize` on n bytes of c, or -1 */
+static long tokenize_rss(const char *model, char c, size_t n) {
+    const char *path = "build/tok-hf/run.txt";
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    for (size_t i = 0; i < n; i++) fputc(c, f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s -f %s >/dev/null", cli, model, path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) return -1;
+    return ru.ru_maxrss;
+}
+
+static void test_limits(void) {
+    sp_err err = {0};
+    tok_tokenizer *t = tok_load_dir(CACHE "qwen3", &err), *l = tok_load_dir(CACHE "llama3_1", &err);
+    CHECK(t && l, "%s", err.msg);
+    static const char *unit[] = {"space", "newline", "space tab", "a", "7", "!", "U+4E2D", "CR LF space"};
+    static const char *raw[] = {" ", "\n", " \t", "a", "7", "!", "\xE4\xB8\xAD", "\r\n "};
+    const size_t N = 256 * 1024;
+    char *text = malloc(N + 4);
+    for (size_t u = 0; t && l && text && u < sizeof raw / sizeof raw[0]; u++) {
+        size_t ul = strlen(raw[u]), n = 0;
+        while (n + ul <= N) memcpy(text + n, raw[u], ul), n += ul;
+        for (int k = 0; k < 2; k++) {
+            tok_tokenizer *tk = k ? l : t;
+            int32_t *ids = NULL;
+            int nid = 0;
+            char *dec = NULL;
+            CHECK(tok_encode(tk, text, n, 0, 0, &ids, &nid, &err) == 0, "run of '%s': %s", unit[u], err.msg);
+            CHECK(nid > 0 && tok_decode(tk, ids, nid, &dec, &err) == 0 && strlen(dec) == n && !memcmp(dec, text, n),
+                  "run of '%s' (%s): %d ids do not decode back", unit[u], k ? "llama3_1" : "qwen3", nid);
+            free(ids);
+            free(dec);
+        }
+    }
+    free(text);
+    tok_free(t);
+    tok_free(l);
+    /* memory linear in the input: under 64 bytes per input byte on 1 MiB */
+    long r0 = tokenize_rss(CACHE "qwen3", ' ', 1), r1 = tokenize_rss(CACHE "qwen3", ' ', 256 * 1024),
+         r4 = tokenize_rss(CACHE "qwen3", ' ', 1024 * 1024);
+    CHECK(r0 > 0 && r1 > 0 && r4 > 0, "tokenize runs failed (%ld %ld %ld)", r0, r1, r4);
+    printf("  peak RSS: %ld KiB at 1 byte, +%ld KiB at 256 KiB of spaces, +%ld KiB at 1 MiB\n", r0, r1 - r0, r4 - r0);
+    CHECK(r4 - r0 < 64 * 1024, "1 MiB of spaces took %ld KiB more (a quadratic blow-up?)", r4 - r0);
+    /* an id far beyond the tokens: an error naming it, before any table is allocated */
+    const char *huge = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":67108863},\"merges\":[]}}";
+    t = tok_load_json_mem(huge, strlen(huge), NULL, "huge.json", &err);
+    CHECK(!t && strstr(err.msg, "67108863") && strstr(err.msg, "dense"), "huge id: %s", err.msg);
+    tok_free(t);
+    const char *huge2 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                        "\"added_tokens\":[{\"id\":67108863,\"content\":\"<x>\",\"special\":true}]}";
+    t = tok_load_json_mem(huge2, strlen(huge2), NULL, "huge2.json", &err);
+    CHECK(!t && strstr(err.msg, "67108863"), "huge added id: %s", err.msg);
+    tok_free(t);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(cli, sizeof cli, "%s", argv[0]);
@@ -224,5 +293,6 @@ int main(int argc, char **argv) {
     RUN(test_bos_cli);
     RUN(test_post_processors);
     RUN(test_new_model_ids);
+    RUN(test_limits);
     return harness_done("test_tokenizer_hf");
 }

@@ -227,6 +227,13 @@ static int tokenizer_info(const char *path, int *n_ids, char sets[3][64], sp_err
         json_decref(root);
         return sp_err_set(err, "%s: no usable vocabulary (model.vocab)", path);
     }
+    size_t n_tokens = (json_is_object(vocab) ? json_object_size(vocab) : json_array_size(vocab)) +
+                      json_array_size(json_object_get(root, "added_tokens"));
+    if ((size_t)max_id >= 2 * n_tokens + 65536) { /* as the tokenizer loader: ids must be dense */
+        json_decref(root);
+        return sp_err_set(err, "%s: token id %lld with only %zu tokens: ids must be dense", path, (long long)max_id,
+                          n_tokens);
+    }
     *n_ids = (int)max_id + 1;
     sets[0][0] = sets[1][0] = sets[2][0] = 0;
     char cfg_path[4096];

@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hfjson.h"
 #include "safetensors_internal.h"
 
 #define ST_MAX_HEADER 100000000ull /* MAX_HEADER_SIZE of the reference reader */
@@ -441,9 +440,11 @@ static int open_index(st_set *s, const char *dir, const char *index, sp_err *err
     char *txt = NULL;
     size_t len = 0;
     if (sp_read_file(index, &txt, &len, err)) return -1;
-    json_t *root = hf_json_loadb(txt, len, JSON_REJECT_DUPLICATES, index, err);
+    json_error_t jerr;
+    json_t *root = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &jerr);
     free(txt);
-    if (!root) return -1;
+    if (!root) return sp_err_set(err, "%s: not valid JSON: %s (line %d)", index, jerr.text,
+                                 jerr.line);
     int rc = 0;
     json_t *wm = json_object_get(root, "weight_map");
     const char **shards = NULL;

@@ -90,8 +90,12 @@ static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(op->re, NULL);
     if (!md) return -1;
     while (i <= n) {
-        int rc = pcre2_match(op->re, (PCRE2_SPTR)s, n, i, 0, md, NULL);
-        if (rc < 0) break;
+        int rc = tok_regex_match(op->re, md, s, n, i);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            pcre2_match_data_free(md);
+            return -2;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         if (tok_buf_put(out, s + start, ov[0] - start) || tok_buf_put(out, op->b, op->blen)) {
             pcre2_match_data_free(md);
@@ -163,5 +167,6 @@ int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out,
     tok_buf_free(out);
     *out = tmp;
     if (!out->p) rc = rc || tok_buf_put(out, "", 0);
+    if (rc == -2) return sp_err_set(err, "%s: a Replace normalizer's regex failed on %zu bytes", t->source, n);
     return rc ? sp_err_set(err, "%s: out of memory while normalizing", t->source) : 0;
 }

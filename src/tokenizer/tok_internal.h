@@ -253,6 +253,9 @@ int tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, 
                     sp_err *err);
 void tok_pieces_free(tok_pieces *w);
 pcre2_code *tok_regex_compile(const char *pattern, size_t len, sp_err *err);
+/* pcre2_match that retries a match hitting PCRE2's default limits with limits proportional to
+ * the subject (long runs cost linear time, not an error); returns pcre2_match's code */
+int tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from);
 void tok_pre_free(tok_pre *p);
 extern const char TOK_REGEX_GPT2[], TOK_REGEX_QWEN2[], TOK_REGEX_LLAMA3[];
 

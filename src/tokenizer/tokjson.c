@@ -390,6 +390,12 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
             vl.max_id = json_integer_value(id);
     }
     if (!rc && vl.max_id < 0) rc = FAIL(L, "model.vocab is empty");
+    /* the id tables are dense: an id far beyond the number of tokens would cost memory for
+     * the holes, not for tokens the file has (real vocabularies have no or few gaps) */
+    size_t n_tokens = vl.n + (added ? json_array_size(added) : 0);
+    if (!rc && (size_t)vl.max_id >= 2 * n_tokens + 65536)
+        rc = FAIL(L, "token id %lld with only %zu tokens: ids must be dense (at most %zu ids for this file)",
+                  vl.max_id, n_tokens, 2 * n_tokens + 65536);
     if (!rc) rc = tok_vocab_init(t, (int)vl.max_id + 1, L->err);
     for (size_t i = 0; !rc && i < vl.n; i++)
         if (tok_vocab_set(t, vl.id[i], vl.arena.p + vl.off[i], vl.len[i], L->err)) rc = sp_err_wrap(L->err, "model.vocab");
