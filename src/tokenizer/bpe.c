@@ -11,6 +11,11 @@
 
 #include "tok_internal.h"
 
+/* Control and unknown tokens come only from the added-token matcher (parse_special) or the
+ * post-processor, never from merging text: with parse_special off, "<|im_end|>" or "<s>"
+ * written in the text stays text for every vocabulary (llama.cpp's parse_special contract). */
+#define NOT_FROM_TEXT (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)
+
 typedef struct {
     int32_t id;         /* token id; -1 = not a piece (SPM) / unknown */
     int32_t prev, next; /* neighbours, -1 at the ends */
@@ -105,11 +110,11 @@ static int try_pair(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, 
     cand c = {0, l, r, a->len, b->len, -1};
     if (t->model == TOK_MODEL_SPM) {
         c.id = tok_vocab_find(t, w + a->start, a->len + b->len);
-        if (c.id < 0) return 0;
+        if (c.id < 0 || (t->attr[c.id] & NOT_FROM_TEXT)) return 0;
         c.key = (uint64_t)(~float_key(t->score[c.id])) << 32 | (uint32_t)l;
     } else {
         const tok_merge *m = tok_merges_find(t, a->id, b->id);
-        if (!m) return 0;
+        if (!m || (t->attr[m->id] & NOT_FROM_TEXT)) return 0;
         c.id = m->id;
         c.key = (uint64_t)(uint32_t)m->rank << 32 | (uint32_t)l;
     }
@@ -194,7 +199,7 @@ int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, siz
             klen = sc->mapped.n;
         }
         int32_t id = tok_vocab_find(t, key, klen);
-        if (id >= 0) return out_push(out, n_out, cap_out, id) ? sp_err_set(err, "out of memory") : 0;
+        if (id >= 0 && !(t->attr[id] & NOT_FROM_TEXT)) return out_push(out, n_out, cap_out, id) ? sp_err_set(err, "out of memory") : 0;
     }
     if (build_symbols(t, sc, w, (uint32_t)n)) return sp_err_set(err, "out of memory");
     sc->nh = 0;

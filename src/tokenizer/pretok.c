@@ -127,8 +127,13 @@ static int find_spans(const tok_pre *op, pcre2_match_data *md, const char *base,
             int rc = regex_next(op->re, md, s, len, pos, &ms, &me);
             if (rc < 0) return sp_err_set(err, "pre-tokenizer regex failed on a %u-byte piece", len);
             if (rc == 0) break;
-            if (me == ms) { /* empty match: ignore it, step one byte */
-                pos = ms + 1;
+            if (me == ms) { /* empty match: a cut at ms (HF and llama.cpp split there), step one character */
+                if (ms > prev && span_push(out, off + prev, off + (uint32_t)ms, 0)) return sp_err_set(err, "out of memory");
+                if (ms > prev) prev = (uint32_t)ms;
+                if (ms >= len) break;
+                int k;
+                tok_utf8_get(s + ms, len - ms, &k);
+                pos = ms + (size_t)k;
                 continue;
             }
             if (span_push(out, off + prev, off + (uint32_t)ms, 0) ||

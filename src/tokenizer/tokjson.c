@@ -102,6 +102,15 @@ static int parse_norm(ld *L, json_t *o, const char *where, int depth) {
         if (!is_re) op.a = tok_strndup(pat, n), op.alen = n;
         op.blen = strlen(content);
         op.b = tok_strndup(content, op.blen);
+    } else if (!strcmp(type, "BertNormalizer")) {
+        op.kind = NORM_BERT;
+        json_t *sa = json_object_get(o, "strip_accents");
+        if ((op.clean_text = opt_bool(L, o, "clean_text", 1, where)) < 0 ||
+            (op.chinese = opt_bool(L, o, "handle_chinese_chars", 1, where)) < 0 ||
+            (op.lowercase = opt_bool(L, o, "lowercase", 1, where)) < 0)
+            return -1;
+        if (sa && !json_is_null(sa) && !json_is_boolean(sa)) return FAIL(L, "%s.strip_accents must be true, false or null", where);
+        op.strip_accents = json_is_boolean(sa) ? json_is_true(sa) : op.lowercase; /* null follows lowercase */
     } else {
         return FAIL(L, "%s: normalizer type '%s' is not supported", where, type);
     }
@@ -175,6 +184,30 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
         if ((op.individual_digits = opt_bool(L, o, "individual_digits", 0, where)) < 0) return -1;
     } else if (!strcmp(type, "WhitespaceSplit")) {
         op.kind = PRE_WHITESPACE_SPLIT;
+    } else if (!strcmp(type, "Punctuation") || !strcmp(type, "BertPreTokenizer")) {
+        /* each punctuation character (Unicode P* or ASCII punctuation) is a match; Bert first
+         * splits on whitespace (removed) and isolates punctuation */
+        static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+        const char *beh = str_of(o, "behavior");
+        int k = beh ? -1 : SPLIT_ISOLATED;
+        for (int i = 0; beh && i < 5; i++)
+            if (!strcmp(beh, names[i])) k = i;
+        if (k < 0) return FAIL(L, "%s.behavior '%s' is not a split behavior", where, beh);
+        if (!strcmp(type, "BertPreTokenizer")) {
+            tok_pre ws = {.kind = PRE_WHITESPACE_SPLIT};
+            if (tok_push_pre(L->t, &ws, L->err)) return -1;
+        }
+        static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
+        op.kind = PRE_SPLIT;
+        op.behavior = (tok_split_behavior)k;
+        if (!(op.re = tok_regex_compile(punct, strlen(punct), L->err))) return -1;
+    } else if (!strcmp(type, "CharDelimiterSplit")) {
+        const char *d = str_of(o, "delimiter");
+        if (!d || !*d) return FAIL(L, "%s.delimiter must be a one-character string", where);
+        op.kind = PRE_SPLIT;
+        op.behavior = SPLIT_REMOVED;
+        op.lit_len = strlen(d);
+        op.lit = tok_strndup(d, op.lit_len);
     } else if (!strcmp(type, "Whitespace")) {
         op.kind = PRE_SPLIT;
         op.behavior = SPLIT_REMOVED;
