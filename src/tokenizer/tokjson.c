@@ -212,7 +212,8 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
         op.kind = PRE_SPLIT;
         op.behavior = SPLIT_REMOVED;
         op.invert = 1;
-        if (!(op.re = tok_regex_compile("\\w+|[^\\w\\s]+", 13, L->err))) return -1;
+        static const char words[] = "\\w+|[^\\w\\s]+";
+        if (!(op.re = tok_regex_compile(words, strlen(words), L->err))) return -1;
     } else {
         return FAIL(L, "%s: pre_tokenizer type '%s' is not supported", where, type);
     }
