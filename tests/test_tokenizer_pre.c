@@ -22,10 +22,18 @@
 #define GGUF_PATH "build/test-pre-family.gguf"
 
 /* a GGUF vocab: model gpt2, the given pre, 256 one-byte tokens (the GPT-2 alphabet, or
- * "<0xHH>" byte tokens and "▁" for raw-UTF-8 families), no merges */
-static tok_tokenizer *family_vocab(const char *pre, int raw, sp_err *err) {
+ * "<0xHH>" byte tokens and "▁" for raw-UTF-8 families), no merges; flags >= 0: also
+ * bos_token_id 66 ("B"), eos_token_id 69 ("E"), add_bos_token = flags & 1, add_eos_token =
+ * flags & 2 */
+static tok_tokenizer *family_vocab_flags(const char *pre, int raw, int flags, sp_err *err) {
     wbuf b = {0};
-    w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 0), w64(&b, raw ? 5 : 4);
+    w32(&b, 0x46554747u), w32(&b, 3), w64(&b, 0), w64(&b, (raw ? 5 : 4) + (flags >= 0 ? 4 : 0));
+    if (flags >= 0) {
+        wkey(&b, "tokenizer.ggml.bos_token_id", 4), w32(&b, 66);
+        wkey(&b, "tokenizer.ggml.eos_token_id", 4), w32(&b, 69);
+        wkey(&b, "tokenizer.ggml.add_bos_token", 7), wput(&b, (uint8_t[]){(uint8_t)(flags & 1)}, 1);
+        wkey(&b, "tokenizer.ggml.add_eos_token", 7), wput(&b, (uint8_t[]){(uint8_t)(flags >> 1 & 1)}, 1);
+    }
     wkey(&b, "tokenizer.ggml.model", 8), wstr(&b, "gpt2");
     wkey(&b, "tokenizer.ggml.pre", 8), wstr(&b, pre);
     wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, raw ? 257 : 256);
@@ -51,6 +59,38 @@ static tok_tokenizer *family_vocab(const char *pre, int raw, sp_err *err) {
     sp_write_file_atomic(GGUF_PATH, b.p, b.n, err);
     free(b.p);
     return tok_load_gguf(GGUF_PATH, err);
+}
+
+static tok_tokenizer *family_vocab(const char *pre, int raw, sp_err *err) {
+    return family_vocab_flags(pre, raw, -1, err);
+}
+
+/* tokenizer.ggml.add_bos_token / add_eos_token decide, over the family's default */
+static void test_gguf_bos_eos_keys(void) {
+    static const struct {
+        const char *pre;
+        int flags; /* -1: keys absent */
+        const char *want;
+    } cases[] = {
+        {"llama-bpe", 0, "x"}, {"llama-bpe", 1, "Bx"}, {"llama-bpe", 3, "BxE"}, {"qwen2", 2, "xE"},
+        {"qwen2", 1, "Bx"},    {"glm4", 3, "xE"}, /* glm4: no BOS whatever the keys say */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        sp_err err = {0};
+        tok_tokenizer *t = family_vocab_flags(cases[k].pre, 0, cases[k].flags, &err);
+        CHECK(t != NULL, "%s", err.msg);
+        if (!t) continue;
+        int32_t *ids = NULL;
+        int n = 0;
+        char got[16] = {0};
+        CHECK(tok_encode(t, "x", 1, 1, 0, &ids, &n, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < n && i < 15; i++) got[i] = (char)ids[i];
+        CHECK(!strcmp(got, cases[k].want), "%s flags %d: '%s', want '%s'", cases[k].pre, cases[k].flags, got,
+              cases[k].want);
+        free(ids);
+        tok_free(t);
+    }
+    remove(GGUF_PATH);
 }
 
 /* the tokenizer's pieces of text (normalized first), joined with "|" */
@@ -358,6 +398,7 @@ static void test_parse_special_off(void) {
 int main(void) {
     RUN(test_every_family);
     RUN(test_family_pieces);
+    RUN(test_gguf_bos_eos_keys);
     RUN(test_hf_pre_tokenizers);
     RUN(test_hf_normalizers);
     RUN(test_declared_normalizer);
