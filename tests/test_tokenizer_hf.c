@@ -18,10 +18,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <utf8proc.h>
 
 #include "core/core.h"
 #include "formats/hfjson.h"
 #include "harness.h"
+#include "tok_corpus.h"
 #include "tokenizer/tokenizer.h"
 
 #define CACHE ".cache/tokenizers/"
@@ -215,6 +217,39 @@ static void test_new_model_ids(void) {
           "export-gguf: %s", out);
     CHECK(run_cli("tokenize --vocab build/tok-hf/nm-llama3_1.gguf -p 'Hello world'", out, sizeof out) == 0 &&
               !strcmp(out, "128000 9906 1917\n"), "GGUF of llama3_1: '%s'", out);
+    /* the exported vocabularies (llama-bpe, qwen2 families) encode the hard corpus as the
+     * tokenizer.json they came from (Qwen's on NFC text: a GGUF vocab has no normalizer) */
+    CHECK(run_cli("export-gguf -m build/tok-hf/nm-qwen3 -o build/tok-hf/nm-qwen3.gguf", out, sizeof out) == 0,
+          "export-gguf: %s", out);
+    static const char *pairs[2][2] = {{CACHE "llama3_1", "build/tok-hf/nm-llama3_1.gguf"},
+                                      {CACHE "qwen3", "build/tok-hf/nm-qwen3.gguf"}};
+    for (int k = 0; k < 2; k++) {
+        sp_err err = {0};
+        tok_tokenizer *js = tok_load_dir(pairs[k][0], &err), *gg = tok_load_gguf(pairs[k][1], &err);
+        CHECK(js && gg, "%s", err.msg);
+        int same = 0;
+        for (int i = 0; js && gg && i < TOK_CORPUS_N; i++) {
+            const char *x = tok_corpus[i].s;
+            size_t n = tok_corpus[i].n ? tok_corpus[i].n : strlen(x);
+            int32_t *a = NULL, *b = NULL;
+            int na = 0, nb = 0;
+            CHECK(tok_encode(js, x, n, 0, 0, &a, &na, &err) == 0, "%s", err.msg);
+            utf8proc_uint8_t *m = NULL; /* qwen3's tokenizer.json normalizes to NFC; llama3_1's has none */
+            utf8proc_ssize_t mn = k == 1 ? utf8proc_map((const utf8proc_uint8_t *)x, (utf8proc_ssize_t)n, &m,
+                                                        UTF8PROC_STABLE | UTF8PROC_COMPOSE)
+                                         : -1;
+            CHECK(tok_encode(gg, mn >= 0 ? (const char *)m : x, mn >= 0 ? (size_t)mn : n, 0, 0, &b, &nb, &err) == 0,
+                  "%s", err.msg);
+            free(m);
+            same += na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+            free(a);
+            free(b);
+        }
+        printf("  %s: %d/%d corpus entries equal its exported GGUF's\n", pairs[k][0], same, TOK_CORPUS_N);
+        CHECK(same == TOK_CORPUS_N, "%s vs %s: %d of %d", pairs[k][0], pairs[k][1], same, TOK_CORPUS_N);
+        tok_free(js);
+        tok_free(gg);
+    }
     CHECK(system("rm -rf build/tok-hf/nm-*") == 0, "cleanup");
 }
 
