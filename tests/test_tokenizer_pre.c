@@ -377,6 +377,7 @@ static void test_parse_special_off(void) {
         }
         CHECK(controls > 0 && leaked == 0, "%s: %d of %d control texts gave control ids", where[k], leaked, controls);
         CHECK(unmatched == 0, "%s: %d of %d user-defined tokens not matched", where[k], unmatched, users);
+        tok_free(t);
     }
     /* a merge that would build a control token out of text does not apply */
     const char *j = "{\"added_tokens\":[{\"id\":4,\"content\":\"<s>\",\"special\":true}],\"pre_tokenizer\":null,"
