@@ -14,9 +14,11 @@
 /* contractions as llama.cpp writes them (std::regex has no inline (?i)) */
 #define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RE_WS_TAIL "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_LOWER_UPPER                                                                            \
-    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+" RE_CONTRACTIONS           \
-    "?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*" RE_CONTRACTIONS "?"
+/* an upper-case run then lower case, or the reverse, as llama.cpp rewrites the \p{Lu} / \p{Ll}
+ * classes; C is what may follow each (Tekken nothing, GPT-4o an optional contraction) */
+#define RE_LOWER_UPPER(C)                                                                         \
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+" C                         \
+    "|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*" C
 #define RE_CASED(M)                                                                               \
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}" M "]*[\\p{Ll}\\p{Lm}\\p{Lo}" M "]+" RE_CONTRACTIONS \
     "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}" M "]+[\\p{Ll}\\p{Lm}\\p{Lo}" M "]*" RE_CONTRACTIONS "?"
@@ -110,8 +112,8 @@ static const char *const STARCODER[] = {"\\p{N}", GPT2[0], NULL};
 static const char *const PORO[] = {
     " ?[^(" ASCII_S_CHARS "|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+", NULL};
 static const char *const VIKING[] = {PORO[0], "\\p{N}", NULL};
-static const char *const TEKKEN[] = {RE_LOWER_UPPER "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
-static const char *const GPT4O[] = {RE_LOWER_UPPER "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
+static const char *const TEKKEN[] = {RE_LOWER_UPPER("") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
+static const char *const GPT4O[] = {RE_LOWER_UPPER(RE_CONTRACTIONS "?") "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
 static const char *const GRANITE_EMB_MULTI[] = {
     "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+" RE_CONTRACTIONS
     "?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*" RE_CONTRACTIONS
