@@ -18,7 +18,8 @@ int jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, co
     jnode *root;
     int ntok, rc = -1;
     jbuf b = {0};
-    jx_ctx c = {.a = &a, .name = name, .err = err, .out_cap = max_out};
+    jx_ctx c = {.a = &a, .name = name, .err = err, .out_cap = max_out,
+                .max_steps = lim && lim->max_steps > 0 ? lim->max_steps : 20000000LL};
     if (jx_lex(&a, tmpl, len, name, &toks, &ntok, err) || jx_parse(&a, toks, ntok, name, &root, err)) goto done;
     jscope *vars = jx_alloc(&a, sizeof *vars), *top = jx_alloc(&a, sizeof *top);
     if (!vars || !top || !(vars->vars = jx_dict_new(&a)) || !(top->vars = jx_dict_new(&a))) {

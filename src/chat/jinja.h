@@ -22,6 +22,7 @@
 typedef struct {
     size_t max_output; /* most bytes of rendered text (0: 16 MiB) */
     size_t max_memory; /* most bytes of values the template may build (0: 256 MiB) */
+    long long max_steps; /* most evaluation steps (0: 20 million) */
 } jinja_limits;
 
 /* Render tmpl[0, len) with the variables of ctx (a JSON object, or NULL for none). name names

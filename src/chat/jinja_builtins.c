@@ -31,7 +31,7 @@ static jv arg(jv *args, const char **kw, int n, int pos, const char *key) {
 
 static int need_str(jx_ctx *c, jv v, const char *what) {
     if (v.k == JV_STR) return 0;
-    return jx_fail(c, "%s needs a string, not a %s", what, jv_kind_name(v));
+    return jx_fail(c, "%s needs a string, not %s", what, jv_kind_name(v));
 }
 
 static jv list_val(jlist *l) { return (jv){.k = JV_LIST, .u.l = l}; }
@@ -223,7 +223,7 @@ static int length_of(jx_ctx *c, jv v, int64_t *n) {
     case JV_LIST: *n = v.u.l->n; return 0;
     case JV_DICT: case JV_NS: *n = v.u.d->n; return 0;
     case JV_UNDEF: *n = 0; return 0;
-    default: return jx_fail(c, "length: a %s has no length", jv_kind_name(v));
+    default: return jx_fail(c, "length: %s has no length", jv_kind_name(v));
     }
 }
 
@@ -262,7 +262,7 @@ static int items_of(jx_ctx *c, jv v, jv *out) {
             if (jx_list_push(c, l, list_val(pair))) return -1;
         }
     } else if (v.k != JV_UNDEF) {
-        return jx_fail(c, "items: a %s is not a dict", jv_kind_name(v));
+        return jx_fail(c, "items: %s is not a dict", jv_kind_name(v));
     }
     *out = list_val(l);
     return 0;
@@ -286,7 +286,7 @@ static int to_list(jx_ctx *c, jv v, jlist **out) {
             i = e;
         }
     } else if (v.k != JV_UNDEF) {
-        return jx_fail(c, "list: cannot make a list of a %s", jv_kind_name(v));
+        return jx_fail(c, "list: cannot make a list of %s", jv_kind_name(v));
     }
     *out = l;
     return 0;
@@ -406,7 +406,7 @@ static int sort_list(jx_ctx *c, jv v, jv reverse, jv attribute, jv *out) {
             if (jx_compare(c, ka, kb, &cmp)) return -1;
             if (jv_truthy(reverse) ? cmp >= 0 : cmp <= 0) break;
             l->v[j - 1] = b, l->v[j] = a;
-            if (++c->steps > JX_MAX_STEPS) return jx_fail(c, "the template ran for too many steps");
+            if (++c->steps > c->max_steps) return jx_fail(c, "the template ran for too many steps");
         }
     *out = list_val(l);
     return 0;
@@ -476,12 +476,12 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     if (NAMED("abs")) {
         if (v.k == JV_FLOAT) return *out = jv_float(fabs(v.u.f)), 0;
         if (v.k == JV_INT && v.u.i != INT64_MIN) return *out = jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
-        return jx_fail(c, "abs needs a number, not a %s", jv_kind_name(v));
+        return jx_fail(c, "abs needs a number, not %s", jv_kind_name(v));
     }
     if (NAMED("round")) {
         jv pr = arg(a, k, n, 0, "precision"), method = arg(a, k, n, 1, "method");
         double x = v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : 0, scale = pow(10, pr.k == JV_INT ? (double)pr.u.i : 0);
-        if (v.k != JV_FLOAT && v.k != JV_INT) return jx_fail(c, "round needs a number, not a %s", jv_kind_name(v));
+        if (v.k != JV_FLOAT && v.k != JV_INT) return jx_fail(c, "round needs a number, not %s", jv_kind_name(v));
         const char *m = method.k == JV_STR ? method.u.s->p : "common";
         double r = !strcmp(m, "ceil") ? ceil(x * scale) : !strcmp(m, "floor") ? floor(x * scale) : round(x * scale);
         return *out = jv_float(r / scale), 0;
@@ -547,7 +547,7 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
                 if (x.k == JV_FLOAT) is_f = 1, sf += x.u.f;
                 else if (x.k == JV_INT) {
                     if (__builtin_add_overflow(si, x.u.i, &si)) return jx_fail(c, "integer overflow in sum");
-                } else return jx_fail(c, "sum needs numbers, not a %s", jv_kind_name(x));
+                } else return jx_fail(c, "sum needs numbers, not %s", jv_kind_name(x));
             }
             return *out = is_f ? jv_float(sf + (double)si) : jv_int(si), 0;
         }
@@ -601,7 +601,7 @@ int jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *fou
         else if (o.k == JV_STR && v.k == JV_STR) *res = memmem(o.u.s->p, o.u.s->n, v.u.s->p, v.u.s->n) != NULL || !v.u.s->n;
         else if (o.k == JV_DICT && v.k == JV_STR) *res = jx_dict_find(o.u.d, v.u.s->p, v.u.s->n) >= 0;
     } else if (NAMED("odd") || NAMED("even") || NAMED("divisibleby")) {
-        if (v.k != JV_INT) return jx_fail(c, "test '%s' needs an integer, not a %s", name, jv_kind_name(v));
+        if (v.k != JV_INT) return jx_fail(c, "test '%s' needs an integer, not %s", name, jv_kind_name(v));
         if (NAMED("divisibleby")) {
             if (o.k != JV_INT || o.u.i == 0) return jx_fail(c, "divisibleby needs a non-zero integer");
             *res = o.u.i == -1 || v.u.i % o.u.i == 0;

@@ -8,7 +8,7 @@
  *     the loop: templates carry state out with namespace()); if-blocks have none;
  *   - `loop` gives index, index0, revindex, revindex0, first, last, length, previtem, nextitem.
  *
- * Every evaluation step counts against JX_MAX_STEPS and nesting against JX_MAX_DEPTH, so any
+ * Every evaluation step counts against the step limit and nesting against JX_MAX_DEPTH, so any
  * template ends, with its output or an error. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 
 static int enter(jx_ctx *c, jnode *e) {
     c->line = e->line;
-    if (++c->steps > JX_MAX_STEPS) return jx_fail(c, "the template ran for too many steps");
+    if (++c->steps > c->max_steps) return jx_fail(c, "the template ran for too many steps");
     if (++c->depth > JX_MAX_DEPTH) return jx_fail(c, "the template nests or recurses too deeply");
     return 0;
 }
@@ -107,7 +107,7 @@ static int get_slice(jx_ctx *c, jv obj, jv *parts, jv *out) {
         *out = jv_undef();
         return 0;
     }
-    if (obj.k != JV_LIST && obj.k != JV_STR) return jx_fail(c, "cannot slice a %s", jv_kind_name(obj));
+    if (obj.k != JV_LIST && obj.k != JV_STR) return jx_fail(c, "cannot slice %s", jv_kind_name(obj));
     int64_t step = idx[2];
     if (step == 0) return jx_fail(c, "slice step cannot be zero");
     int64_t n = obj.k == JV_LIST ? obj.u.l->n : (int64_t)jx_utf8_len(obj.u.s->p, obj.u.s->n);
@@ -141,12 +141,22 @@ static int get_slice(jx_ctx *c, jv obj, jv *parts, jv *out) {
     return rc ? -1 : 0;
 }
 
-/* evaluate call / filter arguments kids[from..) into arrays in the arena */
-static int eval_args(jx_ctx *c, jnode *e, int from, jv **args, const char ***kw, int *n) {
+/* call / filter arguments kids[from..): into buf (ARGS_ON_STACK of them) when they fit, else the arena */
+#define ARGS_ON_STACK 8
+typedef struct {
+    jv v[ARGS_ON_STACK];
+    const char *kw[ARGS_ON_STACK];
+} argbuf;
+
+static int eval_args(jx_ctx *c, jnode *e, int from, argbuf *buf, jv **args, const char ***kw, int *n) {
     int k = e->nkids - from;
-    *args = jx_alloc(c->a, (size_t)(k > 0 ? k : 1) * sizeof **args);
-    *kw = jx_alloc(c->a, (size_t)(k > 0 ? k : 1) * sizeof **kw);
-    if (!*args || !*kw) return oom(c);
+    if (k <= ARGS_ON_STACK) {
+        *args = buf->v, *kw = buf->kw;
+    } else {
+        *args = jx_alloc(c->a, (size_t)k * sizeof **args);
+        *kw = jx_alloc(c->a, (size_t)k * sizeof **kw);
+        if (!*args || !*kw) return oom(c);
+    }
     for (int i = 0; i < k; i++) {
         if (jx_eval(c, e->kids[from + i], &(*args)[i])) return -1;
         (*kw)[i] = e->names && from + i < e->nnames ? e->names[from + i] : NULL;
@@ -156,6 +166,7 @@ static int eval_args(jx_ctx *c, jnode *e, int from, jv **args, const char ***kw,
 }
 
 static int eval_call(jx_ctx *c, jnode *e, jv *out) {
+    argbuf ab;
     jv *args;
     const char **kw;
     int n;
@@ -165,26 +176,26 @@ static int eval_call(jx_ctx *c, jnode *e, jv *out) {
         jv member = get_attr(obj, e->a->s, e->a->sn);
         if (member.k == JV_UNDEF || obj.k == JV_STR || obj.k == JV_LIST) {
             int found = 0;
-            if (eval_args(c, e, 0, &args, &kw, &n)) return -1;
+            if (eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
             c->line = e->line;
             if (jx_method(c, obj, e->a->s, args, kw, n, out, &found)) return -1;
             if (found) return 0;
-            return jx_fail(c, "%s has no method '%s'", obj.k == JV_UNDEF ? "an undefined value" : jv_kind_name(obj),
+            return jx_fail(c, "%s has no method '%s'", jv_kind_name(obj),
                            e->a->s);
         }
-        if (eval_args(c, e, 0, &args, &kw, &n)) return -1;
+        if (eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
         c->line = e->line;
         if (member.k == JV_MACRO) return jx_call_macro(c, member.u.mac, args, kw, n, out);
         if (member.k == JV_FUNC) return jx_call_global(c, member.u.fn, args, kw, n, out);
-        return jx_fail(c, "'%s' is a %s, not something to call", e->a->s, jv_kind_name(member));
+        return jx_fail(c, "'%s' is %s, not something to call", e->a->s, jv_kind_name(member));
     }
     jv fn;
-    if (jx_eval(c, e->a, &fn) || eval_args(c, e, 0, &args, &kw, &n)) return -1;
+    if (jx_eval(c, e->a, &fn) || eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
     c->line = e->line;
     if (fn.k == JV_FUNC) return jx_call_global(c, fn.u.fn, args, kw, n, out);
     if (fn.k == JV_MACRO) return jx_call_macro(c, fn.u.mac, args, kw, n, out);
     if (e->a->k == N_NAME && fn.k == JV_UNDEF) return jx_fail(c, "'%s' is undefined, so it cannot be called", e->a->s);
-    return jx_fail(c, "a %s is not something to call", jv_kind_name(fn));
+    return jx_fail(c, "%s is not something to call", jv_kind_name(fn));
 }
 
 static int arith(jx_ctx *c, int op, jv x, jv y, jv *out) {
@@ -276,14 +287,14 @@ static int arith(jx_ctx *c, int op, jv x, jv y, jv *out) {
 static int contains(jx_ctx *c, jv item, jv box, int *res) {
     *res = 0;
     if (box.k == JV_STR) {
-        if (item.k != JV_STR) return jx_fail(c, "'in <string>' needs a string on the left, not a %s", jv_kind_name(item));
+        if (item.k != JV_STR) return jx_fail(c, "'in <string>' needs a string on the left, not %s", jv_kind_name(item));
         *res = item.u.s->n == 0 || memmem(box.u.s->p, box.u.s->n, item.u.s->p, item.u.s->n) != NULL;
     } else if (box.k == JV_LIST) {
         for (int i = 0; i < box.u.l->n && !*res; i++) *res = jv_equal(item, box.u.l->v[i]);
     } else if (box.k == JV_DICT || box.k == JV_NS) {
         *res = item.k == JV_STR && jx_dict_find(box.u.d, item.u.s->p, item.u.s->n) >= 0;
     } else if (box.k != JV_UNDEF && box.k != JV_NONE) {
-        return jx_fail(c, "'in' needs a string, list or dict on the right, not a %s", jv_kind_name(box));
+        return jx_fail(c, "'in' needs a string, list or dict on the right, not %s", jv_kind_name(box));
     }
     return 0;
 }
@@ -321,6 +332,7 @@ static int eval_binary(jx_ctx *c, jnode *e, jv *out) {
 }
 
 static int eval_node(jx_ctx *c, jnode *e, jv *out) {
+    argbuf ab;
     jv x, *args;
     const char **kw;
     int n, found = 0;
@@ -342,7 +354,7 @@ static int eval_node(jx_ctx *c, jnode *e, jv *out) {
         for (int i = 0; i + 1 < e->nkids; i += 2) {
             jv k, v;
             if (jx_eval(c, e->kids[i], &k) || jx_eval(c, e->kids[i + 1], &v)) return -1;
-            if (k.k != JV_STR) return jx_fail(c, "dict keys must be strings here, not a %s", jv_kind_name(k));
+            if (k.k != JV_STR) return jx_fail(c, "dict keys must be strings here, not %s", jv_kind_name(k));
             if (jx_dict_set(c, d, k.u.s->p, k.u.s->n, v)) return -1;
         }
         *out = (jv){.k = JV_DICT, .u.d = d};
@@ -367,13 +379,13 @@ static int eval_node(jx_ctx *c, jnode *e, jv *out) {
     }
     case N_CALL: return eval_call(c, e, out);
     case N_FILTER:
-        if (eval_args(c, e, 0, &args, &kw, &n)) return -1;
+        if (eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
         c->line = e->line;
         if (jx_filter(c, e->s, args, kw, n, out, &found)) return -1;
         return found ? 0 : jx_fail(c, "unknown filter '%s'", e->s);
     case N_TEST: {
         int res = 0;
-        if (eval_args(c, e, 0, &args, &kw, &n)) return -1;
+        if (eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
         c->line = e->line;
         if (jx_test(c, e->s, args, n, &res, &found)) return -1;
         if (!found) return jx_fail(c, "unknown test '%s'", e->s);
@@ -392,7 +404,7 @@ static int eval_node(jx_ctx *c, jnode *e, jv *out) {
             int64_t v = x.k == JV_INT ? x.u.i : x.u.b;
             if (e->op == '-' && v == INT64_MIN) return jx_fail(c, "integer overflow in unary '-'");
             *out = jv_int(e->op == '-' ? -v : v);
-        } else return jx_fail(c, "cannot apply unary '%c' to a %s", e->op, jv_kind_name(x));
+        } else return jx_fail(c, "cannot apply unary '%c' to %s", e->op, jv_kind_name(x));
         return 0;
     case N_BINARY: return eval_binary(c, e, out);
     case N_COND:
@@ -416,7 +428,7 @@ int jx_eval(jx_ctx *c, jnode *e, jv *out) {
 static int assign(jx_ctx *c, jscope *s, const char *const *names, int n, jv v) {
     if (n == 1) return jx_dict_set(c, s->vars, names[0], strlen(names[0]), v);
     if (v.k != JV_LIST || v.u.l->n != n)
-        return jx_fail(c, "cannot unpack a %s into %d names", jv_kind_name(v), n);
+        return jx_fail(c, "cannot unpack %s into %d names", jv_kind_name(v), n);
     for (int i = 0; i < n; i++)
         if (jx_dict_set(c, s->vars, names[i], strlen(names[i]), v.u.l->v[i])) return -1;
     return 0;
@@ -442,7 +454,7 @@ static int iter_items(jx_ctx *c, jv v, jlist **items) {
             i = e;
         }
     } else if (v.k != JV_UNDEF) {
-        return jx_fail(c, "cannot loop over a %s", jv_kind_name(v));
+        return jx_fail(c, "cannot loop over %s", jv_kind_name(v));
     }
     *items = l;
     return 0;
@@ -455,11 +467,11 @@ static int exec_for(jx_ctx *c, jnode *st, jbuf *out) {
     jscope *outer = c->scope;
     if (st->b) { /* for x in xs if cond: filter first, loop.length counts what passed */
         jlist *kept = jx_list_new(c->a, 0);
-        if (!kept) return oom(c);
+        jscope *s = scope_push(c);
+        if (!kept || !s) return oom(c);
         for (int i = 0; i < items->n; i++) {
-            jscope *s = scope_push(c);
             jv ok;
-            if (!s) return oom(c);
+            s->vars->n = 0;
             if (assign(c, s, st->names, st->nnames, items->v[i])) return -1;
             c->scope = s;
             int rc = jx_eval(c, st->b, &ok);
@@ -472,11 +484,16 @@ static int exec_for(jx_ctx *c, jnode *st, jbuf *out) {
     jloop *lp = jx_alloc(c->a, sizeof *lp);
     if (!lp) return oom(c);
     lp->items = items, lp->length = items->n;
+    jscope *s = scope_push(c); /* one scope, emptied each iteration: a long loop costs no memory */
+    if (!s) return oom(c);
     c->in_loop++;
     int rc = 0;
     for (int i = 0; i < items->n && !rc; i++) {
-        jscope *s = scope_push(c);
-        if (!s) { rc = oom(c); break; }
+        if (++c->steps > c->max_steps) {
+            rc = jx_fail(c, "the template ran for too many steps");
+            break;
+        }
+        s->vars->n = 0;
         lp->index0 = i;
         rc = jx_dict_set(c, s->vars, "loop", 4, (jv){.k = JV_LOOP, .u.lp = lp}) ||
              assign(c, s, st->names, st->nnames, items->v[i]);
@@ -507,7 +524,7 @@ static int exec_set(jx_ctx *c, jnode *st) {
     if (st->op) { /* ns.attr = v */
         jv ns = lookup(c, st->names[0], strlen(st->names[0]));
         if (ns.k != JV_NS)
-            return jx_fail(c, "cannot set '%s.%s': '%s' is a %s, not a namespace()", st->names[0], st->names[1],
+            return jx_fail(c, "cannot set '%s.%s': '%s' is %s, not a namespace()", st->names[0], st->names[1],
                            st->names[0], jv_kind_name(ns));
         return jx_dict_set(c, ns.u.d, st->names[1], strlen(st->names[1]), v);
     }

@@ -180,7 +180,7 @@ typedef struct {
     sp_err *err;
     int line; /* line of the node being evaluated */
     int depth;
-    long long steps;
+    long long steps, max_steps;
     size_t out_cap; /* most output bytes */
     jscope *scope;  /* innermost scope: set writes here, names are looked up outward */
     jscope *root;   /* the template's top level (what a macro body sees besides its arguments) */
@@ -189,7 +189,6 @@ typedef struct {
 } jx_ctx;
 
 #define JX_MAX_DEPTH 200
-#define JX_MAX_STEPS 50000000LL
 
 int jx_fail(jx_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -121,7 +121,8 @@ int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
         if (d->n) memcpy(nk, d->key, (size_t)d->n * sizeof *nk), memcpy(nv, d->val, (size_t)d->n * sizeof *nv);
         d->key = nk, d->val = nv, d->cap = nc;
     }
-    jstr *ks = jx_str_new(c->a, k, kn);
+    jstr *ks = d->key[d->n]; /* a slot emptied for reuse (loop scopes) may hold this key already */
+    if (!ks || ks->n != kn || memcmp(ks->p, k, kn)) ks = jx_str_new(c->a, k, kn);
     if (!ks) return jx_fail(c, "the template needs more memory than allowed");
     d->key[d->n] = ks;
     d->val[d->n++] = v;
@@ -176,8 +177,8 @@ int jv_equal(jv x, jv y) {
 }
 
 const char *jv_kind_name(jv v) {
-    static const char *names[] = {"undefined value", "none", "boolean", "integer", "float", "string",
-                                  "list", "dict", "namespace", "loop", "macro", "function"};
+    static const char *names[] = {"an undefined value", "none", "a boolean", "an integer", "a float", "a string",
+                                  "a list", "a dict", "a namespace", "a loop", "a macro", "a function"};
     return names[v.k];
 }
 
@@ -201,7 +202,7 @@ int jx_compare(jx_ctx *c, jv x, jv y, int *cmp) {
         *cmp = (x.u.l->n > y.u.l->n) - (x.u.l->n < y.u.l->n);
         return 0;
     }
-    return jx_fail(c, "cannot order a %s and a %s", jv_kind_name(x), jv_kind_name(y));
+    return jx_fail(c, "cannot order %s and %s", jv_kind_name(x), jv_kind_name(y));
 }
 
 /* ---- text ------------------------------------------------------------------------------ */
@@ -413,7 +414,7 @@ static int to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b, int leve
         if (rc || (indent >= 0 && json_newline(c, b, indent, level))) return -1;
         return puts_(c, b, "}");
     }
-    default: return jx_fail(c, "tojson: a %s has no JSON form", jv_kind_name(v));
+    default: return jx_fail(c, "tojson: %s has no JSON form", jv_kind_name(v));
     }
 }
 
