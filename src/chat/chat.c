@@ -11,6 +11,8 @@
 struct chat_template {
     char *text; /* Jinja text, or NULL for a hand-written renderer */
     size_t len;
+    char *config_text; /* tokenizer_config.json's chat_template, until it is chosen */
+    size_t config_len;
     char builtin[16];
     char source[1200];
     json_t *specials; /* {"bos_token": "<s>", ...} */
@@ -49,6 +51,24 @@ static int load_specials(chat_template *ct, const char *model_dir, const tok_tok
         if (json_is_object(v)) v = json_object_get(v, "content");
         if (json_is_string(v)) json_object_set(ct->specials, keys[i], v);
     }
+    /* "chat_template": "..." or [{"name": "default", "template": "..."}, ...] */
+    json_t *tv = cfg ? json_object_get(cfg, "chat_template") : NULL;
+    for (size_t i = 0; json_is_array(tv) && i < json_array_size(tv); i++) {
+        json_t *e = json_array_get(tv, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (name && !strcmp(name, "default")) tv = json_object_get(e, "template");
+    }
+    if (json_is_string(tv)) {
+        ct->config_len = json_string_length(tv);
+        if (!(ct->config_text = malloc(ct->config_len + 1))) {
+            json_decref(cfg);
+            return sp_err_set(err, "out of memory");
+        }
+        memcpy(ct->config_text, json_string_value(tv), ct->config_len + 1);
+    } else if (tv) {
+        json_decref(cfg);
+        return sp_err_set(err, "%s: \"chat_template\" must be a string or a list with a \"default\" template", path);
+    }
     json_decref(cfg);
     int ids[2] = {tok ? tok_bos(tok) : -1, tok ? tok_eos(tok) : -1};
     for (int k = 0; k < 2; k++) {
@@ -86,13 +106,15 @@ chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *to
     } else if (!rc && model_dir && !sp_path_join(path, sizeof path, model_dir, "chat_template.jinja") &&
                sp_file_exists(path)) {
         rc = read_text(ct, path, err);
+    } else if (!rc && ct->config_text) {
+        ct->text = ct->config_text, ct->len = ct->config_len, ct->config_text = NULL;
+        snprintf(ct->source, sizeof ct->source, "%s/tokenizer_config.json chat_template", model_dir);
     } else if (!rc && tok && tok_chat_template(tok)) {
         const char *t = tok_chat_template(tok);
         ct->len = strlen(t);
         if (!(ct->text = malloc(ct->len + 1))) rc = sp_err_set(err, "out of memory");
         else memcpy(ct->text, t, ct->len + 1);
-        snprintf(ct->source, sizeof ct->source, "%s%schat_template", model_dir ? model_dir : "the tokenizer",
-                 model_dir ? "/tokenizer_config.json " : "'s ");
+        snprintf(ct->source, sizeof ct->source, "the tokenizer's chat_template");
     } else if (!rc) {
         const char *name = builtin_for_vocab(tok);
         if (name) {
@@ -105,6 +127,8 @@ chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *to
                             model_dir ? model_dir : "tokenizer");
         }
     }
+    free(ct->config_text);
+    ct->config_text = NULL;
     if (rc) {
         chat_template_free(ct);
         return NULL;
