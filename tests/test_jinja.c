@@ -174,6 +174,17 @@ static const jcase CASES[] = {
      "3 0.5 False str [1, 'a'] None None"},
 };
 
+/* text filters read str(value): undefined is "" (an assistant turn with tool calls and no content) */
+static void test_text_filters_on_non_strings(void) {
+    sp_err err = {{0}};
+    char *out = NULL;
+    size_t n;
+    const char *t = "[{{ nope | trim }}|{{ 5 | upper }}|{{ none | lower }}|{{ m.content | trim ~ '</s>' }}]";
+    CHECK(jinja_render_bytes(t, strlen(t), "{\"m\": {}}", 9, &out, &n, &err) == 0 && !strcmp(out, "[|5|none|</s>]"),
+          "%s", out ? out : err.msg);
+    free(out);
+}
+
 static char *render(const char *tmpl, const char *ctx, sp_err *err) {
     char *out = NULL;
     size_t n;
@@ -318,6 +329,7 @@ static void test_fragment_soup(void) {
 int main(void) {
     RUN(test_cases);
     RUN(test_hf_extensions);
+    RUN(test_text_filters_on_non_strings);
     RUN(test_errors);
     RUN(test_bounds);
     RUN(test_fragment_soup);

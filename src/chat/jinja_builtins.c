@@ -418,6 +418,10 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     int n = nargs - 1;
     int64_t len = 0;
     *found = 1;
+    /* the text filters read their value as str(value), as Jinja's do: undefined is "" */
+    int text_filter = NAMED("trim") || NAMED("upper") || NAMED("lower") || NAMED("capitalize") || NAMED("title") ||
+                      NAMED("replace") || NAMED("wordcount") || NAMED("indent");
+    if (text_filter && v.k != JV_STR && jx_stringify(c, v, &v)) return -1;
     if (NAMED("trim")) {
         jv chars = arg(a, k, n, 0, "chars");
         return strip(c, v, chars.k == JV_STR ? chars.u.s : NULL, 3, out);
