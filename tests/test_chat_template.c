@@ -9,7 +9,8 @@
  *   - the rendered Qwen3 prompt encodes its turn markers as single special tokens;
  *   - the hand-written renderers stay as the fallback and agree with the published template;
  *   - errors: a template's raise_exception, a model with no template, a bad --set;
- *   - the embedded default model's template, generate -sys, and -cnv by piping stdin
+ *   - the embedded default model's template (also from its GGUF export), generate -sys, and
+ *     -cnv by piping stdin
  *     (/exit ends it; greedy speculative replies equal plain ones). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,7 +302,14 @@ static void test_default_model(void) {
     CHECK(run(args) == 0 && !strcmp(OUT, "<bos># system: Be terse.\n# user: add two\n# numbers\ndef add(a, b):\n"
                                          "    return a + b\n# user: now subtract\n"),
           "%s %s", OUT, last_stderr());
-    /* generate -sys -p: the prompt is the rendered conversation (20 tokens, as encoded) */
+    /* the same template travels into a GGUF file (tokenizer.chat_template) and renders the same */
+    static char want[sizeof OUT];
+    snprintf(want, sizeof want, "%s", OUT);
+    snprintf(args, sizeof args, "export-gguf -m models/default/target -o %s/d.gguf", TMP);
+    CHECK(run(args) == 0, "%s", last_stderr());
+    snprintf(args, sizeof args, "template -m %s/d.gguf --messages %s", TMP, path);
+    CHECK(run(args) == 0 && !strcmp(OUT, want), "from GGUF:\n%s\n%s", OUT, last_stderr());
+    /* generate -sys -p: the prompt is the rendered conversation (as many tokens as it encodes to) */
     CHECK(run("generate -m models/default/target -sys 'Be terse.' -p 'add two numbers' -n 4 -t 2 --json") == 0 &&
               strstr(OUT, "\"prompt_tokens\":"),
           "%s %s", OUT, last_stderr());
