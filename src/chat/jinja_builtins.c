@@ -563,6 +563,32 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
         }
         return 0;
     }
+    if (NAMED("dictsort")) { /* (key, value) pairs by key */
+        jv pairs, rev = arg(a, k, n, 2, "reverse");
+        if (items_of(c, v, &pairs)) return -1;
+        jstr *key0 = jx_str_new(c->a, "0", 1); /* sort by item 0 of each pair */
+        if (!key0) return oom(c);
+        return sort_list(c, pairs, rev, jv_str(key0), out);
+    }
+    if (NAMED("format")) { /* "%s and %d" | format(a, b): printf-style with %s, %d, %i, %% */
+        if (need_str(c, v, "format")) return -1;
+        jbuf b = {0};
+        int rc = 0, next_arg = 0;
+        for (size_t i = 0; i < v.u.s->n && !rc; i++) {
+            char ch = v.u.s->p[i];
+            if (ch != '%' || i + 1 >= v.u.s->n) {
+                rc = jbuf_put(c, &b, &ch, 1);
+                continue;
+            }
+            char f = v.u.s->p[++i];
+            if (f == '%') rc = jbuf_put(c, &b, "%", 1);
+            else if ((f == 's' || f == 'd' || f == 'i') && next_arg < n) rc = jx_to_str(c, a[next_arg++], &b);
+            else rc = jx_fail(c, "format: unsupported or unmatched '%%%c'", f);
+        }
+        rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+        free(b.p);
+        return rc ? -1 : 0;
+    }
     if (NAMED("indent"))
         return indent(c, v, arg(a, k, n, 0, "width"), arg(a, k, n, 1, "first"), arg(a, k, n, 2, "blank"), out);
     if (NAMED("wordcount")) {
