@@ -172,6 +172,10 @@ static const jcase CASES[] = {
      "{{ n }} {{ f }} {{ b }} {{ s }} {{ l }} {{ o.k }} {{ z }}",
      "{\"n\": 3, \"f\": 0.5, \"b\": false, \"s\": \"str\", \"l\": [1, \"a\"], \"o\": {\"k\": null}, \"z\": null}",
      "3 0.5 False str [1, 'a'] None None"},
+    {"dictsort and format",
+     "{{ {'b': 1, 'a': 2} | dictsort }} {% for k, v in {'b': 1, 'a': 2} | dictsort(reverse=true) %}{{ k }}{{ v }}{% endfor %} {{ '%s is %d%%' | format('x', 5) }}",
+     NULL,
+     "[('a', 2), ('b', 1)] b1a2 x is 5%"},
 };
 
 /* text filters read str(value): undefined is "" (an assistant turn with tool calls and no content) */
