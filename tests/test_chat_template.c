@@ -326,6 +326,20 @@ static void test_default_model(void) {
           "rendered prompt is %d tokens, generate used %d", n, p_tokens);
     free(ids);
     tok_free(t);
+    /* --chat-template FILE with --chat-template-kwargs: the variable reaches the template */
+    char tpl[512];
+    int with = -1, without = -1;
+    snprintf(tpl, sizeof tpl, "%s/flag.jinja", TMP);
+    write_file(tpl, "{{ bos_token }}{% if flag %}FLAG FLAG FLAG {% endif %}{% for m in messages %}{{ m.content }}{% endfor %}");
+    snprintf(args, sizeof args, "generate -m models/default/target -p 'x = 1' -n 1 -t 2 --json --chat-template %s "
+             "--chat-template-kwargs '{\"flag\": true}'", tpl);
+    if (run(args) == 0 && (pt = strstr(OUT, "\"prompt_tokens\":"))) with = atoi(pt + 16);
+    snprintf(args, sizeof args, "generate -m models/default/target -p 'x = 1' -n 1 -t 2 --json --chat-template %s", tpl);
+    if (run(args) == 0 && (pt = strstr(OUT, "\"prompt_tokens\":"))) without = atoi(pt + 16);
+    CHECK(without > 0 && with > without + 2, "prompt tokens with the flag %d, without %d: %s", with, without, last_stderr());
+    CHECK(run("generate -m models/default/target -p x --chat-template-kwargs '[1]'") == 2 &&
+              strstr(last_stderr(), "--chat-template-kwargs: expected a JSON object"),
+          "%s", last_stderr());
     /* -cnv: two turns from stdin, then /exit (the line after it is never read as a turn) */
     snprintf(path, sizeof path, "%s/turns.txt", TMP);
     write_file(path, "def fib(n):\\\n    \"\"\"fibonacci\"\"\"\nmore\n/exit\nnot read\n");

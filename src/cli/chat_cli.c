@@ -20,25 +20,41 @@ int cli_chat_opt_rows(void *rows, cli_chat_opts *o) {
                      "interactive chat: user turns from stdin, /exit ends it"};
     r[2] = (cli_opt){NULL, "--chat-template", CLI_STR, &o->tmpl, "NAME|FILE",
                      "chat template: a Jinja file, or gemma4 / gemma3 / qwen3 / llama3 (default: the model's)"};
+    r[3] = (cli_opt){NULL, "--chat-template-kwargs", CLI_STR, &o->kwargs, "JSON",
+                     "template variables, e.g. '{\"enable_thinking\": false}'"};
     return CLI_CHAT_OPT_ROWS;
 }
 
 int cli_chat_wanted(const cli_chat_opts *o, int chat, const char *text) {
-    return text && (chat || o->system || o->tmpl);
+    return text && (chat || o->system || o->tmpl || o->kwargs);
 }
 
 /* the model's tokenizer and chat template; prints errors */
 static int load_chat(const char *cmd, const char *model_dir, const cli_chat_opts *o, tok_tokenizer **tok,
-                     chat_template **ct) {
+                     chat_template **ct, json_t **vars) {
     sp_err err = {{0}};
     char path[4096];
     *ct = NULL;
-    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path))
+    *vars = NULL;
+    if (o->kwargs) {
+        json_error_t je;
+        *vars = json_loads(o->kwargs, 0, &je);
+        if (!json_is_object(*vars)) {
+            json_decref(*vars);
+            *vars = NULL;
+            return cli_error(cmd, "--chat-template-kwargs: expected a JSON object, got '%s'", o->kwargs), -1;
+        }
+    }
+    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path)) {
+        json_decref(*vars);
+        *vars = NULL;
         return cli_error(cmd, "chat needs a tokenizer, and %s has no tokenizer.json", model_dir), -1;
-    if (!(*tok = tok_load_dir(model_dir, &err))) return cli_error(cmd, "%s", err.msg), -1;
-    if (!(*ct = chat_template_load(model_dir, *tok, o->tmpl, &err))) {
+    }
+    if (!(*tok = tok_load_dir(model_dir, &err)) || !(*ct = chat_template_load(model_dir, *tok, o->tmpl, &err))) {
         tok_free(*tok);
         *tok = NULL;
+        json_decref(*vars);
+        *vars = NULL;
         return cli_error(cmd, "%s", err.msg), -1;
     }
     return 0;
@@ -52,11 +68,11 @@ static int push_msg(json_t *msgs, const char *role, const char *content) {
     return 0;
 }
 
-static int render_encode(const char *cmd, const chat_template *ct, tok_tokenizer *tok, json_t *msgs, int32_t **ids,
-                         int *n) {
+static int render_encode(const char *cmd, const chat_template *ct, tok_tokenizer *tok, json_t *msgs, json_t *vars,
+                         int32_t **ids, int *n) {
     sp_err err = {{0}};
     char *text = NULL;
-    int rc = chat_render(ct, msgs, 1, NULL, &text, &err) || tok_encode(tok, text, strlen(text), 0, 1, ids, n, &err);
+    int rc = chat_render(ct, msgs, 1, vars, &text, &err) || tok_encode(tok, text, strlen(text), 0, 1, ids, n, &err);
     free(text);
     if (rc) return cli_error(cmd, "%s", err.msg), -1;
     return 0;
@@ -64,17 +80,19 @@ static int render_encode(const char *cmd, const chat_template *ct, tok_tokenizer
 
 int cli_chat_prompt(const char *cmd, const char *model_dir, const cli_chat_opts *o, const char *text, int32_t **ids,
                     int *n) {
-    tok_tokenizer *tok;
+    tok_tokenizer *tok = NULL;
     chat_template *ct;
+    json_t *vars;
     *ids = NULL, *n = 0;
-    if (load_chat(cmd, model_dir, o, &tok, &ct)) return -1;
+    if (load_chat(cmd, model_dir, o, &tok, &ct, &vars)) return -1;
     json_t *msgs = json_array();
     int rc = -1;
     if (!msgs || (o->system && push_msg(msgs, "system", o->system)) || push_msg(msgs, "user", text))
         cli_error(cmd, "the prompt is not valid UTF-8 text");
     else
-        rc = render_encode(cmd, ct, tok, msgs, ids, n);
+        rc = render_encode(cmd, ct, tok, msgs, vars, ids, n);
     json_decref(msgs);
+    json_decref(vars);
     chat_template_free(ct);
     tok_free(tok);
     return rc;
@@ -127,7 +145,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
     chat_template *ct = NULL;
     sp_model *m = NULL, *dm = NULL;
     sp_drafter *d = NULL;
-    json_t *msgs = json_array();
+    json_t *msgs = json_array(), *vars = NULL;
     int32_t *ids = NULL, *out = malloc((size_t)r->n_predict * sizeof *out);
     sp_err err = {{0}};
     int rc = 2;
@@ -135,7 +153,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         cli_error(cmd, "out of memory");
         goto done;
     }
-    if (load_chat(cmd, r->model_dir, o, &tok, &ct)) goto done;
+    if (load_chat(cmd, r->model_dir, o, &tok, &ct, &vars)) goto done;
     if (sp_model_load(&m, r->model_dir, r->threads, &err)) {
         cli_error(cmd, "%s", err.msg);
         goto done;
@@ -174,7 +192,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         int n = 0;
         free(ids);
         ids = NULL;
-        if (render_encode(cmd, ct, tok, msgs, &ids, &n)) goto done;
+        if (render_encode(cmd, ct, tok, msgs, vars, &ids, &n)) goto done;
         if (n + r->n_predict + r->spec->draft_max + 1 > max_ctx) {
             cli_error(cmd, "the conversation (%d tokens) and a reply of up to %d no longer fit the context of %d "
                            "(-c N)", n, r->n_predict, max_ctx);
@@ -228,6 +246,7 @@ done:
     free(ids);
     free(out);
     json_decref(msgs);
+    json_decref(vars);
     sp_drafter_free(d);
     sp_model_free(dm);
     sp_model_free(m);

@@ -1,6 +1,7 @@
 /* chat_cli.h — the chat flags of `specula generate`: -sys TEXT (system prompt), -cnv
- * (interactive multi-turn chat in the terminal) and --chat-template NAME|FILE, rendered with
- * the model's own chat template (src/chat/chat.h). */
+ * (interactive multi-turn chat in the terminal), --chat-template NAME|FILE and
+ * --chat-template-kwargs '{"enable_thinking": false}', rendered with the model's own chat
+ * template (src/chat/chat.h). */
 #ifndef SPECULA_CLI_CHAT_H
 #define SPECULA_CLI_CHAT_H
 
@@ -13,15 +14,16 @@ typedef struct {
     const char *system;   /* -sys */
     int cnv;              /* -cnv */
     const char *tmpl;     /* --chat-template NAME|FILE */
+    const char *kwargs;   /* --chat-template-kwargs JSON: extra template variables */
 } cli_chat_opts;
 
-#define CLI_CHAT_OPT_ROWS 3
+#define CLI_CHAT_OPT_ROWS 4
 
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
 int cli_chat_opt_rows(void *rows /* cli_opt[CLI_CHAT_OPT_ROWS] */, cli_chat_opts *o);
 
-/* 1 when the prompt is to be rendered as a conversation: --chat, -sys or --chat-template
- * with -p TEXT */
+/* 1 when the prompt is to be rendered as a conversation: --chat, -sys, --chat-template or
+ * --chat-template-kwargs with -p TEXT */
 int cli_chat_wanted(const cli_chat_opts *o, int chat, const char *text);
 
 /* [system -sys,] user TEXT with the generation prompt, rendered and encoded (the text carries
