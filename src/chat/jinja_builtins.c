@@ -694,6 +694,11 @@ int jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n
             return *out = list_val(l), 0;
         }
     }
+    if (self.k == JV_LOOP && NAMED("cycle")) { /* loop.cycle('odd', 'even') */
+        if (n < 1) return jx_fail(c, "loop.cycle needs at least one value");
+        *out = a[self.u.lp->index0 % n];
+        return 0;
+    }
     if (self.k == JV_DICT || self.k == JV_NS) {
         if (NAMED("get")) {
             jv key = arg(a, k, n, 0, NULL);
