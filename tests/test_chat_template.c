@@ -230,6 +230,53 @@ static void test_published_templates(void) {
     CHECK(run(args) == 0 && !strcmp(OUT, FAMILIES[2].want), "object form from stdin:\n%s\n%s", OUT, last_stderr());
 }
 
+/* Qwen3's published template with tools, a tool call (arguments as a dict: tojson) and two
+ * tool responses merged into one user turn, thinking off; the object form of --messages */
+static const char *TOOLS_DOC = "{\"messages\": [{\"role\": \"system\", \"content\": \"Use tools.\"}, {\"role\": \"user\", \"content\": \"Weather in Paris?\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}}]}, {\"role\": \"tool\", \"content\": \"{\\\"temp\\\": 21.5}\"}, {\"role\": \"tool\", \"content\": \"sunny\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather for a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"enable_thinking\": false}";
+static const char *TOOLS_WANT =
+    "<|im_start|>system\n"
+    "Use tools.\n"
+    "\n"
+    "# Tools\n"
+    "\n"
+    "You may call one or more functions to assist with the user query.\n"
+    "\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n"
+    "<tools>\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather for a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "</tools>\n"
+    "\n"
+    "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    "<tool_call>\n"
+    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "Weather in Paris?<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "<tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "<tool_response>\n"
+    "{\"temp\": 21.5}\n"
+    "</tool_response>\n"
+    "<tool_response>\n"
+    "sunny\n"
+    "</tool_response><|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "<think>\n"
+    "\n"
+    "</think>\n"
+    "\n";
+
+static void test_tool_calls(void) {
+    char path[512], args[1024];
+    snprintf(path, sizeof path, "%s/tools.json", TMP);
+    write_file(path, TOOLS_DOC);
+    snprintf(args, sizeof args, "template -m %s --messages %s", family_dir("qwen3"), path);
+    CHECK(run(args) == 0 && !strcmp(OUT, TOOLS_WANT), "--- got:\n%s\n--- want:\n%s\n%s", OUT, TOOLS_WANT, last_stderr());
+}
+
 /* the chat API: same text, and the markers encode as single special tokens */
 static void test_api_and_ids(void) {
     sp_err err = {{0}};
@@ -373,6 +420,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_fetch);
     RUN(test_published_templates);
+    RUN(test_tool_calls);
     RUN(test_api_and_ids);
     RUN(test_errors);
     RUN(test_default_model);

@@ -35,8 +35,31 @@ static int add_set(json_t *vars, const char *kv) {
 
 static json_t *read_messages(const char *path, json_t *vars) {
     json_error_t je;
-    json_t *doc = !strcmp(path, "-") ? json_loadf(stdin, JSON_DECODE_INT_AS_REAL, &je)
-                                     : json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+    char *text = NULL;
+    size_t n = 0;
+    if (!strcmp(path, "-")) { /* stdin, read whole */
+        size_t cap = 0;
+        for (;;) {
+            if (n + 4096 > cap) {
+                char *t = realloc(text, cap = 2 * cap + 4096);
+                if (!t) break;
+                text = t;
+            }
+            size_t got = fread(text + n, 1, cap - n, stdin);
+            n += got;
+            if (!got) break;
+        }
+    } else {
+        sp_err err = {{0}};
+        if (sp_read_file(path, &text, &n, &err)) {
+            cli_error(CMD, "%s", err.msg);
+            return NULL;
+        }
+    }
+    /* integers as integers (a template may print them); past 64 bits, as numbers */
+    json_t *doc = text ? json_loadb(text, n, 0, &je) : NULL;
+    if (!doc && text) doc = json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je);
+    free(text);
     if (!doc) {
         cli_error(CMD, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
         return NULL;
