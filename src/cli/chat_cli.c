@@ -198,7 +198,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
                            "(-c N)", n, r->n_predict, max_ctx);
             goto done;
         }
-        reply_ctx rx = {tok, tok_stream_new(tok)};
+        reply_ctx rx = {tok, tok_stream_new_ex(tok, TOK_DECODE_SKIP_SPECIAL)}; /* control tokens unprinted */
         if (!rx.ts) {
             cli_error(cmd, "out of memory");
             goto done;
@@ -226,7 +226,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         int kept = ss.emitted;
         while (kept > 0 && tok_is_eog(tok, out[kept - 1])) kept--;
         char *reply = NULL;
-        if (tok_decode(tok, out, kept, &reply, &err)) {
+        if (tok_decode_ex(tok, out, kept, TOK_DECODE_SKIP_SPECIAL, &reply, &err)) {
             cli_error(cmd, "%s", err.msg);
             goto done;
         }

@@ -42,9 +42,10 @@ typedef struct {
 } cli_chat_run_opts;
 
 /* -cnv: read user turns from stdin (a line each; a line ending in '\' continues on the next;
- * "/exit" or end of input ends the chat), stream each reply to stdout, keep the conversation
- * and re-render it with the template every turn. "> " prompts go to stderr. Speculative
- * decoding works as in generate. Returns the exit status. */
+ * "/exit" or end of input ends the chat), stream each reply to stdout without control tokens
+ * (the end-of-turn token ends it), keep the conversation and re-render it with the template
+ * every turn (the whole conversation is prefilled again each turn). "> " prompts go to stderr.
+ * Speculative decoding works as in generate. Returns the exit status. */
 int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opts *r);
 
 #endif
