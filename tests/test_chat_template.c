@@ -296,6 +296,13 @@ static void test_api_and_ids(void) {
     for (int i = 0; i < n; i++) starts += ids[i] == im_start, ends += ids[i] == im_end;
     CHECK(im_start >= 0 && starts == 5 && ends == 4, "<|im_start|> x%d, <|im_end|> x%d", starts, ends);
     CHECK(n > 0 && ids[0] == im_start, "the prompt starts with <|im_start|> (no BOS for Qwen3), got %d", n ? ids[0] : -1);
+    /* specula template --ids prints the same ids */
+    char args[1024], path[512], want[8192] = "";
+    snprintf(path, sizeof path, "%s/conv.json", TMP);
+    snprintf(args, sizeof args, "template -m %s --messages %s --set enable_thinking=false --ids", family_dir("qwen3"), path);
+    for (int i = 0, k = 0; i < n && k < (int)sizeof want - 16; i++) k += snprintf(want + k, sizeof want - (size_t)k, "%s%d", i ? "," : "", ids[i]);
+    strcat(want, "\n");
+    CHECK(run(args) == 0 && !strcmp(OUT, want), "--ids: %s (want %s) %s", OUT, want, last_stderr());
     free(ids);
     free(text);
     /* the hand-written qwen3 renderer (the fallback) gives the published template's thinking-off text */

@@ -2,8 +2,10 @@
  * print the text exactly (no newline added), so it can be compared with Hugging Face's
  * apply_chat_template(messages, tokenize=False).
  *
- *   specula template -m DIR --messages conv.json [--no-generation-prompt]
+ *   specula template -m DIR --messages conv.json [--no-generation-prompt] [--ids]
  *                    [--set enable_thinking=false] [--chat-template NAME|FILE]
+ *
+ * --ids prints the token ids instead (comma-separated, for generate --prompt-ids).
  *
  * conv.json is a JSON array of messages, or an object {"messages": [...], other variables
  * such as "tools"}; "-" reads it from stdin. --set KEY=VALUE (repeatable) adds a variable:
@@ -83,11 +85,12 @@ static json_t *read_messages(const char *path, json_t *vars) {
 
 int cmd_template(int argc, char **argv) {
     const char *dir = NULL, *messages = NULL, *choice = NULL, *set_help = NULL;
-    int no_gen = 0;
+    int no_gen = 0, ids = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (tokenizer files), or a .gguf file"},
         {NULL, "--messages", CLI_STR, &messages, "FILE", "conversation: JSON array of {role, content} ('-': stdin)"},
         {NULL, "--no-generation-prompt", CLI_FLAG, &no_gen, NULL, "render without add_generation_prompt"},
+        {NULL, "--ids", CLI_FLAG, &ids, NULL, "print the token ids of the text (as generate encodes it: 1,2,3)"},
         {NULL, "--set", CLI_STR, &set_help, "KEY=VALUE", "template variable, repeatable (value read as JSON if it parses)"},
         {NULL, "--chat-template", CLI_STR, &choice, "NAME|FILE",
          "use this template: a Jinja file, or gemma4 / gemma3 / qwen3 / llama3 (default: the model's)"},
@@ -144,10 +147,23 @@ int cmd_template(int argc, char **argv) {
     char *text = NULL;
     if (!ct || chat_render(ct, msgs, !no_gen, vars, &text, &err)) {
         cli_error(CMD, "%s", err.msg);
-    } else {
+    } else if (!ids) {
         fwrite(text, 1, strlen(text), stdout);
         fflush(stdout);
         rc = 0;
+    } else if (!tok) {
+        cli_error(CMD, "--ids needs the model's tokenizer (tokenizer.json or a .gguf)");
+    } else { /* the text carries its own BOS: no BOS added, special-token text parsed */
+        int32_t *v = NULL;
+        int n = 0;
+        if (tok_encode(tok, text, strlen(text), 0, 1, &v, &n, &err)) {
+            cli_error(CMD, "%s", err.msg);
+        } else {
+            for (int i = 0; i < n; i++) printf("%s%d", i ? "," : "", v[i]);
+            printf("\n");
+            rc = 0;
+        }
+        free(v);
     }
     free(text);
     chat_template_free(ct);
