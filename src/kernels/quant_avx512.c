@@ -8,6 +8,7 @@
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
  * then the float scale products and fmas in block order, the 16 lanes of the 32-blocks held
  * in one register as [even block's 8 lanes | odd block's 8 lanes]. */
+#include <immintrin.h>
 #include <string.h>
 
 #include "quant_internal.h"
@@ -20,8 +21,30 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
     return h;
 }
 
-/* bytes of each weight row the decode tile prefetches ahead */
-#define QPF_AHEAD 768
+/* Software prefetch: the first token tile of a row tile requests the next row tile's bytes
+ * (rows are contiguous) at an even pace over its K loop, so DRAM streams the next rows while
+ * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_step: bytes to
+ * request per step of a loop of `steps` steps covering `bytes`. */
+typedef struct {
+    const char *p, *end;
+    size_t step;
+} qpf;
+
+static SP_ALWAYS_INLINE qpf qpf_init(const qmm_ctx *c, int t0, int n1, int steps) {
+    qpf f = {NULL, NULL, 0};
+    if (t0 != 0 || n1 >= c->N) return f;
+    int rows = c->N - n1 < NB ? c->N - n1 : NB;
+    f.p = (const char *)c->W + (size_t)n1 * c->wrow;
+    f.end = f.p + (size_t)rows * c->wrow;
+    f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
+    return f;
+}
+
+static SP_ALWAYS_INLINE void qpf_advance(qpf *f) {
+    if (!f->p) return;
+    const char *goal = f->p + f->step;
+    for (; f->p < goal && f->p < f->end; f->p += 64) _mm_prefetch(f->p, _MM_HINT_T0);
+}
 
 /* ---- Q8_0 / Q4_0 ------------------------------------------------------------------------ */
 /* two blocks' integer weights as unsigned bytes u with v = u − bias: Q8_0 flips the sign bit
@@ -73,13 +96,14 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
     __m512 acc[4][NB];
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+    qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
         __m512i wv[NB];
         __m512 wd[NB];
+        qpf_advance(&pf);
         for (int j = 0; j < NB; j++) {
             const uint8_t *b0 = wr[j] + (size_t)b * bsz;
-            if (TB == 1) _mm_prefetch((const char *)b0 + QPF_AHEAD, _MM_HINT_T0);
             wv[j] = w32_pair(b0, b0 + bsz, Q4);
             wd[j] = scale_pair_f16(rd16(b0), rd16(b0 + bsz));
         }
@@ -133,14 +157,11 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
     float acc[4][NB] = {{0}};
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    qpf pf = qpf_init(c, t0, n1, nsb);
     for (int b = 0; b < nsb; b++) {
+        qpf_advance(&pf);
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 144;
-            if (TB == 1) {
-                _mm_prefetch((const char *)blk + QPF_AHEAD, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + QPF_AHEAD + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + QPF_AHEAD + 128, _MM_HINT_T0);
-            }
             int sc[8], m[8];
             q4k_scales(blk + 4, sc, m);
             /* chunk c: [low nibbles (sub-block 2c) | high nibbles (2c + 1)], scales as int16 */
@@ -183,11 +204,11 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
     /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
     const __m512i sidx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
                                            0, 0, 0, 0, 0, 0, 0);
+    qpf pf = qpf_init(c, t0, n1, nsb);
     for (int b = 0; b < nsb; b++) {
+        qpf_advance(&pf);
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 210;
-            if (TB == 1)
-                for (int o = 0; o < 256; o += 64) _mm_prefetch((const char *)blk + QPF_AHEAD + o, _MM_HINT_T0);
             __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
             __m512i wv[4], sv[4];
             for (int h = 0; h < 2; h++) {
