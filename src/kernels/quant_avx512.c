@@ -140,14 +140,18 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
 }
 
 /* ---- Q4_K ----------------------------------------------------------------------------------- */
-/* the 8 sub-block scales and mins of a Q4_K block as ints */
-static SP_ALWAYS_INLINE void q4k_scales(const uint8_t *s, int *sc, int *m) {
-    for (int j = 0; j < 4; j++) sc[j] = s[j] & 63, m[j] = s[j + 4] & 63;
-    for (int j = 4; j < 8; j++) sc[j] = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4, m[j] = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-}
-
 /* sum of the 16 int32 lanes (exact) */
 static SP_ALWAYS_INLINE int hsum_i32(__m512i v) { return _mm512_reduce_add_epi32(v); }
+
+/* the lane sums of s (16 int32) and of mm (4 int32), both exact, in one reduction */
+static SP_ALWAYS_INLINE void hsum2_i32(__m512i s, __m128i mm, int *a, int *b) {
+    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    __m128i h = _mm_hadd_epi32(s4, mm);
+    h = _mm_hadd_epi32(h, h);
+    *a = _mm_cvtsi128_si32(h);
+    *b = _mm_extract_epi32(h, 1);
+}
 
 static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
@@ -157,31 +161,40 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
     float acc[4][NB] = {{0}};
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
+    const __m512i sidx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0);
     qpf pf = qpf_init(c, t0, n1, nsb);
     for (int b = 0; b < nsb; b++) {
         qpf_advance(&pf);
+        /* per token: bsum[2j] + bsum[2j+1] for sub-block j, as 8 int16 */
+        __m128i ps[4];
+        for (int i = 0; i < TB; i++) {
+            __m256i bs = _mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b));
+            __m256i p = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+            ps[i] = _mm_packs_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        }
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 144;
-            int sc[8], m[8];
-            q4k_scales(blk + 4, sc, m);
-            /* chunk c: [low nibbles (sub-block 2c) | high nibbles (2c + 1)], scales as int16 */
+            uint64_t sc8, m8;
+            q4k_scales8(blk + 4, &sc8, &m8);
+            __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+            __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+            /* chunk q: [low nibbles (sub-block 2q) | high nibbles (2q + 1)], scales as int16 */
             __m512i wv[4], sv[4];
             for (int q = 0; q < 4; q++) {
                 __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * q));
                 wv[q] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), lo4);
-                sv[q] = _mm512_inserti64x4(_mm512_set1_epi16((short)sc[2 * q]), _mm256_set1_epi16((short)sc[2 * q + 1]), 1);
+                sv[q] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16((short)(2 * q))), sc16);
             }
-            __m256i mv = _mm256_set_epi16((short)m[7], (short)m[7], (short)m[6], (short)m[6], (short)m[5], (short)m[5],
-                                          (short)m[4], (short)m[4], (short)m[3], (short)m[3], (short)m[2], (short)m[2],
-                                          (short)m[1], (short)m[1], (short)m[0], (short)m[0]);
             float d = _cvtsh_ss(rd16(blk)), dmin = _cvtsh_ss(rd16(blk + 2));
             for (int i = 0; i < TB; i++) {
                 const int8_t *xq = xr[i].q + SP_QK_K * b;
                 __m512i s = _mm512_setzero_si512();
                 for (int q = 0; q < 4; q++)
                     s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wv[q], _mm512_loadu_si512(xq + 64 * q)), sv[q]);
-                __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), mv);
-                int isum = hsum_i32(s), imin = hsum_i32(_mm512_zextsi256_si512(mins));
+                int isum, imin;
+                hsum2_i32(s, _mm_madd_epi16(ps[i], m16), &isum, &imin);
                 float xd = xr[i].d[b];
                 acc[i][j] = fmaf(d * xd, (float)isum, acc[i][j]);
                 acc[i][j] = fmaf(-(dmin * xd), (float)imin, acc[i][j]);
