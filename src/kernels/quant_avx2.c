@@ -71,9 +71,28 @@ static SP_ALWAYS_INLINE __m256 p32(const w32 *w, __m256i x, __m256i x8, const in
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(m, ones));
 }
 
+/* block b of the tile into accumulator half H (compile-time: b mod 2), so the accumulators
+ * stay in registers */
+static SP_ALWAYS_INLINE void tile32_block(__m256 acc[2][4][2], const uint8_t *const *wr, const qx_row *xr, int b,
+                                          const int H, const int TB, const int NB, const int Q4, const int PF) {
+    const int bsz = Q4 ? 18 : 34;
+    w32 w[4];
+    for (int j = 0; j < NB; j++) {
+        if (PF) _mm_prefetch((const char *)wr[j] + (size_t)b * bsz + 640, _MM_HINT_T0);
+        w[j] = w32_load(wr[j] + (size_t)b * bsz, Q4);
+    }
+    for (int i = 0; i < TB; i++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b));
+        __m256i x8 = Q4 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), x) : x;
+        __m256 xd = _mm256_set1_ps(xr[i].d[b]);
+        for (int j = 0; j < NB; j++)
+            acc[i][j][H] = _mm256_fmadd_ps(_mm256_mul_ps(w[j].d, xd), p32(&w[j], x, x8, Q4), acc[i][j][H]);
+    }
+}
+
 static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int NB,
                                     const int Q4) {
-    const int nb = c->K / 32, bsz = Q4 ? 18 : 34;
+    const int nb = c->K / 32;
     const uint8_t *wr[4];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[2];
@@ -81,21 +100,13 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
     __m256 acc[2][4][2];
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const int h = b & 1;
-        w32 w[4];
-        for (int j = 0; j < NB; j++) {
-            if (TB == 1) _mm_prefetch((const char *)wr[j] + (size_t)b * bsz + 512, _MM_HINT_T0);
-            w[j] = w32_load(wr[j] + (size_t)b * bsz, Q4);
-        }
-        for (int i = 0; i < TB; i++) {
-            __m256i x = _mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b));
-            __m256i x8 = Q4 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), x) : x;
-            __m256 xd = _mm256_set1_ps(xr[i].d[b]);
-            for (int j = 0; j < NB; j++)
-                acc[i][j][h] = _mm256_fmadd_ps(_mm256_mul_ps(w[j].d, xd), p32(&w[j], x, x8, Q4), acc[i][j][h]);
-        }
+    int b = 0;
+    /* decode prefetches every other block: one 64-byte line covers 2 (Q8_0) to 3.5 (Q4_0) blocks */
+    for (; b + 2 <= nb; b += 2) {
+        tile32_block(acc, wr, xr, b, 0, TB, NB, Q4, TB == 1);
+        tile32_block(acc, wr, xr, b + 1, 1, TB, NB, Q4, 0);
     }
+    if (b < nb) tile32_block(acc, wr, xr, b, 0, TB, NB, Q4, 0);
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB && n0 + j < n1; j++)
             c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_pair(acc[i][j][0], acc[i][j][1]);

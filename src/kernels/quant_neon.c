@@ -30,8 +30,33 @@ static inline float hsum16_neon(const float32x4_t *a) {
 }
 
 /* ---- Q8_0 / Q4_0 ------------------------------------------------------------------------ */
+/* block b into accumulator pair 2H, 2H + 1 (compile-time: b mod 2) */
+static inline __attribute__((always_inline)) void rows32_block(float32x4_t acc[][4], const uint8_t *w,
+                                                               const qx_row *xr, int TB, int b, const int H,
+                                                               const int Q4) {
+    const uint8_t *blk = w + (size_t)b * (Q4 ? 18 : 34);
+    int8x16_t v0, v1;
+    if (Q4) {
+        uint8x16_t q = vld1q_u8(blk + 2);
+        v0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+        v1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+    } else {
+        v0 = vld1q_s8((const int8_t *)(blk + 2));
+        v1 = vld1q_s8((const int8_t *)(blk + 18));
+    }
+    float wd = rd_f16(blk);
+    for (int i = 0; i < TB; i++) {
+        const int8_t *xq = xr[i].q + 32 * b;
+        int32x4_t p0 = vdotq_s32(vdupq_n_s32(0), v0, vld1q_s8(xq));
+        int32x4_t p1 = vdotq_s32(vdupq_n_s32(0), v1, vld1q_s8(xq + 16));
+        float32x4_t s = vdupq_n_f32(wd * xr[i].d[b]);
+        acc[i][2 * H] = vfmaq_f32(acc[i][2 * H], vcvtq_f32_s32(p0), s);
+        acc[i][2 * H + 1] = vfmaq_f32(acc[i][2 * H + 1], vcvtq_f32_s32(p1), s);
+    }
+}
+
 static void rows32(const qmm_ctx *c, int t0, int TB, int n, const int Q4) {
-    const int nb = c->K / 32, bsz = Q4 ? 18 : 34;
+    const int nb = c->K / 32;
     const uint8_t *w = c->W + (size_t)n * c->wrow;
     qx_row xr[TBMAX];
     float32x4_t acc[TBMAX][4];
@@ -39,28 +64,12 @@ static void rows32(const qmm_ctx *c, int t0, int TB, int n, const int Q4) {
         xr[i] = qx_at(c, t0 + i);
         for (int l = 0; l < 4; l++) acc[i][l] = vdupq_n_f32(0.0f);
     }
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *blk = w + (size_t)b * bsz;
-        int8x16_t v0, v1;
-        if (Q4) {
-            uint8x16_t q = vld1q_u8(blk + 2);
-            v0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
-            v1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-        } else {
-            v0 = vld1q_s8((const int8_t *)(blk + 2));
-            v1 = vld1q_s8((const int8_t *)(blk + 18));
-        }
-        float wd = rd_f16(blk);
-        int h = 2 * (b & 1);
-        for (int i = 0; i < TB; i++) {
-            const int8_t *xq = xr[i].q + 32 * b;
-            int32x4_t p0 = vdotq_s32(vdupq_n_s32(0), v0, vld1q_s8(xq));
-            int32x4_t p1 = vdotq_s32(vdupq_n_s32(0), v1, vld1q_s8(xq + 16));
-            float32x4_t s = vdupq_n_f32(wd * xr[i].d[b]);
-            acc[i][h] = vfmaq_f32(acc[i][h], vcvtq_f32_s32(p0), s);
-            acc[i][h + 1] = vfmaq_f32(acc[i][h + 1], vcvtq_f32_s32(p1), s);
-        }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        rows32_block(acc, w, xr, TB, b, 0, Q4);
+        rows32_block(acc, w, xr, TB, b + 1, 1, Q4);
     }
+    if (b < nb) rows32_block(acc, w, xr, TB, b, 0, Q4);
     for (int i = 0; i < TB; i++) c->Y[(size_t)(t0 + i) * c->N + n] = hsum16_neon(acc[i]);
 }
 
