@@ -6,8 +6,9 @@
  * tile and used for all TB tokens, so a T-token call reads W once per 4 tokens from memory
  * (the rest from cache). Row remainders reuse the last row and drop its results. Within one
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
- * then the float scale products and fmas in block order, the 16 lanes of the 32-blocks held
- * in one register as [even block's 8 lanes | odd block's 8 lanes]. */
+ * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
+ * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
+ * run for the tile's 4 rows at once with one row per lane. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -23,8 +24,8 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
 
 /* Software prefetch: the first token tile of a row tile requests the next row tile's bytes
  * (rows are contiguous) at an even pace over its K loop, so DRAM streams the next rows while
- * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_step: bytes to
- * request per step of a loop of `steps` steps covering `bytes`. */
+ * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_init spreads the next
+ * tile's bytes over the `steps` iterations of the K loop; qpf_advance requests one share. */
 typedef struct {
     const char *p, *end;
     size_t step;
