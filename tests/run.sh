@@ -30,6 +30,18 @@ for dir in $dirs; do
         pass=$((pass + p)); fail=$((fail + f))
     done
 done
+# shell checks (tests/check_*.sh), once, against the first build directory; not when only
+# some test programs were asked for
+first=${dirs# }; first=${first%% *}
+[ -n "$only" ] || for c in tests/check_*.sh; do
+    [ -f "$c" ] || continue
+    echo "== $c"
+    sh "$c" "$first" >"$log" 2>&1; rc=$?
+    cat "$log"
+    p=$(grep -c '^ok ' "$log"); f=$(grep -c '^FAIL ' "$log")
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $c exited with status $rc"; fi
+    pass=$((pass + p)); fail=$((fail + f))
+done
 rm -f "$log"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,10 +9,8 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels_internal.h"
 
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #define BW_BYTES ((size_t)256 << 20) /* 8x a 32 MB L3 */
 #define BW_MAX_PASSES 12
@@ -31,32 +29,15 @@ static void thread_share(const bw_ctx *c, int i, int n, size_t *lo, size_t *hi) 
     *hi = lines * (size_t)(i + 1) / (size_t)n * 4096;
 }
 
+/* XOR of the 8-byte words of p[0, n) (n a multiple of 256), on the widest loads the tier has */
 static uint64_t read_span(const uint8_t *p, size_t n) {
-#if defined(__AVX512F__)
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t o = 0; o + 256 <= n; o += 256) {
-        a0 = _mm512_xor_si512(a0, _mm512_load_si512((const void *)(p + o)));
-        a1 = _mm512_xor_si512(a1, _mm512_load_si512((const void *)(p + o + 64)));
-        a2 = _mm512_xor_si512(a2, _mm512_load_si512((const void *)(p + o + 128)));
-        a3 = _mm512_xor_si512(a3, _mm512_load_si512((const void *)(p + o + 192)));
+    switch (sp_cpu_level()) {
+#if defined(__x86_64__)
+    case SP_CPU_AVX512: return sp_read_span_avx512(p, n);
+    case SP_CPU_AVX2: return sp_read_span_avx2(p, n);
+#endif
+    default: break;
     }
-    __m512i a = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
-    uint64_t out[8];
-    _mm512_storeu_si512((void *)out, a);
-    return out[0] ^ out[1] ^ out[2] ^ out[3] ^ out[4] ^ out[5] ^ out[6] ^ out[7];
-#elif defined(__AVX2__)
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t o = 0; o + 128 <= n; o += 128) {
-        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p + o)));
-        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p + o + 32)));
-        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p + o + 64)));
-        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p + o + 96)));
-    }
-    __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-    uint64_t out[4];
-    _mm256_storeu_si256((__m256i *)out, a);
-    return out[0] ^ out[1] ^ out[2] ^ out[3];
-#else
     const uint64_t *q = (const uint64_t *)(const void *)p;
     uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     for (size_t o = 0; o + 4 <= n / 8; o += 4) {
@@ -66,7 +47,6 @@ static uint64_t read_span(const uint8_t *p, size_t n) {
         a3 ^= q[o + 3];
     }
     return a0 ^ a1 ^ a2 ^ a3;
-#endif
 }
 
 static void bw_worker(void *ctx, int i, int n) {

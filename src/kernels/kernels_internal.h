@@ -121,6 +121,11 @@ int sp_argmax_avx512(const float *x, int n);
 int sp_argmax_avx2(const float *x, int n);
 int sp_argmax_neon(const float *x, int n);
 
+/* the bandwidth probe's read loop (bandwidth.c): XOR of the 8-byte words of p[0, n), n a
+ * multiple of 256, p 64-byte aligned */
+uint64_t sp_read_span_avx512(const uint8_t *p, size_t n);
+uint64_t sp_read_span_avx2(const uint8_t *p, size_t n);
+
 /* the canonical dot on the tier in use */
 float sp_dot_f32(const float *x, const float *w, int K);
 

@@ -10,12 +10,14 @@
  * Threads claim chunks of rows of W (N, never K) from a shared counter and run the tiles of
  * the tier in use: matmul_avx512.c, matmul_avx2.c, matmul_neon.c, or the portable scalar loop
  * here (the reference path, same order, one output at a time).
- * Not here: K blocking (would change the summation order), quantised weights. */
+ * Not here: K blocking (would change the summation order); quantized weights go to
+ * quant_matmul.c. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels_internal.h"
+#include "quant_internal.h"
 
 /* chunks per thread: threads claim row chunks from a shared counter, so a thread the OS
  * keeps off a core (the machine is shared) costs its chunks, not the whole call */
@@ -33,6 +35,10 @@ static float w_at(const void *W, sp_dtype dt, size_t i) {
 
 /* ---- reference: double accumulation in k order ------------------------------------- */
 void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W) {
+    if (sp_dtype_is_quant(W->dt)) {
+        sp_matmul_quant_ref(Y, X, T, W);
+        return;
+    }
     int N = W->n, K = W->k;
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
@@ -107,6 +113,11 @@ static void mm_task(void *arg, int i, int n) {
 }
 
 static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
+    /* quantized weights: quant_matmul.c, on the same tier */
+    if (sp_dtype_is_quant(W->dt)) {
+        sp_matmul_quant(pool, Y, X, T, W, tier);
+        return;
+    }
     SP_ASSERT(W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16);
     if (T <= 0 || W->n <= 0) return;
     int nthr = sp_pool_size(pool);
