@@ -157,9 +157,9 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
     const tok_pre_family *fam = NULL;
     if (is_gpt2 && pre.ptr && pre.len) {
         if (!(fam = tok_pre_family_find(pre.ptr, pre.len)))
-            return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer type llama.cpp knows "
-                              "(docs/tokenizer-fidelity.md lists them)", t->source, (int)(pre.len > 60 ? 60 : pre.len),
-                              pre.ptr);
+            return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer type llama.cpp knows (such "
+                              "as llama-bpe, qwen2, gpt-2, deepseek-v3, tekken, gpt-4o)",
+                              t->source, (int)(pre.len > 60 ? 60 : pre.len), pre.ptr);
     } else if (is_gpt2) {
         fam = tok_pre_family_find("default", 7); /* llama.cpp's choice for a missing name */
     } else if (is_gemma4) {
