@@ -30,10 +30,6 @@
 #define ASCII_S "[" ASCII_S_CHARS "]"
 
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
-#define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL
-#define RE_PORO                                                                                   \
-    " ?[^(" ASCII_S_CHARS "|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
-
 static const char *const GPT2[] = {RE_GPT2, NULL};
 static const char *const DEFAULT[] = {
     "[\\p{P}\\$\\+<=>\\^~\\|]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
@@ -45,6 +41,7 @@ static const char *const JAIS2[] = {
                     "|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)"
                     "|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}",
     NULL};
+#define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL
 static const char *const QWEN2[] = {RE_QWEN2, NULL};
 static const char *const QWEN35[] = {
     RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL,
@@ -112,6 +109,7 @@ static const char *const FALCON[] = {
     "[\\p{P}\\$\\+<=>\\^~\\|`]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
     "[0-9][0-9][0-9]", NULL};
 static const char *const STARCODER[] = {"\\p{N}", RE_GPT2, NULL};
+#define RE_PORO " ?[^(" ASCII_S_CHARS "|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
 static const char *const PORO[] = {RE_PORO, NULL};
 static const char *const VIKING[] = {RE_PORO, "\\p{N}", NULL};
 static const char *const TEKKEN[] = {RE_LOWER_UPPER("") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
