@@ -71,6 +71,7 @@ jstr *jx_str_new(jx_arena *a, const char *p, size_t n) {
 }
 
 int jx_str_val(jx_ctx *c, const char *p, size_t n, jv *out) {
+    jx_charge(c, n);
     jstr *s = jx_str_new(c->a, p, n);
     if (!s) return jx_fail(c, "the template needs more memory than allowed");
     *out = jv_str(s);
@@ -207,6 +208,7 @@ int jx_compare(jx_ctx *c, jv x, jv y, int *cmp) {
 
 /* ---- text ------------------------------------------------------------------------------ */
 int jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n) {
+    jx_charge(c, n);
     if (n > c->out_cap || b->n > c->out_cap - n)
         return jx_fail(c, "the rendered text exceeds %zu bytes", c->out_cap);
     if (b->n + n + 1 > b->cap) {
