@@ -14,6 +14,8 @@
 extern "C" {
 #endif
 
+#define SPECULA_VERSION "0.1.0" /* `specula --version` */
+
 typedef struct {
     char msg[1024];
 } sp_err;

@@ -249,7 +249,7 @@ static int fresh_drafts(wrap_t *w, int max_g, int32_t *out, sp_err *err) {
     if (!kv || !hid) goto done;
     sp_forward_out o = {.hidden = hid};
     if (t > 0 && sp_model_forward(w->m, kv, w->stream, t, &o, err)) goto done;
-    sp_drafter_ctx ctx = {w->m, kv, w->seed};
+    sp_drafter_ctx ctx = {w->m, kv, w->seed, NULL};
     if (w->fresh->begin(w->fresh, w->stream, t + 1, NULL, hid, &ctx, err)) goto done;
     n = w->fresh->propose(w->fresh, max_g, out, NULL, err);
 done:
@@ -346,7 +346,7 @@ static void test_draft_distribution(void) {
         memset(counts, 0, sizeof(int) * (size_t)V);
         int bad = 0;
         for (int r = 0; r < draws; r++) {
-            sp_drafter_ctx ctx = {m, kv, 1000 + (uint64_t)r};
+            sp_drafter_ctx ctx = {m, kv, 1000 + (uint64_t)r, NULL};
             int32_t t;
             if (d->begin(d, prompt, np, NULL, hid, &ctx, &err) || d->propose(d, 1, &t, q, &err) != 1) {
                 CHECK(0, "%s", err.msg);

@@ -1,6 +1,7 @@
 /* spec_cli.c — shared pieces of the speculative subcommands (see spec_cli.h). */
 #include "spec_cli.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,32 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     return CLI_SPEC_OPT_ROWS;
 }
 
+int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
+    if (o->spec) return 0;
+    if (!o->draft_dir) {
+        o->spec = def_kind;
+        return 0;
+    }
+    char path[4096], *text = NULL;
+    sp_err err = {{0}};
+    if (sp_path_join(path, sizeof path, o->draft_dir, "config.json") || !sp_file_exists(path))
+        return cli_error(cmd, "-md %s: no config.json there (give --spec KIND for a drafter without one)",
+                         o->draft_dir), -1;
+    if (sp_read_file(path, &text, NULL, &err)) return cli_error(cmd, "%s", err.msg), -1;
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
+    free(text);
+    if (!root) return cli_error(cmd, "%s: invalid JSON at line %d: %s", path, je.line, je.text), -1;
+    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    if (!a) o->spec = "draft"; /* a plain causal LM config */
+    else if (strstr(a, "DSpark")) o->spec = "dspark";
+    else if (strstr(a, "DFlash")) o->spec = "dflash";
+    else if (strstr(a, "Assistant")) o->spec = "assistant";
+    else o->spec = "draft";
+    json_decref(root);
+    return 0;
+}
+
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
                      const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
                      sp_drafter **drafter) {
@@ -35,7 +62,7 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     *drafter = NULL;
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
-    if (!strcmp(o->spec, "none")) return 0;
+    if (!o->spec || !strcmp(o->spec, "none")) return 0;
     sp_sample_params ds = *sample; /* what a sampling drafter draws its q from */
     if (o->draft_temp > 0) ds.temperature = o->draft_temp;
     if (!strcmp(o->spec, "ngram")) {
