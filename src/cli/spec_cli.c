@@ -14,7 +14,8 @@
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
-                     "none | ngram | draft | assistant | dflash | dspark (default none)"};
+                     "none | ngram | draft | assistant | dflash | dspark (default none; -md alone: the kind "
+                     "its config.json names)"};
     r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model, assistant, DFlash / DSpark checkpoint)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};

@@ -107,7 +107,7 @@ void sp_penalty_pop(sp_penalty *p, int n) {
 
 static inline float penalise(const sp_penalty_params *pp, float x, int c) {
     if (pp->repeat != 0.0f) x = x <= 0.0f ? x * pp->repeat : x / pp->repeat;
-    return x - (float)c * pp->frequency - (float)(c > 0) * pp->presence;
+    return x - ((float)c * pp->frequency + (float)(c > 0) * pp->presence);
 }
 
 float sp_penalty_adjust(const sp_penalty *p, int32_t tok, float logit) {
