@@ -156,7 +156,7 @@ static void test_md_and_penalties(void) {
     CHECK(run("%s generate -m %s --prompt-ids 1 --repeat-penalty 0 2>&1", cli, TINY) == 2 && strstr(out, "repeat"),
           "--repeat-penalty 0 accepted: %s", out);
     /* the sampling path with penalties: the audit passes */
-    CHECK(run("%s audit -m %s --spec draft -md %s --draft-temp 1.8 --temp 1.0 --draws 2000 --repeat-penalty 1.4 "
+    CHECK(run("%s audit -m %s --spec draft -md %s --draft-temp 1.8 --temp 1.0 --draws 1000 --repeat-penalty 1.4 "
               "--presence-penalty 0.5 --frequency-penalty 0.3 --prompt-ids 5,9,5,9,5,9,7 -t 2 2>&1",
               cli, TINY, TINY) == 0 &&
               strstr(out, "audit: PASS") && strstr(out, "penalties: repeat 1.4"),
@@ -243,10 +243,14 @@ static void test_prompt_files(void) {
 static void test_run_anywhere(void) {
     char abs[4096];
     CHECK(realpath(cli, abs) != NULL, "realpath");
-    CHECK(run("cd / && %s run -q -n 8 -t 2 --json 2>&1", abs) == 0 && strstr(out, "\"identical\":true"),
+    /* the default target and drafter from another directory (one short prompt: a quick run) */
+    write_file("one.jsonl", "{\"prompt\": \"import os\\nimport sys\\n\"}\n");
+    CHECK(run("cd / && %s run -q -n 12 -t 2 --json --prompts %s/one.jsonl 2>&1", abs, root) == 0 &&
+              strstr(out, "\"identical\":true") && strstr(out, "\"tau\""),
           "run from /: %s", out);
-    CHECK(run("cd / && %s run -q -n 8 -t 2 --spec none 2>&1", abs) == 0 && strstr(out, "plain decoding") &&
-              !strstr(out, "speculative decoding"),
+    /* and the default prompt file: plain decoding only */
+    CHECK(run("cd / && %s run -q -n 1 -t 2 --spec none 2>&1", abs) == 0 && strstr(out, "plain decoding") &&
+              strstr(out, "6 prompts") && !strstr(out, "speculative decoding"),
           "--spec none: %s", out);
     CHECK(run("%s run --help", abs) == 0 && strstr(out, "default dspark") && strstr(out, "default 7") &&
               strstr(out, "prompts.jsonl") && strstr(out, "default 96"),

@@ -69,6 +69,8 @@ int cmd_run(int argc, char **argv) {
     int n_new = 96, threads = 0, json = 0, quiet = 0, text_prompts = 0;
     float temp = 0.0f;
     uint64_t seed = 1;
+    const char *seed_arg = NULL;
+    int seed_random = 0;
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     so.draft_max = 7;
@@ -79,7 +81,7 @@ int cmd_run(int argc, char **argv) {
         {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
         {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 96)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "0 = greedy (default); > 0 uses the sampling verifier"},
-        {"-s", "--seed", CLI_U64, &seed, "S", "sampling seed (default 1)"},
+        {"-s", "--seed", CLI_STR, &seed_arg, "S", "sampling seed (default 1; -1 = random, printed)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print the figures as one JSON object"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "do not stream the generated text"},
@@ -95,6 +97,7 @@ int cmd_run(int argc, char **argv) {
     int rc = cli_parse(CMD, "[-m TARGET] [--spec KIND -md DRAFTER] [--prompts FILE] [--temp T] [--json]", opts, n, argc,
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
+    if (seed_arg && cli_seed_parse(CMD, seed_arg, &seed, &seed_random)) return 2;
     char root[4096], tdef[4300], cfg[4096], pdef[4400], ddef[4400];
     if (!target) {
         snprintf(tdef, sizeof tdef, "%s/target", default_root(root, sizeof root));
@@ -201,6 +204,7 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "accept_per_position", ap);
         json_object_set_new(o, "tokens", json_integer(tok_spec));
         json_object_set_new(o, "temperature", json_real(temp));
+        json_object_set_new(o, "seed", json_integer((json_int_t)seed));
         json_object_set_new(o, "plain_ms_per_token", json_real(step));
         json_object_set_new(o, "draft_ms_per_round", json_real(rd));
         json_object_set_new(o, "verify_ms_per_round", json_real(rv));
@@ -214,6 +218,7 @@ int cmd_run(int argc, char **argv) {
         printf("%-34s %s%s%s\n", "drafter", so.spec, so.draft_dir && strcmp(so.spec, "ngram") ? " " : "",
                so.draft_dir && strcmp(so.spec, "ngram") ? so.draft_dir : "");
         printf("%-34s %ld (%d prompts, %s)\n", "tokens", tok_spec, nl, temp > 0 ? "sampling" : "greedy");
+        if (temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)seed, seed_random ? " (random)" : "");
         printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
         printf("%-34s %.2f tok/s\n", "speculative decoding", spec_tps);
         printf("%-34s %.2fx\n", "speedup", speedup);

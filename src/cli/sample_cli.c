@@ -46,20 +46,27 @@ static uint64_t random_seed(void) {
     return s;
 }
 
+int cli_seed_parse(const char *cmd, const char *text, uint64_t *seed, int *random) {
+    char *end;
+    errno = 0;
+    *random = 0;
+    if (!strcmp(text, "-1")) {
+        *seed = random_seed();
+        *random = 1;
+        return 0;
+    }
+    unsigned long long v = text[0] == '-' ? 0 : strtoull(text, &end, 0);
+    if (text[0] == '-' || !*text || *end || errno)
+        return cli_error(cmd, "--seed expects a non-negative integer or -1 (random), got '%s'", text), -1;
+    *seed = v;
+    return 0;
+}
+
 int cli_sample_resolve(const char *cmd, cli_sample_opts *o, const char *model_dir, const sp_sample_params *def,
                        int use_gc_sampling, sp_gen_params *gp) {
     sp_sample_params sp = *def;
     sp_penalty_params pp = sp_penalty_params_default();
-    if (o->seed) {
-        char *end;
-        errno = 0;
-        if (!strcmp(o->seed, "-1")) {
-            sp.seed = random_seed();
-            o->seed_random = 1;
-        } else if (o->seed[0] == '-' || (sp.seed = strtoull(o->seed, &end, 0), !*o->seed || *end || errno)) {
-            return cli_error(cmd, "--seed expects a non-negative integer or -1 (random), got '%s'", o->seed), -1;
-        }
-    }
+    if (o->seed && cli_seed_parse(cmd, o->seed, &sp.seed, &o->seed_random)) return -1;
     gp->n_extra_eos = 0;
     sp_genconfig gc = {0};
     sp_err err = {{0}};

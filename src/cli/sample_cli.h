@@ -33,6 +33,10 @@ int cli_sample_opt_rows(void *rows, cli_sample_opts *o);
 /* option rows (cli_opt[CLI_PENALTY_OPT_ROWS]): the four penalty flags alone */
 int cli_penalty_opt_rows(void *rows, cli_sample_opts *o);
 
+/* --seed text: a non-negative integer, or -1 for a random seed (*random = 1). Prints errors;
+ * returns 0 / -1. */
+int cli_seed_parse(const char *cmd, const char *text, uint64_t *seed, int *random);
+
 /* Fill gp->sample, gp->penalty and gp->extra_eos: the user's values, else (use_gc and not
  * --ignore-generation-config) model_dir's generation_config.json (its eos ids always join
  * unless ignored), else def. Prints errors; returns 0 / -1. */
