@@ -252,6 +252,14 @@ static void test_run_anywhere(void) {
     CHECK(run("cd / && %s run -q -n 1 -t 2 --spec none 2>&1", abs) == 0 && strstr(out, "plain decoding") &&
               strstr(out, "6 prompts") && !strstr(out, "speculative decoding"),
           "--spec none: %s", out);
+    /* an installed binary: PREFIX/bin/specula finds PREFIX/share/specula/models/default */
+    CHECK(run("mkdir -p %s/pfx/bin %s/pfx/share/specula/models && cp %s %s/pfx/bin/specula && "
+              "ln -s $PWD/models/default %s/pfx/share/specula/models/default",
+              root, root, abs, root, root) == 0,
+          "install setup: %s", out);
+    CHECK(run("cd / && %s/pfx/bin/specula run -q -n 2 -t 2 --spec none --prompts %s/one.jsonl 2>&1", root, root) == 0 &&
+              strstr(out, "pfx/bin/../share/specula/models/default/target"),
+          "installed binary: %s", out);
     CHECK(run("%s run --help", abs) == 0 && strstr(out, "default dspark") && strstr(out, "default 7") &&
               strstr(out, "prompts.jsonl") && strstr(out, "default 96"),
           "run --help: %s", out);
