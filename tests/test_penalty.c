@@ -181,7 +181,7 @@ static void test_penalty_audit(void) {
 static void test_stopstr_splits(void) {
     const char *stops[] = {"</s>", "STOP", "ab"};
     const char *texts[] = {"hello </s> world", "xx<S>T</sTOP STOP after", "no stop at all </", "a", "abab",
-                           "x\xc3\xa9" "STO\xc3\xa9STOP"};
+                           "x\xc3\xa9STO\xc3\xa9STOP"};
     sp_err err = {{0}};
     for (size_t ti = 0; ti < sizeof texts / sizeof texts[0]; ti++) {
         const char *t = texts[ti];
