@@ -252,21 +252,25 @@ static void test_run_anywhere(void) {
     CHECK(run("cd / && %s run -q -n 1 -t 2 --spec none 2>&1", abs) == 0 && strstr(out, "plain decoding") &&
               strstr(out, "6 prompts") && !strstr(out, "speculative decoding"),
           "--spec none: %s", out);
-    /* an installed binary: PREFIX/bin/specula finds PREFIX/share/specula/models/default */
-    CHECK(run("mkdir -p %s/pfx/bin %s/pfx/share/specula/models && cp %s %s/pfx/bin/specula && "
-              "ln -s $PWD/models/default %s/pfx/share/specula/models/default",
+    /* an installed binary: PREFIX/bin/specula finds PREFIX/share/specula/default (make install) */
+    CHECK(run("mkdir -p %s/pfx/bin %s/pfx/share/specula && cp %s %s/pfx/bin/specula && "
+              "ln -s $PWD/models/default %s/pfx/share/specula/default",
               root, root, abs, root, root) == 0,
           "install setup: %s", out);
     CHECK(run("cd / && %s/pfx/bin/specula run -q -n 2 -t 2 --spec none --prompts %s/one.jsonl 2>&1", root, root) == 0 &&
-              strstr(out, "pfx/bin/../share/specula/models/default/target"),
+              strstr(out, "pfx/bin/../share/specula/default/target"),
           "installed binary: %s", out);
     CHECK(run("%s run --help", abs) == 0 && strstr(out, "default dspark") && strstr(out, "default 7") &&
               strstr(out, "prompts.jsonl") && strstr(out, "default 96"),
           "run --help: %s", out);
     CHECK(run("cd / && %s run -m /nonexistent 2>&1", abs) == 2 && !strstr(out, "issue") && !strstr(out, ".sh"),
           "message: %s", out);
-    CHECK(run("cd / && SPECULA_HOME=/nonexistent %s run 2>&1", abs) == 2 && strstr(out, "/nonexistent/models/default"),
-          "SPECULA_HOME: %s", out);
+    CHECK(run("cd / && SPECULA_DEFAULT_MODEL=/nonexistent %s run 2>&1", abs) == 2 &&
+              strstr(out, "/nonexistent/target") && strstr(out, "SPECULA_DEFAULT_MODEL"),
+          "SPECULA_DEFAULT_MODEL: %s", out);
+    CHECK(run("d=$PWD; cd / && SPECULA_DEFAULT_MODEL=$d/models/default %s/pfx/bin/specula run -q -n 2 -t 2 --spec none "
+              "--prompts %s/one.jsonl 2>&1", root, root) == 0 && strstr(out, "plain decoding"),
+          "SPECULA_DEFAULT_MODEL: %s", out);
 }
 
 int main(int argc, char **argv) {

@@ -1,7 +1,7 @@
 /* cmd_run.c — `specula run`: the README's main job. Loads a target and a drafter (by default the
- * embedded pair, models/default/, found from any working directory: $SPECULA_HOME/models/default,
- * next to the binary (build/specula → ../models/default) or under its install prefix
- * (PREFIX/bin/specula → PREFIX/share/specula/models/default)), generates from held-out prompts with
+ * embedded pair, models/default/, found from any working directory: $SPECULA_DEFAULT_MODEL, next to
+ * the binary (build/specula → ../models/default) or under its install prefix (PREFIX/bin/specula →
+ * PREFIX/share/specula/default, where `make install` puts it)), generates from held-out prompts with
  * plain and with speculative decoding, streams the speculative text, and prints a short table:
  * tokens, plain tok/s, speculative tok/s, speedup, τ, acceptance per position and whether the
  * greedy outputs are identical. A default drafter and prompt file are looked up beside the target
@@ -38,14 +38,14 @@ static int on_token(void *ctx, int32_t tok) {
     return 0;
 }
 
-/* the embedded default model directory (models/default): $SPECULA_HOME/models/default, then
- * beside the binary (BIN/../models/default: the build tree), then its install prefix
- * (BIN/../share/specula/models/default), then ./models/default. Writes into buf. */
+/* the embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
+ * then beside the binary (BIN/../models/default: the build tree), then its install prefix
+ * (BIN/../share/specula/default), then ./models/default. Writes into buf. */
 static const char *default_root(char *buf, size_t cap) {
-    const char *home = getenv("SPECULA_HOME");
+    const char *env = getenv("SPECULA_DEFAULT_MODEL");
     char p[4096];
-    if (home && *home) {
-        snprintf(buf, cap, "%s/models/default", home);
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
         return buf;
     }
     char exe[2048];
@@ -54,7 +54,7 @@ static const char *default_root(char *buf, size_t cap) {
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) *slash = 0;
-        const char *rel[] = {"../models/default", "../share/specula/models/default", "models/default"};
+        const char *rel[] = {"../models/default", "../share/specula/default"};
         for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
             snprintf(buf, cap, "%s/%s", exe, rel[i]);
             if (!sp_path_join(p, sizeof p, buf, "target/config.json") && sp_file_exists(p)) return buf;
@@ -104,7 +104,7 @@ int cmd_run(int argc, char **argv) {
         target = tdef;
     }
     if (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg))
-        return cli_error(CMD, "no model at %s (set SPECULA_HOME to the directory holding models/default, or "
+        return cli_error(CMD, "no model at %s (set SPECULA_DEFAULT_MODEL to the embedded model's directory, or "
                               "pass -m DIR --spec ngram to run any model)", target);
     if (cli_spec_resolve(CMD, &so, "dspark")) return 2;
     int plain_only = !strcmp(so.spec, "none");
