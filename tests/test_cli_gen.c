@@ -106,6 +106,22 @@ static void test_stop_strings(void) {
         char *tx = strstr(out, "\"text\":\"");
         CHECK(tx && !strstr(tx, stop), "--json text holds the stop string: %s", out);
     }
+    /* an escaped newline: "\\n" on the command line is a newline, as in llama.cpp's reverse prompts */
+    const char *nl = strrchr(full, '\n');
+    while (nl && nl > full && !(nl[1] >= 'a' && nl[1] <= 'z' && nl[2] >= 'a' && nl[2] <= 'z')) {
+        const char *p = nl - 1;
+        while (p > full && *p != '\n') p--;
+        nl = *p == '\n' ? p : NULL;
+    }
+    CHECK(nl != NULL, "no newline followed by two letters in '%s'", full);
+    if (nl) {
+        char raw[4] = {'\n', nl[1], nl[2], 0}, flags[64];
+        cut = (size_t)(strstr(full, raw) - full);
+        snprintf(want, sizeof want, "%.*s\n", (int)cut, full);
+        snprintf(flags, sizeof flags, "--stop '\\n%c%c'", nl[1], nl[2]);
+        CHECK(run(gen, cli, DEF, root, flags, "") == 0 && !strcmp(out, want), "%s:\n got '%s'\nwant '%s'", flags, out,
+              want);
+    }
     CHECK(run("%s generate -m %s --prompt-ids 1,2 --stop x 2>&1", cli, TINY) == 2 && strstr(out, "tokenizer"),
           "--stop without a tokenizer: %s", out);
 }

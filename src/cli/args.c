@@ -141,6 +141,23 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opt
     return 0;
 }
 
+void cli_unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (r[0] == '\\' && r[1]) {
+            const char *from = "ntr\\\"'", *to = "\n\t\r\\\"'";
+            const char *k = strchr(from, r[1]);
+            if (k) {
+                *w++ = to[k - from];
+                r++;
+                continue;
+            }
+        }
+        *w++ = *r;
+    }
+    *w = 0;
+}
+
 int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **out, int *n) {
     *out = NULL;
     *n = 0;

@@ -57,6 +57,10 @@ void cli_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_op
  * `what` on an empty list, a bad number or a value outside [0, INT32_MAX]. */
 int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **out, int *n);
 
+/* Turn the escapes \n \t \r \\ \" \' of s into their characters, in place (llama.cpp processes
+ * them in its reverse prompts); other backslashes are kept. */
+void cli_unescape(char *s);
+
 /* one-line error "specula: error: CMD: ..." on stderr; returns 2 (the exit status) */
 int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -133,7 +133,7 @@ int cmd_generate(int argc, char **argv) {
         {"-c", "--ctx-size", CLI_INT, &ctx, "N",
          "KV cache size (default: prompt + N; with -n -1 the model's context, at most " CLI_CTX_AUTO_MAX_STR ")"},
         {"-r", "--stop", CLI_LIST, &stops, "STR",
-         "stop when the text contains STR (repeatable; STR is not printed; also --reverse-prompt)"},
+         "stop when the text contains STR (repeatable; STR is not printed; \\n \\t escapes; also --reverse-prompt)"},
         {NULL, "--reverse-prompt", CLI_LIST, &stops, "STR", "same as --stop"},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object {tokens, text, stats, stop, seed}"},
@@ -179,6 +179,7 @@ int cmd_generate(int argc, char **argv) {
         }
         sc.ts = tok_stream_new(sc.tok);
     }
+    for (int i = 0; i < stops.n; i++) cli_unescape((char *)stops.v[i]); /* argv's own storage */
     if (stops.n && !sc.tok) {
         free(prompt);
         tok_free(sc.tok);
