@@ -254,6 +254,20 @@ static void test_prompt_files(void) {
     CHECK(run("SPECULA_NO_PROGRESS=1 %s bench-spec -m %s --prompts %s/ids.jsonl -n 8 -t 2 2>&1", cli, DEF, root) == 0 &&
               strstr(out, "outputs identical: yes"),
           "ids + text JSONL: %s", out);
+    /* "messages": rendered with the model's own template, the ids `specula template --ids` gives */
+    const char *conv = "[{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": "
+                       "\"import os\"}]";
+    char line[512];
+    snprintf(line, sizeof line, "{\"messages\": %s}\n", conv);
+    write_file("conv.jsonl", line);
+    write_file("conv.json", conv);
+    CHECK(run("%s template -m %s --messages %s/conv.json --ids", cli, DEF, root) == 0, "template --ids: %s", out);
+    long n_ids = 1;
+    for (const char *c = out; *c; c++) n_ids += *c == ',';
+    CHECK(run("SPECULA_NO_PROGRESS=1 %s bench-spec -m %s --prompts %s/conv.jsonl -n 4 -t 2 --json %s/rep.json "
+              ">/dev/null 2>&1 && cat %s/rep.json", cli, DEF, root, root, root) == 0 &&
+              strstr(out, "\"prompt_tokens\"") && json_int(out, "prompt_tokens") == n_ids,
+          "messages: %ld prompt tokens, template --ids gives %ld: %s", json_int(out, "prompt_tokens"), n_ids, out);
 }
 
 static void test_run_anywhere(void) {

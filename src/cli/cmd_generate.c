@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "chat_cli.h"
 #include "core/core.h"
 #include "spec/generate.h"
 #include "sample_cli.h"
@@ -122,7 +123,8 @@ int cmd_generate(int argc, char **argv) {
     cli_sample_opts so_s = CLI_SAMPLE_OPTS_UNSET;
     cli_list stops = {{0}, 0};
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    cli_opt opts[40] = {
+    cli_chat_opts co = {0};
+    cli_opt opts[44] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {"-f", "--file", CLI_STR, &file, "FILE", "read the prompt text from FILE (one trailing newline dropped)"},
@@ -142,6 +144,7 @@ int cmd_generate(int argc, char **argv) {
     int n_opts = 12;
     n_opts += cli_sample_opt_rows(opts + n_opts, &so_s);
     n_opts += cli_spec_opt_rows(opts + n_opts, &so);
+    n_opts += cli_chat_opt_rows(opts + n_opts, &co);
     int rc = cli_parse(CMD, "-m DIR (-p TEXT | -f FILE | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -166,7 +169,14 @@ int cmd_generate(int argc, char **argv) {
     }
     int32_t *prompt = NULL, *out = NULL;
     int n_prompt = 0;
-    rc = cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt);
+    if (co.cnv) { /* -n -1 in a chat: replies of up to 1024 tokens, each ending at its end of turn */
+        rc = cli_chat_run(CMD, &co,
+                          &(cli_chat_run_opts){dir, text, n_predict > 0 ? n_predict : 1024, threads, ctx, sp, &so});
+        free(file_text);
+        return rc;
+    }
+    rc = cli_chat_wanted(&co, chat, text) ? cli_chat_prompt(CMD, dir, &co, text, &prompt, &n_prompt)
+                                          : cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt);
     free(file_text);
     if (rc) return 2;
     stream_ctx sc = {.stream = !json};

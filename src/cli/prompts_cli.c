@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "chat/chat.h"
 #include "core/core.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,6 +21,7 @@ void cli_prompts_free(cli_prompt *p, int n) {
 typedef struct {
     const char *cmd, *path, *model_dir;
     tok_tokenizer *tok; /* loaded on first use */
+    chat_template *tmpl; /* loaded on the first "messages" line */
     int line;
 } reader;
 
@@ -45,33 +47,29 @@ static int encode_text(reader *r, const char *text, cli_prompt *p) {
     return 0;
 }
 
+/* a conversation, rendered with the model's own chat template (src/chat/) */
 static int encode_messages(reader *r, json_t *arr, cli_prompt *p) {
     size_t n = json_array_size(arr);
     if (n == 0) return cli_error(r->cmd, "%s:%d: \"messages\" is empty", r->path, r->line), -1;
-    tok_msg *msgs = calloc(n, sizeof *msgs);
-    if (!msgs) return cli_error(r->cmd, "out of memory"), -1;
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(arr, i);
-        msgs[i].role = json_string_value(json_object_get(m, "role"));
-        msgs[i].content = json_string_value(json_object_get(m, "content"));
-        if (!msgs[i].role || !msgs[i].content) {
-            free(msgs);
-            return cli_error(r->cmd, "%s:%d: messages[%zu] needs \"role\" and \"content\" strings", r->path, r->line, i),
-                   -1;
-        }
+        if (!json_is_string(json_object_get(m, "role")) || !json_is_string(json_object_get(m, "content")))
+            return cli_error(r->cmd, "%s:%d: messages[%zu] needs \"role\" and \"content\" strings", r->path, r->line,
+                             i), -1;
     }
     tok_tokenizer *t = need_tok(r);
-    char *text = NULL;
+    if (!t) return -1;
     sp_err err = {{0}};
+    if (!r->tmpl && !(r->tmpl = chat_template_load(r->model_dir, t, NULL, &err)))
+        return cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg), -1;
+    char *text = NULL;
     int rc = -1;
-    if (t && !tok_chat_render(t, NULL, msgs, (int)n, 1, &text, &err) &&
-        !tok_encode(t, text, strlen(text), 0, 1, &p->ids, &p->n, &err))
+    if (!chat_render(r->tmpl, arr, 1, NULL, &text, &err) && !tok_encode(t, text, strlen(text), 0, 1, &p->ids, &p->n, &err))
         rc = 0;
-    else if (t)
+    else
         cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg);
-    if (!rc) p->label = strdup(msgs[n - 1].content);
+    if (!rc) p->label = strdup(json_string_value(json_object_get(json_array_get(arr, n - 1), "content")));
     free(text);
-    free(msgs);
     return rc;
 }
 
@@ -119,7 +117,7 @@ int cli_prompts_read(const char *cmd, const char *path, const char *model_dir, i
     char *text;
     sp_err err = {{0}};
     if (sp_read_file(path, &text, NULL, &err)) return cli_error(cmd, "%s", err.msg), -1;
-    reader r = {cmd, path, model_dir, NULL, 0};
+    reader r = {cmd, path, model_dir, NULL, NULL, 0};
     cli_prompt *ps = NULL;
     int n = 0, rc = 0;
     char *cur = text;
@@ -148,6 +146,7 @@ int cli_prompts_read(const char *cmd, const char *path, const char *model_dir, i
         ps[n++] = p;
     }
     free(text);
+    chat_template_free(r.tmpl);
     tok_free(r.tok);
     if (!rc && n == 0) rc = -(cli_error(cmd, "%s: no prompts", path) > 0);
     if (rc) {

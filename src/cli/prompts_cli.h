@@ -4,8 +4,8 @@
  * JSONL, one prompt per line, each an object with one of
  *     "prompt":     text, tokenized with the model's tokenizer (BOS as the model adds it)
  *     "prompt_ids": [token ids]
- *     "messages":   [{"role": ..., "content": ...}, ...], rendered with the model's chat
- *                   template (generation prompt added)
+ *     "messages":   [{"role": ..., "content": ...}, ...], rendered with the model's own chat
+ *                   template (src/chat/chat.h; generation prompt added)
  * (other keys are ignored; blank lines are skipped). Plain text, one prompt per line, is read
  * only when the caller asks for it (a --text-prompts flag) or the file name ends in ".txt".
  * Anything else is an error naming FILE:LINE. */

@@ -9,6 +9,7 @@
 #include "spec_cli_dflash.h"
 #include "core/core.h"
 #include "drafters/assistant.h"
+#include "formats/hfjson.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
@@ -35,16 +36,13 @@ int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
         o->spec = def_kind;
         return 0;
     }
-    char path[4096], *text = NULL;
+    char path[4096];
     sp_err err = {{0}};
     if (sp_path_join(path, sizeof path, o->draft_dir, "config.json") || !sp_file_exists(path))
         return cli_error(cmd, "-md %s: no config.json there (give --spec KIND for a drafter without one)",
                          o->draft_dir), -1;
-    if (sp_read_file(path, &text, NULL, &err)) return cli_error(cmd, "%s", err.msg), -1;
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
-    free(text);
-    if (!root) return cli_error(cmd, "%s: invalid JSON at line %d: %s", path, je.line, je.text), -1;
+    json_t *root = hf_json_load_file(path, 0, &err);
+    if (!root) return cli_error(cmd, "%s", err.msg), -1;
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     if (!a) o->spec = "draft"; /* a plain causal LM config */
     else if (strstr(a, "DSpark")) o->spec = "dspark";

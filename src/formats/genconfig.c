@@ -1,5 +1,5 @@
 /* genconfig.c — generation_config.json → sp_genconfig (see genconfig.h). All parsing of the
- * file is in sp_genconfig_load. */
+ * file is in sp_genconfig_load, through the shared Hugging Face JSON reader (hfjson.h). */
 #include "formats/genconfig.h"
 
 #include <jansson.h>
@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "formats/hfjson.h"
 
-/* v as an int id: integers arrive as reals (JSON_DECODE_INT_AS_REAL), so any size parses */
+/* v as an int id (an integer, or a real with an integral value: hfjson reads integers beyond 64
+ * bits as reals) */
 static int as_id(const json_t *v, int32_t *out) {
     if (!json_is_number(v)) return -1;
     double x = json_number_value(v);
@@ -23,16 +25,9 @@ int sp_genconfig_load(const char *dir, sp_genconfig *gc, sp_err *err) {
     if (sp_path_join(path, sizeof path, dir, "generation_config.json"))
         return sp_err_set(err, "%s: path too long", dir);
     if (!sp_file_exists(path)) return 0;
-    char *text = NULL;
-    if (sp_read_file(path, &text, NULL, err)) return -1;
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
-    free(text);
+    json_t *root = hf_json_load_file(path, 0, err);
+    if (!root) return -1;
     int rc = -1;
-    if (!root) {
-        sp_err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
-        goto done;
-    }
     if (!json_is_object(root)) {
         sp_err_set(err, "%s: expected a JSON object", path);
         goto done;
