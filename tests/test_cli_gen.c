@@ -171,6 +171,14 @@ static void test_md_and_penalties(void) {
     CHECK(run("cat %s/err.txt", root) == 0 && strstr(out, "spec draft:"), "-md did not turn the draft model on: %s", out);
     CHECK(run("%s generate -m %s --prompt-ids 1 --repeat-penalty 0 2>&1", cli, TINY) == 2 && strstr(out, "repeat"),
           "--repeat-penalty 0 accepted: %s", out);
+    /* -cnv takes the penalties too: a penalised chat reply differs, and DSpark gives the same one */
+    const char *cnv = "printf 'import os\\n/exit\\n' | %s generate -m %s -cnv -n 16 -t 2 %s 2>/dev/null";
+    CHECK(run(cnv, cli, DEF, "") == 0, "-cnv: %s", out);
+    snprintf(out2, sizeof out2, "%s", out);
+    CHECK(run(cnv, cli, DEF, "--repeat-penalty 1.3") == 0 && strcmp(out, out2), "-cnv ignores --repeat-penalty: %s", out);
+    snprintf(out2, sizeof out2, "%s", out);
+    CHECK(run(cnv, cli, DEF, "--repeat-penalty 1.3 -md models/default/drafter") == 0 && !strcmp(out, out2),
+          "-cnv with DSpark and penalties differs:\n%s\n%s", out, out2);
     /* the sampling path with penalties: the audit passes */
     CHECK(run("%s audit -m %s --spec draft -md %s --draft-temp 1.8 --temp 1.0 --draws 1000 --repeat-penalty 1.4 "
               "--presence-penalty 0.5 --frequency-penalty 0.3 --prompt-ids 5,9,5,9,5,9,7 -t 2 2>&1",

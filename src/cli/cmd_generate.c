@@ -171,7 +171,7 @@ int cmd_generate(int argc, char **argv) {
     int n_prompt = 0;
     if (co.cnv) { /* -n -1 in a chat: replies of up to 1024 tokens, each ending at its end of turn */
         rc = cli_chat_run(CMD, &co,
-                          &(cli_chat_run_opts){dir, text, n_predict > 0 ? n_predict : 1024, threads, ctx, sp, &so});
+                          &(cli_chat_run_opts){dir, text, n_predict > 0 ? n_predict : 1024, threads, ctx, sp, &so, &gp});
         free(file_text);
         return rc;
     }
