@@ -103,6 +103,16 @@ static void test_commands(void) {
             free(t);
         }
     }
+    /* -t means threads in every command, train-lm included (its tokenizer is --tokenizer) */
+    snprintf(cmd, sizeof cmd, "%s train-lm --help > %s/err.txt 2>&1", bin, root);
+    {
+        char *help = NULL;
+        snprintf(p, sizeof p, "%s/err.txt", root);
+        CHECK(system(cmd) == 0 && !sp_read_file(p, &help, &n, NULL) && strstr(help, "-t, --threads") &&
+                  !strstr(help, "-t, --tokenizer") && strstr(help, "--tokenizer"),
+              "train-lm -t: %s", help ? help : "");
+        free(help);
+    }
     snprintf(cmd, sizeof cmd, "%s plot %s/ok.jsonl -o %s/plots2", bin, root, root);
     CHECK(run(cmd) == 2 && err_has("not a `specula train` log"), "plot of a non-log");
 }
