@@ -71,7 +71,7 @@ $(BUILD)/libspecula.a: $(LIB_OBJ)
 # The shared library exports exactly the functions of the public header (tools/public-symbols.sh).
 $(BUILD)/libspecula.map: include/specula.h tools/public-symbols.sh
 	@mkdir -p $(dir $@)
-	CC=$(CC) sh tools/public-symbols.sh include/specula.h > $@
+	sh tools/public-symbols.sh include/specula.h > $@
 
 $(BUILD)/libspecula.so: $(LIB_OBJ) $(BUILD)/libspecula.map
 	$(CC) -shared -Wl,--version-script=$(BUILD)/libspecula.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)

@@ -34,6 +34,13 @@ typedef enum {
     SP_DT_U32,
     SP_DT_U64,
     SP_DT_F64,
+    /* block-quantized weights with llama.cpp's layouts (docs/QUANT.md): K = elements per
+     * row must be a multiple of the block (32 for Q8_0 / Q4_0, 256 for the K-quants) */
+    SP_DT_Q8_0, /* 32 values in 34 bytes: f16 scale + 32 int8 */
+    SP_DT_Q4_0, /* 32 values in 18 bytes: f16 scale + 32 nibbles */
+    SP_DT_Q4_K, /* 256 values in 144 bytes: f16 scale and min, 8 × 6-bit sub-scales/mins, nibbles */
+    SP_DT_Q6_K, /* 256 values in 210 bytes: 6-bit values, 16 int8 sub-scales, f16 scale */
+    SP_DT_Q8_K, /* 256 values in 292 bytes: f32 scale, 256 int8, 16 int16 group sums (activations) */
     SP_DT_UNKNOWN
 } sp_dtype;
 
@@ -153,8 +160,8 @@ void sp_model_embed(const sp_model *m, float *out, int32_t token);
  *     free(ids); free(out); sp_engine_free(e);
  *
  * Thread-safety: one engine runs one request at a time (calls on the same engine must not
- * overlap); different engines are independent. sp_engine_tokenize / detokenize / chat may run
- * concurrently with each other. Strings and arrays this API returns through `**out` pointers
+ * overlap); different engines are independent. sp_engine_tokenize and sp_engine_detokenize may
+ * run concurrently with each other and with a generation. Strings and arrays this API returns through `**out` pointers
  * are malloc'd: the caller frees them with free(). */
 
 typedef struct sp_engine sp_engine;
@@ -193,8 +200,10 @@ typedef struct {
     const char *content;
 } sp_chat_msg;
 
-/* Render a conversation with the model's chat template (add_generation_prompt: end with the
- * assistant turn's opening). *out is malloc'd text to tokenize with add_special 0, parse_special 1. */
+/* Render a conversation with the model's own chat template (chat_template.jinja or the Jinja
+ * template of tokenizer_config.json; a built-in renderer for tokenizers that ship none), as
+ * Hugging Face's apply_chat_template does (add_generation_prompt: end with the assistant turn's
+ * opening). *out is malloc'd text to tokenize with add_special 0, parse_special 1. */
 int sp_engine_chat(sp_engine *e, const sp_chat_msg *msgs, int n, int add_generation_prompt, char **out,
                    sp_err *err);
 

@@ -73,6 +73,22 @@ static void test_tokenize_roundtrip(void) {
     sp_engine_free(e);
 }
 
+static void test_chat(void) {
+    sp_engine *e;
+    if (load(&e, NULL)) return;
+    sp_err err = {{0}};
+    sp_chat_msg msgs[3] = {{"user", "Write a loop."}, {"assistant", "for i in range(3): pass"}, {"user", "Again."}};
+    char *text = NULL;
+    CHECK(sp_engine_chat(e, msgs, 3, 1, &text, &err) == 0, "chat: %s", err.msg);
+    CHECK(text && strstr(text, "Write a loop.") && strstr(text, "for i in range(3): pass") && strstr(text, "Again."),
+          "rendered: %s", text ? text : "(null)");
+    const char *again = text ? strstr(text, "Again.") : NULL;
+    CHECK(again && strlen(again) > strlen("Again."), "no generation prompt after the last turn: %s", text ? text : "");
+    free(text);
+    CHECK(sp_engine_chat(e, msgs, 0, 1, &text, &err) == -1, "no messages accepted");
+    sp_engine_free(e);
+}
+
 static void test_spec_equals_plain(void) {
     sp_engine *plain, *spec;
     if (load(&plain, NULL) || load(&spec, DRAFTER)) return;
@@ -160,6 +176,7 @@ static void test_bad_requests(void) {
 int main(void) {
     RUN(test_load_errors);
     RUN(test_tokenize_roundtrip);
+    RUN(test_chat);
     RUN(test_spec_equals_plain);
     RUN(test_sampled_reproducible_and_stop);
     RUN(test_bad_requests);

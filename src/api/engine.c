@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat.h"
 #include "core/core.h"
 #include "drafters/assistant.h"
 #include "drafters/dflash.h"
@@ -30,6 +31,7 @@ struct sp_engine {
     sp_model *target;
     sp_model *draft_model; /* KIND_DRAFT only */
     tok_tokenizer *tok;
+    chat_template *chat;   /* the model's own template; loaded at the first sp_engine_chat */
     sp_drafter *drafter;   /* built for `built_for`; NULL until the first request */
     sp_sample_params built_for;
 };
@@ -124,6 +126,7 @@ void sp_engine_free(sp_engine *e) {
     sp_drafter_free(e->drafter);
     sp_model_free(e->draft_model);
     sp_model_free(e->target);
+    chat_template_free(e->chat);
     tok_free(e->tok);
     free(e->model_dir);
     free(e->drafter_dir);
@@ -146,10 +149,11 @@ int sp_engine_detokenize(sp_engine *e, const int32_t *ids, int n, char **text, s
 int sp_engine_chat(sp_engine *e, const sp_chat_msg *msgs, int n, int add_generation_prompt, char **out,
                    sp_err *err) {
     if (n < 1) return sp_err_set(err, "sp_engine_chat: no messages");
+    if (!e->chat && !(e->chat = chat_template_load(e->model_dir, e->tok, NULL, err))) return -1;
     tok_msg *m = malloc((size_t)n * sizeof *m);
     if (!m) return sp_err_set(err, "out of memory");
     for (int i = 0; i < n; i++) m[i] = (tok_msg){msgs[i].role, msgs[i].content};
-    int rc = tok_chat_render(e->tok, NULL, m, n, add_generation_prompt, out, err);
+    int rc = chat_render_msgs(e->chat, m, n, add_generation_prompt, NULL, out, err);
     free(m);
     return rc;
 }
