@@ -24,18 +24,20 @@ int srv_error_set(srv_error *e, int status, const char *type, const char *code, 
 
 #define BAD(e, param, ...) srv_error_set(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
-/* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos, return_tokens (llama-server
- * extensions); tokenize / detokenize follow llama-server. */
+/* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos (llama-server's), return_tokens
+ * (the emitted ids in the response) and speculative (false: this request decodes without the
+ * drafter); tokenize / detokenize follow llama-server. */
 static const char *CHAT_FIELDS[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
                                     "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
                                     "logprobs", "top_logprobs", "response_format", "frequency_penalty",
                                     "presence_penalty", "logit_bias", "user", "tools", "tool_choice",
                                     "parallel_tool_calls", "store", "metadata", "service_tier", "ignore_eos",
-                                    "return_tokens", NULL};
+                                    "return_tokens", "speculative", NULL};
 static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
                                           "seed", "stop", "n", "stream", "stream_options", "logprobs", "echo",
                                           "best_of", "suffix", "frequency_penalty", "presence_penalty",
-                                          "logit_bias", "user", "ignore_eos", "return_tokens", NULL};
+                                          "logit_bias", "user", "ignore_eos", "return_tokens",
+                                          "speculative", NULL};
 static const char *TOKENIZE_FIELDS[] = {"content", "add_special", "with_pieces", "model", NULL};
 static const char *DETOKENIZE_FIELDS[] = {"tokens", "model", NULL};
 
@@ -237,7 +239,7 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     r->sample.top_k = (int)tk;
     r->sample.seed = (uint64_t)seed;
     if (parse_stop(o, r, e) || get_bool(o, "stream", &r->stream, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
-        get_bool(o, "return_tokens", &r->return_tokens, e))
+        get_bool(o, "return_tokens", &r->return_tokens, e) || get_bool(o, "speculative", &r->speculative, e))
         return -1;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
@@ -287,6 +289,7 @@ int srv_request_parse(srv_route route, const char *body, size_t len, srv_request
     r->max_tokens = -1;
     r->top_logprobs = -1;
     r->add_special = 1;
+    r->speculative = 1;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) return BAD(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);

@@ -44,6 +44,7 @@ typedef struct {
     int top_logprobs;           /* -1: no logprobs; else logprobs with this many alternatives */
     int return_tokens;          /* extension: the emitted token ids in the response */
     int ignore_eos;             /* extension */
+    int speculative;            /* extension: 0 decodes this request without the drafter (default 1) */
 } srv_request;
 
 typedef struct {

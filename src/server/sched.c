@@ -74,7 +74,7 @@ static void admit(srv *s, int i, srv_job *j) {
                      .top_logprobs = j->req.top_logprobs};
     sp_drafter *d = NULL;
     int rc = 0;
-    if (s->o.make_drafter) {
+    if (s->o.make_drafter && j->req.speculative) {
         d = s->o.make_drafter(s->o.drafter_ctx, &p.sample, slot_kv_capacity(s->slots[i]), &err);
         if (!d) rc = -1;
     }
