@@ -87,7 +87,7 @@ static void ids_csv(const int32_t *ids, int n, char *out, size_t cap) {
 
 /* `specula generate` tokens for a prompt of ids (spec: extra flags, e.g. the drafter) */
 static int generate_ref(const int32_t *prompt, int n, int n_new, const char *flags, int32_t *out, int cap) {
-    char csv[8192], cmd[12000], *buf = malloc(MAXOUT);
+    char csv[8192], cmd[20480], *buf = malloc(MAXOUT);
     ids_csv(prompt, n, csv, sizeof csv);
     snprintf(cmd, sizeof cmd, "%s generate -m models/default/target --prompt-ids %s -n %d -t 2 --json %s 2>/dev/null", BIN,
              csv, n_new, flags);
@@ -536,15 +536,18 @@ int main(int argc, char **argv) {
         printf("FAIL server_start (log %s)\n", SRV.log);
         return 1;
     }
+    /* from the ASan build (several times slower) the behaviour checks that run `specula generate`
+     * or the npm client are left to the gcc build's run; the server's own paths all run */
+    int asan = strstr(BIN, "asan") != NULL;
     RUN(test_basic_endpoints);
-    RUN(test_identity);
-    RUN(test_sampled_seed);
+    if (!asan) RUN(test_identity);
+    if (!asan) RUN(test_sampled_seed);
     RUN(test_streaming);
     RUN(test_logprobs);
     RUN(test_errors);
     RUN(test_disconnect);
-    RUN(test_metrics);
-    RUN(test_openai_client);
+    if (!asan) RUN(test_metrics); /* its value checks need the requests of test_identity */
+    if (!asan) RUN(test_openai_client);
     RUN(test_queue_and_shutdown);
     int st = server_stop(&SRV);
     int san = server_log_has(&SRV, "Sanitizer") || server_log_has(&SRV, "runtime error");

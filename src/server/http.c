@@ -98,7 +98,11 @@ static void wait_progress(srv *s, int ms) {
     pthread_cond_timedwait(&s->progress, &s->mu, &ts);
 }
 
-/* ---- streaming ---------------------------------------------------------------------- */
+/* ---- streaming ----------------------------------------------------------------------
+ * The content callback blocks until the job has new text. libmicrohttpd counts that time as
+ * idle (its --timeout runs from the last write), so a stream that waits longer than
+ * KEEPALIVE_MS (queued, or a long prefill) sends an SSE comment line, which clients ignore. */
+#define KEEPALIVE_MS 500
 typedef struct {
     srv *s;
     srv_job *j;
@@ -120,16 +124,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         st->out.n = st->out_at = 0;
         pthread_mutex_lock(&s->mu);
+        double t0 = sp_time_ms();
         while (!j->done && j->text.n == st->text_sent && j->n_toks == st->toks_sent && st->started) {
             if (client_gone(st->fd)) {
                 j->cancelled = 1;
                 pthread_mutex_unlock(&s->mu);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
+            if (sp_time_ms() - t0 > KEEPALIVE_MS) break;
             wait_progress(s, 100);
         }
         int rc = 0;
-        if (!j->done || j->text.n > st->text_sent || !st->started) {
+        if (!j->done && j->text.n == st->text_sent && j->n_toks == st->toks_sent && st->started)
+            rc = srv_buf_add(&st->out, ": keep-alive\n\n", 14); /* an SSE comment: the connection is not idle */
+        else if (!j->done || j->text.n > st->text_sent || !st->started) {
             /* the text released so far (a delta chunk), holding back logprobs-only updates until text */
             size_t to = j->text.n;
             int tt = j->n_toks;
