@@ -531,7 +531,7 @@ int main(int argc, char **argv) {
     (void)argc;
     server_bin(BIN, sizeof BIN, argv[0]);
     char args[256];
-    snprintf(args, sizeof args, "-np 4 -c 512 -t 2 --api-key %s", KEY);
+    snprintf(args, sizeof args, "-np 4 -c 512 -t 2 --spec-max-slots 0 --api-key %s", KEY); /* always draft */
     if (server_start(&SRV, BIN, args)) {
         printf("FAIL server_start (log %s)\n", SRV.log);
         return 1;

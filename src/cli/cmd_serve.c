@@ -39,7 +39,7 @@ static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int m
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL;
     int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
-    int verbose = 0;
+    int verbose = 0, spec_max_slots = 2;
     drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
     cli_opt opts[24] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "target model (default: the embedded pair, models/default/)"},
@@ -54,8 +54,10 @@ int cmd_serve(int argc, char **argv) {
         {NULL, "--alias", CLI_STR, &name, "NAME", "model id in responses (default: the directory name)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {"-v", "--verbose", CLI_FLAG, &verbose, NULL, "log one line per request (on by default; -v adds debug lines)"},
+        {NULL, "--spec-max-slots", CLI_INT, &spec_max_slots, "N",
+         "greedy requests draft only while <= N slots are busy (default 2; 0 = always)"},
     };
-    int n_opts = 12;
+    int n_opts = 13;
     n_opts += cli_spec_opt_rows(opts + n_opts, &dc.so);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
@@ -100,6 +102,7 @@ int cmd_serve(int argc, char **argv) {
     so.spec_name = dc.so.spec;
     so.draft_max = dc.so.draft_max;
     so.draft_min = dc.so.draft_min;
+    so.spec_max_slots = spec_max_slots;
     sp_err err = {{0}};
     srv *s = NULL;
     if (srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);

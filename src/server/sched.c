@@ -160,23 +160,29 @@ static void step(srv *s) {
             vacate(s, i);
         }
     pthread_mutex_unlock(&s->mu);
+    double t0 = sp_time_ms();
     sp_err err = {{0}};
     int failed[P];
     memset(failed, 0, sizeof failed);
+    /* greedy requests draft only while few slots are busy: past that the verify rows cost more
+     * target compute than the accepted drafts save (see the README's Serve figures) */
+    int draft = s->o.spec_max_slots <= 0 || s->n_active <= s->o.spec_max_slots;
     for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
         for (int i = 0; i < P; i++) {
             srv_slot *sl = s->slots[i];
             if (!s->slot_job[i] || (slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
             if (pass == 1 && slot_rows_wanted(sl) > s->max_rows - rows) continue;
-            int r = slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, &seqs[n], &err);
+            int r = slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, draft, &seqs[n], &err);
             if (r < 0) failed[i] = 1;
             if (r <= 0) continue;
             if (seqs[n].out && seqs[n].out->logits) lrows += r;
             who[n++] = i;
             rows += r;
         }
+    double t1 = sp_time_ms();
     int fwd_failed = 0;
     if (n > 0 && sp_model_forward_batch(s->m, s->scratch, seqs, n, &err)) fwd_failed = 1;
+    double t2 = sp_time_ms();
     const slot_token *toks[P];
     int n_toks[P];
     for (int k = 0; k < n; k++) {
@@ -185,6 +191,11 @@ static void step(srv *s) {
         if (n_toks[i] < 0) failed[i] = 1;
     }
     double now = sp_time_ms();
+    s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
+    if (s->n_steps % 50 == 0)
+        sp_log(SP_LOG_DEBUG, "scheduler: last 50 steps: %.1f rows, propose %.2f ms, forward %.2f ms, verify+commit %.2f ms per step",
+               s->n_rows / 50.0, s->t_draft / 50, s->t_forward / 50, s->t_verify / 50),
+            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = 0;
     pthread_mutex_lock(&s->mu);
     for (int k = 0; k < n; k++) {
         int i = who[k];

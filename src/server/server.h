@@ -37,6 +37,8 @@ typedef struct {
     const char *model_name;  /* id reported by /v1/models */
     const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
     int draft_max, draft_min;
+    int spec_max_slots;      /* greedy requests draft only while at most this many slots are busy
+                                (0: always; sampled requests always draft) */
     srv_drafter_fn make_drafter; /* NULL: plain decoding */
     void *drafter_ctx;
 } srv_opts;

@@ -73,6 +73,8 @@ struct srv {
     sp_kv *scratch;
     float *logits;            /* [parallel · (G + 1), V] */
     int max_rows;
+    double t_draft, t_forward, t_verify; /* scheduler time split (debug log every 50 steps) */
+    long n_rows, n_steps;
     /* metrics (under mu) */
     unsigned long m_requests, m_ok, m_errors, m_rejected, m_prompt_tokens, m_gen_tokens, m_drafted, m_accepted;
     long m_kv_used, m_kv_cap;

@@ -144,7 +144,7 @@ static int begin_drafter(srv_slot *s, sp_err *err) {
     return s->d->begin(s->d, s->prompt, s->p.n_prompt, s->ptaps, s->phid, &ctx, err);
 }
 
-int slot_prepare(srv_slot *s, int max_rows, float *logits, sp_forward_seq *seq, sp_err *err) {
+int slot_prepare(srv_slot *s, int max_rows, float *logits, int draft, sp_forward_seq *seq, sp_err *err) {
     s->T = 0;
     if (s->phase == SLOT_PREFILL) {
         int left = s->p.n_prompt - 1 - s->n_prefilled;
@@ -178,7 +178,7 @@ int slot_prepare(srv_slot *s, int max_rows, float *logits, sp_forward_seq *seq, 
     }
     if (1 + g > max_rows) return 0; /* waits for the next forward */
     int nd = 0;
-    if (s->d && g > 0) {
+    if (s->d && g > 0 && (draft || !s->greedy)) {
         nd = s->d->propose(s->d, g, s->blk + 1, s->q, err);
         if (nd < 0) return -1;
         if (nd > g) nd = g;

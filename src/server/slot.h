@@ -72,8 +72,11 @@ int slot_rows_wanted(const srv_slot *s);
 
 /* Fill *seq with this slot's next rows (at most max_rows of them; decode blocks always fit when
  * max_rows >= draft_max + 1). logits: where its [T, V] logits go when it needs them. Proposes the
- * drafts. Returns the row count, 0 when nothing to add, -1 with err. */
-int slot_prepare(srv_slot *s, int max_rows, float *logits, sp_forward_seq *seq, sp_err *err);
+ * drafts, unless draft is 0 and the request is greedy: then this round verifies no drafts (a plain
+ * step; the drafter is still committed to, as spec.c does when there is no room for drafts).
+ * Greedy output is the same either way; sampled requests always draft, so a seed reproduces.
+ * Returns the row count, 0 when nothing to add, -1 with err. */
+int slot_prepare(srv_slot *s, int max_rows, float *logits, int draft, sp_forward_seq *seq, sp_err *err);
 /* After the forward: verify, trim, commit, emit. The tokens kept by this step are in *out
  * (valid until the next call), their count returned; -1 with err. */
 int slot_finish(srv_slot *s, const slot_token **out, sp_err *err);
