@@ -75,8 +75,10 @@ static void admit(srv *s, int i, srv_job *j) {
     sp_drafter *d = NULL;
     int rc = 0;
     if (s->o.make_drafter && j->req.speculative) {
+        double t0 = sp_time_ms();
         d = s->o.make_drafter(s->o.drafter_ctx, &p.sample, slot_kv_capacity(s->slots[i]), &err);
         if (!d) rc = -1;
+        sp_log(SP_LOG_DEBUG, "request %ld: drafter built in %.2f ms", j->id, sp_time_ms() - t0);
     }
     if (!rc) rc = slot_begin(s->slots[i], &p, d, &err);
     j->ts = tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
