@@ -2,6 +2,7 @@
  * target (by default the embedded pair under models/default/, speculating with its DSpark
  * drafter), builds each request's drafter from the --spec flags, serves until SIGINT / SIGTERM,
  * then stops accepting, cancels what is in flight and exits 0. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,8 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(dir, "models/default/target")) name = "specula-default";
     }
 
+    /* one thread per connection: a few malloc arenas are plenty, and keep the heap from spreading */
+    mallopt(M_ARENA_MAX, 4);
     /* SIGINT / SIGTERM are taken by sigwait below; every thread inherits the mask */
     sigset_t sigs;
     sigemptyset(&sigs);

@@ -3,6 +3,7 @@
  * (streaming decoder, then the stop-string filter) and publishes them to the job under srv.mu.
  * Decode blocks go first in the batch (their logits rows are contiguous, so the LM head runs once
  * over them), prompt chunks of slots still prefilling fill the remaining rows. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,8 @@ static void *sched_main(void *arg) {
             admit(s, i, j);
         }
         if (s->n_active == 0) {
+            /* idle: hand the freed request buffers of every thread's malloc arena back to the OS */
+            malloc_trim(0);
             pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
