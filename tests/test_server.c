@@ -268,6 +268,11 @@ static void test_streaming(void) {
     json_t *msg = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
     snprintf(whole, sizeof whole, "%s", json_string_value(json_object_get(msg, "content")) ? json_string_value(json_object_get(msg, "content")) : "");
     json_int_t ntok = json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens"));
+    /* rendered with the model's chat template (models/default/target/chat_template.jinja) */
+    int32_t rendered[256];
+    int nr = tokenize("# system: You write Python.\n# user: def fib(n):\n", rendered, 256);
+    json_int_t np = json_integer_value(json_object_get(json_object_get(o, "usage"), "prompt_tokens"));
+    CHECK(nr > 0 && np == nr, "chat prompt: %lld tokens, the rendered template is %d", (long long)np, nr);
     CHECK(ntok > 0 && json_object_get(o, "timings") && json_object_get(json_object_get(o, "timings"), "draft_n") &&
               !strcmp(json_string_value(json_object_get(o, "object")), "chat.completion"),
           "chat usage / timings: %s", out);

@@ -38,7 +38,7 @@ static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int m
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL;
+    const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *chat_tpl = NULL;
     int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
     int verbose = 0, spec_max_slots = 2;
     drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
@@ -55,10 +55,12 @@ int cmd_serve(int argc, char **argv) {
         {NULL, "--alias", CLI_STR, &name, "NAME", "model id in responses (default: the directory name)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {"-v", "--verbose", CLI_FLAG, &verbose, NULL, "log one line per request (on by default; -v adds debug lines)"},
+        {NULL, "--chat-template", CLI_STR, &chat_tpl, "NAME|FILE",
+         "chat template: a Jinja file or gemma4 | gemma3 | qwen3 | chatml | llama3 (default: the model's)"},
         {NULL, "--spec-max-slots", CLI_INT, &spec_max_slots, "N",
          "greedy requests draft only while <= N slots are busy (default 2; 0 = always)"},
     };
-    int n_opts = 13;
+    int n_opts = 14;
     n_opts += cli_spec_opt_rows(opts + n_opts, &dc.so);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
@@ -106,6 +108,7 @@ int cmd_serve(int argc, char **argv) {
     so.draft_max = dc.so.draft_max;
     so.draft_min = dc.so.draft_min;
     so.spec_max_slots = spec_max_slots;
+    so.chat_template = chat_tpl;
     sp_err err = {{0}};
     srv *s = NULL;
     if (srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
@@ -130,7 +133,7 @@ int cmd_serve(int argc, char **argv) {
         }
         srv_set_drafter(s, make_drafter, &dc);
     }
-    if (srv_set_model(s, dc.target, tok, &err)) {
+    if (srv_set_model(s, dc.target, tok, dir, &err)) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }

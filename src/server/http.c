@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat/chat.h"
 #include "core/core.h"
 #include "server/respond.h"
 
@@ -182,8 +183,10 @@ static int prompt_tokens(srv *s, srv_job *j, srv_error *e) {
     srv_request *r = &j->req;
     int V = sp_model_config(s->m)->vocab_size;
     if (r->route == SRV_ROUTE_CHAT) {
-        if (srv_chat_tokens(s->tok, r->msgs, r->n_msgs, &j->prompt, &j->n_prompt, &err))
-            return srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
+        pthread_mutex_lock(&s->chat_mu);
+        int rc = srv_chat_tokens(s->chat, s->tok, r->msgs, r->n_msgs, &j->prompt, &j->n_prompt, &err);
+        pthread_mutex_unlock(&s->chat_mu);
+        if (rc) return srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
     } else if (r->prompt_text) {
         if (tok_encode(s->tok, r->prompt_text, strlen(r->prompt_text), 1, 1, &j->prompt, &j->n_prompt, &err))
             return srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
@@ -422,6 +425,7 @@ int srv_start(srv **out, const srv_opts *o, sp_err *err) {
     if (!s) return sp_err_set(err, "server: out of memory");
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->chat_mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->progress, NULL);
     static const double TAU_LE[] = {1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 12, 16};
@@ -454,9 +458,13 @@ void srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx) {
     s->o.drafter_ctx = ctx;
 }
 
-int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, sp_err *err) {
+int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err) {
     s->m = m;
     s->tok = tok;
+    sp_err cerr = {{0}};
+    s->chat = chat_template_load(model_dir, tok, s->o.chat_template, &cerr);
+    if (!s->chat && s->o.chat_template) return sp_err_set(err, "%s", cerr.msg);
+    if (!s->chat) sp_log(SP_LOG_WARN, "server: %s; chats are the messages joined by blank lines", cerr.msg);
     if (srv_sched_start(s, err)) return -1;
     pthread_mutex_lock(&s->mu);
     s->ready = 1;
@@ -475,5 +483,7 @@ void srv_stop(srv *s) {
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->chat_mu);
+    chat_template_free(s->chat);
     free(s);
 }

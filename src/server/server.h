@@ -36,6 +36,7 @@ typedef struct {
     int prefill_chunk;       /* most prompt rows a slot adds to one forward (default 128) */
     const char *model_name;  /* id reported by /v1/models */
     const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
+    const char *chat_template; /* NULL: the model's own; else a Jinja file or a built-in name */
     int draft_max, draft_min;
     int spec_max_slots;      /* greedy requests draft only while at most this many slots are busy
                                 (0: always; sampled requests always draft) */
@@ -52,9 +53,10 @@ typedef struct srv srv;
 int srv_start(srv **out, const srv_opts *o, sp_err *err);
 /* The per-request drafter factory (before srv_set_model; without one, plain decoding). */
 void srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx);
-/* Attach the loaded model and tokenizer (borrowed: they must outlive the server) and start the
- * scheduler. Returns 0, or -1 with err. */
-int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, sp_err *err);
+/* Attach the loaded model and tokenizer (borrowed: they must outlive the server), load the chat
+ * template of model_dir (o.chat_template overrides it) and start the scheduler. Returns 0, or -1
+ * with err. */
+int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err);
 int srv_port(const srv *s);
 /* Stop accepting connections, cancel queued and in-flight requests (their clients get what was
  * generated, finish_reason "cancelled"), wait for every connection and the scheduler, free. */

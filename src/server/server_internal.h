@@ -58,6 +58,8 @@ struct srv {
     int port;
     sp_model *m;
     tok_tokenizer *tok;
+    struct chat_template *chat; /* NULL: the model has no chat template (see srv_chat_tokens) */
+    pthread_mutex_t chat_mu;    /* chat rendering is serialized */
     int ready, stopping;
     pthread_t sched;
     int sched_started;

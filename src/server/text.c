@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat.h"
 #include "core/core.h"
 
 int srv_buf_add(srv_buf *b, const char *s, size_t n) {
@@ -103,15 +104,16 @@ int srv_stopper_flush(srv_stopper *s, srv_buf *out) {
 
 void srv_stopper_free(srv_stopper *s) { srv_buf_free(&s->held); }
 
-int srv_chat_tokens(tok_tokenizer *t, const srv_msg *msgs, int n, int32_t **ids, int *n_ids, sp_err *err) {
+int srv_chat_tokens(const chat_template *ct, tok_tokenizer *t, const srv_msg *msgs, int n, int32_t **ids,
+                    int *n_ids, sp_err *err) {
     *ids = NULL;
     *n_ids = 0;
-    if (tok_chat_detect(t)) {
+    if (ct) {
         tok_msg *m = malloc(sizeof *m * (size_t)(n ? n : 1));
         if (!m) return sp_err_set(err, "out of memory");
         for (int i = 0; i < n; i++) m[i] = (tok_msg){msgs[i].role, msgs[i].content};
         char *text = NULL;
-        int rc = tok_chat_render(t, NULL, m, n, 1, &text, err);
+        int rc = chat_render_msgs(ct, m, n, 1, NULL, &text, err);
         free(m);
         if (!rc) rc = tok_encode(t, text, strlen(text), 0, 1, ids, n_ids, err);
         free(text);

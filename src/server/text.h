@@ -36,9 +36,13 @@ int srv_stopper_push(srv_stopper *s, const char *text, size_t n, srv_buf *out);
 int srv_stopper_flush(srv_stopper *s, srv_buf *out);
 void srv_stopper_free(srv_stopper *s);
 
-/* The prompt tokens of a chat: rendered with the tokenizer's chat template (tok_chat_render)
- * when it has one; a tokenizer without a template gets the message contents joined by blank
- * lines, encoded as plain text with BOS. *ids malloc'd. Returns 0, or -1 with err. */
-int srv_chat_tokens(tok_tokenizer *t, const srv_msg *msgs, int n, int32_t **ids, int *n_ids, sp_err *err);
+/* The prompt tokens of a chat: rendered with the model's chat template (ct, from chat_template_load:
+ * the model's own Jinja template, else the tokenizer's hand-written renderer) and encoded as the
+ * template text asks (no BOS added, special tokens parsed). ct NULL (a model with no template at
+ * all): the message contents joined by blank lines, encoded as plain text with BOS. *ids
+ * malloc'd. Returns 0, or -1 with err. */
+struct chat_template;
+int srv_chat_tokens(const struct chat_template *ct, tok_tokenizer *t, const srv_msg *msgs, int n, int32_t **ids,
+                    int *n_ids, sp_err *err);
 
 #endif
