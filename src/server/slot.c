@@ -140,7 +140,7 @@ static int begin_drafter(srv_slot *s, sp_err *err) {
     s->st.t_prefilled = sp_time_ms();
     s->phase = SLOT_DECODE;
     if (!s->d) return 0;
-    sp_drafter_ctx ctx = {s->m, s->kv, s->p.sample.seed};
+    sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
     return s->d->begin(s->d, s->prompt, s->p.n_prompt, s->ptaps, s->phid, &ctx, err);
 }
 
