@@ -112,7 +112,7 @@ int cmd_bench_spec(int argc, char **argv) {
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     so.spec = "ngram";
     cli_opt opts[16] = {
-        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
+        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {NULL, "--prompts", CLI_STR, &prompts, "FILE", "JSONL prompts ({\"prompt\"} or {\"prompt_ids\"})"},
         {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 128)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads"},

@@ -92,7 +92,7 @@ int cmd_generate(int argc, char **argv) {
     sp_sample_params sp = sp_sample_params_default();
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_opt opts[24] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors) or FILE.gguf, required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "prompt as comma-separated token ids"},
         {"-n", "--n-predict", CLI_INT, &n_predict, "N", "most tokens to generate (default 64)"},
@@ -121,9 +121,8 @@ int cmd_generate(int argc, char **argv) {
     int n_prompt = 0;
     if (cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt)) return 2;
     stream_ctx sc = {.stream = !json};
-    char tok_path[4096];
-    if (!sp_path_join(tok_path, sizeof tok_path, dir, "tokenizer.json") && sp_file_exists(tok_path)) {
-        sc.tok = tok_load_dir(dir, &err);
+    if (tok_model_has_tokenizer(dir)) {
+        sc.tok = tok_load_model(dir, &err);
         if (!sc.tok) {
             free(prompt);
             return cli_error(CMD, "%s", err.msg);

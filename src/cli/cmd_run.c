@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "args.h"
@@ -79,7 +80,9 @@ int cmd_run(int argc, char **argv) {
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     char cfg[4096], pdef[4096];
-    if (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg))
+    struct stat tst; /* a GGUF file, or a directory with config.json */
+    int target_file = stat(target, &tst) == 0 && S_ISREG(tst.st_mode);
+    if (!target_file && (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg)))
         return cli_error(CMD, "no model at %s (the embedded default pair is built by issue 8's script; "
                               "pass -m DIR --spec ngram to run any model)", target);
     if (!prompts) {
@@ -107,9 +110,8 @@ int cmd_run(int argc, char **argv) {
         cli_error(CMD, "--spec none: nothing to compare");
         goto out;
     }
-    char tpath[4096];
-    if (!sp_path_join(tpath, sizeof tpath, target, "tokenizer.json") && sp_file_exists(tpath)) {
-        tok = tok_load_dir(target, &err);
+    if (tok_model_has_tokenizer(target)) {
+        tok = tok_load_model(target, &err);
         if (!tok) {
             cli_error(CMD, "%s", err.msg);
             goto out;

@@ -14,7 +14,7 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
                      "none | ngram | draft | assistant | dflash | dspark (default none)"};
-    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model, assistant, DFlash / DSpark checkpoint)"};
+    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model: also FILE.gguf; assistant, DFlash / DSpark checkpoint)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
     r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
@@ -69,10 +69,10 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (ids_str) return cli_parse_ids(cmd, "--prompt-ids", ids_str, ids, n);
     if (!text) return cli_error(cmd, "no prompt: give -p TEXT or --prompt-ids 1,2,3"), -1;
     sp_err err = {{0}};
-    char path[4096];
-    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path))
-        return cli_error(cmd, "-p needs a tokenizer, and %s has no tokenizer.json: use --prompt-ids", model_dir), -1;
-    tok_tokenizer *t = tok_load_dir(model_dir, &err);
+    if (!tok_model_has_tokenizer(model_dir))
+        return cli_error(cmd, "-p needs a tokenizer, and %s has none (no tokenizer.json / GGUF vocabulary): use --prompt-ids",
+                         model_dir), -1;
+    tok_tokenizer *t = tok_load_model(model_dir, &err);
     if (!t) return cli_error(cmd, "%s", err.msg), -1;
     int rc;
     if (chat) {

@@ -13,10 +13,13 @@
 
 #include "model_internal.h"
 
+void sp_mat_row_f32(const sp_mat *w, int r, float *out) {
+    sp_to_f32(out, (const char *)w->data + (size_t)r * w->k * sp_dtype_size(w->dt), w->dt, (size_t)w->k);
+}
+
 void sp_model_embed(const sp_model *m, float *out, int32_t token) {
     int H = m->cfg.hidden_size;
-    size_t es = sp_dtype_size(m->embed->dtype);
-    sp_to_f32(out, (const char *)m->embed->data + (size_t)token * H * es, m->embed->dtype, (size_t)H);
+    sp_mat_row_f32(&m->embed, token, out);
     if (m->embed_scale != 1.0f)
         for (int i = 0; i < H; i++) out[i] *= m->embed_scale;
 }
@@ -33,16 +36,29 @@ static void ple_inputs(sp_model *m, sp_kv *kv, const int32_t *tokens, int T) {
     float eps = (float)c->rms_eps;
     sp_matmul(m->pool, kv->ple, kv->x, T, &m->ple_model_proj); /* [T, L·P] = e · W_pmpᵀ */
     float proj_scale = 1.0f / sqrtf((float)H), in_scale = 1.0f / sqrtf(2.0f);
-    size_t es = sp_dtype_size(m->ple_embed->dtype);
     float *tok = kv->pg; /* [L·P] scratch, one token at a time */
     for (int t = 0; t < T; t++) {
         float *ctx = kv->ple + (size_t)t * L * P;
         for (int i = 0; i < L * P; i++) ctx[i] *= proj_scale;
         sp_rmsnorm(ctx, ctx, m->ple_proj_norm, L, P, eps);
         int32_t id = tokens[t] < c->ple_vocab ? tokens[t] : 0;
-        sp_to_f32(tok, (const char *)m->ple_embed->data + (size_t)id * L * P * es, m->ple_embed->dtype,
-                  (size_t)L * P);
+        sp_mat_row_f32(&m->ple_embed, id, tok);
         for (int i = 0; i < L * P; i++) ctx[i] = (ctx[i] + tok[i] * m->ple_embed_scale) * in_scale;
+    }
+}
+
+/* llama GGUF: attn_q / attn_k rows come in llama.cpp's order, where pair (2j, 2j+1) of a head
+ * holds HF dims (j, j + D/2) (docs/GGUF.md). Each projected head is put back in HF order, so RoPE,
+ * the cache and every later float operation are those of the safetensors checkpoint. */
+static void heads_from_interleaved(float *x, int n_heads, int D) {
+    float tmp[SP_MODEL_MAX_HEAD_DIM];
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * D;
+        for (int j = 0; j < D / 2; j++) {
+            tmp[j] = v[2 * j];
+            tmp[j + D / 2] = v[2 * j + 1];
+        }
+        memcpy(v, tmp, (size_t)D * sizeof(float));
     }
 }
 
@@ -55,11 +71,13 @@ static void attention_block(sp_model *m, sp_kv *kv, int li, int T, int pos0) {
     sp_pool *pool = m->pool;
 
     sp_matmul(pool, kv->q, kv->xn, T, &l->wq);
+    if (m->qk_interleaved) heads_from_interleaved(kv->q, T * NH, D);
     if (l->q_norm) sp_rmsnorm(kv->q, kv->q, l->q_norm, T * NH, D, eps);
     for (int t = 0; t < T; t++) sp_rope(kv->q + (size_t)t * NH * D, NH, D, l->inv_freq, pos0 + t);
 
     if (src == li) { /* project K/V and append them to this layer's cache */
         sp_matmul(pool, kv->k, kv->xn, T, &l->wk);
+        if (m->qk_interleaved) heads_from_interleaved(kv->k, T * KVH, D);
         if (l->wv.data) sp_matmul(pool, kv->v, kv->xn, T, &l->wv);
         else memcpy(kv->v, kv->k, (size_t)T * KVH * D * sizeof(float)); /* k_eq_v: V = raw K */
         if (l->k_norm) sp_rmsnorm(kv->k, kv->k, l->k_norm, T * KVH, D, eps);
