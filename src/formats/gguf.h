@@ -39,6 +39,8 @@ typedef struct {
     uint64_t arr_n;        /* element count */
     const uint8_t *arr_data; /* first element (raw little-endian) */
     gguf_str *arr_strs;    /* arr_n strings when arr_type == STRING (owned), else NULL */
+    const uint8_t *raw;    /* the encoded value as in the file (after the type tag), raw_len bytes */
+    uint64_t raw_len;
 } gguf_kv;
 
 typedef struct {

@@ -335,8 +335,11 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
         sp_err_set(err, "%s: out of memory", path);
         goto fail;
     }
-    for (uint64_t i = 0; i < f->n_kv; i++)
+    for (uint64_t i = 0; i < f->n_kv; i++) {
         if (read_kv(&c, &f->kv[i], i)) goto fail;
+        f->kv[i].raw = (const uint8_t *)f->kv[i].key.ptr + f->kv[i].key.len + 4;
+        f->kv[i].raw_len = (uint64_t)(c.p - f->kv[i].raw);
+    }
     f->alignment = 32;
     const gguf_kv *al = gguf_get(f, "general.alignment");
     if (al) {

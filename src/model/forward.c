@@ -11,10 +11,13 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/quant.h"
 #include "model_internal.h"
 
 void sp_mat_row_f32(const sp_mat *w, int r, float *out) {
-    sp_to_f32(out, (const char *)w->data + (size_t)r * w->k * sp_dtype_size(w->dt), w->dt, (size_t)w->k);
+    size_t row = sp_dtype_row_bytes(w->dt, (size_t)w->k);
+    int rc = sp_row_to_f32(out, (const char *)w->data + (size_t)r * row, w->dt, (size_t)w->k, NULL);
+    SP_ASSERT(rc == 0); /* types and row lengths were checked at load (sp_mat_check) */
 }
 
 void sp_model_embed(const sp_model *m, float *out, int32_t token) {

@@ -15,6 +15,7 @@
 
 #include "formats/gguf_model.h"
 #include "formats/gguf_names.h"
+#include "kernels/quant.h"
 #include "model_internal.h"
 
 static void *own(sp_model *m, size_t bytes) { return sp_owner_calloc(&m->owned, bytes); }
@@ -57,7 +58,8 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         return sp_err_set(err, "tensor %s in %s: %u dims, expected 1 or 2", gn, m->gg->path, t->n_dims);
     out->dt = gguf_ggml_to_dtype(t->type);
     if (out->dt == SP_DT_UNKNOWN)
-        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16)", gn, m->gg->path,
+        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
+                          "Q6_K)", gn, m->gg->path,
                           ggml_type_label(t->type), t->type);
     if ((t->n_dims > 1 && t->dims[1] > INT32_MAX) || t->dims[0] > INT32_MAX)
         return sp_err_set(err, "tensor %s in %s: dims too large", gn, m->gg->path);
@@ -96,6 +98,9 @@ static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_e
     wt t;
     if (require(m, rel, &t, err) || check_shape(&t, 2, n, k, err)) return -1;
     *out = (sp_mat){t.data, t.dt, n, k};
+    char what[256];
+    snprintf(what, sizeof what, "tensor %s in %s", t.name, t.file);
+    if (sp_mat_check(out, what, err)) return -1;
     m->weight_bytes += t.nbytes;
     return 0;
 }
@@ -105,12 +110,13 @@ static int get_vec(sp_model *m, const char *rel, int n, float **out, sp_err *err
     if (require(m, rel, &t, err) || check_shape(&t, 1, n, 1, err)) return -1;
     float *x = own(m, (size_t)n * sizeof(float));
     if (!x) return sp_err_set(err, "out of memory loading %s", t.name);
-    sp_to_f32(x, t.data, t.dt, (size_t)n);
+    if (sp_row_to_f32(x, t.data, t.dt, (size_t)n, err)) return sp_err_wrap(err, "tensor %s in %s", t.name, t.file);
     *out = x;
     return 0;
 }
 
-/* a scalar cast to a dtype, as transformers does for Gemma's embedding scales */
+/* a scalar cast to a dtype, as transformers does for Gemma's embedding scales; a quantized
+ * table keeps it in f32 (as llama.cpp does, and as its dequantized f32 twin) */
 static float round_to_dtype(float x, sp_dtype dt) {
     if (dt == SP_DT_BF16) return sp_bf16_to_f32(sp_f32_to_bf16(x));
     if (dt == SP_DT_F16) return sp_f16_to_f32(sp_f32_to_f16(x));
@@ -155,7 +161,7 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
         int rc = find(m, NAME("layers.%d.layer_scalar", i), &ls, err);
         if (rc < 0) return -1;
         if (rc == 0) {
-            if (ls.ndim != 1 || ls.shape[0] != 1)
+            if (ls.ndim != 1 || ls.shape[0] != 1 || sp_dtype_is_quant(ls.dt))
                 return sp_err_set(err, "tensor %s in %s: expected one float", ls.name, ls.file);
             sp_to_f32(&l->layer_scalar, ls.data, ls.dt, 1);
         }

@@ -203,7 +203,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     cstar = malloc(sizeof(float) * c->batch * d.B);
     if (!grad || !am || !av || !Wlm || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
     /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
-    sp_to_f32(Wlm, target->lm_head.data, target->lm_head.dt, (size_t)d.V * d.H);
+    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
 
     /* this rank's slice [lo, hi) of every global batch */
     int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
