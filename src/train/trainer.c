@@ -127,6 +127,9 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char cfgpath[4096];
     sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (!sp_file_exists(cfgpath))
+        return sp_err_set(err, "%s: train needs the target's Hugging Face directory (its config.json is the base of "
+                               "the drafter's); a GGUF target works for regen, not for train", c->model_dir);
     if (tr_config_json(config_json, cfgpath, &d, 512, err)) return -1;
     /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
      * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
