@@ -10,7 +10,8 @@
  *   positions keeping their argmax;
  * - the written types follow the rule, the file type key is set, no temp file is left;
  * - through the binary: greedy speculative output (n-gram and self-drafting draft model) is
- *   bit-identical to plain decoding on every type; bad arguments are clear errors. */
+ *   bit-identical to plain decoding on every type; bad arguments are clear errors;
+ * - a DSpark drafter stored with Q8_0 matrices (`quantize --drafter`) loads and keeps the output. */
 #include <dirent.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_quantize.h"
 #include "formats/newmodel.h"
+#include "formats/safetensors.h"
 #include "kernels/kernels.h"
 #include "specula.h"
 
@@ -234,6 +236,35 @@ static void test_cli_errors(void) {
     CHECK(access(tmppath("x.gguf"), F_OK) != 0, "an output appeared after a failure");
 }
 
+/* a DSpark drafter with Q8_0 matrices in safetensors: loads, and greedy output stays the target's */
+static void test_drafter_q8(void) {
+    const char *target = tmppath("qwen3"), *dr = tmppath("dspark"), *dq = tmppath("dspark-q8");
+    char cmd[1600], out[4096];
+    snprintf(cmd, sizeof cmd, "build/specula new-drafter --arch dspark -m %s --seed 3 -o %s 2>&1", target, dr);
+    CHECK(harness_run(cmd, out, sizeof out) == 0, "new-drafter: %s", out);
+    snprintf(cmd, sizeof cmd, "build/specula quantize --drafter -m %s -o %s --type q8_0 2>&1", dr, dq);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "Q8_0"), "quantize --drafter: %s", out);
+    st_set *s = NULL;
+    sp_err err = {{0}};
+    CHECK(st_open_dir(&s, dq, &err) == 0, "%s", err.msg);
+    if (s) {
+        const st_tensor *fc = st_find(s, "fc.weight");
+        const void *data = NULL;
+        sp_dtype dt = SP_DT_UNKNOWN;
+        CHECK(fc && fc->dtype == SP_DT_U8 && st_metadata(s, "quant.fc.weight"), "fc.weight not stored as Q8_0 blocks");
+        if (fc)
+            CHECK(st_get_weight(s, "fc.weight", fc->shape[0], fc->shape[1] / 34 * 32, &data, &dt, &err) == 0 &&
+                      dt == SP_DT_Q8_0 && data == fc->data,
+                  "st_get_weight: %s", err.msg);
+        st_close(s);
+    }
+    char plain[4096], spec[4096], extra[800];
+    gen_tokens(target, "", plain, sizeof plain);
+    snprintf(extra, sizeof extra, "--spec dspark -md %s --draft-max 6", dq);
+    gen_tokens(target, extra, spec, sizeof spec);
+    CHECK(plain[0] && !strcmp(plain, spec), "Q8_0 drafter changed the output: %s | %s", plain, spec);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "build/test_gguf_quant.%d", (int)getpid());
     sp_err err = {{0}};
@@ -245,6 +276,7 @@ int main(void) {
     RUN(test_quantized_close);
     RUN(test_spec_identical);
     RUN(test_cli_errors);
+    RUN(test_drafter_q8);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp_root);

@@ -17,7 +17,7 @@ WORK=${1:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
 LB=${2:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
 ROUNDS=${3:-3}
 TYPES=${4:-q8_0 q4_0 q4_k_m}
-S=$(pwd)/build/specula
+S=${SPECULA:-$(pwd)/build/specula}
 VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf
 mkdir -p "$WORK"
 [ -f "$WORK/q06/config.json" ] || "$S" new-model --arch qwen3 --preset qwen3-0.6b --seed 1 -o "$WORK/q06"
