@@ -188,8 +188,7 @@ static int bind_model(sp_model *m, sp_err *err) {
     size_t embed_bytes = m->weight_bytes;
     m->weight_bytes = 0;
     m->embed_scale = 1.0f;
-    /* Gemma: sqrt(H) rounded to the weight dtype as transformers does; quantized tables come
-     * from bf16 checkpoints */
+    /* Gemma: sqrt(H) rounded to the table's dtype as transformers does (see round_to_dtype) */
     if (c->arch == SP_ARCH_GEMMA4) m->embed_scale = round_to_dtype(sqrtf((float)H), m->embed.dt);
     if (get_vec(m, "norm.weight", H, &m->final_norm, err)) return -1;
     wt lm;
