@@ -17,6 +17,7 @@
 #define NTOK 12
 
 static char tmp_root[256];
+static char cli[200]; /* the specula binary beside this test's build folder */
 
 static const char *tmppath(const char *name) {
     static char buf[8][512];
@@ -221,11 +222,11 @@ static void test_cli_generate(void) {
     char cmd[2048], a[4096], b[4096];
     const char *spec[] = {"", "--spec ngram --draft-max 4"};
     for (int s = 0; s < 2; s++) {
-        snprintf(cmd, sizeof cmd, "build/specula generate -m %s --prompt-ids 5,9,11,5,9,11,5,9 -n 24 -t 2 --json %s 2>&1",
-                 dir, spec[s]);
+        snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9 -n 24 -t 2 --json %s 2>&1",
+                 cli, dir, spec[s]);
         int ra = harness_run(cmd, a, sizeof a);
-        snprintf(cmd, sizeof cmd, "build/specula generate -m %s --prompt-ids 5,9,11,5,9,11,5,9 -n 24 -t 2 --json %s 2>&1",
-                 gg, spec[s]);
+        snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9 -n 24 -t 2 --json %s 2>&1",
+                 cli, gg, spec[s]);
         int rb = harness_run(cmd, b, sizeof b);
         char *ta = strstr(a, "\"tokens\""), *tb = strstr(b, "\"tokens\"");
         CHECK(ra == 0 && rb == 0 && ta && tb, "generate failed: %s / %s", a, b);
@@ -235,15 +236,20 @@ static void test_cli_generate(void) {
                   spec[s], ta, tb);
         }
     }
-    snprintf(cmd, sizeof cmd, "build/specula generate -m %s -p hello -n 4 2>&1", gg);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s -p hello -n 4 2>&1", cli, gg);
     int rc = harness_run(cmd, a, sizeof a);
     CHECK(rc != 0 && strstr(a, "tokenizer"), "a GGUF without vocabulary and -p: rc %d, %s", rc, a);
-    snprintf(cmd, sizeof cmd, "build/specula bench-decode -m %s -t 1 --json 2>&1", gg);
+    snprintf(cmd, sizeof cmd, "%s bench-decode -m %s -t 1 --json 2>&1", cli, gg);
     CHECK(harness_run(cmd, a, sizeof a) == 0, "bench-decode on a GGUF: %s", a);
 }
 
-int main(void) {
-    snprintf(tmp_root, sizeof tmp_root, "build/test_gguf_model.%d", (int)getpid());
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_x → BUILD/specula, BUILD/test_x.PID */
+    char *slash = strrchr(cli, '/');
+    if (slash) *slash = 0;
+    snprintf(tmp_root, sizeof tmp_root, "%s/../test_gguf_model.%d", cli, (int)getpid());
+    snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
     sp_err err = {{0}};
     if (sp_mkdir_p(tmp_root, &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -28,6 +28,7 @@
 #define NTOK 16
 
 static char tmp_root[256];
+static char cli[200]; /* the specula binary beside this test's build folder */
 
 static const char *tmppath(const char *name) {
     static char buf[8][512];
@@ -197,7 +198,7 @@ static void test_quantized_close(void) {
 static void gen_tokens(const char *model, const char *extra, char *out, size_t cap) {
     char cmd[1600], buf[8192];
     snprintf(cmd, sizeof cmd,
-             "build/specula generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 32 -t 2 --json %s 2>/dev/null", model,
+             "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 32 -t 2 --json %s 2>/dev/null", cli, model,
              extra);
     out[0] = 0;
     if (harness_run(cmd, buf, sizeof buf) != 0) return;
@@ -222,15 +223,16 @@ static void test_spec_identical(void) {
 
 static void test_cli_errors(void) {
     char cmd[1200], out[4096];
-    snprintf(cmd, sizeof cmd, "build/specula quantize -m %s -o %s --type q5_k_m 2>&1", tmppath("qwen3"),
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s -o %s --type q5_k_m 2>&1", cli, tmppath("qwen3"),
              tmppath("x.gguf"));
     CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "q5_k_m"), "bad type: %s", out);
-    snprintf(cmd, sizeof cmd, "build/specula quantize -m %s/none -o %s --type q8_0 2>&1", tmp_root, tmppath("x.gguf"));
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/none -o %s --type q8_0 2>&1", cli, tmp_root,
+             tmppath("x.gguf"));
     CHECK(harness_run(cmd, out, sizeof out) != 0 && strstr(out, "none"), "missing input: %s", out);
-    snprintf(cmd, sizeof cmd, "build/specula quantize -m %s --type q8_0 2>&1", tmppath("qwen3"));
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s --type q8_0 2>&1", cli, tmppath("qwen3"));
     CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "-o"), "missing -o: %s", out);
     /* a quantized file quantizes again (dequantize, requantize) and says so */
-    snprintf(cmd, sizeof cmd, "build/specula quantize -m %s-q8_0.gguf -o %s --type q4_0 -q 2>&1", tmppath("qwen3"),
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s-q8_0.gguf -o %s --type q4_0 -q 2>&1", cli, tmppath("qwen3"),
              tmppath("re.gguf"));
     CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "quantized again"), "requantize: %s", out);
     CHECK(access(tmppath("x.gguf"), F_OK) != 0, "an output appeared after a failure");
@@ -240,9 +242,9 @@ static void test_cli_errors(void) {
 static void test_drafter_q8(void) {
     const char *target = tmppath("qwen3"), *dr = tmppath("dspark"), *dq = tmppath("dspark-q8");
     char cmd[1600], out[4096];
-    snprintf(cmd, sizeof cmd, "build/specula new-drafter --arch dspark -m %s --seed 3 -o %s 2>&1", target, dr);
+    snprintf(cmd, sizeof cmd, "%s new-drafter --arch dspark -m %s --seed 3 -o %s 2>&1", cli, target, dr);
     CHECK(harness_run(cmd, out, sizeof out) == 0, "new-drafter: %s", out);
-    snprintf(cmd, sizeof cmd, "build/specula quantize --drafter -m %s -o %s --type q8_0 2>&1", dr, dq);
+    snprintf(cmd, sizeof cmd, "%s quantize --drafter -m %s -o %s --type q8_0 2>&1", cli, dr, dq);
     CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "Q8_0"), "quantize --drafter: %s", out);
     st_set *s = NULL;
     sp_err err = {{0}};
@@ -265,8 +267,13 @@ static void test_drafter_q8(void) {
     CHECK(plain[0] && !strcmp(plain, spec), "Q8_0 drafter changed the output: %s | %s", plain, spec);
 }
 
-int main(void) {
-    snprintf(tmp_root, sizeof tmp_root, "build/test_gguf_quant.%d", (int)getpid());
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_x → BUILD/specula, BUILD/test_x.PID */
+    char *slash = strrchr(cli, '/');
+    if (slash) *slash = 0;
+    snprintf(tmp_root, sizeof tmp_root, "%s/../test_gguf_quant.%d", cli, (int)getpid());
+    snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
     sp_err err = {{0}};
     if (sp_mkdir_p(tmp_root, &err)) {
         fprintf(stderr, "%s\n", err.msg);
