@@ -42,7 +42,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h)
 TEST_HEADERS := $(wildcard tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean
+.PHONY: install check-install all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -68,8 +68,13 @@ $(BUILD)/libspecula.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libspecula.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+# The shared library exports exactly the functions of the public header (tools/public-symbols.sh).
+$(BUILD)/libspecula.map: include/specula.h tools/public-symbols.sh
+	@mkdir -p $(dir $@)
+	CC=$(CC) sh tools/public-symbols.sh include/specula.h > $@
+
+$(BUILD)/libspecula.so: $(LIB_OBJ) $(BUILD)/libspecula.map
+	$(CC) -shared -Wl,--version-script=$(BUILD)/libspecula.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/specula: $(CLI_OBJ) $(BUILD)/libspecula.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
@@ -93,6 +98,28 @@ test: deps
 	$(MAKE) clang
 	$(MAKE) asan
 	sh tests/run.sh build build-asan
+
+# `make install PREFIX=DIR`: the library (static and shared), the public header, the `specula`
+# binary, specula.pc for pkg-config and the embedded default model (PREFIX/share/specula/default,
+# where `specula run` finds it).
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define SPECULA_VERSION "\([^"]*\)".*/\1/p' include/specula.h)
+install: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	           $(DESTDIR)$(PREFIX)/share/specula
+	install -m 644 $(BUILD)/libspecula.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libspecula.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/specula.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/specula $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/specula.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/specula.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/specula/default
+	cp -R models/default $(DESTDIR)$(PREFIX)/share/specula/default
+
+# Installs into a scratch prefix, checks that libspecula.so exports only sp_* symbols, builds
+# examples/generate.c through pkg-config against the installed library and runs it (tests/run.sh
+# runs it too, as one of its shell checks).
+check-install: all
+	sh tests/check_install.sh $(BUILD)
 
 test-fast: all
 	sh tests/run.sh build

@@ -7,13 +7,15 @@
  *   GFLOP/s at T=512 (2 threads);
  *   OpenBLAS sgemv (T=1) and sgemm (T=512) on the same f32 shapes, 2 threads.
  * Each figure is the best of a few repetitions (the machine is shared; noise is one-sided).
- * `bench_kernels [quick] quant` instead compares the quantized types with bf16 (bench_quant).
- * Usage: bench_kernels [quick] [quant]   (quick: fewer repetitions) */
+ * `bench_kernels [quick] quant` instead compares the quantized types with bf16 (bench_quant);
+ * `bench_kernels [quick] gguf FILE` times every matmul of one step of a GGUF model (bench_gguf).
+ * Usage: bench_kernels [quick] [quant | gguf FILE]   (quick: fewer repetitions) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/gguf.h"
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -236,8 +238,65 @@ static void bench_quant(sp_pool *p1, sp_pool *p2, const shape *shapes, int nshap
     }
 }
 
+/* Every matmul of one decoder token of a GGUF model, in place from the file: the 2-D weights
+ * of types sp_matmul takes (token_embd only as the head of a tied model), timed at T = 1
+ * (decode), 8 (a verify) and 64 (a prefill chunk), 2 threads. A lower bound of a forward step
+ * (no attention, norms or activations), to set beside llama-bench on the same file. */
+static int bench_gguf(sp_pool *p2, const char *path) {
+    sp_err err;
+    gguf_file *f = gguf_open(path, &err);
+    if (!f) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        return 1;
+    }
+    sp_mat *m = calloc(f->n_tensors, sizeof *m);
+    int nm = 0, has_output = 0, kmax = 0, nmax = 0;
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].name.len == 13 && !memcmp(f->tensors[i].name.ptr, "output.weight", 13)) has_output = 1;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        static const struct { uint32_t id; sp_dtype dt; } ty[] = {{0, SP_DT_F32}, {1, SP_DT_F16}, {30, SP_DT_BF16},
+            {8, SP_DT_Q8_0}, {2, SP_DT_Q4_0}, {12, SP_DT_Q4_K}, {14, SP_DT_Q6_K}};
+        sp_dtype dt = SP_DT_UNKNOWN;
+        for (size_t k = 0; k < sizeof ty / sizeof ty[0]; k++)
+            if (ty[k].id == t->type) dt = ty[k].dt;
+        int embd = t->name.len == 17 && !memcmp(t->name.ptr, "token_embd.weight", 17);
+        if (t->n_dims != 2 || dt == SP_DT_UNKNOWN || (embd && has_output)) continue;
+        m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0]};
+        if (sp_mat_check(&m[nm], "bench", &err)) continue;
+        bytes += (size_t)m[nm].n * sp_dtype_row_bytes(dt, (size_t)m[nm].k);
+        kmax = m[nm].k > kmax ? m[nm].k : kmax, nmax = m[nm].n > nmax ? m[nm].n : nmax;
+        nm++;
+    }
+    float *X = aligned_alloc(64, (size_t)64 * kmax * sizeof(float)), *Y = aligned_alloc(64, (size_t)64 * nmax * sizeof(float));
+    if (!X || !Y) return 1;
+    for (size_t i = 0; i < (size_t)64 * kmax; i++) X[i] = (float)((i * 40503u) % 1999) / 1000.0f - 1.0f;
+    const int Ts[3] = {1, 8, 64};
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++)
+        for (int v = 0; v < 3; v++) {
+            double t0 = sp_time_ms();
+            for (int i = 0; i < nm; i++) sp_matmul(p2, Y, X, Ts[v], &m[i]);
+            double dt = sp_time_ms() - t0;
+            if (dt < best[v]) best[v] = dt;
+        }
+    printf("%s: %d matrices, %.1f MB; all matmuls of one step, 2 threads: T=1 %.2f ms (%.1f tok/s, %.1f GB/s), "
+           "T=8 %.2f ms (%.2fx T=1), T=64 %.2f ms (%.1f tok/s)\n", path, nm, bytes / 1e6, best[0], 1e3 / best[0],
+           bytes / best[0] / 1e6, best[1], best[1] / best[0], best[2], 64e3 / best[2]);
+    free(X), free(Y), free(m);
+    gguf_close(f);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
+    if (argc > 2 && strcmp(argv[argc - 2], "gguf") == 0) { /* bench_kernels [quick] gguf FILE */
+        sp_pool *p = sp_pool_create(2);
+        int rc = bench_gguf(p, argv[argc - 1]);
+        sp_pool_free(p);
+        return rc;
+    }
     shape shapes[] = {
         {"q/gate/up K=1024 N=3072", 3072, 1024, 1},
         {"q_proj    K=1024 N=2048", 2048, 1024, 1},

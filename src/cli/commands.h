@@ -14,6 +14,7 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(quantize, "quantize a model to GGUF: q8_0, q4_0, q4_k_m (llama.cpp's mix), q6_k")   \
     X(tokenize, "text -> token ids")                                                     \
     X(detokenize, "token ids -> text")                                                   \
+    X(template, "render a conversation with the model's chat template")                  \
     X(train_tokenizer, "train a SentencePiece-style BPE tokenizer")                      \
     X(train_lm, "train a Gemma-4 text target model from scratch on text files")          \
     X(audit, "check a drafter's sampling path is exactly the target's distribution")       \

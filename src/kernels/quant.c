@@ -30,17 +30,51 @@ static int round_even(float f) {
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* The hot rounding of the activation quantizers, without libm calls: valid for |v| < 2^22
+ * (their arguments are at most 127 in magnitude by construction); NaN or a larger |v| gives 0.
+ * Half to even: adding 1.5 · 2^23 leaves the integer in the low mantissa bits. */
+static inline int round_even_small(float v) {
+    if (!(v > -4194304.0f && v < 4194304.0f)) return 0;
+    return (int)((v + 12582912.0f) - 12582912.0f);
+}
+
+/* half away from zero (roundf) for |v| < 2^22, else 0: truncate, then look at the exact rest */
+static inline int round_away_small(float v) {
+    if (!(v > -4194304.0f && v < 4194304.0f)) return 0;
+    int i = (int)v;
+    float r = v - (float)i;
+    return i + (r >= 0.5f) - (r <= -0.5f); /* branch-free: the rest is random */
+}
+
 /* ---- Q8_0 ------------------------------------------------------------------------------ */
 void sp_quantize_row_q8_0(sp_block_q8_0 *dst, const float *x, size_t n) {
     SP_ASSERT(n % SP_QK8_0 == 0);
     for (size_t b = 0; b < n / SP_QK8_0; b++, x += SP_QK8_0) {
+        /* max |x| over 8 interleaved partial maxima (max is exact in any order; one chain
+         * of 32 dependent compares would dominate the activation quantization) */
+        float pm[8] = {0};
+        for (int j = 0; j < SP_QK8_0; j++) {
+            float a = fabsf(x[j]);
+            pm[j % 8] = pm[j % 8] > a ? pm[j % 8] : a;
+        }
         float amax = 0.0f;
-        for (int j = 0; j < SP_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int l = 0; l < 8; l++) amax = amax > pm[l] ? amax : pm[l];
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         dst[b].d = sp_f32_to_f16(d);
-        /* roundf: half away from zero; |x·id| <= 127 up to rounding */
-        for (int j = 0; j < SP_QK8_0; j++) dst[b].qs[j] = (int8_t)clampi((int)fmaxf(-128.0f, fminf(127.0f, roundf(x[j] * id))), -128, 127);
+        /* half away from zero, as roundf; |x·id| <= 127 up to rounding when amax is finite
+         * (a branch-free loop the compiler vectorizes), else element by element */
+        if (amax <= 3.4e38f) {
+            for (int j = 0; j < SP_QK8_0; j++) {
+                float v = x[j] * id, a = fabsf(v);
+                int i = (int)a;
+                i += a - (float)i >= 0.5f;
+                i = i > 127 ? 127 : i;
+                dst[b].qs[j] = (int8_t)(v < 0.0f ? -i : i);
+            }
+        } else {
+            for (int j = 0; j < SP_QK8_0; j++) dst[b].qs[j] = (int8_t)clampi(round_away_small(x[j] * id), -128, 127);
+        }
     }
 }
 
@@ -64,12 +98,10 @@ void sp_quantize_row_q4_0(sp_block_q4_0 *dst, const float *x, size_t n) {
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         dst[b].d = sp_f32_to_f16(d);
         for (int j = 0; j < SP_QK4_0 / 2; j++) {
-            /* truncation toward zero of x·id + 8.5, at most 15 */
-            float v0 = fmaxf(0.0f, fminf(15.0f, x[j] * id + 8.5f));
-            float v1 = fmaxf(0.0f, fminf(15.0f, x[j + SP_QK4_0 / 2] * id + 8.5f));
-            if (!(v0 == v0)) v0 = 0.0f;
-            if (!(v1 == v1)) v1 = 0.0f;
-            dst[b].qs[j] = (uint8_t)((int)v0 | (int)v1 << 4);
+            /* truncation toward zero of x·id + 8.5, at most 15 (NaN gives 0) */
+            float v0 = x[j] * id + 8.5f, v1 = x[j + SP_QK4_0 / 2] * id + 8.5f;
+            int q0 = v0 >= 15.0f ? 15 : v0 > 0.0f ? (int)v0 : 0, q1 = v1 >= 15.0f ? 15 : v1 > 0.0f ? (int)v1 : 0;
+            dst[b].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
 }
@@ -339,10 +371,7 @@ void sp_quantize_row_q8_K(sp_block_q8_K *dst, const float *x, size_t n) {
         memset(y, 0, sizeof *y);
         if (amax == 0.0f) continue;
         float iscale = -127.0f / max; /* the largest-magnitude element maps to -127 */
-        for (int j = 0; j < SP_QK_K; j++) {
-            int v = round_even(iscale * x[j]);
-            y->qs[j] = (int8_t)clampi(v, -128, 127);
-        }
+        for (int j = 0; j < SP_QK_K; j++) y->qs[j] = (int8_t)clampi(round_even_small(iscale * x[j]), -128, 127);
         for (int g = 0; g < 16; g++) {
             int s = 0;
             for (int i = 0; i < 16; i++) s += y->qs[16 * g + i];

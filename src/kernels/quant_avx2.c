@@ -19,6 +19,12 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
     return h;
 }
 
+static SP_ALWAYS_INLINE int hsum4_i32(__m128i s) {
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
 static SP_ALWAYS_INLINE int hsum8_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
@@ -65,9 +71,28 @@ static SP_ALWAYS_INLINE __m256 p32(const w32 *w, __m256i x, __m256i x8, const in
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(m, ones));
 }
 
+/* block b of the tile into accumulator half H (compile-time: b mod 2), so the accumulators
+ * stay in registers */
+static SP_ALWAYS_INLINE void tile32_block(__m256 acc[2][4][2], const uint8_t *const *wr, const qx_row *xr, int b,
+                                          const int H, const int TB, const int NB, const int Q4, const int PF) {
+    const int bsz = Q4 ? 18 : 34;
+    w32 w[4];
+    for (int j = 0; j < NB; j++) {
+        if (PF) _mm_prefetch((const char *)wr[j] + (size_t)b * bsz + 640, _MM_HINT_T0);
+        w[j] = w32_load(wr[j] + (size_t)b * bsz, Q4);
+    }
+    for (int i = 0; i < TB; i++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b));
+        __m256i x8 = Q4 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), x) : x;
+        __m256 xd = _mm256_set1_ps(xr[i].d[b]);
+        for (int j = 0; j < NB; j++)
+            acc[i][j][H] = _mm256_fmadd_ps(_mm256_mul_ps(w[j].d, xd), p32(&w[j], x, x8, Q4), acc[i][j][H]);
+    }
+}
+
 static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int NB,
                                     const int Q4) {
-    const int nb = c->K / 32, bsz = Q4 ? 18 : 34;
+    const int nb = c->K / 32;
     const uint8_t *wr[4];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[2];
@@ -75,21 +100,13 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
     __m256 acc[2][4][2];
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const int h = b & 1;
-        w32 w[4];
-        for (int j = 0; j < NB; j++) {
-            if (TB == 1) _mm_prefetch((const char *)wr[j] + (size_t)b * bsz + 512, _MM_HINT_T0);
-            w[j] = w32_load(wr[j] + (size_t)b * bsz, Q4);
-        }
-        for (int i = 0; i < TB; i++) {
-            __m256i x = _mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b));
-            __m256i x8 = Q4 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), x) : x;
-            __m256 xd = _mm256_set1_ps(xr[i].d[b]);
-            for (int j = 0; j < NB; j++)
-                acc[i][j][h] = _mm256_fmadd_ps(_mm256_mul_ps(w[j].d, xd), p32(&w[j], x, x8, Q4), acc[i][j][h]);
-        }
+    int b = 0;
+    /* decode prefetches every other block: one 64-byte line covers 2 (Q8_0) to 3.5 (Q4_0) blocks */
+    for (; b + 2 <= nb; b += 2) {
+        tile32_block(acc, wr, xr, b, 0, TB, NB, Q4, TB == 1);
+        tile32_block(acc, wr, xr, b + 1, 1, TB, NB, Q4, 0);
     }
+    if (b < nb) tile32_block(acc, wr, xr, b, 0, TB, NB, Q4, 0);
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB && n0 + j < n1; j++)
             c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_pair(acc[i][j][0], acc[i][j][1]);
@@ -108,18 +125,17 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
             const uint8_t *blk = wrow + (size_t)b * 144;
             if (TB == 1)
                 for (int o = 0; o < 192; o += 64) _mm_prefetch((const char *)blk + 576 + o, _MM_HINT_T0);
-            int sc[8], m[8];
-            for (int j = 0; j < 8; j++) sp_q4_K_scale_min(j, blk + 4, &sc[j], &m[j]);
-            __m256i mv = _mm256_set_epi16((short)m[7], (short)m[7], (short)m[6], (short)m[6], (short)m[5], (short)m[5],
-                                          (short)m[4], (short)m[4], (short)m[3], (short)m[3], (short)m[2], (short)m[2],
-                                          (short)m[1], (short)m[1], (short)m[0], (short)m[0]);
+            uint64_t sc8, m8;
+            q4k_scales8(blk + 4, &sc8, &m8);
+            __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
             __m256i s[4];
             for (int i = 0; i < TB; i++) s[i] = _mm256_setzero_si256();
             for (int q = 0; q < 4; q++) {
                 /* chunk q: low nibbles = sub-block 2q, high nibbles = sub-block 2q + 1 */
                 __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * q));
                 __m256i lo = _mm256_and_si256(raw, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-                __m256i slo = _mm256_set1_epi16((short)sc[2 * q]), shi = _mm256_set1_epi16((short)sc[2 * q + 1]);
+                __m256i slo = _mm256_set1_epi16((short)(sc8 >> (16 * q) & 0xFF));
+                __m256i shi = _mm256_set1_epi16((short)(sc8 >> (16 * q + 8) & 0xFF));
                 for (int i = 0; i < TB; i++) {
                     const int8_t *xq = xr[i].q + SP_QK_K * b + 64 * q;
                     __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq)), slo);
@@ -129,8 +145,11 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
             }
             float d = _cvtsh_ss(rd16(blk)), dmin = _cvtsh_ss(rd16(blk + 2));
             for (int i = 0; i < TB; i++) {
+                /* imin = Σ_j m[j] · (bsum[2j] + bsum[2j+1]) */
+                __m256i ps = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), _mm256_set1_epi16(1));
+                __m128i ps16 = _mm_packs_epi32(_mm256_castsi256_si128(ps), _mm256_extracti128_si256(ps, 1));
                 int isum = hsum8_i32(s[i]);
-                int imin = hsum8_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), mv));
+                int imin = hsum4_i32(_mm_madd_epi16(ps16, m16));
                 float xd = xr[i].d[b];
                 acc[i] = fmaf(d * xd, (float)isum, acc[i]);
                 acc[i] = fmaf(-(dmin * xd), (float)imin, acc[i]);

@@ -6,8 +6,9 @@
  * tile and used for all TB tokens, so a T-token call reads W once per 4 tokens from memory
  * (the rest from cache). Row remainders reuse the last row and drop its results. Within one
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
- * then the float scale products and fmas in block order, the 16 lanes of the 32-blocks held
- * in one register as [even block's 8 lanes | odd block's 8 lanes]. */
+ * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
+ * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
+ * run for the tile's 4 rows at once with one row per lane. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -23,8 +24,8 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
 
 /* Software prefetch: the first token tile of a row tile requests the next row tile's bytes
  * (rows are contiguous) at an even pace over its K loop, so DRAM streams the next rows while
- * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_step: bytes to
- * request per step of a loop of `steps` steps covering `bytes`. */
+ * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_init spreads the next
+ * tile's bytes over the `steps` iterations of the K loop; qpf_advance requests one share. */
 typedef struct {
     const char *p, *end;
     size_t step;
@@ -139,67 +140,93 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
         for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = sp_hsum16_avx512(acc[i][j]);
 }
 
-/* ---- Q4_K ----------------------------------------------------------------------------------- */
-/* the 8 sub-block scales and mins of a Q4_K block as ints */
-static SP_ALWAYS_INLINE void q4k_scales(const uint8_t *s, int *sc, int *m) {
-    for (int j = 0; j < 4; j++) sc[j] = s[j] & 63, m[j] = s[j + 4] & 63;
-    for (int j = 4; j < 8; j++) sc[j] = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4, m[j] = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+/* ---- K-quants ------------------------------------------------------------------------------ */
+/* The 4 rows' integer totals of one token at once: lane j of the result = Σ lanes of s[j]
+ * (exact), by a transpose-and-add network instead of four horizontal sums. */
+static SP_ALWAYS_INLINE __m128i hsum4x16_i32(const __m512i *s) {
+    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    __m256i v = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
 }
 
-/* sum of the 16 int32 lanes (exact) */
-static SP_ALWAYS_INLINE int hsum_i32(__m512i v) { return _mm512_reduce_add_epi32(v); }
+/* lane j = Σ of the 4 lanes of m[j] */
+static SP_ALWAYS_INLINE __m128i hsum4x4_i32(const __m128i *m) {
+    return _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
+}
 
+/* Each row's weights are unpacked once per super-block into wv / sv (they stay in L1), then
+ * every token takes the 4 rows together: the integer totals of the 4 rows are reduced at once
+ * and the float part runs with the rows in lanes — per lane the operations of the scalar
+ * kernel, so the bits are the same. */
 static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[4];
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    float acc[4][NB] = {{0}};
+    __m128 acc[4];
+    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
+    const __m512i sidx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0);
     qpf pf = qpf_init(c, t0, n1, nsb);
     for (int b = 0; b < nsb; b++) {
         qpf_advance(&pf);
+        __m512i wv[NB][4], sv[NB][4];
+        __m128i m16[NB];
+        float dj[NB], mj[NB];
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 144;
-            int sc[8], m[8];
-            q4k_scales(blk + 4, sc, m);
-            /* chunk c: [low nibbles (sub-block 2c) | high nibbles (2c + 1)], scales as int16 */
-            __m512i wv[4], sv[4];
+            uint64_t sc8, m8;
+            q4k_scales8(blk + 4, &sc8, &m8);
+            __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+            m16[j] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+            /* chunk q: [low nibbles (sub-block 2q) | high nibbles (2q + 1)], scales as int16 */
             for (int q = 0; q < 4; q++) {
                 __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * q));
-                wv[q] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), lo4);
-                sv[q] = _mm512_inserti64x4(_mm512_set1_epi16((short)sc[2 * q]), _mm256_set1_epi16((short)sc[2 * q + 1]), 1);
+                wv[j][q] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), lo4);
+                sv[j][q] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16((short)(2 * q))), sc16);
             }
-            __m256i mv = _mm256_set_epi16((short)m[7], (short)m[7], (short)m[6], (short)m[6], (short)m[5], (short)m[5],
-                                          (short)m[4], (short)m[4], (short)m[3], (short)m[3], (short)m[2], (short)m[2],
-                                          (short)m[1], (short)m[1], (short)m[0], (short)m[0]);
-            float d = _cvtsh_ss(rd16(blk)), dmin = _cvtsh_ss(rd16(blk + 2));
-            for (int i = 0; i < TB; i++) {
-                const int8_t *xq = xr[i].q + SP_QK_K * b;
-                __m512i s = _mm512_setzero_si512();
-                for (int q = 0; q < 4; q++)
-                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wv[q], _mm512_loadu_si512(xq + 64 * q)), sv[q]);
-                __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), mv);
-                int isum = hsum_i32(s), imin = hsum_i32(_mm512_zextsi256_si512(mins));
-                float xd = xr[i].d[b];
-                acc[i][j] = fmaf(d * xd, (float)isum, acc[i][j]);
-                acc[i][j] = fmaf(-(dmin * xd), (float)imin, acc[i][j]);
+            dj[j] = _cvtsh_ss(rd16(blk)), mj[j] = _cvtsh_ss(rd16(blk + 2));
+        }
+        __m128 d4 = _mm_loadu_ps(dj), dmin4 = _mm_loadu_ps(mj);
+        for (int i = 0; i < TB; i++) {
+            const int8_t *xq = xr[i].q + SP_QK_K * b;
+            __m512i xv[4], s[NB];
+            __m128i mm[NB];
+            for (int q = 0; q < 4; q++) xv[q] = _mm512_loadu_si512(xq + 64 * q);
+            /* bsum[2j] + bsum[2j+1] for sub-block j, as 8 int16 */
+            __m256i pp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), _mm256_set1_epi16(1));
+            __m128i ps = _mm_packs_epi32(_mm256_castsi256_si128(pp), _mm256_extracti128_si256(pp, 1));
+            for (int j = 0; j < NB; j++) {
+                s[j] = _mm512_setzero_si512();
+                for (int q = 0; q < 4; q++) s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][q], xv[q]), sv[j][q]);
+                mm[j] = _mm_madd_epi16(ps, m16[j]);
             }
+            __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s)), imin = _mm_cvtepi32_ps(hsum4x4_i32(mm));
+            __m128 xd = _mm_set1_ps(xr[i].d[b]);
+            acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, xd), isum, acc[i]);
+            acc[i] = _mm_fmadd_ps(_mm_xor_ps(_mm_mul_ps(dmin4, xd), _mm_set1_ps(-0.0f)), imin, acc[i]);
         }
     }
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = acc[i][j];
+    for (int i = 0; i < TB; i++) {
+        float y[4];
+        _mm_storeu_ps(y, acc[i]);
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
+    }
 }
 
-/* ---- Q6_K ----------------------------------------------------------------------------------- */
 static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[4];
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    float acc[4][NB] = {{0}};
+    __m128 acc[4];
+    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
     /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
     const __m512i sidx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
@@ -207,37 +234,48 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
     qpf pf = qpf_init(c, t0, n1, nsb);
     for (int b = 0; b < nsb; b++) {
         qpf_advance(&pf);
+        __m512i wv[NB][4], sv[NB][4];
+        __m256i sc16[NB];
+        float dj[NB];
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 210;
-            __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
-            __m512i wv[4], sv[4];
+            sc16[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
             for (int h = 0; h < 2; h++) {
                 __m512i L = _mm512_loadu_si512(blk + 64 * h);
                 __m256i H = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
                 __m512i Hz = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
                 /* values 128h + 0..63: low nibbles | bits (0,1) / (2,3) of qh as bits 4, 5 */
-                wv[2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_and_si512(_mm512_slli_epi16(Hz, 4), hi2));
+                wv[j][2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_and_si512(_mm512_slli_epi16(Hz, 4), hi2));
                 /* values 128h + 64..127: high nibbles | bits (4,5) / (6,7) of qh */
-                wv[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4), _mm512_and_si512(Hz, hi2));
+                wv[j][2 * h + 1] =
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4), _mm512_and_si512(Hz, hi2));
             }
             for (int v = 0; v < 4; v++)
-                sv[v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx0, _mm512_set1_epi16((short)(4 * v))), sc16);
-            float d = _cvtsh_ss(rd16(blk + 208));
-            for (int i = 0; i < TB; i++) {
-                const int8_t *xq = xr[i].q + SP_QK_K * b;
-                __m512i s = _mm512_setzero_si512();
-                for (int v = 0; v < 4; v++)
-                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wv[v], _mm512_loadu_si512(xq + 64 * v)), sv[v]);
+                sv[j][v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx0, _mm512_set1_epi16((short)(4 * v))),
+                                                    _mm512_castsi256_si512(sc16[j]));
+            dj[j] = _cvtsh_ss(rd16(blk + 208));
+        }
+        __m128 d4 = _mm_loadu_ps(dj);
+        for (int i = 0; i < TB; i++) {
+            const int8_t *xq = xr[i].q + SP_QK_K * b;
+            __m512i xv[4], s[NB];
+            for (int v = 0; v < 4; v++) xv[v] = _mm512_loadu_si512(xq + 64 * v);
+            __m256i bs = _mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b));
+            for (int j = 0; j < NB; j++) {
+                s[j] = _mm512_setzero_si512();
+                for (int v = 0; v < 4; v++) s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
                 /* − 32 · Σ_g sc[g] · bsum[g] */
-                __m256i bias = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)),
-                                                 _mm512_castsi512_si256(sc16));
-                s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(bias, 5)));
-                acc[i][j] = fmaf(d * xr[i].d[b], (float)hsum_i32(s), acc[i][j]);
+                s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
             }
+            __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s));
+            acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(xr[i].d[b])), isum, acc[i]);
         }
     }
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = acc[i][j];
+    for (int i = 0; i < TB; i++) {
+        float y[4];
+        _mm_storeu_ps(y, acc[i]);
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
+    }
 }
 
 /* ---- driver: one out-of-line function per (type, TB) ------------------------------------------ */

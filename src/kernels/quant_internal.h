@@ -33,6 +33,7 @@
 #define SPECULA_QUANT_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "../core/cpu.h"
 #include "kernels_internal.h"
@@ -70,6 +71,18 @@ static inline qx_row qx_at(const qmm_ctx *c, int t) {
 
 /* sub-block j's 6-bit scale and min of a Q4_K block's packed `scales` (quant.c) */
 void sp_q4_K_scale_min(int j, const uint8_t *s, int *sc, int *m);
+
+/* All eight at once, one byte each (byte j of *sc8 = sc[j], of *m8 = m[j]), by 32-bit word
+ * operations on the 12 packed bytes (the same bits as sp_q4_K_scale_min). */
+static inline void q4k_scales8(const uint8_t *s, uint64_t *sc8, uint64_t *m8) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    *sc8 = sc_lo | (uint64_t)sc_hi << 32;
+    *m8 = m_lo | (uint64_t)m_hi << 32;
+}
 
 /* Y[t, n] for every t < T and n in [n0, n1), in the canonical order above */
 void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);

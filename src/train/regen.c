@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "chat/chat.h"
 #include "core/progress.h"
 #include "spec/generate.h"
 #include "tokenizer/tokenizer.h"
@@ -50,8 +51,22 @@ static int encode_into(record *r, tok_tokenizer *tok, const char *text, int add_
 }
 
 /* Parse one JSON line into a record. With generate, only the prompt is kept (resp_start = n). */
-static int parse_record(record *r, const char *line, size_t len, const char *what, tok_tokenizer *tok, int vocab,
+/* a conversation's text with the target's own chat template, loaded at the first use */
+typedef struct {
+    const char *model_dir;
+    tok_tokenizer *tok;
+    chat_template *ct;
+} chat_src;
+
+static int chat_text(chat_src *cs, const tok_msg *m, int n, int add_generation_prompt, char **out, sp_err *err) {
+    *out = NULL;
+    if (!cs->ct && !(cs->ct = chat_template_load(cs->model_dir, cs->tok, NULL, err))) return -1;
+    return chat_render_msgs(cs->ct, m, n, add_generation_prompt, NULL, out, err);
+}
+
+static int parse_record(record *r, const char *line, size_t len, const char *what, chat_src *cs, int vocab,
                         int generate, sp_err *err) {
+    tok_tokenizer *tok = cs->tok;
     memset(r, 0, sizeof *r);
     json_error_t je;
     json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
@@ -124,11 +139,11 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
                 ok = 0;
             } else {
                 int whole = !generate && (size_t)last_user + 1 < nm;
-                ok = !tok_chat_render(tok, NULL, m, last_user + 1, 1, &pt, err) &&
+                ok = !chat_text(cs, m, last_user + 1, 1, &pt, err) &&
                      !encode_into(r, tok, pt, 0, 1, err);
                 r->resp_start = r->n;
                 if (ok && whole) {
-                    ok = !tok_chat_render(tok, NULL, m, (int)nm, 0, &full, err);
+                    ok = !chat_text(cs, m, (int)nm, 0, &full, err);
                     size_t lp = strlen(pt);
                     if (ok && strncmp(full, pt, lp) == 0) {
                         /* the conversation extends the prompt text: prompt ids, then the rest */
@@ -218,6 +233,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     int n_lines = 0;
     sp_model *m = NULL;
     tok_tokenizer *tok = NULL;
+    chat_src cs = {0};
     record *recs = NULL;
     float *hid = NULL, *tap = NULL;
     uint16_t *hid_bf = NULL, *ml_bf = NULL;
@@ -238,12 +254,13 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
         }
     if (c.n_taps < 1) { sp_err_set(err, "%s: the target has too few layers for taps", c.model_dir); goto out; }
     /* parse and check every record before any work */
+    cs = (chat_src){c.model_dir, tok, NULL};
     recs = calloc(n_lines, sizeof(record));
     if (!recs) { sp_err_set(err, "out of memory"); goto out; }
     for (int i = 0; i < n_lines; i++) {
         char what[4200];
         snprintf(what, sizeof what, "%s:%d", c.data_path, lines[i].lineno);
-        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, tok, cfg->vocab_size, c.generate, err))
+        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, &cs, cfg->vocab_size, c.generate, err))
             goto out;
         if (recs[i].n > c.max_len) recs[i].n = c.max_len;
         if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
@@ -325,6 +342,7 @@ out:
     if (skipped) *skipped = n_skipped;
     for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
     free(recs); free(lines); free(text); free(hid); free(tap); free(gen); free(hid_bf); free(ml_bf);
+    chat_template_free(cs.ct);
     tok_free(tok);
     sp_model_free(m);
     return rc;

@@ -3,7 +3,7 @@
  * Records (one JSON object per line; blank lines skipped):
  *   {"text": "..."}                      the whole text is the response (resp_start 0)
  *   {"prompt": "...", "response": "..."} resp_start = number of prompt tokens
- *   {"messages": [{"role", "content"}…]}  rendered with the chat template; the response is
+ *   {"messages": [{"role", "content"}…]}  rendered with the target's chat template (src/chat/); the response is
  *                                         everything after the last non-assistant turn
  *   {"ids": [..], "resp_start": n}       pre-tokenized
  * With generate > 0 the response is replaced by up to `generate` tokens the target itself
