@@ -29,8 +29,8 @@
 #define ASCII_S_CHARS "\\t\\n\\x0B\\f\\r "
 #define ASCII_S "[" ASCII_S_CHARS "]"
 
-static const char *const GPT2[] = {
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)", NULL};
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+static const char *const GPT2[] = {RE_GPT2, NULL};
 static const char *const DEFAULT[] = {
     "[\\p{P}\\$\\+<=>\\^~\\|]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
     "\\p{N}+", "[0-9][0-9][0-9]", NULL};
@@ -41,8 +41,8 @@ static const char *const JAIS2[] = {
                     "|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)"
                     "|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}",
     NULL};
-static const char *const QWEN2[] = {
-    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL, NULL};
+#define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL
+static const char *const QWEN2[] = {RE_QWEN2, NULL};
 static const char *const QWEN35[] = {
     RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL,
     NULL};
@@ -53,7 +53,7 @@ static const char *const SEED_CODER[] = {
 static const char *const MINICPM5[] = {
     "\\p{N}{1,3}",
     RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" RE_WS_TAIL, NULL};
-static const char *const LAGUNA[] = {"[^\\n]+|[\\n]+", QWEN2[0], NULL};
+static const char *const LAGUNA[] = {"[^\\n]+|[\\n]+", RE_QWEN2, NULL};
 static const char *const BAILINGMOE[] = {
     "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
     "|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
@@ -108,10 +108,10 @@ static const char *const YOUTU[] = {
 static const char *const FALCON[] = {
     "[\\p{P}\\$\\+<=>\\^~\\|`]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
     "[0-9][0-9][0-9]", NULL};
-static const char *const STARCODER[] = {"\\p{N}", GPT2[0], NULL};
-static const char *const PORO[] = {
-    " ?[^(" ASCII_S_CHARS "|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+", NULL};
-static const char *const VIKING[] = {PORO[0], "\\p{N}", NULL};
+static const char *const STARCODER[] = {"\\p{N}", RE_GPT2, NULL};
+#define RE_PORO " ?[^(" ASCII_S_CHARS "|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
+static const char *const PORO[] = {RE_PORO, NULL};
+static const char *const VIKING[] = {RE_PORO, "\\p{N}", NULL};
 static const char *const TEKKEN[] = {RE_LOWER_UPPER("") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
 static const char *const GPT4O[] = {RE_LOWER_UPPER(RE_CONTRACTIONS "?") "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" RE_WS_TAIL, NULL};
 static const char *const GRANITE_EMB_MULTI[] = {
@@ -131,7 +131,7 @@ static const char *const KIMI_K2[] = {
 static const char *const SUPERBPE[] = {"\\p{N}+", "(?=([0-9]{3})+(?![0-9]))", NULL};
 static const char *const CHAMELEON[] = {
     "<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
-    "[\\p{P}!-/:-@\\[-`{-~]", GPT2[0], NULL};
+    "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2, NULL};
 static const char *const NEWLINE_RUNS[] = {"[^\\n]+|[\\n]+", NULL};
 static const char *const WHITESPACE[] = {"[^\\t\\n\\x0B\\f\\r ]+", NULL};
 
