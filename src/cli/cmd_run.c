@@ -39,32 +39,6 @@ static int on_token(void *ctx, int32_t tok) {
     return 0;
 }
 
-/* the embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
- * then beside the binary (BIN/../models/default: the build tree), then its install prefix
- * (BIN/../share/specula/default), then ./models/default. Writes into buf. */
-static const char *default_root(char *buf, size_t cap) {
-    const char *env = getenv("SPECULA_DEFAULT_MODEL");
-    char p[4096];
-    if (env && *env) {
-        snprintf(buf, cap, "%s", env);
-        return buf;
-    }
-    char exe[2048];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        const char *rel[] = {"../models/default", "../share/specula/default"};
-        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-            snprintf(buf, cap, "%s/%s", exe, rel[i]);
-            if (!sp_path_join(p, sizeof p, buf, "target/config.json") && sp_file_exists(p)) return buf;
-        }
-    }
-    snprintf(buf, cap, "models/default");
-    return buf;
-}
-
 int cmd_run(int argc, char **argv) {
     const char *target = NULL, *prompts = NULL;
     int n_new = 96, threads = 0, json = 0, quiet = 0, text_prompts = 0;
@@ -101,7 +75,7 @@ int cmd_run(int argc, char **argv) {
     if (seed_arg && cli_seed_parse(CMD, seed_arg, &seed, &seed_random)) return 2;
     char root[4096], tdef[4300], cfg[4096], pdef[4400], ddef[4400];
     if (!target) {
-        snprintf(tdef, sizeof tdef, "%s/target", default_root(root, sizeof root));
+        snprintf(tdef, sizeof tdef, "%s/target", cli_default_root(root, sizeof root));
         target = tdef;
     }
     struct stat tst; /* a GGUF file, or a directory with config.json */

@@ -65,14 +65,19 @@ int cmd_serve(int argc, char **argv) {
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
+    char root[4096], tdef[4300], ddef[4400];
+    int embedded = !dir;
     if (!dir) { /* the embedded pair, speculating as `specula run` does */
-        dir = "models/default/target";
-        if (!strcmp(dc.so.spec, "none") && !dc.so.draft_dir) {
+        snprintf(tdef, sizeof tdef, "%s/target", cli_default_root(root, sizeof root));
+        dir = tdef;
+        if (!dc.so.spec && !dc.so.draft_dir) {
+            snprintf(ddef, sizeof ddef, "%s/drafter", root);
             dc.so.spec = "dspark";
-            dc.so.draft_dir = "models/default/drafter";
+            dc.so.draft_dir = ddef;
             dc.so.draft_max = 7;
         }
     }
+    if (cli_spec_resolve(CMD, &dc.so, "none")) return 2;
     if (timeout < 1) return cli_error(CMD, "--timeout must be >= 1");
     if (n_predict < 1) return cli_error(CMD, "-n must be >= 1");
     if (dc.so.draft_max < 1 || dc.so.draft_max > SP_SPEC_MAX_G)
@@ -81,7 +86,7 @@ int cmd_serve(int argc, char **argv) {
     if (!name) {
         const char *slash = strrchr(dir, '/');
         name = slash && slash[1] ? slash + 1 : dir;
-        if (!strcmp(dir, "models/default/target")) name = "specula-default";
+        if (embedded) name = "specula-default";
     }
 
     /* one thread per connection: a few malloc arenas are plenty, and keep the heap from spreading */

@@ -2,7 +2,9 @@
 #include "spec_cli.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -120,4 +122,30 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (rc) return cli_error(cmd, "%s", err.msg), -1;
     if (*n == 0) return cli_error(cmd, "the prompt encodes to no tokens"), -1;
     return 0;
+}
+
+/* the embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
+ * then beside the binary (BIN/../models/default: the build tree), then its install prefix
+ * (BIN/../share/specula/default), then ./models/default. Writes into buf. */
+const char *cli_default_root(char *buf, size_t cap) {
+    const char *env = getenv("SPECULA_DEFAULT_MODEL");
+    char p[4096];
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
+        return buf;
+    }
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        const char *rel[] = {"../models/default", "../share/specula/default"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(buf, cap, "%s/%s", exe, rel[i]);
+            if (!sp_path_join(p, sizeof p, buf, "target/config.json") && sp_file_exists(p)) return buf;
+        }
+    }
+    snprintf(buf, cap, "models/default");
+    return buf;
 }

@@ -40,4 +40,9 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
 int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int chat,
                     int32_t **ids, int *n);
 
+/* The embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
+ * then beside the binary (BIN/../models/default: the build tree), then its install prefix
+ * (BIN/../share/specula/default), then ./models/default. Writes into buf and returns it. */
+const char *cli_default_root(char *buf, size_t cap);
+
 #endif
