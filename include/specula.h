@@ -99,6 +99,9 @@ typedef struct {
 /* Parse a Hugging Face config.json (llama, qwen3, gemma4 / gemma4_text). */
 int sp_config_load(sp_config *cfg, const char *config_json_path, sp_err *err);
 int sp_config_parse(sp_config *cfg, const char *json_text, const char *what, sp_err *err);
+/* The invariants every loaded config satisfies (positive sizes, heads divisible by KV heads,
+ * even head dims, ...); used by config sources other than config.json. */
+int sp_config_check(sp_config *cfg, const char *what, sp_err *err);
 const char *sp_arch_name(sp_arch a);
 
 /* ---- target model ------------------------------------------------------------------- */

@@ -125,7 +125,7 @@ int cmd_generate(int argc, char **argv) {
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_chat_opts co = {0};
     cli_opt opts[44] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors) or FILE.gguf, required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {"-f", "--file", CLI_STR, &file, "FILE", "read the prompt text from FILE (one trailing newline dropped)"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "prompt as comma-separated token ids"},
@@ -180,9 +180,8 @@ int cmd_generate(int argc, char **argv) {
     free(file_text);
     if (rc) return 2;
     stream_ctx sc = {.stream = !json};
-    char tok_path[4096];
-    if (!sp_path_join(tok_path, sizeof tok_path, dir, "tokenizer.json") && sp_file_exists(tok_path)) {
-        sc.tok = tok_load_dir(dir, &err);
+    if (tok_model_has_tokenizer(dir)) {
+        sc.tok = tok_load_model(dir, &err);
         if (!sc.tok) {
             free(prompt);
             return cli_error(CMD, "%s", err.msg);
@@ -193,7 +192,7 @@ int cmd_generate(int argc, char **argv) {
     if (stops.n && !sc.tok) {
         free(prompt);
         tok_free(sc.tok);
-        return cli_error(CMD, "--stop needs the model's tokenizer (%s has no tokenizer.json)", dir);
+        return cli_error(CMD, "--stop needs the model's tokenizer (%s has no tokenizer.json / GGUF vocabulary)", dir);
     }
     if (stops.n && !(sc.stop = sp_stopstr_create(stops.v, stops.n, &err))) {
         free(prompt);

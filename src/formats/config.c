@@ -405,3 +405,8 @@ int sp_config_load(sp_config *cfg, const char *path, sp_err *err) {
     free(text);
     return rc;
 }
+
+int sp_config_check(sp_config *cfg, const char *what, sp_err *err) {
+    ctx_t c = {what, err};
+    return validate(&c, cfg);
+}

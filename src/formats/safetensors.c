@@ -612,3 +612,34 @@ int st_get(const st_set *s, const char *name, sp_dtype dtype, int ndim, const in
     *out = t;
     return 0;
 }
+
+int st_get_weight(const st_set *s, const char *name, int64_t n, int64_t k, const void **data, sp_dtype *dt,
+                  sp_err *err) {
+    char key[320];
+    snprintf(key, sizeof key, "quant.%s", name);
+    const char *q = st_metadata(s, key);
+    const st_tensor *t;
+    if (!q) {
+        int64_t shape[2] = {n, k};
+        if (st_get(s, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        *data = t->data;
+        *dt = t->dtype;
+        return 0;
+    }
+    static const sp_dtype quant[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K};
+    sp_dtype qt = SP_DT_UNKNOWN;
+    for (size_t i = 0; i < sizeof quant / sizeof quant[0]; i++)
+        if (!strcmp(q, sp_dtype_name(quant[i]))) qt = quant[i];
+    if (qt == SP_DT_UNKNOWN)
+        return sp_err_set(err, "%s: metadata %s = \"%.40s\": not a quantized type (Q8_0, Q4_0, Q4_K, Q6_K)", s->origin,
+                          key, q);
+    size_t row = sp_dtype_row_bytes(qt, (size_t)k);
+    if (row == 0)
+        return sp_err_set(err, "tensor \"%.200s\": %lld-element rows are not whole %s blocks", name, (long long)k, q);
+    int64_t shape[2] = {n, (int64_t)row};
+    if (st_get(s, name, SP_DT_U8, 2, shape, &t, err)) return sp_err_wrap(err, "(%s blocks of [%lld, %lld])", q,
+                                                                         (long long)n, (long long)k);
+    *data = t->data;
+    *dt = qt;
+    return 0;
+}

@@ -244,9 +244,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     if (sp_model_load(&m, c.model_dir, c.threads, err)) goto out;
     const sp_config *cfg = sp_model_config(m);
 
-    char tpath[4096];
-    sp_path_join(tpath, sizeof tpath, c.model_dir, "tokenizer.json");
-    if (sp_file_exists(tpath) && !(tok = tok_load_dir(c.model_dir, err))) goto out;
+    if (tok_model_has_tokenizer(c.model_dir) && !(tok = tok_load_model(c.model_dir, err))) goto out;
     if (c.n_taps == 0) c.n_taps = tr_auto_taps(c.taps, cfg->n_layers);
     for (int i = 0; i < c.n_taps; i++)
         if (c.taps[i] < 0 || c.taps[i] >= cfg->n_layers - 1 || (i && c.taps[i] <= c.taps[i - 1])) {

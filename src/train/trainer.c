@@ -127,6 +127,9 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char cfgpath[4096];
     sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (!sp_file_exists(cfgpath))
+        return sp_err_set(err, "%s: train needs the target's Hugging Face directory (its config.json is the base of "
+                               "the drafter's); a GGUF target works for regen, not for train", c->model_dir);
     if (tr_config_json(config_json, cfgpath, &d, 512, err)) return -1;
     /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
      * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
@@ -203,7 +206,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     cstar = malloc(sizeof(float) * c->batch * d.B);
     if (!grad || !am || !av || !Wlm || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
     /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
-    sp_to_f32(Wlm, target->lm_head.data, target->lm_head.dt, (size_t)d.V * d.H);
+    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
 
     /* this rank's slice [lo, hi) of every global batch */
     int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
