@@ -239,18 +239,15 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
         return NULL;
     }
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        sp_err_set(err, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 24) {
+    off_t size = 0;
+    int fd = sp_open_regular(path, &size, err);
+    if (fd < 0) goto fail;
+    if (size < 24) {
         close(fd);
         sp_err_set(err, "%s: not a GGUF file (too small)", path);
         goto fail;
     }
-    f->size = (size_t)st.st_size;
+    f->size = (size_t)size;
     void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {

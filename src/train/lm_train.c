@@ -401,6 +401,11 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     res->eval_tokens = ev_data.n;
     res->n_params = lay.n;
 
+    if (o->n_threads > sp_pool_max_threads()) {
+        sp_err_set(err, "train-lm: threads: %d asked, at most %d allowed (%d per online CPU)", o->n_threads,
+                   sp_pool_max_threads(), SP_POOL_THREADS_PER_CPU);
+        goto done;
+    }
     pool = sp_pool_create(o->n_threads);
     acts = lm_acts_create(&lay, o->batch, o->seq, err);
     w = malloc(lay.n * sizeof *w);

@@ -209,8 +209,13 @@ static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, i
 
 int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *err) {
     tr_regen_cfg c = *cin;
-    if (c.shard_records <= 0) c.shard_records = 256;
-    if (c.max_len <= 0) c.max_len = 4096;
+    if (c.shard_records < 0 || c.shard_records > TR_REGEN_MAX_RECORDS || c.max_len < 0 ||
+        c.max_len > TR_REGEN_MAX_TOKENS || c.generate < 0 || c.generate > TR_REGEN_MAX_TOKENS)
+        return sp_err_set(err, "--shard-records %d (0..%d), --max-len %d and --generate %d (0..%d): a value is out of range",
+                          c.shard_records, TR_REGEN_MAX_RECORDS, c.max_len, c.generate, TR_REGEN_MAX_TOKENS);
+    if (!isfinite(c.temp) || c.temp < 0) return sp_err_set(err, "--temp %g must be a finite number >= 0", c.temp);
+    if (c.shard_records == 0) c.shard_records = 256;
+    if (c.max_len == 0) c.max_len = 4096;
     int n_written = 0, n_skipped = 0, rc = -1;
     char *text = NULL;
     size_t text_n = 0;
@@ -256,7 +261,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     tap = malloc(sizeof(float) * chunk * nt * H);
     gen = malloc(sizeof(int32_t) * (c.generate + 1));
     if (!hid || !tap || !gen) { sp_err_set(err, "out of memory"); goto out; }
-    int n_shards = (n_lines + c.shard_records - 1) / c.shard_records;
+    int n_shards = (int)(((int64_t)n_lines + c.shard_records - 1) / c.shard_records);
     sp_progress pr;
     if (c.progress) sp_progress_start(&pr, "regen", n_lines, "rec");
     double tokens = 0, t0 = sp_time_ms();
@@ -314,6 +319,10 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
         hid_bf = NULL; ml_bf = NULL;
         if (bad) goto out;
         n_written++;
+    }
+    if (n_written + n_skipped == 0 && (!c.dist || c.dist->size <= 1)) {
+        sp_err_set(err, "%s: no shard written for %d records", c.out_dir, n_lines);
+        goto out;
     }
     if (c.progress) {
         char extra[64];

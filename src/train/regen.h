@@ -19,6 +19,10 @@
 #include "specula.h"
 #include "train/dist.h"
 
+/* the largest --shard-records, and the largest --max-len / --generate (tokens) regen accepts */
+#define TR_REGEN_MAX_RECORDS (1 << 20)
+#define TR_REGEN_MAX_TOKENS (1 << 24)
+
 typedef struct {
     const char *model_dir, *data_path, *out_dir;
     int n_taps;          /* 0: auto (FORMATS.md §7.1 rule for 5 draft layers) */

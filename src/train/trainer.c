@@ -123,6 +123,10 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
                  .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
                  .mask_id = c->mask_id >= 0 ? c->mask_id : newdrafter_mask_id(tc), .n_target_layers = tc->n_layers,
                  .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma, .markov = c->markov_head};
+    for (int i = 0; i < m; i++)
+        if (taps[i] < 0 || taps[i] >= tc->n_layers - 1 || (i > 0 && taps[i] <= taps[i - 1]))
+            return sp_err_set(err, "the shards' tap layer %d is not one of the target's layers 0..%d (strictly "
+                                   "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char cfgpath[4096];
@@ -297,6 +301,11 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         st.loss = sums[0]; st.ce = sums[1]; st.l1 = sums[2]; st.bce = sums[3];
         tr_dist_sum_f32(c->dist, grad, m.n);
         double gn = tr_clip_grad(grad, m.n, oc.clip);
+        if (!isfinite(st.loss) || !isfinite(gn)) {
+            sp_err_set(err, "step %ld: loss %g, gradient norm %g: training diverged (lower --lr); nothing "
+                            "saved after the last checkpoint", step, st.loss, gn);
+            goto out;
+        }
         double lr = tr_lr_at(&oc, step);
         tr_adamw_step(m.w, grad, am, av, m.n, step, lr, &oc);
         batch.P = P_keep;
@@ -331,6 +340,12 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
             sp_progress_update(&pr, (double)step, extra);
         }
         int save = rank == 0 && (step == total || (c->save_every > 0 && step % c->save_every == 0));
+        for (size_t i = 0; save && i < m.n; i++)
+            if (!isfinite(m.w[i])) {
+                sp_err_set(err, "step %ld: parameter %zu is %g: training diverged (lower --lr); the last "
+                                "checkpoint is kept", step, i, m.w[i]);
+                goto out;
+            }
         if (save) {
             char state[512];
             snprintf(state, sizeof state,
