@@ -189,6 +189,37 @@ static int split_lines(const char *text, size_t n, line_ref **out, int *count) {
     return 0;
 }
 
+/* Parse and check every non-blank line of text into recs[n_lines] (calloc'd; the caller frees
+ * each record's ids and the array, also on failure); lengths cut to max_len. */
+static int parse_all(const char *text, const line_ref *lines, int n_lines, const char *path, tok_tokenizer *tok,
+                     int vocab, int generate, int max_len, record **out, sp_err *err) {
+    record *recs = calloc(n_lines ? n_lines : 1, sizeof(record));
+    *out = recs;
+    if (!recs) return sp_err_set(err, "out of memory");
+    for (int i = 0; i < n_lines; i++) {
+        char what[4200];
+        snprintf(what, sizeof what, "%s:%d", path, lines[i].lineno);
+        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, tok, vocab, generate, err)) return -1;
+        if (recs[i].n > max_len) recs[i].n = max_len;
+        if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
+    }
+    return 0;
+}
+
+int tr_regen_check_records(const char *text, size_t n, const char *path, tok_tokenizer *tok, int vocab,
+                           int generate, int *n_records, sp_err *err) {
+    line_ref *lines = NULL;
+    int n_lines = 0;
+    record *recs = NULL;
+    if (split_lines(text, n, &lines, &n_lines)) return sp_err_set(err, "%s: out of memory", path);
+    int rc = parse_all(text, lines, n_lines, path, tok, vocab, generate, TR_REGEN_MAX_TOKENS, &recs, err);
+    for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
+    free(recs);
+    free(lines);
+    if (!rc && n_records) *n_records = n_lines;
+    return rc;
+}
+
 /* Target forward over one sequence: hidden [n, H] and taps [n, m·H] as bf16. */
 static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, int nt, uint16_t *hid_bf,
                       uint16_t *ml_bf, float *hid, float *tap, int chunk, sp_err *err) {
@@ -245,16 +276,8 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
         }
     if (c.n_taps < 1) { sp_err_set(err, "%s: the target has too few layers for taps", c.model_dir); goto out; }
     /* parse and check every record before any work */
-    recs = calloc(n_lines, sizeof(record));
-    if (!recs) { sp_err_set(err, "out of memory"); goto out; }
-    for (int i = 0; i < n_lines; i++) {
-        char what[4200];
-        snprintf(what, sizeof what, "%s:%d", c.data_path, lines[i].lineno);
-        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, tok, cfg->vocab_size, c.generate, err))
-            goto out;
-        if (recs[i].n > c.max_len) recs[i].n = c.max_len;
-        if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
-    }
+    if (parse_all(text, lines, n_lines, c.data_path, tok, cfg->vocab_size, c.generate, c.max_len, &recs, err))
+        goto out;
     if (sp_mkdir_p(c.out_dir, err)) goto out;
     int H = cfg->hidden_size, nt = c.n_taps, chunk = 256;
     hid = malloc(sizeof(float) * chunk * H);
