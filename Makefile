@@ -29,7 +29,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h)
 TEST_HEADERS := $(wildcard tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean fuzz-build fuzz-bins fuzz fuzz-ci
+.PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean fuzz-build fuzz-bins fuzz fuzz-ci valgrind
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -90,13 +90,20 @@ fuzz:
 fuzz-ci: fuzz-build
 	sh fuzz/run.sh all $(or $(FUZZ_S),12)
 
-# README command 2: install, build (gcc, clang, sanitizers) and run every test, then the bounded
-# fuzz run of every parser.
+# valgrind memcheck of a short plain and speculative generate (tools/valgrind-check.sh), on a
+# build without -march=native: valgrind does not decode AVX-512
+valgrind:
+	$(MAKE) BUILD=build-valgrind OPT="-O1 -g" EXTRA_CFLAGS=-Wno-psabi NO_MPI=1 build-valgrind/specula
+	sh tools/valgrind-check.sh build-valgrind/specula
+
+# README command 2: install, build (gcc, clang, sanitizers) and run every test (LeakSanitizer on
+# in the ASan build), then valgrind on generate and the bounded fuzz run of every parser.
 test: deps
 	$(MAKE) all
 	$(MAKE) clang
 	$(MAKE) asan
 	sh tests/run.sh build build-asan
+	$(MAKE) valgrind
 	$(MAKE) fuzz-ci
 
 test-fast: all
@@ -108,7 +115,7 @@ run: deps
 	sh tools/run-default.sh
 
 clean:
-	rm -rf build build-asan build-clang build-fuzz
+	rm -rf build build-asan build-clang build-fuzz build-valgrind
 
 # The embedded pair's benchmark report (JSON + plots in build/bench/).
 bench: all

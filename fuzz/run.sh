@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh NAME|all SECONDS [libFuzzer flags...] — run build-fuzz/fuzz_NAME (or every target, one
 # after another) for SECONDS each on its seeds (build-fuzz/seeds/NAME) and its growing corpus
-# (build-fuzz/corpus/NAME). A crash, sanitizer report, leak, timeout (10 s per input) or memory
+# (build-fuzz/corpus/NAME), replaying first every past finding in fuzz/regressions/NAME/. A crash, sanitizer report, leak, timeout (10 s per input) or memory
 # blow-up (2 GB) is a finding: the input is saved under build-fuzz/findings/ and the exit status
 # is non-zero. One line per target: executions, executions per second, edges covered.
 cd "$(dirname "$0")/.." || exit 1
@@ -23,7 +23,8 @@ for n in $names; do
     log=build-fuzz/fuzz_$n.log
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
         "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-        -artifact_prefix="build-fuzz/findings/$n-" "$@" "build-fuzz/corpus/$n" "build-fuzz/seeds/$n" >"$log" 2>&1
+        -artifact_prefix="build-fuzz/findings/$n-" "$@" "build-fuzz/corpus/$n" "build-fuzz/seeds/$n" \
+        $(ls -d "fuzz/regressions/$n" 2>/dev/null) >"$log" 2>&1
     rc=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")

@@ -246,6 +246,63 @@ static void test_leftovers(void) {
     CHECK(harness_run(cmd, listing, sizeof listing) != 0 && listing[0] == 0, "failed new-model left: %s", listing);
 }
 
+/* the library's file helpers: regular-file checks, stale temp removal, directory publishing */
+static void test_core_files(void) {
+    sp_err err;
+    off_t size = -1;
+    CHECK(sp_open_regular("/dev/null", &size, &err) < 0 && strstr(err.msg, "a device"), "/dev/null: %s", err.msg);
+    CHECK(sp_open_regular(root, &size, &err) < 0 && strstr(err.msg, "a directory"), "dir: %s", err.msg);
+    char p[600], q[600], t[900], dead[700], live[700];
+    snprintf(p, sizeof p, "%s/f.txt", root);
+    write_text(p, "12345");
+    int fd = sp_open_regular(p, &size, &err);
+    CHECK(fd >= 0 && size == 5, "regular file: fd %d size %lld", fd, (long long)size);
+    if (fd >= 0) close(fd);
+    char *text = NULL;
+    size_t n = 0;
+    CHECK(sp_read_file(p, &text, &n, &err) == 0 && n == 5 && !strcmp(text, "12345"), "sp_read_file");
+    free(text);
+
+    /* stale temps: a dead writer's file and directory go, a live writer's stay, others untouched */
+    snprintf(q, sizeof q, "%s/out", root);
+    long dp = dead_pid();
+    snprintf(dead, sizeof dead, "%s.tmp.%ld", q, dp);
+    snprintf(live, sizeof live, "%s.tmp.%ld", q, (long)getppid());
+    snprintf(t, sizeof t, "%s/inner", dead);
+    CHECK(sp_mkdir_p(t, &err) == 0, "%s", err.msg);
+    write_text(live, "x");
+    snprintf(t, sizeof t, "%s.tmp.notapid", q);
+    write_text(t, "x");
+    CHECK(sp_remove_stale_tmp(q) == 1, "one stale temp expected");
+    CHECK(!sp_file_exists(dead) && sp_file_exists(live) && sp_file_exists(t), "stale temp removal");
+    unlink(live);
+    unlink(t);
+
+    /* publishing a directory: into nothing (one rename), then over an existing one (per entry) */
+    char tmp[700];
+    CHECK(sp_tmp_name(tmp, sizeof tmp, q) == 0, "tmp name");
+    CHECK(sp_mkdir_p(tmp, &err) == 0, "%s", err.msg);
+    snprintf(t, sizeof t, "%s/a.txt", tmp);
+    write_text(t, "new a");
+    CHECK(sp_dir_publish(tmp, q, &err) == 0 && !sp_file_exists(tmp), "publish: %s", err.msg);
+    snprintf(t, sizeof t, "%s/keep.txt", q);
+    write_text(t, "kept");
+    CHECK(sp_mkdir_p(tmp, &err) == 0, "%s", err.msg);
+    snprintf(t, sizeof t, "%s/a.txt", tmp);
+    write_text(t, "newer a");
+    CHECK(sp_dir_publish(tmp, q, &err) == 0 && !sp_file_exists(tmp), "publish over: %s", err.msg);
+    snprintf(t, sizeof t, "%s/a.txt", q);
+    CHECK(sp_read_file(t, &text, &n, &err) == 0 && !strcmp(text, "newer a"), "a.txt not replaced");
+    free(text);
+    snprintf(t, sizeof t, "%s/keep.txt", q);
+    CHECK(sp_file_exists(t), "publish removed an unrelated file");
+    /* the name of a directory given with a trailing slash stays beside it, not inside */
+    char slash[620];
+    snprintf(slash, sizeof slash, "%s/", q);
+    CHECK(sp_tmp_name(tmp, sizeof tmp, slash) == 0 && strncmp(tmp, q, strlen(q)) == 0 && tmp[strlen(q)] == '.',
+          "tmp name of %s: %s", slash, tmp);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(root, sizeof root, "/tmp/specula_test_harden_%d", (int)getpid());
@@ -273,6 +330,7 @@ int main(int argc, char **argv) {
         printf("FAIL setup: %s\n", cmd);
         return 1;
     }
+    RUN(test_core_files);
     RUN(test_not_regular_files);
     RUN(test_stdout_errors);
     RUN(test_ranges);

@@ -176,6 +176,10 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
     const sp_config *tc = sp_model_config(target);
+    if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma)) {
+        sp_err_set(err, "--lr %g must be a finite number > 0 and --gamma %g finite", c->lr, c->gamma);
+        goto out;
+    }
     if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0) {
         sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range", c->block,
                    c->batch, c->layers, c->ctx, c->markov_rank);
@@ -362,7 +366,12 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     res->gflops = flops / (train_ms / 1000 + 1e-9) / 1e9;
     rc = 0;
 out:
-    if (log) fclose(log);
+    if (log) { /* a log that could not be written fails the run */
+        int bad = ferror(log);
+        if (fclose(log) != 0) bad = 1;
+        if (bad && rc == 0) rc = sp_err_set(err, "%s: cannot write the training log", c->log_path ? c->log_path :
+                                            "train_log.csv");
+    }
     free(config_json); free(grad); free(am); free(av); free(Wlm); free(cstar);
     tr_batch_free(&batch);
     tr_acts_free(acts);
