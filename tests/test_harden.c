@@ -238,6 +238,19 @@ static void test_leftovers(void) {
     snprintf(p, sizeof p, "%s/model.safetensors", out);
     CHECK(is_dir(out) && sp_file_exists(p), "new-model: %s incomplete", out);
 
+    /* new-drafter publishes the same way: whole on success, nothing on failure */
+    snprintf(out, sizeof out, "%s/dr", root);
+    snprintf(cmd, sizeof cmd, "%s new-drafter --arch dspark -m %s --seed 1 -o %s", bin, target, out);
+    CHECK(run(cmd) == 0, "new-drafter");
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    CHECK(sp_file_exists(p), "new-drafter: no %s", p);
+    snprintf(cmd, sizeof cmd, "ls -d %s.tmp.* 2>/dev/null", out);
+    char left[512];
+    CHECK(harness_run(cmd, left, sizeof left) != 0 && left[0] == 0, "new-drafter left %s", left);
+    snprintf(cmd, sizeof cmd, "%s new-drafter --arch dspark -m %s/nothing --seed 1 -o %s/dr_bad; ls -d %s/dr_bad* "
+             "2>/dev/null", bin, root, root, root);
+    CHECK(harness_run(cmd, left, sizeof left) != 0 && left[0] == 0, "failed new-drafter left: %s", left);
+
     /* a failing new-model (an unknown preset) leaves nothing behind */
     snprintf(out, sizeof out, "%s/nm_bad", root);
     snprintf(cmd, sizeof cmd, "%s new-model --arch qwen3 --preset nosuch --seed 1 -o %s; ls -d %s* 2>/dev/null",

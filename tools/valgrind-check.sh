@@ -1,6 +1,6 @@
 #!/bin/sh
 # valgrind-check.sh SPECULA — one valgrind memcheck run of a short plain generate and a short
-# speculative generate (the embedded DSpark drafter) on the embedded default model, two threads.
+# speculative generate (the embedded DSpark drafter) on the embedded default model, one thread.
 # Any memory error or definite leak fails (exit 1). SPECULA must be built without AVX-512
 # (valgrind does not decode it): `make valgrind` builds build-valgrind/specula for this.
 cd "$(dirname "$0")/.." || exit 1
@@ -22,10 +22,10 @@ check() {
         fail=1
     fi
 }
-check generate generate -m "$M" -p "Once upon a time" -n 4 -t 2
+check generate generate -m "$M" -p "Once upon a time" -n 3 -t 1
 if [ -f "$D/config.json" ]; then
-    check generate-spec generate -m "$M" -p "Once upon a time" -n 8 -t 2 --spec dspark -md "$D"
+    check generate-spec generate -m "$M" -p "Once upon a time" -n 4 -t 1 --spec dspark -md "$D"
 else
-    check generate-spec generate -m "$M" -p "Once upon a time" -n 8 -t 2 --spec ngram
+    check generate-spec generate -m "$M" -p "Once upon a time" -n 4 -t 1 --spec ngram
 fi
 exit $fail
