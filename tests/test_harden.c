@@ -92,6 +92,9 @@ static void test_not_regular_files(void) {
     CHECK(run(cmd) != 0 && err_has("not a regular file (a FIFO)"), "tokenize -f FIFO");
     snprintf(cmd, sizeof cmd, "timeout 20 %s regen -m %s --data %s -o %s/x -q", bin, target, root, root);
     CHECK(run(cmd) == 2 && err_has("not a regular file (a directory)"), "regen --data DIR");
+    snprintf(cmd, sizeof cmd, "timeout 20 %s new-model --arch qwen3 --preset tiny --seed 1 --tokenizer "
+             "%s/fifomodel/config.json -o %s/nmf", bin, root, root);
+    CHECK(run(cmd) != 0 && err_has("not a regular file (a FIFO)"), "new-model --tokenizer FIFO");
     snprintf(cmd, sizeof cmd, "timeout 20 %s regen -m %s --data /dev/zero -o %s/x -q", bin, target, root);
     CHECK(run(cmd) == 2 && err_has("/dev/zero: not a regular file (a device)"), "regen --data /dev/zero");
 }

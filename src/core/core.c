@@ -427,6 +427,13 @@ int sp_open_regular(const char *path, off_t *size, sp_err *err) {
     return fd;
 }
 
+int sp_check_regular(const char *path, sp_err *err) {
+    int fd = sp_open_regular(path, NULL, err);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
+}
+
 int sp_read_file(const char *path, char **out, size_t *n, sp_err *err) {
     off_t len = 0;
     int fd = sp_open_regular(path, &len, err);

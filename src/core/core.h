@@ -113,6 +113,9 @@ int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *er
  * error naming it; a FIFO never blocks the open). Returns the descriptor (the caller closes it)
  * with the size in *size, or -1 with err set. */
 int sp_open_regular(const char *path, off_t *size, sp_err *err);
+/* 0 when path is a regular file that can be opened for reading, else -1 with err (as above);
+ * for readers that open the file themselves (json_load_file). */
+int sp_check_regular(const char *path, sp_err *err);
 /* Read a whole regular file into a malloc'd NUL-terminated buffer. Caller frees. */
 int sp_read_file(const char *path, char **out, size_t *n, sp_err *err);
 int sp_mkdir_p(const char *path, sp_err *err);

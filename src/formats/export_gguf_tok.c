@@ -191,6 +191,7 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
                                sp_err *err) {
     const int V = c->vocab_size;
     json_error_t je;
+    if (sp_check_regular(tj_path, err)) return -1;
     json_t *root = json_load_file(tj_path, 0, &je), *tcfg = NULL;
     if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", tj_path, je.line, je.text);
     const char **tokens = calloc((size_t)V, sizeof *tokens);
@@ -317,6 +318,7 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     /* special ids: tokenizer_config.json strings first, then config.json ids */
     char path[4096];
     sp_path_join(path, sizeof path, dir, "tokenizer_config.json");
+    if (sp_file_exists(path) && sp_check_regular(path, err)) goto out;
     if (sp_file_exists(path) && !(tcfg = json_load_file(path, 0, &je))) {
         sp_err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
         goto out;

@@ -205,6 +205,7 @@ static int token_id(json_t *root, const char *content) {
  * tokenizer_config.json beside it (null when that file says null; nothing when it is silent). */
 static int tokenizer_info(const char *path, int *n_ids, char *bos_set, char *eos_set, size_t cap, sp_err *err) {
     json_error_t je;
+    if (sp_check_regular(path, err)) return -1;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
     json_int_t max_id = -1;
@@ -233,7 +234,8 @@ static int tokenizer_info(const char *path, int *n_ids, char *bos_set, char *eos
     char *slash = strrchr(cfg_path, '/');
     snprintf(slash ? slash + 1 : cfg_path, sizeof cfg_path - (size_t)(slash ? slash + 1 - cfg_path : 0),
              "tokenizer_config.json");
-    json_t *tc = sp_file_exists(cfg_path) ? json_load_file(cfg_path, 0, NULL) : NULL;
+    json_t *tc = sp_file_exists(cfg_path) && !sp_check_regular(cfg_path, NULL) ? json_load_file(cfg_path, 0, NULL)
+                                                                               : NULL;
     static const char *names[2] = {"bos", "eos"};
     char *outs[2] = {bos_set, eos_set};
     for (int t = 0; t < 2 && json_is_object(tc); t++) {

@@ -293,6 +293,7 @@ static int load_checkpoint(trainer *tr, int *step, sp_err *err) {
     free(txt);
     snprintf(path, sizeof path, "%s/%s/trainer_state.json", o->out_dir, name);
     json_error_t je;
+    if (sp_check_regular(path, err)) return -1;
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j) return sp_err_set(err, "%s: %s (line %d)", path, je.text, je.line);
     json_int_t s = json_integer_value(json_object_get(j, "step"));
