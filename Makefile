@@ -86,9 +86,9 @@ fuzz:
 	@test -n "$(T)" || { echo "usage: make fuzz T=NAME S=SECONDS (NAME: $(FUZZ_SRC:fuzz/fuzz_%.c=%))"; exit 2; }
 	sh fuzz/run.sh $(T) $(or $(S),60)
 
-# CI: every target for FUZZ_S seconds each (default 12)
+# CI: every target for FUZZ_S seconds each (default 10)
 fuzz-ci: fuzz-build
-	sh fuzz/run.sh all $(or $(FUZZ_S),12)
+	sh fuzz/run.sh all $(or $(FUZZ_S),10)
 
 # valgrind memcheck of a short plain and speculative generate (tools/valgrind-check.sh), on a
 # build without -march=native: valgrind does not decode AVX-512
