@@ -409,8 +409,8 @@ int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
     SP_ASSERT(kv->arr_type < GGUF_TYPE_COUNT && scalar_size[kv->arr_type] && i < kv->arr_n);
     load_scalar(&tmp, kv->arr_type, kv->arr_data + i * scalar_size[kv->arr_type]);
-    if (kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64)
-        return (int64_t)tmp.v.f;
+    if (kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64) /* NaN / out of range: INT64_MIN */
+        return tmp.v.f >= -9223372036854775808.0 && tmp.v.f < 9223372036854775808.0 ? (int64_t)tmp.v.f : INT64_MIN;
     return is_signed_type(kv->arr_type) ? tmp.v.i : (int64_t)tmp.v.u;
 }
 
