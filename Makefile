@@ -20,7 +20,20 @@ CFLAGS   += -DSP_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null)
 LDLIBS   += $(shell mpicc --showme:link 2>/dev/null)
 endif
 
-LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+# Instruction-set variants: src/*/*_avx512.c and *_avx2.c are x86-64 only, *_neon.c aarch64
+# only; each is compiled with its instruction set enabled and entered only after the run-time
+# check of src/core/cpu.h picks that tier.
+TARGET_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(findstring aarch64,$(TARGET_MACHINE)),)
+ISA_EXCLUDE := %_avx512.c %_avx2.c
+else
+ISA_EXCLUDE := %_neon.c
+endif
+ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_AVX2   := -mavx2 -mfma -mf16c -mno-avx512f
+ISA_NEON   := -march=armv8.2-a+dotprod+fp16
+
+LIB_SRC  := $(sort $(filter-out src/cli/% $(ISA_EXCLUDE),$(wildcard src/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -29,7 +42,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h)
 TEST_HEADERS := $(wildcard tests/*.h)
 
-.PHONY: all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean fuzz-build fuzz-bins fuzz fuzz-ci valgrind
+.PHONY: install check-install all deps test test-fast run asan clang bench bench-dflash bench-kernels bench-train clean \
+        fuzz-build fuzz-bins fuzz fuzz-ci valgrind
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
@@ -39,12 +53,29 @@ $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/%_avx512.o: %_avx512.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
+
+$(BUILD)/%_avx2.o: %_avx2.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
+
+$(BUILD)/%_neon.o: %_neon.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_NEON) -c $< -o $@
+
 $(BUILD)/libspecula.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libspecula.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+# The shared library exports exactly the functions of the public header (tools/public-symbols.sh).
+$(BUILD)/libspecula.map: include/specula.h tools/public-symbols.sh
+	@mkdir -p $(dir $@)
+	sh tools/public-symbols.sh include/specula.h > $@
+
+$(BUILD)/libspecula.so: $(LIB_OBJ) $(BUILD)/libspecula.map
+	$(CC) -shared -Wl,--version-script=$(BUILD)/libspecula.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/specula: $(CLI_OBJ) $(BUILD)/libspecula.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
@@ -105,6 +136,28 @@ test: deps
 	sh tests/run.sh build build-asan
 	$(MAKE) valgrind
 	$(MAKE) fuzz-ci
+
+# `make install PREFIX=DIR`: the library (static and shared), the public header, the `specula`
+# binary, specula.pc for pkg-config and the embedded default model (PREFIX/share/specula/default,
+# where `specula run` finds it).
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define SPECULA_VERSION "\([^"]*\)".*/\1/p' include/specula.h)
+install: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	           $(DESTDIR)$(PREFIX)/share/specula
+	install -m 644 $(BUILD)/libspecula.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libspecula.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/specula.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/specula $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/specula.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/specula.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/specula/default
+	cp -R models/default $(DESTDIR)$(PREFIX)/share/specula/default
+
+# Installs into a scratch prefix, checks that libspecula.so exports only sp_* symbols, builds
+# examples/generate.c through pkg-config against the installed library and runs it (tests/run.sh
+# runs it too, as one of its shell checks).
+check-install: all
+	sh tests/check_install.sh $(BUILD)
 
 test-fast: all
 	sh tests/run.sh build

@@ -7,13 +7,18 @@
  *   GFLOP/s at T=512 (2 threads);
  *   OpenBLAS sgemv (T=1) and sgemm (T=512) on the same f32 shapes, 2 threads.
  * Each figure is the best of a few repetitions (the machine is shared; noise is one-sided).
- * Usage: bench_kernels [quick]   (quick: fewer repetitions) */
+ * `bench_kernels [quick] quant` instead compares the quantized types with bf16 (bench_quant);
+ * `bench_kernels [quick] gguf FILE` times every matmul of one step of a GGUF model (bench_gguf).
+ * Usage: bench_kernels [quick] [quant | gguf FILE]   (quick: fewer repetitions) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/gguf.h"
+#include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 void openblas_set_num_threads(int);
 
@@ -39,13 +44,25 @@ typedef struct {
 static wset wset_make(int N, int K, sp_dtype dt) {
     wset w = {0};
     w.dt = dt, w.N = N, w.K = K;
-    w.bytes = (size_t)N * K * sp_dtype_size(dt);
+    w.bytes = (size_t)N * sp_dtype_row_bytes(dt, (size_t)K);
     w.copies = (int)(ROTATE_BYTES / w.bytes) + 1;
     if (w.bytes >= ROTATE_BYTES) w.copies = 1;
     w.buf = aligned_alloc(64, (w.bytes * w.copies + 63) / 64 * 64);
     if (!w.buf) {
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
+    }
+    if (sp_dtype_is_quant(dt)) { /* random blocks with a finite f16 scale (and min) */
+        size_t bb = sp_dtype_block_bytes(dt), nblk = w.bytes / bb * w.copies;
+        unsigned char *b = w.buf;
+        for (size_t i = 0; i < nblk * bb; i++) b[i] = (unsigned char)((i * 2654435761u) >> 13);
+        uint16_t d = sp_f32_to_f16(0.01f);
+        size_t doff = dt == SP_DT_Q6_K ? 208 : 0;
+        for (size_t i = 0; i < nblk; i++) {
+            memcpy(b + i * bb + doff, &d, 2);
+            if (dt == SP_DT_Q4_K) memcpy(b + i * bb + 2, &d, 2);
+        }
+        return w;
     }
     size_t n = (size_t)N * K * w.copies;
     for (size_t i = 0; i < n; i++) {
@@ -175,8 +192,111 @@ static void bench_attention(sp_pool *p1, sp_pool *p2) {
     free(K), free(V), free(q), free(o);
 }
 
+/* Quantized weights next to bf16 on the same shapes: decode GB/s of the bytes each type
+ * streams (1 and 2 threads) and that as a share of the measured DRAM read bandwidth, the cost
+ * of T = 8 (a verify) over T = 1, and T = 512 GFLOP/s. All types of a shape are timed
+ * round-robin in one loop, so their ratios come from the same moments of machine load. */
+static void bench_quant(sp_pool *p1, sp_pool *p2, const shape *shapes, int nshapes) {
+    const sp_dtype dts[] = {SP_DT_BF16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K};
+    enum { ND = sizeof dts / sizeof dts[0] };
+    double bw1 = sp_measure_read_bw(p1), bw2 = sp_measure_read_bw(p2);
+    printf("quantized weights (tier %s); DRAM read bandwidth %.1f GB/s 1 thread, %.1f GB/s 2 threads\n",
+           getenv("SPECULA_CPU") ? getenv("SPECULA_CPU") : "best", bw1, bw2);
+    printf("%-26s %-5s %8s %8s %6s %6s | %7s %7s | %7s %9s\n", "shape", "W", "MB", "ms T1", "GB/s", "%bw", "GB/s",
+           "%bw", "T8/T1", "T512");
+    printf("%-26s %-5s %8s %8s %6s %6s | %7s %7s | %7s %9s\n", "", "", "", "2 thr", "2 thr", "2 thr", "1 thr",
+           "1 thr", "2 thr", "GFLOP/s");
+    for (int si = 0; si < nshapes; si++) {
+        shape s = shapes[si];
+        float *X = aligned_alloc(64, (size_t)512 * s.K * sizeof(float));
+        float *Y = aligned_alloc(64, (size_t)512 * s.N * sizeof(float));
+        if (!X || !Y) exit(1);
+        for (size_t i = 0; i < (size_t)512 * s.K; i++) X[i] = (float)((i * 40503u) % 1999) / 1000.0f - 1.0f;
+        wset w[ND];
+        for (int d = 0; d < ND; d++) w[d] = wset_make(s.N, s.K, dts[d]);
+        int r = s.N > 100000 ? (reps + 3) / 4 : reps;
+        double best[ND][3];
+        for (int d = 0; d < ND; d++) best[d][0] = best[d][1] = best[d][2] = 1e30;
+        for (int k = 0; k < r; k++)
+            for (int d = 0; d < ND; d++)
+                for (int v = 0; v < 3; v++) {
+                    sp_mat m = wset_get(&w[d], rotation++);
+                    double t0 = sp_time_ms();
+                    sp_matmul(v == 0 ? p1 : p2, Y, X, v == 2 ? 8 : 1, &m);
+                    double dt = sp_time_ms() - t0;
+                    if (dt < best[d][v]) best[d][v] = dt;
+                }
+        for (int d = 0; d < ND; d++) {
+            double mb = (double)w[d].bytes / 1e6, g1 = mb / best[d][0], g2 = mb / best[d][1], gflops = 0;
+            if (s.prefill) gflops = 2.0 * 512 * s.N * s.K / (time_matmul(p2, &w[d], Y, X, 512, 2) * 1e6);
+            printf("%-26s %-5s %8.1f %8.3f %6.1f %6.0f | %7.1f %7.0f | %7.2f %9.1f\n", s.name, sp_dtype_name(dts[d]), mb,
+                   best[d][1], g2, 100 * g2 / bw2, g1, 100 * g1 / bw1, best[d][2] / best[d][1], gflops);
+            fflush(stdout);
+        }
+        for (int d = 0; d < ND; d++) free(w[d].buf);
+        free(X), free(Y);
+    }
+}
+
+/* Every matmul of one decoder token of a GGUF model, in place from the file: the 2-D weights
+ * of types sp_matmul takes (token_embd only as the head of a tied model), timed at T = 1
+ * (decode), 8 (a verify) and 64 (a prefill chunk), 2 threads. A lower bound of a forward step
+ * (no attention, norms or activations), to set beside llama-bench on the same file. */
+static int bench_gguf(sp_pool *p2, const char *path) {
+    sp_err err;
+    gguf_file *f = gguf_open(path, &err);
+    if (!f) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        return 1;
+    }
+    sp_mat *m = calloc(f->n_tensors, sizeof *m);
+    int nm = 0, has_output = 0, kmax = 0, nmax = 0;
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].name.len == 13 && !memcmp(f->tensors[i].name.ptr, "output.weight", 13)) has_output = 1;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        static const struct { uint32_t id; sp_dtype dt; } ty[] = {{0, SP_DT_F32}, {1, SP_DT_F16}, {30, SP_DT_BF16},
+            {8, SP_DT_Q8_0}, {2, SP_DT_Q4_0}, {12, SP_DT_Q4_K}, {14, SP_DT_Q6_K}};
+        sp_dtype dt = SP_DT_UNKNOWN;
+        for (size_t k = 0; k < sizeof ty / sizeof ty[0]; k++)
+            if (ty[k].id == t->type) dt = ty[k].dt;
+        int embd = t->name.len == 17 && !memcmp(t->name.ptr, "token_embd.weight", 17);
+        if (t->n_dims != 2 || dt == SP_DT_UNKNOWN || (embd && has_output)) continue;
+        m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0]};
+        if (sp_mat_check(&m[nm], "bench", &err)) continue;
+        bytes += (size_t)m[nm].n * sp_dtype_row_bytes(dt, (size_t)m[nm].k);
+        kmax = m[nm].k > kmax ? m[nm].k : kmax, nmax = m[nm].n > nmax ? m[nm].n : nmax;
+        nm++;
+    }
+    float *X = aligned_alloc(64, (size_t)64 * kmax * sizeof(float)), *Y = aligned_alloc(64, (size_t)64 * nmax * sizeof(float));
+    if (!X || !Y) return 1;
+    for (size_t i = 0; i < (size_t)64 * kmax; i++) X[i] = (float)((i * 40503u) % 1999) / 1000.0f - 1.0f;
+    const int Ts[3] = {1, 8, 64};
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++)
+        for (int v = 0; v < 3; v++) {
+            double t0 = sp_time_ms();
+            for (int i = 0; i < nm; i++) sp_matmul(p2, Y, X, Ts[v], &m[i]);
+            double dt = sp_time_ms() - t0;
+            if (dt < best[v]) best[v] = dt;
+        }
+    printf("%s: %d matrices, %.1f MB; all matmuls of one step, 2 threads: T=1 %.2f ms (%.1f tok/s, %.1f GB/s), "
+           "T=8 %.2f ms (%.2fx T=1), T=64 %.2f ms (%.1f tok/s)\n", path, nm, bytes / 1e6, best[0], 1e3 / best[0],
+           bytes / best[0] / 1e6, best[1], best[1] / best[0], best[2], 64e3 / best[2]);
+    free(X), free(Y), free(m);
+    gguf_close(f);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
+    if (argc > 2 && strcmp(argv[argc - 2], "gguf") == 0) { /* bench_kernels [quick] gguf FILE */
+        sp_pool *p = sp_pool_create(2);
+        int rc = bench_gguf(p, argv[argc - 1]);
+        sp_pool_free(p);
+        return rc;
+    }
     shape shapes[] = {
         {"q/gate/up K=1024 N=3072", 3072, 1024, 1},
         {"q_proj    K=1024 N=2048", 2048, 1024, 1},
@@ -184,6 +304,11 @@ int main(int argc, char **argv) {
         {"lm_head   K=1024 N=151936", 151936, 1024, 0},
     };
     sp_pool *p1 = sp_pool_create(1), *p2 = sp_pool_create(2);
+    if (argc > 1 && strcmp(argv[argc - 1], "quant") == 0) { /* bench_kernels [quick] quant */
+        bench_quant(p1, p2, shapes, (int)(sizeof shapes / sizeof *shapes));
+        sp_pool_free(p1), sp_pool_free(p2);
+        return 0;
+    }
     openblas_set_num_threads(2);
     print_dispatch(p2);
     bench_attention(p1, p2);

@@ -13,7 +13,7 @@ S="$BUILD/specula"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$OUT"
-for t in safetensors config tokenizer gguf shards regen cli; do mkdir -p "$OUT/$t"; done
+for t in safetensors config tokenizer gguf shards regen cli jinja; do mkdir -p "$OUT/$t"; done
 
 # a tokenizer trained on a few lines, and tiny checkpoints of each architecture with it
 printf 'the quick brown fox jumps over the lazy dog\nspeculative decoding drafts tokens and verifies them\n0123456789 hello world, HELLO WORLD!\n' > "$tmp/corpus.txt"
@@ -67,5 +67,24 @@ printf '{"messages": [{"role": "system", "content": "be brief"}, {"role": "user"
 printf -- '-m\0DIR\0-n\00064\0--temp\0000.8\0--json\0-s\0000x10' > "$OUT/cli/plain.args"
 printf -- '--model=DIR\0--prompt-ids\0001,2,3\0--spec\0dspark\0-md\0D\0--draft-max\0008\0--\0-x' > "$OUT/cli/spec.args"
 printf -- '-n\0-5\0--n-predict=99999999999\0--temp\0nan\0pos1\0-' > "$OUT/cli/bad.args"
+# chat templates (fuzz_jinja): the template alone (it renders a fixed conversation), or the
+# template, a NUL byte and a JSON object of variables
+cat > "$OUT/jinja/chatml.jinja" <<'J'
+{%- for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] | trim + '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}
+J
+cat > "$OUT/jinja/llama3.jinja" <<'J'
+{{- bos_token }}{%- set ns = namespace(sys='') %}{%- if messages[0].role == 'system' %}{%- set ns.sys = messages[0].content %}{%- set messages = messages[1:] %}{%- endif %}<|start_header_id|>system<|end_header_id|>
+
+{{ ns.sys }}<|eot_id|>{% for m in messages %}{% if m.role not in ['user', 'assistant'] %}{{ raise_exception('bad role ' ~ m.role) }}{% endif %}<|start_header_id|>{{ m.role }}<|end_header_id|>
+
+{{ m.content | tojson if m.content is mapping else m.content }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
+
+{% endif %}
+J
+{ printf '%s' '{% macro say(x, n=2) %}{% for i in range(n) %}{{ x|upper }}{{ loop.index }}{% if not loop.last %},{% endif %}{% endfor %}{% endmacro %}{{ say(name) }} {{ items|join("-") }} {{ items|length }} {{ d.k|default("none") }} {{ "%s=%d"|format("a", 3) }}{{ x is defined }}'
+  printf '\0'
+  printf '%s' '{"name": "hi", "items": [1, 2.5, "x", null, true], "d": {"k": "v"}, "x": {"nested": [[]]}}'; } > "$OUT/jinja/macro-vars.bin"
+[ -f models/default/target/chat_template.jinja ] && cp models/default/target/chat_template.jinja "$OUT/jinja/default.jinja"
 n=0; for d in "$OUT"/*; do n=$((n + $(ls "$d" | wc -l))); done
 echo "make-seeds: $n seeds in $OUT"

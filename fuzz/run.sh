@@ -9,18 +9,18 @@ name=$1; secs=${2:-60}
 [ -n "$name" ] || { echo "usage: fuzz/run.sh NAME|all SECONDS" >&2; exit 2; }
 shift; [ $# -gt 0 ] && shift
 if [ "$name" = all ]; then
-    names=$(ls build-fuzz/fuzz_* 2>/dev/null | sed 's|build-fuzz/fuzz_||')
+    names=$(for f in build-fuzz/fuzz_*; do [ -f "$f" ] && [ -x "$f" ] && echo "${f#build-fuzz/fuzz_}"; done)
 else
     names=$name
 fi
 [ -n "$names" ] || { echo "fuzz: no targets in build-fuzz/ (make fuzz-build)" >&2; exit 2; }
 fail=0
-mkdir -p build-fuzz/findings
+mkdir -p build-fuzz/findings build-fuzz/logs
 for n in $names; do
     bin=build-fuzz/fuzz_$n
     [ -x "$bin" ] || { echo "fuzz: no $bin (make fuzz-build)" >&2; fail=1; continue; }
     mkdir -p "build-fuzz/corpus/$n" "build-fuzz/seeds/$n"
-    log=build-fuzz/fuzz_$n.log
+    log=build-fuzz/logs/$n.log
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
         "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
         -artifact_prefix="build-fuzz/findings/$n-" "$@" "build-fuzz/corpus/$n" "build-fuzz/seeds/$n" \

@@ -14,6 +14,8 @@
 extern "C" {
 #endif
 
+#define SPECULA_VERSION "0.3.0" /* the library's version; sp_version() returns it */
+
 typedef struct {
     char msg[1024];
 } sp_err;
@@ -32,6 +34,13 @@ typedef enum {
     SP_DT_U32,
     SP_DT_U64,
     SP_DT_F64,
+    /* block-quantized weights with llama.cpp's layouts (docs/QUANT.md): K = elements per
+     * row must be a multiple of the block (32 for Q8_0 / Q4_0, 256 for the K-quants) */
+    SP_DT_Q8_0, /* 32 values in 34 bytes: f16 scale + 32 int8 */
+    SP_DT_Q4_0, /* 32 values in 18 bytes: f16 scale + 32 nibbles */
+    SP_DT_Q4_K, /* 256 values in 144 bytes: f16 scale and min, 8 × 6-bit sub-scales/mins, nibbles */
+    SP_DT_Q6_K, /* 256 values in 210 bytes: 6-bit values, 16 int8 sub-scales, f16 scale */
+    SP_DT_Q8_K, /* 256 values in 292 bytes: f32 scale, 256 int8, 16 int16 group sums (activations) */
     SP_DT_UNKNOWN
 } sp_dtype;
 
@@ -136,6 +145,108 @@ int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_fo
 void sp_model_logits(sp_model *m, float *logits, const float *hidden, int T);
 /* The input embedding row of a token, scaled as the model does (Gemma: · sqrt(H)). */
 void sp_model_embed(const sp_model *m, float *out, int32_t token);
+
+/* ==== high-level API: an engine that tokenizes, renders chats and generates ================
+ *
+ * sp_engine bundles a target model, its tokenizer and (optionally) a drafter, and generates
+ * with speculative decoding: the output is exactly the target's (bit-identical to plain decoding
+ * under greedy, the target's distribution under sampling). A typical program:
+ *
+ *     sp_engine_params ep = sp_engine_params_default();
+ *     ep.model = "models/default/target"; ep.drafter = "models/default/drafter";
+ *     sp_engine *e; sp_err err;
+ *     if (sp_engine_load(&e, &ep, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
+ *     int32_t *ids; int n;
+ *     sp_engine_tokenize(e, "def main():", 1, 0, &ids, &n, &err);
+ *     sp_request rq = sp_request_default(); rq.max_tokens = 64; rq.on_text = print_piece;
+ *     sp_stats st; int32_t *out; int n_out;
+ *     sp_engine_generate(e, ids, n, &rq, &out, &n_out, &st, &err);
+ *     free(ids); free(out); sp_engine_free(e);
+ *
+ * Thread-safety: one engine runs one request at a time (calls on the same engine must not
+ * overlap); different engines are independent. sp_engine_tokenize and sp_engine_detokenize may
+ * run concurrently with each other and with a generation. Strings and arrays this API returns through `**out` pointers
+ * are malloc'd: the caller frees them with free(). */
+
+typedef struct sp_engine sp_engine;
+
+typedef struct {
+    const char *model;        /* target model directory (config.json + safetensors + tokenizer) */
+    const char *drafter;      /* drafter directory, or NULL for none (plain or n-gram decoding) */
+    const char *drafter_kind; /* "none" | "ngram" | "draft" | "dflash" | "dspark" | "assistant";
+                                 NULL: "none" without a drafter directory, else decided from its
+                                 files (Gemma-4 assistant, DFlash / DSpark block drafter, or a
+                                 smaller draft model with the target's vocabulary) */
+    int draft_max;            /* most drafts verified per target forward (0: 8; at most 32) */
+    int n_threads;            /* <= 0: all cores */
+    int max_ctx;              /* longest sequence (prompt + generated); 0: 4096, capped by the model */
+} sp_engine_params;
+
+sp_engine_params sp_engine_params_default(void);
+/* Load the target, its tokenizer (tokenizer.json in the model directory) and the drafter.
+ * The strings in p are copied. Returns 0 with *out owned by the caller (sp_engine_free), or -1. */
+int sp_engine_load(sp_engine **out, const sp_engine_params *p, sp_err *err);
+void sp_engine_free(sp_engine *e);
+/* The loaded target (owned by the engine; valid until sp_engine_free). */
+sp_model *sp_engine_model(sp_engine *e);
+/* The drafter kind in use: "none", "ngram", "draft", "dflash", "dspark" or "assistant". */
+const char *sp_engine_drafter_kind(const sp_engine *e);
+
+/* text → ids. add_special: add what the tokenizer adds to raw text (BOS…); parse_special: the
+ * text of special tokens (e.g. "<|im_end|>") becomes those tokens. *ids is malloc'd. */
+int sp_engine_tokenize(sp_engine *e, const char *text, int add_special, int parse_special, int32_t **ids,
+                       int *n, sp_err *err);
+/* ids → UTF-8 text; *text is malloc'd and NUL-terminated. */
+int sp_engine_detokenize(sp_engine *e, const int32_t *ids, int n, char **text, sp_err *err);
+
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content;
+} sp_chat_msg;
+
+/* Render a conversation with the model's own chat template (chat_template.jinja or the Jinja
+ * template of tokenizer_config.json; a built-in renderer for tokenizers that ship none), as
+ * Hugging Face's apply_chat_template does (add_generation_prompt: end with the assistant turn's
+ * opening). *out is malloc'd text to tokenize with add_special 0, parse_special 1. */
+int sp_engine_chat(sp_engine *e, const sp_chat_msg *msgs, int n, int add_generation_prompt, char **out,
+                   sp_err *err);
+
+/* Called for each generated token in order with the text that became final with it (possibly
+ * empty: a multi-byte character can span tokens). Return non-zero to stop after this token. */
+typedef int (*sp_text_cb)(void *ctx, int32_t token, const char *piece, size_t len);
+
+typedef struct {
+    int max_tokens;    /* most tokens to generate (> 0) */
+    int ignore_eos;    /* 1: end-of-generation tokens do not stop */
+    float temperature; /* 0: greedy */
+    int top_k;         /* 0: off */
+    float top_p;       /* 1: off */
+    float min_p;       /* 0: off */
+    uint64_t seed;     /* sampling seed: the same seed gives the same tokens */
+    sp_text_cb on_text; /* may be NULL */
+    void *cb_ctx;
+} sp_request;
+
+/* 64 tokens, greedy, EOS honoured, no callback */
+sp_request sp_request_default(void);
+
+typedef struct {
+    int prompt_tokens, generated;
+    int drafted, accepted;   /* draft tokens proposed / accepted */
+    int target_forwards;     /* verify forwards after the prompt */
+    double tau;              /* tokens generated per target forward (mean accepted length + 1) */
+    double acceptance;       /* accepted / drafted */
+    double prefill_ms, decode_ms, decode_tok_per_s;
+    const char *stop;        /* "eos", "max_tokens", "context", "callback" */
+} sp_stats;
+
+/* Generate after prompt[0, n_prompt) (n_prompt >= 1). *out (malloc'd) receives the generated ids,
+ * *n_out their count; stats may be NULL. The engine's KV cache starts empty for every call. */
+int sp_engine_generate(sp_engine *e, const int32_t *prompt, int n_prompt, const sp_request *r, int32_t **out,
+                       int *n_out, sp_stats *stats, sp_err *err);
+
+/* "MAJOR.MINOR.PATCH" of the library */
+const char *sp_version(void);
 
 #ifdef __cplusplus
 }

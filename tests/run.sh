@@ -19,6 +19,16 @@ for dir in "$@"; do
         pass=$((pass + p)); fail=$((fail + f))
     done
 done
+# shell checks (tests/check_*.sh), once, against the first build directory
+for c in tests/check_*.sh; do
+    [ -f "$c" ] || continue
+    echo "== $c"
+    sh "$c" "$1" >"$log" 2>&1; rc=$?
+    cat "$log"
+    p=$(grep -c '^ok ' "$log"); f=$(grep -c '^FAIL ' "$log")
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $c exited with status $rc"; fi
+    pass=$((pass + p)); fail=$((fail + f))
+done
 rm -f "$log"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chat/chat.h"
 #include "formats/newmodel.h"
 #include "kernels/kernels.h"
 #include "train/batch.h"
@@ -352,7 +353,8 @@ static void test_text_records(void) {
     }
     fprintf(f, "},\"merges\":[]}}");
     fclose(f);
-    write_text(tc, "{\"eos_token\":\"<|im_end|>\",\"chat_template\":\"{% for m in messages %}<|im_start|>{% endfor %}\"}");
+    write_text(tc, "{\"eos_token\":\"<|im_end|>\",\"chat_template\":\"{% for m in messages %}<|im_start|>{{ m.role }}\\n"
+                   "{{ m.content }}<|im_end|>\\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}\"}");
     char tdir[400];
     snprintf(tdir, sizeof tdir, "%s/ttarget", th_root);
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 4, .n_threads = 2, .tokenizer = tj};
@@ -373,11 +375,15 @@ static void test_text_records(void) {
     CHECK(sh->resp_starts[0] == 0 && sh->seq_lens[0] == 11, "text: resp %d len %d", sh->resp_starts[0], sh->seq_lens[0]);
     CHECK(sh->resp_starts[1] == 5 && sh->seq_lens[1] == 11, "prompt/response: resp %d len %d", sh->resp_starts[1],
           sh->seq_lens[1]);
-    /* messages: the prompt is the rendered user turn with the generation prompt; the rest decodes to the answer */
+    /* messages: the prompt is the user turn rendered with the target's chat template and the generation
+     * prompt; the rest decodes to the answer */
     const int32_t *ids = sh->ids + sh->seq_off[2];
     char *pt = NULL, *resp = NULL;
     tok_msg msg = {"user", "hi"};
-    CHECK(tok && tok_chat_render(tok, NULL, &msg, 1, 1, &pt, &err) == 0, "%s", err.msg);
+    chat_template *ct = tok ? chat_template_load(tdir, tok, NULL, &err) : NULL;
+    CHECK(ct && chat_render_msgs(ct, &msg, 1, 1, NULL, &pt, &err) == 0, "%s", err.msg);
+    CHECK(pt && !strcmp(pt, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), "prompt text '%s'", pt ? pt : "");
+    chat_template_free(ct);
     int32_t *pids = NULL;
     int np = 0;
     CHECK(pt && tok_encode(tok, pt, strlen(pt), 0, 1, &pids, &np, &err) == 0, "%s", err.msg);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "chat_cli.h"
 #include "core/core.h"
 #include "spec/generate.h"
 #include "spec/spec.h"
@@ -91,7 +92,8 @@ int cmd_generate(int argc, char **argv) {
     int n_predict = 64, threads = 0, ignore_eos = 0, json = 0, ctx = 0, chat = 0;
     sp_sample_params sp = sp_sample_params_default();
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    cli_opt opts[24] = {
+    cli_chat_opts co = {0};
+    cli_opt opts[32] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "prompt as comma-separated token ids"},
@@ -109,6 +111,7 @@ int cmd_generate(int argc, char **argv) {
     };
     int n_opts = 14;
     n_opts += cli_spec_opt_rows(opts + n_opts, &so);
+    n_opts += cli_chat_opt_rows(opts + n_opts, &co);
     int rc = cli_parse(CMD, "-m DIR (-p TEXT | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -121,7 +124,11 @@ int cmd_generate(int argc, char **argv) {
 
     int32_t *prompt = NULL, *out = NULL;
     int n_prompt = 0;
-    if (cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt)) return 2;
+    if (co.cnv)
+        return cli_chat_run(CMD, &co, &(cli_chat_run_opts){dir, text, n_predict, threads, ctx, sp, &so});
+    if (cli_chat_wanted(&co, chat, text) ? cli_chat_prompt(CMD, dir, &co, text, &prompt, &n_prompt)
+                                         : cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt))
+        return 2;
     stream_ctx sc = {.stream = !json};
     char tok_path[4096];
     if (!sp_path_join(tok_path, sizeof tok_path, dir, "tokenizer.json") && sp_file_exists(tok_path)) {

@@ -13,6 +13,7 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(export_gguf, "convert a model directory to GGUF for llama.cpp")                    \
     X(tokenize, "text -> token ids")                                                     \
     X(detokenize, "token ids -> text")                                                   \
+    X(template, "render a conversation with the model's chat template")                  \
     X(train_tokenizer, "train a SentencePiece-style BPE tokenizer")                      \
     X(train_lm, "train a Gemma-4 text target model from scratch on text files")          \
     X(audit, "check a drafter's sampling path is exactly the target's distribution")       \

@@ -114,9 +114,39 @@ size_t sp_dtype_size(sp_dtype dt) {
 }
 
 const char *sp_dtype_name(sp_dtype dt) {
-    static const char *names[] = {"F32", "F16", "BF16", "I64", "I32", "U8",  "BOOL",
-                                  "I8",  "I16", "U16",  "U32", "U64", "F64", "UNKNOWN"};
+    static const char *names[] = {"F32",  "F16",  "BF16", "I64",  "I32",  "U8",   "BOOL",
+                                  "I8",   "I16",  "U16",  "U32",  "U64",  "F64",  "Q8_0",
+                                  "Q4_0", "Q4_K", "Q6_K", "Q8_K", "UNKNOWN"};
+    _Static_assert(sizeof names / sizeof names[0] == SP_DT_UNKNOWN + 1, "one name per sp_dtype");
     return (unsigned)dt <= SP_DT_UNKNOWN ? names[dt] : "UNKNOWN";
+}
+
+int sp_dtype_is_quant(sp_dtype dt) { return dt >= SP_DT_Q8_0 && dt <= SP_DT_Q8_K; }
+
+/* block geometry of the quantized types (layouts in src/kernels/quant.h, docs/QUANT.md) */
+size_t sp_dtype_block_elems(sp_dtype dt) {
+    switch (dt) {
+    case SP_DT_Q8_0: case SP_DT_Q4_0: return 32;
+    case SP_DT_Q4_K: case SP_DT_Q6_K: case SP_DT_Q8_K: return 256;
+    default: return sp_dtype_size(dt) ? 1 : 0;
+    }
+}
+
+size_t sp_dtype_block_bytes(sp_dtype dt) {
+    switch (dt) {
+    case SP_DT_Q8_0: return 34;
+    case SP_DT_Q4_0: return 18;
+    case SP_DT_Q4_K: return 144;
+    case SP_DT_Q6_K: return 210;
+    case SP_DT_Q8_K: return 292;
+    default: return sp_dtype_size(dt);
+    }
+}
+
+size_t sp_dtype_row_bytes(sp_dtype dt, size_t n) {
+    size_t be = sp_dtype_block_elems(dt);
+    if (!be || n % be) return 0;
+    return n / be * sp_dtype_block_bytes(dt);
 }
 
 void sp_to_f32(float *dst, const void *src, sp_dtype dt, size_t n) {

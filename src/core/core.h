@@ -49,9 +49,18 @@ static inline uint16_t sp_f32_to_bf16(float f) {
 }
 float sp_f16_to_f32(uint16_t h);
 uint16_t sp_f32_to_f16(float f);
-/* bytes per element; 0 for unknown */
+/* bytes per element; 0 for unknown and for the block-quantized types (see below) */
 size_t sp_dtype_size(sp_dtype dt);
 const char *sp_dtype_name(sp_dtype dt);
+/* 1 for a block-quantized type (SP_DT_Q8_0 .. SP_DT_Q8_K), else 0 */
+int sp_dtype_is_quant(sp_dtype dt);
+/* elements per block: 32 or 256 for a quantized type, 1 for a plain one, 0 for unknown */
+size_t sp_dtype_block_elems(sp_dtype dt);
+/* bytes per block (the element size for a plain type), 0 for unknown */
+size_t sp_dtype_block_bytes(sp_dtype dt);
+/* bytes of n elements: n / block_elems · block_bytes; 0 when n is not a whole number of
+ * blocks or dt is unknown */
+size_t sp_dtype_row_bytes(sp_dtype dt, size_t n);
 /* convert n elements of any float dtype to f32 */
 void sp_to_f32(float *dst, const void *src, sp_dtype dt, size_t n);
 

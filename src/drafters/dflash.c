@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/model_internal.h" /* the target's thread pool only (the drafter runs between its forwards) */
@@ -696,7 +697,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     s->H = tc->hidden_size;
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto fail;
     if (sp_config_parse(&s->dc, text, path, err)) goto fail;
-    root = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    root = hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
     if (!root || parse_keys(s, root, path, err)) goto fail;
     const sp_config *c = &s->dc;
     if (c->hidden_size != s->H || c->vocab_size != s->V) {

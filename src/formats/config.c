@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "formats/hfjson.h"
 
 const char *sp_arch_name(sp_arch a) {
     switch (a) {
@@ -380,9 +381,8 @@ static int validate(ctx_t *c, sp_config *cfg) {
 int sp_config_parse(sp_config *cfg, const char *text, const char *what, sp_err *err) {
     memset(cfg, 0, sizeof *cfg);
     ctx_t c = {what, err};
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", what, je.line, je.text);
+    json_t *root = hf_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, what, err);
+    if (!root) return -1;
     int rc = -1;
     if (!json_is_object(root)) {
         sp_err_set(err, "%s: top level is not a JSON object", what);

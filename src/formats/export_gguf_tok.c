@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "export_gguf_internal.h"
+#include "hfjson.h"
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
@@ -190,10 +191,8 @@ static int is_byte_token(const char *s) {
 static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *dir, const char *tj_path,
                                sp_err *err) {
     const int V = c->vocab_size;
-    json_error_t je;
-    if (sp_check_regular(tj_path, err)) return -1;
-    json_t *root = json_load_file(tj_path, 0, &je), *tcfg = NULL;
-    if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", tj_path, je.line, je.text);
+    json_t *root = hf_json_load_file(tj_path, 0, err), *tcfg = NULL;
+    if (!root) return -1;
     const char **tokens = calloc((size_t)V, sizeof *tokens);
     char **pads = calloc((size_t)V, sizeof *pads);
     int32_t *types = calloc((size_t)V, sizeof *types);
@@ -318,11 +317,7 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     /* special ids: tokenizer_config.json strings first, then config.json ids */
     char path[4096];
     sp_path_join(path, sizeof path, dir, "tokenizer_config.json");
-    if (sp_file_exists(path) && sp_check_regular(path, err)) goto out;
-    if (sp_file_exists(path) && !(tcfg = json_load_file(path, 0, &je))) {
-        sp_err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
-        goto out;
-    }
+    if (sp_file_exists(path) && !(tcfg = hf_json_load_file(path, 0, err))) goto out;
     int bos = lookup_id(&maps, token_content(json_object_get(tcfg, "bos_token")));
     int eos = lookup_id(&maps, token_content(json_object_get(tcfg, "eos_token")));
     int pad = lookup_id(&maps, token_content(json_object_get(tcfg, "pad_token")));

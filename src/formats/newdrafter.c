@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hfjson.h"
 #include "newmodel.h"
 #include "presets.h"
 #include "safetensors.h"
@@ -201,11 +202,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     int n_specs = 0, total = 0, rc = -1;
     if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_read_file(path, &ttext, &tn, err)) goto done;
     if (sp_config_parse(&tc, ttext, path, err)) goto done;
-    troot = json_loads(ttext, JSON_REJECT_DUPLICATES, NULL);
-    if (!troot) {
-        sp_err_set(err, "%s: invalid JSON", path);
-        goto done;
-    }
+    if (!(troot = hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
     if (!(text = draft_config(o, &tc, troot, zlab, err))) goto done;
     if (sp_config_parse(&dc, text, "draft config.json", err)) goto done;
     dc.tensor_prefix[0] = 0; /* drafter tensors carry no prefix (§7.2, §8.2) */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hfjson.h"
 #include "newmodel.h"
 #include "presets.h"
 #include "safetensors.h"
@@ -32,9 +33,8 @@ static int json_int_or(json_t *o, const char *key, int def, int *out, const char
 
 int assistant_config_parse(sp_assistant_config *ac, const char *text, const char *what, sp_err *err) {
     memset(ac, 0, sizeof *ac);
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", what, je.line, je.text);
+    json_t *root = hf_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, what, err);
+    if (!root) return -1;
     int rc = -1;
     char *tc_text = NULL;
     json_t *tc = NULL;
@@ -269,8 +269,8 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
     if (tc.arch != SP_ARCH_GEMMA4)
         return sp_err_set(err, "new assistant: target %s is %s, expected a Gemma-4 model", target_dir,
                           sp_arch_name(tc.arch));
-    json_t *traw_root = json_load_file(path, 0, NULL);
-    if (!traw_root) return sp_err_set(err, "new assistant: cannot read %s", path);
+    json_t *traw_root = hf_json_load_file(path, 0, err);
+    if (!traw_root) return sp_err_wrap(err, "new assistant");
     json_t *traw = json_object_get(traw_root, "text_config");
     if (!json_is_object(traw)) traw = traw_root;
     const char *dtype = strcmp(tc.torch_dtype, "bfloat16") ? "float32" : "bfloat16";

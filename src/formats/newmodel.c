@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hfjson.h"
 #include "presets.h"
 #include "safetensors.h"
 
@@ -201,13 +202,12 @@ static int token_id(json_t *root, const char *content) {
 }
 
 /* What a tokenizer decides about the config: the number of ids (1 + the largest id in
- * model.vocab / added_tokens) and "bos_token_id=..." / "eos_token_id=..." overrides from
- * tokenizer_config.json beside it (null when that file says null; nothing when it is silent). */
-static int tokenizer_info(const char *path, int *n_ids, char *bos_set, char *eos_set, size_t cap, sp_err *err) {
-    json_error_t je;
-    if (sp_check_regular(path, err)) return -1;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return sp_err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+ * model.vocab / added_tokens) and "bos_token_id=..." / "eos_token_id=..." / "pad_token_id=..."
+ * overrides from tokenizer_config.json beside it (null when that file says null; nothing when
+ * it is silent). sets[0..2] get bos, eos, pad. */
+static int tokenizer_info(const char *path, int *n_ids, char sets[3][64], sp_err *err) {
+    json_t *root = hf_json_load_file(path, 0, err);
+    if (!root) return -1;
     json_int_t max_id = -1;
     json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
     const char *k;
@@ -227,26 +227,35 @@ static int tokenizer_info(const char *path, int *n_ids, char *bos_set, char *eos
         json_decref(root);
         return sp_err_set(err, "%s: no usable vocabulary (model.vocab)", path);
     }
+    size_t n_tokens = (json_is_object(vocab) ? json_object_size(vocab) : json_array_size(vocab)) +
+                      json_array_size(json_object_get(root, "added_tokens"));
+    if ((size_t)max_id >= 2 * n_tokens + 65536) { /* as the tokenizer loader: ids must be dense */
+        json_decref(root);
+        return sp_err_set(err, "%s: token id %lld with only %zu tokens: ids must be dense", path, (long long)max_id,
+                          n_tokens);
+    }
     *n_ids = (int)max_id + 1;
-    bos_set[0] = eos_set[0] = 0;
+    sets[0][0] = sets[1][0] = sets[2][0] = 0;
     char cfg_path[4096];
     snprintf(cfg_path, sizeof cfg_path, "%s", path);
     char *slash = strrchr(cfg_path, '/');
     snprintf(slash ? slash + 1 : cfg_path, sizeof cfg_path - (size_t)(slash ? slash + 1 - cfg_path : 0),
              "tokenizer_config.json");
-    json_t *tc = sp_file_exists(cfg_path) && !sp_check_regular(cfg_path, NULL) ? json_load_file(cfg_path, 0, NULL)
-                                                                               : NULL;
-    static const char *names[2] = {"bos", "eos"};
-    char *outs[2] = {bos_set, eos_set};
-    for (int t = 0; t < 2 && json_is_object(tc); t++) {
+    json_t *tc = NULL;
+    if (sp_file_exists(cfg_path) && !(tc = hf_json_load_file(cfg_path, 0, err))) {
+        json_decref(root);
+        return -1;
+    }
+    static const char *names[3] = {"bos", "eos", "pad"};
+    for (int t = 0; t < 3 && json_is_object(tc); t++) {
         char key[16];
         snprintf(key, sizeof key, "%s_token", names[t]);
         json_t *e = json_object_get(tc, key);
         if (!e) continue;
         const char *content = json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "content"));
         int id = content ? token_id(root, content) : -1;
-        if (json_is_null(e)) snprintf(outs[t], cap, "%s_token_id=null", names[t]);
-        else if (id >= 0) snprintf(outs[t], cap, "%s_token_id=%d", names[t], id);
+        if (json_is_null(e)) snprintf(sets[t], 64, "%s_token_id=null", names[t]);
+        else if (id >= 0) snprintf(sets[t], 64, "%s_token_id=%d", names[t], id);
     }
     json_decref(tc);
     json_decref(root);
@@ -297,10 +306,10 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
     if (dtype != SP_DT_F32 && dtype != SP_DT_BF16) return sp_err_set(err, "new model: dtype must be f32 or bf16");
 
     /* a tokenizer larger than the preset's vocabulary grows vocab_size (an explicit --set wins) */
-    const char **sets = calloc((size_t)o->n_sets + 3, sizeof *sets);
+    const char **sets = calloc((size_t)o->n_sets + 4, sizeof *sets);
     if (!sets) return sp_err_set(err, "out of memory");
     int n_sets = 0;
-    char vocab_set[64], bos_set[64], eos_set[64];
+    char vocab_set[64], tok_sets[3][64];
     sp_config cfg;
     char *text = NULL;
     hf_tensor_spec *specs = NULL;
@@ -308,10 +317,11 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
     int rc = -1;
     if (o->tokenizer) {
         int tv = 0;
-        if (tokenizer_info(o->tokenizer, &tv, bos_set, eos_set, sizeof bos_set, err)) goto done;
-        /* real shapes already carry their real models' ids; tiny ones take the tokenizer's */
-        if (bos_set[0] && !(pi && pi->real)) sets[n_sets++] = bos_set;
-        if (eos_set[0] && !(pi && pi->real)) sets[n_sets++] = eos_set;
+        if (tokenizer_info(o->tokenizer, &tv, tok_sets, err)) goto done;
+        /* the tokenizer's ids win; a null in its config clears an id of the tiny presets only
+         * (a real shape keeps its model's id where the tokenizer names none, as Qwen3's bos) */
+        for (int k = 0; k < 3; k++)
+            if (tok_sets[k][0] && (!strstr(tok_sets[k], "=null") || !(pi && pi->real))) sets[n_sets++] = tok_sets[k];
         char *probe = preset_config_json(o->arch, o->preset, "float32", o->sets, o->n_sets, err);
         if (!probe) goto done;
         int ok = sp_config_parse(&cfg, probe, "config.json", err);

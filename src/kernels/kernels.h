@@ -17,14 +17,18 @@
 #include "../core/core.h"
 #include "../core/pool.h"
 
-/* A weight matrix W[N, K] stored row-major (PyTorch nn.Linear layout: out × in). */
+/* A weight matrix W[N, K] stored row-major (PyTorch nn.Linear layout: out × in). Quantized
+ * types (quant.h): each row is K / block blocks; K a multiple of the block and at most
+ * SP_QUANT_MAX_K (sp_mat_check tells at load time). */
 typedef struct {
     const void *data;
-    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16 or SP_DT_F16 */
+    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K */
     int n, k;    /* rows (outputs), cols (inputs) */
 } sp_mat;
 
-/* Y[T, N] = X[T, K] · W[N, K]ᵀ. Y must not alias X. Batch-invariant (see above). */
+/* Y[T, N] = X[T, K] · W[N, K]ᵀ. Y must not alias X. Batch-invariant (see above). For quantized
+ * W the activations are quantized per row as llama.cpp does (quant.h); sp_matmul_ref then
+ * dequantizes W exactly and keeps X in full precision (the oracle). */
 void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
 void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W);
 

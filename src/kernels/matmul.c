@@ -16,12 +16,14 @@
  *              sized so a chunk of X stays in L2 while the rows of W stream past it.
  * Performance notes: W and X 64-byte aligned avoid split loads (f32 W: up to 2× at T >= 2);
  * the portable path (no AVX-512) is a plain scalar loop in the same order.
- * Not here: K blocking (would change the summation order), quantised weights. */
+ * Not here: K blocking (would change the summation order); quantized weights go to
+ * quant_matmul.c. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels_internal.h"
+#include "quant_internal.h"
 
 typedef struct {
     float *Y;
@@ -52,6 +54,10 @@ static float w_at(const void *W, sp_dtype dt, size_t i) {
 
 /* ---- reference: double accumulation in k order ------------------------------------- */
 void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W) {
+    if (sp_dtype_is_quant(W->dt)) {
+        sp_matmul_quant_ref(Y, X, T, W);
+        return;
+    }
     int N = W->n, K = W->k;
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
@@ -323,6 +329,11 @@ static void mm_task(void *arg, int i, int n) {
 }
 
 static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, int portable) {
+    /* quantized weights: quant_matmul.c, on the run-time tier (scalar for the portable twin) */
+    if (sp_dtype_is_quant(W->dt)) {
+        sp_matmul_quant(pool, Y, X, T, W, portable ? SP_CPU_SCALAR : sp_cpu_level());
+        return;
+    }
     SP_ASSERT(W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16);
     if (T <= 0 || W->n <= 0) return;
     int nthr = sp_pool_size(pool);

@@ -11,17 +11,22 @@
 
 #include "tok_internal.h"
 
+/* Control and unknown tokens come only from the added-token matcher (parse_special) or the
+ * post-processor, never from merging text: with parse_special off, "<|im_end|>" or "<s>"
+ * written in the text stays text for every vocabulary (llama.cpp's parse_special contract). */
+#define NOT_FROM_TEXT (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)
+
 typedef struct {
     int32_t id;         /* token id; -1 = not a piece (SPM) / unknown */
     int32_t prev, next; /* neighbours, -1 at the ends */
     uint32_t start, len; /* bytes of the word; len 0 = merged away */
 } sym;
 
+/* 16 bytes: a long word's heap is the bulk of the memory and of the cache misses */
 typedef struct {
-    uint64_t key; /* priority (rank or score) << 32 | left position: smaller pops first */
-    int32_t left, right;
-    uint32_t llen, rlen; /* symbol lengths when pushed: detects stale entries */
-    int32_t id;          /* the merged token */
+    uint64_t key;   /* priority (rank or score) << 32 | left position: smaller pops first */
+    int32_t right;  /* the left symbol is the key's low half */
+    uint32_t len;   /* bytes of the pair when pushed: a pair whose sides changed is stale */
 } cand;
 
 struct tok_bpe_scratch {
@@ -98,20 +103,31 @@ static uint32_t float_key(float f) {
     return (u & 0x80000000u) ? ~u : u | 0x80000000u;
 }
 
+/* the token the pair (l, r) merges into, -1 if none: SPM a vocabulary piece, BPE a merge rule;
+ * never a control or unknown token */
+static int32_t merged_id(const tok_tokenizer *t, const tok_bpe_scratch *sc, const char *w, int l, int r) {
+    const sym *a = &sc->s[l], *b = &sc->s[r];
+    int32_t id;
+    if (t->model == TOK_MODEL_SPM) {
+        id = tok_vocab_find(t, w + a->start, a->len + b->len);
+    } else {
+        const tok_merge *m = tok_merges_find(t, a->id, b->id);
+        id = m ? m->id : -1;
+    }
+    return id < 0 || (t->attr[id] & NOT_FROM_TEXT) ? -1 : id;
+}
+
 /* candidate for the pair (l, r) if it merges */
 static int try_pair(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, int l, int r) {
     if (l < 0 || r < 0) return 0;
     const sym *a = &sc->s[l], *b = &sc->s[r];
-    cand c = {0, l, r, a->len, b->len, -1};
+    cand c = {0, r, a->len + b->len};
+    int32_t id = merged_id(t, sc, w, l, r);
+    if (id < 0) return 0;
     if (t->model == TOK_MODEL_SPM) {
-        c.id = tok_vocab_find(t, w + a->start, a->len + b->len);
-        if (c.id < 0) return 0;
-        c.key = (uint64_t)(~float_key(t->score[c.id])) << 32 | (uint32_t)l;
+        c.key = (uint64_t)(~float_key(t->score[id])) << 32 | (uint32_t)l;
     } else {
-        const tok_merge *m = tok_merges_find(t, a->id, b->id);
-        if (!m) return 0;
-        c.id = m->id;
-        c.key = (uint64_t)(uint32_t)m->rank << 32 | (uint32_t)l;
+        c.key = (uint64_t)(uint32_t)tok_merges_find(t, a->id, b->id)->rank << 32 | (uint32_t)l;
     }
     return heap_push(sc, c);
 }
@@ -194,7 +210,7 @@ int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, siz
             klen = sc->mapped.n;
         }
         int32_t id = tok_vocab_find(t, key, klen);
-        if (id >= 0) return out_push(out, n_out, cap_out, id) ? sp_err_set(err, "out of memory") : 0;
+        if (id >= 0 && !(t->attr[id] & NOT_FROM_TEXT)) return out_push(out, n_out, cap_out, id) ? sp_err_set(err, "out of memory") : 0;
     }
     if (build_symbols(t, sc, w, (uint32_t)n)) return sp_err_set(err, "out of memory");
     sc->nh = 0;
@@ -202,14 +218,16 @@ int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, siz
         if (try_pair(t, sc, w, i, i + 1)) return sp_err_set(err, "out of memory");
     while (sc->nh) {
         cand c = heap_pop(sc);
-        sym *a = &sc->s[c.left], *b = &sc->s[c.right];
-        if (a->len != c.llen || b->len != c.rlen || a->next != c.right) continue; /* stale */
+        int left = (int)(uint32_t)c.key;
+        sym *a = &sc->s[left], *b = &sc->s[c.right];
+        /* stale: a was merged away or grew (its next moved), or b grew (the length changed) */
+        if (!a->len || a->next != c.right || a->len + b->len != c.len) continue;
+        a->id = merged_id(t, sc, w, left, c.right);
         a->len += b->len;
-        a->id = c.id;
         a->next = b->next;
-        if (b->next >= 0) sc->s[b->next].prev = c.left;
+        if (b->next >= 0) sc->s[b->next].prev = left;
         b->len = 0;
-        if (try_pair(t, sc, w, a->prev, c.left) || try_pair(t, sc, w, c.left, a->next))
+        if (try_pair(t, sc, w, a->prev, left) || try_pair(t, sc, w, left, a->next))
             return sp_err_set(err, "out of memory");
     }
     for (int i = 0; i >= 0 && i < sc->ns; i = sc->s[i].next) {

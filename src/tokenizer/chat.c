@@ -1,6 +1,7 @@
-/* chat.c — conversation -> prompt text for the chat formats specula's targets use. The
- * templates are written out in C (no Jinja engine); each follows the model's own
- * chat_template for plain system / user / assistant turns:
+/* chat.c — hand-written renderers for the chat formats specula's targets use: the fallback of
+ * src/chat/ (which renders the model's own Jinja template) for tokenizers that ship no
+ * template, and `--chat-template NAME`. Each follows the model's published chat_template for
+ * plain system / user / assistant turns:
  *
  *   qwen3   ChatML with thinking off: <|im_start|>ROLE\nTEXT<|im_end|>\n; the generation prompt
  *           is <|im_start|>assistant\n<think>\n\n</think>\n\n (enable_thinking=false). Earlier

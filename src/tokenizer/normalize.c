@@ -1,5 +1,6 @@
 /* normalize.c — the HF normalizers (FORMATS.md §3.2 step 2): NFC/NFD/NFKC/NFKD (utf8proc),
- * Lowercase, Replace (literal or regex), Prepend, Strip, StripAccents, applied in order.
+ * Lowercase, Replace (literal or regex), Prepend, Strip, StripAccents, BertNormalizer, applied
+ * in the order the tokenizer declares them; none when it declares none.
  * Text that is not valid UTF-8 passes the Unicode forms unchanged (only byte-fallback
  * models can see it; byte-level ones repaired it to U+FFFD first). */
 #include <stdlib.h>
@@ -44,12 +45,15 @@ static int unicode_form(tok_norm_kind k, const char *s, size_t n, tok_buf *out) 
     return rc;
 }
 
+/* Rust's char::to_lowercase: one character to one, except U+0130 (İ) -> "i" U+0307 */
 static int lowercase(const char *s, size_t n, tok_buf *out) {
     for (size_t i = 0; i < n;) {
         int k;
         uint32_t c = tok_utf8_get(s + i, n - i, &k);
         if (c == 0xFFFD && k == 1 && (uint8_t)s[i] >= 0x80) { /* invalid byte: keep */
             if (tok_buf_put(out, s + i, 1)) return -1;
+        } else if (c == 0x130) {
+            if (tok_buf_put(out, "i\xCC\x87", 3)) return -1;
         } else {
             char u[4];
             int m = tok_utf8_put(u, (uint32_t)utf8proc_tolower((utf8proc_int32_t)c));
@@ -71,6 +75,47 @@ static int strip_accents(const char *s, size_t n, tok_buf *out) {
     return 0;
 }
 
+/* HF's BertNormalizer, in its order: clean_text (drop NUL, U+FFFD and control characters
+ * other than \t \n \r; whitespace becomes " "), handle_chinese_chars (" c " around each CJK
+ * ideograph), strip_accents (NFD, then drop Mn), lowercase */
+static int is_cjk(uint32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+static int bert(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
+    tok_buf a = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc;) {
+        int k;
+        uint32_t c = tok_utf8_get(s + i, n - i, &k);
+        const char *src = s + i;
+        i += (size_t)k;
+        if (op->clean_text) {
+            int cat = utf8proc_category((utf8proc_int32_t)c);
+            int control = c != '\t' && c != '\n' && c != '\r' &&
+                          (cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF || cat == UTF8PROC_CATEGORY_CN ||
+                           cat == UTF8PROC_CATEGORY_CO);
+            if (c == 0 || c == 0xFFFD || control) continue;
+            if (c == '\t' || c == '\n' || c == '\r' || is_ws(c)) {
+                rc = tok_buf_put(&a, " ", 1);
+                continue;
+            }
+        }
+        if (op->chinese && is_cjk(c)) rc = tok_buf_put(&a, " ", 1) || tok_buf_put(&a, src, (size_t)k) || tok_buf_put(&a, " ", 1);
+        else rc = tok_buf_put(&a, src, (size_t)k);
+    }
+    tok_buf b = {0};
+    if (!rc && op->strip_accents) {
+        rc = unicode_form(NORM_NFD, a.p ? a.p : "", a.n, &b) || (a.n = 0, strip_accents(b.p ? b.p : "", b.n, &a));
+    }
+    if (!rc) rc = op->lowercase ? lowercase(a.p ? a.p : "", a.n, out) : tok_buf_put(out, a.p ? a.p : "", a.n);
+    tok_buf_free(&a);
+    tok_buf_free(&b);
+    return rc;
+}
+
 static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
     size_t i = 0, start = 0;
     if (!op->re) {
@@ -90,8 +135,12 @@ static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(op->re, NULL);
     if (!md) return -1;
     while (i <= n) {
-        int rc = pcre2_match(op->re, (PCRE2_SPTR)s, n, i, 0, md, NULL);
-        if (rc < 0) break;
+        int rc = tok_regex_match(op->re, md, s, n, i);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            pcre2_match_data_free(md);
+            return -2;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         if (tok_buf_put(out, s + start, ov[0] - start) || tok_buf_put(out, op->b, op->blen)) {
             pcre2_match_data_free(md);
@@ -154,6 +203,7 @@ int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out,
                        : tok_buf_put(out, "", 0);
             break;
         case NORM_STRIP: rc = strip(op, tmp.p, tmp.n, out); break;
+        case NORM_BERT: rc = bert(op, tmp.p, tmp.n, out); break;
         }
         tok_buf swap = tmp;
         tmp = *out;
@@ -163,5 +213,6 @@ int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out,
     tok_buf_free(out);
     *out = tmp;
     if (!out->p) rc = rc || tok_buf_put(out, "", 0);
+    if (rc == -2) return sp_err_set(err, "%s: a Replace normalizer's regex failed on %zu bytes", t->source, n);
     return rc ? sp_err_set(err, "%s: out of memory while normalizing", t->source) : 0;
 }

@@ -60,12 +60,29 @@ static int push(tok_pieces *w, uint32_t off, uint32_t len) {
     return 0;
 }
 
+/* pcre2_match with the default limits first; a match that runs into PCRE2's default match
+ * limit (10 M backtracking steps: a 10 MB run of spaces against "\s*[\r\n]+|\s+(?!\S)" takes
+ * one step per byte) is retried once with a limit proportional to the rest of the subject, so
+ * a long run costs time linear in its length instead of failing. */
+int tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from) {
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, 0, md, NULL);
+    if (rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_JIT_STACKLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT &&
+        rc != PCRE2_ERROR_HEAPLIMIT)
+        return rc;
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    if (!mc) return PCRE2_ERROR_NOMEMORY;
+    size_t rest = n - from, limit = rest < (UINT32_MAX - 10000000u) / 64 ? 64 * rest + 10000000u : UINT32_MAX;
+    pcre2_set_match_limit(mc, (uint32_t)limit);
+    pcre2_set_depth_limit(mc, (uint32_t)limit);
+    rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_JIT, md, mc);
+    pcre2_match_context_free(mc);
+    return rc;
+}
+
 /* next match of re in s[from..n): 1 found (ms, me), 0 none, -1 error */
 static int regex_next(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
                       size_t from, size_t *ms, size_t *me) {
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, 0, md, NULL);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-        rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_JIT, md, NULL);
+    int rc = tok_regex_match(re, md, s, n, from);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) return -1;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -108,10 +125,15 @@ static int find_spans(const tok_pre *op, pcre2_match_data *md, const char *base,
         size_t pos = 0, ms, me;
         while (pos <= len) {
             int rc = regex_next(op->re, md, s, len, pos, &ms, &me);
-            if (rc < 0) return sp_err_set(err, "regex match failed");
+            if (rc < 0) return sp_err_set(err, "pre-tokenizer regex failed on a %u-byte piece", len);
             if (rc == 0) break;
-            if (me == ms) { /* empty match: ignore it, step one byte */
-                pos = ms + 1;
+            if (me == ms) { /* empty match: a cut at ms (HF and llama.cpp split there), step one character */
+                if (ms > prev && span_push(out, off + prev, off + (uint32_t)ms, 0)) return sp_err_set(err, "out of memory");
+                if (ms > prev) prev = (uint32_t)ms;
+                if (ms >= len) break;
+                int k;
+                tok_utf8_get(s + ms, len - ms, &k);
+                pos = ms + (size_t)k;
                 continue;
             }
             if (span_push(out, off + prev, off + (uint32_t)ms, 0) ||

@@ -69,7 +69,7 @@ typedef struct {
 /* ---- pipeline stages -------------------------------------------------------------------- */
 typedef enum {
     NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD, NORM_LOWERCASE, NORM_REPLACE, NORM_PREPEND,
-    NORM_STRIP, NORM_STRIP_ACCENTS
+    NORM_STRIP, NORM_STRIP_ACCENTS, NORM_BERT
 } tok_norm_kind;
 
 typedef struct {
@@ -80,6 +80,8 @@ typedef struct {
     size_t blen;
     pcre2_code *re; /* Replace with a Regex pattern */
     int left, right; /* Strip */
+    /* BertNormalizer: clean_text, handle_chinese_chars, strip_accents, lowercase */
+    int clean_text, chinese, strip_accents, lowercase;
 } tok_norm;
 
 typedef enum {
@@ -253,8 +255,28 @@ int tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, 
                     sp_err *err);
 void tok_pieces_free(tok_pieces *w);
 pcre2_code *tok_regex_compile(const char *pattern, size_t len, sp_err *err);
+/* pcre2_match that retries a match hitting PCRE2's default limits with limits proportional to
+ * the subject (long runs cost linear time, not an error); returns pcre2_match's code */
+int tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from);
 void tok_pre_free(tok_pre *p);
 extern const char TOK_REGEX_GPT2[], TOK_REGEX_QWEN2[], TOK_REGEX_LLAMA3[];
+
+/* ---- pretok_table.c: GGUF tokenizer.ggml.pre families --------------------------------------- */
+enum {
+    TOK_PRE_IGNORE_MERGES = 1, /* a word that is a whole token is emitted as is */
+    TOK_PRE_ADD_BOS = 2,       /* BOS added by default (the GGUF add_bos_token key overrides) */
+    TOK_PRE_NO_BOS = 4,        /* the vocabulary has no BOS, whatever bos_token_id says */
+    TOK_PRE_RAW_UTF8 = 8,      /* BPE over raw UTF-8, no byte-level alphabet */
+    TOK_PRE_ESCAPE_SPACES = 16 /* " " becomes "▁" before splitting */
+};
+typedef struct {
+    const char *names;         /* tokenizer.ggml.pre values, space separated */
+    const char *const *regex;  /* applied in turn, NULL-terminated */
+    int flags;                 /* TOK_PRE_* */
+} tok_pre_family;
+/* the family of a tokenizer.ggml.pre name, NULL when unknown */
+const tok_pre_family *tok_pre_family_find(const char *name, size_t n);
+const tok_pre_family *tok_pre_family_at(int i); /* i-th row, NULL past the end */
 
 /* ---- bpe.c -------------------------------------------------------------------------------- */
 typedef struct tok_bpe_scratch tok_bpe_scratch;

@@ -1,9 +1,11 @@
 /* tokenizer.h — text <-> token ids for the models specula runs (FORMATS.md §3).
  *
- * Loads Hugging Face tokenizer.json files (BPE model with its normalizers, pre-tokenizers,
- * decoders and post-processor) and GGUF vocabularies (tokenizer.ggml.model = llama | gpt2 |
- * gemma4). Two exact families: SentencePiece-style BPE with byte fallback (Gemma, Llama 2)
- * and byte-level BPE with a regex pre-tokenizer (Qwen2/3, Llama 3, GPT-2).
+ * Loads Hugging Face tokenizer.json files (BPE model with the normalizers, pre-tokenizers,
+ * decoders and post-processor the file declares, tokenizer_config.json's add_bos_token /
+ * add_eos_token as transformers applies them) and GGUF vocabularies (tokenizer.ggml.model =
+ * llama | gpt2 | gemma4; every tokenizer.ggml.pre name llama.cpp knows). SentencePiece-style
+ * BPE with byte fallback (Gemma, Llama 2) and byte-level BPE with regex pre-tokenizers (Qwen,
+ * Llama 3, GPT-2, DeepSeek…). What decides each step: docs/tokenizer-fidelity.md.
  *
  * Ownership: tok_load_* return a tokenizer the caller frees with tok_free. Functions that
  * return malloc'd arrays/strings say so; the caller frees them with free(). A tokenizer is
@@ -36,7 +38,8 @@ void tok_free(tok_tokenizer *t);
 /* text (len bytes, need not be NUL-terminated, may be invalid UTF-8) -> ids.
  * add_bos: add the special tokens the tokenizer adds to raw text (BOS, and EOS where the
  *          post-processor says so). parse_special: special-token text (e.g. "<|im_end|>") in
- *          the input becomes that token; with 0 only non-special added tokens are matched.
+ *          the input becomes that token; with 0 only non-special added tokens are matched and
+ *          a control token's text is encoded as plain text.
  * On success *ids is malloc'd (caller frees; non-NULL even when *n == 0). */
 int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, int *n, sp_err *err);

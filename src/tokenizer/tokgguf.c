@@ -3,9 +3,10 @@
  *
  *   llama   SentencePiece pieces + scores: " " -> "▁", a "▁" prefix on each text gap when
  *           add_space_prefix (default true), best-score merging, byte tokens for leftovers.
- *   gpt2    byte-level BPE: the regex family named by tokenizer.ggml.pre (gpt-2, qwen2,
- *           llama-bpe, starcoder…), merges by rank; llama-bpe ignores merges for whole-token
- *           words. Invalid UTF-8 input becomes U+FFFD per byte.
+ *   gpt2    BPE with the pre-tokenizer family named by tokenizer.ggml.pre (pretok_table.c:
+ *           every name llama.cpp accepts, its regexes and flags such as llama-bpe's
+ *           ignore_merges); byte-level unless the family works on raw UTF-8. Invalid UTF-8
+ *           input becomes U+FFFD per byte. No normalizer (llama.cpp applies none).
  *   gemma4  BPE over UTF-8 with "▁" for space and "<0xHH>" byte fallback, split into runs of
  *           newline / non-newline characters.
  * Control and unknown tokens are matched in text only with parse_special; user-defined ones
@@ -37,58 +38,28 @@ static int add_sentencepiece_decoders(tok_tokenizer *t, int strip_first, sp_err 
     return 0;
 }
 
-/* llama.cpp tokenizer.ggml.pre -> the regexes it applies in turn (each one splits the pieces
- * of the previous, matches and gaps both kept), FORMATS.md §3.5 / §12.A.6. The deepseek
- * entries follow llama.cpp's lists but have no test vectors here. */
-static const char *const RE_DIGITS[] = {"\\p{N}", NULL};
-static const char *const RE_DEEPSEEK_CODER[] = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
-                                                "[一-龥ࠀ-一가-퟿]+", "\\p{N}", NULL};
-static const char *const RE_DEEPSEEK_V3[] = {
-    "\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
-    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-    NULL};
-
 static int push_split(tok_tokenizer *t, const char *re, sp_err *err) {
     tok_pre sp = {.kind = PRE_SPLIT, .re = tok_regex_compile(re, strlen(re), err), .behavior = SPLIT_ISOLATED};
     return !sp.re || tok_push_pre(t, &sp, err) ? -1 : 0;
 }
 
-static int gpt2_pre(tok_tokenizer *t, const char *pre, size_t n, sp_err *err) {
-    const char *re = NULL;
-    const char *const *list = NULL;
-#define IS(s) (n == strlen(s) && !memcmp(pre, s, n))
-    if (!pre || IS("default") || IS("gpt-2") || IS("gpt2") || IS("phi-2") || IS("olmo") ||
-        IS("jais") || IS("mpt") || IS("stablelm2") || IS("poro-chat") || IS("viking"))
-        re = TOK_REGEX_GPT2;
-    else if (IS("qwen2") || IS("qwen35") || IS("deepseek-r1-qwen") || IS("megrez") || IS("hunyuan")) {
-        /* Qwen's own tokenizer normalizes to NFC first (FORMATS.md §3.5); llama.cpp skips
-         * that step. We keep it so a GGUF vocab encodes like the tokenizer.json it came from
-         * (identical on NFC text, which is all the peer vectors hold). */
-        tok_norm nfc = {.kind = NORM_NFC};
-        if (tok_push_norm(t, &nfc, err)) return -1;
-        re = TOK_REGEX_QWEN2;
-    } else if (IS("llama-bpe") || IS("llama3") || IS("llama-v3") || IS("dbrx") || IS("smaug-bpe") ||
-               IS("falcon3") || IS("pixtral")) {
-        re = TOK_REGEX_LLAMA3;
-        t->ignore_merges = IS("llama-bpe") || IS("llama3") || IS("llama-v3");
-    } else if (IS("starcoder") || IS("refact") || IS("command-r") || IS("smollm") || IS("codeshell") ||
-               IS("exaone") || IS("minerva-7b")) {
-        list = RE_DIGITS; /* digits isolated first, then GPT-2 */
-        re = TOK_REGEX_GPT2;
-    } else if (IS("deepseek-coder")) {
-        list = RE_DEEPSEEK_CODER;
-    } else if (IS("deepseek-v3")) {
-        list = RE_DEEPSEEK_V3;
+/* the pre-tokenizer of a BPE vocabulary from its tokenizer.ggml.pre family (pretok_table.c);
+ * no name is llama.cpp's "default" family. No normalizer: llama.cpp applies none. */
+static int bpe_pre(tok_tokenizer *t, const tok_pre_family *f, sp_err *err) {
+    if (f->flags & TOK_PRE_IGNORE_MERGES) t->ignore_merges = 1;
+    if ((f->flags & TOK_PRE_ESCAPE_SPACES) && add_replace_norm(t, " ", SPACE_MARK, err)) return -1;
+    for (int i = 0; f->regex[i]; i++) {
+        if (!strcmp(f->regex[i], "[^\\n]+|[\\n]+")) { /* runs of newline / other characters: no regex */
+            tok_pre nl = {.kind = PRE_NEWLINE_RUNS};
+            if (tok_push_pre(t, &nl, err)) return -1;
+        } else if (push_split(t, f->regex[i], err)) {
+            return sp_err_wrap(err, "%s: tokenizer.ggml.pre family '%s'", t->source, f->names);
+        }
     }
-#undef IS
-    if (!re && !list)
-        return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer specula knows "
-                          "(gpt-2, qwen2, llama-bpe, starcoder, deepseek-coder, deepseek-v3, ...)",
-                          t->source, (int)(n > 60 ? 60 : n), pre);
-    for (int i = 0; list && list[i]; i++)
-        if (push_split(t, list[i], err)) return -1;
-    if (re && push_split(t, re, err)) return -1;
+    if (f->flags & TOK_PRE_RAW_UTF8) { /* SentencePiece-style pieces with "<0xHH>" fallback */
+        t->byte_fallback = 1;
+        return add_sentencepiece_decoders(t, 0, err);
+    }
     tok_pre bl = {.kind = PRE_BYTELEVEL};
     if (tok_push_pre(t, &bl, err)) return -1;
     t->byte_level = 1;
@@ -185,10 +156,21 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
         get_id(g, t, "tokenizer.ggml.eos_token_id", &t->eos_id, err) ||
         get_id(g, t, "tokenizer.ggml.unknown_token_id", &t->unk_id, err))
         return -1;
-    int add_bos = is_llama || is_gemma4, add_eos = 0, add_space = is_llama;
     gguf_str pre = {0};
     if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, err) < 0) return -1;
-    if (is_gpt2 && pre.ptr && pre.len == 9 && !memcmp(pre.ptr, "llama-bpe", 9)) add_bos = 1;
+    const tok_pre_family *fam = NULL;
+    if (is_gpt2 && pre.ptr && pre.len) {
+        if (!(fam = tok_pre_family_find(pre.ptr, pre.len)))
+            return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer type llama.cpp knows "
+                              "(docs/tokenizer-fidelity.md lists them)", t->source, (int)(pre.len > 60 ? 60 : pre.len),
+                              pre.ptr);
+    } else if (is_gpt2) {
+        fam = tok_pre_family_find("default", 7); /* llama.cpp's choice for a missing name */
+    } else if (is_gemma4) {
+        fam = tok_pre_family_find("gemma4", 6);
+    }
+    if (fam && (fam->flags & TOK_PRE_NO_BOS)) t->bos_id = -1;
+    int add_bos = is_llama || is_gemma4 || (fam && (fam->flags & TOK_PRE_ADD_BOS)), add_eos = 0, add_space = is_llama;
     if (gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, err) < 0 ||
         gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &add_eos, err) < 0 ||
         gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &add_space, err) < 0)
@@ -205,16 +187,9 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
         }
         if (add_replace_norm(t, " ", SPACE_MARK, err) || add_sentencepiece_decoders(t, add_space, err))
             return -1;
-    } else if (is_gpt2) {
-        t->model = TOK_MODEL_BPE;
-        if (gpt2_pre(t, pre.ptr, pre.len, err)) return -1;
     } else {
         t->model = TOK_MODEL_BPE;
-        t->byte_fallback = 1;
-        tok_pre nl = {.kind = PRE_NEWLINE_RUNS};
-        if (add_replace_norm(t, " ", SPACE_MARK, err) || tok_push_pre(t, &nl, err) ||
-            add_sentencepiece_decoders(t, 0, err))
-            return -1;
+        if (bpe_pre(t, fam, err)) return -1;
     }
     /* added tokens: control / unknown (special) and user-defined */
     for (int i = 0; i < n; i++) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../formats/hfjson.h"
 #include "tok_internal.h"
 #include "tokjson_scan.h"
 
@@ -101,6 +102,15 @@ static int parse_norm(ld *L, json_t *o, const char *where, int depth) {
         if (!is_re) op.a = tok_strndup(pat, n), op.alen = n;
         op.blen = strlen(content);
         op.b = tok_strndup(content, op.blen);
+    } else if (!strcmp(type, "BertNormalizer")) {
+        op.kind = NORM_BERT;
+        json_t *sa = json_object_get(o, "strip_accents");
+        if ((op.clean_text = opt_bool(L, o, "clean_text", 1, where)) < 0 ||
+            (op.chinese = opt_bool(L, o, "handle_chinese_chars", 1, where)) < 0 ||
+            (op.lowercase = opt_bool(L, o, "lowercase", 1, where)) < 0)
+            return -1;
+        if (sa && !json_is_null(sa) && !json_is_boolean(sa)) return FAIL(L, "%s.strip_accents must be true, false or null", where);
+        op.strip_accents = json_is_boolean(sa) ? json_is_true(sa) : op.lowercase; /* null follows lowercase */
     } else {
         return FAIL(L, "%s: normalizer type '%s' is not supported", where, type);
     }
@@ -174,11 +184,36 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
         if ((op.individual_digits = opt_bool(L, o, "individual_digits", 0, where)) < 0) return -1;
     } else if (!strcmp(type, "WhitespaceSplit")) {
         op.kind = PRE_WHITESPACE_SPLIT;
+    } else if (!strcmp(type, "Punctuation") || !strcmp(type, "BertPreTokenizer")) {
+        /* each punctuation character (Unicode P* or ASCII punctuation) is a match; Bert first
+         * splits on whitespace (removed) and isolates punctuation */
+        static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+        const char *beh = str_of(o, "behavior");
+        int k = beh ? -1 : SPLIT_ISOLATED;
+        for (int i = 0; beh && i < 5; i++)
+            if (!strcmp(beh, names[i])) k = i;
+        if (k < 0) return FAIL(L, "%s.behavior '%s' is not a split behavior", where, beh);
+        if (!strcmp(type, "BertPreTokenizer")) {
+            tok_pre ws = {.kind = PRE_WHITESPACE_SPLIT};
+            if (tok_push_pre(L->t, &ws, L->err)) return -1;
+        }
+        static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
+        op.kind = PRE_SPLIT;
+        op.behavior = (tok_split_behavior)k;
+        if (!(op.re = tok_regex_compile(punct, strlen(punct), L->err))) return -1;
+    } else if (!strcmp(type, "CharDelimiterSplit")) {
+        const char *d = str_of(o, "delimiter");
+        if (!d || !*d) return FAIL(L, "%s.delimiter must be a one-character string", where);
+        op.kind = PRE_SPLIT;
+        op.behavior = SPLIT_REMOVED;
+        op.lit_len = strlen(d);
+        op.lit = tok_strndup(d, op.lit_len);
     } else if (!strcmp(type, "Whitespace")) {
         op.kind = PRE_SPLIT;
         op.behavior = SPLIT_REMOVED;
         op.invert = 1;
-        if (!(op.re = tok_regex_compile("\\w+|[^\\w\\s]+", 13, L->err))) return -1;
+        static const char words[] = "\\w+|[^\\w\\s]+";
+        if (!(op.re = tok_regex_compile(words, strlen(words), L->err))) return -1;
     } else {
         return FAIL(L, "%s: pre_tokenizer type '%s' is not supported", where, type);
     }
@@ -389,6 +424,12 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
             vl.max_id = json_integer_value(id);
     }
     if (!rc && vl.max_id < 0) rc = FAIL(L, "model.vocab is empty");
+    /* the id tables are dense: an id far beyond the number of tokens would cost memory for
+     * the holes, not for tokens the file has (real vocabularies have no or few gaps) */
+    size_t n_tokens = vl.n + (added ? json_array_size(added) : 0);
+    if (!rc && (size_t)vl.max_id >= 2 * n_tokens + 65536)
+        rc = FAIL(L, "token id %lld with only %zu tokens: ids must be dense (at most %zu ids for this file)",
+                  vl.max_id, n_tokens, 2 * n_tokens + 65536);
     if (!rc) rc = tok_vocab_init(t, (int)vl.max_id + 1, L->err);
     for (size_t i = 0; !rc && i < vl.n; i++)
         if (tok_vocab_set(t, vl.id[i], vl.arena.p + vl.off[i], vl.len[i], L->err)) rc = sp_err_wrap(L->err, "model.vocab");
@@ -506,32 +547,33 @@ static int32_t config_token(const tok_tokenizer *t, json_t *cfg, const char *key
     return tok_vocab_find(t, json_string_value(v), json_string_length(v));
 }
 
-static int apply_config(ld *L, const char *cfg_text) {
+static int apply_config(ld *L, const char *cfg_text, int has_post) {
     tok_tokenizer *t = L->t;
-    json_error_t je;
-    json_t *cfg = json_loads(cfg_text, JSON_DECODE_INT_AS_REAL, &je); /* model_max_length 1e30 */
+    json_t *cfg = hf_json_loadb(cfg_text, strlen(cfg_text), 0, "tokenizer_config.json", L->err);
+    if (!cfg) return sp_err_wrap(L->err, "%s", t->source);
     if (!json_is_object(cfg)) {
         json_decref(cfg);
-        return sp_err_set(L->err, "%s: tokenizer_config.json: invalid JSON at line %d: %s", t->source,
-                          je.line, je.text);
+        return sp_err_set(L->err, "%s: tokenizer_config.json: the top level must be an object", t->source);
     }
     int32_t bos = config_token(t, cfg, "bos_token"), eos = config_token(t, cfg, "eos_token");
     if (bos >= 0) t->bos_id = bos;
     if (eos >= 0) t->eos_id = eos;
+    /* transformers rebuilds the post-processor as [bos] $A [eos] from add_bos_token /
+     * add_eos_token when the config names either flag, when its tokenizer class defaults them
+     * (Llama / CodeLlama / Gemma: BOS on), or when tokenizer.json has no post-processor;
+     * otherwise tokenizer.json's post-processor stands (docs/tokenizer-fidelity.md). */
     json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
-    if (json_is_boolean(ab) && t->bos_id >= 0) {
-        int has = t->n_post_pre > 0 && t->post_pre[0] == t->bos_id;
-        if (json_is_true(ab) && !has && t->n_post_pre < TOK_MAX_POST) {
-            memmove(t->post_pre + 1, t->post_pre, (size_t)t->n_post_pre * sizeof *t->post_pre);
-            t->post_pre[0] = t->bos_id, t->n_post_pre++;
-        } else if (json_is_false(ab) && has) {
-            memmove(t->post_pre, t->post_pre + 1, (size_t)--t->n_post_pre * sizeof *t->post_pre);
-        }
-    }
-    if (json_is_boolean(ae) && t->eos_id >= 0) {
-        int has = t->n_post_post > 0 && t->post_post[t->n_post_post - 1] == t->eos_id;
-        if (json_is_true(ae) && !has && t->n_post_post < TOK_MAX_POST) t->post_post[t->n_post_post++] = t->eos_id;
-        else if (json_is_false(ae) && has) t->n_post_post--;
+    const char *cls = str_of(cfg, "tokenizer_class");
+    int class_bos = cls && (!strncmp(cls, "LlamaTokenizer", 14) || !strncmp(cls, "CodeLlamaTokenizer", 18) ||
+                            !strncmp(cls, "GemmaTokenizer", 14));
+    if (json_is_boolean(ab) || json_is_boolean(ae) || class_bos || !has_post) {
+        int add_bos = json_is_boolean(ab) ? json_is_true(ab) : class_bos;
+        int add_eos = json_is_true(ae);
+        json_t *bv = json_object_get(cfg, "bos_token"), *ev = json_object_get(cfg, "eos_token");
+        int32_t b = bv ? bos : t->bos_id, e = ev ? eos : t->eos_id; /* "bos_token": null -> none */
+        t->n_post_pre = t->n_post_post = 0;
+        if (add_bos && b >= 0) t->post_pre[t->n_post_pre++] = b;
+        if (add_eos && e >= 0) t->post_post[t->n_post_post++] = e;
     }
     json_t *ct = json_object_get(cfg, "chat_template");
     const char *tmpl = json_is_string(ct) ? json_string_value(ct) : NULL;
@@ -556,7 +598,6 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
         return NULL;
     }
     ld L = {t, err};
-    json_error_t je;
     /* fast path: read model.vocab / model.merges here, the rest with jansson */
     tj_span vs, ms;
     char *rest = NULL;
@@ -571,10 +612,9 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
         memcpy(rest + rest_len, fill2, 2), rest_len += 2;
         memcpy(rest + rest_len, text + second->b, len - second->b), rest_len += len - second->b;
     }
-    json_t *root = json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, &je);
-    int rc = 0;
-    if (!root) rc = sp_err_set(err, "%s: invalid JSON at line %d column %d: %s", what, je.line, je.column, je.text);
-    else if (!json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);
+    json_t *root = hf_json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, what, err);
+    int rc = root ? 0 : -1;
+    if (root && !json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);
     if (!rc)
         rc = parse_model(&L, json_object_get(root, "model"), json_object_get(root, "added_tokens"),
                          rest ? &vs : NULL, rest ? &ms : NULL);
@@ -582,14 +622,16 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
     if (!rc) rc = parse_norm(&L, json_object_get(root, "normalizer"), "normalizer", 0);
     if (!rc) rc = parse_pre(&L, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0);
     if (!rc) rc = parse_dec(&L, json_object_get(root, "decoder"), "decoder", 0);
-    if (!rc) rc = parse_post(&L, json_object_get(root, "post_processor"), 0);
+    json_t *post = json_object_get(root, "post_processor");
+    int has_post = post && !json_is_null(post);
+    if (!rc) rc = parse_post(&L, post, 0);
     json_decref(root);
     if (!rc) {
         t->model = TOK_MODEL_BPE;
         t->sanitize_utf8 = !t->byte_fallback;
         if (t->n_post_pre) t->bos_id = t->post_pre[0];
         if (t->n_post_post) t->eos_id = t->post_post[t->n_post_post - 1];
-        if (config_json) rc = apply_config(&L, config_json);
+        if (config_json) rc = apply_config(&L, config_json, has_post);
     }
     if (!rc) {
         if (t->eos_id < 0) { /* the usual names */

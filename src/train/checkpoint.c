@@ -8,13 +8,14 @@
 
 #include "core/core.h"
 #include "formats/safetensors.h"
+#include "formats/hfjson.h"
 
 int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err) {
-    json_error_t je;
-    json_t *c = json_load_file(target_config_path, JSON_REJECT_DUPLICATES, &je);
-    if (!c || !json_is_object(c)) {
+    json_t *c = hf_json_load_file(target_config_path, JSON_REJECT_DUPLICATES, err);
+    if (!c) return -1;
+    if (!json_is_object(c)) {
         json_decref(c);
-        return sp_err_set(err, "%s: line %d: %s", target_config_path, je.line, je.text);
+        return sp_err_set(err, "%s: the top level must be an object", target_config_path);
     }
     /* A Llama target's drafter keeps the Qwen3 block of the published drafter code (z-lab
      * DFlashDraftModel and DeepSpec Qwen3DSparkModel always build q_norm / k_norm): the config

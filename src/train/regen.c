@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "chat/chat.h"
 #include "core/progress.h"
 #include "spec/generate.h"
 #include "tokenizer/tokenizer.h"
@@ -50,8 +51,22 @@ static int encode_into(record *r, tok_tokenizer *tok, const char *text, int add_
 }
 
 /* Parse one JSON line into a record. With generate, only the prompt is kept (resp_start = n). */
-static int parse_record(record *r, const char *line, size_t len, const char *what, tok_tokenizer *tok, int vocab,
+/* a conversation's text with the target's own chat template, loaded at the first use */
+typedef struct {
+    const char *model_dir;
+    tok_tokenizer *tok;
+    chat_template *ct;
+} chat_src;
+
+static int chat_text(chat_src *cs, const tok_msg *m, int n, int add_generation_prompt, char **out, sp_err *err) {
+    *out = NULL;
+    if (!cs->ct && !(cs->ct = chat_template_load(cs->model_dir, cs->tok, NULL, err))) return -1;
+    return chat_render_msgs(cs->ct, m, n, add_generation_prompt, NULL, out, err);
+}
+
+static int parse_record(record *r, const char *line, size_t len, const char *what, chat_src *cs, int vocab,
                         int generate, sp_err *err) {
+    tok_tokenizer *tok = cs->tok;
     memset(r, 0, sizeof *r);
     json_error_t je;
     json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
@@ -124,11 +139,11 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
                 ok = 0;
             } else {
                 int whole = !generate && (size_t)last_user + 1 < nm;
-                ok = !tok_chat_render(tok, NULL, m, last_user + 1, 1, &pt, err) &&
+                ok = !chat_text(cs, m, last_user + 1, 1, &pt, err) &&
                      !encode_into(r, tok, pt, 0, 1, err);
                 r->resp_start = r->n;
                 if (ok && whole) {
-                    ok = !tok_chat_render(tok, NULL, m, (int)nm, 0, &full, err);
+                    ok = !chat_text(cs, m, (int)nm, 0, &full, err);
                     size_t lp = strlen(pt);
                     if (ok && strncmp(full, pt, lp) == 0) {
                         /* the conversation extends the prompt text: prompt ids, then the rest */
@@ -191,7 +206,7 @@ static int split_lines(const char *text, size_t n, line_ref **out, int *count) {
 
 /* Parse and check every non-blank line of text into recs[n_lines] (calloc'd; the caller frees
  * each record's ids and the array, also on failure); lengths cut to max_len. */
-static int parse_all(const char *text, const line_ref *lines, int n_lines, const char *path, tok_tokenizer *tok,
+static int parse_all(const char *text, const line_ref *lines, int n_lines, const char *path, chat_src *cs,
                      int vocab, int generate, int max_len, record **out, sp_err *err) {
     record *recs = calloc(n_lines ? n_lines : 1, sizeof(record));
     *out = recs;
@@ -199,23 +214,25 @@ static int parse_all(const char *text, const line_ref *lines, int n_lines, const
     for (int i = 0; i < n_lines; i++) {
         char what[4200];
         snprintf(what, sizeof what, "%s:%d", path, lines[i].lineno);
-        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, tok, vocab, generate, err)) return -1;
+        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, cs, vocab, generate, err)) return -1;
         if (recs[i].n > max_len) recs[i].n = max_len;
         if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
     }
     return 0;
 }
 
-int tr_regen_check_records(const char *text, size_t n, const char *path, tok_tokenizer *tok, int vocab,
-                           int generate, int *n_records, sp_err *err) {
+int tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
+                           int vocab, int generate, int *n_records, sp_err *err) {
     line_ref *lines = NULL;
     int n_lines = 0;
     record *recs = NULL;
     if (split_lines(text, n, &lines, &n_lines)) return sp_err_set(err, "%s: out of memory", path);
-    int rc = parse_all(text, lines, n_lines, path, tok, vocab, generate, TR_REGEN_MAX_TOKENS, &recs, err);
+    chat_src cs = {model_dir, tok, NULL};
+    int rc = parse_all(text, lines, n_lines, path, &cs, vocab, generate, TR_REGEN_MAX_TOKENS, &recs, err);
     for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
     free(recs);
     free(lines);
+    chat_template_free(cs.ct);
     if (!rc && n_records) *n_records = n_lines;
     return rc;
 }
@@ -254,6 +271,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     int n_lines = 0;
     sp_model *m = NULL;
     tok_tokenizer *tok = NULL;
+    chat_src cs = {0};
     record *recs = NULL;
     float *hid = NULL, *tap = NULL;
     uint16_t *hid_bf = NULL, *ml_bf = NULL;
@@ -276,7 +294,8 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
         }
     if (c.n_taps < 1) { sp_err_set(err, "%s: the target has too few layers for taps", c.model_dir); goto out; }
     /* parse and check every record before any work */
-    if (parse_all(text, lines, n_lines, c.data_path, tok, cfg->vocab_size, c.generate, c.max_len, &recs, err))
+    cs = (chat_src){c.model_dir, tok, NULL};
+    if (parse_all(text, lines, n_lines, c.data_path, &cs, cfg->vocab_size, c.generate, c.max_len, &recs, err))
         goto out;
     if (sp_mkdir_p(c.out_dir, err)) goto out;
     int H = cfg->hidden_size, nt = c.n_taps, chunk = 256;
@@ -359,6 +378,7 @@ out:
     if (skipped) *skipped = n_skipped;
     for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
     free(recs); free(lines); free(text); free(hid); free(tap); free(gen); free(hid_bf); free(ml_bf);
+    chat_template_free(cs.ct);
     tok_free(tok);
     sp_model_free(m);
     return rc;

@@ -3,7 +3,7 @@
  * Records (one JSON object per line; blank lines skipped):
  *   {"text": "..."}                      the whole text is the response (resp_start 0)
  *   {"prompt": "...", "response": "..."} resp_start = number of prompt tokens
- *   {"messages": [{"role", "content"}…]}  rendered with the chat template; the response is
+ *   {"messages": [{"role", "content"}…]}  rendered with the target's chat template (src/chat/); the response is
  *                                         everything after the last non-assistant turn
  *   {"ids": [..], "resp_start": n}       pre-tokenized
  * With generate > 0 the response is replaced by up to `generate` tokens the target itself
@@ -43,10 +43,11 @@ typedef struct {
 int tr_auto_taps(int *taps, int n_layers);
 
 /* Parse and check the JSONL records of text[0, n) as tr_regen_run does before any work (path names
- * the source in messages; tok may be NULL, then text records are an error; vocab bounds "ids").
- * Returns 0 with the record count in *n_records (may be NULL), or -1 naming PATH:LINE. */
-int tr_regen_check_records(const char *text, size_t n, const char *path, tok_tokenizer *tok, int vocab,
-                           int generate, int *n_records, sp_err *err);
+ * the source in messages; model_dir, whose chat template renders "messages" records, may be NULL;
+ * tok may be NULL, then text records are an error; vocab bounds "ids"). Returns 0 with the record
+ * count in *n_records (may be NULL), or -1 naming PATH:LINE. */
+int tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
+                           int vocab, int generate, int *n_records, sp_err *err);
 
 /* Returns 0, or -1 with err. *written / *skipped receive this rank's shard counts (may be NULL). */
 int tr_regen_run(const tr_regen_cfg *c, int *written, int *skipped, sp_err *err);

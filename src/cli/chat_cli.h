@@ -1,0 +1,51 @@
+/* chat_cli.h — the chat flags of `specula generate`: -sys TEXT (system prompt), -cnv
+ * (interactive multi-turn chat in the terminal), --chat-template NAME|FILE and
+ * --chat-template-kwargs '{"enable_thinking": false}', rendered with the model's own chat
+ * template (src/chat/chat.h). */
+#ifndef SPECULA_CLI_CHAT_H
+#define SPECULA_CLI_CHAT_H
+
+#include <stdint.h>
+
+#include "sample/sample.h"
+#include "spec_cli.h"
+
+typedef struct {
+    const char *system;   /* -sys */
+    int cnv;              /* -cnv */
+    const char *tmpl;     /* --chat-template NAME|FILE */
+    const char *kwargs;   /* --chat-template-kwargs JSON: extra template variables */
+} cli_chat_opts;
+
+#define CLI_CHAT_OPT_ROWS 4
+
+/* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
+int cli_chat_opt_rows(void *rows /* cli_opt[CLI_CHAT_OPT_ROWS] */, cli_chat_opts *o);
+
+/* 1 when the prompt is to be rendered as a conversation: --chat, -sys, --chat-template or
+ * --chat-template-kwargs with -p TEXT */
+int cli_chat_wanted(const cli_chat_opts *o, int chat, const char *text);
+
+/* [system -sys,] user TEXT with the generation prompt, rendered and encoded (the text carries
+ * its own BOS). Prints errors; returns 0/-1. *ids malloc'd. */
+int cli_chat_prompt(const char *cmd, const char *model_dir, const cli_chat_opts *o, const char *text, int32_t **ids,
+                    int *n);
+
+/* What -cnv needs from generate's other flags. */
+typedef struct {
+    const char *model_dir;
+    const char *first; /* -p TEXT: the first user turn, or NULL */
+    int n_predict;     /* most tokens per reply */
+    int threads, ctx;  /* ctx 0: 4096 */
+    sp_sample_params sample;
+    const cli_spec_opts *spec;
+} cli_chat_run_opts;
+
+/* -cnv: read user turns from stdin (a line each; a line ending in '\' continues on the next;
+ * "/exit" or end of input ends the chat), stream each reply to stdout without control tokens
+ * (the end-of-turn token ends it), keep the conversation and re-render it with the template
+ * every turn (the whole conversation is prefilled again each turn). "> " prompts go to stderr.
+ * Speculative decoding works as in generate. Returns the exit status. */
+int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opts *r);
+
+#endif

@@ -1,0 +1,311 @@
+/* quant_avx512.c — the quantized row kernels for AVX-512 with VNNI (vpdpbusd / vpdpwssd),
+ * in the canonical order of quant_internal.h. Entered only when sp_cpu_level() is
+ * SP_CPU_AVX512 and the processor has AVX512-VNNI.
+ *
+ * Tiles: TB tokens (1..4) × 4 weight rows; each weight block is loaded and unpacked once per
+ * tile and used for all TB tokens, so a T-token call reads W once per 4 tokens from memory
+ * (the rest from cache). Row remainders reuse the last row and drop its results. Within one
+ * output the operations are exactly those of the scalar kernels: integer block sums (exact),
+ * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
+ * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
+ * run for the tile's 4 rows at once with one row per lane. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_internal.h"
+
+#define NB 4 /* weight rows per tile */
+
+static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* Software prefetch: the first token tile of a row tile requests the next row tile's bytes
+ * (rows are contiguous) at an even pace over its K loop, so DRAM streams the next rows while
+ * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_init spreads the next
+ * tile's bytes over the `steps` iterations of the K loop; qpf_advance requests one share. */
+typedef struct {
+    const char *p, *end;
+    size_t step;
+} qpf;
+
+static SP_ALWAYS_INLINE qpf qpf_init(const qmm_ctx *c, int t0, int n1, int steps) {
+    qpf f = {NULL, NULL, 0};
+    if (t0 != 0 || n1 >= c->N) return f;
+    int rows = c->N - n1 < NB ? c->N - n1 : NB;
+    f.p = (const char *)c->W + (size_t)n1 * c->wrow;
+    f.end = f.p + (size_t)rows * c->wrow;
+    f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
+    return f;
+}
+
+static SP_ALWAYS_INLINE void qpf_advance(qpf *f) {
+    if (!f->p) return;
+    const char *goal = f->p + f->step;
+    for (; f->p < goal && f->p < f->end; f->p += 64) _mm_prefetch(f->p, _MM_HINT_T0);
+}
+
+/* ---- Q8_0 / Q4_0 ------------------------------------------------------------------------ */
+/* two blocks' integer weights as unsigned bytes u with v = u − bias: Q8_0 flips the sign bit
+ * (u = v + 128), Q4_0 unpacks nibbles (u = v + 8) into element order [lo | hi] per block */
+static SP_ALWAYS_INLINE __m512i w32_pair(const uint8_t *b0, const uint8_t *b1, const int Q4) {
+    if (Q4) {
+        __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))),
+                                             _mm_loadu_si128((const __m128i *)(b1 + 2)), 1);
+        __m512i t = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), _mm512_castsi256_si512(ab));
+        t = _mm512_mask_blend_epi64(0xCC, t, _mm512_srli_epi16(t, 4));
+        return _mm512_and_si512(t, _mm512_set1_epi8(0x0F));
+    }
+    __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
+                                   _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
+    return _mm512_xor_si512(t, _mm512_set1_epi8((char)0x80));
+}
+
+/* one block (b1 absent): the same in the low half, zeros above */
+static SP_ALWAYS_INLINE __m512i w32_one(const uint8_t *b0, const int Q4) {
+    if (Q4) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(b0 + 2));
+        __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_srli_epi16(a, 4), 1);
+        return _mm512_zextsi256_si512(_mm256_and_si256(t, _mm256_set1_epi8(0x0F)));
+    }
+    __m256i t = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+    return _mm512_zextsi256_si512(_mm256_xor_si256(t, _mm256_set1_epi8((char)0x80)));
+}
+
+/* [f(s0) × 8 | f(s1) × 8] from two f16 scales */
+static SP_ALWAYS_INLINE __m512 scale_pair_f16(uint16_t s0, uint16_t s1) {
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)s0 | (uint32_t)s1 << 16)));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(f));
+}
+
+static SP_ALWAYS_INLINE __m512 scale_pair_f32(const float *d) {
+    __m128 f = _mm_castpd_ps(_mm_load_sd((const double *)d));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(f));
+}
+
+static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int Q4) {
+    const int nb = c->K / 32, bsz = Q4 ? 18 : 34;
+    const uint8_t *wr[NB];
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    qx_row xr[4];
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    const __m512i cbias = _mm512_set1_epi8((char)(Q4 ? 8 : 0x80));
+    __m512 acc[4][NB];
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+    qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i wv[NB];
+        __m512 wd[NB];
+        qpf_advance(&pf);
+        for (int j = 0; j < NB; j++) {
+            const uint8_t *b0 = wr[j] + (size_t)b * bsz;
+            wv[j] = w32_pair(b0, b0 + bsz, Q4);
+            wd[j] = scale_pair_f16(rd16(b0), rd16(b0 + bsz));
+        }
+        for (int i = 0; i < TB; i++) {
+            __m512i xv = _mm512_loadu_si512(xr[i].q + 32 * b);
+            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
+            __m512 xd = scale_pair_f32(xr[i].d + b);
+            for (int j = 0; j < NB; j++) {
+                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j]);
+            }
+        }
+    }
+    if (b < nb) { /* last, even-numbered block: lanes 0..7 only */
+        __m512i wv[NB];
+        __m512 wd[NB];
+        for (int j = 0; j < NB; j++) {
+            const uint8_t *b0 = wr[j] + (size_t)b * bsz;
+            wv[j] = w32_one(b0, Q4);
+            wd[j] = scale_pair_f16(rd16(b0), rd16(b0));
+        }
+        for (int i = 0; i < TB; i++) {
+            __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)));
+            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
+            __m512 xd = _mm512_set1_ps(xr[i].d[b]);
+            for (int j = 0; j < NB; j++) {
+                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
+                acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j], 0x00FF);
+            }
+        }
+    }
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = sp_hsum16_avx512(acc[i][j]);
+}
+
+/* ---- K-quants ------------------------------------------------------------------------------ */
+/* The 4 rows' integer totals of one token at once: lane j of the result = Σ lanes of s[j]
+ * (exact), by a transpose-and-add network instead of four horizontal sums. */
+static SP_ALWAYS_INLINE __m128i hsum4x16_i32(const __m512i *s) {
+    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    __m256i v = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+/* lane j = Σ of the 4 lanes of m[j] */
+static SP_ALWAYS_INLINE __m128i hsum4x4_i32(const __m128i *m) {
+    return _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
+}
+
+/* Each row's weights are unpacked once per super-block into wv / sv (they stay in L1), then
+ * every token takes the 4 rows together: the integer totals of the 4 rows are reduced at once
+ * and the float part runs with the rows in lanes — per lane the operations of the scalar
+ * kernel, so the bits are the same. */
+static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
+    const int nsb = c->K / SP_QK_K;
+    const uint8_t *wr[NB];
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    qx_row xr[4];
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    __m128 acc[4];
+    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
+    const __m512i sidx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0);
+    qpf pf = qpf_init(c, t0, n1, nsb);
+    for (int b = 0; b < nsb; b++) {
+        qpf_advance(&pf);
+        __m512i wv[NB][4], sv[NB][4];
+        __m128i m16[NB];
+        float dj[NB], mj[NB];
+        for (int j = 0; j < NB; j++) {
+            const uint8_t *blk = wr[j] + (size_t)b * 144;
+            uint64_t sc8, m8;
+            q4k_scales8(blk + 4, &sc8, &m8);
+            __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+            m16[j] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+            /* chunk q: [low nibbles (sub-block 2q) | high nibbles (2q + 1)], scales as int16 */
+            for (int q = 0; q < 4; q++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * q));
+                wv[j][q] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), lo4);
+                sv[j][q] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16((short)(2 * q))), sc16);
+            }
+            dj[j] = _cvtsh_ss(rd16(blk)), mj[j] = _cvtsh_ss(rd16(blk + 2));
+        }
+        __m128 d4 = _mm_loadu_ps(dj), dmin4 = _mm_loadu_ps(mj);
+        for (int i = 0; i < TB; i++) {
+            const int8_t *xq = xr[i].q + SP_QK_K * b;
+            __m512i xv[4], s[NB];
+            __m128i mm[NB];
+            for (int q = 0; q < 4; q++) xv[q] = _mm512_loadu_si512(xq + 64 * q);
+            /* bsum[2j] + bsum[2j+1] for sub-block j, as 8 int16 */
+            __m256i pp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), _mm256_set1_epi16(1));
+            __m128i ps = _mm_packs_epi32(_mm256_castsi256_si128(pp), _mm256_extracti128_si256(pp, 1));
+            for (int j = 0; j < NB; j++) {
+                s[j] = _mm512_setzero_si512();
+                for (int q = 0; q < 4; q++) s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][q], xv[q]), sv[j][q]);
+                mm[j] = _mm_madd_epi16(ps, m16[j]);
+            }
+            __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s)), imin = _mm_cvtepi32_ps(hsum4x4_i32(mm));
+            __m128 xd = _mm_set1_ps(xr[i].d[b]);
+            acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, xd), isum, acc[i]);
+            acc[i] = _mm_fmadd_ps(_mm_xor_ps(_mm_mul_ps(dmin4, xd), _mm_set1_ps(-0.0f)), imin, acc[i]);
+        }
+    }
+    for (int i = 0; i < TB; i++) {
+        float y[4];
+        _mm_storeu_ps(y, acc[i]);
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
+    }
+}
+
+static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
+    const int nsb = c->K / SP_QK_K;
+    const uint8_t *wr[NB];
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    qx_row xr[4];
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    __m128 acc[4];
+    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+    /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
+    const __m512i sidx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+                                           0, 0, 0, 0, 0, 0, 0);
+    qpf pf = qpf_init(c, t0, n1, nsb);
+    for (int b = 0; b < nsb; b++) {
+        qpf_advance(&pf);
+        __m512i wv[NB][4], sv[NB][4];
+        __m256i sc16[NB];
+        float dj[NB];
+        for (int j = 0; j < NB; j++) {
+            const uint8_t *blk = wr[j] + (size_t)b * 210;
+            sc16[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+            for (int h = 0; h < 2; h++) {
+                __m512i L = _mm512_loadu_si512(blk + 64 * h);
+                __m256i H = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                __m512i Hz = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
+                /* values 128h + 0..63: low nibbles | bits (0,1) / (2,3) of qh as bits 4, 5 */
+                wv[j][2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_and_si512(_mm512_slli_epi16(Hz, 4), hi2));
+                /* values 128h + 64..127: high nibbles | bits (4,5) / (6,7) of qh */
+                wv[j][2 * h + 1] =
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4), _mm512_and_si512(Hz, hi2));
+            }
+            for (int v = 0; v < 4; v++)
+                sv[j][v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx0, _mm512_set1_epi16((short)(4 * v))),
+                                                    _mm512_castsi256_si512(sc16[j]));
+            dj[j] = _cvtsh_ss(rd16(blk + 208));
+        }
+        __m128 d4 = _mm_loadu_ps(dj);
+        for (int i = 0; i < TB; i++) {
+            const int8_t *xq = xr[i].q + SP_QK_K * b;
+            __m512i xv[4], s[NB];
+            for (int v = 0; v < 4; v++) xv[v] = _mm512_loadu_si512(xq + 64 * v);
+            __m256i bs = _mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b));
+            for (int j = 0; j < NB; j++) {
+                s[j] = _mm512_setzero_si512();
+                for (int v = 0; v < 4; v++) s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
+                /* − 32 · Σ_g sc[g] · bsum[g] */
+                s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
+            }
+            __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s));
+            acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(xr[i].d[b])), isum, acc[i]);
+        }
+    }
+    for (int i = 0; i < TB; i++) {
+        float y[4];
+        _mm_storeu_ps(y, acc[i]);
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
+    }
+}
+
+/* ---- driver: one out-of-line function per (type, TB) ------------------------------------------ */
+static void tile_q8_0_1(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 1, 0); }
+static void tile_q8_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 2, 0); }
+static void tile_q8_0_3(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 3, 0); }
+static void tile_q8_0_4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 4, 0); }
+static void tile_q4_0_1(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 1, 1); }
+static void tile_q4_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 2, 1); }
+static void tile_q4_0_3(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 3, 1); }
+static void tile_q4_0_4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 4, 1); }
+static void tile_q4_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 1); }
+static void tile_q4_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2); }
+static void tile_q4_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3); }
+static void tile_q4_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4); }
+static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1); }
+static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2); }
+static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3); }
+static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4); }
+
+typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
+
+void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
+    static const qtile_fn q8_0[4] = {tile_q8_0_1, tile_q8_0_2, tile_q8_0_3, tile_q8_0_4};
+    static const qtile_fn q4_0[4] = {tile_q4_0_1, tile_q4_0_2, tile_q4_0_3, tile_q4_0_4};
+    static const qtile_fn q4_K[4] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4};
+    static const qtile_fn q6_K[4] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4};
+    const qtile_fn *tiles = c->dt == SP_DT_Q8_0 ? q8_0 : c->dt == SP_DT_Q4_0 ? q4_0 : c->dt == SP_DT_Q4_K ? q4_K : q6_K;
+    for (int n = n0; n < n1; n += NB) {
+        int ne = n + NB < n1 ? n + NB : n1;
+        for (int t = 0; t < c->T; t += 4) tiles[(c->T - t < 4 ? c->T - t : 4) - 1](c, t, n, ne);
+    }
+}

@@ -1,0 +1,101 @@
+/* quant_internal.h — what the quantized-matmul files share: the quantized activation rows,
+ * the call context, the per-tier row kernels, and THE CANONICAL ORDER every tier follows.
+ *
+ * THE CANONICAL QUANTIZED DOT. The activation row x is quantized once per call (Q8_0 blocks
+ * for Q8_0 / Q4_0 weights, Q8_K super-blocks for Q4_K / Q6_K; quant.c's quantizers), then
+ * every output y = Σ_k x̂[k]·ŵ[k] is computed as follows; integer sums are exact, so the only
+ * roundings are the float operations written here, in this order, in every tier:
+ *
+ *   Q8_0, Q4_0 (blocks b of 32; v = the weight's integer value: qs, or nibble − 8):
+ *     acc[16] = 0
+ *     for b = 0, 1, ...:  s = f16(W.d[b]) · xd[b]                      (exact: 11 × 11 bits)
+ *       for i = 0..7:     p = Σ_{e=4i..4i+3} v[32b+e] · xq[32b+e]      (int32, exact)
+ *                         acc[8·(b & 1) + i] = fma(s, (float)p, acc[8·(b & 1) + i])
+ *     y = the canonical 16 → 1 tree of kernels_internal.h over acc
+ *   Q4_K (super-blocks b of 256; sub-block j = 0..7 of 32 values q with 6-bit sc[j], m[j]):
+ *     acc = 0
+ *     for b:  isum = Σ_j sc[j] · Σ_{e in j} q[e] · xq[e];  imin = Σ_j m[j] · (bsum[2j] + bsum[2j+1])
+ *             acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *             acc = fma(−(f16(W.dmin) · xd[b]), (float)imin, acc)
+ *   Q6_K (groups g = 0..15 of 16 values u in 0..63, int8 sc[g]):
+ *     for b:  isum = Σ_g sc[g] · (Σ_{e in g} u[e] · xq[e] − 32 · bsum[g])
+ *             acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *     y = acc
+ * The 16-lane layout of the 32-blocks matches every SIMD width: an AVX2 register of 8 int32
+ * lanes from one block (lane i = elements 4i..4i+3), an AVX-512 register holding two blocks,
+ * NEON pairs of 4-lane registers. int32 sums never overflow: |isum| < 2^28 for the K-quants.
+ *
+ * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c),
+ * NEON with dotprod (quant_neon.c). Each file is entered only after sp_cpu_level() selects
+ * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without
+ * dotprod the scalar path). */
+#ifndef SPECULA_QUANT_INTERNAL_H
+#define SPECULA_QUANT_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/cpu.h"
+#include "kernels_internal.h"
+#include "quant.h"
+
+/* bytes of sp_matmul's stack scratch for quantized activations: tokens go through in chunks
+ * that fit, and one row of K <= SP_QUANT_MAX_K always does */
+#define SP_QX_SCRATCH (96 * 1024)
+
+/* One activation row quantized for a weight type. Scratch layout per row: q[K] int8, then
+ * d[K / block] f32 (the block scales as the dot product uses them: a Q8_0 block's f16 scale
+ * widened), then for Q8_K bsums[K / 16] int16; rows start at 64-byte multiples. */
+typedef struct {
+    const int8_t *q;
+    const float *d;
+    const int16_t *bsums; /* Q8_K only */
+} qx_row;
+
+typedef struct {
+    float *Y;          /* [T, N] */
+    const uint8_t *W;  /* N rows of wrow bytes */
+    const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
+    sp_dtype dt;
+    int T, N, K;
+    size_t wrow, xrow;
+} qmm_ctx;
+
+static inline qx_row qx_at(const qmm_ctx *c, int t) {
+    const uint8_t *p = c->XQ + (size_t)t * c->xrow;
+    size_t nb = (size_t)c->K / sp_dtype_block_elems(c->dt);
+    qx_row r = {(const int8_t *)p, (const float *)(p + c->K), NULL};
+    if (c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K) r.bsums = (const int16_t *)(p + c->K + 4 * nb);
+    return r;
+}
+
+/* sub-block j's 6-bit scale and min of a Q4_K block's packed `scales` (quant.c) */
+void sp_q4_K_scale_min(int j, const uint8_t *s, int *sc, int *m);
+
+/* All eight at once, one byte each (byte j of *sc8 = sc[j], of *m8 = m[j]), by 32-bit word
+ * operations on the 12 packed bytes (the same bits as sp_q4_K_scale_min). */
+static inline void q4k_scales8(const uint8_t *s, uint64_t *sc8, uint64_t *m8) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    *sc8 = sc_lo | (uint64_t)sc_hi << 32;
+    *m8 = m_lo | (uint64_t)m_hi << 32;
+}
+
+/* Y[t, n] for every t < T and n in [n0, n1), in the canonical order above */
+void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
+#if defined(__x86_64__) || defined(__i386__)
+void qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
+void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
+#endif
+#if defined(__aarch64__)
+void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);
+#endif
+
+/* sp_matmul for quantized W on tier `tier` (SP_CPU_SCALAR for the portable twin) */
+void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier);
+void sp_matmul_quant_ref(float *Y, const float *X, int T, const sp_mat *W);
+
+#endif

@@ -1,0 +1,211 @@
+/* quant_matmul.c — sp_matmul for quantized weights: the activation rows are quantized into a
+ * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
+ * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
+ * the canonical order of quant_internal.h) and the double-precision reference.
+ *
+ * Every tier computes an output from that output's weight row and that token's quantized
+ * activation row alone, in one fixed order, so results are bit-identical whatever T, the
+ * token's index, the thread count or the tier. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant_internal.h"
+
+/* rows per claimed chunk are a multiple of this (the tiles' row counts divide it) */
+#define QMM_ROW_ALIGN 16
+#define QMM_CHUNKS_PER_THREAD 8
+
+static inline float rd_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return sp_f16_to_f32(h);
+}
+
+/* ---- activation rows ------------------------------------------------------------------- */
+/* the activation type and scratch row bytes for weight type dt */
+static size_t qx_row_bytes(sp_dtype dt, int K) {
+    size_t nb = (size_t)K / sp_dtype_block_elems(dt);
+    size_t bytes = (size_t)K + 4 * nb + (dt == SP_DT_Q4_K || dt == SP_DT_Q6_K ? 2 * (size_t)K / 16 : 0);
+    return (bytes + 63) / 64 * 64;
+}
+
+/* quantize x[K] into one scratch row (layout in quant_internal.h) */
+static void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
+    int8_t *q = (int8_t *)row;
+    float *d = (float *)(row + K);
+    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0) {
+        sp_block_q8_0 blk;
+        for (int b = 0; b < K / SP_QK8_0; b++) {
+            sp_quantize_row_q8_0(&blk, x + (size_t)b * SP_QK8_0, SP_QK8_0);
+            memcpy(q + (size_t)b * SP_QK8_0, blk.qs, SP_QK8_0);
+            d[b] = sp_f16_to_f32(blk.d);
+        }
+    } else {
+        sp_block_q8_K blk;
+        int16_t *bs = (int16_t *)(row + K + 4 * (size_t)(K / SP_QK_K));
+        for (int b = 0; b < K / SP_QK_K; b++) {
+            sp_quantize_row_q8_K(&blk, x + (size_t)b * SP_QK_K, SP_QK_K);
+            memcpy(q + (size_t)b * SP_QK_K, blk.qs, SP_QK_K);
+            d[b] = blk.d;
+            memcpy(bs + 16 * b, blk.bsums, sizeof blk.bsums);
+        }
+    }
+}
+
+/* ---- scalar row kernels (the canonical order, written out) ------------------------------ */
+static float dot_q8_0_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc[16] = {0};
+    for (int b = 0; b < K / 32; b++, w += 34) {
+        const int8_t *wq = (const int8_t *)(w + 2), *xq = x.q + 32 * b;
+        float s = rd_f16(w) * x.d[b];
+        for (int i = 0; i < 8; i++) {
+            int p = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++) p += wq[e] * xq[e];
+            acc[8 * (b & 1) + i] = fmaf(s, (float)p, acc[8 * (b & 1) + i]);
+        }
+    }
+    return sp_hsum16(acc);
+}
+
+static float dot_q4_0_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc[16] = {0};
+    for (int b = 0; b < K / 32; b++, w += 18) {
+        const uint8_t *qs = w + 2;
+        const int8_t *xq = x.q + 32 * b;
+        float s = rd_f16(w) * x.d[b];
+        for (int i = 0; i < 8; i++) {
+            int p = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++) p += ((e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) - 8) * xq[e];
+            acc[8 * (b & 1) + i] = fmaf(s, (float)p, acc[8 * (b & 1) + i]);
+        }
+    }
+    return sp_hsum16(acc);
+}
+
+static float dot_q4_K_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / SP_QK_K; b++, w += 144) {
+        const uint8_t *sc8 = w + 4, *qs = w + 16;
+        const int8_t *xq = x.q + SP_QK_K * b;
+        const int16_t *bs = x.bsums + 16 * b;
+        int isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m, s = 0;
+            sp_q4_K_scale_min(j, sc8, &sc, &m);
+            const uint8_t *q = qs + 32 * (j / 2);
+            for (int l = 0; l < 32; l++) s += (j & 1 ? q[l] >> 4 : q[l] & 15) * xq[32 * j + l];
+            isum += sc * s;
+            imin += m * (bs[2 * j] + bs[2 * j + 1]);
+        }
+        acc = fmaf(rd_f16(w) * x.d[b], (float)isum, acc);
+        acc = fmaf(-(rd_f16(w + 2) * x.d[b]), (float)imin, acc);
+    }
+    return acc;
+}
+
+static float dot_q6_K_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / SP_QK_K; b++, w += 210) {
+        const uint8_t *ql = w, *qh = w + 128;
+        const int8_t *sc = (const int8_t *)(w + 192), *xq = x.q + SP_QK_K * b;
+        const int16_t *bs = x.bsums + 16 * b;
+        int gsum[16] = {0};
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *L = ql + 64 * h, *H = qh + 32 * h;
+                int e = 128 * h + l;
+                int u0 = (L[l] & 15) | (H[l] & 3) << 4, u1 = (L[l + 32] & 15) | (H[l] >> 2 & 3) << 4;
+                int u2 = (L[l] >> 4) | (H[l] >> 4 & 3) << 4, u3 = (L[l + 32] >> 4) | (H[l] >> 6 & 3) << 4;
+                gsum[e / 16] += u0 * xq[e];
+                gsum[(e + 32) / 16] += u1 * xq[e + 32];
+                gsum[(e + 64) / 16] += u2 * xq[e + 64];
+                gsum[(e + 96) / 16] += u3 * xq[e + 96];
+            }
+        int isum = 0;
+        for (int g = 0; g < 16; g++) isum += sc[g] * (gsum[g] - 32 * bs[g]);
+        acc = fmaf(rd_f16(w + 208) * x.d[b], (float)isum, acc);
+    }
+    return acc;
+}
+
+void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1) {
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *w = c->W + (size_t)n * c->wrow;
+        for (int t = 0; t < c->T; t++) {
+            qx_row x = qx_at(c, t);
+            float y;
+            switch (c->dt) {
+            case SP_DT_Q8_0: y = dot_q8_0_scalar(w, x, c->K); break;
+            case SP_DT_Q4_0: y = dot_q4_0_scalar(w, x, c->K); break;
+            case SP_DT_Q4_K: y = dot_q4_K_scalar(w, x, c->K); break;
+            default: y = dot_q6_K_scalar(w, x, c->K); break;
+            }
+            c->Y[(size_t)t * c->N + n] = y;
+        }
+    }
+}
+
+/* ---- threads and tiers ----------------------------------------------------------------- */
+typedef void (*qmm_rows_fn)(const qmm_ctx *c, int n0, int n1);
+
+typedef struct {
+    const qmm_ctx *c;
+    qmm_rows_fn rows;
+    int chunk_rows;
+    atomic_int next_chunk;
+} qmm_job;
+
+static void qmm_task(void *arg, int i, int n) {
+    (void)i, (void)n;
+    qmm_job *j = arg;
+    for (;;) {
+        long a = (long)atomic_fetch_add(&j->next_chunk, 1) * j->chunk_rows;
+        if (a >= j->c->N) return;
+        int n1 = a + j->chunk_rows < j->c->N ? (int)a + j->chunk_rows : j->c->N;
+        j->rows(j->c, (int)a, n1);
+    }
+}
+
+static qmm_rows_fn qmm_pick(sp_cpu_tier tier) {
+    unsigned f = sp_cpu_features();
+#if defined(__x86_64__) || defined(__i386__)
+    if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return qmm_rows_avx512;
+    if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return qmm_rows_avx2;
+#elif defined(__aarch64__)
+    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD)) return qmm_rows_neon;
+#endif
+    (void)f, (void)tier;
+    return qmm_rows_scalar;
+}
+
+void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
+    SP_ASSERT(sp_mat_check(W, "sp_matmul", NULL) == 0 && sp_dtype_is_quant(W->dt));
+    if (T <= 0 || W->n <= 0) return;
+    _Alignas(64) uint8_t scratch[SP_QX_SCRATCH];
+    qmm_ctx c = {.W = W->data, .XQ = scratch, .dt = W->dt, .N = W->n, .K = W->k};
+    c.wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    c.xrow = qx_row_bytes(W->dt, W->k);
+    int tc = (int)(SP_QX_SCRATCH / c.xrow);
+    SP_ASSERT(tc >= 1);
+    int nthr = sp_pool_size(pool);
+    int chunks = nthr > 1 ? QMM_CHUNKS_PER_THREAD * nthr : 1;
+    int rows = (W->n + chunks - 1) / chunks;
+    rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
+    qmm_job job = {&c, qmm_pick(tier), rows, 0};
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        c.T = T - t0 < tc ? T - t0 : tc;
+        for (int t = 0; t < c.T; t++) qx_quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
+        c.Y = Y + (size_t)t0 * W->n;
+        atomic_store(&job.next_chunk, 0);
+        sp_pool_run(pool, qmm_task, &job);
+    }
+}
+
+void sp_matmul_quant_ref(float *Y, const float *X, int T, const sp_mat *W) {
+    size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < W->n; n++)
+            Y[(size_t)t * W->n + n] =
+                (float)sp_dot_quant_ref((const uint8_t *)W->data + (size_t)n * wrow, W->dt, X + (size_t)t * W->k, W->k);
+}

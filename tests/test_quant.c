@@ -1,0 +1,464 @@
+/* test_quant.c — the quantized weight types (src/kernels/quant.h, docs/QUANT.md):
+ *   - block geometry and names; hand-written byte vectors from llama.cpp's definitions;
+ *   - quantize → dequantize round trips on rows mixing normal, all-zero, tiny, huge, spiky,
+ *     one-signed and constant blocks, against the error each format allows; the quantizers'
+ *     bytes against hashes of what llama.cpp's reference quantizers write for the same rows;
+ *   - the dequantizers against an element-by-element reading of the layouts;
+ *   - sp_matmul on quantized W: equal (to float rounding) to the exact dot of the dequantized
+ *     weights with the quantized activations, and within the stated activation-quantization
+ *     bound of sp_matmul_ref; bitwise batch invariance (T = 1..16 at every offset, a long T
+ *     crossing scratch chunks, threads 1 vs 2) and identical bits on every SIMD tier;
+ *   - sp_mat_check and the generic row functions' errors. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/quant.h"
+
+static sp_pool *pool1, *pool2;
+static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K};
+#define NWT 4
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort();
+    return p;
+}
+
+static uint16_t f16(float f) { return sp_f32_to_f16(f); }
+
+/* A row of n values whose 32-value blocks cycle through the shapes quantizers trip on:
+ * uniform, all zero, tiny (1e-6), huge (3e4), one spike among small values, all positive,
+ * all negative, constant; every fifth 256-value super-block is entirely zero. */
+static void tricky_row(float *x, size_t n, unsigned seed) {
+    harness_fill(x, n, 1.0f, seed);
+    for (size_t i = 0; i < n; i++) {
+        size_t blk = i / 32, sb = i / 256;
+        float v = x[i];
+        if (sb % 5 == 4) v = 0.0f;
+        else switch ((blk + seed) % 8) {
+            case 0: break;
+            case 1: v = 0.0f; break;
+            case 2: v *= 1e-6f; break;
+            case 3: v *= 3e4f; break;
+            case 4: v = i % 32 == 7 ? 100.0f : v * 0.01f; break;
+            case 5: v = fabsf(v) + 0.5f; break;
+            case 6: v = -fabsf(v) - 0.25f; break;
+            default: v = 0.3f; break;
+            }
+        x[i] = v;
+    }
+}
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- geometry, names, byte vectors ----------------------------------------------------- */
+static void test_geometry(void) {
+    static const struct { sp_dtype dt; const char *name; size_t be, bb; } g[] = {
+        {SP_DT_Q8_0, "Q8_0", 32, 34},   {SP_DT_Q4_0, "Q4_0", 32, 18},   {SP_DT_Q4_K, "Q4_K", 256, 144},
+        {SP_DT_Q6_K, "Q6_K", 256, 210}, {SP_DT_Q8_K, "Q8_K", 256, 292}, {SP_DT_BF16, "BF16", 1, 2},
+        {SP_DT_F32, "F32", 1, 4}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        CHECK(strcmp(sp_dtype_name(g[i].dt), g[i].name) == 0, "%s", sp_dtype_name(g[i].dt));
+        CHECK(sp_dtype_block_elems(g[i].dt) == g[i].be, "%s elems %zu", g[i].name, sp_dtype_block_elems(g[i].dt));
+        CHECK(sp_dtype_block_bytes(g[i].dt) == g[i].bb, "%s bytes %zu", g[i].name, sp_dtype_block_bytes(g[i].dt));
+        CHECK(sp_dtype_row_bytes(g[i].dt, 1024) == 1024 / g[i].be * g[i].bb, "%s row", g[i].name);
+        CHECK(sp_dtype_is_quant(g[i].dt) == (g[i].be > 1), "%s is_quant", g[i].name);
+    }
+    CHECK(sp_dtype_row_bytes(SP_DT_Q4_K, 1000) == 0, "partial super-block");
+    CHECK(sp_dtype_row_bytes(SP_DT_Q8_0, 48) == 0, "partial block");
+    CHECK(sp_dtype_size(SP_DT_Q8_0) == 0, "no per-element size");
+    CHECK(strcmp(sp_dtype_name(SP_DT_UNKNOWN), "UNKNOWN") == 0, "unknown name");
+}
+
+/* Q8_0 and Q4_0 blocks written out by hand from the format definitions */
+static void test_bytes_q8_0_q4_0(void) {
+    /* Q8_0: amax 127 → d = 1 (f16 0x3C00), qs = round(x); x = -64, -60, ..., 60, then 127;
+     * halves round away from zero: 2.5 → 3, -2.5 → -3 */
+    float x[32];
+    for (int j = 0; j < 32; j++) x[j] = (float)(4 * j - 64);
+    x[31] = 127.0f, x[1] = 2.5f, x[2] = -2.5f;
+    sp_block_q8_0 b8;
+    sp_quantize_row_q8_0(&b8, x, 32);
+    CHECK(b8.d == 0x3C00, "d %04x", b8.d);
+    for (int j = 0; j < 32; j++) {
+        int want = j == 1 ? 3 : j == 2 ? -3 : (int)x[j];
+        CHECK(b8.qs[j] == want, "qs[%d] = %d, want %d", j, b8.qs[j], want);
+    }
+    /* Q4_0: largest magnitude -8 → d = -8 / -8 = 1; q = min(15, trunc(x + 8.5)) = x + 8 for
+     * integers -8..7; byte j = q[j] | q[j + 16] << 4 */
+    for (int j = 0; j < 32; j++) x[j] = (float)((j * 7) % 16 - 8);
+    x[5] = -8.0f;
+    sp_block_q4_0 b4;
+    sp_quantize_row_q4_0(&b4, x, 32);
+    CHECK(b4.d == 0x3C00, "q4_0 d %04x", b4.d);
+    for (int j = 0; j < 16; j++) {
+        int q0 = (int)x[j] + 8, q1 = (int)x[j + 16] + 8;
+        CHECK(b4.qs[j] == (uint8_t)(q0 | q1 << 4), "q4_0 qs[%d] = %02x", j, b4.qs[j]);
+    }
+    /* the largest magnitude positive: d = 6 / -8 = -0.75 (f16 0xBA00); 6 → q 0; -6 → 16 → 15 */
+    memset(x, 0, sizeof x);
+    x[0] = 6.0f, x[1] = -6.0f, x[20] = 3.0f;
+    sp_quantize_row_q4_0(&b4, x, 32);
+    CHECK(b4.d == 0xBA00, "q4_0 d %04x", b4.d);
+    CHECK(b4.qs[0] == (0 | 8 << 4) && b4.qs[1] == (15 | 8 << 4) && b4.qs[4] == (8 | 4 << 4),
+          "q4_0 bytes %02x %02x %02x", b4.qs[0], b4.qs[1], b4.qs[4]);
+    float y[32];
+    sp_dequantize_row_q4_0(y, &b4, 32);
+    CHECK(y[0] == 6.0f && y[1] == -5.25f && y[20] == 3.0f && y[2] == 0.0f, "q4_0 values %g %g %g", y[0], y[1], y[20]);
+}
+
+/* Q4_K and Q6_K blocks assembled by hand; expected values from the definitions */
+static void test_bytes_k_quants(void) {
+    sp_block_q4_K k4;
+    memset(&k4, 0, sizeof k4);
+    k4.d = f16(0.5f), k4.dmin = f16(0.25f);
+    /* sub-blocks 0..3: sc = 1 + j, m = 2j in the low 6 bits of bytes j, j + 4; sub-blocks
+     * 4..7: sc = 40 + j (low nibble in byte j + 4, top 2 bits in byte j - 4 bits 6-7),
+     * m = 17 + j (high nibble of byte j + 4, top bits in byte j bits 6-7) */
+    int want_sc[8], want_m[8];
+    for (int j = 0; j < 4; j++) {
+        want_sc[j] = 1 + j, want_m[j] = 2 * j;
+        k4.scales[j] = (uint8_t)want_sc[j], k4.scales[j + 4] = (uint8_t)want_m[j];
+    }
+    for (int j = 4; j < 8; j++) {
+        want_sc[j] = 40 + j, want_m[j] = 17 + j;
+        k4.scales[j + 4] = (uint8_t)((want_sc[j] & 15) | (want_m[j] & 15) << 4);
+        k4.scales[j - 4] |= (uint8_t)((want_sc[j] >> 4) << 6);
+        k4.scales[j] |= (uint8_t)((want_m[j] >> 4) << 6);
+    }
+    for (int i = 0; i < 128; i++) k4.qs[i] = (uint8_t)((i * 5 + 3) & 0xFF);
+    float y[256];
+    sp_dequantize_row_q4_K(y, &k4, 256);
+    int bad = 0;
+    for (int e = 0; e < 256; e++) {
+        int c = e / 64, hi = (e % 64) >= 32, l = e % 32, j = 2 * c + hi;
+        int q = hi ? k4.qs[32 * c + l] >> 4 : k4.qs[32 * c + l] & 15;
+        float want = (0.5f * (float)want_sc[j]) * (float)q - 0.25f * (float)want_m[j];
+        if (y[e] != want && bad++ < 5) CHECK(0, "q4_K y[%d] = %g, want %g", e, y[e], want);
+    }
+    CHECK(bad == 0, "%d q4_K values differ", bad);
+
+    sp_block_q6_K k6;
+    memset(&k6, 0, sizeof k6);
+    k6.d = f16(0.125f);
+    for (int g = 0; g < 16; g++) k6.scales[g] = (int8_t)(g * 9 - 70);
+    for (int i = 0; i < 128; i++) k6.ql[i] = (uint8_t)((i * 37 + 11) & 0xFF);
+    for (int i = 0; i < 64; i++) k6.qh[i] = (uint8_t)((i * 101 + 5) & 0xFF);
+    sp_dequantize_row_q6_K(y, &k6, 256);
+    bad = 0;
+    for (int e = 0; e < 256; e++) {
+        /* value e = 128h + 32k + l: low 4 bits from ql[64h + l + 32(k & 1)] (high nibble
+         * when k >= 2), top 2 bits from qh[32h + l] bits 2k, 2k+1; group e / 16 */
+        int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        int lo = k6.ql[64 * h + l + 32 * (k & 1)], u = (k >= 2 ? lo >> 4 : lo & 15) | ((k6.qh[32 * h + l] >> (2 * k)) & 3) << 4;
+        float want = (0.125f * (float)k6.scales[e / 16]) * (float)(u - 32);
+        if (y[e] != want && bad++ < 5) CHECK(0, "q6_K y[%d] = %g, want %g", e, y[e], want);
+    }
+    CHECK(bad == 0, "%d q6_K values differ", bad);
+}
+
+/* The largest |x − x̂| of a Q8_0 block with largest magnitude amax: half a step d = amax/127,
+ * plus 128 times the rounding of d to f16 (which underflows to 0 for amax below ~7.6e-6) */
+static double q8_0_err(float amax) {
+    float d = amax / 127.0f, d16 = sp_f16_to_f32(f16(d));
+    return 0.5 * d + 128.0 * fabs((double)d - d16) + 1e-38;
+}
+
+/* ---- round trips ------------------------------------------------------------------------- */
+/* Worst error the format allows per block (a multiple of its step), checked element-wise for
+ * Q8_0 / Q4_0 and as block RMS for the K-quants, whose fitted scales have no simple max. */
+static void test_round_trip(void) {
+    const size_t n = 4096;
+    float *x = xmalloc(n * 4), *y = xmalloc(n * 4);
+    void *q = xmalloc(sp_dtype_row_bytes(SP_DT_Q8_K, n));
+    for (unsigned seed = 1; seed <= 8; seed++) {
+        tricky_row(x, n, seed);
+        for (int t = 0; t < NWT + 1; t++) {
+            sp_dtype dt = t < NWT ? WTYPES[t] : SP_DT_Q8_K;
+            sp_err err;
+            CHECK(sp_quantize_row(q, x, dt, n, &err) == 0, "%s", err.msg);
+            CHECK(sp_dequantize_row(y, q, dt, n, &err) == 0, "%s", err.msg);
+            size_t be = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 ? 32 : 16; /* check unit */
+            for (size_t b0 = 0; b0 < n; b0 += be) {
+                float amax = 0;
+                double se = 0, sx = 0;
+                for (size_t i = b0; i < b0 + be; i++) amax = fmaxf(amax, fabsf(x[i]));
+                for (size_t i = b0; i < b0 + be; i++) {
+                    CHECK(isfinite(y[i]), "%s seed %u y[%zu] not finite", sp_dtype_name(dt), seed, i);
+                    double e = fabs((double)y[i] - x[i]);
+                    se += e * e, sx += (double)x[i] * x[i];
+                    float d4 = amax / 8.0f, d4h = sp_f16_to_f32(f16(d4));
+                    double lim = dt == SP_DT_Q8_0 ? q8_0_err(amax)
+                                 : dt == SP_DT_Q4_0 ? d4 + 8.0 * fabs((double)d4 - d4h) + 1e-38
+                                 : dt == SP_DT_Q8_K ? 0 : INFINITY;
+                    if (dt == SP_DT_Q8_K) { /* scale over the whole super-block */
+                        float sa = 0;
+                        for (size_t k = i / 256 * 256; k < i / 256 * 256 + 256; k++) sa = fmaxf(sa, fabsf(x[k]));
+                        lim = sa / 127.0 * 0.5001 + 1e-38;
+                    }
+                    if (e > lim) {
+                        CHECK(0, "%s seed %u x[%zu] = %g → %g (limit %g)", sp_dtype_name(dt), seed, i, x[i], y[i], lim);
+                        break;
+                    }
+                }
+                /* K-quants: a group's RMS error against its super-block's range; all-zero groups
+                 * come back exactly zero */
+                if (amax == 0) CHECK(se == 0, "%s seed %u: zero group at %zu not exact", sp_dtype_name(dt), seed, b0);
+                if (dt == SP_DT_Q4_K || dt == SP_DT_Q6_K) {
+                    float sa = 0;
+                    for (size_t k = b0 / 256 * 256; k < b0 / 256 * 256 + 256; k++) sa = fmaxf(sa, fabsf(x[k]));
+                    double rel = sqrt(se / be) / sa;
+                    double lim = dt == SP_DT_Q4_K ? 0.1 : 0.02;
+                    CHECK(sa == 0 || rel <= lim, "%s seed %u group %zu: rms error %.3g of the range", sp_dtype_name(dt),
+                          seed, b0 / be, rel);
+                }
+                (void)sx;
+            }
+        }
+    }
+    free(x), free(y), free(q);
+}
+
+/* The quantizers' bytes on tricky_row(seed 1..3) of 4096 values, hashed (FNV-1a 64): the
+ * hashes are of the bytes llama.cpp's reference quantizers (quantize_row_*_ref, ggml at
+ * llama.cpp de3ff81, x86-64) write for the same inputs. */
+static void test_bytes_match_llama(void) {
+    static const struct { sp_dtype dt; uint64_t h[3]; } ref[] = {
+        {SP_DT_Q8_0, {0x8062b16bfd6566f1ull, 0x26cb9ce80fd804feull, 0x37d4a00f17702f7eull}},
+        {SP_DT_Q4_0, {0xf02f8a744cd02181ull, 0x78a95efb665e01acull, 0x97a4fafc103678ceull}},
+        {SP_DT_Q4_K, {0xc0b450ac25653295ull, 0xc92a2e25fb0024f8ull, 0xfd3ae4983531848bull}},
+        {SP_DT_Q6_K, {0x99266c4c7038fa60ull, 0xbe0a784606717b83ull, 0xc7d41e1bdb7cc8c9ull}},
+        {SP_DT_Q8_K, {0x69f00be05544946cull, 0xc9aec5cd8d848f8eull, 0xa642cf9767ec9e22ull}}};
+    const size_t n = 4096;
+    float *x = xmalloc(n * 4);
+    void *q = xmalloc(sp_dtype_row_bytes(SP_DT_Q8_K, n));
+    for (size_t t = 0; t < sizeof ref / sizeof ref[0]; t++)
+        for (unsigned s = 1; s <= 3; s++) {
+            tricky_row(x, n, s);
+            sp_quantize_row(q, x, ref[t].dt, n, NULL);
+            uint64_t h = fnv1a(q, sp_dtype_row_bytes(ref[t].dt, n));
+            CHECK(h == ref[t].h[s - 1], "%s seed %u: bytes hash %016llx, llama.cpp %016llx", sp_dtype_name(ref[t].dt),
+                  s, (unsigned long long)h, (unsigned long long)ref[t].h[s - 1]);
+        }
+    free(x), free(q);
+}
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+typedef struct {
+    sp_dtype dt;
+    int N, K;
+    void *w;
+    float *wf; /* dequantized W [N, K] */
+} qmat;
+
+static qmat qmat_make(sp_dtype dt, int N, int K, unsigned seed, float scale) {
+    qmat m = {dt, N, K, NULL, xmalloc((size_t)N * K * 4)};
+    size_t rb = sp_dtype_row_bytes(dt, (size_t)K);
+    m.w = xmalloc((size_t)N * rb);
+    float *row = xmalloc((size_t)K * 4);
+    for (int n = 0; n < N; n++) {
+        harness_fill(row, (size_t)K, scale, seed * 1000 + (unsigned)n);
+        if (n % 7 == 3) tricky_row(row, (size_t)K, (unsigned)n);
+        sp_quantize_row((char *)m.w + (size_t)n * rb, row, dt, (size_t)K, NULL);
+        sp_dequantize_row(m.wf + (size_t)n * K, (char *)m.w + (size_t)n * rb, dt, (size_t)K, NULL);
+    }
+    free(row);
+    return m;
+}
+
+static void qmat_free(qmat *m) { free(m->w), free(m->wf); }
+
+/* x quantized as sp_matmul does for weight type dt, then dequantized */
+static void act_dequant(float *xh, const float *x, sp_dtype dt, int K) {
+    sp_dtype at = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 ? SP_DT_Q8_0 : SP_DT_Q8_K;
+    void *q = xmalloc(sp_dtype_row_bytes(at, (size_t)K));
+    sp_quantize_row(q, x, at, (size_t)K, NULL);
+    sp_dequantize_row(xh, q, at, (size_t)K, NULL);
+    free(q);
+}
+
+/* Fast vs exact: |y − Σ ŵ·x̂| <= 2e-6 · Σ|ŵ·x̂| (float rounding of the block sums). Fast vs
+ * ref (x unquantized): |y − Σ ŵ·x| <= Σ |ŵ| · e_x + 2e-6 · Σ|ŵ·x|, with e_x the activation
+ * quantization error bound per element: Q8_0 blocks q8_0_err (half a step plus the f16
+ * rounding of the step), Q8_K 0.5001 · amax/127 over the super-block. */
+static void test_matmul_vs_ref(void) {
+    const int N = 37, T = 5;
+    for (int t = 0; t < NWT; t++) {
+        sp_dtype dt = WTYPES[t];
+        int K = sp_dtype_block_elems(dt) == 32 ? 32 * 23 : 256 * 3;
+        for (int sc = 0; sc < 3; sc++) {
+            float scale = sc == 0 ? 1.0f : sc == 1 ? 1e-3f : 50.0f;
+            qmat m = qmat_make(dt, N, K, 7 + (unsigned)sc, scale);
+            sp_mat W = {m.w, dt, N, K};
+            float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *R = xmalloc((size_t)T * N * 4);
+            float *xh = xmalloc((size_t)K * 4), *ex = xmalloc((size_t)K * 4);
+            harness_fill(X, (size_t)T * K, scale, 99 + (unsigned)sc);
+            tricky_row(X + K, (size_t)K, 3); /* token 1: the awkward blocks */
+            sp_matmul(pool2, Y, X, T, &W);
+            sp_matmul_ref(R, X, T, &W);
+            int bad = 0;
+            for (int tk = 0; tk < T; tk++) {
+                const float *x = X + (size_t)tk * K;
+                act_dequant(xh, x, dt, K);
+                int unit = sp_dtype_block_elems(dt) == 32 ? 32 : 256;
+                for (int k0 = 0; k0 < K; k0 += unit) {
+                    float a = 0;
+                    for (int k = k0; k < k0 + unit; k++) a = fmaxf(a, fabsf(x[k]));
+                    for (int k = k0; k < k0 + unit; k++) ex[k] = unit == 32 ? (float)q8_0_err(a) : a / 127.0f * 0.5001f;
+                }
+                for (int n = 0; n < N; n++) {
+                    const float *w = m.wf + (size_t)n * K;
+                    double exact = 0, mag = 0, magx = 0, bound = 0;
+                    for (int k = 0; k < K; k++) {
+                        exact += (double)w[k] * xh[k];
+                        mag += fabs((double)w[k] * xh[k]);
+                        magx += fabs((double)w[k] * x[k]);
+                        bound += fabs((double)w[k]) * ex[k];
+                    }
+                    double y = Y[(size_t)tk * N + n], r = R[(size_t)tk * N + n];
+                    if (fabs(y - exact) > 2e-6 * mag + 1e-30 && bad++ < 4)
+                        CHECK(0, "%s s=%g t=%d n=%d: fast %.9g vs exact %.9g", sp_dtype_name(dt), scale, tk, n, y, exact);
+                    if (fabs(y - r) > bound + 2e-6 * magx + 1e-30 && bad++ < 4)
+                        CHECK(0, "%s s=%g t=%d n=%d: fast %.9g vs ref %.9g beyond bound %.3g", sp_dtype_name(dt), scale,
+                              tk, n, y, r, bound);
+                }
+            }
+            CHECK(bad == 0, "%s scale %g: %d outputs out of bounds", sp_dtype_name(dt), scale, bad);
+            free(X), free(Y), free(R), free(xh), free(ex);
+            qmat_free(&m);
+        }
+    }
+}
+
+/* a row's output is the same bits whatever T, its index and the thread count */
+static void test_batch_invariance(void) {
+    for (int t = 0; t < NWT; t++) {
+        sp_dtype dt = WTYPES[t];
+        int K = sp_dtype_block_elems(dt) == 32 ? 32 * 13 : 512, N = 83, T = 16;
+        qmat m = qmat_make(dt, N, K, 3, 1.0f);
+        sp_mat W = {m.w, dt, N, K};
+        float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
+        harness_fill(X, (size_t)T * K, 1.0f, 5);
+        sp_matmul(pool1, Y, X, T, &W);
+        int bad = 0;
+        for (int tt = 1; tt <= T; tt++)
+            for (int off = 0; off + tt <= T; off++) {
+                sp_matmul(off & 1 ? pool2 : pool1, P, X + (size_t)off * K, tt, &W);
+                if (memcmp(P, Y + (size_t)off * N, (size_t)tt * N * 4) != 0) bad++;
+            }
+        CHECK(bad == 0, "%s: %d (T, offset) pairs differ from the T=16 call", sp_dtype_name(dt), bad);
+        sp_matmul(pool2, P, X, T, &W);
+        CHECK(memcmp(P, Y, (size_t)T * N * 4) == 0, "%s: 2 threads differ from 1", sp_dtype_name(dt));
+        free(X), free(Y), free(P);
+        qmat_free(&m);
+    }
+    /* long T with a wide K: the activations go through the scratch in several chunks */
+    for (int t = 0; t < NWT; t++) {
+        sp_dtype dt = WTYPES[t];
+        int K = 8192, N = 24, T = 40;
+        qmat m = qmat_make(dt, N, K, 4, 1.0f);
+        sp_mat W = {m.w, dt, N, K};
+        float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)N * 4);
+        harness_fill(X, (size_t)T * K, 1.0f, 6);
+        sp_matmul(pool2, Y, X, T, &W);
+        int bad = 0;
+        for (int tk = 0; tk < T; tk++) {
+            sp_matmul(pool1, P, X + (size_t)tk * K, 1, &W);
+            if (memcmp(P, Y + (size_t)tk * N, (size_t)N * 4) != 0) bad++;
+        }
+        CHECK(bad == 0, "%s K=%d: %d of %d tokens differ from single-token calls", sp_dtype_name(dt), K, bad, T);
+        free(X), free(Y), free(P);
+        qmat_free(&m);
+    }
+}
+
+/* every tier this processor has gives the scalar tier's bits */
+static void test_tiers(void) {
+    sp_cpu_tier orig = sp_cpu_level();
+    const sp_cpu_tier tiers[] = {SP_CPU_AVX2, SP_CPU_AVX512, SP_CPU_NEON};
+    int tried = 0;
+    for (int t = 0; t < NWT; t++) {
+        sp_dtype dt = WTYPES[t];
+        int K = sp_dtype_block_elems(dt) == 32 ? 32 * 21 : 256 * 5, N = 53, T = 11;
+        qmat m = qmat_make(dt, N, K, 11, 1.0f);
+        sp_mat W = {m.w, dt, N, K};
+        float *X = xmalloc((size_t)T * K * 4), *S = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
+        harness_fill(X, (size_t)T * K, 2.0f, 12);
+        tricky_row(X + 2 * (size_t)K, (size_t)K, 5);
+        sp_matmul_portable(pool2, S, X, T, &W);
+        CHECK(sp_cpu_force(SP_CPU_SCALAR) == 0, "force scalar");
+        sp_matmul(pool2, P, X, T, &W);
+        CHECK(memcmp(S, P, (size_t)T * N * 4) == 0, "%s: forced scalar differs from the portable path", sp_dtype_name(dt));
+        for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++) {
+            if (sp_cpu_force(tiers[i]) != 0) continue;
+            tried++;
+            for (int tt = 1; tt <= T; tt += 5) {
+                memset(P, 0xff, (size_t)T * N * 4);
+                sp_matmul(pool2, P, X, tt, &W);
+                CHECK(memcmp(S, P, (size_t)tt * N * 4) == 0, "%s T=%d: tier %s differs from scalar",
+                      sp_dtype_name(dt), tt, sp_cpu_tier_name(tiers[i]));
+            }
+        }
+        sp_cpu_force(orig);
+        free(X), free(S), free(P);
+        qmat_free(&m);
+    }
+    printf("# tiers compared with scalar: %d (current tier %s)\n", tried / NWT, sp_cpu_tier_name(orig));
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+static void test_errors(void) {
+    sp_err err;
+    char buf[64];
+    float x[64] = {1};
+    sp_mat W = {buf, SP_DT_Q4_K, 4, 320};
+    CHECK(sp_mat_check(&W, "blk.0.ffn_up.weight", &err) == -1 && strstr(err.msg, "blk.0.ffn_up.weight") &&
+              strstr(err.msg, "multiple of the 256-element block"),
+          "%s", err.msg);
+    W.dt = SP_DT_Q8_0, W.k = 48;
+    CHECK(sp_mat_check(&W, "w", &err) == -1 && strstr(err.msg, "32-element"), "%s", err.msg);
+    W.k = SP_QUANT_MAX_K + 32;
+    CHECK(sp_mat_check(&W, "w", &err) == -1 && strstr(err.msg, "at most"), "%s", err.msg);
+    W.dt = SP_DT_Q8_K, W.k = 256;
+    CHECK(sp_mat_check(&W, "w", &err) == -1 && strstr(err.msg, "Q8_K"), "%s", err.msg);
+    W.dt = SP_DT_I32;
+    CHECK(sp_mat_check(&W, "w", &err) == -1 && strstr(err.msg, "I32"), "%s", err.msg);
+    W.dt = SP_DT_Q6_K, W.k = 512;
+    CHECK(sp_mat_check(&W, "w", &err) == 0, "%s", err.msg);
+    W.data = NULL;
+    CHECK(sp_mat_check(&W, "w", &err) == -1, "NULL data accepted");
+    CHECK(sp_quantize_row(buf, x, SP_DT_Q4_0, 33, &err) == -1 && strstr(err.msg, "33"), "%s", err.msg);
+    CHECK(sp_dequantize_row(x, buf, SP_DT_BF16, 32, &err) == -1 && strstr(err.msg, "BF16"), "%s", err.msg);
+    uint16_t h[4] = {0x3C00, 0x4000, 0xC000, 0};
+    CHECK(sp_row_to_f32(x, h, SP_DT_F16, 4, &err) == 0 && x[0] == 1.0f && x[1] == 2.0f && x[2] == -2.0f, "f16 row");
+    sp_block_q8_0 b = {0x3800, {0}};
+    b.qs[3] = -7;
+    CHECK(sp_row_to_f32(x, &b, SP_DT_Q8_0, 32, &err) == 0 && x[3] == -3.5f && x[0] == 0.0f, "q8_0 row %g", x[3]);
+}
+
+int main(void) {
+    pool1 = sp_pool_create(1);
+    pool2 = sp_pool_create(2);
+    RUN(test_geometry);
+    RUN(test_bytes_q8_0_q4_0);
+    RUN(test_bytes_k_quants);
+    RUN(test_round_trip);
+    RUN(test_bytes_match_llama);
+    RUN(test_matmul_vs_ref);
+    RUN(test_batch_invariance);
+    RUN(test_tiers);
+    RUN(test_errors);
+    sp_pool_free(pool1);
+    sp_pool_free(pool2);
+    return harness_done("test_quant");
+}
