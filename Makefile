@@ -6,9 +6,9 @@ CC       ?= cc
 BUILD    ?= build
 OPT      ?= -O3 -march=native -fno-math-errno
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-               -fPIC -pthread -g -Iinclude -Isrc $(shell pkg-config --cflags jansson libpcre2-8 libutf8proc 2>/dev/null)
+               -fPIC -pthread -g -Iinclude -Isrc $(shell pkg-config --cflags jansson libpcre2-8 libutf8proc libmicrohttpd 2>/dev/null)
 CFLAGS   += $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS   += $(shell pkg-config --libs jansson libpcre2-8 libutf8proc 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc) -lm -pthread
+LDLIBS   += $(shell pkg-config --libs jansson libpcre2-8 libutf8proc libmicrohttpd 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd) -lm -pthread
 
 # MPI (optional): with `mpicc` present, src/train/dist.c is built with SP_HAVE_MPI and everything
 # links Open MPI (`mpirun -np N specula train|regen`). NO_MPI=1 builds without it.

@@ -13,7 +13,7 @@ S="$BUILD/specula"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$OUT"
-for t in safetensors config tokenizer gguf shards regen cli jinja; do mkdir -p "$OUT/$t"; done
+for t in safetensors config tokenizer gguf shards regen cli jinja request; do mkdir -p "$OUT/$t"; done
 
 # a tokenizer trained on a few lines, and tiny checkpoints of each architecture with it
 printf 'the quick brown fox jumps over the lazy dog\nspeculative decoding drafts tokens and verifies them\n0123456789 hello world, HELLO WORLD!\n' > "$tmp/corpus.txt"
@@ -85,6 +85,13 @@ J
 { printf '%s' '{% macro say(x, n=2) %}{% for i in range(n) %}{{ x|upper }}{{ loop.index }}{% if not loop.last %},{% endif %}{% endfor %}{% endmacro %}{{ say(name) }} {{ items|join("-") }} {{ items|length }} {{ d.k|default("none") }} {{ "%s=%d"|format("a", 3) }}{{ x is defined }}'
   printf '\0'
   printf '%s' '{"name": "hi", "items": [1, 2.5, "x", null, true], "d": {"k": "v"}, "x": {"nested": [[]]}}'; } > "$OUT/jinja/macro-vars.bin"
+# HTTP request bodies (fuzz_request): a route byte (0 chat, 1 completion, 2 tokenize,
+# 3 detokenize), then the JSON body
+{ printf '\0'; printf '%s' '{"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "stop": ["\n", "</s>"], "stream": true, "stream_options": {"include_usage": true}, "seed": 3, "logprobs": true, "top_logprobs": 2}'; } > "$OUT/request/chat.bin"
+{ printf '\1'; printf '%s' '{"prompt": [1, 2, 3], "max_tokens": 4, "echo": true, "top_k": 5, "min_p": 0.1, "ignore_eos": true, "n": 1}'; } > "$OUT/request/completion-ids.bin"
+{ printf '\1'; printf '%s' '{"prompt": "Once upon", "max_tokens": 2, "frequency_penalty": 0, "response_format": {"type": "text"}}'; } > "$OUT/request/completion-text.bin"
+{ printf '\2'; printf '%s' '{"content": "hello world", "add_special": false}'; } > "$OUT/request/tokenize.bin"
+{ printf '\3'; printf '%s' '{"tokens": [1, 2, 3]}'; } > "$OUT/request/detokenize.bin"
 [ -f models/default/target/chat_template.jinja ] && cp models/default/target/chat_template.jinja "$OUT/jinja/default.jinja"
 n=0; for d in "$OUT"/*; do n=$((n + $(ls "$d" | wc -l))); done
 echo "make-seeds: $n seeds in $OUT"

@@ -141,6 +141,21 @@ typedef struct {
  * Per-position results are bit-identical to T single-token forwards. */
 int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out,
                      sp_err *err);
+/* One sequence's part of a batched forward: tokens[0..T) appended to kv, results in out. */
+typedef struct {
+    sp_kv *kv;
+    const int32_t *tokens;
+    int T;
+    sp_forward_out *out; /* may be NULL */
+} sp_forward_seq;
+
+/* Forward n sequences in one pass: every matmul and norm runs once over the rows of all of them
+ * (sequence by sequence), attention runs per sequence on its own cache. Each sequence's results
+ * are bit-identical to sp_model_forward on it alone. scratch: a cache of this model whose
+ * max_batch >= Σ T (only its scratch buffers are used; it may be one of the sequences). When the
+ * logits buffers of consecutive sequences follow one another in memory, the LM head runs once
+ * over them. Each kv must be distinct. Returns 0, or -1 with err (nothing is appended then). */
+int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *seqs, int n, sp_err *err);
 /* logits[T, V] from post-norm hidden states [T, H] through the LM head (+ softcap). */
 void sp_model_logits(sp_model *m, float *logits, const float *hidden, int T);
 /* The input embedding row of a token, scaled as the model does (Gemma: · sqrt(H)). */

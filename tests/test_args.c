@@ -62,9 +62,16 @@ static void test_ids(void) {
     CHECK(cli_parse_ids("test", "--ids", "1;2", &ids, &n) == -1, "1;2 accepted");
 }
 
+static void test_unescape(void) {
+    char s[] = "a\\nb\\tc\\\\d\\\"e\\qf\\";
+    cli_unescape(s);
+    CHECK(!strcmp(s, "a\nb\tc\\d\"e\\qf\\"), "unescape: '%s'", s);
+}
+
 int main(void) {
     RUN(test_forms);
     RUN(test_errors);
     RUN(test_ids);
+    RUN(test_unescape);
     return harness_done("test_args");
 }

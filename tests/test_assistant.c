@@ -216,6 +216,39 @@ static void test_greedy_identity(void) {
     }
 }
 
+/* repetition penalties: the assistant's drafts see them too, output still equals plain decoding */
+static void test_greedy_identity_penalties(void) {
+    sp_err err = {{0}};
+    sp_model *m = load_target(0);
+    if (!m) {
+        CHECK(0, "load target");
+        return;
+    }
+    int N = 40;
+    int32_t prompt[32], ref[64], nopen[64], out[64];
+    sp_gen_params gp;
+    int np = plain_reference(m, N, prompt, nopen, &gp, &err);
+    gp.penalty = (sp_penalty_params){.repeat = 1.5f, .last_n = 16, .presence = 0.3f, .frequency = 0.2f};
+    CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, NULL, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(ref, nopen, sizeof(int32_t) * N) != 0, "the penalties changed nothing");
+    for (int h = 0; h < 2; h++) {
+        sp_drafter *d = sp_drafter_assistant(asst_dir[0][h], m, &gp.sample, &err);
+        CHECK(d != NULL, "%s", err.msg);
+        for (int G = 2; d && G <= 6; G += 4) {
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen = gp;
+            sp.draft_max = G;
+            sp_spec_stats st;
+            memset(out, 0xff, sizeof out);
+            CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+            CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N),
+                  "%s G %d: speculative output with penalties differs from plain", HEADS[h], G);
+        }
+        sp_drafter_free(d);
+    }
+    sp_model_free(m);
+}
+
 /* ---- the forcing wrapper ------------------------------------------------------------------ */
 
 typedef struct {
@@ -249,7 +282,7 @@ static int fresh_drafts(wrap_t *w, int max_g, int32_t *out, sp_err *err) {
     if (!kv || !hid) goto done;
     sp_forward_out o = {.hidden = hid};
     if (t > 0 && sp_model_forward(w->m, kv, w->stream, t, &o, err)) goto done;
-    sp_drafter_ctx ctx = {w->m, kv, w->seed};
+    sp_drafter_ctx ctx = {w->m, kv, w->seed, NULL};
     if (w->fresh->begin(w->fresh, w->stream, t + 1, NULL, hid, &ctx, err)) goto done;
     n = w->fresh->propose(w->fresh, max_g, out, NULL, err);
 done:
@@ -346,7 +379,7 @@ static void test_draft_distribution(void) {
         memset(counts, 0, sizeof(int) * (size_t)V);
         int bad = 0;
         for (int r = 0; r < draws; r++) {
-            sp_drafter_ctx ctx = {m, kv, 1000 + (uint64_t)r};
+            sp_drafter_ctx ctx = {m, kv, 1000 + (uint64_t)r, NULL};
             int32_t t;
             if (d->begin(d, prompt, np, NULL, hid, &ctx, &err) || d->propose(d, 1, &t, q, &err) != 1) {
                 CHECK(0, "%s", err.msg);
@@ -416,6 +449,7 @@ int main(void) {
     RUN(test_mismatch_errors);
     RUN(test_centroid_argmax);
     RUN(test_greedy_identity);
+    RUN(test_greedy_identity_penalties);
     RUN(test_forced_acceptance_state);
     RUN(test_draft_distribution);
     RUN(test_audit);

@@ -339,6 +339,17 @@ static void test_errors(void) {
     write_file(tpl, "ok\n{% include 'other.jinja' %}");
     CHECK(run(args) == 2 && strstr(last_stderr(), "mine.jinja:2: the 'include' statement is not supported"), "%s",
           last_stderr());
+    /* a directory with chat_template.json ({"chat_template": ...}) and no tokenizer */
+    char jdir[512], jpath[600];
+    snprintf(jdir, sizeof jdir, "%s/jsondir", TMP);
+    snprintf(jpath, sizeof jpath, "%s/chat_template.json", jdir);
+    sp_err e2 = {{0}};
+    CHECK(sp_mkdir_p(jdir, &e2) == 0, "%s", e2.msg);
+    write_file(jpath, "{\"chat_template\": \"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\"}");
+    snprintf(args, sizeof args, "template -m %s --messages %s", jdir, path);
+    CHECK(run(args) == 0 && !strcmp(OUT, "<user>a<user>b"), "%s %s", OUT, last_stderr());
+    write_file(jpath, "{\"chat_template\": 3}");
+    CHECK(run(args) == 2 && strstr(last_stderr(), "chat_template.json: expected an object"), "%s", last_stderr());
     snprintf(args, sizeof args, "template -m %s --messages %s --set novalue", family_dir("qwen3"), path);
     CHECK(run(args) == 2 && strstr(last_stderr(), "--set expects KEY=VALUE"), "%s", last_stderr());
     snprintf(args, sizeof args, "template -m %s --messages %s/missing.json", family_dir("qwen3"), TMP);

@@ -292,6 +292,12 @@ static void test_bounds(void) {
     const char *slow = "{% set r = range(1000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}";
     CHECK(jinja_render(slow, strlen(slow), "slow", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "too many steps"),
           "%s", err.msg);
+    /* work on long strings counts: a loop scanning a 64 KiB string 20000 times stops */
+    jinja_limits lim2 = {.max_steps = 100000};
+    const char *scan = "{% set ns = namespace(s='ab') %}{% for i in range(15) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+                       "{% for i in range(20000) %}{{ 'z' in ns.s }}{% endfor %}";
+    CHECK(jinja_render(scan, strlen(scan), "scan", NULL, &lim2, &out, &n, &err) == -1 && strstr(err.msg, "too many steps"),
+          "%s", err.msg);
     const char *big = "{% for i in range(200) %}0123456789{% endfor %}";
     CHECK(jinja_render(big, strlen(big), "big", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "exceeds 1000 bytes"),
           "%s", err.msg);

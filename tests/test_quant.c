@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 
 static sp_pool *pool1, *pool2;
 static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K};
@@ -172,6 +173,28 @@ static void test_bytes_k_quants(void) {
 static double q8_0_err(float amax) {
     float d = amax / 127.0f, d16 = sp_f16_to_f32(f16(d));
     return 0.5 * d + 128.0 * fabs((double)d - d16) + 1e-38;
+}
+
+/* the word-parallel unpacking of Q4_K scales the SIMD kernels use agrees with the bytewise
+ * definition on every bit pattern of random packed bytes */
+static void test_q4_K_scales(void) {
+    unsigned long long r = 12345;
+    int bad = 0;
+    for (int it = 0; it < 20000; it++) {
+        uint8_t s[12];
+        for (int k = 0; k < 12; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            s[k] = (uint8_t)(r >> 56);
+        }
+        uint64_t sc8, m8;
+        q4k_scales8(s, &sc8, &m8);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            sp_q4_K_scale_min(j, s, &sc, &m);
+            bad += (int)(sc8 >> (8 * j) & 0xFF) != sc || (int)(m8 >> (8 * j) & 0xFF) != m;
+        }
+    }
+    CHECK(bad == 0, "%d scale/min values differ", bad);
 }
 
 /* ---- round trips ------------------------------------------------------------------------- */
@@ -452,6 +475,7 @@ int main(void) {
     RUN(test_geometry);
     RUN(test_bytes_q8_0_q4_0);
     RUN(test_bytes_k_quants);
+    RUN(test_q4_K_scales);
     RUN(test_round_trip);
     RUN(test_bytes_match_llama);
     RUN(test_matmul_vs_ref);

@@ -28,11 +28,33 @@
 
 #define CACHE ".cache/tokenizers/"
 static char cli[512];
+static char tmp[64] = "/tmp/specula-tok-hf-XXXXXX"; /* this run's scratch folder */
+
+/* s with every "@T" replaced by the scratch folder */
+static const char *at_tmp(const char *s, char *buf, size_t cap) {
+    size_t o = 0;
+    for (; *s && o + 1 < cap; s++) {
+        if (s[0] == '@' && s[1] == 'T') {
+            o += (size_t)snprintf(buf + o, cap - o, "%s", tmp);
+            s++;
+        } else {
+            buf[o++] = *s;
+        }
+        if (o >= cap) o = cap - 1;
+    }
+    buf[o] = 0;
+    return buf;
+}
 
 static int run_cli(const char *args, char *out, size_t cap) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    char cmd[2600], a[1536];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, at_tmp(args, a, sizeof a));
     return harness_run(cmd, out, cap);
+}
+
+static int run_sh(const char *cmd) {
+    char c[1536];
+    return system(at_tmp(cmd, c, sizeof c));
 }
 
 static void test_fetch(void) {
@@ -123,9 +145,8 @@ static void test_bos_cli(void) {
     }
     /* tokenizer.json alone (no tokenizer_config.json beside it): its post-processor decides */
     char out[512];
-    CHECK(system("mkdir -p build/tok-hf && cp " CACHE "llama3_1/tokenizer.json build/tok-hf/ && "
-                 "rm -f build/tok-hf/tokenizer_config.json") == 0, "copy");
-    CHECK(run_cli("tokenize --tokenizer build/tok-hf/tokenizer.json -p 'Hello world'", out, sizeof out) == 0 &&
+    CHECK(run_sh("cp " CACHE "llama3_1/tokenizer.json @T/ && rm -f @T/tokenizer_config.json") == 0, "copy");
+    CHECK(run_cli("tokenize --tokenizer @T/tokenizer.json -p 'Hello world'", out, sizeof out) == 0 &&
               !strcmp(out, "128000 9906 1917\n"), "llama3_1 json alone: '%s'", out);
 }
 
@@ -199,10 +220,12 @@ static void test_new_model_ids(void) {
         char args[512], out[4096], path[256];
         snprintf(args, sizeof args,
                  "new-model --arch %s --preset tiny --dtype bf16 --tokenizer " CACHE "%s/tokenizer.json --seed 1 "
-                 "-o build/tok-hf/nm-%s",
+                 "-o @T/nm-%s",
                  cases[k].arch, cases[k].name, cases[k].name);
         CHECK(run_cli(args, out, sizeof out) == 0, "%s: %s", args, out);
-        snprintf(path, sizeof path, "build/tok-hf/nm-%s/config.json", cases[k].name);
+        char rel[256];
+        snprintf(rel, sizeof rel, "@T/nm-%s/config.json", cases[k].name);
+        at_tmp(rel, path, sizeof path);
         sp_err err = {0};
         json_t *c = hf_json_load_file(path, 0, &err);
         CHECK(c != NULL, "%s", err.msg);
@@ -214,14 +237,14 @@ static void test_new_model_ids(void) {
         json_decref(c);
     }
     char out[4096];
-    CHECK(run_cli("export-gguf -m build/tok-hf/nm-llama3_1 -o build/tok-hf/nm-llama3_1.gguf", out, sizeof out) == 0,
+    CHECK(run_cli("export-gguf -m @T/nm-llama3_1 -o @T/nm-llama3_1.gguf", out, sizeof out) == 0,
           "export-gguf: %s", out);
-    CHECK(run_cli("tokenize --vocab build/tok-hf/nm-llama3_1.gguf -p 'Hello world'", out, sizeof out) == 0 &&
+    CHECK(run_cli("tokenize --vocab @T/nm-llama3_1.gguf -p 'Hello world'", out, sizeof out) == 0 &&
               !strcmp(out, "128000 9906 1917\n"), "GGUF of llama3_1: '%s'", out);
     /* generate -p starts from the ids tokenize gives: <|begin_of_text|> Hello world */
     char a[4096], b[4096];
-    CHECK(run_cli("generate -m build/tok-hf/nm-llama3_1 -p 'Hello world' -n 4 --json 2>/dev/null", a, sizeof a) == 0 &&
-              run_cli("generate -m build/tok-hf/nm-llama3_1 --prompt-ids 128000,9906,1917 -n 4 --json 2>/dev/null", b,
+    CHECK(run_cli("generate -m @T/nm-llama3_1 -p 'Hello world' -n 4 --json 2>/dev/null", a, sizeof a) == 0 &&
+              run_cli("generate -m @T/nm-llama3_1 --prompt-ids 128000,9906,1917 -n 4 --json 2>/dev/null", b,
                       sizeof b) == 0,
           "generate failed: %s / %s", a, b);
     char *ta = strstr(a, "\"tokens\":"), *tb = strstr(b, "\"tokens\":");
@@ -230,10 +253,11 @@ static void test_new_model_ids(void) {
           "generate -p differs from its ids: %s / %s", a, b);
     /* the exported vocabularies (llama-bpe, qwen2 families) encode the hard corpus as the
      * tokenizer.json they came from (Qwen's on NFC text: a GGUF vocab has no normalizer) */
-    CHECK(run_cli("export-gguf -m build/tok-hf/nm-qwen3 -o build/tok-hf/nm-qwen3.gguf", out, sizeof out) == 0,
+    CHECK(run_cli("export-gguf -m @T/nm-qwen3 -o @T/nm-qwen3.gguf", out, sizeof out) == 0,
           "export-gguf: %s", out);
-    static const char *pairs[2][2] = {{CACHE "llama3_1", "build/tok-hf/nm-llama3_1.gguf"},
-                                      {CACHE "qwen3", "build/tok-hf/nm-qwen3.gguf"}};
+    char g0[256], g1[256];
+    const char *pairs[2][2] = {{CACHE "llama3_1", at_tmp("@T/nm-llama3_1.gguf", g0, sizeof g0)},
+                               {CACHE "qwen3", at_tmp("@T/nm-qwen3.gguf", g1, sizeof g1)}};
     for (int k = 0; k < 2; k++) {
         sp_err err = {0};
         tok_tokenizer *js = tok_load_dir(pairs[k][0], &err), *gg = tok_load_gguf(pairs[k][1], &err);
@@ -261,13 +285,14 @@ static void test_new_model_ids(void) {
         tok_free(js);
         tok_free(gg);
     }
-    CHECK(system("rm -rf build/tok-hf/nm-*") == 0, "cleanup");
+    CHECK(run_sh("rm -rf @T/nm-*") == 0, "cleanup");
 }
 
 #if !defined(__SANITIZE_ADDRESS__) /* ASan's allocator keeps freed memory in quarantine */
 /* peak RSS (KiB) of `specula tokenize` on n bytes of c, or -1 */
 static long tokenize_rss(const char *model, char c, size_t n) {
-    const char *path = "build/tok-hf/run.txt";
+    char path[256];
+    at_tmp("@T/run.txt", path, sizeof path);
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     for (size_t i = 0; i < n; i++) fputc(c, f);
@@ -362,6 +387,10 @@ int main(int argc, char **argv) {
     snprintf(cli, sizeof cli, "%s", argv[0]);
     char *slash = strrchr(cli, '/');
     if (slash) snprintf(slash, sizeof cli - (size_t)(slash - cli), "/../specula");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
     RUN(test_fetch);
     RUN(test_json_edges);
     RUN(test_real_configs);
@@ -369,5 +398,6 @@ int main(int argc, char **argv) {
     RUN(test_post_processors);
     RUN(test_new_model_ids);
     RUN(test_limits);
+    run_sh("rm -rf @T");
     return harness_done("test_tokenizer_hf");
 }

@@ -229,6 +229,7 @@ static void test_hf_pre_tokenizers(void) {
         {"{\"type\":\"WhitespaceSplit\"}", "a  b\tc", "a|b|c"},
         {"{\"type\":\"Digits\",\"individual_digits\":true}", "a123", "a|1|2|3"},
         {"{\"type\":\"Digits\",\"individual_digits\":false}", "a123b", "a|123|b"},
+        {"{\"type\":\"Digits\",\"individual_digits\":false}", "x\xD9\xA3\xC2\xBD" "7y", "x|\xD9\xA3\xC2\xBD" "7|y"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"-\"},\"behavior\":\"MergedWithPrevious\"}", "a-b-c", "a-|b-|c"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"-\"},\"behavior\":\"MergedWithNext\"}", "a-b-c", "a|-b|-c"},
         {"{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"Contiguous\"}", "a--b", "a|--|b"},

@@ -72,7 +72,13 @@ static void test_commands(void) {
              "%s train --arch dspark -m %s --data %s/sh -o %s/d --steps 6 --batch 4 --block-size 3 --layers 1 "
              "--markov-rank 8 --ctx 8 --eval-every 2 -q -t 1",
              bin, target, root, root);
-    CHECK(run(cmd) == 0 && err_has("train: step 6"), "train");
+    CHECK(run(cmd) == 0 && err_has("train: step 6") && err_has("train-set tau"), "train");
+    /* the folder now holds a checkpoint: a rerun is refused without --resume or --force */
+    CHECK(run(cmd) == 2 && err_has("already holds files") && err_has("--resume") && err_has("--force"),
+          "rerun into an existing folder");
+    char cmd2[4200];
+    snprintf(cmd2, sizeof cmd2, "%s --resume", cmd);
+    CHECK(run(cmd2) == 0 && err_has("train: step 6"), "--resume of a finished run");
     const char *files[] = {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json",
                            "train_log.csv"};
     for (int i = 0; i < 5; i++) {
@@ -84,6 +90,8 @@ static void test_commands(void) {
     snprintf(p, sizeof p, "%s/d/trainer_state.json", root);
     CHECK(!sp_read_file(p, &state, &n, NULL) && strstr(state, "\"step\": 6"), "trainer_state: %s", state ? state : "");
     free(state);
+    snprintf(cmd2, sizeof cmd2, "%s --force --steps 2", cmd);
+    CHECK(run(cmd2) == 0 && err_has("train: step 2"), "--force starts over");
     if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
         snprintf(cmd, sizeof cmd, "%s plot %s/d/train_log.csv -o %s/plots", bin, root, root);
         CHECK(run(cmd) == 0, "plot");
@@ -94,6 +102,16 @@ static void test_commands(void) {
             CHECK(!sp_read_file(p, &t, &n, NULL) && strstr(t, "<svg"), "%s is not an SVG", svg[i]);
             free(t);
         }
+    }
+    /* -t means threads in every command, train-lm included (its tokenizer is --tokenizer) */
+    snprintf(cmd, sizeof cmd, "%s train-lm --help > %s/err.txt 2>&1", bin, root);
+    {
+        char *help = NULL;
+        snprintf(p, sizeof p, "%s/err.txt", root);
+        CHECK(system(cmd) == 0 && !sp_read_file(p, &help, &n, NULL) && strstr(help, "-t, --threads") &&
+                  !strstr(help, "-t, --tokenizer") && strstr(help, "--tokenizer"),
+              "train-lm -t: %s", help ? help : "");
+        free(help);
     }
     snprintf(cmd, sizeof cmd, "%s plot %s/ok.jsonl -o %s/plots2", bin, root, root);
     CHECK(run(cmd) == 2 && err_has("not a `specula train` log"), "plot of a non-log");

@@ -90,5 +90,5 @@ run "$SPECULA" calibrate -m "$T" -md "$OUT" --prompts "$WORK/calib.jsonl" -n 64 
 log "# drafter: $(du -b "$OUT/model.safetensors" | cut -f1) bytes in $OUT/model.safetensors"
 log "# last log row (step,...,tau): $(tail -n 1 "$OUT/train_log.csv")"
 if command -v gnuplot > /dev/null; then "$SPECULA" plot "$OUT/train_log.csv" -o "$OUT/plots" || true; fi
-sh tools/make-default-prompts.sh "$T/corpus-eval.txt" "$(dirname "$T")/prompts.txt" 6
+sh tools/make-default-prompts.sh "$T/corpus-eval.txt" "$(dirname "$T")/prompts.jsonl" 6
 echo "make-default-drafter: wrote $OUT" >&2

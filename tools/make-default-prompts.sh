@@ -1,7 +1,7 @@
 #!/bin/sh
 # Held-out prompts for `specula run`: the opening of held-out corpus files (never trained on;
-# chosen by tools/make-default-model.sh by a hash of the path), one prompt per line with newlines
-# escaped as \n. Usage: tools/make-default-prompts.sh EVAL_LIST OUT_FILE [N]
+# chosen by tools/make-default-model.sh by a hash of the path), one JSONL line {"prompt": TEXT}
+# each (docs/prompt-files.md). Usage: tools/make-default-prompts.sh EVAL_LIST OUT_FILE.jsonl [N]
 set -eu
 list=$1; out=$2; n=${3:-6}
 : > "$out.tmp"
@@ -11,8 +11,7 @@ while IFS= read -r f && [ "$k" -lt "$n" ]; do
     # the first "import" / "def" / "class" line
     start=$(grep -n -m1 -E '^(import|from|def|class) ' "$f" | cut -d: -f1) || continue
     [ -n "$start" ] || continue
-    sed -n "${start},$((start + 9))p" "$f" | awk 'BEGIN{ORS="\\n"} {print}' >> "$out.tmp"
-    printf '\n' >> "$out.tmp"
+    sed -n "${start},$((start + 9))p" "$f" | tr -d '\000-\010\013-\037' | awk 'BEGIN{printf "{\"prompt\": \""} {gsub(/\\/,"&&"); gsub(/"/,"\\\""); gsub(/\t/,"\\t"); printf "%s\\n", $0} END{printf "\"}\n"}' >> "$out.tmp"
     k=$((k + 1))
 done < "$list"
 mv "$out.tmp" "$out"

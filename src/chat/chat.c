@@ -106,6 +106,21 @@ chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *to
     } else if (!rc && model_dir && !sp_path_join(path, sizeof path, model_dir, "chat_template.jinja") &&
                sp_file_exists(path)) {
         rc = read_text(ct, path, err);
+    } else if (!rc && model_dir && !sp_path_join(path, sizeof path, model_dir, "chat_template.json") &&
+               sp_file_exists(path)) { /* processors' {"chat_template": "..."} (multimodal checkpoints) */
+        json_error_t je;
+        json_t *doc = json_load_file(path, 0, &je);
+        json_t *tv = json_object_get(doc, "chat_template");
+        if (!json_is_string(tv)) {
+            rc = sp_err_set(err, "%s: expected an object with a \"chat_template\" string%s%s", path, doc ? "" : ": ",
+                            doc ? "" : je.text);
+        } else if (!(ct->text = strdup(json_string_value(tv)))) {
+            rc = sp_err_set(err, "out of memory");
+        } else {
+            ct->len = strlen(ct->text);
+            snprintf(ct->source, sizeof ct->source, "%s", path);
+        }
+        json_decref(doc);
     } else if (!rc && ct->config_text) {
         ct->text = ct->config_text, ct->len = ct->config_len, ct->config_text = NULL;
         snprintf(ct->source, sizeof ct->source, "%s/tokenizer_config.json chat_template", model_dir);

@@ -5,7 +5,7 @@
  * Where the template comes from, first found wins:
  *   1. an explicit choice (--chat-template): a file of Jinja text, or the name of a
  *      hand-written renderer (gemma4, gemma3, qwen3 / chatml, llama3);
- *   2. DIR/chat_template.jinja;
+ *   2. DIR/chat_template.jinja, else DIR/chat_template.json ({"chat_template": "..."});
  *   3. the tokenizer's chat_template (tokenizer_config.json, its string or the "default" of
  *      the list-of-named-templates form; GGUF tokenizer.chat_template);
  *   4. a hand-written renderer (tok_chat_render) picked by the turn markers in the

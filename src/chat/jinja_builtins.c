@@ -219,7 +219,7 @@ static int affix(jx_ctx *c, jv v, jv what, int end, jv *out) {
 
 static int length_of(jx_ctx *c, jv v, int64_t *n) {
     switch (v.k) {
-    case JV_STR: *n = (int64_t)jx_utf8_len(v.u.s->p, v.u.s->n); return 0;
+    case JV_STR: jx_charge(c, v.u.s->n), *n = (int64_t)jx_utf8_len(v.u.s->p, v.u.s->n); return 0;
     case JV_LIST: *n = v.u.l->n; return 0;
     case JV_DICT: case JV_NS: *n = v.u.d->n; return 0;
     case JV_UNDEF: *n = 0; return 0;
@@ -668,6 +668,7 @@ int jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n
             if (need_str(c, sub, name)) return -1;
             const jstr *s = self.u.s;
             int64_t pos = -1, count = 0;
+            jx_charge(c, s->n);
             for (size_t i = 0; i + sub.u.s->n <= s->n;) {
                 if (!memcmp(s->p + i, sub.u.s->p, sub.u.s->n)) {
                     if (pos < 0 || name[0] == 'r') pos = (int64_t)jx_utf8_len(s->p, i);

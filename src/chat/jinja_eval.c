@@ -84,6 +84,7 @@ static int get_item(jx_ctx *c, jv obj, jv key, jv *out) {
             if (i >= 0) *out = obj.u.l->v[i];
         } else {
             const jstr *s = obj.u.s;
+            jx_charge(c, s->n);
             int64_t i = norm_index(k, (int64_t)jx_utf8_len(s->p, s->n));
             if (i >= 0) {
                 size_t a = jx_utf8_offset(s->p, s->n, i), b = jx_utf8_offset(s->p, s->n, i + 1);
@@ -130,12 +131,16 @@ static int get_slice(jx_ctx *c, jv obj, jv *parts, jv *out) {
         return 0;
     }
     const jstr *s = obj.u.s;
+    size_t *at = malloc(((size_t)n + 1) * sizeof *at); /* byte offset of each code point, and the end */
+    if (!at) return jx_fail(c, "out of memory");
+    for (size_t i = 0, k = 0; i < s->n; i++)
+        if (((unsigned char)s->p[i] & 0xC0) != 0x80) at[k++] = i;
+    at[n] = s->n;
     jbuf b = {0};
     int rc = 0;
-    for (int64_t i = start; !rc && (step > 0 ? i < stop : i > stop); i += step) {
-        size_t a = jx_utf8_offset(s->p, s->n, i), e = jx_utf8_offset(s->p, s->n, i + 1);
-        rc = jbuf_put(c, &b, s->p + a, e - a);
-    }
+    for (int64_t i = start; !rc && (step > 0 ? i < stop : i > stop); i += step)
+        rc = jbuf_put(c, &b, s->p + at[i], at[i + 1] - at[i]);
+    free(at);
     rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(b.p);
     return rc ? -1 : 0;
@@ -287,6 +292,7 @@ static int arith(jx_ctx *c, int op, jv x, jv y, jv *out) {
 static int contains(jx_ctx *c, jv item, jv box, int *res) {
     *res = 0;
     if (box.k == JV_STR) {
+        jx_charge(c, box.u.s->n);
         if (item.k != JV_STR) return jx_fail(c, "'in <string>' needs a string on the left, not %s", jv_kind_name(item));
         *res = item.u.s->n == 0 || memmem(box.u.s->p, box.u.s->n, item.u.s->p, item.u.s->n) != NULL;
     } else if (box.k == JV_LIST) {
@@ -316,8 +322,10 @@ static int eval_binary(jx_ctx *c, jnode *e, jv *out) {
         free(b.p);
         return rc ? -1 : 0;
     }
-    case OP_EQ: *out = jv_bool(jv_equal(x, y)); return 0;
-    case OP_NE: *out = jv_bool(!jv_equal(x, y)); return 0;
+    case OP_EQ: case OP_NE:
+        if (x.k == JV_STR && y.k == JV_STR) jx_charge(c, x.u.s->n);
+        *out = jv_bool(jv_equal(x, y) == (e->op == OP_EQ));
+        return 0;
     case OP_LT: case OP_LE: case OP_GT: case OP_GE:
         if (jx_compare(c, x, y, &cmp)) return -1;
         r = e->op == OP_LT ? cmp < 0 : e->op == OP_LE ? cmp <= 0 : e->op == OP_GT ? cmp > 0 : cmp >= 0;

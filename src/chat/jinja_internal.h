@@ -192,6 +192,10 @@ typedef struct {
 
 int jx_fail(jx_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* work on long strings counts as steps (one per 64 bytes made or scanned), so a loop over a
+ * huge string is bounded by the step limit like any other loop; checked at the next step */
+static inline void jx_charge(jx_ctx *c, size_t bytes) { c->steps += (long long)(bytes >> 6); }
+
 /* values (jinja_value.c) */
 jv jv_undef(void);
 jv jv_none(void);

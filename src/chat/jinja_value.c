@@ -71,6 +71,7 @@ jstr *jx_str_new(jx_arena *a, const char *p, size_t n) {
 }
 
 int jx_str_val(jx_ctx *c, const char *p, size_t n, jv *out) {
+    jx_charge(c, n);
     jstr *s = jx_str_new(c->a, p, n);
     if (!s) return jx_fail(c, "the template needs more memory than allowed");
     *out = jv_str(s);
@@ -106,12 +107,8 @@ int jx_dict_find(const jdict *d, const char *k, size_t kn) {
     return -1;
 }
 
-int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
-    int i = jx_dict_find(d, k, kn);
-    if (i >= 0) {
-        d->val[i] = v;
-        return 0;
-    }
+/* append key k (not already in d) */
+static int dict_append(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
     if (d->n == d->cap) {
         if (d->cap > (1 << 22)) return jx_fail(c, "a dict grew past 4M keys");
         int nc = d->cap ? d->cap * 2 : 4;
@@ -127,6 +124,15 @@ int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
     d->key[d->n] = ks;
     d->val[d->n++] = v;
     return 0;
+}
+
+int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
+    int i = jx_dict_find(d, k, kn);
+    if (i >= 0) {
+        d->val[i] = v;
+        return 0;
+    }
+    return dict_append(c, d, k, kn, v);
 }
 
 /* ---- truth, equality, order ------------------------------------------------------------ */
@@ -207,6 +213,7 @@ int jx_compare(jx_ctx *c, jv x, jv y, int *cmp) {
 
 /* ---- text ------------------------------------------------------------------------------ */
 int jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n) {
+    jx_charge(c, n);
     if (n > c->out_cap || b->n > c->out_cap - n)
         return jx_fail(c, "the rendered text exceeds %zu bytes", c->out_cap);
     if (b->n + n + 1 > b->cap) {
@@ -442,9 +449,9 @@ int jx_from_json(jx_ctx *c, json_t *j, jv *out, int depth) {
         if (!d) return jx_fail(c, "the template needs more memory than allowed");
         const char *k;
         json_t *v;
-        json_object_foreach(j, k, v) {
+        json_object_foreach(j, k, v) { /* JSON object keys are unique: no lookup needed */
             jv x;
-            if (jx_from_json(c, v, &x, depth + 1) || jx_dict_set(c, d, k, strlen(k), x)) return -1;
+            if (jx_from_json(c, v, &x, depth + 1) || dict_append(c, d, k, strlen(k), x)) return -1;
         }
         *out = (jv){.k = JV_DICT, .u.d = d};
         return 0;

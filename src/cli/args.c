@@ -1,6 +1,8 @@
 /* args.c — see args.h. */
 #include "args.h"
 
+#include "specula.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -8,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define CLI_STR_(x) #x
+#define CLI_STR2_(x) CLI_STR_(x)
+#define CLI_LIST_MAX_STR CLI_STR2_(CLI_LIST_MAX)
 
 int cli_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -37,6 +43,7 @@ static const char *kind_name(cli_kind k) {
     case CLI_INT: return "an integer";
     case CLI_U64: return "a non-negative integer";
     case CLI_FLOAT: return "a number";
+    case CLI_LIST: return "a value (at most " CLI_LIST_MAX_STR " times)";
     default: return "a value";
     }
 }
@@ -48,6 +55,12 @@ static int store(const cli_opt *o, const char *text) {
     switch (o->kind) {
     case CLI_FLAG: *(int *)o->dst = 1; return 0;
     case CLI_STR: *(const char **)o->dst = text; return 0;
+    case CLI_LIST: {
+        cli_list *l = o->dst;
+        if (l->n >= CLI_LIST_MAX) return -1;
+        l->v[l->n++] = text;
+        return 0;
+    }
     case CLI_INT: {
         long v = strtol(text, &end, 10);
         if (!*text || *end || errno || v < INT_MIN || v > INT_MAX) return -1;
@@ -78,6 +91,10 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opt
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             cli_usage(cmd, usage, opts, n_opts, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("specula %s\n", SPECULA_VERSION);
             return 1;
         }
         if (a[0] != '-' || !a[1] || !strcmp(a, "--")) { /* positional ("-" alone is one too) */
@@ -122,6 +139,23 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opt
         }
     }
     return 0;
+}
+
+void cli_unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (r[0] == '\\' && r[1]) {
+            const char *from = "ntr\\\"'", *to = "\n\t\r\\\"'";
+            const char *k = strchr(from, r[1]);
+            if (k) {
+                *w++ = to[k - from];
+                r++;
+                continue;
+            }
+        }
+        *w++ = *r;
+    }
+    *w = 0;
 }
 
 int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **out, int *n) {

@@ -9,9 +9,10 @@
  *   int rc = cli_parse("generate", "-m DIR [options]", opts, 3, argc, argv, NULL, NULL);
  *   if (rc) return rc > 0 ? 0 : 2;   // 1: --help printed, -1: error printed
  *
- * Accepted forms: `-n 5`, `--n-predict 5`, `--n-predict=5`. Values are checked strictly
+ * Accepted forms: `-n 5`, `--n-predict 5`, `--n-predict=5`; a CLI_LIST option may be repeated. Values are checked strictly
  * (the whole string must parse); an unknown flag, a missing or bad value prints
- * `specula: error: CMD: ...` on stderr. `-h` / `--help` prints the usage to stdout. */
+ * `specula: error: CMD: ...` on stderr. `-h` / `--help` prints the usage to stdout, `--version`
+ * the version. */
 #ifndef SPECULA_CLI_ARGS_H
 #define SPECULA_CLI_ARGS_H
 
@@ -23,8 +24,15 @@ typedef enum {
     CLI_INT,   /* int * */
     CLI_U64,   /* uint64_t * */
     CLI_FLOAT, /* float * */
-    CLI_STR    /* const char **: points into argv */
+    CLI_STR,   /* const char **: points into argv */
+    CLI_LIST   /* cli_list *: repeatable, every value kept in order (points into argv) */
 } cli_kind;
+
+#define CLI_LIST_MAX 32
+typedef struct {
+    const char *v[CLI_LIST_MAX];
+    int n;
+} cli_list;
 
 typedef struct {
     const char *short_name; /* "-m", "-md", or NULL */
@@ -37,7 +45,7 @@ typedef struct {
 
 /* Parse argv[1..argc) (argv[0] is the subcommand name). Positional arguments are stored
  * in positional[0, *n_positional) when positional is non-NULL (at most max_positional),
- * and are an error otherwise. Returns 0 on success, 1 when help was printed, -1 on error
+ * and are an error otherwise. Returns 0 on success, 1 when help or the version was printed, -1 on error
  * (already printed). */
 int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opts, int argc,
               char **argv, const char **positional, int *n_positional, int max_positional);
@@ -52,6 +60,10 @@ int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **ou
 /* the most tokens a flag may ask to generate or hold in context (-n, -c, --generate, --max-len):
  * far above any real model's context, far below where int token counts overflow */
 #define CLI_MAX_TOKENS (1 << 24)
+
+/* Turn the escapes \n \t \r \\ \" \' of s into their characters, in place (llama.cpp processes
+ * them in its reverse prompts); other backslashes are kept. */
+void cli_unescape(char *s);
 
 /* one-line error "specula: error: CMD: ..." on stderr; returns 2 (the exit status) */
 int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

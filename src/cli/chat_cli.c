@@ -206,6 +206,11 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         sp_spec_params spp = sp_spec_params_default();
         spp.gen.max_new = r->n_predict;
         spp.gen.sample = r->sample;
+        if (r->gen) { /* repetition penalties, generation_config.json's eos ids */
+            spp.gen.penalty = r->gen->penalty;
+            memcpy(spp.gen.extra_eos, r->gen->extra_eos, sizeof spp.gen.extra_eos);
+            spp.gen.n_extra_eos = r->gen->n_extra_eos;
+        }
         spp.gen.max_ctx = max_ctx;
         spp.gen.on_token = on_reply_token;
         spp.gen.cb_ctx = &rx;

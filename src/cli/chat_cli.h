@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "sample/sample.h"
+#include "spec/generate.h"
 #include "spec_cli.h"
 
 typedef struct {
@@ -39,6 +40,7 @@ typedef struct {
     int threads, ctx;  /* ctx 0: 4096 */
     sp_sample_params sample;
     const cli_spec_opts *spec;
+    const sp_gen_params *gen; /* penalties and extra eos ids (generate's flags), or NULL */
 } cli_chat_run_opts;
 
 /* -cnv: read user turns from stdin (a line each; a line ending in '\' continues on the next;

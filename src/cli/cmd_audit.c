@@ -7,6 +7,7 @@
 #include "args.h"
 #include "core/core.h"
 #include "spec/audit.h"
+#include "sample_cli.h"
 #include "spec_cli.h"
 
 static const char *CMD = "audit";
@@ -28,7 +29,7 @@ int cmd_audit(int argc, char **argv) {
     int top_k = 0;
     uint64_t seed = 1;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    so.spec = "ngram";
+    cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_opt opts[32] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
         {NULL, "--self-test", CLI_FLAG, &self_test, NULL, "test the verification rule alone, no model"},
@@ -45,7 +46,10 @@ int cmd_audit(int argc, char **argv) {
         {NULL, "--broken", CLI_FLAG, &broken, NULL, "deliberately break the residual rule (must FAIL)"},
     };
     int n = 13;
+    int spec_row = n;
     n += cli_spec_opt_rows(opts + n, &so);
+    opts[spec_row].help = "ngram | draft | assistant | dflash | dspark (default ngram, or the kind -md's config.json names)";
+    n += cli_penalty_opt_rows(opts + n, &pen);
     int rc = cli_parse(CMD, "-m TARGET --spec KIND [-md DIR] --temp T [--draws N] (-p TEXT | --prompt-ids IDS) | --self-test",
                        opts, n, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -57,6 +61,7 @@ int cmd_audit(int argc, char **argv) {
     }
     if (!model) return cli_error(CMD, "-m TARGET is required (or --self-test)");
     if (!(temp > 0)) return cli_error(CMD, "--temp must be > 0: the audit checks the sampling path");
+    if (cli_spec_resolve(CMD, &so, "ngram")) return 2;
     sp_err err = {{0}};
     sp_model *m = NULL, *dm = NULL;
     sp_drafter *d = NULL;
@@ -68,7 +73,8 @@ int cmd_audit(int argc, char **argv) {
     }
     if (cli_load_prompt(CMD, model, prompt, ids, 0, &tok, &ntok)) goto out;
     sp_spec_params sp = sp_spec_params_default();
-    sp.gen.sample = (sp_sample_params){temp, top_k, top_p, min_p, seed};
+    sp_sample_params sdef = {temp, top_k, top_p, min_p, seed};
+    if (cli_sample_resolve(CMD, &pen, NULL, &sdef, 0, &sp.gen)) goto out;
     sp.draft_max = so.draft_max;
     sp.broken_residual = broken;
     if (cli_make_drafter(CMD, &so, m, model, &sp.gen.sample, ntok + so.draft_max + 8, threads, &dm, &d)) goto out;
@@ -81,6 +87,9 @@ int cmd_audit(int argc, char **argv) {
     printf("audit: drafter %s, temp %g top-k %d top-p %g min-p %g, %d draws%s (%.1f s), draft acceptance %.3f\n",
            so.spec, temp, top_k, top_p, min_p, draws, broken ? ", BROKEN residual rule" : "",
            (sp_time_ms() - t0) / 1000, r.acceptance_rate);
+    if (sp_penalty_active(&sp.gen.penalty))
+        printf("  penalties: repeat %g, last %d tokens, presence %g, frequency %g\n", (double)sp.gen.penalty.repeat,
+               sp.gen.penalty.last_n, (double)sp.gen.penalty.presence, (double)sp.gen.penalty.frequency);
     print_test("first token", &r.first);
     if (r.second_groups) print_test("second token", &r.second);
     printf("  (second token: conditionals given the %d most frequent first tokens)\n", r.second_groups);

@@ -1,5 +1,5 @@
 /* cmd_bench_spec.c — `specula bench-spec`: plain vs speculative decoding on every prompt of a
- * JSONL file ({"prompt": TEXT} or {"prompt_ids": [...]}, one per line). Greedy output must be
+ * prompt file (prompts_cli.h: JSONL {"prompt"}, {"prompt_ids"} or {"messages"}). Greedy output must be
  * identical (checked: a mismatch is an error). Prints per prompt and overall wall speedup, τ,
  * acceptance and per-position acceptance; writes a JSON report and, when gnuplot is installed,
  * an SVG of acceptance per draft position. */
@@ -11,76 +11,11 @@
 #include "args.h"
 #include "core/core.h"
 #include "core/progress.h"
+#include "prompts_cli.h"
+#include "sample_cli.h"
 #include "spec_cli.h"
 
 static const char *CMD = "bench-spec";
-
-typedef struct {
-    int32_t *ids;
-    int n;
-} prompt_t;
-
-static int read_prompts(const char *path, const char *model, prompt_t **out, int *n_out) {
-    char *text;
-    sp_err err = {{0}};
-    if (sp_read_file(path, &text, NULL, &err)) return cli_error(CMD, "%s", err.msg), -1;
-    prompt_t *ps = NULL;
-    int n = 0, lineno = 0, rc = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        lineno++;
-        while (*line == ' ' || *line == '\t' || *line == '\r') line++;
-        if (!*line) continue;
-        json_error_t je;
-        json_t *o = json_loads(line, 0, &je);
-        if (!json_is_object(o)) {
-            rc = cli_error(CMD, "%s:%d: not a JSON object (%s)", path, lineno, o ? "wrong type" : je.text);
-            json_decref(o);
-            break;
-        }
-        prompt_t p = {0};
-        json_t *ids = json_object_get(o, "prompt_ids");
-        const char *tx = json_string_value(json_object_get(o, "prompt"));
-        if (json_is_array(ids) && json_array_size(ids) > 0) {
-            p.n = (int)json_array_size(ids);
-            p.ids = malloc(sizeof(int32_t) * (size_t)p.n);
-            for (int i = 0; i < p.n; i++) {
-                json_t *v = json_array_get(ids, (size_t)i);
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-                    rc = cli_error(CMD, "%s:%d: prompt_ids[%d] is not a token id", path, lineno, i);
-                    break;
-                }
-                p.ids[i] = (int32_t)json_integer_value(v);
-            }
-        } else if (tx) {
-            if (cli_load_prompt(CMD, model, tx, NULL, 0, &p.ids, &p.n)) rc = 2;
-        } else {
-            rc = cli_error(CMD, "%s:%d: needs \"prompt\" (text) or \"prompt_ids\" (list)", path, lineno);
-        }
-        json_decref(o);
-        if (rc) {
-            free(p.ids);
-            break;
-        }
-        prompt_t *np = realloc(ps, sizeof *ps * (size_t)(n + 1));
-        if (!np) {
-            free(p.ids);
-            rc = cli_error(CMD, "out of memory");
-            break;
-        }
-        ps = np;
-        ps[n++] = p;
-    }
-    free(text);
-    if (!rc && n == 0) rc = cli_error(CMD, "%s: no prompts", path);
-    if (rc) {
-        for (int i = 0; i < n; i++) free(ps[i].ids);
-        free(ps);
-        return -1;
-    }
-    *out = ps;
-    *n_out = n;
-    return 0;
-}
 
 static void write_svg(const char *json_path, const double *acc, int G) {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) return;
@@ -108,36 +43,43 @@ static void write_svg(const char *json_path, const double *acc, int G) {
 
 int cmd_bench_spec(int argc, char **argv) {
     const char *model = NULL, *prompts = NULL, *json_path = NULL;
-    int n_new = 128, threads = 0;
+    int n_new = 128, threads = 0, text_prompts = 0;
+    cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    so.spec = "ngram";
-    cli_opt opts[16] = {
+    cli_opt opts[24] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
-        {NULL, "--prompts", CLI_STR, &prompts, "FILE", "JSONL prompts ({\"prompt\"} or {\"prompt_ids\"})"},
+        {NULL, "--prompts", CLI_STR, &prompts, "FILE", "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
+        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
         {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 128)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads"},
         {NULL, "--json", CLI_STR, &json_path, "FILE", "write the JSON report here"},
     };
-    int n = 5;
+    int n = 6;
+    int spec_row = n;
     n += cli_spec_opt_rows(opts + n, &so);
+    opts[spec_row].help = "ngram | draft | assistant | dflash | dspark (default ngram, or the kind -md's config.json names)";
+    n += cli_penalty_opt_rows(opts + n, &pen);
     int rc = cli_parse(CMD, "-m TARGET --spec KIND [-md DIR] --prompts FILE.jsonl [-n N] [--json FILE]", opts, n, argc,
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!model || !prompts) return cli_error(CMD, "-m TARGET and --prompts FILE are required");
     if (n_new < 1) return cli_error(CMD, "-n must be >= 1");
+    if (cli_spec_resolve(CMD, &so, "ngram")) return 2;
     sp_err err = {{0}};
     sp_model *m = NULL, *dm = NULL;
     sp_drafter *d = NULL;
-    prompt_t *ps = NULL;
+    cli_prompt *ps = NULL;
     int np = 0, status = 2;
     if (sp_model_load(&m, model, threads, &err)) {
         cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    if (read_prompts(prompts, model, &ps, &np)) goto out;
+    if (cli_prompts_read(CMD, prompts, model, text_prompts, &ps, &np)) goto out;
     int maxp = 0;
     for (int i = 0; i < np; i++) maxp = ps[i].n > maxp ? ps[i].n : maxp;
     sp_spec_params sp = sp_spec_params_default();
+    sp_sample_params sdef = sp_sample_params_default();
+    if (cli_sample_resolve(CMD, &pen, model, &sdef, 0, &sp.gen)) goto out;
     sp.gen.max_new = n_new;
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
@@ -224,7 +166,6 @@ out:
     sp_drafter_free(d);
     sp_model_free(dm);
     sp_model_free(m);
-    for (int i = 0; i < np; i++) free(ps[i].ids);
-    free(ps);
+    cli_prompts_free(ps, np);
     return status;
 }

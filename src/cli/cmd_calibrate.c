@@ -1,6 +1,5 @@
 /* cmd_calibrate.c — `specula calibrate -m TARGET -md DRAFTER --prompts FILE`: run the DSpark
- * drafter with raw confidences on held-out prompts (JSONL: {"prompt": TEXT} or
- * {"prompt_ids": [...]}), fit sequential temperature scaling (FORMATS.md §8.9) and write
+ * drafter with raw confidences on held-out prompts (a prompt file, prompts_cli.h), fit sequential temperature scaling (FORMATS.md §8.9) and write
  * DRAFTER/sts.json, which the drafter then applies automatically. */
 #include <jansson.h>
 #include <stdint.h>
@@ -13,6 +12,7 @@
 #include "drafters/dflash.h"
 #include "spec/calibrate.h"
 #include "spec/spec.h"
+#include "prompts_cli.h"
 #include "spec_cli.h"
 
 static const char *CMD = "calibrate";
@@ -22,59 +22,17 @@ static void on_round(void *ctx, const float *z, int n, int n_acc) {
     if (sp_sts_data_add(d, z, n, n_acc)) sp_log(SP_LOG_WARN, "calibrate: out of memory recording a round");
 }
 
-/* one prompt per line; *ids malloc'd */
-static int next_prompt(char **cursor, const char *path, const char *model, int *lineno, int32_t **ids, int *n) {
-    *ids = NULL;
-    for (;;) {
-        char *line = *cursor;
-        if (!line || !*line) return 1; /* done */
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        *cursor = nl ? nl + 1 : NULL;
-        (*lineno)++;
-        while (*line == ' ' || *line == '\t' || *line == '\r') line++;
-        if (!*line) continue;
-        json_error_t je;
-        json_t *o = json_loads(line, 0, &je);
-        json_t *arr = json_object_get(o, "prompt_ids");
-        const char *tx = json_string_value(json_object_get(o, "prompt"));
-        int rc = 0;
-        if (!json_is_object(o)) {
-            rc = cli_error(CMD, "%s:%d: not a JSON object", path, *lineno);
-        } else if (json_is_array(arr) && json_array_size(arr) > 0) {
-            *n = (int)json_array_size(arr);
-            *ids = malloc(sizeof(int32_t) * (size_t)*n);
-            for (int i = 0; i < *n && *ids && !rc; i++) {
-                json_t *v = json_array_get(arr, (size_t)i);
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                    rc = cli_error(CMD, "%s:%d: prompt_ids[%d] is not a token id", path, *lineno, i);
-                else (*ids)[i] = (int32_t)json_integer_value(v);
-            }
-            if (!*ids) rc = cli_error(CMD, "out of memory");
-        } else if (tx) {
-            if (cli_load_prompt(CMD, model, tx, NULL, 0, ids, n)) rc = 2;
-        } else {
-            rc = cli_error(CMD, "%s:%d: needs \"prompt\" (text) or \"prompt_ids\" (list)", path, *lineno);
-        }
-        json_decref(o);
-        if (rc) {
-            free(*ids);
-            *ids = NULL;
-            return -1;
-        }
-        return 0;
-    }
-}
-
 int cmd_calibrate(int argc, char **argv) {
     const char *model = NULL, *drafter = NULL, *prompts = NULL;
-    int n_new = 128, threads = 0, dry = 0;
+    int n_new = 128, threads = 0, dry = 0, text_prompts = 0;
     float temp = 1.0f;
     uint64_t seed = 1;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
         {"-md", "--model-draft", CLI_STR, &drafter, "DIR", "DSpark drafter directory (sts.json is written here)"},
-        {NULL, "--prompts", CLI_STR, &prompts, "FILE", "held-out prompts, JSONL ({\"prompt\"} or {\"prompt_ids\"})"},
+        {NULL, "--prompts", CLI_STR, &prompts, "FILE",
+         "held-out prompts, JSONL ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
+        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
         {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens generated per prompt (default 128)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "sampling temperature of the runs (default 1.0, as DeepSpec evaluates)"},
         {"-s", "--seed", CLI_U64, &seed, "S", "sampling seed (default 1)"},
@@ -89,7 +47,8 @@ int cmd_calibrate(int argc, char **argv) {
     sp_err err = {{0}};
     sp_model *m = NULL;
     sp_drafter *d = NULL;
-    char *text = NULL;
+    cli_prompt *ps = NULL;
+    int np = 0;
     sp_sts_data data;
     sp_sts_data_init(&data, 0);
     rc = 1;
@@ -117,29 +76,23 @@ int cmd_calibrate(int argc, char **argv) {
     }
     data.B = info.max_drafts;
     sp.draft_max = info.max_drafts;
-    if (sp_read_file(prompts, &text, NULL, &err)) {
-        cli_error(CMD, "%s", err.msg);
+    if (cli_prompts_read(CMD, prompts, model, text_prompts, &ps, &np)) goto done;
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)n_new);
+    if (!out) {
+        cli_error(CMD, "out of memory");
         goto done;
     }
-    char *cur = text;
-    int lineno = 0, np = 0, r = 0;
-    int32_t *ids, *out = malloc(sizeof(int32_t) * (size_t)n_new);
-    int n;
-    while (out && (r = next_prompt(&cur, prompts, model, &lineno, &ids, &n)) == 0) {
+    for (int i = 0; i < np; i++) {
         sp_spec_stats st;
-        if (sp_spec_generate(m, d, ids, n, &sp, out, n_new, &st, &err)) {
-            free(ids);
+        if (sp_spec_generate(m, d, ps[i].ids, ps[i].n, &sp, out, n_new, &st, &err)) {
             free(out);
-            cli_error(CMD, "%s:%d: %s", prompts, lineno, err.msg);
+            cli_error(CMD, "%s:%d: %s", prompts, ps[i].line, err.msg);
             goto done;
         }
-        free(ids);
-        np++;
-        fprintf(stderr, "\rprompt %d: %d proposals so far", np, data.n);
+        fprintf(stderr, "\rprompt %d: %d proposals so far", i + 1, data.n);
     }
     free(out);
     fprintf(stderr, "\n");
-    if (r < 0) goto done;
     if (data.n == 0) {
         cli_error(CMD, "no proposals recorded (empty prompt file?)");
         goto done;
@@ -162,7 +115,7 @@ int cmd_calibrate(int argc, char **argv) {
     }
     rc = 0;
 done:
-    free(text);
+    cli_prompts_free(ps, np);
     sp_sts_data_free(&data);
     sp_drafter_free(d);
     sp_model_free(m);

@@ -1,16 +1,23 @@
 /* cmd_run.c — `specula run`: the README's main job. Loads a target and a drafter (by default the
- * embedded pair under models/default/), generates from held-out prompts with plain and with
- * speculative decoding, streams the speculative text, and prints a short table: tokens, plain
- * tok/s, speculative tok/s, speedup, τ, acceptance per position and whether the greedy outputs are
- * identical. --temp T > 0 uses the sampling verifier (outputs then differ by design; τ is reported).
- * --json prints the figures as one object. */
+ * embedded pair, models/default/, found from any working directory: $SPECULA_DEFAULT_MODEL, next to
+ * the binary (build/specula → ../models/default) or under its install prefix (PREFIX/bin/specula →
+ * PREFIX/share/specula/default, where `make install` puts it)), generates from held-out prompts with
+ * plain and with speculative decoding, streams the speculative text, and prints a short table:
+ * tokens, plain tok/s, speculative tok/s, speedup, τ, acceptance per position and whether the
+ * greedy outputs are identical. A default drafter and prompt file are looked up beside the target
+ * (TARGET/../drafter, TARGET/../prompts.jsonl), not in the working directory. --spec none runs
+ * plain decoding alone. --temp T > 0 uses the sampling verifier (outputs then differ by design; τ
+ * is reported). --json prints the figures as one object. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "core/core.h"
+#include "prompts_cli.h"
+#include "sample_cli.h"
 #include "spec_cli.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,82 +38,76 @@ static int on_token(void *ctx, int32_t tok) {
     return 0;
 }
 
-/* prompts: one per line of a text file (default models/default/prompts.txt) */
-static int read_lines(const char *path, char ***out, int *n) {
-    char *text;
-    sp_err err = {{0}};
-    if (sp_read_file(path, &text, NULL, &err)) return cli_error(CMD, "%s", err.msg), -1;
-    char **v = NULL;
-    int k = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        if (!*line) continue;
-        char **nv = realloc(v, sizeof *v * (size_t)(k + 1));
-        if (!nv) break;
-        v = nv;
-        v[k] = strdup(line);
-        for (char *p = v[k]; *p; p++) /* the file escapes newlines inside a prompt as \n */
-            if (p[0] == '\\' && p[1] == 'n') p[0] = '\n', memmove(p + 1, p + 2, strlen(p + 2) + 1);
-        k++;
-    }
-    free(text);
-    *out = v;
-    *n = k;
-    return k ? 0 : (cli_error(CMD, "%s: no prompts", path), -1);
-}
-
 int cmd_run(int argc, char **argv) {
-    const char *target = "models/default/target", *prompts = NULL;
-    int n_new = 96, threads = 0, json = 0, quiet = 0;
+    const char *target = NULL, *prompts = NULL;
+    int n_new = 96, threads = 0, json = 0, quiet = 0, text_prompts = 0;
     float temp = 0.0f;
     uint64_t seed = 1;
+    const char *seed_arg = NULL;
+    int seed_random = 0;
+    cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    so.spec = "dspark";
-    so.draft_dir = "models/default/drafter";
     so.draft_max = 7;
-    cli_opt opts[20] = {
-        {"-m", "--model", CLI_STR, &target, "DIR", "target (default models/default/target)"},
-        {NULL, "--prompts", CLI_STR, &prompts, "FILE", "one prompt per line (default TARGET/../prompts.txt)"},
+    cli_opt opts[24] = {
+        {"-m", "--model", CLI_STR, &target, "DIR", "target (default: the embedded model, models/default/target)"},
+        {NULL, "--prompts", CLI_STR, &prompts, "FILE",
+         "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"}) (default TARGET/../prompts.jsonl)"},
+        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
         {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 96)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "0 = greedy (default); > 0 uses the sampling verifier"},
-        {"-s", "--seed", CLI_U64, &seed, "S", "sampling seed"},
+        {"-s", "--seed", CLI_STR, &seed_arg, "S", "sampling seed (default 1; -1 = random, printed)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print the figures as one JSON object"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "do not stream the generated text"},
     };
-    int n = 8;
+    int n = 9;
+    int spec_row = n;
     n += cli_spec_opt_rows(opts + n, &so);
+    opts[spec_row].help = "none (plain decoding only) | ngram | draft | assistant | dflash | dspark "
+                          "(default dspark, or the kind -md's config.json names)";
+    opts[spec_row + 1].help = "drafter directory (default TARGET/../drafter)";
+    opts[spec_row + 2].help = "most drafts per verify (default 7, max 32)";
+    n += cli_penalty_opt_rows(opts + n, &pen);
     int rc = cli_parse(CMD, "[-m TARGET] [--spec KIND -md DRAFTER] [--prompts FILE] [--temp T] [--json]", opts, n, argc,
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
-    char cfg[4096], pdef[4096];
+    if (seed_arg && cli_seed_parse(CMD, seed_arg, &seed, &seed_random)) return 2;
+    char root[4096], tdef[4300], cfg[4096], pdef[4400], ddef[4400];
+    if (!target) {
+        snprintf(tdef, sizeof tdef, "%s/target", cli_default_root(root, sizeof root));
+        target = tdef;
+    }
     if (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg))
-        return cli_error(CMD, "no model at %s (the embedded default pair is built by issue 8's script; "
+        return cli_error(CMD, "no model at %s (set SPECULA_DEFAULT_MODEL to the embedded model's directory, or "
                               "pass -m DIR --spec ngram to run any model)", target);
+    if (cli_spec_resolve(CMD, &so, "dspark")) return 2;
+    int plain_only = !strcmp(so.spec, "none");
+    if (!so.draft_dir && strcmp(so.spec, "ngram") && !plain_only) {
+        snprintf(ddef, sizeof ddef, "%s/../drafter", target); /* beside the target, not in the cwd */
+        so.draft_dir = ddef;
+    }
     if (!prompts) {
-        snprintf(pdef, sizeof pdef, "%s/../prompts.txt", target);
+        snprintf(pdef, sizeof pdef, "%s/../prompts.jsonl", target);
         prompts = pdef;
     }
-    char **lines = NULL;
+    cli_prompt *ps = NULL;
     int nl = 0, status = 2;
     sp_err err = {{0}};
     sp_model *m = NULL, *dm = NULL;
     sp_drafter *d = NULL;
     tok_tokenizer *tok = NULL;
-    if (read_lines(prompts, &lines, &nl)) return 2;
+    sp_spec_params sp = sp_spec_params_default();
+    sp_sample_params sdef = {temp, 0, 1.0f, 0.0f, seed};
+    if (cli_sample_resolve(CMD, &pen, target, &sdef, 0, &sp.gen)) return 2;
+    if (cli_prompts_read(CMD, prompts, target, text_prompts, &ps, &nl)) return 2;
     if (sp_model_load(&m, target, threads, &err)) {
         cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    sp_spec_params sp = sp_spec_params_default();
     sp.gen.max_new = n_new;
-    sp.gen.sample = (sp_sample_params){temp, 0, 1.0f, 0.0f, seed};
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
     if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;
-    if (!d) {
-        cli_error(CMD, "--spec none: nothing to compare");
-        goto out;
-    }
     char tpath[4096];
     if (!sp_path_join(tpath, sizeof tpath, target, "tokenizer.json") && sp_file_exists(tpath)) {
         tok = tok_load_dir(target, &err);
@@ -120,30 +121,30 @@ int cmd_run(int argc, char **argv) {
     long tok_plain = 0, tok_spec = 0, calls = 0, pd[SP_SPEC_MAX_G] = {0}, pa[SP_SPEC_MAX_G] = {0};
     int identical = 1, G = so.draft_max;
     for (int i = 0; i < nl; i++) {
-        int32_t *ids = NULL;
-        int nid = 0;
-        if (cli_load_prompt(CMD, target, tok ? lines[i] : NULL, tok ? NULL : lines[i], 0, &ids, &nid)) goto out;
+        const int32_t *ids = ps[i].ids;
+        int nid = ps[i].n;
         run_stream rs = {tok ? tok_stream_new(tok) : NULL, !json && !quiet};
-        sp_spec_stats s0, s1;
+        sp_spec_stats s0, s1 = {0};
         sp_spec_params spp = sp;
-        if (rs.stream) printf("\n--- prompt %d: %s\n", i + 1, lines[i]);
-        int fail = sp_spec_generate(m, NULL, ids, nid, &sp, a, n_new, &s0, &err);
+        if (rs.stream) printf("\n--- prompt %d: %s\n", i + 1, ps[i].label);
         spp.gen.on_token = on_token;
         spp.gen.cb_ctx = &rs;
-        fail = fail || sp_spec_generate(m, d, ids, nid, &spp, b, n_new, &s1, &err);
+        /* plain only: the plain run streams; else the speculative one does */
+        int fail = sp_spec_generate(m, NULL, ids, nid, plain_only ? &spp : &sp, a, n_new, &s0, &err);
+        if (plain_only) s1 = s0;
+        else fail = fail || sp_spec_generate(m, d, ids, nid, &spp, b, n_new, &s1, &err);
         if (rs.ts) {
             char buf[512];
             int k;
             while (rs.stream && (k = tok_stream_flush(rs.ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
             tok_stream_free(rs.ts);
         }
-        free(ids);
         if (fail) {
             cli_error(CMD, "prompt %d: %s", i + 1, err.msg);
             goto out;
         }
         if (rs.stream) putchar('\n');
-        identical &= s0.emitted == s1.emitted && !memcmp(a, b, sizeof(int32_t) * (size_t)s0.emitted);
+        identical &= plain_only || (s0.emitted == s1.emitted && !memcmp(a, b, sizeof(int32_t) * (size_t)s0.emitted));
         plain_ms += s0.decode_ms;
         spec_ms += s1.decode_ms;
         draft_ms += s1.draft_ms;
@@ -158,7 +159,15 @@ int cmd_run(int argc, char **argv) {
     /* where a speculative round's time goes, against one plain decoding step */
     double rd = calls ? draft_ms / calls : 0, rv = calls ? verify_ms / calls : 0;
     double ro = calls ? (spec_ms - draft_ms - verify_ms) / calls : 0, step = tok_plain ? plain_ms / tok_plain : 0;
-    if (json) {
+    if (plain_only && json) {
+        printf("{\"spec\":\"none\",\"plain_tps\":%.6g,\"tokens\":%ld,\"temperature\":%g,\"plain_ms_per_token\":%.6g}\n",
+               plain_tps, tok_plain, (double)temp, step);
+    } else if (plain_only) {
+        printf("\n%-34s %s\n", "target", target);
+        printf("%-34s none (plain decoding only)\n", "drafter");
+        printf("%-34s %ld (%d prompts, %s)\n", "tokens", tok_plain, nl, temp > 0 ? "sampling" : "greedy");
+        printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
+    } else if (json) {
         json_t *o = json_object(), *ap = json_array();
         for (int k = 0; k < G; k++) json_array_append_new(ap, json_real(pd[k] ? (double)pa[k] / pd[k] : 0));
         json_object_set_new(o, "speedup", json_real(speedup));
@@ -169,6 +178,7 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "accept_per_position", ap);
         json_object_set_new(o, "tokens", json_integer(tok_spec));
         json_object_set_new(o, "temperature", json_real(temp));
+        json_object_set_new(o, "seed", json_integer((json_int_t)seed));
         json_object_set_new(o, "plain_ms_per_token", json_real(step));
         json_object_set_new(o, "draft_ms_per_round", json_real(rd));
         json_object_set_new(o, "verify_ms_per_round", json_real(rv));
@@ -182,6 +192,7 @@ int cmd_run(int argc, char **argv) {
         printf("%-34s %s%s%s\n", "drafter", so.spec, so.draft_dir && strcmp(so.spec, "ngram") ? " " : "",
                so.draft_dir && strcmp(so.spec, "ngram") ? so.draft_dir : "");
         printf("%-34s %ld (%d prompts, %s)\n", "tokens", tok_spec, nl, temp > 0 ? "sampling" : "greedy");
+        if (temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)seed, seed_random ? " (random)" : "");
         printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
         printf("%-34s %.2f tok/s\n", "speculative decoding", spec_tps);
         printf("%-34s %.2fx\n", "speedup", speedup);
@@ -198,8 +209,7 @@ int cmd_run(int argc, char **argv) {
     free(b);
     status = temp == 0 && !identical ? 1 : 0;
 out:
-    for (int i = 0; i < nl; i++) free(lines[i]);
-    free(lines);
+    cli_prompts_free(ps, nl);
     tok_free(tok);
     sp_drafter_free(d);
     sp_model_free(dm);

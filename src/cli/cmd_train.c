@@ -1,5 +1,9 @@
 /* cmd_train.c — `specula train`: train a DSpark or DFlash drafter for a llama, qwen3 or gemma4
- * target from regenerated shards (src/train/trainer.h). */
+ * target from regenerated shards (src/train/trainer.h). An output directory that already holds
+ * files is refused unless --resume (continue its checkpoint) or --force (start over in it) says
+ * what to do with it. Without --held-out the τ monitor runs on training blocks and is reported as
+ * "train-set tau". */
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,17 +14,29 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+/* 1 when dir exists and holds anything but . and .. */
+static int dir_has_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int any = 0;
+    while (!any && (e = readdir(d))) any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return any;
+}
+
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla";
-    int steps = 0, warmup = -1, resume = 0, quiet = 0, stop_after = 0;
+    int steps = 0, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, gamma = (float)c.gamma;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel (default dspark)"},
         {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory: llama, qwen3 or gemma4 (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
-        {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS", "held-out shards for the tau monitor"},
+        {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS",
+         "held-out shards for the tau monitor (default: training blocks, reported as train-set tau)"},
         {"-o", "--out", CLI_STR, &c.out_dir, "DIR", "drafter checkpoint directory (required)"},
         {NULL, "--steps", CLI_INT, &steps, "N", "optimizer steps (default: --epochs over the anchors)"},
         {NULL, "--epochs", CLI_INT, &c.epochs, "E", "epochs when --steps is not given (default 1)"},
@@ -45,6 +61,7 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--eval-blocks", CLI_INT, &c.eval_blocks, "N", "held-out blocks per evaluation (default 64)"},
         {NULL, "--log", CLI_STR, &c.log_path, "FILE.csv", "CSV log (default DIR/train_log.csv)"},
         {NULL, "--resume", CLI_FLAG, &resume, NULL, "continue from DIR's checkpoint (bit-identical)"},
+        {NULL, "--force", CLI_FLAG, &force, NULL, "train from scratch into a DIR that already holds files"},
         {NULL, "--stop-after", CLI_INT, &stop_after, "N", "stop after N steps without a final save (testing)"},
         {"-t", "--threads", CLI_INT, &c.threads, "N", "threads (default: all cores)"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no progress bar"},
@@ -53,6 +70,10 @@ int cmd_train(int argc, char **argv) {
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
+    if (resume && force) return cli_error("train", "give either --resume or --force, not both");
+    if (!resume && !force && dir_has_files(c.out_dir))
+        return cli_error("train", "%s already holds files (a checkpoint would be overwritten): --resume continues "
+                                  "its training, --force starts over", c.out_dir);
     if (!strcmp(arch, "dspark")) c.arch = TR_ARCH_DSPARK;
     else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
     else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
@@ -77,7 +98,8 @@ int cmd_train(int argc, char **argv) {
     tr_dist_finalize(&dist);
     if (rc) return cli_error("train", "%s", err.msg);
     if (dist.rank != 0) return 0;
-    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, held-out tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
-            r.step, r.loss_first, r.loss_last, r.tau_first, r.tau_last, r.tok_per_s, r.gflops);
+    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, %s tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
+            r.step, r.loss_first, r.loss_last, c.heldout_dir ? "held-out" : "train-set", r.tau_first, r.tau_last,
+            r.tok_per_s, r.gflops);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* cmd_train_lm.c — `specula train-lm`: train a Gemma-4 text target model from scratch on text
- * files and write it in the Hugging Face layout `specula generate -m DIR` loads (issue 8).
+ * files and write it in the Hugging Face layout `specula generate -m DIR` loads.
  *
  *   specula train-lm --arch gemma4 --config config.json --tokenizer tokenizer.json
  *                    --data FILE... [--eval FILE...] -o DIR [--steps N --batch B --seq T
@@ -64,7 +64,7 @@ int cmd_train_lm(int argc, char **argv) {
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "ARCH", "architecture (gemma4 only)"},
         {"-c", "--config", CLI_STR, &o.config_path, "FILE", "Hugging Face config.json of the model (required)"},
-        {"-t", "--tokenizer", CLI_STR, &o.tokenizer_path, "FILE", "tokenizer.json (required; copied to DIR)"},
+        {NULL, "--tokenizer", CLI_STR, &o.tokenizer_path, "FILE", "tokenizer.json (required; copied to DIR)"},
         {NULL, "--data", CLI_FLAG, NULL, NULL, "FILE... training text files"},
         {NULL, "--data-list", CLI_STR, &data_list, "FILE", "training files, one path per line"},
         {NULL, "--eval", CLI_FLAG, NULL, NULL, "FILE... held-out text files (perplexity)"},
@@ -86,7 +86,7 @@ int cmd_train_lm(int argc, char **argv) {
         {NULL, "--time-limit", CLI_FLOAT, &time_limit, "SECONDS", "stop (with a checkpoint) after this wall time; --resume continues"},
         {NULL, "--resume", CLI_FLAG, &o.resume, NULL, "continue from DIR/latest_checkpoint"},
         {NULL, "--dtype", CLI_STR, &dtype, "bf16|f32", "dtype of the exported weights (default bf16)"},
-        {NULL, "--threads", CLI_INT, &o.n_threads, "N", "threads (default: all cores)"},
+        {"-t", "--threads", CLI_INT, &o.n_threads, "N", "threads (default: all cores)"},
         {"-q", "--quiet", CLI_FLAG, &o.quiet, NULL, "no progress bar"},
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);

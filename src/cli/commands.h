@@ -24,7 +24,8 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(train, "train a DSpark / DFlash drafter from regenerated shards")                  \
     X(plot, "loss, tau and acceptance curves of a training log (gnuplot SVG)")           \
     X(new_drafter, "write a random DFlash / DSpark / assistant drafter for a target")     \
-    X(calibrate, "STS-calibrate a DSpark drafter's confidences on held-out prompts")
+    X(calibrate, "STS-calibrate a DSpark drafter's confidences on held-out prompts")                \
+    X(serve, "OpenAI-compatible HTTP server with continuous batching and speculation")
 
 #define X(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));
 CLI_COMMANDS(X)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "specula.h"
 
 typedef struct {
     const char *name;
@@ -23,7 +24,7 @@ static void bind(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: specula COMMAND [options]   (specula COMMAND --help for its options)\n\n");
+    fprintf(f, "usage: specula COMMAND [options]   (specula COMMAND --help for its options; specula --version)\n\n");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (!table[i].fn) continue;
         char name[64];
@@ -50,6 +51,10 @@ static int stdout_close(const char *cmd, int rc) {
 
 int main(int argc, char **argv) {
     bind();
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+        printf("specula %s\n", SPECULA_VERSION);
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -1,19 +1,24 @@
 /* spec_cli.c — shared pieces of the speculative subcommands (see spec_cli.h). */
 #include "spec_cli.h"
 
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "args.h"
 #include "spec_cli_dflash.h"
 #include "core/core.h"
 #include "drafters/assistant.h"
+#include "formats/hfjson.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
-                     "none | ngram | draft | assistant | dflash | dspark (default none)"};
+                     "none | ngram | draft | assistant | dflash | dspark (default none; -md alone: the kind "
+                     "its config.json names)"};
     r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model, assistant, DFlash / DSpark checkpoint)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
@@ -27,6 +32,29 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     return CLI_SPEC_OPT_ROWS;
 }
 
+int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
+    if (o->spec) return 0;
+    if (!o->draft_dir) {
+        o->spec = def_kind;
+        return 0;
+    }
+    char path[4096];
+    sp_err err = {{0}};
+    if (sp_path_join(path, sizeof path, o->draft_dir, "config.json") || !sp_file_exists(path))
+        return cli_error(cmd, "-md %s: no config.json there (give --spec KIND for a drafter without one)",
+                         o->draft_dir), -1;
+    json_t *root = hf_json_load_file(path, 0, &err);
+    if (!root) return cli_error(cmd, "%s", err.msg), -1;
+    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    if (!a) o->spec = "draft"; /* a plain causal LM config */
+    else if (strstr(a, "DSpark")) o->spec = "dspark";
+    else if (strstr(a, "DFlash")) o->spec = "dflash";
+    else if (strstr(a, "Assistant")) o->spec = "assistant";
+    else o->spec = "draft";
+    json_decref(root);
+    return 0;
+}
+
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
                      const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
                      sp_drafter **drafter) {
@@ -35,7 +63,7 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     *drafter = NULL;
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
-    if (!strcmp(o->spec, "none")) return 0;
+    if (!o->spec || !strcmp(o->spec, "none")) return 0;
     sp_sample_params ds = *sample; /* what a sampling drafter draws its q from */
     if (o->draft_temp > 0) ds.temperature = o->draft_temp;
     if (!strcmp(o->spec, "ngram")) {
@@ -88,4 +116,30 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (rc) return cli_error(cmd, "%s", err.msg), -1;
     if (*n == 0) return cli_error(cmd, "the prompt encodes to no tokens"), -1;
     return 0;
+}
+
+/* the embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
+ * then beside the binary (BIN/../models/default: the build tree), then its install prefix
+ * (BIN/../share/specula/default), then ./models/default. Writes into buf. */
+const char *cli_default_root(char *buf, size_t cap) {
+    const char *env = getenv("SPECULA_DEFAULT_MODEL");
+    char p[4096];
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
+        return buf;
+    }
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        const char *rel[] = {"../models/default", "../share/specula/default"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(buf, cap, "%s/%s", exe, rel[i]);
+            if (!sp_path_join(p, sizeof p, buf, "target/config.json") && sp_file_exists(p)) return buf;
+        }
+    }
+    snprintf(buf, cap, "models/default");
+    return buf;
 }

@@ -9,7 +9,7 @@
 #include "spec/spec.h"
 
 typedef struct {
-    const char *spec;      /* none | ngram | draft | dflash | dspark */
+    const char *spec;      /* none | ngram | draft | assistant | dflash | dspark; NULL until given or resolved */
     const char *draft_dir; /* -md */
     int draft_max, draft_min;
     int ngram_min, ngram_max;
@@ -18,11 +18,16 @@ typedef struct {
     const char *schedule;  /* dspark: "auto" = the §8.10 prefix scheduler, NULL / "none" = off */
 } cli_spec_opts;
 
-#define CLI_SPEC_OPTS_DEFAULT {"none", NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL}
+#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL}
 #define CLI_SPEC_OPT_ROWS 8
 
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
 int cli_spec_opt_rows(void *rows /* cli_opt[CLI_SPEC_OPT_ROWS] */, cli_spec_opts *o);
+
+/* Settle o->spec when --spec was not given: -md DIR alone turns speculation on with the kind its
+ * config.json names (a DSpark / DFlash drafter, a Gemma-4 assistant, else a draft model, as
+ * llama.cpp's -md does); without -md, def_kind. Prints errors; returns 0/-1. */
+int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind);
 
 /* Build the drafter named by o->spec for `target` (NULL drafter for "none"). A draft model is
  * loaded into *draft_model (the caller frees it after the drafter). Prints errors; returns 0/-1. */
@@ -34,5 +39,10 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
  * chat: wrapped in its chat template) or --prompt-ids. Prints errors; returns 0/-1. *ids malloc'd. */
 int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int chat,
                     int32_t **ids, int *n);
+
+/* The embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
+ * then beside the binary (BIN/../models/default: the build tree), then its install prefix
+ * (BIN/../share/specula/default), then ./models/default. Writes into buf and returns it. */
+const char *cli_default_root(char *buf, size_t cap);
 
 #endif

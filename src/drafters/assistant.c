@@ -73,6 +73,7 @@ typedef struct {
     sp_sampler *smp;
     const sp_kv *kv;           /* the request's target cache (read only) */
     uint64_t seed;
+    sp_penalty *pen;           /* the request's repetition penalties (NULL: none) */
     int32_t pending;
     int have_g;                /* 0 until a hidden row is known (one-token prompt) */
     int n_last;                /* drafts of the last proposal */
@@ -428,8 +429,9 @@ void sp_assistant_info(const sp_drafter *d, int *width, int *centroid, int *n_ca
     if (n_cand) *n_cand = s->centroid ? s->n_cand : s->V;
 }
 
-/* draw draft i from the head's processed distribution into q (row [V]) */
-static int sample_draft(asst_t *s, const float *h, float *q, uint64_t counter, sp_err *err) {
+/* s->logits = the head's logits for h (-inf outside the centroid candidates), penalised when the
+ * request has repetition penalties */
+static void head_logits(asst_t *s, const float *h) {
     if (s->centroid) {
         centroid_candidates(s, h);
         for (int v = 0; v < s->V; v++) s->logits[v] = -INFINITY;
@@ -437,6 +439,12 @@ static int sample_draft(asst_t *s, const float *h, float *q, uint64_t counter, s
     } else {
         sp_matmul(s->target->pool, s->logits, h, 1, &s->lm);
     }
+    if (s->pen) sp_penalty_apply(s->pen, s->logits);
+}
+
+/* draw draft i from the head's processed distribution into q (row [V]) */
+static int sample_draft(asst_t *s, const float *h, float *q, uint64_t counter, sp_err *err) {
+    head_logits(s, h);
     if (sp_sampler_probs(s->smp, q, s->logits, err)) return sp_err_wrap(err, "assistant");
     int t = sp_sample_probs(q, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, counter));
     return t >= 0 ? t : sp_err_set(err, "assistant: empty draft distribution");
@@ -452,6 +460,7 @@ static int asst_begin(sp_drafter *d, const int32_t *prompt, int n, const float *
     if (n < 1) return sp_err_set(err, "assistant: empty prompt");
     s->kv = ctx->target_kv;
     s->seed = ctx->seed;
+    s->pen = ctx->penalty;
     s->pending = prompt[n - 1];
     s->n_last = 0;
     s->have_g = n >= 2 && hidden != NULL; /* g_0 = the row of the last forwarded prompt token */
@@ -476,13 +485,17 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
         if (kv->ring[s->layers[li].src] && kv->high - kv->len > kv->max_batch)
             return sp_err_set(err, "assistant: the target cache was written %d positions past its length (max %d): "
                               "sliding-window keys may be overwritten", kv->high - kv->len, kv->max_batch);
+    int pen_len0 = s->pen ? sp_penalty_len(s->pen) : 0;
     float *gin = s->ga, *gout = s->gb;
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
     int32_t tok = s->pending;
     for (int i = 0; i < max_g; i++) {
         asst_step(s, tok, gin, pos, gout);
         int32_t t;
-        if (s->greedy) {
+        if (s->greedy && s->pen) { /* penalised logits: the argmax over the full row */
+            head_logits(s, s->h);
+            t = sp_sample_argmax(s->logits, s->V);
+        } else if (s->greedy) {
             t = sp_assistant_head_argmax(d, s->h);
             if (t < 0) return sp_err_set(err, "assistant: every draft logit is NaN");
         } else {
@@ -492,11 +505,13 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
         }
         drafts[s->n_last++] = t;
         if (is_eos(s, t)) break;
+        if (s->pen && sp_penalty_push(s->pen, t, err)) return -1;
         tok = t;
         float *sw = gin;
         gin = gout;
         gout = sw;
     }
+    if (s->pen) sp_penalty_pop(s->pen, sp_penalty_len(s->pen) - pen_len0);
     return s->n_last;
 }
 

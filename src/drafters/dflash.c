@@ -84,6 +84,8 @@ typedef struct {
     sp_sampler *smp;
     int greedy;
     uint64_t seed;
+    sp_penalty *pen;      /* the request's repetition penalties (NULL: none) */
+    int n_pushed;         /* drafts pushed onto pen during this proposal */
     /* sequence state */
     int n_ctx, cap;       /* committed context rows; rows allocated per layer cache */
     int32_t pending;
@@ -551,6 +553,7 @@ static int df_begin(sp_drafter *d, const int32_t *prompt, int n, const float *ta
     df_t *s = d->self;
     if (ctx->target != s->target) return sp_err_set(err, "dflash: begun with another target than it was loaded for");
     s->seed = ctx->seed;
+    s->pen = ctx->penalty;
     s->n_ctx = 0;
     s->n_kept = 0;
     s->n_last = 0;
@@ -558,12 +561,20 @@ static int df_begin(sp_drafter *d, const int32_t *prompt, int n, const float *ta
     return inject(s, taps, n - 1, err);
 }
 
-/* draw draft x from logits Z (q row filled when sampling) */
-static int draw(df_t *s, const float *Z, float *q, uint64_t pos, sp_err *err) {
-    if (s->greedy) return sp_sample_argmax(Z, s->V);
-    if (sp_sampler_probs(s->smp, q, Z, err)) return -1;
-    int t = sp_sample_probs(q, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, pos));
-    if (t < 0) sp_err_set(err, "dflash: empty draft distribution");
+/* draw draft x from logits Z (q row filled when sampling); with repetition penalties Z is
+ * penalised for the sequence so far and x pushed onto it (propose pops the pushes) */
+static int draw(df_t *s, float *Z, float *q, uint64_t pos, sp_err *err) {
+    if (s->pen) sp_penalty_apply(s->pen, Z);
+    int t;
+    if (s->greedy) {
+        t = sp_sample_argmax(Z, s->V);
+    } else {
+        if (sp_sampler_probs(s->smp, q, Z, err)) return -1;
+        t = sp_sample_probs(q, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, pos));
+        if (t < 0) return sp_err_set(err, "dflash: empty draft distribution");
+    }
+    if (s->pen && sp_penalty_push(s->pen, t, err)) return -1;
+    s->n_pushed += s->pen != NULL;
     return t;
 }
 
@@ -626,6 +637,8 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         }
     }
     s->info.ms_heads += sp_time_ms() - t1;
+    if (s->pen) sp_penalty_pop(s->pen, s->n_pushed);
+    s->n_pushed = 0;
     s->n_last = n;
     s->info.drafted += n;
     s->info.len_hist[n < SP_SPS_MAX ? n : SP_SPS_MAX]++;

@@ -21,6 +21,7 @@ typedef struct {
     sp_sampler *smp;
     int greedy, V, max_ctx;
     uint64_t seed; /* the request's seed (begin) */
+    sp_penalty *pen; /* the request's repetition penalties (begin; NULL: none) */
     int32_t *tok; /* committed stream */
     int len, cap;
     int fed;      /* committed tokens held by the draft cache */
@@ -45,6 +46,7 @@ static int dm_begin(sp_drafter *d, const int32_t *prompt, int n, const float *ta
                     const sp_drafter_ctx *ctx, sp_err *err) {
     dm_t *s = d->self;
     s->seed = ctx->seed;
+    s->pen = ctx->penalty;
     s->len = 0;
     s->fed = 0;
     sp_kv_clear(s->kv);
@@ -68,6 +70,7 @@ static int dm_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     for (int i = 0; i < max_g; i++) {
         int32_t t;
         uint64_t pos = (uint64_t)(s->len + i);
+        if (s->pen) sp_penalty_apply(s->pen, s->logits); /* the sequence holds d_1 .. d_{i-1} */
         if (s->greedy) {
             t = sp_sample_argmax(s->logits, s->V);
         } else {
@@ -78,11 +81,13 @@ static int dm_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         }
         drafts[i] = t;
         s->last[s->n_last++] = t;
+        if (s->pen && i + 1 < max_g && sp_penalty_push(s->pen, t, err)) return -1;
         if (i + 1 < max_g) {
             sp_forward_out o = {.last_logits = s->logits};
             if (sp_model_forward(s->m, s->kv, &t, 1, &o, err)) return sp_err_wrap(err, "draft model");
         }
     }
+    if (s->pen) sp_penalty_pop(s->pen, max_g - 1);
     return max_g;
 }
 

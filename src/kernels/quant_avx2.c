@@ -51,9 +51,9 @@ typedef struct {
 static SP_ALWAYS_INLINE w32 w32_load(const uint8_t *blk, const int Q4) {
     w32 w;
     if (Q4) {
-        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
-        w.a = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1),
-                               _mm256_set1_epi8(0x0F));
+        /* the 16 bytes in both halves (a load, no shuffle), the high half shifted: [lo | hi] */
+        __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        w.a = _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xF0), _mm256_set1_epi8(0x0F));
         w.s = w.a;
     } else {
         w.s = _mm256_loadu_si256((const __m256i *)(blk + 2));

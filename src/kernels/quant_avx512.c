@@ -16,6 +16,14 @@
 
 #define NB 4 /* weight rows per tile */
 
+/* the canonical 16 → 1 tree of quant_internal.h: (i, i+8), (i, i+4), (i, i+2), (0, 1) */
+static SP_ALWAYS_INLINE float hsum16_canon(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
 static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
@@ -137,7 +145,7 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
         }
     }
     for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = sp_hsum16_avx512(acc[i][j]);
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
 }
 
 /* ---- K-quants ------------------------------------------------------------------------------ */

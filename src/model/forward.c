@@ -7,7 +7,10 @@
  *                   h *= layer_scalar
  *
  * Every kernel used here is batch-invariant, so each position's logits are bit-identical whether
- * it is computed alone or inside a block of T — the property lossless greedy verification needs. */
+ * it is computed alone or inside a block of T — the property lossless greedy verification needs.
+ * The same holds across sequences: sp_model_forward_batch runs the rows of several sequences
+ * through every matmul and norm together and attention per sequence on its own cache, so each
+ * sequence gets exactly the results of its own forward (the server's continuous batching). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -46,110 +49,181 @@ static void ple_inputs(sp_model *m, sp_kv *kv, const int32_t *tokens, int T) {
     }
 }
 
-static void attention_block(sp_model *m, sp_kv *kv, int li, int T, int pos0) {
+/* Attention of layer li for the rows of every sequence: Q/K/V/O projections over all R rows at
+ * once (S holds the scratch), RoPE by each row's own position, K/V appended to each sequence's
+ * cache, and attention per sequence over its own cache. */
+static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n, int R, int li) {
     const sp_config *c = &m->cfg;
     const sp_layer_config *lc = &c->layers[li];
     const sp_layer *l = &m->layers[li];
     int NH = c->n_heads, D = lc->head_dim, KVH = lc->n_kv_heads, src = lc->kv_source;
     float eps = (float)c->rms_eps;
     sp_pool *pool = m->pool;
+    size_t qrow = (size_t)NH * D, row = (size_t)KVH * D;
 
-    sp_matmul(pool, kv->q, kv->xn, T, &l->wq);
-    if (l->q_norm) sp_rmsnorm(kv->q, kv->q, l->q_norm, T * NH, D, eps);
-    for (int t = 0; t < T; t++) sp_rope(kv->q + (size_t)t * NH * D, NH, D, l->inv_freq, pos0 + t);
-
-    if (src == li) { /* project K/V and append them to this layer's cache */
-        sp_matmul(pool, kv->k, kv->xn, T, &l->wk);
-        if (l->wv.data) sp_matmul(pool, kv->v, kv->xn, T, &l->wv);
-        else memcpy(kv->v, kv->k, (size_t)T * KVH * D * sizeof(float)); /* k_eq_v: V = raw K */
-        if (l->k_norm) sp_rmsnorm(kv->k, kv->k, l->k_norm, T * KVH, D, eps);
-        if (c->arch == SP_ARCH_GEMMA4) sp_rmsnorm(kv->v, kv->v, NULL, T * KVH, D, eps); /* weightless v_norm */
-        for (int t = 0; t < T; t++) sp_rope(kv->k + (size_t)t * KVH * D, KVH, D, l->inv_freq, pos0 + t);
-        size_t row = (size_t)KVH * D;
-        for (int t = 0; t < T; t++) {
-            int p = pos0 + t, slot = kv->ring[li] ? p % kv->cap[li] : p;
-            memcpy(kv->K[li] + (size_t)slot * row, kv->k + (size_t)t * row, row * sizeof(float));
-            memcpy(kv->V[li] + (size_t)slot * row, kv->v + (size_t)t * row, row * sizeof(float));
-        }
+    sp_matmul(pool, S->q, S->xn, R, &l->wq);
+    if (l->q_norm) sp_rmsnorm(S->q, S->q, l->q_norm, R * NH, D, eps);
+    if (src == li) { /* project K/V of all rows */
+        sp_matmul(pool, S->k, S->xn, R, &l->wk);
+        if (l->wv.data) sp_matmul(pool, S->v, S->xn, R, &l->wv);
+        else memcpy(S->v, S->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
+        if (l->k_norm) sp_rmsnorm(S->k, S->k, l->k_norm, R * KVH, D, eps);
+        if (c->arch == SP_ARCH_GEMMA4) sp_rmsnorm(S->v, S->v, NULL, R * KVH, D, eps); /* weightless v_norm */
     }
-    sp_attn_shape s = {
-        .T = T, .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = kv->cap[src], .ring = kv->ring[src],
-        .window = lc->sliding ? c->sliding_window : 0,
-        .scale = c->arch == SP_ARCH_GEMMA4 ? 1.0f : 1.0f / sqrtf((float)D),
-    };
-    sp_attention(pool, kv->att, kv->q, kv->K[src], kv->V[src], &s);
-    sp_matmul(pool, kv->o, kv->att, T, &l->wo);
+    for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
+        sp_kv *kv = seqs[s].kv;
+        int T = seqs[s].T, pos0 = kv->len;
+        float *q = S->q + (size_t)r0 * qrow;
+        for (int t = 0; t < T; t++) sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, pos0 + t);
+        if (src == li) { /* append this sequence's K/V rows to its cache */
+            float *k = S->k + (size_t)r0 * row, *v = S->v + (size_t)r0 * row;
+            for (int t = 0; t < T; t++) sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, pos0 + t);
+            for (int t = 0; t < T; t++) {
+                int p = pos0 + t, slot = kv->ring[li] ? p % kv->cap[li] : p;
+                memcpy(kv->K[li] + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
+                memcpy(kv->V[li] + (size_t)slot * row, v + (size_t)t * row, row * sizeof(float));
+            }
+        }
+        sp_attn_shape sh = {
+            .T = T, .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = kv->cap[src], .ring = kv->ring[src],
+            .window = lc->sliding ? c->sliding_window : 0,
+            .scale = c->arch == SP_ARCH_GEMMA4 ? 1.0f : 1.0f / sqrtf((float)D),
+        };
+        sp_attention(pool, S->att + (size_t)r0 * qrow, q, kv->K[src], kv->V[src], &sh);
+    }
+    sp_matmul(pool, S->o, S->att, R, &l->wo);
 }
 
 static void add(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out, sp_err *err) {
+/* Check one sequence of a batched forward. */
+static int check_seq(const sp_model *m, const sp_forward_seq *q, int i, sp_err *err) {
     const sp_config *c = &m->cfg;
-    int H = c->hidden_size, L = c->n_layers, pos0 = kv->len;
+    const sp_kv *kv = q->kv;
+    if (!kv || kv->m != m) return sp_err_set(err, "forward: sequence %d: KV cache belongs to another model", i);
+    if (q->T <= 0 || q->T > kv->max_batch)
+        return sp_err_set(err, "forward: sequence %d: %d tokens in one call (allowed 1..%d)", i, q->T, kv->max_batch);
+    if (kv->len + q->T > kv->max_ctx)
+        return sp_err_set(err, "forward: sequence %d: context full (%d + %d tokens > %d)", i, kv->len, q->T,
+                          kv->max_ctx);
+    for (int t = 0; t < q->T; t++)
+        if (q->tokens[t] < 0 || q->tokens[t] >= c->vocab_size)
+            return sp_err_set(err, "forward: token id %d out of range 0..%d", q->tokens[t], c->vocab_size - 1);
+    for (int j = 0; q->out && j < q->out->n_taps; j++)
+        if (q->out->tap_layers[j] < 0 || q->out->tap_layers[j] >= c->n_layers)
+            return sp_err_set(err, "forward: tap layer %d out of range 0..%d", q->out->tap_layers[j],
+                              c->n_layers - 1);
+    return 0;
+}
+
+/* The forward of n sequences whose R rows (sequence by sequence) run through S's scratch. */
+static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n, int R, const int32_t *tokens) {
+    const sp_config *c = &m->cfg;
+    int H = c->hidden_size, L = c->n_layers;
     float eps = (float)c->rms_eps;
     int gemma = c->arch == SP_ARCH_GEMMA4;
-    if (kv->m != m) return sp_err_set(err, "forward: KV cache belongs to another model");
-    if (T <= 0 || T > kv->max_batch)
-        return sp_err_set(err, "forward: %d tokens in one call (allowed 1..%d)", T, kv->max_batch);
-    if (pos0 + T > kv->max_ctx)
-        return sp_err_set(err, "forward: context full (%d + %d tokens > %d)", pos0, T, kv->max_ctx);
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            return sp_err_set(err, "forward: token id %d out of range 0..%d", tokens[t], c->vocab_size - 1);
-    for (int j = 0; out && j < out->n_taps; j++)
-        if (out->tap_layers[j] < 0 || out->tap_layers[j] >= L)
-            return sp_err_set(err, "forward: tap layer %d out of range 0..%d", out->tap_layers[j], L - 1);
 
-    for (int t = 0; t < T; t++) sp_model_embed(m, kv->x + (size_t)t * H, tokens[t]);
-    if (gemma && c->ple_dim > 0) ple_inputs(m, kv, tokens, T);
-    size_t TH = (size_t)T * H;
+    for (int t = 0; t < R; t++) sp_model_embed(m, S->x + (size_t)t * H, tokens[t]);
+    if (gemma && c->ple_dim > 0) ple_inputs(m, S, tokens, R);
+    size_t TH = (size_t)R * H;
 
     for (int li = 0; li < L; li++) {
         const sp_layer *l = &m->layers[li];
         int I = c->layers[li].ffn_dim;
-        sp_rmsnorm(kv->xn, kv->x, l->attn_norm, T, H, eps);
-        attention_block(m, kv, li, T, pos0);
-        if (gemma) sp_rmsnorm(kv->o, kv->o, l->post_attn_norm, T, H, eps);
-        add(kv->x, kv->o, TH);
+        sp_rmsnorm(S->xn, S->x, l->attn_norm, R, H, eps);
+        attention_block(m, S, seqs, n, R, li);
+        if (gemma) sp_rmsnorm(S->o, S->o, l->post_attn_norm, R, H, eps);
+        add(S->x, S->o, TH);
 
-        sp_rmsnorm(kv->xn, kv->x, gemma ? l->pre_ffn_norm : l->post_attn_norm, T, H, eps);
-        sp_matmul(m->pool, kv->g, kv->xn, T, &l->w_gate);
-        sp_matmul(m->pool, kv->u, kv->xn, T, &l->w_up);
-        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(kv->g, kv->g, kv->u, (size_t)T * I);
-        else sp_silu_mul(kv->g, kv->g, kv->u, (size_t)T * I);
-        sp_matmul(m->pool, kv->o, kv->g, T, &l->w_down);
-        if (gemma) sp_rmsnorm(kv->o, kv->o, l->post_ffn_norm, T, H, eps);
-        add(kv->x, kv->o, TH);
+        sp_rmsnorm(S->xn, S->x, gemma ? l->pre_ffn_norm : l->post_attn_norm, R, H, eps);
+        sp_matmul(m->pool, S->g, S->xn, R, &l->w_gate);
+        sp_matmul(m->pool, S->u, S->xn, R, &l->w_up);
+        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(S->g, S->g, S->u, (size_t)R * I);
+        else sp_silu_mul(S->g, S->g, S->u, (size_t)R * I);
+        sp_matmul(m->pool, S->o, S->g, R, &l->w_down);
+        if (gemma) sp_rmsnorm(S->o, S->o, l->post_ffn_norm, R, H, eps);
+        add(S->x, S->o, TH);
 
         if (gemma && c->ple_dim > 0) {
             int P = c->ple_dim;
-            sp_matmul(m->pool, kv->g, kv->x, T, &l->ple_gate); /* [T, P] */
-            for (int t = 0; t < T; t++) {
-                const float *ple = kv->ple + ((size_t)t * L + li) * P;
-                sp_gelu_tanh_mul(kv->g + (size_t)t * P, kv->g + (size_t)t * P, ple, (size_t)P);
+            sp_matmul(m->pool, S->g, S->x, R, &l->ple_gate); /* [R, P] */
+            for (int t = 0; t < R; t++) {
+                const float *ple = S->ple + ((size_t)t * L + li) * P;
+                sp_gelu_tanh_mul(S->g + (size_t)t * P, S->g + (size_t)t * P, ple, (size_t)P);
             }
-            sp_matmul(m->pool, kv->o, kv->g, T, &l->ple_proj);
-            sp_rmsnorm(kv->o, kv->o, l->ple_post_norm, T, H, eps);
-            add(kv->x, kv->o, TH);
+            sp_matmul(m->pool, S->o, S->g, R, &l->ple_proj);
+            sp_rmsnorm(S->o, S->o, l->ple_post_norm, R, H, eps);
+            add(S->x, S->o, TH);
         }
         if (l->layer_scalar != 1.0f)
-            for (size_t i = 0; i < TH; i++) kv->x[i] *= l->layer_scalar;
+            for (size_t i = 0; i < TH; i++) S->x[i] *= l->layer_scalar;
 
-        for (int j = 0; out && j < out->n_taps; j++) {
-            if (out->tap_layers[j] != li) continue;
-            for (int t = 0; t < T; t++)
-                memcpy(out->taps + ((size_t)t * out->n_taps + j) * H, kv->x + (size_t)t * H, H * sizeof(float));
+        for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
+            const sp_forward_out *out = seqs[s].out;
+            for (int j = 0; out && j < out->n_taps; j++) {
+                if (out->tap_layers[j] != li) continue;
+                for (int t = 0; t < seqs[s].T; t++)
+                    memcpy(out->taps + ((size_t)t * out->n_taps + j) * H, S->x + (size_t)(r0 + t) * H,
+                           H * sizeof(float));
+            }
         }
     }
-    kv->len = pos0 + T;
-    if (kv->len > kv->high) kv->high = kv->len;
+    for (int s = 0; s < n; s++) {
+        sp_kv *kv = seqs[s].kv;
+        kv->len += seqs[s].T;
+        if (kv->len > kv->high) kv->high = kv->len;
+    }
 
-    sp_rmsnorm(kv->hid, kv->x, m->final_norm, T, H, eps);
-    if (!out) return 0;
-    if (out->hidden) memcpy(out->hidden, kv->hid, TH * sizeof(float));
-    if (out->logits) sp_model_logits(m, out->logits, kv->hid, T);
-    if (out->last_logits) sp_model_logits(m, out->last_logits, kv->hid + (size_t)(T - 1) * H, 1);
+    sp_rmsnorm(S->hid, S->x, m->final_norm, R, H, eps);
+    /* per-sequence outputs; the LM head runs once over every run of sequences whose logits
+     * buffers follow one another in memory */
+    size_t V = (size_t)c->vocab_size;
+    for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
+        const sp_forward_out *out = seqs[s].out;
+        if (!out) continue;
+        const float *hid = S->hid + (size_t)r0 * H;
+        if (out->hidden) memcpy(out->hidden, hid, (size_t)seqs[s].T * H * sizeof(float));
+        if (out->last_logits) sp_model_logits(m, out->last_logits, hid + (size_t)(seqs[s].T - 1) * H, 1);
+    }
+    for (int s = 0, r0 = 0; s < n;) {
+        const sp_forward_out *out = seqs[s].out;
+        if (!out || !out->logits) {
+            r0 += seqs[s++].T;
+            continue;
+        }
+        int e = s + 1, rows = seqs[s].T;
+        while (e < n && seqs[e].out && seqs[e].out->logits == out->logits + (size_t)rows * V) rows += seqs[e++].T;
+        sp_model_logits(m, out->logits, S->hid + (size_t)r0 * H, rows);
+        r0 += rows;
+        s = e;
+    }
     return 0;
+}
+
+int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *seqs, int n, sp_err *err) {
+    if (n <= 0) return sp_err_set(err, "forward: no sequences");
+    int R = 0;
+    for (int i = 0; i < n; i++) {
+        if (check_seq(m, &seqs[i], i, err)) return -1;
+        for (int j = 0; j < i; j++)
+            if (seqs[j].kv == seqs[i].kv) return sp_err_set(err, "forward: sequences %d and %d share a KV cache", j, i);
+        R += seqs[i].T;
+    }
+    if (!scratch || scratch->m != m || R > scratch->max_batch)
+        return sp_err_set(err, "forward: %d rows in one batch, the scratch holds %d", R,
+                          scratch && scratch->m == m ? scratch->max_batch : 0);
+    int32_t *tokens = malloc((size_t)R * sizeof *tokens);
+    if (!tokens) return sp_err_set(err, "forward: out of memory for %d tokens", R);
+    for (int i = 0, r = 0; i < n; r += seqs[i].T, i++) memcpy(tokens + r, seqs[i].tokens, (size_t)seqs[i].T * 4);
+    int rc = forward_rows(m, scratch, seqs, n, R, tokens);
+    free(tokens);
+    return rc;
+}
+
+int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out, sp_err *err) {
+    sp_forward_seq q = {kv, tokens, T, out};
+    if (check_seq(m, &q, 0, err)) return -1;
+    return forward_rows(m, kv, &q, 1, T, tokens);
 }

@@ -28,7 +28,8 @@
  * normalize(max(0, p − q)); when that residual is all zero (p == q up to rounding) fall back
  * to p. p and q must be processed with the same sp_sample_params.
  *
- * Not here: repetition penalties, grammars, typical / eta sampling. */
+ * Repetition penalties act on the logits before this processing (penalty.h). Not here: grammars,
+ * typical / eta sampling. */
 #ifndef SPECULA_SAMPLE_H
 #define SPECULA_SAMPLE_H
 

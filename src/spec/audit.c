@@ -75,24 +75,32 @@ sp_audit_test sp_audit_compare(const int *counts, const float *probs, int n, int
     return t;
 }
 
-/* processed target distribution after context tokens[0..n) */
-static int target_probs(sp_model *m, const int32_t *tok, int n, const sp_sample_params *sp, float *probs,
+/* processed target distribution after context tokens[0..n), repetition penalties included */
+static int target_probs(sp_model *m, const int32_t *tok, int n, const sp_gen_params *gp, float *probs,
                         sp_err *err) {
     int V = sp_model_config(m)->vocab_size;
     sp_kv *kv = sp_kv_create(m, n + 1, 256, err);
     float *lg = malloc(sizeof(float) * (size_t)V);
-    sp_sampler *s = sp_sampler_create(V, sp, err);
+    sp_sampler *s = sp_sampler_create(V, &gp->sample, err);
+    sp_penalty *pen = NULL;
     int rc = -1;
     if (!kv || !lg || !s) goto done;
     for (int i = 0; i < n; i += 256) {
         sp_forward_out o = {.last_logits = lg};
         if (sp_model_forward(m, kv, tok + i, n - i < 256 ? n - i : 256, &o, err)) goto done;
     }
+    if (sp_penalty_active(&gp->penalty)) {
+        if (!(pen = sp_penalty_create(V, &gp->penalty, err))) goto done;
+        for (int i = 0; i < n; i++)
+            if (sp_penalty_push(pen, tok[i], err)) goto done;
+        sp_penalty_apply(pen, lg);
+    }
     rc = sp_sampler_probs(s, probs, lg, err);
 done:
     sp_kv_free(kv);
     free(lg);
     sp_sampler_free(s);
+    sp_penalty_free(pen);
     return rc;
 }
 
@@ -129,7 +137,7 @@ int sp_audit_run(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_p
         accepted += st.accepted;
     }
     r->acceptance_rate = drafted ? (double)accepted / drafted : 0;
-    if (target_probs(target, prompt, n_prompt, &p->gen.sample, probs, err)) goto done;
+    if (target_probs(target, prompt, n_prompt, &p->gen, probs, err)) goto done;
     r->first = sp_audit_compare(c1, probs, V, draws);
 
     /* second token: conditionals of the most frequent first tokens (>= 200 samples, at most 6) */
@@ -147,7 +155,7 @@ int sp_audit_run(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_p
         for (int i = 0; i < draws; i++)
             if (x1[i] == best) c2[x2[i]]++;
         ctx[n_prompt] = best;
-        if (target_probs(target, ctx, n_prompt + 1, &p->gen.sample, probs, err)) goto done;
+        if (target_probs(target, ctx, n_prompt + 1, &p->gen, probs, err)) goto done;
         sp_audit_test t = sp_audit_compare(c2, probs, V, n);
         chi2 += t.chi2;
         dof += t.dof;

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "sample/penalty.h"
 #include "specula.h"
 
 typedef struct sp_drafter sp_drafter;
@@ -28,6 +29,10 @@ typedef struct {
     sp_kv *target_kv;   /* holds every committed token but the pending one */
     uint64_t seed;      /* the request's sampling seed: a sampling drafter draws from it
                            (stream SP_RNG_STREAM_DRAFT), so independent requests are independent */
+    sp_penalty *penalty; /* repetition penalties of the request (NULL: none). At propose() it holds
+                            the committed stream; a drafter that draws from logits applies
+                            sp_penalty_apply to the logits of each draft, pushes the draft, and
+                            pops all its pushes before propose() returns (penalty.h) */
 } sp_drafter_ctx;
 
 struct sp_drafter {

@@ -22,6 +22,7 @@ sp_gen_params sp_gen_params_default(void) {
     sp_gen_params p = {0};
     p.max_new = 64;
     p.sample = sp_sample_params_default();
+    p.penalty = sp_penalty_params_default();
     return p;
 }
 
@@ -29,6 +30,12 @@ int sp_is_eos(const sp_config *cfg, int32_t tok) {
     for (int i = 0; i < cfg->n_eos; i++)
         if (cfg->eos_ids[i] == tok) return 1;
     return 0;
+}
+
+int sp_gen_is_eos(const sp_config *cfg, const sp_gen_params *p, int32_t tok) {
+    for (int i = 0; i < p->n_extra_eos && i < SP_MAX_EOS; i++)
+        if (p->extra_eos[i] == tok) return 1;
+    return sp_is_eos(cfg, tok);
 }
 
 int sp_generate(sp_model *m, sp_kv *kv, const int32_t *prompt, int n_prompt,
@@ -47,6 +54,7 @@ int sp_generate(sp_model *m, sp_kv *kv, const int32_t *prompt, int n_prompt,
             return sp_err_set(err, "generate: prompt token %d at index %d is outside the vocabulary [0, %d)",
                               prompt[i], i, V);
     if (sp_sample_params_check(&p->sample, err)) return -1;
+    if (sp_penalty_params_check(&p->penalty, err)) return -1;
     const int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 512;
 
     /* context limit: the cache capacity and the model's max_position_embeddings */
@@ -65,9 +73,15 @@ int sp_generate(sp_model *m, sp_kv *kv, const int32_t *prompt, int n_prompt,
     }
     float *logits = malloc((size_t)V * sizeof *logits);
     sp_sampler *smp = sp_sampler_create(V, &p->sample, err);
+    sp_penalty *pen = NULL; /* the window covers this call's prompt and output */
     int rc = -1;
     if (!logits) sp_err_set(err, "generate: out of memory for logits [%d]", V);
     if (!logits || !smp) goto done;
+    if (sp_penalty_active(&p->penalty)) {
+        if (!(pen = sp_penalty_create(V, &p->penalty, err))) goto done;
+        for (int i = 0; i < n_prompt; i++)
+            if (sp_penalty_push(pen, prompt[i], err)) goto done;
+    }
 
     /* prefill in chunks; only the last chunk's last position needs logits */
     st.prompt_tokens = n_prompt;
@@ -87,14 +101,16 @@ int sp_generate(sp_model *m, sp_kv *kv, const int32_t *prompt, int n_prompt,
     /* decode: sample the token at position pos, emit, forward it unless done */
     long pos = kv0 + n_prompt;
     for (;;) {
+        if (pen) sp_penalty_apply(pen, logits);
         int32_t tok = sp_sampler_sample(smp, logits, (uint64_t)pos, NULL, err);
         if (tok < 0) {
             sp_err_wrap(err, "generate: sampling token %d", st.emitted);
             goto done;
         }
         out[st.emitted++] = tok;
+        if (pen && sp_penalty_push(pen, tok, err)) goto done;
         if (p->on_token && p->on_token(p->cb_ctx, tok)) { st.stop = SP_STOP_CALLBACK; break; }
-        if (!p->ignore_eos && sp_is_eos(cfg, tok)) { st.stop = SP_STOP_EOS; break; }
+        if (!p->ignore_eos && sp_gen_is_eos(cfg, p, tok)) { st.stop = SP_STOP_EOS; break; }
         if (st.emitted >= p->max_new) { st.stop = SP_STOP_MAX_NEW; break; }
         if (pos + 1 > limit) { st.stop = SP_STOP_CTX; break; }
         sp_forward_out fo = {.last_logits = logits};
@@ -112,6 +128,7 @@ int sp_generate(sp_model *m, sp_kv *kv, const int32_t *prompt, int n_prompt,
 done:
     if (stats) *stats = st;
     sp_sampler_free(smp);
+    sp_penalty_free(pen);
     free(logits);
     if (own_kv) sp_kv_free(own_kv);
     return rc;

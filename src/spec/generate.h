@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "sample/penalty.h"
 #include "sample/sample.h"
 #include "specula.h"
 
@@ -33,13 +34,17 @@ typedef struct {
     int max_new;              /* most tokens to emit (> 0) */
     int ignore_eos;           /* 1: EOS ids do not stop generation */
     sp_sample_params sample;  /* temperature 0 = greedy */
+    sp_penalty_params penalty; /* repetition penalties over prompt + output (penalty.h; zeroed: off) */
+    int32_t extra_eos[SP_MAX_EOS]; /* more end-of-generation ids besides the config's (e.g. from
+                                      generation_config.json) */
+    int n_extra_eos;
     int prefill_chunk;        /* most prompt tokens per forward; 0 = 512 */
     int max_ctx;              /* KV capacity when sp_generate creates the cache; 0 = prompt + max_new */
     sp_token_cb on_token;     /* may be NULL */
     void *cb_ctx;
 } sp_gen_params;
 
-/* max_new 64, greedy, EOS honoured, default chunk and context */
+/* max_new 64, greedy, no penalties (llama.cpp's defaults), EOS honoured, default chunk and context */
 sp_gen_params sp_gen_params_default(void);
 
 typedef struct {
@@ -65,5 +70,7 @@ int sp_generate(sp_model *m, sp_kv *kv, const int32_t *prompt, int n_prompt,
 
 /* 1 when tok is one of cfg's EOS ids */
 int sp_is_eos(const sp_config *cfg, int32_t tok);
+/* 1 when tok ends generation under p: one of cfg's EOS ids or p's extra ones */
+int sp_gen_is_eos(const sp_config *cfg, const sp_gen_params *p, int32_t tok);
 
 #endif

@@ -44,6 +44,7 @@ typedef struct {
     sp_drafter *d;
     const sp_spec_params *p;
     sp_sampler *smp;
+    sp_penalty *pen; /* NULL: no repetition penalties; else the committed stream (penalty.h) */
     int V, H, greedy, chunk;
     float *logits, *probs, *q, *taps, *hidden;
     int32_t blk[SP_SPEC_MAX_G + 1];
@@ -73,7 +74,7 @@ static int prefill(loop_t *L, const int32_t *prompt, int n, sp_err *err) {
         if (wh) o.hidden = all_hid + (size_t)i * L->H;
         if (sp_model_forward(L->m, L->kv, prompt + i, b, &o, err)) goto done;
     }
-    sp_drafter_ctx ctx = {L->m, L->kv, L->p->gen.sample.seed};
+    sp_drafter_ctx ctx = {L->m, L->kv, L->p->gen.sample.seed, L->pen};
     rc = L->d ? L->d->begin(L->d, prompt, n + 1, all_taps, all_hid, &ctx, err) : 0;
 done:
     free(all_taps);
@@ -93,6 +94,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     if (p->gen.max_new < 1 || out_cap < p->gen.max_new)
         return sp_err_set(err, "spec: max_new %d must be >= 1 and fit the output (%d)", p->gen.max_new, out_cap);
     if (sp_sample_params_check(&p->gen.sample, err)) return -1;
+    if (sp_penalty_params_check(&p->gen.penalty, err)) return -1;
     int G = d ? p->draft_max : 0;
     int max_ctx = p->gen.max_ctx > 0 ? p->gen.max_ctx : n_prompt + p->gen.max_new + G + 1;
     if (cfg->max_pos > 0 && max_ctx > cfg->max_pos) max_ctx = cfg->max_pos;
@@ -116,6 +118,11 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         (wh && !L.hidden)) {
         if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
         goto done;
+    }
+    if (sp_penalty_active(&p->gen.penalty)) {
+        if (!(L.pen = sp_penalty_create(L.V, &p->gen.penalty, err))) goto done;
+        for (int i = 0; i < n_prompt; i++)
+            if (sp_penalty_push(L.pen, prompt[i], err)) goto done;
     }
     st->n_pos = G;
     st->prompt_tokens = n_prompt;
@@ -158,11 +165,17 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
                             .hidden = L.hidden};
         if (sp_model_forward(m, L.kv, L.blk, nd + 1, &o, err)) goto done;
         st->target_calls++;
-        /* verify drafts left to right */
-        int acc = 0, next = -1;
+        /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
+         * of the sequence (pushed one by one, popped after the round) */
+        int acc = 0, next = -1, pushed = 0;
         for (int i = 0; i <= nd; i++) {
-            const float *lg = L.logits + (size_t)i * L.V;
+            float *lg = L.logits + (size_t)i * L.V;
             uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
+            if (L.pen) {
+                if (i > 0 && sp_penalty_push(L.pen, L.blk[i], err)) goto done;
+                pushed += i > 0;
+                sp_penalty_apply(L.pen, lg);
+            }
             if (L.greedy) {
                 int best = sp_sample_argmax(lg, L.V);
                 if (i < nd && L.blk[i + 1] == best) {
@@ -188,6 +201,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
             next = tok;
             break;
         }
+        if (L.pen) sp_penalty_pop(L.pen, pushed);
         if (next < 0) {
             sp_err_set(err, "spec: sampling failed (empty distribution)");
             goto done;
@@ -207,8 +221,9 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         for (int i = 0; i <= acc && !stop; i++) {
             int32_t tok = i < acc ? L.blk[i + 1] : next;
             out[n_out++] = tok;
+            if (L.pen && sp_penalty_push(L.pen, tok, err)) goto done;
             if (p->gen.on_token && p->gen.on_token(p->gen.cb_ctx, tok)) st->stop = SP_STOP_CALLBACK, stop = 1;
-            else if (!p->gen.ignore_eos && sp_is_eos(cfg, tok)) st->stop = SP_STOP_EOS, stop = 1;
+            else if (!p->gen.ignore_eos && sp_gen_is_eos(cfg, &p->gen, tok)) st->stop = SP_STOP_EOS, stop = 1;
             else if (n_out >= p->gen.max_new) st->stop = SP_STOP_MAX_NEW, stop = 1;
         }
         if (stop) break;
@@ -227,6 +242,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
 done:
     sp_kv_free(L.kv);
     sp_sampler_free(L.smp);
+    sp_penalty_free(L.pen);
     free(L.logits);
     free(L.probs);
     free(L.q);

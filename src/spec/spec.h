@@ -6,7 +6,8 @@
  * greedy generation.
  * Sampling: draft x_i is accepted with probability min(1, p(x_i)/q(x_i)); on rejection the token
  * is drawn from normalize(max(0, p − q)); after a full accept the bonus is drawn from p. p and q
- * go through the same sample params (temperature, top-k, top-p, min-p). A drafter without q is
+ * go through the same sample params (temperature, top-k, top-p, min-p) and the same repetition
+ * penalties, whose sequence at draft i holds the drafts before it (penalty.h). A drafter without q is
  * treated as one-hot q. The emitted distribution is exactly the target's.
  *
  * Randomness is counter-based: the decision about the token at absolute position t uses

@@ -6,6 +6,7 @@
  * (Metaspace, a prefix space) append the new text to the arena. ByteLevel's byte -> char
  * mapping is not done here: the model maps raw bytes itself (t->byte_level, bpe.c). */
 #include <stdlib.h>
+#include <utf8proc.h>
 
 #include "tok_internal.h"
 
@@ -212,6 +213,13 @@ static int is_space_char(uint32_t c) {
            c == 0x205F || c == 0x3000;
 }
 
+/* Rust's char::is_numeric (HF Digits): general category Nd, Nl or No */
+static int is_numeric(uint32_t c) {
+    if (c < 0x80) return c >= '0' && c <= '9';
+    int cat = utf8proc_category((utf8proc_int32_t)c);
+    return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+}
+
 /* character-class split: spans where cls(c) changes; used by Digits, WhitespaceSplit,
  * newline runs. isolated_each: every classed char is its own span. */
 static int class_spans(const char *base, uint32_t off, uint32_t len, int kind, spans *out) {
@@ -222,7 +230,7 @@ static int class_spans(const char *base, uint32_t off, uint32_t len, int kind, s
     while (i < len) {
         int k;
         uint32_t c = tok_utf8_get(s + i, len - i, &k);
-        int cls = (kind == 0 || kind == 3) ? (c >= '0' && c <= '9') : kind == 1 ? is_space_char(c) : c == '\n';
+        int cls = (kind == 0 || kind == 3) ? is_numeric(c) : kind == 1 ? is_space_char(c) : c == '\n';
         if (cur >= 0 && (cls != cur || (kind == 3 && cls))) {
             if (span_push(out, off + start, off + i, cur)) return -1;
             start = i;

@@ -56,9 +56,11 @@ static int bpe_pre(tok_tokenizer *t, const tok_pre_family *f, sp_err *err) {
             return sp_err_wrap(err, "%s: tokenizer.ggml.pre family '%s'", t->source, f->names);
         }
     }
-    if (f->flags & TOK_PRE_RAW_UTF8) { /* SentencePiece-style pieces with "<0xHH>" fallback */
+    if (f->flags & TOK_PRE_RAW_UTF8) { /* pieces of raw UTF-8 with "<0xHH>" fallback */
         t->byte_fallback = 1;
-        return add_sentencepiece_decoders(t, 0, err);
+        if (f->flags & TOK_PRE_ESCAPE_SPACES) return add_sentencepiece_decoders(t, 0, err);
+        tok_dec bf = {.kind = DEC_BYTEFALLBACK}, fuse = {.kind = DEC_FUSE};
+        return tok_push_dec(t, &bf, err) || tok_push_dec(t, &fuse, err) ? -1 : 0;
     }
     tok_pre bl = {.kind = PRE_BYTELEVEL};
     if (tok_push_pre(t, &bl, err)) return -1;
@@ -161,9 +163,9 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
     const tok_pre_family *fam = NULL;
     if (is_gpt2 && pre.ptr && pre.len) {
         if (!(fam = tok_pre_family_find(pre.ptr, pre.len)))
-            return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer type llama.cpp knows "
-                              "(docs/tokenizer-fidelity.md lists them)", t->source, (int)(pre.len > 60 ? 60 : pre.len),
-                              pre.ptr);
+            return sp_err_set(err, "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer type llama.cpp knows (such "
+                              "as llama-bpe, qwen2, gpt-2, deepseek-v3, tekken, gpt-4o)",
+                              t->source, (int)(pre.len > 60 ? 60 : pre.len), pre.ptr);
     } else if (is_gpt2) {
         fam = tok_pre_family_find("default", 7); /* llama.cpp's choice for a missing name */
     } else if (is_gemma4) {

@@ -1,4 +1,4 @@
-/* lm.h — a Gemma-4 text TARGET model in training (issue 8): its parameter layout, the
+/* lm.h — a Gemma-4 text TARGET model in training: its parameter layout, the
  * activations one step saves, and the forward / backward pass over NB sequences of T tokens.
  *
  * The parameters are one contiguous array holding, in order, exactly the tensors

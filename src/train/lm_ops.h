@@ -1,4 +1,4 @@
-/* lm_ops.h — the ops a target language model needs beyond ops.h (issue 8: Gemma-4 text
+/* lm_ops.h — the ops a target language model needs beyond ops.h (Gemma-4 text
  * training): causal attention with an optional sliding window over NB packed sequences,
  * the tanh-GELU gated MLP glue (GeGLU) and the final logit softcap.
  *

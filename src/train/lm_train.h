@@ -1,4 +1,4 @@
-/* lm_train.h — the trainer of a target LM (issue 8, `specula train-lm`): text files →
+/* lm_train.h — the trainer of a target LM (`specula train-lm`): text files →
  * tokens → packed sequences → lm_forward / lm_backward → AdamW, with a warmup + cosine
  * schedule, global-norm gradient clipping, atomic checkpoints with optimizer state,
  * bit-identical resume, a CSV log, held-out perplexity, and the export of the trained model

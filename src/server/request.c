@@ -1,0 +1,350 @@
+/* request.c — parse and check request bodies (see request.h). jansson parses; every field is
+ * looked up in one table of what the route accepts, so an unknown field is found by one loop. */
+#include "server/request.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
+                  ...) {
+    if (!e) return -1;
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s", type);
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define BAD(e, param, ...) srv_error_set(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+
+/* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos (llama-server's), return_tokens
+ * (the emitted ids in the response) and speculative (false: this request decodes without the
+ * drafter); tokenize / detokenize follow llama-server. */
+static const char *CHAT_FIELDS[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
+                                    "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
+                                    "logprobs", "top_logprobs", "response_format", "frequency_penalty",
+                                    "presence_penalty", "logit_bias", "user", "tools", "tool_choice",
+                                    "parallel_tool_calls", "store", "metadata", "service_tier", "ignore_eos",
+                                    "return_tokens", "speculative", NULL};
+static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
+                                          "seed", "stop", "n", "stream", "stream_options", "logprobs", "echo",
+                                          "best_of", "suffix", "frequency_penalty", "presence_penalty",
+                                          "logit_bias", "user", "ignore_eos", "return_tokens",
+                                          "speculative", NULL};
+static const char *TOKENIZE_FIELDS[] = {"content", "add_special", "with_pieces", "model", NULL};
+static const char *DETOKENIZE_FIELDS[] = {"tokens", "model", NULL};
+
+static int in_list(const char *k, const char **list) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(k, list[i])) return 1;
+    return 0;
+}
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+/* optional number in [lo, hi] (null = absent) */
+static int get_num(json_t *o, const char *k, double lo, double hi, double *v, srv_error *e) {
+    json_t *x = json_object_get(o, k);
+    if (!x || json_is_null(x)) return 0;
+    if (!json_is_number(x)) return BAD(e, k, "'%s' must be a number", k);
+    double d = json_number_value(x);
+    if (!(d >= lo && d <= hi)) return BAD(e, k, "'%s' is %g, expected a value in [%g, %g]", k, d, lo, hi);
+    *v = d;
+    return 0;
+}
+
+static int get_int(json_t *o, const char *k, long long lo, long long hi, long long *v, srv_error *e) {
+    json_t *x = json_object_get(o, k);
+    if (!x || json_is_null(x)) return 0;
+    if (!json_is_integer(x)) return BAD(e, k, "'%s' must be an integer", k);
+    long long d = json_integer_value(x);
+    if (d < lo || d > hi) return BAD(e, k, "'%s' is %lld, expected an integer in [%lld, %lld]", k, d, lo, hi);
+    *v = d;
+    return 0;
+}
+
+static int get_bool(json_t *o, const char *k, int *v, srv_error *e) {
+    json_t *x = json_object_get(o, k);
+    if (!x || json_is_null(x)) return 0;
+    if (!json_is_boolean(x)) return BAD(e, k, "'%s' must be a boolean", k);
+    *v = json_is_true(x);
+    return 0;
+}
+
+/* a field accepted only at its neutral value */
+static int neutral(json_t *o, const char *k, srv_error *e) {
+    json_t *x = json_object_get(o, k);
+    if (!x || json_is_null(x)) return 0;
+    int ok = (json_is_number(x) && json_number_value(x) == 0) || (json_is_object(x) && json_object_size(x) == 0) ||
+             (json_is_array(x) && json_array_size(x) == 0) || (json_is_string(x) && !strcmp(json_string_value(x), "none"));
+    if (!ok) return BAD(e, k, "'%s' is not supported by this server", k);
+    return 0;
+}
+
+static int parse_stop(json_t *o, srv_request *r, srv_error *e) {
+    json_t *x = json_object_get(o, "stop");
+    if (!x || json_is_null(x)) return 0;
+    json_t *one[1] = {x};
+    size_t n = json_is_string(x) ? 1 : json_is_array(x) ? json_array_size(x) : 0;
+    if (!json_is_string(x) && !json_is_array(x)) return BAD(e, "stop", "'stop' must be a string or an array of strings");
+    if (n > SRV_MAX_STOP) return BAD(e, "stop", "'stop' has %zu strings, at most %d are allowed", n, SRV_MAX_STOP);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_string(x) ? one[0] : json_array_get(x, i);
+        if (!json_is_string(s)) return BAD(e, "stop", "'stop[%zu]' must be a string", i);
+        size_t len = json_string_length(s);
+        if (len == 0 || len > SRV_MAX_STOP_LEN)
+            return BAD(e, "stop", "'stop[%zu]' must be 1..%d bytes long", i, SRV_MAX_STOP_LEN);
+        if (strlen(json_string_value(s)) != len) return BAD(e, "stop", "'stop[%zu]' contains a NUL byte", i);
+        r->stop[r->n_stop] = dup_str(json_string_value(s));
+        if (!r->stop[r->n_stop]) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        r->n_stop++;
+    }
+    return 0;
+}
+
+/* message content: a string, null, or an array of {"type": "text", "text": ...} parts */
+static int parse_content(json_t *c, int i, char **out, srv_error *e) {
+    if (!c || json_is_null(c)) {
+        *out = dup_str("");
+        return 0;
+    }
+    if (json_is_string(c)) {
+        if (strlen(json_string_value(c)) != json_string_length(c))
+            return BAD(e, "messages", "'messages[%d].content' contains a NUL byte", i);
+        *out = dup_str(json_string_value(c));
+        return 0;
+    }
+    if (!json_is_array(c)) return BAD(e, "messages", "'messages[%d].content' must be a string or an array of parts", i);
+    size_t total = 1, n = json_array_size(c);
+    for (size_t j = 0; j < n; j++) {
+        json_t *p = json_array_get(c, j), *t = json_object_get(p, "type"), *tx = json_object_get(p, "text");
+        if (!json_is_object(p) || !json_is_string(t) || strcmp(json_string_value(t), "text") || !json_is_string(tx))
+            return BAD(e, "messages", "'messages[%d].content[%zu]' must be a {\"type\": \"text\", \"text\": ...} part", i, j);
+        total += json_string_length(tx);
+    }
+    char *s = malloc(total);
+    if (!s) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    size_t at = 0;
+    for (size_t j = 0; j < n; j++) {
+        json_t *tx = json_object_get(json_array_get(c, j), "text");
+        size_t l = strlen(json_string_value(tx));
+        memcpy(s + at, json_string_value(tx), l);
+        at += l;
+    }
+    s[at] = 0;
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(json_t *o, srv_request *r, srv_error *e) {
+    json_t *m = json_object_get(o, "messages");
+    if (!m) return BAD(e, "messages", "'messages' is required");
+    if (!json_is_array(m) || json_array_size(m) == 0) return BAD(e, "messages", "'messages' must be a non-empty array");
+    size_t n = json_array_size(m);
+    if (n > 4096) return BAD(e, "messages", "'messages' has %zu entries, at most 4096 are allowed", n);
+    r->msgs = calloc(n, sizeof *r->msgs);
+    if (!r->msgs) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *msg = json_array_get(m, i), *role = json_object_get(msg, "role");
+        if (!json_is_object(msg)) return BAD(e, "messages", "'messages[%zu]' must be an object", i);
+        const char *k;
+        json_t *v;
+        json_object_foreach(msg, k, v) {
+            if (strcmp(k, "role") && strcmp(k, "content") && strcmp(k, "name"))
+                return BAD(e, "messages", "'messages[%zu].%s' is not supported", i, k);
+        }
+        if (!json_is_string(role)) return BAD(e, "messages", "'messages[%zu].role' must be a string", i);
+        const char *rs = json_string_value(role);
+        if (!strcmp(rs, "developer")) rs = "system";
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+            return BAD(e, "messages", "'messages[%zu].role' is '%s', expected system, developer, user or assistant", i,
+                       json_string_value(role));
+        r->msgs[i].role = dup_str(rs);
+        r->n_msgs = (int)i + 1;
+        if (!r->msgs[i].role) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (parse_content(json_object_get(msg, "content"), (int)i, &r->msgs[i].content, e)) return -1;
+        if (!r->msgs[i].content) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return 0;
+}
+
+/* an array of token ids (each 0 .. 2^31-1; the vocabulary check is the server's) */
+static int parse_ids(json_t *a, const char *k, srv_request *r, srv_error *e) {
+    size_t n = json_array_size(a);
+    r->prompt_ids = malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!r->prompt_ids) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(a, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+            return BAD(e, k, "'%s[%zu]' must be a non-negative integer token id", k, i);
+        r->prompt_ids[i] = (int32_t)json_integer_value(x);
+    }
+    r->n_prompt_ids = (int)n;
+    return 0;
+}
+
+static int parse_prompt(json_t *o, srv_request *r, srv_error *e) {
+    json_t *p = json_object_get(o, "prompt");
+    if (!p) return BAD(e, "prompt", "'prompt' is required");
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
+    if (json_is_string(p)) {
+        if (strlen(json_string_value(p)) != json_string_length(p)) return BAD(e, "prompt", "'prompt' contains a NUL byte");
+        r->prompt_text = dup_str(json_string_value(p));
+        return r->prompt_text ? 0 : srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (!json_is_array(p) || json_array_size(p) == 0)
+        return BAD(e, "prompt", "'prompt' must be a string or a non-empty array of token ids");
+    if (!json_is_integer(json_array_get(p, 0)))
+        return BAD(e, "prompt", "'prompt' must be one string or one array of token ids (batched prompts are not supported)");
+    return parse_ids(p, "prompt", r, e);
+}
+
+/* the sampling and output fields shared by chat and completions */
+static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
+    double t = 1.0, tp = 1.0, mp = 0.0;
+    long long v = -1, n = 1, tk = 0, seed = 0;
+    if (get_num(o, "temperature", 0, 2, &t, e) || get_num(o, "top_p", 0, 1, &tp, e) ||
+        get_num(o, "min_p", 0, 1, &mp, e) || get_int(o, "top_k", 0, 1 << 30, &tk, e))
+        return -1;
+    if (get_int(o, "n", 1, 1, &n, e)) return srv_error_set(e, 400, "invalid_request_error", NULL, "n", "only n = 1 is supported");
+    if (get_int(o, "best_of", 1, 1, &n, e)) return -1;
+    json_t *sx = json_object_get(o, "seed");
+    if (sx && !json_is_null(sx)) {
+        if (!json_is_integer(sx)) return BAD(e, "seed", "'seed' must be an integer");
+        seed = json_integer_value(sx);
+        r->seed_given = 1;
+    }
+    const char *mt = json_object_get(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    json_t *mx = json_object_get(o, mt);
+    if (mx && !json_is_null(mx) && json_is_integer(mx) && json_integer_value(mx) < 1)
+        return BAD(e, mt, "'%s' must be at least 1, got %lld", mt, (long long)json_integer_value(mx));
+    if (get_int(o, mt, 1, 1 << 30, &v, e)) return -1;
+    r->max_tokens = (int)v;
+    r->sample = sp_sample_params_default();
+    r->sample.temperature = (float)t;
+    r->sample.top_p = (float)tp;
+    r->sample.min_p = (float)mp;
+    r->sample.top_k = (int)tk;
+    r->sample.seed = (uint64_t)seed;
+    if (parse_stop(o, r, e) || get_bool(o, "stream", &r->stream, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
+        get_bool(o, "return_tokens", &r->return_tokens, e) || get_bool(o, "speculative", &r->speculative, e))
+        return -1;
+    json_t *so = json_object_get(o, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
+        const char *k;
+        json_t *x;
+        json_object_foreach(so, k, x) {
+            if (strcmp(k, "include_usage")) return BAD(e, "stream_options", "'stream_options.%s' is not supported", k);
+        }
+        if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
+    }
+    if (neutral(o, "frequency_penalty", e) || neutral(o, "presence_penalty", e) || neutral(o, "logit_bias", e))
+        return -1;
+    return 0;
+}
+
+static int parse_chat(json_t *o, srv_request *r, srv_error *e) {
+    if (parse_messages(o, r, e) || parse_generation(o, r, e)) return -1;
+    int lp = 0;
+    long long top = -1;
+    if (get_bool(o, "logprobs", &lp, e) || get_int(o, "top_logprobs", 0, 20, &top, e)) return -1;
+    if (top >= 0 && !lp) return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r->top_logprobs = lp ? (top >= 0 ? (int)top : 0) : -1;
+    json_t *rf = json_object_get(o, "response_format");
+    if (rf && !json_is_null(rf)) {
+        json_t *ty = json_object_get(rf, "type");
+        if (!json_is_object(rf) || !json_is_string(ty) || strcmp(json_string_value(ty), "text"))
+            return BAD(e, "response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+    }
+    if (neutral(o, "tools", e) || neutral(o, "tool_choice", e)) return -1;
+    return 0;
+}
+
+static int parse_completion(json_t *o, srv_request *r, srv_error *e) {
+    if (parse_prompt(o, r, e) || parse_generation(o, r, e) || get_bool(o, "echo", &r->echo, e)) return -1;
+    long long lp = -1;
+    if (get_int(o, "logprobs", 0, 5, &lp, e)) return -1;
+    r->top_logprobs = (int)lp;
+    json_t *sfx = json_object_get(o, "suffix");
+    if (sfx && !json_is_null(sfx)) return BAD(e, "suffix", "'suffix' is not supported");
+    return 0;
+}
+
+int srv_request_parse(srv_route route, const char *body, size_t len, srv_request *r, srv_error *e) {
+    memset(r, 0, sizeof *r);
+    r->route = route;
+    r->max_tokens = -1;
+    r->top_logprobs = -1;
+    r->add_special = 1;
+    r->speculative = 1;
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o) return BAD(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    int rc = -1;
+    if (!json_is_object(o)) {
+        BAD(e, NULL, "the body must be a JSON object");
+        goto done;
+    }
+    const char **fields = route == SRV_ROUTE_CHAT         ? CHAT_FIELDS
+                          : route == SRV_ROUTE_COMPLETION ? COMPLETION_FIELDS
+                          : route == SRV_ROUTE_TOKENIZE   ? TOKENIZE_FIELDS
+                                                          : DETOKENIZE_FIELDS;
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!in_list(k, fields)) {
+            BAD(e, k, "Unrecognized request argument supplied: %s", k);
+            goto done;
+        }
+    }
+    json_t *model = json_object_get(o, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model)) {
+            BAD(e, "model", "'model' must be a string");
+            goto done;
+        }
+        r->model = dup_str(json_string_value(model));
+    }
+    if (route == SRV_ROUTE_CHAT) rc = parse_chat(o, r, e);
+    else if (route == SRV_ROUTE_COMPLETION) rc = parse_completion(o, r, e);
+    else if (route == SRV_ROUTE_TOKENIZE) {
+        json_t *c = json_object_get(o, "content");
+        int pieces = 0;
+        if (!json_is_string(c)) BAD(e, "content", "'content' must be a string");
+        else if (strlen(json_string_value(c)) != json_string_length(c)) BAD(e, "content", "'content' contains a NUL byte");
+        else if (!get_bool(o, "add_special", &r->add_special, e) && !get_bool(o, "with_pieces", &pieces, e)) {
+            r->content = dup_str(json_string_value(c));
+            rc = r->content ? 0 : srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    } else {
+        json_t *t = json_object_get(o, "tokens");
+        if (!json_is_array(t)) BAD(e, "tokens", "'tokens' must be an array of token ids");
+        else rc = parse_ids(t, "tokens", r, e);
+    }
+done:
+    json_decref(o);
+    if (rc) srv_request_free(r);
+    return rc;
+}
+
+void srv_request_free(srv_request *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].role), free(r->msgs[i].content);
+    free(r->msgs);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->model), free(r->prompt_text), free(r->prompt_ids), free(r->content);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,67 @@
+/* request.h — an OpenAI-style request body (JSON) → a checked request struct, without a socket:
+ * the server's one entry point for untrusted bytes, so it can be fuzzed on its own.
+ *
+ * Every field is type-checked and range-checked; fields OpenAI's API defines but the server
+ * does not implement are accepted only at their neutral value (n = 1, penalties 0, no tools, no
+ * logit_bias, response_format "text"), and fields OpenAI does not define are rejected as OpenAI
+ * rejects them (400 naming the field), except the llama-server extensions listed in request.c.
+ * Errors carry the HTTP status and an OpenAI error type / code / message. */
+#ifndef SPECULA_SERVER_REQUEST_H
+#define SPECULA_SERVER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample/sample.h"
+
+typedef enum { SRV_ROUTE_CHAT = 0, SRV_ROUTE_COMPLETION, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE } srv_route;
+
+#define SRV_MAX_STOP 16
+#define SRV_MAX_STOP_LEN 256
+
+typedef struct {
+    char *role;    /* "system", "user", "assistant" ("developer" is read as "system") */
+    char *content; /* text parts joined */
+} srv_msg;
+
+typedef struct {
+    srv_route route;
+    char *model;                /* as given (informative), may be NULL */
+    srv_msg *msgs;              /* chat */
+    int n_msgs;
+    char *prompt_text;          /* completions: text prompt, or NULL */
+    int32_t *prompt_ids;        /* completions: token-id prompt, or NULL; detokenize: the tokens */
+    int n_prompt_ids;
+    char *content;              /* tokenize */
+    int add_special;            /* tokenize: add BOS as the tokenizer does (default 1) */
+    int echo;                   /* completions: prepend the prompt text to the output */
+    int max_tokens;             /* -1: the server's default */
+    sp_sample_params sample;    /* temperature default 1 (OpenAI), top_p 1, top_k 0, min_p 0 */
+    int seed_given;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int stream, include_usage;
+    int top_logprobs;           /* -1: no logprobs; else logprobs with this many alternatives */
+    int return_tokens;          /* extension: the emitted token ids in the response */
+    int ignore_eos;             /* extension */
+    int speculative;            /* extension: 0 decodes this request without the drafter (default 1) */
+} srv_request;
+
+typedef struct {
+    int status;        /* HTTP status */
+    char type[40];     /* "invalid_request_error", ... */
+    char code[40];     /* OpenAI's code, or "" */
+    char param[64];    /* the offending field, or "" */
+    char message[512];
+} srv_error;
+
+/* Parse body[0, len) for route. Returns 0 with *r filled (free with srv_request_free), or -1 with
+ * *e set (*r then holds nothing to free). */
+int srv_request_parse(srv_route route, const char *body, size_t len, srv_request *r, srv_error *e);
+void srv_request_free(srv_request *r);
+
+/* Fill *e and return -1. */
+int srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
+                  ...) __attribute__((format(printf, 6, 7)));
+
+#endif

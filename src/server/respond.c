@@ -1,0 +1,176 @@
+/* respond.c — response bodies (see respond.h). */
+#include "server/respond.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+char *srv_error_json(const srv_error *e) {
+    json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", e->type, "param",
+                          e->param[0] ? json_string(e->param) : json_null(), "code",
+                          e->code[0] ? json_string(e->code) : json_null());
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static const char *obj_id(const srv_job *j) { return j->req.route == SRV_ROUTE_CHAT ? "chatcmpl" : "cmpl"; }
+
+static json_t *usage_json(const srv_job *j) {
+    int c = j->n_toks;
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
+                     j->n_prompt + c);
+}
+
+/* llama-server style timings plus the speculative figures */
+static json_t *timings_json(const srv_job *j) {
+    const slot_stats *st = &j->stats;
+    double t0 = st->t_begin, t1 = st->t_prefilled > 0 ? st->t_prefilled : t0, t2 = st->t_last > 0 ? st->t_last : t1;
+    double pms = t1 - t0, gms = t2 - t1;
+    int pn = j->n_prompt, gn = j->n_toks;
+    json_t *o = json_object();
+    json_object_set_new(o, "queue_ms", json_real(t0 > 0 ? t0 - j->t_submit : 0));
+    json_object_set_new(o, "prompt_n", json_integer(pn));
+    json_object_set_new(o, "prompt_ms", json_real(pms));
+    json_object_set_new(o, "prompt_per_token_ms", json_real(pn ? pms / pn : 0));
+    json_object_set_new(o, "prompt_per_second", json_real(pms > 0 ? pn * 1000.0 / pms : 0));
+    json_object_set_new(o, "predicted_n", json_integer(gn));
+    json_object_set_new(o, "predicted_ms", json_real(gms));
+    json_object_set_new(o, "predicted_per_token_ms", json_real(gn ? gms / gn : 0));
+    json_object_set_new(o, "predicted_per_second", json_real(gms > 0 ? gn * 1000.0 / gms : 0));
+    json_object_set_new(o, "draft_n", json_integer(st->drafted));
+    json_object_set_new(o, "draft_n_accepted", json_integer(st->accepted));
+    json_object_set_new(o, "target_calls", json_integer(st->target_calls));
+    json_object_set_new(o, "tau", json_real(st->target_calls ? (double)st->emitted / st->target_calls : 0));
+    return o;
+}
+
+static json_t *token_str(srv *s, int32_t id) {
+    char *t = NULL;
+    if (tok_decode(s->tok, &id, 1, &t, NULL)) return json_string("");
+    json_t *v = json_string(t);
+    if (!v) v = json_string("\xef\xbf\xbd");
+    free(t);
+    return v;
+}
+
+static json_t *bytes_of(json_t *str) {
+    json_t *a = json_array();
+    const char *p = json_string_value(str);
+    for (size_t i = 0; p && p[i]; i++) json_array_append_new(a, json_integer((unsigned char)p[i]));
+    return a;
+}
+
+/* logprobs of tokens [a, b): chat: {"content": [...]}, completions: the legacy four arrays */
+static json_t *logprobs_json(srv *s, const srv_job *j, int a, int b) {
+    if (j->req.top_logprobs < 0 || !j->lp) return json_null();
+    if (j->req.route == SRV_ROUTE_CHAT) {
+        json_t *content = json_array();
+        for (int i = a; i < b; i++) {
+            const slot_token *t = &j->lp[i];
+            json_t *tops = json_array(), *ts = token_str(s, t->token);
+            for (int k = 0; k < t->n_top; k++) {
+                json_t *tk = token_str(s, t->top_id[k]);
+                json_array_append_new(tops, json_pack("{s:o, s:f, s:o}", "token", tk, "logprob", (double)t->top_logprob[k],
+                                                      "bytes", bytes_of(tk)));
+            }
+            json_array_append_new(content, json_pack("{s:o, s:f, s:o, s:o}", "token", ts, "logprob", (double)t->logprob,
+                                                     "bytes", bytes_of(ts), "top_logprobs", tops));
+        }
+        return json_pack("{s:o}", "content", content);
+    }
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = a; i < b; i++) {
+        const slot_token *t = &j->lp[i];
+        json_array_append_new(toks, token_str(s, t->token));
+        json_array_append_new(lps, json_real(t->logprob));
+        json_array_append_new(offs, json_integer(0));
+        json_t *top = json_object();
+        for (int k = 0; k < t->n_top; k++) {
+            json_t *tk = token_str(s, t->top_id[k]);
+            json_object_set_new(top, json_string_value(tk), json_real(t->top_logprob[k]));
+            json_decref(tk);
+        }
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops, "text_offset",
+                     offs);
+}
+
+static json_t *envelope(srv *s, srv_job *j, time_t created, const char *object) {
+    char id[64];
+    snprintf(id, sizeof id, "%s-%ld", obj_id(j), j->id);
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object", object, "created", (json_int_t)created, "model",
+                     s->o.model_name);
+}
+
+char *srv_response_final(srv *s, srv_job *j, time_t created) {
+    int chat = j->req.route == SRV_ROUTE_CHAT;
+    json_t *o = envelope(s, j, created, chat ? "chat.completion" : "text_completion");
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(0));
+    if (chat) {
+        json_object_set_new(choice, "message", json_pack("{s:s, s:s%}", "role", "assistant", "content",
+                                                         j->text.p ? j->text.p : "", j->text.n));
+    } else {
+        srv_buf t = {0};
+        if (j->echo) srv_buf_add(&t, j->echo, strlen(j->echo));
+        srv_buf_add(&t, j->text.p ? j->text.p : "", j->text.n);
+        json_object_set_new(choice, "text", json_stringn(t.p ? t.p : "", t.n));
+        srv_buf_free(&t);
+    }
+    json_object_set_new(choice, "logprobs", logprobs_json(s, j, 0, j->n_toks));
+    json_object_set_new(choice, "finish_reason", json_string(j->finish));
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    json_object_set_new(o, "usage", usage_json(j));
+    json_object_set_new(o, "timings", timings_json(j));
+    if (j->req.return_tokens) {
+        json_t *a = json_array();
+        for (int i = 0; i < j->n_toks; i++) json_array_append_new(a, json_integer(j->toks[i]));
+        json_object_set_new(o, "tokens", a);
+    }
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(o);
+    return txt;
+}
+
+static int add_event(json_t *o, srv_buf *out) {
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(o);
+    if (!txt) return -1;
+    int rc = srv_buf_printf(out, "data: %s\n\n", txt);
+    free(txt);
+    return rc;
+}
+
+int srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
+                  const char *finish, int first, srv_buf *out) {
+    int chat = j->req.route == SRV_ROUTE_CHAT;
+    json_t *o = envelope(s, j, created, chat ? "chat.completion.chunk" : "text_completion");
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(0));
+    const char *txt = j->text.p ? j->text.p + from : "";
+    if (chat) {
+        json_t *delta = json_object();
+        if (first) json_object_set_new(delta, "role", json_string("assistant"));
+        if (to > from || first) json_object_set_new(delta, "content", json_stringn(txt, to - from));
+        json_object_set_new(choice, "delta", delta);
+    } else {
+        json_object_set_new(choice, "text", json_stringn(txt, to - from));
+    }
+    json_object_set_new(choice, "logprobs", tok_to > tok_from ? logprobs_json(s, j, tok_from, tok_to) : json_null());
+    json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    if (finish) json_object_set_new(o, "timings", timings_json(j));
+    return add_event(o, out);
+}
+
+int srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out) {
+    int rc = 0;
+    if (j->req.include_usage) {
+        json_t *o = envelope(s, j, created, j->req.route == SRV_ROUTE_CHAT ? "chat.completion.chunk" : "text_completion");
+        json_object_set_new(o, "choices", json_array());
+        json_object_set_new(o, "usage", usage_json(j));
+        rc = add_event(o, out);
+    }
+    return rc | srv_buf_add(out, "data: [DONE]\n\n", 14);
+}

@@ -1,0 +1,323 @@
+/* sched.c — the scheduler thread: admits queued jobs into free slots, runs one batched target
+ * forward per step over the rows of every active slot, turns each slot's kept tokens into text
+ * (streaming decoder, then the stop-string filter) and publishes them to the job under srv.mu.
+ * Decode blocks go first in the batch (their logits rows are contiguous, so the LM head runs once
+ * over them), prompt chunks of slots still prefilling fill the remaining rows. */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "server/server_internal.h"
+
+void srv_job_release(srv *s, srv_job *j) {
+    (void)s;
+    if (--j->refs > 0) return;
+    srv_request_free(&j->req);
+    free(j->prompt), free(j->echo), free(j->toks), free(j->lp);
+    srv_buf_free(&j->text);
+    tok_stream_free(j->ts);
+    srv_stopper_free(&j->stopper);
+    free(j);
+}
+
+int srv_job_submit(srv *s, srv_job *j) {
+    pthread_mutex_lock(&s->mu);
+    int free_slots = s->o.parallel - s->n_active;
+    if (s->stopping || !s->ready || s->n_queued >= s->o.max_queue + (free_slots > 0 ? free_slots : 0)) {
+        s->m_rejected++;
+        pthread_mutex_unlock(&s->mu);
+        return -1;
+    }
+    j->refs++;
+    j->queued = 1;
+    j->id = ++s->next_id;
+    j->t_submit = sp_time_ms();
+    if (s->q_tail) s->q_tail->next = j;
+    else s->q_head = j;
+    s->q_tail = j;
+    s->n_queued++;
+    s->m_requests++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* mu held: the job is over; tell its connection, count it, log it */
+static void job_done(srv *s, srv_job *j, const char *finish) {
+    j->done = 1;
+    j->running = 0;
+    j->finish = finish;
+    const slot_stats *st = &j->stats;
+    double ms = sp_time_ms() - j->t_submit;
+    double tau = st->target_calls ? (double)st->emitted / st->target_calls : 0;
+    if (!strcmp(finish, "error")) s->m_errors++;
+    else s->m_ok++;
+    if (st->target_calls) srv_hist_add(&s->h_tau, tau);
+    sp_log(SP_LOG_INFO, "request %ld: prompt %d tokens, emitted %d, tau %.2f, %.1f ms, %s", j->id, j->n_prompt,
+           st->emitted, tau, ms, finish);
+    pthread_cond_broadcast(&s->progress);
+}
+
+/* scheduler thread, mu held: start a queued job in slot i (drafter creation and slot_begin run
+ * with mu released) */
+static void admit(srv *s, int i, srv_job *j) {
+    j->queued = 0;
+    j->running = 1;
+    s->n_queued--;
+    s->n_active++;
+    s->slot_job[i] = j;
+    pthread_mutex_unlock(&s->mu);
+    sp_err err = {{0}};
+    slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample, .max_new = j->max_new,
+                     .ignore_eos = j->req.ignore_eos, .draft_max = s->o.draft_max, .draft_min = s->o.draft_min,
+                     .top_logprobs = j->req.top_logprobs};
+    sp_drafter *d = NULL;
+    int rc = 0;
+    if (s->o.make_drafter && j->req.speculative) {
+        double t0 = sp_time_ms();
+        d = s->o.make_drafter(s->o.drafter_ctx, &p.sample, slot_kv_capacity(s->slots[i]), &err);
+        if (!d) rc = -1;
+        sp_log(SP_LOG_DEBUG, "request %ld: drafter built in %.2f ms", j->id, sp_time_ms() - t0);
+    }
+    if (!rc) rc = slot_begin(s->slots[i], &p, d, &err);
+    j->ts = tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
+    j->stopper.stop = j->req.stop;
+    j->stopper.n_stop = j->req.n_stop;
+    pthread_mutex_lock(&s->mu);
+    s->m_prompt_tokens += (unsigned long)j->n_prompt;
+    if (rc || !j->ts) {
+        snprintf(j->error, sizeof j->error, "%s", rc ? err.msg : "out of memory");
+        slot_reset(s->slots[i]);
+        s->slot_job[i] = NULL;
+        s->n_active--;
+        job_done(s, j, "error");
+        srv_job_release(s, j);
+    }
+}
+
+/* mu held: free slot i (its job is finished or abandoned) */
+static void vacate(srv *s, int i) {
+    srv_job *j = s->slot_job[i];
+    slot_reset(s->slots[i]);
+    s->slot_job[i] = NULL;
+    s->n_active--;
+    if (j) srv_job_release(s, j);
+}
+
+/* mu held: append a step's kept tokens to the job; 1 when a stop string ended it */
+static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n, double dt_ms) {
+    int stopped = 0, kept = n;
+    if (j->n_toks + n > j->cap_toks) {
+        int cap = j->cap_toks ? j->cap_toks * 2 : 64;
+        while (cap < j->n_toks + n) cap *= 2;
+        int32_t *nt = realloc(j->toks, sizeof *nt * (size_t)cap);
+        if (nt) j->toks = nt;
+        slot_token *nl = j->req.top_logprobs >= 0 ? realloc(j->lp, sizeof *nl * (size_t)cap) : j->lp;
+        if (nl) j->lp = nl;
+        if (!nt || (j->req.top_logprobs >= 0 && !nl)) return -1;
+        j->cap_toks = cap;
+    }
+    for (int i = 0; i < n && !stopped; i++) {
+        j->toks[j->n_toks] = t[i].token;
+        if (j->lp) j->lp[j->n_toks] = t[i];
+        j->n_toks++;
+        char buf[1024];
+        int len = tok_stream_push(j->ts, t[i].token, buf, sizeof buf); /* what does not fit stays queued */
+        if (len > 0 && srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text) == 1) {
+            stopped = 1;
+            kept = i + 1;
+        }
+        srv_hist_add(&s->h_itl, dt_ms / n / 1000.0);
+    }
+    if (stopped) slot_stop(sl, kept);
+    s->m_gen_tokens += (unsigned long)kept;
+    return stopped;
+}
+
+/* mu held: the slot's generation is over: flush the decoder and the held text */
+static void finish_text(srv_job *j) {
+    char buf[1024];
+    int len;
+    while (!j->stopper.matched && (len = tok_stream_flush(j->ts, buf, sizeof buf)) > 0)
+        srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text);
+    srv_stopper_flush(&j->stopper, &j->text);
+}
+
+static const char *finish_name(sp_stop_reason r) {
+    return r == SP_STOP_MAX_NEW || r == SP_STOP_CTX ? "length" : "stop";
+}
+
+/* one step over every active slot; mu held on entry and exit, released for the forward */
+static void step(srv *s) {
+    int P = s->o.parallel, V = sp_model_config(s->m)->vocab_size;
+    sp_forward_seq seqs[P];
+    int who[P], n = 0, rows = 0, lrows = 0;
+    /* abandoned jobs leave first */
+    for (int i = 0; i < P; i++)
+        if (s->slot_job[i] && s->slot_job[i]->cancelled) {
+            srv_job *j = s->slot_job[i];
+            j->stats = *slot_get_stats(s->slots[i]);
+            job_done(s, j, "cancelled");
+            vacate(s, i);
+        }
+    pthread_mutex_unlock(&s->mu);
+    double t0 = sp_time_ms();
+    sp_err err = {{0}};
+    int failed[P];
+    memset(failed, 0, sizeof failed);
+    /* greedy requests draft only while few slots are busy: past that the verify rows cost more
+     * target compute than the accepted drafts save (see the README's Serve figures) */
+    int draft = s->o.spec_max_slots <= 0 || s->n_active <= s->o.spec_max_slots;
+    for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
+        for (int i = 0; i < P; i++) {
+            srv_slot *sl = s->slots[i];
+            if (!s->slot_job[i] || (slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
+            if (pass == 1 && slot_rows_wanted(sl) > s->max_rows - rows) continue;
+            int r = slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, draft, &seqs[n], &err);
+            if (r < 0) failed[i] = 1;
+            if (r <= 0) continue;
+            if (seqs[n].out && seqs[n].out->logits) lrows += r;
+            who[n++] = i;
+            rows += r;
+        }
+    double t1 = sp_time_ms();
+    int fwd_failed = 0;
+    if (n > 0 && sp_model_forward_batch(s->m, s->scratch, seqs, n, &err)) fwd_failed = 1;
+    double t2 = sp_time_ms();
+    const slot_token *toks[P];
+    int n_toks[P];
+    for (int k = 0; k < n; k++) {
+        int i = who[k];
+        n_toks[i] = fwd_failed ? -1 : slot_finish(s->slots[i], &toks[i], &err);
+        if (n_toks[i] < 0) failed[i] = 1;
+    }
+    double now = sp_time_ms();
+    s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
+    if (s->n_steps % 50 == 0)
+        sp_log(SP_LOG_DEBUG, "scheduler: last 50 steps: %.1f rows, propose %.2f ms, forward %.2f ms, verify+commit %.2f ms per step",
+               s->n_rows / 50.0, s->t_draft / 50, s->t_forward / 50, s->t_verify / 50),
+            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int k = 0; k < n; k++) {
+        int i = who[k];
+        srv_job *j = s->slot_job[i];
+        if (failed[i] || n_toks[i] <= 0) continue;
+        const slot_stats *st = slot_get_stats(s->slots[i]);
+        double prev = j->stats.t_last > 0 ? j->stats.t_last : st->t_first;
+        if (j->n_toks == 0) srv_hist_add(&s->h_ttft, (now - j->t_submit) / 1000.0);
+        if (publish(s, j, s->slots[i], toks[i], n_toks[i], now - prev) < 0) failed[i] = 1;
+        j->stats = *st;
+        j->stats.t_last = now;
+    }
+    long used = 0;
+    for (int i = 0; i < P; i++) {
+        srv_job *j = s->slot_job[i];
+        if (!j) continue;
+        slot_phase ph = slot_get_phase(s->slots[i]);
+        if (failed[i]) {
+            snprintf(j->error, sizeof j->error, "%s", err.msg);
+            j->stats = *slot_get_stats(s->slots[i]);
+            job_done(s, j, "error");
+            vacate(s, i);
+        } else if (ph == SLOT_DONE) {
+            const slot_stats *st = slot_get_stats(s->slots[i]);
+            j->stats = *st;
+            s->m_drafted += (unsigned long)st->drafted;
+            s->m_accepted += (unsigned long)st->accepted;
+            finish_text(j);
+            job_done(s, j, finish_name(slot_stop_reason(s->slots[i])));
+            vacate(s, i);
+        } else {
+            used += slot_kv_used(s->slots[i]);
+        }
+    }
+    s->m_kv_used = used;
+    if (n > 0) pthread_cond_broadcast(&s->progress);
+}
+
+static void *sched_main(void *arg) {
+    srv *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (s->stopping) break;
+        for (int i = 0; i < s->o.parallel && s->q_head; i++) {
+            if (s->slot_job[i]) continue;
+            srv_job *j = s->q_head;
+            s->q_head = j->next;
+            if (!s->q_head) s->q_tail = NULL;
+            j->next = NULL;
+            if (j->cancelled) {
+                s->n_queued--;
+                job_done(s, j, "cancelled");
+                srv_job_release(s, j);
+                continue;
+            }
+            admit(s, i, j);
+        }
+        if (s->n_active == 0) {
+            /* idle: hand the freed request buffers of every thread's malloc arena back to the OS */
+            malloc_trim(0);
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        step(s);
+    }
+    /* stopping: cancel what is queued or running */
+    for (int i = 0; i < s->o.parallel; i++)
+        if (s->slot_job[i]) {
+            srv_job *j = s->slot_job[i];
+            j->stats = *slot_get_stats(s->slots[i]);
+            finish_text(j);
+            job_done(s, j, "cancelled");
+            vacate(s, i);
+        }
+    while (s->q_head) {
+        srv_job *j = s->q_head;
+        s->q_head = j->next;
+        s->n_queued--;
+        job_done(s, j, "cancelled");
+        srv_job_release(s, j);
+    }
+    s->q_tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int srv_sched_start(srv *s, sp_err *err) {
+    const sp_config *c = sp_model_config(s->m);
+    int P = s->o.parallel, G1 = (s->o.make_drafter ? s->o.draft_max : 0) + 1;
+    s->slots = calloc((size_t)P, sizeof *s->slots);
+    s->slot_job = calloc((size_t)P, sizeof *s->slot_job);
+    if (!s->slots || !s->slot_job) return sp_err_set(err, "server: out of memory for %d slots", P);
+    for (int i = 0; i < P; i++) {
+        s->slots[i] = slot_create(s->m, s->o.ctx, s->o.prefill_chunk, err);
+        if (!s->slots[i]) return -1;
+    }
+    s->m_kv_cap = (long)P * slot_kv_capacity(s->slots[0]);
+    s->max_rows = P * G1 + (s->o.prefill_chunk > SP_SPEC_MAX_G + 1 ? s->o.prefill_chunk : SP_SPEC_MAX_G + 1);
+    s->scratch = sp_kv_create(s->m, s->max_rows, s->max_rows, err);
+    s->logits = malloc(sizeof(float) * (size_t)P * G1 * c->vocab_size);
+    if (!s->scratch) return -1;
+    if (!s->logits) return sp_err_set(err, "server: out of memory for the logits of %d rows", P * G1);
+    if (pthread_create(&s->sched, NULL, sched_main, s)) return sp_err_set(err, "server: cannot start the scheduler thread");
+    s->sched_started = 1;
+    return 0;
+}
+
+void srv_sched_stop(srv *s) {
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    if (s->sched_started) pthread_join(s->sched, NULL);
+    s->sched_started = 0;
+    for (int i = 0; s->slots && i < s->o.parallel; i++) slot_free(s->slots[i]);
+    free(s->slots), free(s->slot_job);
+    s->slots = NULL, s->slot_job = NULL;
+    sp_kv_free(s->scratch);
+    s->scratch = NULL;
+    free(s->logits);
+    s->logits = NULL;
+}

@@ -1,0 +1,65 @@
+/* server.h — `specula serve`: an OpenAI-compatible HTTP server (libmicrohttpd) with continuous
+ * batching of speculative decoding.
+ *
+ * Up to `parallel` requests decode at once, each in its own slot (KV cache, drafter, sampler,
+ * RNG stream by its seed); every step the scheduler thread runs one target forward over the rows
+ * of all active slots (sp_model_forward_batch): prompt chunks of slots still prefilling and the
+ * verify blocks [pending, drafts] of the others. Drafting runs per slot. Requests join and leave
+ * between steps; beyond the slots they wait in a bounded queue (past max_queue: 503).
+ *
+ * Endpoints: POST /v1/chat/completions, /v1/completions (streaming as Server-Sent Events),
+ * /tokenize, /detokenize; GET /v1/models, /health, /metrics (Prometheus text). Errors are
+ * OpenAI-style JSON. The library prints nothing to stdout: one line per request goes to stderr
+ * through sp_log. */
+#ifndef SPECULA_SERVER_H
+#define SPECULA_SERVER_H
+
+#include "sample/sample.h"
+#include "spec/drafter.h"
+#include "specula.h"
+#include "tokenizer/tokenizer.h"
+
+/* Builds one request's drafter for its sampling params (the server owns the result). NULL with
+ * err on failure. */
+typedef sp_drafter *(*srv_drafter_fn)(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err);
+
+typedef struct {
+    const char *host;        /* address to bind (default 127.0.0.1) */
+    int port;                /* 0: any free port (srv_port tells which) */
+    int parallel;            /* slots (default 4) */
+    int ctx;                 /* KV positions per slot (default 4096) */
+    const char *api_key;     /* NULL: no authentication */
+    int max_queue;           /* requests waiting for a slot before 503 (default 64) */
+    int timeout_s;           /* idle connection timeout (default 60) */
+    size_t max_body;         /* bytes (default 1 MiB; larger: 413) */
+    int n_predict;           /* max_tokens when a request gives none (default 256) */
+    int prefill_chunk;       /* most prompt rows a slot adds to one forward (default 128) */
+    const char *model_name;  /* id reported by /v1/models */
+    const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
+    const char *chat_template; /* NULL: the model's own; else a Jinja file or a built-in name */
+    int draft_max, draft_min;
+    int spec_max_slots;      /* greedy requests draft only while at most this many slots are busy
+                                (0: always; sampled requests always draft) */
+    srv_drafter_fn make_drafter; /* NULL: plain decoding */
+    void *drafter_ctx;
+} srv_opts;
+
+srv_opts srv_opts_default(void);
+
+typedef struct srv srv;
+
+/* Start listening (the model may come later: until srv_set_model, /health and generation answer
+ * 503). Returns 0 with *out, or -1 with err (e.g. the port is taken). */
+int srv_start(srv **out, const srv_opts *o, sp_err *err);
+/* The per-request drafter factory (before srv_set_model; without one, plain decoding). */
+void srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx);
+/* Attach the loaded model and tokenizer (borrowed: they must outlive the server), load the chat
+ * template of model_dir (o.chat_template overrides it) and start the scheduler. Returns 0, or -1
+ * with err. */
+int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err);
+int srv_port(const srv *s);
+/* Stop accepting connections, cancel queued and in-flight requests (their clients get what was
+ * generated, finish_reason "cancelled"), wait for every connection and the scheduler, free. */
+void srv_stop(srv *s);
+
+#endif

@@ -1,0 +1,97 @@
+/* server_internal.h — what the server's files share: the server, its jobs (one per generation
+ * request, shared by the connection thread that answers it and the scheduler thread that runs
+ * it), and the metrics. One mutex (srv.mu) guards every job's output and the counters. */
+#ifndef SPECULA_SERVER_INTERNAL_H
+#define SPECULA_SERVER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "server/request.h"
+#include "server/server.h"
+#include "server/slot.h"
+#include "server/text.h"
+
+/* Prometheus histogram with fixed upper bounds */
+#define SRV_HIST_MAX 16
+typedef struct {
+    int n;
+    double le[SRV_HIST_MAX];
+    unsigned long count[SRV_HIST_MAX + 1]; /* per bucket (last: +Inf) */
+    double sum;
+    unsigned long total;
+} srv_hist;
+
+void srv_hist_init(srv_hist *h, const double *le, int n);
+void srv_hist_add(srv_hist *h, double v);
+
+typedef struct srv_job srv_job;
+struct srv_job {
+    /* set by the connection thread before submit, then read-only */
+    srv_request req;
+    int32_t *prompt;
+    int n_prompt;
+    int max_new;
+    long id;
+    double t_submit;
+    char *echo;               /* completions with echo: the prompt text */
+    /* written by the scheduler under srv.mu */
+    srv_buf text;             /* released text (stop strings applied) */
+    int32_t *toks;            /* every emitted token */
+    slot_token *lp;           /* with logprobs: one entry per emitted token */
+    int n_toks, cap_toks;
+    int queued, running, done;
+    const char *finish;       /* "stop", "length", "cancelled", "error" */
+    char error[1024];
+    slot_stats stats;
+    /* the scheduler's own (no lock needed) */
+    tok_stream *ts;
+    srv_stopper stopper;
+    /* set by the connection thread under srv.mu */
+    int cancelled;
+    int refs;                 /* connection + scheduler; freed at 0 */
+    srv_job *next;            /* queue link */
+};
+
+struct srv {
+    srv_opts o;
+    struct MHD_Daemon *mhd;
+    int port;
+    sp_model *m;
+    tok_tokenizer *tok;
+    struct chat_template *chat; /* NULL: the model has no chat template (see srv_chat_tokens) */
+    pthread_mutex_t chat_mu;    /* chat rendering is serialized */
+    int ready, stopping;
+    pthread_t sched;
+    int sched_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work;      /* scheduler: a job arrived or stop */
+    pthread_cond_t progress;  /* connections: some job advanced */
+    srv_job *q_head, *q_tail;
+    int n_queued, n_active;
+    long next_id;
+    /* scheduler state */
+    srv_slot **slots;
+    srv_job **slot_job;
+    sp_kv *scratch;
+    float *logits;            /* [parallel · (G + 1), V] */
+    int max_rows;
+    double t_draft, t_forward, t_verify; /* scheduler time split (debug log every 50 steps) */
+    long n_rows, n_steps;
+    /* metrics (under mu) */
+    unsigned long m_requests, m_ok, m_errors, m_rejected, m_prompt_tokens, m_gen_tokens, m_drafted, m_accepted;
+    long m_kv_used, m_kv_cap;
+    srv_hist h_tau, h_ttft, h_itl;
+};
+
+/* scheduler (sched.c) */
+int srv_sched_start(srv *s, sp_err *err);
+void srv_sched_stop(srv *s);
+/* Queue a job (takes a reference). Returns 0, or -1 when the queue is full or the server stops. */
+int srv_job_submit(srv *s, srv_job *j);
+/* Drop the caller's reference (the job is freed when no one holds it). Call with mu held. */
+void srv_job_release(srv *s, srv_job *j);
+
+/* metrics text (metrics.c), mu held */
+int srv_metrics_text(srv *s, srv_buf *out);
+
+#endif

@@ -1,0 +1,297 @@
+/* slot.c — one request's speculative loop, stepped by the scheduler (see slot.h). Each piece
+ * mirrors a piece of sp_spec_generate in spec.c: prefill of all prompt tokens but the pending one
+ * (taps / hidden rows kept for the drafter's begin), then rounds of propose → forward over
+ * [pending, drafts] → verify left to right → trim → commit. */
+#include "server/slot.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "sample/sample.h"
+
+struct srv_slot {
+    sp_model *m;
+    sp_kv *kv;
+    int cap, chunk, V, H;
+    slot_phase phase;
+    slot_params p;
+    int32_t *prompt;
+    sp_drafter *d;
+    sp_sampler *smp;
+    int G, greedy, nt, wh, max_ctx;
+    /* prefill */
+    int n_prefilled;       /* prompt rows forwarded (of n_prompt - 1) */
+    float *ptaps, *phid;   /* [n_prompt - 1, nt·H], [n_prompt - 1, H] for the drafter's begin */
+    /* decode */
+    int32_t pending;
+    int nd, pos, T;         /* drafts in the block, position of pending, rows added */
+    int32_t blk[SP_SPEC_MAX_G + 1];
+    float *logits;          /* where the forward put this slot's logits (the scheduler's buffer) */
+    float *probs, *q, *taps, *hidden;
+    sp_forward_out out;
+    int n_emit, last_acc;
+    slot_token emit[SP_SPEC_MAX_G + 1];
+    sp_stop_reason stop;
+    slot_stats st;
+};
+
+srv_slot *slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err) {
+    srv_slot *s = calloc(1, sizeof *s);
+    if (!s) {
+        sp_err_set(err, "server: out of memory for a slot");
+        return NULL;
+    }
+    const sp_config *c = sp_model_config(m);
+    s->m = m;
+    s->V = c->vocab_size;
+    s->H = c->hidden_size;
+    s->cap = c->max_pos > 0 && max_ctx > c->max_pos ? c->max_pos : max_ctx;
+    s->chunk = prefill_chunk > SP_SPEC_MAX_G + 1 ? prefill_chunk : SP_SPEC_MAX_G + 1;
+    s->kv = sp_kv_create(m, s->cap, s->chunk, err);
+    s->probs = malloc(sizeof(float) * (size_t)s->V);
+    if (!s->kv || !s->probs) {
+        if (s->kv) sp_err_set(err, "server: out of memory for a slot");
+        slot_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void slot_reset(srv_slot *s) {
+    if (!s) return;
+    sp_drafter_free(s->d);
+    sp_sampler_free(s->smp);
+    free(s->prompt), free(s->ptaps), free(s->phid), free(s->q), free(s->taps), free(s->hidden);
+    s->d = NULL, s->smp = NULL, s->prompt = NULL, s->ptaps = s->phid = s->q = s->taps = s->hidden = NULL;
+    if (s->kv) sp_kv_clear(s->kv);
+    s->phase = SLOT_IDLE;
+}
+
+void slot_free(srv_slot *s) {
+    if (!s) return;
+    slot_reset(s);
+    sp_kv_free(s->kv);
+    free(s->probs);
+    free(s);
+}
+
+int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
+    slot_reset(s);
+    s->d = d;
+    s->p = *p;
+    memset(&s->st, 0, sizeof s->st);
+    s->stop = SP_STOP_NONE;
+    s->n_emit = 0;
+    if (p->n_prompt < 1) return sp_err_set(err, "the prompt is empty");
+    if (p->max_new < 1) return sp_err_set(err, "max_tokens must be >= 1");
+    if (sp_sample_params_check(&p->sample, err)) return -1;
+    s->G = d ? p->draft_max : 0;
+    if (d && (s->G < 1 || s->G > SP_SPEC_MAX_G))
+        return sp_err_set(err, "draft_max %d out of range 1..%d", s->G, SP_SPEC_MAX_G);
+    long want = (long)p->n_prompt + p->max_new + s->G + 1;
+    s->max_ctx = want < s->cap ? (int)want : s->cap;
+    if (p->n_prompt >= s->max_ctx)
+        return sp_err_set(err, "the prompt (%d tokens) does not fit the context (%d)", p->n_prompt, s->cap);
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->V)
+            return sp_err_set(err, "prompt token %d at index %d is outside the vocabulary [0, %d)", p->prompt[i], i,
+                              s->V);
+    s->greedy = sp_sample_is_greedy(&p->sample);
+    s->nt = d ? d->n_taps : 0;
+    s->wh = d && d->wants_hidden;
+    size_t rows = (size_t)(p->n_prompt > 1 ? p->n_prompt - 1 : 1), G1 = (size_t)s->G + 1;
+    s->prompt = malloc(sizeof(int32_t) * (size_t)p->n_prompt);
+    s->smp = sp_sampler_create(s->V, &p->sample, err);
+    if (!s->smp) return -1;
+    if (s->nt) s->ptaps = malloc(sizeof(float) * rows * s->nt * s->H), s->taps = malloc(sizeof(float) * G1 * s->nt * s->H);
+    if (s->wh) s->phid = malloc(sizeof(float) * rows * s->H), s->hidden = malloc(sizeof(float) * G1 * s->H);
+    if (d && d->provides_q && !s->greedy) s->q = malloc(sizeof(float) * (size_t)s->G * s->V);
+    if (!s->prompt || (s->nt && (!s->ptaps || !s->taps)) || (s->wh && (!s->phid || !s->hidden)) ||
+        (d && d->provides_q && !s->greedy && !s->q))
+        return sp_err_set(err, "out of memory for a request of %d prompt tokens", p->n_prompt);
+    memcpy(s->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    s->p.prompt = s->prompt;
+    s->n_prefilled = 0;
+    s->pending = s->prompt[p->n_prompt - 1];
+    s->st.prompt_tokens = p->n_prompt;
+    s->st.t_begin = sp_time_ms();
+    s->phase = SLOT_PREFILL;
+    return 0;
+}
+
+slot_phase slot_get_phase(const srv_slot *s) { return s->phase; }
+sp_stop_reason slot_stop_reason(const srv_slot *s) { return s->stop; }
+const slot_stats *slot_get_stats(const srv_slot *s) { return &s->st; }
+int slot_kv_used(const srv_slot *s) { return s->phase == SLOT_IDLE ? 0 : sp_kv_len(s->kv); }
+int slot_kv_capacity(const srv_slot *s) { return s->cap; }
+
+int slot_rows_wanted(const srv_slot *s) {
+    if (s->phase == SLOT_PREFILL) {
+        int left = s->p.n_prompt - 1 - s->n_prefilled;
+        return left > 0 ? (left < s->chunk ? left : s->chunk) : 1 + s->G;
+    }
+    return s->phase == SLOT_DECODE ? 1 + s->G : 0;
+}
+
+/* The prompt is in the cache: hand the drafter the prompt and its rows (spec.c prefill()). */
+static int begin_drafter(srv_slot *s, sp_err *err) {
+    s->st.t_prefilled = sp_time_ms();
+    s->phase = SLOT_DECODE;
+    if (!s->d) return 0;
+    sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
+    return s->d->begin(s->d, s->prompt, s->p.n_prompt, s->ptaps, s->phid, &ctx, err);
+}
+
+int slot_prepare(srv_slot *s, int max_rows, float *logits, int draft, sp_forward_seq *seq, sp_err *err) {
+    s->T = 0;
+    if (s->phase == SLOT_PREFILL) {
+        int left = s->p.n_prompt - 1 - s->n_prefilled;
+        if (left > 0) {
+            int b = left < s->chunk ? left : s->chunk;
+            if (b > max_rows) b = max_rows;
+            if (b <= 0) return 0;
+            size_t r0 = (size_t)s->n_prefilled;
+            s->out = (sp_forward_out){0};
+            if (s->nt) {
+                s->out.tap_layers = s->d->tap_layers;
+                s->out.n_taps = s->nt;
+                s->out.taps = s->ptaps + r0 * s->nt * s->H;
+            }
+            if (s->wh) s->out.hidden = s->phid + r0 * s->H;
+            *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out};
+            return s->T = b;
+        }
+        if (begin_drafter(s, err)) return -1;
+    }
+    if (s->phase != SLOT_DECODE) return 0;
+    /* one round of spec.c's loop up to the forward */
+    s->pos = sp_kv_len(s->kv);
+    int g = s->G;
+    if (g > s->max_ctx - s->pos - 1) g = s->max_ctx - s->pos - 1;
+    if (g > s->p.max_new - s->st.emitted - 1) g = s->p.max_new - s->st.emitted - 1;
+    if (g < 0) { /* no room for the pending token */
+        s->stop = SP_STOP_CTX;
+        s->phase = SLOT_DONE;
+        return 0;
+    }
+    if (1 + g > max_rows) return 0; /* waits for the next forward */
+    int nd = 0;
+    if (s->d && g > 0 && (draft || !s->greedy)) {
+        nd = s->d->propose(s->d, g, s->blk + 1, s->q, err);
+        if (nd < 0) return -1;
+        if (nd > g) nd = g;
+        for (int i = 1; i <= nd; i++)
+            if (s->blk[i] < 0 || s->blk[i] >= s->V)
+                return sp_err_set(err, "drafter %s proposed token %d outside the vocabulary", s->d->name, s->blk[i]);
+        if (nd < s->p.draft_min) nd = 0;
+    }
+    s->nd = nd;
+    s->blk[0] = s->pending;
+    s->logits = logits;
+    s->out = (sp_forward_out){.logits = logits, .tap_layers = s->nt ? s->d->tap_layers : NULL, .n_taps = s->nt,
+                              .taps = s->taps, .hidden = s->hidden};
+    *seq = (sp_forward_seq){s->kv, s->blk, nd + 1, &s->out};
+    return s->T = nd + 1;
+}
+
+/* log-softmax of the raw logits row at token tok, plus the k most likely alternatives */
+static void fill_logprobs(slot_token *e, const float *lg, int V, int k) {
+    float mx = lg[0];
+    for (int i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((double)lg[i] - mx);
+    double lse = mx + log(sum);
+    e->logprob = (float)(lg[e->token] - lse);
+    e->n_top = 0;
+    for (int j = 0; j < k; j++) { /* k <= 20: repeated selection */
+        int best = -1;
+        for (int i = 0; i < V; i++) {
+            int taken = 0;
+            for (int t = 0; t < j && !taken; t++) taken = e->top_id[t] == i;
+            if (!taken && (best < 0 || lg[i] > lg[best])) best = i;
+        }
+        e->top_id[j] = best;
+        e->top_logprob[j] = (float)(lg[best] - lse);
+        e->n_top++;
+    }
+}
+
+int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
+    *out = s->emit;
+    s->n_emit = 0;
+    if (s->T == 0) return 0;
+    if (s->phase == SLOT_PREFILL) { /* a prompt chunk went through */
+        s->n_prefilled += s->T;
+        s->T = 0;
+        if (s->n_prefilled == s->p.n_prompt - 1 && begin_drafter(s, err)) return -1;
+        return 0;
+    }
+    s->T = 0;
+    s->st.target_calls++;
+    int acc = 0, next = -1, nd = s->nd, V = s->V;
+    uint64_t seed = s->p.sample.seed;
+    for (int i = 0; i <= nd; i++) { /* verify drafts left to right (spec.c) */
+        const float *lg = s->logits + (size_t)i * V;
+        uint64_t tpos = (uint64_t)(s->pos + 1 + i);
+        if (s->greedy) {
+            int best = sp_sample_argmax(lg, V);
+            if (i < nd && s->blk[i + 1] == best) {
+                acc++;
+                continue;
+            }
+            next = best;
+            break;
+        }
+        if (sp_sampler_probs(s->smp, s->probs, lg, err)) return -1;
+        if (i == nd) {
+            next = sp_sample_probs(s->probs, V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
+            break;
+        }
+        int ok;
+        int tok = sp_spec_verify_one(s->probs, s->q ? s->q + (size_t)i * V : NULL, V, s->blk[i + 1],
+                                     sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
+                                     sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), 0, &ok);
+        if (ok) {
+            acc++;
+            continue;
+        }
+        next = tok;
+        break;
+    }
+    if (next < 0) return sp_err_set(err, "sampling failed (empty distribution)");
+    s->st.drafted += nd;
+    s->st.accepted += acc;
+    if (sp_kv_trim(s->kv, nd - acc, err)) return -1;
+    const sp_config *cfg = sp_model_config(s->m);
+    int stop = 0;
+    for (int i = 0; i <= acc && !stop; i++) {
+        slot_token *e = &s->emit[s->n_emit++];
+        e->token = i < acc ? s->blk[i + 1] : next;
+        e->n_top = 0;
+        e->logprob = 0;
+        if (s->p.top_logprobs >= 0) fill_logprobs(e, s->logits + (size_t)i * V, V, s->p.top_logprobs);
+        s->st.emitted++;
+        if (!s->p.ignore_eos && sp_is_eos(cfg, e->token)) s->stop = SP_STOP_EOS, stop = 1;
+        else if (s->st.emitted >= s->p.max_new) s->stop = SP_STOP_MAX_NEW, stop = 1;
+    }
+    s->last_acc = acc;
+    double now = sp_time_ms();
+    if (s->st.t_first == 0) s->st.t_first = now;
+    s->st.t_last = now;
+    if (stop) {
+        s->phase = SLOT_DONE;
+        return s->n_emit;
+    }
+    s->pending = next;
+    if (s->d && s->d->commit(s->d, acc, next, s->taps, s->hidden, err)) return -1;
+    return s->n_emit;
+}
+
+void slot_stop(srv_slot *s, int kept) {
+    if (kept < s->n_emit) s->st.emitted -= s->n_emit - kept;
+    s->n_emit = kept;
+    s->stop = SP_STOP_CALLBACK;
+    s->phase = SLOT_DONE;
+}
