@@ -60,6 +60,10 @@ typedef struct {
 } sp_rope_params;
 
 #define SP_MAX_LAYERS 256
+/* config.json bounds (sp_config_parse): every dimension and heads × head_dim at most
+ * SP_CONFIG_MAX_DIM, vocabularies at most SP_CONFIG_MAX_VOCAB */
+#define SP_CONFIG_MAX_DIM (1 << 20)
+#define SP_CONFIG_MAX_VOCAB (1 << 24)
 #define SP_MAX_EOS 8
 
 typedef struct {

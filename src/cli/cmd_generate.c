@@ -149,9 +149,10 @@ int cmd_generate(int argc, char **argv) {
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!dir) return cli_error(CMD, "-m DIR is required (see specula generate --help)");
-    if (n_predict < 1 && n_predict != -1)
-        return cli_error(CMD, "-n must be >= 1, or -1 (until EOS or the context is full), got %d", n_predict);
-    if (ctx < 0) return cli_error(CMD, "-c must be >= 0, got %d", ctx);
+    if ((n_predict < 1 && n_predict != -1) || n_predict > CLI_MAX_TOKENS)
+        return cli_error(CMD, "-n must be in [1, %d], or -1 (until EOS or the context is full), got %d", CLI_MAX_TOKENS,
+                         n_predict);
+    if (ctx < 0 || ctx > CLI_MAX_TOKENS) return cli_error(CMD, "-c must be in [0, %d], got %d", CLI_MAX_TOKENS, ctx);
     sp_err err = {{0}};
     sp_gen_params gp = sp_gen_params_default();
     sp_sample_params sp_def = sp_sample_params_default();

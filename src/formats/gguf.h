@@ -84,7 +84,8 @@ int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, sp_err *err
 int gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_kv **out,
                  sp_err *err);
 
-/* element i of a numeric array, widened (caller checked i < arr_n) */
+/* element i of a numeric array, widened (caller checked i < arr_n); as an integer, a float element
+ * is truncated, and one that is NaN or outside the int64 range reads as INT64_MIN */
 double gguf_arr_f64(const gguf_kv *kv, uint64_t i);
 int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i);
 

@@ -290,18 +290,15 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
         return NULL;
     }
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        sp_err_set(err, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 24) {
+    off_t size = 0;
+    int fd = sp_open_regular(path, &size, err);
+    if (fd < 0) goto fail;
+    if (size < 24) {
         close(fd);
         sp_err_set(err, "%s: not a GGUF file (too small)", path);
         goto fail;
     }
-    f->size = (size_t)st.st_size;
+    f->size = (size_t)size;
     void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
@@ -467,8 +464,8 @@ int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
     SP_ASSERT(kv->arr_type < GGUF_TYPE_COUNT && scalar_size[kv->arr_type] && i < kv->arr_n);
     load_scalar(&tmp, kv->arr_type, kv->arr_data + i * scalar_size[kv->arr_type]);
-    if (kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64)
-        return (int64_t)tmp.v.f;
+    if (kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64) /* NaN / out of range: INT64_MIN */
+        return tmp.v.f >= -9223372036854775808.0 && tmp.v.f < 9223372036854775808.0 ? (int64_t)tmp.v.f : INT64_MIN;
     return is_signed_type(kv->arr_type) ? tmp.v.i : (int64_t)tmp.v.u;
 }
 

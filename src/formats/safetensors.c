@@ -142,28 +142,19 @@ static int map_file(st_set *s, const char *path, st_file **out, sp_err *err) {
     if (!(f->path = strdup(path))) return sp_err_set(err, "%s: out of memory", path);
     s->n_files++;
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sp_err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        sp_err_set(err, "%s: cannot stat: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return sp_err_set(err, "%s: not a regular file", path);
-    }
-    if (st.st_size < 8) {
+    off_t size = 0;
+    int fd = sp_open_regular(path, &size, err);
+    if (fd < 0) return -1;
+    if (size < 8) {
         close(fd);
         return sp_err_set(err, "%s: header too small: the file is %lld bytes, less than the 8-byte "
-                          "header length", path, (long long)st.st_size);
+                          "header length", path, (long long)size);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return sp_err_set(err, "%s: cannot mmap: %s", path, strerror(errno));
     f->map = map;
-    f->size = (size_t)st.st_size;
+    f->size = (size_t)size;
     *out = f;
     return 0;
 }

@@ -250,6 +250,9 @@ static int open_dir(sp_model *m, const char *dir, sp_err *err) {
 
 int sp_model_load(sp_model **out, const char *path, int n_threads, sp_err *err) {
     *out = NULL;
+    if (n_threads > sp_pool_max_threads())
+        return sp_err_set(err, "threads: %d asked, at most %d allowed (%d per online CPU)", n_threads,
+                          sp_pool_max_threads(), SP_POOL_THREADS_PER_CPU);
     sp_model *m = calloc(1, sizeof *m);
     if (!m) return sp_err_set(err, "out of memory");
     struct stat st;
