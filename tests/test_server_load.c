@@ -153,6 +153,8 @@ static void test_load(void) {
     if (!asan) sleep(3);
     stop_load = 1;
     for (int i = 0; i < 32 && !asan; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 100 && metric("specula_requests_active") != 0; i++) usleep(100000);
+    usleep(300000); /* idle, as at the end: the scheduler has returned freed memory */
     long rss0 = server_rss_kb(&SRV);
     n_streams_done = n_streams_cut = 0;
 
@@ -169,6 +171,7 @@ static void test_load(void) {
         if (active == 0 && queued == 0) break;
         usleep(100000);
     }
+    usleep(300000);
     long rss1 = server_rss_kb(&SRV);
     char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", reply[4096];
     raw_http(SRV.port, req, sizeof req - 1, reply, sizeof reply, 5000);

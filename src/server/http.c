@@ -343,6 +343,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         *con_cls = cs;
+        pthread_mutex_lock(&s->mu);
+        s->n_requests_live++;
+        pthread_mutex_unlock(&s->mu);
         return MHD_YES;
     }
     if (*upload_size) { /* a piece of the body */
@@ -406,9 +409,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)c, (void)toe;
+    srv *s = cls;
+    (void)c, (void)toe;
     conn_state *cs = *con_cls;
     if (!cs) return;
+    pthread_mutex_lock(&s->mu);
+    s->n_requests_live--;
+    pthread_cond_broadcast(&s->progress);
+    pthread_mutex_unlock(&s->mu);
     srv_buf_free(&cs->body);
     free(cs);
     *con_cls = NULL;
@@ -478,6 +486,9 @@ void srv_stop(srv *s) {
     if (!s) return;
     MHD_socket ls = MHD_quiesce_daemon(s->mhd); /* no new connections */
     srv_sched_stop(s);                           /* cancels every job: waiting connections finish */
+    pthread_mutex_lock(&s->mu);                  /* let them send their responses (at most 10 s) */
+    for (int i = 0; i < 100 && s->n_requests_live > 0; i++) wait_progress(s, 100);
+    pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->mhd);
     if (ls != MHD_INVALID_SOCKET) close(ls);
     pthread_cond_destroy(&s->work);

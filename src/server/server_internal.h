@@ -68,6 +68,7 @@ struct srv {
     pthread_cond_t progress;  /* connections: some job advanced */
     srv_job *q_head, *q_tail;
     int n_queued, n_active;
+    int n_requests_live;      /* HTTP requests between their first callback and their completion */
     long next_id;
     /* scheduler state */
     srv_slot **slots;
