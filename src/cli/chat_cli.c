@@ -33,7 +33,6 @@ int cli_chat_wanted(const cli_chat_opts *o, int chat, const char *text) {
 static int load_chat(const char *cmd, const char *model_dir, const cli_chat_opts *o, tok_tokenizer **tok,
                      chat_template **ct, json_t **vars) {
     sp_err err = {{0}};
-    char path[4096];
     *ct = NULL;
     *vars = NULL;
     if (o->kwargs) {
@@ -45,12 +44,13 @@ static int load_chat(const char *cmd, const char *model_dir, const cli_chat_opts
             return cli_error(cmd, "--chat-template-kwargs: expected a JSON object, got '%s'", o->kwargs), -1;
         }
     }
-    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path)) {
+    if (!tok_model_has_tokenizer(model_dir)) {
         json_decref(*vars);
         *vars = NULL;
-        return cli_error(cmd, "chat needs a tokenizer, and %s has no tokenizer.json", model_dir), -1;
+        return cli_error(cmd, "chat needs a tokenizer, and %s has none (tokenizer.json / GGUF vocabulary)", model_dir),
+               -1;
     }
-    if (!(*tok = tok_load_dir(model_dir, &err)) || !(*ct = chat_template_load(model_dir, *tok, o->tmpl, &err))) {
+    if (!(*tok = tok_load_model(model_dir, &err)) || !(*ct = chat_template_load(model_dir, *tok, o->tmpl, &err))) {
         tok_free(*tok);
         *tok = NULL;
         json_decref(*vars);

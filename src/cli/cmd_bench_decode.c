@@ -55,7 +55,7 @@ int cmd_bench_decode(int argc, char **argv) {
     int threads = 0, json = 0, n_decode = 64, n_prefill = 512;
     uint64_t seed = 1;
     const cli_opt opts[] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory, required"},
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory or FILE.gguf, required"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {"-n", "--n-decode", CLI_INT, &n_decode, "N", "decoded tokens timed (default 64)"},
         {NULL, "--n-prefill", CLI_INT, &n_prefill, "N", "prefill prompt length (default 512)"},

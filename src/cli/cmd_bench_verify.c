@@ -15,7 +15,7 @@ int cmd_bench_verify(int argc, char **argv) {
     const char *model = NULL;
     int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16;
     cli_opt opts[] = {
-        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
+        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {NULL, "--ctx", CLI_INT, &ctx, "N", "context length before the verified block (default 128)"},
         {NULL, "--reps", CLI_INT, &reps, "N", "repetitions per k (default: adaptive)"},

@@ -125,7 +125,7 @@ int cmd_generate(int argc, char **argv) {
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_chat_opts co = {0};
     cli_opt opts[44] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors), required"},
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors) or FILE.gguf, required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {"-f", "--file", CLI_STR, &file, "FILE", "read the prompt text from FILE (one trailing newline dropped)"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "prompt as comma-separated token ids"},
@@ -149,9 +149,10 @@ int cmd_generate(int argc, char **argv) {
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!dir) return cli_error(CMD, "-m DIR is required (see specula generate --help)");
-    if (n_predict < 1 && n_predict != -1)
-        return cli_error(CMD, "-n must be >= 1, or -1 (until EOS or the context is full), got %d", n_predict);
-    if (ctx < 0) return cli_error(CMD, "-c must be >= 0, got %d", ctx);
+    if ((n_predict < 1 && n_predict != -1) || n_predict > CLI_MAX_TOKENS)
+        return cli_error(CMD, "-n must be in [1, %d], or -1 (until EOS or the context is full), got %d", CLI_MAX_TOKENS,
+                         n_predict);
+    if (ctx < 0 || ctx > CLI_MAX_TOKENS) return cli_error(CMD, "-c must be in [0, %d], got %d", CLI_MAX_TOKENS, ctx);
     sp_err err = {{0}};
     sp_gen_params gp = sp_gen_params_default();
     sp_sample_params sp_def = sp_sample_params_default();
@@ -180,9 +181,8 @@ int cmd_generate(int argc, char **argv) {
     free(file_text);
     if (rc) return 2;
     stream_ctx sc = {.stream = !json};
-    char tok_path[4096];
-    if (!sp_path_join(tok_path, sizeof tok_path, dir, "tokenizer.json") && sp_file_exists(tok_path)) {
-        sc.tok = tok_load_dir(dir, &err);
+    if (tok_model_has_tokenizer(dir)) {
+        sc.tok = tok_load_model(dir, &err);
         if (!sc.tok) {
             free(prompt);
             return cli_error(CMD, "%s", err.msg);
@@ -193,7 +193,7 @@ int cmd_generate(int argc, char **argv) {
     if (stops.n && !sc.tok) {
         free(prompt);
         tok_free(sc.tok);
-        return cli_error(CMD, "--stop needs the model's tokenizer (%s has no tokenizer.json)", dir);
+        return cli_error(CMD, "--stop needs the model's tokenizer (%s has no tokenizer.json / GGUF vocabulary)", dir);
     }
     if (stops.n && !(sc.stop = sp_stopstr_create(stops.v, stops.n, &err))) {
         free(prompt);

@@ -30,7 +30,7 @@ int cmd_logits(int argc, char **argv) {
     const char *dir = NULL, *ids_arg = NULL, *out_path = NULL;
     int decode_steps = 0, threads = 0;
     const cli_opt opts[] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory, required"},
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory or FILE.gguf, required"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "comma-separated token ids, required"},
         {"-o", "--output", CLI_STR, &out_path, "FILE", "output file: float32 [T, V], required"},
         {NULL, "--decode-steps", CLI_FLAG, &decode_steps, NULL, "forward token by token (default: one prefill forward)"},

@@ -77,16 +77,26 @@ int cmd_new_drafter(int argc, char **argv) {
     o.sets = sets;
     sp_err err = {{0}};
     int wrc;
-    if (!strcmp(o.arch, "gemma4_assistant")) {
-        if (!newdrafter_assistant_write) {
-            fprintf(stderr, "specula: error: new-drafter: --arch gemma4_assistant is not built into this specula\n");
-            rc = 1;
-            goto done;
-        }
-        wrc = newdrafter_assistant_write(out, target, o.preset ? o.preset : "centroid", o.seed, sets, o.n_sets, &err);
-    } else {
-        wrc = newdrafter_write(out, target, &o, &err);
+    if (!strcmp(o.arch, "gemma4_assistant") && !newdrafter_assistant_write) {
+        fprintf(stderr, "specula: error: new-drafter: --arch gemma4_assistant is not built into this specula\n");
+        rc = 1;
+        goto done;
     }
+    /* written into OUT.tmp.PID, then published whole (sp_dir_publish): a failed or killed run
+     * leaves no half-written drafter, and the next run removes a killed one's temp */
+    char tmp[4200];
+    if (sp_tmp_name(tmp, sizeof tmp, out)) {
+        fprintf(stderr, "specula: error: new-drafter: path too long: %s\n", out);
+        goto done;
+    }
+    sp_remove_stale_tmp(out);
+    sp_remove_tree(tmp);
+    if (!strcmp(o.arch, "gemma4_assistant"))
+        wrc = newdrafter_assistant_write(tmp, target, o.preset ? o.preset : "centroid", o.seed, sets, o.n_sets, &err);
+    else
+        wrc = newdrafter_write(tmp, target, &o, &err);
+    if (!wrc) wrc = sp_dir_publish(tmp, out, &err);
+    if (wrc) sp_remove_tree(tmp);
     if (wrc) {
         fprintf(stderr, "specula: error: %s\n", err.msg);
         rc = 1;

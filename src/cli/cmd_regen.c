@@ -14,7 +14,7 @@ int cmd_regen(int argc, char **argv) {
     float temp = 0;
     uint64_t seed = 0;
     cli_opt opts[] = {
-        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory (required)"},
+        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf (required)"},
         {NULL, "--data", CLI_STR, &data, "FILE.jsonl", "records: text | prompt+response | messages | ids+resp_start"},
         {"-o", "--out", CLI_STR, &out, "SHARDS", "output directory of shard_NNNNN/ (required)"},
         {NULL, "--taps", CLI_STR, &taps, "auto|l1,l2,..", "tapped target layers (default auto: FORMATS §7.1)"},

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -77,7 +78,9 @@ int cmd_run(int argc, char **argv) {
         snprintf(tdef, sizeof tdef, "%s/target", cli_default_root(root, sizeof root));
         target = tdef;
     }
-    if (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg))
+    struct stat tst; /* a GGUF file, or a directory with config.json */
+    int target_file = stat(target, &tst) == 0 && S_ISREG(tst.st_mode);
+    if (!target_file && (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg)))
         return cli_error(CMD, "no model at %s (set SPECULA_DEFAULT_MODEL to the embedded model's directory, or "
                               "pass -m DIR --spec ngram to run any model)", target);
     if (cli_spec_resolve(CMD, &so, "dspark")) return 2;
@@ -108,9 +111,8 @@ int cmd_run(int argc, char **argv) {
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
     if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;
-    char tpath[4096];
-    if (!sp_path_join(tpath, sizeof tpath, target, "tokenizer.json") && sp_file_exists(tpath)) {
-        tok = tok_load_dir(target, &err);
+    if (tok_model_has_tokenizer(target)) {
+        tok = tok_load_model(target, &err);
         if (!tok) {
             cli_error(CMD, "%s", err.msg);
             goto out;

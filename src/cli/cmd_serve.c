@@ -121,7 +121,7 @@ int cmd_serve(int argc, char **argv) {
 
     tok_tokenizer *tok = NULL;
     rc = 2;
-    if (sp_model_load(&dc.target, dir, threads, &err) || !(tok = tok_load_dir(dir, &err))) {
+    if (sp_model_load(&dc.target, dir, threads, &err) || !(tok = tok_load_model(dir, &err))) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }

@@ -1,4 +1,5 @@
 /* main.c — `specula SUBCOMMAND ...`: dispatch to the subcommand (src/cli/cmd_*.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,20 @@ static void usage(FILE *f) {
     }
 }
 
+/* Output that never reached its destination (a full disk, a closed pipe, /dev/full) is a failure:
+ * flush and close stdout and turn a write error into exit status 2 with a message. */
+static int stdout_close(const char *cmd, int rc) {
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (!bad) return rc;
+    fprintf(stderr, "specula: error: %s: writing standard output: %s\n", cmd, e ? strerror(e) : "write error");
+    return rc ? rc : 2;
+}
+
 int main(int argc, char **argv) {
     bind();
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
@@ -50,7 +65,7 @@ int main(int argc, char **argv) {
         if (*p == '-') *p = '_';
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (table[i].fn && !strcmp(table[i].name, want))
-            return table[i].fn(argc - 1, argv + 1);
+            return stdout_close(argv[1], table[i].fn(argc - 1, argv + 1));
     }
     fprintf(stderr, "specula: unknown command '%s'\n", argv[1]);
     usage(stderr);

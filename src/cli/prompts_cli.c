@@ -27,14 +27,13 @@ typedef struct {
 
 static tok_tokenizer *need_tok(reader *r) {
     if (r->tok) return r->tok;
-    char p[4096];
-    if (sp_path_join(p, sizeof p, r->model_dir, "tokenizer.json") || !sp_file_exists(p)) {
+    if (!tok_model_has_tokenizer(r->model_dir)) {
         cli_error(r->cmd, "%s:%d: a text prompt needs the model's tokenizer, and %s has no tokenizer.json "
-                          "(use \"prompt_ids\")", r->path, r->line, r->model_dir);
+                          "or GGUF vocabulary (use \"prompt_ids\")", r->path, r->line, r->model_dir);
         return NULL;
     }
     sp_err err = {{0}};
-    if (!(r->tok = tok_load_dir(r->model_dir, &err))) cli_error(r->cmd, "%s", err.msg);
+    if (!(r->tok = tok_load_model(r->model_dir, &err))) cli_error(r->cmd, "%s", err.msg);
     return r->tok;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "spec_cli_dflash.h"
@@ -18,8 +19,8 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
                      "none | ngram | draft | assistant | dflash | dspark (default none; -md alone: the kind "
-                     "its config.json names)"};
-    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model, assistant, DFlash / DSpark checkpoint)"};
+                     "its config.json names, draft for a FILE.gguf)"};
+    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model: also FILE.gguf; assistant, DFlash / DSpark checkpoint)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
     r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
@@ -40,6 +41,11 @@ int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
     }
     char path[4096];
     sp_err err = {{0}};
+    struct stat st;
+    if (stat(o->draft_dir, &st) == 0 && S_ISREG(st.st_mode)) { /* a GGUF file: a draft model */
+        o->spec = "draft";
+        return 0;
+    }
     if (sp_path_join(path, sizeof path, o->draft_dir, "config.json") || !sp_file_exists(path))
         return cli_error(cmd, "-md %s: no config.json there (give --spec KIND for a drafter without one)",
                          o->draft_dir), -1;
@@ -97,10 +103,10 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (ids_str) return cli_parse_ids(cmd, "--prompt-ids", ids_str, ids, n);
     if (!text) return cli_error(cmd, "no prompt: give -p TEXT or --prompt-ids 1,2,3"), -1;
     sp_err err = {{0}};
-    char path[4096];
-    if (sp_path_join(path, sizeof path, model_dir, "tokenizer.json") || !sp_file_exists(path))
-        return cli_error(cmd, "-p needs a tokenizer, and %s has no tokenizer.json: use --prompt-ids", model_dir), -1;
-    tok_tokenizer *t = tok_load_dir(model_dir, &err);
+    if (!tok_model_has_tokenizer(model_dir))
+        return cli_error(cmd, "-p needs a tokenizer, and %s has none (no tokenizer.json / GGUF vocabulary): use --prompt-ids",
+                         model_dir), -1;
+    tok_tokenizer *t = tok_load_model(model_dir, &err);
     if (!t) return cli_error(cmd, "%s", err.msg), -1;
     int rc;
     if (chat) {

@@ -1,10 +1,12 @@
 /* core.c — errors, logging, f16 conversion, counter-based RNG, timers, crash-safe files. */
 #include "core.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,14 +258,98 @@ int sp_mkdir_p(const char *path, sp_err *err) {
     return 0;
 }
 
+int sp_remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return -1;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) return -1;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[4200];
+            if (sp_path_join(sub, sizeof sub, path, e->d_name) == 0) sp_remove_tree(sub);
+        }
+        closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+int sp_tmp_name(char *out, size_t cap, const char *path) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--; /* "out/" names the directory "out" */
+    int n = snprintf(out, cap, "%.*s.tmp.%ld", (int)len, path, (long)getpid());
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+int sp_remove_stale_tmp(const char *path) {
+    char dirbuf[4200], basebuf[4200];
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    snprintf(basebuf, sizeof basebuf, "%s", path);
+    const char *dir = dirname(dirbuf), *base = basename(basebuf);
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp.", 5) != 0) continue;
+        const char *digits = nm + bl + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (!*digits || *end || errno || pid <= 0 || pid == (long)getpid()) continue;
+        /* a live process (ours or another user's) keeps its temp file */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char full[4200];
+        if (sp_path_join(full, sizeof full, dir, nm) == 0 && sp_remove_tree(full) == 0) {
+            sp_log(SP_LOG_WARN, "removed %s, left by process %ld that no longer runs", full, pid);
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
+int sp_dir_publish(const char *tmp, const char *dir, sp_err *err) {
+    if (rename(tmp, dir) == 0) { /* dir did not exist, or was an empty directory */
+        sp_fsync_parent_dir(dir);
+        return 0;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return sp_err_set(err, "cannot move %s to %s: %s", tmp, dir, strerror(errno));
+    /* dir holds other files: move ours in one by one (each rename atomic), then drop tmp */
+    DIR *d = opendir(tmp);
+    if (!d) return sp_err_set(err, "cannot read %s: %s", tmp, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char a[4200], b[4200];
+        if (sp_path_join(a, sizeof a, tmp, e->d_name) || sp_path_join(b, sizeof b, dir, e->d_name))
+            rc = sp_err_set(err, "path too long: %s/%s", dir, e->d_name);
+        else if (rename(a, b) != 0)
+            rc = sp_err_set(err, "cannot move %s to %s: %s", a, b, strerror(errno));
+    }
+    closedir(d);
+    if (rc) return -1;
+    rmdir(tmp);
+    sp_fsync_parent_dir(dir);
+    return 0;
+}
+
 enum { AFILE_BUF = 1 << 20 };
 
 int sp_afile_open(sp_afile *f, const char *path, sp_err *err) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
-        snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof f->tmp)
+        sp_tmp_name(f->tmp, sizeof f->tmp, path))
         return sp_err_set(err, "path too long: %s", path);
+    sp_remove_stale_tmp(path);
     f->buf = malloc(AFILE_BUF);
     if (!f->buf) return sp_err_set(err, "out of memory writing %s", path);
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -349,30 +435,62 @@ int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *er
     return sp_afile_commit(&f, err);
 }
 
+int sp_open_regular(const char *path, off_t *size, sp_err *err) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore the flag */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return sp_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        sp_err_set(err, "cannot stat %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return sp_err_set(err, "%s: not a regular file (%s)", path,
+                          S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                          : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a special file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (size) *size = st.st_size;
+    return fd;
+}
+
+int sp_check_regular(const char *path, sp_err *err) {
+    int fd = sp_open_regular(path, NULL, err);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
+}
+
 int sp_read_file(const char *path, char **out, size_t *n, sp_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return sp_err_set(err, "cannot open %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return sp_err_set(err, "cannot seek %s", path);
+    off_t len = 0;
+    int fd = sp_open_regular(path, &len, err);
+    if (fd < 0) return -1;
+    if ((uint64_t)len >= SIZE_MAX / 2) {
+        close(fd);
+        return sp_err_set(err, "%s: file too large (%lld bytes)", path, (long long)len);
     }
-    long len = ftell(f);
-    if (len < 0) {
-        fclose(f);
-        return sp_err_set(err, "cannot size %s", path);
-    }
-    rewind(f);
     char *buf = malloc((size_t)len + 1);
     if (!buf) {
-        fclose(f);
-        return sp_err_set(err, "out of memory reading %s", path);
+        close(fd);
+        return sp_err_set(err, "out of memory reading %s (%lld bytes)", path, (long long)len);
     }
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        free(buf);
-        fclose(f);
-        return sp_err_set(err, "short read on %s", path);
+    size_t got = 0;
+    while (got < (size_t)len) {
+        ssize_t r = read(fd, buf + got, (size_t)len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            sp_err_set(err, "%s: short read (%zu of %lld bytes)%s%s", path, got, (long long)len, r < 0 ? ": " : "",
+                       r < 0 ? strerror(errno) : "");
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        got += (size_t)r;
     }
-    fclose(f);
+    close(fd);
     buf[len] = 0;
     *out = buf;
     if (n) *n = (size_t)len;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "specula.h" /* sp_err, sp_dtype: the public shared types */
 
@@ -101,11 +102,30 @@ int sp_afile_open(sp_afile *f, const char *path, sp_err *err);
 void sp_afile_write(sp_afile *f, const void *data, size_t n);
 int sp_afile_commit(sp_afile *f, sp_err *err);
 void sp_afile_abort(sp_afile *f);
+/* Temp names: a file or directory being written as path is named path.tmp.PID (PID: the writer's
+ * process id). sp_tmp_name writes that name for this process (-1 if it does not fit in cap).
+ * sp_remove_stale_tmp removes every path.tmp.N beside path whose process N no longer runs (what a
+ * killed writer left), logging each; it returns how many it removed. sp_afile_open calls it. */
+int sp_tmp_name(char *out, size_t cap, const char *path);
+int sp_remove_stale_tmp(const char *path);
+/* Remove path and, when it is a directory, everything under it. 0 or -1. */
+int sp_remove_tree(const char *path);
+/* Publish the finished directory tmp as dir: one rename when dir does not exist (or is empty),
+ * so readers see all of it or nothing; into an existing dir, each entry is renamed over its
+ * namesake and tmp removed. The caller removes tmp on failure. */
+int sp_dir_publish(const char *tmp, const char *dir, sp_err *err);
 /* fsync the directory holding path (after a rename or an unlink there) */
 void sp_fsync_parent_dir(const char *path);
 /* Write buf to path crash-safely (sp_afile in one call). */
 int sp_write_file_atomic(const char *path, const void *buf, size_t n, sp_err *err);
-/* Read a whole file into a malloc'd NUL-terminated buffer. Caller frees. */
+/* Open path for reading after checking it is a regular file (a directory, FIFO or device is an
+ * error naming it; a FIFO never blocks the open). Returns the descriptor (the caller closes it)
+ * with the size in *size, or -1 with err set. */
+int sp_open_regular(const char *path, off_t *size, sp_err *err);
+/* 0 when path is a regular file that can be opened for reading, else -1 with err (as above);
+ * for readers that open the file themselves (json_load_file). */
+int sp_check_regular(const char *path, sp_err *err);
+/* Read a whole regular file into a malloc'd NUL-terminated buffer. Caller frees. */
 int sp_read_file(const char *path, char **out, size_t *n, sp_err *err);
 int sp_mkdir_p(const char *path, sp_err *err);
 int sp_path_join(char *out, size_t cap, const char *a, const char *b);

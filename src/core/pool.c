@@ -131,6 +131,12 @@ static void *pool_main(void *arg) {
     return NULL;
 }
 
+int sp_pool_max_threads(void) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = (c > 0 ? c : 1) * SP_POOL_THREADS_PER_CPU;
+    return n < 8 ? 8 : n > 4096 ? 4096 : (int)n;
+}
+
 sp_pool *sp_pool_create(int n_threads) {
     if (n_threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);

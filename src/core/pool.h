@@ -14,6 +14,11 @@ typedef struct sp_pool sp_pool;
  * share, and must split work by i, never by thread identity. */
 typedef void (*sp_pool_fn)(void *ctx, int i, int n);
 
+/* The most threads a pool may be asked for: 4 per online CPU (at least 8). More only
+ * oversubscribes the machine; callers turn a larger request into an error. */
+#define SP_POOL_THREADS_PER_CPU 4
+int sp_pool_max_threads(void);
+
 /* n_threads <= 0: number of online CPUs. Returns NULL only on allocation failure. */
 sp_pool *sp_pool_create(int n_threads);
 void sp_pool_free(sp_pool *p);

@@ -115,11 +115,12 @@ sp_dflash_opts sp_dflash_opts_default(void) {
 
 static void *own(df_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
+/* float or Q8_0-stored (st_get_weight) */
 static int get_mat(df_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    const st_tensor *t;
-    int64_t shape[2] = {n, k};
-    if (st_get(s->st, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
-    *out = (sp_mat){t->data, t->dtype, n, k};
+    const void *data;
+    sp_dtype dt;
+    if (st_get_weight(s->st, name, n, k, &data, &dt, err)) return -1;
+    *out = (sp_mat){data, dt, n, k};
     return 0;
 }
 

@@ -83,6 +83,9 @@ static int get_eos(ctx_t *c, json_t *o, sp_config *cfg) {
     cfg->n_eos = 0;
     if (!v || json_is_null(v)) return 0;
     if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return sp_err_set(c->err, "%s: \"eos_token_id\" %lld is not a token id", c->what,
+                              (long long)json_integer_value(v));
         cfg->eos_ids[cfg->n_eos++] = (int)json_integer_value(v);
         return 0;
     }
@@ -90,7 +93,8 @@ static int get_eos(ctx_t *c, json_t *o, sp_config *cfg) {
     size_t i;
     json_t *e;
     json_array_foreach(v, i, e) {
-        if (!json_is_integer(e)) return sp_err_set(c->err, "%s: \"eos_token_id\"[%zu] is not an integer", c->what, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+            return sp_err_set(c->err, "%s: \"eos_token_id\"[%zu] is not a token id", c->what, i);
         if (cfg->n_eos < SP_MAX_EOS) cfg->eos_ids[cfg->n_eos++] = (int)json_integer_value(e);
     }
     return 0;
@@ -327,16 +331,50 @@ static int validate(ctx_t *c, sp_config *cfg) {
 #undef POS
     if (cfg->n_layers > SP_MAX_LAYERS)
         return sp_err_set(c->err, "%s: %d layers exceed the supported %d", c->what, cfg->n_layers, SP_MAX_LAYERS);
+    /* bounds that keep every shape product (heads × head_dim, layers × per-layer dim, rows ×
+     * columns as int64) far from overflow; real checkpoints are orders of magnitude below */
+#define MAX(x, name, lim)                                                                                  \
+    if ((int64_t)(x) > (int64_t)(lim))                                                                     \
+        return sp_err_set(c->err, "%s: \"%s\" = %lld exceeds the supported %lld", c->what, name, (long long)(x), \
+                          (long long)(lim))
+    MAX(cfg->vocab_size, "vocab_size", SP_CONFIG_MAX_VOCAB);
+    MAX(cfg->hidden_size, "hidden_size", SP_CONFIG_MAX_DIM);
+    MAX(cfg->ffn_dim, "intermediate_size", SP_CONFIG_MAX_DIM);
+    MAX(cfg->n_heads, "num_attention_heads", SP_CONFIG_MAX_DIM);
+    MAX((int64_t)cfg->n_heads * cfg->head_dim, "num_attention_heads x head_dim", SP_CONFIG_MAX_DIM);
+    MAX(cfg->ple_dim, "hidden_size_per_layer_input", SP_CONFIG_MAX_DIM);
+    MAX((int64_t)cfg->n_layers * cfg->ple_dim, "num_hidden_layers x hidden_size_per_layer_input", SP_CONFIG_MAX_DIM);
+    MAX(cfg->ple_vocab, "vocab_size_per_layer_input", SP_CONFIG_MAX_VOCAB);
+    MAX(cfg->sliding_window, "sliding_window", SP_CONFIG_MAX_DIM);
+    if (cfg->ple_vocab < 0 || cfg->sliding_window < 0 || cfg->max_pos < 0)
+        return sp_err_set(c->err, "%s: vocab_size_per_layer_input %d, sliding_window %d, max_position_embeddings %d: "
+                          "each must be >= 0", c->what, cfg->ple_vocab, cfg->sliding_window, cfg->max_pos);
     for (int i = 0; i < cfg->n_layers; i++) {
         const sp_layer_config *l = &cfg->layers[i];
+        MAX(l->head_dim, "head_dim", SP_CONFIG_MAX_DIM);
+        MAX(l->n_kv_heads, "num_key_value_heads", SP_CONFIG_MAX_DIM);
+        MAX((int64_t)cfg->n_heads * l->head_dim, "num_attention_heads x head_dim", SP_CONFIG_MAX_DIM);
+        MAX((int64_t)l->n_kv_heads * l->head_dim, "num_key_value_heads x head_dim", SP_CONFIG_MAX_DIM);
+        MAX(l->ffn_dim, "intermediate_size", SP_CONFIG_MAX_DIM);
+        if (l->ffn_dim <= 0)
+            return sp_err_set(c->err, "%s: layer %d: intermediate size %d must be > 0", c->what, i, l->ffn_dim);
         if (l->n_kv_heads <= 0 || cfg->n_heads % l->n_kv_heads)
             return sp_err_set(c->err, "%s: layer %d: %d attention heads not divisible by %d KV heads", c->what, i,
                               cfg->n_heads, l->n_kv_heads);
         if (l->head_dim <= 0 || l->head_dim % 2)
             return sp_err_set(c->err, "%s: layer %d: head_dim %d must be even and > 0", c->what, i, l->head_dim);
     }
-    if (!(cfg->rms_eps > 0)) return sp_err_set(c->err, "%s: rms_norm_eps must be > 0", c->what);
-    if (cfg->final_softcap < 0) return sp_err_set(c->err, "%s: final_logit_softcapping must be >= 0", c->what);
+#undef MAX
+    if (!(cfg->rms_eps > 0) || !isfinite(cfg->rms_eps))
+        return sp_err_set(c->err, "%s: rms_norm_eps must be a finite number > 0", c->what);
+    if (!(cfg->final_softcap >= 0) || !isfinite(cfg->final_softcap))
+        return sp_err_set(c->err, "%s: final_logit_softcapping must be a finite number >= 0", c->what);
+    const sp_rope_params *rp[2] = {&cfg->rope, &cfg->rope_swa};
+    for (int i = 0; i < 2; i++)
+        if (!isfinite(rp[i]->theta) || !isfinite(rp[i]->factor) || !(rp[i]->partial_rotary_factor >= 0) ||
+            rp[i]->partial_rotary_factor > 1 || !isfinite(rp[i]->low_freq_factor) ||
+            !isfinite(rp[i]->high_freq_factor) || !isfinite(rp[i]->original_max_pos))
+            return sp_err_set(c->err, "%s: rope parameters must be finite, partial_rotary_factor in [0, 1]", c->what);
     return 0;
 }
 
@@ -404,4 +442,9 @@ int sp_config_load(sp_config *cfg, const char *path, sp_err *err) {
     int rc = sp_config_parse(cfg, text, path, err);
     free(text);
     return rc;
+}
+
+int sp_config_check(sp_config *cfg, const char *what, sp_err *err) {
+    ctx_t c = {what, err};
+    return validate(&c, cfg);
 }

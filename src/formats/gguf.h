@@ -3,7 +3,8 @@
  * The reader mmaps the file read-only and validates every count, length and offset against
  * the file size before forming a pointer: a truncated or hostile file is an error naming
  * the file and the key / tensor, never a crash. Strings point into the mapping and are NOT
- * NUL-terminated (use the length). Only little-endian files are read. Writing GGUF is
+ * NUL-terminated (use the length). Tensor names must be unique and no two tensors' bytes may
+ * overlap. Only little-endian files are read. Writing GGUF is
  * gguf_write.c's job (not here). */
 #ifndef SPECULA_GGUF_H
 #define SPECULA_GGUF_H
@@ -38,6 +39,8 @@ typedef struct {
     uint64_t arr_n;        /* element count */
     const uint8_t *arr_data; /* first element (raw little-endian) */
     gguf_str *arr_strs;    /* arr_n strings when arr_type == STRING (owned), else NULL */
+    const uint8_t *raw;    /* the encoded value as in the file (after the type tag), raw_len bytes */
+    uint64_t raw_len;
 } gguf_kv;
 
 typedef struct {
@@ -81,7 +84,8 @@ int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, sp_err *err
 int gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_kv **out,
                  sp_err *err);
 
-/* element i of a numeric array, widened (caller checked i < arr_n) */
+/* element i of a numeric array, widened (caller checked i < arr_n); as an integer, a float element
+ * is truncated, and one that is NaN or outside the int64 range reads as INT64_MIN */
 double gguf_arr_f64(const gguf_kv *kv, uint64_t i);
 int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i);
 
@@ -89,6 +93,8 @@ const char *gguf_type_name(uint32_t type);
 /* bytes of one ggml block and values per block; 0 when unknown */
 size_t ggml_type_block_bytes(uint32_t ggml_type);
 size_t ggml_type_block_values(uint32_t ggml_type);
+/* "Q4_K", "BF16", ... for every ggml type id llama.cpp defines; "unknown" otherwise */
+const char *ggml_type_label(uint32_t ggml_type);
 
 /* tensor lookup; data pointer NULL (with *err) when the type is unknown */
 const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);

@@ -173,6 +173,23 @@ static const struct {
     {28, 1, 8},    {30, 1, 2},
 };
 
+const char *ggml_type_label(uint32_t t) {
+    static const struct {
+        uint32_t type;
+        const char *name;
+    } names[] = {
+        {0, "F32"},       {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},    {6, "Q5_0"},    {7, "Q5_1"},
+        {8, "Q8_0"},      {9, "Q8_1"},     {10, "Q2_K"},    {11, "Q3_K"},   {12, "Q4_K"},   {13, "Q5_K"},
+        {14, "Q6_K"},     {15, "Q8_K"},    {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
+        {20, "IQ4_NL"},   {21, "IQ3_S"},   {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},     {25, "I16"},
+        {26, "I32"},      {27, "I64"},     {28, "F64"},     {29, "IQ1_M"},  {30, "BF16"},   {34, "TQ1_0"},
+        {35, "TQ2_0"},    {39, "MXFP4"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].type == t) return names[i].name;
+    return "unknown";
+}
+
 static int block_index(uint32_t t) {
     for (size_t i = 0; i < sizeof ggml_blocks / sizeof ggml_blocks[0]; i++)
         if (ggml_blocks[i].type == t) return (int)i;
@@ -222,6 +239,40 @@ static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
     return 0;
 }
 
+static int cmp_by_offset(const void *a, const void *b) {
+    const gguf_tensor_info *x = *(const gguf_tensor_info *const *)a, *y = *(const gguf_tensor_info *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int cmp_by_name(const void *a, const void *b) {
+    const gguf_tensor_info *x = *(const gguf_tensor_info *const *)a, *y = *(const gguf_tensor_info *const *)b;
+    size_t n = x->name.len < y->name.len ? x->name.len : y->name.len;
+    int c = memcmp(x->name.ptr, y->name.ptr, n);
+    return c ? c : (x->name.len > y->name.len) - (x->name.len < y->name.len);
+}
+
+#define NAME_ARGS(t) (int)((t)->name.len > 64 ? 64 : (t)->name.len), (t)->name.ptr
+
+/* No two tensors share a name, and no two tensors' bytes overlap. */
+static int check_names_and_overlap(const gguf_file *f, sp_err *err) {
+    if (f->n_tensors < 2) return 0;
+    const gguf_tensor_info **v = malloc(f->n_tensors * sizeof *v);
+    if (!v) return sp_err_set(err, "%s: out of memory", f->path);
+    for (uint64_t i = 0; i < f->n_tensors; i++) v[i] = &f->tensors[i];
+    int rc = 0;
+    qsort(v, f->n_tensors, sizeof *v, cmp_by_name);
+    for (uint64_t i = 1; i < f->n_tensors && !rc; i++)
+        if (!cmp_by_name(&v[i - 1], &v[i])) rc = sp_err_set(err, "%s: tensor '%.*s' appears twice", f->path, NAME_ARGS(v[i]));
+    qsort(v, f->n_tensors, sizeof *v, cmp_by_offset);
+    for (uint64_t i = 1; i < f->n_tensors && !rc; i++)
+        if (v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset)
+            rc = sp_err_set(err, "%s: tensors '%.*s' (offset %llu, %llu bytes) and '%.*s' (offset %llu) overlap",
+                            f->path, NAME_ARGS(v[i - 1]), (unsigned long long)v[i - 1]->offset,
+                            (unsigned long long)v[i - 1]->nbytes, NAME_ARGS(v[i]), (unsigned long long)v[i]->offset);
+    free(v);
+    return rc;
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
     if (f->kv)
@@ -239,18 +290,15 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
         return NULL;
     }
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        sp_err_set(err, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 24) {
+    off_t size = 0;
+    int fd = sp_open_regular(path, &size, err);
+    if (fd < 0) goto fail;
+    if (size < 24) {
         close(fd);
         sp_err_set(err, "%s: not a GGUF file (too small)", path);
         goto fail;
     }
-    f->size = (size_t)st.st_size;
+    f->size = (size_t)size;
     void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
@@ -284,8 +332,11 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
         sp_err_set(err, "%s: out of memory", path);
         goto fail;
     }
-    for (uint64_t i = 0; i < f->n_kv; i++)
+    for (uint64_t i = 0; i < f->n_kv; i++) {
         if (read_kv(&c, &f->kv[i], i)) goto fail;
+        f->kv[i].raw = (const uint8_t *)f->kv[i].key.ptr + f->kv[i].key.len + 4;
+        f->kv[i].raw_len = (uint64_t)(c.p - f->kv[i].raw);
+    }
     f->alignment = 32;
     const gguf_kv *al = gguf_get(f, "general.alignment");
     if (al) {
@@ -316,6 +367,7 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
             goto fail;
         }
     }
+    if (check_names_and_overlap(f, err)) goto fail;
     return f;
 fail:
     gguf_close(f);
@@ -412,8 +464,8 @@ int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
     SP_ASSERT(kv->arr_type < GGUF_TYPE_COUNT && scalar_size[kv->arr_type] && i < kv->arr_n);
     load_scalar(&tmp, kv->arr_type, kv->arr_data + i * scalar_size[kv->arr_type]);
-    if (kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64)
-        return (int64_t)tmp.v.f;
+    if (kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64) /* NaN / out of range: INT64_MIN */
+        return tmp.v.f >= -9223372036854775808.0 && tmp.v.f < 9223372036854775808.0 ? (int64_t)tmp.v.f : INT64_MIN;
     return is_signed_type(kv->arr_type) ? tmp.v.i : (int64_t)tmp.v.u;
 }
 

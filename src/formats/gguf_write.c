@@ -95,8 +95,26 @@ const char *ggml_type_name(ggml_type t) {
     case GGML_TYPE_F32: return "F32";
     case GGML_TYPE_F16: return "F16";
     case GGML_TYPE_BF16: return "BF16";
+    case GGML_TYPE_Q4_0: return "Q4_0";
+    case GGML_TYPE_Q8_0: return "Q8_0";
+    case GGML_TYPE_Q4_K: return "Q4_K";
+    case GGML_TYPE_Q6_K: return "Q6_K";
     default: return "?";
     }
+}
+
+size_t ggml_row_size(ggml_type t, int64_t ne0) {
+    size_t per, bytes;
+    switch (t) {
+    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: per = 1, bytes = ggml_type_size(t); break;
+    case GGML_TYPE_Q4_0: per = 32, bytes = 18; break;
+    case GGML_TYPE_Q8_0: per = 32, bytes = 34; break;
+    case GGML_TYPE_Q4_K: per = 256, bytes = 144; break;
+    case GGML_TYPE_Q6_K: per = 256, bytes = 210; break;
+    default: return 0;
+    }
+    if (ne0 < 1 || (uint64_t)ne0 % per) return 0;
+    return (size_t)ne0 / per * bytes;
 }
 
 gguf_writer *gguf_writer_create(void) { return calloc(1, sizeof(gguf_writer)); }
@@ -223,11 +241,15 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int
         return sp_err_set(err, "gguf: tensor name '%s' has %zu bytes (1..%d allowed)", name, len, GGUF_MAX_NAME);
     if (ndim < 1 || ndim > GGUF_MAX_DIMS)
         return sp_err_set(err, "gguf: tensor %s: %d dims (1..%d allowed)", name, ndim, GGUF_MAX_DIMS);
-    if (ggml_type_size(type) == 0) return sp_err_set(err, "gguf: tensor %s: unsupported ggml type %d", name, (int)type);
+    if (!strcmp(ggml_type_name(type), "?"))
+        return sp_err_set(err, "gguf: tensor %s: unsupported ggml type %d", name, (int)type);
     if ((data == NULL) == (fill == NULL))
         return sp_err_set(err, "gguf: tensor %s: give exactly one of data or fill", name);
-    size_t nbytes = ggml_type_size(type);
-    for (int d = 0; d < ndim; d++) {
+    size_t nbytes = ggml_row_size(type, ne[0]);
+    if (nbytes == 0)
+        return sp_err_set(err, "gguf: tensor %s: a row of %lld elements is not a whole number of %s blocks", name,
+                          (long long)ne[0], ggml_type_name(type));
+    for (int d = 1; d < ndim; d++) {
         if (ne[d] < 1) return sp_err_set(err, "gguf: tensor %s: dim %d is %lld", name, d, (long long)ne[d]);
         if ((uint64_t)ne[d] > SIZE_MAX / nbytes) return sp_err_set(err, "gguf: tensor %s: size overflows", name);
         nbytes *= (size_t)ne[d];
@@ -313,7 +335,7 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
             out_put(o, t->data, t->nbytes);
         } else {
             /* whole rows per call, at most ~GGUF_CHUNK_BYTES (at least one row) */
-            size_t row = (size_t)t->ne[0] * ggml_type_size(t->type);
+            size_t row = ggml_row_size(t->type, t->ne[0]);
             size_t rows_per = GGUF_CHUNK_BYTES / row;
             if (rows_per == 0) rows_per = 1;
             size_t step = rows_per * row;

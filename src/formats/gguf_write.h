@@ -8,7 +8,7 @@
  *
  * Dimensions are given in ggml order (ne[0] fastest), i.e. the REVERSE of a PyTorch shape:
  * a PyTorch [out, in] weight is ne = {in, out}. This writer does not read GGUF (see
- * gguf.h for the reader) and does not quantize. */
+ * gguf.h for the reader) and does not quantize: a fill callback produces quantized rows. */
 #ifndef SPECULA_GGUF_WRITE_H
 #define SPECULA_GGUF_WRITE_H
 
@@ -41,13 +41,23 @@ typedef enum {
 } gguf_type;
 
 /* ggml tensor types this writer is used with (FORMATS.md §2.3) */
-typedef enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_BF16 = 30 } ggml_type;
+typedef enum {
+    GGML_TYPE_F32 = 0,
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q4_K = 12,
+    GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_BF16 = 30,
+} ggml_type;
 
 /* bytes per element of a gguf scalar type; 0 for STRING / ARRAY */
 size_t gguf_type_size(gguf_type t);
 /* bytes per element of F32 / F16 / BF16; 0 for anything else */
 size_t ggml_type_size(ggml_type t);
 const char *ggml_type_name(ggml_type t);
+/* bytes of one row of ne0 elements (any type above); 0 when ne0 is not a whole number of blocks */
+size_t ggml_row_size(ggml_type t, int64_t ne0);
 
 typedef struct gguf_writer gguf_writer;
 

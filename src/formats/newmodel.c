@@ -299,7 +299,8 @@ static int write_index(const char *dir, const hf_tensor_spec *specs, const int *
     return rc;
 }
 
-int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
+/* newmodel_write into dir, which the caller created and removes on failure */
+static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
     const preset_info *pi = preset_find(o->arch, o->preset);
     sp_dtype dtype = o->dtype == SP_DT_UNKNOWN ? (pi && pi->real ? SP_DT_BF16 : SP_DT_F32) : o->dtype;
     if (dtype != SP_DT_F32 && dtype != SP_DT_BF16) return sp_err_set(err, "new model: dtype must be f32 or bf16");
@@ -360,7 +361,6 @@ int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
         shard_of[i] = n_shards - 1;
     }
 
-    if (sp_mkdir_p(dir, err)) goto done;
     char path[4096];
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_write_file_atomic(path, text, strlen(text), err))
         goto done;
@@ -419,5 +419,19 @@ done:
     free(text);
     free(specs);
     free(shard_of);
+    return rc;
+}
+
+int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
+    /* everything goes into dir.tmp.PID, published whole at the end: a failed or killed run
+     * leaves no half-written model (and a later run removes the temp of a killed one) */
+    char tmp[4200];
+    if (sp_tmp_name(tmp, sizeof tmp, dir)) return sp_err_set(err, "path too long: %s", dir);
+    sp_remove_stale_tmp(dir);
+    sp_remove_tree(tmp);
+    if (sp_mkdir_p(tmp, err)) return -1;
+    int rc = write_into(tmp, o, err);
+    if (!rc) rc = sp_dir_publish(tmp, dir, err);
+    if (rc) sp_remove_tree(tmp);
     return rc;
 }

@@ -142,28 +142,19 @@ static int map_file(st_set *s, const char *path, st_file **out, sp_err *err) {
     if (!(f->path = strdup(path))) return sp_err_set(err, "%s: out of memory", path);
     s->n_files++;
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sp_err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        sp_err_set(err, "%s: cannot stat: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return sp_err_set(err, "%s: not a regular file", path);
-    }
-    if (st.st_size < 8) {
+    off_t size = 0;
+    int fd = sp_open_regular(path, &size, err);
+    if (fd < 0) return -1;
+    if (size < 8) {
         close(fd);
         return sp_err_set(err, "%s: header too small: the file is %lld bytes, less than the 8-byte "
-                          "header length", path, (long long)st.st_size);
+                          "header length", path, (long long)size);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return sp_err_set(err, "%s: cannot mmap: %s", path, strerror(errno));
     f->map = map;
-    f->size = (size_t)st.st_size;
+    f->size = (size_t)size;
     *out = f;
     return 0;
 }
@@ -610,5 +601,36 @@ int st_get(const st_set *s, const char *name, sp_dtype dtype, int ndim, const in
         }
     }
     *out = t;
+    return 0;
+}
+
+int st_get_weight(const st_set *s, const char *name, int64_t n, int64_t k, const void **data, sp_dtype *dt,
+                  sp_err *err) {
+    char key[320];
+    snprintf(key, sizeof key, "quant.%s", name);
+    const char *q = st_metadata(s, key);
+    const st_tensor *t;
+    if (!q) {
+        int64_t shape[2] = {n, k};
+        if (st_get(s, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        *data = t->data;
+        *dt = t->dtype;
+        return 0;
+    }
+    static const sp_dtype quant[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K};
+    sp_dtype qt = SP_DT_UNKNOWN;
+    for (size_t i = 0; i < sizeof quant / sizeof quant[0]; i++)
+        if (!strcmp(q, sp_dtype_name(quant[i]))) qt = quant[i];
+    if (qt == SP_DT_UNKNOWN)
+        return sp_err_set(err, "%s: metadata %s = \"%.40s\": not a quantized type (Q8_0, Q4_0, Q4_K, Q6_K)", s->origin,
+                          key, q);
+    size_t row = sp_dtype_row_bytes(qt, (size_t)k);
+    if (row == 0)
+        return sp_err_set(err, "tensor \"%.200s\": %lld-element rows are not whole %s blocks", name, (long long)k, q);
+    int64_t shape[2] = {n, (int64_t)row};
+    if (st_get(s, name, SP_DT_U8, 2, shape, &t, err)) return sp_err_wrap(err, "(%s blocks of [%lld, %lld])", q,
+                                                                         (long long)n, (long long)k);
+    *data = t->data;
+    *dt = qt;
     return 0;
 }

@@ -58,6 +58,12 @@ uint64_t st_tensor_file_offset(const st_tensor *t);
 int st_get(const st_set *s, const char *name, sp_dtype dtype, int ndim, const int64_t *shape,
            const st_tensor **out, sp_err *err);
 
+/* A 2-D weight [n, k] for matmul: a float tensor (F32/F16/BF16) of that shape, or block-quantized
+ * rows stored as a U8 tensor [n, row bytes] named in the __metadata__ as "quant.NAME": "Q8_0"
+ * (or Q4_0, Q4_K, Q6_K; docs/QUANTIZE.md). *data points into the mapping; *dt is its type. */
+int st_get_weight(const st_set *s, const char *name, int64_t n, int64_t k, const void **data, sp_dtype *dt,
+                  sp_err *err);
+
 /* ---- writer -------------------------------------------------------------------------- */
 typedef struct st_writer st_writer;
 st_writer *st_writer_create(void);

@@ -14,12 +14,18 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/quant.h"
 #include "model_internal.h"
+
+void sp_mat_row_f32(const sp_mat *w, int r, float *out) {
+    size_t row = sp_dtype_row_bytes(w->dt, (size_t)w->k);
+    int rc = sp_row_to_f32(out, (const char *)w->data + (size_t)r * row, w->dt, (size_t)w->k, NULL);
+    SP_ASSERT(rc == 0); /* types and row lengths were checked at load (sp_mat_check) */
+}
 
 void sp_model_embed(const sp_model *m, float *out, int32_t token) {
     int H = m->cfg.hidden_size;
-    size_t es = sp_dtype_size(m->embed->dtype);
-    sp_to_f32(out, (const char *)m->embed->data + (size_t)token * H * es, m->embed->dtype, (size_t)H);
+    sp_mat_row_f32(&m->embed, token, out);
     if (m->embed_scale != 1.0f)
         for (int i = 0; i < H; i++) out[i] *= m->embed_scale;
 }
@@ -36,16 +42,29 @@ static void ple_inputs(sp_model *m, sp_kv *kv, const int32_t *tokens, int T) {
     float eps = (float)c->rms_eps;
     sp_matmul(m->pool, kv->ple, kv->x, T, &m->ple_model_proj); /* [T, L·P] = e · W_pmpᵀ */
     float proj_scale = 1.0f / sqrtf((float)H), in_scale = 1.0f / sqrtf(2.0f);
-    size_t es = sp_dtype_size(m->ple_embed->dtype);
     float *tok = kv->pg; /* [L·P] scratch, one token at a time */
     for (int t = 0; t < T; t++) {
         float *ctx = kv->ple + (size_t)t * L * P;
         for (int i = 0; i < L * P; i++) ctx[i] *= proj_scale;
         sp_rmsnorm(ctx, ctx, m->ple_proj_norm, L, P, eps);
         int32_t id = tokens[t] < c->ple_vocab ? tokens[t] : 0;
-        sp_to_f32(tok, (const char *)m->ple_embed->data + (size_t)id * L * P * es, m->ple_embed->dtype,
-                  (size_t)L * P);
+        sp_mat_row_f32(&m->ple_embed, id, tok);
         for (int i = 0; i < L * P; i++) ctx[i] = (ctx[i] + tok[i] * m->ple_embed_scale) * in_scale;
+    }
+}
+
+/* llama GGUF: attn_q / attn_k rows come in llama.cpp's order, where pair (2j, 2j+1) of a head
+ * holds HF dims (j, j + D/2) (docs/GGUF.md). Each projected head is put back in HF order, so RoPE,
+ * the cache and every later float operation are those of the safetensors checkpoint. */
+static void heads_from_interleaved(float *x, int n_heads, int D) {
+    float tmp[SP_MODEL_MAX_HEAD_DIM];
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * D;
+        for (int j = 0; j < D / 2; j++) {
+            tmp[j] = v[2 * j];
+            tmp[j + D / 2] = v[2 * j + 1];
+        }
+        memcpy(v, tmp, (size_t)D * sizeof(float));
     }
 }
 
@@ -62,9 +81,11 @@ static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, i
     size_t qrow = (size_t)NH * D, row = (size_t)KVH * D;
 
     sp_matmul(pool, S->q, S->xn, R, &l->wq);
+    if (m->qk_interleaved) heads_from_interleaved(S->q, R * NH, D);
     if (l->q_norm) sp_rmsnorm(S->q, S->q, l->q_norm, R * NH, D, eps);
     if (src == li) { /* project K/V of all rows */
         sp_matmul(pool, S->k, S->xn, R, &l->wk);
+        if (m->qk_interleaved) heads_from_interleaved(S->k, R * KVH, D);
         if (l->wv.data) sp_matmul(pool, S->v, S->xn, R, &l->wv);
         else memcpy(S->v, S->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
         if (l->k_norm) sp_rmsnorm(S->k, S->k, l->k_norm, R * KVH, D, eps);

@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "core/pool.h"
+#include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 
@@ -33,15 +34,18 @@ typedef struct {
 
 struct sp_model {
     sp_config cfg;
-    st_set *st;
+    st_set *st;                /* a safetensors checkpoint, or NULL */
+    gguf_file *gg;             /* a GGUF file, or NULL (exactly one of st / gg) */
+    unsigned char *gg_bound;   /* [gg->n_tensors] 1 once a tensor is bound (all must be) */
+    int qk_interleaved;        /* llama GGUF: attn_q / attn_k rows in llama.cpp's pair order */
     sp_pool *pool;
     int n_threads;
-    const st_tensor *embed;    /* [V, H] token embedding (any float dtype) */
+    sp_mat embed;              /* [V, H] token embedding; rows converted to f32 per lookup */
     float embed_scale;         /* gemma4: sqrt(H) rounded to the weight dtype; else 1 */
     sp_mat lm_head;            /* [V, H] (the embedding when tied) */
     float *final_norm;         /* [H] */
     /* gemma4 PLE */
-    const st_tensor *ple_embed; /* [ple_vocab, L·P] */
+    sp_mat ple_embed;           /* [ple_vocab, L·P] */
     float ple_embed_scale;      /* sqrt(P) rounded to the weight dtype */
     sp_mat ple_model_proj;      /* [L·P, H] */
     float *ple_proj_norm;       /* [P] */
@@ -62,5 +66,10 @@ struct sp_kv {
     /* scratch, sized for max_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *ple, *pg, *hid;
 };
+
+#define SP_MODEL_MAX_HEAD_DIM 1024 /* head dims of a llama GGUF (Q/K reordered per head on the stack) */
+
+/* row r of W [N, K] as K floats */
+void sp_mat_row_f32(const sp_mat *w, int r, float *out);
 
 #endif

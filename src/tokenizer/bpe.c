@@ -237,8 +237,12 @@ int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, siz
             rc = out_push(out, n_out, cap_out, s->id);
         } else if (t->model == TOK_MODEL_SPM) { /* no piece: byte tokens (llama.cpp resegment) */
             for (uint32_t j = 0; j < s->len && !rc; j++) {
-                int32_t id = t->byte_tok[(uint8_t)w[s->start + j]];
-                rc = out_push(out, n_out, cap_out, id >= 0 ? id : t->unk_id);
+                uint8_t byte = (uint8_t)w[s->start + j];
+                int32_t id = t->byte_tok[byte] >= 0 ? t->byte_tok[byte] : t->unk_id;
+                if (id < 0)
+                    return sp_err_set(err, "byte 0x%02X has no token: no byte token <0x%02X> and no unknown token",
+                                      byte, byte);
+                rc = out_push(out, n_out, cap_out, id);
             }
         } else if (t->unk_id >= 0) {
             rc = out_push(out, n_out, cap_out, t->unk_id);

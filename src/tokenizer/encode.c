@@ -83,7 +83,8 @@ static int encode_cached(const tok_tokenizer *t, enc_ctx *c, const char *w, size
     }
     cache_entry e = {h, (uint32_t)c->cache_keys.n, (uint32_t)n, (uint32_t)c->cache_nids, (uint32_t)k};
     if (tok_buf_put(&c->cache_keys, w, n)) return 0;
-    memcpy(c->cache_ids + c->cache_nids, c->ids + before, (size_t)k * sizeof *c->ids);
+    if (k > 0) /* a word may encode to no id; cache_ids is still NULL then */
+        memcpy(c->cache_ids + c->cache_nids, c->ids + before, (size_t)k * sizeof *c->ids);
     c->cache_nids += k;
     c->cache[i] = e;
     c->cache_used++;

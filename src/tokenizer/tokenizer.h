@@ -32,6 +32,10 @@ tok_tokenizer *tok_load_json_mem(const char *json, size_t len, const char *confi
                                  const char *what, sp_err *err);
 /* The tokenizer.ggml.* keys of a GGUF file (vocab-only or a full model). */
 tok_tokenizer *tok_load_gguf(const char *path, sp_err *err);
+/* The tokenizer of a model path: DIR/tokenizer.json for a directory, the vocabulary of a GGUF
+ * model file otherwise; tok_model_has_tokenizer says whether there is one (1) or not (0). */
+tok_tokenizer *tok_load_model(const char *model_path, sp_err *err);
+int tok_model_has_tokenizer(const char *model_path);
 void tok_free(tok_tokenizer *t);
 
 /* ---- encode / decode ----------------------------------------------------------------- */

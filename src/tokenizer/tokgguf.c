@@ -11,6 +11,7 @@
  *           newline / non-newline characters.
  * Control and unknown tokens are matched in text only with parse_special; user-defined ones
  * always (llama.cpp tokenizer_st_partition). */
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -123,7 +124,12 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
     if (is_llama) {
         t->score = malloc((size_t)n * sizeof *t->score);
         if (!t->score) return sp_err_set(err, "%s: out of memory", t->source);
-        for (int i = 0; i < n; i++) t->score[i] = (float)gguf_arr_f64(scores, (uint64_t)i);
+        for (int i = 0; i < n; i++) {
+            double s = gguf_arr_f64(scores, (uint64_t)i);
+            if (!(s >= -FLT_MAX && s <= FLT_MAX))
+                return sp_err_set(err, "%s: tokenizer.ggml.scores[%d] = %g is not a finite float", t->source, i, s);
+            t->score[i] = (float)s;
+        }
     }
     if (tok_vocab_finish(t, err)) return -1;
     /* byte tokens only count when typed BYTE (or when there are no types) */

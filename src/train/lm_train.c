@@ -293,6 +293,7 @@ static int load_checkpoint(trainer *tr, int *step, sp_err *err) {
     free(txt);
     snprintf(path, sizeof path, "%s/%s/trainer_state.json", o->out_dir, name);
     json_error_t je;
+    if (sp_check_regular(path, err)) return -1;
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j) return sp_err_set(err, "%s: %s (line %d)", path, je.text, je.line);
     json_int_t s = json_integer_value(json_object_get(j, "step"));
@@ -401,6 +402,11 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     res->eval_tokens = ev_data.n;
     res->n_params = lay.n;
 
+    if (o->n_threads > sp_pool_max_threads()) {
+        sp_err_set(err, "train-lm: threads: %d asked, at most %d allowed (%d per online CPU)", o->n_threads,
+                   sp_pool_max_threads(), SP_POOL_THREADS_PER_CPU);
+        goto done;
+    }
     pool = sp_pool_create(o->n_threads);
     acts = lm_acts_create(&lay, o->batch, o->seq, err);
     w = malloc(lay.n * sizeof *w);

@@ -204,6 +204,39 @@ static int split_lines(const char *text, size_t n, line_ref **out, int *count) {
     return 0;
 }
 
+/* Parse and check every non-blank line of text into recs[n_lines] (calloc'd; the caller frees
+ * each record's ids and the array, also on failure); lengths cut to max_len. */
+static int parse_all(const char *text, const line_ref *lines, int n_lines, const char *path, chat_src *cs,
+                     int vocab, int generate, int max_len, record **out, sp_err *err) {
+    record *recs = calloc(n_lines ? n_lines : 1, sizeof(record));
+    *out = recs;
+    if (!recs) return sp_err_set(err, "out of memory");
+    for (int i = 0; i < n_lines; i++) {
+        char what[4200];
+        snprintf(what, sizeof what, "%s:%d", path, lines[i].lineno);
+        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, cs, vocab, generate, err)) return -1;
+        if (recs[i].n > max_len) recs[i].n = max_len;
+        if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
+    }
+    return 0;
+}
+
+int tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
+                           int vocab, int generate, int *n_records, sp_err *err) {
+    line_ref *lines = NULL;
+    int n_lines = 0;
+    record *recs = NULL;
+    if (split_lines(text, n, &lines, &n_lines)) return sp_err_set(err, "%s: out of memory", path);
+    chat_src cs = {model_dir, tok, NULL};
+    int rc = parse_all(text, lines, n_lines, path, &cs, vocab, generate, TR_REGEN_MAX_TOKENS, &recs, err);
+    for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
+    free(recs);
+    free(lines);
+    chat_template_free(cs.ct);
+    if (!rc && n_records) *n_records = n_lines;
+    return rc;
+}
+
 /* Target forward over one sequence: hidden [n, H] and taps [n, m·H] as bf16. */
 static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, int nt, uint16_t *hid_bf,
                       uint16_t *ml_bf, float *hid, float *tap, int chunk, sp_err *err) {
@@ -224,8 +257,13 @@ static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, i
 
 int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *err) {
     tr_regen_cfg c = *cin;
-    if (c.shard_records <= 0) c.shard_records = 256;
-    if (c.max_len <= 0) c.max_len = 4096;
+    if (c.shard_records < 0 || c.shard_records > TR_REGEN_MAX_RECORDS || c.max_len < 0 ||
+        c.max_len > TR_REGEN_MAX_TOKENS || c.generate < 0 || c.generate > TR_REGEN_MAX_TOKENS)
+        return sp_err_set(err, "--shard-records %d (0..%d), --max-len %d and --generate %d (0..%d): a value is out of range",
+                          c.shard_records, TR_REGEN_MAX_RECORDS, c.max_len, c.generate, TR_REGEN_MAX_TOKENS);
+    if (!isfinite(c.temp) || c.temp < 0) return sp_err_set(err, "--temp %g must be a finite number >= 0", c.temp);
+    if (c.shard_records == 0) c.shard_records = 256;
+    if (c.max_len == 0) c.max_len = 4096;
     int n_written = 0, n_skipped = 0, rc = -1;
     char *text = NULL;
     size_t text_n = 0;
@@ -244,9 +282,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     if (sp_model_load(&m, c.model_dir, c.threads, err)) goto out;
     const sp_config *cfg = sp_model_config(m);
 
-    char tpath[4096];
-    sp_path_join(tpath, sizeof tpath, c.model_dir, "tokenizer.json");
-    if (sp_file_exists(tpath) && !(tok = tok_load_dir(c.model_dir, err))) goto out;
+    if (tok_model_has_tokenizer(c.model_dir) && !(tok = tok_load_model(c.model_dir, err))) goto out;
     if (c.n_taps == 0) c.n_taps = tr_auto_taps(c.taps, cfg->n_layers);
     for (int i = 0; i < c.n_taps; i++)
         if (c.taps[i] < 0 || c.taps[i] >= cfg->n_layers - 1 || (i && c.taps[i] <= c.taps[i - 1])) {
@@ -257,23 +293,15 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     if (c.n_taps < 1) { sp_err_set(err, "%s: the target has too few layers for taps", c.model_dir); goto out; }
     /* parse and check every record before any work */
     cs = (chat_src){c.model_dir, tok, NULL};
-    recs = calloc(n_lines, sizeof(record));
-    if (!recs) { sp_err_set(err, "out of memory"); goto out; }
-    for (int i = 0; i < n_lines; i++) {
-        char what[4200];
-        snprintf(what, sizeof what, "%s:%d", c.data_path, lines[i].lineno);
-        if (parse_record(&recs[i], text + lines[i].off, lines[i].len, what, &cs, cfg->vocab_size, c.generate, err))
-            goto out;
-        if (recs[i].n > c.max_len) recs[i].n = c.max_len;
-        if (recs[i].resp_start > recs[i].n) recs[i].resp_start = recs[i].n;
-    }
+    if (parse_all(text, lines, n_lines, c.data_path, &cs, cfg->vocab_size, c.generate, c.max_len, &recs, err))
+        goto out;
     if (sp_mkdir_p(c.out_dir, err)) goto out;
     int H = cfg->hidden_size, nt = c.n_taps, chunk = 256;
     hid = malloc(sizeof(float) * chunk * H);
     tap = malloc(sizeof(float) * chunk * nt * H);
     gen = malloc(sizeof(int32_t) * (c.generate + 1));
     if (!hid || !tap || !gen) { sp_err_set(err, "out of memory"); goto out; }
-    int n_shards = (n_lines + c.shard_records - 1) / c.shard_records;
+    int n_shards = (int)(((int64_t)n_lines + c.shard_records - 1) / c.shard_records);
     sp_progress pr;
     if (c.progress) sp_progress_start(&pr, "regen", n_lines, "rec");
     double tokens = 0, t0 = sp_time_ms();
@@ -331,6 +359,10 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
         hid_bf = NULL; ml_bf = NULL;
         if (bad) goto out;
         n_written++;
+    }
+    if (n_written + n_skipped == 0 && (!c.dist || c.dist->size <= 1)) {
+        sp_err_set(err, "%s: no shard written for %d records", c.out_dir, n_lines);
+        goto out;
     }
     if (c.progress) {
         char extra[64];

@@ -17,7 +17,12 @@
 #include <stdint.h>
 
 #include "specula.h"
+#include "tokenizer/tokenizer.h"
 #include "train/dist.h"
+
+/* the largest --shard-records, and the largest --max-len / --generate (tokens) regen accepts */
+#define TR_REGEN_MAX_RECORDS (1 << 20)
+#define TR_REGEN_MAX_TOKENS (1 << 24)
 
 typedef struct {
     const char *model_dir, *data_path, *out_dir;
@@ -36,6 +41,13 @@ typedef struct {
 /* The automatic tap layers for a target of n_layers: §7.1 with 5 draft layers
  * (round-half-even of 1 + i·(N−4)/4), duplicates dropped. Returns the count. */
 int tr_auto_taps(int *taps, int n_layers);
+
+/* Parse and check the JSONL records of text[0, n) as tr_regen_run does before any work (path names
+ * the source in messages; model_dir, whose chat template renders "messages" records, may be NULL;
+ * tok may be NULL, then text records are an error; vocab bounds "ids"). Returns 0 with the record
+ * count in *n_records (may be NULL), or -1 naming PATH:LINE. */
+int tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
+                           int vocab, int generate, int *n_records, sp_err *err);
 
 /* Returns 0, or -1 with err. *written / *skipped receive this rank's shard counts (may be NULL). */
 int tr_regen_run(const tr_regen_cfg *c, int *written, int *skipped, sp_err *err);

@@ -2,6 +2,7 @@
 #include "train/shards.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,12 @@ void tr_shard_dir(char *out, size_t cap, const char *dir, int index) {
 static int read_shard_json(const char *shard_dir, json_t **out, sp_err *err) {
     char path[4096];
     sp_path_join(path, sizeof path, shard_dir, "shard.json");
+    char *text = NULL;
+    size_t n = 0;
+    if (sp_read_file(path, &text, &n, err)) return -1;
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!j || !json_is_object(j)) {
         json_decref(j);
         return sp_err_set(err, "%s: %s", path, j ? "not a JSON object" : je.text);
@@ -99,8 +104,22 @@ static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int v
         json_decref(j);
         return sp_err_set(err, "%s: \"tapLayers\" must list m (1..16) layers", what);
     }
+    if (H > SP_CONFIG_MAX_DIM || n_seq > INT32_MAX) {
+        json_decref(j);
+        return sp_err_set(err, "%s: hiddenSize %lld (at most %d) or nSeq %lld out of range", what, (long long)H,
+                          SP_CONFIG_MAX_DIM, (long long)n_seq);
+    }
     int tl[16];
-    for (int i = 0; i < m; i++) tl[i] = (int)json_integer_value(json_array_get(taps, i));
+    for (int i = 0; i < m; i++) {
+        json_t *v = json_array_get(taps, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= SP_MAX_LAYERS ||
+            (i > 0 && json_integer_value(v) <= tl[i - 1])) {
+            json_decref(j);
+            return sp_err_set(err, "%s: \"tapLayers\"[%d] is not a layer index in [0, %d) above the one before it",
+                              what, i, SP_MAX_LAYERS);
+        }
+        tl[i] = (int)json_integer_value(v);
+    }
     json_decref(j);
     if (s->n_shards == 0) {
         s->H = (int)H;
@@ -180,7 +199,9 @@ int tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err) {
     for (int i = 0; i < n && !rc; i++) {
         char sd[4096];
         snprintf(sd, sizeof sd, "%s/%s", dir, names[i]);
-        if (!tr_shard_complete(sd)) {
+        char sj[4200];
+        snprintf(sj, sizeof sj, "%s/shard.json", sd);
+        if (!sp_file_exists(sj)) { /* shard.json is written last: without it the shard is unfinished */
             sp_log(SP_LOG_WARN, "%s: incomplete shard (no shard.json), skipped", sd);
             continue;
         }

@@ -123,10 +123,17 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
                  .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
                  .mask_id = c->mask_id >= 0 ? c->mask_id : newdrafter_mask_id(tc), .n_target_layers = tc->n_layers,
                  .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma, .markov = c->markov_head};
+    for (int i = 0; i < m; i++)
+        if (taps[i] < 0 || taps[i] >= tc->n_layers - 1 || (i > 0 && taps[i] <= taps[i - 1]))
+            return sp_err_set(err, "the shards' tap layer %d is not one of the target's layers 0..%d (strictly "
+                                   "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char cfgpath[4096];
     sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (!sp_file_exists(cfgpath))
+        return sp_err_set(err, "%s: train needs the target's Hugging Face directory (its config.json is the base of "
+                               "the drafter's); a GGUF target works for regen, not for train", c->model_dir);
     if (tr_config_json(config_json, cfgpath, &d, 512, err)) return -1;
     /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
      * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
@@ -172,6 +179,10 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
     const sp_config *tc = sp_model_config(target);
+    if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma)) {
+        sp_err_set(err, "--lr %g must be a finite number > 0 and --gamma %g finite", c->lr, c->gamma);
+        goto out;
+    }
     if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0) {
         sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range", c->block,
                    c->batch, c->layers, c->ctx, c->markov_rank);
@@ -203,7 +214,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     cstar = malloc(sizeof(float) * c->batch * d.B);
     if (!grad || !am || !av || !Wlm || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
     /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
-    sp_to_f32(Wlm, target->lm_head.data, target->lm_head.dt, (size_t)d.V * d.H);
+    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
 
     /* this rank's slice [lo, hi) of every global batch */
     int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
@@ -297,6 +308,11 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         st.loss = sums[0]; st.ce = sums[1]; st.l1 = sums[2]; st.bce = sums[3];
         tr_dist_sum_f32(c->dist, grad, m.n);
         double gn = tr_clip_grad(grad, m.n, oc.clip);
+        if (!isfinite(st.loss) || !isfinite(gn)) {
+            sp_err_set(err, "step %ld: loss %g, gradient norm %g: training diverged (lower --lr); nothing "
+                            "saved after the last checkpoint", step, st.loss, gn);
+            goto out;
+        }
         double lr = tr_lr_at(&oc, step);
         tr_adamw_step(m.w, grad, am, av, m.n, step, lr, &oc);
         batch.P = P_keep;
@@ -331,6 +347,12 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
             sp_progress_update(&pr, (double)step, extra);
         }
         int save = rank == 0 && (step == total || (c->save_every > 0 && step % c->save_every == 0));
+        for (size_t i = 0; save && i < m.n; i++)
+            if (!isfinite(m.w[i])) {
+                sp_err_set(err, "step %ld: parameter %zu is %g: training diverged (lower --lr); the last "
+                                "checkpoint is kept", step, i, m.w[i]);
+                goto out;
+            }
         if (save) {
             char state[512];
             snprintf(state, sizeof state,
@@ -347,7 +369,12 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     res->gflops = flops / (train_ms / 1000 + 1e-9) / 1e9;
     rc = 0;
 out:
-    if (log) fclose(log);
+    if (log) { /* a log that could not be written fails the run */
+        int bad = ferror(log);
+        if (fclose(log) != 0) bad = 1;
+        if (bad && rc == 0) rc = sp_err_set(err, "%s: cannot write the training log", c->log_path ? c->log_path :
+                                            "train_log.csv");
+    }
     free(config_json); free(grad); free(am); free(av); free(Wlm); free(cstar);
     tr_batch_free(&batch);
     tr_acts_free(acts);

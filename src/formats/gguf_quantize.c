@@ -1,0 +1,261 @@
+/* gguf_quantize.c — GGUF → quantized GGUF with llama.cpp's type mix (see gguf_quantize.h,
+ * docs/QUANTIZE.md). Metadata is copied value for value (general.file_type and
+ * general.quantization_version are rewritten); each tensor is streamed row block by row block:
+ * dequantized to f32 (unless its type is kept) and quantized in parallel on the thread pool. */
+#include "gguf_quantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/pool.h"
+#include "../core/progress.h"
+#include "../kernels/quant.h"
+#include "export_gguf.h"
+#include "gguf_model.h"
+
+int gguf_mix_parse(const char *s, gguf_mix *out) {
+    static const char *names[] = {"q8_0", "q4_0", "q4_k_m", "q6_k", "f32"};
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(s, names[i])) {
+            *out = (gguf_mix)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *gguf_mix_name(gguf_mix m) {
+    static const char *names[] = {"Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "F32"};
+    return (unsigned)m < 5 ? names[m] : "?";
+}
+
+/* llama_ftype of each mix (general.file_type) */
+static uint32_t mix_file_type(gguf_mix m) {
+    static const uint32_t ft[] = {7, 2, 15, 18, 0};
+    return ft[m];
+}
+
+static ggml_type mix_base(gguf_mix m) {
+    static const ggml_type t[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F32};
+    return t[m];
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* layers that get more bits in llama.cpp's *_M mixes: the first and last eighth, every third between */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+ggml_type gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64_t ne0, ggml_type src_type, int tied,
+                               int i_attn_v, int n_attn_v, int i_ffn_down, int n_layers) {
+    if (mix == GGUF_MIX_F32) return GGML_TYPE_F32;
+    /* not quantized: vectors, non-weights, norms, the Gemma-4 per-layer model projection */
+    if (n_dims < 2 || !ends_with(name, "weight") || strstr(name, "_norm.weight") || strstr(name, "per_layer_model_proj"))
+        return src_type;
+    ggml_type base = mix_base(mix), t = base;
+    int embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
+    if (!strcmp(name, "output.weight") || (tied && embd)) {
+        if (ggml_row_size(base, ne0) == 0) t = GGML_TYPE_Q8_0;
+        else if (base != GGML_TYPE_Q8_0) t = GGML_TYPE_Q6_K;
+    } else if (embd) {
+        t = base;
+    } else if (strstr(name, "attn_v.weight")) {
+        if (mix == GGUF_MIX_Q4_K_M && more_bits(i_attn_v, n_attn_v)) t = GGML_TYPE_Q6_K;
+    } else if (strstr(name, "ffn_down")) {
+        if (mix == GGUF_MIX_Q4_K_M && more_bits(i_ffn_down, n_layers)) t = GGML_TYPE_Q6_K;
+    }
+    /* rows that are not whole blocks: llama.cpp falls back to Q5_0 (for Q4_K), Q8_0 (for Q6_K) or F16;
+     * specula computes no Q5_0 and writes Q8_0 there */
+    if (ggml_row_size(t, ne0) == 0) t = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
+    if (ggml_row_size(t, ne0) == 0) t = GGML_TYPE_F16;
+    return t;
+}
+
+/* ---- streaming one tensor ------------------------------------------------------------------ */
+typedef struct {
+    double total, done; /* bytes of output */
+    sp_progress bar;
+    int on;
+} progress_state;
+
+typedef struct {
+    char name[GGUF_MAX_NAME + 1];
+    const uint8_t *src;
+    sp_dtype src_dt;
+    uint32_t src_ggml;
+    ggml_type dst;
+    int64_t ne0;
+    size_t in_row, out_row;
+    sp_pool *pool;
+    progress_state *prog;
+} tensor_job;
+
+typedef struct {
+    const tensor_job *j;
+    uint8_t *dst;
+    size_t row0, nrows;
+    int failed;
+} rows_task;
+
+static void convert_rows(void *ctx, int i, int n) {
+    rows_task *r = ctx;
+    const tensor_job *j = r->j;
+    int lo, hi;
+    sp_pool_split((int)r->nrows, 1, i, n, &lo, &hi);
+    if (lo >= hi) return;
+    float *x = malloc((size_t)j->ne0 * sizeof(float));
+    if (!x) {
+        r->failed = 1;
+        return;
+    }
+    for (int k = lo; k < hi; k++) {
+        const uint8_t *src = j->src + (r->row0 + (size_t)k) * j->in_row;
+        uint8_t *dst = r->dst + (size_t)k * j->out_row;
+        if (sp_row_to_f32(x, src, j->src_dt, (size_t)j->ne0, NULL)) {
+            r->failed = 1;
+            break;
+        }
+        if (j->dst == GGML_TYPE_F32) memcpy(dst, x, (size_t)j->ne0 * sizeof(float));
+        else if (j->dst == GGML_TYPE_F16)
+            for (int64_t e = 0; e < j->ne0; e++) ((uint16_t *)dst)[e] = sp_f32_to_f16(x[e]);
+        else if (j->dst == GGML_TYPE_BF16)
+            for (int64_t e = 0; e < j->ne0; e++) ((uint16_t *)dst)[e] = sp_f32_to_bf16(x[e]);
+        else if (sp_quantize_row(dst, x, gguf_ggml_to_dtype((uint32_t)j->dst), (size_t)j->ne0, NULL)) {
+            r->failed = 1;
+            break;
+        }
+    }
+    free(x);
+}
+
+static int fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err) {
+    const tensor_job *j = ctx;
+    if ((uint32_t)j->dst == j->src_ggml) {
+        memcpy(dst, j->src + offset, n); /* kept as is */
+    } else {
+        rows_task r = {j, dst, offset / j->out_row, n / j->out_row, 0};
+        sp_pool_run(j->pool, convert_rows, &r);
+        if (r.failed) return sp_err_set(err, "cannot convert %s to %s", j->name, ggml_type_name(j->dst));
+    }
+    progress_state *p = j->prog;
+    p->done += (double)n;
+    if (p->on) sp_progress_update(&p->bar, p->done / 1048576.0, NULL);
+    return 0;
+}
+
+/* ---- the whole file ------------------------------------------------------------------------- */
+static int quantize_file(const char *in, const char *out, const gguf_quantize_opts *o, sp_err *err) {
+    gguf_file *f = gguf_open(in, err);
+    if (!f) return -1;
+    gguf_writer *w = gguf_writer_create();
+    tensor_job *jobs = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *jobs);
+    sp_pool *pool = sp_pool_create(o->n_threads);
+    progress_state prog = {.on = o->progress};
+    int rc = -1;
+    if (!w || !jobs || !pool) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    /* metadata: every key as it is, but the file type and quantization version */
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        char key[256];
+        if (kv->key.len >= sizeof key) {
+            sp_err_set(err, "%s: metadata key of %llu bytes is too long to copy", in, (unsigned long long)kv->key.len);
+            goto done;
+        }
+        memcpy(key, kv->key.ptr, kv->key.len);
+        key[kv->key.len] = 0;
+        if (!strcmp(key, "general.file_type") || !strcmp(key, "general.quantization_version") ||
+            !strcmp(key, "general.alignment"))
+            continue;
+        if (gguf_writer_set_raw(w, key, (gguf_type)kv->type, kv->raw, (size_t)kv->raw_len, err)) goto done;
+    }
+    if (gguf_writer_set_u32(w, "general.quantization_version", 2, err) ||
+        gguf_writer_set_u32(w, "general.file_type", mix_file_type(o->mix), err))
+        goto done;
+
+    /* the counters llama.cpp's rule reads */
+    int64_t n_layers = 0;
+    gguf_str arch;
+    if (gguf_get_str(f, "general.architecture", &arch, err) == 0) {
+        char key[96];
+        snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        if (gguf_get_i64(f, key, &n_layers, err) < 0) goto done;
+    }
+    int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0, n_requant = 0, tied = gguf_find_tensor(f, "output.weight") == NULL;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_str *nm = &f->tensors[i].name;
+        n_attn_v += nm->len >= 13 && !memcmp(nm->ptr + nm->len - 13, "attn_v.weight", 13);
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        char name[GGUF_MAX_NAME + 1];
+        if (t->name.len > GGUF_MAX_NAME) {
+            sp_err_set(err, "%s: tensor name of %llu bytes", in, (unsigned long long)t->name.len);
+            goto done;
+        }
+        memcpy(name, t->name.ptr, t->name.len);
+        name[t->name.len] = 0;
+        tensor_job *j = &jobs[i];
+        memcpy(j->name, name, sizeof name);
+        j->src_ggml = t->type;
+        j->src_dt = gguf_ggml_to_dtype(t->type);
+        if (j->src_dt == SP_DT_UNKNOWN) {
+            sp_err_set(err, "%s: tensor %s has ggml type %s, which specula cannot read", in, name, ggml_type_label(t->type));
+            goto done;
+        }
+        if (t->dims[0] > INT32_MAX) {
+            sp_err_set(err, "%s: tensor %s: rows too long", in, name);
+            goto done;
+        }
+        j->ne0 = (int64_t)t->dims[0];
+        j->dst = gguf_mix_tensor_type(o->mix, name, (int)t->n_dims, j->ne0, (ggml_type)t->type, tied, i_attn_v,
+                                      n_attn_v, i_ffn_down, (int)n_layers);
+        if (strstr(name, "attn_v.weight") && t->n_dims >= 2) i_attn_v++;
+        if (strstr(name, "ffn_down") && t->n_dims >= 2) i_ffn_down++;
+        n_requant += sp_dtype_is_quant(j->src_dt) && (uint32_t)j->dst != t->type && j->dst != GGML_TYPE_F32;
+        j->src = gguf_tensor_data(f, t, err);
+        if (!j->src) goto done;
+        j->in_row = sp_dtype_row_bytes(j->src_dt, (size_t)j->ne0);
+        j->out_row = ggml_row_size(j->dst, j->ne0);
+        j->pool = pool;
+        j->prog = &prog;
+        int64_t ne[GGUF_MAX_DIMS];
+        for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->dims[d];
+        if (gguf_writer_add_tensor(w, name, j->dst, (int)t->n_dims, ne, NULL, fill_tensor, j, err)) goto done;
+        prog.total += (double)(j->out_row * (t->nbytes / (j->in_row ? j->in_row : 1)));
+        sp_log(SP_LOG_DEBUG, "quantize: %-32s %s -> %s", name, ggml_type_label(t->type), ggml_type_name(j->dst));
+    }
+    if (n_requant)
+        sp_log(SP_LOG_WARN, "quantize: %d tensors of %s are already quantized: dequantized and quantized again "
+                            "(the quality losses add up)", n_requant, in);
+    if (prog.on) sp_progress_start(&prog.bar, "quantize", prog.total / 1048576.0, "MiB");
+    if (gguf_writer_save(w, out, err)) goto done;
+    if (prog.on) sp_progress_finish(&prog.bar, prog.done / 1048576.0, NULL);
+    rc = 0;
+done:
+    gguf_writer_free(w);
+    free(jobs);
+    sp_pool_free(pool);
+    gguf_close(f);
+    return rc;
+}
+
+int gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize_opts *o, sp_err *err) {
+    struct stat st;
+    if (stat(in_path, &st) != 0) return sp_err_set(err, "cannot open %s", in_path);
+    if (S_ISREG(st.st_mode)) return quantize_file(in_path, out_path, o, err);
+    /* a model directory: export it to a temporary GGUF beside the output, quantize, remove it */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.export.%ld.tmp", out_path, (long)getpid());
+    export_gguf_opts eo = {.weight_type = -1, .no_tokenizer = 1};
+    if (export_gguf(in_path, tmp, &eo, err)) return -1;
+    int rc = quantize_file(tmp, out_path, o, err);
+    remove(tmp);
+    return rc;
+}

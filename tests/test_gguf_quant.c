@@ -1,0 +1,291 @@
+/* test_gguf_quant.c — `specula quantize` and quantized GGUF models.
+ *
+ * - the type rule: llama.cpp's choices for q8_0 / q4_0 / q4_k_m / q6_k on a 28-layer layout
+ *   (LM head / tied embeddings, attn_v and ffn_down layers that get Q6_K, kept norms, fallbacks);
+ * - tiny llama / qwen3 / gemma4 checkpoints (widths that are whole K-quant blocks) quantized to
+ *   each type load and give logits close to the same file dequantized to f32 (`--type f32`):
+ *   the only difference left is llama.cpp-style 8-bit quantization of the activations, bounded
+ *   here by max|Δ| <= 3% of max|logit| (llama, qwen3; measured 0.4-1.8%) and 10% for gemma4
+ *   (6 layers, logits saturated by the softcap at 30; measured 5-7.5%), with >= 75% of
+ *   positions keeping their argmax;
+ * - the written types follow the rule, the file type key is set, no temp file is left;
+ * - through the binary: greedy speculative output (n-gram and self-drafting draft model) is
+ *   bit-identical to plain decoding on every type; bad arguments are clear errors;
+ * - a DSpark drafter stored with Q8_0 matrices (`quantize --drafter`) loads and keeps the output. */
+#include <dirent.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "core/core.h"
+#include "formats/gguf.h"
+#include "formats/gguf_quantize.h"
+#include "formats/newmodel.h"
+#include "formats/safetensors.h"
+#include "kernels/kernels.h"
+#include "specula.h"
+
+#define NTOK 16
+
+static char tmp_root[256];
+static char cli[200]; /* the specula binary beside this test's build folder */
+
+static const char *tmppath(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, 512, "%s/%s", tmp_root, name);
+    return b;
+}
+
+static void test_mix_rule(void) {
+    const int L = 28;
+    struct {
+        gguf_mix mix;
+        const char *name;
+        int n_dims, tied, i_v, i_down;
+        int64_t ne0;
+        ggml_type want;
+    } cases[] = {
+        {GGUF_MIX_Q4_K_M, "token_embd.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q6_K},  /* tied: the head's type */
+        {GGUF_MIX_Q4_K_M, "token_embd.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q4_K},  /* untied: the mix's */
+        {GGUF_MIX_Q4_K_M, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_0, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_0, "token_embd.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q8_0, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q8_0},
+        {GGUF_MIX_Q6_K, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_M, "blk.0.attn_norm.weight", 1, 1, 0, 0, 1024, GGML_TYPE_F32},
+        {GGUF_MIX_Q4_K_M, "blk.0.attn_q_norm.weight", 1, 1, 0, 0, 128, GGML_TYPE_F32},
+        {GGUF_MIX_Q4_K_M, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q4_K},
+        /* more bits: i < L/8 (3), i >= 7L/8 (24), (i - 3) % 3 == 2 */
+        {GGUF_MIX_Q4_K_M, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_M, "blk.3.attn_v.weight", 2, 1, 3, 3, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q4_K_M, "blk.5.attn_v.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_M, "blk.6.ffn_down.weight", 2, 1, 6, 6, 3072, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q4_K_M, "blk.8.ffn_down.weight", 2, 1, 8, 8, 3072, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_M, "blk.24.ffn_down.weight", 2, 1, 24, 24, 3072, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_M, "blk.8.ffn_up.weight", 2, 1, 8, 8, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q8_0, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q8_0},
+        {GGUF_MIX_Q4_K_M, "per_layer_model_proj.weight", 2, 1, 0, 0, 1024, GGML_TYPE_BF16}, /* kept */
+        /* rows that are not whole blocks */
+        {GGUF_MIX_Q4_K_M, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q8_0},
+        {GGUF_MIX_Q4_0, "blk.0.attn_q.weight", 2, 1, 0, 0, 16, GGML_TYPE_F16},
+        {GGUF_MIX_F32, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_F32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ggml_type got = gguf_mix_tensor_type(cases[i].mix, cases[i].name, cases[i].n_dims, cases[i].ne0,
+                                             GGML_TYPE_BF16, cases[i].tied, cases[i].i_v, L, cases[i].i_down, L);
+        if (cases[i].n_dims == 1 && got == GGML_TYPE_BF16) got = GGML_TYPE_F32; /* kept: the source type */
+        CHECK(got == cases[i].want, "case %zu (%s, %s): got %s, want %s", i, gguf_mix_name(cases[i].mix),
+              cases[i].name, ggml_type_name(got), ggml_type_name(cases[i].want));
+    }
+    gguf_mix m;
+    CHECK(gguf_mix_parse("q4_k_m", &m) == 0 && m == GGUF_MIX_Q4_K_M && gguf_mix_parse("q5_k_m", &m) < 0, "parse");
+}
+
+/* ---- quantized tiny models -------------------------------------------------------------- */
+static const char *ARCHS[] = {"llama", "qwen3", "gemma4"};
+static const char *TYPES[] = {"q8_0", "q4_0", "q4_k_m", "q6_k"};
+
+static int make_model(const char *arch, const char *dir) {
+    /* widths that are whole 256-element blocks; gemma4's 16-wide per-layer inputs exercise the fallbacks */
+    const char *common[] = {"hidden_size=256", "intermediate_size=512", "head_dim=64", "global_head_dim=64"};
+    newmodel_opts o = {.arch = arch, .preset = "tiny", .dtype = SP_DT_BF16, .seed = 7, .sets = common,
+                       .n_sets = strcmp(arch, "gemma4") ? 3 : 4, .n_threads = 1};
+    sp_err err = {{0}};
+    int rc = newmodel_write(dir, &o, &err);
+    CHECK(rc == 0, "%s: %s", arch, err.msg);
+    return rc;
+}
+
+static float *logits_of(const char *path, int *V) {
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    if (sp_model_load(&m, path, 2, &err)) {
+        CHECK(0, "load %s: %s", path, err.msg);
+        return NULL;
+    }
+    *V = sp_model_config(m)->vocab_size;
+    int32_t tok[NTOK];
+    for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)((i * 4099 + 17) % *V);
+    float *lg = malloc(sizeof(float) * NTOK * (size_t)*V);
+    sp_kv *kv = sp_kv_create(m, 64, NTOK, &err);
+    sp_forward_out o = {.logits = lg};
+    CHECK(kv && sp_model_forward(m, kv, tok, NTOK, &o, &err) == 0, "%s", err.msg);
+    sp_kv_free(kv);
+    sp_model_free(m);
+    return lg;
+}
+
+static uint32_t tensor_type(const gguf_file *f, const char *name) {
+    const gguf_tensor_info *t = gguf_find_tensor(f, name);
+    return t ? t->type : 999;
+}
+
+static void check_types(const char *path, const char *arch, const char *type) {
+    sp_err err = {{0}};
+    gguf_file *f = gguf_open(path, &err);
+    CHECK(f != NULL, "%s", err.msg);
+    if (!f) return;
+    int64_t ft = -1;
+    gguf_get_i64(f, "general.file_type", &ft, &err);
+    int kq = !strcmp(type, "q4_k_m");
+    uint32_t base = !strcmp(type, "q8_0") ? 8 : !strcmp(type, "q4_0") ? 2 : kq ? 12 : 14;
+    CHECK(ft == (base == 8 ? 7 : base == 2 ? 2 : kq ? 15 : 18), "%s %s: general.file_type %lld", arch, type,
+          (long long)ft);
+    CHECK(tensor_type(f, "blk.0.attn_norm.weight") == 0, "%s %s: norm not F32", arch, type);
+    CHECK(tensor_type(f, "blk.0.attn_q.weight") == base, "%s %s: attn_q type %u", arch, type,
+          tensor_type(f, "blk.0.attn_q.weight"));
+    /* 2 or 6 blocks: the last layer is in the last eighth (more bits), layer 0 of 2 is not */
+    int last = strcmp(arch, "gemma4") ? 1 : 5;
+    char nm[64];
+    snprintf(nm, sizeof nm, "blk.%d.ffn_down.weight", last);
+    CHECK(tensor_type(f, nm) == (kq ? 14u : base), "%s %s: %s type %u", arch, type, nm, tensor_type(f, nm));
+    if (kq && !strcmp(arch, "qwen3"))
+        CHECK(tensor_type(f, "blk.0.ffn_down.weight") == 12, "qwen3 q4_k_m: blk.0.ffn_down type %u",
+              tensor_type(f, "blk.0.ffn_down.weight"));
+    const char *head = gguf_find_tensor(f, "output.weight") ? "output.weight" : "token_embd.weight";
+    CHECK(tensor_type(f, head) == (base == 8 ? 8u : 14u), "%s %s: %s type %u", arch, type, head, tensor_type(f, head));
+    gguf_close(f);
+}
+
+static void test_quantized_close(void) {
+    for (int a = 0; a < 3; a++) {
+        char dir[512], q[600], d[600];
+        snprintf(dir, sizeof dir, "%s", tmppath(ARCHS[a]));
+        if (make_model(ARCHS[a], dir)) continue;
+        for (int t = 0; t < 4; t++) {
+            snprintf(q, sizeof q, "%s-%s.gguf", dir, TYPES[t]);
+            snprintf(d, sizeof d, "%s-%s-f32.gguf", dir, TYPES[t]);
+            gguf_quantize_opts o = {.n_threads = 2};
+            sp_err err = {{0}};
+            gguf_mix_parse(TYPES[t], &o.mix);
+            CHECK(gguf_quantize(dir, q, &o, &err) == 0, "%s %s: %s", ARCHS[a], TYPES[t], err.msg);
+            o.mix = GGUF_MIX_F32;
+            CHECK(gguf_quantize(q, d, &o, &err) == 0, "%s %s f32: %s", ARCHS[a], TYPES[t], err.msg);
+            check_types(q, ARCHS[a], TYPES[t]);
+            int V = 0, V2 = 0;
+            float *lq = logits_of(q, &V), *ld = logits_of(d, &V2);
+            if (lq && ld && V == V2) {
+                double maxd = 0, maxref = 0;
+                int same = 0;
+                for (int i = 0; i < NTOK; i++) {
+                    const float *x = lq + (size_t)i * V, *y = ld + (size_t)i * V;
+                    for (int v = 0; v < V; v++) {
+                        maxd = fmax(maxd, fabs((double)x[v] - y[v]));
+                        maxref = fmax(maxref, fabs((double)y[v]));
+                    }
+                    same += sp_argmax(x, V) == sp_argmax(y, V);
+                }
+                printf("  %-6s %-6s max|dlogit| / max|logit| = %.4f, argmax kept %d/%d\n", ARCHS[a], TYPES[t],
+                       maxd / maxref, same, NTOK);
+                double bound = a == 2 ? 0.10 : 0.03;
+                CHECK(maxd <= bound * maxref, "%s %s: max|d| %g > %g of %g", ARCHS[a], TYPES[t], maxd, bound, maxref);
+                CHECK(same * 4 >= NTOK * 3, "%s %s: argmax kept on %d of %d positions", ARCHS[a], TYPES[t], same, NTOK);
+            }
+            free(lq);
+            free(ld);
+        }
+    }
+    /* nothing but the outputs in the folder: no temp file survives */
+    DIR *dh = opendir(tmp_root);
+    struct dirent *e;
+    while (dh && (e = readdir(dh))) CHECK(!strstr(e->d_name, "tmp"), "left over: %s", e->d_name);
+    if (dh) closedir(dh);
+}
+
+/* greedy tokens of `generate ... --json` (the "tokens" array), or "" on failure */
+static void gen_tokens(const char *model, const char *extra, char *out, size_t cap) {
+    char cmd[1600], buf[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 32 -t 2 --json %s 2>/dev/null", cli, model,
+             extra);
+    out[0] = 0;
+    if (harness_run(cmd, buf, sizeof buf) != 0) return;
+    char *s = strstr(buf, "\"tokens\""), *e = s ? strchr(s, ']') : NULL;
+    if (s && e && (size_t)(e - s) < cap) snprintf(out, cap, "%.*s", (int)(e - s), s);
+}
+
+static void test_spec_identical(void) {
+    for (int a = 0; a < 3; a++)
+        for (int t = 0; t < 4; t++) {
+            char q[600], plain[4096], ng[4096], dm[4096], extra[800];
+            snprintf(q, sizeof q, "%s-%s.gguf", tmppath(ARCHS[a]), TYPES[t]);
+            gen_tokens(q, "", plain, sizeof plain);
+            gen_tokens(q, "--spec ngram --draft-max 6", ng, sizeof ng);
+            snprintf(extra, sizeof extra, "--spec draft -md %s --draft-max 5", q);
+            gen_tokens(q, extra, dm, sizeof dm);
+            CHECK(plain[0] && !strcmp(plain, ng), "%s %s: ngram output differs: %s | %s", ARCHS[a], TYPES[t], plain, ng);
+            CHECK(plain[0] && !strcmp(plain, dm), "%s %s: draft-model output differs: %s | %s", ARCHS[a], TYPES[t],
+                  plain, dm);
+        }
+}
+
+static void test_cli_errors(void) {
+    char cmd[1200], out[4096];
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s -o %s --type q5_k_m 2>&1", cli, tmppath("qwen3"),
+             tmppath("x.gguf"));
+    CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "q5_k_m"), "bad type: %s", out);
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/none -o %s --type q8_0 2>&1", cli, tmp_root,
+             tmppath("x.gguf"));
+    CHECK(harness_run(cmd, out, sizeof out) != 0 && strstr(out, "none"), "missing input: %s", out);
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s --type q8_0 2>&1", cli, tmppath("qwen3"));
+    CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "-o"), "missing -o: %s", out);
+    /* a quantized file quantizes again (dequantize, requantize) and says so */
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s-q8_0.gguf -o %s --type q4_0 -q 2>&1", cli, tmppath("qwen3"),
+             tmppath("re.gguf"));
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "quantized again"), "requantize: %s", out);
+    CHECK(access(tmppath("x.gguf"), F_OK) != 0, "an output appeared after a failure");
+}
+
+/* a DSpark drafter with Q8_0 matrices in safetensors: loads, and greedy output stays the target's */
+static void test_drafter_q8(void) {
+    const char *target = tmppath("qwen3"), *dr = tmppath("dspark"), *dq = tmppath("dspark-q8");
+    char cmd[1600], out[4096];
+    snprintf(cmd, sizeof cmd, "%s new-drafter --arch dspark -m %s --seed 3 -o %s 2>&1", cli, target, dr);
+    CHECK(harness_run(cmd, out, sizeof out) == 0, "new-drafter: %s", out);
+    snprintf(cmd, sizeof cmd, "%s quantize --drafter -m %s -o %s --type q8_0 2>&1", cli, dr, dq);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "Q8_0"), "quantize --drafter: %s", out);
+    st_set *s = NULL;
+    sp_err err = {{0}};
+    CHECK(st_open_dir(&s, dq, &err) == 0, "%s", err.msg);
+    if (s) {
+        const st_tensor *fc = st_find(s, "fc.weight");
+        const void *data = NULL;
+        sp_dtype dt = SP_DT_UNKNOWN;
+        CHECK(fc && fc->dtype == SP_DT_U8 && st_metadata(s, "quant.fc.weight"), "fc.weight not stored as Q8_0 blocks");
+        if (fc)
+            CHECK(st_get_weight(s, "fc.weight", fc->shape[0], fc->shape[1] / 34 * 32, &data, &dt, &err) == 0 &&
+                      dt == SP_DT_Q8_0 && data == fc->data,
+                  "st_get_weight: %s", err.msg);
+        st_close(s);
+    }
+    char plain[4096], spec[4096], extra[800];
+    gen_tokens(target, "", plain, sizeof plain);
+    snprintf(extra, sizeof extra, "--spec dspark -md %s --draft-max 6", dq);
+    gen_tokens(target, extra, spec, sizeof spec);
+    CHECK(plain[0] && !strcmp(plain, spec), "Q8_0 drafter changed the output: %s | %s", plain, spec);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_x → BUILD/specula, BUILD/test_x.PID */
+    char *slash = strrchr(cli, '/');
+    if (slash) *slash = 0;
+    snprintf(tmp_root, sizeof tmp_root, "%s/../test_gguf_quant.%d", cli, (int)getpid());
+    snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
+    sp_err err = {{0}};
+    if (sp_mkdir_p(tmp_root, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    RUN(test_mix_rule);
+    RUN(test_quantized_close);
+    RUN(test_spec_identical);
+    RUN(test_cli_errors);
+    RUN(test_drafter_q8);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
+    if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp_root);
+    return harness_done("test_gguf_quant");
+}

@@ -1,0 +1,53 @@
+#!/bin/sh
+# bench-gguf.sh — quantized GGUF decoding, specula vs llama.cpp on the same files.
+#
+#   sh tools/bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]
+#
+# Builds the qwen3-0.6b preset (random weights) in WORK once, exports it to GGUF with the
+# Qwen2 vocabulary of llama.cpp's models/ggml-vocab-qwen2.gguf (llama.cpp needs a vocabulary;
+# 151936 tokens, as the preset), quantizes it with `specula quantize` to each type (default
+# q8_0 q4_0 q4_k_m), then for ROUNDS rounds (default 3), interleaved per type:
+#   specula bench-decode --json        (decode tok/s after a 16-token prompt, prefill 512, roofline)
+#   llama-bench -p 0 -n 64 -r 3         (decode)  and  -p 512 -n 0 -r 3 (prefill)
+#   specula bench-verify --json        (cost of an 8-token verify in decode steps)
+# with THREADS threads (default 2) for both engines; LLAMA_REPS sets llama-bench -r.
+# and prints one line per type with the medians and the ratios. LLAMA_BIN is llama.cpp's
+# build/bin (see /work/shared/PEERS.md on building it; never part of CI).
+set -eu
+WORK=${1:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
+LB=${2:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
+ROUNDS=${3:-3}
+TYPES=${4:-q8_0 q4_0 q4_k_m}
+TH=${THREADS:-2}      # threads of both engines
+REPS=${LLAMA_REPS:-3} # llama-bench -r
+S=${SPECULA:-$(pwd)/build/specula}
+VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf
+mkdir -p "$WORK"
+[ -f "$WORK/q06/config.json" ] || "$S" new-model --arch qwen3 --preset qwen3-0.6b --seed 1 -o "$WORK/q06"
+[ -f "$WORK/q06-bf16.gguf" ] || "$S" export-gguf -m "$WORK/q06" -o "$WORK/q06-bf16.gguf" --tokenizer-gguf "$VOCAB"
+for t in $TYPES; do
+    [ -f "$WORK/q06-$t.gguf" ] || "$S" quantize -m "$WORK/q06-bf16.gguf" -o "$WORK/q06-$t.gguf" --type "$t" -t 2 -q
+done
+num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
+avg_ts() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "\"avg_ts\"" || $i == "avg_ts") c = i } NR > 1 { gsub(/"/, "", $c); print $c }'; }
+: > "$WORK/raw-t$TH.txt"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    for t in $TYPES; do
+        f="$WORK/q06-$t.gguf"
+        js=$("$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
+        sd=$(echo "$js" | num decode_tps); sp=$(echo "$js" | num prefill_tps); rf=$(echo "$js" | num roofline_fraction)
+        ld=$("$LB/llama-bench" -m "$f" -t "$TH" -p 0 -n 64 -r "$REPS" -o csv 2>/dev/null | avg_ts)
+        lp=$("$LB/llama-bench" -m "$f" -t "$TH" -p 512 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
+        v8=$("$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
+        echo "$t $r $sd $sp $rf $ld $lp $v8" | tee -a "$WORK/raw-t$TH.txt"
+    done
+    r=$((r + 1))
+done
+echo "type  specula_decode llama_decode ratio | specula_prefill llama_prefill ratio | roofline | verify8/step (medians of $ROUNDS rounds)"
+for t in $TYPES; do
+    grep "^$t " "$WORK/raw-t$TH.txt" | awk -v t="$t" '
+        { d[NR] = $3; p[NR] = $4; f[NR] = $5; ld[NR] = $6; lp[NR] = $7; v[NR] = $8; rd[NR] = $3 / $6; rp[NR] = $4 / $7 }
+        function med(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x } return a[int((n + 1) / 2)] }
+        END { printf "%-6s %8.2f %8.2f %5.2fx | %8.1f %8.1f %5.2fx | %5.3f | %5.2f\n", t, med(d, NR), med(ld, NR), med(rd, NR), med(p, NR), med(lp, NR), med(rp, NR), med(f, NR), med(v, NR) }'
+done
