@@ -2,7 +2,7 @@
 // token of `specula serve` at 1, 2, 4, 8 concurrent streaming clients, with speculation on and
 // off ("speculative": false per request, so one server serves both and the runs interleave:
 // round r runs every (mode, clients) cell once, in an order that alternates). Each client sends
-// its requests one after another (greedy, prompts from models/default/prompts.txt); a cell's
+// its requests one after another (greedy, prompts from models/default/prompts.jsonl); a cell's
 // figure is the median over rounds. Prints a table with ratios to 1 client without speculation.
 // With --openai-only the server is any OpenAI-compatible one (e.g. llama-server): speculation is
 // then whatever it was started with, and the mode column is that server's.
@@ -13,8 +13,8 @@ const openaiOnly = args.includes("--openai-only");
 const pos = args.filter((a) => !a.startsWith("--"));
 const base = pos[0] ?? "http://127.0.0.1:8080";
 const ROUNDS = +(pos[1] ?? 3), MAX = +(pos[2] ?? 96), PER_CLIENT = 2;
-const prompts = fs.readFileSync("models/default/prompts.txt", "utf8").split("\n").filter(Boolean)
-  .map((l) => l.replaceAll("\\n", "\n")).map((l) => l.slice(0, 300));
+const prompts = fs.readFileSync("models/default/prompts.jsonl", "utf8").split("\n").filter(Boolean)
+  .map((l) => JSON.parse(l).prompt).map((p) => p.slice(0, 300));
 
 async function one(prompt, spec) {
   const body = { prompt, max_tokens: MAX, temperature: 0, stream: true, stream_options: { include_usage: true } };
