@@ -89,23 +89,8 @@ int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, 
     if (sp_mkdir_p(dir, err)) return -1;
     char path[4096], name[96], stepbuf[32];
     int rc = -1;
-    /* 1. optimizer.safetensors: everything resume needs, step in its metadata (authoritative) */
+    /* 1. model.safetensors: bf16 under the published names */
     st_writer *w = st_writer_create();
-    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    if (!w || st_writer_set_metadata(w, "step", stepbuf, err) || st_writer_set_metadata(w, "run", run, err)) goto out;
-    const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
-    const float *src[3] = {m->w, adam_m, adam_v};
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < m->n_params; i++) {
-            const tr_param *p = &m->params[i];
-            snprintf(name, sizeof name, "%s%s", pfx[k], p->name);
-            if (st_writer_add_ref(w, name, SP_DT_F32, p->ndim, p->shape, src[k] + p->off, err)) goto out;
-        }
-    sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
-    if (st_writer_save(w, path, err)) goto out;
-    st_writer_free(w);
-    /* 2. model.safetensors: bf16 under the published names */
-    w = st_writer_create();
     uint16_t *bf = malloc(m->n * sizeof(uint16_t));
     if (!w || !bf) { free(bf); sp_err_set(err, "%s: out of memory", dir); goto out; }
     for (size_t i = 0; i < m->n; i++) bf[i] = sp_f32_to_bf16(m->w[i]);
@@ -118,9 +103,28 @@ int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, 
     if (!bad) bad = st_writer_save(w, path, err);
     free(bf);
     if (bad) goto out;
-    /* 3. config.json, 4. trainer_state.json */
+    st_writer_free(w);
+    w = NULL;
+    /* 2. config.json, 3. trainer_state.json */
     if (write_text(dir, "config.json", config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
         goto out;
+    /* 4. optimizer.safetensors, last: everything resume needs, step in its metadata (authoritative).
+     * Written after the files derived from it, so a run killed part-way through a checkpoint
+     * resumes from the previous one and rewrites them all (a finished run's model.safetensors
+     * can never lag behind its optimizer state). */
+    w = st_writer_create();
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    if (!w || st_writer_set_metadata(w, "step", stepbuf, err) || st_writer_set_metadata(w, "run", run, err)) goto out;
+    const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
+    const float *src[3] = {m->w, adam_m, adam_v};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < m->n_params; i++) {
+            const tr_param *p = &m->params[i];
+            snprintf(name, sizeof name, "%s%s", pfx[k], p->name);
+            if (st_writer_add_ref(w, name, SP_DT_F32, p->ndim, p->shape, src[k] + p->off, err)) goto out;
+        }
+    sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
+    if (st_writer_save(w, path, err)) goto out;
     rc = 0;
 out:
     st_writer_free(w);
