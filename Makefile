@@ -51,12 +51,15 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h)
 TEST_HEADERS := $(wildcard tests/*.h)
 
-.PHONY: install check-install all deps test test-fast test-avx2 test-aarch64 run asan clang bench bench-dflash bench-kernels bench-train clean \
+.PHONY: install check-install all deps deps-test test test-fast test-avx2 test-aarch64 run asan clang bench bench-dflash bench-kernels bench-train clean \
         fuzz-build fuzz-bins fuzz fuzz-ci valgrind
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
 deps:
 	@sh tools/deps.sh
+
+deps-test:
+	@sh tools/deps.sh --test
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -139,7 +142,7 @@ valgrind:
 # README command 2: install, build (gcc, clang, sanitizers) and run every test (LeakSanitizer on
 # in the ASan build), then the SIMD checks (the kernel and identity tests on the AVX2 path and
 # on aarch64 under qemu), valgrind on generate and the bounded fuzz run of every parser.
-test: deps
+test: deps-test
 	$(MAKE) all
 	$(MAKE) clang
 	$(MAKE) asan
