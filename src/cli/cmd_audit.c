@@ -71,7 +71,7 @@ int cmd_audit(int argc, char **argv) {
         cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    if (cli_load_prompt(CMD, model, prompt, ids, 0, &tok, &ntok)) goto out;
+    if (cli_load_prompt(CMD, model, prompt, ids, &tok, &ntok)) goto out;
     sp_spec_params sp = sp_spec_params_default();
     sp_sample_params sdef = {temp, top_k, top_p, min_p, seed};
     if (cli_sample_resolve(CMD, &pen, NULL, &sdef, 0, &sp.gen)) goto out;

@@ -177,7 +177,7 @@ int cmd_generate(int argc, char **argv) {
         return rc;
     }
     rc = cli_chat_wanted(&co, chat, text) ? cli_chat_prompt(CMD, dir, &co, text, &prompt, &n_prompt)
-                                          : cli_load_prompt(CMD, dir, text, ids_arg, chat, &prompt, &n_prompt);
+                                          : cli_load_prompt(CMD, dir, text, ids_arg, &prompt, &n_prompt);
     free(file_text);
     if (rc) return 2;
     stream_ctx sc = {.stream = !json};

@@ -95,8 +95,8 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     return 0;
 }
 
-int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int chat,
-                    int32_t **ids, int *n) {
+int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int32_t **ids,
+                    int *n) {
     *ids = NULL;
     *n = 0;
     if (text && ids_str) return cli_error(cmd, "give either -p TEXT or --prompt-ids, not both"), -1;
@@ -108,16 +108,7 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
                          model_dir), -1;
     tok_tokenizer *t = tok_load_model(model_dir, &err);
     if (!t) return cli_error(cmd, "%s", err.msg), -1;
-    int rc;
-    if (chat) {
-        tok_msg msg = {"user", text};
-        char *rendered = NULL;
-        rc = tok_chat_render(t, NULL, &msg, 1, 1, &rendered, &err);
-        if (!rc) rc = tok_encode(t, rendered, strlen(rendered), 0, 1, ids, n, &err);
-        free(rendered);
-    } else {
-        rc = tok_encode(t, text, strlen(text), 1, 1, ids, n, &err);
-    }
+    int rc = tok_encode(t, text, strlen(text), 1, 1, ids, n, &err);
     tok_free(t);
     if (rc) return cli_error(cmd, "%s", err.msg), -1;
     if (*n == 0) return cli_error(cmd, "the prompt encodes to no tokens"), -1;

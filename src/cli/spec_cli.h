@@ -35,10 +35,11 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
                      const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
                      sp_drafter **drafter);
 
-/* The prompt from -p TEXT (tokenized with the model's tokenizer, BOS as the model adds it;
- * chat: wrapped in its chat template) or --prompt-ids. Prints errors; returns 0/-1. *ids malloc'd. */
-int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int chat,
-                    int32_t **ids, int *n);
+/* The prompt from -p TEXT (tokenized with the model's tokenizer, BOS as the model adds it) or
+ * --prompt-ids; chat prompts go through cli_chat_prompt (chat_cli.h). Prints errors; returns 0/-1.
+ * *ids malloc'd. */
+int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, const char *ids_str, int32_t **ids,
+                    int *n);
 
 /* The embedded default model directory (target/, drafter/, prompts.jsonl): $SPECULA_DEFAULT_MODEL,
  * then beside the binary (BIN/../models/default: the build tree), then its install prefix
