@@ -40,8 +40,9 @@
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "formats/tensor_names.h"
 #include "model/block.h"
-#include "model/model_internal.h" /* the target's thread pool only (the drafter runs between its forwards) */
+#include "model/model.h"
 #include "spec/spec.h"
 
 #define CTX_CHUNK 64 /* context rows injected per pass */
@@ -130,45 +131,37 @@ static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
     return 0;
 }
 
-#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+#define QK_NORM(i, j) sp_tensor_hf_name(s->dc.arch, (j) ? SP_TN_K_NORM : SP_TN_Q_NORM, i, nm, sizeof nm)
+
+/* the checkpoint's tensor readers as sp_block_bind calls them */
+static int bind_mat_cb(void *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat(s, name, n, k, out, err);
+}
+
+static int bind_vec_cb(void *s, const char *name, int n, float **out, sp_err *err) {
+    return get_vec(s, name, n, out, err);
+}
+
+static int bind_scalar_cb(void *s, const char *name, float *out, sp_err *err) {
+    float *sc;
+    if (!st_find(((df_t *)s)->st, name)) return 1;
+    if (get_vec(s, name, 1, &sc, err)) return -1;
+    *out = sc[0];
+    return 0;
+}
 
 static int bind_layer(df_t *s, int i, sp_err *err) {
     const sp_config *c = &s->dc;
     const sp_layer_config *lc = &c->layers[i];
     sp_block_layer *l = &s->layers[i].b;
-    char nm[160];
     if (lc->sliding)
         return sp_err_set(err, "drafter layer %d: sliding-window draft layers are not supported", i);
     l->d = sp_block_describe(c, i, SP_ATTN_BLOCK);
+    l->d.kv_proj = 1;
     l->d.qk_norm = s->qk_norm;
-    const sp_block_desc *d = &l->d;
-    int H = d->H, NH = d->NH, D = d->D, KVH = d->KVH, I = d->I;
-    if (get_vec(s, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
-        get_vec(s, NAME("layers.%d.post_attention_layernorm.weight", i), H,
-                d->post_norms ? &l->attn_post_norm : &l->ffn_norm, err) ||
-        get_mat(s, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
-        get_mat(s, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
-        get_mat(s, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
-        return -1;
-    if (lc->has_v_proj && get_mat(s, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
-        return -1;
-    if (d->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
-                       get_vec(s, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)))
-        return -1;
-    l->layer_scalar = 1.0f;
-    if (d->post_norms) {
-        float *sc;
-        if (get_vec(s, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->ffn_norm, err) ||
-            get_vec(s, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->ffn_post_norm, err))
-            return -1;
-        if (st_find(s->st, NAME("layers.%d.layer_scalar", i))) {
-            if (get_vec(s, nm, 1, &sc, err)) return -1;
-            l->layer_scalar = sc[0];
-        }
-    }
+    sp_block_binder b = {s, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
+    if (sp_block_bind(l, c->arch, i, &b, err)) return -1;
+    int D = l->d.D;
     if (!(l->inv_freq = own(s, sizeof(float) * (size_t)(D / 2)))) return sp_err_set(err, "out of memory");
     sp_rope_inv_freq(l->inv_freq, D, &c->rope);
     if (D > SP_BLOCK_MAX_HEAD_DIM)
@@ -187,7 +180,7 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     int n_found = 0;
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++)
-            n_found += st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")) != NULL;
+            n_found += st_find(s->st, QK_NORM(i, j)) != NULL;
     if (n_found == 0 && !s->dc.qk_norm) {
         s->qk_norm = 0;
         return 0;
@@ -197,11 +190,11 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     char present[160] = "";
     for (int i = 0; i < s->L && !present[0]; i++)
         for (int j = 0; j < 2 && !present[0]; j++)
-            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")))
+            if (st_find(s->st, QK_NORM(i, j)))
                 snprintf(present, sizeof present, "%s", nm);
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++) {
-            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q"))) continue;
+            if (st_find(s->st, QK_NORM(i, j))) continue;
             if (!present[0])
                 return sp_err_set(err, "%s: missing tensor %s (config model_type %s has q_norm / k_norm in every "
                                        "layer)", dir, nm, sp_arch_name(s->dc.arch));
@@ -678,7 +671,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->destroy = df_destroy;
     s->o = o ? *o : sp_dflash_opts_default();
     s->target = target;
-    s->pool = target->pool;
+    s->pool = sp_model_pool(target);
     const sp_config *tc = sp_model_config(target);
     s->V = tc->vocab_size;
     s->H = tc->hidden_size;

@@ -135,3 +135,11 @@ int sp_kv_trim(sp_kv *kv, int n, sp_err *err) {
     kv->len -= n;
     return 0;
 }
+
+sp_block_seg sp_kv_layer_seg(const sp_kv *kv, int layer, int T, int pos0) {
+    int src = kv->m->cfg.layers[layer].kv_source;
+    return (sp_block_seg){T, pos0, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src]};
+}
+
+int sp_kv_high(const sp_kv *kv) { return kv->high; }
+int sp_kv_max_batch(const sp_kv *kv) { return kv->max_batch; }

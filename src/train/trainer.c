@@ -10,7 +10,7 @@
 #include "core/pool.h"
 #include "core/progress.h"
 #include "formats/newdrafter.h"
-#include "model/model_internal.h"
+#include "model/model.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
@@ -214,7 +214,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     cstar = malloc(sizeof(float) * c->batch * d.B);
     if (!grad || !am || !av || !Wlm || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
     /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
-    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
+    for (int r = 0; r < d.V; r++) sp_mat_row_f32(sp_model_lm_head(target), r, Wlm + (size_t)r * d.H);
 
     /* this rank's slice [lo, hi) of every global batch */
     int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
@@ -277,7 +277,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         fprintf(log, "\n");
     }
 
-    sp_pool *pool = target->pool;
+    sp_pool *pool = sp_model_pool(target);
     double tau;
     evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
     res->tau_first = res->tau_last = tau;
