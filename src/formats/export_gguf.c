@@ -275,7 +275,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
             n_freqs = Dg / 2;
             int n_rot = (int)floor(Dg * cfg.rope.partial_rotary_factor / 2.0);
             if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
-            for (int j = 0; j < n_freqs; j++) rope_freqs[j] = j < n_rot ? (float)cfg.rope.factor : 1e30f;
+            for (int j = 0; j < n_freqs; j++) rope_freqs[j] = j < n_rot ? (float)cfg.rope.factor : GGUF_ROPE_FREQ_OFF;
         }
     }
     if (n_freqs > 0) {
