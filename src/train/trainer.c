@@ -15,6 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/optim.h"
 #include "train/shards.h"
+#include "train/trainlog.h"
 
 tr_train_cfg tr_train_defaults(void) {
     tr_train_cfg c;
@@ -61,27 +62,6 @@ static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, 
     }
     *tau = tsum / eval_n;
     for (int k = 0; k < B; k++) acc[k] /= eval_n;
-}
-
-/* keep the header and the rows of steps <= step (a resumed run rewrites what follows) */
-static int log_truncate(const char *path, long step, sp_err *err) {
-    char *text = NULL;
-    size_t n = 0;
-    if (!sp_file_exists(path)) return 0;
-    if (sp_read_file(path, &text, &n, err)) return -1;
-    size_t keep = 0;
-    for (size_t i = 0; i < n;) {
-        size_t e = i;
-        while (e < n && text[e] != '\n') e++;
-        if (e == n) break; /* a torn last line */
-        long s = strtol(text + i, NULL, 10);
-        if (i > 0 && s > step) break;
-        keep = e + 1;
-        i = e + 1;
-    }
-    int rc = sp_write_file_atomic(path, text, keep, err);
-    free(text);
-    return rc;
 }
 
 const char *tr_arch_name(tr_arch a) {
@@ -264,7 +244,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     if (c->log_path) snprintf(logpath, sizeof logpath, "%s", c->log_path);
     else sp_path_join(logpath, sizeof logpath, c->out_dir, "train_log.csv");
     if (rank == 0) {
-        if (step0 > 0 && log_truncate(logpath, step0, err)) goto out;
+        if (step0 > 0 && tr_log_truncate(logpath, step0, err)) goto out;
         log = fopen(logpath, step0 > 0 && sp_file_exists(logpath) ? "a" : "w");
         if (!log) { sp_err_set(err, "%s: cannot open the log for writing", logpath); goto out; }
     } else {
