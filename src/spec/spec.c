@@ -189,6 +189,10 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         if (d && k > 0) {
             double td = sp_time_ms();
             if (extend_flush(&L, err)) goto done;
+            /* the held rows' update is a one-time cost of turning drafting on: outside the round's
+             * draft time the policy weighs */
+            st->draft_ms += sp_time_ms() - td;
+            td = sp_time_ms();
             prof = sp_prof_phase_enter(SP_PROF_DRAFT);
             nd = d->propose(d, k, L.blk + 1, L.q, err);
             sp_prof_phase_leave(prof);
