@@ -33,8 +33,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-build/specula export-gguf -m models/default/target -o "$WORK/target.gguf" || exit 1
-build/specula export-gguf -m models/default/drafter --target models/default/target -o "$WORK/drafter.gguf" || exit 1
+cp build/specula "$WORK/specula" || exit 1 # a rebuild while this runs does not touch the measured binary
+"$WORK/specula" export-gguf -m models/default/target -o "$WORK/target.gguf" || exit 1
+"$WORK/specula" export-gguf -m models/default/drafter --target models/default/target -o "$WORK/drafter.gguf" || exit 1
 B=$(jq -r '.block_size' models/default/drafter/config.json)
 
 free_port() { node -e 'const s=require("net").createServer().listen(0,()=>{console.log(s.address().port);s.close()})'; }
@@ -59,6 +60,11 @@ P_PLAIN=$PORT
 start_server spec -md "$WORK/drafter.gguf" --spec-type draft-dspark --spec-draft-n-max "$B" -td "$T"
 P_SPEC=$PORT
 
-node tools/peer-check.mjs --specula build/specula --target models/default/target --drafter models/default/drafter \
+node tools/peer-check.mjs --specula "$WORK/specula" --target models/default/target --drafter models/default/drafter \
     --prompts models/default/prompts.jsonl --plain "http://127.0.0.1:$P_PLAIN" --spec "http://127.0.0.1:$P_SPEC" \
     --threads "$T" --draft-max "$B" --reps "${2:-5}" --n "${3:-128}" ${OUT:+--out "$OUT"}
+rc=$?
+if [ $rc -ne 0 ]; then
+    for name in plain spec; do echo "--- llama-server ($name) log tail:" >&2; tail -15 "$WORK/$name.log" >&2; done
+fi
+exit $rc

@@ -10,7 +10,8 @@
  * --type, 1-D always F32) → one atomic file.
  *
  * The drafter's names all live in drafter_names[] below; per-layer names come from the one
- * HF ↔ GGUF table (gguf_names.c). Not here: EAGLE-3 and reduced (d2t) vocabularies. */
+ * HF ↔ GGUF table (gguf_names.c). Not here: reduced (d2t) vocabularies of DFlash / DSpark
+ * drafters (specula runs none), DeepSpec's EAGLE-3 layout (llama.cpp runs none). */
 #include "export_drafter.h"
 
 #include <jansson.h>
@@ -26,7 +27,7 @@
 #include "newmodel.h"
 #include "safetensors.h"
 
-typedef enum { EXD_ZLAB = 0, EXD_DSPARK, EXD_ASSISTANT } exd_kind;
+typedef enum { EXD_ZLAB = 0, EXD_DSPARK, EXD_ASSISTANT, EXD_EAGLE3 } exd_kind;
 
 /* ---- names ----------------------------------------------------------------------------------- */
 
@@ -45,10 +46,18 @@ static const struct {
     {"confidence_head.proj.bias", "conf_proj.bias"},
     {"pre_projection.weight", "nextn.pre_projection.weight"},    /* assistant [d_a, 2 Hb] */
     {"post_projection.weight", "nextn.post_projection.weight"},  /* assistant [Hb, d_a] */
+    {"input_norm.weight", "enc.output_norm.weight"},             /* EAGLE-3: RMSNorm on the taps [3 Ht] */
+    {"layers.0.hidden_norm.weight", "blk.0.attn_norm_2.weight"}, /* EAGLE-3: norm of the fused state */
+    {"d2t", "d2t"},                                              /* EAGLE-3: draft id → target id (I64) */
 };
 
 const char *export_drafter_tensor_name(sp_arch block_arch, const char *hf, char *buf, size_t cap) {
+    char tmp[160];
     if (!strncmp(hf, "model.", 6)) hf += 6;
+    if (!strncmp(hf, "midlayer.", 9)) { /* the EAGLE-3 layer's SpecForge name */
+        snprintf(tmp, sizeof tmp, "layers.0.%s", hf + 9);
+        hf = tmp;
+    }
     for (size_t i = 0; i < sizeof drafter_names / sizeof drafter_names[0]; i++)
         if (!strcmp(hf, drafter_names[i].hf)) return drafter_names[i].gg;
     return gguf_tensor_name(block_arch, hf, buf, cap);
@@ -70,6 +79,7 @@ typedef struct {
     int64_t shape[2]; /* PyTorch order */
     int optional;     /* may be absent */
     int skip;         /* allowed in the checkpoint, not exported */
+    sp_dtype dtype;   /* required dtype; SP_DT_UNKNOWN = any float */
     const st_tensor *t;
 } exd_tensor;
 
@@ -97,6 +107,7 @@ static int want(exd_list *l, sp_arch block, const char *hf, int ndim, int64_t d0
     t->shape[0] = d0;
     t->shape[1] = ndim > 1 ? d1 : 0;
     t->optional = optional;
+    t->dtype = SP_DT_UNKNOWN;
     return 0;
 }
 
@@ -257,6 +268,9 @@ typedef struct {
     sp_config tc, dc;   /* target; drafter block (assistant: its text_config) */
     exd_dflash k;
     sp_assistant_config ac;
+    int eagle_taps[3], draft_vocab, norm_before_residual, norm_before_fc;
+    const char *eagle_prefix; /* "midlayer." or "layers.0." as stored */
+    int64_t *d2t; /* EAGLE-3: absolute target ids [draft_vocab] */
     exd_list list;
     float *rope_freqs;
     int n_freqs;
@@ -415,6 +429,127 @@ static int assistant_gguf_keys(gguf_writer *w, const exd_t *x, sp_err *err) {
            gguf_writer_set_u32(w, KEY(b, "nextn_predict_layers"), (uint32_t)c.n_layers, err);
 }
 
+
+/* EAGLE-3, the SpecForge layout (llama.cpp arch "eagle3", FORMATS §13.C.1): the Llama block on
+ * [embedding ; fused state] (q/k/v over 2H, Q/K rows permuted as for a Llama target), three
+ * taps used as layer-input indices as stored, the reduced head with d2t as absolute ids. */
+static int eagle3_prepare(exd_t *x, const char *text, json_t *root, const char *what, sp_err *err) {
+    sp_config *dc = &x->dc;
+    const sp_config *tc = &x->tc;
+    if (sp_config_parse(dc, text, what, err)) return -1;
+    if (dc->arch != SP_ARCH_LLAMA || dc->n_layers != 1)
+        return sp_err_set(err, "%s: an EAGLE-3 drafter must be one Llama-block layer (model_type llama, "
+                               "num_hidden_layers 1)", what);
+    if (dc->vocab_size != tc->vocab_size) /* hidden sizes: target_hidden_size below */
+        return sp_err_set(err, "%s: vocab_size %d must equal the target's %d", what, dc->vocab_size, tc->vocab_size);
+    json_t *th = json_object_get(root, "target_hidden_size");
+    int Ht = json_is_integer(th) ? (int)json_integer_value(th) : tc->hidden_size;
+    if (Ht != tc->hidden_size || dc->hidden_size != tc->hidden_size)
+        return sp_err_set(err, "%s: hidden_size %d / target_hidden_size %d must equal the target's %d", what,
+                          dc->hidden_size, Ht, tc->hidden_size);
+    json_t *dv = json_object_get(root, "draft_vocab_size");
+    x->draft_vocab = json_is_integer(dv) ? (int)json_integer_value(dv) : dc->vocab_size;
+    if (x->draft_vocab < 1 || x->draft_vocab > dc->vocab_size)
+        return sp_err_set(err, "%s: draft_vocab_size %d outside 1..%d", what, x->draft_vocab, dc->vocab_size);
+    json_t *ids = json_object_get(root, "eagle_aux_hidden_state_layer_ids");
+    if (!json_is_array(ids)) ids = json_object_get(json_object_get(root, "eagle_config"),
+                                                   "eagle_aux_hidden_state_layer_ids");
+    int N = tc->n_layers;
+    if (json_is_array(ids)) {
+        if (json_array_size(ids) != 3)
+            return sp_err_set(err, "%s: eagle_aux_hidden_state_layer_ids has %zu entries; llama.cpp's eagle3 takes 3",
+                              what, json_array_size(ids));
+        for (int i = 0; i < 3; i++) {
+            json_t *e = json_array_get(ids, (size_t)i);
+            if (!json_is_integer(e))
+                return sp_err_set(err, "%s: eagle_aux_hidden_state_layer_ids[%d] is not an integer", what, i);
+            x->eagle_taps[i] = (int)json_integer_value(e);
+        }
+    } else { /* the published default */
+        x->eagle_taps[0] = 2;
+        x->eagle_taps[1] = N / 2;
+        x->eagle_taps[2] = N - 3;
+    }
+    for (int i = 0; i < 3; i++)
+        if (x->eagle_taps[i] < 0 || x->eagle_taps[i] > N)
+            return sp_err_set(err, "%s: EAGLE-3 tap %d = %d outside 0..%d for a %d-layer target", what, i,
+                              x->eagle_taps[i], N, N);
+    x->norm_before_residual = json_is_true(json_object_get(root, "norm_before_residual"));
+    x->norm_before_fc = json_is_true(json_object_get(root, "norm_before_fc"));
+
+    const sp_layer_config *lc = &dc->layers[0];
+    int64_t H = dc->hidden_size, V = dc->vocab_size, Vd = x->draft_vocab, NH = dc->n_heads, D = lc->head_dim;
+    int64_t KVH = lc->n_kv_heads, I = lc->ffn_dim;
+    sp_arch b = SP_ARCH_LLAMA;
+    exd_list *l = &x->list;
+    /* the layer is stored as midlayer.* (SpecForge) or layers.0.* (speculators): listed under the
+     * name the checkpoint uses */
+    char nm[112];
+    const char *p = x->eagle_prefix;
+#define NM(rest) (snprintf(nm, sizeof nm, "%s%s", p, rest), nm)
+    if (want(l, b, "fc.weight", 2, H, 3 * H, 0, err) ||
+        (x->norm_before_fc && want(l, b, "input_norm.weight", 1, 3 * H, 0, 0, err)) ||
+        want(l, b, NM("hidden_norm.weight"), 1, H, 0, 0, err) ||
+        want(l, b, NM("input_layernorm.weight"), 1, H, 0, 0, err) ||
+        want(l, b, NM("self_attn.q_proj.weight"), 2, NH * D, 2 * H, 0, err) ||
+        want(l, b, NM("self_attn.k_proj.weight"), 2, KVH * D, 2 * H, 0, err) ||
+        want(l, b, NM("self_attn.v_proj.weight"), 2, KVH * D, 2 * H, 0, err) ||
+        want(l, b, NM("self_attn.o_proj.weight"), 2, H, NH * D, 0, err) ||
+        want(l, b, NM("post_attention_layernorm.weight"), 1, H, 0, 0, err) ||
+        want(l, b, NM("mlp.gate_proj.weight"), 2, I, H, 0, err) || want(l, b, NM("mlp.up_proj.weight"), 2, I, H, 0, err) ||
+        want(l, b, NM("mlp.down_proj.weight"), 2, H, I, 0, err) || want(l, b, "norm.weight", 1, H, 0, 0, err) ||
+        want(l, b, "lm_head.weight", 2, Vd, H, 0, err) || want(l, b, "embed_tokens.weight", 2, V, H, 1, err) ||
+        want(l, b, "d2t", 1, Vd, 0, Vd == V, err))
+        return -1;
+#undef NM
+    find(l, "d2t")->skip = 1; /* written as absolute ids, below */
+    find(l, "d2t")->dtype = SP_DT_I64;
+    if (dc->rope.type == SP_ROPE_LLAMA3) {
+        x->n_freqs = (int)D / 2;
+        if (!(x->rope_freqs = malloc(sizeof(float) * (size_t)x->n_freqs))) return sp_err_set(err, "out of memory");
+        export_llama3_rope_freqs(&dc->rope, (int)D, x->rope_freqs);
+    } else if (dc->rope.factor != 1.0) {
+        return sp_err_set(err, "%s: rope factor %g without llama3 scaling is not exported", what, dc->rope.factor);
+    }
+    return 0;
+}
+
+/* d2t as llama.cpp stores it: absolute target ids (stored offsets + draft id), each in range, no repeats */
+static int eagle3_d2t(exd_t *x, const char *dir, sp_err *err) {
+    const exd_tensor *t = find(&x->list, "d2t");
+    if (!t->t) return 0;
+    int64_t Vd = x->draft_vocab, V = x->tc.vocab_size;
+    uint8_t *seen = calloc((size_t)V, 1);
+    if (!(x->d2t = malloc(sizeof(int64_t) * (size_t)Vd)) || !seen) {
+        free(seen);
+        return sp_err_set(err, "out of memory");
+    }
+    memcpy(x->d2t, t->t->data, sizeof(int64_t) * (size_t)Vd);
+    for (int64_t j = 0; j < Vd; j++) {
+        int64_t id = x->d2t[j] + j;
+        if (id < 0 || id >= V || seen[id]) {
+            free(seen);
+            return sp_err_set(err, "%s: d2t[%lld] maps draft id %lld to target id %lld (%s)", dir, (long long)j,
+                              (long long)j, (long long)id, id < 0 || id >= V ? "outside the vocabulary" : "twice");
+        }
+        seen[id] = 1;
+        x->d2t[j] = id;
+    }
+    free(seen);
+    return 0;
+}
+
+static int eagle3_gguf_keys(gguf_writer *w, const exd_t *x, sp_err *err) {
+    const char *A = "eagle3";
+    char b[128];
+    int32_t taps[3] = {x->eagle_taps[0], x->eagle_taps[1], x->eagle_taps[2]};
+    return export_arch_keys(w, A, &x->dc, err) ||
+           gguf_writer_set_arr(w, KEY(b, "target_layers"), GGUF_TYPE_INT32, taps, 3, err) ||
+           gguf_writer_set_u32(w, KEY(b, "target_hidden_size"), (uint32_t)x->tc.hidden_size, err) ||
+           gguf_writer_set_bool(w, KEY(b, "norm_before_residual"), x->norm_before_residual, err) ||
+           gguf_writer_set_bool(w, KEY(b, "norm_before_fc"), x->norm_before_fc, err);
+}
+
 /* ---- the export ---------------------------------------------------------------------------------- */
 
 static int check_stored(exd_t *x, st_set *st, const char *dir, sp_err *err) {
@@ -422,7 +557,7 @@ static int check_stored(exd_t *x, st_set *st, const char *dir, sp_err *err) {
         const char *name = st_at(st, i)->name;
         exd_tensor *t = find(&x->list, name);
         if (t) {
-            if (st_get(st, name, SP_DT_UNKNOWN, t->ndim, t->shape, &t->t, err)) return -1;
+            if (st_get(st, name, t->dtype, t->ndim, t->shape, &t->t, err)) return -1;
             continue;
         }
         if (droppable(name)) continue;
@@ -458,14 +593,23 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
     if (!strcmp(a, "DFlashDraftModel")) x->kind = EXD_ZLAB;
     else if (!strcmp(a, "Qwen3DSparkModel") || !strcmp(a, "Gemma4DSparkModel")) x->kind = EXD_DSPARK;
     else if (!strcmp(a, "Gemma4AssistantForCausalLM")) x->kind = EXD_ASSISTANT;
-    else {
+    else if (!strcmp(a, "LlamaForCausalLMEagle3") || !strcmp(a, "Eagle3LlamaForCausalLM")) x->kind = EXD_EAGLE3;
+    else if (!strcmp(a, "Qwen3Eagle3Model") || !strcmp(a, "Gemma4Eagle3Model")) {
+        sp_err_set(err, "%s: %s (DeepSpec EAGLE-3: q/k norms, %s taps) is not exported: llama.cpp's eagle3 runs only "
+                        "the three-tap Llama-block layout (LlamaForCausalLMEagle3)", path, a, "any number of");
+        goto done;
+    } else {
         sp_err_set(err, "%s: architectures[0] \"%s\" is not a drafter export-gguf knows (DFlashDraftModel, "
-                        "Qwen3DSparkModel, Gemma4DSparkModel, Gemma4AssistantForCausalLM)", path, a);
+                        "Qwen3DSparkModel, Gemma4DSparkModel, Gemma4AssistantForCausalLM, LlamaForCausalLMEagle3)", path, a);
         goto done;
     }
-    if (x->kind == EXD_ASSISTANT ? assistant_prepare(x, text, path, err) : dflash_prepare(x, text, root, path, err))
+    if (st_open_dir(&st, dir, err)) goto done;
+    x->eagle_prefix = st_find(st, "layers.0.hidden_norm.weight") ? "layers.0." : "midlayer.";
+    if (x->kind == EXD_ASSISTANT ? assistant_prepare(x, text, path, err)
+        : x->kind == EXD_EAGLE3  ? eagle3_prepare(x, text, root, path, err)
+                                 : dflash_prepare(x, text, root, path, err))
         goto done;
-    if (st_open_dir(&st, dir, err) || check_stored(x, st, dir, err)) goto done;
+    if (check_stored(x, st, dir, err) || (x->kind == EXD_EAGLE3 && eagle3_d2t(x, dir, err))) goto done;
 
     w = gguf_writer_create();
     srcs = calloc((size_t)x->list.n, sizeof *srcs);
@@ -478,10 +622,11 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
     for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
     const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
     int has_conf = find(&x->list, "confidence_head.proj.weight") != NULL;
-    if (gguf_writer_set_str(w, "general.architecture", x->kind == EXD_ASSISTANT ? "gemma4-assistant" : "dflash",
-                            err) ||
+    const char *arch = x->kind == EXD_ASSISTANT ? "gemma4-assistant" : x->kind == EXD_EAGLE3 ? "eagle3" : "dflash";
+    if (gguf_writer_set_str(w, "general.architecture", arch, err) ||
         gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) ||
         (x->kind == EXD_ASSISTANT ? assistant_gguf_keys(w, x, err)
+         : x->kind == EXD_EAGLE3  ? eagle3_gguf_keys(w, x, err)
                                   : dflash_gguf_keys(w, x->kind, &x->dc, &x->k, has_conf, err)))
         goto done;
 
@@ -503,7 +648,13 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
         }
         int64_t row = t->ndim == 2 ? t->shape[1] : t->shape[0], ne[2] = {row, t->shape[0]};
         srcs[i] = (export_tensor_src){t->t, type, row, 0};
+        if (x->kind == EXD_EAGLE3 && (strstr(t->hf, "self_attn.q_proj.") || strstr(t->hf, "self_attn.k_proj.")))
+            srcs[i].perm_head_dim = x->dc.layers[0].head_dim; /* llama.cpp's adjacent-pair RoPE */
         if (gguf_writer_add_tensor(w, t->gg, type, t->ndim, ne, NULL, export_fill_tensor, &srcs[i], err)) goto done;
+    }
+    if (x->d2t) {
+        int64_t ne[1] = {x->draft_vocab};
+        if (gguf_writer_add_tensor(w, "d2t", GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
     }
     if (x->n_freqs > 0) {
         int64_t ne[1] = {x->n_freqs};
@@ -526,6 +677,7 @@ done:
     free(text);
     free(x->list.v);
     free(x->rope_freqs);
+    free(x->d2t);
     free(x);
     return rc;
 }
