@@ -1,7 +1,8 @@
 /* test_export_drafter.c — `specula export-gguf -m DRAFTER --target TARGET` end to end through the
  * binary: random drafters from `new-drafter` for tiny targets (Qwen3, Llama, Gemma-4), exported
  * and parsed back with the GGUF reader (src/formats/gguf_read.c). For each drafter kind — z-lab
- * DFlash, DeepSpec DSpark and DFlash (Qwen3 block), Gemma-4 DSpark, Gemma-4 assistant — every
+ * DFlash, DeepSpec DSpark and DFlash (Qwen3 block), Gemma-4 DSpark, Gemma-4 assistant, and a
+ * SpecForge EAGLE-3 checkpoint written by the test itself — every
  * key (name, type, the values llama.cpp acts on) and every tensor (name, ggml dims, type) is
  * checked against the tables below, which restate llama.cpp's converter (docs/EXPORT.md); a few
  * tensors' bytes against the safetensors; and each malformed input fails with a clear error and
@@ -460,6 +461,132 @@ static void test_gemma4_assistant(void) {
     gguf_close(f);
 }
 
+/* A SpecForge EAGLE-3 checkpoint for the llama target, written here (H 64, 4 heads of 16, 2 KV
+ * heads, I 96, draft vocabulary 512): random floats, d2t offsets mapping draft id j to target id
+ * 3j + 1 (or, with dup, every id to 7). */
+static int write_eagle3(const char *name, int dup, int n_taps) {
+    const int H = 64, NH = 4, KVH = 2, D = 16, I = 96, V = 8192, Vd = 512;
+    char p[600];
+    if (sh("mkdir -p %s", P(name))) return -1;
+    snprintf(p, sizeof p, "%s/config.json", P(name));
+    FILE *f = fopen(p, "w");
+    if (!f) return -1;
+    fprintf(f, "{\"architectures\": [\"LlamaForCausalLMEagle3\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
+               "\"intermediate_size\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+               "\"num_hidden_layers\": 1, \"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0, "
+               "\"max_position_embeddings\": 4096, \"vocab_size\": %d, \"draft_vocab_size\": %d, "
+               "\"target_hidden_size\": %d, \"eagle_aux_hidden_state_layer_ids\": [%s], \"norm_before_residual\": true}\n",
+            H, I, NH, KVH, D, V, Vd, H, n_taps == 3 ? "1, 1, 2" : "1, 2");
+    fclose(f);
+    static const struct {
+        const char *n;
+        int64_t d0, d1;
+    } T[] = {
+        {"fc.weight", 64, 192},
+        {"midlayer.hidden_norm.weight", 64, 0},
+        {"midlayer.input_layernorm.weight", 64, 0},
+        {"midlayer.self_attn.q_proj.weight", 64, 128},
+        {"midlayer.self_attn.k_proj.weight", 32, 128},
+        {"midlayer.self_attn.v_proj.weight", 32, 128},
+        {"midlayer.self_attn.o_proj.weight", 64, 64},
+        {"midlayer.post_attention_layernorm.weight", 64, 0},
+        {"midlayer.mlp.gate_proj.weight", 96, 64},
+        {"midlayer.mlp.up_proj.weight", 96, 64},
+        {"midlayer.mlp.down_proj.weight", 64, 96},
+        {"norm.weight", 64, 0},
+        {"lm_head.weight", 512, 64},
+    };
+    (void)I;
+    sp_err err = {{0}};
+    st_writer *w = st_writer_create();
+    int rc = 0;
+    for (size_t i = 0; i < sizeof T / sizeof T[0] && !rc; i++) {
+        int64_t n = T[i].d0 * (T[i].d1 ? T[i].d1 : 1), shape[2] = {T[i].d0, T[i].d1};
+        float *x = malloc(sizeof(float) * (size_t)n);
+        harness_fill(x, (size_t)n, 0.1f, (unsigned)i + 11);
+        rc = st_writer_add(w, T[i].n, SP_DT_F32, T[i].d1 ? 2 : 1, shape, x, &err);
+        free(x);
+    }
+    int64_t d2t[512], s1[1] = {Vd}, s2[1] = {V};
+    for (int j = 0; j < Vd; j++) d2t[j] = dup ? 7 - j : 2 * j + 1; /* target id j + d2t[j] */
+    uint8_t *t2d = calloc(V, 1);
+    for (int j = 0; j < Vd; j++) t2d[3 * j + 1] = 1;
+    if (!rc) rc = st_writer_add(w, "d2t", SP_DT_I64, 1, s1, d2t, &err);
+    if (!rc) rc = st_writer_add(w, "t2d", SP_DT_BOOL, 1, s2, t2d, &err);
+    free(t2d);
+    snprintf(p, sizeof p, "%s/model.safetensors", P(name));
+    if (!rc) rc = st_writer_save(w, p, &err);
+    st_writer_free(w);
+    if (rc) fprintf(stderr, "write_eagle3: %s\n", err.msg);
+    return rc;
+}
+
+static void test_eagle3(void) {
+    gguf_file *f = export_ok("ll-eagle", "ll", "ll-eagle.gguf", "");
+    if (!f) return;
+    const char *A = "eagle3";
+    char k[24][96];
+    static const char *names[] = {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                                  "attention.head_count", "attention.head_count_kv",
+                                  "attention.layer_norm_rms_epsilon", "rope.freq_base", "vocab_size",
+                                  "rope.dimension_count", "attention.key_length", "attention.value_length",
+                                  "target_layers", "target_hidden_size", "norm_before_residual", "norm_before_fc"};
+    static const uint32_t types[] = {4, 4, 4, 4, 4, 4, 6, 6, 4, 4, 4, 4, 9, 4, 7, 7};
+    want_kv tab[24];
+    int n = 0;
+    tab[n++] = (want_kv){"general.architecture", GGUF_TYPE_STRING};
+    tab[n++] = (want_kv){"general.name", GGUF_TYPE_STRING};
+    tab[n++] = (want_kv){"general.file_type", GGUF_TYPE_UINT32};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(k[i], sizeof k[i], "%s.%s", A, names[i]);
+        tab[n++] = (want_kv){k[i], types[i]};
+    }
+    const want_kv *tabs[] = {tab};
+    int ns[] = {n};
+    check_keys(f, tabs, ns, 1);
+    key_str_is(f, "general.architecture", "eagle3");
+    want_list l = {.n = 0};
+    wt(&l, 0, 192, 64, "fc.weight", 0);
+    wt(&l, 0, 64, 0, "blk.0.attn_norm_2.weight", 0);
+    wt(&l, 0, 64, 0, "blk.0.attn_norm.weight", 0);
+    wt(&l, 0, 128, 64, "blk.0.attn_q.weight", 0);
+    wt(&l, 0, 128, 32, "blk.0.attn_k.weight", 0);
+    wt(&l, 0, 128, 32, "blk.0.attn_v.weight", 0);
+    wt(&l, 0, 64, 64, "blk.0.attn_output.weight", 0);
+    wt(&l, 0, 64, 0, "blk.0.ffn_norm.weight", 0);
+    wt(&l, 0, 64, 96, "blk.0.ffn_gate.weight", 0);
+    wt(&l, 0, 64, 96, "blk.0.ffn_up.weight", 0);
+    wt(&l, 0, 96, 64, "blk.0.ffn_down.weight", 0);
+    wt(&l, 0, 64, 0, "output_norm.weight", 0);
+    wt(&l, 0, 64, 512, "output.weight", 0);
+    wt(&l, 27, 512, 0, "d2t", 0); /* I64 */
+    check_tensors(f, &l);
+    const gguf_kv *tl = NULL;
+    sp_err err = {{0}};
+    CHECK(gguf_get_arr(f, "eagle3.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 3 &&
+              gguf_arr_i64(tl, 0) == 1 && gguf_arr_i64(tl, 1) == 1 && gguf_arr_i64(tl, 2) == 2,
+          "target_layers as stored [1, 1, 2]");
+    int b = -1;
+    CHECK(gguf_get_bool(f, "eagle3.norm_before_residual", &b, &err) == 0 && b == 1, "norm_before_residual");
+    CHECK(key_int(f, "eagle3.target_hidden_size") == 64, "target_hidden_size");
+    /* d2t as absolute target ids: j + (2j + 1) */
+    const gguf_tensor_info *t = gguf_find_tensor(f, "d2t");
+    const int64_t *d = t ? gguf_tensor_data(f, t, &err) : NULL;
+    CHECK(d && d[0] == 1 && d[1] == 4 && d[511] == 3 * 511 + 1, "d2t absolute ids");
+    /* Q rows permuted to adjacent RoPE pairs: GGUF row 1 is HF row D/2 = 8 of head 0 */
+    st_set *st = NULL;
+    CHECK(st_open_dir(&st, P("ll-eagle"), &err) == 0, "%s", err.msg);
+    const st_tensor *q = st ? st_find(st, "midlayer.self_attn.q_proj.weight") : NULL;
+    t = gguf_find_tensor(f, "blk.0.attn_q.weight");
+    const float *g = t ? gguf_tensor_data(f, t, &err) : NULL;
+    CHECK(q && g && !memcmp(g + 128, (const float *)q->data + 8 * 128, 128 * sizeof(float)) &&
+              !memcmp(g, q->data, 128 * sizeof(float)),
+          "attn_q rows permuted (row 1 = HF row 8)");
+    if (st) st_close(st);
+    check_vocab(f, 8192, "llama");
+    gguf_close(f);
+}
+
 /* malformed input: a clear error naming the problem, exit 1, no file */
 static void expect_error(const char *drafter, const char *target, const char *want) {
     const char *o = P("bad.gguf");
@@ -478,6 +605,8 @@ static void test_errors(void) {
     expect_error("q3-norank", "q3", "missing tensor markov_head.markov_w1.weight");
     expect_error("q3-rank8", "q3", "expected [");
     expect_error("q3-dspark", "nowhere", "nowhere/config.json");
+    expect_error("ll-eagle-dup", "ll", "to target id 7 (twice)");
+    expect_error("ll-eagle-2taps", "ll", "llama.cpp's eagle3 takes 3");
 }
 
 /* a copy of drafter src with config key set to a JSON value */
@@ -513,6 +642,8 @@ static int setup(void) {
     if (variant("q3-dsdflash", "q3-norank", "markov_rank", json_integer(16)) ||
         variant("q3-dspark", "q3-rank8", "markov_rank", json_integer(8)))
         return fprintf(stderr, "config variants failed\n"), -1;
+    if (write_eagle3("ll-eagle", 0, 3) || write_eagle3("ll-eagle-dup", 1, 3) || write_eagle3("ll-eagle-2taps", 0, 2))
+        return -1;
     return 0;
 }
 
@@ -532,6 +663,7 @@ int main(int argc, char **argv) {
         RUN(test_deepspec_dflash_bf16);
         RUN(test_gemma4_dspark);
         RUN(test_gemma4_assistant);
+        RUN(test_eagle3);
         RUN(test_errors);
     } else {
         harness_failed++;

@@ -663,7 +663,7 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
     }
     /* the target's vocabulary: llama.cpp sizes token_embd / output by its token list */
     if (export_tokenizer_keys(w, &x->tc, target_dir, o, err)) goto done;
-    if (x->kind != EXD_ASSISTANT &&
+    if ((x->kind == EXD_ZLAB || x->kind == EXD_DSPARK) &&
         gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)x->k.mask_id, err))
         goto done;
     if (gguf_writer_set_u32(w, "general.file_type", export_file_type(n_2d), err)) goto done;
