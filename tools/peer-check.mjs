@@ -34,7 +34,20 @@ async function metrics(url) {
     return m;
 }
 
+// llama-server may close an idle keep-alive connection just as undici reuses it ("other side
+// closed"): such a request never ran, so it is sent again (metrics read again first)
 async function llama(url, ids, spec) {
+    for (let attempt = 1; ; attempt++) {
+        try {
+            return await llamaOnce(url, ids, spec);
+        } catch (e) {
+            if (attempt >= 3) throw e;
+            process.stderr.write(`peer-check: ${url}: ${e.message} (${e.cause?.message ?? ""}), retrying\n`);
+        }
+    }
+}
+
+async function llamaOnce(url, ids, spec) {
     const before = spec ? await metrics(url) : null;
     const res = await fetch(url + "/completion", {
         method: "POST",
