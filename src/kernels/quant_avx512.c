@@ -287,6 +287,123 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
     }
 }
 
+/* ---- activation rows ------------------------------------------------------------------------ */
+/* quant.c's sp_quantize_row_q8_0 / _q8_K on 16 lanes, operation for operation (no fused
+ * operations), so the bytes are the same; a block with a NaN, an infinity or a scale whose
+ * inverse overflows takes the scalar quantizer, whose handling of those is not worth copying. */
+
+/* every |x| of the n values (a multiple of 16) at most 3.4e38: finite, and on the common
+ * path of both scalar quantizers */
+static SP_ALWAYS_INLINE int all_finite(const float *x, int n) {
+    const __m512 lim = _mm512_set1_ps(3.4e38f); /* sp_quantize_row_q8_0 takes another path above */
+    __mmask16 ok = 0xFFFF;
+    for (int i = 0; i < n; i += 16) ok &= _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), lim, _CMP_LE_OQ);
+    return ok == 0xFFFF;
+}
+
+/* one Q8_0 block of 32: q[32], *d the f16 scale widened */
+static void qx_q8_0_block_scalar(int8_t *q, float *d, const float *x) {
+    sp_block_q8_0 blk;
+    sp_quantize_row_q8_0(&blk, x, 32);
+    memcpy(q, blk.qs, 32);
+    *d = sp_f16_to_f32(blk.d);
+}
+
+static void qx_q8_0_block(int8_t *q, float *d, const float *x) {
+    if (!all_finite(x, 32)) {
+        qx_q8_0_block_scalar(q, d, x);
+        return;
+    }
+    /* pm[l] = max over x[l], x[l + 8], x[l + 16], x[l + 24], then amax over l in order (the
+     * values are finite, so any max order gives the same amax) */
+    __m256 pm = _mm256_setzero_ps();
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    for (int c = 0; c < 4; c++) pm = _mm256_max_ps(pm, _mm256_andnot_ps(sgn, _mm256_loadu_ps(x + 8 * c)));
+    float pl[8], amax = 0.0f;
+    _mm256_storeu_ps(pl, pm);
+    for (int l = 0; l < 8; l++) amax = amax > pl[l] ? amax : pl[l];
+    float dd = amax / 127.0f;
+    float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    if (!(id <= 3.4e38f)) { /* a subnormal scale: 1/d overflows */
+        qx_q8_0_block_scalar(q, d, x);
+        return;
+    }
+    *d = sp_f16_to_f32(sp_f32_to_f16(dd));
+    /* half away from zero: trunc(|v|) + (rest >= 0.5), at most 127, with v's sign */
+    const __m512 vid = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int c = 0; c < 2; c++) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * c), vid);
+        __m512 a = _mm512_abs_ps(v);
+        __m512 t = _mm512_roundscale_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(_mm512_sub_ps(a, t), half, _CMP_GE_OQ), t, one);
+        t = _mm512_min_ps(t, _mm512_set1_ps(127.0f));
+        t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), t);
+        _mm_storeu_si128((__m128i *)(q + 16 * c), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(t)));
+    }
+}
+
+/* one Q8_K block of 256: q[256], *d, bsums[16] */
+static void qx_q8_K_block_scalar(int8_t *q, float *d, int16_t *bsums, const float *x) {
+    sp_block_q8_K blk;
+    sp_quantize_row_q8_K(&blk, x, SP_QK_K);
+    memcpy(q, blk.qs, SP_QK_K);
+    *d = blk.d;
+    memcpy(bsums, blk.bsums, sizeof blk.bsums);
+}
+
+static void qx_q8_K_block(int8_t *q, float *d, int16_t *bsums, const float *x) {
+    if (!all_finite(x, SP_QK_K)) {
+        qx_q8_K_block_scalar(q, d, bsums, x);
+        return;
+    }
+    /* the largest magnitude; the scalar loop keeps the first element reaching it */
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < SP_QK_K; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
+    float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+        memset(q, 0, SP_QK_K);
+        *d = 0.0f;
+        memset(bsums, 0, 16 * sizeof *bsums);
+        return;
+    }
+    float max = 0.0f;
+    for (int i = 0; i < SP_QK_K; i += 16) {
+        __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (e) {
+            max = x[i + __builtin_ctz(e)];
+            break;
+        }
+    }
+    float iscale = -127.0f / max;
+    if (!(fabsf(iscale) <= 3.4e38f)) { /* a subnormal maximum: the scale overflows */
+        qx_q8_K_block_scalar(q, d, bsums, x);
+        return;
+    }
+    const __m512 vs = _mm512_set1_ps(iscale);
+    /* round half to even (|v| <= 127 here), saturated to int8; group g = lanes of chunk g */
+    for (int g = 0; g < 16; g++) {
+        __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * g)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512i iv = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127)),
+                                      _mm512_set1_epi32(-128));
+        _mm_storeu_si128((__m128i *)(q + 16 * g), _mm512_cvtepi32_epi8(iv));
+        bsums[g] = (int16_t)_mm512_reduce_add_epi32(iv);
+    }
+    *d = 1 / iscale;
+}
+
+void qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K) {
+    int8_t *q = (int8_t *)row;
+    float *d = (float *)(row + K);
+    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0) {
+        for (int b = 0; b < K / SP_QK8_0; b++) qx_q8_0_block(q + (size_t)b * SP_QK8_0, d + b, x + (size_t)b * SP_QK8_0);
+    } else {
+        int16_t *bs = (int16_t *)(row + K + 4 * (size_t)(K / SP_QK_K));
+        for (int b = 0; b < K / SP_QK_K; b++)
+            qx_q8_K_block(q + (size_t)b * SP_QK_K, d + b, bs + 16 * b, x + (size_t)b * SP_QK_K);
+    }
+}
+
 /* ---- driver: one out-of-line function per (type, TB) ------------------------------------------ */
 static void tile_q8_0_1(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 1, 0); }
 static void tile_q8_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 2, 0); }
