@@ -2,9 +2,9 @@
  * in the canonical order of quant_internal.h. Entered only when sp_cpu_level() is
  * SP_CPU_AVX512 and the processor has AVX512-VNNI.
  *
- * Tiles: TB tokens (1..4) × 4 weight rows; each weight block is loaded and unpacked once per
- * tile and used for all TB tokens, so a T-token call reads W once per 4 tokens from memory
- * (the rest from cache). Row remainders reuse the last row and drop its results. Within one
+ * Tiles: TB tokens (1..4; 1..8 for the K-quants) × 4 weight rows; each weight block is
+ * loaded and unpacked once per tile and used for all TB tokens, so a T-token call reads W
+ * once per tile of tokens from memory (the rest from cache). Row remainders reuse the last row and drop its results. Within one
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
  * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
@@ -16,6 +16,10 @@
 #include "quant_internal.h"
 
 #define NB 4 /* weight rows per tile */
+/* tokens per K-quant tile: their unpacked super-blocks (kept in L1) serve up to 8 tokens, so
+ * an 8-token verify unpacks each weight row once (measured: Q4_K / Q6_K 8-token matmul
+ * ~0.8x the time of two 4-token tiles; docs/ROUND_COST.md) */
+#define KTB_MAX 8
 
 /* the canonical 16 → 1 tree of quant_internal.h: (i, i+8), (i, i+4), (i, i+2), (0, 1) */
 static SP_ALWAYS_INLINE float hsum16_canon(__m512 v) {
@@ -173,9 +177,9 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qx_row xr[4];
+    qx_row xr[KTB_MAX];
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    __m128 acc[4];
+    __m128 acc[KTB_MAX];
     for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
@@ -232,9 +236,9 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qx_row xr[4];
+    qx_row xr[KTB_MAX];
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    __m128 acc[4];
+    __m128 acc[KTB_MAX];
     for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
     /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
@@ -417,21 +421,32 @@ static void tile_q4_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t
 static void tile_q4_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2); }
 static void tile_q4_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3); }
 static void tile_q4_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4); }
+static void tile_q4_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5); }
+static void tile_q4_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6); }
+static void tile_q4_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7); }
+static void tile_q4_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8); }
 static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1); }
 static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2); }
 static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3); }
 static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4); }
+static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5); }
+static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6); }
+static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7); }
+static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8); }
 
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 
 void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
     static const qtile_fn q8_0[4] = {tile_q8_0_1, tile_q8_0_2, tile_q8_0_3, tile_q8_0_4};
     static const qtile_fn q4_0[4] = {tile_q4_0_1, tile_q4_0_2, tile_q4_0_3, tile_q4_0_4};
-    static const qtile_fn q4_K[4] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4};
-    static const qtile_fn q6_K[4] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4};
+    static const qtile_fn q4_K[KTB_MAX] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4,
+                                           tile_q4_K_5, tile_q4_K_6, tile_q4_K_7, tile_q4_K_8};
+    static const qtile_fn q6_K[KTB_MAX] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4,
+                                           tile_q6_K_5, tile_q6_K_6, tile_q6_K_7, tile_q6_K_8};
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0 ? q8_0 : c->dt == SP_DT_Q4_0 ? q4_0 : c->dt == SP_DT_Q4_K ? q4_K : q6_K;
+    const int tb = c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K ? KTB_MAX : 4;
     for (int n = n0; n < n1; n += NB) {
         int ne = n + NB < n1 ? n + NB : n1;
-        for (int t = 0; t < c->T; t += 4) tiles[(c->T - t < 4 ? c->T - t : 4) - 1](c, t, n, ne);
+        for (int t = 0; t < c->T; t += tb) tiles[(c->T - t < tb ? c->T - t : tb) - 1](c, t, n, ne);
     }
 }
