@@ -27,7 +27,9 @@ typedef struct {
     int batch;           /* anchors per step */
     int anchors_per_seq; /* A: anchors drawn together from one sequence, sharing their context
                             rows (batch.h, model.h); 1 = every anchor its own context */
-    int block, layers, markov_rank, ctx;
+    int block, layers, markov_rank, ctx; /* EAGLE-3: block = training-time-test steps */
+    int window;          /* EAGLE-3: positions per window (default 64) */
+    int draft_vocab;     /* EAGLE-3: draft vocabulary (0: min(V, 32000)), the most frequent ids */
     tr_markov_type markov_head; /* DSpark Markov head type (default vanilla) */
     double gamma;
     uint64_t seed;
