@@ -13,8 +13,15 @@
 
 #include "drafters/eagle3.h"
 #include "formats/safetensors.h"
+#include "model/model_internal.h" /* the target's embedding and LM head tables */
+#include "train/checkpoint.h"
 #include "train/eagle3_train.h"
 #include "train_harness.h"
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
 
 static tr_dims tiny_dims(void) {
     tr_dims d = {.arch = TR_ARCH_EAGLE3, .H = 8, .NH = 2, .KVH = 1, .D = 4, .I = 12, .L = 1, .V = 20, .m = 3, .B = 3,
@@ -197,6 +204,97 @@ static void test_train_and_infer(void) {
     sp_model_free(m);
 }
 
+/* the training forward is the inference drafter's: a random drafter (weights rounded to bf16, as
+ * the checkpoint stores them) saved by tr_checkpoint_save; the inference drafter proposes 3
+ * sampled drafts from a prompt; the training window over the prompt followed by those drafts
+ * gives, at its last prompt row, step k's q equal to the inference q of draft k+1 */
+static void test_train_equals_inference(void) {
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    CHECK(sp_model_load(&m, th_target, 2, &err) == 0, "%s", err.msg);
+    if (!m) return;
+    const sp_config *tc = sp_model_config(m);
+    int H = tc->hidden_size, V = tc->vocab_size, K = 3, taps[3] = {1, 3, 4};
+    char dir[400];
+    tr_train_cfg c = e3_cfg(dir, sizeof dir, "equal", 1);
+    tr_dims d;
+    char *cfg = NULL;
+    CHECK(tr_eagle3_dims(&c, m, 3, taps, &d, &cfg, &err) == 0, "%s", err.msg);
+    float *Wlm = malloc(sizeof(float) * (size_t)V * H);
+    int32_t *d2t = malloc(sizeof(int32_t) * (size_t)d.Vd);
+    for (int r = 0; r < V; r++) sp_mat_row_f32(&m->lm_head, r, Wlm + (size_t)r * H);
+    for (int i = 0; i < d.Vd; i++) d2t[i] = i < 12 ? th_alpha[i] : 8000 + i; /* th_alpha ids are >= 3, < 8003 */
+    for (int i = 0; i < d.Vd; i++)
+        for (int j = 0; j < i; j++) CHECK(d2t[i] != d2t[j], "d2t %d twice", d2t[i]);
+    qsort(d2t, (size_t)d.Vd, sizeof *d2t, cmp_i32);
+    tr_model tm;
+    CHECK(tr_e3_model_init(&tm, &d, 9, Wlm, d2t, &err) == 0, "%s", err.msg);
+    harness_fill(tm.w, tm.n, 0.3f, 21);
+    for (int i = 0; i < tm.n_params; i++)
+        if (tm.params[i].ndim == 1)
+            for (size_t j = 0; j < tm.params[i].n; j++) tm.w[tm.params[i].off + j] += 1.0f;
+    for (size_t i = 0; i < tm.n; i++) tm.w[i] = sp_bf16_to_f32(sp_f32_to_bf16(tm.w[i]));
+    tm.d2t = d2t;
+    float *zeros = calloc(tm.n, sizeof(float));
+    CHECK(tr_checkpoint_save(dir, &tm, zeros, zeros, 0, "test", cfg, "{}\n", &err) == 0, "%s", err.msg);
+    sp_sample_params hot = {1.0f, 0, 1.0f, 0.0f, 3};
+    sp_drafter *dr = sp_drafter_eagle3(dir, m, &hot, K, &err);
+    CHECK(dr, "%s", err.msg);
+    enum { N = 10 };
+    int32_t y[N + 3];
+    for (int i = 0; i < N; i++) y[i] = th_alpha[(i * 5 + 1) % 12];
+    float *tap = malloc(sizeof(float) * N * 3 * (size_t)H), *q = malloc(sizeof(float) * K * (size_t)V);
+    sp_kv *kv = sp_kv_create(m, 64, 64, &err);
+    sp_forward_out o = {.tap_layers = taps, .n_taps = 3, .taps = tap};
+    sp_drafter_ctx ctx = {.target = m, .target_kv = kv, .seed = 5};
+    int ok = dr && kv && sp_model_forward(m, kv, y, N - 1, &o, &err) == 0 &&
+             dr->begin(dr, y, N, tap, NULL, &ctx, &err) == 0 && dr->propose(dr, K, y + N, q, &err) == K;
+    CHECK(ok, "inference: %s", err.msg);
+    tr_e3_batch b;
+    tr_e3_acts *a = tr_e3_acts_create(&d, 1, N - 1, &err);
+    ok = ok && a && tr_e3_batch_alloc(&b, 1, N - 1, K, H, 3 * H, d.Vd, &err) == 0;
+    if (ok) { /* one window: rows 0 .. N-2, step k's token at row i is y[i+1+k] */
+        int S = N - 1;
+        b.NW = 1;
+        memcpy(b.F, tap, sizeof(float) * (size_t)S * 3 * H);
+        memset(b.x0, 0, sizeof(float) * (size_t)K * S * H);
+        memset(b.wt, 0, sizeof(float) * (size_t)K * S);
+        memset(b.P, 0, sizeof(float) * (size_t)K * S * d.Vd);
+        memset(b.mass, 0, sizeof(float) * (size_t)K * S);
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < S && i + 1 + k < N + K; i++)
+                sp_mat_row_f32(&m->embed, y[i + 1 + k], b.x0 + ((size_t)k * S + i) * H);
+        tr_stats st;
+        tr_e3_forward(NULL, &tm, a, &b, 1.0, &st, NULL);
+        const float *pr = tr_e3_acts_probs(a);
+        double worst = 0, out_mass = 0;
+        for (int k = 0; k < K; k++) {
+            const float *pt = pr + ((size_t)k * S + (S - 1)) * d.Vd, *qi = q + (size_t)k * V;
+            double in = 0;
+            for (int j = 0; j < d.Vd; j++) {
+                worst = fmax(worst, fabs((double)pt[j] - qi[d2t[j]]));
+                in += qi[d2t[j]];
+            }
+            out_mass = fmax(out_mass, fabs(1 - in));
+        }
+        printf("  train vs inference q of 3 chained drafts: max |diff| %.2e\n", worst);
+        CHECK(worst < 2e-4 && out_mass < 1e-4, "train / inference q differ by %.3g (mass outside %.3g)", worst,
+              out_mass);
+        tr_e3_batch_free(&b);
+    }
+    tr_e3_acts_free(a);
+    sp_kv_free(kv);
+    sp_drafter_free(dr);
+    free(tap);
+    free(q);
+    free(zeros);
+    tr_model_free(&tm);
+    free(Wlm);
+    free(d2t);
+    free(cfg);
+    sp_model_free(m);
+}
+
 static int same_file(const char *a, const char *b) {
     char *x = NULL, *y = NULL;
     size_t nx = 0, ny = 0;
@@ -232,6 +330,7 @@ static void test_resume(void) {
 int main(void) {
     RUN(test_gradients);
     setup();
+    RUN(test_train_equals_inference);
     RUN(test_train_and_infer);
     RUN(test_resume);
     th_remove_root();

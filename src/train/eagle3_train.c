@@ -317,6 +317,8 @@ tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err) {
     return a;
 }
 
+const float *tr_e3_acts_probs(const tr_e3_acts *a) { return a->prob; }
+
 #define W(i) (m->w + m->params[i].off)
 #define G(i) (grad + m->params[i].off)
 

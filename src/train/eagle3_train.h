@@ -68,6 +68,9 @@ void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n);
 typedef struct tr_e3_acts tr_e3_acts;
 tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err);
 void tr_e3_acts_free(tr_e3_acts *a);
+/* the last forward's draft distributions q [K, cap·S, Vd] (owned by a; tests compare them with
+ * the inference drafter's) */
+const float *tr_e3_acts_probs(const tr_e3_acts *a);
 
 /* Forward over b: returns Σ w·CE (unnormalised terms in st->ce, loss = Σ w·CE / denom), and when
  * cstar != NULL, cstar [K, NW·S] = Σ_v min(P_target(v), q(v)) (the acceptance of that draft). */

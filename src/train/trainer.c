@@ -91,10 +91,8 @@ const char *tr_arch_name(tr_arch a) {
                                                                                            : "dflash-zlab";
 }
 
-/* EAGLE-3 (eagle3_train.h): the SpecForge layer of the target's head shape, its dims as the
- * inference loader reads them back from the written config (RoPE, eps) */
-static int e3_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
-                           char **config_json, sp_err *err) {
+int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
+                   char **config_json, sp_err *err) {
     const sp_config *tc = sp_model_config(target);
     *config_json = NULL;
     if (m != 3)
@@ -275,7 +273,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     /* the drafter: the target's shapes, our depth / block / heads */
     tr_dims d;
-    if (e3 ? e3_drafter_dims(c, target, data.m, data.tap_layers, &d, &config_json, err)
+    if (e3 ? tr_eagle3_dims(c, target, data.m, data.tap_layers, &d, &config_json, err)
            : tr_drafter_dims(c, target, data.m, data.tap_layers, &d, &config_json, err))
         goto out;
     Wlm = malloc(sizeof(float) * d.V * d.H);

@@ -75,6 +75,12 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P);
 int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
                     char **config_json, sp_err *err);
 
+/* The same for an EAGLE-3 drafter (eagle3_train.h): the SpecForge layer with the target's head
+ * shape, c->block training-time-test steps, c->draft_vocab (0: min(V, 32000)), 3 taps; RoPE and
+ * eps as the inference loader reads them back from the written config. */
+int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
+                   char **config_json, sp_err *err);
+
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
 
 #endif
