@@ -35,6 +35,7 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "core/prof.h"
 #include "formats/newdrafter_assistant.h"
 #include "formats/safetensors.h"
 #include "model/block.h"
@@ -466,19 +467,22 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
     int32_t tok = s->pending;
     for (int i = 0; i < max_g; i++) {
+        int prof = sp_prof_enter(SP_PROF_BLOCK);
         asst_step(s, tok, gin, pos, gout);
+        if (prof >= 0) sp_prof_switch(sp_prof_tls.phase, SP_PROF_LM_HEAD); /* the head and the draw */
         int32_t t;
         if (s->greedy && s->pen) { /* penalised logits: the argmax over the full row */
             head_logits(s, s->h);
             t = sp_sample_argmax(s->logits, s->V);
         } else if (s->greedy) {
             t = sp_assistant_head_argmax(d, s->h);
-            if (t < 0) return sp_err_set(err, "assistant: every draft logit is NaN");
+            if (t < 0) sp_err_set(err, "assistant: every draft logit is NaN");
         } else {
             float *qi = q ? q + (size_t)i * s->V : s->probs; /* the engine may not want q (greedy verify) */
             t = sample_draft(s, s->h, qi, (uint64_t)(pos + 1 + i), err);
-            if (t < 0) return -1;
         }
+        sp_prof_leave(prof);
+        if (t < 0) return -1;
         drafts[s->n_last++] = t;
         if (is_eos(s, t)) break;
         if (s->pen && sp_penalty_push(s->pen, t, err)) return -1;

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/prof.h"
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
@@ -421,14 +422,17 @@ static int ensure_cap(df_t *s, int rows, sp_err *err) {
 static int inject(df_t *s, const float *F, int R, sp_err *err) {
     if (R <= 0) return 0;
     if (ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
-    int H = s->H;
+    int H = s->H, prof = sp_prof_enter(SP_PROF_CTX_KV);
     if (s->o.keep_taps) {
         size_t w = (size_t)s->m * H;
         if (s->n_kept + R > s->cap_kept) {
             int cap = s->cap_kept ? s->cap_kept : 256;
             while (cap < s->n_kept + R) cap *= 2;
             float *k = realloc(s->kept, (size_t)cap * w * sizeof(float));
-            if (!k) return sp_err_set(err, "dflash: out of memory");
+            if (!k) {
+                sp_prof_leave(prof);
+                return sp_err_set(err, "dflash: out of memory");
+            }
             s->kept = k;
             s->cap_kept = cap;
         }
@@ -441,6 +445,7 @@ static int inject(df_t *s, const float *F, int R, sp_err *err) {
         sp_rmsnorm(s->x, s->x, s->hidden_norm, T, H, (float)s->dc.rms_eps);
         for (int li = 0; li < s->L; li++) write_kv(s, &s->layers[li], s->x, T, s->n_ctx + i);
     }
+    sp_prof_leave(prof);
     s->n_ctx += R;
     return 0;
 }
@@ -557,7 +562,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     blk[0] = s->pending;
     for (int t = 1; t < T; t++) blk[t] = s->mask_id;
     double t0 = sp_time_ms();
+    int prof = sp_prof_enter(SP_PROF_BLOCK);
     block_forward(s, blk, T);
+    sp_prof_leave(prof);
     double t1 = sp_time_ms();
     s->info.ms_block += t1 - t0;
     s->info.proposals++;
@@ -567,7 +574,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     if (zlab) { /* slot t predicts the token at its own position (§7.4) */
         for (int t = 1; t <= g; t++) {
             float *qt = q ? q + (size_t)(t - 1) * V : qrow;
+            prof = sp_prof_enter(SP_PROF_SAMPLE);
             int x = draw(s, s->logits + (size_t)t * V, qt, pos + (uint64_t)t, err);
+            sp_prof_leave(prof);
             if (x < 0) return -1;
             drafts[n++] = x;
         }
@@ -579,7 +588,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         if (s->mtype == MARKOV_RNN) memset(s->state, 0, sizeof(float) * (size_t)s->r);
         for (int j = 1; j <= g; j++) {
             float *Z = s->logits + (size_t)(j - 1) * V;
+            prof = sp_prof_enter(SP_PROF_HEADS);
             float zc = heads(s, Z, s->hid + (size_t)(j - 1) * H, prev);
+            sp_prof_leave(prof);
             if (s->conf) {
                 float Tj = s->n_sts ? s->sts[j - 1 < s->n_sts ? j - 1 : s->n_sts - 1] : 1.0f;
                 double c = sigmoidf(zc / Tj);
@@ -592,7 +603,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
                 if (s->o.policy == SP_VERIFY_SCHEDULE && !sp_sched_admit(&sch, c)) break;
             }
             float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
+            prof = sp_prof_enter(SP_PROF_SAMPLE);
             int x = draw(s, Z, qt, pos + (uint64_t)j, err);
+            sp_prof_leave(prof);
             if (x < 0) return -1;
             if (j <= max_g) drafts[j - 1] = x;
             n++;
@@ -621,6 +634,17 @@ static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
     s->n_last = 0;
     double t0 = sp_time_ms();
     int rc = inject(s, taps, n_acc + 1, err); /* H_ctx grows by the committed rows only */
+    s->info.ms_inject += sp_time_ms() - t0;
+    return rc;
+}
+
+static int df_extend(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden,
+                     sp_err *err) {
+    df_t *s = d->self;
+    if (n < 1 || s->n_last) return sp_err_set(err, "dflash: extend by %d rows with %d drafts pending", n, s->n_last);
+    s->pending = tokens[n - 1];
+    double t0 = sp_time_ms();
+    int rc = inject(s, taps, n, err); /* n committed rows in one batch */
     s->info.ms_inject += sp_time_ms() - t0;
     return rc;
 }
@@ -780,6 +804,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->begin = df_begin;
     d->propose = df_propose;
     d->commit = df_commit;
+    d->extend = df_extend;
     json_decref(root);
     free(text);
     return d;

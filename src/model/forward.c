@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/prof.h"
 #include "kernels/quant.h"
 #include "model_internal.h"
 
@@ -27,8 +28,10 @@ void sp_model_embed(const sp_model *m, float *out, int32_t token) {
 }
 
 void sp_model_logits(sp_model *m, float *logits, const float *hidden, int T) {
+    int prof = sp_prof_enter(SP_PROF_LM_HEAD);
     sp_matmul(m->pool, logits, hidden, T, &m->lm_head);
     if (m->cfg.final_softcap > 0) sp_softcap(logits, (size_t)T * m->cfg.vocab_size, (float)m->cfg.final_softcap);
+    sp_prof_leave(prof);
 }
 
 /* Gemma-4 per-layer inputs for T tokens → ple[T, L, P] (FORMATS.md §5.6) */

@@ -280,6 +280,7 @@ size_t sp_model_weight_bytes(const sp_model *m) { return m->weight_bytes; }
 
 sp_pool *sp_model_pool(const sp_model *m) { return m->pool; }
 const sp_mat *sp_model_lm_head(const sp_model *m) { return &m->lm_head; }
+const sp_mat *sp_model_embed_table(const sp_model *m) { return &m->embed; }
 const float *sp_model_final_norm(const sp_model *m) { return m->final_norm; }
 
 const float *sp_model_rope_inv_freq(const sp_model *m, int layer, int *D) {

@@ -12,6 +12,7 @@
 
 sp_pool *sp_model_pool(const sp_model *m);
 const sp_mat *sp_model_lm_head(const sp_model *m); /* [V, H] (the embedding when tied) */
+const sp_mat *sp_model_embed_table(const sp_model *m); /* [V, H] unscaled (sp_model_embed scales) */
 const float *sp_model_final_norm(const sp_model *m); /* [H] */
 /* layer's RoPE inverse frequencies [D/2], D its head dim; NULL for a layer out of range */
 const float *sp_model_rope_inv_freq(const sp_model *m, int layer, int *D);
