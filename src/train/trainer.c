@@ -1,6 +1,7 @@
 /* trainer.c — the training loop (see trainer.h). */
 #include "train/trainer.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,19 @@ fail:
     free(*config_json);
     *config_json = NULL;
     return -1;
+}
+
+/* trainer_state.json (informative; resume reads the optimizer file): malloc'd text or NULL */
+static char *state_json(const tr_train_cfg *c, long step, long total, int block, double tau) {
+    char seed[24]; /* a u64: a JSON integer when it fits jansson's, else its decimal text */
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+    json_t *sj = c->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)c->seed) : json_string(seed);
+    json_t *j = json_pack("{s:I, s:I, s:s, s:o, s:i, s:i, s:i, s:f, s:f}", "step", (json_int_t)step, "total_steps",
+                          (json_int_t)total, "arch", tr_arch_name(c->arch), "seed", sj, "batch", c->batch,
+                          "anchors_per_seq", c->anchors_per_seq, "block_size", block, "lr", c->lr, "tau", tau);
+    char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    return s;
 }
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
@@ -437,13 +451,11 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
                 goto out;
             }
         if (save) {
-            char state[512];
-            snprintf(state, sizeof state,
-                     "{\"step\": %ld, \"total_steps\": %ld, \"arch\": \"%s\", \"seed\": %llu, \"batch\": %d, "
-                     "\"anchors_per_seq\": %d, \"block_size\": %d, \"lr\": %g, \"tau\": %.6f}\n",
-                     step, total, tr_arch_name(c->arch), (unsigned long long)c->seed,
-                     c->batch, c->anchors_per_seq, d.B, c->lr, res->tau_last);
-            if (tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)) goto out;
+            char *state = state_json(c, step, total, d.B, res->tau_last);
+            int rc = state ? tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)
+                           : sp_err_set(err, "train: out of memory writing trainer_state.json");
+            free(state);
+            if (rc) goto out;
         }
         if (c->stop_after > 0 && step - step0 >= c->stop_after) break;
     }
