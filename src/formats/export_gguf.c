@@ -15,6 +15,7 @@
 
 #include "export_gguf_internal.h"
 #include "gguf_names.h"
+#include "tensor_names.h"
 #include "newmodel.h"
 #include "safetensors.h"
 
@@ -81,17 +82,10 @@ static int droppable(const sp_config *c, const char *name) {
     if (n >= 20 && !strcmp(name + n - 20, "rotary_emb.inv_freq")) return 1;
     if (c->tie_embeddings && !strcmp(name, "lm_head.weight")) return 1;
     size_t pl = strlen(c->tensor_prefix);
-    int li, used = 0;
-    if (c->arch == SP_ARCH_GEMMA4 && !strncmp(name, c->tensor_prefix, pl) &&
-        sscanf(name + pl, "layers.%d.%n", &li, &used) == 1 && used > 0 && li >= c->n_layers - c->n_kv_shared &&
-        li < c->n_layers) {
-        const char *rest = name + pl + used;
-        /* KV-shared layers compute no K/V; HF may still save the unused projections */
-        if (!strcmp(rest, "self_attn.k_proj.weight") || !strcmp(rest, "self_attn.v_proj.weight") ||
-            !strcmp(rest, "self_attn.k_norm.weight"))
-            return 1;
-    }
-    return 0;
+    int li, role = strncmp(name, c->tensor_prefix, pl) ? -1 : sp_tensor_role_of(c->arch, name + pl, &li);
+    /* KV-shared layers compute no K/V; HF may still save the unused projections */
+    return c->arch == SP_ARCH_GEMMA4 && (role == SP_TN_K || role == SP_TN_V || role == SP_TN_K_NORM) &&
+           li >= c->n_layers - c->n_kv_shared && li < c->n_layers;
 }
 
 uint32_t export_file_type(const int n_2d_types[3]) {
@@ -255,7 +249,8 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
             n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
         }
         srcs[i] = (export_tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
-        if (cfg.arch == SP_ARCH_LLAMA && (strstr(hf, "self_attn.q_proj.") || strstr(hf, "self_attn.k_proj.")))
+        int li, role = sp_tensor_role_of(cfg.arch, hf, &li);
+        if (cfg.arch == SP_ARCH_LLAMA && (role == SP_TN_Q || role == SP_TN_K)) /* Q/K rows in llama.cpp's order */
             srcs[i].perm_head_dim = cfg.layers[s->layer].head_dim;
         int64_t ne[2] = {s->ndim == 2 ? s->shape[1] : s->shape[0], s->shape[0]};
         if (gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, export_fill_tensor, &srcs[i], err)) goto done;

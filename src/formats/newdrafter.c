@@ -19,6 +19,7 @@
 #include "newmodel.h"
 #include "presets.h"
 #include "safetensors.h"
+#include "tensor_names.h"
 
 static const char *ZLAB_PRESETS[] = {"b16", NULL};
 static const char *DSPARK_PRESETS[] = {"b7", "dflash-b7", NULL};
@@ -260,11 +261,14 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
         sp_err_set(err, "out of memory");
         goto done;
     }
+    char embed_name[64], head_name[64]; /* the table's names, without a prefix (drafters carry none) */
+    sp_tensor_hf_name(tc.arch, SP_TN_EMBED, 0, embed_name, sizeof embed_name);
+    sp_tensor_hf_name(tc.arch, SP_TN_LM_HEAD, 0, head_name, sizeof head_name);
     for (int k = 0; k < total; k++) {
         hf_tensor_spec t;
         if (k < n_specs) {
             t = specs[k];
-            if (!strcmp(t.name, "embed_tokens.weight") || !strcmp(t.name, "lm_head.weight")) continue;
+            if (!strcmp(t.name, embed_name) || !strcmp(t.name, head_name)) continue;
         } else {
             const extra_t *e = &ex[k - n_specs];
             memset(&t, 0, sizeof t);
@@ -291,13 +295,13 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     if (!zlab) { /* DeepSpec ships copies of the target's embedding and LM head (frozen, §8.2) */
         if (st_open_dir(&ts, target_dir, err)) goto done;
         char en[160];
-        snprintf(en, sizeof en, "%sembed_tokens.weight", tc.tensor_prefix);
+        snprintf(en, sizeof en, "%s%s", tc.tensor_prefix, embed_name);
         const st_tensor *te, *th;
         if (target_tensor(ts, en, V, H, &te, err)) goto done;
         if (tc.tie_embeddings) th = te;
-        else if (target_tensor(ts, "lm_head.weight", V, H, &th, err)) goto done;
+        else if (target_tensor(ts, head_name, V, H, &th, err)) goto done;
         const st_tensor *src[2] = {te, th};
-        const char *names[2] = {"embed_tokens.weight", "lm_head.weight"};
+        const char *names[2] = {embed_name, head_name};
         int64_t shape[2] = {V, H};
         for (int i = 0; i < 2; i++) {
             if (src[i]->dtype == dt) {
