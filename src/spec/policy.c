@@ -4,7 +4,8 @@
 #include <string.h>
 
 #define EMA_W 0.25       /* weight of the newest sample in the cost averages */
-#define DECAY 0.8        /* per round with drafts: older acceptance counts fade (~5-round memory) */
+#define DECAY 0.9        /* per round with drafts: older acceptance counts fade (~10-round memory) */
+#define MIN_SPEC 2       /* rounds with drafts measured before drafting may be switched off */
 #define PRIOR_N 1.0      /* pseudo-count pulling a position's estimate towards its extrapolation */
 #define PROBE_K 4        /* drafts a probe asks for while drafting is off */
 #define BACKOFF_FIRST 16 /* plain rounds before the first probe ... */
@@ -15,15 +16,22 @@ const char *sp_nodraft_reason_name(int reason) {
     return reason >= 0 && reason < SP_NODRAFT_N ? names[reason] : "?";
 }
 
-void sp_policy_begin(sp_policy *s, int kind, int G) {
+void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from) {
+    if (from && from->kind == kind && from->G == (G < SP_POLICY_MAX_G ? G : SP_POLICY_MAX_G) && from->rounds > 0) {
+        *s = *from; /* costs, acceptance, on / off and the probe schedule go on from the last request */
+        s->probing = 0;
+        return;
+    }
     memset(s, 0, sizeof *s);
     s->kind = kind;
     s->G = G < SP_POLICY_MAX_G ? G : SP_POLICY_MAX_G;
     s->backoff = BACKOFF_FIRST;
 }
 
+/* the first sample of a request is often cold (first touch of the drafter's weights, caches):
+ * the second replaces it, later ones are averaged in */
 static void ema(double *x, double v, int n) {
-    *x = n == 0 ? v : (1 - EMA_W) * *x + EMA_W * v;
+    *x = n <= 1 ? v : (1 - EMA_W) * *x + EMA_W * v;
 }
 
 /* α_i: the chance that the first i+1 drafts are all accepted. Measured positions blend their
@@ -91,6 +99,7 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
         return g < PROBE_K ? g : PROBE_K;
     }
     int k = best_k(s, g);
+    if (k == 0 && s->n_spec < MIN_SPEC) return g < PROBE_K ? g : PROBE_K; /* one more measurement first */
     if (k == 0) {
         s->off = 1;
         pause(s);

@@ -43,7 +43,9 @@ typedef struct {
     int nd_first;
 } sp_policy;
 
-void sp_policy_begin(sp_policy *s, int kind, int G);
+/* A request's policy. from: NULL, or the state a previous request with the same drafter ended in
+ * (sp_spec_params.policy_carry): its measurements and probe schedule continue. */
+void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from);
 
 /* Drafts to ask for this round given room for g (0..G); *reason is set when it returns 0 with
  * g > 0. */
