@@ -15,7 +15,7 @@ GEN=${GEN:-48}
 REC=${REC:-32}
 RUN_N=${RUN_N:-48}
 BUDGET=${BUDGET:-300}
-SAVE=${SAVE:-25}
+SAVE=${SAVE:-10}
 REPS=${REPS:-5}
 SEED=${SEED:-8}
 mkdir -p "$WORK"
@@ -51,7 +51,7 @@ train() { # NAME ARGS...
         --seed "$SEED" -t 1 -q "$@" 2> "$WORK/$name.err" || true
     echo "$name: $(grep -o '"step": [0-9]*' "$WORK/$name/trainer_state.json"), held-out tau $(grep -o '"tau": [0-9.]*' "$WORK/$name/trainer_state.json")"
 }
-train eagle3 --arch eagle3 --block-size 5 --window 64 --batch 8 --draft-vocab 4096 --lr 1e-3 &
+train eagle3 --arch eagle3 --block-size 5 --window 32 --batch 8 --draft-vocab 4096 --lr 1e-3 &
 train dspark --arch dspark --layers 2 --block-size 7 --ctx 256 --markov-rank 256 --batch 16 &
 wait
 
