@@ -56,6 +56,12 @@ struct sp_drafter {
      * taps [n_acc + 1, n_taps·H] / hidden [n_acc + 1, H]: rows of the tokens just committed to
      * the target cache, [old pending, d_1 .. d_acc]; row n_acc is the state that predicted `next`. */
     int (*commit)(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err);
+    /* Optional (NULL: commit after every round). Rounds that asked for no drafts, told at once
+     * before the next propose: the target committed the old pending token and tokens[0 .. n-2],
+     * then emitted tokens[n-1], now pending. taps [n, n_taps·H] / hidden [n, H]: rows of
+     * [old pending, tokens[0 .. n-2]]. Lets a drafter whose commit runs a forward batch the rows
+     * while the engine's policy has drafting off. */
+    int (*extend)(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden, sp_err *err);
     void (*destroy)(sp_drafter *d);
 };
 
