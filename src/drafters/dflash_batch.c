@@ -1,0 +1,180 @@
+/* dflash_batch.c — DFlash / DSpark drafters that share one loaded checkpoint, and their batched
+ * proposal (docs/server-batching.md).
+ *
+ * sp_dflash_clone makes a drafter that borrows every weight of a loaded one (the mapped
+ * safetensors and the small converted arrays) and owns only its sequence state: context K/V
+ * caches, scratch, sampler, Markov bias cache. The server clones one per request.
+ *
+ * sp_dflash_propose_batch proposes for several such drafters with one block forward: the blocks
+ * [pending, mask …] of every drafter are stacked into N = Σ T_i rows, and every matmul, norm and
+ * activation runs over all N rows at once (so each weight is read once per layer for the whole
+ * batch); RoPE, the K/V writes and the non-causal block attention run per drafter, against that
+ * drafter's own context cache and positions; the LM head and the heads / sampling run per drafter.
+ * The kernels are batch-invariant (each row is computed with the same operations whatever the row
+ * count), so every drafter's hidden rows, logits and drafts are bit-identical to its own
+ * propose(); tests/test_dflash_batch.c checks this. The layer sequence is block_forward's in
+ * dflash.c, row-stacked. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "drafters/dflash_internal.h"
+#include "spec/spec.h"
+
+sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sample, sp_err *err) {
+    sp_dflash_info info;
+    if (!proto || sp_dflash_info_get(proto, &info)) {
+        sp_err_set(err, "dflash clone: the prototype is not a DFlash / DSpark drafter");
+        return NULL;
+    }
+    const df_t *p = proto->self;
+    sp_drafter *d = malloc(sizeof *d);
+    df_t *s = malloc(sizeof *s);
+    if (!d || !s) {
+        free(d), free(s);
+        sp_err_set(err, "dflash clone: out of memory");
+        return NULL;
+    }
+    *d = *proto; /* name, hooks, taps wanted, batch key */
+    *s = *p;     /* weights, config, options: borrowed */
+    d->self = s;
+    d->tap_layers = s->taps;
+    /* what a clone owns: nothing yet */
+    s->st = NULL;
+    s->owned = (sp_owner){0};
+    s->smp = NULL;
+    s->kept = NULL, s->n_kept = s->cap_kept = 0;
+    s->cap = s->n_ctx = s->n_last = s->n_pushed = 0;
+    s->pen = NULL;
+    s->bc = NULL, s->bc_tag = NULL, s->n_bc = 0;
+    s->info = (sp_dflash_info){.kind = s->kind, .block_size = s->block_size, .max_drafts = s->max_drafts,
+                               .markov_rank = s->r, .has_conf = s->conf, .n_taps = s->m, .tap_layers = s->taps,
+                               .qk_norm = s->qk_norm};
+    s->layers = sp_owner_calloc(&s->owned, sizeof(df_layer) * (size_t)s->L);
+    if (s->layers) {
+        for (int i = 0; i < s->L; i++) {
+            s->layers[i] = p->layers[i];
+            s->layers[i].K = s->layers[i].V = NULL;
+        }
+    }
+    if (!s->layers || df_scratch_alloc(s)) {
+        sp_err_set(err, "dflash clone: out of memory");
+        goto fail;
+    }
+    s->greedy = sp_sample_is_greedy(sample);
+    d->provides_q = !s->greedy;
+    if (!(s->smp = sp_sampler_create(s->V, sample, err))) goto fail;
+    if (df_ensure_cap(s, 256, err)) goto fail;
+    return d;
+fail:
+    sp_drafter_free(d);
+    return NULL;
+}
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* One batched block forward over the n drafters ss[] (blocks blk[i][0..T[i]) at their positions
+ * n_ctx ..), in w's scratch (Σ T ≤ w->R rows): each drafter's s->hid [T, H] and s->logits [T, V],
+ * its block K/V in its own cache (dropped by not advancing n_ctx, as in block_forward). */
+static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[SP_SPEC_MAX_G + 2], const int *T) {
+    const sp_config *c = &w->dc;
+    int H = w->H, NH = w->NH, N = 0;
+    float eps = (float)c->rms_eps;
+    int off[n];
+    for (int i = 0; i < n; i++) {
+        off[i] = N;
+        for (int t = 0; t < T[i]; t++) sp_model_embed(w->target, w->x + (size_t)(N + t) * H, blk[i][t]);
+        N += T[i];
+    }
+    size_t NHsz = (size_t)N * H;
+    for (int li = 0; li < w->L; li++) {
+        const df_layer *l = &w->layers[li]; /* the shared weights */
+        int D = l->D, KVH = l->KVH;
+        size_t qrow = (size_t)NH * D, kvrow = (size_t)KVH * D;
+        sp_rmsnorm(w->xn, w->x, l->attn_norm, N, H, eps);
+        sp_matmul(w->pool, w->q, w->xn, N, &l->wq);
+        if (l->q_norm) sp_rmsnorm(w->q, w->q, l->q_norm, N * NH, D, eps);
+        /* K/V of every block row (write_kv, row-stacked) */
+        sp_matmul(w->pool, w->k, w->xn, N, &l->wk);
+        if (l->wv.data) sp_matmul(w->pool, w->v, w->xn, N, &l->wv);
+        else memcpy(w->v, w->k, (size_t)N * kvrow * sizeof(float)); /* k_eq_v: V = raw K */
+        if (l->k_norm) sp_rmsnorm(w->k, w->k, l->k_norm, N * KVH, D, eps);
+        if (w->gemma) sp_rmsnorm(w->v, w->v, NULL, N * KVH, D, eps);
+        for (int i = 0; i < n; i++) { /* positions, cache and attention are each drafter's own */
+            df_t *s = ss[i];
+            df_layer *sl = &s->layers[li];
+            int pos0 = s->n_ctx;
+            for (int t = 0; t < T[i]; t++) {
+                sp_rope(w->q + (size_t)(off[i] + t) * qrow, NH, D, l->inv_freq, pos0 + t);
+                sp_rope(w->k + (size_t)(off[i] + t) * kvrow, KVH, D, l->inv_freq, pos0 + t);
+            }
+            memcpy(sl->K + (size_t)pos0 * kvrow, w->k + (size_t)off[i] * kvrow, (size_t)T[i] * kvrow * sizeof(float));
+            memcpy(sl->V + (size_t)pos0 * kvrow, w->v + (size_t)off[i] * kvrow, (size_t)T[i] * kvrow * sizeof(float));
+            sp_attn_shape sh = {.T = T[i], .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = s->cap, .ring = 0,
+                                .window = 0, .scale = w->gemma ? 1.0f : 1.0f / sqrtf((float)D), .noncausal = 1};
+            sp_attention(w->pool, w->att + (size_t)off[i] * qrow, w->q + (size_t)off[i] * qrow, sl->K, sl->V, &sh);
+        }
+        sp_matmul(w->pool, w->o2, w->att, N, &l->wo);
+        if (w->gemma) sp_rmsnorm(w->o2, w->o2, l->post_attn_norm, N, H, eps);
+        add_rows(w->x, w->o2, NHsz);
+        sp_rmsnorm(w->xn, w->x, w->gemma ? l->pre_ffn_norm : l->post_attn_norm, N, H, eps);
+        sp_matmul(w->pool, w->g, w->xn, N, &l->w_gate);
+        sp_matmul(w->pool, w->u, w->xn, N, &l->w_up);
+        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(w->g, w->g, w->u, (size_t)N * l->I);
+        else sp_silu_mul(w->g, w->g, w->u, (size_t)N * l->I);
+        sp_matmul(w->pool, w->o2, w->g, N, &l->w_down);
+        if (w->gemma) sp_rmsnorm(w->o2, w->o2, l->post_ffn_norm, N, H, eps);
+        add_rows(w->x, w->o2, NHsz);
+        if (l->layer_scalar != 1.0f)
+            for (size_t i = 0; i < NHsz; i++) w->x[i] *= l->layer_scalar;
+    }
+    /* final norm into xn (w->hid is w's own output, and a later group must not overwrite it) */
+    sp_rmsnorm(w->xn, w->x, w->final_norm, N, H, eps);
+    for (int i = 0; i < n; i++) {
+        df_t *s = ss[i];
+        memcpy(s->hid, w->xn + (size_t)off[i] * H, (size_t)T[i] * H * sizeof(float));
+        sp_model_logits(s->target, s->logits, s->hid, T[i]); /* the target's LM head (+ soft-cap) */
+    }
+}
+
+int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int32_t *const *drafts, float *const *q,
+                            int *n_drafts, sp_err *err) {
+    if (n <= 0) return 0;
+    sp_dflash_info info;
+    for (int i = 0; i < n; i++) {
+        if (sp_dflash_info_get(ds[i], &info) || !ds[i]->batch_key || ds[i]->batch_key != ds[0]->batch_key)
+            return sp_err_set(err, "dflash batch: drafter %d of %d does not share the first one's checkpoint", i, n);
+        for (int j = 0; j < i; j++)
+            if (ds[j] == ds[i]) return sp_err_set(err, "dflash batch: drafter %d appears twice", i);
+    }
+    df_t *w = ds[0]->self; /* its scratch is the work area */
+    df_t *ss[n];
+    int32_t(*blk)[SP_SPEC_MAX_G + 2] = malloc(sizeof *blk * (size_t)n);
+    int T[n], g[n];
+    if (!blk) return sp_err_set(err, "dflash batch: out of memory");
+    for (int i = 0; i < n; i++) {
+        ss[i] = ds[i]->self;
+        n_drafts[i] = 0;
+        T[i] = df_block_prepare(ss[i], max_g[i], blk[i], &g[i]);
+    }
+    /* groups of consecutive drafters whose blocks fit the work area */
+    for (int i0 = 0; i0 < n;) {
+        int i1 = i0, rows = 0;
+        while (i1 < n && (i1 == i0 || rows + T[i1] <= w->R)) rows += T[i1++]; /* T <= R always */
+        double t0 = sp_time_ms();
+        block_forward_batch(w, ss + i0, i1 - i0, blk + i0, T + i0);
+        double ms = sp_time_ms() - t0;
+        for (int i = i0; i < i1 && rows > 0; i++) ss[i]->info.ms_block += ms * T[i] / rows;
+        i0 = i1;
+    }
+    free(blk);
+    for (int i = 0; i < n; i++) {
+        if (T[i] <= 0) continue;
+        n_drafts[i] = df_block_drafts(ss[i], max_g[i], g[i], drafts[i], q[i], err);
+        if (n_drafts[i] < 0) return -1;
+    }
+    return 0;
+}
