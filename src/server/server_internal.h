@@ -10,6 +10,7 @@
 #include "server/server.h"
 #include "server/slot.h"
 #include "server/text.h"
+#include "server/vlen.h"
 
 /* Prometheus histogram with fixed upper bounds */
 #define SRV_HIST_MAX 16
@@ -76,6 +77,7 @@ struct srv {
     sp_kv *scratch;
     float *logits;            /* [parallel · (G + 1), V] */
     int max_rows;
+    srv_vlen vlen;            /* verify-length policy (fwd NULL: not in use) */
     double t_draft, t_forward, t_verify; /* scheduler time split (debug log every 50 steps) */
     long n_rows, n_steps;
     /* metrics (under mu) */
