@@ -10,10 +10,15 @@
  * activation runs over all N rows at once (so each weight is read once per layer for the whole
  * batch); RoPE, the K/V writes and the non-causal block attention run per drafter, against that
  * drafter's own context cache and positions; the LM head and the heads / sampling run per drafter.
+ * A clone also defers its context updates: commit() keeps the taps rows of the committed tokens,
+ * and they are injected (fc, hidden norm, each layer's K/V) just before the clone's next block
+ * forward — for all the drafters of a batch in one pass over their stacked rows — or once LAZY_MAX
+ * rows wait, so a request that verifies no drafts for a while pays one batched injection now and
+ * then instead of one small one per step.
  * The kernels are batch-invariant (each row is computed with the same operations whatever the row
- * count), so every drafter's hidden rows, logits and drafts are bit-identical to its own
- * propose(); tests/test_dflash_batch.c checks this. The layer sequence is block_forward's in
- * dflash.c, row-stacked. */
+ * count), so every drafter's context, hidden rows, logits and drafts are bit-identical to those of
+ * a drafter loaded alone; tests/test_dflash_batch.c checks this. The layer sequences are
+ * block_forward's and inject's in dflash.c, row-stacked. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,41 @@
 #include "core/core.h"
 #include "drafters/dflash_internal.h"
 #include "spec/spec.h"
+
+#define LAZY_MAX 48 /* context rows a clone lets wait before injecting them (bounded memory) */
+
+static int inject_batch(df_t *const *ss, int n, sp_err *err);
+static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[SP_SPEC_MAX_G + 2], const int *T);
+
+/* a clone's propose: its waiting context rows, then dflash.c's proposal around the block forward */
+static int clone_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
+    df_t *s = d->self;
+    int32_t blk[1][SP_SPEC_MAX_G + 2];
+    int g, T = df_block_prepare(s, max_g, blk[0], &g);
+    if (T <= 0) return 0;
+    if (s->n_lazy && inject_batch(&s, 1, err)) return -1;
+    double t0 = sp_time_ms();
+    block_forward_batch(s, &s, 1, blk, &T);
+    s->info.ms_block += sp_time_ms() - t0;
+    return df_block_drafts(s, max_g, g, drafts, q, err);
+}
+
+/* a clone's commit: df_commit's bookkeeping; the rows wait in s->lazy */
+static int clone_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
+    df_t *s = d->self;
+    (void)hidden;
+    if (n_acc < 0 || n_acc > s->n_last)
+        return sp_err_set(err, "dflash: %d drafts accepted of %d proposed", n_acc, s->n_last);
+    if (s->o.on_round && s->conf) s->o.on_round(s->o.on_round_ctx, s->z_last, s->n_last, n_acc);
+    s->pending = next;
+    s->n_last = 0;
+    int R = n_acc + 1;
+    size_t w = (size_t)s->m * s->H;
+    if (s->n_lazy + R > s->cap_lazy && inject_batch(&s, 1, err)) return -1;
+    memcpy(s->lazy + (size_t)s->n_lazy * w, taps, (size_t)R * w * sizeof(float));
+    s->n_lazy += R;
+    return 0;
+}
 
 sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sample, sp_err *err) {
     sp_dflash_info info;
@@ -58,7 +98,16 @@ sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sam
             s->layers[i].K = s->layers[i].V = NULL;
         }
     }
-    if (!s->layers || df_scratch_alloc(s)) {
+    s->lazy = s->gather = NULL, s->n_lazy = s->cap_lazy = 0;
+    if (!s->o.keep_taps) { /* (keep_taps records rows as they are injected: eager, as loaded) */
+        size_t w = (size_t)s->m * s->H;
+        s->cap_lazy = LAZY_MAX + s->max_drafts + 1;
+        s->lazy = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)s->cap_lazy * w);
+        s->gather = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)s->R * w);
+        d->propose = clone_propose;
+        d->commit = clone_commit;
+    }
+    if (!s->layers || df_scratch_alloc(s) || (!s->o.keep_taps && (!s->lazy || !s->gather))) {
         sp_err_set(err, "dflash clone: out of memory");
         goto fail;
     }
@@ -74,6 +123,62 @@ fail:
 
 static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* Inject the waiting context rows of the n drafters ss[] (inject in dflash.c, row-stacked): the
+ * rows go through fc and the hidden norm, then each layer's K/V, in passes of at most R rows (R of
+ * ss[0], whose scratch is the work area); each drafter's rows land at its own positions. */
+static int inject_batch(df_t *const *ss, int n, sp_err *err) {
+    df_t *w = ss[0];
+    int H = w->H;
+    size_t mw = (size_t)w->m * H;
+    float eps = (float)w->dc.rms_eps;
+    double t0 = sp_time_ms();
+    for (int i = 0; i < n; i++)
+        if (ss[i]->n_lazy && df_ensure_cap(ss[i], ss[i]->n_ctx + ss[i]->n_lazy + ss[i]->max_drafts + 1, err)) return -1;
+    int si = 0, r0 = 0; /* next row: drafter si, its row r0 */
+    while (si < n) {
+        /* a pass: segments (drafter, first row, rows) gathered up to R rows */
+        int seg_s[n], seg_r[n], seg_c[n], ns = 0, N = 0;
+        for (; si < n && N < w->R; si++, r0 = 0) {
+            int c = ss[si]->n_lazy - r0;
+            if (c <= 0) continue;
+            if (c > w->R - N) c = w->R - N;
+            memcpy(w->gather + (size_t)N * mw, ss[si]->lazy + (size_t)r0 * mw, (size_t)c * mw * sizeof(float));
+            seg_s[ns] = si, seg_r[ns] = r0, seg_c[ns] = c, ns++;
+            N += c;
+            if (r0 + c < ss[si]->n_lazy) { /* the pass is full: this drafter goes on in the next */
+                r0 += c;
+                break;
+            }
+        }
+        if (N == 0) break;
+        sp_matmul(w->pool, w->x, w->gather, N, &w->fc);
+        sp_rmsnorm(w->x, w->x, w->hidden_norm, N, H, eps);
+        for (int li = 0; li < w->L; li++) { /* write_kv, row-stacked */
+            const df_layer *l = &w->layers[li];
+            int KVH = l->KVH, D = l->D;
+            size_t row = (size_t)KVH * D;
+            sp_matmul(w->pool, w->k, w->x, N, &l->wk);
+            if (l->wv.data) sp_matmul(w->pool, w->v, w->x, N, &l->wv);
+            else memcpy(w->v, w->k, (size_t)N * row * sizeof(float)); /* k_eq_v: V = raw K */
+            if (l->k_norm) sp_rmsnorm(w->k, w->k, l->k_norm, N * KVH, D, eps);
+            if (w->gemma) sp_rmsnorm(w->v, w->v, NULL, N * KVH, D, eps); /* weightless v_norm */
+            for (int k = 0, off = 0; k < ns; off += seg_c[k], k++) {
+                df_t *s = ss[seg_s[k]];
+                int pos0 = s->n_ctx + seg_r[k];
+                for (int t = 0; t < seg_c[k]; t++) sp_rope(w->k + (size_t)(off + t) * row, KVH, D, l->inv_freq, pos0 + t);
+                memcpy(s->layers[li].K + (size_t)pos0 * row, w->k + (size_t)off * row, (size_t)seg_c[k] * row * sizeof(float));
+                memcpy(s->layers[li].V + (size_t)pos0 * row, w->v + (size_t)off * row, (size_t)seg_c[k] * row * sizeof(float));
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        ss[i]->n_ctx += ss[i]->n_lazy;
+        ss[i]->n_lazy = 0;
+    }
+    w->info.ms_inject += sp_time_ms() - t0;
+    return 0;
 }
 
 /* One batched block forward over the n drafters ss[] (blocks blk[i][0..T[i]) at their positions
@@ -155,10 +260,18 @@ int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int3
     int32_t(*blk)[SP_SPEC_MAX_G + 2] = malloc(sizeof *blk * (size_t)n);
     int T[n], g[n];
     if (!blk) return sp_err_set(err, "dflash batch: out of memory");
+    df_t *fl[n];
+    int nfl = 0;
     for (int i = 0; i < n; i++) {
         ss[i] = ds[i]->self;
         n_drafts[i] = 0;
         T[i] = df_block_prepare(ss[i], max_g[i], blk[i], &g[i]);
+        /* context rows wait until a block needs them, or until many wait */
+        if (ss[i]->n_lazy && (T[i] > 0 || ss[i]->n_lazy >= LAZY_MAX)) fl[nfl++] = ss[i];
+    }
+    if (nfl && inject_batch(fl, nfl, err)) {
+        free(blk);
+        return -1;
     }
     /* groups of consecutive drafters whose blocks fit the work area */
     for (int i0 = 0; i0 < n;) {

@@ -70,6 +70,10 @@ typedef struct {
     float *bc;       /* [n_bc, V] */
     sp_dflash_info info;
     sp_owner owned; /* small converted arrays, freed together */
+    /* clones (dflash_batch.c): committed taps rows not injected yet, and a gather area */
+    float *lazy;    /* [cap_lazy, m·H] */
+    int n_lazy, cap_lazy;
+    float *gather;  /* [R, m·H] */
 } df_t;
 
 /* Scratch for R rows (and the vanilla Markov bias cache), from s->owned; 0 or -1 (out of memory). */

@@ -152,14 +152,16 @@ static const char *finish_name(sp_stop_reason r) {
 
 /* The drafts of this step: g[i] for each decoding slot i (dec[i]), proposed through each slot's
  * drafter: drafters that share a batch_key propose together (one batched block forward), the
- * others one by one. nd[i]: drafts proposed; failed[i] set on error. Returns the block rows. */
+ * others one by one. nd[i]: drafts proposed; failed[i] set on error. Returns the drafts asked. */
 static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *failed, sp_err *err) {
     int P = s->o.parallel, rows = 0;
     int done[P];
     memset(done, 0, sizeof done);
-    for (int i = 0; i < P; i++) {
+    for (int i = 0; i < P; i++) { /* a batchable drafter joins its batch even without drafts: the
+                                     * batch injects its waiting context rows with the others' */
+        sp_drafter *d = dec[i] ? slot_drafter(s->slots[i]) : NULL;
         nd[i] = 0;
-        if (!dec[i] || g[i] <= 0) done[i] = 1;
+        if (!d || (g[i] <= 0 && !(d->propose_batch && d->batch_key))) done[i] = 1;
     }
     for (int i = 0; i < P; i++) {
         if (done[i]) continue;
@@ -247,8 +249,10 @@ static void step(srv *s) {
     }
     if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
     choose_lengths(s, dec, room, base_rows, g);
+    double tp = sp_time_ms();
     int draft_rows = propose_all(s, dec, g, nd, failed, &err);
-    double t_prop = sp_time_ms() - t0;
+    double t_prop = sp_time_ms() - tp;
+    for (int i = 0; i < P; i++) s->n_dec += dec[i], s->n_drafts += dec[i] ? nd[i] : 0;
     for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
         for (int i = 0; i < P; i++) {
             srv_slot *sl = s->slots[i];
@@ -284,9 +288,12 @@ static void step(srv *s) {
     double now = sp_time_ms();
     s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
     if (s->n_steps % 50 == 0)
-        sp_log(SP_LOG_DEBUG, "scheduler: last 50 steps: %.1f rows, propose %.2f ms, forward %.2f ms, verify+commit %.2f ms per step",
-               s->n_rows / 50.0, s->t_draft / 50, s->t_forward / 50, s->t_verify / 50),
-            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = 0;
+        sp_log(SP_LOG_DEBUG,
+               "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
+               "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f, drafting %.2f of a forward",
+               s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
+               s->t_verify / 50, s->vlen.load, s->vlen.kappa),
+            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
     pthread_mutex_lock(&s->mu);
     for (int k = 0; k < n; k++) {
         int i = who[k];

@@ -4,8 +4,10 @@
  * forward so that the forwards of all active slots can run as one batched forward
  * (sp_model_forward_batch):
  *
+ *     slot_plan     → how many drafts it could verify this step (the scheduler picks g per slot
+ *                     and has the slots' drafters propose, batched when they share a checkpoint)
  *     slot_prepare  → the rows this slot adds to the next forward: a chunk of the prompt while
- *                     prefilling, else [pending, d_1 .. d_g] with drafts from its own drafter
+ *                     prefilling, else [pending, d_1 .. d_g]
  *     (the scheduler runs one sp_model_forward_batch over every slot's rows)
  *     slot_finish   → verify the drafts against the logits (same rule, same RNG counters as
  *                     spec.c), trim the cache, commit to the drafter, emit the kept tokens
