@@ -7,7 +7,7 @@
 
 #include "core/core.h"
 
-#define CALIB_CTX 128    /* context the calibration forwards attend to */
+#define CALIB_CTX 64     /* context the calibration forwards attend to */
 #define PRIOR_ROUNDS 4.0 /* weight of the server-wide rate in a slot's acceptance estimate */
 
 static double clampd(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
@@ -34,15 +34,16 @@ int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int c
         tok[i] = (int32_t)(x % (uint64_t)V);
     }
     if ((rc = sp_model_forward(m, kv, tok, CALIB_CTX, NULL, err))) goto done;
-    /* measured points: every r up to 8, then steps; the table interpolates between them */
-    int pts[64], np = 0;
-    for (int r = 1; r <= calib_rows && np < 64; r += r < 8 ? 1 : r < 32 ? 4 : 8) pts[np++] = r;
-    if (pts[np - 1] != calib_rows && np < 64) pts[np++] = calib_rows;
-    /* three sweeps over every point, the fastest of each: a burst of other load spoils one
+    /* measured points 1, 4, 8, 16, 32, ... calib_rows (the curve is flat while the weights'
+     * traffic dominates, then close to linear); the table interpolates between them */
+    int pts[40], np = 0;
+    for (int r = 1; r < calib_rows && np < 39; r = r < 4 ? 4 : 2 * r) pts[np++] = r;
+    pts[np++] = calib_rows;
+    /* two sweeps over every point, the fastest of each: a burst of other load spoils one
      * sweep's figure of a point, not the curve's shape */
-    double ms[64];
+    double ms[40];
     for (int i = 0; i < np; i++) ms[i] = 1e30;
-    for (int rep = 0; rep < 3; rep++)
+    for (int rep = 0; rep < 2; rep++)
         for (int i = 0; i < np; i++) {
             sp_forward_out out = {.logits = logits};
             sp_forward_seq seq = {kv, tok + CALIB_CTX, pts[i], &out};
