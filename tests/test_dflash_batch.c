@@ -5,8 +5,8 @@
  *   propose_batch while independently loaded drafters fed the same prompts, taps and commits
  *   propose alone; every round's drafts and q rows are bit-identical, for z-lab DFlash and DSpark
  *   on the qwen3 and gemma4 fixture targets, including max_g 0, rounds split over work groups,
- *   and long runs without drafts (the clones' deferred context rows injected in a batch, or
- *   alone when their buffer fills);
+ *   and long runs without drafts (the clones' deferred context rows, from commit and extend,
+ *   injected in a batch, or alone when their buffer fills);
  * - clones borrow the prototype's weights (no copies), and mixing drafters of two checkpoints in
  *   one batch is an error. */
 #include <stdlib.h>
@@ -138,6 +138,17 @@ static void run_case(const char *target, const char *kind, int max_g) {
             int acc = n ? (int)(next_u32() % (uint32_t)(n + 1)) : 0;
             int32_t next = (int32_t)(next_u32() % (uint32_t)V);
             for (size_t k = 0; k < (size_t)(acc + 1) * tw; k++) taps[k] = next_f();
+            if (quiet && i == 1 && r % 2 && bat[i]->extend) { /* plain rounds told at once (drafter.h extend) */
+                int ne = 1 + r % 5;
+                int32_t toks[8];
+                for (int k = 0; k < ne; k++) toks[k] = (int32_t)(next_u32() % (uint32_t)V);
+                float *et = malloc(sizeof(float) * (size_t)ne * tw);
+                for (size_t k = 0; k < (size_t)ne * tw; k++) et[k] = next_f();
+                CHECK(bat[i]->extend(bat[i], toks, ne, et, NULL, &err) == 0, "%s", err.msg);
+                CHECK(solo[i]->extend(solo[i], toks, ne, et, NULL, &err) == 0, "%s", err.msg);
+                free(et);
+                continue;
+            }
             CHECK(bat[i]->commit(bat[i], acc, next, taps, NULL, &err) == 0, "%s", err.msg);
             CHECK(solo[i]->commit(solo[i], acc, next, taps, NULL, &err) == 0, "%s", err.msg);
         }

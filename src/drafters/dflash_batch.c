@@ -17,20 +17,22 @@
  * then instead of one small one per step.
  * The kernels are batch-invariant (each row is computed with the same operations whatever the row
  * count), so every drafter's context, hidden rows, logits and drafts are bit-identical to those of
- * a drafter loaded alone; tests/test_dflash_batch.c checks this. The layer sequences are
- * block_forward's and inject's in dflash.c, row-stacked. */
+ * a drafter loaded alone; tests/test_dflash_batch.c checks this. The layers run through the one
+ * decoder-layer executor (model/block.h), one segment per drafter. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "drafters/dflash_internal.h"
+#include "model/block.h"
 #include "spec/spec.h"
 
 #define LAZY_MAX 48 /* context rows a clone lets wait before injecting them (bounded memory) */
 
 static int inject_batch(df_t *const *ss, int n, sp_err *err);
 static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[SP_SPEC_MAX_G + 2], const int *T);
+static int lazy_append(df_t *s, const float *taps, int R, sp_err *err);
 
 /* a clone's propose: its waiting context rows, then dflash.c's proposal around the block forward */
 static int clone_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
@@ -54,12 +56,29 @@ static int clone_commit(sp_drafter *d, int n_acc, int32_t next, const float *tap
     if (s->o.on_round && s->conf) s->o.on_round(s->o.on_round_ctx, s->z_last, s->n_last, n_acc);
     s->pending = next;
     s->n_last = 0;
-    int R = n_acc + 1;
+    return lazy_append(s, taps, n_acc + 1, err);
+}
+
+/* rows [R, m·H] join the waiting ones (injected first when they would not fit) */
+static int lazy_append(df_t *s, const float *taps, int R, sp_err *err) {
     size_t w = (size_t)s->m * s->H;
-    if (s->n_lazy + R > s->cap_lazy && inject_batch(&s, 1, err)) return -1;
-    memcpy(s->lazy + (size_t)s->n_lazy * w, taps, (size_t)R * w * sizeof(float));
-    s->n_lazy += R;
+    while (R > 0) {
+        if (s->n_lazy == s->cap_lazy && inject_batch(&s, 1, err)) return -1;
+        int c = R < s->cap_lazy - s->n_lazy ? R : s->cap_lazy - s->n_lazy;
+        memcpy(s->lazy + (size_t)s->n_lazy * w, taps, (size_t)c * w * sizeof(float));
+        s->n_lazy += c, taps += (size_t)c * w, R -= c;
+    }
     return 0;
+}
+
+/* a clone's extend (drafter.h): df_extend's bookkeeping; the rows wait in s->lazy */
+static int clone_extend(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden,
+                        sp_err *err) {
+    df_t *s = d->self;
+    (void)hidden;
+    if (n < 1 || s->n_last) return sp_err_set(err, "dflash: extend by %d rows with %d drafts pending", n, s->n_last);
+    s->pending = tokens[n - 1];
+    return lazy_append(s, taps, n, err);
 }
 
 sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sample, sp_err *err) {
@@ -106,6 +125,7 @@ sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sam
         s->gather = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)s->R * w);
         d->propose = clone_propose;
         d->commit = clone_commit;
+        if (d->extend) d->extend = clone_extend;
     }
     if (!s->layers || df_scratch_alloc(s) || (!s->o.keep_taps && (!s->lazy || !s->gather))) {
         sp_err_set(err, "dflash clone: out of memory");
@@ -119,10 +139,6 @@ sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sam
 fail:
     sp_drafter_free(d);
     return NULL;
-}
-
-static void add_rows(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 /* Inject the waiting context rows of the n drafters ss[] (inject in dflash.c, row-stacked): the
@@ -155,22 +171,14 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
         if (N == 0) break;
         sp_matmul(w->pool, w->x, w->gather, N, &w->fc);
         sp_rmsnorm(w->x, w->x, w->hidden_norm, N, H, eps);
-        for (int li = 0; li < w->L; li++) { /* write_kv, row-stacked */
-            const df_layer *l = &w->layers[li];
-            int KVH = l->KVH, D = l->D;
-            size_t row = (size_t)KVH * D;
-            sp_matmul(w->pool, w->k, w->x, N, &l->wk);
-            if (l->wv.data) sp_matmul(w->pool, w->v, w->x, N, &l->wv);
-            else memcpy(w->v, w->k, (size_t)N * row * sizeof(float)); /* k_eq_v: V = raw K */
-            if (l->k_norm) sp_rmsnorm(w->k, w->k, l->k_norm, N * KVH, D, eps);
-            if (w->gemma) sp_rmsnorm(w->v, w->v, NULL, N * KVH, D, eps); /* weightless v_norm */
-            for (int k = 0, off = 0; k < ns; off += seg_c[k], k++) {
+        sp_block_scratch scr = {w->xn, w->q, w->k, w->v, w->att, w->o2, w->g, w->u};
+        sp_block_seg segs[n];
+        for (int li = 0; li < w->L; li++) { /* write_kv over every segment, each into its own cache */
+            for (int k = 0; k < ns; k++) {
                 df_t *s = ss[seg_s[k]];
-                int pos0 = s->n_ctx + seg_r[k];
-                for (int t = 0; t < seg_c[k]; t++) sp_rope(w->k + (size_t)(off + t) * row, KVH, D, l->inv_freq, pos0 + t);
-                memcpy(s->layers[li].K + (size_t)pos0 * row, w->k + (size_t)off * row, (size_t)seg_c[k] * row * sizeof(float));
-                memcpy(s->layers[li].V + (size_t)pos0 * row, w->v + (size_t)off * row, (size_t)seg_c[k] * row * sizeof(float));
+                segs[k] = (sp_block_seg){seg_c[k], s->n_ctx + seg_r[k], s->layers[li].K, s->layers[li].V, s->cap, 0};
             }
+            sp_block_kv_write(w->pool, &w->layers[li].b, w->x, N, segs, ns, &scr);
         }
     }
     for (int i = 0; i < n; i++) {
@@ -185,61 +193,29 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
  * n_ctx ..), in w's scratch (Σ T ≤ w->R rows): each drafter's s->hid [T, H] and s->logits [T, V],
  * its block K/V in its own cache (dropped by not advancing n_ctx, as in block_forward). */
 static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[SP_SPEC_MAX_G + 2], const int *T) {
-    const sp_config *c = &w->dc;
-    int H = w->H, NH = w->NH, N = 0;
-    float eps = (float)c->rms_eps;
+    int H = w->H, N = 0;
+    float eps = (float)w->dc.rms_eps;
     int off[n];
     for (int i = 0; i < n; i++) {
         off[i] = N;
         for (int t = 0; t < T[i]; t++) sp_model_embed(w->target, w->x + (size_t)(N + t) * H, blk[i][t]);
         N += T[i];
     }
-    size_t NHsz = (size_t)N * H;
-    for (int li = 0; li < w->L; li++) {
-        const df_layer *l = &w->layers[li]; /* the shared weights */
-        int D = l->D, KVH = l->KVH;
-        size_t qrow = (size_t)NH * D, kvrow = (size_t)KVH * D;
-        sp_rmsnorm(w->xn, w->x, l->attn_norm, N, H, eps);
-        sp_matmul(w->pool, w->q, w->xn, N, &l->wq);
-        if (l->q_norm) sp_rmsnorm(w->q, w->q, l->q_norm, N * NH, D, eps);
-        /* K/V of every block row (write_kv, row-stacked) */
-        sp_matmul(w->pool, w->k, w->xn, N, &l->wk);
-        if (l->wv.data) sp_matmul(w->pool, w->v, w->xn, N, &l->wv);
-        else memcpy(w->v, w->k, (size_t)N * kvrow * sizeof(float)); /* k_eq_v: V = raw K */
-        if (l->k_norm) sp_rmsnorm(w->k, w->k, l->k_norm, N * KVH, D, eps);
-        if (w->gemma) sp_rmsnorm(w->v, w->v, NULL, N * KVH, D, eps);
-        for (int i = 0; i < n; i++) { /* positions, cache and attention are each drafter's own */
-            df_t *s = ss[i];
-            df_layer *sl = &s->layers[li];
-            int pos0 = s->n_ctx;
-            for (int t = 0; t < T[i]; t++) {
-                sp_rope(w->q + (size_t)(off[i] + t) * qrow, NH, D, l->inv_freq, pos0 + t);
-                sp_rope(w->k + (size_t)(off[i] + t) * kvrow, KVH, D, l->inv_freq, pos0 + t);
-            }
-            memcpy(sl->K + (size_t)pos0 * kvrow, w->k + (size_t)off[i] * kvrow, (size_t)T[i] * kvrow * sizeof(float));
-            memcpy(sl->V + (size_t)pos0 * kvrow, w->v + (size_t)off[i] * kvrow, (size_t)T[i] * kvrow * sizeof(float));
-            sp_attn_shape sh = {.T = T[i], .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = s->cap, .ring = 0,
-                                .window = 0, .scale = w->gemma ? 1.0f : 1.0f / sqrtf((float)D), .noncausal = 1};
-            sp_attention(w->pool, w->att + (size_t)off[i] * qrow, w->q + (size_t)off[i] * qrow, sl->K, sl->V, &sh);
-        }
-        sp_matmul(w->pool, w->o2, w->att, N, &l->wo);
-        if (w->gemma) sp_rmsnorm(w->o2, w->o2, l->post_attn_norm, N, H, eps);
-        add_rows(w->x, w->o2, NHsz);
-        sp_rmsnorm(w->xn, w->x, w->gemma ? l->pre_ffn_norm : l->post_attn_norm, N, H, eps);
-        sp_matmul(w->pool, w->g, w->xn, N, &l->w_gate);
-        sp_matmul(w->pool, w->u, w->xn, N, &l->w_up);
-        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(w->g, w->g, w->u, (size_t)N * l->I);
-        else sp_silu_mul(w->g, w->g, w->u, (size_t)N * l->I);
-        sp_matmul(w->pool, w->o2, w->g, N, &l->w_down);
-        if (w->gemma) sp_rmsnorm(w->o2, w->o2, l->post_ffn_norm, N, H, eps);
-        add_rows(w->x, w->o2, NHsz);
-        if (l->layer_scalar != 1.0f)
-            for (size_t i = 0; i < NHsz; i++) w->x[i] *= l->layer_scalar;
+    sp_block_scratch scr = {w->xn, w->q, w->k, w->v, w->att, w->o2, w->g, w->u};
+    sp_block_seg segs[n];
+    int ns = 0;
+    for (int li = 0; li < w->L; li++) { /* the shared layer over every block; each its own cache */
+        ns = 0;
+        for (int i = 0; i < n; i++)
+            if (T[i] > 0)
+                segs[ns++] = (sp_block_seg){T[i], ss[i]->n_ctx, ss[i]->layers[li].K, ss[i]->layers[li].V, ss[i]->cap, 0};
+        sp_block_forward(w->pool, &w->layers[li].b, w->x, N, segs, ns, NULL, 0, &scr);
     }
     /* final norm into xn (w->hid is w's own output, and a later group must not overwrite it) */
     sp_rmsnorm(w->xn, w->x, w->final_norm, N, H, eps);
     for (int i = 0; i < n; i++) {
         df_t *s = ss[i];
+        if (T[i] <= 0) continue;
         memcpy(s->hid, w->xn + (size_t)off[i] * H, (size_t)T[i] * H * sizeof(float));
         sp_model_logits(s->target, s->logits, s->hid, T[i]); /* the target's LM head (+ soft-cap) */
     }

@@ -8,17 +8,14 @@
 #include "drafters/dflash.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "model/block.h"
 #include "sample/sample.h"
 
 #define CTX_CHUNK 64 /* context rows injected per pass */
 
 typedef struct {
-    float *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm, *q_norm, *k_norm; /* [H] / [D] */
-    sp_mat wq, wk, wv, wo, w_gate, w_up, w_down;
-    float layer_scalar;
-    float *inv_freq; /* [D/2] */
-    int D, KVH, I;
-    float *K, *V;    /* context cache [cap, KVH, D] (+ the block's rows while proposing) */
+    sp_block_layer b; /* the decoder layer (model/block.h), attention over a non-causal block */
+    float *K, *V;     /* context cache [cap, KVH, D] (+ the block's rows while proposing) */
 } df_layer;
 
 typedef enum { MARKOV_NONE = 0, MARKOV_VANILLA, MARKOV_GATED, MARKOV_RNN } markov_type;

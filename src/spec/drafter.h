@@ -64,6 +64,12 @@ struct sp_drafter {
     int (*propose_batch)(sp_drafter *const *ds, int n, const int *max_g, int32_t *const *drafts, float *const *q,
                          int *n_drafts, sp_err *err);
     const void *batch_key; /* drafters with the same non-NULL key can share a propose_batch call */
+    /* Optional (NULL: commit after every round). Rounds that asked for no drafts, told at once
+     * before the next propose: the target committed the old pending token and tokens[0 .. n-2],
+     * then emitted tokens[n-1], now pending. taps [n, n_taps·H] / hidden [n, H]: rows of
+     * [old pending, tokens[0 .. n-2]]. Lets a drafter whose commit runs a forward batch the rows
+     * while the engine's policy has drafting off. */
+    int (*extend)(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden, sp_err *err);
     void (*destroy)(sp_drafter *d);
 };
 

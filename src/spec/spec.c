@@ -9,6 +9,8 @@
 #include "core/core.h"
 #include "sample/sample.h"
 
+#define EXT_ROWS 64 /* plain rounds held for one extend: one batched context update */
+
 sp_spec_params sp_spec_params_default(void) {
     sp_spec_params p;
     memset(&p, 0, sizeof p);
@@ -48,7 +50,36 @@ typedef struct {
     int V, H, greedy, chunk;
     float *logits, *probs, *q, *taps, *hidden;
     int32_t blk[SP_SPEC_MAX_G + 1];
+    /* rounds that asked for no drafts, held for the drafter's extend (drafter.h) */
+    int ext, n_ext; /* ext: the drafter has extend and the policy is adaptive */
+    int32_t ext_tok[EXT_ROWS];
+    float *ext_taps, *ext_hid; /* [EXT_ROWS, n_taps·H], [EXT_ROWS, H] */
 } loop_t;
+
+/* Tell the drafter the plain rounds held since its last propose / commit. */
+static int extend_flush(loop_t *L, sp_err *err) {
+    if (!L->n_ext) return 0;
+    int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+    int rc = L->d->extend(L->d, L->ext_tok, L->n_ext, L->ext_taps, L->ext_hid, err);
+    sp_prof_phase_leave(prof);
+    L->n_ext = 0;
+    return rc;
+}
+
+/* A round without drafts asked for: hold its row for extend, or commit it now. */
+static int commit_plain(loop_t *L, int k, int32_t next, sp_err *err) {
+    if (k > 0 || !L->ext) {
+        int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+        int rc = L->d->commit(L->d, 0, next, L->taps, L->hidden, err);
+        sp_prof_phase_leave(prof);
+        return rc;
+    }
+    int nt = L->d->n_taps, H = L->H;
+    if (nt) memcpy(L->ext_taps + (size_t)L->n_ext * nt * H, L->taps, sizeof(float) * (size_t)nt * H);
+    if (L->d->wants_hidden) memcpy(L->ext_hid + (size_t)L->n_ext * H, L->hidden, sizeof(float) * (size_t)H);
+    L->ext_tok[L->n_ext++] = next;
+    return L->n_ext == EXT_ROWS ? extend_flush(L, err) : 0;
+}
 
 /* Prefill prompt[0..n) (all but the pending token) and begin the drafter with the prompt's
  * taps / hidden rows when it wants them. */
@@ -114,8 +145,11 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int wh = d && d->wants_hidden;
     L.taps = nt ? malloc(sizeof(float) * (size_t)(G + 1) * nt * L.H) : NULL;
     L.hidden = wh ? malloc(sizeof(float) * (size_t)(G + 1) * L.H) : NULL;
+    int ext = L.ext = d && d->extend && p->policy == SP_SPEC_POLICY_ADAPTIVE;
+    L.ext_taps = ext && nt ? malloc(sizeof(float) * EXT_ROWS * nt * L.H) : NULL;
+    L.ext_hid = ext && wh ? malloc(sizeof(float) * EXT_ROWS * L.H) : NULL;
     if (!L.kv || !L.smp || !L.logits || !L.probs || (d && d->provides_q && !L.greedy && !L.q) || (nt && !L.taps) ||
-        (wh && !L.hidden)) {
+        (wh && !L.hidden) || (ext && nt && !L.ext_taps) || (ext && wh && !L.ext_hid)) {
         if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
         goto done;
     }
@@ -135,7 +169,12 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int32_t pending = prompt[n_prompt - 1];
     int n_out = 0;
     uint64_t seed = p->gen.sample.seed;
+    sp_policy pol;
+    sp_policy_begin(&pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G);
+    if (p->profile) sp_prof_start();
+    int prof;
     while (n_out < p->gen.max_new) {
+        double tr = sp_time_ms(), round_draft_ms = 0;
         int pos = sp_kv_len(L.kv); /* absolute position of `pending` */
         /* room: the block [pending, drafts] must fit the cache, and drafts beyond max_new are waste */
         int g = G;
@@ -145,12 +184,21 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
             st->stop = SP_STOP_CTX;
             break;
         }
-        int nd = 0;
-        if (d && g > 0) {
+        int nd = 0, why = SP_NODRAFT_DRAFTER;
+        int k = d ? sp_policy_choose(&pol, g, &why) : 0;
+        if (d && k > 0) {
             double td = sp_time_ms();
-            nd = d->propose(d, g, L.blk + 1, L.q, err);
+            if (extend_flush(&L, err)) goto done;
+            /* the held rows' update is a one-time cost of turning drafting on: outside the round's
+             * draft time the policy weighs */
             st->draft_ms += sp_time_ms() - td;
+            td = sp_time_ms();
+            prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+            nd = d->propose(d, k, L.blk + 1, L.q, err);
+            sp_prof_phase_leave(prof);
+            round_draft_ms = sp_time_ms() - td;
             if (nd < 0) goto done;
+            if (nd > k) nd = k;
             if (nd > g) nd = g;
             for (int i = 1; i <= nd; i++)
                 if (L.blk[i] < 0 || L.blk[i] >= L.V) {
@@ -163,8 +211,12 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         double tv = sp_time_ms();
         sp_forward_out o = {.logits = L.logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L.taps,
                             .hidden = L.hidden};
+        prof = sp_prof_phase_enter(SP_PROF_VERIFY);
         if (sp_model_forward(m, L.kv, L.blk, nd + 1, &o, err)) goto done;
+        double forward_ms = sp_time_ms() - tv;
         st->target_calls++;
+        if (d && nd == 0) st->rounds_nodraft[why]++;
+        sp_prof_enter(SP_PROF_SAMPLE);
         /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
          * of the sequence (pushed one by one, popped after the round) */
         int acc = 0, next = -1, pushed = 0;
@@ -202,6 +254,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
             break;
         }
         if (L.pen) sp_penalty_pop(L.pen, pushed);
+        sp_prof_phase_leave(prof);
         if (next < 0) {
             sp_err_set(err, "spec: sampling failed (empty distribution)");
             goto done;
@@ -228,11 +281,26 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         if (stop) break;
         pending = next;
-        if (d && d->commit(d, acc, next, L.taps, L.hidden, err)) goto done;
+        if (d) {
+            double tc = sp_time_ms();
+            if (nd > 0) {
+                prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+                int crc = d->commit(d, acc, next, L.taps, L.hidden, err);
+                sp_prof_phase_leave(prof);
+                if (crc) goto done;
+            } else if (commit_plain(&L, k, next, err)) {
+                goto done;
+            }
+            round_draft_ms += sp_time_ms() - tc;
+        }
+        st->draft_ms += round_draft_ms;
+        sp_policy_observe(&pol, k, nd, acc, round_draft_ms, forward_ms, sp_time_ms() - tr);
     }
     if (st->stop == SP_STOP_NONE) st->stop = SP_STOP_MAX_NEW;
     st->emitted = n_out;
     st->decode_ms = sp_time_ms() - t1;
+    if (p->profile) sp_prof_stop(&st->prof);
+    st->rounds = st->target_calls;
     st->decode_tps = st->decode_ms > 0 ? n_out * 1000.0 / st->decode_ms : 0;
     st->acceptance_rate = st->drafted ? (double)st->accepted / st->drafted : 0;
     st->mean_accept_len = st->target_calls ? (double)n_out / st->target_calls : 0;
@@ -240,6 +308,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         st->accept_per_position[i] = st->pos_drafted[i] ? (double)st->pos_accepted[i] / st->pos_drafted[i] : 0;
     rc = 0;
 done:
+    if (p->profile) sp_prof_stop(NULL); /* on an error path: the thread stops profiling */
     sp_kv_free(L.kv);
     sp_sampler_free(L.smp);
     sp_penalty_free(L.pen);
@@ -248,5 +317,7 @@ done:
     free(L.q);
     free(L.taps);
     free(L.hidden);
+    free(L.ext_taps);
+    free(L.ext_hid);
     return rc;
 }
