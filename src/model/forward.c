@@ -68,10 +68,16 @@ static void heads_from_interleaved(float *x, int n_heads, int D) {
     }
 }
 
+/* position of row t: a chain's pos0 + t, a tree row's pos0 + its depth */
+static inline int row_pos(int pos0, const int *depth, int t) { return pos0 + (depth ? depth[t] : t); }
+
 /* Attention of layer li for the rows of every sequence: Q/K/V/O projections over all R rows at
  * once (S holds the scratch), RoPE by each row's own position, K/V appended to each sequence's
- * cache, and attention per sequence over its own cache. */
-static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n, int R, int li) {
+ * cache, and attention per sequence over its own cache. parents: NULL, or per sequence NULL (a
+ * chain) or a token tree's parent rows: row t then sits at position pos0 + depth(t) and attends
+ * its root path (attention_tree.c). */
+static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, const int32_t *const *parents, int n,
+                            int R, int li) {
     const sp_config *c = &m->cfg;
     const sp_layer_config *lc = &c->layers[li];
     const sp_layer *l = &m->layers[li];
@@ -94,11 +100,15 @@ static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, i
     for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
         sp_kv *kv = seqs[s].kv;
         int T = seqs[s].T, pos0 = kv->len;
+        const int32_t *parent = parents ? parents[s] : NULL;
+        int depth[SP_TREE_MAX_ROWS]; /* a tree row's offset from pos0 */
+        for (int t = 0; parent && t < T; t++) depth[t] = parent[t] < 0 ? 0 : depth[parent[t]] + 1;
+        const int *dp = parent ? depth : NULL;
         float *q = S->q + (size_t)r0 * qrow;
-        for (int t = 0; t < T; t++) sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, pos0 + t);
-        if (src == li) { /* append this sequence's K/V rows to its cache */
+        for (int t = 0; t < T; t++) sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, row_pos(pos0, dp, t));
+        if (src == li) { /* append this sequence's K/V rows to its cache (row t in the slot of pos0 + t) */
             float *k = S->k + (size_t)r0 * row, *v = S->v + (size_t)r0 * row;
-            for (int t = 0; t < T; t++) sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, pos0 + t);
+            for (int t = 0; t < T; t++) sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, row_pos(pos0, dp, t));
             for (int t = 0; t < T; t++) {
                 int p = pos0 + t, slot = kv->ring[li] ? p % kv->cap[li] : p;
                 memcpy(kv->K[li] + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
@@ -110,7 +120,8 @@ static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, i
             .window = lc->sliding ? c->sliding_window : 0,
             .scale = c->arch == SP_ARCH_GEMMA4 ? 1.0f : 1.0f / sqrtf((float)D),
         };
-        sp_attention(pool, S->att + (size_t)r0 * qrow, q, kv->K[src], kv->V[src], &sh);
+        if (parent) sp_attention_tree(pool, S->att + (size_t)r0 * qrow, q, kv->K[src], kv->V[src], &sh, parent);
+        else sp_attention(pool, S->att + (size_t)r0 * qrow, q, kv->K[src], kv->V[src], &sh);
     }
     sp_matmul(pool, S->o, S->att, R, &l->wo);
 }
@@ -140,7 +151,8 @@ static int check_seq(const sp_model *m, const sp_forward_seq *q, int i, sp_err *
 }
 
 /* The forward of n sequences whose R rows (sequence by sequence) run through S's scratch. */
-static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n, int R, const int32_t *tokens) {
+static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, const int32_t *const *parents, int n, int R,
+                        const int32_t *tokens) {
     const sp_config *c = &m->cfg;
     int H = c->hidden_size, L = c->n_layers;
     float eps = (float)c->rms_eps;
@@ -154,7 +166,7 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
         const sp_layer *l = &m->layers[li];
         int I = c->layers[li].ffn_dim;
         sp_rmsnorm(S->xn, S->x, l->attn_norm, R, H, eps);
-        attention_block(m, S, seqs, n, R, li);
+        attention_block(m, S, seqs, parents, n, R, li);
         if (gemma) sp_rmsnorm(S->o, S->o, l->post_attn_norm, R, H, eps);
         add(S->x, S->o, TH);
 
@@ -238,7 +250,7 @@ int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *se
     int32_t *tokens = malloc((size_t)R * sizeof *tokens);
     if (!tokens) return sp_err_set(err, "forward: out of memory for %d tokens", R);
     for (int i = 0, r = 0; i < n; r += seqs[i].T, i++) memcpy(tokens + r, seqs[i].tokens, (size_t)seqs[i].T * 4);
-    int rc = forward_rows(m, scratch, seqs, n, R, tokens);
+    int rc = forward_rows(m, scratch, seqs, NULL, n, R, tokens);
     free(tokens);
     return rc;
 }
@@ -246,5 +258,19 @@ int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *se
 int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out, sp_err *err) {
     sp_forward_seq q = {kv, tokens, T, out};
     if (check_seq(m, &q, 0, err)) return -1;
-    return forward_rows(m, kv, &q, 1, T, tokens);
+    return forward_rows(m, kv, &q, NULL, 1, T, tokens);
+}
+
+int sp_model_forward_tree(sp_model *m, sp_kv *kv, const int32_t *tokens, const int32_t *parent, int T,
+                          sp_forward_out *out, sp_err *err) {
+    _Static_assert(SP_TREE_MAX_ROWS <= SP_ATTN_TREE_MAX, "tree rows beyond the tree attention kernel's bound");
+    sp_forward_seq q = {kv, tokens, T, out};
+    if (check_seq(m, &q, 0, err)) return -1;
+    if (!parent) return sp_err_set(err, "forward tree: no parent rows");
+    if (T > SP_TREE_MAX_ROWS) return sp_err_set(err, "forward tree: %d rows (at most %d)", T, SP_TREE_MAX_ROWS);
+    for (int t = 0; t < T; t++)
+        if (parent[t] < -1 || parent[t] >= t)
+            return sp_err_set(err, "forward tree: row %d has parent %d (expected -1 .. %d)", t, parent[t], t - 1);
+    const int32_t *parents[1] = {parent};
+    return forward_rows(m, kv, &q, parents, 1, T, tokens);
 }
