@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "sample/sample.h"
+#include "spec/tree.h"
 
 sp_spec_params sp_spec_params_default(void) {
     sp_spec_params p;
@@ -47,7 +48,8 @@ typedef struct {
     sp_penalty *pen; /* NULL: no repetition penalties; else the committed stream (penalty.h) */
     int V, H, greedy, chunk;
     float *logits, *probs, *q, *taps, *hidden;
-    int32_t blk[SP_SPEC_MAX_G + 1];
+    int32_t blk[SP_TREE_MAX_NODES + 1];
+    sp_tree *tree; /* token trees (p->tree.nodes > 0), else NULL: chains */
 } loop_t;
 
 /* Prefill prompt[0..n) (all but the pending token) and begin the drafter with the prompt's
@@ -82,6 +84,76 @@ done:
     return rc;
 }
 
+/* One chain round: propose up to g drafts, verify [pending, drafts] in one forward, decide left
+ * to right, and trim the cache back to pending + the accepted drafts (L->blk[1 .. *acc]). *tv: when
+ * the verify step began. */
+static int chain_round(loop_t *L, int pos, int g, int32_t pending, int *nd_out, int *acc_out, int32_t *next_out,
+                       double *tv_out, sp_spec_stats *st, sp_err *err) {
+    sp_drafter *d = L->d;
+    const sp_spec_params *p = L->p;
+    uint64_t seed = p->gen.sample.seed;
+    int nt = d ? d->n_taps : 0, nd = 0;
+    if (d && g > 0) {
+        double td = sp_time_ms();
+        nd = d->propose(d, g, L->blk + 1, L->q, err);
+        st->draft_ms += sp_time_ms() - td;
+        if (nd < 0) return -1;
+        if (nd > g) nd = g;
+        for (int i = 1; i <= nd; i++)
+            if (L->blk[i] < 0 || L->blk[i] >= L->V)
+                return sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", d->name, L->blk[i]);
+        if (nd < p->draft_min) nd = 0;
+    }
+    L->blk[0] = pending;
+    double tv = sp_time_ms();
+    sp_forward_out o = {.logits = L->logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L->taps,
+                        .hidden = L->hidden};
+    if (sp_model_forward(L->m, L->kv, L->blk, nd + 1, &o, err)) return -1;
+    st->target_calls++;
+    /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
+     * of the sequence (pushed one by one, popped after the round) */
+    int acc = 0, next = -1, pushed = 0;
+    for (int i = 0; i <= nd; i++) {
+        float *lg = L->logits + (size_t)i * L->V;
+        uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
+        if (L->pen) {
+            if (i > 0 && sp_penalty_push(L->pen, L->blk[i], err)) return -1;
+            pushed += i > 0;
+            sp_penalty_apply(L->pen, lg);
+        }
+        if (L->greedy) {
+            int best = sp_sample_argmax(lg, L->V);
+            if (i < nd && L->blk[i + 1] == best) {
+                acc++;
+                continue;
+            }
+            next = best;
+            break;
+        }
+        if (sp_sampler_probs(L->smp, L->probs, lg, err)) return -1;
+        if (i == nd) { /* bonus (or plain step) from p */
+            next = sp_sample_probs(L->probs, L->V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
+            break;
+        }
+        int ok;
+        int tok = sp_spec_verify_one(L->probs, L->q ? L->q + (size_t)i * L->V : NULL, L->V, L->blk[i + 1],
+                                     sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
+                                     sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), p->broken_residual, &ok);
+        if (ok) {
+            acc++;
+            continue;
+        }
+        next = tok;
+        break;
+    }
+    if (L->pen) sp_penalty_pop(L->pen, pushed);
+    if (next < 0) return sp_err_set(err, "spec: sampling failed (empty distribution)");
+    /* roll the target back over rejected drafts: keep pending + acc drafts */
+    if (sp_kv_trim(L->kv, nd - acc, err)) return -1;
+    *nd_out = nd, *acc_out = acc, *next_out = next, *tv_out = tv;
+    return 0;
+}
+
 int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
                      int32_t *out, int out_cap, sp_spec_stats *st, sp_err *err) {
     const sp_config *cfg = sp_model_config(m);
@@ -96,11 +168,13 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     if (sp_sample_params_check(&p->gen.sample, err)) return -1;
     if (sp_penalty_params_check(&p->gen.penalty, err)) return -1;
     int G = d ? p->draft_max : 0;
-    int max_ctx = p->gen.max_ctx > 0 ? p->gen.max_ctx : n_prompt + p->gen.max_new + G + 1;
+    int TN = d && p->tree.nodes > 0 ? p->tree.nodes : 0; /* tree nodes per round (0: chains) */
+    int max_ctx = p->gen.max_ctx > 0 ? p->gen.max_ctx : n_prompt + p->gen.max_new + (TN > G ? TN : G) + 1;
     if (cfg->max_pos > 0 && max_ctx > cfg->max_pos) max_ctx = cfg->max_pos;
     if (n_prompt >= max_ctx) return sp_err_set(err, "spec: prompt of %d tokens fills the context (%d)", n_prompt, max_ctx);
     int chunk = p->gen.prefill_chunk > 0 ? p->gen.prefill_chunk : 512;
     if (chunk < G + 1) chunk = G + 1;
+    if (chunk < TN + 1) chunk = TN + 1;
 
     loop_t L = {.m = m, .d = d, .p = p, .V = cfg->vocab_size, .H = cfg->hidden_size};
     L.greedy = sp_sample_is_greedy(&p->gen.sample);
@@ -118,6 +192,11 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         (wh && !L.hidden)) {
         if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
         goto done;
+    }
+    if (TN) {
+        sp_tree_shape sh = p->tree;
+        sh.max_depth = G;
+        if (!(L.tree = sp_tree_create(m, d, &sh, !L.greedy, err))) goto done;
     }
     if (sp_penalty_active(&p->gen.penalty)) {
         if (!(L.pen = sp_penalty_create(L.V, &p->gen.penalty, err))) goto done;
@@ -145,77 +224,30 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
             st->stop = SP_STOP_CTX;
             break;
         }
-        int nd = 0;
-        if (d && g > 0) {
-            double td = sp_time_ms();
-            nd = d->propose(d, g, L.blk + 1, L.q, err);
-            st->draft_ms += sp_time_ms() - td;
-            if (nd < 0) goto done;
-            if (nd > g) nd = g;
-            for (int i = 1; i <= nd; i++)
-                if (L.blk[i] < 0 || L.blk[i] >= L.V) {
-                    sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", d->name, L.blk[i]);
-                    goto done;
-                }
-            if (nd < p->draft_min) nd = 0;
-        }
-        L.blk[0] = pending;
+        int nd = 0, acc = 0, depth = 0;
+        int32_t next = -1;
+        const float *ctaps = L.taps, *chid = L.hidden; /* rows of [pending, accepted drafts] */
         double tv = sp_time_ms();
-        sp_forward_out o = {.logits = L.logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L.taps,
-                            .hidden = L.hidden};
-        if (sp_model_forward(m, L.kv, L.blk, nd + 1, &o, err)) goto done;
-        st->target_calls++;
-        /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
-         * of the sequence (pushed one by one, popped after the round) */
-        int acc = 0, next = -1, pushed = 0;
-        for (int i = 0; i <= nd; i++) {
-            float *lg = L.logits + (size_t)i * L.V;
-            uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
-            if (L.pen) {
-                if (i > 0 && sp_penalty_push(L.pen, L.blk[i], err)) goto done;
-                pushed += i > 0;
-                sp_penalty_apply(L.pen, lg);
-            }
-            if (L.greedy) {
-                int best = sp_sample_argmax(lg, L.V);
-                if (i < nd && L.blk[i + 1] == best) {
-                    acc++;
-                    continue;
-                }
-                next = best;
-                break;
-            }
-            if (sp_sampler_probs(L.smp, L.probs, lg, err)) goto done;
-            if (i == nd) { /* bonus (or plain step) from p */
-                next = sp_sample_probs(L.probs, L.V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
-                break;
-            }
-            int ok;
-            int tok = sp_spec_verify_one(L.probs, L.q ? L.q + (size_t)i * L.V : NULL, L.V, L.blk[i + 1],
-                                         sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
-                                         sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), p->broken_residual, &ok);
-            if (ok) {
-                acc++;
-                continue;
-            }
-            next = tok;
-            break;
-        }
-        if (L.pen) sp_penalty_pop(L.pen, pushed);
-        if (next < 0) {
-            sp_err_set(err, "spec: sampling failed (empty distribution)");
-            goto done;
+        if (L.tree) { /* a token tree (tree.c): propose, verify in one forward, keep the accepted path */
+            sp_tree_result tr;
+            if (sp_tree_round(L.tree, m, L.kv, d, pending, g, max_ctx - pos - 1, L.smp, L.greedy, seed, L.pen, L.blk + 1,
+                              &tr, err))
+                goto done;
+            nd = tr.nodes, depth = tr.depth, acc = tr.acc, next = tr.next;
+            ctaps = tr.taps, chid = tr.hidden; /* the path's rows, for commit() */
+            st->target_calls++; /* verify_ms of a tree round includes its drafting */
+        } else {
+            if (chain_round(&L, pos, g, pending, &nd, &acc, &next, &tv, st, err)) goto done;
+            depth = nd;
         }
         st->verify_ms += sp_time_ms() - tv;
         st->drafted += nd;
-        st->verify_len_hist[nd]++;
+        st->verify_len_hist[depth]++;
         st->accepted += acc;
-        for (int i = 0; i < nd; i++) {
+        for (int i = 0; i < depth; i++) {
             st->pos_drafted[i]++;
             if (i < acc) st->pos_accepted[i]++;
         }
-        /* roll the target back over rejected drafts: keep pending + acc drafts */
-        if (sp_kv_trim(L.kv, nd - acc, err)) goto done;
         /* emit accepted drafts then the target's token, stopping at EOS / max_new / callback */
         int stop = 0;
         for (int i = 0; i <= acc && !stop; i++) {
@@ -228,7 +260,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         if (stop) break;
         pending = next;
-        if (d && d->commit(d, acc, next, L.taps, L.hidden, err)) goto done;
+        if (d && d->commit(d, acc, next, ctaps, chid, err)) goto done;
     }
     if (st->stop == SP_STOP_NONE) st->stop = SP_STOP_MAX_NEW;
     st->emitted = n_out;
@@ -240,6 +272,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         st->accept_per_position[i] = st->pos_drafted[i] ? (double)st->pos_accepted[i] / st->pos_drafted[i] : 0;
     rc = 0;
 done:
+    sp_tree_free(L.tree);
     sp_kv_free(L.kv);
     sp_sampler_free(L.smp);
     sp_penalty_free(L.pen);
