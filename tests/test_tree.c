@@ -2,13 +2,26 @@
  * every node exactly (bit for bit) the logits, hidden rows and taps of a chain forward over its
  * root path, for llama, qwen3 and gemma4 (sliding + full layers, ring caches past the window),
  * threads 1 and 2; the tree attention kernel against its float64 reference and against the chain
- * kernel; sp_kv_keep_rows leaves the cache a chain forward would; bad trees are errors. */
+ * kernel; sp_kv_keep_rows leaves the cache a chain forward would; bad trees are errors.
+ * Tree speculation (spec/tree.c, DSpark / DFlash tree proposals): greedy output bit-identical to
+ * plain decoding for every target, drafter head, shape and thread count, in the library and
+ * through the binary (`generate --tree`); the sampling rule passes the model audit, and the audit
+ * catches a broken tree rule. */
 #include <stdint.h>
 #include <string.h>
 
+#include "drafters/dflash.h"
+#include "drafters/drafters.h"
+#include "formats/newdrafter.h"
 #include "harness.h"
 #include "kernels/kernels.h"
+#include "spec/audit.h"
+#include "spec/generate.h"
+#include "spec/spec.h"
 #include "specula.h"
+
+static char TMP[] = "/tmp/specula-tree-XXXXXX";
+static char cli[4096];
 
 /* a random tree of n rows, deep enough to pass a sliding window: parent[t] = t − 1 two times in
  * three, else any of -1 .. t-1 (a few extra roots) */
@@ -203,11 +216,203 @@ static void test_tree_errors(void) {
     sp_model_free(m);
 }
 
-int main(void) {
+
+/* ---- tree speculation ------------------------------------------------------------------------ */
+static const char *TARGETS[] = {"llama", "qwen3", "gemma4"};
+static const struct {
+    const char *name, *arch, *preset, *set;
+} KINDS[] = {
+    {"zlab", "dflash", "b16", NULL},
+    {"dspark", "dspark", "b7", NULL},
+    {"dspark-rnn", "dspark", "b7", "markov_head_type=rnn"},
+};
+enum { N_KINDS = 3 };
+
+static void drafter_dir(char *out, size_t cap, const char *target, int k) {
+    snprintf(out, cap, "%s/%s-%s", TMP, target, KINDS[k].name);
+}
+
+static int make_drafters(void) {
+    if (!mkdtemp(TMP)) return -1;
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < N_KINDS; k++) {
+            char dir[256], tdir[256];
+            drafter_dir(dir, sizeof dir, TARGETS[t], k);
+            snprintf(tdir, sizeof tdir, "tests/data/ref-logits/%s", TARGETS[t]);
+            const char *sets[1] = {KINDS[k].set};
+            newdrafter_opts o = {.arch = KINDS[k].arch, .preset = KINDS[k].preset, .sets = sets,
+                                 .n_sets = KINDS[k].set ? 1 : 0, .dtype = SP_DT_UNKNOWN, .seed = 21 + k};
+            sp_err err = {{0}};
+            if (newdrafter_write(dir, tdir, &o, &err)) {
+                fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
+                return -1;
+            }
+        }
+    return 0;
+}
+
+/* greedy: tree speculation == plain decoding, bit for bit */
+static void identity_case(const char *target, int threads) {
+    sp_model *m = load(target, threads);
+    CHECK(m != NULL, "load %s", target);
+    if (!m) return;
+    int V = sp_model_config(m)->vocab_size, N = 32;
+    int32_t prompt[24], ref[64], out[64];
+    int np = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 7; i++) prompt[np++] = (int32_t)((i * 977 + 31) % V);
+    sp_err err = {{0}};
+    sp_gen_params gp = sp_gen_params_default();
+    gp.max_new = N;
+    gp.ignore_eos = 1;
+    sp_gen_stats gs;
+    CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
+    static const sp_tree_shape shapes[] = {
+        {.nodes = 12, .k = 3, .kind = SP_TREE_DYNAMIC},
+        {.nodes = 9, .k = 3, .kind = SP_TREE_STATIC},
+        {.nodes = 48, .k = 6, .kind = SP_TREE_DYNAMIC},
+        {.nodes = 1, .k = 1, .kind = SP_TREE_DYNAMIC},
+    };
+    for (int k = 0; k < N_KINDS; k++)
+        for (int s = 0; s < 4; s++) {
+            if (threads == 2 && (k != 1 || s == 1 || s == 3)) continue; /* 2 threads: DSpark, two shapes */
+            char dir[256];
+            drafter_dir(dir, sizeof dir, target, k);
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen = gp;
+            sp.draft_max = s == 2 ? 16 : 7;
+            sp.tree = shapes[s];
+            sp_dflash_opts o = sp_dflash_opts_default();
+            sp_drafter *d = sp_drafter_dflash(dir, m, &sp.gen.sample, &o, &err);
+            CHECK(d, "%s %s: %s", target, KINDS[k].name, err.msg);
+            if (!d) continue;
+            sp_spec_stats st;
+            memset(out, 0xff, sizeof out);
+            CHECK(sp_spec_generate(m, d, prompt, np, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+            CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N),
+                  "%s %s shape %d threads %d: tree output differs from plain", target, KINDS[k].name, s, threads);
+            CHECK(st.drafted >= st.target_calls - 1 && st.drafted <= st.target_calls * shapes[s].nodes,
+                  "%s %s shape %d: %d nodes in %d rounds", target, KINDS[k].name, s, st.drafted, st.target_calls);
+            sp_drafter_free(d);
+        }
+    sp_model_free(m);
+}
+
+static void test_tree_identity(void) {
+    for (int t = 0; t < 3; t++) identity_case(TARGETS[t], 1), identity_case(TARGETS[t], 2);
+}
+
+/* a drafter without propose_tree is an error when trees are asked for */
+static void test_tree_needs_drafter(void) {
+    sp_model *m = load("qwen3", 1);
+    CHECK(m != NULL, "load");
+    if (!m) return;
+    sp_err err = {{0}};
+    sp_drafter *d = sp_drafter_ngram(1, 3, &err);
+    sp_spec_params sp = sp_spec_params_default();
+    sp.gen.max_new = 4;
+    sp.tree = (sp_tree_shape){.nodes = 8, .k = 2};
+    int32_t prompt[3] = {1, 2, 3}, out[4];
+    CHECK(sp_spec_generate(m, d, prompt, 3, &sp, out, 4, NULL, &err) == -1 && strstr(err.msg, "proposes no trees"),
+          "ngram trees: %s", err.msg);
+    sp_drafter_free(d);
+    sp_model_free(m);
+}
+
+/* sampling: the model audit over the tree rule (hot drafter q: partial acceptance), and the
+ * broken tree rule must be caught */
+static void audit_case(const char *target, int k, int broken, int expect_pass, int draws) {
+    sp_model *m = load(target, 2);
+    CHECK(m != NULL, "load");
+    if (!m) return;
+    int32_t prompt[6] = {1, 5493, 20509, 14029, 77, 901};
+    sp_err err = {{0}};
+    sp_spec_params sp = sp_spec_params_default();
+    sp.gen.sample = (sp_sample_params){1.0f, 0, 1.0f, 0.0f, 7};
+    sp.draft_max = 4;
+    sp.tree = (sp_tree_shape){.nodes = 10, .k = 3, .kind = SP_TREE_DYNAMIC};
+    sp.broken_residual = broken;
+    sp_sample_params dq = sp.gen.sample;
+    dq.temperature = 8.0f; /* a hot q: some drafts rejected, some accepted */
+    char dir[256];
+    drafter_dir(dir, sizeof dir, target, k);
+    sp_dflash_opts o = sp_dflash_opts_default();
+    sp_drafter *d = sp_drafter_dflash(dir, m, &dq, &o, &err);
+    CHECK(d, "%s", err.msg);
+    sp_audit_result r;
+    if (d && sp_audit_run(m, d, prompt, 6, &sp, draws, 0.001, &r, &err) == 0) {
+        printf("  %-6s %-10s tree%s: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", target,
+               KINDS[k].name, broken ? " BROKEN" : "", r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value,
+               r.second_groups, r.acceptance_rate);
+        if (expect_pass) CHECK(r.pass, "%s %s: tree audit failed", target, KINDS[k].name);
+        else CHECK(!r.pass, "%s %s: the audit did not catch the broken tree rule", target, KINDS[k].name);
+        /* drafted counts every node (10 a round): 0.005 is about one accepted draft in 20 rounds */
+        CHECK(r.acceptance_rate > 0.005, "acceptance %.3f: the rule was not exercised", r.acceptance_rate);
+    } else {
+        CHECK(0, "audit: %s", err.msg);
+    }
+    sp_drafter_free(d);
+    sp_model_free(m);
+}
+
+static void test_tree_audit(void) {
+    audit_case("qwen3", 1, 0, 1, 1500);
+    audit_case("gemma4", 2, 0, 1, 800);
+    audit_case("qwen3", 0, 0, 1, 800);
+    audit_case("qwen3", 1, 1, 0, 1500);
+}
+
+/* the binary: generate --tree == plain generate, per target and thread count */
+static void test_tree_cli(void) {
+    static char a[1 << 16], b[1 << 16];
+    char cmd[16384];
+    for (int t = 0; t < 3; t++)
+        for (int th = 1; th <= 2; th++) {
+            char dir[256];
+            drafter_dir(dir, sizeof dir, TARGETS[t], 1);
+            const char *fmt = "%s generate -m tests/data/ref-logits/%s --prompt-ids 1,2,3,4,1,2,3,4 -n 32 --ignore-eos "
+                              "-t %d %s 2>/dev/null";
+            snprintf(cmd, sizeof cmd, fmt, cli, TARGETS[t], th, "");
+            CHECK(harness_run(cmd, a, sizeof a) == 0 && strlen(a) > 32, "plain: %s", a);
+            char extra[512];
+            snprintf(extra, sizeof extra, "-md %s --tree %d --tree-k 3 --tree-shape %s", dir, 6 + 7 * th,
+                     th == 1 ? "static" : "dynamic");
+            snprintf(cmd, sizeof cmd, fmt, cli, TARGETS[t], th, extra);
+            CHECK(harness_run(cmd, b, sizeof b) == 0, "tree: %s", b);
+            /* the first line is the generated ids (the next ones are timings) */
+            char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+            if (ea) *ea = 0;
+            if (eb) *eb = 0;
+            CHECK(!strcmp(a, b), "%s threads %d: --tree output differs from plain:\n%s\n%s", TARGETS[t], th, a, b);
+        }
+    snprintf(cmd, sizeof cmd, "%s generate -m tests/data/ref-logits/qwen3 --prompt-ids 1,2 --spec ngram --tree 4 2>&1",
+             cli);
+    CHECK(harness_run(cmd, b, sizeof b) != 0 && strstr(b, "proposes no trees"), "ngram --tree: %s", b);
+    snprintf(cmd, sizeof cmd, "%s generate -m tests/data/ref-logits/qwen3 --prompt-ids 1,2 --spec ngram --tree 99 2>&1",
+             cli);
+    CHECK(harness_run(cmd, b, sizeof b) == 2 && strstr(b, "out of range"), "--tree 99: %s", b);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]);
+    char *slash = strrchr(cli, '/');
+    if (slash) snprintf(slash, sizeof cli - (size_t)(slash - cli), "/../specula");
+    if (make_drafters()) {
+        printf("FAIL make_drafters\n");
+        return 1;
+    }
     RUN(test_tree_kernel);
     RUN(test_tree_forward_llama);
     RUN(test_tree_forward_qwen3);
     RUN(test_tree_forward_gemma4);
     RUN(test_tree_errors);
+    RUN(test_tree_identity);
+    RUN(test_tree_needs_drafter);
+    RUN(test_tree_audit);
+    RUN(test_tree_cli);
+    char rm[512];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", TMP);
+    if (system(rm) != 0) printf("FAIL cleanup\n");
     return harness_done("test_tree");
 }

@@ -230,8 +230,8 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         double tv = sp_time_ms();
         if (L.tree) { /* a token tree (tree.c): propose, verify in one forward, keep the accepted path */
             sp_tree_result tr;
-            if (sp_tree_round(L.tree, m, L.kv, d, pending, g, max_ctx - pos - 1, L.smp, L.greedy, seed, L.pen, L.blk + 1,
-                              &tr, err))
+            if (sp_tree_round(L.tree, m, L.kv, d, pending, g, max_ctx - pos - 1, L.smp, L.greedy, seed, L.pen,
+                              p->broken_residual, L.blk + 1, &tr, err))
                 goto done;
             nd = tr.nodes, depth = tr.depth, acc = tr.acc, next = tr.next;
             ctaps = tr.taps, chid = tr.hidden; /* the path's rows, for commit() */

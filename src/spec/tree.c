@@ -76,7 +76,7 @@ static int q_remove(float *q, int V, int32_t x) {
 }
 
 int sp_tree_verify_node(float *p, float *q, int V, const int32_t *x, int n, const double *u_acc, double u_res,
-                        int *child) {
+                        int broken, int *child) {
     for (int j = 0; j < n; j++) {
         double px = p[x[j]], qx = q[x[j]];
         if (qx > 0 && u_acc[j] * qx < px) { /* accept with probability min(1, p/q) */
@@ -85,7 +85,7 @@ int sp_tree_verify_node(float *p, float *q, int V, const int32_t *x, int n, cons
         }
         /* rejected: the target's remaining mass is normalize(max(0, p − q)); the next child was
          * drawn from q without x[j] */
-        sp_sample_residual_probs(p, p, q, V);
+        if (!broken) sp_sample_residual_probs(p, p, q, V);
         if (j + 1 < n && !q_remove(q, V, x[j])) break;
     }
     *child = -1;
@@ -101,8 +101,8 @@ static int children(const sp_tree *t, int n_rows, int r, int32_t *x, int *rows) 
 }
 
 int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pending, int max_depth, int max_nodes,
-                  sp_sampler *smp, int greedy, uint64_t seed, sp_penalty *pen, int32_t *acc_tok, sp_tree_result *res,
-                  sp_err *err) {
+                  sp_sampler *smp, int greedy, uint64_t seed, sp_penalty *pen, int broken, int32_t *acc_tok,
+                  sp_tree_result *res, sp_err *err) {
     const int V = t->V, H = t->H;
     memset(res, 0, sizeof *res);
     sp_tree_shape sh = t->sh;
@@ -165,7 +165,7 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
             double u[SP_TREE_MAX_NODES];
             for (int j = 0; j < nc; j++) u[j] = sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos << 6 | (uint64_t)j);
             next = sp_tree_verify_node(t->p, t->q + (size_t)r * V, V, x, nc, u,
-                                       sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos), &c);
+                                       sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos), broken, &c);
         }
         if (next < 0) {
             sp_err_set(err, "tree: sampling failed (empty distribution)");

@@ -38,16 +38,17 @@ typedef struct {
  * [pending, nodes], decide, keep [pending, accepted path] in kv.
  * acc_tok[0 .. res->acc) receives the accepted drafts. sample / seed: the request's params and
  * seed (greedy params → argmax walk); pen: the committed stream's penalties or NULL (pushes made
- * here are popped before return). Returns 0, or -1 with err. */
+ * here are popped before return); broken: the audit's test hook (sp_tree_verify_node). Returns 0, or -1 with err. */
 int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pending, int max_depth, int max_nodes,
-                  sp_sampler *smp, int greedy, uint64_t seed, sp_penalty *pen, int32_t *acc_tok, sp_tree_result *res,
-                  sp_err *err);
+                  sp_sampler *smp, int greedy, uint64_t seed, sp_penalty *pen, int broken, int32_t *acc_tok,
+                  sp_tree_result *res, sp_err *err);
 
 /* The sampling rule at one node, shared with the audit: target probs p[V] (scratch: overwritten
  * by the residual), the node's children x[0..n) drawn in that order without replacement from
  * q[V] (scratch: overwritten), uniforms u_acc[0..n) and u_res. Returns the emitted token and sets
- * *child to the index of the accepted child, or -1 when the token was drawn from the residual. */
+ * *child to the index of the accepted child, or -1 when the token was drawn from the residual.
+ * broken: skip the residual update after a rejection (test hook: the audit must catch it). */
 int sp_tree_verify_node(float *p, float *q, int V, const int32_t *x, int n, const double *u_acc, double u_res,
-                        int *child);
+                        int broken, int *child);
 
 #endif
