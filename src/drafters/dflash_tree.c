@@ -7,7 +7,8 @@
  *   greedy   — the top-k of softmax(Z), most probable first;
  *   sampling — k draws without replacement from q = the sampler's processing of Z (q is
  *              reported for the node; the verifier's rule needs exactly these draws, in order).
- * Candidates are placed one at a time until the node budget is spent:
+ * Candidates are placed one at a time until the node budget is spent (a node's distribution is
+ * computed only once one of its children could be the next placed: leaves cost nothing):
  *   dynamic — best first by score = log P(parent's path) + log p_(rank) where p_(rank) is the
  *             rank-th largest probability of the parent's distribution (for greedy that is the
  *             candidate's own probability; it never depends on a sampled child's identity, so
@@ -30,6 +31,7 @@ typedef struct {
     int32_t tok;
     int parent, depth, rank; /* rank: index among its parent's children */
     double logp;             /* log P of its path under the drafter */
+    int ready;               /* its candidates are prepared (placed nodes wait until first needed) */
     int nc, next;            /* candidates prepared, next one to place */
     int32_t cand[TREE_MAX_K];
     double cscore[TREE_MAX_K]; /* placement score of each candidate */
@@ -66,6 +68,7 @@ static int prepare(sp_drafter *d, const df_tree_env *env, tnode *nodes, int v, i
                    float *p, float *work, float *qrow, sp_err *err) {
     tnode *n = &nodes[v];
     int V = env->V;
+    n->ready = 1;
     df_tree_logits(d, n->depth + 1, n->tok, state, Z);
     int32_t idx[TREE_MAX_K];
     float val[TREE_MAX_K];
@@ -120,9 +123,13 @@ int df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_
         double best = -INFINITY;
         for (int v = 0; v < n; v++) {
             tnode *x = &nodes[v];
-            if (x->next >= x->nc) continue;
             double sc;
-            if (sh->kind == SP_TREE_STATIC) { /* the chain (rank 0) deepest-first, then siblings by depth */
+            if (!x->ready) { /* dynamic: its children score at most its own log P, so prepare it lazily */
+                if (x->depth >= env.depth) continue;
+                sc = x->logp;
+            } else if (x->next >= x->nc) {
+                continue;
+            } else if (sh->kind == SP_TREE_STATIC) { /* the chain (rank 0) first, then siblings by depth */
                 if (x->rank > 0 && v > 0) continue;
                 sc = x->next == 0 ? 1e9 - x->depth : -(double)x->depth * TREE_MAX_K - x->next;
             } else {
@@ -132,16 +139,24 @@ int df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_
         }
         if (bv < 0) break;
         tnode *pv = &nodes[bv];
+        if (!pv->ready) {
+            float *st = S ? state + (size_t)bv * S : NULL;
+            if (prepare(d, &env, nodes, bv, k, st, Z, p, work, q ? q + (size_t)bv * V : NULL, err)) goto out;
+            continue;
+        }
         int c = pv->next++;
         tnode *ch = &nodes[n];
         *ch = (tnode){.tok = pv->cand[c], .parent = bv, .depth = pv->depth + 1, .rank = c, .logp = pv->cscore[c]};
         tok[n - 1] = ch->tok;
         parent[n - 1] = bv - 1;
         if (ch->depth > max_depth) max_depth = ch->depth;
-        if (ch->depth < env.depth && (sh->kind != SP_TREE_STATIC || c == 0)) { /* static: siblings are leaves */
-            float *st = S ? state + (size_t)n * S : NULL;
-            if (st) memcpy(st, state + (size_t)bv * S, sizeof(float) * (size_t)S);
-            if (prepare(d, &env, nodes, n, k, st, Z, p, work, q ? q + (size_t)n * V : NULL, err)) goto out;
+        if (S) memcpy(state + (size_t)n * S, state + (size_t)bv * S, sizeof(float) * (size_t)S);
+        if (sh->kind == SP_TREE_STATIC) { /* the chain's nodes at once; siblings are leaves */
+            ch->ready = 1;
+            if (ch->depth < env.depth && c == 0) {
+                float *st = S ? state + (size_t)n * S : NULL;
+                if (prepare(d, &env, nodes, n, k, st, Z, p, work, q ? q + (size_t)n * V : NULL, err)) goto out;
+            }
         }
         n++;
     }

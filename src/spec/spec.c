@@ -235,7 +235,9 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
                 goto done;
             nd = tr.nodes, depth = tr.depth, acc = tr.acc, next = tr.next;
             ctaps = tr.taps, chid = tr.hidden; /* the path's rows, for commit() */
-            st->target_calls++; /* verify_ms of a tree round includes its drafting */
+            st->target_calls++;
+            st->draft_ms += tr.draft_ms;
+            tv += tr.draft_ms; /* verify_ms: the rest of the round */
         } else {
             if (chain_round(&L, pos, g, pending, &nd, &acc, &next, &tv, st, err)) goto done;
             depth = nd;

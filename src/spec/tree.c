@@ -112,7 +112,9 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
     int32_t ptok[SP_TREE_MAX_NODES], ppar[SP_TREE_MAX_NODES];
     int n = 0;
     if (sh.max_depth > 0) {
+        double t0 = sp_time_ms();
         n = d->propose_tree(d, &sh, ptok, ppar, greedy ? NULL : t->q, err);
+        res->draft_ms = sp_time_ms() - t0;
         if (n < 0) return -1;
         if (n > sh.nodes) return sp_err_set(err, "tree: drafter %s proposed %d nodes (asked for %d)", d->name, n, sh.nodes);
     }

@@ -31,6 +31,7 @@ typedef struct {
     int32_t next;            /* the target's token after them (now pending) */
     const float *taps;       /* [acc + 1, n_taps·H] rows of [pending, accepted drafts], or NULL */
     const float *hidden;     /* [acc + 1, H], or NULL */
+    double draft_ms;         /* time in the drafter's propose_tree */
 } sp_tree_result;
 
 /* One round after the cache kv (every committed token but `pending`): propose a tree of at most
