@@ -1,6 +1,8 @@
 /* cmd_bench_verify.c — `specula bench-verify`: the cost of one target forward over k tokens
  * relative to one decode step, k = 1..16. This curve bounds every drafter's speedup on a CPU:
- * a block of k drafts pays off only if verifying it costs about as much as one step. */
+ * a block of k drafts pays off only if verifying it costs about as much as one step.
+ * --tree adds, interleaved with the chains, the tree-masked forward over k rows (a binary tree:
+ * row t's parent is (t − 1) / 2; docs/TREE.md), the cost of verifying a token tree of k nodes. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@ static const char *CMD = "bench-verify";
 
 int cmd_bench_verify(int argc, char **argv) {
     const char *model = NULL;
-    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16;
+    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16, tree = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
@@ -21,8 +23,9 @@ int cmd_bench_verify(int argc, char **argv) {
         {NULL, "--reps", CLI_INT, &reps, "N", "repetitions per k (default: adaptive)"},
         {NULL, "--k-max", CLI_INT, &kmax, "K", "largest block (default 16)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print {\"k\": [...], \"ratio\": [...]}"},
+        {NULL, "--tree", CLI_FLAG, &tree, NULL, "also time tree-masked forwards over k rows (a binary tree)"},
     };
-    int rc = cli_parse(CMD, "-m DIR [-t N] [--json]", opts, 6, argc, argv, NULL, NULL, 0);
+    int rc = cli_parse(CMD, "-m DIR [-t N] [--tree] [--json]", opts, 7, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!model) return cli_error(CMD, "-m DIR is required");
     if (kmax < 1 || kmax > 64 || ctx < 1) return cli_error(CMD, "--k-max must be 1..64 and --ctx >= 1");
@@ -33,8 +36,10 @@ int cmd_bench_verify(int argc, char **argv) {
     sp_kv *kv = sp_kv_create(m, ctx + kmax + 1, ctx > kmax ? ctx : kmax, &err);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(ctx + kmax));
     float *logits = malloc(sizeof(float) * (size_t)kmax * c->vocab_size);
-    double *ms = calloc((size_t)kmax + 1, sizeof(double));
-    if (!kv || !tok || !logits || !ms) {
+    double *ms = calloc((size_t)kmax + 1, sizeof(double)), *tms = calloc((size_t)kmax + 1, sizeof(double));
+    int32_t parent[64];
+    for (int t = 0; t < 64; t++) parent[t] = t == 0 ? -1 : (t - 1) / 2;
+    if (!kv || !tok || !logits || !ms || !tms) {
         cli_error(CMD, "%s", kv ? "out of memory" : err.msg);
         return 1;
     }
@@ -54,7 +59,7 @@ int cmd_bench_verify(int argc, char **argv) {
         if (R < 3) R = 3;
         if (R > 50) R = 50;
     }
-    for (int k = 1; k <= kmax; k++) ms[k] = 1e30;
+    for (int k = 1; k <= kmax; k++) ms[k] = tms[k] = 1e30;
     for (int r = 0; r < R; r++) {
         for (int k = 1; k <= kmax; k++) {
             double t0 = sp_time_ms();
@@ -65,6 +70,15 @@ int cmd_bench_verify(int argc, char **argv) {
             double dt = sp_time_ms() - t0;
             sp_kv_trim(kv, k, &err);
             if (dt < ms[k]) ms[k] = dt;
+            if (!tree) continue;
+            t0 = sp_time_ms();
+            if (sp_model_forward_tree(m, kv, tok + ctx, parent, k, &o, &err)) {
+                cli_error(CMD, "%s", err.msg);
+                return 1;
+            }
+            dt = sp_time_ms() - t0;
+            sp_kv_trim(kv, k, &err);
+            if (dt < tms[k]) tms[k] = dt;
         }
     }
     if (json) {
@@ -73,6 +87,11 @@ int cmd_bench_verify(int argc, char **argv) {
             json_array_append_new(jk, json_integer(k));
             json_array_append_new(jr, json_real(ms[k] / ms[1]));
             json_array_append_new(jm, json_real(ms[k]));
+        }
+        if (tree) {
+            json_t *jt = json_array();
+            for (int k = 1; k <= kmax; k++) json_array_append_new(jt, json_real(tms[k] / ms[1]));
+            json_object_set_new(jo, "tree_ratio", jt);
         }
         json_object_set_new(jo, "k", jk);
         json_object_set_new(jo, "ratio", jr);
@@ -85,14 +104,18 @@ int cmd_bench_verify(int argc, char **argv) {
     } else {
         printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d)\n", model,
                sp_model_threads(m), ctx, R);
-        printf("   k      ms   ratio   ms/token\n");
-        for (int k = 1; k <= kmax; k++)
-            printf("  %2d %8.2f %7.3f %10.3f\n", k, ms[k], ms[k] / ms[1], ms[k] / k);
+        printf("   k      ms   ratio   ms/token%s\n", tree ? "   tree ms  tree ratio" : "");
+        for (int k = 1; k <= kmax; k++) {
+            printf("  %2d %8.2f %7.3f %10.3f", k, ms[k], ms[k] / ms[1], ms[k] / k);
+            if (tree) printf(" %9.2f %11.3f", tms[k], tms[k] / ms[1]);
+            printf("\n");
+        }
     }
     sp_kv_free(kv);
     free(tok);
     free(logits);
     free(ms);
+    free(tms);
     sp_model_free(m);
     return 0;
 }
