@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "drafters/dflash.h"
 #include "drafters/drafters.h"
 #include "formats/newdrafter.h"
@@ -88,6 +89,15 @@ static void kernel_case(int NH, int KVH, int D, int pos0, int T, int window, int
         }
         CHECK(bad == 0, "%d of %d tree rows differ from their chain rows (threads %d, pos0 %d, window %d, ring %d)",
               bad, T, threads[th], pos0, window, ring);
+        /* every SIMD tier the processor has gives the same bits */
+        sp_cpu_tier level = sp_cpu_level();
+        for (int tier = SP_CPU_SCALAR; tier <= SP_CPU_NEON; tier++) {
+            if (sp_cpu_force((sp_cpu_tier)tier) != 0) continue;
+            sp_attention_tree(pool, cout, q, K, V, &sh, parent);
+            CHECK(!memcmp(cout, out, (size_t)T * qrow * 4), "tier %s: tree rows differ from tier %s",
+                  sp_cpu_tier_name((sp_cpu_tier)tier), sp_cpu_tier_name(level));
+        }
+        sp_cpu_force(level);
         sp_pool_free(pool);
     }
     free(K), free(V), free(q), free(out), free(ref), free(cK), free(cV), free(cq), free(cout);
