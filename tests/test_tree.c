@@ -305,6 +305,29 @@ static void identity_case(const char *target, int threads) {
                   "%s %s shape %d: %d nodes in %d rounds", target, KINDS[k].name, s, st.drafted, st.target_calls);
             sp_drafter_free(d);
         }
+    /* a one-child static tree is the chain: the same drafts, so the same acceptance */
+    for (int k = 0; k < N_KINDS && threads == 1; k++) {
+        char dir[256];
+        drafter_dir(dir, sizeof dir, target, k);
+        sp_spec_stats sc, stt;
+        sp_spec_params sp = sp_spec_params_default();
+        sp.gen = gp;
+        sp.draft_max = 7;
+        sp_dflash_opts o = sp_dflash_opts_default();
+        sp_drafter *d = sp_drafter_dflash(dir, m, &sp.gen.sample, &o, &err);
+        if (!d) {
+            CHECK(0, "%s", err.msg);
+            continue;
+        }
+        int ok = sp_spec_generate(m, d, prompt, np, &sp, out, 64, &sc, &err) == 0;
+        sp.tree = (sp_tree_shape){.nodes = 7, .k = 1, .kind = SP_TREE_STATIC};
+        ok = ok && sp_spec_generate(m, d, prompt, np, &sp, out, 64, &stt, &err) == 0;
+        CHECK(ok, "%s", err.msg);
+        CHECK(sc.accepted == stt.accepted && sc.target_calls == stt.target_calls,
+              "%s %s: chain accepted %d in %d rounds, 1-child tree %d in %d", target, KINDS[k].name, sc.accepted,
+              sc.target_calls, stt.accepted, stt.target_calls);
+        sp_drafter_free(d);
+    }
     sp_model_free(m);
 }
 
