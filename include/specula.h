@@ -203,7 +203,7 @@ typedef struct sp_engine sp_engine;
 typedef struct {
     const char *model;        /* target model directory (config.json + safetensors + tokenizer) */
     const char *drafter;      /* drafter directory, or NULL for none (plain or n-gram decoding) */
-    const char *drafter_kind; /* "none" | "ngram" | "draft" | "dflash" | "dspark" | "assistant";
+    const char *drafter_kind; /* "none" | "ngram" | "draft" | "dflash" | "dspark" | "assistant" | "eagle3";
                                  NULL: "none" without a drafter directory, else decided from its
                                  files (Gemma-4 assistant, DFlash / DSpark block drafter, or a
                                  smaller draft model with the target's vocabulary) */

@@ -439,6 +439,48 @@ static void test_tiers(void) {
     printf("# tiers compared with scalar: %d (current tier %s)\n", tried / NWT, sp_cpu_tier_name(orig));
 }
 
+/* The activation rows sp_matmul quantizes: the AVX-512 quantizer writes the scalar one's bytes,
+ * on tricky rows and on the cases where rounding rules, the first-maximum rule or the scalar
+ * fallback would show (ties at .5, ±equal magnitudes, NaN / inf, |x| above 3.4e38, subnormals). */
+static void test_activation_rows(void) {
+#if defined(__x86_64__)
+    unsigned f = sp_cpu_features();
+    if (!(f & SP_CPU_HAS_AVX512) || !(f & SP_CPU_HAS_AVX512_VNNI)) {
+        printf("# no AVX-512 VNNI: activation quantizer not compared\n");
+        return;
+    }
+    const sp_dtype types[] = {SP_DT_Q8_0, SP_DT_Q4_K};
+    const int K = 256 * 8;
+    float *x = xmalloc((size_t)K * 4);
+    size_t rb = qx_row_bytes(SP_DT_Q4_K, K);
+    uint8_t *a = xmalloc(rb), *b = xmalloc(rb);
+    for (int ti = 0; ti < 2; ti++) {
+        sp_dtype dt = types[ti];
+        size_t nb = (size_t)K / sp_dtype_block_elems(dt);
+        size_t used = (size_t)K + 4 * nb + (dt == SP_DT_Q4_K ? 2 * (size_t)K / 16 : 0);
+        for (int r = 0; r < 6; r++) {
+            tricky_row(x, (size_t)K, 30 + (unsigned)r);
+            if (r == 1) /* ties: a block whose largest magnitude is 127 (Q8_0 scale 1) */
+                for (int i = 0; i < 256; i++) x[i] = i % 32 == 0 ? 127.0f : (float)(i % 7) - 2.5f;
+            if (r == 2) /* equal magnitudes of both signs: the first decides the Q8_K sign */
+                for (int i = 0; i < 512; i++) x[i] = i % 3 == 0 ? -4.0f : i % 3 == 1 ? 4.0f : 0.5f;
+            if (r == 3) { /* non-finite values and magnitudes past 3.4e38 in some blocks */
+                x[5] = NAN, x[300] = INFINITY, x[600] = -INFINITY, x[1000] = 3.402e38f, x[1500] = -3.4025e38f;
+                x[1800] = NAN, x[1801] = 1.0f;
+            }
+            if (r == 4) /* subnormals and tiny values */
+                for (int i = 0; i < K; i++) x[i] = (float)((i % 11) - 5) * 1e-41f;
+            memset(a, 0x5a, rb), memset(b, 0xa5, rb);
+            qx_quantize(a, x, dt, K);
+            qx_quantize_avx512(b, x, dt, K);
+            CHECK(memcmp(a, b, used) == 0, "%s row %d: AVX-512 activation quantizer differs from scalar",
+                  sp_dtype_name(dt), r);
+        }
+    }
+    free(x), free(a), free(b);
+#endif
+}
+
 /* ---- errors -------------------------------------------------------------------------------- */
 static void test_errors(void) {
     sp_err err;
@@ -481,6 +523,7 @@ int main(void) {
     RUN(test_matmul_vs_ref);
     RUN(test_batch_invariance);
     RUN(test_tiers);
+    RUN(test_activation_rows);
     RUN(test_errors);
     sp_pool_free(pool1);
     sp_pool_free(pool2);

@@ -200,7 +200,11 @@ static void test_sampled_seed(void) {
     int32_t prompt[256], ref_spec[64], ref_plain[64], a[64], b[64];
     char *out = malloc(MAXOUT);
     int n = tokenize(PROMPTS[1], prompt, 256);
-    int ns = generate_ref(prompt, n, 32, "--temp 0.8 --seed 7 --spec dspark -md models/default/drafter --draft-max 7",
+    /* the server's slots ask for the full block every round, as generate does with --spec-always
+       (generate's default policy picks block lengths from measured costs, and the sampled
+       tokens follow the block lengths) */
+    int ns = generate_ref(prompt, n, 32,
+                          "--temp 0.8 --seed 7 --spec dspark -md models/default/drafter --draft-max 7 --spec-always",
                           ref_spec, 64);
     int npl = generate_ref(prompt, n, 32, "--temp 0.8 --seed 7", ref_plain, 64);
     char *body = completion_body(prompt, n, 32, 1, 0.8, 7, 0);

@@ -50,7 +50,7 @@ static void test_commands(void) {
     CHECK(run(cmd) == 0 && err_has("1 shard(s) written"), "regen");
     CHECK(run(cmd) == 0 && err_has("0 shard(s) written, 1 already complete"), "regen rerun");
     snprintf(cmd, sizeof cmd, "%s train --arch eagle -m %s --data %s/sh -o %s/d", bin, target, root, root);
-    CHECK(run(cmd) == 2 && err_has("--arch must be dspark, dflash or dflash-zlab"), "bad arch");
+    CHECK(run(cmd) == 2 && err_has("--arch must be dspark, dflash, dflash-zlab or eagle3"), "bad arch");
     snprintf(cmd, sizeof cmd, "%s train -m %s --data %s/nothing -o %s/d -q", bin, target, root, root);
     CHECK(run(cmd) == 2 && err_has("nothing: cannot open the shard directory"), "missing shards");
     snprintf(cmd, sizeof cmd, "%s train -m %s --data %s/sh -o %s/d --markov-head lstm", bin, target, root, root);

@@ -1,6 +1,6 @@
 /* test_train_mpi.c — `mpirun -np 2 specula train` matches one process with the same global
  * batch (within reduction-order tolerance; anchors 3 per sequence, so a rank boundary cuts
- * shared-context groups), and `mpirun -np 2 specula regen` splits the shards
+ * shared-context groups; an EAGLE-3 drafter too), and `mpirun -np 2 specula regen` splits the shards
  * between the ranks and writes the same shards as one process. Runs the specula binary of this
  * build (next to tests/); skipped, and says so, when the build has no MPI or mpirun is missing. */
 #include <stdlib.h>
@@ -22,6 +22,8 @@ static int same_file(const char *a, const char *b) {
     free(y);
     return same;
 }
+
+static void compare_masters(const char *d1, const char *d2);
 
 static void test_mpi_matches_one_process(void) {
     char target[400], corpus[400], s1[400], s2[400], args[2048], p1[512], p2[512];
@@ -54,8 +56,40 @@ static void test_mpi_matches_one_process(void) {
     CHECK(system(cmd) == 0, "train np 1");
     snprintf(cmd, sizeof cmd, "OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root -np 2 %s train %s %s/t2 2>/dev/null", bin, args, root);
     CHECK(system(cmd) == 0, "train np 2");
-    snprintf(p1, sizeof p1, "%s/t1/optimizer.safetensors", root);
-    snprintf(p2, sizeof p2, "%s/t2/optimizer.safetensors", root);
+    compare_masters("t1", "t2");
+}
+
+/* an EAGLE-3 drafter (8-layer target, regen --taps eagle3): 1 vs 2 ranks, same global batch */
+static void test_mpi_eagle3(void) {
+    char target[400], corpus[400], s1[400], args[2048], cmd[4096];
+    snprintf(target, sizeof target, "%s/target8", root);
+    snprintf(corpus, sizeof corpus, "%s/c8.jsonl", root);
+    snprintf(s1, sizeof s1, "%s/s8", root);
+    sp_err err;
+    const char *sets[] = {"num_hidden_layers=8"};
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 1, .n_threads = 2, .sets = sets, .n_sets = 1};
+    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    FILE *f = fopen(corpus, "w");
+    for (int i = 0; i < 8; i++) fprintf(f, "{\"ids\": [1, %d, %d, %d, %d], \"resp_start\": 5}\n", 100 + i, 7, 300 + i, 7);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s regen -m %s --data %s --generate 24 --taps eagle3 -q -t 1 -o %s 2>/dev/null", bin,
+             target, corpus, s1);
+    CHECK(system(cmd) == 0, "regen --taps eagle3");
+    snprintf(args, sizeof args, "--arch eagle3 -m %s --data %s --steps 6 --batch 4 --block-size 3 --window 8 "
+             "--draft-vocab 48 --lr 3e-3 -q -t 1 -o", target, s1);
+    snprintf(cmd, sizeof cmd, "%s train %s %s/e1 2>/dev/null", bin, args, root);
+    CHECK(system(cmd) == 0, "train eagle3 np 1");
+    snprintf(cmd, sizeof cmd, "OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root -np 2 %s train %s %s/e2 2>/dev/null", bin, args, root);
+    CHECK(system(cmd) == 0, "train eagle3 np 2");
+    compare_masters("e1", "e2");
+}
+
+/* the master weights of ROOT/d1 and ROOT/d2 agree within reduction-order tolerance */
+static void compare_masters(const char *d1, const char *d2) {
+    char p1[512], p2[512];
+    sp_err err;
+    snprintf(p1, sizeof p1, "%s/%s/optimizer.safetensors", root, d1);
+    snprintf(p2, sizeof p2, "%s/%s/optimizer.safetensors", root, d2);
     st_set *a = NULL, *b = NULL;
     if (st_open_file(&a, p1, &err) || st_open_file(&b, p2, &err)) {
         CHECK(0, "%s", err.msg);
@@ -96,6 +130,7 @@ int main(int argc, char **argv) {
         return harness_done("test_train_mpi");
     }
     RUN(test_mpi_matches_one_process);
+    RUN(test_mpi_eagle3);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);

@@ -1,84 +1,160 @@
 #!/bin/sh
-# `make bench`: the embedded pair's figures in one JSON report plus plots (issue 8, item 6).
-#   decode       bench-decode: tok/s and the fraction of the memory roofline
-#   verify       bench-verify: the cost of verifying k tokens relative to one decode step
-#   runs         `specula run --json` on the held-out prompts: DSpark greedy (full block of 7),
-#                DSpark with the hardware-aware scheduler, DSpark sampling at --temp 0.8, and the
-#                n-gram drafter for comparison; each with speedup, tau, acceptance per position
-#                and the time per round (draft, verify, other) against a plain step
-# Writes $OUT/report.json and, when gnuplot is installed, $OUT/verify.svg and $OUT/accept.svg.
-# The machine is shared and noisy: compare the ratios, and rerun when the load is high.
+# `make bench`: the embedded pair's figures, each a ratio measured REPS times (default 5) and
+# reported as median and min–max, since the machine is noisy. Each repetition runs, interleaved:
+#   greedy          `specula run --json` (plain and speculative per prompt, the default policy)
+#   greedy-always   the same with --spec-always (a full block every round)
+#   t0.6 t0.8 t1.0  sampling at these temperatures (seed = the repetition), default policy
+#   verify          bench-verify: the cost of verifying k tokens ÷ one decode step
+# Figures: speedup and τ per run kind; draft cost per round ÷ plain step and the profile's split
+# (docs/ROUND_COST.md) from greedy-always; 8-token verify ÷ plain step; rounds without drafts.
+# QWEN=1 adds the same on a random qwen3-0.6b-preset target with a DSpark drafter trained on its
+# own greedy outputs for QWEN_STEPS steps (about 20-40 minutes on 2 busy cores; see below).
+# Writes $OUT/report.json (every run's JSON under $OUT/runs/) and, with gnuplot, $OUT/verify.svg
+# and $OUT/accept.svg.
 set -eu
 cd "$(dirname "$0")/.."
 B=${SPECULA:-build/specula}
 D=${D:-models/default}
 OUT=${OUT:-build/bench}
 N=${N:-96}
-mkdir -p "$OUT"
-T="$D/target"
-[ -f "$T/config.json" ] && [ -f "$D/drafter/config.json" ] || { echo "bench: no embedded pair in $D" >&2; exit 1; }
+REPS=${REPS:-5}
+QWEN=${QWEN:-0}
+QWEN_STEPS=${QWEN_STEPS:-300}
+KINDS="greedy greedy-always t0.6 t0.8 t1.0"
+mkdir -p "$OUT/runs"
+[ -f "$D/target/config.json" ] && [ -f "$D/drafter/config.json" ] || { echo "bench: no embedded pair in $D" >&2; exit 1; }
 
-echo "bench: decode" >&2
-"$B" bench-decode -m "$T" --json > "$OUT/decode.json"
-echo "bench: verify curve" >&2
-"$B" bench-verify -m "$T" --k-max 16 --json > "$OUT/verify.json"
-run() { # NAME ARGS...: one `specula run --json`
-    name=$1; shift
-    echo "bench: run $name" >&2
-    "$B" run -q --json -n "$N" "$@" > "$OUT/run-$name.json"
+bench_pair() { # NAME TARGET DRAFTER [run args...]
+    name=$1 t=$2 dr=$3
+    shift 3
+    rep=1
+    while [ "$rep" -le "$REPS" ]; do
+        for kind in $KINDS; do
+            case $kind in
+                greedy) extra= ;;
+                greedy-always) extra=--spec-always ;;
+                t*) extra="--temp ${kind#t} --seed $rep" ;;
+            esac
+            echo "bench: $name rep $rep/$REPS $kind" >&2
+            # shellcheck disable=SC2086
+            "$B" run -q --json -n "$N" -m "$t" -md "$dr" $extra "$@" > "$OUT/runs/$name-$kind-$rep.json"
+        done
+        "$B" bench-verify -m "$t" --k-max 16 --json > "$OUT/runs/$name-verify-$rep.json"
+        rep=$((rep + 1))
+    done
 }
-run dspark
-run dspark-schedule --schedule auto
-run dspark-temp0.8 --temp 0.8 --seed 1
-run ngram --spec ngram
+
+bench_pair default "$D/target" "$D/drafter"
+
+if [ "$QWEN" = 1 ]; then
+    # a random Qwen3-0.6B-shaped target; its drafter learns the target's own greedy continuations
+    # of random prompts (regen), DSpark block 7, 2 layers, QWEN_STEPS steps
+    W=${QWEN_WORK:-build/bench-qwen}
+    mkdir -p "$W"
+    [ -f "$W/target/config.json" ] || "$B" new-model --arch qwen3 --preset qwen3-0.6b --seed 1 -o "$W/target"
+    if [ ! -f "$W/prompts.jsonl" ]; then
+        python3 - "$W" <<'PY'
+import json, random, sys
+w = sys.argv[1]
+r = random.Random(5)
+def ids(n): return [r.randrange(1000, 30000) for _ in range(n)]
+with open(w + "/train.jsonl", "w") as f:
+    for _ in range(192):
+        f.write(json.dumps({"ids": ids(24), "resp_start": 24}) + "\n")
+with open(w + "/prompts.jsonl", "w") as f:
+    for _ in range(4):
+        f.write(json.dumps({"prompt_ids": ids(24)}) + "\n")
+PY
+    fi
+    [ -d "$W/shards" ] || "$B" regen -m "$W/target" --data "$W/train.jsonl" -o "$W/shards" --generate 64 -q
+    [ -f "$W/drafter/config.json" ] || "$B" train --arch dspark -m "$W/target" --data "$W/shards" -o "$W/drafter" \
+        --steps "$QWEN_STEPS" --layers 2 --ctx 128 --batch 16 -q
+    N_SAVE=$N
+    N=${QWEN_N:-48}
+    bench_pair qwen3-0.6b "$W/target" "$W/drafter" --prompts "$W/prompts.jsonl"
+    N=$N_SAVE
+fi
 
 load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
-{
-    printf '{"target": "%s", "drafter": "%s", "tokens_per_prompt": %s, "loadavg": "%s",\n' "$T" "$D/drafter" "$N" "$load"
-    printf ' "decode": %s,\n "verify": %s,\n "runs": {' "$(cat "$OUT/decode.json")" "$(cat "$OUT/verify.json")"
-    sep=
-    for name in dspark dspark-schedule dspark-temp0.8 ngram; do
-        printf '%s\n  "%s": %s' "$sep" "$name" "$(cat "$OUT/run-$name.json")"
-        sep=,
-    done
-    printf '}}\n'
-} > "$OUT/report.json.tmp"
-mv "$OUT/report.json.tmp" "$OUT/report.json"
+python3 - "$OUT" "$REPS" "$load" "$KINDS" <<'EOF_PY'
+import glob, json, os, statistics, sys
+out, reps, load, kinds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split()
 
-if command -v gnuplot > /dev/null && command -v python3 > /dev/null; then
-    python3 - "$OUT" <<'EOF'
+def spread(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+def fmt(s, w=5):
+    return "n/a" if s is None else f"{s['median']:.{2 if w else 3}f} [{s['min']:.2f}-{s['max']:.2f}]"
+
+report = {"loadavg_end": load, "repetitions": reps, "pairs": {}}
+for name in sorted({os.path.basename(p).split("-greedy-")[0] for p in glob.glob(out + "/runs/*-greedy-1.json")}):
+    runs = {k: [json.load(open(f"{out}/runs/{name}-{k}-{r}.json")) for r in range(1, reps + 1)] for k in kinds}
+    ver = [json.load(open(f"{out}/runs/{name}-verify-{r}.json")) for r in range(1, reps + 1)]
+    p = {}
+    for k in kinds:
+        rs = runs[k]
+        p[k] = {"speedup": spread([x["speedup"] for x in rs]), "tau": spread([x["tau"] for x in rs]),
+                "rounds_without_drafts": spread([x["rounds_without_drafts"]["total"] / max(1, x["rounds"]) for x in rs])}
+        if k.startswith("greedy"):
+            p[k]["identical"] = all(x.get("identical", False) for x in rs)
+    prof = [x["profile"] for x in runs["greedy-always"]]
+    p["draft_per_round"] = spread([x["draft"] for x in prof])
+    p["verify_per_round"] = spread([x["verify"] for x in prof])
+    p["engine_per_round"] = spread([x["engine"] for x in prof])
+    parts = sorted({k for x in prof for k in x["parts"]})
+    p["profile_parts"] = {k: spread([x["parts"].get(k, 0) for x in prof]) for k in parts}
+    p["verify8"] = spread([v["ratio"][v["k"].index(8)] for v in ver if 8 in v["k"]])
+    p["verify_curve"] = {str(k): spread([v["ratio"][v["k"].index(k)] for v in ver]) for k in ver[0]["k"]}
+    p["plain_step_ms"] = spread([x["plain_ms_per_token"] for x in runs["greedy"]])
+    p["accept_per_position"] = {k: [statistics.median(col) for col in zip(*[x["accept_per_position"] for x in runs[k]])]
+                                for k in ("greedy-always", "t0.8")}
+    report["pairs"][name] = p
+
+with open(out + "/report.json.tmp", "w") as f:
+    json.dump(report, f, indent=1)
+os.replace(out + "/report.json.tmp", out + "/report.json")
+
+print(f"load average at the end: {load}; {reps} repetitions; median [min-max] of each ratio")
+for name, p in report["pairs"].items():
+    print(f"\n== {name} (plain step {p['plain_step_ms']['median']:.2f} ms)")
+    print(f"{'run':15s} {'speedup':>20s} {'tau':>20s} {'no-draft rounds':>20s}")
+    for k in kinds:
+        x = p[k]
+        ident = "" if "identical" not in x else ("  identical" if x["identical"] else "  NOT IDENTICAL")
+        print(f"{k:15s} {fmt(x['speedup']):>20s} {fmt(x['tau']):>20s} {fmt(x['rounds_without_drafts']):>20s}{ident}")
+    print(f"draft per round / plain step   {fmt(p['draft_per_round'])}")
+    print(f"verify per round / plain step  {fmt(p['verify_per_round'])}  (8-token verify forward: {fmt(p['verify8'])})")
+    print(f"engine per round / plain step  {fmt(p['engine_per_round'])}")
+    print("profile (greedy-always, per round / plain step): " +
+          ", ".join(f"{k} {v['median']:.3f}" for k, v in p["profile_parts"].items()))
+EOF_PY
+
+if command -v gnuplot > /dev/null; then
+    python3 - "$OUT" <<'EOF_PY'
 import json, sys
 out = sys.argv[1]
-r = json.load(open(out + "/report.json"))
+p = json.load(open(out + "/report.json"))["pairs"]["default"]
 with open(out + "/verify.dat", "w") as f:
-    for k, x in zip(r["verify"]["k"], r["verify"]["ratio"]):
-        f.write(f"{k} {x}\n")
+    for k, s in p["verify_curve"].items():
+        f.write(f"{k} {s['median']} {s['min']} {s['max']}\n")
 with open(out + "/accept.dat", "w") as f:
-    names = ["dspark", "dspark-temp0.8", "ngram"]
-    rows = [r["runs"][n]["accept_per_position"] for n in names]
-    for k in range(max(len(x) for x in rows)):
-        f.write(f"{k + 1} " + " ".join(str(x[k]) if k < len(x) else "NaN" for x in rows) + "\n")
-EOF
-    gnuplot <<EOF
+    a, b = p["accept_per_position"]["greedy-always"], p["accept_per_position"]["t0.8"]
+    for i in range(max(len(a), len(b))):
+        f.write(f"{i + 1} {a[i] if i < len(a) else 'NaN'} {b[i] if i < len(b) else 'NaN'}\n")
+EOF_PY
+    gnuplot <<EOF_GP
 set terminal svg size 640,400
 set output "$OUT/verify.svg"
-set title "verify cost of k tokens / one decode step (embedded target)"
+set title "verify cost of k tokens / one decode step (embedded target; median, min-max)"
 set xlabel "k (tokens verified in one forward)"; set ylabel "cost / decode step"; set grid
-plot "$OUT/verify.dat" using 1:2 with linespoints title "specula", x title "k (no batching gain)", 1 title "one step"
+plot "$OUT/verify.dat" using 1:2:3:4 with yerrorlines title "specula", x title "k (no batching gain)", 1 title "one step"
 set output "$OUT/accept.svg"
-set title "acceptance per draft position (held-out prompts)"
-set xlabel "draft position"; set ylabel "accepted / drafted"; set yrange [0:1]
-plot "$OUT/accept.dat" using 1:2 with linespoints title "DSpark greedy", "" using 1:3 with linespoints title "DSpark temp 0.8", "" using 1:4 with linespoints title "n-gram greedy"
-EOF
+set title "acceptance per draft position (held-out prompts, median of runs)"
+set xlabel "draft position"; set ylabel "all drafts up to here accepted"; set yrange [0:1]
+plot "$OUT/accept.dat" using 1:2 with linespoints title "DSpark greedy", "" using 1:3 with linespoints title "DSpark temp 0.8"
+EOF_GP
 fi
-python3 - "$OUT/report.json" <<'EOF' 2>/dev/null || cat "$OUT/report.json"
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"load {r['loadavg']}; decode roofline fraction {r['decode'].get('roofline_fraction', 0):.2f}")
-print("verify k:ratio " + " ".join(f"{k}:{x:.2f}" for k, x in zip(r["verify"]["k"], r["verify"]["ratio"])))
-print(f"{'run':18s} {'speedup':>8s} {'tau':>6s} {'plain':>8s} {'spec':>8s} {'draft':>6s} {'verify':>6s} {'other':>6s} identical")
-for n, x in r["runs"].items():
-    print(f"{n:18s} {x['speedup']:8.2f} {x['tau']:6.2f} {x['plain_tps']:8.1f} {x['spec_tps']:8.1f} "
-          f"{x['draft_ms_per_round']:6.2f} {x['verify_ms_per_round']:6.2f} {x['other_ms_per_round']:6.2f} {x.get('identical', 'n/a')}")
-EOF
 echo "bench: wrote $OUT/report.json" >&2

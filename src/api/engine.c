@@ -11,6 +11,7 @@
 #include "chat/chat.h"
 #include "core/core.h"
 #include "drafters/assistant.h"
+#include "drafters/eagle3.h"
 #include "drafters/dflash.h"
 #include "drafters/drafters.h"
 #include "spec/spec.h"
@@ -21,8 +22,8 @@
 #define ENGINE_NGRAM_MIN 1
 #define ENGINE_NGRAM_MAX 4
 
-typedef enum { KIND_NONE = 0, KIND_NGRAM, KIND_DRAFT, KIND_DFLASH, KIND_DSPARK, KIND_ASSISTANT } drafter_kind;
-static const char *const KIND_NAMES[] = {"none", "ngram", "draft", "dflash", "dspark", "assistant"};
+typedef enum { KIND_NONE = 0, KIND_NGRAM, KIND_DRAFT, KIND_DFLASH, KIND_DSPARK, KIND_ASSISTANT, KIND_EAGLE3 } drafter_kind;
+static const char *const KIND_NAMES[] = {"none", "ngram", "draft", "dflash", "dspark", "assistant", "eagle3"};
 
 struct sp_engine {
     char *model_dir, *drafter_dir;
@@ -72,6 +73,8 @@ static int detect_kind(const char *dir, drafter_kind *kind, sp_err *err) {
         *kind = KIND_DFLASH;
     else if (arch && strstr(arch, "DSpark"))
         *kind = KIND_DSPARK;
+    else if (arch && strstr(arch, "Eagle3"))
+        *kind = KIND_EAGLE3;
     else
         *kind = KIND_DRAFT;
     json_decref(cfg);
@@ -175,6 +178,7 @@ static int engine_drafter(sp_engine *e, const sp_sample_params *sp, sp_err *err)
                                             e->max_ctx + SP_SPEC_MAX_G + 1, sp, err);
         break;
     case KIND_ASSISTANT: e->drafter = sp_drafter_assistant(e->drafter_dir, e->target, sp, err); break;
+    case KIND_EAGLE3: e->drafter = sp_drafter_eagle3(e->drafter_dir, e->target, sp, e->draft_max, err); break;
     case KIND_DFLASH:
     case KIND_DSPARK: {
         sp_dflash_opts o = sp_dflash_opts_default();

@@ -216,6 +216,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         spp.gen.cb_ctx = &rx;
         spp.draft_max = r->spec->draft_max;
         spp.draft_min = r->spec->draft_min;
+        spp.policy = r->spec->always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
         sp_spec_stats ss;
         int failed = sp_spec_generate(m, d, ids, n, &spp, out, r->n_predict, &ss, &err);
         char buf[512];

@@ -2,7 +2,9 @@
  * prompt file (prompts_cli.h: JSONL {"prompt"}, {"prompt_ids"} or {"messages"}). Greedy output must be
  * identical (checked: a mismatch is an error). Prints per prompt and overall wall speedup, τ,
  * acceptance and per-position acceptance; writes a JSON report and, when gnuplot is installed,
- * an SVG of acceptance per draft position. */
+ * an SVG of acceptance per draft position. Speculation runs under the never-slower policy unless
+ * --spec-always; the report carries the round-cost profile (round_report.h) and the rounds that
+ * verified no drafts, by reason. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "core/core.h"
 #include "core/progress.h"
 #include "prompts_cli.h"
+#include "round_report.h"
 #include "sample_cli.h"
 #include "spec_cli.h"
 
@@ -43,7 +46,7 @@ static void write_svg(const char *json_path, const double *acc, int G) {
 
 int cmd_bench_spec(int argc, char **argv) {
     const char *model = NULL, *prompts = NULL, *json_path = NULL;
-    int n_new = 128, threads = 0, text_prompts = 0;
+    int n_new = 128, threads = 0, text_prompts = 0, always = 0;
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
@@ -54,8 +57,10 @@ int cmd_bench_spec(int argc, char **argv) {
         {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 128)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads"},
         {NULL, "--json", CLI_STR, &json_path, "FILE", "write the JSON report here"},
+        {NULL, "--spec-always", CLI_FLAG, &always, NULL,
+         "draft every round (default: stop drafting while it does not pay, probing now and then)"},
     };
-    int n = 6;
+    int n = 7;
     int spec_row = n;
     n += cli_spec_opt_rows(opts + n, &so);
     opts[spec_row].help = "ngram | draft | assistant | dflash | dspark (default ngram, or the kind -md's config.json names)";
@@ -85,6 +90,8 @@ int cmd_bench_spec(int argc, char **argv) {
     sp.gen.max_new = n_new;
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
+    sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+    sp.profile = 1;
     if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, model, &sp.gen.sample, maxp + n_new + so.draft_max + 2, threads, &dm, &d))
         goto out;
@@ -93,6 +100,8 @@ int cmd_bench_spec(int argc, char **argv) {
     double tot_plain = 0, tot_spec = 0;
     long tot_tok = 0, tot_drafted = 0, tot_acc = 0, tot_calls = 0, pos_d[SP_SPEC_MAX_G] = {0}, pos_a[SP_SPEC_MAX_G] = {0};
     int G = so.draft_max, mismatches = 0;
+    cli_round_sums rsum = {0};
+    long plain_tok = 0;
     sp_progress pr;
     sp_progress_start(&pr, CMD, np, "prompts");
     printf("%-4s %7s %9s %9s %8s %6s %6s %s\n", "#", "tokens", "plain/s", "spec/s", "speedup", "tau", "acc", "identical");
@@ -114,6 +123,8 @@ int cmd_bench_spec(int argc, char **argv) {
         tot_drafted += s1.drafted;
         tot_acc += s1.accepted;
         tot_calls += s1.target_calls;
+        plain_tok += s0.emitted;
+        cli_round_sums_add(&rsum, &s1);
         json_t *row = json_object(), *pa = json_array();
         for (int k = 0; k < G; k++) {
             pos_d[k] += s1.pos_drafted[k];
@@ -145,6 +156,8 @@ int cmd_bench_spec(int argc, char **argv) {
         json_array_append_new(pa, json_real(acc[k]));
     }
     printf("\noutputs identical: %s\n", mismatches ? "NO" : "yes");
+    double step = plain_tok ? tot_plain / plain_tok : 0;
+    cli_round_print(&rsum, step);
     json_object_set_new(rep, "spec", json_string(so.spec));
     json_object_set_new(rep, "draft_max", json_integer(G));
     json_object_set_new(rep, "threads", json_integer(sp_model_threads(m)));
@@ -153,6 +166,10 @@ int cmd_bench_spec(int argc, char **argv) {
     json_object_set_new(rep, "acceptance_rate", json_real(tot_drafted ? (double)tot_acc / tot_drafted : 0));
     json_object_set_new(rep, "accept_per_position", pa);
     json_object_set_new(rep, "identical", json_boolean(!mismatches));
+    json_object_set_new(rep, "policy", json_string(always ? "always" : "adaptive"));
+    json_object_set_new(rep, "rounds", json_integer(tot_calls));
+    json_object_set_new(rep, "rounds_without_drafts", cli_round_nodraft_json(&rsum));
+    json_object_set_new(rep, "profile", cli_round_profile_json(&rsum, step));
     json_object_set_new(rep, "prompts", rows);
     if (json_path) {
         char *s = json_dumps(rep, JSON_INDENT(1));

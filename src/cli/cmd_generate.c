@@ -101,6 +101,10 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
         json_object_set_new(js, "accept_per_position", pos);
         json_object_set_new(js, "draft_ms", json_real(spec->draft_ms));
         json_object_set_new(js, "verify_ms", json_real(spec->verify_ms));
+        json_t *nd = json_object();
+        for (int r = 0; r < SP_NODRAFT_N; r++)
+            json_object_set_new(nd, sp_nodraft_reason_name(r), json_integer(spec->rounds_nodraft[r]));
+        json_object_set_new(js, "rounds_without_drafts", nd);
         json_t *vl = json_array();
         for (int k = 0; k <= spec->n_pos; k++) json_array_append_new(vl, json_integer(spec->verify_len_hist[k]));
         json_object_set_new(js, "verify_len_hist", vl);
@@ -141,8 +145,10 @@ int cmd_generate(int argc, char **argv) {
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object {tokens, text, stats, stop, seed}"},
         {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt in the model's chat template"},
+        {NULL, "--spec-always", CLI_FLAG, &so.always, NULL,
+         "draft every round (default: stop drafting while it does not pay, probing now and then)"},
     };
-    int n_opts = 12;
+    int n_opts = 13;
     n_opts += cli_sample_opt_rows(opts + n_opts, &so_s);
     n_opts += cli_spec_opt_rows(opts + n_opts, &so);
     n_opts += cli_tree_opt_rows(opts + n_opts, &to);
@@ -241,6 +247,7 @@ int cmd_generate(int argc, char **argv) {
         spp.gen = gp;
         spp.draft_max = so.draft_max;
         spp.draft_min = so.draft_min;
+        spp.policy = so.always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
         if (cli_tree_apply(CMD, &to, &spp)) goto done;
         failed = sp_spec_generate(m, d, prompt, n_prompt, &spp, out, n_predict, &ss, &err);
         st = (sp_gen_stats){.prompt_tokens = ss.prompt_tokens, .emitted = ss.emitted, .prefill_ms = ss.prefill_ms,
@@ -286,6 +293,9 @@ int cmd_generate(int argc, char **argv) {
             fprintf(stderr, "verify lengths (rounds by drafts verified):");
             for (int k = 0; k <= ss.n_pos; k++)
                 if (ss.verify_len_hist[k]) fprintf(stderr, " %d:%d", k, ss.verify_len_hist[k]);
+            for (int r = 0; r < SP_NODRAFT_N; r++)
+                if (ss.rounds_nodraft[r])
+                    fprintf(stderr, " | no drafts (%s): %d rounds", sp_nodraft_reason_name(r), ss.rounds_nodraft[r]);
             if (mean_conf >= 0) fprintf(stderr, " | mean confidence %.3f", mean_conf);
             fprintf(stderr, "\n");
         }

@@ -1,5 +1,5 @@
 /* cmd_new_drafter.c — `specula new-drafter`: write a random drafter checkpoint for a target in
- * a published layout (DFlash z-lab, DSpark / DeepSpec DFlash, or the Gemma-4 assistant). */
+ * a published layout (DFlash z-lab, DSpark / DeepSpec DFlash, EAGLE-3, or the Gemma-4 assistant). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +12,12 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specula new-drafter --arch {dflash,dspark,gemma4_assistant} -m TARGET_DIR [--preset NAME]\n"
+            "usage: specula new-drafter --arch {dflash,dspark,eagle3,gemma4_assistant} -m TARGET_DIR [--preset NAME]\n"
             "                           [--set key=value ...] [--dtype f32|bf16] --seed S -o DIR\n"
             "  --arch dflash            z-lab DFlashDraftModel (block 16, B-1 drafts per block)\n"
             "  --arch dspark            DeepSpec Qwen3/Gemma4DSparkModel (block 7, Markov + confidence heads)\n"
+            "  --arch eagle3            EAGLE-3 (presets: specforge = LlamaForCausalLMEagle3 with d2t / t2d, default;\n"
+            "                           deepspec = Qwen3Eagle3Model / Gemma4Eagle3Model, full vocabulary)\n"
             "  --arch gemma4_assistant  Gemma-4 assistant (presets: centroid, tied)\n"
             "  --set key=value          override a draft config key (JSON value, else a string; dotted keys)\n"
             "  --dtype                  weight dtype (default: the target's)\n"

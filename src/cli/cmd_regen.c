@@ -17,7 +17,8 @@ int cmd_regen(int argc, char **argv) {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf (required)"},
         {NULL, "--data", CLI_STR, &data, "FILE.jsonl", "records: text | prompt+response | messages | ids+resp_start"},
         {"-o", "--out", CLI_STR, &out, "SHARDS", "output directory of shard_NNNNN/ (required)"},
-        {NULL, "--taps", CLI_STR, &taps, "auto|l1,l2,..", "tapped target layers (default auto: FORMATS §7.1)"},
+        {NULL, "--taps", CLI_STR, &taps, "auto|eagle3|l1,l2,..",
+         "tapped target layers (default auto: FORMATS §7.1; eagle3: EAGLE-3's three, docs/EAGLE3.md)"},
         {NULL, "--generate", CLI_INT, &generate, "N", "regenerate each response with the target (up to N tokens)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature of --generate (default 0: greedy)"},
         {NULL, "--seed", CLI_U64, &seed, "S", "sampling seed of --generate (default 0)"},
@@ -33,7 +34,9 @@ int cmd_regen(int argc, char **argv) {
     tr_regen_cfg c = {.model_dir = model, .data_path = data, .out_dir = out, .shard_records = shard_records,
                       .max_len = max_len, .generate = generate, .temp = temp, .seed = seed, .threads = threads,
                       .progress = !quiet};
-    if (strcmp(taps, "auto") != 0) {
+    if (!strcmp(taps, "eagle3")) {
+        c.n_taps = -1; /* the inputs of layers 2, N/2, N-3 */
+    } else if (strcmp(taps, "auto") != 0) {
         int32_t *ids = NULL;
         int n = 0;
         if (cli_parse_ids("regen", "--taps", taps, &ids, &n)) return 2;

@@ -7,7 +7,9 @@
  * greedy outputs are identical. A default drafter and prompt file are looked up beside the target
  * (TARGET/../drafter, TARGET/../prompts.jsonl), not in the working directory. --spec none runs
  * plain decoding alone. --temp T > 0 uses the sampling verifier (outputs then differ by design; τ
- * is reported). --json prints the figures as one object. */
+ * is reported). --json prints the figures as one object. Speculation runs under the never-slower
+ * policy unless --spec-always; both runs are profiled, and the report splits a speculative round
+ * into draft / verify / engine parts as fractions of a plain step (round_report.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include "args.h"
 #include "core/core.h"
 #include "prompts_cli.h"
+#include "round_report.h"
 #include "sample_cli.h"
 #include "spec_cli.h"
 #include "tokenizer/tokenizer.h"
@@ -41,7 +44,7 @@ static int on_token(void *ctx, int32_t tok) {
 
 int cmd_run(int argc, char **argv) {
     const char *target = NULL, *prompts = NULL;
-    int n_new = 96, threads = 0, json = 0, quiet = 0, text_prompts = 0;
+    int n_new = 96, threads = 0, json = 0, quiet = 0, text_prompts = 0, always = 0;
     float temp = 0.0f;
     uint64_t seed = 1;
     const char *seed_arg = NULL;
@@ -61,8 +64,10 @@ int cmd_run(int argc, char **argv) {
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print the figures as one JSON object"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "do not stream the generated text"},
+        {NULL, "--spec-always", CLI_FLAG, &always, NULL,
+         "draft every round (default: stop drafting while it does not pay, probing now and then)"},
     };
-    int n = 9;
+    int n = 10;
     int spec_row = n;
     n += cli_spec_opt_rows(opts + n, &so);
     opts[spec_row].help = "none (plain decoding only) | ngram | draft | assistant | dflash | dspark "
@@ -112,6 +117,8 @@ int cmd_run(int argc, char **argv) {
     sp.gen.max_new = n_new;
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
+    sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+    sp.profile = 1;
     if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;
     if (tok_model_has_tokenizer(target)) {
@@ -125,6 +132,7 @@ int cmd_run(int argc, char **argv) {
     double plain_ms = 0, spec_ms = 0, draft_ms = 0, verify_ms = 0;
     long tok_plain = 0, tok_spec = 0, calls = 0, pd[SP_SPEC_MAX_G] = {0}, pa[SP_SPEC_MAX_G] = {0};
     int identical = 1, G = so.draft_max;
+    cli_round_sums rsum = {0}, rplain = {0};
     for (int i = 0; i < nl; i++) {
         const int32_t *ids = ps[i].ids;
         int nid = ps[i].n;
@@ -157,6 +165,8 @@ int cmd_run(int argc, char **argv) {
         tok_plain += s0.emitted;
         tok_spec += s1.emitted;
         calls += s1.target_calls;
+        cli_round_sums_add(&rsum, &s1);
+        cli_round_sums_add(&rplain, &s0);
         for (int k = 0; k < G; k++) pd[k] += s1.pos_drafted[k], pa[k] += s1.pos_accepted[k];
     }
     double plain_tps = plain_ms > 0 ? tok_plain * 1000.0 / plain_ms : 0, spec_tps = spec_ms > 0 ? tok_spec * 1000.0 / spec_ms : 0;
@@ -188,6 +198,11 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "draft_ms_per_round", json_real(rd));
         json_object_set_new(o, "verify_ms_per_round", json_real(rv));
         json_object_set_new(o, "other_ms_per_round", json_real(ro));
+        json_object_set_new(o, "policy", json_string(always ? "always" : "adaptive"));
+        json_object_set_new(o, "rounds", json_integer(calls));
+        json_object_set_new(o, "rounds_without_drafts", cli_round_nodraft_json(&rsum));
+        json_object_set_new(o, "profile", cli_round_profile_json(&rsum, step));
+        json_object_set_new(o, "plain_profile", cli_round_profile_json(&rplain, step));
         char *s = json_dumps(o, JSON_COMPACT);
         printf("%s\n", s);
         free(s);
@@ -204,6 +219,7 @@ int cmd_run(int argc, char **argv) {
         printf("%-34s %.2f tokens per target forward\n", "tau", tau);
         printf("%-34s draft %.2f + verify %.2f + other %.2f ms (plain step %.2f ms)\n", "time per round", rd, rv, ro,
                step);
+        cli_round_print(&rsum, step);
         printf("%-34s", "acceptance per position");
         for (int k = 0; k < G; k++) printf(" %.2f", pd[k] ? (double)pa[k] / pd[k] : 0);
         printf("\n");

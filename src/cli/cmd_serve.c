@@ -14,6 +14,7 @@
 #include "spec_cli.h"
 #include "spec_cli_dflash.h"
 #include "drafters/assistant.h"
+#include "drafters/eagle3.h"
 
 static const char *CMD = "serve";
 
@@ -34,6 +35,7 @@ static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int m
     if (!strcmp(o->spec, "draft"))
         return sp_drafter_draft_model(c->draft_model, c->target, o->draft_dir, c->target_dir, max_ctx, &ds, err);
     if (!strcmp(o->spec, "assistant")) return sp_drafter_assistant(o->draft_dir, c->target, &ds, err);
+    if (!strcmp(o->spec, "eagle3")) return sp_drafter_eagle3(o->draft_dir, c->target, &ds, o->draft_max, err);
     return cli_make_dflash(o, c->target, c->target_dir, &ds, err);
 }
 

@@ -1,4 +1,4 @@
-/* cmd_train.c — `specula train`: train a DSpark or DFlash drafter for a llama, qwen3 or gemma4
+/* cmd_train.c — `specula train`: train a DSpark, DFlash or EAGLE-3 drafter for a llama, qwen3 or gemma4
  * target from regenerated shards (src/train/trainer.h). An output directory that already holds
  * files is refused unless --resume (continue its checkpoint) or --force (start over in it) says
  * what to do with it. Without --held-out the τ monitor runs on training blocks and is reported as
@@ -31,8 +31,9 @@ int cmd_train(int argc, char **argv) {
     int steps = 0, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, gamma = (float)c.gamma;
     cli_opt opts[] = {
-        {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab",
-         "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel (default dspark)"},
+        {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab|eagle3",
+         "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel; EAGLE-3 (SpecForge layout, "
+         "shards from regen --taps eagle3) (default dspark)"},
         {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory: llama, qwen3 or gemma4 (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
         {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS",
@@ -47,7 +48,10 @@ int cmd_train(int argc, char **argv) {
          "anchors drawn together from one sequence, whose shared context rows are computed once; "
          "a step sees batch/A sequences "
          "(default " STR(TR_ANCHORS_PER_SEQ_DEFAULT) "; 1 = every anchor its own context, as before)"},
-        {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7)"},
+        {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7); eagle3: training-time-test steps"},
+        {NULL, "--window", CLI_INT, &c.window, "S", "eagle3: positions per training window (default 64)"},
+        {NULL, "--draft-vocab", CLI_INT, &c.draft_vocab, "N",
+         "eagle3: draft vocabulary, the N most frequent ids of the data (default min(V, 32000))"},
         {NULL, "--layers", CLI_INT, &c.layers, "L", "draft layers (default 5)"},
         {NULL, "--markov-rank", CLI_INT, &c.markov_rank, "R", "DSpark Markov head rank (default 256)"},
         {NULL, "--markov-head", CLI_STR, &markov, "vanilla|gated|rnn",
@@ -66,7 +70,7 @@ int cmd_train(int argc, char **argv) {
         {"-t", "--threads", CLI_INT, &c.threads, "N", "threads (default: all cores)"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab} -m TARGET --data SHARDS -o DIR [options]", opts,
+    int rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab,eagle3} -m TARGET --data SHARDS -o DIR [options]", opts,
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
@@ -77,7 +81,8 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(arch, "dspark")) c.arch = TR_ARCH_DSPARK;
     else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
     else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
-    else return cli_error("train", "--arch must be dspark, dflash or dflash-zlab, not '%s'", arch);
+    else if (!strcmp(arch, "eagle3")) c.arch = TR_ARCH_EAGLE3;
+    else return cli_error("train", "--arch must be dspark, dflash, dflash-zlab or eagle3, not '%s'", arch);
     if (!strcmp(markov, "vanilla")) c.markov_head = TR_MARKOV_VANILLA;
     else if (!strcmp(markov, "gated")) c.markov_head = TR_MARKOV_GATED;
     else if (!strcmp(markov, "rnn")) c.markov_head = TR_MARKOV_RNN;

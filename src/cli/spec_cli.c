@@ -12,15 +12,16 @@
 #include "spec_cli_dflash.h"
 #include "core/core.h"
 #include "drafters/assistant.h"
+#include "drafters/eagle3.h"
 #include "formats/hfjson.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
-                     "none | ngram | draft | assistant | dflash | dspark (default none; -md alone: the kind "
+                     "none | ngram | draft | assistant | dflash | dspark | eagle3 (default none; -md alone: the kind "
                      "its config.json names, draft for a FILE.gguf)"};
-    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model: also FILE.gguf; assistant, DFlash / DSpark checkpoint)"};
+    r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model: also FILE.gguf; assistant, DFlash / DSpark / EAGLE-3 checkpoint)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};
     r[4] = (cli_opt){NULL, "--ngram-max", CLI_INT, &o->ngram_max, "N", "longest n-gram matched (default 4)"};
@@ -76,6 +77,7 @@ int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     if (!a) o->spec = "draft"; /* a plain causal LM config */
     else if (strstr(a, "DSpark")) o->spec = "dspark";
+    else if (strstr(a, "Eagle3")) o->spec = "eagle3"; /* LlamaForCausalLMEagle3, Qwen3Eagle3Model, ... */
     else if (strstr(a, "DFlash")) o->spec = "dflash";
     else if (strstr(a, "Assistant")) o->spec = "assistant";
     else o->spec = "draft";
@@ -105,8 +107,12 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
         *drafter = sp_drafter_assistant(o->draft_dir, target, &ds, &err);
     } else if (!strcmp(o->spec, "dflash") || !strcmp(o->spec, "dspark")) {
         *drafter = cli_make_dflash(o, target, target_dir, &ds, &err);
+    } else if (!strcmp(o->spec, "eagle3")) {
+        if (!o->draft_dir) return cli_error(cmd, "--spec eagle3 needs -md EAGLE3_DIR"), -1;
+        *drafter = sp_drafter_eagle3(o->draft_dir, target, &ds, o->draft_max, &err);
     } else {
-        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, assistant, dflash, dspark)", o->spec),
+        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, assistant, dflash, dspark, eagle3)",
+                         o->spec),
                -1;
     }
     if (!*drafter) {

@@ -16,9 +16,10 @@ typedef struct {
     float draft_temp; /* > 0: the draft model samples at this temperature (lossless: q is reported) */
     float conf_threshold;  /* dflash / dspark: cut at the first confidence below it (0: off) */
     const char *schedule;  /* dspark: "auto" = the §8.10 prefix scheduler, NULL / "none" = off */
+    int always;            /* --spec-always (generate, chat): draft every round, no never-slower policy */
 } cli_spec_opts;
 
-#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL}
+#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL, 0}
 #define CLI_SPEC_OPT_ROWS 8
 
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */

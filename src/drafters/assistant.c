@@ -35,20 +35,14 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "core/prof.h"
 #include "formats/newdrafter_assistant.h"
+#include "model/block.h"
 #include "model/model_internal.h"
 #include "spec/spec.h"
 
 typedef struct {
-    float *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm; /* [d] */
-    float *q_norm;             /* [D] */
-    sp_mat wq;                 /* [NH·D, d] */
-    sp_mat wo;                 /* [d, NH·D] */
-    sp_mat w_gate, w_up;       /* [I, d] */
-    sp_mat w_down;             /* [d, I] */
-    float layer_scalar;        /* 1 when absent */
-    float *inv_freq;           /* [D/2] RoPE of this layer's type */
-    int sliding, D, KVH, I;
+    sp_block_layer b;          /* the Gemma-4 decoder layer (model/block.h), Q-only: no wk / wv / k_norm */
     int src;                   /* target layer whose K/V cache this layer reads */
 } asst_layer;
 
@@ -165,12 +159,16 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
     if (!s->layers) return sp_err_set(err, "out of memory");
     for (int i = 0; i < s->L; i++) {
         const sp_layer_config *lc = &c->layers[i];
-        asst_layer *l = &s->layers[i];
-        l->sliding = lc->sliding;
-        l->D = lc->head_dim;
-        l->KVH = lc->n_kv_heads;
-        l->I = lc->ffn_dim;
-        l->src = lc->sliding ? src_s : src_f;
+        sp_block_layer *l = &s->layers[i].b;
+        /* a Gemma-4 layer whatever the config's other keys say: post norms, GeGLU, q·k unscaled */
+        l->d = sp_block_describe(c, i, SP_ATTN_BORROWED);
+        l->d.post_norms = 1;
+        l->d.qk_norm = 1;
+        l->d.act = SP_ACT_GELU_TANH;
+        l->d.attn_scale = 1.0f;
+        l->d.window = lc->sliding ? s->window : 0;
+        l->d.ple_dim = 0;
+        s->layers[i].src = lc->sliding ? src_s : src_f;
         if (check_borrowed(s, i, tc, err)) return -1;
         const sp_rope_params *ar = lc->sliding ? &c->rope_swa : &c->rope, *tr = lc->sliding ? &tc->rope_swa : &tc->rope;
         if (ar->type != tr->type || ar->theta != tr->theta || ar->partial_rotary_factor != tr->partial_rotary_factor ||
@@ -178,17 +176,17 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
             sp_log(SP_LOG_WARN, "assistant layer %d: rope parameters differ from the target's %s layers (the query "
                    "is rotated with the assistant's, the borrowed keys were rotated with the target's)", i,
                    lc->sliding ? "sliding" : "full");
-        int D = l->D, NH = s->NH, I = l->I;
+        int D = l->d.D, NH = s->NH, I = l->d.I;
         if (get_vec(s, NAME("model.layers.%d.input_layernorm.weight", i), d, &l->attn_norm, err) ||
             get_mat(s, NAME("model.layers.%d.self_attn.q_proj.weight", i), NH * D, d, &l->wq, err) ||
             get_vec(s, NAME("model.layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
             get_mat(s, NAME("model.layers.%d.self_attn.o_proj.weight", i), d, NH * D, &l->wo, err) ||
-            get_vec(s, NAME("model.layers.%d.post_attention_layernorm.weight", i), d, &l->post_attn_norm, err) ||
-            get_vec(s, NAME("model.layers.%d.pre_feedforward_layernorm.weight", i), d, &l->pre_ffn_norm, err) ||
+            get_vec(s, NAME("model.layers.%d.post_attention_layernorm.weight", i), d, &l->attn_post_norm, err) ||
+            get_vec(s, NAME("model.layers.%d.pre_feedforward_layernorm.weight", i), d, &l->ffn_norm, err) ||
             get_mat(s, NAME("model.layers.%d.mlp.gate_proj.weight", i), I, d, &l->w_gate, err) ||
             get_mat(s, NAME("model.layers.%d.mlp.up_proj.weight", i), I, d, &l->w_up, err) ||
             get_mat(s, NAME("model.layers.%d.mlp.down_proj.weight", i), d, I, &l->w_down, err) ||
-            get_vec(s, NAME("model.layers.%d.post_feedforward_layernorm.weight", i), d, &l->post_ffn_norm, err))
+            get_vec(s, NAME("model.layers.%d.post_feedforward_layernorm.weight", i), d, &l->ffn_post_norm, err))
             return -1;
         l->layer_scalar = 1.0f;
         const st_tensor *ls = st_find(s->st, NAME("model.layers.%d.layer_scalar", i));
@@ -236,8 +234,8 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
 static int alloc_scratch(asst_t *s) {
     int maxD = 0, maxI = 0;
     for (int i = 0; i < s->L; i++) {
-        if (s->layers[i].D > maxD) maxD = s->layers[i].D;
-        if (s->layers[i].I > maxI) maxI = s->layers[i].I;
+        if (s->layers[i].b.d.D > maxD) maxD = s->layers[i].b.d.D;
+        if (s->layers[i].b.d.I > maxI) maxI = s->layers[i].b.d.I;
     }
     size_t Hb = (size_t)s->Hb, d = (size_t)s->d, Q = (size_t)s->NH * maxD, V = (size_t)s->V;
     s->g = own(s, Hb * sizeof(float));
@@ -269,45 +267,23 @@ static int alloc_scratch(asst_t *s) {
 
 /* ---- one draft step (§6.3) --------------------------------------------------------------- */
 
-static void add(float *x, const float *y, int n) {
-    for (int i = 0; i < n; i++) x[i] += y[i];
-}
-
-/* h = norm(layers(z)) for tok, g at position pos; g_out = h · W_postᵀ */
+/* h = norm(layers(z)) for tok, g at position pos; g_out = h · W_postᵀ. Each layer's query sits at
+ * pos and reads the borrowed cache's positions < pos (see the file comment). */
 static void asst_step(asst_t *s, int32_t tok, const float *g, int pos, float *g_out) {
     sp_model *tm = s->target;
     sp_pool *pool = tm->pool;
     const sp_kv *kv = s->kv;
-    int d = s->d, Hb = s->Hb, NH = s->NH;
-    float eps = s->eps;
+    int Hb = s->Hb;
+    sp_block_scratch scr = {.xn = s->xn, .q = s->q, .att = s->att, .o = s->o, .g = s->gate, .u = s->up};
     sp_model_embed(tm, s->cat, tok); /* target's scaled embedding, then g */
     memcpy(s->cat + Hb, g, (size_t)Hb * sizeof(float));
     sp_matmul(pool, s->x, s->cat, 1, &s->pre);
     for (int li = 0; li < s->L; li++) {
-        const asst_layer *l = &s->layers[li];
-        int D = l->D, src = l->src;
-        sp_rmsnorm(s->xn, s->x, l->attn_norm, 1, d, eps);
-        sp_matmul(pool, s->q, s->xn, 1, &l->wq);
-        sp_rmsnorm(s->q, s->q, l->q_norm, NH, D, eps);
-        sp_rope(s->q, NH, D, l->inv_freq, pos);
-        /* the query "sits" at pos − 1 for the mask: keys lo .. pos − 1 (see the file comment) */
-        sp_attn_shape as = {.T = 1, .pos0 = pos - 1, .NH = NH, .KVH = l->KVH, .D = D, .cap = kv->cap[src],
-                            .ring = kv->ring[src], .window = l->sliding ? s->window : 0, .scale = 1.0f};
-        sp_attention(pool, s->att, s->q, kv->K[src], kv->V[src], &as);
-        sp_matmul(pool, s->o, s->att, 1, &l->wo);
-        sp_rmsnorm(s->o, s->o, l->post_attn_norm, 1, d, eps);
-        add(s->x, s->o, d);
-        sp_rmsnorm(s->xn, s->x, l->pre_ffn_norm, 1, d, eps);
-        sp_matmul(pool, s->gate, s->xn, 1, &l->w_gate);
-        sp_matmul(pool, s->up, s->xn, 1, &l->w_up);
-        sp_gelu_tanh_mul(s->gate, s->gate, s->up, (size_t)l->I);
-        sp_matmul(pool, s->o, s->gate, 1, &l->w_down);
-        sp_rmsnorm(s->o, s->o, l->post_ffn_norm, 1, d, eps);
-        add(s->x, s->o, d);
-        if (l->layer_scalar != 1.0f)
-            for (int i = 0; i < d; i++) s->x[i] *= l->layer_scalar;
+        int src = s->layers[li].src;
+        sp_block_seg seg = {1, pos, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], NULL};
+        sp_block_forward(pool, &s->layers[li].b, s->x, 1, &seg, 1, NULL, 0, &scr);
     }
-    sp_rmsnorm(s->h, s->x, s->final_norm, 1, d, eps);
+    sp_rmsnorm(s->h, s->x, s->final_norm, 1, s->d, s->eps);
     sp_matmul(pool, g_out, s->h, 1, &s->post);
 }
 
@@ -490,19 +466,22 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
     int32_t tok = s->pending;
     for (int i = 0; i < max_g; i++) {
+        int prof = sp_prof_enter(SP_PROF_BLOCK);
         asst_step(s, tok, gin, pos, gout);
+        if (prof >= 0) sp_prof_switch(sp_prof_tls.phase, SP_PROF_LM_HEAD); /* the head and the draw */
         int32_t t;
         if (s->greedy && s->pen) { /* penalised logits: the argmax over the full row */
             head_logits(s, s->h);
             t = sp_sample_argmax(s->logits, s->V);
         } else if (s->greedy) {
             t = sp_assistant_head_argmax(d, s->h);
-            if (t < 0) return sp_err_set(err, "assistant: every draft logit is NaN");
+            if (t < 0) sp_err_set(err, "assistant: every draft logit is NaN");
         } else {
             float *qi = q ? q + (size_t)i * s->V : s->probs; /* the engine may not want q (greedy verify) */
             t = sample_draft(s, s->h, qi, (uint64_t)(pos + 1 + i), err);
-            if (t < 0) return -1;
         }
+        sp_prof_leave(prof);
+        if (t < 0) return -1;
         drafts[s->n_last++] = t;
         if (is_eos(s, t)) break;
         if (s->pen && sp_penalty_push(s->pen, t, err)) return -1;

@@ -38,21 +38,19 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/prof.h"
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "model/block.h"
 #include "model/model_internal.h" /* the target's thread pool only (the drafter runs between its forwards) */
 #include "spec/spec.h"
 
 #define CTX_CHUNK 64 /* context rows injected per pass */
 
 typedef struct {
-    float *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm, *q_norm, *k_norm; /* [H] / [D] */
-    sp_mat wq, wk, wv, wo, w_gate, w_up, w_down;
-    float layer_scalar;
-    float *inv_freq; /* [D/2] */
-    int D, KVH, I;
-    float *K, *V;    /* context cache [cap, KVH, D] (+ the block's rows while proposing) */
+    sp_block_layer b; /* the decoder layer (model/block.h), attention over a non-causal block */
+    float *K, *V;     /* context cache [cap, KVH, D] (+ the block's rows while proposing) */
 } df_layer;
 
 typedef enum { MARKOV_NONE = 0, MARKOV_VANILLA, MARKOV_GATED, MARKOV_RNN } markov_type;
@@ -139,34 +137,34 @@ static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
 static int bind_layer(df_t *s, int i, sp_err *err) {
     const sp_config *c = &s->dc;
     const sp_layer_config *lc = &c->layers[i];
-    df_layer *l = &s->layers[i];
+    sp_block_layer *l = &s->layers[i].b;
     char nm[160];
-    int H = s->H, NH = s->NH;
-    l->D = lc->head_dim;
-    l->KVH = lc->n_kv_heads;
-    l->I = lc->ffn_dim;
-    int D = l->D, KVH = l->KVH, I = l->I;
     if (lc->sliding)
         return sp_err_set(err, "drafter layer %d: sliding-window draft layers are not supported", i);
+    l->d = sp_block_describe(c, i, SP_ATTN_BLOCK);
+    l->d.qk_norm = s->qk_norm;
+    const sp_block_desc *d = &l->d;
+    int H = d->H, NH = d->NH, D = d->D, KVH = d->KVH, I = d->I;
     if (get_vec(s, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
         get_mat(s, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
         get_mat(s, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err) ||
         get_mat(s, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
-        get_vec(s, NAME("layers.%d.post_attention_layernorm.weight", i), H, &l->post_attn_norm, err) ||
+        get_vec(s, NAME("layers.%d.post_attention_layernorm.weight", i), H,
+                d->post_norms ? &l->attn_post_norm : &l->ffn_norm, err) ||
         get_mat(s, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
         get_mat(s, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
         get_mat(s, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
         return -1;
     if (lc->has_v_proj && get_mat(s, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
         return -1;
-    if (s->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
+    if (d->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
                        get_vec(s, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)))
         return -1;
     l->layer_scalar = 1.0f;
-    if (s->gemma) {
+    if (d->post_norms) {
         float *sc;
-        if (get_vec(s, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->pre_ffn_norm, err) ||
-            get_vec(s, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->post_ffn_norm, err))
+        if (get_vec(s, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->ffn_norm, err) ||
+            get_vec(s, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->ffn_post_norm, err))
             return -1;
         if (st_find(s->st, NAME("layers.%d.layer_scalar", i))) {
             if (get_vec(s, nm, 1, &sc, err)) return -1;
@@ -175,7 +173,8 @@ static int bind_layer(df_t *s, int i, sp_err *err) {
     }
     if (!(l->inv_freq = own(s, sizeof(float) * (size_t)(D / 2)))) return sp_err_set(err, "out of memory");
     sp_rope_inv_freq(l->inv_freq, D, &c->rope);
-    if (D > 1024) return sp_err_set(err, "drafter layer %d: head_dim %d above 1024", i, D);
+    if (D > SP_BLOCK_MAX_HEAD_DIM)
+        return sp_err_set(err, "drafter layer %d: head_dim %d above %d", i, D, SP_BLOCK_MAX_HEAD_DIM);
     return 0;
 }
 
@@ -394,23 +393,20 @@ static int load_sts(df_t *s, const char *dir, sp_err *err) {
 
 /* ---- forward pieces --------------------------------------------------------------------------- */
 
-static void add_rows(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
+/* layer li as the block executor sees it: the drafter's cache, rows from pos0 */
+static sp_block_seg layer_seg(const df_t *s, const df_layer *l, int T, int pos0) {
+    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0, NULL};
+}
+
+static sp_block_scratch scratch_of(const df_t *s) {
+    return (sp_block_scratch){s->xn, s->q, s->k, s->v, s->att, s->o2, s->g, s->u};
 }
 
 /* K/V of T rows xn (already normalized) at positions pos0.. into layer l's cache rows pos0.. */
 static void write_kv(df_t *s, df_layer *l, const float *xn, int T, int pos0) {
-    int KVH = l->KVH, D = l->D;
-    float eps = (float)s->dc.rms_eps;
-    size_t row = (size_t)KVH * D;
-    sp_matmul(s->pool, s->k, xn, T, &l->wk);
-    if (l->wv.data) sp_matmul(s->pool, s->v, xn, T, &l->wv);
-    else memcpy(s->v, s->k, (size_t)T * row * sizeof(float)); /* k_eq_v: V = raw K */
-    if (l->k_norm) sp_rmsnorm(s->k, s->k, l->k_norm, T * KVH, D, eps);
-    if (s->gemma) sp_rmsnorm(s->v, s->v, NULL, T * KVH, D, eps); /* weightless v_norm */
-    for (int t = 0; t < T; t++) sp_rope(s->k + (size_t)t * row, KVH, D, l->inv_freq, pos0 + t);
-    memcpy(l->K + (size_t)pos0 * row, s->k, (size_t)T * row * sizeof(float));
-    memcpy(l->V + (size_t)pos0 * row, s->v, (size_t)T * row * sizeof(float));
+    sp_block_seg seg = layer_seg(s, l, T, pos0);
+    sp_block_scratch scr = scratch_of(s);
+    sp_block_kv_write(s->pool, &l->b, xn, T, &seg, 1, &scr);
 }
 
 static int ensure_cap(df_t *s, int rows, sp_err *err) {
@@ -419,7 +415,7 @@ static int ensure_cap(df_t *s, int rows, sp_err *err) {
     while (cap < rows) cap *= 2;
     for (int i = 0; i < s->L; i++) {
         df_layer *l = &s->layers[i];
-        size_t bytes = (size_t)cap * l->KVH * l->D * sizeof(float);
+        size_t bytes = (size_t)cap * l->b.d.KVH * l->b.d.D * sizeof(float);
         float *K = realloc(l->K, bytes);
         if (K) l->K = K;
         float *V = K ? realloc(l->V, bytes) : NULL;
@@ -434,14 +430,17 @@ static int ensure_cap(df_t *s, int rows, sp_err *err) {
 static int inject(df_t *s, const float *F, int R, sp_err *err) {
     if (R <= 0) return 0;
     if (ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
-    int H = s->H;
+    int H = s->H, prof = sp_prof_enter(SP_PROF_CTX_KV);
     if (s->o.keep_taps) {
         size_t w = (size_t)s->m * H;
         if (s->n_kept + R > s->cap_kept) {
             int cap = s->cap_kept ? s->cap_kept : 256;
             while (cap < s->n_kept + R) cap *= 2;
             float *k = realloc(s->kept, (size_t)cap * w * sizeof(float));
-            if (!k) return sp_err_set(err, "dflash: out of memory");
+            if (!k) {
+                sp_prof_leave(prof);
+                return sp_err_set(err, "dflash: out of memory");
+            }
             s->kept = k;
             s->cap_kept = cap;
         }
@@ -454,44 +453,23 @@ static int inject(df_t *s, const float *F, int R, sp_err *err) {
         sp_rmsnorm(s->x, s->x, s->hidden_norm, T, H, (float)s->dc.rms_eps);
         for (int li = 0; li < s->L; li++) write_kv(s, &s->layers[li], s->x, T, s->n_ctx + i);
     }
+    sp_prof_leave(prof);
     s->n_ctx += R;
     return 0;
 }
 
-/* The block forward: tokens[T] at positions n_ctx.. → s->hid [T, H] and s->logits [T, V]. */
+/* The block forward: tokens[T] at positions n_ctx.. → s->hid [T, H] and s->logits [T, V]. The
+ * block's K/V rows land after the context and are dropped by not advancing n_ctx; every block
+ * query sees the context 0..n_ctx-1 and the whole block (FORMATS.md §7.3). */
 static void block_forward(df_t *s, const int32_t *tokens, int T) {
-    const sp_config *c = &s->dc;
-    int H = s->H, NH = s->NH, pos0 = s->n_ctx;
-    float eps = (float)c->rms_eps;
-    size_t TH = (size_t)T * H;
+    int H = s->H;
+    sp_block_scratch scr = scratch_of(s);
     for (int t = 0; t < T; t++) sp_model_embed(s->target, s->x + (size_t)t * H, tokens[t]);
     for (int li = 0; li < s->L; li++) {
-        df_layer *l = &s->layers[li];
-        int D = l->D;
-        sp_rmsnorm(s->xn, s->x, l->attn_norm, T, H, eps);
-        sp_matmul(s->pool, s->q, s->xn, T, &l->wq);
-        if (l->q_norm) sp_rmsnorm(s->q, s->q, l->q_norm, T * NH, D, eps);
-        for (int t = 0; t < T; t++) sp_rope(s->q + (size_t)t * NH * D, NH, D, l->inv_freq, pos0 + t);
-        write_kv(s, l, s->xn, T, pos0); /* block rows after the context: dropped by not advancing n_ctx */
-        /* non-causal: every block query sees context 0..pos0-1 and the whole block (FORMATS.md §7.3) */
-        sp_attn_shape sh = {.T = T, .pos0 = pos0, .NH = NH, .KVH = l->KVH, .D = D, .cap = s->cap, .ring = 0,
-                            .window = 0, .scale = s->gemma ? 1.0f : 1.0f / sqrtf((float)D), .noncausal = 1};
-        sp_attention(s->pool, s->att, s->q, l->K, l->V, &sh);
-        sp_matmul(s->pool, s->o2, s->att, T, &l->wo);
-        if (s->gemma) sp_rmsnorm(s->o2, s->o2, l->post_attn_norm, T, H, eps);
-        add_rows(s->x, s->o2, TH);
-        sp_rmsnorm(s->xn, s->x, s->gemma ? l->pre_ffn_norm : l->post_attn_norm, T, H, eps);
-        sp_matmul(s->pool, s->g, s->xn, T, &l->w_gate);
-        sp_matmul(s->pool, s->u, s->xn, T, &l->w_up);
-        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)T * l->I);
-        else sp_silu_mul(s->g, s->g, s->u, (size_t)T * l->I);
-        sp_matmul(s->pool, s->o2, s->g, T, &l->w_down);
-        if (s->gemma) sp_rmsnorm(s->o2, s->o2, l->post_ffn_norm, T, H, eps);
-        add_rows(s->x, s->o2, TH);
-        if (l->layer_scalar != 1.0f)
-            for (size_t i = 0; i < TH; i++) s->x[i] *= l->layer_scalar;
+        sp_block_seg seg = layer_seg(s, &s->layers[li], T, s->n_ctx);
+        sp_block_forward(s->pool, &s->layers[li].b, s->x, T, &seg, 1, NULL, 0, &scr);
     }
-    sp_rmsnorm(s->hid, s->x, s->final_norm, T, H, eps);
+    sp_rmsnorm(s->hid, s->x, s->final_norm, T, H, (float)s->dc.rms_eps);
     sp_model_logits(s->target, s->logits, s->hid, T); /* the target's LM head (+ soft-cap) */
 }
 
@@ -592,7 +570,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     blk[0] = s->pending;
     for (int t = 1; t < T; t++) blk[t] = s->mask_id;
     double t0 = sp_time_ms();
+    int prof = sp_prof_enter(SP_PROF_BLOCK);
     block_forward(s, blk, T);
+    sp_prof_leave(prof);
     double t1 = sp_time_ms();
     s->info.ms_block += t1 - t0;
     s->info.proposals++;
@@ -602,7 +582,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     if (zlab) { /* slot t predicts the token at its own position (§7.4) */
         for (int t = 1; t <= g; t++) {
             float *qt = q ? q + (size_t)(t - 1) * V : qrow;
+            prof = sp_prof_enter(SP_PROF_SAMPLE);
             int x = draw(s, s->logits + (size_t)t * V, qt, pos + (uint64_t)t, err);
+            sp_prof_leave(prof);
             if (x < 0) return -1;
             drafts[n++] = x;
         }
@@ -614,7 +596,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         if (s->mtype == MARKOV_RNN) memset(s->state, 0, sizeof(float) * (size_t)s->r);
         for (int j = 1; j <= g; j++) {
             float *Z = s->logits + (size_t)(j - 1) * V;
+            prof = sp_prof_enter(SP_PROF_HEADS);
             float zc = heads(s, Z, s->hid + (size_t)(j - 1) * H, prev);
+            sp_prof_leave(prof);
             if (s->conf) {
                 float Tj = s->n_sts ? s->sts[j - 1 < s->n_sts ? j - 1 : s->n_sts - 1] : 1.0f;
                 double c = sigmoidf(zc / Tj);
@@ -627,7 +611,9 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
                 if (s->o.policy == SP_VERIFY_SCHEDULE && !sp_sched_admit(&sch, c)) break;
             }
             float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
+            prof = sp_prof_enter(SP_PROF_SAMPLE);
             int x = draw(s, Z, qt, pos + (uint64_t)j, err);
+            sp_prof_leave(prof);
             if (x < 0) return -1;
             if (j <= max_g) drafts[j - 1] = x;
             n++;
@@ -656,6 +642,17 @@ static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
     s->n_last = 0;
     double t0 = sp_time_ms();
     int rc = inject(s, taps, n_acc + 1, err); /* H_ctx grows by the committed rows only */
+    s->info.ms_inject += sp_time_ms() - t0;
+    return rc;
+}
+
+static int df_extend(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden,
+                     sp_err *err) {
+    df_t *s = d->self;
+    if (n < 1 || s->n_last) return sp_err_set(err, "dflash: extend by %d rows with %d drafts pending", n, s->n_last);
+    s->pending = tokens[n - 1];
+    double t0 = sp_time_ms();
+    int rc = inject(s, taps, n, err); /* n committed rows in one batch */
     s->info.ms_inject += sp_time_ms() - t0;
     return rc;
 }
@@ -735,7 +732,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     }
     for (int i = 0; i < s->L; i++) {
         if (bind_layer(s, i, err)) goto fail;
-        if (s->layers[i].I > s->I_max) s->I_max = s->layers[i].I;
+        if (s->layers[i].b.d.I > s->I_max) s->I_max = s->layers[i].b.d.I;
     }
     if (bind_heads(s, err) || load_sts(s, dir, err)) goto fail;
     int def = s->kind == SP_DFLASH_ZLAB ? s->block_size - 1 : s->block_size;
@@ -762,7 +759,8 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     /* scratch */
     int R = s->max_drafts + 1 > CTX_CHUNK ? s->max_drafts + 1 : CTX_CHUNK, Dq = 0, Dkv = 0;
     for (int i = 0; i < s->L; i++) {
-        int a = s->NH * s->layers[i].D, b = s->layers[i].KVH * s->layers[i].D;
+        const sp_block_desc *ld = &s->layers[i].b.d;
+        int a = ld->NH * ld->D, b = ld->KVH * ld->D;
         if (a > Dq) Dq = a;
         if (b > Dkv) Dkv = b;
     }
@@ -815,6 +813,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->propose = df_propose;
     d->propose_tree = df_propose_tree;
     d->commit = df_commit;
+    d->extend = df_extend;
     json_decref(root);
     free(text);
     return d;
@@ -842,8 +841,8 @@ const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D) {
     if (!d || d->begin != df_begin) return NULL;
     const df_t *s = d->self;
     if (layer < 0 || layer >= s->L) return NULL;
-    *D = s->layers[layer].D;
-    return s->layers[layer].inv_freq;
+    *D = s->layers[layer].b.d.D;
+    return s->layers[layer].b.inv_freq;
 }
 
 /* ---- token trees (dflash_internal.h; the tree builder is dflash_tree.c) ------------------------- */

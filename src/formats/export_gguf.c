@@ -26,6 +26,11 @@ int64_t export_llama_qk_src_row(int64_t r, int head_dim) {
     return h * head_dim + s * (head_dim / 2) + j;
 }
 
+void export_proportional_rope_freqs(const sp_rope_params *rp, int Dg, float *out) {
+    int n_rot = (int)floor(Dg * rp->partial_rotary_factor / 2.0);
+    for (int j = 0; j < Dg / 2; j++) out[j] = j < n_rot ? (float)rp->factor : 1e30f;
+}
+
 void export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {
     const double C = rp->original_max_pos, lo = rp->low_freq_factor, hi = rp->high_freq_factor, f = rp->factor;
     for (int j = 0; j < D / 2; j++) {
@@ -39,14 +44,6 @@ void export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {
         out[j] = (float)div;
     }
 }
-
-/* One exported tensor: where its rows come from and how they are converted. */
-typedef struct {
-    const st_tensor *src;
-    ggml_type type;
-    int64_t row;      /* elements per row (ne[0]) */
-    int perm_head_dim; /* > 0: Llama Q/K row permutation with this head dim */
-} tensor_src;
 
 static void convert_row(void *dst, ggml_type type, const void *src, sp_dtype st, int64_t n, float *tmp) {
     if ((type == GGML_TYPE_F32 && st == SP_DT_F32) || (type == GGML_TYPE_F16 && st == SP_DT_F16) ||
@@ -62,8 +59,8 @@ static void convert_row(void *dst, ggml_type type, const void *src, sp_dtype st,
         for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sp_f32_to_bf16(f[i]);
 }
 
-static int fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err) {
-    const tensor_src *t = ctx;
+int export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err) {
+    const export_tensor_src *t = ctx;
     size_t out_row = (size_t)t->row * ggml_type_size(t->type), in_row = (size_t)t->row * sp_dtype_size(t->src->dtype);
     SP_ASSERT(offset % out_row == 0 && n % out_row == 0);
     float *tmp = malloc((size_t)t->row * sizeof(float));
@@ -97,20 +94,23 @@ static int droppable(const sp_config *c, const char *name) {
     return 0;
 }
 
+uint32_t export_file_type(const int n_2d_types[3]) {
+    return n_2d_types[2] > n_2d_types[0] && n_2d_types[2] >= n_2d_types[1] ? 32 : n_2d_types[1] > n_2d_types[0] ? 1 : 0;
+}
+
 /* ---- architecture keys ------------------------------------------------------------------- */
 
 #define KEY(buf, fmt) (snprintf(buf, sizeof buf, "%s." fmt, A), buf)
 
 /* u32 scalar when every layer agrees, else an INT32 array of length L (§12.A.0 rule 2) */
-static int set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err) {
+int export_set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err) {
     int same = 1;
     for (int i = 1; i < L; i++) same &= v[i] == v[0];
     if (same) return gguf_writer_set_u32(w, key, (uint32_t)v[0], err);
     return gguf_writer_set_arr(w, key, GGUF_TYPE_INT32, v, (size_t)L, err);
 }
 
-static int arch_keys(gguf_writer *w, const sp_config *c, sp_err *err) {
-    const char *A = sp_arch_name(c->arch);
+int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *err) {
     char k[128];
     const int L = c->n_layers;
     int32_t ffn[SP_MAX_LAYERS], kvh[SP_MAX_LAYERS];
@@ -121,9 +121,9 @@ static int arch_keys(gguf_writer *w, const sp_config *c, sp_err *err) {
     if (gguf_writer_set_u32(w, KEY(k, "context_length"), (uint32_t)c->max_pos, err) ||
         gguf_writer_set_u32(w, KEY(k, "embedding_length"), (uint32_t)c->hidden_size, err) ||
         gguf_writer_set_u32(w, KEY(k, "block_count"), (uint32_t)L, err) ||
-        set_per_layer(w, KEY(k, "feed_forward_length"), ffn, L, err) ||
+        export_set_per_layer(w, KEY(k, "feed_forward_length"), ffn, L, err) ||
         gguf_writer_set_u32(w, KEY(k, "attention.head_count"), (uint32_t)c->n_heads, err) ||
-        set_per_layer(w, KEY(k, "attention.head_count_kv"), kvh, L, err) ||
+        export_set_per_layer(w, KEY(k, "attention.head_count_kv"), kvh, L, err) ||
         gguf_writer_set_f32(w, KEY(k, "attention.layer_norm_rms_epsilon"), (float)c->rms_eps, err) ||
         gguf_writer_set_f32(w, KEY(k, "rope.freq_base"), (float)c->rope.theta, err))
         return -1;
@@ -196,7 +196,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     st_set *st = NULL;
     gguf_writer *w = NULL;
     hf_tensor_spec *specs = NULL;
-    tensor_src *srcs = NULL;
+    export_tensor_src *srcs = NULL;
     float *rope_freqs = NULL;
     int n_specs = 0, rc = -1;
     char path[4096];
@@ -235,7 +235,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
     const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
     if (gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
-        gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || arch_keys(w, &cfg, err))
+        gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || export_arch_keys(w, sp_arch_name(cfg.arch), &cfg, err))
         goto done;
 
     /* tensor types: 1-D always F32 (§12.A.0 rule 5); 2-D as asked or as stored */
@@ -254,11 +254,11 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
             else type = t->dtype == SP_DT_BF16 ? GGML_TYPE_BF16 : t->dtype == SP_DT_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
             n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
         }
-        srcs[i] = (tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
+        srcs[i] = (export_tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
         if (cfg.arch == SP_ARCH_LLAMA && (strstr(hf, "self_attn.q_proj.") || strstr(hf, "self_attn.k_proj.")))
             srcs[i].perm_head_dim = cfg.layers[s->layer].head_dim;
         int64_t ne[2] = {s->ndim == 2 ? s->shape[1] : s->shape[0], s->shape[0]};
-        if (gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, fill_tensor, &srcs[i], err)) goto done;
+        if (gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, export_fill_tensor, &srcs[i], err)) goto done;
     }
 
     /* rope_freqs.weight: llama3 divisors, or Gemma-4's proportional mask (1/factor x n_rot, 1e30 after) */
@@ -273,9 +273,8 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
             if (!cfg.layers[i].sliding) Dg = cfg.layers[i].head_dim;
         if (Dg > 0) {
             n_freqs = Dg / 2;
-            int n_rot = (int)floor(Dg * cfg.rope.partial_rotary_factor / 2.0);
             if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
-            for (int j = 0; j < n_freqs; j++) rope_freqs[j] = j < n_rot ? (float)cfg.rope.factor : 1e30f;
+            export_proportional_rope_freqs(&cfg.rope, Dg, rope_freqs);
         }
     }
     if (n_freqs > 0) {
@@ -286,10 +285,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
 
     if (export_tokenizer_keys(w, &cfg, dir, o, err)) goto done;
     /* general.file_type: 0 all F32, 1 mostly F16, 32 mostly BF16 (llama_ftype) */
-    uint32_t ftype = n_2d_types[2] > n_2d_types[0] && n_2d_types[2] >= n_2d_types[1] ? 32
-                     : n_2d_types[1] > n_2d_types[0]                                 ? 1
-                                                                                     : 0;
-    if (gguf_writer_set_u32(w, "general.file_type", ftype, err)) goto done;
+    if (gguf_writer_set_u32(w, "general.file_type", export_file_type(n_2d_types), err)) goto done;
     if (cfg.arch == SP_ARCH_GEMMA4 && !strcmp(cfg.torch_dtype, "bfloat16"))
         sp_log(SP_LOG_INFO, "gemma4: llama.cpp scales embeddings by sqrtf(H) in f32, HF by bf16(sqrt(H)) "
                             "(FORMATS §12.B.11): expect ~0.1%% differences");

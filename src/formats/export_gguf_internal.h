@@ -3,6 +3,32 @@
 #define SPECULA_EXPORT_GGUF_INTERNAL_H
 
 #include "export_gguf.h"
+#include "safetensors.h"
+
+/* One exported tensor: where its rows come from and how they are converted. */
+typedef struct {
+    const st_tensor *src;
+    ggml_type type;
+    int64_t row;       /* elements per row (ne[0]) */
+    int perm_head_dim; /* > 0: Llama Q/K row permutation with this head dim */
+} export_tensor_src;
+
+/* gguf_fill_fn over an export_tensor_src: rows converted to t->type (and permuted) */
+int export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err);
+
+/* The architecture keys of a llama / qwen3 / gemma4 decoder stack (FORMATS §12.A.1–12.A.4)
+ * under key prefix A ("llama", "gemma4", "gemma4-assistant", ...). */
+int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *err);
+
+/* one UINT32 when every layer agrees, else an INT32 array of length L */
+int export_set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err);
+
+/* general.file_type from the counts of 2-D weights stored F32, F16, BF16 (llama_ftype) */
+uint32_t export_file_type(const int n_2d_types[3]);
+
+/* Gemma-4 proportional RoPE as llama.cpp's divisors: out[Dg/2] = factor for the rotated pairs,
+ * 1e30 (no rotation) for the rest. */
+void export_proportional_rope_freqs(const sp_rope_params *rp, int Dg, float *out);
 
 /* Write the tokenizer.* keys (FORMATS §12.A.6) for a model directory: from o->tokenizer_gguf
  * when given, else from DIR/tokenizer.json (+ tokenizer_config.json, chat_template.jinja);

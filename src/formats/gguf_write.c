@@ -86,6 +86,7 @@ size_t ggml_type_size(ggml_type t) {
     switch (t) {
     case GGML_TYPE_F32: return 4;
     case GGML_TYPE_F16: case GGML_TYPE_BF16: return 2;
+    case GGML_TYPE_I64: return 8;
     default: return 0;
     }
 }
@@ -95,6 +96,7 @@ const char *ggml_type_name(ggml_type t) {
     case GGML_TYPE_F32: return "F32";
     case GGML_TYPE_F16: return "F16";
     case GGML_TYPE_BF16: return "BF16";
+    case GGML_TYPE_I64: return "I64";
     case GGML_TYPE_Q4_0: return "Q4_0";
     case GGML_TYPE_Q8_0: return "Q8_0";
     case GGML_TYPE_Q4_K: return "Q4_K";
@@ -106,7 +108,9 @@ const char *ggml_type_name(ggml_type t) {
 size_t ggml_row_size(ggml_type t, int64_t ne0) {
     size_t per, bytes;
     switch (t) {
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: per = 1, bytes = ggml_type_size(t); break;
+    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_I64:
+        per = 1, bytes = ggml_type_size(t);
+        break;
     case GGML_TYPE_Q4_0: per = 32, bytes = 18; break;
     case GGML_TYPE_Q8_0: per = 32, bytes = 34; break;
     case GGML_TYPE_Q4_K: per = 256, bytes = 144; break;

@@ -48,12 +48,13 @@ typedef enum {
     GGML_TYPE_Q8_0 = 8,
     GGML_TYPE_Q4_K = 12,
     GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_I64 = 27, /* integer tables (EAGLE-3 d2t) */
     GGML_TYPE_BF16 = 30,
 } ggml_type;
 
 /* bytes per element of a gguf scalar type; 0 for STRING / ARRAY */
 size_t gguf_type_size(gguf_type t);
-/* bytes per element of F32 / F16 / BF16; 0 for anything else */
+/* bytes per element of F32 / F16 / BF16 / I64; 0 for anything else */
 size_t ggml_type_size(ggml_type t);
 const char *ggml_type_name(ggml_type t);
 /* bytes of one row of ne0 elements (any type above); 0 when ne0 is not a whole number of blocks */

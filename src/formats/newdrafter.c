@@ -22,9 +22,12 @@
 
 static const char *ZLAB_PRESETS[] = {"b16", NULL};
 static const char *DSPARK_PRESETS[] = {"b7", "dflash-b7", NULL};
+static const char *EAGLE3_PRESETS[] = {"specforge", "deepspec", NULL};
 
 const char *newdrafter_preset_at(const char *arch, int i) {
-    const char **v = !strcmp(arch, "dflash") ? ZLAB_PRESETS : !strcmp(arch, "dspark") ? DSPARK_PRESETS : NULL;
+    const char **v = !strcmp(arch, "dflash") ? ZLAB_PRESETS : !strcmp(arch, "dspark") ? DSPARK_PRESETS
+                     : !strcmp(arch, "eagle3")                                  ? EAGLE3_PRESETS
+                                                                                : NULL;
     if (!v || i < 0) return NULL;
     for (int k = 0; k <= i; k++)
         if (!v[k]) return NULL;
@@ -182,8 +185,9 @@ static int target_tensor(st_set *ts, const char *name, int64_t V, int64_t H, con
 }
 
 int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
+    if (o->arch && !strcmp(o->arch, "eagle3")) return newdrafter_eagle3_write(dir, target_dir, o, err);
     if (!o->arch || (strcmp(o->arch, "dflash") && strcmp(o->arch, "dspark")))
-        return sp_err_set(err, "new drafter: --arch must be dflash or dspark (got %s)", o->arch ? o->arch : "none");
+        return sp_err_set(err, "new drafter: --arch must be dflash, dspark or eagle3 (got %s)", o->arch ? o->arch : "none");
     int zlab = !strcmp(o->arch, "dflash");
     if (o->preset) {
         int ok = 0;

@@ -17,9 +17,10 @@
 #include "../core/core.h"
 
 typedef struct {
-    const char *arch;        /* "dflash" (z-lab DFlashDraftModel) | "dspark" (DeepSpec) */
+    const char *arch;        /* "dflash" (z-lab DFlashDraftModel) | "dspark" (DeepSpec) | "eagle3" */
     const char *preset;      /* dflash: "b16" (default); dspark: "b7" (default, Markov + confidence
-                                heads) | "dflash-b7" (DeepSpec dflash_*_block7: heads off) */
+                                heads) | "dflash-b7" (DeepSpec dflash_*_block7: heads off);
+                                eagle3: "specforge" (default, LlamaForCausalLMEagle3) | "deepspec" */
     const char *const *sets; /* "key=value" config overrides (JSON value, else string; dotted keys) */
     int n_sets;
     sp_dtype dtype;          /* SP_DT_F32 / SP_DT_BF16; SP_DT_UNKNOWN: the target's */
@@ -36,8 +37,13 @@ int newdrafter_mask_id(const sp_config *tc);
 /* Names of the presets of an arch, for --help ("b16", ...). NULL past the end. */
 const char *newdrafter_preset_at(const char *arch, int i);
 
-/* Write config.json + model.safetensors for target_dir into dir (created). Atomic files. */
+/* Write config.json + model.safetensors for target_dir into dir (created). Atomic files.
+ * arch "eagle3" goes to newdrafter_eagle3_write. */
 int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+
+/* An EAGLE-3 drafter (newdrafter_eagle3.c): preset "specforge" (LlamaForCausalLMEagle3, reduced
+ * draft vocabulary with d2t / t2d) or "deepspec" (Qwen3Eagle3Model / Gemma4Eagle3Model). */
+int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 
 /* The default tap layers for a target of N layers: m ids (m <= N-1), strictly increasing, never
  * the last layer. FORMATS.md §7.1 rule when it yields distinct ids, else spread over 0..N-2. */

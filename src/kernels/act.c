@@ -103,6 +103,10 @@ void sp_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
+void sp_add(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
 /* the rule every tier follows: the first index of the largest non-NaN value, 0 when all are NaN */
 static int argmax_portable(const float *x, int n) {
     int best = 0;

@@ -27,6 +27,7 @@
  * cap >= window + T − 1, or cap > pos0 + T − 1 when window is 0). */
 #include <stdatomic.h>
 
+#include "core/prof.h"
 #include "kernels_internal.h"
 
 #define ATTN_BUF 32768  /* floats of score scratch per unit (128 KB of stack) */
@@ -325,7 +326,9 @@ static void attn_run(sp_pool *pool, float *out, const float *q, const float *K, 
 
 void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
                   const sp_attn_shape *s) {
+    int prof = sp_prof_enter_kernel(SP_PROF_ATTN);
     attn_run(pool, out, q, K, V, s, sp_cpu_level());
+    sp_prof_leave(prof);
 }
 
 void sp_attention_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,

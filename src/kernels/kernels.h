@@ -52,6 +52,8 @@ void sp_silu_mul_ref(float *out, const float *gate, const float *up, size_t n);
 void sp_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, size_t n);
 float sp_gelu_tanh(float x);
 
+/* the residual add: x[i] += y[i], i < n */
+void sp_add(float *x, const float *y, size_t n);
 /* softcap in place: x = c · tanh(x / c) */
 void sp_softcap(float *x, size_t n, float c);
 /* numerically stable softmax in place over n values */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/prof.h"
 #include "kernels_internal.h"
 #include "quant_internal.h"
 
@@ -130,7 +131,9 @@ static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat 
 }
 
 void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W) {
+    int prof = sp_prof_enter_kernel(SP_PROF_MATMUL);
     mm_run(pool, Y, X, T, W, sp_cpu_level());
+    sp_prof_leave(prof);
 }
 
 void sp_matmul_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {

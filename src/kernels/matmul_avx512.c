@@ -3,9 +3,10 @@
  *   T = 1      (decode): 1 × 8 tiles streaming W from DRAM with software prefetch; bf16
  *              rows are read 64 bytes (32 weights) per load.
  *   T = 2, 3   (verify): T × 8 tiles: each W chunk is loaded and widened once for all tokens.
- *   T >= 4     (verify, prefill): 4 × 6 tiles; the first token block of a row block
- *              prefetches W, the others find it in cache; for T > 16 the tokens go in chunks
- *              sized so a chunk of X stays in L2 while the rows of W stream past it.
+ *   T >= 4     (verify, prefill): 4 × 6 tiles; the token blocks of a row block share the
+ *              prefetch of the row block MM_AHEAD_BLOCKS on and find their own in cache;
+ *              for T > 16 the tokens go in chunks sized so a chunk of X stays in L2 while
+ *              the rows of W stream past it.
  * Performance notes: W and X 64-byte aligned avoid split loads (f32 W: up to 2x at T >= 2). */
 #include "kernels_avx512.h"
 
@@ -38,6 +39,13 @@ static SP_ALWAYS_INLINE __m512 load_w16_mask(const void *W, size_t off, sp_dtype
 #ifndef MM_PREFETCH_BYTES
 #define MM_PREFETCH_BYTES 1024
 #endif
+
+/* Multi-token tiles stream the row block MM_AHEAD_BLOCKS ahead of the one they compute
+ * (decode keeps its own-row prefetch). One block ahead left DRAM idle between blocks: an
+ * 8-token verify of the embedded target took ~1.8 decode steps on one core, compute plus
+ * memory nearly serialised; three ahead: 0.90x that time (docs/ROUND_COST.md). Decode does
+ * not gain from it (1.1x slower: its own-row prefetch already runs ahead). */
+#define MM_AHEAD_BLOCKS 3
 
 #ifndef MM_STREAM_HINT
 #define MM_STREAM_HINT _MM_HINT_T0
@@ -171,8 +179,9 @@ void sp_mm_rows_avx512(const sp_mm_ctx *c, int n0, int n1, int f0, int f1, int c
         Tc = (MM_XCHUNK_FLOATS / (K > 0 ? K : 1)) & ~3;
         if (Tc < 4) Tc = 4;
     }
+    const int ahead_rows = (T >= 2 ? MM_AHEAD_BLOCKS : 1) * NB;
     if (cold)
-        for (size_t o = 0; o < (size_t)(n1 - n0 < NB ? n1 - n0 : NB) * row_bytes; o += 64)
+        for (size_t o = 0; o < (size_t)(n1 - n0 < ahead_rows ? n1 - n0 : ahead_rows) * row_bytes; o += 64)
             _mm_prefetch((const char *)c->W + (size_t)n0 * row_bytes + o, _MM_HINT_T0);
     for (int tc0 = 0; tc0 < T; tc0 += Tc) {
         int tc1 = tc0 + Tc < T ? tc0 + Tc : T;
@@ -182,13 +191,16 @@ void sp_mm_rows_avx512(const sp_mm_ctx *c, int n0, int n1, int f0, int f1, int c
         int tb_base = (tc1 - tc0) / nblk, tb_extra = (tc1 - tc0) % nblk;
         for (int n = n0; n < n1;) {
             int nb = n1 - n >= NB ? NB : 1;
-            /* the rows to stream in while this block computes: the next row block of this
-             * chunk; after the last, the first block of the next token chunk (this chunk
-             * again, likely still in L2) or of the next claimed chunk */
-            int p0 = n + nb, p1 = n + nb + NB < n1 ? n + nb + NB : n1;
+            /* the rows to stream in while this block computes: the row block `ahead` blocks on
+             * in this chunk; past its end, the first block of the next token chunk (this
+             * chunk again, likely still in L2) or the matching block of the next claimed chunk */
+            int p0 = n + nb + ahead_rows - NB, p1 = p0 + NB < n1 ? p0 + NB : n1;
             if (p0 >= n1) {
-                p0 = tc1 < T ? n0 : f0;
-                p1 = tc1 < T ? (n0 + NB < n1 ? n0 + NB : n1) : (f0 + NB < f1 ? f0 + NB : f1);
+                if (tc1 < T) {
+                    p0 = n0, p1 = n0 + NB < n1 ? n0 + NB : n1;
+                } else {
+                    p0 = f0 + (p0 - n1), p1 = p0 + NB < f1 ? p0 + NB : f1;
+                }
             }
             const char *next = (const char *)c->W + (size_t)p0 * row_bytes;
             size_t len = (size_t)(p1 > p0 ? p1 - p0 : 0) * row_bytes;

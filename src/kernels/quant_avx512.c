@@ -2,9 +2,9 @@
  * in the canonical order of quant_internal.h. Entered only when sp_cpu_level() is
  * SP_CPU_AVX512 and the processor has AVX512-VNNI.
  *
- * Tiles: TB tokens (1..4) × 4 weight rows; each weight block is loaded and unpacked once per
- * tile and used for all TB tokens, so a T-token call reads W once per 4 tokens from memory
- * (the rest from cache). Row remainders reuse the last row and drop its results. Within one
+ * Tiles: TB tokens (1..4; 1..8 for the K-quants) × 4 weight rows; each weight block is
+ * loaded and unpacked once per tile and used for all TB tokens, so a T-token call reads W
+ * once per tile of tokens from memory (the rest from cache). Row remainders reuse the last row and drop its results. Within one
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
  * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
@@ -16,6 +16,10 @@
 #include "quant_internal.h"
 
 #define NB 4 /* weight rows per tile */
+/* tokens per K-quant tile: their unpacked super-blocks (kept in L1) serve up to 8 tokens, so
+ * an 8-token verify unpacks each weight row once (measured: Q4_K / Q6_K 8-token matmul
+ * ~0.8x the time of two 4-token tiles; docs/ROUND_COST.md) */
+#define KTB_MAX 8
 
 /* the canonical 16 → 1 tree of quant_internal.h: (i, i+8), (i, i+4), (i, i+2), (0, 1) */
 static SP_ALWAYS_INLINE float hsum16_canon(__m512 v) {
@@ -173,9 +177,9 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qx_row xr[4];
+    qx_row xr[KTB_MAX];
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    __m128 acc[4];
+    __m128 acc[KTB_MAX];
     for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
@@ -232,9 +236,9 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qx_row xr[4];
+    qx_row xr[KTB_MAX];
     for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    __m128 acc[4];
+    __m128 acc[KTB_MAX];
     for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
     /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
@@ -287,6 +291,123 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
     }
 }
 
+/* ---- activation rows ------------------------------------------------------------------------ */
+/* quant.c's sp_quantize_row_q8_0 / _q8_K on 16 lanes, operation for operation (no fused
+ * operations), so the bytes are the same; a block with a NaN, an infinity or a scale whose
+ * inverse overflows takes the scalar quantizer, whose handling of those is not worth copying. */
+
+/* every |x| of the n values (a multiple of 16) at most 3.4e38: finite, and on the common
+ * path of both scalar quantizers */
+static SP_ALWAYS_INLINE int all_finite(const float *x, int n) {
+    const __m512 lim = _mm512_set1_ps(3.4e38f); /* sp_quantize_row_q8_0 takes another path above */
+    __mmask16 ok = 0xFFFF;
+    for (int i = 0; i < n; i += 16) ok &= _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), lim, _CMP_LE_OQ);
+    return ok == 0xFFFF;
+}
+
+/* one Q8_0 block of 32: q[32], *d the f16 scale widened */
+static void qx_q8_0_block_scalar(int8_t *q, float *d, const float *x) {
+    sp_block_q8_0 blk;
+    sp_quantize_row_q8_0(&blk, x, 32);
+    memcpy(q, blk.qs, 32);
+    *d = sp_f16_to_f32(blk.d);
+}
+
+static void qx_q8_0_block(int8_t *q, float *d, const float *x) {
+    if (!all_finite(x, 32)) {
+        qx_q8_0_block_scalar(q, d, x);
+        return;
+    }
+    /* pm[l] = max over x[l], x[l + 8], x[l + 16], x[l + 24], then amax over l in order (the
+     * values are finite, so any max order gives the same amax) */
+    __m256 pm = _mm256_setzero_ps();
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    for (int c = 0; c < 4; c++) pm = _mm256_max_ps(pm, _mm256_andnot_ps(sgn, _mm256_loadu_ps(x + 8 * c)));
+    float pl[8], amax = 0.0f;
+    _mm256_storeu_ps(pl, pm);
+    for (int l = 0; l < 8; l++) amax = amax > pl[l] ? amax : pl[l];
+    float dd = amax / 127.0f;
+    float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    if (!(id <= 3.4e38f)) { /* a subnormal scale: 1/d overflows */
+        qx_q8_0_block_scalar(q, d, x);
+        return;
+    }
+    *d = sp_f16_to_f32(sp_f32_to_f16(dd));
+    /* half away from zero: trunc(|v|) + (rest >= 0.5), at most 127, with v's sign */
+    const __m512 vid = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int c = 0; c < 2; c++) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * c), vid);
+        __m512 a = _mm512_abs_ps(v);
+        __m512 t = _mm512_roundscale_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(_mm512_sub_ps(a, t), half, _CMP_GE_OQ), t, one);
+        t = _mm512_min_ps(t, _mm512_set1_ps(127.0f));
+        t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), t);
+        _mm_storeu_si128((__m128i *)(q + 16 * c), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(t)));
+    }
+}
+
+/* one Q8_K block of 256: q[256], *d, bsums[16] */
+static void qx_q8_K_block_scalar(int8_t *q, float *d, int16_t *bsums, const float *x) {
+    sp_block_q8_K blk;
+    sp_quantize_row_q8_K(&blk, x, SP_QK_K);
+    memcpy(q, blk.qs, SP_QK_K);
+    *d = blk.d;
+    memcpy(bsums, blk.bsums, sizeof blk.bsums);
+}
+
+static void qx_q8_K_block(int8_t *q, float *d, int16_t *bsums, const float *x) {
+    if (!all_finite(x, SP_QK_K)) {
+        qx_q8_K_block_scalar(q, d, bsums, x);
+        return;
+    }
+    /* the largest magnitude; the scalar loop keeps the first element reaching it */
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < SP_QK_K; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
+    float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+        memset(q, 0, SP_QK_K);
+        *d = 0.0f;
+        memset(bsums, 0, 16 * sizeof *bsums);
+        return;
+    }
+    float max = 0.0f;
+    for (int i = 0; i < SP_QK_K; i += 16) {
+        __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (e) {
+            max = x[i + __builtin_ctz(e)];
+            break;
+        }
+    }
+    float iscale = -127.0f / max;
+    if (!(fabsf(iscale) <= 3.4e38f)) { /* a subnormal maximum: the scale overflows */
+        qx_q8_K_block_scalar(q, d, bsums, x);
+        return;
+    }
+    const __m512 vs = _mm512_set1_ps(iscale);
+    /* round half to even (|v| <= 127 here), saturated to int8; group g = lanes of chunk g */
+    for (int g = 0; g < 16; g++) {
+        __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * g)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512i iv = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127)),
+                                      _mm512_set1_epi32(-128));
+        _mm_storeu_si128((__m128i *)(q + 16 * g), _mm512_cvtepi32_epi8(iv));
+        bsums[g] = (int16_t)_mm512_reduce_add_epi32(iv);
+    }
+    *d = 1 / iscale;
+}
+
+void qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K) {
+    int8_t *q = (int8_t *)row;
+    float *d = (float *)(row + K);
+    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0) {
+        for (int b = 0; b < K / SP_QK8_0; b++) qx_q8_0_block(q + (size_t)b * SP_QK8_0, d + b, x + (size_t)b * SP_QK8_0);
+    } else {
+        int16_t *bs = (int16_t *)(row + K + 4 * (size_t)(K / SP_QK_K));
+        for (int b = 0; b < K / SP_QK_K; b++)
+            qx_q8_K_block(q + (size_t)b * SP_QK_K, d + b, bs + 16 * b, x + (size_t)b * SP_QK_K);
+    }
+}
+
 /* ---- driver: one out-of-line function per (type, TB) ------------------------------------------ */
 static void tile_q8_0_1(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 1, 0); }
 static void tile_q8_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 2, 0); }
@@ -300,21 +421,32 @@ static void tile_q4_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t
 static void tile_q4_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2); }
 static void tile_q4_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3); }
 static void tile_q4_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4); }
+static void tile_q4_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5); }
+static void tile_q4_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6); }
+static void tile_q4_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7); }
+static void tile_q4_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8); }
 static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1); }
 static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2); }
 static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3); }
 static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4); }
+static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5); }
+static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6); }
+static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7); }
+static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8); }
 
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 
 void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
     static const qtile_fn q8_0[4] = {tile_q8_0_1, tile_q8_0_2, tile_q8_0_3, tile_q8_0_4};
     static const qtile_fn q4_0[4] = {tile_q4_0_1, tile_q4_0_2, tile_q4_0_3, tile_q4_0_4};
-    static const qtile_fn q4_K[4] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4};
-    static const qtile_fn q6_K[4] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4};
+    static const qtile_fn q4_K[KTB_MAX] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4,
+                                           tile_q4_K_5, tile_q4_K_6, tile_q4_K_7, tile_q4_K_8};
+    static const qtile_fn q6_K[KTB_MAX] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4,
+                                           tile_q6_K_5, tile_q6_K_6, tile_q6_K_7, tile_q6_K_8};
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0 ? q8_0 : c->dt == SP_DT_Q4_0 ? q4_0 : c->dt == SP_DT_Q4_K ? q4_K : q6_K;
+    const int tb = c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K ? KTB_MAX : 4;
     for (int n = n0; n < n1; n += NB) {
         int ne = n + NB < n1 ? n + NB : n1;
-        for (int t = 0; t < c->T; t += 4) tiles[(c->T - t < 4 ? c->T - t : 4) - 1](c, t, n, ne);
+        for (int t = 0; t < c->T; t += tb) tiles[(c->T - t < tb ? c->T - t : tb) - 1](c, t, n, ne);
     }
 }

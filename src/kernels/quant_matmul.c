@@ -23,15 +23,13 @@ static inline float rd_f16(const uint8_t *p) {
 }
 
 /* ---- activation rows ------------------------------------------------------------------- */
-/* the activation type and scratch row bytes for weight type dt */
-static size_t qx_row_bytes(sp_dtype dt, int K) {
+size_t qx_row_bytes(sp_dtype dt, int K) {
     size_t nb = (size_t)K / sp_dtype_block_elems(dt);
     size_t bytes = (size_t)K + 4 * nb + (dt == SP_DT_Q4_K || dt == SP_DT_Q6_K ? 2 * (size_t)K / 16 : 0);
     return (bytes + 63) / 64 * 64;
 }
 
-/* quantize x[K] into one scratch row (layout in quant_internal.h) */
-static void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
+void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
     int8_t *q = (int8_t *)row;
     float *d = (float *)(row + K);
     if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0) {
@@ -193,9 +191,14 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
     int rows = (W->n + chunks - 1) / chunks;
     rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
     qmm_job job = {&c, qmm_pick(tier), rows, 0};
+    /* the activation rows: the same bytes from either quantizer */
+    void (*quantize)(uint8_t *, const float *, sp_dtype, int) = qx_quantize;
+#if defined(__x86_64__) || defined(__i386__)
+    if (job.rows == qmm_rows_avx512) quantize = qx_quantize_avx512;
+#endif
     for (int t0 = 0; t0 < T; t0 += tc) {
         c.T = T - t0 < tc ? T - t0 : tc;
-        for (int t = 0; t < c.T; t++) qx_quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
+        for (int t = 0; t < c.T; t++) quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
         c.Y = Y + (size_t)t0 * W->n;
         atomic_store(&job.next_chunk, 0);
         sp_pool_run(pool, qmm_task, &job);

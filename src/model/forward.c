@@ -1,10 +1,6 @@
-/* forward.c — the decoder forward over T tokens (prefill, decode, verify), FORMATS.md §4.3, §5.3–5.6.
- *
- *   llama / qwen3:  h += o_proj(attn(norm_in(h)));        h += mlp(norm_post(h))
- *   gemma4:         h += norm_post_attn(o_proj(attn(norm_in(h))))
- *                   h += norm_post_ffn(mlp(norm_pre_ffn(h)))
- *                   h += norm_ple(proj(gelu(gate(h)) ⊙ ple[l]))      (if PLE)
- *                   h *= layer_scalar
+/* forward.c — the decoder forward over T tokens (prefill, decode, verify), FORMATS.md §4.3, §5.3–5.6:
+ * embeddings (and Gemma-4's per-layer inputs), the layers through block.c's sp_block_forward, the
+ * final norm and the LM head (+ softcap).
  *
  * Every kernel used here is batch-invariant, so each position's logits are bit-identical whether
  * it is computed alone or inside a block of T — the property lossless greedy verification needs.
@@ -14,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/prof.h"
 #include "kernels/quant.h"
 #include "model_internal.h"
 
@@ -31,8 +28,10 @@ void sp_model_embed(const sp_model *m, float *out, int32_t token) {
 }
 
 void sp_model_logits(sp_model *m, float *logits, const float *hidden, int T) {
+    int prof = sp_prof_enter(SP_PROF_LM_HEAD);
     sp_matmul(m->pool, logits, hidden, T, &m->lm_head);
     if (m->cfg.final_softcap > 0) sp_softcap(logits, (size_t)T * m->cfg.vocab_size, (float)m->cfg.final_softcap);
+    sp_prof_leave(prof);
 }
 
 /* Gemma-4 per-layer inputs for T tokens → ple[T, L, P] (FORMATS.md §5.6) */
@@ -51,83 +50,6 @@ static void ple_inputs(sp_model *m, sp_kv *kv, const int32_t *tokens, int T) {
         sp_mat_row_f32(&m->ple_embed, id, tok);
         for (int i = 0; i < L * P; i++) ctx[i] = (ctx[i] + tok[i] * m->ple_embed_scale) * in_scale;
     }
-}
-
-/* llama GGUF: attn_q / attn_k rows come in llama.cpp's order, where pair (2j, 2j+1) of a head
- * holds HF dims (j, j + D/2) (docs/GGUF.md). Each projected head is put back in HF order, so RoPE,
- * the cache and every later float operation are those of the safetensors checkpoint. */
-static void heads_from_interleaved(float *x, int n_heads, int D) {
-    float tmp[SP_MODEL_MAX_HEAD_DIM];
-    for (int h = 0; h < n_heads; h++) {
-        float *v = x + (size_t)h * D;
-        for (int j = 0; j < D / 2; j++) {
-            tmp[j] = v[2 * j];
-            tmp[j + D / 2] = v[2 * j + 1];
-        }
-        memcpy(v, tmp, (size_t)D * sizeof(float));
-    }
-}
-
-/* position of row t: a chain's pos0 + t, a tree row's pos0 + its depth */
-static inline int row_pos(int pos0, const int *depth, int t) { return pos0 + (depth ? depth[t] : t); }
-
-/* Attention of layer li for the rows of every sequence: Q/K/V/O projections over all R rows at
- * once (S holds the scratch), RoPE by each row's own position, K/V appended to each sequence's
- * cache, and attention per sequence over its own cache. parents: NULL, or per sequence NULL (a
- * chain) or a token tree's parent rows: row t then sits at position pos0 + depth(t) and attends
- * its root path (attention_tree.c). */
-static void attention_block(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, const int32_t *const *parents, int n,
-                            int R, int li) {
-    const sp_config *c = &m->cfg;
-    const sp_layer_config *lc = &c->layers[li];
-    const sp_layer *l = &m->layers[li];
-    int NH = c->n_heads, D = lc->head_dim, KVH = lc->n_kv_heads, src = lc->kv_source;
-    float eps = (float)c->rms_eps;
-    sp_pool *pool = m->pool;
-    size_t qrow = (size_t)NH * D, row = (size_t)KVH * D;
-
-    sp_matmul(pool, S->q, S->xn, R, &l->wq);
-    if (m->qk_interleaved) heads_from_interleaved(S->q, R * NH, D);
-    if (l->q_norm) sp_rmsnorm(S->q, S->q, l->q_norm, R * NH, D, eps);
-    if (src == li) { /* project K/V of all rows */
-        sp_matmul(pool, S->k, S->xn, R, &l->wk);
-        if (m->qk_interleaved) heads_from_interleaved(S->k, R * KVH, D);
-        if (l->wv.data) sp_matmul(pool, S->v, S->xn, R, &l->wv);
-        else memcpy(S->v, S->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
-        if (l->k_norm) sp_rmsnorm(S->k, S->k, l->k_norm, R * KVH, D, eps);
-        if (c->arch == SP_ARCH_GEMMA4) sp_rmsnorm(S->v, S->v, NULL, R * KVH, D, eps); /* weightless v_norm */
-    }
-    for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
-        sp_kv *kv = seqs[s].kv;
-        int T = seqs[s].T, pos0 = kv->len;
-        const int32_t *parent = parents ? parents[s] : NULL;
-        int depth[SP_TREE_MAX_ROWS]; /* a tree row's offset from pos0 */
-        for (int t = 0; parent && t < T; t++) depth[t] = parent[t] < 0 ? 0 : depth[parent[t]] + 1;
-        const int *dp = parent ? depth : NULL;
-        float *q = S->q + (size_t)r0 * qrow;
-        for (int t = 0; t < T; t++) sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, row_pos(pos0, dp, t));
-        if (src == li) { /* append this sequence's K/V rows to its cache (row t in the slot of pos0 + t) */
-            float *k = S->k + (size_t)r0 * row, *v = S->v + (size_t)r0 * row;
-            for (int t = 0; t < T; t++) sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, row_pos(pos0, dp, t));
-            for (int t = 0; t < T; t++) {
-                int p = pos0 + t, slot = kv->ring[li] ? p % kv->cap[li] : p;
-                memcpy(kv->K[li] + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
-                memcpy(kv->V[li] + (size_t)slot * row, v + (size_t)t * row, row * sizeof(float));
-            }
-        }
-        sp_attn_shape sh = {
-            .T = T, .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = kv->cap[src], .ring = kv->ring[src],
-            .window = lc->sliding ? c->sliding_window : 0,
-            .scale = c->arch == SP_ARCH_GEMMA4 ? 1.0f : 1.0f / sqrtf((float)D),
-        };
-        if (parent) sp_attention_tree(pool, S->att + (size_t)r0 * qrow, q, kv->K[src], kv->V[src], &sh, parent);
-        else sp_attention(pool, S->att + (size_t)r0 * qrow, q, kv->K[src], kv->V[src], &sh);
-    }
-    sp_matmul(pool, S->o, S->att, R, &l->wo);
-}
-
-static void add(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 /* Check one sequence of a batched forward. */
@@ -150,48 +72,28 @@ static int check_seq(const sp_model *m, const sp_forward_seq *q, int i, sp_err *
     return 0;
 }
 
-/* The forward of n sequences whose R rows (sequence by sequence) run through S's scratch. */
-static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, const int32_t *const *parents, int n, int R,
-                        const int32_t *tokens) {
+/* The forward of n sequences whose R rows (sequence by sequence) run through S's scratch; segs
+ * holds n entries for the layers' cache views. parent: NULL, or the rows of a token tree (n = 1;
+ * sp_model_forward_tree). */
+static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n, int R, const int32_t *tokens,
+                        sp_block_seg *segs, const int32_t *parent) {
     const sp_config *c = &m->cfg;
     int H = c->hidden_size, L = c->n_layers;
     float eps = (float)c->rms_eps;
-    int gemma = c->arch == SP_ARCH_GEMMA4;
+    sp_block_scratch scr = {S->xn, S->q, S->k, S->v, S->att, S->o, S->g, S->u};
 
     for (int t = 0; t < R; t++) sp_model_embed(m, S->x + (size_t)t * H, tokens[t]);
-    if (gemma && c->ple_dim > 0) ple_inputs(m, S, tokens, R);
-    size_t TH = (size_t)R * H;
+    if (c->arch == SP_ARCH_GEMMA4 && c->ple_dim > 0) ple_inputs(m, S, tokens, R);
 
     for (int li = 0; li < L; li++) {
-        const sp_layer *l = &m->layers[li];
-        int I = c->layers[li].ffn_dim;
-        sp_rmsnorm(S->xn, S->x, l->attn_norm, R, H, eps);
-        attention_block(m, S, seqs, parents, n, R, li);
-        if (gemma) sp_rmsnorm(S->o, S->o, l->post_attn_norm, R, H, eps);
-        add(S->x, S->o, TH);
-
-        sp_rmsnorm(S->xn, S->x, gemma ? l->pre_ffn_norm : l->post_attn_norm, R, H, eps);
-        sp_matmul(m->pool, S->g, S->xn, R, &l->w_gate);
-        sp_matmul(m->pool, S->u, S->xn, R, &l->w_up);
-        if (c->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(S->g, S->g, S->u, (size_t)R * I);
-        else sp_silu_mul(S->g, S->g, S->u, (size_t)R * I);
-        sp_matmul(m->pool, S->o, S->g, R, &l->w_down);
-        if (gemma) sp_rmsnorm(S->o, S->o, l->post_ffn_norm, R, H, eps);
-        add(S->x, S->o, TH);
-
-        if (gemma && c->ple_dim > 0) {
-            int P = c->ple_dim;
-            sp_matmul(m->pool, S->g, S->x, R, &l->ple_gate); /* [R, P] */
-            for (int t = 0; t < R; t++) {
-                const float *ple = S->ple + ((size_t)t * L + li) * P;
-                sp_gelu_tanh_mul(S->g + (size_t)t * P, S->g + (size_t)t * P, ple, (size_t)P);
-            }
-            sp_matmul(m->pool, S->o, S->g, R, &l->ple_proj);
-            sp_rmsnorm(S->o, S->o, l->ple_post_norm, R, H, eps);
-            add(S->x, S->o, TH);
+        int src = c->layers[li].kv_source; /* KV-shared layers read an earlier layer's cache */
+        for (int s = 0; s < n; s++) {
+            sp_kv *kv = seqs[s].kv;
+            segs[s] = (sp_block_seg){seqs[s].T, kv->len, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], parent};
         }
-        if (l->layer_scalar != 1.0f)
-            for (size_t i = 0; i < TH; i++) S->x[i] *= l->layer_scalar;
+        int P = m->layers[li].d.ple_dim;
+        sp_block_forward(m->pool, &m->layers[li], S->x, R, segs, n, P ? S->ple + (size_t)li * P : NULL,
+                         (size_t)L * P, &scr);
 
         for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
             const sp_forward_out *out = seqs[s].out;
@@ -248,29 +150,36 @@ int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *se
         return sp_err_set(err, "forward: %d rows in one batch, the scratch holds %d", R,
                           scratch && scratch->m == m ? scratch->max_batch : 0);
     int32_t *tokens = malloc((size_t)R * sizeof *tokens);
-    if (!tokens) return sp_err_set(err, "forward: out of memory for %d tokens", R);
+    sp_block_seg *segs = malloc((size_t)n * sizeof *segs);
+    if (!tokens || !segs) {
+        free(tokens);
+        free(segs);
+        return sp_err_set(err, "forward: out of memory for %d tokens", R);
+    }
     for (int i = 0, r = 0; i < n; r += seqs[i].T, i++) memcpy(tokens + r, seqs[i].tokens, (size_t)seqs[i].T * 4);
-    int rc = forward_rows(m, scratch, seqs, NULL, n, R, tokens);
+    int rc = forward_rows(m, scratch, seqs, n, R, tokens, segs, NULL);
     free(tokens);
+    free(segs);
     return rc;
 }
 
 int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out, sp_err *err) {
     sp_forward_seq q = {kv, tokens, T, out};
+    sp_block_seg seg;
     if (check_seq(m, &q, 0, err)) return -1;
-    return forward_rows(m, kv, &q, NULL, 1, T, tokens);
+    return forward_rows(m, kv, &q, 1, T, tokens, &seg, NULL);
 }
 
 int sp_model_forward_tree(sp_model *m, sp_kv *kv, const int32_t *tokens, const int32_t *parent, int T,
                           sp_forward_out *out, sp_err *err) {
     _Static_assert(SP_TREE_MAX_ROWS <= SP_ATTN_TREE_MAX, "tree rows beyond the tree attention kernel's bound");
     sp_forward_seq q = {kv, tokens, T, out};
+    sp_block_seg seg;
     if (check_seq(m, &q, 0, err)) return -1;
     if (!parent) return sp_err_set(err, "forward tree: no parent rows");
     if (T > SP_TREE_MAX_ROWS) return sp_err_set(err, "forward tree: %d rows (at most %d)", T, SP_TREE_MAX_ROWS);
     for (int t = 0; t < T; t++)
         if (parent[t] < -1 || parent[t] >= t)
             return sp_err_set(err, "forward tree: row %d has parent %d (expected -1 .. %d)", t, parent[t], t - 1);
-    const int32_t *parents[1] = {parent};
-    return forward_rows(m, kv, &q, parents, 1, T, tokens);
+    return forward_rows(m, kv, &q, 1, T, tokens, &seg, parent);
 }

@@ -130,22 +130,25 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
     const sp_layer_config *lc = &c->layers[i];
     sp_layer *l = &m->layers[i];
     char nm[256];
-    int H = c->hidden_size, D = lc->head_dim, NH = c->n_heads, KVH = lc->n_kv_heads, I = lc->ffn_dim;
-    int gemma = c->arch == SP_ARCH_GEMMA4;
+    l->d = sp_block_describe(c, i, SP_ATTN_CAUSAL);
+    l->d.qk_interleaved = m->qk_interleaved;
+    const sp_block_desc *d = &l->d;
+    int H = d->H, D = d->D, NH = d->NH, KVH = d->KVH, I = d->I;
     if (get_vec(m, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
         get_mat(m, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
         get_mat(m, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
-        get_vec(m, NAME("layers.%d.post_attention_layernorm.weight", i), H, &l->post_attn_norm, err) ||
+        get_vec(m, NAME("layers.%d.post_attention_layernorm.weight", i), H,
+                d->post_norms ? &l->attn_post_norm : &l->ffn_norm, err) ||
         get_mat(m, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
         get_mat(m, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
         get_mat(m, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
         return -1;
-    if (c->qk_norm && get_vec(m, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err)) return -1;
+    if (d->qk_norm && get_vec(m, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err)) return -1;
     if (lc->kv_source == i) { /* this layer computes its own K/V */
         if (get_mat(m, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err)) return -1;
         if (lc->has_v_proj && get_mat(m, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
             return -1;
-        if (c->qk_norm && get_vec(m, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)) return -1;
+        if (d->qk_norm && get_vec(m, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)) return -1;
     } else if (m->gg) { /* a KV-shared layer may still carry unused K/V tensors (llama.cpp allows them) */
         wt unused;
         const char *kv_names[] = {"k_proj", "v_proj", "k_norm"};
@@ -153,9 +156,9 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
             if (find(m, NAME("layers.%d.self_attn.%s.weight", i, kv_names[j]), &unused, err) < 0) return -1;
     }
     l->layer_scalar = 1.0f;
-    if (gemma) {
-        if (get_vec(m, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->pre_ffn_norm, err) ||
-            get_vec(m, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->post_ffn_norm, err))
+    if (d->post_norms) {
+        if (get_vec(m, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->ffn_norm, err) ||
+            get_vec(m, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->ffn_post_norm, err))
             return -1;
         wt ls;
         int rc = find(m, NAME("layers.%d.layer_scalar", i), &ls, err);
@@ -165,13 +168,13 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
                 return sp_err_set(err, "tensor %s in %s: expected one float", ls.name, ls.file);
             sp_to_f32(&l->layer_scalar, ls.data, ls.dt, 1);
         }
-        if (c->ple_dim > 0) {
-            int Pd = c->ple_dim;
-            if (get_mat(m, NAME("layers.%d.per_layer_input_gate.weight", i), Pd, H, &l->ple_gate, err) ||
-                get_mat(m, NAME("layers.%d.per_layer_projection.weight", i), H, Pd, &l->ple_proj, err) ||
-                get_vec(m, NAME("layers.%d.post_per_layer_input_norm.weight", i), H, &l->ple_post_norm, err))
-                return -1;
-        }
+    }
+    if (d->ple_dim > 0) {
+        int Pd = d->ple_dim;
+        if (get_mat(m, NAME("layers.%d.per_layer_input_gate.weight", i), Pd, H, &l->ple_gate, err) ||
+            get_mat(m, NAME("layers.%d.per_layer_projection.weight", i), H, Pd, &l->ple_proj, err) ||
+            get_vec(m, NAME("layers.%d.post_per_layer_input_norm.weight", i), H, &l->ple_post_norm, err))
+            return -1;
     }
     /* RoPE table of this layer's type */
     l->inv_freq = own(m, (size_t)(D / 2) * sizeof(float));
@@ -228,9 +231,9 @@ static int open_gguf(sp_model *m, const char *path, sp_err *err) {
     if (m->cfg.arch == SP_ARCH_LLAMA) {
         m->qk_interleaved = 1;
         for (int i = 0; i < m->cfg.n_layers; i++)
-            if (m->cfg.layers[i].head_dim > SP_MODEL_MAX_HEAD_DIM)
+            if (m->cfg.layers[i].head_dim > SP_BLOCK_MAX_HEAD_DIM)
                 return sp_err_set(err, "%s: head dim %d exceeds %d", path, m->cfg.layers[i].head_dim,
-                                  SP_MODEL_MAX_HEAD_DIM);
+                                  SP_BLOCK_MAX_HEAD_DIM);
     }
     if (bind_model(m, err)) return -1;
     for (uint64_t i = 0; i < m->gg->n_tensors; i++)

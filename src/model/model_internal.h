@@ -1,7 +1,7 @@
 /* model_internal.h — the target model's weights, KV cache and scratch, shared by the loader
- * (load.c), the cache (kv.c) and the forward pass (forward.c). One decoder implementation
- * serves Llama-3, Qwen3 and Gemma-4 text: the architectures differ only in which optional
- * pieces (q/k norms, sandwich norms, PLE, KV sharing, sliding layers, softcap) are present. */
+ * (load.c), the cache (kv.c) and the forward pass (forward.c). One decoder layer (block.h)
+ * serves Llama-3, Qwen3 and Gemma-4 text: the architectures differ only in its description
+ * (q/k norms, post norms, PLE, KV sharing, sliding layers) and the final softcap. */
 #ifndef SPECULA_MODEL_INTERNAL_H
 #define SPECULA_MODEL_INTERNAL_H
 
@@ -10,27 +10,10 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "model/block.h"
 
-typedef struct {
-    /* attention */
-    float *attn_norm;          /* [H]  input_layernorm */
-    sp_mat wq;                 /* [NH·D, H] */
-    sp_mat wk, wv;             /* [KVH·D, H]; absent (data NULL) on KV-shared layers; wv absent on k_eq_v */
-    sp_mat wo;                 /* [H, NH·D] */
-    float *q_norm, *k_norm;    /* [D] (qwen3, gemma4) */
-    float *post_attn_norm;     /* [H] gemma4: norm on the attention output; llama/qwen3: the pre-MLP norm */
-    /* MLP */
-    float *pre_ffn_norm;       /* [H] gemma4 only */
-    float *post_ffn_norm;      /* [H] gemma4 only */
-    sp_mat w_gate, w_up;       /* [I, H] */
-    sp_mat w_down;             /* [H, I] */
-    /* gemma4 per-layer input */
-    sp_mat ple_gate;           /* [P, H] */
-    sp_mat ple_proj;           /* [H, P] */
-    float *ple_post_norm;      /* [H] */
-    float layer_scalar;        /* 1 when absent */
-    float *inv_freq;           /* [D/2] RoPE frequencies of this layer's type */
-} sp_layer;
+/* a target layer: the one decoder layer of block.h (the description and the weights) */
+typedef sp_block_layer sp_layer;
 
 struct sp_model {
     sp_config cfg;
@@ -66,8 +49,6 @@ struct sp_kv {
     /* scratch, sized for max_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *ple, *pg, *hid;
 };
-
-#define SP_MODEL_MAX_HEAD_DIM 1024 /* head dims of a llama GGUF (Q/K reordered per head on the stack) */
 
 /* row r of W [N, K] as K floats */
 void sp_mat_row_f32(const sp_mat *w, int r, float *out);

@@ -80,6 +80,12 @@ struct sp_drafter {
      * path's length as n_acc and its rows, exactly as after a chain of those drafts. */
     int (*propose_tree)(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q,
                         sp_err *err);
+    /* Optional (NULL: commit after every round). Rounds that asked for no drafts, told at once
+     * before the next propose: the target committed the old pending token and tokens[0 .. n-2],
+     * then emitted tokens[n-1], now pending. taps [n, n_taps·H] / hidden [n, H]: rows of
+     * [old pending, tokens[0 .. n-2]]. Lets a drafter whose commit runs a forward batch the rows
+     * while the engine's policy has drafting off. */
+    int (*extend)(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden, sp_err *err);
     void (*destroy)(sp_drafter *d);
 };
 

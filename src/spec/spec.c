@@ -10,6 +10,8 @@
 #include "sample/sample.h"
 #include "spec/tree.h"
 
+#define EXT_ROWS 64 /* plain rounds held for one extend: one batched context update */
+
 sp_spec_params sp_spec_params_default(void) {
     sp_spec_params p;
     memset(&p, 0, sizeof p);
@@ -48,9 +50,38 @@ typedef struct {
     sp_penalty *pen; /* NULL: no repetition penalties; else the committed stream (penalty.h) */
     int V, H, greedy, chunk;
     float *logits, *probs, *q, *taps, *hidden;
-    int32_t blk[SP_TREE_MAX_NODES + 1];
+    int32_t blk[SP_SPEC_MAX_G + 1];
+    /* rounds that asked for no drafts, held for the drafter's extend (drafter.h) */
+    int ext, n_ext; /* ext: the drafter has extend and the policy is adaptive */
+    int32_t ext_tok[EXT_ROWS];
+    float *ext_taps, *ext_hid; /* [EXT_ROWS, n_taps·H], [EXT_ROWS, H] */
     sp_tree *tree; /* token trees (p->tree.nodes > 0), else NULL: chains */
 } loop_t;
+
+/* Tell the drafter the plain rounds held since its last propose / commit. */
+static int extend_flush(loop_t *L, sp_err *err) {
+    if (!L->n_ext) return 0;
+    int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+    int rc = L->d->extend(L->d, L->ext_tok, L->n_ext, L->ext_taps, L->ext_hid, err);
+    sp_prof_phase_leave(prof);
+    L->n_ext = 0;
+    return rc;
+}
+
+/* A round without drafts asked for: hold its row for extend, or commit it now. */
+static int commit_plain(loop_t *L, int k, int32_t next, sp_err *err) {
+    if (k > 0 || !L->ext) {
+        int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+        int rc = L->d->commit(L->d, 0, next, L->taps, L->hidden, err);
+        sp_prof_phase_leave(prof);
+        return rc;
+    }
+    int nt = L->d->n_taps, H = L->H;
+    if (nt) memcpy(L->ext_taps + (size_t)L->n_ext * nt * H, L->taps, sizeof(float) * (size_t)nt * H);
+    if (L->d->wants_hidden) memcpy(L->ext_hid + (size_t)L->n_ext * H, L->hidden, sizeof(float) * (size_t)H);
+    L->ext_tok[L->n_ext++] = next;
+    return L->n_ext == EXT_ROWS ? extend_flush(L, err) : 0;
+}
 
 /* Prefill prompt[0..n) (all but the pending token) and begin the drafter with the prompt's
  * taps / hidden rows when it wants them. */
@@ -84,73 +115,48 @@ done:
     return rc;
 }
 
-/* One chain round: propose up to g drafts, verify [pending, drafts] in one forward, decide left
- * to right, and trim the cache back to pending + the accepted drafts (L->blk[1 .. *acc]). *tv: when
- * the verify step began. */
-static int chain_round(loop_t *L, int pos, int g, int32_t pending, int *nd_out, int *acc_out, int32_t *next_out,
-                       double *tv_out, sp_spec_stats *st, sp_err *err) {
-    sp_drafter *d = L->d;
+/* A round over a token tree of at most k levels (tree.c, docs/TREE.md): propose, verify in one
+ * forward, keep the accepted path in the cache, emit, commit, and tell the policy (the tree's
+ * depth stands for the drafts: its measured cost per level is what the tree costs). *stop: the
+ * request ended. */
+static int tree_step(loop_t *L, sp_policy *pol, int32_t *pending, int k, int max_ctx, int32_t *out, int *n_out,
+                     int *stop, sp_spec_stats *st, double t_round, sp_err *err) {
     const sp_spec_params *p = L->p;
-    uint64_t seed = p->gen.sample.seed;
-    int nt = d ? d->n_taps : 0, nd = 0;
-    if (d && g > 0) {
-        double td = sp_time_ms();
-        nd = d->propose(d, g, L->blk + 1, L->q, err);
-        st->draft_ms += sp_time_ms() - td;
-        if (nd < 0) return -1;
-        if (nd > g) nd = g;
-        for (int i = 1; i <= nd; i++)
-            if (L->blk[i] < 0 || L->blk[i] >= L->V)
-                return sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", d->name, L->blk[i]);
-        if (nd < p->draft_min) nd = 0;
-    }
-    L->blk[0] = pending;
+    const sp_config *cfg = sp_model_config(L->m);
+    double td = sp_time_ms();
+    if (extend_flush(L, err)) return -1;
+    st->draft_ms += sp_time_ms() - td;
     double tv = sp_time_ms();
-    sp_forward_out o = {.logits = L->logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L->taps,
-                        .hidden = L->hidden};
-    if (sp_model_forward(L->m, L->kv, L->blk, nd + 1, &o, err)) return -1;
+    sp_tree_result tr;
+    if (sp_tree_round(L->tree, L->m, L->kv, L->d, *pending, k, max_ctx - sp_kv_len(L->kv) - 1, L->smp, L->greedy,
+                      p->gen.sample.seed, L->pen, p->broken_residual, L->blk + 1, &tr, err))
+        return -1;
+    double verify_ms = sp_time_ms() - tv - tr.draft_ms;
     st->target_calls++;
-    /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
-     * of the sequence (pushed one by one, popped after the round) */
-    int acc = 0, next = -1, pushed = 0;
-    for (int i = 0; i <= nd; i++) {
-        float *lg = L->logits + (size_t)i * L->V;
-        uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
-        if (L->pen) {
-            if (i > 0 && sp_penalty_push(L->pen, L->blk[i], err)) return -1;
-            pushed += i > 0;
-            sp_penalty_apply(L->pen, lg);
-        }
-        if (L->greedy) {
-            int best = sp_sample_argmax(lg, L->V);
-            if (i < nd && L->blk[i + 1] == best) {
-                acc++;
-                continue;
-            }
-            next = best;
-            break;
-        }
-        if (sp_sampler_probs(L->smp, L->probs, lg, err)) return -1;
-        if (i == nd) { /* bonus (or plain step) from p */
-            next = sp_sample_probs(L->probs, L->V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
-            break;
-        }
-        int ok;
-        int tok = sp_spec_verify_one(L->probs, L->q ? L->q + (size_t)i * L->V : NULL, L->V, L->blk[i + 1],
-                                     sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
-                                     sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), p->broken_residual, &ok);
-        if (ok) {
-            acc++;
-            continue;
-        }
-        next = tok;
-        break;
+    if (tr.nodes == 0) st->rounds_nodraft[SP_NODRAFT_DRAFTER]++;
+    st->verify_ms += verify_ms;
+    st->drafted += tr.nodes;
+    st->verify_len_hist[tr.depth]++;
+    st->accepted += tr.acc;
+    for (int i = 0; i < tr.depth; i++) {
+        st->pos_drafted[i]++;
+        if (i < tr.acc) st->pos_accepted[i]++;
     }
-    if (L->pen) sp_penalty_pop(L->pen, pushed);
-    if (next < 0) return sp_err_set(err, "spec: sampling failed (empty distribution)");
-    /* roll the target back over rejected drafts: keep pending + acc drafts */
-    if (sp_kv_trim(L->kv, nd - acc, err)) return -1;
-    *nd_out = nd, *acc_out = acc, *next_out = next, *tv_out = tv;
+    for (int i = 0; i <= tr.acc && !*stop; i++) { /* emit as the chain loop does */
+        int32_t tok = i < tr.acc ? L->blk[i + 1] : tr.next;
+        out[(*n_out)++] = tok;
+        if (L->pen && sp_penalty_push(L->pen, tok, err)) return -1;
+        if (p->gen.on_token && p->gen.on_token(p->gen.cb_ctx, tok)) st->stop = SP_STOP_CALLBACK, *stop = 1;
+        else if (!p->gen.ignore_eos && sp_gen_is_eos(cfg, &p->gen, tok)) st->stop = SP_STOP_EOS, *stop = 1;
+        else if (*n_out >= p->gen.max_new) st->stop = SP_STOP_MAX_NEW, *stop = 1;
+    }
+    if (*stop) return 0;
+    *pending = tr.next;
+    double tc = sp_time_ms();
+    if (L->d->commit(L->d, tr.acc, tr.next, tr.taps, tr.hidden, err)) return -1;
+    double draft_ms = tr.draft_ms + sp_time_ms() - tc;
+    st->draft_ms += draft_ms;
+    sp_policy_observe(pol, k, tr.depth, tr.acc, draft_ms, verify_ms, sp_time_ms() - t_round);
     return 0;
 }
 
@@ -188,8 +194,11 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int wh = d && d->wants_hidden;
     L.taps = nt ? malloc(sizeof(float) * (size_t)(G + 1) * nt * L.H) : NULL;
     L.hidden = wh ? malloc(sizeof(float) * (size_t)(G + 1) * L.H) : NULL;
+    int ext = L.ext = d && d->extend && p->policy == SP_SPEC_POLICY_ADAPTIVE;
+    L.ext_taps = ext && nt ? malloc(sizeof(float) * EXT_ROWS * nt * L.H) : NULL;
+    L.ext_hid = ext && wh ? malloc(sizeof(float) * EXT_ROWS * L.H) : NULL;
     if (!L.kv || !L.smp || !L.logits || !L.probs || (d && d->provides_q && !L.greedy && !L.q) || (nt && !L.taps) ||
-        (wh && !L.hidden)) {
+        (wh && !L.hidden) || (ext && nt && !L.ext_taps) || (ext && wh && !L.ext_hid)) {
         if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
         goto done;
     }
@@ -214,7 +223,12 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int32_t pending = prompt[n_prompt - 1];
     int n_out = 0;
     uint64_t seed = p->gen.sample.seed;
+    sp_policy pol;
+    sp_policy_begin(&pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G);
+    if (p->profile) sp_prof_start();
+    int prof;
     while (n_out < p->gen.max_new) {
+        double tr = sp_time_ms(), round_draft_ms = 0;
         int pos = sp_kv_len(L.kv); /* absolute position of `pending` */
         /* room: the block [pending, drafts] must fit the cache, and drafts beyond max_new are waste */
         int g = G;
@@ -224,32 +238,97 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
             st->stop = SP_STOP_CTX;
             break;
         }
-        int nd = 0, acc = 0, depth = 0;
-        int32_t next = -1;
-        const float *ctaps = L.taps, *chid = L.hidden; /* rows of [pending, accepted drafts] */
+        int nd = 0, why = SP_NODRAFT_DRAFTER;
+        int k = d ? sp_policy_choose(&pol, g, &why) : 0;
+        if (L.tree && k > 0) {
+            int stop = 0;
+            if (tree_step(&L, &pol, &pending, k, max_ctx, out, &n_out, &stop, st, tr, err)) goto done;
+            if (stop) break;
+            continue;
+        }
+        if (d && k > 0) {
+            double td = sp_time_ms();
+            if (extend_flush(&L, err)) goto done;
+            /* the held rows' update is a one-time cost of turning drafting on: outside the round's
+             * draft time the policy weighs */
+            st->draft_ms += sp_time_ms() - td;
+            td = sp_time_ms();
+            prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+            nd = d->propose(d, k, L.blk + 1, L.q, err);
+            sp_prof_phase_leave(prof);
+            round_draft_ms = sp_time_ms() - td;
+            if (nd < 0) goto done;
+            if (nd > k) nd = k;
+            if (nd > g) nd = g;
+            for (int i = 1; i <= nd; i++)
+                if (L.blk[i] < 0 || L.blk[i] >= L.V) {
+                    sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", d->name, L.blk[i]);
+                    goto done;
+                }
+            if (nd < p->draft_min) nd = 0;
+        }
+        L.blk[0] = pending;
         double tv = sp_time_ms();
-        if (L.tree) { /* a token tree (tree.c): propose, verify in one forward, keep the accepted path */
-            sp_tree_result tr;
-            if (sp_tree_round(L.tree, m, L.kv, d, pending, g, max_ctx - pos - 1, L.smp, L.greedy, seed, L.pen,
-                              p->broken_residual, L.blk + 1, &tr, err))
-                goto done;
-            nd = tr.nodes, depth = tr.depth, acc = tr.acc, next = tr.next;
-            ctaps = tr.taps, chid = tr.hidden; /* the path's rows, for commit() */
-            st->target_calls++;
-            st->draft_ms += tr.draft_ms;
-            tv += tr.draft_ms; /* verify_ms: the rest of the round */
-        } else {
-            if (chain_round(&L, pos, g, pending, &nd, &acc, &next, &tv, st, err)) goto done;
-            depth = nd;
+        sp_forward_out o = {.logits = L.logits, .tap_layers = nt ? d->tap_layers : NULL, .n_taps = nt, .taps = L.taps,
+                            .hidden = L.hidden};
+        prof = sp_prof_phase_enter(SP_PROF_VERIFY);
+        if (sp_model_forward(m, L.kv, L.blk, nd + 1, &o, err)) goto done;
+        double forward_ms = sp_time_ms() - tv;
+        st->target_calls++;
+        if (d && nd == 0) st->rounds_nodraft[why]++;
+        sp_prof_enter(SP_PROF_SAMPLE);
+        /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
+         * of the sequence (pushed one by one, popped after the round) */
+        int acc = 0, next = -1, pushed = 0;
+        for (int i = 0; i <= nd; i++) {
+            float *lg = L.logits + (size_t)i * L.V;
+            uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
+            if (L.pen) {
+                if (i > 0 && sp_penalty_push(L.pen, L.blk[i], err)) goto done;
+                pushed += i > 0;
+                sp_penalty_apply(L.pen, lg);
+            }
+            if (L.greedy) {
+                int best = sp_sample_argmax(lg, L.V);
+                if (i < nd && L.blk[i + 1] == best) {
+                    acc++;
+                    continue;
+                }
+                next = best;
+                break;
+            }
+            if (sp_sampler_probs(L.smp, L.probs, lg, err)) goto done;
+            if (i == nd) { /* bonus (or plain step) from p */
+                next = sp_sample_probs(L.probs, L.V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
+                break;
+            }
+            int ok;
+            int tok = sp_spec_verify_one(L.probs, L.q ? L.q + (size_t)i * L.V : NULL, L.V, L.blk[i + 1],
+                                         sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
+                                         sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), p->broken_residual, &ok);
+            if (ok) {
+                acc++;
+                continue;
+            }
+            next = tok;
+            break;
+        }
+        if (L.pen) sp_penalty_pop(L.pen, pushed);
+        sp_prof_phase_leave(prof);
+        if (next < 0) {
+            sp_err_set(err, "spec: sampling failed (empty distribution)");
+            goto done;
         }
         st->verify_ms += sp_time_ms() - tv;
         st->drafted += nd;
-        st->verify_len_hist[depth]++;
+        st->verify_len_hist[nd]++;
         st->accepted += acc;
-        for (int i = 0; i < depth; i++) {
+        for (int i = 0; i < nd; i++) {
             st->pos_drafted[i]++;
             if (i < acc) st->pos_accepted[i]++;
         }
+        /* roll the target back over rejected drafts: keep pending + acc drafts */
+        if (sp_kv_trim(L.kv, nd - acc, err)) goto done;
         /* emit accepted drafts then the target's token, stopping at EOS / max_new / callback */
         int stop = 0;
         for (int i = 0; i <= acc && !stop; i++) {
@@ -262,11 +341,26 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         if (stop) break;
         pending = next;
-        if (d && d->commit(d, acc, next, ctaps, chid, err)) goto done;
+        if (d) {
+            double tc = sp_time_ms();
+            if (nd > 0) {
+                prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+                int crc = d->commit(d, acc, next, L.taps, L.hidden, err);
+                sp_prof_phase_leave(prof);
+                if (crc) goto done;
+            } else if (commit_plain(&L, k, next, err)) {
+                goto done;
+            }
+            round_draft_ms += sp_time_ms() - tc;
+        }
+        st->draft_ms += round_draft_ms;
+        sp_policy_observe(&pol, k, nd, acc, round_draft_ms, forward_ms, sp_time_ms() - tr);
     }
     if (st->stop == SP_STOP_NONE) st->stop = SP_STOP_MAX_NEW;
     st->emitted = n_out;
     st->decode_ms = sp_time_ms() - t1;
+    if (p->profile) sp_prof_stop(&st->prof);
+    st->rounds = st->target_calls;
     st->decode_tps = st->decode_ms > 0 ? n_out * 1000.0 / st->decode_ms : 0;
     st->acceptance_rate = st->drafted ? (double)st->accepted / st->drafted : 0;
     st->mean_accept_len = st->target_calls ? (double)n_out / st->target_calls : 0;
@@ -274,6 +368,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         st->accept_per_position[i] = st->pos_drafted[i] ? (double)st->pos_accepted[i] / st->pos_drafted[i] : 0;
     rc = 0;
 done:
+    if (p->profile) sp_prof_stop(NULL); /* on an error path: the thread stops profiling */
     sp_tree_free(L.tree);
     sp_kv_free(L.kv);
     sp_sampler_free(L.smp);
@@ -283,5 +378,7 @@ done:
     free(L.q);
     free(L.taps);
     free(L.hidden);
+    free(L.ext_taps);
+    free(L.ext_hid);
     return rc;
 }

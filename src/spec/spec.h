@@ -15,8 +15,10 @@
 #ifndef SPECULA_SPEC_H
 #define SPECULA_SPEC_H
 
+#include "core/prof.h"
 #include "spec/drafter.h"
 #include "spec/generate.h"
+#include "spec/policy.h"
 
 #define SP_SPEC_MAX_G 32
 
@@ -29,6 +31,10 @@ typedef struct {
     /* test hook: break the residual rule (sample the correction from p instead of p − q) so the
      * audit can prove it detects a lossy verifier. Never set outside tests / audit --broken. */
     int broken_residual;
+    /* SP_SPEC_POLICY_ALWAYS (0, the default here): ask the drafter for draft_max every round.
+     * SP_SPEC_POLICY_ADAPTIVE: the never-slower policy of policy.h (the CLI's default). */
+    int policy;
+    int profile; /* 1: fill stats.prof with the round-cost profile (core/prof.h) */
 } sp_spec_params;
 
 sp_spec_params sp_spec_params_default(void);
@@ -43,6 +49,9 @@ typedef struct {
     double accept_per_position[SP_SPEC_MAX_G]; /* accepted / drafted at draft index k */
     int verify_len_hist[SP_SPEC_MAX_G + 1];    /* rounds by number of drafts verified (the chosen length) */
     double prefill_ms, decode_ms, decode_tps, draft_ms, verify_ms;
+    int rounds;                             /* target forwards of the decode (= target_calls) */
+    int rounds_nodraft[SP_NODRAFT_N];       /* rounds that verified no drafts, by reason */
+    sp_prof_totals prof;                    /* params.profile: ms by (phase, part) over the decode */
     sp_stop_reason stop;
 } sp_spec_stats;
 

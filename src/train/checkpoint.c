@@ -99,9 +99,25 @@ int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, 
         const tr_param *p = &m->params[i];
         bad = st_writer_add_ref(w, p->name, SP_DT_BF16, p->ndim, p->shape, bf + p->off, err);
     }
+    int64_t *d2t = NULL; /* EAGLE-3: the vocabulary map (offsets) and its inverse mask */
+    uint8_t *t2d = NULL;
+    if (!bad && m->d2t) {
+        d2t = malloc(sizeof(int64_t) * (size_t)m->d.Vd);
+        t2d = calloc((size_t)m->d.V, 1);
+        if (!d2t || !t2d) bad = sp_err_set(err, "%s: out of memory", dir);
+        for (int i = 0; !bad && i < m->d.Vd; i++) {
+            d2t[i] = (int64_t)m->d2t[i] - i;
+            t2d[m->d2t[i]] = 1;
+        }
+        int64_t s1[1] = {m->d.Vd}, s2[1] = {m->d.V};
+        if (!bad) bad = st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, d2t, err) ||
+                        st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, t2d, err);
+    }
     sp_path_join(path, sizeof path, dir, "model.safetensors");
     if (!bad) bad = st_writer_save(w, path, err);
     free(bf);
+    free(d2t);
+    free(t2d);
     if (bad) goto out;
     st_writer_free(w);
     w = NULL;

@@ -33,7 +33,9 @@
 /* DSPARK: DeepSpec DSpark (Markov + confidence heads); DFLASH: DeepSpec's DFlash (the DSpark
  * backbone and file format without heads, slot k predicts x_{p+k+1}); DFLASH_ZLAB: z-lab's
  * "DFlashDraftModel" (FORMATS.md §7.5: slot k ≥ 1 predicts x_{p+k}, slot 0 is not trained). */
-typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB } tr_arch;
+typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB, TR_ARCH_EAGLE3 } tr_arch;
+/* TR_ARCH_EAGLE3 (train/eagle3_train.h) uses tr_dims with L 1, m 3, B = training-time-test steps,
+ * Vd the draft vocabulary, and a tr_model whose table holds its own (SpecForge) tensors. */
 
 /* The DSpark Markov head (FORMATS.md §8.4, config markov_head_type): vanilla bias W2·W1[prev];
  * gated W2·(σ(W_g·[h ; code] + b) ⊙ code); rnn W2·tanh(o) of a gated state run over the block. */
@@ -66,6 +68,7 @@ typedef struct {
     int gelu;       /* GeGLU MLP (gelu_pytorch_tanh) instead of SwiGLU */
     double softcap; /* final logit soft-cap c of the target's LM head (0 = none) */
     tr_markov_type markov; /* with r > 0: markov_head.gate_proj (gated) / joint_proj (rnn) too */
+    int Vd;                /* EAGLE-3: draft vocabulary (rows of its lm_head) */
 } tr_dims;
 
 /* one named tensor of the parameter array */
@@ -95,6 +98,7 @@ typedef struct {
     float *w;        /* [n] weights (fp32 master copy) */
     float *inv_freq; /* [D/2] RoPE */
     float *ones;     /* [max(D, H)] weight of the weightless v_norm (Gemma) */
+    const int32_t *d2t; /* EAGLE-3: [d.Vd] draft id → target id, written as d2t / t2d (else NULL) */
 } tr_model;
 
 /* Fill the parameter table from d and allocate w (initialised: matrices N(0, 0.02) from the

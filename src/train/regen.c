@@ -14,6 +14,13 @@
 #include "tokenizer/tokenizer.h"
 #include "train/shards.h"
 
+int tr_eagle3_taps(int *taps, int n_layers) {
+    int t[3] = {1, n_layers / 2 - 1, n_layers - 4};
+    if (!(t[0] < t[1] && t[1] < t[2])) return 0;
+    memcpy(taps, t, sizeof t);
+    return 3;
+}
+
 int tr_auto_taps(int *taps, int n_layers) {
     int n = 0;
     if (n_layers < 2) return 0;
@@ -284,6 +291,11 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
 
     if (tok_model_has_tokenizer(c.model_dir) && !(tok = tok_load_model(c.model_dir, err))) goto out;
     if (c.n_taps == 0) c.n_taps = tr_auto_taps(c.taps, cfg->n_layers);
+    if (c.n_taps < 0 && (c.n_taps = tr_eagle3_taps(c.taps, cfg->n_layers)) == 0) {
+        sp_err_set(err, "--taps eagle3: the target's %d layers give no 3 distinct taps (inputs of 2, N/2, N-3); list "
+                        "three layers", cfg->n_layers);
+        goto out;
+    }
     for (int i = 0; i < c.n_taps; i++)
         if (c.taps[i] < 0 || c.taps[i] >= cfg->n_layers - 1 || (i && c.taps[i] <= c.taps[i - 1])) {
             sp_err_set(err, "--taps: layer %d: taps must be strictly increasing layers in [0, %d) (the final layer "

@@ -13,6 +13,7 @@
 #include "model/model_internal.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
+#include "train/eagle3_train.h"
 #include "train/optim.h"
 #include "train/shards.h"
 
@@ -33,6 +34,7 @@ tr_train_cfg tr_train_defaults(void) {
     c.seed = 42;
     c.eval_blocks = 64;
     c.mask_id = -1;
+    c.window = 64;
     return c;
 }
 
@@ -85,7 +87,67 @@ static int log_truncate(const char *path, long step, sp_err *err) {
 }
 
 const char *tr_arch_name(tr_arch a) {
-    return a == TR_ARCH_DSPARK ? "dspark" : a == TR_ARCH_DFLASH ? "dflash" : "dflash-zlab";
+    return a == TR_ARCH_DSPARK ? "dspark" : a == TR_ARCH_DFLASH ? "dflash" : a == TR_ARCH_EAGLE3 ? "eagle3"
+                                                                                           : "dflash-zlab";
+}
+
+int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
+                   char **config_json, sp_err *err) {
+    const sp_config *tc = sp_model_config(target);
+    *config_json = NULL;
+    if (m != 3)
+        return sp_err_set(err, "%s: the shards tap %d layers; EAGLE-3 needs 3 (regen --taps eagle3)", c->data_dir, m);
+    int Vd = c->draft_vocab > 0 ? c->draft_vocab : tc->vocab_size < 32000 ? tc->vocab_size : 32000;
+    if (Vd > tc->vocab_size) return sp_err_set(err, "--draft-vocab %d above the vocabulary (%d)", Vd, tc->vocab_size);
+    if (c->window < 1 || c->window > 4096 || c->block > 64)
+        return sp_err_set(err, "train: --window %d (1..4096), --block-size %d (1..64)", c->window, c->block);
+    tr_dims d = {.arch = TR_ARCH_EAGLE3, .H = tc->hidden_size, .NH = tc->n_heads, .KVH = tc->n_kv_heads,
+                 .D = tc->head_dim, .I = tc->ffn_dim, .L = 1, .V = tc->vocab_size, .m = 3, .B = c->block,
+                 .n_target_layers = tc->n_layers, .eps = tc->rms_eps, .rope = tc->rope, .Vd = Vd};
+    memcpy(d.tap_layers, taps, sizeof(int) * 3);
+    char cfgpath[4096];
+    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
+    if (tr_e3_config_json(config_json, cfgpath, &d, err)) return -1;
+    sp_config dc;
+    if (sp_config_parse(&dc, *config_json, "draft config.json", err)) {
+        free(*config_json);
+        *config_json = NULL;
+        return -1;
+    }
+    d.rope = dc.rope;
+    d.eps = dc.rms_eps;
+    *dout = d;
+    return 0;
+}
+
+/* the held-out monitor of an EAGLE-3 drafter: a_k = mean acceptance of draft k, τ = mean over
+ * rows whose drafts all count of 1 + Σ_k Π_{j<=k} a */
+static void e3_evaluate(sp_pool *pool, const tr_model *m, tr_e3_acts *a, tr_e3_batch *b, tr_e3_sampler *ev,
+                        int eval_n, float *cstar, double *tau, double *acc) {
+    int K = m->d.B, S = b->S;
+    double tsum = 0, nrow = 0, cnt[64] = {0};
+    for (int k = 0; k < K; k++) acc[k] = 0;
+    for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
+        int n = eval_n - i0 < b->cap ? eval_n - i0 : b->cap, Tn = n * S;
+        tr_e3_fill(ev, b, i0, n);
+        tr_stats st;
+        tr_e3_forward(pool, m, a, b, 1.0, &st, cstar);
+        for (int t = 0; t < Tn; t++) {
+            double prod = 1, te = 1;
+            int full = 1;
+            for (int k = 0; k < K; k++) {
+                float w = b->wt[(size_t)k * b->cap * S + t];
+                if (w == 0) { full = 0; continue; }
+                acc[k] += cstar[(size_t)k * Tn + t];
+                cnt[k]++;
+                prod *= cstar[(size_t)k * Tn + t];
+                te += prod;
+            }
+            if (full) tsum += te, nrow++;
+        }
+    }
+    *tau = nrow > 0 ? tsum / nrow : 1.0;
+    for (int k = 0; k < K; k++) acc[k] = cnt[k] > 0 ? acc[k] / cnt[k] : 0;
 }
 
 double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P) {
@@ -176,6 +238,12 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     char *config_json = NULL;
     FILE *log = NULL;
     double acc[64];
+    /* EAGLE-3 */
+    int e3 = c->arch == TR_ARCH_EAGLE3;
+    tr_e3_sampler es = {0}, eev = {0};
+    tr_e3_batch eb = {0};
+    tr_e3_acts *eacts = NULL;
+    int32_t *d2t = NULL;
 
     if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
     const sp_config *tc = sp_model_config(target);
@@ -205,38 +273,57 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     /* the drafter: the target's shapes, our depth / block / heads */
     tr_dims d;
-    if (tr_drafter_dims(c, target, data.m, data.tap_layers, &d, &config_json, err)) goto out;
-    if (tr_model_init(&m, &d, c->seed, err)) goto out;
+    if (e3 ? tr_eagle3_dims(c, target, data.m, data.tap_layers, &d, &config_json, err)
+           : tr_drafter_dims(c, target, data.m, data.tap_layers, &d, &config_json, err))
+        goto out;
+    Wlm = malloc(sizeof(float) * d.V * d.H);
+    if (!Wlm) { sp_err_set(err, "train: out of memory"); goto out; }
+    /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
+    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
+    if (e3) { /* the draft vocabulary from the training shards' token counts; lm_head starts from its rows */
+        if (!(d2t = malloc(sizeof(int32_t) * (size_t)d.Vd))) { sp_err_set(err, "train: out of memory"); goto out; }
+        if (tr_e3_vocab(&data, d.V, d.Vd, d2t, err) || tr_e3_model_init(&m, &d, c->seed, Wlm, d2t, err)) goto out;
+        m.d2t = d2t;
+    } else if (tr_model_init(&m, &d, c->seed, err)) goto out;
     grad = calloc(m.n, sizeof(float));
     am = calloc(m.n, sizeof(float));
     av = calloc(m.n, sizeof(float));
-    Wlm = malloc(sizeof(float) * d.V * d.H);
-    cstar = malloc(sizeof(float) * c->batch * d.B);
-    if (!grad || !am || !av || !Wlm || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
-    /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
-    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
+    cstar = malloc(sizeof(float) * c->batch * d.B * (e3 ? c->window : 1));
+    if (!grad || !am || !av || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
 
     /* this rank's slice [lo, hi) of every global batch */
     int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
     int lo = c->batch * rank / size, hi = c->batch * (rank + 1) / size, nloc = hi - lo;
     int cap = (c->batch + size - 1) / size;
     if (nloc < 1) { sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size); goto out; }
-    int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
-    if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->anchors_per_seq, c->seed,
-                        cap, err))
-        goto out;
-    /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
-    if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, 1, c->seed ^ 0xe7a1u, cap,
-                        err))
-        goto out;
-    int eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
+    int zlab = c->arch == TR_ARCH_DFLASH_ZLAB, eval_n;
+    int64_t n_units; /* anchors, or EAGLE-3 windows */
+    if (e3) { /* windows of `window` positions, `block` training-time-test steps, weight 0.8^k */
+        if (tr_e3_sampler_init(&es, &data, target, c->window, d.B, 0.8, d2t, d.Vd, c->seed, err) ||
+            tr_e3_sampler_init(&eev, evdata, target, c->window, d.B, 0.8, d2t, d.Vd, c->seed ^ 0xe7a1u, err) ||
+            tr_e3_batch_alloc(&eb, cap, c->window, d.B, d.H, 3 * d.H, d.Vd, err) ||
+            !(eacts = tr_e3_acts_create(&d, cap, c->window, err)))
+            goto out;
+        n_units = es.n;
+        eval_n = c->eval_blocks < eev.n ? c->eval_blocks : (int)eev.n;
+    } else {
+        if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->anchors_per_seq,
+                            c->seed, cap, err))
+            goto out;
+        /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
+        if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, 1, c->seed ^ 0xe7a1u,
+                            cap, err))
+            goto out;
+        if (!(acts = tr_acts_create(&d, cap, c->ctx, err))) goto out;
+        if (tr_batch_alloc(&batch, cap, c->ctx, d.B, d.V, d.H, d.m * d.H, 1, err)) goto out;
+        n_units = bt.n;
+        eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
+    }
     if (eval_n < 1) eval_n = 1;
-    if (!(acts = tr_acts_create(&d, cap, c->ctx, err))) goto out;
-    if (tr_batch_alloc(&batch, cap, c->ctx, d.B, d.V, d.H, d.m * d.H, 1, err)) goto out;
     /* DFlash trains on CE only: no target distribution needed except for the monitor */
     float *P_keep = batch.P;
 
-    long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((bt.n + c->batch - 1) / c->batch);
+    long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((n_units + c->batch - 1) / c->batch);
     tr_optim_cfg oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
                        .warmup = c->warmup >= 0 ? c->warmup : (long)ceil(0.04 * total), .total = total, .clip = 1.0};
 
@@ -246,7 +333,8 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
              "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
              "total=%ld mask=%d anchors=%lld",
              tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
-             c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)bt.n);
+             c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)n_units);
+    if (e3) snprintf(run + strlen(run), sizeof run - strlen(run), " window=%d draft_vocab=%d", c->window, d.Vd);
     if (d.r > 0 && d.markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
         snprintf(run + strlen(run), sizeof run - strlen(run), " markov_head=%s", tr_markov_name(d.markov));
     if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
@@ -279,7 +367,8 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
 
     sp_pool *pool = target->pool;
     double tau;
-    evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
+    if (e3) e3_evaluate(pool, &m, eacts, &eb, &eev, eval_n, cstar, &tau, acc);
+    else evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
     res->tau_first = res->tau_last = tau;
     if (step0 == 0) {
         fprintf(log, "0,0,0,,,,,,,%.6f", tau);
@@ -293,16 +382,29 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     for (long step = step0 + 1; step <= total; step++) {
         double t0 = sp_time_ms();
         batch.P = c->arch == TR_ARCH_DSPARK ? P_keep : NULL;
-        tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch + lo, nloc);
         double wsum = 0;
-        for (int t = 0; t < nloc * d.B; t++) wsum += batch.wt[t];
+        if (e3) {
+            tr_e3_fill(&es, &eb, (step - 1) * (int64_t)c->batch + lo, nloc);
+            for (int k = 0; k < d.B; k++)
+                for (int t = 0; t < nloc * c->window; t++) wsum += eb.wt[(size_t)k * cap * c->window + t];
+        } else {
+            tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch + lo, nloc);
+            for (int t = 0; t < nloc * d.B; t++) wsum += batch.wt[t];
+        }
         tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (§8.7) */
         wsum += 1e-6;
         tr_stats st;
-        flops += tr_step_flops(&d, nloc, c->ctx, batch.NR, c->arch == TR_ARCH_DSPARK);
-        tr_forward(pool, &m, acts, &batch, Wlm, wsum, &st, NULL);
         memset(grad, 0, sizeof(float) * m.n);
-        tr_backward(pool, &m, acts, &batch, Wlm, wsum, grad);
+        if (e3) {
+            double rows = (double)nloc * c->window * d.B, QD = (double)d.NH * d.D, KD = (double)d.KVH * d.D;
+            flops += 6 * rows * (2.0 * d.H * (QD + 2 * KD) + QD * d.H + 3.0 * d.H * d.I + (double)d.Vd * d.H);
+            tr_e3_forward(pool, &m, eacts, &eb, wsum, &st, NULL);
+            tr_e3_backward(pool, &m, eacts, &eb, wsum, grad);
+        } else {
+            flops += tr_step_flops(&d, nloc, c->ctx, batch.NR, c->arch == TR_ARCH_DSPARK);
+            tr_forward(pool, &m, acts, &batch, Wlm, wsum, &st, NULL);
+            tr_backward(pool, &m, acts, &batch, Wlm, wsum, grad);
+        }
         double sums[4] = {st.loss, st.ce, st.l1, st.bce};
         tr_dist_sum_f64(c->dist, sums, 4);
         st.loss = sums[0]; st.ce = sums[1]; st.l1 = sums[2]; st.bce = sums[3];
@@ -318,19 +420,20 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         batch.P = P_keep;
         double ms = sp_time_ms() - t0;
         train_ms += ms;
-        tokens += (double)c->batch * d.B;
+        tokens += (double)c->batch * d.B * (e3 ? c->window : 1);
         if (step == step0 + 1) res->loss_first = st.loss;
         res->loss_last = st.loss;
         res->step = step;
         int do_eval = step == total || (c->eval_every > 0 && step % c->eval_every == 0);
         if (do_eval) {
-            evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
+            if (e3) e3_evaluate(pool, &m, eacts, &eb, &eev, eval_n, cstar, &tau, acc);
+            else evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
             res->tau_last = tau;
             for (int k = 0; k < d.B && k < 64; k++) res->a_last[k] = acc[k];
         }
         fprintf(log, "%ld,%.4f,%.6g,%.6f,%.6f,%.6f,%.6f,%.4f,%.1f", step,
-                (double)(step * c->batch) / (double)bt.n, lr, st.loss, st.ce / wsum, st.l1 / wsum, st.bce / wsum, gn,
-                c->batch * d.B / (ms / 1000 + 1e-9));
+                (double)(step * c->batch) / (double)n_units, lr, st.loss, st.ce / wsum, st.l1 / wsum, st.bce / wsum, gn,
+                c->batch * d.B * (e3 ? c->window : 1) / (ms / 1000 + 1e-9));
         if (do_eval) {
             fprintf(log, ",%.6f", tau);
             for (int k = 0; k < d.B; k++) fprintf(log, ",%.6f", acc[k]);
@@ -381,6 +484,11 @@ out:
     tr_model_free(&m);
     tr_batcher_free(&bt);
     tr_batcher_free(&ev);
+    tr_e3_sampler_free(&es);
+    tr_e3_sampler_free(&eev);
+    tr_e3_batch_free(&eb);
+    tr_e3_acts_free(eacts);
+    free(d2t);
     tr_shardset_close(&data);
     tr_shardset_close(&held);
     sp_model_free(target);

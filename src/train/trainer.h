@@ -27,7 +27,9 @@ typedef struct {
     int batch;           /* anchors per step */
     int anchors_per_seq; /* A: anchors drawn together from one sequence, sharing their context
                             rows (batch.h, model.h); 1 = every anchor its own context */
-    int block, layers, markov_rank, ctx;
+    int block, layers, markov_rank, ctx; /* EAGLE-3: block = training-time-test steps */
+    int window;          /* EAGLE-3: positions per window (default 64) */
+    int draft_vocab;     /* EAGLE-3: draft vocabulary (0: min(V, 32000)), the most frequent ids */
     tr_markov_type markov_head; /* DSpark Markov head type (default vanilla) */
     double gamma;
     uint64_t seed;
@@ -72,6 +74,12 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P);
  * caller frees it). Returns 0 / -1 (unsupported target or settings). */
 int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
                     char **config_json, sp_err *err);
+
+/* The same for an EAGLE-3 drafter (eagle3_train.h): the SpecForge layer with the target's head
+ * shape, c->block training-time-test steps, c->draft_vocab (0: min(V, 32000)), 3 taps; RoPE and
+ * eps as the inference loader reads them back from the written config. */
+int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
+                   char **config_json, sp_err *err);
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
 

@@ -1,0 +1,245 @@
+/* newdrafter_eagle3.c — random EAGLE-3 drafter checkpoints for a target (newdrafter.h;
+ * the layouts in docs/EAGLE3.md §1).
+ *
+ * preset "specforge" (default): LlamaForCausalLMEagle3, a Llama layer of the target's head shape
+ *   and the target's RoPE, tensors midlayer.* / fc / norm / lm_head [draft_vocab, H] / d2t / t2d,
+ *   no embedding (the target's is used). draft_vocab_size: 32000 capped at V, a quarter of V on
+ *   tiny targets (so the reduced map is exercised); the draft ids map to evenly spaced target ids.
+ *   No eagle_aux_hidden_state_layer_ids: the loader's default taps apply.
+ * preset "deepspec": Qwen3Eagle3Model / Gemma4Eagle3Model, a copy of the target (text) config with
+ *   target_layer_ids (newdrafter_tap_ids, up to 5), ttt_length 7, step_loss_decay 0.8,
+ *   draft_num_hidden_layers 1; tensors layers.0.* (q/k norms; Gemma's four norms, no v_proj when
+ *   k_eq_v) and copies of the target's embedding and LM head.
+ * --set overrides apply to the config before the tensors are shaped from it. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hfjson.h"
+#include "newdrafter.h"
+#include "newmodel.h"
+#include "presets.h"
+#include "safetensors.h"
+
+static char *config_text(const newdrafter_opts *o, const sp_config *tc, json_t *troot, int deepspec, sp_err *err) {
+    int gemma = tc->arch == SP_ARCH_GEMMA4, N = tc->n_layers, H = tc->hidden_size, V = tc->vocab_size;
+    const char *dtype = o->dtype == SP_DT_F32 ? "float32" : o->dtype == SP_DT_BF16 ? "bfloat16"
+                        : !strcmp(tc->torch_dtype, "float32") ? "float32" : "bfloat16";
+    json_t *d;
+    if (!deepspec) {
+        int Vd = H < 512 ? V / 4 : V < 32000 ? V : 32000;
+        d = json_object();
+        json_object_set_new(d, "architectures", json_pack("[s]", "LlamaForCausalLMEagle3"));
+        json_object_set_new(d, "model_type", json_string("llama"));
+        json_object_set_new(d, "hidden_size", json_integer(H));
+        json_object_set_new(d, "intermediate_size", json_integer(tc->ffn_dim));
+        json_object_set_new(d, "num_attention_heads", json_integer(tc->n_heads));
+        json_object_set_new(d, "num_key_value_heads", json_integer(tc->n_kv_heads));
+        json_object_set_new(d, "head_dim", json_integer(tc->head_dim));
+        json_object_set_new(d, "num_hidden_layers", json_integer(1));
+        json_object_set_new(d, "rms_norm_eps", json_real(tc->rms_eps));
+        json_object_set_new(d, "rope_theta", json_real(tc->rope.theta));
+        if (!gemma && json_object_get(troot, "rope_scaling"))
+            json_object_set_new(d, "rope_scaling", json_deep_copy(json_object_get(troot, "rope_scaling")));
+        json_object_set_new(d, "max_position_embeddings", json_integer(tc->max_pos));
+        json_object_set_new(d, "vocab_size", json_integer(V));
+        json_object_set_new(d, "draft_vocab_size", json_integer(Vd < 1 ? 1 : Vd));
+        json_object_set_new(d, "target_hidden_size", json_integer(H));
+        json_object_set_new(d, "hidden_act", json_string("silu"));
+        json_object_set_new(d, "tie_word_embeddings", json_false());
+        json_object_set_new(d, "torch_dtype", json_string(dtype));
+    } else {
+        json_t *src = troot;
+        if (gemma && json_is_object(json_object_get(troot, "text_config"))) src = json_object_get(troot, "text_config");
+        d = json_deep_copy(src);
+        json_object_set_new(d, "architectures", json_pack("[s]", gemma ? "Gemma4Eagle3Model" : "Qwen3Eagle3Model"));
+        if (!gemma) json_object_set_new(d, "model_type", json_string("qwen3")); /* the Qwen3 block, also for Llama */
+        if (gemma) {
+            json_object_set_new(d, "model_type", json_string("gemma4_text"));
+            json_object_set_new(d, "num_kv_shared_layers", json_integer(0));
+            json_object_set_new(d, "hidden_size_per_layer_input", json_integer(0));
+            json_object_del(d, "vocab_size_per_layer_input");
+        }
+        int m = N - 1 < 5 ? N - 1 : 5, ids[5];
+        if (m < 1) {
+            json_decref(d);
+            sp_err_set(err, "target has %d layers: a drafter needs at least 2", N);
+            return NULL;
+        }
+        newdrafter_tap_ids(N, m, ids);
+        json_t *a = json_array();
+        for (int i = 0; i < m; i++) json_array_append_new(a, json_integer(ids[i]));
+        json_object_set_new(d, "target_layer_ids", a);
+        json_object_set_new(d, "ttt_length", json_integer(7));
+        json_object_set_new(d, "step_loss_decay", json_real(0.8));
+        json_object_set_new(d, "draft_num_hidden_layers", json_integer(1));
+        json_object_set_new(d, "tie_word_embeddings", json_false());
+        json_object_del(d, "torch_dtype");
+        json_object_set_new(d, "dtype", json_string(dtype));
+    }
+    int rc = 0;
+    for (int i = 0; i < o->n_sets && !rc; i++) rc = preset_apply_set(d, o->sets[i], err);
+    char *text = rc ? NULL : json_dumps(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(d);
+    if (!rc && !text) sp_err_set(err, "out of memory");
+    return text;
+}
+
+typedef struct {
+    char name[112];
+    int64_t shape[2];
+    int ndim;
+    hf_init init;
+} spec_t;
+
+static int json_int_or(json_t *o, const char *key, int def) {
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
+    const char *preset = o->preset ? o->preset : "specforge";
+    int deepspec = !strcmp(preset, "deepspec");
+    if (!deepspec && strcmp(preset, "specforge"))
+        return sp_err_set(err, "new drafter: unknown preset \"%s\" for --arch eagle3 (specforge, deepspec)", preset);
+    char path[4096], *ttext = NULL, *text = NULL;
+    size_t tn;
+    sp_config tc, dc;
+    json_t *troot = NULL, *dj = NULL;
+    st_set *ts = NULL;
+    st_writer *w = st_writer_create();
+    void *bufs[32] = {0};
+    int nb = 0, rc = -1;
+    if (!w) return sp_err_set(err, "out of memory");
+    if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_read_file(path, &ttext, &tn, err)) goto done;
+    if (sp_config_parse(&tc, ttext, path, err)) goto done;
+    if (!(troot = hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
+    if (!(text = config_text(o, &tc, troot, deepspec, err))) goto done;
+    if (sp_config_parse(&dc, text, "draft config.json", err)) goto done;
+    dj = json_loads(text, 0, NULL);
+    int gemma = dc.arch == SP_ARCH_GEMMA4, kev = gemma && dc.attention_k_eq_v;
+    int64_t H = dc.hidden_size, V = tc.vocab_size, NH = dc.n_heads, I = dc.ffn_dim;
+    int64_t D = gemma ? dc.global_head_dim : dc.head_dim, KVH = kev ? dc.n_global_kv_heads : dc.n_kv_heads;
+    int64_t Vd = deepspec ? V : json_int_or(dj, "draft_vocab_size", (int)V);
+    json_t *ids = json_object_get(dj, "target_layer_ids");
+    int64_t m = deepspec ? (int64_t)json_array_size(ids) : 3;
+    if (dc.hidden_size != tc.hidden_size || dc.vocab_size != tc.vocab_size || Vd < 1 || Vd > V || m < 1) {
+        sp_err_set(err, "draft config: hidden_size %d / vocab_size %d must equal the target's (%d / %d), "
+                        "draft_vocab_size %lld must be in 1..%lld", dc.hidden_size, dc.vocab_size, tc.hidden_size,
+                   tc.vocab_size, (long long)Vd, (long long)V);
+        goto done;
+    }
+    const char *p = deepspec ? "layers.0." : "midlayer.";
+    spec_t sp[24];
+    int n = 0;
+#define ADD(nm, s0, s1, nd, in) (sp[n] = (spec_t){"", {s0, s1}, nd, in}, snprintf(sp[n].name, 112, "%s", nm), n++)
+#define ADDL(nm, s0, s1, nd, in) (sp[n] = (spec_t){"", {s0, s1}, nd, in}, snprintf(sp[n].name, 112, "%s%s", p, nm), n++)
+    ADD("fc.weight", H, m * H, 2, HF_INIT_PROJ);
+    ADDL("hidden_norm.weight", H, 0, 1, HF_INIT_NORM);
+    ADDL("input_layernorm.weight", H, 0, 1, HF_INIT_NORM);
+    ADDL("self_attn.q_proj.weight", NH * D, 2 * H, 2, HF_INIT_PROJ);
+    ADDL("self_attn.k_proj.weight", KVH * D, 2 * H, 2, HF_INIT_PROJ);
+    if (!kev) ADDL("self_attn.v_proj.weight", KVH * D, 2 * H, 2, HF_INIT_PROJ);
+    ADDL("self_attn.o_proj.weight", H, NH * D, 2, HF_INIT_PROJ);
+    if (deepspec) {
+        ADDL("self_attn.q_norm.weight", D, 0, 1, HF_INIT_NORM);
+        ADDL("self_attn.k_norm.weight", D, 0, 1, HF_INIT_NORM);
+    }
+    ADDL("post_attention_layernorm.weight", H, 0, 1, HF_INIT_NORM);
+    if (gemma) {
+        ADDL("pre_feedforward_layernorm.weight", H, 0, 1, HF_INIT_NORM);
+        ADDL("post_feedforward_layernorm.weight", H, 0, 1, HF_INIT_NORM);
+    }
+    ADDL("mlp.gate_proj.weight", I, H, 2, HF_INIT_PROJ);
+    ADDL("mlp.up_proj.weight", I, H, 2, HF_INIT_PROJ);
+    ADDL("mlp.down_proj.weight", H, I, 2, HF_INIT_PROJ);
+    ADD("norm.weight", H, 0, 1, HF_INIT_NORM);
+    if (!deepspec) ADD("lm_head.weight", Vd, H, 2, HF_INIT_EMBED);
+#undef ADD
+#undef ADDL
+    sp_dtype dt = !strcmp(dc.torch_dtype, "float32") ? SP_DT_F32 : SP_DT_BF16;
+    for (int k = 0; k < n; k++) {
+        hf_tensor_spec t = {.ndim = sp[k].ndim, .shape = {sp[k].shape[0], sp[k].shape[1]}, .init = sp[k].init,
+                            .layer = -1};
+        memcpy(t.name, sp[k].name, sizeof t.name); /* both 112 bytes, NUL-terminated */
+        int64_t numel = t.shape[0] * (t.ndim > 1 ? t.shape[1] : 1);
+        float *f = malloc((size_t)numel * sizeof(float));
+        if (!f) {
+            sp_err_set(err, "out of memory for %s", t.name);
+            goto done;
+        }
+        bufs[nb++] = f;
+        hf_tensor_fill(&t, k, o->seed, 1.0f, f, 0, numel);
+        if (dt == SP_DT_BF16) {
+            uint16_t *b = (uint16_t *)f; /* in place: element i is read before slot i is written */
+            for (int64_t i = 0; i < numel; i++) b[i] = sp_f32_to_bf16(f[i]);
+        }
+        if (st_writer_add_ref(w, t.name, dt, t.ndim, t.shape, f, err)) goto done;
+    }
+    if (!deepspec) { /* d2t / t2d: draft id i ↔ target id floor(i·V / Vd) */
+        int64_t *d2t = malloc(sizeof(int64_t) * (size_t)Vd);
+        unsigned char *t2d = calloc((size_t)V, 1);
+        if (d2t) bufs[nb++] = d2t;
+        if (t2d) bufs[nb++] = t2d;
+        if (!d2t || !t2d) {
+            sp_err_set(err, "out of memory");
+            goto done;
+        }
+        for (int64_t i = 0; i < Vd; i++) {
+            int64_t id = i * V / Vd;
+            d2t[i] = id - i;
+            t2d[id] = 1;
+        }
+        int64_t s1[1] = {Vd}, s2[1] = {V};
+        if (st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, d2t, err) ||
+            st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, t2d, err))
+            goto done;
+    } else { /* DeepSpec ships copies of the target's embedding and LM head */
+        if (st_open_dir(&ts, target_dir, err)) goto done;
+        char en[160];
+        snprintf(en, sizeof en, "%sembed_tokens.weight", tc.tensor_prefix);
+        const st_tensor *src[2];
+        int64_t shape[2] = {V, H};
+        if (st_get(ts, en, SP_DT_UNKNOWN, 2, shape, &src[0], err)) goto done;
+        if (tc.tie_embeddings) src[1] = src[0];
+        else if (st_get(ts, "lm_head.weight", SP_DT_UNKNOWN, 2, shape, &src[1], err)) goto done;
+        const char *names[2] = {"embed_tokens.weight", "lm_head.weight"};
+        for (int i = 0; i < 2; i++) {
+            float *f = malloc((size_t)(V * H) * sizeof(float));
+            if (!f) {
+                sp_err_set(err, "out of memory");
+                goto done;
+            }
+            bufs[nb++] = f;
+            sp_to_f32(f, src[i]->data, src[i]->dtype, (size_t)(V * H));
+            if (dt == SP_DT_BF16) {
+                uint16_t *b = (uint16_t *)f;
+                for (int64_t j = 0; j < V * H; j++) b[j] = sp_f32_to_bf16(f[j]);
+            }
+            if (st_writer_add_ref(w, names[i], dt, 2, shape, f, err)) goto done;
+        }
+    }
+    size_t tl = strlen(text);
+    if (sp_mkdir_p(dir, err) || sp_path_join(path, sizeof path, dir, "config.json")) goto done;
+    char *t2 = realloc(text, tl + 2); /* newline-terminated */
+    if (!t2) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    text = t2;
+    text[tl] = '\n';
+    text[tl + 1] = 0;
+    if (sp_write_file_atomic(path, text, tl + 1, err)) goto done;
+    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || st_writer_save(w, path, err)) goto done;
+    rc = 0;
+done:
+    for (int k = 0; k < nb; k++) free(bufs[k]);
+    st_writer_free(w);
+    st_close(ts);
+    json_decref(troot);
+    json_decref(dj);
+    free(ttext);
+    free(text);
+    return rc;
+}

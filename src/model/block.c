@@ -1,0 +1,131 @@
+/* block.c — the one executor of a decoder layer (see block.h, docs/TRANSFORMER.md).
+ *
+ * Every kernel used here is batch-invariant, so a row's result does not depend on how many rows,
+ * segments or threads share the call: the target's prefill equals its steps, a verify block equals
+ * single-token forwards, and one sequence in a batch gets its solo bits. Not here: embeddings, the
+ * final norm and heads, cache allocation (the callers own those). */
+#include "model/block.h"
+
+#include <math.h>
+#include <string.h>
+
+sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn) {
+    const sp_layer_config *lc = &c->layers[li];
+    int gemma = c->arch == SP_ARCH_GEMMA4;
+    return (sp_block_desc){
+        .H = c->hidden_size, .NH = c->n_heads, .KVH = lc->n_kv_heads, .D = lc->head_dim, .I = lc->ffn_dim,
+        .post_norms = gemma, .qk_norm = c->qk_norm, .v_norm = gemma, .act = c->act, .attn = attn,
+        .window = lc->sliding ? c->sliding_window : 0,
+        .attn_scale = gemma ? 1.0f : 1.0f / sqrtf((float)lc->head_dim),
+        .eps = (float)c->rms_eps, .ple_dim = gemma ? c->ple_dim : 0,
+    };
+}
+
+/* Q/K rows in llama.cpp's pair order, where pair (2j, 2j+1) of a head holds HF dims (j, j + D/2)
+ * (docs/GGUF.md), put back in HF order: RoPE, the cache and every later float operation are then
+ * those of the safetensors checkpoint. */
+static void heads_from_interleaved(float *x, int n_heads, int D) {
+    float tmp[SP_BLOCK_MAX_HEAD_DIM];
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * D;
+        for (int j = 0; j < D / 2; j++) {
+            tmp[j] = v[2 * j];
+            tmp[j + D / 2] = v[2 * j + 1];
+        }
+        memcpy(v, tmp, (size_t)D * sizeof(float));
+    }
+}
+
+/* the position of each row of g: pos0 + t, or pos0 + depth(t) for a token tree */
+static void seg_positions(const sp_block_seg *g, int *pos) {
+    for (int t = 0; t < g->T; t++)
+        pos[t] = !g->parent ? g->pos0 + t : g->parent[t] < 0 ? g->pos0 : pos[g->parent[t]] + 1;
+}
+
+void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
+                       int n_segs, const sp_block_scratch *s) {
+    const sp_block_desc *d = &l->d;
+    int KVH = d->KVH, D = d->D;
+    size_t row = (size_t)KVH * D;
+    sp_matmul(pool, s->k, xn, R, &l->wk);
+    if (d->qk_interleaved) heads_from_interleaved(s->k, R * KVH, D);
+    if (l->wv.data) sp_matmul(pool, s->v, xn, R, &l->wv);
+    else memcpy(s->v, s->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
+    if (l->k_norm) sp_rmsnorm(s->k, s->k, l->k_norm, R * KVH, D, d->eps);
+    if (d->v_norm) sp_rmsnorm(s->v, s->v, NULL, R * KVH, D, d->eps);
+    for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
+        const sp_block_seg *g = &segs[i];
+        float *k = s->k + (size_t)r0 * row, *v = s->v + (size_t)r0 * row;
+        int pos[SP_ATTN_TREE_MAX];
+        if (g->parent) seg_positions(g, pos);
+        for (int t = 0; t < g->T; t++) {
+            int p = g->pos0 + t, slot = g->ring ? p % g->cap : p; /* a tree row's slot is still pos0 + t */
+            sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, g->parent ? pos[t] : p);
+            memcpy(g->K + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
+            memcpy(g->V + (size_t)slot * row, v + (size_t)t * row, row * sizeof(float));
+        }
+    }
+}
+
+/* attention of R rows s->xn → s->o [R, H] */
+static void attention(sp_pool *pool, const sp_block_layer *l, int R, const sp_block_seg *segs, int n_segs,
+                      const sp_block_scratch *s) {
+    const sp_block_desc *d = &l->d;
+    int NH = d->NH, D = d->D;
+    size_t qrow = (size_t)NH * D;
+    sp_matmul(pool, s->q, s->xn, R, &l->wq);
+    if (d->qk_interleaved) heads_from_interleaved(s->q, R * NH, D);
+    if (l->q_norm) sp_rmsnorm(s->q, s->q, l->q_norm, R * NH, D, d->eps);
+    if (l->wk.data) sp_block_kv_write(pool, l, s->xn, R, segs, n_segs, s);
+    for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
+        const sp_block_seg *g = &segs[i];
+        float *q = s->q + (size_t)r0 * qrow;
+        int pos[SP_ATTN_TREE_MAX];
+        if (g->parent) seg_positions(g, pos);
+        for (int t = 0; t < g->T; t++)
+            sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, g->parent ? pos[t] : g->pos0 + t);
+        /* a borrowed cache holds positions < pos0 only: the query is masked as if at pos0 − 1 */
+        sp_attn_shape sh = {
+            .T = g->T, .pos0 = d->attn == SP_ATTN_BORROWED ? g->pos0 - 1 : g->pos0, .NH = NH, .KVH = d->KVH,
+            .D = D, .cap = g->cap, .ring = g->ring, .window = d->window, .scale = d->attn_scale,
+            .noncausal = d->attn == SP_ATTN_BLOCK,
+        };
+        if (g->parent) sp_attention_tree(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh, g->parent);
+        else sp_attention(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh);
+    }
+    sp_matmul(pool, s->o, s->att, R, &l->wo);
+}
+
+void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *segs, int n_segs,
+                      const float *ple, size_t ple_stride, const sp_block_scratch *s) {
+    const sp_block_desc *d = &l->d;
+    int H = d->H;
+    size_t RH = (size_t)R * H;
+    float eps = d->eps;
+
+    sp_rmsnorm(s->xn, x, l->attn_norm, R, H, eps);
+    attention(pool, l, R, segs, n_segs, s);
+    if (d->post_norms) sp_rmsnorm(s->o, s->o, l->attn_post_norm, R, H, eps);
+    sp_add(x, s->o, RH);
+
+    sp_rmsnorm(s->xn, x, l->ffn_norm, R, H, eps);
+    sp_matmul(pool, s->g, s->xn, R, &l->w_gate);
+    sp_matmul(pool, s->u, s->xn, R, &l->w_up);
+    if (d->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)R * d->I);
+    else sp_silu_mul(s->g, s->g, s->u, (size_t)R * d->I);
+    sp_matmul(pool, s->o, s->g, R, &l->w_down);
+    if (d->post_norms) sp_rmsnorm(s->o, s->o, l->ffn_post_norm, R, H, eps);
+    sp_add(x, s->o, RH);
+
+    if (d->ple_dim > 0) { /* gemma4 per-layer input */
+        int P = d->ple_dim;
+        sp_matmul(pool, s->g, x, R, &l->ple_gate); /* [R, P] */
+        for (int t = 0; t < R; t++)
+            sp_gelu_tanh_mul(s->g + (size_t)t * P, s->g + (size_t)t * P, ple + (size_t)t * ple_stride, (size_t)P);
+        sp_matmul(pool, s->o, s->g, R, &l->ple_proj);
+        sp_rmsnorm(s->o, s->o, l->ple_post_norm, R, H, eps);
+        sp_add(x, s->o, RH);
+    }
+    if (l->layer_scalar != 1.0f)
+        for (size_t i = 0; i < RH; i++) x[i] *= l->layer_scalar;
+}

@@ -1,0 +1,100 @@
+/* block.h — one transformer decoder layer, described once and executed by one function for the
+ * target (forward.c), the DFlash / DSpark drafters (drafters/dflash.c) and the Gemma-4 assistant
+ * (drafters/assistant.c). The architectures differ only in the description (docs/TRANSFORMER.md):
+ *
+ *   llama / qwen3:  h += o_proj(attn(norm_attn(h)));             h += mlp(norm_ffn(h))
+ *   gemma4:         h += norm_attn_post(o_proj(attn(norm_attn(h))))
+ *                   h += norm_ffn_post(mlp(norm_ffn(h)))
+ *                   h += norm_ple(ple_proj(gelu(ple_gate(h)) ⊙ ple))   (per-layer input, if any)
+ *                   h *= layer_scalar
+ *
+ * and attention reads and writes K/V in one of three ways (sp_attn_mode). The caller owns the
+ * caches and the scratch; block.c only runs the float operations, the same ones in the same order
+ * for every executor, so a drafter layer and a target layer with the same weights give the same
+ * bits (tests/test_train_infer.c, tests/test_model.c). */
+#ifndef SPECULA_MODEL_BLOCK_H
+#define SPECULA_MODEL_BLOCK_H
+
+#include "core/pool.h"
+#include "kernels/kernels.h"
+#include "specula.h"
+
+#define SP_BLOCK_MAX_HEAD_DIM 1024 /* head dims of interleaved Q/K (reordered per head on the stack) */
+
+typedef enum {
+    SP_ATTN_CAUSAL = 0, /* row t sees positions ..pos0+t of the cache (window > 0: the last `window`) */
+    SP_ATTN_BLOCK,      /* non-causal block: every row sees the cache up to the block's last row */
+    SP_ATTN_BORROWED,   /* Q only; another model's cache holding positions < pos0 (the assistant) */
+} sp_attn_mode;
+
+/* What a layer is. Norm weights are required exactly where the flags say so (the binders check). */
+typedef struct {
+    int H, NH, KVH, D, I; /* hidden, query heads, KV heads, head dim, MLP width */
+    int post_norms;       /* gemma4: attn_post_norm and ffn_post_norm on the sublayer outputs */
+    int qk_norm;          /* q_norm (and k_norm where the layer projects K) */
+    int v_norm;           /* weightless RMSNorm of V (gemma4) */
+    int qk_interleaved;   /* Q/K rows in llama.cpp's pair order (a llama GGUF), put back per head */
+    sp_act act;           /* MLP activation: silu(gate)·up or gelu_tanh(gate)·up */
+    sp_attn_mode attn;
+    int window;           /* sliding window (0: full attention) */
+    float attn_scale;     /* on q·k: 1/sqrt(D), or 1 for gemma4 (q_norm / k_norm do the scaling) */
+    float eps;            /* RMSNorm epsilon */
+    int ple_dim;          /* P: per-layer input width (0: none) */
+} sp_block_desc;
+
+/* A layer's weights as the executor reads them (f32 vectors owned by the loader). */
+typedef struct {
+    sp_block_desc d;
+    float *attn_norm;      /* [H] input_layernorm */
+    sp_mat wq;             /* [NH·D, H] */
+    sp_mat wk, wv;         /* [KVH·D, H]; wk absent (data NULL) when the layer reads another's cache;
+                            * wv absent: V = the raw K (attention_k_eq_v) */
+    sp_mat wo;             /* [H, NH·D] */
+    float *q_norm, *k_norm; /* [D] */
+    float *attn_post_norm; /* [H] gemma4's post_attention_layernorm */
+    float *ffn_norm;       /* [H] the pre-MLP norm: llama / qwen3 post_attention_layernorm, gemma4
+                            * pre_feedforward_layernorm */
+    float *ffn_post_norm;  /* [H] gemma4 post_feedforward_layernorm */
+    sp_mat w_gate, w_up;   /* [I, H] */
+    sp_mat w_down;         /* [H, I] */
+    sp_mat ple_gate;       /* [P, H] gemma4 per-layer input */
+    sp_mat ple_proj;       /* [H, P] */
+    float *ple_post_norm;  /* [H] */
+    float layer_scalar;    /* 1 when absent */
+    float *inv_freq;       /* [D/2] RoPE frequencies of this layer's type */
+} sp_block_layer;
+
+/* The description of layer li of a checkpoint with config c, attention as `attn` says: the
+ * architecture decides the norms, v_norm, scale and per-layer input; the caller may still
+ * adjust it (a drafter's q/k norms are decided by its tensors). */
+sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn);
+
+/* One run of consecutive rows that share a cache (one sequence of a batch): T rows at positions
+ * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). parent: NULL, or the
+ * rows are a token tree (causal mode, T <= SP_ATTN_TREE_MAX; docs/TREE.md): parent[t] < t (-1: a
+ * root), row t rotated for position pos0 + depth(t), its K/V in the slot of pos0 + t, attending
+ * the cache and its root path (sp_attention_tree). */
+typedef struct {
+    int T, pos0;
+    float *K, *V;
+    int cap, ring;
+    const int32_t *parent;
+} sp_block_seg;
+
+/* Scratch for R rows: xn, o [R, H]; q, att [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. */
+typedef struct {
+    float *xn, *q, *k, *v, *att, *o, *g, *u;
+} sp_block_scratch;
+
+/* The layer on x [R, H] in place. The rows are the segments' rows, segment by segment; a layer
+ * that projects K/V (wk present) appends each segment's rows to its cache first. ple: the layer's
+ * per-layer input rows (P floats each, ple_stride apart), NULL when ple_dim is 0. */
+void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *segs, int n_segs,
+                      const float *ple, size_t ple_stride, const sp_block_scratch *s);
+
+/* K/V of R normalized rows xn into the segments' caches (RoPE at each row's position): the part of
+ * sp_block_forward a drafter also runs alone for its context rows. Uses s->k and s->v. */
+void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
+                       int n_segs, const sp_block_scratch *s);
+
+#endif

@@ -1,0 +1,138 @@
+/* policy.c — the never-slower-than-plain draft-length policy (see policy.h, docs/ROUND_COST.md). */
+#include "spec/policy.h"
+
+#include <string.h>
+
+#define EMA_W 0.25       /* weight of the newest sample in the cost averages */
+#define DECAY 0.8        /* per round with drafts: older acceptance counts fade (~5-round memory) */
+#define PRIOR_N 1.0      /* pseudo-count pulling a position's estimate towards its extrapolation */
+#define PROBE_K 4        /* drafts a probe asks for while drafting is off */
+#define BACKOFF_FIRST 16 /* plain rounds before the first probe ... */
+#define BACKOFF_MAX 256  /* ... doubling after each failed probe, up to this */
+
+const char *sp_nodraft_reason_name(int reason) {
+    static const char *names[SP_NODRAFT_N] = {"not paying", "measuring a plain step", "no room", "drafter proposed none"};
+    return reason >= 0 && reason < SP_NODRAFT_N ? names[reason] : "?";
+}
+
+void sp_policy_begin(sp_policy *s, int kind, int G) {
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->G = G < SP_POLICY_MAX_G ? G : SP_POLICY_MAX_G;
+    s->backoff = BACKOFF_FIRST;
+}
+
+static void ema(double *x, double v, int n) {
+    *x = n == 0 ? v : (1 - EMA_W) * *x + EMA_W * v;
+}
+
+/* α_i: the chance that the first i+1 drafts are all accepted. Measured positions blend their
+ * decayed counts with the extrapolation of the positions before (the last conditional rate
+ * continued), so a position never drafted yet is neither free nor worthless. */
+static void alphas(const sp_policy *s, double *a, int k) {
+    double prev = 1, prev2 = 1;
+    for (int i = 0; i < k; i++) {
+        double ext = i == 0 ? 0.5 : prev * (prev2 > 0 ? prev / prev2 : 0);
+        double v = (s->accepted[i] + PRIOR_N * ext) / (s->drafted[i] + PRIOR_N);
+        if (v > prev) v = prev;
+        a[i] = v;
+        prev2 = prev;
+        prev = v;
+    }
+}
+
+double sp_policy_rate(const sp_policy *s, int k) {
+    if (s->n_plain == 0 || s->t_plain <= 0) return 0;
+    if (k <= 0) return 1.0 / s->t_plain;
+    if (s->n_spec == 0) return 0;
+    double a[SP_POLICY_MAX_G], tau = 1;
+    if (k > s->G) k = s->G;
+    alphas(s, a, k);
+    for (int i = 0; i < k; i++) tau += a[i];
+    double row = s->n_row ? s->t_row : 0;
+    return tau / (s->t_plain + s->t_draft + row * k);
+}
+
+/* drafting off: the next probe after `backoff` plain rounds, the one after twice as many */
+static void pause(sp_policy *s) {
+    s->wait = s->backoff;
+    s->backoff = s->backoff * 2 < BACKOFF_MAX ? s->backoff * 2 : BACKOFF_MAX;
+}
+
+static int best_k(const sp_policy *s, int g) {
+    int best = 0;
+    double r0 = sp_policy_rate(s, 0), br = r0;
+    for (int k = 1; k <= g; k++) {
+        double r = sp_policy_rate(s, k);
+        if (r > br) br = r, best = k;
+    }
+    return best;
+}
+
+int sp_policy_choose(sp_policy *s, int g, int *reason) {
+    s->probing = 0;
+    if (g > s->G) g = s->G;
+    if (g <= 0) {
+        *reason = SP_NODRAFT_ROOM;
+        return 0;
+    }
+    if (s->kind == SP_SPEC_POLICY_ALWAYS || s->rounds == 0) return g; /* the first round measures drafting */
+    if (s->n_plain == 0) {
+        *reason = SP_NODRAFT_MEASURE;
+        return 0;
+    }
+    if (s->off && s->wait > 0) {
+        s->wait--;
+        *reason = SP_NODRAFT_POLICY;
+        return 0;
+    }
+    if (s->off) {
+        s->probing = 1;
+        return g < PROBE_K ? g : PROBE_K;
+    }
+    int k = best_k(s, g);
+    if (k == 0) {
+        s->off = 1;
+        pause(s);
+        *reason = SP_NODRAFT_POLICY;
+    }
+    return k;
+}
+
+void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, double verify_ms, double round_ms) {
+    s->rounds++;
+    if (k == 0 && nd == 0) { /* a plain round */
+        ema(&s->t_plain, round_ms, s->n_plain);
+        ema(&s->t_v1, verify_ms, s->n_plain);
+        s->n_plain++;
+        if (s->n_row == 0 && s->nd_first > 0) {
+            double row = (s->v_first - s->t_v1) / s->nd_first;
+            s->t_row = row > 0 ? row : 0;
+            s->n_row = 1;
+        }
+    } else if (nd > 0) {
+        ema(&s->t_draft, draft_ms, s->n_spec);
+        s->n_spec++;
+        double keep = s->probing ? 0 : DECAY; /* a probe measures afresh: the past said "off" */
+        for (int i = 0; i < s->G; i++) s->drafted[i] *= keep, s->accepted[i] *= keep;
+        for (int i = 0; i < nd && i < s->G; i++) {
+            s->drafted[i] += 1;
+            if (i < acc) s->accepted[i] += 1;
+        }
+        if (s->n_plain > 0) { /* what each verified row beyond the first costs */
+            double row = (verify_ms - s->t_v1) / nd;
+            ema(&s->t_row, row > 0 ? row : 0, s->n_row);
+            s->n_row++;
+        } else if (s->nd_first == 0) {
+            s->v_first = verify_ms;
+            s->nd_first = nd;
+        }
+    }
+    if (!s->probing) return;
+    if (best_k(s, s->G) > 0) { /* the probe paid: drafting back on */
+        s->off = 0;
+        s->backoff = BACKOFF_FIRST;
+    } else {
+        pause(s);
+    }
+}
