@@ -330,7 +330,7 @@ static int load_sts(df_t *s, const char *dir, sp_err *err) {
 
 /* layer li as the block executor sees it: the drafter's cache, rows from pos0 */
 static sp_block_seg layer_seg(const df_t *s, const df_layer *l, int T, int pos0) {
-    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0};
+    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0, NULL};
 }
 
 static sp_block_scratch scratch_of(const df_t *s) {
@@ -770,6 +770,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->provides_q = !s->greedy;
     d->begin = df_begin;
     d->propose = df_propose;
+    d->propose_tree = df_propose_tree;
     d->commit = df_commit;
     d->extend = df_extend;
     d->propose_batch = sp_dflash_propose_batch;
@@ -803,4 +804,45 @@ const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D) {
     if (layer < 0 || layer >= s->L) return NULL;
     *D = s->layers[layer].b.d.D;
     return s->layers[layer].b.inv_freq;
+}
+
+/* ---- token trees (dflash_internal.h; the tree builder is dflash_tree.c) ------------------------- */
+
+int df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err) {
+    df_t *s = d->self;
+    int g = max_depth < s->max_drafts ? max_depth : s->max_drafts, zlab = s->kind == SP_DFLASH_ZLAB;
+    *env = (df_tree_env){.depth = g > 0 ? g : 0, .V = s->V, .state_n = s->mtype == MARKOV_RNN ? s->r : 0,
+                         .pending = s->pending, .pos = (uint64_t)s->n_ctx, .greedy = s->greedy, .seed = s->seed,
+                         .smp = s->smp};
+    s->n_last = 0;
+    if (g <= 0) return 0;
+    int T = zlab ? g + 1 : g;
+    int32_t blk[SP_SPEC_MAX_G + 2];
+    blk[0] = s->pending;
+    for (int t = 1; t < T; t++) blk[t] = s->mask_id;
+    double t0 = sp_time_ms();
+    block_forward(s, blk, T);
+    s->info.ms_block += sp_time_ms() - t0;
+    s->info.proposals++;
+    (void)err;
+    return 0;
+}
+
+void df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z) {
+    df_t *s = d->self;
+    size_t V = (size_t)s->V;
+    if (s->kind == SP_DFLASH_ZLAB) { /* slot j predicts its own position, whatever the parent */
+        memcpy(Z, s->logits + (size_t)j * V, V * sizeof(float));
+        return;
+    }
+    memcpy(Z, s->logits + (size_t)(j - 1) * V, V * sizeof(float));
+    if (state) memcpy(s->state, state, sizeof(float) * (size_t)s->r);
+    (void)heads(s, Z, s->hid + (size_t)(j - 1) * s->H, prev);
+    if (state) memcpy(state, s->state, sizeof(float) * (size_t)s->r);
+}
+
+void df_tree_done(sp_drafter *d, int depth, int nodes) {
+    df_t *s = d->self;
+    s->n_last = depth;
+    s->info.drafted += nodes;
 }
