@@ -433,6 +433,13 @@ static int e3_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
     return absorb(s, tok, taps, n_acc + 1, err);
 }
 
+/* rounds without drafts: rows [old pending, tokens[0 .. n-2]] pair with tokens[0 .. n-1] */
+static int e3_extend(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden, sp_err *err) {
+    e3_t *s = d->self;
+    s->n_last = 0;
+    return n < 1 ? 0 : absorb(s, tokens, taps, n, err);
+}
+
 static void e3_destroy(sp_drafter *d) {
     e3_t *s = d ? d->self : NULL;
     if (s) {
@@ -531,6 +538,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     d->begin = e3_begin;
     d->propose = e3_propose;
     d->commit = e3_commit;
+    d->extend = e3_extend;
     json_decref(root);
     free(text);
     return d;

@@ -82,6 +82,18 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
 void sp_attention_ref(float *out, const float *q, const float *K, const float *V,
                       const sp_attn_shape *s);
 
+/* Tree-masked attention (attention_tree.c, docs/TREE.md): T rows of a token tree after a prefix
+ * of pos0 positions (s->noncausal 0). parent[t] < t is row t's parent row, -1 for a row hanging
+ * off the prefix. Row t's query is at position pos0 + depth(t), its K/V in the slot of position
+ * pos0 + t; it attends the prefix keys its window reaches, then its root path (ancestors and
+ * itself) in row order. A row gets exactly (bit for bit) the output sp_attention gives the chain
+ * row at its depth whose earlier rows are its ancestors. T <= SP_ATTN_TREE_MAX. */
+#define SP_ATTN_TREE_MAX 256
+void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                       const sp_attn_shape *s, const int32_t *parent);
+void sp_attention_tree_ref(float *out, const float *q, const float *K, const float *V, const sp_attn_shape *s,
+                           const int32_t *parent);
+
 /* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
  * are NaN or n <= 0 */
 int sp_argmax(const float *x, int n);

@@ -179,6 +179,11 @@ typedef struct {
 } sp_attn_ops;
 
 extern const sp_attn_ops sp_attn_ops_avx512, sp_attn_ops_avx2, sp_attn_ops_neon;
+/* the pieces of one tier (attention.c); the tree-masked kernel (attention_tree.c) uses them */
+const sp_attn_ops *sp_attn_ops_for(sp_cpu_tier tier);
+/* sp_attention_tree on one code path (tests; tier must be supported) */
+void sp_attention_tree_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                            const sp_attn_shape *s, const int32_t *parent, sp_cpu_tier tier);
 
 /* sp_attention on one code path (tests; tier must be supported) */
 void sp_attention_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,

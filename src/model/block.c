@@ -93,6 +93,12 @@ int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder
     return 0;
 }
 
+/* the position of each row of g: pos0 + t, or pos0 + depth(t) for a token tree */
+static void seg_positions(const sp_block_seg *g, int *pos) {
+    for (int t = 0; t < g->T; t++)
+        pos[t] = !g->parent ? g->pos0 + t : g->parent[t] < 0 ? g->pos0 : pos[g->parent[t]] + 1;
+}
+
 void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
                        int n_segs, const sp_block_scratch *s) {
     const sp_block_desc *d = &l->d;
@@ -107,9 +113,11 @@ void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, 
     for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
         const sp_block_seg *g = &segs[i];
         float *k = s->k + (size_t)r0 * row, *v = s->v + (size_t)r0 * row;
+        int pos[SP_ATTN_TREE_MAX];
+        if (g->parent) seg_positions(g, pos);
         for (int t = 0; t < g->T; t++) {
-            int p = g->pos0 + t, slot = g->ring ? p % g->cap : p;
-            sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, p);
+            int p = g->pos0 + t, slot = g->ring ? p % g->cap : p; /* a tree row's slot is still pos0 + t */
+            sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, g->parent ? pos[t] : p);
             memcpy(g->K + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
             memcpy(g->V + (size_t)slot * row, v + (size_t)t * row, row * sizeof(float));
         }
@@ -129,14 +137,18 @@ static void attention(sp_pool *pool, const sp_block_layer *l, int R, const sp_bl
     for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
         const sp_block_seg *g = &segs[i];
         float *q = s->q + (size_t)r0 * qrow;
-        for (int t = 0; t < g->T; t++) sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, g->pos0 + t);
+        int pos[SP_ATTN_TREE_MAX];
+        if (g->parent) seg_positions(g, pos);
+        for (int t = 0; t < g->T; t++)
+            sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, g->parent ? pos[t] : g->pos0 + t);
         /* a borrowed cache holds positions < pos0 only: the query is masked as if at pos0 − 1 */
         sp_attn_shape sh = {
             .T = g->T, .pos0 = d->attn == SP_ATTN_BORROWED ? g->pos0 - 1 : g->pos0, .NH = NH, .KVH = d->KVH,
             .D = D, .cap = g->cap, .ring = g->ring, .window = d->window, .scale = d->attn_scale,
             .noncausal = d->attn == SP_ATTN_BLOCK,
         };
-        sp_attention(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh);
+        if (g->parent) sp_attention_tree(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh, g->parent);
+        else sp_attention(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh);
     }
     sp_matmul(pool, s->o, s->att, R, &l->wo);
 }

@@ -87,11 +87,15 @@ typedef struct {
 int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err);
 
 /* One run of consecutive rows that share a cache (one sequence of a batch): T rows at positions
- * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). */
+ * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). parent: NULL, or the
+ * rows are a token tree (causal mode, T <= SP_ATTN_TREE_MAX; docs/TREE.md): parent[t] < t (-1: a
+ * root), row t rotated for position pos0 + depth(t), its K/V in the slot of pos0 + t, attending
+ * the cache and its root path (sp_attention_tree). */
 typedef struct {
     int T, pos0;
     float *K, *V;
     int cap, ring;
+    const int32_t *parent;
 } sp_block_seg;
 
 /* Scratch for R rows: xn, o [R, H]; q, att [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. */

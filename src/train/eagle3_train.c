@@ -247,6 +247,14 @@ void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
         const tr_shard *sh = &s->data->shards[s->shard[idx]];
         int q = s->seq[idx], p = s->start[idx], len = sh->seq_lens[q], rs = sh->resp_starts[q];
         int64_t off = sh->seq_off[q];
+        /* the target's distribution of each position p+1 .. p+S+K−1 once (rows of several steps
+         * share it): into the slot of its first (k = 0, or row S−1 with the smallest k) user */
+        for (int tp = p + 1; tp < p + S + K && tp + 1 < len; tp++) {
+            if (tp + 1 < rs) continue;
+            int k = tp - p - 1 < S ? 0 : tp - p - S, i = tp - p - 1 - k;
+            size_t kt = (size_t)k * T + (size_t)w * S + i;
+            b->mass[kt] = target_probs(s, sh, off + tp, b->P + kt * Vd);
+        }
         for (int i = 0; i < S && p + i < len; i++) {
             size_t t = (size_t)w * S + i;
             for (int j = 0; j < mH; j++) b->F[t * mH + j] = bf16_f32(sh->hidden_ml[(size_t)(off + p + i) * mH + j]);
@@ -256,7 +264,12 @@ void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
                 size_t kt = (size_t)k * T + t;
                 sp_mat_row_f32(sp_model_embed_table(s->target), sh->ids[off + tp], b->x0 + kt * H); /* unscaled, as SpecForge */
                 if (tp + 1 >= len || tp + 1 < rs) continue;
-                b->mass[kt] = target_probs(s, sh, off + tp, b->P + kt * Vd);
+                int k0 = tp - p - 1 < S ? 0 : tp - p - S; /* where the distribution was computed */
+                size_t src = (size_t)k0 * T + (size_t)w * S + (size_t)(tp - p - 1 - k0);
+                if (src != kt) {
+                    memcpy(b->P + kt * Vd, b->P + src * Vd, sizeof(float) * (size_t)Vd);
+                    b->mass[kt] = b->mass[src];
+                }
                 b->wt[kt] = (float)pow(s->decay, k);
             }
         }
