@@ -11,7 +11,7 @@
  *
  * Then the verify-length policies on a synthetic, calibrated confidence stream (c_j = σ(2 − 0.35 j + n),
  * n ~ N(0, 1); acceptance drawn from the c's) with this machine's SPS table: mean verified length
- * and tokens per second of the full block, static thresholds and the §8.10 scheduler. */
+ * and tokens per second of the full block, static thresholds and the docs/DSPARK.md §10 scheduler. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -44,7 +44,7 @@ typedef enum {
     SP_DT_UNKNOWN
 } sp_dtype;
 
-/* ---- model configuration (from config.json; FORMATS.md §4–5) ------------------------ */
+/* ---- model configuration (from config.json; docs/TRANSFORMER.md) ------------------------ */
 typedef enum { SP_ARCH_LLAMA = 0, SP_ARCH_QWEN3, SP_ARCH_GEMMA4 } sp_arch;
 typedef enum { SP_ROPE_DEFAULT = 0, SP_ROPE_LLAMA3, SP_ROPE_PROPORTIONAL } sp_rope_type;
 typedef enum { SP_ACT_SILU = 0, SP_ACT_GELU_TANH } sp_act;

@@ -1,4 +1,4 @@
-/* test_assistant.c — the Gemma-4 assistant drafter (FORMATS.md §6) drafts losslessly.
+/* test_assistant.c — the Gemma-4 assistant drafter (docs/ASSISTANT.md) drafts losslessly.
  *
  * Random assistants (newdrafter_assistant_write) with both heads, on two random Gemma-4 targets
  * with KV sharing: the fixture tests/data/ref-logits/gemma4 (window 8, k_eq_v, PLE, V 32000) and a

@@ -3,7 +3,7 @@
  * - random z-lab DFlash, DSpark (vanilla / gated / rnn Markov heads + confidence) and DeepSpec
  *   DFlash drafters on the tiny qwen3 and gemma4 fixture targets: greedy output identical to
  *   plain decoding for B = 1..16, prompt longer than gemma's sliding window, small KV ring;
- * - audit at temperature 1.0 passes for each kind; the §8.10 scheduler passes the audit and the
+ * - audit at temperature 1.0 passes for each kind; the docs/DSPARK.md §10 scheduler passes the audit and the
  *   retrospective variant is caught by it (paper Appendix A);
  * - H_ctx grows by accepted + 1 rows per round and equals the taps of a fresh forward;
  * - loading: missing / mis-shaped tensors and bad config keys are errors naming them; q_norm /
@@ -315,7 +315,7 @@ static void test_audit(void) {
     if (!m) { CHECK(0, "load"); return; }
     audit_case(m, "qwen3", "zlab", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 2000);
     audit_case(m, "qwen3", "dspark", SP_VERIFY_ALL, NULL, 50.0f, 1, "all", 2000);
-    /* the §8.10 scheduler on a cost table where extra verify tokens are dear */
+    /* the docs/DSPARK.md §10 scheduler on a cost table where extra verify tokens are dear */
     sp_sps_table sps = {.n = 8};
     for (int b = 1; b <= 8; b++) sps.sps[b] = 1.0 / (1.0 + 0.12 * (b - 1));
     audit_case(m, "qwen3", "dspark", SP_VERIFY_SCHEDULE, &sps, 50.0f, 1, "schedule", 2000);

@@ -1,5 +1,5 @@
 /* test_gguf_export.c — GGUF export checked by a small validating GGUF reader written here:
- * header, every expected key with its type and value (FORMATS §12.A), every tensor with
+ * header, every expected key with its type and value (docs/GGUF-FORMAT.md §4), every tensor with
  * reversed dims, 32-byte alignment, data equal to the safetensors (after undoing the Llama Q/K
  * permutation), rope_freqs (llama3 divisors of the llama fixture: 1, 1.3753, 8, 8), tokenizer
  * metadata from tokenizer.json (byte-level and SentencePiece-style) and from another GGUF, and
@@ -365,7 +365,7 @@ static void check_export(const char *dir, const char *gguf, int weight_type) {
     if (rf && c.arch == SP_ARCH_LLAMA) {
         CHECK(rf->ne[0] == (uint64_t)c.head_dim / 2, "rope_freqs length");
         const float *f = rg_data(&g, rf);
-        /* FORMATS §4.4 rule, as divisors: inv_f / new_inv_f */
+        /* docs/TRANSFORMER.md §4 rule, as divisors: inv_f / new_inv_f */
         for (int j = 0; j < c.head_dim / 2; j++) {
             double inv = pow(c.rope.theta, -2.0 * j / c.head_dim), wl = 2 * M_PI / inv, C = c.rope.original_max_pos;
             double lo = c.rope.low_freq_factor, hi = c.rope.high_freq_factor, fa = c.rope.factor, nf;
@@ -715,7 +715,7 @@ static void test_errors(void) {
     const char *d5 = tmppath("err_shared_k");
     rewrite_model(dir, d5, NULL, "model.language_model.layers.5.self_attn.k_norm.weight");
     CHECK(do_export(d5, out, -1, 1, NULL, &err) == 0, "%s", err.msg);
-    /* a KV-sharing layout llama.cpp cannot represent (FORMATS §12.B.6) */
+    /* a KV-sharing layout llama.cpp cannot represent (docs/GGUF-FORMAT.md §7) */
     const char *bad_layout[] = {"num_kv_shared_layers=2"};
     const char *d6 = tmppath("err_layout");
     if (make_model(d6, "gemma4", SP_DT_F32, bad_layout, 1) == 0)

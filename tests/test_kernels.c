@@ -1,7 +1,7 @@
 /* test_kernels.c — every fast kernel against its double-precision _ref on random non-zero
  * inputs, bitwise batch invariance (matmul over T rows vs each row alone, attention over T
  * queries vs one at a time, for pool sizes 1, 2, 3), the portable matmul path bit for bit
- * against the SIMD one, RoPE frequency fixtures (FORMATS.md §4.4, §5.4) and the pool. */
+ * against the SIMD one, RoPE frequency fixtures (docs/TRANSFORMER.md §4) and the pool. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

@@ -191,7 +191,7 @@ static void test_tiny_layouts(void) {
                       c.ple_dim > 0 && c.final_softcap == 30 && c.global_head_dim != c.head_dim &&
                       c.n_global_kv_heads > 0 && c.double_wide_mlp,
                   "gemma4 tiny features");
-            /* llama.cpp's KV reuse rule (FORMATS §12.B.6) holds */
+            /* llama.cpp's KV reuse rule (docs/GGUF-FORMAT.md §7) holds */
             int fs = c.n_layers - c.n_kv_shared;
             for (int i = fs; i < c.n_layers; i++)
                 CHECK(c.layers[i].kv_source == (c.layers[i].sliding ? fs - 2 : fs - 1), "layer %d kv source %d", i,
@@ -415,7 +415,7 @@ static void test_tokenizer_copy(void) {
 }
 
 /* the engine runs every tiny preset, in f32 and bf16: finite logits, the Gemma-4 softcap bound,
- * and not a constant prediction (FORMATS §4–5 through the real loader) */
+ * and not a constant prediction (docs/TRANSFORMER.md through the real loader) */
 static void test_engine_runs_tiny(void) {
     const char *archs[] = {"llama", "qwen3", "gemma4"};
     for (int a = 0; a < 3; a++)

@@ -1,5 +1,5 @@
-/* test_safetensors.c — safetensors reader/writer (FORMATS.md §1): round trips of every dtype,
- * sharded checkpoints, one test per §1.2 validation rule (files built byte by byte), the
+/* test_safetensors.c — safetensors reader/writer (docs/SAFETENSORS.md): round trips of every dtype,
+ * sharded checkpoints, one test per docs/SAFETENSORS.md §2 validation rule (files built byte by byte), the
  * unaligned-file copy path, index.json errors, the real fixtures, and a corruption fuzz test. */
 #include <dirent.h>
 #include <stdint.h>
@@ -298,7 +298,7 @@ static void test_fixtures(void) {
     st_close(s);
 }
 
-/* ---- §1.2: one test per rule, files built byte by byte --------------------------------- */
+/* ---- docs/SAFETENSORS.md §2: one test per rule, files built byte by byte --------------------------------- */
 static int expect_fail_at(int line, const char *hdr, size_t ndata, const char *want) {
     static unsigned char data[1024];
     fill_bytes(data, sizeof data, 7);
@@ -393,7 +393,7 @@ static void test_rule3_utf8_json_object(void) {
     EXPECT_FAIL("\"str\"", 0, "not a JSON object");
     EXPECT_FAIL("  42 ", 0, "not a JSON object");
     EXPECT_FAIL("null", 0, "not a JSON object");
-    /* whitespace around the object is tolerated (§1.2.3); padding with spaces is normal */
+    /* whitespace around the object is tolerated (docs/SAFETENSORS.md §2 rule 3); padding with spaces is normal */
     expect_ok("\t\n {" T("a", "U8", "[2]", 0, 2) "}\r \t\n", "xy", 2, 1);
     expect_ok("{}", NULL, 0, 0);
     expect_ok("{}        ", NULL, 0, 0);
@@ -494,7 +494,7 @@ static void test_rule7_coverage(void) {
     tmp_end();
 }
 
-/* Sub-byte and engine-less dtypes get sizes (§1.1) and are named by st_tensor_dtype_name. */
+/* Sub-byte and engine-less dtypes get sizes (docs/SAFETENSORS.md §1) and are named by st_tensor_dtype_name. */
 static void test_all_dtype_sizes(void) {
     tmp_begin();
     static const char *hdr = "{" T("f4", "F4", "[2,2]", 0, 2) "," T("f6", "F6_E2M3", "[4]", 2, 5)
@@ -531,7 +531,7 @@ static void test_all_dtype_sizes(void) {
     tmp_end();
 }
 
-/* §1.3: a header without padding puts tensors at odd offsets; they must be copied, not cast. */
+/* docs/SAFETENSORS.md §3: a header without padding puts tensors at odd offsets; they must be copied, not cast. */
 static void test_unaligned(void) {
     tmp_begin();
     /* 8 + N is odd by construction below */
@@ -695,7 +695,7 @@ static void test_sharded(void) {
     tmp_end();
 }
 
-/* ---- §1.4 index.json errors ---------------------------------------------------------- */
+/* ---- docs/SAFETENSORS.md §4 index.json errors ---------------------------------------------------------- */
 static void save_two(const char *file, const char *n1, const char *n2) {
     sp_err err = {{0}};
     float x[2] = {1, 2};
@@ -764,7 +764,7 @@ static void test_index_errors(void) {
     EXPECT_DIR_FAIL("{\"weight_map\":{}}", "\"weight_map\" is empty");
     EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":1}}", "value for \"a\" is not a string");
     EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"../s1.safetensors\"}}", "not a plain file name");
-    /* a corrupt shard: its own §1.2 message, prefixed by the index */
+    /* a corrupt shard: its own docs/SAFETENSORS.md §2 message, prefixed by the index */
     write_st(tpath("s4.safetensors"), "{" T("d", "F32", "[2]", 0, 4) "}", "abcd", 4);
     EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"d\":\"s4.safetensors\"}}",
                     "s4.safetensors: tensor \"d\": byte size mismatch");

@@ -160,7 +160,7 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
     return rc;
 }
 
-/* a GGUF "gemma4" vocab (FORMATS.md §12.A.6) written from the gemma3 tokenizer.json: tokens,
+/* a GGUF "gemma4" vocab (docs/GGUF-FORMAT.md §6) written from the gemma3 tokenizer.json: tokens,
  * token types, "a b" merges; llama.cpp's gemma4 path must encode like the json */
 static int write_gemma4_gguf(tok_tokenizer *t, const char *path) {
     int n = tok_vocab_size(t);

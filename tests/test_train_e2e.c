@@ -1,6 +1,6 @@
 /* test_train_e2e.c — end to end on a random tiny qwen3 target: regen a repetitive corpus (the
  * target's own greedy continuations of prompts over a 12-token alphabet), train DSpark and
- * DFlash drafters, and check that held-out τ (analytic, FORMATS.md §8.7) rises well above its
+ * DFlash drafters, and check that held-out τ (analytic, docs/DSPARK.md §7) rises well above its
  * start; then exact resume: N steps straight vs a run stopped (in-process, and by SIGKILL at an
  * arbitrary moment) and resumed give byte-identical checkpoints, with anchors drawn 3 per
  * sequence sharing their context (units cut by batch and resume boundaries). */

@@ -53,7 +53,7 @@ static void check_tau_rises(tr_arch arch, tr_markov_type markov, const char *nam
     tr_train_result r;
     th_train(&c, name, 1, &r);
     check_layout(out, name, arch0);
-    if (arch == TR_ARCH_DSPARK) { /* markov_head_type and the head's tensors (FORMATS.md §8.1, §8.2) */
+    if (arch == TR_ARCH_DSPARK) { /* markov_head_type and the head's tensors (docs/DSPARK.md §1, §2) */
         char p[512], want[64], *text = NULL;
         size_t n;
         sp_err err;

@@ -291,7 +291,7 @@ static double max_rel(const float *a, const double *b, size_t n) {
     return worst;
 }
 
-/* ---- gated and rnn Markov heads (FORMATS.md §8.4) on top of the gathered code W1[prev] ------
+/* ---- gated and rnn Markov heads (docs/DSPARK.md §4) on top of the gathered code W1[prev] ------
  * loss = Σ r ⊙ mix; both heads see h and the code, the rnn also its state across the B slots of
  * each block (rows e·B + k), so dh / dcode / dW1 of early slots collect later slots' terms. */
 enum { GNB = 2, GB = 3, GT = GNB * GB, GV = 7, GR = 3, GH = 4 };

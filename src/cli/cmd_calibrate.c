@@ -1,5 +1,5 @@
 /* cmd_calibrate.c — `specula calibrate -m TARGET -md DRAFTER --prompts FILE`: run the DSpark
- * drafter with raw confidences on held-out prompts (a prompt file, prompts_cli.h), fit sequential temperature scaling (FORMATS.md §8.9) and write
+ * drafter with raw confidences on held-out prompts (a prompt file, prompts_cli.h), fit sequential temperature scaling (docs/DSPARK.md §9) and write
  * DRAFTER/sts.json, which the drafter then applies automatically. */
 #include <jansson.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@ typedef struct {
     int ngram_min, ngram_max;
     float draft_temp; /* > 0: the draft model samples at this temperature (lossless: q is reported) */
     float conf_threshold;  /* dflash / dspark: cut at the first confidence below it (0: off) */
-    const char *schedule;  /* dspark: "auto" = the §8.10 prefix scheduler, NULL / "none" = off */
+    const char *schedule;  /* dspark: "auto" = the docs/DSPARK.md §10 prefix scheduler, NULL / "none" = off */
     int always;            /* --spec-always (generate, chat): draft every round, no never-slower policy */
 } cli_spec_opts;
 

@@ -1,13 +1,13 @@
-/* assistant.c — the Gemma-4 assistant drafter (FORMATS.md §6; see assistant.h).
+/* assistant.c — the Gemma-4 assistant drafter (docs/ASSISTANT.md; see assistant.h).
  *
- * One draft step (§6.3), d = d_a the assistant width, Hb the target width:
+ * One draft step (docs/ASSISTANT.md §3), d = d_a the assistant width, Hb the target width:
  *   z  = [target_embed(tok)·sqrt(Hb) ; g] · W_preᵀ                      [d]
- *   h  = L × Gemma-4 decoder layer on z (§5.6) with Q-only attention:
+ *   h  = L × Gemma-4 decoder layer on z (docs/TRANSFORMER.md §5) with Q-only attention:
  *          q = RoPE_t(q_norm(q_proj(x))) at the round's constant position p,
  *          keys/values = the target's cache of its last non-shared layer of type t
  *   h  = norm(h);   logits = head(h) (no softcap);   g' = h · W_postᵀ      [Hb]
  *
- * Stepping (§6.4, the "clean engine" reading): the committed stream is x_0..x_t with x_t pending
+ * Stepping (docs/ASSISTANT.md §4, the "clean engine" reading): the committed stream is x_0..x_t with x_t pending
  * (not yet forwarded by the target, so the target cache holds positions 0..t−1). A round starts
  * from tok = x_t, g = the target's final-norm hidden state at position t−1 (the state that
  * produced x_t), and runs every step at p = t; each step feeds its draft and its g' to the next.
@@ -15,9 +15,9 @@
  * only takes the new pending token and hidden row.
  *
  * Which target keys a step sees: full layers all of positions 0..t−1; sliding layers the W most
- * recent ones, t−W..t−1 (W = sliding_window) — the count FORMATS §6.3 describes for HF ("the most
- * recent sliding_window borrowed keys"); llama.cpp sees W−1 (§12.C.4), HF's overlay may admit W+1
- * (§11.6). The stale row of a rejected draft is never visible: the engine trims the target cache
+ * recent ones, t−W..t−1 (W = sliding_window) — the count docs/ASSISTANT.md §3 describes for HF ("the most
+ * recent sliding_window borrowed keys"); llama.cpp sees W−1 (docs/ASSISTANT.md §5), HF's overlay may admit W+1
+ * (docs/ASSISTANT.md §5). The stale row of a rejected draft is never visible: the engine trims the target cache
  * before the next round and the step reads only positions < t. Reading t−W..t−1 out of the
  * target's ring is safe right after a wrap: the ring holds W + max_batch slots and the cache
  * never runs more than max_batch positions past its length (sp_kv_trim enforces it), so slot
@@ -110,7 +110,7 @@ static int get_vec(asst_t *s, const char *name, int n, float **out, sp_err *err)
     return 0;
 }
 
-/* shapes of the target layer `src` must match assistant layer i (FORMATS §6.1 table note) */
+/* shapes of the target layer `src` must match assistant layer i (docs/ASSISTANT.md §1 table note) */
 static int check_borrowed(const asst_t *s, int i, const sp_config *tc, sp_err *err) {
     const sp_layer_config *al = &s->ac.text.layers[i];
     const char *type = al->sliding ? "sliding" : "full";
@@ -266,7 +266,7 @@ static int alloc_scratch(asst_t *s) {
     return 0;
 }
 
-/* ---- one draft step (§6.3) --------------------------------------------------------------- */
+/* ---- one draft step (docs/ASSISTANT.md §3) --------------------------------------------------------------- */
 
 /* h = norm(layers(z)) for tok, g at position pos; g_out = h · W_postᵀ. Each layer's query sits at
  * pos and reads the borrowed cache's positions < pos (see the file comment). */

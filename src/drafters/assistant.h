@@ -1,4 +1,4 @@
-/* assistant.h — the Gemma-4 assistant drafter (`gemma4_assistant`, FORMATS.md §6): a few Q-only
+/* assistant.h — the Gemma-4 assistant drafter (`gemma4_assistant`, docs/ASSISTANT.md): a few Q-only
  * decoder layers that attend to the target's own KV cache, seeded each round with the target's
  * final hidden state.
  *
@@ -28,7 +28,7 @@ void sp_assistant_info(const sp_drafter *d, int *width, int *centroid, int *n_ca
 int sp_assistant_head_argmax(sp_drafter *d, const float *h);
 /* The head's full-vocabulary logits for h[d_a], computed densely (reference path): tied head:
  * h·Eᵀ; centroid head: h·Eᵀ with every token outside the top-k clusters set to
- * (min over the kept tokens) − 1, as HF does (§6.3). */
+ * (min over the kept tokens) − 1, as HF does (docs/ASSISTANT.md §3). */
 int sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits); /* 0, or -1 out of memory */
 
 #endif

@@ -1,4 +1,4 @@
-/* dflash.c — DFlash / DSpark block drafters (see dflash.h; FORMATS.md §7.3–7.4, §8.3–8.6, §8.10).
+/* dflash.c — DFlash / DSpark block drafters (see dflash.h; docs/DFLASH.md §3–4, docs/DSPARK.md §3–6, §10).
  *
  *   context rows F [R, m·H] (taps of committed tokens, from the engine):
  *       ctx = RMSNorm_hidden(F · W_fcᵀ);  per layer ℓ: K = RoPE(k_norm(ctx·Wk)), V = ctx·Wv → cache
@@ -10,13 +10,13 @@
  *       code = W1[x_{j-1}];  Z_j = U_j + W2·code (vanilla; gated / rnn variants);  c_j = σ(w·[h_j; code] + b)
  *       the verify policy decides from c_1..c_j whether draft j is offered, then x_j ~ q_j = proc(Z_j)
  *
- * Where llama.cpp differs (FORMATS.md §13.A.8), this follows the papers / HF code: at temperature > 0
+ * Where llama.cpp differs (docs/DFLASH.md §6), this follows the papers / HF code: at temperature > 0
  * drafts and the Markov chain are sampled from q (llama.cpp: argmax always) and verified by the
  * p/q rule; Gemma DSpark logits are soft-capped before the Markov bias (llama.cpp: never capped);
  * the block length follows the checkpoint's block_size (llama.cpp: --spec-draft-n-max, default 3);
  * a DeepSpec DFlash file keeps the anchor-first layout (llama.cpp reads it as z-lab: off by one).
  * Like llama.cpp: context K/V are injected from the taps of every committed row, the threshold
- * compares each c_j (not the product). Missing z-lab target_layer_ids take the §7.1 default (llama.cpp:
+ * compares each c_j (not the product). Missing z-lab target_layer_ids take the docs/DFLASH.md §1 default (llama.cpp:
  * an error).
  *
  * q_norm / k_norm come from the checkpoint's tensors, not from model_type alone (qk_norm_decide):
@@ -25,7 +25,7 @@
  * model_type "qwen3" and the target's rope_theta / rope_scaling (llama3) / rms_norm_eps. Both norms
  * in every layer → used (whatever model_type says); none → not used, an error if model_type is
  * qwen3 / gemma4; in some layers only, or q without k → an error naming the missing tensor.
- * RoPE and eps are the drafter config's (FORMATS.md §8.3: theta from the target).
+ * RoPE and eps are the drafter config's (docs/DSPARK.md §3: theta from the target).
  *
  * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
 #include "drafters/dflash.h"
@@ -115,7 +115,7 @@ static int bind_layer(df_t *s, int i, sp_err *err) {
 
 /* Whether the draft layers carry q_norm / k_norm, from the checkpoint's tensors, not from
  * model_type alone: the published drafter code builds the Qwen3 block (with both norms) even for
- * Llama targets (FORMATS.md §7.2, §8.2), and a config may still say "llama". Both norms in every
+ * Llama targets (docs/DFLASH.md §2, docs/DSPARK.md §2), and a config may still say "llama". Both norms in every
  * layer → used; none → not used, unless the config's model_type is one whose block has them
  * (qwen3, gemma4): then the first one is reported missing; any other mix (some layers only, q
  * without k or k without q) is an error naming the first missing tensor. */
@@ -156,7 +156,7 @@ static int json_get_int(json_t *o, const char *key, int *out, const char *what, 
     return 0;
 }
 
-/* the drafter-specific keys of config.json (FORMATS.md §7.1, §8.1) */
+/* the drafter-specific keys of config.json (docs/DFLASH.md §1, docs/DSPARK.md §1) */
 static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
     const sp_config *tc = sp_model_config(s->target);
     json_t *arch = json_array_get(json_object_get(root, "architectures"), 0);
@@ -200,7 +200,7 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
     if (!ids) ids = json_object_get(root, "target_layer_ids");
     if (!ids || json_is_null(ids)) {
         if (s->kind == SP_DFLASH_DSPARK) return sp_err_set(err, "%s: missing \"target_layer_ids\"", what);
-        /* z-lab default (FORMATS.md §7.1) */
+        /* z-lab default (docs/DFLASH.md §1) */
         int N = tc->n_layers, Ld = s->dc.n_layers;
         s->m = Ld;
         if (Ld == 1) s->taps[0] = N / 2;
@@ -300,7 +300,7 @@ static int bind_heads(df_t *s, sp_err *err) {
     return 0;
 }
 
-/* sts.json beside the drafter: {"temperatures": [T_1 .. T_B]} (FORMATS.md §8.9) */
+/* sts.json beside the drafter: {"temperatures": [T_1 .. T_B]} (docs/DSPARK.md §9) */
 static int load_sts(df_t *s, const char *dir, sp_err *err) {
     char path[4096], *text = NULL;
     size_t n;
@@ -395,7 +395,7 @@ static int inject(df_t *s, const float *F, int R, sp_err *err) {
 
 /* The block forward: tokens[T] at positions n_ctx.. → s->hid [T, H] and s->logits [T, V]. The
  * block's K/V rows land after the context and are dropped by not advancing n_ctx; every block
- * query sees the context 0..n_ctx-1 and the whole block (FORMATS.md §7.3). */
+ * query sees the context 0..n_ctx-1 and the whole block (docs/DFLASH.md §3). */
 static void block_forward(df_t *s, const int32_t *tokens, int T) {
     int H = s->H;
     sp_block_scratch scr = scratch_of(s);
@@ -413,7 +413,7 @@ static float sigmoidf(float x) {
 }
 
 /* DSpark heads for draft j from slot row h [H] and previous token: Z (in place on U [V]) and the
- * raw confidence logit (FORMATS.md §8.4–8.5). */
+ * raw confidence logit (docs/DSPARK.md §4–5). */
 static float heads(df_t *s, float *U, const float *h, int32_t prev) {
     int H = s->H, r = s->r;
     float *code = s->code, *vec = s->vec; /* [r], [2r + H] */
@@ -515,7 +515,7 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
     float *qrow = s->qrow; /* scratch q row when the engine wants none */
     uint64_t pos = (uint64_t)s->n_ctx; /* position of pending */
     int n = 0;
-    if (zlab) { /* slot t predicts the token at its own position (§7.4) */
+    if (zlab) { /* slot t predicts the token at its own position (docs/DFLASH.md §4) */
         for (int t = 1; t <= g; t++) {
             float *qt = q ? q + (size_t)(t - 1) * V : qrow;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
@@ -524,7 +524,7 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
             if (x < 0) return -1;
             drafts[n++] = x;
         }
-    } else { /* slot j-1 predicts draft j; heads left to right (§8.4–8.6, §8.10) */
+    } else { /* slot j-1 predicts draft j; heads left to right (docs/DSPARK.md §4–6, §10) */
         sp_sched sch;
         sp_sched_begin(&sch, &s->sps);
         int32_t prev = s->pending;

@@ -1,4 +1,4 @@
-/* dflash.h — DFlash and DSpark block drafters (FORMATS.md §7, §8).
+/* dflash.h — DFlash and DSpark block drafters (docs/DFLASH.md, docs/DSPARK.md).
  *
  * One network, two conventions, chosen by architectures[0] of the drafter's config.json:
  *   "DFlashDraftModel" (z-lab): block [pending, M × g], slot t (1..g) predicts the token at its
@@ -30,7 +30,7 @@ typedef enum {
 
 typedef enum {
     SP_VERIFY_ALL = 0,     /* verify every draft (a confidence threshold may still cut) */
-    SP_VERIFY_SCHEDULE,    /* §8.10 prefix scheduler (needs sps) */
+    SP_VERIFY_SCHEDULE,    /* docs/DSPARK.md §10 prefix scheduler (needs sps) */
     SP_VERIFY_RETRO,       /* LOSSY test variant: best length over all prefixes (paper App. A) */
 } sp_verify_policy;
 

@@ -1,4 +1,4 @@
-/* config.c — Hugging Face config.json → sp_config for llama, qwen3 and gemma4 (FORMATS.md §4–5).
+/* config.c — Hugging Face config.json → sp_config for llama, qwen3 and gemma4 (docs/TRANSFORMER.md).
  *
  * Reads both key forms where transformers versions differ (rope_theta vs rope_parameters;
  * global_head_dim vs per_layer_config). Shape keys without an HF default are required; a

@@ -1,4 +1,4 @@
-/* export_gguf.c — Hugging Face checkpoint → GGUF for llama.cpp (FORMATS.md §12.A, §12.D).
+/* export_gguf.c — Hugging Face checkpoint → GGUF for llama.cpp (docs/GGUF-FORMAT.md §4, §8).
  *
  * Steps: parse config.json (the engine's own parser) → list the tensors that config implies
  * (hf_tensor_specs, shared with new-model) and check each one's shape in the safetensors →
@@ -75,7 +75,7 @@ int export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *er
     return 0;
 }
 
-/* HF tensors that are deliberately not exported (FORMATS §12.A.4, §12.D.5). */
+/* HF tensors that are deliberately not exported (docs/GGUF-FORMAT.md §5, §8). */
 static int droppable(const sp_config *c, const char *name) {
     if (strstr(name, "vision") || strstr(name, "audio")) return 1;
     size_t n = strlen(name);
@@ -96,7 +96,7 @@ uint32_t export_file_type(const int n_2d_types[3]) {
 
 #define KEY(buf, fmt) (snprintf(buf, sizeof buf, "%s." fmt, A), buf)
 
-/* u32 scalar when every layer agrees, else an INT32 array of length L (§12.A.0 rule 2) */
+/* u32 scalar when every layer agrees, else an INT32 array of length L (docs/GGUF-FORMAT.md §4 rule 2) */
 int export_set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err) {
     int same = 1;
     for (int i = 1; i < L; i++) same &= v[i] == v[0];
@@ -128,7 +128,7 @@ int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *
                gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)c->head_dim, err) ||
                gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)c->head_dim, err);
     }
-    /* gemma4 (§12.A.4): full-layer dims in key_length / rope.*, sliding ones in *_swa */
+    /* gemma4 (docs/GGUF-FORMAT.md §5): full-layer dims in key_length / rope.*, sliding ones in *_swa */
     uint8_t pattern[SP_MAX_LAYERS];
     int Dg = -1;
     for (int i = 0; i < L; i++) {
@@ -170,7 +170,7 @@ static int check_supported(const sp_config *c, sp_err *err) {
     if (c->rope_swa.type != SP_ROPE_DEFAULT || c->rope_swa.factor != 1.0 || c->rope_swa.partial_rotary_factor != 1.0)
         return sp_err_set(err, "gemma4: sliding-layer rope must be plain default (llama.cpp applies no scaling there)");
     if (c->rope.type == SP_ROPE_LLAMA3) return sp_err_set(err, "gemma4: llama3 rope on full layers is not exported");
-    /* llama.cpp's hard-coded KV reuse (FORMATS §12.B.6) must equal HF's "last non-shared layer of the type" */
+    /* llama.cpp's hard-coded KV reuse (docs/GGUF-FORMAT.md §7) must equal HF's "last non-shared layer of the type" */
     const int L = c->n_layers, first_shared = L - c->n_kv_shared;
     for (int i = first_shared; c->n_kv_shared > 0 && i < L; i++) {
         int want = c->layers[i].sliding ? first_shared - 2 : first_shared - 1;
@@ -232,7 +232,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
         gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || export_arch_keys(w, sp_arch_name(cfg.arch), &cfg, err))
         goto done;
 
-    /* tensor types: 1-D always F32 (§12.A.0 rule 5); 2-D as asked or as stored */
+    /* tensor types: 1-D always F32 (docs/GGUF-FORMAT.md §4 rule 5); 2-D as asked or as stored */
     int n_2d_types[3] = {0}; /* F32, F16, BF16 counts for general.file_type */
     size_t pl = strlen(cfg.tensor_prefix);
     for (int i = 0; i < n_specs; i++) {
@@ -283,7 +283,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     if (gguf_writer_set_u32(w, "general.file_type", export_file_type(n_2d_types), err)) goto done;
     if (cfg.arch == SP_ARCH_GEMMA4 && !strcmp(cfg.torch_dtype, "bfloat16"))
         sp_log(SP_LOG_INFO, "gemma4: llama.cpp scales embeddings by sqrtf(H) in f32, HF by bf16(sqrt(H)) "
-                            "(FORMATS §12.B.11): expect ~0.1%% differences");
+                            "(docs/GGUF-FORMAT.md §7): expect ~0.1%% differences");
     if (gguf_writer_save(w, out_path, err)) goto done;
     rc = 0;
     goto done;

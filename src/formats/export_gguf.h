@@ -1,13 +1,13 @@
 /* export_gguf.h — convert a Hugging Face checkpoint directory to a GGUF file llama.cpp runs.
  *
- * Implements FORMATS.md §12.A (keys, tensor names, weight rewrites for llama / qwen3 /
- * gemma4) and §12.D (exporter checklist): integer keys UINT32, floats FLOAT32, per-layer
+ * Implements docs/GGUF-FORMAT.md §4 (keys, tensor names, weight rewrites for llama / qwen3 /
+ * gemma4) and docs/GGUF-FORMAT.md §8 (exporter checklist): integer keys UINT32, floats FLOAT32, per-layer
  * lists INT32 arrays, the Gemma-4 sliding pattern a BOOL array; Llama Q/K rows permuted to
  * llama.cpp's adjacent-pair RoPE; `rope_freqs.weight` synthesized for llama3 scaling and for
  * Gemma-4 proportional RoPE; 1-D tensors stored F32; `output.weight` only when untied.
  * Tensors are streamed one chunk at a time from the mmapped safetensors.
  *
- * Tokenizer metadata (§12.A.6) comes from DIR/tokenizer.json (+ tokenizer_config.json), or
+ * Tokenizer metadata (docs/GGUF-FORMAT.md §6) comes from DIR/tokenizer.json (+ tokenizer_config.json), or
  * is copied verbatim (every `tokenizer.*` key) from another GGUF given as tokenizer_gguf.
  * Without either, export fails unless no_tokenizer is set (llama.cpp cannot load such a
  * file; it is still useful to inspect weights). */
@@ -33,10 +33,10 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
 #define GGUF_ROPE_FREQ_OFF 1e30f
 #define GGUF_ROPE_FREQ_OFF_MIN 1e20f
 
-/* llama3 rope scaling as llama.cpp's per-frequency divisors (FORMATS §12.A.2): out[D/2]. */
+/* llama3 rope scaling as llama.cpp's per-frequency divisors (docs/GGUF-FORMAT.md §5): out[D/2]. */
 void export_llama3_rope_freqs(const sp_rope_params *rp, int head_dim, float *out);
 
-/* HF row of the row that lands at GGUF row r under the Llama Q/K permutation (§12.A.2):
+/* HF row of the row that lands at GGUF row r under the Llama Q/K permutation (docs/GGUF-FORMAT.md §5):
  * GGUF row h·D + 2j + s holds HF row h·D + s·D/2 + j. */
 int64_t export_llama_qk_src_row(int64_t r, int head_dim);
 

@@ -30,7 +30,7 @@ uint32_t export_file_type(const int n_2d_types[3]);
  * 1e30 (no rotation) for the rest. */
 void export_proportional_rope_freqs(const sp_rope_params *rp, int Dg, float *out);
 
-/* Write the tokenizer.* keys (FORMATS §12.A.6) for a model directory: from o->tokenizer_gguf
+/* Write the tokenizer.* keys (docs/GGUF-FORMAT.md §6) for a model directory: from o->tokenizer_gguf
  * when given, else from DIR/tokenizer.json (+ tokenizer_config.json, chat_template.jinja);
  * with neither, an error unless o->no_tokenizer. The token list always has exactly
  * cfg->vocab_size entries (holes and the tail padded with [PAD{i}], type UNUSED). */

@@ -1,4 +1,4 @@
-/* export_gguf_tok.c — tokenizer metadata for the GGUF exporter (FORMATS.md §12.A.6).
+/* export_gguf_tok.c — tokenizer metadata for the GGUF exporter (docs/GGUF-FORMAT.md §6).
  *
  * Two sources:
  *  - another GGUF: every `tokenizer.*` key is copied byte for byte (how the ref-logits
@@ -240,7 +240,7 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
         }
         tokens[id] = content;
         types[id] = json_is_true(json_object_get(v, "special")) ? TT_CONTROL : TT_USER;
-        /* Gemma-4 renders these markers as text (converter marks them user-defined, §12.A.6) */
+        /* Gemma-4 renders these markers as text (converter marks them user-defined, docs/GGUF-FORMAT.md §6) */
         static const char *gemma_user[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
                                            "<|tool_response>", "<tool_response|>", "<|\"|>"};
         for (size_t g = 0; gemma && g < sizeof gemma_user / sizeof gemma_user[0]; g++)

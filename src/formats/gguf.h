@@ -1,4 +1,4 @@
-/* gguf.h — read GGUF v2/v3 files (FORMATS.md §2.1): metadata key/values and tensor infos.
+/* gguf.h — read GGUF v2/v3 files (docs/GGUF-FORMAT.md §1): metadata key/values and tensor infos.
  *
  * The reader mmaps the file read-only and validates every count, length and offset against
  * the file size before forming a pointer: a truncated or hostile file is an error naming
@@ -47,7 +47,7 @@ typedef struct {
     gguf_str name;
     uint32_t n_dims;
     uint64_t dims[GGUF_MAX_DIMS]; /* dims[0] fastest-varying */
-    uint32_t type;                /* ggml type id (FORMATS.md §2.3) */
+    uint32_t type;                /* ggml type id (docs/GGUF-FORMAT.md §3) */
     uint64_t offset;              /* relative to the data section */
     uint64_t nbytes;              /* 0 when the ggml type is unknown to this reader */
 } gguf_tensor_info;

@@ -1,4 +1,4 @@
-/* gguf_read.c — the GGUF reader (FORMATS.md §2.1). mmaps the file, walks the header with a
+/* gguf_read.c — the GGUF reader (docs/GGUF-FORMAT.md §1). mmaps the file, walks the header with a
  * bounds-checked cursor, and builds a table of key/values and tensor infos. Every count is
  * checked against the bytes left before anything is allocated from it. */
 #include "gguf.h"
@@ -162,7 +162,7 @@ static int read_kv(cursor *c, gguf_kv *kv, uint64_t idx) {
     return 0;
 }
 
-/* ggml block sizes: {values per block, bytes per block} (FORMATS.md §2.3) */
+/* ggml block sizes: {values per block, bytes per block} (docs/GGUF-FORMAT.md §3) */
 static const struct {
     uint32_t type;
     uint16_t values, bytes;

@@ -1,4 +1,4 @@
-/* gguf_write.c — GGUF v3 writer (FORMATS.md §2.1). See gguf_write.h.
+/* gguf_write.c — GGUF v3 writer (docs/GGUF-FORMAT.md §1). See gguf_write.h.
  *
  * Each metadata entry is encoded to its final bytes when it is set (key string, u32 type,
  * value), so saving is a straight copy. Tensor infos get their data offsets at save time:

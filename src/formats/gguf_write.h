@@ -1,4 +1,4 @@
-/* gguf_write.h — write GGUF version 3 files (FORMATS.md §2.1).
+/* gguf_write.h — write GGUF version 3 files (docs/GGUF-FORMAT.md §1).
  *
  * Build the file in memory as a list of metadata key/values and tensor descriptions, then
  * gguf_writer_save() writes it crash-safely (temp file + fsync + rename). Tensor data is
@@ -23,7 +23,7 @@
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_NAME 63 /* ggml keeps names in char[64] */
 
-/* metadata value types (FORMATS.md §2.1) */
+/* metadata value types (docs/GGUF-FORMAT.md §1) */
 typedef enum {
     GGUF_TYPE_UINT8 = 0,
     GGUF_TYPE_INT8 = 1,
@@ -40,7 +40,7 @@ typedef enum {
     GGUF_TYPE_FLOAT64 = 12,
 } gguf_type;
 
-/* ggml tensor types this writer is used with (FORMATS.md §2.3) */
+/* ggml tensor types this writer is used with (docs/GGUF-FORMAT.md §3) */
 typedef enum {
     GGML_TYPE_F32 = 0,
     GGML_TYPE_F16 = 1,

@@ -2,7 +2,7 @@
  *
  * Pipeline: target config.json → draft config (z-lab: a fresh Qwen3-shaped config with a
  * dflash_config and the target's rope_theta / rope_scaling / rms_norm_eps; DeepSpec: a copy of
- * the target's (text) config with the §8.1 overrides, model_type "qwen3" for a Llama target) →
+ * the target's (text) config with the docs/DSPARK.md §1 overrides, model_type "qwen3" for a Llama target) →
  * --set overrides → derived keys (layer_types, tap ids) unless overridden → sp_config (the
  * target parser, as a shape check) → tensors (the decoder layers of newmodel's list without
  * prefix, fc, hidden_norm, Markov and confidence heads; DeepSpec also the target's embedding
@@ -36,8 +36,8 @@ const char *newdrafter_preset_at(const char *arch, int i) {
 }
 
 int newdrafter_mask_id(const sp_config *tc) {
-    if (tc->arch == SP_ARCH_GEMMA4) return 4;          /* Gemma's <mask> (FORMATS.md §8.1 table) */
-    if (tc->vocab_size == 151936) return 151669;       /* Qwen3: first unused embedding row (§3.5, §7.1) */
+    if (tc->arch == SP_ARCH_GEMMA4) return 4;          /* Gemma's <mask> (docs/DSPARK.md §1 table) */
+    if (tc->vocab_size == 151936) return 151669;       /* Qwen3: first unused embedding row (docs/TOKENIZER.md §5, docs/DFLASH.md §1) */
     if (tc->vocab_size == 128256) return 128002;       /* Llama-3: <|reserved_special_token_0|> (newdrafter.h) */
     return tc->vocab_size - 1;
 }
@@ -85,7 +85,7 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
     const char *dtype = o->dtype == SP_DT_F32 ? "float32" : o->dtype == SP_DT_BF16 ? "bfloat16"
                         : !strcmp(tc->torch_dtype, "float32") ? "float32" : "bfloat16";
     json_t *d;
-    if (zlab) { /* FORMATS.md §7.1: a Qwen3 body of the target's widths */
+    if (zlab) { /* docs/DFLASH.md §1: a Qwen3 body of the target's widths */
         d = json_object();
         json_object_set_new(d, "architectures", json_pack("[s]", "DFlashDraftModel"));
         json_object_set_new(d, "model_type", json_string("qwen3"));
@@ -111,7 +111,7 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
         json_object_set_new(d, "tie_word_embeddings", json_false());
         json_object_set_new(d, "torch_dtype", json_string(dtype));
         json_object_set_new(d, "dflash_config", json_pack("{s:i}", "mask_token_id", mask));
-    } else { /* FORMATS.md §8.1: a copy of the target (text) config with overrides */
+    } else { /* docs/DSPARK.md §1: a copy of the target (text) config with overrides */
         json_t *src = troot;
         if (gemma && json_is_object(json_object_get(troot, "text_config"))) src = json_object_get(troot, "text_config");
         d = json_deep_copy(src);
@@ -210,7 +210,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     if (!(troot = hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
     if (!(text = draft_config(o, &tc, troot, zlab, err))) goto done;
     if (sp_config_parse(&dc, text, "draft config.json", err)) goto done;
-    dc.tensor_prefix[0] = 0; /* drafter tensors carry no prefix (§7.2, §8.2) */
+    dc.tensor_prefix[0] = 0; /* drafter tensors carry no prefix (docs/DFLASH.md §2, docs/DSPARK.md §2) */
     if (dc.hidden_size != tc.hidden_size || dc.vocab_size != tc.vocab_size) {
         sp_err_set(err, "draft config: hidden_size %d / vocab_size %d must equal the target's (%d / %d)",
                    dc.hidden_size, dc.vocab_size, tc.hidden_size, tc.vocab_size);
@@ -292,7 +292,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
         bufs[k] = f;
         if (st_writer_add_ref(w, t.name, dt, t.ndim, t.shape, f, err)) goto done;
     }
-    if (!zlab) { /* DeepSpec ships copies of the target's embedding and LM head (frozen, §8.2) */
+    if (!zlab) { /* DeepSpec ships copies of the target's embedding and LM head (frozen, docs/DSPARK.md §2) */
         if (st_open_dir(&ts, target_dir, err)) goto done;
         char en[160];
         snprintf(en, sizeof en, "%s%s", tc.tensor_prefix, embed_name);

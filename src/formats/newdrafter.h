@@ -1,8 +1,8 @@
 /* newdrafter.h — random DFlash / DSpark drafter checkpoints in the published layouts, built for
- * one target directory (FORMATS.md §7.1–7.2 z-lab, §8.1–8.2 DeepSpec).
+ * one target directory (docs/DFLASH.md §1–2 z-lab, docs/DSPARK.md §1–2 DeepSpec).
  *
  * The drafter takes the target's hidden size, vocabulary, RoPE and head shapes; tap layers
- * (target_layer_ids) default to the published rule (§7.1) for the target's depth; the mask
+ * (target_layer_ids) default to the published rule (docs/DFLASH.md §1) for the target's depth; the mask
  * token is newdrafter_mask_id. For a Llama target the drafter is the Qwen3 block (q_norm /
  * k_norm, model_type "qwen3") with the target's rope_theta, rope_scaling (llama3) and
  * rms_norm_eps, as the published drafter code builds it and `specula train` writes it.
@@ -28,9 +28,9 @@ typedef struct {
 } newdrafter_opts;
 
 /* The automatic mask token id for a target (also `specula train`'s): Gemma-4 → 4 (<mask>);
- * the Qwen3 vocabulary (V 151936) → 151669 (FORMATS.md §7.1, §8.1); the Llama-3 vocabulary
- * (V 128256) → 128002 = <|reserved_special_token_0|>, an untrained reserved row (FORMATS.md has
- * no Llama entry; third-party ports of the z-lab Llama-3.1 DFlash drafter use this id);
+ * the Qwen3 vocabulary (V 151936) → 151669 (docs/DFLASH.md §1, docs/DSPARK.md §1); the Llama-3 vocabulary
+ * (V 128256) → 128002 = <|reserved_special_token_0|>, an untrained reserved row (the published
+ * configs have no Llama entry; third-party ports of the z-lab Llama-3.1 DFlash drafter use this id);
  * otherwise V-1. */
 int newdrafter_mask_id(const sp_config *tc);
 
@@ -46,7 +46,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
 int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 
 /* The default tap layers for a target of N layers: m ids (m <= N-1), strictly increasing, never
- * the last layer. FORMATS.md §7.1 rule when it yields distinct ids, else spread over 0..N-2. */
+ * the last layer. docs/DFLASH.md §1 rule when it yields distinct ids, else spread over 0..N-2. */
 void newdrafter_tap_ids(int N, int m, int *ids);
 
 #endif

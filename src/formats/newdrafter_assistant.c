@@ -2,7 +2,7 @@
  * parse assistant config.json files (shared with the drafter's loader, drafters/assistant.c).
  *
  * Pipeline: target config.json → assistant config JSON (shapes of the borrowed target layers,
- * defaults by size, --set overrides) → the same parser the loader uses → tensor list (§6.2) →
+ * defaults by size, --set overrides) → the same parser the loader uses → tensor list (docs/ASSISTANT.md §2) →
  * one model.safetensors. Not here: tokenizer files (the assistant uses the target's). */
 #include "newdrafter_assistant.h"
 
@@ -60,7 +60,7 @@ int assistant_config_parse(sp_assistant_config *ac, const char *text, const char
         sp_err_set(err, "%s: no \"text_config\" object", what);
         goto done;
     }
-    /* §6.1 constraints the HF config enforces */
+    /* docs/ASSISTANT.md §1 constraints the HF config enforces */
     int ple = 0, ple_v = 0;
     if (json_int_or(t, "hidden_size_per_layer_input", 0, &ple, what, err) ||
         json_int_or(t, "vocab_size_per_layer_input", 0, &ple_v, what, err))
@@ -239,7 +239,7 @@ static int spec_role(specs_t *s, hf_init init, int ndim, int64_t d0, int64_t d1,
     return spec_add(s, init, ndim, d0, d1, name, layer);
 }
 
-/* the float tensors of §6.2 (token_ordering is written separately) */
+/* the float tensors of docs/ASSISTANT.md §2 (token_ordering is written separately) */
 static int assistant_specs(const sp_assistant_config *ac, int centroid, specs_t *s) {
     const sp_config *c = &ac->text;
     int64_t d = c->hidden_size, Hb = ac->backbone_hidden, V = c->vocab_size, nH = c->n_heads;

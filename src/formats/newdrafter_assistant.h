@@ -1,5 +1,5 @@
 /* newdrafter_assistant.h — a random-weight Gemma-4 assistant drafter (`gemma4_assistant`,
- * FORMATS.md §6.1–6.2) in the published layout, shaped for a given Gemma-4 target.
+ * docs/ASSISTANT.md §1–2) in the published layout, shaped for a given Gemma-4 target.
  *
  * The assistant borrows the K/V of the target's last non-shared sliding and full layers, so its
  * KV-head counts, head dims, k_eq_v and sliding window are copied from those layers; its width is
@@ -37,12 +37,12 @@ typedef struct {
     int centroid_top_k;          /* centroid_intermediate_top_k, default 32 */
 } sp_assistant_config;
 
-/* Parse a gemma4_assistant config.json (FORMATS.md §6.1): model_type, backbone_hidden_size,
+/* Parse a gemma4_assistant config.json (docs/ASSISTANT.md §1): model_type, backbone_hidden_size,
  * text_config (no PLE, no MoE, no double-wide MLP). Every assistant layer is KV-shared; the
  * layers are parsed as if unshared (kv_source = itself). what names the file in messages. */
 int assistant_config_parse(sp_assistant_config *ac, const char *json_text, const char *what, sp_err *err);
 
-/* The target layers whose K/V an assistant borrows (FORMATS.md §6.3): the last non-shared
+/* The target layers whose K/V an assistant borrows (docs/ASSISTANT.md §3): the last non-shared
  * sliding layer (-1 when the target has none) and the last non-shared full layer. */
 int assistant_borrowed_layers(const sp_config *target, int *sliding_src, int *full_src);
 

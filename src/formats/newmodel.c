@@ -85,7 +85,7 @@ int hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *er
     for (int i = 0; i < (int)L; i++) {
         const sp_layer_config *lc = &c->layers[i];
         const int64_t D = lc->head_dim, nKV = lc->n_kv_heads, I = lc->ffn_dim;
-        const int shared = gemma && i >= L - c->n_kv_shared; /* no K/V of its own (FORMATS §5.5) */
+        const int shared = gemma && i >= L - c->n_kv_shared; /* no K/V of its own (docs/TRANSFORMER.md §5) */
         add_role(&l, c, SP_TN_ATTN_NORM, i, HF_INIT_NORM, 1, H, 0);
         add_role(&l, c, SP_TN_Q, i, HF_INIT_PROJ, 2, nH * D, H);
         if (!shared) {
@@ -288,7 +288,7 @@ static int copy_tokenizer(const char *tok_path, const char *dir, sp_err *err) {
     return 0;
 }
 
-/* model.safetensors.index.json for a sharded save (FORMATS.md §1.4) */
+/* model.safetensors.index.json for a sharded save (docs/SAFETENSORS.md §4) */
 static int write_index(const char *dir, const hf_tensor_spec *specs, const int *shard_of, int n, int n_shards,
                        uint64_t total, sp_err *err) {
     json_t *root = json_object(), *meta = json_object(), *map = json_object();

@@ -1,7 +1,7 @@
 /* newmodel.h — random-weight checkpoints in the exact Hugging Face layout.
  *
  * hf_tensor_specs() lists the tensors a checkpoint of a given config holds (names with the
- * config's prefix, PyTorch shapes; FORMATS.md §4.2 for llama/qwen3, §5.2 for gemma4: KV-shared
+ * config's prefix, PyTorch shapes; docs/TRANSFORMER.md §2 for llama/qwen3, docs/TRANSFORMER.md §2 for gemma4: KV-shared
  * Gemma layers carry no k_proj/v_proj/k_norm, k_eq_v full layers no v_proj, PLE tensors only
  * when hidden_size_per_layer_input > 0, lm_head only when untied). The GGUF exporter uses the
  * same list to validate a checkpoint before converting it.

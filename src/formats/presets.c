@@ -1,7 +1,7 @@
 /* presets.c — config.json generators for random checkpoints (see presets.h).
  *
  * Each preset is a row of numbers (preset_dims); one builder per architecture turns a row
- * into the JSON object HF would write (FORMATS.md §4.1 for llama/qwen3, §5.1 for gemma4),
+ * into the JSON object HF would write (docs/TRANSFORMER.md §1 for llama/qwen3, docs/TRANSFORMER.md §1 for gemma4),
  * then the --set overrides are applied. */
 #include "presets.h"
 
@@ -43,7 +43,7 @@ static const preset_dims presets[] = {
      .V = 151936, .H = 2560, .L = 36, .nH = 32, .nKV = 8, .D = 128, .I = 9728, .max_pos = 40960, .tied = 1,
      .eps = 1e-6, .theta = 1000000.0, .bos = 151643, .eos = {151645}, .n_eos = 1},
     /* tiny gemma4: layers S,S,F,S,S,F; the last 3 share KV (non-shared layers end S,F as
-     * llama.cpp's reuse rule needs, FORMATS §12.B.6); k_eq_v; PLE 16; window 16. */
+     * llama.cpp's reuse rule needs, docs/GGUF-FORMAT.md §7); k_eq_v; PLE 16; window 16. */
     {.info = {"gemma4", "tiny", 0,
               "H 64, 6 layers S,S,F,S,S,F, window 16, k_eq_v, 3 KV-shared, PLE 16, double-wide MLP"},
      .V = 8192, .H = 64, .L = 6, .nH = 4, .nKV = 2, .D = 16, .I = 128, .max_pos = 4096, .tied = 1,
@@ -198,7 +198,7 @@ static json_t *build_gemma4(const preset_dims *p, const char *dtype, json_t *tex
     set(o, "text_config", text);
     set(o, "vision_config", json_null());
     set(o, "audio_config", json_null());
-    if (p->info.real) { /* the multimodal token ids of the released checkpoints (FORMATS §5.1) */
+    if (p->info.real) { /* the multimodal token ids of the released checkpoints (docs/TRANSFORMER.md §1) */
         set(o, "boi_token_id", json_integer(255999));
         set(o, "boa_token_id", json_integer(256000));
         set(o, "image_token_id", json_integer(258880));

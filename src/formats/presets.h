@@ -2,8 +2,8 @@
  *
  * A preset is a named config for one architecture: `tiny` (a few MB, every feature of the
  * architecture switched on) or a real model's shape for benchmarks (`qwen3-0.6b`,
- * `qwen3-4b`, `llama3.2-1b`, `gemma4-e2b`). The text uses the real HF keys (FORMATS.md
- * §4.1, §5.1) so the config parser reads it like a downloaded checkpoint. Gemma-4 presets are
+ * `qwen3-4b`, `llama3.2-1b`, `gemma4-e2b`). The text uses the real HF keys
+ * (docs/TRANSFORMER.md §1) so the config parser reads it like a downloaded checkpoint. Gemma-4 presets are
  * written as Gemma4ForConditionalGeneration with a `text_config` (tensor prefix
  * `model.language_model.`).
  *

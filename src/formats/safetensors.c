@@ -1,8 +1,8 @@
-/* safetensors.c — the safetensors reader (FORMATS.md §1): single files and sharded checkpoints.
+/* safetensors.c — the safetensors reader (docs/SAFETENSORS.md): single files and sharded checkpoints.
  *
- * A file is mmapped read-only, then its header is checked against every rule of §1.2 before
+ * A file is mmapped read-only, then its header is checked against every rule of docs/SAFETENSORS.md §2 before
  * a single tensor pointer is formed. Tensors whose data sits at an offset that is not a
- * multiple of their element size (writers that do not pad, §1.3) are copied into an owned
+ * multiple of their element size (writers that do not pad, docs/SAFETENSORS.md §3) are copied into an owned
  * aligned buffer. On any error everything opened so far is released and the caller gets
  * NULL plus a message naming the file, the tensor and the rule. The writer is in
  * safetensors_write.c. */
@@ -22,7 +22,7 @@
 #define ST_INDEX_NAME "model.safetensors.index.json"
 #define ST_SINGLE_NAME "model.safetensors"
 
-/* ---- dtypes (§1.1) ------------------------------------------------------------------- */
+/* ---- dtypes (docs/SAFETENSORS.md §1) ------------------------------------------------------------------- */
 typedef struct {
     const char *name;
     int bits;      /* element width in bits */
@@ -173,7 +173,7 @@ static st_entry *push_entry(st_set *s) {
     return e;
 }
 
-/* __metadata__: an object whose values are all strings (§1.1). */
+/* __metadata__: an object whose values are all strings (docs/SAFETENSORS.md §1). */
 static int parse_metadata(st_file *f, json_t *md, sp_err *err) {
     if (!json_is_object(md)) return sp_err_set(err, "%s: __metadata__ is not a JSON object", f->path);
     size_t n = json_object_size(md);
@@ -201,7 +201,7 @@ static int64_t json_nonneg(const json_t *v) {
     return x < 0 ? -1 : (int64_t)x;
 }
 
-/* One tensor entry: types, dtype, shape (overflow-checked), data_offsets, size (§1.2 rule 6). */
+/* One tensor entry: types, dtype, shape (overflow-checked), data_offsets, size (docs/SAFETENSORS.md §2 rule 6). */
 static int parse_entry(st_entry *e, const char *path, const char *name, json_t *v, sp_err *err) {
 #define BAD(...) return sp_err_set(err, "%s: tensor \"%.200s\": " __VA_ARGS__)
     if (!json_is_object(v)) BAD("entry is not a JSON object", path, name);
@@ -273,7 +273,7 @@ static int span_cmp(const void *a, const void *b) {
     return 0;
 }
 
-/* §1.2 rules 5 and 7: sorted by offsets the tensors tile [0, buffer length) exactly. */
+/* docs/SAFETENSORS.md §2 rules 5 and 7: sorted by offsets the tensors tile [0, buffer length) exactly. */
 static int check_layout(st_set *s, int first, const st_file *f, uint64_t data_len, sp_err *err) {
     int n = s->n - first;
     if (n == 0) {
@@ -362,7 +362,7 @@ static int add_file(st_set *s, const char *path, sp_err *err) {
     uint64_t data_start = 8 + n;
     if (rc || check_layout(s, first, f, f->size - data_start, err)) return -1;
 
-    /* Every offset is now known to lie inside the file: form the data pointers (§1.3). */
+    /* Every offset is now known to lie inside the file: form the data pointers (docs/SAFETENSORS.md §3). */
     for (int i = first; i < s->n; i++) {
         st_entry *e = &s->ents[i];
         e->offset = data_start + e->begin;
@@ -426,7 +426,7 @@ static int plain_file_name(const char *name) {
     return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
-/* §1.4: open every distinct shard of the index once, then cross-check weight_map. */
+/* docs/SAFETENSORS.md §4: open every distinct shard of the index once, then cross-check weight_map. */
 static int open_index(st_set *s, const char *dir, const char *index, sp_err *err) {
     char *txt = NULL;
     size_t len = 0;

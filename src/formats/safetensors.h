@@ -1,6 +1,6 @@
-/* safetensors.h — read and write safetensors files and sharded checkpoints (FORMATS.md §1).
+/* safetensors.h — read and write safetensors files and sharded checkpoints (docs/SAFETENSORS.md).
  *
- * The reader mmaps each file read-only and validates every rule of §1.2 before any tensor
+ * The reader mmaps each file read-only and validates every rule of docs/SAFETENSORS.md §2 before any tensor
  * pointer is handed out; a tensor whose data is not aligned to its element size is copied
  * into an owned aligned buffer rather than cast. The writer lays tensors out aligned and
  * writes atomically (temp file + fsync + rename). */

@@ -1,4 +1,4 @@
-/* safetensors_write.c — the safetensors writer (FORMATS.md §1.1, §1.3, §1.4).
+/* safetensors_write.c — the safetensors writer (docs/SAFETENSORS.md §1, §3, §4).
  *
  * Tensors are collected (copied, or by reference for multi-GB saves) and written in the
  * reference writer's layout: sorted by descending element size then name, header padded
@@ -145,7 +145,7 @@ static int by_name(const void *a, const void *b) {
     return strcmp((*(st_wtensor *const *)a)->name, (*(st_wtensor *const *)b)->name);
 }
 
-/* reference layout (§1.3): descending element size, then name */
+/* reference layout (docs/SAFETENSORS.md §3): descending element size, then name */
 static int by_layout(const void *a, const void *b) {
     const st_wtensor *x = *(st_wtensor *const *)a, *y = *(st_wtensor *const *)b;
     size_t sx = sp_dtype_size(x->dtype), sy = sp_dtype_size(y->dtype);
@@ -239,7 +239,7 @@ int st_writer_save(st_writer *w, const char *path, sp_err *err) {
     return rc;
 }
 
-/* ---- sharded save (§1.4) ------------------------------------------------------------- */
+/* ---- sharded save (docs/SAFETENSORS.md §4) ------------------------------------------------------------- */
 static int write_index(st_writer *w, const char *dir, const int *shard_of, int n_shards,
                        sp_err *err) {
     st_wtensor **t = sorted_by_name(w, err);

@@ -1,7 +1,7 @@
 /* act.c — element-wise activations, gated-MLP glue, softcap, softmax and argmax.
  *
- * All in f32, no tables: silu(x) = x / (1 + e^-x) (FORMATS §4.3), gelu_tanh(x) =
- * 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) (§5.3), with the lane-wise e^x (~1 ulp) and
+ * All in f32, no tables: silu(x) = x / (1 + e^-x) (docs/TRANSFORMER.md §3), gelu_tanh(x) =
+ * 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) (docs/TRANSFORMER.md §5), with the lane-wise e^x (~1 ulp) and
  * tanh (~2 ulp) of kernels_internal.h rather than libm's: a verify pass over 8 tokens calls
  * them 8× as often, and scalar tanhf was ~20% of the embedded model's. Each element's result
  * depends only on that element, and every tier (act_avx512.c, act_avx2.c, act_neon.c, the

@@ -1,4 +1,4 @@
-/* attention.c — causal GQA attention over a (linear or ring) KV cache, FORMATS.md §4.3, §5.5.
+/* attention.c — causal GQA attention over a (linear or ring) KV cache, docs/TRANSFORMER.md §3, §5.
  *
  * For each (token t, query head h), independently:
  *   keys p = lo .. pos (pos = pos0 + t, lo = window > 0 ? max(0, pos - window + 1) : 0),

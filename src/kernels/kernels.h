@@ -37,8 +37,8 @@ void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W);
 void sp_rmsnorm(float *y, const float *x, const float *w, int T, int n, float eps);
 void sp_rmsnorm_ref(float *y, const float *x, const float *w, int T, int n, float eps);
 
-/* RoPE inverse frequencies for a head of dim D (D/2 values), per FORMATS.md §4.3, §4.4
- * (llama3 scaling), §5.4 (proportional: exponent over the full D, zero past n_rot). */
+/* RoPE inverse frequencies for a head of dim D (D/2 values), per docs/TRANSFORMER.md §3, §4
+ * (llama3 scaling), docs/TRANSFORMER.md §4 (proportional: exponent over the full D, zero past n_rot). */
 void sp_rope_inv_freq(float *inv_freq, int D, const sp_rope_params *rp);
 /* Rotate-half RoPE in place on x[nh, D] at position pos: pairs (j, j + D/2).
  * cos/sin computed in f32 from pos·inv_freq[j]; zero frequencies leave the pair untouched. */
@@ -69,7 +69,7 @@ void sp_softmax(float *x, int n);
  * Token t attends keys at positions lo(t) .. pos0+t, lo = window>0 ? max(0, pos0+t-window+1) : 0.
  * Query head h reads KV head h / (NH/KVH). scores = q·k · scale, softmax in f32, then Σ p·v.
  * Keys are visited in increasing position order, so results are batch-invariant.
- * noncausal = 1 (a drafter's block, FORMATS §7.3): every token attends up to pos0+T-1 instead —
+ * noncausal = 1 (a drafter's block, docs/DFLASH.md §3): every token attends up to pos0+T-1 instead —
  * exactly the result of T one-token calls at position pos0+T-1. */
 typedef struct {
     int T, pos0, NH, KVH, D;

@@ -1,4 +1,4 @@
-/* norm.c — RMSNorm over rows (FORMATS.md §4.3, §5.3).
+/* norm.c — RMSNorm over rows (docs/TRANSFORMER.md §3, §5).
  *
  *   y = x · (mean(x²) + eps)^(-1/2) [· w]
  * computed in f32: the sum of squares is the canonical 16-lane dot of x with itself (so a row's

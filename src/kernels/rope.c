@@ -1,11 +1,11 @@
-/* rope.c — rotary position embeddings, rotate-half convention (FORMATS.md §4.3, §4.4, §5.4).
+/* rope.c — rotary position embeddings, rotate-half convention (docs/TRANSFORMER.md §3, §4).
  *
  * sp_rope_inv_freq mirrors the f32 arithmetic of the Hugging Face rope initialisers so the
  * angles match theirs bit for bit where libm's powf agrees with torch's:
  *   default:       inv_f[j] = 1 / theta^(2j / D)                       (j < D/2)
- *   llama3:        default, then per-frequency rescaling by wavelength (§4.4)
+ *   llama3:        default, then per-frequency rescaling by wavelength (docs/TRANSFORMER.md §4)
  *   proportional:  n_rot = floor(ρ·D/2); inv_f[j] = 1 / theta^(2j / D) for j < n_rot (the
- *                  exponent divides by the FULL D), 0 for n_rot <= j < D/2; all / factor (§5.4)
+ *                  exponent divides by the FULL D), 0 for n_rot <= j < D/2; all / factor (docs/TRANSFORMER.md §4)
  * sp_rope rotates pairs (j, j + D/2) by angle (float)pos · inv_f[j], cos/sin in f32; pairs
  * with a zero frequency are left untouched. Not here: interleaved (GPT-J) pairs, YaRN. */
 #include "kernels_internal.h"

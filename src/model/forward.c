@@ -1,4 +1,4 @@
-/* forward.c — the decoder forward over T tokens (prefill, decode, verify), FORMATS.md §4.3, §5.3–5.6:
+/* forward.c — the decoder forward over T tokens (prefill, decode, verify), docs/TRANSFORMER.md §3, §5:
  * embeddings (and Gemma-4's per-layer inputs), the layers through block.c's sp_block_forward, the
  * final norm and the LM head (+ softcap).
  *
@@ -34,7 +34,7 @@ void sp_model_logits(sp_model *m, float *logits, const float *hidden, int T) {
     sp_prof_leave(prof);
 }
 
-/* Gemma-4 per-layer inputs for T tokens → ple[T, L, P] (FORMATS.md §5.6) */
+/* Gemma-4 per-layer inputs for T tokens → ple[T, L, P] (docs/TRANSFORMER.md §5) */
 static void ple_inputs(sp_model *m, sp_kv *kv, const int32_t *tokens, int T) {
     const sp_config *c = &m->cfg;
     int L = c->n_layers, P = c->ple_dim, H = c->hidden_size;

@@ -1,5 +1,5 @@
 /* load.c — bind a checkpoint to the decoder: a Hugging Face directory (config.json + safetensors,
- * FORMATS.md §4.2, §5.2) or a GGUF file (metadata → sp_config, llama.cpp tensor names; docs/GGUF.md).
+ * docs/TRANSFORMER.md §2) or a GGUF file (metadata → sp_config, llama.cpp tensor names; docs/GGUF.md).
  *
  * Tensors are asked for by their Hugging Face names without the checkpoint prefix; find() reads
  * them from whichever container was opened (the GGUF name comes from formats/gguf_names.c, the

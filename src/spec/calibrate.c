@@ -1,4 +1,4 @@
-/* calibrate.c — STS calibration of DSpark confidences (see calibrate.h; FORMATS.md §8.9). */
+/* calibrate.c — STS calibration of DSpark confidences (see calibrate.h; docs/DSPARK.md §9). */
 #include "spec/calibrate.h"
 
 #include <jansson.h>
@@ -118,7 +118,7 @@ int sp_sts_write(const char *dir, const float *T, int B, sp_err *err) {
     json_t *root = json_object(), *a = json_array();
     for (int k = 0; k < B; k++) json_array_append_new(a, json_real(T[k]));
     json_object_set_new(root, "temperatures", a);
-    json_object_set_new(root, "method", json_string("STS, FORMATS.md 8.9: c_k = sigmoid(z_k / T_k)"));
+    json_object_set_new(root, "method", json_string("STS, docs/DSPARK.md §9: c_k = sigmoid(z_k / T_k)"));
     char *text = json_dumps(root, JSON_INDENT(2));
     json_decref(root);
     if (!text) return sp_err_set(err, "calibrate: out of memory");

@@ -1,4 +1,4 @@
-/* calibrate.h — sequential temperature scaling (STS) of DSpark confidences (FORMATS.md §8.9).
+/* calibrate.h — sequential temperature scaling (STS) of DSpark confidences (docs/DSPARK.md §9).
  *
  * Data: per proposal, the raw confidence logits z_1..z_n of its n drafts and how many were
  * accepted; label y_k = 1 when drafts 1..k were all accepted. For k = 1..B in order, one

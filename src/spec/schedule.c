@@ -1,4 +1,4 @@
-/* schedule.c — verify-length schedulers and the SPS table (see schedule.h; FORMATS.md §8.10). */
+/* schedule.c — verify-length schedulers and the SPS table (see schedule.h; docs/DSPARK.md §10). */
 #include "spec/schedule.h"
 
 #include <jansson.h>

@@ -1,5 +1,5 @@
 /* schedule.h — how many of a block's drafts to verify, from the drafter's confidences
- * (FORMATS.md §8.6.3 static threshold, §8.10 the DSpark paper's hardware-aware prefix scheduler).
+ * (docs/DSPARK.md §6 static threshold, docs/DSPARK.md §10 the DSpark paper's hardware-aware prefix scheduler).
  *
  * Confidence c_j estimates P(draft j accepted | drafts 1..j-1 accepted); the prefix survival is
  * a_j = Π_{i<=j} c_i. The scheduler admits drafts in decreasing order of a while the expected
@@ -37,7 +37,7 @@ int sp_sps_profile(sp_model *m, int max_b, int reps, sp_sps_table *t, sp_err *er
 int sp_sps_cached(sp_model *m, const char *model_dir, int max_b, sp_sps_table *t, char *path_out, size_t cap,
                   sp_err *err);
 
-/* ---- one request (R = 1), step by step: the §8.10 loop with its early stop ------------- */
+/* ---- one request (R = 1), step by step: the docs/DSPARK.md §10 loop with its early stop ------------- */
 typedef struct {
     const sp_sps_table *t;
     int R;                 /* requests in the batch: the base verify width (1 here) */
@@ -50,7 +50,7 @@ void sp_sched_begin(sp_sched *s, const sp_sps_table *t);
  * is admitted (sample and verify it), 0 when the scheduler stops (and stays stopped). */
 int sp_sched_admit(sp_sched *s, double c);
 
-/* §8.10 Algorithm 1 over R requests: c[r·B + j-1] = c_{r,j}; len[r] receives ℓ*_r. */
+/* docs/DSPARK.md §10 Algorithm 1 over R requests: c[r·B + j-1] = c_{r,j}; len[r] receives ℓ*_r. */
 void sp_sched_prefix(int R, int B, const double *c, const sp_sps_table *t, int *len);
 
 /* LOSSY (test only): the length 0..n maximising τ·SPS over all prefixes of c[0..n). */

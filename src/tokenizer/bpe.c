@@ -1,4 +1,4 @@
-/* bpe.c — the model step on one word (FORMATS.md §3.3): symbols in a linked list, candidate
+/* bpe.c — the model step on one word (docs/TOKENIZER.md §3): symbols in a linked list, candidate
  * pairs in a binary min-heap, O(n log n) per word.
  *
  *   TOK_MODEL_BPE  HF BPE: pairs ranked by merge index, ties to the leftmost; byte fallback
@@ -195,7 +195,7 @@ int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, siz
                  int32_t **out, int *n_out, int *cap_out, sp_err *err) {
     if (!n) return 0;
     if (n > UINT32_MAX / 2) return sp_err_set(err, "%s: word too long", t->source);
-    /* ignore_merges: a word that is a whole token is emitted as is (FORMATS.md §3.3 step 1) */
+    /* ignore_merges: a word that is a whole token is emitted as is (docs/TOKENIZER.md §3 step 1) */
     if (t->ignore_merges) {
         const char *key = w;
         size_t klen = n;

@@ -10,8 +10,8 @@
  *           (TEXT trimmed); prompt <|start_header_id|>assistant<|end_header_id|>\n\n.
  *   gemma3  <bos><start_of_turn>user|model\nTEXT<end_of_turn>\n, a system turn is prefixed to
  *           the first user turn; prompt <start_of_turn>model\n.
- *   gemma4  <bos><|turn>system|user|model\nTEXT<turn|>\n; prompt <|turn>model\n (FORMATS.md
- *           §3.4; thinking off = no <|think|> marker in the system turn). */
+ *   gemma4  <bos><|turn>system|user|model\nTEXT<turn|>\n; prompt <|turn>model\n
+ *           (docs/TOKENIZER.md §4; thinking off = no <|think|> marker in the system turn). */
 #include <stdio.h>
 #include <stdlib.h>
 

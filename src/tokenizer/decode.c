@@ -1,4 +1,4 @@
-/* decode.c — ids -> text through the HF decoders (FORMATS.md §3.4, §3.5): ByteLevel, Replace,
+/* decode.c — ids -> text through the HF decoders (docs/TOKENIZER.md §4, §5): ByteLevel, Replace,
  * ByteFallback, Fuse, Strip, Metaspace, run over the list of token strings in order and then
  * concatenated. Also the streaming decoder: it re-decodes a short window of recent ids and
  * emits only the text that can no longer change (never half a character). */

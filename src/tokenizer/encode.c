@@ -1,4 +1,4 @@
-/* encode.c — text -> ids (FORMATS.md §3.2): added-token split on the raw text, then for each
+/* encode.c — text -> ids (docs/TOKENIZER.md §2): added-token split on the raw text, then for each
  * gap: UTF-8 repair (byte-level models), normalizers, pre-tokenizers, BPE per word; the
  * post-processor's BOS/EOS around the whole. */
 #include <stdlib.h>

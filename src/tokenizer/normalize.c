@@ -1,4 +1,4 @@
-/* normalize.c — the HF normalizers (FORMATS.md §3.2 step 2): NFC/NFD/NFKC/NFKD (utf8proc),
+/* normalize.c — the HF normalizers (docs/TOKENIZER.md §2 step 2): NFC/NFD/NFKC/NFKD (utf8proc),
  * Lowercase, Replace (literal or regex), Prepend, Strip, StripAccents, BertNormalizer, applied
  * in the order the tokenizer declares them; none when it declares none.
  * Text that is not valid UTF-8 passes the Unicode forms unchanged (only byte-fallback

@@ -1,4 +1,4 @@
-/* pretok.c — the HF pre-tokenizers (FORMATS.md §3.2 step 3, §3.5): Split (literal or PCRE2
+/* pretok.c — the HF pre-tokenizers (docs/TOKENIZER.md §2 step 3, docs/TOKENIZER.md §5): Split (literal or PCRE2
  * regex, every behavior, invert), ByteLevel (prefix space, GPT-2 regex), Metaspace, Digits,
  * WhitespaceSplit, and the GGUF gemma4 newline-run split; applied in order.
  *
@@ -10,7 +10,7 @@
 
 #include "tok_internal.h"
 
-/* GPT-2 (also llama.cpp "gpt-2"), Qwen2 and Llama-3 patterns (FORMATS.md §3.5) */
+/* GPT-2 (also llama.cpp "gpt-2"), Qwen2 and Llama-3 patterns (docs/TOKENIZER.md §5) */
 const char TOK_REGEX_GPT2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const char TOK_REGEX_QWEN2[] =

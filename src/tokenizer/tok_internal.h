@@ -13,7 +13,7 @@
 #include "../core/core.h"
 #include "tokenizer.h"
 
-/* ---- token attributes (GGUF token_type, FORMATS.md §2.2, plus HF added-token flags) ---- */
+/* ---- token attributes (GGUF token_type, docs/GGUF-FORMAT.md §2, plus HF added-token flags) ---- */
 enum {
     TOK_ATTR_NORMAL = 1,
     TOK_ATTR_UNKNOWN = 2,
@@ -159,7 +159,7 @@ struct tok_tokenizer {
     tok_merge *merges;
     uint64_t merge_mask;
     int n_merges;
-    /* BPE options (FORMATS.md §3.3) */
+    /* BPE options (docs/TOKENIZER.md §3) */
     int byte_fallback, fuse_unk, ignore_merges;
     int32_t unk_id;
     int32_t byte_tok[256]; /* "<0xHH>" ids for byte fallback, -1 absent */
@@ -230,7 +230,7 @@ int tok_utf8_valid_len(const uint8_t *s, size_t n);
 /* Append s with invalid sequences replaced by U+FFFD. per_byte: one U+FFFD per invalid byte
  * (llama.cpp input rule); else one per maximal invalid subpart (Rust from_utf8_lossy). */
 int tok_utf8_lossy(tok_buf *out, const char *s, size_t n, int per_byte);
-/* GPT-2 byte <-> char table (FORMATS.md §3.5) */
+/* GPT-2 byte <-> char table (docs/TOKENIZER.md §5) */
 uint32_t tok_bytelevel_cp(uint8_t b);
 int tok_bytelevel_byte(uint32_t cp); /* -1 when cp is not in the table */
 int tok_utf8_put(char *out, uint32_t cp); /* bytes written (1..4) */

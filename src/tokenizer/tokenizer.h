@@ -1,4 +1,4 @@
-/* tokenizer.h — text <-> token ids for the models specula runs (FORMATS.md §3).
+/* tokenizer.h — text <-> token ids for the models specula runs (docs/TOKENIZER.md).
  *
  * Loads Hugging Face tokenizer.json files (BPE model with the normalizers, pre-tokenizers,
  * decoders and post-processor the file declares, tokenizer_config.json's add_bos_token /

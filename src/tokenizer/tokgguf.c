@@ -1,5 +1,5 @@
-/* tokgguf.c — a tokenizer from the tokenizer.ggml.* keys of a GGUF file (FORMATS.md §2.2,
- * §12.A.6), with llama.cpp's semantics (the reference the peer vectors come from):
+/* tokgguf.c — a tokenizer from the tokenizer.ggml.* keys of a GGUF file (docs/GGUF-FORMAT.md §2,
+ * docs/GGUF-FORMAT.md §6), with llama.cpp's semantics (the reference the peer vectors come from):
  *
  *   llama   SentencePiece pieces + scores: " " -> "▁", a "▁" prefix on each text gap when
  *           add_space_prefix (default true), best-score merging, byte tokens for leftovers.

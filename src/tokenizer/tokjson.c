@@ -1,4 +1,4 @@
-/* tokjson.c — load a Hugging Face tokenizer.json (FORMATS.md §3.1): the BPE model (vocab,
+/* tokjson.c — load a Hugging Face tokenizer.json (docs/TOKENIZER.md §1): the BPE model (vocab,
  * merges as strings or pairs, byte_fallback, unk/fuse_unk, ignore_merges), added_tokens,
  * normalizer, pre_tokenizer, decoder and post_processor; plus tokenizer_config.json
  * (add_bos_token / add_eos_token, bos/eos tokens, chat_template) when present.
@@ -475,7 +475,7 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
     if (tok_added_finish(t, L->err)) return -1;
     for (int b = 0; b < 256; b++)
         if (t->byte_tok[b] >= 0) t->attr[t->byte_tok[b]] |= TOK_ATTR_BYTE;
-    /* merges: "a b" strings or ["a", "b"] pairs; rank = index (FORMATS.md §3.1) */
+    /* merges: "a b" strings or ["a", "b"] pairs; rank = index (docs/TOKENIZER.md §1) */
     if (ms) {
         /* count bound: 2 quotes per "a b" merge, 4 per ["a", "b"] pair */
         size_t quotes = 0;

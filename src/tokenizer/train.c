@@ -1,5 +1,5 @@
 /* train.c — train a SentencePiece-style BPE tokenizer with byte fallback (Gemma's family,
- * FORMATS.md §3.4) and write it as a tokenizer.json that tok_load_json reads back.
+ * docs/TOKENIZER.md §4) and write it as a tokenizer.json that tok_load_json reads back.
  *
  * Layout of the ids: <pad> 0, <eos> 1, <bos> 2, <unk> 3, <mask> 4, the 256 byte tokens
  * <0x00>..<0xFF>, then the characters that cover char_coverage of the corpus (most frequent

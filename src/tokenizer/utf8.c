@@ -1,4 +1,4 @@
-/* utf8.c — UTF-8 validation and repair, and the GPT-2 byte <-> char table (FORMATS.md §3.5).
+/* utf8.c — UTF-8 validation and repair, and the GPT-2 byte <-> char table (docs/TOKENIZER.md §5).
  * Validation is strict (no overlongs, no surrogates, nothing above U+10FFFF). */
 #include "tok_internal.h"
 

@@ -108,7 +108,7 @@ void tok_vocab_insert(tok_tokenizer *t, int32_t id) {
 void tok_vocab_tables(tok_tokenizer *t) {
     for (int b = 0; b < 256; b++) {
         char hex[7];
-        snprintf(hex, sizeof hex, "<0x%02X>", b); /* byte tokens, uppercase hex (FORMATS.md §3.3) */
+        snprintf(hex, sizeof hex, "<0x%02X>", b); /* byte tokens, uppercase hex (docs/TOKENIZER.md §3) */
         t->byte_tok[b] = tok_vocab_find(t, hex, 6);
         char u[4];
         int k = tok_utf8_put(u, tok_bytelevel_cp((uint8_t)b)); /* byte-level alphabet */

@@ -1,4 +1,4 @@
-/* batch.h — anchor blocks from regenerated shards (FORMATS.md §8.7, seeds' data path).
+/* batch.h — anchor blocks from regenerated shards (docs/DSPARK.md §7, seeds' data path).
  *
  * Anchors: every position p of a sequence with p ≥ resp_start and p + 1 < S (the anchor token and
  * its first label are both response tokens); `full_block` keeps only p + B < S (all B labels
@@ -22,7 +22,7 @@
  *             e_k = 1 while p+k+1 < S (a contiguous prefix); weight e_k·exp(−k/γ);
  *             target distribution P_k = softmax(lm_head(h[p+k])): the hidden that PREDICTS the
  *             label (the off-by-one rule: position p+k, not p+k+1).
- * z-lab DFlash (zlab = 1, FORMATS.md §7.5): slot k predicts x_{p+k} (its own position), from
+ * z-lab DFlash (zlab = 1, docs/DFLASH.md §5): slot k predicts x_{p+k} (its own position), from
  * P_k = softmax(lm_head(h[p+k−1])); slot 0 (the anchor itself) has weight 0 and the weights are
  * exp(−(k−1)/γ) for k ≥ 1. */
 #ifndef SPECULA_TRAIN_BATCH_H

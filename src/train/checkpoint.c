@@ -26,7 +26,7 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
-    if (d->arch == TR_ARCH_DFLASH_ZLAB) { /* z-lab layout (FORMATS.md §7.1) */
+    if (d->arch == TR_ARCH_DFLASH_ZLAB) { /* z-lab layout (docs/DFLASH.md §1) */
         json_object_set_new(c, "architectures", json_pack("[s]", "DFlashDraftModel"));
         json_object_set_new(c, "num_hidden_layers", json_integer(d->L));
         json_object_set_new(c, "num_target_layers", json_integer(d->n_target_layers));
@@ -38,7 +38,7 @@ int tr_config_json(char **out, const char *target_config_path, const tr_dims *d,
         json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
         goto dump;
     }
-    if (d->gemma) { /* Gemma4DSparkModel: the text config, no PLE / KV sharing, k_eq_v (§8.3, §13.B.3) */
+    if (d->gemma) { /* Gemma4DSparkModel: the text config, no PLE / KV sharing, k_eq_v (docs/DSPARK.md §3, docs/EXPORT.md) */
         json_t *text = json_object_get(c, "text_config");
         if (json_is_object(text)) {
             json_incref(text);

@@ -1,6 +1,6 @@
 /* checkpoint.h — a trained drafter on disk, in the published layout, plus what an exact resume
- * needs (FORMATS.md §8.1, §8.2):
- *   DIR/config.json            the target's config with the DSpark / DFlash keys (§8.1)
+ * needs (docs/DSPARK.md §1, §2):
+ *   DIR/config.json            the target's config with the DSpark / DFlash keys (docs/DSPARK.md §1)
  *   DIR/model.safetensors      bf16 weights under the published names (no embedding / LM head:
  *                              both are the target's and stay frozen)
  *   DIR/optimizer.safetensors  f32 master weights, AdamW moments ("master.", "adam_m.",
@@ -14,7 +14,7 @@
 #include "train/model.h"
 
 /* config.json text for the drafter: the target's config.json (path) with the overrides of
- * §8.1. *out is malloc'd (caller frees). */
+ * docs/DSPARK.md §1. *out is malloc'd (caller frees). */
 int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err);
 
 /* Write the four files. state_json: the trainer_state.json text. run: a string naming every

@@ -2,9 +2,9 @@
  * activations one step saves, and the forward / backward pass over NB sequences of T tokens.
  *
  * The parameters are one contiguous array holding, in order, exactly the tensors
- * hf_tensor_specs() lists for the config (FORMATS.md §5.2; HF names and shapes), so weights,
+ * hf_tensor_specs() lists for the config (docs/TRANSFORMER.md §2; HF names and shapes), so weights,
  * gradients and AdamW moments share one layout and the export is a straight copy. What the
- * forward computes is the inference forward of src/model/forward.c (FORMATS.md §5.3–5.4):
+ * forward computes is the inference forward of src/model/forward.c (docs/TRANSFORMER.md §4–5):
  *
  *   x0 = E[tok] · embed_scale                            (sqrt(H) rounded to the export dtype)
  *   per layer:  a = attn(norm_in(x))  with q/k norms, weightless v norm, scale 1, RoPE

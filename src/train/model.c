@@ -1,5 +1,5 @@
 /* model.c — parameters, forward and backward of a DFlash / DSpark drafter in training
- * (FORMATS.md §7.3, §8.3–8.5, §8.7). Every step is an op of ops.h; this file wires them in the
+ * (docs/DFLASH.md §3, docs/DSPARK.md §3–5, §7). Every step is an op of ops.h; this file wires them in the
  * order of the inference forward and runs them back in reverse. One step's activations live in
  * tr_acts, sized once for the largest batch (no allocation per step). */
 #include "train/model.h"
@@ -64,7 +64,7 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     if (d->r > 0) {
         add_param(m, "markov_head.markov_w1.weight", d->V, d->r);
         add_param(m, "markov_head.markov_w2.weight", d->V, d->r);
-        if (d->markov == TR_MARKOV_GATED) { /* FORMATS.md §8.2 */
+        if (d->markov == TR_MARKOV_GATED) { /* docs/DSPARK.md §2 */
             add_param(m, "markov_head.gate_proj.weight", d->r, (int64_t)H + d->r);
             add_param(m, "markov_head.gate_proj.bias", d->r, 0);
         } else if (d->markov == TR_MARKOV_RNN) {
@@ -364,7 +364,7 @@ void tr_loss_alpha(tr_arch arch, double alpha[3]) {
 
 static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
 
-/* ---- Markov head (FORMATS.md §8.4): bias [T, V] from code = W1[prev] (teacher forced) -------- */
+/* ---- Markov head (docs/DSPARK.md §4): bias [T, V] from code = W1[prev] (teacher forced) -------- */
 const char *tr_markov_name(tr_markov_type t) {
     return t == TR_MARKOV_GATED ? "gated" : t == TR_MARKOV_RNN ? "rnn" : "vanilla";
 }
@@ -540,7 +540,7 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
     float eps = (float)d->eps, scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
 
     kv_positions(a, b);
-    /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (§7.3) and every element of a group */
+    /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (docs/DFLASH.md §3) and every element of a group */
     if (Tc > 0) {
         tr_linear_forward(pool, a->fcout, b->F, w.fc, Tc, d->m * H, H);
         tr_rmsnorm_forward(a->ctx, a->rstd_c, a->fcout, w.hidden_norm, Tc, H, eps);
@@ -562,7 +562,7 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         tr_linear_forward(pool, la->kraw, la->kvin, w.l[l].wk, S, H, KD);
         tr_rmsnorm_forward(la->kn, la->rstd_k, la->kraw, w.l[l].k_norm, S * d->KVH, d->D, eps);
         tr_rope_forward(la->k, la->kn, S, d->KVH, d->D, a->kpos, m->inv_freq);
-        if (d->gemma) { /* V = v_norm(raw v_proj, or raw K when k_eq_v), no weight (§5.5) */
+        if (d->gemma) { /* V = v_norm(raw v_proj, or raw K when k_eq_v), no weight (docs/TRANSFORMER.md §5) */
             if (!d->k_eq_v) tr_linear_forward(pool, la->vr, la->kvin, w.l[l].wv, S, H, KD);
             const float *vsrc = d->k_eq_v ? la->kraw : la->vr;
             tr_rmsnorm_forward(la->v, la->rstd_v, vsrc, m->ones, S * d->KVH, d->D, eps);
@@ -591,9 +591,9 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         for (size_t i = 0; i < (size_t)T * H; i++) xout[i] += la->x1[i];
     }
     tr_rmsnorm_forward(a->h, a->rstd_h, a->xL, w.norm, T, H, eps);
-    /* Z = h · W_lmᵀ (+ Markov bias W2 · W1[prev]), §8.3–8.4 */
+    /* Z = h · W_lmᵀ (+ Markov bias W2 · W1[prev]), docs/DSPARK.md §3–4 */
     tr_lmhead_forward(pool, a->Z, a->h, Wlm, T, H, V);
-    if (d->softcap > 0) { /* U = c·tanh(U/c) before the Markov bias, as the inference path (§8.3) */
+    if (d->softcap > 0) { /* U = c·tanh(U/c) before the Markov bias, as the inference path (docs/DSPARK.md §3) */
         tr_softcap_forward(a->Z, a->Z, (size_t)T * V, d->softcap);
         memcpy(a->U, a->Z, sizeof(float) * T * V);
     }

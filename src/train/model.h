@@ -2,12 +2,12 @@
  * contiguous f32 array whose layout the gradients and AdamW moments share, llm.c style), the
  * activations one step saves, and the forward / backward pass over a batch of anchor blocks.
  *
- * Layout and names are the published ones (FORMATS.md §7.2, §8.2: fc.weight, hidden_norm.weight,
+ * Layout and names are the published ones (docs/DFLASH.md §2, docs/DSPARK.md §2: fc.weight, hidden_norm.weight,
  * layers.i.*, norm.weight, markov_head.*, confidence_head.*). The target's embedding and LM head
  * are NOT parameters: the batch carries embedded block inputs and the forward takes the target's
  * LM head as a frozen f32 matrix (gradient flows to the drafter's hidden only).
  *
- * What one batch element is (FORMATS.md §8.3, §8.7; the anchor p of a sequence x):
+ * What one batch element is (docs/DSPARK.md §3, §7; the anchor p of a sequence x):
  *   context: target taps of positions p−C .. p−1 (kmask 0 where p−C+j < 0);
  *   block: ids [x_p, M, …, M] (B slots); slot k predicts x_{p+k+1}.
  * Elements come in GROUPS that share their context rows (one sequence window, several anchors:
@@ -32,12 +32,12 @@
 
 /* DSPARK: DeepSpec DSpark (Markov + confidence heads); DFLASH: DeepSpec's DFlash (the DSpark
  * backbone and file format without heads, slot k predicts x_{p+k+1}); DFLASH_ZLAB: z-lab's
- * "DFlashDraftModel" (FORMATS.md §7.5: slot k ≥ 1 predicts x_{p+k}, slot 0 is not trained). */
+ * "DFlashDraftModel" (docs/DFLASH.md §5: slot k ≥ 1 predicts x_{p+k}, slot 0 is not trained). */
 typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB, TR_ARCH_EAGLE3 } tr_arch;
 /* TR_ARCH_EAGLE3 (train/eagle3_train.h) uses tr_dims with L 1, m 3, B = training-time-test steps,
  * Vd the draft vocabulary, and a tr_model whose table holds its own (SpecForge) tensors. */
 
-/* The DSpark Markov head (FORMATS.md §8.4, config markov_head_type): vanilla bias W2·W1[prev];
+/* The DSpark Markov head (docs/DSPARK.md §4, config markov_head_type): vanilla bias W2·W1[prev];
  * gated W2·(σ(W_g·[h ; code] + b) ⊙ code); rnn W2·tanh(o) of a gated state run over the block. */
 typedef enum { TR_MARKOV_VANILLA = 0, TR_MARKOV_GATED, TR_MARKOV_RNN } tr_markov_type;
 
@@ -61,7 +61,7 @@ typedef struct {
     int tap_layers[TR_MAX_TAPS];
     double eps;
     sp_rope_params rope;
-    /* Gemma-4 DSpark / DFlash block (FORMATS.md §8.3, Gemma4DSparkModel): the four Gemma norms,
+    /* Gemma-4 DSpark / DFlash block (docs/DSPARK.md §3, Gemma4DSparkModel): the four Gemma norms,
      * weightless v_norm, attention scale 1, layers.i.layer_scalar (frozen at 1). 0 = Qwen3. */
     int gemma;
     int k_eq_v;     /* Gemma: no v_proj, V = v_norm(raw K) */
@@ -160,7 +160,7 @@ void tr_acts_free(tr_acts *a);
 const float *tr_acts_logits(const tr_acts *a);
 const float *tr_acts_conf(const tr_acts *a);
 
-/* Loss weights (FORMATS.md §8.7): DSpark (0.1, 0.9, 1.0), DFlash (1, 0, 0). */
+/* Loss weights (docs/DSPARK.md §7): DSpark (0.1, 0.9, 1.0), DFlash (1, 0, 0). */
 void tr_loss_alpha(tr_arch arch, double alpha[3]);
 
 /* Per-step results. */

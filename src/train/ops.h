@@ -1,4 +1,4 @@
-/* ops.h — forward/backward ops for training DFlash / DSpark drafters (FORMATS.md §7.5, §8).
+/* ops.h — forward/backward ops for training DFlash / DSpark drafters (docs/DFLASH.md §5, docs/DSPARK.md).
  *
  * Each op exists twice with one source (ops_impl.h): tr_NAME in float for the trainer (matmuls
  * threaded on an sp_pool) and tr_NAME_f64 in double with naive loops, which the tests use for

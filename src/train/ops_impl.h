@@ -168,7 +168,7 @@ void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *g
     }
 }
 
-/* GeGLU (Gemma-4 MLP, FORMATS.md §5.3): out = gelu_tanh(gate) ⊙ up with
+/* GeGLU (Gemma-4 MLP, docs/TRANSFORMER.md §5): out = gelu_tanh(gate) ⊙ up with
  * gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³);
  * gelu_tanh'(g) = ½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·g²) */
 void OP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
@@ -189,7 +189,7 @@ void OP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *ga
     }
 }
 
-/* ---- vanilla low-rank Markov head (FORMATS.md §8.4) ---------------------------------------
+/* ---- vanilla low-rank Markov head (docs/DSPARK.md §4) ---------------------------------------
  * code[t] = W1[prev[t]] (r), bias[t] = W2 · code[t] (V): bias[T,V] = code[T,r] · W2[V,r]ᵀ. */
 void OP(markov_forward)(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
                         const real *W2, int T, int V, int r) {
@@ -210,7 +210,7 @@ void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const
         }
 }
 
-/* ---- gated Markov head (FORMATS.md §8.4, markov_head_type "gated") -----------------------
+/* ---- gated Markov head (docs/DSPARK.md §4, markov_head_type "gated") -----------------------
  * vec[t] = [h[t] ; code[t]] (H + r), gate[t] = σ(Wg·vec[t] + bg), mix[t] = gate[t] ⊙ code[t];
  * the bias is then W2 · mix (linear op). Wg [r, H + r], bg [r]. Saved: vec, gate. */
 void OP(gated_forward)(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
@@ -249,7 +249,7 @@ void OP(gated_backward)(sp_pool *pool, real *dh, real *dcode, real *dWg, real *d
         }
 }
 
-/* ---- rnn Markov head (FORMATS.md §8.4, markov_head_type "rnn") ---------------------------
+/* ---- rnn Markov head (docs/DSPARK.md §4, markov_head_type "rnn") ---------------------------
  * Over the B slots of each of NB blocks (row t = e·B + k), left to right from s = 0:
  *   z = [s_prev ; code ; h] (2r + H);  [g|c|o] = Wj·z + bj;
  *   s = σ(g) ⊙ s_prev + (1 − σ(g)) ⊙ tanh(c);  mix = tanh(o)   (the bias is W2 · mix).
@@ -329,7 +329,7 @@ void OP(gather_backward)(real *dW, const real *dout, const int32_t *idx, int T, 
         for (int i = 0; i < n; i++) dW[(size_t)idx[t] * n + i] += dout[(size_t)t * n + i];
 }
 
-/* ---- confidence head (FORMATS.md §8.5): logit[t] = w · [h[t] ; code[t]] + b --------------
+/* ---- confidence head (docs/DSPARK.md §5): logit[t] = w · [h[t] ; code[t]] + b --------------
  * code may be NULL (r = 0: confidence_head_with_markov false). */
 void OP(conf_forward)(real *logit, const real *h, const real *code, const real *w, const real *b,
                       int T, int H, int r) {
@@ -364,7 +364,7 @@ void OP(lmhead_backward)(sp_pool *pool, real *dh, const real *dU, const real *Wl
     MM_NN_ACC(pool, dh, dU, Wlm, T, V, H);
 }
 
-/* Final logit soft-cap (Gemma-4, FORMATS.md §5.6): Z = c·tanh(U/c) over n logits (in place
+/* Final logit soft-cap (Gemma-4, docs/TRANSFORMER.md §5): Z = c·tanh(U/c) over n logits (in place
  * allowed); backward from the capped values: dU += dZ·(1 − (Z/c)²). */
 void OP(softcap_forward)(real *Z, const real *U, size_t n, double c) {
     for (size_t i = 0; i < n; i++) Z[i] = (real)c * TANH(U[i] / (real)c);
@@ -404,7 +404,7 @@ void OP(ce_backward)(real *dZ, const real *q, const int32_t *labels, const real 
     }
 }
 
-/* ---- the DSpark loss (FORMATS.md §8.7), per slot t with weight wt[t] -----------------------
+/* ---- the DSpark loss (docs/DSPARK.md §7), per slot t with weight wt[t] -----------------------
  *   q = softmax(Z_t);  CE_t = −log q[label];  L1_t = Σ_v |q_v − P_t,v|  (FULL L1, not halved);
  *   c*_t = clamp(1 − ½·L1_t, 0, 1) (no gradient);  BCE_t = BCEWithLogits(conf_t, c*_t);
  *   L = (a_ce·Σ w·CE + a_l1·Σ w·L1 + a_conf·Σ w·BCE) / denom,  denom = Σ w + 1e-6 (global).

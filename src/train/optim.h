@@ -1,5 +1,5 @@
 /* optim.h — AdamW on fp32 master weights, linear warmup + cosine learning rate, global
- * gradient-norm clipping (FORMATS.md §8.8: lr 6e-4, warmup 4 %, cosine to 0, clip 1.0, wd 0).
+ * gradient-norm clipping (docs/DSPARK.md §8: lr 6e-4, warmup 4 %, cosine to 0, clip 1.0, wd 0).
  * All three are deterministic element-wise loops (norm summed in double in index order), so a
  * resumed run repeats an uninterrupted one bit for bit. */
 #ifndef SPECULA_TRAIN_OPTIM_H

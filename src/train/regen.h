@@ -26,7 +26,7 @@
 
 typedef struct {
     const char *model_dir, *data_path, *out_dir;
-    int n_taps;          /* 0: auto (FORMATS.md §7.1 rule for 5 draft layers); -1: EAGLE-3's three */
+    int n_taps;          /* 0: auto (docs/DFLASH.md §1 rule for 5 draft layers); -1: EAGLE-3's three */
     int taps[16];
     int shard_records;   /* records per shard (default 256) */
     int max_len;         /* sequences are cut to this many tokens (default 4096) */
@@ -38,7 +38,7 @@ typedef struct {
     const tr_dist *dist; /* NULL: one process; with N ranks, rank r does shards s with s % N == r */
 } tr_regen_cfg;
 
-/* The automatic tap layers for a target of n_layers: §7.1 with 5 draft layers
+/* The automatic tap layers for a target of n_layers: docs/DFLASH.md §1 with 5 draft layers
  * (round-half-even of 1 + i·(N−4)/4), duplicates dropped. Returns the count. */
 int tr_auto_taps(int *taps, int n_layers);
 /* EAGLE-3's published taps (docs/EAGLE3.md §1): the inputs of layers 2, N/2 and N−3, i.e. the

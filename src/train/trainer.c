@@ -189,7 +189,7 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
     }
     d.rope = dc.rope;
     d.eps = dc.rms_eps;
-    if (gemma) { /* the draft layers' shapes as the loader reads them from the written config (§8.3) */
+    if (gemma) { /* the draft layers' shapes as the loader reads them from the written config (docs/DSPARK.md §3) */
         const sp_layer_config *lc = &dc.layers[0];
         d.D = lc->head_dim;
         d.KVH = lc->n_kv_heads;
@@ -272,7 +272,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         goto out;
     Wlm = malloc(sizeof(float) * d.V * d.H);
     if (!Wlm) { sp_err_set(err, "train: out of memory"); goto out; }
-    /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
+    /* the frozen LM head as f32 (docs/DSPARK.md §2: shared with the target, not stored) */
     for (int r = 0; r < d.V; r++) sp_mat_row_f32(sp_model_lm_head(target), r, Wlm + (size_t)r * d.H);
     if (e3) { /* the draft vocabulary from the training shards' token counts; lm_head starts from its rows */
         if (!(d2t = malloc(sizeof(int32_t) * (size_t)d.Vd))) { sp_err_set(err, "train: out of memory"); goto out; }
@@ -385,7 +385,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
             tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch + lo, nloc);
             for (int t = 0; t < nloc * d.B; t++) wsum += batch.wt[t];
         }
-        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (§8.7) */
+        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (docs/DSPARK.md §7) */
         wsum += 1e-6;
         tr_stats st;
         memset(grad, 0, sizeof(float) * m.n);

@@ -46,7 +46,7 @@ typedef struct {
                             writes the log and the checkpoints */
 } tr_train_cfg;
 
-/* defaults of FORMATS.md §8.8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
+/* defaults of docs/DSPARK.md §8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
  * Markov rank 256, context 512, γ 4, seed 42 */
 tr_train_cfg tr_train_defaults(void);
 #define TR_ANCHORS_PER_SEQ_DEFAULT 4
