@@ -27,14 +27,19 @@ void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from) {
     s->backoff = BACKOFF_FIRST;
 }
 
-/* Sample n of a cost into its window; *x = the least of the window. A cold first sample (first
- * touch of the drafter's weights) or a round slowed by other processes is outvoted this way. */
+/* Sample n of a cost into its window; *x = the window's median (the lower middle of an even
+ * count). A cold first sample (first touch of the drafter's weights) or a round slowed by other
+ * processes is outvoted; plain and drafted rounds see the same machine, so their medians compare. */
 static void sample(double *x, double *w, int n, double v) {
     w[n % SP_POLICY_WIN] = v;
     int m = n + 1 < SP_POLICY_WIN ? n + 1 : SP_POLICY_WIN;
-    *x = w[0];
-    for (int i = 1; i < m; i++)
-        if (w[i] < *x) *x = w[i];
+    double s[SP_POLICY_WIN] = {0};
+    for (int i = 0; i < m; i++) {
+        int j = i;
+        for (; j > 0 && s[j - 1] > w[i]; j--) s[j] = s[j - 1];
+        s[j] = w[i];
+    }
+    *x = s[(m - 1) / 2];
 }
 
 /* α_i: the chance that the first i+1 drafts are all accepted. Measured positions blend their
