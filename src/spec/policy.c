@@ -5,6 +5,8 @@
 
 #define DECAY 0.9        /* per round with drafts: older acceptance counts fade (~10-round memory) */
 #define MIN_SPEC 2       /* rounds with drafts measured before drafting may be switched off */
+#define MIN_EVIDENCE 2.5 /* ... and this much (decayed) evidence at the first position: a probe that
+                          * paid is followed by two more rounds before one unlucky round can end it */
 #define PRIOR_N 1.0      /* pseudo-count pulling a position's estimate towards its extrapolation */
 #define PROBE_K 4        /* drafts a probe asks for while drafting is off */
 #define BACKOFF_FIRST 16 /* plain rounds before the first probe ... */
@@ -107,7 +109,8 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
         return g < PROBE_K ? g : PROBE_K;
     }
     int k = best_k(s, g);
-    if (k == 0 && s->n_spec < MIN_SPEC) return g < PROBE_K ? g : PROBE_K; /* one more measurement first */
+    if (k == 0 && (s->n_spec < MIN_SPEC || s->drafted[0] < MIN_EVIDENCE))
+        return g < PROBE_K ? g : PROBE_K; /* more measurement first */
     if (k == 0) {
         s->off = 1;
         pause(s);
