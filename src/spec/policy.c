@@ -5,6 +5,8 @@
 
 #define DECAY 0.9        /* per round with drafts: older acceptance counts fade (~10-round memory) */
 #define MIN_SPEC 2       /* rounds with drafts measured before drafting may be switched off */
+#define MIN_EVIDENCE 2.5 /* ... and this much (decayed) evidence at the first position: a probe that
+                          * paid is followed by two more rounds before one unlucky round can end it */
 #define PRIOR_N 1.0      /* pseudo-count pulling a position's estimate towards its extrapolation */
 #define PROBE_K 4        /* drafts a probe asks for while drafting is off */
 #define BACKOFF_FIRST 16 /* plain rounds before the first probe ... */
@@ -27,14 +29,19 @@ void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from) {
     s->backoff = BACKOFF_FIRST;
 }
 
-/* Sample n of a cost into its window; *x = the least of the window. A cold first sample (first
- * touch of the drafter's weights) or a round slowed by other processes is outvoted this way. */
+/* Sample n of a cost into its window; *x = the window's median (the lower middle of an even
+ * count). A cold first sample (first touch of the drafter's weights) or a round slowed by other
+ * processes is outvoted; plain and drafted rounds see the same machine, so their medians compare. */
 static void sample(double *x, double *w, int n, double v) {
     w[n % SP_POLICY_WIN] = v;
     int m = n + 1 < SP_POLICY_WIN ? n + 1 : SP_POLICY_WIN;
-    *x = w[0];
-    for (int i = 1; i < m; i++)
-        if (w[i] < *x) *x = w[i];
+    double s[SP_POLICY_WIN] = {0};
+    for (int i = 0; i < m; i++) {
+        int j = i;
+        for (; j > 0 && s[j - 1] > w[i]; j--) s[j] = s[j - 1];
+        s[j] = w[i];
+    }
+    *x = s[(m - 1) / 2];
 }
 
 /* α_i: the chance that the first i+1 drafts are all accepted. Measured positions blend their
@@ -102,7 +109,8 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
         return g < PROBE_K ? g : PROBE_K;
     }
     int k = best_k(s, g);
-    if (k == 0 && s->n_spec < MIN_SPEC) return g < PROBE_K ? g : PROBE_K; /* one more measurement first */
+    if (k == 0 && (s->n_spec < MIN_SPEC || s->drafted[0] < MIN_EVIDENCE))
+        return g < PROBE_K ? g : PROBE_K; /* more measurement first */
     if (k == 0) {
         s->off = 1;
         pause(s);

@@ -31,9 +31,7 @@ const char *sp_nodraft_reason_name(int reason);
 typedef struct {
     int kind, G;
     int rounds;               /* rounds observed */
-    /* costs: the least of the last SP_POLICY_WIN samples of each (other processes only ever add
-     * time, so the least is the closest to what the work itself costs, for plain and drafted
-     * rounds alike) */
+    /* costs: the median of the last SP_POLICY_WIN samples of each */
     double t_plain;           /* ms of a round without drafts (verify of one row, engine, commit) */
     double t_draft;           /* ms of drafting in a round with drafts (propose + commit) */
     double t_row;             /* ms each extra verified row adds */
