@@ -91,6 +91,8 @@ int cmd_bench_spec(int argc, char **argv) {
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
     sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
+    sp.policy_carry = &carry;
     sp.profile = 1;
     if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, model, &sp.gen.sample, maxp + n_new + so.draft_max + 2, threads, &dm, &d))

@@ -118,6 +118,8 @@ int cmd_run(int argc, char **argv) {
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
     sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
+    sp.policy_carry = &carry;
     sp.profile = 1;
     if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;

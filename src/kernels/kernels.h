@@ -52,6 +52,10 @@ void sp_silu_mul_ref(float *out, const float *gate, const float *up, size_t n);
 void sp_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, size_t n);
 float sp_gelu_tanh(float x);
 
+/* the tanh GELU, everywhere: gelu_tanh(x) = ½·x·(1 + tanh(SP_GELU_K·(x + SP_GELU_A·x³))) */
+#define SP_GELU_K 0.7978845608028654 /* sqrt(2/π) */
+#define SP_GELU_A 0.044715
+
 /* the residual add: x[i] += y[i], i < n */
 void sp_add(float *x, const float *y, size_t n);
 /* softcap in place: x = c · tanh(x / c) */
@@ -93,5 +97,6 @@ void sp_attention_tree_ref(float *out, const float *q, const float *K, const flo
 /* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
  * are NaN or n <= 0 */
 int sp_argmax(const float *x, int n);
+int sp_argmax_ref(const float *x, int n);
 
 #endif

@@ -136,6 +136,14 @@ int sp_kv_trim(sp_kv *kv, int n, sp_err *err) {
     return 0;
 }
 
+sp_block_seg sp_kv_layer_seg(const sp_kv *kv, int layer, int T, int pos0) {
+    int src = kv->m->cfg.layers[layer].kv_source;
+    return (sp_block_seg){T, pos0, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], NULL};
+}
+
+int sp_kv_high(const sp_kv *kv) { return kv->high; }
+int sp_kv_max_batch(const sp_kv *kv) { return kv->max_batch; }
+
 int sp_kv_keep_rows(sp_kv *kv, int n_tree, const int32_t *rows, int k, sp_err *err) {
     int pos0 = kv->len - n_tree;
     if (n_tree < 1 || pos0 < 0 || k < 0 || k > n_tree)

@@ -71,6 +71,14 @@ struct sp_drafter {
      * taps [n_acc + 1, n_taps·H] / hidden [n_acc + 1, H]: rows of the tokens just committed to
      * the target cache, [old pending, d_1 .. d_acc]; row n_acc is the state that predicted `next`. */
     int (*commit)(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err);
+    /* Optional (NULL: none). Propose for n drafters at once: ds[0..n) all have this drafter's
+     * batch_key (drafters made from one loaded checkpoint, sharing its weights). Each ds[i] gets
+     * exactly what ds[i]->propose(ds[i], max_g[i], drafts[i], q[i]) would give it, bit for bit,
+     * its count in n_drafts[i]; the work is shared (one batched forward over every block's rows).
+     * Returns 0, or -1 with err (then the drafters' proposals are undefined: reset them). */
+    int (*propose_batch)(sp_drafter *const *ds, int n, const int *max_g, int32_t *const *drafts, float *const *q,
+                         int *n_drafts, sp_err *err);
+    const void *batch_key; /* drafters with the same non-NULL key can share a propose_batch call */
     /* Optional (NULL: chains only). Propose a token tree shaped by sh: node i is tok[i] with parent
      * parent[i] < i (-1: a child of the pending token); siblings in decreasing draft probability,
      * distinct tokens. Under greedy params children are the top-k of the node's draft distribution;

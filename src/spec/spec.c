@@ -227,7 +227,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int n_out = 0;
     uint64_t seed = p->gen.sample.seed;
     sp_policy pol;
-    sp_policy_begin(&pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G);
+    sp_policy_begin(&pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G, p->policy_carry);
     if (p->profile) sp_prof_start();
     int prof;
     while (n_out < p->gen.max_new) {
@@ -363,6 +363,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     st->emitted = n_out;
     st->decode_ms = sp_time_ms() - t1;
     if (p->profile) sp_prof_stop(&st->prof);
+    if (p->policy_carry && d) *p->policy_carry = pol;
     st->rounds = st->target_calls;
     st->decode_tps = st->decode_ms > 0 ? n_out * 1000.0 / st->decode_ms : 0;
     st->acceptance_rate = st->drafted ? (double)st->accepted / st->drafted : 0;

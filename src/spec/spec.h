@@ -34,6 +34,9 @@ typedef struct {
     /* SP_SPEC_POLICY_ALWAYS (0, the default here): ask the drafter for draft_max every round.
      * SP_SPEC_POLICY_ADAPTIVE: the never-slower policy of policy.h (the CLI's default). */
     int policy;
+    /* NULL, or state the adaptive policy starts from and is saved to at the end: requests in
+     * a row with one drafter share what was measured (run, bench-spec) */
+    sp_policy *policy_carry;
     int profile; /* 1: fill stats.prof with the round-cost profile (core/prof.h) */
 } sp_spec_params;
 
