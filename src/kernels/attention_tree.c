@@ -20,6 +20,7 @@
  * first finds the maxima, the second recomputes each tile's scores: same bits), as attention.c. */
 #include <stdatomic.h>
 
+#include "core/prof.h"
 #include "kernels_internal.h"
 
 #define TREE_BUF 32768 /* floats of score scratch per unit */
@@ -179,7 +180,9 @@ static void tree_run(sp_pool *pool, float *out, const float *q, const float *K, 
 
 void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
                        const sp_attn_shape *s, const int32_t *parent) {
+    int prof = sp_prof_enter_kernel(SP_PROF_ATTN);
     tree_run(pool, out, q, K, V, s, parent, sp_cpu_level());
+    sp_prof_leave(prof);
 }
 
 void sp_attention_tree_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,

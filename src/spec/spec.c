@@ -153,7 +153,10 @@ static int tree_step(loop_t *L, sp_policy *pol, int32_t *pending, int k, int max
     if (*stop) return 0;
     *pending = tr.next;
     double tc = sp_time_ms();
-    if (L->d->commit(L->d, tr.acc, tr.next, tr.taps, tr.hidden, err)) return -1;
+    int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+    int crc = L->d->commit(L->d, tr.acc, tr.next, tr.taps, tr.hidden, err);
+    sp_prof_phase_leave(prof);
+    if (crc) return -1;
     double draft_ms = tr.draft_ms + sp_time_ms() - tc;
     st->draft_ms += draft_ms;
     sp_policy_observe(pol, k, tr.depth, tr.acc, draft_ms, verify_ms, sp_time_ms() - t_round);

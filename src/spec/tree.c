@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/prof.h"
 
 struct sp_tree {
     sp_tree_shape sh;
@@ -113,7 +114,9 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
     int n = 0;
     if (sh.max_depth > 0) {
         double t0 = sp_time_ms();
+        int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
         n = d->propose_tree(d, &sh, ptok, ppar, greedy ? NULL : t->q, err);
+        sp_prof_phase_leave(prof);
         res->draft_ms = sp_time_ms() - t0;
         if (n < 0) return -1;
         if (n > sh.nodes) return sp_err_set(err, "tree: drafter %s proposed %d nodes (asked for %d)", d->name, n, sh.nodes);
@@ -140,7 +143,12 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
     const int R = n + 1;
     sp_forward_out o = {.logits = t->logits, .tap_layers = d->tap_layers, .n_taps = t->n_taps, .taps = t->taps,
                         .hidden = t->hidden};
-    if (sp_model_forward_tree(m, kv, t->tok, t->parent, R, &o, err)) return -1;
+    int prof = sp_prof_phase_enter(SP_PROF_VERIFY);
+    if (sp_model_forward_tree(m, kv, t->tok, t->parent, R, &o, err)) {
+        sp_prof_phase_leave(prof);
+        return -1;
+    }
+    sp_prof_enter(SP_PROF_SAMPLE);
 
     /* walk from the pending row; with penalties, row r's logits see the path's tokens */
     int r = 0, acc = 0, pushed = 0, next = -1;
@@ -179,6 +187,7 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
         t->rows[acc] = r;
     }
     if (pen) sp_penalty_pop(pen, pushed);
+    sp_prof_phase_leave(prof);
     if (sp_kv_keep_rows(kv, R, t->rows, acc + 1, err)) return -1;
     /* the path's rows in order for commit(): rows[i] >= i, so moving forward overwrites nothing needed */
     for (int i = 1; i <= acc; i++) {
@@ -194,5 +203,6 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
     return 0;
 fail:
     if (pen) sp_penalty_pop(pen, pushed);
+    sp_prof_phase_leave(prof);
     return -1;
 }
