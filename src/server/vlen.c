@@ -38,11 +38,11 @@ int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int c
      * weights' traffic dominates, then close to linear, continued past the last point */
     int pts[8], np = 0;
     for (int r = 1; r <= calib_rows && r <= 32; r *= 2) pts[np++] = r;
-    /* three sweeps, the fastest of each point; then the spikes other load leaves are cut: a point
+    /* five sweeps, the fastest of each point; then the spikes other load leaves are cut: a point
      * never costs more than a larger one, nor more per row than a smaller one */
     double ms[8];
     for (int i = 0; i < np; i++) ms[i] = 1e30;
-    for (int rep = 0; rep < 3; rep++)
+    for (int rep = 0; rep < 5; rep++)
         for (int i = 0; i < np; i++) {
             sp_forward_out out = {.logits = logits};
             sp_forward_seq seq = {kv, tok + CALIB_CTX, pts[i], &out};
