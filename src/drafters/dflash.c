@@ -42,8 +42,9 @@
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "formats/tensor_names.h"
 #include "model/block.h"
-#include "model/model_internal.h" /* the target's thread pool only (the drafter runs between its forwards) */
+#include "model/model.h"
 #include "spec/spec.h"
 
 sp_dflash_opts sp_dflash_opts_default(void) {
@@ -74,45 +75,37 @@ static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
     return 0;
 }
 
-#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+#define QK_NORM(i, j) sp_tensor_hf_name(s->dc.arch, (j) ? SP_TN_K_NORM : SP_TN_Q_NORM, i, nm, sizeof nm)
+
+/* the checkpoint's tensor readers as sp_block_bind calls them */
+static int bind_mat_cb(void *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat(s, name, n, k, out, err);
+}
+
+static int bind_vec_cb(void *s, const char *name, int n, float **out, sp_err *err) {
+    return get_vec(s, name, n, out, err);
+}
+
+static int bind_scalar_cb(void *s, const char *name, float *out, sp_err *err) {
+    float *sc;
+    if (!st_find(((df_t *)s)->st, name)) return 1;
+    if (get_vec(s, name, 1, &sc, err)) return -1;
+    *out = sc[0];
+    return 0;
+}
 
 static int bind_layer(df_t *s, int i, sp_err *err) {
     const sp_config *c = &s->dc;
     const sp_layer_config *lc = &c->layers[i];
     sp_block_layer *l = &s->layers[i].b;
-    char nm[160];
     if (lc->sliding)
         return sp_err_set(err, "drafter layer %d: sliding-window draft layers are not supported", i);
     l->d = sp_block_describe(c, i, SP_ATTN_BLOCK);
+    l->d.kv_proj = 1;
     l->d.qk_norm = s->qk_norm;
-    const sp_block_desc *d = &l->d;
-    int H = d->H, NH = d->NH, D = d->D, KVH = d->KVH, I = d->I;
-    if (get_vec(s, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
-        get_vec(s, NAME("layers.%d.post_attention_layernorm.weight", i), H,
-                d->post_norms ? &l->attn_post_norm : &l->ffn_norm, err) ||
-        get_mat(s, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
-        get_mat(s, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
-        get_mat(s, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
-        return -1;
-    if (lc->has_v_proj && get_mat(s, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
-        return -1;
-    if (d->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
-                       get_vec(s, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)))
-        return -1;
-    l->layer_scalar = 1.0f;
-    if (d->post_norms) {
-        float *sc;
-        if (get_vec(s, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->ffn_norm, err) ||
-            get_vec(s, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->ffn_post_norm, err))
-            return -1;
-        if (st_find(s->st, NAME("layers.%d.layer_scalar", i))) {
-            if (get_vec(s, nm, 1, &sc, err)) return -1;
-            l->layer_scalar = sc[0];
-        }
-    }
+    sp_block_binder b = {s, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
+    if (sp_block_bind(l, c->arch, i, &b, err)) return -1;
+    int D = l->d.D;
     if (!(l->inv_freq = own(s, sizeof(float) * (size_t)(D / 2)))) return sp_err_set(err, "out of memory");
     sp_rope_inv_freq(l->inv_freq, D, &c->rope);
     if (D > SP_BLOCK_MAX_HEAD_DIM)
@@ -131,7 +124,7 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     int n_found = 0;
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++)
-            n_found += st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")) != NULL;
+            n_found += st_find(s->st, QK_NORM(i, j)) != NULL;
     if (n_found == 0 && !s->dc.qk_norm) {
         s->qk_norm = 0;
         return 0;
@@ -141,11 +134,11 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     char present[160] = "";
     for (int i = 0; i < s->L && !present[0]; i++)
         for (int j = 0; j < 2 && !present[0]; j++)
-            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")))
+            if (st_find(s->st, QK_NORM(i, j)))
                 snprintf(present, sizeof present, "%s", nm);
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++) {
-            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q"))) continue;
+            if (st_find(s->st, QK_NORM(i, j))) continue;
             if (!present[0])
                 return sp_err_set(err, "%s: missing tensor %s (config model_type %s has q_norm / k_norm in every "
                                        "layer)", dir, nm, sp_arch_name(s->dc.arch));
@@ -337,7 +330,7 @@ static int load_sts(df_t *s, const char *dir, sp_err *err) {
 
 /* layer li as the block executor sees it: the drafter's cache, rows from pos0 */
 static sp_block_seg layer_seg(const df_t *s, const df_layer *l, int T, int pos0) {
-    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0};
+    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0, NULL};
 }
 
 static sp_block_scratch scratch_of(const df_t *s) {
@@ -703,7 +696,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->destroy = df_destroy;
     s->o = o ? *o : sp_dflash_opts_default();
     s->target = target;
-    s->pool = target->pool;
+    s->pool = sp_model_pool(target);
     const sp_config *tc = sp_model_config(target);
     s->V = tc->vocab_size;
     s->H = tc->hidden_size;
@@ -777,6 +770,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->provides_q = !s->greedy;
     d->begin = df_begin;
     d->propose = df_propose;
+    d->propose_tree = df_propose_tree;
     d->commit = df_commit;
     d->extend = df_extend;
     d->propose_batch = sp_dflash_propose_batch;
@@ -810,4 +804,45 @@ const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D) {
     if (layer < 0 || layer >= s->L) return NULL;
     *D = s->layers[layer].b.d.D;
     return s->layers[layer].b.inv_freq;
+}
+
+/* ---- token trees (dflash_internal.h; the tree builder is dflash_tree.c) ------------------------- */
+
+int df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err) {
+    df_t *s = d->self;
+    int g = max_depth < s->max_drafts ? max_depth : s->max_drafts, zlab = s->kind == SP_DFLASH_ZLAB;
+    *env = (df_tree_env){.depth = g > 0 ? g : 0, .V = s->V, .state_n = s->mtype == MARKOV_RNN ? s->r : 0,
+                         .pending = s->pending, .pos = (uint64_t)s->n_ctx, .greedy = s->greedy, .seed = s->seed,
+                         .smp = s->smp};
+    s->n_last = 0;
+    if (g <= 0) return 0;
+    int T = zlab ? g + 1 : g;
+    int32_t blk[SP_SPEC_MAX_G + 2];
+    blk[0] = s->pending;
+    for (int t = 1; t < T; t++) blk[t] = s->mask_id;
+    double t0 = sp_time_ms();
+    block_forward(s, blk, T);
+    s->info.ms_block += sp_time_ms() - t0;
+    s->info.proposals++;
+    (void)err;
+    return 0;
+}
+
+void df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z) {
+    df_t *s = d->self;
+    size_t V = (size_t)s->V;
+    if (s->kind == SP_DFLASH_ZLAB) { /* slot j predicts its own position, whatever the parent */
+        memcpy(Z, s->logits + (size_t)j * V, V * sizeof(float));
+        return;
+    }
+    memcpy(Z, s->logits + (size_t)(j - 1) * V, V * sizeof(float));
+    if (state) memcpy(s->state, state, sizeof(float) * (size_t)s->r);
+    (void)heads(s, Z, s->hid + (size_t)(j - 1) * s->H, prev);
+    if (state) memcpy(state, s->state, sizeof(float) * (size_t)s->r);
+}
+
+void df_tree_done(sp_drafter *d, int depth, int nodes) {
+    df_t *s = d->self;
+    s->n_last = depth;
+    s->info.drafted += nodes;
 }
