@@ -34,16 +34,15 @@ int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int c
         tok[i] = (int32_t)(x % (uint64_t)V);
     }
     if ((rc = sp_model_forward(m, kv, tok, CALIB_CTX, NULL, err))) goto done;
-    /* measured points 1, 4, 8, 16, 32, ... calib_rows (the curve is flat while the weights'
-     * traffic dominates, then close to linear); the table interpolates between them */
-    int pts[40], np = 0;
-    for (int r = 1; r < calib_rows && np < 39; r = r < 4 ? 4 : 2 * r) pts[np++] = r;
-    pts[np++] = calib_rows;
-    /* two sweeps over every point, the fastest of each: a burst of other load spoils one
-     * sweep's figure of a point, not the curve's shape */
-    double ms[40];
+    /* measured points 1, 2, 4, 8, 16, 32 (at most calib_rows): the curve is flat while the
+     * weights' traffic dominates, then close to linear, continued past the last point */
+    int pts[8], np = 0;
+    for (int r = 1; r <= calib_rows && r <= 32; r *= 2) pts[np++] = r;
+    /* five sweeps, the fastest of each point; then the spikes other load leaves are cut: a point
+     * never costs more than a larger one, nor more per row than a smaller one */
+    double ms[8];
     for (int i = 0; i < np; i++) ms[i] = 1e30;
-    for (int rep = 0; rep < 2; rep++)
+    for (int rep = 0; rep < 5; rep++)
         for (int i = 0; i < np; i++) {
             sp_forward_out out = {.logits = logits};
             sp_forward_seq seq = {kv, tok + CALIB_CTX, pts[i], &out};
@@ -52,8 +51,12 @@ int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int c
             double t = sp_time_ms() - t0;
             if (t < ms[i]) ms[i] = t;
         }
-    for (int i = 1; i < np; i++)
-        if (ms[i] < ms[i - 1]) ms[i] = ms[i - 1]; /* more rows never cost less */
+    for (int i = np - 2; i >= 0; i--)
+        if (ms[i] > ms[i + 1]) ms[i] = ms[i + 1];
+    for (int i = 1; i < np; i++) {
+        double cap = ms[i - 1] * pts[i] / pts[i - 1];
+        if (ms[i] > cap) ms[i] = cap;
+    }
     for (int r = 1, i = 0; r <= n_rows; r++) {
         while (i + 1 < np && pts[i + 1] < r) i++;
         if (r <= pts[0]) v->fwd[r] = ms[0];
@@ -64,8 +67,7 @@ int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int c
         }
     }
     sp_log(SP_LOG_DEBUG, "server: forward cost 1 row %.2f ms, %d rows %.2f ms, %d rows %.2f ms", v->fwd[1],
-           calib_rows / 2 > 0 ? calib_rows / 2 : 1, v->fwd[calib_rows / 2 > 0 ? calib_rows / 2 : 1], calib_rows,
-           v->fwd[calib_rows]);
+           pts[np > 3 ? 3 : np - 1], v->fwd[pts[np > 3 ? 3 : np - 1]], calib_rows, v->fwd[calib_rows]);
 done:
     free(tok);
     sp_kv_free(kv);

@@ -30,8 +30,8 @@ typedef struct {
     long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* server-wide, as slot_accept_counts */
 } srv_vlen;
 
-/* Time batched forwards of 1, 4, 8, 16, .. calib_rows rows (with logits, after a 64-token
- * context, in a temporary cache) and fill the table up to n_rows (extrapolated past calib_rows).
+/* Time batched forwards of 1, 2, 4, .. 32 rows (at most calib_rows; with logits, after a 64-token
+ * context, in a temporary cache) and fill the table up to n_rows (extrapolated past the last).
  * scratch: a cache with max_batch >= calib_rows; logits: [calib_rows, V]. 0, or -1 with err. */
 int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int calib_rows, int n_rows, sp_err *err);
 void srv_vlen_free(srv_vlen *v);
