@@ -3,8 +3,9 @@
  * - random SpecForge (reduced draft vocabulary, d2t / t2d) and DeepSpec drafters on the tiny
  *   llama, qwen3 and gemma4 fixture targets: greedy output identical to plain decoding for
  *   G = 1..16;
- * - rollback: after every round the drafter's next proposal (drafts and q, bit for bit) equals
- *   that of a fresh drafter begun on the whole committed stream with freshly computed taps;
+ * - rollback: after every round (and every round without drafts, told through extend) the
+ *   drafter's next proposal (drafts and q, bit for bit) equals that of a fresh drafter begun on
+ *   the whole committed stream with freshly computed taps;
  * - sampling: the audit passes at temperature 1 (q zero outside the draft vocabulary);
  * - loading: every missing tensor, a wrong shape, missing d2t, out-of-range and duplicate d2t,
  *   an inconsistent t2d and bad config keys are errors naming the tensor / key;
@@ -219,6 +220,18 @@ static void test_rollback(void) {
                          w.in->begin(w.in, w.stream, np, taps, NULL, &c, &err) == 0;
                 for (int r = 0; ok && r < 8; r++) {
                     int32_t dr[32];
+                    if (r % 3 == 2) { /* a round without drafts, told through extend: 2 tokens */
+                        int32_t tk[2] = {(int32_t)((r * 31 + 5) % V), (int32_t)((r * 17 + 9) % V)}, rows[2];
+                        rows[0] = w.stream[w.n - 1];
+                        rows[1] = tk[0];
+                        ok = sp_model_forward(m, kv, rows, 2, &o, &err) == 0 &&
+                             w.in->extend(w.in, tk, 2, taps, NULL, &err) == 0;
+                        w.stream[w.n++] = tk[0];
+                        w.stream[w.n++] = tk[1];
+                        w.rounds = r;
+                        if (ok) compare_fresh(&w);
+                        continue;
+                    }
                     int g = w.in->propose(w.in, w.G, dr, w.q1, &err);
                     ok = g >= 0;
                     int acc = g > 0 ? (r * 3) % (g + 1) : 0, next = (int32_t)((r * 7919 + 11) % V);

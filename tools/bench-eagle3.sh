@@ -9,11 +9,13 @@ set -eu
 SPECULA=${SPECULA:-build/specula}
 T=${T:-models/default/target}
 WORK=${WORK:-build/bench-eagle3}
-N_TRAIN=${N_TRAIN:-400}
-N_HELD=${N_HELD:-16}
-GEN=${GEN:-64}
-BUDGET=${BUDGET:-360}
-SAVE=${SAVE:-25}
+N_TRAIN=${N_TRAIN:-128}
+N_HELD=${N_HELD:-12}
+GEN=${GEN:-48}
+REC=${REC:-32}
+RUN_N=${RUN_N:-48}
+BUDGET=${BUDGET:-300}
+SAVE=${SAVE:-10}
 REPS=${REPS:-5}
 SEED=${SEED:-8}
 mkdir -p "$WORK"
@@ -36,7 +38,8 @@ chunks() { # LIST N OUT
 }
 [ -s "$WORK/train.jsonl" ] || chunks "$T/corpus-train.txt" "$N_TRAIN" "$WORK/train.jsonl"
 [ -s "$WORK/held.jsonl" ] || chunks "$T/corpus-eval.txt" "$N_HELD" "$WORK/held.jsonl"
-"$SPECULA" regen -m "$T" --data "$WORK/train.jsonl" -o "$WORK/shards" --generate "$GEN" --taps eagle3 -q
+"$SPECULA" regen -m "$T" --data "$WORK/train.jsonl" -o "$WORK/shards" --generate "$GEN" --taps eagle3 \
+    --shard-records "$REC" -q
 "$SPECULA" regen -m "$T" --data "$WORK/held.jsonl" -o "$WORK/held" --generate "$GEN" --taps eagle3 -q
 
 train() { # NAME ARGS...
@@ -48,7 +51,7 @@ train() { # NAME ARGS...
         --seed "$SEED" -t 1 -q "$@" 2> "$WORK/$name.err" || true
     echo "$name: $(grep -o '"step": [0-9]*' "$WORK/$name/trainer_state.json"), held-out tau $(grep -o '"tau": [0-9.]*' "$WORK/$name/trainer_state.json")"
 }
-train eagle3 --arch eagle3 --block-size 5 --window 64 --batch 8 --draft-vocab 4096 --lr 1e-3 &
+train eagle3 --arch eagle3 --block-size 5 --window 32 --batch 8 --draft-vocab 4096 --lr 1e-3 &
 train dspark --arch dspark --layers 2 --block-size 7 --ctx 256 --markov-rank 256 --batch 16 &
 wait
 
@@ -56,7 +59,7 @@ i=0
 : > "$WORK/runs.txt"
 while [ "$i" -lt "$REPS" ]; do
     for k in eagle3 dspark; do
-        "$SPECULA" run -m "$T" --spec "$k" -md "$WORK/$k" --json -q > "$WORK/run-$k-$i.json"
+        "$SPECULA" run -m "$T" --spec "$k" -md "$WORK/$k" -n "$RUN_N" --json -q > "$WORK/run-$k-$i.json"
         printf '%s %s\n' "$k" "$(cat "$WORK/run-$k-$i.json")" >> "$WORK/runs.txt"
     done
     i=$((i + 1))

@@ -28,7 +28,7 @@
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
-#include "model/model_internal.h" /* the target's pool and embedding table */
+#include "model/model.h" /* the target's pool and embedding table */
 #include "spec/spec.h"
 
 #define CHUNK 64 /* committed rows run per pass */
@@ -289,7 +289,7 @@ static int ensure_cap(e3_t *s, int rows, sp_err *err) {
 
 static void embed_row(e3_t *s, float *out, int32_t tok) {
     if (s->layout == SP_EAGLE3_DEEPSPEC) sp_model_embed(s->target, out, tok);
-    else sp_mat_row_f32(s->embed.data ? &s->embed : &s->target->embed, tok, out); /* unscaled, as SpecForge */
+    else sp_mat_row_f32(s->embed.data ? &s->embed : sp_model_embed_table(s->target), tok, out); /* unscaled, as SpecForge */
 }
 
 /* T rows (tokens[t], state gin[t]) at positions pos0.. → s->out [T, H]; K/V written at pos0.. */
@@ -433,6 +433,13 @@ static int e3_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
     return absorb(s, tok, taps, n_acc + 1, err);
 }
 
+/* rounds without drafts: rows [old pending, tokens[0 .. n-2]] pair with tokens[0 .. n-1] */
+static int e3_extend(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden, sp_err *err) {
+    e3_t *s = d->self;
+    s->n_last = 0;
+    return n < 1 ? 0 : absorb(s, tokens, taps, n, err);
+}
+
 static void e3_destroy(sp_drafter *d) {
     e3_t *s = d ? d->self : NULL;
     if (s) {
@@ -463,7 +470,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     d->self = s;
     d->destroy = e3_destroy;
     s->target = target;
-    s->pool = target->pool;
+    s->pool = sp_model_pool(target);
     const sp_config *tc = sp_model_config(target);
     s->V = tc->vocab_size;
     s->H = tc->hidden_size;
@@ -531,6 +538,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     d->begin = e3_begin;
     d->propose = e3_propose;
     d->commit = e3_commit;
+    d->extend = e3_extend;
     json_decref(root);
     free(text);
     return d;

@@ -14,7 +14,7 @@
 
 #include "core/core.h"
 #include "formats/hfjson.h"
-#include "model/model_internal.h"
+#include "model/model.h"
 #include "train/ops.h"
 
 /* parameter order (SpecForge names) */
@@ -175,7 +175,7 @@ int tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *targ
     s->hid = malloc(sizeof(float) * (size_t)H);
     s->logit = malloc(sizeof(float) * (size_t)sp_model_config(target)->vocab_size);
     if (!s->Wd || !s->hid || !s->logit) return tr_e3_sampler_free(s), sp_err_set(err, "out of memory");
-    for (int r = 0; r < Vd; r++) sp_mat_row_f32(&target->lm_head, d2t[r], s->Wd + (size_t)r * H);
+    for (int r = 0; r < Vd; r++) sp_mat_row_f32(sp_model_lm_head(target), d2t[r], s->Wd + (size_t)r * H);
     return 0;
 }
 
@@ -247,6 +247,14 @@ void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
         const tr_shard *sh = &s->data->shards[s->shard[idx]];
         int q = s->seq[idx], p = s->start[idx], len = sh->seq_lens[q], rs = sh->resp_starts[q];
         int64_t off = sh->seq_off[q];
+        /* the target's distribution of each position p+1 .. p+S+K−1 once (rows of several steps
+         * share it): into the slot of its first (k = 0, or row S−1 with the smallest k) user */
+        for (int tp = p + 1; tp < p + S + K && tp + 1 < len; tp++) {
+            if (tp + 1 < rs) continue;
+            int k = tp - p - 1 < S ? 0 : tp - p - S, i = tp - p - 1 - k;
+            size_t kt = (size_t)k * T + (size_t)w * S + i;
+            b->mass[kt] = target_probs(s, sh, off + tp, b->P + kt * Vd);
+        }
         for (int i = 0; i < S && p + i < len; i++) {
             size_t t = (size_t)w * S + i;
             for (int j = 0; j < mH; j++) b->F[t * mH + j] = bf16_f32(sh->hidden_ml[(size_t)(off + p + i) * mH + j]);
@@ -254,9 +262,14 @@ void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
                 int tp = p + i + 1 + k; /* the input token's position; its target state predicts tp+1 */
                 if (tp >= len) break;
                 size_t kt = (size_t)k * T + t;
-                sp_mat_row_f32(&s->target->embed, sh->ids[off + tp], b->x0 + kt * H); /* unscaled, as SpecForge */
+                sp_mat_row_f32(sp_model_embed_table(s->target), sh->ids[off + tp], b->x0 + kt * H); /* unscaled, as SpecForge */
                 if (tp + 1 >= len || tp + 1 < rs) continue;
-                b->mass[kt] = target_probs(s, sh, off + tp, b->P + kt * Vd);
+                int k0 = tp - p - 1 < S ? 0 : tp - p - S; /* where the distribution was computed */
+                size_t src = (size_t)k0 * T + (size_t)w * S + (size_t)(tp - p - 1 - k0);
+                if (src != kt) {
+                    memcpy(b->P + kt * Vd, b->P + src * Vd, sizeof(float) * (size_t)Vd);
+                    b->mass[kt] = b->mass[src];
+                }
                 b->wt[kt] = (float)pow(s->decay, k);
             }
         }
