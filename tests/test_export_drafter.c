@@ -269,6 +269,8 @@ static gguf_file *export_ok(const char *drafter, const char *target, const char 
     return f;
 }
 
+static void expect_error(const char *drafter, const char *target, const char *want);
+
 /* ---- the cases ------------------------------------------------------------------------------------ */
 
 static void test_zlab_dflash(void) {
@@ -587,6 +589,51 @@ static void test_eagle3(void) {
     gguf_close(f);
 }
 
+/* EAGLE-3 drafters written by `new-drafter --arch eagle3` (SpecForge preset) for the llama and
+ * gemma4 targets: the tensor set, the taps as configured (or the published default) */
+static void test_eagle3_new_drafter(void) {
+    static const char *cases[][3] = {{"ll-eagle-nd", "ll", "1 1 2"}, {"g4-eagle-nd", "g4", "2 3 3"}};
+    for (int c = 0; c < 2; c++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.gguf", cases[c][0]);
+        gguf_file *f = export_ok(cases[c][0], cases[c][1], file, "");
+        if (!f) continue;
+        key_str_is(f, "general.architecture", "eagle3");
+        char j[600];
+        snprintf(j, sizeof j, "%s/config.json", P(cases[c][0]));
+        json_t *r = json_load_file(j, 0, NULL);
+        int H = cfg_int(r, "hidden_size"), NH = cfg_int(r, "num_attention_heads"), KVH = cfg_int(r, "num_key_value_heads");
+        int D = cfg_int(r, "head_dim"), I = cfg_int(r, "intermediate_size"), Vd = cfg_int(r, "draft_vocab_size");
+        json_decref(r);
+        want_list l = {.n = 0};
+        wt(&l, 0, 3 * H, H, "fc.weight", 0);
+        wt(&l, 0, H, 0, "blk.0.attn_norm_2.weight", 0);
+        wt(&l, 0, H, 0, "blk.0.attn_norm.weight", 0);
+        wt(&l, 0, 2 * H, NH * D, "blk.0.attn_q.weight", 0);
+        wt(&l, 0, 2 * H, KVH * D, "blk.0.attn_k.weight", 0);
+        wt(&l, 0, 2 * H, KVH * D, "blk.0.attn_v.weight", 0);
+        wt(&l, 0, NH * D, H, "blk.0.attn_output.weight", 0);
+        wt(&l, 0, H, 0, "blk.0.ffn_norm.weight", 0);
+        wt(&l, 0, H, I, "blk.0.ffn_gate.weight", 0);
+        wt(&l, 0, H, I, "blk.0.ffn_up.weight", 0);
+        wt(&l, 0, I, H, "blk.0.ffn_down.weight", 0);
+        wt(&l, 0, H, 0, "output_norm.weight", 0);
+        wt(&l, 0, H, Vd, "output.weight", 0);
+        wt(&l, 27, Vd, 0, "d2t", 0);
+        if (c == 0) wt(&l, 0, D / 2, 0, "rope_freqs.weight", 0); /* the llama target's llama3 scaling */
+        check_tensors(f, &l);
+        const gguf_kv *tl = NULL;
+        sp_err err = {{0}};
+        int a = -1, b = -1, d = -1;
+        sscanf(cases[c][2], "%d %d %d", &a, &b, &d);
+        CHECK(gguf_get_arr(f, "eagle3.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 3 &&
+                  gguf_arr_i64(tl, 0) == a && gguf_arr_i64(tl, 1) == b && gguf_arr_i64(tl, 2) == d,
+              "%s: target_layers [%s]", cases[c][0], cases[c][2]);
+        gguf_close(f);
+    }
+    expect_error("g4-eagle-ds", "g4", "llama.cpp's eagle3 runs only the three-tap Llama-block layout");
+}
+
 /* malformed input: a clear error naming the problem, exit 1, no file */
 static void expect_error(const char *drafter, const char *target, const char *want) {
     const char *o = P("bad.gguf");
@@ -634,6 +681,9 @@ static int setup(void) {
         {"dspark", "--preset dflash-b7", "q3", "q3-dsdflash"}, {"dspark", "", "g4", "g4-dspark"},
         {"gemma4_assistant", "", "g4", "g4-asst"},
         {"dspark", "--set markov_head_type=gated", "q3", "q3-gated"},
+        {"eagle3", "--set eagle_aux_hidden_state_layer_ids=[1,1,2]", "ll", "ll-eagle-nd"},
+        {"eagle3", "", "g4", "g4-eagle-nd"},
+        {"eagle3", "--preset deepspec", "g4", "g4-eagle-ds"},
     };
     for (size_t i = 0; i < sizeof drafters / sizeof drafters[0]; i++)
         if (sh("%s new-drafter --arch %s %s -m %s --seed 2 -o %s 2>&1", cli, drafters[i][0], drafters[i][1],
@@ -664,6 +714,7 @@ int main(int argc, char **argv) {
         RUN(test_gemma4_dspark);
         RUN(test_gemma4_assistant);
         RUN(test_eagle3);
+        RUN(test_eagle3_new_drafter);
         RUN(test_errors);
     } else {
         harness_failed++;

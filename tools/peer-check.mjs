@@ -72,7 +72,10 @@ async function llamaOnce(url, ids, spec) {
 function sp(ids, spec) {
     const a = ["generate", "-m", args.target, "--prompt-ids", ids.join(","), "-n", String(N), "--ignore-eos", "--json",
                "-t", T];
-    if (spec) a.push("-md", args.drafter, "--draft-max", args["draft-max"]);
+    // --spec-always: draft every round as llama.cpp does (specula's default stops drafting while
+    // it does not pay); SPECULA_ARGS adds flags to the speculative runs
+    if (spec) a.push("-md", args.drafter, "--draft-max", args["draft-max"], "--spec-always",
+                     ...(process.env.SPECULA_ARGS || "").split(" ").filter((x) => x));
     const j = specula(a);
     const r = { tokens: j.tokens, tps: j.stats.decode_tps };
     if (spec) {

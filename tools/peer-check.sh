@@ -36,7 +36,7 @@ trap cleanup EXIT INT TERM
 cp build/specula "$WORK/specula" || exit 1 # a rebuild while this runs does not touch the measured binary
 "$WORK/specula" export-gguf -m models/default/target -o "$WORK/target.gguf" || exit 1
 "$WORK/specula" export-gguf -m models/default/drafter --target models/default/target -o "$WORK/drafter.gguf" || exit 1
-B=$(jq -r '.block_size' models/default/drafter/config.json)
+B=$(node -e 'console.log(require("./models/default/drafter/config.json").block_size)')
 
 free_port() { node -e 'const s=require("net").createServer().listen(0,()=>{console.log(s.address().port);s.close()})'; }
 
