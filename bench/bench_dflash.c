@@ -7,7 +7,7 @@
  * Greedy plain decoding gives the decode step; greedy speculative decoding with the drafter gives
  * the time per proposal split into block forward, heads (Markov + confidence + sampling) and
  * context injection (the taps of committed rows). Random weights accept nothing, so every round
- * is one proposal of `block` drafts. Prints the ratios; the target of issue 5 is block <= 0.3.
+ * is one proposal of `block` drafts. Prints the ratios; the aim is block <= 0.3.
  *
  * Then the verify-length policies on a synthetic, calibrated confidence stream (c_j = σ(2 − 0.35 j + n),
  * n ~ N(0, 1); acceptance drawn from the c's) with this machine's SPS table: mean verified length

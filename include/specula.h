@@ -129,6 +129,10 @@ int sp_kv_len(const sp_kv *kv);
 /* Remove the newest n entries of every layer (rollback of rejected drafts). */
 int sp_kv_trim(sp_kv *kv, int n, sp_err *err);
 void sp_kv_clear(sp_kv *kv);
+/* After a tree forward of n_tree rows (sp_forward_seq.parent), keep rows[0..k) (increasing: a
+ * root path of the tree) as the k positions after the prefix and drop the other rows: the cache
+ * then holds prefix + k positions, exactly as if a chain over those tokens had been forwarded. */
+int sp_kv_keep_rows(sp_kv *kv, int n_tree, const int32_t *rows, int k, sp_err *err);
 
 /* What a forward over T tokens returns. Any output pointer may be NULL. */
 typedef struct {
@@ -144,6 +148,14 @@ typedef struct {
  * Per-position results are bit-identical to T single-token forwards. */
 int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out,
                      sp_err *err);
+/* Forward a token tree (docs/TREE.md): parent[t] < t is token t's parent, -1 for a token that
+ * follows the cache directly. Token t sits at position kv_len + depth(t) and attends the cache and
+ * its root path only; its results (logits, hidden, taps) are bit-identical to those of a chain
+ * forward over its root path. T <= 256 (SP_TREE_MAX_ROWS). The cache then holds all T rows (row t
+ * in the slot after the prefix + t); sp_kv_keep_rows keeps one root path. */
+#define SP_TREE_MAX_ROWS 256
+int sp_model_forward_tree(sp_model *m, sp_kv *kv, const int32_t *tokens, const int32_t *parent, int T,
+                          sp_forward_out *out, sp_err *err);
 /* One sequence's part of a batched forward: tokens[0..T) appended to kv, results in out. */
 typedef struct {
     sp_kv *kv;

@@ -23,7 +23,7 @@
 #include "fixtures.h"
 #include "harness.h"
 #include "kernels/kernels.h"
-#include "model/model_internal.h" /* the target's RoPE frequencies (test_llama_target) */
+#include "model/model.h" /* the target's RoPE frequencies (test_llama_target) */
 #include "spec/audit.h"
 #include "spec/calibrate.h"
 #include "spec/generate.h"
@@ -735,8 +735,9 @@ static void test_llama_target(void) {
         CHECK(sp_dflash_info_get(d, &info) == 0 && info.qk_norm == 1, "%s: q/k norms not used", kind);
         int D = 0;
         const float *fd = sp_dflash_rope_inv_freq(d, 0, &D);
-        const float *ft = m->layers[0].inv_freq;
-        CHECK(fd && D == tc->head_dim && !memcmp(fd, ft, sizeof(float) * (size_t)(D / 2)),
+        int Dt = 0;
+        const float *ft = sp_model_rope_inv_freq(m, 0, &Dt);
+        CHECK(fd && ft && D == tc->head_dim && Dt == D && !memcmp(fd, ft, sizeof(float) * (size_t)(D / 2)),
               "%s: draft RoPE frequencies differ from the target's", kind);
         float plain[64];
         sp_rope_params def = tc->rope;

@@ -47,7 +47,7 @@ typedef struct {
     uint32_t type; /* GGUF_TYPE_*; ARRAY for arrays */
 } want_kv;
 
-/* the keys llama.cpp's converter writes for arch dflash with a Qwen3 block (§13.B.1) */
+/* the keys llama.cpp's converter writes for arch dflash with a Qwen3 block (docs/EXPORT.md) */
 static const want_kv DFLASH_KEYS[] = {
     {"general.architecture", GGUF_TYPE_STRING},
     {"general.name", GGUF_TYPE_STRING},
@@ -66,18 +66,18 @@ static const want_kv DFLASH_KEYS[] = {
     {"dflash.target_layers", GGUF_TYPE_ARRAY},
     {"tokenizer.ggml.mask_token_id", GGUF_TYPE_UINT32},
 };
-/* + DeepSpec (§13.B.2) */
+/* + DeepSpec */
 static const want_kv DSPARK_KEYS[] = {
     {"dflash.sample_from_anchor", GGUF_TYPE_BOOL},
     {"dflash.has_confidence_head", GGUF_TYPE_BOOL},
 };
-/* + Gemma-4 block (§13.B.3) */
+/* + Gemma-4 block */
 static const want_kv GEMMA_KEYS[] = {
     {"dflash.rope.freq_base_swa", GGUF_TYPE_FLOAT32},   {"dflash.rope.dimension_count", GGUF_TYPE_UINT32},
     {"dflash.embedding_scale", GGUF_TYPE_FLOAT32},      {"dflash.attention.scale", GGUF_TYPE_FLOAT32},
     {"dflash.hidden_activation", GGUF_TYPE_STRING},
 };
-/* gemma4-assistant (§12.A.5): the gemma4 keys + the two assistant ones */
+/* gemma4-assistant: the gemma4 keys + the two assistant ones */
 static const want_kv ASSISTANT_KEYS[] = {
     {"general.architecture", GGUF_TYPE_STRING},
     {"general.name", GGUF_TYPE_STRING},
@@ -150,7 +150,7 @@ static dims read_dims(const char *dir, int gemma_full) {
     return d;
 }
 
-/* per-layer tensors of the Qwen3 block (§12.A.3 names); w = the 2-D weight type */
+/* per-layer tensors of the Qwen3 block (llama.cpp names); w = the 2-D weight type */
 static void qwen3_layers(want_list *l, const dims *d, uint32_t w) {
     for (int i = 0; i < d->L; i++) {
         wt(l, 0, d->H, 0, "blk.%d.attn_norm.weight", i);

@@ -70,7 +70,7 @@ static void test_policy_unit(void) {
     sp_policy p;
     int why = -1, G = 7;
     /* a drafter whose drafts are all accepted: round 0 drafts, round 1 measures, then full blocks */
-    sp_policy_begin(&p, SP_SPEC_POLICY_ADAPTIVE, G);
+    sp_policy_begin(&p, SP_SPEC_POLICY_ADAPTIVE, G, NULL);
     CHECK(policy_round(&p, G, 1, &why) == G, "first round must draft");
     CHECK(policy_round(&p, G, 1, &why) == 0 && why == SP_NODRAFT_MEASURE, "second round measures (%d)", why);
     int full = 0;
@@ -92,17 +92,17 @@ static void test_policy_unit(void) {
             CHECK(k <= 4, "a probe asks for %d drafts", k);
         }
     }
-    CHECK(first_off >= 0 && first_off <= 16, "switched off after %d rounds", first_off);
+    CHECK(first_off >= 0 && first_off <= 24, "switched off after %d rounds", first_off);
     CHECK(np >= 2 && probes[1] - probes[0] > 16, "probes at %d, %d: the interval must grow", np > 0 ? probes[0] : -1,
           np > 1 ? probes[1] : -1);
-    CHECK(off_rounds >= 175, "%d of 200 rounds without drafts", off_rounds);
+    CHECK(off_rounds >= 170, "%d of 200 rounds without drafts", off_rounds);
     /* the drafter good again: the next probe switches drafting back on */
     int back = -1;
     for (int r = 0; r < 300 && back < 0; r++)
         if (policy_round(&p, G, 1, &why) > 0 && policy_round(&p, G, 1, &why) > 0) back = r;
     CHECK(back >= 0, "drafting never came back after a good probe");
     /* always: every round asks for g; no room: reason ROOM */
-    sp_policy_begin(&p, SP_SPEC_POLICY_ALWAYS, G);
+    sp_policy_begin(&p, SP_SPEC_POLICY_ALWAYS, G, NULL);
     for (int r = 0; r < 10; r++) CHECK(policy_round(&p, G, 0, &why) == G, "always: round %d", r);
     CHECK(sp_policy_choose(&p, 0, &why) == 0 && why == SP_NODRAFT_ROOM, "no room: reason %d", why);
 }
@@ -171,10 +171,11 @@ static void test_policy_random_drafter(void) {
     long rounds = (long)num(r, "rounds");
     json_t *nd = json_object_get(r, "rounds_without_drafts");
     long off = (long)num(nd, "total"), policy = (long)num(nd, "not paying");
-    /* per prompt of 48 tokens (~48 rounds, an untrained drafter is almost never accepted): round 0
-     * drafts, round 1 is the one plain measurement, at most ~5 more rounds until the acceptance
-     * estimate (prior 0.5 with weight 1, counts decaying by 0.9) falls below what drafting costs,
-     * then probes after 16 and 32 plain rounds: at most ~9 rounds with drafts of 48, so ≥ 75% */
+    /* two prompts of 48 tokens (~96 rounds: an untrained drafter is almost never accepted), the
+     * policy carried from the first to the second: round 0 drafts, round 1 is the one plain
+     * measurement, round 2 drafts once more (two rounds with drafts before switching off), then
+     * probes after 16, 32 and 64 plain rounds: about 6 rounds with drafts, so ≥ 75% is a wide
+     * margin that still fails if drafting is never switched off or switched back on for good */
     CHECK(rounds > 0 && off >= 0.75 * rounds && policy > 0, "%ld of %ld rounds without drafts (%ld not paying)", off,
           rounds, policy);
     printf("  untrained drafter, default policy: %ld of %ld rounds without drafts, speed %.3fx plain (not asserted)\n",

@@ -195,6 +195,58 @@ static void test_identity(void) {
     free(out);
 }
 
+/* the default verify-length policy (drafts per step chosen from measured costs and acceptance) on
+ * 8 slots: a request alone drafts (tau > 1), and 8 greedy speculative requests at once, their
+ * drafters proposing in one batched forward, each give exactly `specula generate`'s tokens */
+static void test_identity_auto(void) {
+    int32_t prompt[NP][256], ref[NP][64], got[64];
+    int np[NP], nref[NP];
+    char *out = malloc(MAXOUT);
+    for (int i = 0; i < NP; i++) {
+        np[i] = tokenize(PROMPTS[i], prompt[i], 256);
+        nref[i] = generate_ref(prompt[i], np[i], 40, "", ref[i], 64);
+    }
+    test_server s2;
+    CHECK(server_start(&s2, BIN, "-np 8 -c 512 -t 2") == 0, "policy server did not start");
+    if (!s2.port) {
+        free(out);
+        return;
+    }
+    pending p[8];
+    char *b = completion_body(prompt[0], np[0], 40, 1, 0.0, -1, 0);
+    http_start(&p[0], s2.port, "POST", "/v1/completions", b, NULL, NULL);
+    free(b);
+    int st = http_finish(&p[0], out, MAXOUT), k;
+    json_t *o = json_loads(out, 0, NULL);
+    double tau = json_real_value(json_object_get(json_object_get(o, "timings"), "tau"));
+    k = o ? ids_of(json_object_get(o, "tokens"), got, 64) : -1;
+    CHECK(st == 200 && k == nref[0] && !memcmp(got, ref[0], sizeof(int32_t) * (size_t)k), "alone: differs (%d)", st);
+    CHECK(tau > 1.0, "alone: the policy did not draft (tau %.2f)", tau);
+    json_decref(o);
+    int bad = 0;
+    for (int r = 0; r < 8; r++) {
+        b = completion_body(prompt[r % NP], np[r % NP], 40, 1, 0.0, -1, 0);
+        http_start(&p[r], s2.port, "POST", "/v1/completions", b, NULL, NULL);
+        free(b);
+    }
+    for (int r = 0; r < 8; r++) {
+        st = http_finish(&p[r], out, MAXOUT);
+        int i = r % NP;
+        o = json_loads(out, 0, NULL);
+        k = o ? ids_of(json_object_get(o, "tokens"), got, 64) : -1;
+        if (st != 200 || k != nref[i] || memcmp(got, ref[i], sizeof(int32_t) * (size_t)k)) {
+            bad++;
+            fprintf(stderr, "  request %d: status %d, %d tokens (want %d)\n", r, st, k, nref[i]);
+        }
+        json_decref(o);
+    }
+    CHECK(bad == 0, "%d of 8 concurrent requests differ from specula generate", bad);
+    int rc = server_stop(&s2);
+    CHECK(rc == 0 && !server_log_has(&s2, "Sanitizer"), "policy server: exit %d (log %s)", rc, s2.log);
+    if (rc == 0) unlink(s2.log);
+    free(out);
+}
+
 /* sampled with a seed: reproducible, and the tokens of specula generate with the same drafter */
 static void test_sampled_seed(void) {
     int32_t prompt[256], ref_spec[64], ref_plain[64], a[64], b[64];
@@ -552,6 +604,7 @@ int main(int argc, char **argv) {
     int asan = strstr(BIN, "asan") != NULL;
     RUN(test_basic_endpoints);
     if (!asan) RUN(test_identity);
+    if (!asan) RUN(test_identity_auto);
     if (!asan) RUN(test_sampled_seed);
     RUN(test_streaming);
     RUN(test_logprobs);

@@ -3,7 +3,7 @@
  * random disconnects (requests of up to 64 tokens; under ASan 15 s of requests of up to 6 tokens with the n-gram drafter), and 1000
  * malformed requests mixed in (bad JSON, wrong types, deep nesting,
  * raw garbage, truncated and stalled requests, wrong routes and methods).
- * Afterwards the server must be healthy and idle, still give the same greedy output as before,
+ * Afterwards the server must be healthy and idle, give the same greedy output as before the load,
  * never have answered a malformed request with a 5xx, hold about the same memory (resident set
  * within 5% of the warmed-up value, gcc build only), exit 0 on SIGTERM, and (ASan build) leave no
  * sanitizer report. */

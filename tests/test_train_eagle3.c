@@ -13,7 +13,7 @@
 
 #include "drafters/eagle3.h"
 #include "formats/safetensors.h"
-#include "model/model_internal.h" /* the target's embedding and LM head tables */
+#include "model/model.h" /* the target's embedding and LM head tables */
 #include "train/checkpoint.h"
 #include "train/eagle3_train.h"
 #include "train_harness.h"
@@ -222,7 +222,7 @@ static void test_train_equals_inference(void) {
     CHECK(tr_eagle3_dims(&c, m, 3, taps, &d, &cfg, &err) == 0, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * (size_t)V * H);
     int32_t *d2t = malloc(sizeof(int32_t) * (size_t)d.Vd);
-    for (int r = 0; r < V; r++) sp_mat_row_f32(&m->lm_head, r, Wlm + (size_t)r * H);
+    for (int r = 0; r < V; r++) sp_mat_row_f32(sp_model_lm_head(m), r, Wlm + (size_t)r * H);
     for (int i = 0; i < d.Vd; i++) d2t[i] = i < 12 ? th_alpha[i] : 8000 + i; /* th_alpha ids are >= 3, < 8003 */
     for (int i = 0; i < d.Vd; i++)
         for (int j = 0; j < i; j++) CHECK(d2t[i] != d2t[j], "d2t %d twice", d2t[i]);
@@ -263,7 +263,7 @@ static void test_train_equals_inference(void) {
         memset(b.mass, 0, sizeof(float) * (size_t)K * S);
         for (int k = 0; k < K; k++)
             for (int i = 0; i < S && i + 1 + k < N + K; i++)
-                sp_mat_row_f32(&m->embed, y[i + 1 + k], b.x0 + ((size_t)k * S + i) * H);
+                sp_mat_row_f32(sp_model_embed_table(m), y[i + 1 + k], b.x0 + ((size_t)k * S + i) * H);
         tr_stats st;
         tr_e3_forward(NULL, &tm, a, &b, 1.0, &st, NULL);
         const float *pr = tr_e3_acts_probs(a);

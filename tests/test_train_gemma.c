@@ -14,7 +14,7 @@
 static const char *plain_sets[] = {"hidden_size_per_layer_input=0", "num_kv_shared_layers=0",
                                    "attention_k_eq_v=false"};
 
-/* variant 0: the tiny gemma4 preset as is; 1: without PLE / KV sharing / k_eq_v (issue 8) */
+/* variant 0: the tiny gemma4 preset as is; 1: without PLE / KV sharing / k_eq_v */
 static void setup(int variant) {
     newmodel_opts o = {.arch = "gemma4", .preset = "tiny", .seed = 1, .n_threads = 2,
                        .sets = variant ? plain_sets : NULL, .n_sets = variant ? 3 : 0};

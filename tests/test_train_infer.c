@@ -16,7 +16,7 @@
 #include "core/core.h"
 #include "drafters/dflash.h"
 #include "harness.h"
-#include "model/model_internal.h"
+#include "model/model.h"
 #include "spec/drafter.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -131,7 +131,7 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
         for (int v = 0; v < V; v++) b.P[(size_t)k * V + v] = 1.0f / V;
     }
     float *Wlm = malloc(sizeof(float) * (size_t)V * H);
-    sp_to_f32(Wlm, m->lm_head.data, m->lm_head.dt, (size_t)V * H);
+    sp_to_f32(Wlm, sp_model_lm_head(m)->data, sp_model_lm_head(m)->dt, (size_t)V * H);
     tr_acts *a = tr_acts_create(&d, 1, C, &err);
     CHECK(a != NULL, "%s", err.msg);
     if (a && g > 0) {

@@ -1,5 +1,5 @@
-/* test_train_lm.c — target-LM training (src/train/lm*.c, issue 8):
- *   - the new ops (causal + sliding-window attention, GeGLU, softcap): analytic gradients
+/* test_train_lm.c — target-LM training (src/train/lm*.c):
+ *   - the target-only ops (causal + sliding-window attention, GeGLU, softcap): analytic gradients
  *     against central finite differences in double;
  *   - the whole model (both layer types, q/k/v norms, partial RoPE, sandwich norms, GeGLU,
  *     layer_scalar, tied embedding, softcap, ignored labels): every trained tensor's gradient

@@ -8,7 +8,8 @@
 # Figures: speedup and τ per run kind; draft cost per round ÷ plain step and the profile's split
 # (docs/ROUND_COST.md) from greedy-always; 8-token verify ÷ plain step; rounds without drafts.
 # QWEN=1 adds the same on a random qwen3-0.6b-preset target with a DSpark drafter trained on its
-# own greedy outputs for QWEN_STEPS steps (about 20-40 minutes on 2 busy cores; see below).
+# own greedy outputs (96 random prompts, 48 tokens each) for QWEN_STEPS steps (200); the target,
+# shards and drafter are kept in $QWEN_WORK (build/bench-qwen) and reused by later runs.
 # Writes $OUT/report.json (every run's JSON under $OUT/runs/) and, with gnuplot, $OUT/verify.svg
 # and $OUT/accept.svg.
 set -eu
@@ -19,7 +20,7 @@ OUT=${OUT:-build/bench}
 N=${N:-96}
 REPS=${REPS:-5}
 QWEN=${QWEN:-0}
-QWEN_STEPS=${QWEN_STEPS:-300}
+QWEN_STEPS=${QWEN_STEPS:-200}
 KINDS="greedy greedy-always t0.6 t0.8 t1.0"
 mkdir -p "$OUT/runs"
 [ -f "$D/target/config.json" ] && [ -f "$D/drafter/config.json" ] || { echo "bench: no embedded pair in $D" >&2; exit 1; }
@@ -59,18 +60,18 @@ w = sys.argv[1]
 r = random.Random(5)
 def ids(n): return [r.randrange(1000, 30000) for _ in range(n)]
 with open(w + "/train.jsonl", "w") as f:
-    for _ in range(192):
+    for _ in range(96):
         f.write(json.dumps({"ids": ids(24), "resp_start": 24}) + "\n")
 with open(w + "/prompts.jsonl", "w") as f:
     for _ in range(4):
         f.write(json.dumps({"prompt_ids": ids(24)}) + "\n")
 PY
     fi
-    [ -d "$W/shards" ] || "$B" regen -m "$W/target" --data "$W/train.jsonl" -o "$W/shards" --generate 64 -q
+    [ -d "$W/shards" ] || "$B" regen -m "$W/target" --data "$W/train.jsonl" -o "$W/shards" --generate 48 -q
     [ -f "$W/drafter/config.json" ] || "$B" train --arch dspark -m "$W/target" --data "$W/shards" -o "$W/drafter" \
         --steps "$QWEN_STEPS" --layers 2 --ctx 128 --batch 16 -q
     N_SAVE=$N
-    N=${QWEN_N:-48}
+    N=${QWEN_N:-32}
     bench_pair qwen3-0.6b "$W/target" "$W/drafter" --prompts "$W/prompts.jsonl"
     N=$N_SAVE
 fi

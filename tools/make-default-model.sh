@@ -1,6 +1,6 @@
 #!/bin/sh
-# make-default-model.sh — reproduce specula's embedded default model from scratch, offline
-# (issue 8, item 2): a Gemma-4-architecture text model trained by `specula train-lm` on the
+# make-default-model.sh — reproduce specula's embedded default model from scratch, offline:
+# a Gemma-4-architecture text model trained by `specula train-lm` on the
 # Python standard library sources Debian ships, with a tokenizer from `specula train-tokenizer`.
 #
 #   sh tools/make-default-model.sh            # full recipe (about 2 h of training on 2 cores)
@@ -25,7 +25,7 @@
 #      310 tok/s when it was quiet (load 3.5), down to ~170 tok/s under load 7 — i.e.
 #      1.5–2.7 h for the 800 steps. A 40-step run: loss 9.10 -> 5.60, held-out perplexity
 #      384; peak RSS 1.96 GB.
-#   5. the DSpark drafter (issue 8, item 3) — not part of this script yet.
+#   5. the DSpark drafter — not part of this script (tools/make-default-drafter.sh).
 set -eu
 
 SPECULA=${SPECULA:-build/specula}
@@ -146,5 +146,5 @@ if command -v gnuplot > /dev/null; then # loss curves from the CSV log
              '' using 1:6 every ::1 with linespoints pointtype 7 title 'held-out loss'" && log "# plot: $OUT/train_loss.svg"
 fi
 
-# ---- 5. the DSpark drafter: issue 8 item 3 (regen + train + calibrate), not yet in this script.
+# ---- 5. the DSpark drafter (regen + train + calibrate): tools/make-default-drafter.sh.
 echo "make-default-model: wrote $OUT (see $RECIPE)" >&2

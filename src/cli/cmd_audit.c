@@ -29,6 +29,7 @@ int cmd_audit(int argc, char **argv) {
     int top_k = 0;
     uint64_t seed = 1;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
+    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_opt opts[32] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
@@ -50,6 +51,7 @@ int cmd_audit(int argc, char **argv) {
     n += cli_spec_opt_rows(opts + n, &so);
     opts[spec_row].help = "ngram | draft | assistant | dflash | dspark (default ngram, or the kind -md's config.json names)";
     n += cli_penalty_opt_rows(opts + n, &pen);
+    n += cli_tree_opt_rows(opts + n, &to);
     int rc = cli_parse(CMD, "-m TARGET --spec KIND [-md DIR] --temp T [--draws N] (-p TEXT | --prompt-ids IDS) | --self-test",
                        opts, n, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -77,6 +79,7 @@ int cmd_audit(int argc, char **argv) {
     if (cli_sample_resolve(CMD, &pen, NULL, &sdef, 0, &sp.gen)) goto out;
     sp.draft_max = so.draft_max;
     sp.broken_residual = broken;
+    if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, model, &sp.gen.sample, ntok + so.draft_max + 8, threads, &dm, &d)) goto out;
     sp_audit_result r;
     double t0 = sp_time_ms();
@@ -84,8 +87,8 @@ int cmd_audit(int argc, char **argv) {
         cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    printf("audit: drafter %s, temp %g top-k %d top-p %g min-p %g, %d draws%s (%.1f s), draft acceptance %.3f\n",
-           so.spec, temp, top_k, top_p, min_p, draws, broken ? ", BROKEN residual rule" : "",
+    printf("audit: drafter %s%s, temp %g top-k %d top-p %g min-p %g, %d draws%s (%.1f s), draft acceptance %.3f\n",
+           so.spec, to.nodes > 0 ? " (token trees)" : "", temp, top_k, top_p, min_p, draws, broken ? ", BROKEN residual rule" : "",
            (sp_time_ms() - t0) / 1000, r.acceptance_rate);
     if (sp_penalty_active(&sp.gen.penalty))
         printf("  penalties: repeat %g, last %d tokens, presence %g, frequency %g\n", (double)sp.gen.penalty.repeat,

@@ -49,6 +49,7 @@ int cmd_bench_spec(int argc, char **argv) {
     int n_new = 128, threads = 0, text_prompts = 0, always = 0;
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
+    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     cli_opt opts[24] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {NULL, "--prompts", CLI_STR, &prompts, "FILE", "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
@@ -64,6 +65,7 @@ int cmd_bench_spec(int argc, char **argv) {
     n += cli_spec_opt_rows(opts + n, &so);
     opts[spec_row].help = "ngram | draft | assistant | dflash | dspark (default ngram, or the kind -md's config.json names)";
     n += cli_penalty_opt_rows(opts + n, &pen);
+    n += cli_tree_opt_rows(opts + n, &to);
     int rc = cli_parse(CMD, "-m TARGET --spec KIND [-md DIR] --prompts FILE.jsonl [-n N] [--json FILE]", opts, n, argc,
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -89,7 +91,10 @@ int cmd_bench_spec(int argc, char **argv) {
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
     sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
+    sp.policy_carry = &carry;
     sp.profile = 1;
+    if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, model, &sp.gen.sample, maxp + n_new + so.draft_max + 2, threads, &dm, &d))
         goto out;
     int32_t *a = malloc(sizeof(int32_t) * (size_t)n_new), *b = malloc(sizeof(int32_t) * (size_t)n_new);

@@ -1,9 +1,12 @@
 /* cmd_bench_verify.c — `specula bench-verify`: the cost of one target forward over k tokens
  * relative to one decode step, k = 1..16. This curve bounds every drafter's speedup on a CPU:
- * a block of k drafts pays off only if verifying it costs about as much as one step. */
+ * a block of k drafts pays off only if verifying it costs about as much as one step.
+ * --tree adds, interleaved with the chains, the tree-masked forward over k rows (a binary tree:
+ * row t's parent is (t − 1) / 2; docs/TREE.md), the cost of verifying a token tree of k nodes. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "args.h"
 #include "core/core.h"
@@ -11,9 +14,19 @@
 
 static const char *CMD = "bench-verify";
 
+/* milliseconds of wall time, or of this process's CPU time (--cpu: with -t 1 that is the work
+ * done, unaffected by other processes taking the core — for a shared, loaded machine) */
+static int use_cpu_time;
+static double now_ms(void) {
+    if (!use_cpu_time) return sp_time_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 int cmd_bench_verify(int argc, char **argv) {
     const char *model = NULL;
-    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16;
+    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16, tree = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
@@ -21,8 +34,10 @@ int cmd_bench_verify(int argc, char **argv) {
         {NULL, "--reps", CLI_INT, &reps, "N", "repetitions per k (default: adaptive)"},
         {NULL, "--k-max", CLI_INT, &kmax, "K", "largest block (default 16)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print {\"k\": [...], \"ratio\": [...]}"},
+        {NULL, "--tree", CLI_FLAG, &tree, NULL, "also time tree-masked forwards over k rows (a binary tree)"},
+        {NULL, "--cpu", CLI_FLAG, &use_cpu_time, NULL, "time by process CPU time (with -t 1: robust on a loaded machine)"},
     };
-    int rc = cli_parse(CMD, "-m DIR [-t N] [--json]", opts, 6, argc, argv, NULL, NULL, 0);
+    int rc = cli_parse(CMD, "-m DIR [-t N] [--tree] [--cpu] [--json]", opts, 8, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!model) return cli_error(CMD, "-m DIR is required");
     if (kmax < 1 || kmax > 64 || ctx < 1) return cli_error(CMD, "--k-max must be 1..64 and --ctx >= 1");
@@ -33,8 +48,10 @@ int cmd_bench_verify(int argc, char **argv) {
     sp_kv *kv = sp_kv_create(m, ctx + kmax + 1, ctx > kmax ? ctx : kmax, &err);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(ctx + kmax));
     float *logits = malloc(sizeof(float) * (size_t)kmax * c->vocab_size);
-    double *ms = calloc((size_t)kmax + 1, sizeof(double));
-    if (!kv || !tok || !logits || !ms) {
+    double *ms = calloc((size_t)kmax + 1, sizeof(double)), *tms = calloc((size_t)kmax + 1, sizeof(double));
+    int32_t parent[64];
+    for (int t = 0; t < 64; t++) parent[t] = t == 0 ? -1 : (t - 1) / 2;
+    if (!kv || !tok || !logits || !ms || !tms) {
         cli_error(CMD, "%s", kv ? "out of memory" : err.msg);
         return 1;
     }
@@ -46,25 +63,34 @@ int cmd_bench_verify(int argc, char **argv) {
      * minimum over repetitions is reported. */
     int R = reps > 0 ? reps : 0;
     if (!R) {
-        double t0 = sp_time_ms();
+        double t0 = now_ms();
         sp_model_forward(m, kv, tok + ctx, 1, &o, &err);
         sp_kv_trim(kv, 1, &err);
-        double one = sp_time_ms() - t0;
+        double one = now_ms() - t0;
         R = (int)(3000.0 / (one * kmax * 2 + 1e-3));
         if (R < 3) R = 3;
         if (R > 50) R = 50;
     }
-    for (int k = 1; k <= kmax; k++) ms[k] = 1e30;
+    for (int k = 1; k <= kmax; k++) ms[k] = tms[k] = 1e30;
     for (int r = 0; r < R; r++) {
         for (int k = 1; k <= kmax; k++) {
-            double t0 = sp_time_ms();
+            double t0 = now_ms();
             if (sp_model_forward(m, kv, tok + ctx, k, &o, &err)) {
                 cli_error(CMD, "%s", err.msg);
                 return 1;
             }
-            double dt = sp_time_ms() - t0;
+            double dt = now_ms() - t0;
             sp_kv_trim(kv, k, &err);
             if (dt < ms[k]) ms[k] = dt;
+            if (!tree) continue;
+            t0 = now_ms();
+            if (sp_model_forward_tree(m, kv, tok + ctx, parent, k, &o, &err)) {
+                cli_error(CMD, "%s", err.msg);
+                return 1;
+            }
+            dt = now_ms() - t0;
+            sp_kv_trim(kv, k, &err);
+            if (dt < tms[k]) tms[k] = dt;
         }
     }
     if (json) {
@@ -73,6 +99,11 @@ int cmd_bench_verify(int argc, char **argv) {
             json_array_append_new(jk, json_integer(k));
             json_array_append_new(jr, json_real(ms[k] / ms[1]));
             json_array_append_new(jm, json_real(ms[k]));
+        }
+        if (tree) {
+            json_t *jt = json_array();
+            for (int k = 1; k <= kmax; k++) json_array_append_new(jt, json_real(tms[k] / ms[1]));
+            json_object_set_new(jo, "tree_ratio", jt);
         }
         json_object_set_new(jo, "k", jk);
         json_object_set_new(jo, "ratio", jr);
@@ -83,16 +114,20 @@ int cmd_bench_verify(int argc, char **argv) {
         free(s);
         json_decref(jo);
     } else {
-        printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d)\n", model,
-               sp_model_threads(m), ctx, R);
-        printf("   k      ms   ratio   ms/token\n");
-        for (int k = 1; k <= kmax; k++)
-            printf("  %2d %8.2f %7.3f %10.3f\n", k, ms[k], ms[k] / ms[1], ms[k] / k);
+        printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d%s)\n", model,
+               sp_model_threads(m), ctx, R, use_cpu_time ? ", process CPU time" : "");
+        printf("   k      ms   ratio   ms/token%s\n", tree ? "   tree ms  tree ratio" : "");
+        for (int k = 1; k <= kmax; k++) {
+            printf("  %2d %8.2f %7.3f %10.3f", k, ms[k], ms[k] / ms[1], ms[k] / k);
+            if (tree) printf(" %9.2f %11.3f", tms[k], tms[k] / ms[1]);
+            printf("\n");
+        }
     }
     sp_kv_free(kv);
     free(tok);
     free(logits);
     free(ms);
+    free(tms);
     sp_model_free(m);
     return 0;
 }

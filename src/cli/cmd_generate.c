@@ -127,6 +127,7 @@ int cmd_generate(int argc, char **argv) {
     cli_sample_opts so_s = CLI_SAMPLE_OPTS_UNSET;
     cli_list stops = {{0}, 0};
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
+    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     cli_chat_opts co = {0};
     cli_opt opts[44] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors) or FILE.gguf, required"},
@@ -150,6 +151,7 @@ int cmd_generate(int argc, char **argv) {
     int n_opts = 13;
     n_opts += cli_sample_opt_rows(opts + n_opts, &so_s);
     n_opts += cli_spec_opt_rows(opts + n_opts, &so);
+    n_opts += cli_tree_opt_rows(opts + n_opts, &to);
     n_opts += cli_chat_opt_rows(opts + n_opts, &co);
     int rc = cli_parse(CMD, "-m DIR (-p TEXT | -f FILE | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
                        NULL, NULL, 0);
@@ -246,6 +248,7 @@ int cmd_generate(int argc, char **argv) {
         spp.draft_max = so.draft_max;
         spp.draft_min = so.draft_min;
         spp.policy = so.always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+        if (cli_tree_apply(CMD, &to, &spp)) goto done;
         failed = sp_spec_generate(m, d, prompt, n_prompt, &spp, out, n_predict, &ss, &err);
         st = (sp_gen_stats){.prompt_tokens = ss.prompt_tokens, .emitted = ss.emitted, .prefill_ms = ss.prefill_ms,
                             .decode_ms = ss.decode_ms, .decode_tps = ss.decode_tps, .stop = ss.stop};

@@ -51,6 +51,7 @@ int cmd_run(int argc, char **argv) {
     int seed_random = 0;
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
+    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     so.draft_max = 7;
     cli_opt opts[24] = {
         {"-m", "--model", CLI_STR, &target, "DIR", "target (default: the embedded model, models/default/target)"},
@@ -74,6 +75,7 @@ int cmd_run(int argc, char **argv) {
     opts[spec_row + 1].help = "drafter directory (default TARGET/../drafter)";
     opts[spec_row + 2].help = "most drafts per verify (default 7, max 32)";
     n += cli_penalty_opt_rows(opts + n, &pen);
+    n += cli_tree_opt_rows(opts + n, &to);
     int rc = cli_parse(CMD, "[-m TARGET] [--spec KIND -md DRAFTER] [--prompts FILE] [--temp T] [--json]", opts, n, argc,
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -116,7 +118,10 @@ int cmd_run(int argc, char **argv) {
     sp.draft_max = so.draft_max;
     sp.draft_min = so.draft_min;
     sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
+    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
+    sp.policy_carry = &carry;
     sp.profile = 1;
+    if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;
     if (tok_model_has_tokenizer(target)) {
         tok = tok_load_model(target, &err);

@@ -14,6 +14,7 @@
 #include "spec_cli.h"
 #include "spec_cli_dflash.h"
 #include "drafters/assistant.h"
+#include "drafters/dflash.h"
 #include "drafters/eagle3.h"
 
 static const char *CMD = "serve";
@@ -22,10 +23,11 @@ typedef struct {
     cli_spec_opts so;
     sp_model *target, *draft_model;
     const char *target_dir;
+    sp_drafter *proto; /* dflash / dspark: the loaded checkpoint every request's drafter shares */
 } drafter_ctx;
 
-/* one request's drafter, for its sampling params (the draft model is loaded once and shared:
- * the scheduler steps drafters one at a time) */
+/* one request's drafter, for its sampling params (the draft model and a DFlash / DSpark checkpoint
+ * are loaded once and shared: the scheduler steps drafters from one thread) */
 static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err) {
     drafter_ctx *c = ctx;
     const cli_spec_opts *o = &c->so;
@@ -35,6 +37,7 @@ static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int m
     if (!strcmp(o->spec, "draft"))
         return sp_drafter_draft_model(c->draft_model, c->target, o->draft_dir, c->target_dir, max_ctx, &ds, err);
     if (!strcmp(o->spec, "assistant")) return sp_drafter_assistant(o->draft_dir, c->target, &ds, err);
+    if (c->proto) return sp_dflash_clone(c->proto, &ds, err);
     if (!strcmp(o->spec, "eagle3")) return sp_drafter_eagle3(o->draft_dir, c->target, &ds, o->draft_max, err);
     return cli_make_dflash(o, c->target, c->target_dir, &ds, err);
 }
@@ -42,7 +45,7 @@ static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int m
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *chat_tpl = NULL;
     int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
-    int verbose = 0, spec_max_slots = 2;
+    int verbose = 0, spec_max_slots = -1;
     drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
     cli_opt opts[24] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "target model (default: the embedded pair, models/default/)"},
@@ -60,7 +63,8 @@ int cmd_serve(int argc, char **argv) {
         {NULL, "--chat-template", CLI_STR, &chat_tpl, "NAME|FILE",
          "chat template: a Jinja file or gemma4 | gemma3 | qwen3 | chatml | llama3 (default: the model's)"},
         {NULL, "--spec-max-slots", CLI_INT, &spec_max_slots, "N",
-         "greedy requests draft only while <= N slots are busy (default 2; 0 = always)"},
+         "greedy requests: -1 = drafts per step chosen by measured cost and acceptance (default); "
+         "0 = always --draft-max; N = --draft-max while <= N slots are busy, else none"},
     };
     int n_opts = 14;
     n_opts += cli_spec_opt_rows(opts + n_opts, &dc.so);
@@ -133,7 +137,9 @@ int cmd_serve(int argc, char **argv) {
         sp_sample_params greedy = sp_sample_params_default();
         sp_drafter *probe = NULL;
         if (cli_make_drafter(CMD, &dc.so, dc.target, dir, &greedy, ctx, threads, &dc.draft_model, &probe)) goto done;
-        sp_drafter_free(probe);
+        sp_dflash_info info;
+        if (sp_dflash_info_get(probe, &info) == 0) dc.proto = probe; /* requests clone it */
+        else sp_drafter_free(probe);
         if (strcmp(dc.so.spec, "draft")) {
             sp_model_free(dc.draft_model);
             dc.draft_model = NULL;
@@ -152,6 +158,7 @@ int cmd_serve(int argc, char **argv) {
     rc = 0;
 done:
     srv_stop(s);
+    sp_drafter_free(dc.proto);
     tok_free(tok);
     sp_model_free(dc.draft_model);
     sp_model_free(dc.target);

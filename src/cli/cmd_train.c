@@ -47,7 +47,7 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--anchors-per-seq", CLI_INT, &c.anchors_per_seq, "A",
          "anchors drawn together from one sequence, whose shared context rows are computed once; "
          "a step sees batch/A sequences "
-         "(default " STR(TR_ANCHORS_PER_SEQ_DEFAULT) "; 1 = every anchor its own context, as before)"},
+         "(default " STR(TR_ANCHORS_PER_SEQ_DEFAULT) "; 1 = every anchor its own context)"},
         {NULL, "--block-size", CLI_INT, &c.block, "B", "block size (default 7); eagle3: training-time-test steps"},
         {NULL, "--window", CLI_INT, &c.window, "S", "eagle3: positions per training window (default 64)"},
         {NULL, "--draft-vocab", CLI_INT, &c.draft_vocab, "N",

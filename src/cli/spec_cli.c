@@ -34,6 +34,28 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     return CLI_SPEC_OPT_ROWS;
 }
 
+int cli_tree_opt_rows(void *rows, cli_tree_opts *o) {
+    cli_opt *r = rows;
+    r[0] = (cli_opt){NULL, "--tree", CLI_INT, &o->nodes, "N",
+                     "verify a token tree of up to N draft nodes per round (dspark / dflash; 0 = chains, default)"};
+    r[1] = (cli_opt){NULL, "--tree-k", CLI_INT, &o->k, "K", "most children per tree node (default 4)"};
+    r[2] = (cli_opt){NULL, "--tree-shape", CLI_STR, &o->shape, "SHAPE",
+                     "dynamic (best first by draft probability, default) | static (top-1 chain + siblings)"};
+    return CLI_TREE_OPT_ROWS;
+}
+
+int cli_tree_apply(const char *cmd, const cli_tree_opts *o, sp_spec_params *p) {
+    if (o->nodes < 0 || o->nodes > SP_TREE_MAX_NODES)
+        return cli_error(cmd, "--tree %d out of range 0..%d", o->nodes, SP_TREE_MAX_NODES), -1;
+    if (o->k < 1 || o->k > 16) return cli_error(cmd, "--tree-k %d out of range 1..16", o->k), -1;
+    sp_tree_kind kind = SP_TREE_DYNAMIC;
+    if (o->shape && !strcmp(o->shape, "static")) kind = SP_TREE_STATIC;
+    else if (o->shape && strcmp(o->shape, "dynamic"))
+        return cli_error(cmd, "--tree-shape %s (expected dynamic or static)", o->shape), -1;
+    p->tree = (sp_tree_shape){.nodes = o->nodes, .k = o->k, .max_depth = p->draft_max, .kind = kind};
+    return 0;
+}
+
 int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
     if (o->spec) return 0;
     if (!o->draft_dir) {

@@ -25,6 +25,18 @@ typedef struct {
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
 int cli_spec_opt_rows(void *rows /* cli_opt[CLI_SPEC_OPT_ROWS] */, cli_spec_opts *o);
 
+/* --tree N [--tree-k K] [--tree-shape dynamic|static]: token trees (docs/TREE.md) */
+typedef struct {
+    int nodes;         /* draft nodes per round (0: chains) */
+    int k;             /* most children per node */
+    const char *shape; /* "dynamic" (default) | "static" */
+} cli_tree_opts;
+#define CLI_TREE_OPTS_DEFAULT {0, 4, NULL}
+#define CLI_TREE_OPT_ROWS 3
+int cli_tree_opt_rows(void *rows /* cli_opt[CLI_TREE_OPT_ROWS] */, cli_tree_opts *o);
+/* p->tree from the flags. Prints errors; returns 0/-1. */
+int cli_tree_apply(const char *cmd, const cli_tree_opts *o, sp_spec_params *p);
+
 /* Settle o->spec when --spec was not given: -md DIR alone turns speculation on with the kind its
  * config.json names (a DSpark / DFlash drafter, a Gemma-4 assistant, else a draft model, as
  * llama.cpp's -md does); without -md, def_kind. Prints errors; returns 0/-1. */

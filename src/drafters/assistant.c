@@ -37,8 +37,9 @@
 #include "core/core.h"
 #include "core/prof.h"
 #include "formats/newdrafter_assistant.h"
+#include "formats/safetensors.h"
 #include "model/block.h"
-#include "model/model_internal.h"
+#include "model/model.h"
 #include "spec/spec.h"
 
 typedef struct {
@@ -109,8 +110,6 @@ static int get_vec(asst_t *s, const char *name, int n, float **out, sp_err *err)
     return 0;
 }
 
-#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
-
 /* shapes of the target layer `src` must match assistant layer i (FORMATS §6.1 table note) */
 static int check_borrowed(const asst_t *s, int i, const sp_config *tc, sp_err *err) {
     const sp_layer_config *al = &s->ac.text.layers[i];
@@ -135,9 +134,27 @@ static int check_borrowed(const asst_t *s, int i, const sp_config *tc, sp_err *e
     return 0;
 }
 
+/* the checkpoint's tensor readers as sp_block_bind calls them */
+static int bind_mat_cb(void *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat(s, name, n, k, out, err);
+}
+
+static int bind_vec_cb(void *s, const char *name, int n, float **out, sp_err *err) {
+    return get_vec(s, name, n, out, err);
+}
+
+static int bind_scalar_cb(void *s, const char *name, float *out, sp_err *err) {
+    const st_tensor *ls = st_find(((asst_t *)s)->st, name);
+    if (!ls) return 1;
+    if (ls->numel != 1 || (ls->dtype != SP_DT_F32 && ls->dtype != SP_DT_BF16 && ls->dtype != SP_DT_F16))
+        return sp_err_set(err, "tensor %s in %s: expected one float, found %s with %lld elements", name, ls->file,
+                          sp_dtype_name(ls->dtype), (long long)ls->numel);
+    sp_to_f32(out, ls->data, ls->dtype, 1);
+    return 0;
+}
+
 static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
     const sp_config *c = &s->ac.text;
-    char nm[256];
     int d = s->d, Hb = s->Hb, V = s->V;
     if (tc->arch != SP_ARCH_GEMMA4)
         return sp_err_set(err, "the assistant drafts for Gemma-4 targets, not %s", sp_arch_name(tc->arch));
@@ -164,6 +181,7 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
         l->d = sp_block_describe(c, i, SP_ATTN_BORROWED);
         l->d.post_norms = 1;
         l->d.qk_norm = 1;
+        l->d.kv_proj = 0;
         l->d.act = SP_ACT_GELU_TANH;
         l->d.attn_scale = 1.0f;
         l->d.window = lc->sliding ? s->window : 0;
@@ -176,26 +194,9 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
             sp_log(SP_LOG_WARN, "assistant layer %d: rope parameters differ from the target's %s layers (the query "
                    "is rotated with the assistant's, the borrowed keys were rotated with the target's)", i,
                    lc->sliding ? "sliding" : "full");
-        int D = l->d.D, NH = s->NH, I = l->d.I;
-        if (get_vec(s, NAME("model.layers.%d.input_layernorm.weight", i), d, &l->attn_norm, err) ||
-            get_mat(s, NAME("model.layers.%d.self_attn.q_proj.weight", i), NH * D, d, &l->wq, err) ||
-            get_vec(s, NAME("model.layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
-            get_mat(s, NAME("model.layers.%d.self_attn.o_proj.weight", i), d, NH * D, &l->wo, err) ||
-            get_vec(s, NAME("model.layers.%d.post_attention_layernorm.weight", i), d, &l->attn_post_norm, err) ||
-            get_vec(s, NAME("model.layers.%d.pre_feedforward_layernorm.weight", i), d, &l->ffn_norm, err) ||
-            get_mat(s, NAME("model.layers.%d.mlp.gate_proj.weight", i), I, d, &l->w_gate, err) ||
-            get_mat(s, NAME("model.layers.%d.mlp.up_proj.weight", i), I, d, &l->w_up, err) ||
-            get_mat(s, NAME("model.layers.%d.mlp.down_proj.weight", i), d, I, &l->w_down, err) ||
-            get_vec(s, NAME("model.layers.%d.post_feedforward_layernorm.weight", i), d, &l->ffn_post_norm, err))
-            return -1;
-        l->layer_scalar = 1.0f;
-        const st_tensor *ls = st_find(s->st, NAME("model.layers.%d.layer_scalar", i));
-        if (ls) {
-            if (ls->numel != 1 || (ls->dtype != SP_DT_F32 && ls->dtype != SP_DT_BF16 && ls->dtype != SP_DT_F16))
-                return sp_err_set(err, "tensor %s in %s: expected one float, found %s with %lld elements", nm,
-                                  ls->file, sp_dtype_name(ls->dtype), (long long)ls->numel);
-            sp_to_f32(&l->layer_scalar, ls->data, ls->dtype, 1);
-        }
+        sp_block_binder b = {s, "model.", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
+        if (sp_block_bind(l, SP_ARCH_GEMMA4, i, &b, err)) return -1;
+        int D = l->d.D;
         l->inv_freq = own(s, (size_t)(D / 2) * sizeof(float));
         if (!l->inv_freq) return sp_err_set(err, "out of memory");
         sp_rope_inv_freq(l->inv_freq, D, lc->sliding ? &c->rope_swa : &c->rope);
@@ -271,7 +272,7 @@ static int alloc_scratch(asst_t *s) {
  * pos and reads the borrowed cache's positions < pos (see the file comment). */
 static void asst_step(asst_t *s, int32_t tok, const float *g, int pos, float *g_out) {
     sp_model *tm = s->target;
-    sp_pool *pool = tm->pool;
+    sp_pool *pool = sp_model_pool(tm);
     const sp_kv *kv = s->kv;
     int Hb = s->Hb;
     sp_block_scratch scr = {.xn = s->xn, .q = s->q, .att = s->att, .o = s->o, .g = s->gate, .u = s->up};
@@ -280,7 +281,7 @@ static void asst_step(asst_t *s, int32_t tok, const float *g, int pos, float *g_
     sp_matmul(pool, s->x, s->cat, 1, &s->pre);
     for (int li = 0; li < s->L; li++) {
         int src = s->layers[li].src;
-        sp_block_seg seg = {1, pos, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src]};
+        sp_block_seg seg = sp_kv_layer_seg(kv, src, 1, pos);
         sp_block_forward(pool, &s->layers[li].b, s->x, 1, &seg, 1, NULL, 0, &scr);
     }
     sp_rmsnorm(s->h, s->x, s->final_norm, 1, s->d, s->eps);
@@ -317,7 +318,7 @@ static void gather_task(void *arg, int i, int n) {
 
 /* centroid head, fast path: the top-k clusters of h·Cᵀ and the logits of their tokens */
 static void centroid_candidates(asst_t *s, const float *h) {
-    sp_matmul(s->target->pool, s->cscore, h, 1, &s->cent);
+    sp_matmul(sp_model_pool(s->target), s->cscore, h, 1, &s->cent);
     int k = 0; /* clusters[0..k) sorted best first (insertion into a short list) */
     for (int c = 0; c < s->NC; c++) {
         float x = s->cscore[c];
@@ -333,7 +334,7 @@ static void centroid_candidates(asst_t *s, const float *h) {
         memcpy(s->cand + (size_t)j * s->per, s->order + (size_t)s->clusters[j] * s->per,
                (size_t)s->per * sizeof(int32_t));
     gather_ctx g = {s, h};
-    sp_pool_run(s->target->pool, gather_task, &g);
+    sp_pool_run(sp_model_pool(s->target), gather_task, &g);
 }
 
 /* the argmax over the candidates (lowest token id on ties, NaN never wins); -1 if all NaN */
@@ -357,7 +358,7 @@ int sp_assistant_head_argmax(sp_drafter *d, const float *h) {
         centroid_candidates(s, h);
         return candidates_argmax(s);
     }
-    sp_matmul(s->target->pool, s->logits, h, 1, &s->lm);
+    sp_matmul(sp_model_pool(s->target), s->logits, h, 1, &s->lm);
     return sp_sample_argmax(s->logits, s->V);
 }
 
@@ -369,7 +370,7 @@ static int cmp_score_desc(const void *a, const void *b, void *scores) {
 
 int sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits) {
     asst_t *s = d->self;
-    sp_matmul(s->target->pool, logits, h, 1, &s->lm);
+    sp_matmul(sp_model_pool(s->target), logits, h, 1, &s->lm);
     if (!s->centroid) return 0;
     float *score = malloc((size_t)s->NC * sizeof(float));
     int *idx = malloc((size_t)s->NC * sizeof(int));
@@ -381,7 +382,7 @@ int sp_assistant_head_dense(sp_drafter *d, const float *h, float *logits) {
         return -1;
     }
     for (int c = 0; c < s->NC; c++) idx[c] = c;
-    sp_matmul(s->target->pool, score, h, 1, &s->cent);
+    sp_matmul(sp_model_pool(s->target), score, h, 1, &s->cent);
     qsort_r(idx, (size_t)s->NC, sizeof(int), cmp_score_desc, score);
     float mn = INFINITY;
     for (int j = 0; j < s->topk; j++)
@@ -413,7 +414,7 @@ static void head_logits(asst_t *s, const float *h) {
         for (int v = 0; v < s->V; v++) s->logits[v] = -INFINITY;
         for (int c = 0; c < s->n_cand; c++) s->logits[s->cand[c]] = s->cand_logit[c];
     } else {
-        sp_matmul(s->target->pool, s->logits, h, 1, &s->lm);
+        sp_matmul(sp_model_pool(s->target), s->logits, h, 1, &s->lm);
     }
     if (s->pen) sp_penalty_apply(s->pen, s->logits);
 }
@@ -445,7 +446,7 @@ static int asst_begin(sp_drafter *d, const int32_t *prompt, int n, const float *
 }
 
 static int is_eos(const asst_t *s, int32_t t) {
-    const sp_config *c = &s->target->cfg;
+    const sp_config *c = sp_model_config(s->target);
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] == t) return 1;
     return 0;
@@ -455,12 +456,12 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
     asst_t *s = d->self;
     s->n_last = 0;
     const sp_kv *kv = s->kv;
-    int pos = kv ? kv->len : 0; /* the pending token's position t: the target holds 0..t−1 */
+    int pos = kv ? sp_kv_len(kv) : 0; /* the pending token's position t: the target holds 0..t−1 */
     if (!s->have_g || pos < 1 || max_g <= 0) return 0;
     for (int li = 0; li < s->L; li++) /* the ring invariant the file comment relies on */
-        if (kv->ring[s->layers[li].src] && kv->high - kv->len > kv->max_batch)
+        if (sp_kv_layer_seg(kv, s->layers[li].src, 1, pos).ring && sp_kv_high(kv) - pos > sp_kv_max_batch(kv))
             return sp_err_set(err, "assistant: the target cache was written %d positions past its length (max %d): "
-                              "sliding-window keys may be overwritten", kv->high - kv->len, kv->max_batch);
+                              "sliding-window keys may be overwritten", sp_kv_high(kv) - pos, sp_kv_max_batch(kv));
     int pen_len0 = s->pen ? sp_penalty_len(s->pen) : 0;
     float *gin = s->ga, *gout = s->gb;
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
@@ -548,7 +549,7 @@ sp_drafter *sp_drafter_assistant(const char *dir, sp_model *target, const sp_sam
     s->L = c->n_layers;
     s->window = c->sliding_window;
     s->eps = (float)c->rms_eps;
-    if (bind(s, &target->cfg, err)) goto fail;
+    if (bind(s, sp_model_config(target), err)) goto fail;
     if (alloc_scratch(s)) {
         sp_err_set(err, "out of memory");
         goto fail;

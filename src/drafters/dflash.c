@@ -29,6 +29,7 @@
  *
  * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
 #include "drafters/dflash.h"
+#include "drafters/dflash_internal.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -41,67 +42,10 @@
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "formats/tensor_names.h"
 #include "model/block.h"
-#include "model/model_internal.h" /* the target's thread pool only (the drafter runs between its forwards) */
+#include "model/model.h"
 #include "spec/spec.h"
-
-#define CTX_CHUNK 64 /* context rows injected per pass */
-
-typedef struct {
-    sp_block_layer b; /* the decoder layer (model/block.h), attention over a non-causal block */
-    float *K, *V;     /* context cache [cap, KVH, D] (+ the block's rows while proposing) */
-} df_layer;
-
-typedef enum { MARKOV_NONE = 0, MARKOV_VANILLA, MARKOV_GATED, MARKOV_RNN } markov_type;
-
-typedef struct {
-    sp_dflash_kind kind;
-    sp_model *target;
-    sp_pool *pool;
-    st_set *st;
-    sp_config dc;
-    int H, V, L, NH, I_max, m, block_size, max_drafts, mask_id, gemma;
-    int qk_norm;          /* q_norm / k_norm in every layer (decided by the tensors, see qk_norm_decide) */
-    int taps[SP_MAX_LAYERS];
-    sp_mat fc;            /* [H, m·H] */
-    float *hidden_norm, *final_norm;
-    df_layer *layers;
-    /* heads */
-    markov_type mtype;
-    int r;
-    const st_tensor *w1;  /* [V, r] rows gathered per token */
-    sp_mat w2;            /* [V, r] */
-    sp_mat gate_w, joint_w; /* [r, H+r], [3r, 2r+H] */
-    float *gate_b, *joint_b;
-    int conf, conf_markov;
-    float *conf_w, conf_b; /* [H (+r)] */
-    float sts[SP_SPS_MAX]; int n_sts;
-    sp_dflash_opts o;
-    sp_sps_table sps;
-    /* sampling */
-    sp_sampler *smp;
-    int greedy;
-    uint64_t seed;
-    sp_penalty *pen;      /* the request's repetition penalties (NULL: none) */
-    int n_pushed;         /* drafts pushed onto pen during this proposal */
-    /* sequence state */
-    int n_ctx, cap;       /* committed context rows; rows allocated per layer cache */
-    int32_t pending;
-    int n_last;           /* drafts of the last proposal */
-    float z_last[SP_SPS_MAX]; /* their raw confidence logits */
-    float *kept; int n_kept, cap_kept; /* keep_taps */
-    /* scratch for R = max(block, CTX_CHUNK) rows */
-    int R;
-    float *x, *xn, *q, *k, *v, *att, *o2, *g, *u, *hid, *logits, *z, *code, *vec, *state;
-    float *bias, *qrow; /* [V] each: Markov bias, a q row nobody asked for */
-    /* vanilla Markov head: bias = W2·W1[prev] depends on prev alone, so recent ones are kept
-     * (direct-mapped by prev; ~4 MB in all): a hit reads V floats instead of W2 [V, r] */
-    int n_bc;
-    int32_t *bc_tag; /* [n_bc] prev cached in the slot, -1 none */
-    float *bc;       /* [n_bc, V] */
-    sp_dflash_info info;
-    sp_owner owned; /* small converted arrays, freed together */
-} df_t;
 
 sp_dflash_opts sp_dflash_opts_default(void) {
     sp_dflash_opts o;
@@ -131,45 +75,37 @@ static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
     return 0;
 }
 
-#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+#define QK_NORM(i, j) sp_tensor_hf_name(s->dc.arch, (j) ? SP_TN_K_NORM : SP_TN_Q_NORM, i, nm, sizeof nm)
+
+/* the checkpoint's tensor readers as sp_block_bind calls them */
+static int bind_mat_cb(void *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat(s, name, n, k, out, err);
+}
+
+static int bind_vec_cb(void *s, const char *name, int n, float **out, sp_err *err) {
+    return get_vec(s, name, n, out, err);
+}
+
+static int bind_scalar_cb(void *s, const char *name, float *out, sp_err *err) {
+    float *sc;
+    if (!st_find(((df_t *)s)->st, name)) return 1;
+    if (get_vec(s, name, 1, &sc, err)) return -1;
+    *out = sc[0];
+    return 0;
+}
 
 static int bind_layer(df_t *s, int i, sp_err *err) {
     const sp_config *c = &s->dc;
     const sp_layer_config *lc = &c->layers[i];
     sp_block_layer *l = &s->layers[i].b;
-    char nm[160];
     if (lc->sliding)
         return sp_err_set(err, "drafter layer %d: sliding-window draft layers are not supported", i);
     l->d = sp_block_describe(c, i, SP_ATTN_BLOCK);
+    l->d.kv_proj = 1;
     l->d.qk_norm = s->qk_norm;
-    const sp_block_desc *d = &l->d;
-    int H = d->H, NH = d->NH, D = d->D, KVH = d->KVH, I = d->I;
-    if (get_vec(s, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err) ||
-        get_mat(s, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
-        get_vec(s, NAME("layers.%d.post_attention_layernorm.weight", i), H,
-                d->post_norms ? &l->attn_post_norm : &l->ffn_norm, err) ||
-        get_mat(s, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
-        get_mat(s, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
-        get_mat(s, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
-        return -1;
-    if (lc->has_v_proj && get_mat(s, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
-        return -1;
-    if (d->qk_norm && (get_vec(s, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err) ||
-                       get_vec(s, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)))
-        return -1;
-    l->layer_scalar = 1.0f;
-    if (d->post_norms) {
-        float *sc;
-        if (get_vec(s, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->ffn_norm, err) ||
-            get_vec(s, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->ffn_post_norm, err))
-            return -1;
-        if (st_find(s->st, NAME("layers.%d.layer_scalar", i))) {
-            if (get_vec(s, nm, 1, &sc, err)) return -1;
-            l->layer_scalar = sc[0];
-        }
-    }
+    sp_block_binder b = {s, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
+    if (sp_block_bind(l, c->arch, i, &b, err)) return -1;
+    int D = l->d.D;
     if (!(l->inv_freq = own(s, sizeof(float) * (size_t)(D / 2)))) return sp_err_set(err, "out of memory");
     sp_rope_inv_freq(l->inv_freq, D, &c->rope);
     if (D > SP_BLOCK_MAX_HEAD_DIM)
@@ -188,7 +124,7 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     int n_found = 0;
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++)
-            n_found += st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")) != NULL;
+            n_found += st_find(s->st, QK_NORM(i, j)) != NULL;
     if (n_found == 0 && !s->dc.qk_norm) {
         s->qk_norm = 0;
         return 0;
@@ -198,11 +134,11 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     char present[160] = "";
     for (int i = 0; i < s->L && !present[0]; i++)
         for (int j = 0; j < 2 && !present[0]; j++)
-            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q")))
+            if (st_find(s->st, QK_NORM(i, j)))
                 snprintf(present, sizeof present, "%s", nm);
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++) {
-            if (st_find(s->st, NAME("layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q"))) continue;
+            if (st_find(s->st, QK_NORM(i, j))) continue;
             if (!present[0])
                 return sp_err_set(err, "%s: missing tensor %s (config model_type %s has q_norm / k_norm in every "
                                        "layer)", dir, nm, sp_arch_name(s->dc.arch));
@@ -394,7 +330,7 @@ static int load_sts(df_t *s, const char *dir, sp_err *err) {
 
 /* layer li as the block executor sees it: the drafter's cache, rows from pos0 */
 static sp_block_seg layer_seg(const df_t *s, const df_layer *l, int T, int pos0) {
-    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0};
+    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0, NULL};
 }
 
 static sp_block_scratch scratch_of(const df_t *s) {
@@ -408,7 +344,7 @@ static void write_kv(df_t *s, df_layer *l, const float *xn, int T, int pos0) {
     sp_block_kv_write(s->pool, &l->b, xn, T, &seg, 1, &scr);
 }
 
-static int ensure_cap(df_t *s, int rows, sp_err *err) {
+int df_ensure_cap(df_t *s, int rows, sp_err *err) {
     if (rows <= s->cap) return 0;
     int cap = s->cap ? s->cap : 256;
     while (cap < rows) cap *= 2;
@@ -428,7 +364,7 @@ static int ensure_cap(df_t *s, int rows, sp_err *err) {
 /* Absorb R context rows F [R, m·H] (taps of committed tokens) at positions n_ctx.. */
 static int inject(df_t *s, const float *F, int R, sp_err *err) {
     if (R <= 0) return 0;
-    if (ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
+    if (df_ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
     int H = s->H, prof = sp_prof_enter(SP_PROF_CTX_KV);
     if (s->o.keep_taps) {
         size_t w = (size_t)s->m * H;
@@ -557,23 +493,24 @@ static int draw(df_t *s, float *Z, float *q, uint64_t pos, sp_err *err) {
     return t;
 }
 
-static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
-    df_t *s = d->self;
-    int g = max_g < s->max_drafts ? max_g : s->max_drafts, V = s->V, H = s->H;
+int df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g_out) {
+    int g = max_g < s->max_drafts ? max_g : s->max_drafts;
     s->n_last = 0;
+    *g_out = 0;
     if (g <= 0) return 0;
     int zlab = s->kind == SP_DFLASH_ZLAB, retro = !zlab && s->conf && s->o.policy == SP_VERIFY_RETRO;
     if (retro) g = s->max_drafts; /* the retrospective search sees the whole block, then truncates */
     int T = zlab ? g + 1 : g;
-    int32_t blk[SP_SPEC_MAX_G + 2];
     blk[0] = s->pending;
     for (int t = 1; t < T; t++) blk[t] = s->mask_id;
-    double t0 = sp_time_ms();
-    int prof = sp_prof_enter(SP_PROF_BLOCK);
-    block_forward(s, blk, T);
-    sp_prof_leave(prof);
+    *g_out = g;
+    return T;
+}
+
+int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err) {
+    int V = s->V, H = s->H, prof;
+    int zlab = s->kind == SP_DFLASH_ZLAB, retro = !zlab && s->conf && s->o.policy == SP_VERIFY_RETRO;
     double t1 = sp_time_ms();
-    s->info.ms_block += t1 - t0;
     s->info.proposals++;
     float *qrow = s->qrow; /* scratch q row when the engine wants none */
     uint64_t pos = (uint64_t)s->n_ctx; /* position of pending */
@@ -632,6 +569,19 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     return n;
 }
 
+static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
+    df_t *s = d->self;
+    int32_t blk[SP_SPEC_MAX_G + 2];
+    int g, T = df_block_prepare(s, max_g, blk, &g);
+    if (T <= 0) return 0;
+    double t0 = sp_time_ms();
+    int prof = sp_prof_enter(SP_PROF_BLOCK);
+    block_forward(s, blk, T);
+    sp_prof_leave(prof);
+    s->info.ms_block += sp_time_ms() - t0;
+    return df_block_drafts(s, max_g, g, drafts, q, err);
+}
+
 static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
     df_t *s = d->self;
     if (n_acc < 0 || n_acc > s->n_last)
@@ -685,6 +635,50 @@ static void df_destroy(sp_drafter *d) {
     free(d);
 }
 
+int df_scratch_alloc(df_t *s) {
+    int R = s->max_drafts + 1 > CTX_CHUNK ? s->max_drafts + 1 : CTX_CHUNK, Dq = 0, Dkv = 0;
+    for (int i = 0; i < s->L; i++) {
+        const sp_block_desc *ld = &s->layers[i].b.d;
+        int a = ld->NH * ld->D, b = ld->KVH * ld->D;
+        if (a > Dq) Dq = a;
+        if (b > Dkv) Dkv = b;
+    }
+    s->R = R;
+    size_t H = (size_t)s->H;
+    int r = s->r;
+    s->x = own(s, sizeof(float) * R * H);
+    s->xn = own(s, sizeof(float) * R * H);
+    s->bias = own(s, sizeof(float) * (size_t)s->V);
+    s->qrow = own(s, sizeof(float) * (size_t)s->V);
+    s->q = own(s, sizeof(float) * R * (size_t)Dq);
+    s->att = own(s, sizeof(float) * R * (size_t)Dq);
+    s->k = own(s, sizeof(float) * R * (size_t)Dkv);
+    s->v = own(s, sizeof(float) * R * (size_t)Dkv);
+    s->o2 = own(s, sizeof(float) * R * H);
+    s->g = own(s, sizeof(float) * R * (size_t)s->I_max);
+    s->u = own(s, sizeof(float) * R * (size_t)s->I_max);
+    s->hid = own(s, sizeof(float) * R * H);
+    s->logits = own(s, sizeof(float) * (size_t)(s->max_drafts + 1) * (size_t)s->V);
+    s->z = own(s, sizeof(float) * (size_t)(3 * r + 1));
+    s->code = own(s, sizeof(float) * (size_t)(r + 1));
+    s->vec = own(s, sizeof(float) * (size_t)(2 * r + H));
+    s->state = own(s, sizeof(float) * (size_t)(r + 1));
+    if (s->mtype == MARKOV_VANILLA && !s->o.no_bias_cache) {
+        s->n_bc = (int)((4u << 20) / (sizeof(float) * (size_t)s->V));
+        if (s->n_bc > 256) s->n_bc = 256;
+        if (s->n_bc > 0) {
+            s->bc_tag = own(s, sizeof(int32_t) * (size_t)s->n_bc);
+            s->bc = own(s, sizeof(float) * (size_t)s->n_bc * (size_t)s->V);
+            if (!s->bc_tag || !s->bc) s->n_bc = 0;
+            for (int i = 0; i < s->n_bc; i++) s->bc_tag[i] = -1;
+        }
+    }
+    return !s->x || !s->xn || !s->bias || !s->qrow || !s->q || !s->att || !s->k || !s->v || !s->o2 || !s->g || !s->u ||
+                   !s->hid || !s->logits || !s->z || !s->code || !s->vec || !s->state
+               ? -1
+               : 0;
+}
+
 sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample_params *sample,
                               const sp_dflash_opts *o, sp_err *err) {
     sp_drafter *d = calloc(1, sizeof *d);
@@ -702,7 +696,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->destroy = df_destroy;
     s->o = o ? *o : sp_dflash_opts_default();
     s->target = target;
-    s->pool = target->pool;
+    s->pool = sp_model_pool(target);
     const sp_config *tc = sp_model_config(target);
     s->V = tc->vocab_size;
     s->H = tc->hidden_size;
@@ -756,48 +750,14 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         goto fail;
     }
     /* scratch */
-    int R = s->max_drafts + 1 > CTX_CHUNK ? s->max_drafts + 1 : CTX_CHUNK, Dq = 0, Dkv = 0;
-    for (int i = 0; i < s->L; i++) {
-        const sp_block_desc *ld = &s->layers[i].b.d;
-        int a = ld->NH * ld->D, b = ld->KVH * ld->D;
-        if (a > Dq) Dq = a;
-        if (b > Dkv) Dkv = b;
-    }
-    s->R = R;
-    size_t H = (size_t)s->H;
-    int r = s->r;
-    s->x = own(s, sizeof(float) * R * H);
-    s->xn = own(s, sizeof(float) * R * H);
-    s->bias = own(s, sizeof(float) * (size_t)s->V);
-    s->qrow = own(s, sizeof(float) * (size_t)s->V);
-    s->q = own(s, sizeof(float) * R * (size_t)Dq);
-    s->att = own(s, sizeof(float) * R * (size_t)Dq);
-    s->k = own(s, sizeof(float) * R * (size_t)Dkv);
-    s->v = own(s, sizeof(float) * R * (size_t)Dkv);
-    s->o2 = own(s, sizeof(float) * R * H);
-    s->g = own(s, sizeof(float) * R * (size_t)s->I_max);
-    s->u = own(s, sizeof(float) * R * (size_t)s->I_max);
-    s->hid = own(s, sizeof(float) * R * H);
-    s->logits = own(s, sizeof(float) * (size_t)(s->max_drafts + 1) * (size_t)s->V);
-    s->z = own(s, sizeof(float) * (size_t)(3 * r + 1));
-    s->code = own(s, sizeof(float) * (size_t)(r + 1));
-    s->vec = own(s, sizeof(float) * (size_t)(2 * r + H));
-    s->state = own(s, sizeof(float) * (size_t)(r + 1));
-    if (s->mtype == MARKOV_VANILLA && !s->o.no_bias_cache) {
-        s->n_bc = (int)((4u << 20) / (sizeof(float) * (size_t)s->V));
-        if (s->n_bc > 256) s->n_bc = 256;
-        if (s->n_bc > 0) {
-            s->bc_tag = own(s, sizeof(int32_t) * (size_t)s->n_bc);
-            s->bc = own(s, sizeof(float) * (size_t)s->n_bc * (size_t)s->V);
-            if (!s->bc_tag || !s->bc) s->n_bc = 0;
-            for (int i = 0; i < s->n_bc; i++) s->bc_tag[i] = -1;
-        }
+    if (df_scratch_alloc(s)) {
+        sp_err_set(err, "dflash: out of memory");
+        goto fail;
     }
     s->greedy = sp_sample_is_greedy(sample);
     s->smp = sp_sampler_create(s->V, sample, err);
     if (!s->smp) goto fail;
-    if (!s->x || !s->xn || !s->bias || !s->qrow || !s->q || !s->att || !s->k || !s->v || !s->o2 || !s->g || !s->u ||
-        !s->hid || !s->logits || !s->z || !s->code || !s->vec || !s->state || ensure_cap(s, 256, err)) {
+    if (df_ensure_cap(s, 256, err)) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
     }
@@ -810,8 +770,11 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->provides_q = !s->greedy;
     d->begin = df_begin;
     d->propose = df_propose;
+    d->propose_tree = df_propose_tree;
     d->commit = df_commit;
     d->extend = df_extend;
+    d->propose_batch = sp_dflash_propose_batch;
+    d->batch_key = s; /* clones (dflash_batch.c) share it */
     json_decref(root);
     free(text);
     return d;
@@ -841,4 +804,45 @@ const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D) {
     if (layer < 0 || layer >= s->L) return NULL;
     *D = s->layers[layer].b.d.D;
     return s->layers[layer].b.inv_freq;
+}
+
+/* ---- token trees (dflash_internal.h; the tree builder is dflash_tree.c) ------------------------- */
+
+int df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err) {
+    df_t *s = d->self;
+    int g = max_depth < s->max_drafts ? max_depth : s->max_drafts, zlab = s->kind == SP_DFLASH_ZLAB;
+    *env = (df_tree_env){.depth = g > 0 ? g : 0, .V = s->V, .state_n = s->mtype == MARKOV_RNN ? s->r : 0,
+                         .pending = s->pending, .pos = (uint64_t)s->n_ctx, .greedy = s->greedy, .seed = s->seed,
+                         .smp = s->smp};
+    s->n_last = 0;
+    if (g <= 0) return 0;
+    int T = zlab ? g + 1 : g;
+    int32_t blk[SP_SPEC_MAX_G + 2];
+    blk[0] = s->pending;
+    for (int t = 1; t < T; t++) blk[t] = s->mask_id;
+    double t0 = sp_time_ms();
+    block_forward(s, blk, T);
+    s->info.ms_block += sp_time_ms() - t0;
+    s->info.proposals++;
+    (void)err;
+    return 0;
+}
+
+void df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z) {
+    df_t *s = d->self;
+    size_t V = (size_t)s->V;
+    if (s->kind == SP_DFLASH_ZLAB) { /* slot j predicts its own position, whatever the parent */
+        memcpy(Z, s->logits + (size_t)j * V, V * sizeof(float));
+        return;
+    }
+    memcpy(Z, s->logits + (size_t)(j - 1) * V, V * sizeof(float));
+    if (state) memcpy(s->state, state, sizeof(float) * (size_t)s->r);
+    (void)heads(s, Z, s->hid + (size_t)(j - 1) * s->H, prev);
+    if (state) memcpy(state, s->state, sizeof(float) * (size_t)s->r);
+}
+
+void df_tree_done(sp_drafter *d, int depth, int nodes) {
+    df_t *s = d->self;
+    s->n_last = depth;
+    s->info.drafted += nodes;
 }

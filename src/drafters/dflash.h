@@ -57,6 +57,18 @@ sp_dflash_opts sp_dflash_opts_default(void);
 sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample_params *sample,
                               const sp_dflash_opts *o, sp_err *err);
 
+/* A drafter sharing every weight of `proto` (made by sp_drafter_dflash or this function, which
+ * must outlive it), with its own sequence state and sampling params. It proposes exactly as a
+ * drafter loaded from proto's directory with proto's options would, and has proto's batch_key
+ * (drafters of one checkpoint can propose together). Free with sp_drafter_free; NULL with err. */
+sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sample, sp_err *err);
+
+/* The propose_batch of DFlash / DSpark drafters (spec/drafter.h): one batched block forward over
+ * the blocks of all ds[] (clones of one checkpoint), each drafter's drafts bit-identical to its
+ * own propose(). */
+int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int32_t *const *drafts, float *const *q,
+                            int *n_drafts, sp_err *err);
+
 typedef struct {
     sp_dflash_kind kind;
     int block_size, max_drafts, markov_rank, has_conf, n_taps;

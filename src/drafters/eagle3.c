@@ -28,7 +28,7 @@
 #include "formats/hfjson.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
-#include "model/model_internal.h" /* the target's pool and embedding table */
+#include "model/model.h" /* the target's pool and embedding table */
 #include "spec/spec.h"
 
 #define CHUNK 64 /* committed rows run per pass */
@@ -289,7 +289,7 @@ static int ensure_cap(e3_t *s, int rows, sp_err *err) {
 
 static void embed_row(e3_t *s, float *out, int32_t tok) {
     if (s->layout == SP_EAGLE3_DEEPSPEC) sp_model_embed(s->target, out, tok);
-    else sp_mat_row_f32(s->embed.data ? &s->embed : &s->target->embed, tok, out); /* unscaled, as SpecForge */
+    else sp_mat_row_f32(s->embed.data ? &s->embed : sp_model_embed_table(s->target), tok, out); /* unscaled, as SpecForge */
 }
 
 /* T rows (tokens[t], state gin[t]) at positions pos0.. → s->out [T, H]; K/V written at pos0.. */
@@ -470,7 +470,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     d->self = s;
     d->destroy = e3_destroy;
     s->target = target;
-    s->pool = target->pool;
+    s->pool = sp_model_pool(target);
     const sp_config *tc = sp_model_config(target);
     s->V = tc->vocab_size;
     s->H = tc->hidden_size;

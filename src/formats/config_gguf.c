@@ -237,9 +237,9 @@ static int parse_gemma4(gctx *g, sp_config *c) {
     if (rope_freqs(g, c->global_head_dim / 2, &div)) return -1;
     if (div) {
         int half = c->global_head_dim / 2, n_rot = 0;
-        while (n_rot < half && div[n_rot] < 1e20f) n_rot++;
+        while (n_rot < half && div[n_rot] < GGUF_ROPE_FREQ_OFF_MIN) n_rot++;
         for (int j = 0; j < half; j++)
-            if (j < n_rot ? div[j] != div[0] : div[j] < 1e20f)
+            if (j < n_rot ? div[j] != div[0] : div[j] < GGUF_ROPE_FREQ_OFF_MIN)
                 return sp_err_set(g->err, "%s: rope_freqs.weight is not a proportional rotation (one divisor, then 1e30)",
                                   f->path);
         if (n_rot > 0) c->rope.factor = div[0];

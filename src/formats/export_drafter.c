@@ -63,7 +63,7 @@ const char *export_drafter_tensor_name(sp_arch block_arch, const char *hf, char 
     return gguf_tensor_name(block_arch, hf, buf, cap);
 }
 
-/* Stored tensors dropped on purpose: unused at run time in llama.cpp (FORMATS §12.C.3, §13.B.2). */
+/* Stored tensors dropped on purpose: unused at run time in llama.cpp (docs/EXPORT.md). */
 static int droppable(const char *name) {
     size_t n = strlen(name);
     return !strcmp(name, "t2d") || !strncmp(name, "masked_embedding.", 17) ||
@@ -119,7 +119,7 @@ static exd_tensor *find(exd_list *l, const char *hf) {
 
 /* ---- drafter config keys ----------------------------------------------------------------------- */
 
-/* DFlash / DSpark facts from config.json (the keys dflash.c reads, FORMATS §7.1, §8.1). */
+/* DFlash / DSpark facts from config.json (the keys dflash.c reads). */
 typedef struct {
     int mask_id, block_size, n_taps, taps[SP_MAX_LAYERS];
     int markov_rank, conf, conf_markov, sample_from_anchor;
@@ -203,7 +203,7 @@ static int dflash_keys(exd_dflash *k, json_t *root, exd_kind kind, const sp_conf
     return 0;
 }
 
-/* the z-lab default tap layers when target_layer_ids is absent (FORMATS §7.1; as dflash.c) */
+/* the z-lab default tap layers when target_layer_ids is absent (as dflash.c) */
 static void zlab_default_taps(exd_dflash *k, int N, int Ld) {
     k->n_taps = Ld;
     if (Ld == 1) {
@@ -219,7 +219,7 @@ static void zlab_default_taps(exd_dflash *k, int N, int Ld) {
 
 #define KEY(buf, fmt) (snprintf(buf, sizeof buf, "%s." fmt, A), buf)
 
-/* The keys llama.cpp's converter writes for arch "dflash" (FORMATS §13.B.1–13.B.3). */
+/* The keys llama.cpp's converter writes for arch "dflash" (docs/EXPORT.md, "DFlash and DSpark"). */
 static int dflash_gguf_keys(gguf_writer *w, exd_kind kind, const sp_config *dc, const exd_dflash *k, int has_conf,
                             sp_err *err) {
     const char *A = "dflash";
@@ -331,7 +331,7 @@ static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *
         return -1;
     /* A Qwen3 DeepSpec drafter's LM head copy: the converter drops it for a full vocabulary and
      * llama.cpp then reads token_embd as the head — right only for a tied target, so it is kept
-     * as output.weight when the target's head is its own (FORMATS §13.E.1). */
+     * as output.weight when the target's head is its own (docs/EXPORT.md). */
     if (x->kind == EXD_DSPARK && dc->arch == SP_ARCH_QWEN3 && tc->tie_embeddings)
         find(&x->list, "lm_head.weight")->skip = 1;
     int64_t H = dc->hidden_size, V = dc->vocab_size, r = x->k.markov_rank;
@@ -368,7 +368,7 @@ static int assistant_prepare(exd_t *x, const char *text, const char *what, sp_er
         return sp_err_set(err, "%s: backbone_hidden_size %d / vocab_size %d must equal the target's (%d / %d)", what,
                           x->ac.backbone_hidden, c->vocab_size, tc->hidden_size, tc->vocab_size);
     /* llama.cpp borrows the K/V of target layers L-2 (sliding) and L-1 (full), resolved through
-     * the target's own KV sharing; specula the last non-shared layer of each type (§12.C.2) */
+     * the target's own KV sharing; specula the last non-shared layer of each type (docs/EXPORT.md) */
     int sl, fu, Lt = tc->n_layers;
     if (assistant_borrowed_layers(tc, &sl, &fu)) return sp_err_set(err, "%s: the target has no full layer", what);
     int ll_sl = Lt >= 2 ? tc->layers[Lt - 2].kv_source : -1, ll_fu = tc->layers[Lt - 1].kv_source;
@@ -430,7 +430,7 @@ static int assistant_gguf_keys(gguf_writer *w, const exd_t *x, sp_err *err) {
 }
 
 
-/* EAGLE-3, the SpecForge layout (llama.cpp arch "eagle3", FORMATS §13.C.1): the Llama block on
+/* EAGLE-3, the SpecForge layout (llama.cpp arch "eagle3", docs/EXPORT.md): the Llama block on
  * [embedding ; fused state] (q/k/v over 2H, Q/K rows permuted as for a Llama target), three
  * taps used as layer-input indices as stored, the reduced head with d2t as absolute ids. */
 static int eagle3_prepare(exd_t *x, const char *text, json_t *root, const char *what, sp_err *err) {

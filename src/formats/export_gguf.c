@@ -28,7 +28,7 @@ int64_t export_llama_qk_src_row(int64_t r, int head_dim) {
 
 void export_proportional_rope_freqs(const sp_rope_params *rp, int Dg, float *out) {
     int n_rot = (int)floor(Dg * rp->partial_rotary_factor / 2.0);
-    for (int j = 0; j < Dg / 2; j++) out[j] = j < n_rot ? (float)rp->factor : 1e30f;
+    for (int j = 0; j < Dg / 2; j++) out[j] = j < n_rot ? (float)rp->factor : GGUF_ROPE_FREQ_OFF;
 }
 
 void export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {

@@ -28,6 +28,11 @@ typedef struct {
 /* Read DIR (config.json + safetensors) and write out_path atomically. */
 int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err);
 
+/* The rope_freqs.weight divisor of a pair that does not rotate (Gemma-4's proportional RoPE, as
+ * llama.cpp's converter writes it); a reader takes any divisor from ROPE_FREQ_OFF_MIN up as off. */
+#define GGUF_ROPE_FREQ_OFF 1e30f
+#define GGUF_ROPE_FREQ_OFF_MIN 1e20f
+
 /* llama3 rope scaling as llama.cpp's per-frequency divisors (FORMATS §12.A.2): out[D/2]. */
 void export_llama3_rope_freqs(const sp_rope_params *rp, int head_dim, float *out);
 

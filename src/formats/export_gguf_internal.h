@@ -16,7 +16,7 @@ typedef struct {
 /* gguf_fill_fn over an export_tensor_src: rows converted to t->type (and permuted) */
 int export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err);
 
-/* The architecture keys of a llama / qwen3 / gemma4 decoder stack (FORMATS §12.A.1–12.A.4)
+/* The architecture keys of a llama / qwen3 / gemma4 decoder stack (docs/GGUF.md)
  * under key prefix A ("llama", "gemma4", "gemma4-assistant", ...). */
 int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *err);
 

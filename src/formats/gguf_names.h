@@ -1,4 +1,4 @@
-/* gguf_names.h — the one table of tensor names between a Hugging Face checkpoint and a GGUF
+/* gguf_names.h — tensor names between a Hugging Face checkpoint and a GGUF
  * file as llama.cpp names it (docs/GGUF.md): `model.layers.3.self_attn.q_proj.weight` ↔
  * `blk.3.attn_q.weight`. The exporter maps HF → GGUF when writing; the model loader asks for
  * HF names and reads the GGUF ones. Not here: weight rewrites (export_gguf.c), keys. */

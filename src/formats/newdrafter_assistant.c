@@ -16,6 +16,7 @@
 #include "newmodel.h"
 #include "presets.h"
 #include "safetensors.h"
+#include "tensor_names.h"
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
@@ -209,7 +210,7 @@ typedef struct {
     int n, cap;
 } specs_t;
 
-static int spec_add(specs_t *s, hf_init init, int ndim, int64_t d0, int64_t d1, const char *fmt, int layer) {
+static int spec_add(specs_t *s, hf_init init, int ndim, int64_t d0, int64_t d1, const char *name, int layer) {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
         hf_tensor_spec *v = realloc(s->v, (size_t)cap * sizeof *v);
@@ -219,7 +220,9 @@ static int spec_add(specs_t *s, hf_init init, int ndim, int64_t d0, int64_t d1, 
     }
     hf_tensor_spec *t = &s->v[s->n++];
     memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, fmt, layer);
+    size_t len = strlen(name);
+    if (len >= sizeof t->name) return -1;
+    memcpy(t->name, name, len + 1);
     t->ndim = ndim;
     t->shape[0] = d0;
     t->shape[1] = ndim > 1 ? d1 : 0;
@@ -228,29 +231,37 @@ static int spec_add(specs_t *s, hf_init init, int ndim, int64_t d0, int64_t d1, 
     return 0;
 }
 
+/* a layer tensor named by the tensor table (a Gemma-4 layer, prefix "model.") */
+static int spec_role(specs_t *s, hf_init init, int ndim, int64_t d0, int64_t d1, sp_tensor_role role, int layer) {
+    char rel[96], name[112];
+    if (!sp_tensor_hf_name(SP_ARCH_GEMMA4, role, layer, rel, sizeof rel)) return -1;
+    snprintf(name, sizeof name, "model.%s", rel);
+    return spec_add(s, init, ndim, d0, d1, name, layer);
+}
+
 /* the float tensors of §6.2 (token_ordering is written separately) */
 static int assistant_specs(const sp_assistant_config *ac, int centroid, specs_t *s) {
     const sp_config *c = &ac->text;
     int64_t d = c->hidden_size, Hb = ac->backbone_hidden, V = c->vocab_size, nH = c->n_heads;
     int rc = 0;
-    rc |= spec_add(s, HF_INIT_EMBED, 2, V, d, "model.embed_tokens.weight", -1);
+    rc |= spec_role(s, HF_INIT_EMBED, 2, V, d, SP_TN_EMBED, -1);
     rc |= spec_add(s, HF_INIT_PROJ, 2, d, 2 * Hb, "pre_projection.weight", -1);
     rc |= spec_add(s, HF_INIT_PROJ, 2, Hb, d, "post_projection.weight", -1);
     for (int i = 0; i < c->n_layers; i++) {
         int64_t D = c->layers[i].head_dim, I = c->layers[i].ffn_dim;
-        rc |= spec_add(s, HF_INIT_NORM, 1, d, 0, "model.layers.%d.input_layernorm.weight", i);
-        rc |= spec_add(s, HF_INIT_PROJ, 2, nH * D, d, "model.layers.%d.self_attn.q_proj.weight", i);
-        rc |= spec_add(s, HF_INIT_NORM, 1, D, 0, "model.layers.%d.self_attn.q_norm.weight", i);
-        rc |= spec_add(s, HF_INIT_PROJ, 2, d, nH * D, "model.layers.%d.self_attn.o_proj.weight", i);
-        rc |= spec_add(s, HF_INIT_NORM, 1, d, 0, "model.layers.%d.post_attention_layernorm.weight", i);
-        rc |= spec_add(s, HF_INIT_NORM, 1, d, 0, "model.layers.%d.pre_feedforward_layernorm.weight", i);
-        rc |= spec_add(s, HF_INIT_PROJ, 2, I, d, "model.layers.%d.mlp.gate_proj.weight", i);
-        rc |= spec_add(s, HF_INIT_PROJ, 2, I, d, "model.layers.%d.mlp.up_proj.weight", i);
-        rc |= spec_add(s, HF_INIT_PROJ, 2, d, I, "model.layers.%d.mlp.down_proj.weight", i);
-        rc |= spec_add(s, HF_INIT_NORM, 1, d, 0, "model.layers.%d.post_feedforward_layernorm.weight", i);
-        rc |= spec_add(s, HF_INIT_SCALAR, 1, 1, 0, "model.layers.%d.layer_scalar", i);
+        rc |= spec_role(s, HF_INIT_NORM, 1, d, 0, SP_TN_ATTN_NORM, i);
+        rc |= spec_role(s, HF_INIT_PROJ, 2, nH * D, d, SP_TN_Q, i);
+        rc |= spec_role(s, HF_INIT_NORM, 1, D, 0, SP_TN_Q_NORM, i);
+        rc |= spec_role(s, HF_INIT_PROJ, 2, d, nH * D, SP_TN_O, i);
+        rc |= spec_role(s, HF_INIT_NORM, 1, d, 0, SP_TN_ATTN_POST_NORM, i);
+        rc |= spec_role(s, HF_INIT_NORM, 1, d, 0, SP_TN_FFN_NORM, i);
+        rc |= spec_role(s, HF_INIT_PROJ, 2, I, d, SP_TN_GATE, i);
+        rc |= spec_role(s, HF_INIT_PROJ, 2, I, d, SP_TN_UP, i);
+        rc |= spec_role(s, HF_INIT_PROJ, 2, d, I, SP_TN_DOWN, i);
+        rc |= spec_role(s, HF_INIT_NORM, 1, d, 0, SP_TN_FFN_POST_NORM, i);
+        rc |= spec_role(s, HF_INIT_SCALAR, 1, 1, 0, SP_TN_LAYER_SCALAR, i);
     }
-    rc |= spec_add(s, HF_INIT_NORM, 1, d, 0, "model.norm.weight", -1);
+    rc |= spec_role(s, HF_INIT_NORM, 1, d, 0, SP_TN_FINAL_NORM, -1);
     if (centroid) rc |= spec_add(s, HF_INIT_EMBED, 2, ac->num_centroids, d, "masked_embedding.centroids.weight", -1);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "hfjson.h"
 #include "presets.h"
 #include "safetensors.h"
+#include "tensor_names.h"
 
 #define DEFAULT_SHARD_BYTES ((uint64_t)2 << 30)
 
@@ -58,51 +59,61 @@ static void add(spec_list *l, int layer, hf_init init, int ndim, int64_t d0, int
     t->layer = layer;
 }
 
+/* the tensor of `role` (layer `layer`, -1 for model-wide ones) by the tensor table's name */
+static void add_role(spec_list *l, const sp_config *c, sp_tensor_role role, int layer, hf_init init, int ndim,
+                     int64_t d0, int64_t d1) {
+    char rel[160];
+    if (!sp_tensor_hf_name(c->arch, role, layer, rel, sizeof rel)) {
+        l->oom = 1; /* not reached: every role listed below is in the architecture's table */
+        return;
+    }
+    add(l, layer, init, ndim, d0, d1, "%s%s", role == SP_TN_LM_HEAD ? "" : c->tensor_prefix, rel);
+}
+
 int hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *err) {
     spec_list l = {0};
-    const char *P = c->tensor_prefix;
     const int64_t H = c->hidden_size, V = c->vocab_size, L = c->n_layers, nH = c->n_heads;
     const int gemma = c->arch == SP_ARCH_GEMMA4;
     const int64_t Pw = gemma ? c->ple_dim : 0; /* PLE width */
 
-    add(&l, -1, HF_INIT_EMBED, 2, V, H, "%sembed_tokens.weight", P);
+    add_role(&l, c, SP_TN_EMBED, -1, HF_INIT_EMBED, 2, V, H);
     if (Pw > 0) {
-        add(&l, -1, HF_INIT_EMBED, 2, c->ple_vocab, L * Pw, "%sembed_tokens_per_layer.weight", P);
-        add(&l, -1, HF_INIT_PROJ, 2, L * Pw, H, "%sper_layer_model_projection.weight", P);
-        add(&l, -1, HF_INIT_NORM, 1, Pw, 0, "%sper_layer_projection_norm.weight", P);
+        add_role(&l, c, SP_TN_PLE_EMBED, -1, HF_INIT_EMBED, 2, c->ple_vocab, L * Pw);
+        add_role(&l, c, SP_TN_PLE_MODEL_PROJ, -1, HF_INIT_PROJ, 2, L * Pw, H);
+        add_role(&l, c, SP_TN_PLE_PROJ_NORM, -1, HF_INIT_NORM, 1, Pw, 0);
     }
     for (int i = 0; i < (int)L; i++) {
         const sp_layer_config *lc = &c->layers[i];
         const int64_t D = lc->head_dim, nKV = lc->n_kv_heads, I = lc->ffn_dim;
         const int shared = gemma && i >= L - c->n_kv_shared; /* no K/V of its own (FORMATS §5.5) */
-        add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.input_layernorm.weight", P, i);
-        add(&l, i, HF_INIT_PROJ, 2, nH * D, H, "%slayers.%d.self_attn.q_proj.weight", P, i);
+        add_role(&l, c, SP_TN_ATTN_NORM, i, HF_INIT_NORM, 1, H, 0);
+        add_role(&l, c, SP_TN_Q, i, HF_INIT_PROJ, 2, nH * D, H);
         if (!shared) {
-            add(&l, i, HF_INIT_PROJ, 2, nKV * D, H, "%slayers.%d.self_attn.k_proj.weight", P, i);
-            if (lc->has_v_proj) add(&l, i, HF_INIT_PROJ, 2, nKV * D, H, "%slayers.%d.self_attn.v_proj.weight", P, i);
+            add_role(&l, c, SP_TN_K, i, HF_INIT_PROJ, 2, nKV * D, H);
+            if (lc->has_v_proj) add_role(&l, c, SP_TN_V, i, HF_INIT_PROJ, 2, nKV * D, H);
         }
-        add(&l, i, HF_INIT_PROJ, 2, H, nH * D, "%slayers.%d.self_attn.o_proj.weight", P, i);
+        add_role(&l, c, SP_TN_O, i, HF_INIT_PROJ, 2, H, nH * D);
         if (c->qk_norm) {
-            add(&l, i, HF_INIT_NORM, 1, D, 0, "%slayers.%d.self_attn.q_norm.weight", P, i);
-            if (!shared) add(&l, i, HF_INIT_NORM, 1, D, 0, "%slayers.%d.self_attn.k_norm.weight", P, i);
+            add_role(&l, c, SP_TN_Q_NORM, i, HF_INIT_NORM, 1, D, 0);
+            if (!shared) add_role(&l, c, SP_TN_K_NORM, i, HF_INIT_NORM, 1, D, 0);
         }
-        add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.post_attention_layernorm.weight", P, i);
-        if (gemma) add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, i);
-        add(&l, i, HF_INIT_PROJ, 2, I, H, "%slayers.%d.mlp.gate_proj.weight", P, i);
-        add(&l, i, HF_INIT_PROJ, 2, I, H, "%slayers.%d.mlp.up_proj.weight", P, i);
-        add(&l, i, HF_INIT_PROJ, 2, H, I, "%slayers.%d.mlp.down_proj.weight", P, i);
+        add_role(&l, c, gemma ? SP_TN_ATTN_POST_NORM : SP_TN_FFN_NORM, i, HF_INIT_NORM, 1, H, 0);
+        if (gemma) add_role(&l, c, SP_TN_FFN_NORM, i, HF_INIT_NORM, 1, H, 0);
+        add_role(&l, c, SP_TN_GATE, i, HF_INIT_PROJ, 2, I, H);
+        add_role(&l, c, SP_TN_UP, i, HF_INIT_PROJ, 2, I, H);
+        add_role(&l, c, SP_TN_DOWN, i, HF_INIT_PROJ, 2, H, I);
         if (gemma) {
-            add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, i);
-            add(&l, i, HF_INIT_SCALAR, 1, 1, 0, "%slayers.%d.layer_scalar", P, i);
+            add_role(&l, c, SP_TN_FFN_POST_NORM, i, HF_INIT_NORM, 1, H, 0);
+            add_role(&l, c, SP_TN_LAYER_SCALAR, i, HF_INIT_SCALAR, 1, 1, 0);
             if (Pw > 0) {
-                add(&l, i, HF_INIT_PROJ, 2, Pw, H, "%slayers.%d.per_layer_input_gate.weight", P, i);
-                add(&l, i, HF_INIT_PROJ, 2, H, Pw, "%slayers.%d.per_layer_projection.weight", P, i);
-                add(&l, i, HF_INIT_NORM, 1, H, 0, "%slayers.%d.post_per_layer_input_norm.weight", P, i);
+                add_role(&l, c, SP_TN_PLE_GATE, i, HF_INIT_PROJ, 2, Pw, H);
+                add_role(&l, c, SP_TN_PLE_PROJ, i, HF_INIT_PROJ, 2, H, Pw);
+                add_role(&l, c, SP_TN_PLE_POST_NORM, i, HF_INIT_NORM, 1, H, 0);
             }
         }
     }
-    add(&l, -1, HF_INIT_NORM, 1, H, 0, "%snorm.weight", P);
-    if (!c->tie_embeddings) add(&l, -1, HF_INIT_EMBED, 2, V, H, "lm_head.weight");
+    add_role(&l, c, SP_TN_FINAL_NORM, -1, HF_INIT_NORM, 1, H, 0);
+    if (!c->tie_embeddings) add_role(&l, c, SP_TN_LM_HEAD, -1, HF_INIT_EMBED, 2, V, H);
     if (l.oom) {
         free(l.v);
         return sp_err_set(err, "out of memory listing tensors");

@@ -13,7 +13,7 @@
 #include "kernels_internal.h"
 
 float sp_gelu_tanh(float x) {
-    float inner = (float)SP_GELU_K * fmaf(0.044715f * x, x * x, x);
+    float inner = (float)SP_GELU_K * fmaf((float)SP_GELU_A * x, x * x, x);
     return 0.5f * x * (1.0f + sp_tanh_lane(inner));
 }
 
@@ -55,7 +55,7 @@ void sp_silu_mul_ref(float *out, const float *gate, const float *up, size_t n) {
 void sp_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         double g = gate[i];
-        out[i] = (float)(0.5 * g * (1.0 + tanh(SP_GELU_K * (g + 0.044715 * g * g * g))) * up[i]);
+        out[i] = (float)(0.5 * g * (1.0 + tanh(SP_GELU_K * (g + SP_GELU_A * g * g * g))) * up[i]);
     }
 }
 
@@ -108,7 +108,7 @@ void sp_add(float *x, const float *y, size_t n) {
 }
 
 /* the rule every tier follows: the first index of the largest non-NaN value, 0 when all are NaN */
-static int argmax_portable(const float *x, int n) {
+int sp_argmax_ref(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
@@ -116,7 +116,7 @@ static int argmax_portable(const float *x, int n) {
 }
 
 int sp_argmax(const float *x, int n) {
-    if (n < 64) return argmax_portable(x, n);
+    if (n < 64) return sp_argmax_ref(x, n);
     switch (sp_cpu_level()) {
 #if defined(__x86_64__)
     case SP_CPU_AVX512: return sp_argmax_avx512(x, n);
@@ -125,6 +125,6 @@ int sp_argmax(const float *x, int n) {
 #if defined(__aarch64__)
     case SP_CPU_NEON: return sp_argmax_neon(x, n);
 #endif
-    default: return argmax_portable(x, n);
+    default: return sp_argmax_ref(x, n);
     }
 }

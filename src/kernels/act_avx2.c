@@ -13,7 +13,7 @@ static SP_ALWAYS_INLINE __m256 silu_mul8(__m256 g, __m256 u) {
 
 static SP_ALWAYS_INLINE __m256 gelu_mul8(__m256 g, __m256 u) {
     __m256 inner = _mm256_mul_ps(_mm256_set1_ps((float)SP_GELU_K),
-                                 _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), g), _mm256_mul_ps(g, g), g));
+                                 _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps((float)SP_GELU_A), g), _mm256_mul_ps(g, g), g));
     __m256 t = _mm256_add_ps(_mm256_set1_ps(1.0f), sp_tanh_avx2(inner));
     return _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), g), t), u);
 }

@@ -11,7 +11,7 @@ static SP_ALWAYS_INLINE __m512 silu_mul16(__m512 g, __m512 u) {
 
 static SP_ALWAYS_INLINE __m512 gelu_mul16(__m512 g, __m512 u) {
     __m512 inner = _mm512_mul_ps(_mm512_set1_ps((float)SP_GELU_K),
-                                 _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), g), _mm512_mul_ps(g, g), g));
+                                 _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps((float)SP_GELU_A), g), _mm512_mul_ps(g, g), g));
     __m512 t = _mm512_add_ps(_mm512_set1_ps(1.0f), sp_tanh_avx512(inner));
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), g), t), u);
 }

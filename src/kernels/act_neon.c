@@ -10,7 +10,7 @@ static SP_ALWAYS_INLINE float32x4_t silu_mul4(float32x4_t g, float32x4_t u) {
 
 static SP_ALWAYS_INLINE float32x4_t gelu_mul4(float32x4_t g, float32x4_t u) {
     float32x4_t inner = vmulq_f32(vdupq_n_f32((float)SP_GELU_K),
-                                  vfmaq_f32(g, vmulq_f32(vdupq_n_f32(0.044715f), g), vmulq_f32(g, g)));
+                                  vfmaq_f32(g, vmulq_f32(vdupq_n_f32((float)SP_GELU_A), g), vmulq_f32(g, g)));
     float32x4_t t = vaddq_f32(vdupq_n_f32(1.0f), sp_tanh_neon(inner));
     return vmulq_f32(vmulq_f32(vmulq_f32(vdupq_n_f32(0.5f), g), t), u);
 }

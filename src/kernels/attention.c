@@ -366,3 +366,5 @@ void sp_attention_ref(float *out, const float *q, const float *K, const float *V
             for (int i = 0; i < D; i++) o[i] = (float)(acc[i] / sum);
         }
 }
+
+const sp_attn_ops *sp_attn_ops_for(sp_cpu_tier tier) { return attn_ops(tier); }

@@ -52,6 +52,10 @@ void sp_silu_mul_ref(float *out, const float *gate, const float *up, size_t n);
 void sp_gelu_tanh_mul_ref(float *out, const float *gate, const float *up, size_t n);
 float sp_gelu_tanh(float x);
 
+/* the tanh GELU, everywhere: gelu_tanh(x) = ½·x·(1 + tanh(SP_GELU_K·(x + SP_GELU_A·x³))) */
+#define SP_GELU_K 0.7978845608028654 /* sqrt(2/π) */
+#define SP_GELU_A 0.044715
+
 /* the residual add: x[i] += y[i], i < n */
 void sp_add(float *x, const float *y, size_t n);
 /* softcap in place: x = c · tanh(x / c) */
@@ -78,8 +82,21 @@ void sp_attention(sp_pool *pool, float *out, const float *q, const float *K, con
 void sp_attention_ref(float *out, const float *q, const float *K, const float *V,
                       const sp_attn_shape *s);
 
+/* Tree-masked attention (attention_tree.c, docs/TREE.md): T rows of a token tree after a prefix
+ * of pos0 positions (s->noncausal 0). parent[t] < t is row t's parent row, -1 for a row hanging
+ * off the prefix. Row t's query is at position pos0 + depth(t), its K/V in the slot of position
+ * pos0 + t; it attends the prefix keys its window reaches, then its root path (ancestors and
+ * itself) in row order. A row gets exactly (bit for bit) the output sp_attention gives the chain
+ * row at its depth whose earlier rows are its ancestors. T <= SP_ATTN_TREE_MAX. */
+#define SP_ATTN_TREE_MAX 256
+void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                       const sp_attn_shape *s, const int32_t *parent);
+void sp_attention_tree_ref(float *out, const float *q, const float *K, const float *V, const sp_attn_shape *s,
+                           const int32_t *parent);
+
 /* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
  * are NaN or n <= 0 */
 int sp_argmax(const float *x, int n);
+int sp_argmax_ref(const float *x, int n);
 
 #endif

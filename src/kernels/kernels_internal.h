@@ -87,12 +87,10 @@ static inline float sp_tanh_lane(float x) {
     return fmaf(x * x2, p, x);
 }
 
-#define SP_GELU_K 0.7978845608028654 /* sqrt(2/π) */
-
 /* silu(g)·u and gelu_tanh(g)·u of one lane, in the order every vector tier uses */
 static inline float sp_silu_mul_lane(float g, float u) { return g / (1.0f + sp_exp_lane(-g)) * u; }
 static inline float sp_gelu_mul_lane(float g, float u) {
-    float inner = (float)SP_GELU_K * fmaf(0.044715f * g, g * g, g);
+    float inner = (float)SP_GELU_K * fmaf((float)SP_GELU_A * g, g * g, g);
     return 0.5f * g * (1.0f + sp_tanh_lane(inner)) * u;
 }
 
@@ -181,6 +179,11 @@ typedef struct {
 } sp_attn_ops;
 
 extern const sp_attn_ops sp_attn_ops_avx512, sp_attn_ops_avx2, sp_attn_ops_neon;
+/* the pieces of one tier (attention.c); the tree-masked kernel (attention_tree.c) uses them */
+const sp_attn_ops *sp_attn_ops_for(sp_cpu_tier tier);
+/* sp_attention_tree on one code path (tests; tier must be supported) */
+void sp_attention_tree_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                            const sp_attn_shape *s, const int32_t *parent, sp_cpu_tier tier);
 
 /* sp_attention on one code path (tests; tier must be supported) */
 void sp_attention_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,

@@ -199,7 +199,8 @@ void sp_mm_rows_avx512(const sp_mm_ctx *c, int n0, int n1, int f0, int f1, int c
                 if (tc1 < T) {
                     p0 = n0, p1 = n0 + NB < n1 ? n0 + NB : n1;
                 } else {
-                    p0 = f0 + (p0 - n1), p1 = p0 + NB < f1 ? p0 + NB : f1;
+                    p0 = f0 + (p0 - n1) < f1 ? f0 + (p0 - n1) : f1; /* f1: nothing left to stream */
+                    p1 = p0 + NB < f1 ? p0 + NB : f1;
                 }
             }
             const char *next = (const char *)c->W + (size_t)p0 * row_bytes;

@@ -7,14 +7,17 @@
 #include "model/block.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "formats/tensor_names.h"
 
 sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn) {
     const sp_layer_config *lc = &c->layers[li];
     int gemma = c->arch == SP_ARCH_GEMMA4;
     return (sp_block_desc){
         .H = c->hidden_size, .NH = c->n_heads, .KVH = lc->n_kv_heads, .D = lc->head_dim, .I = lc->ffn_dim,
-        .post_norms = gemma, .qk_norm = c->qk_norm, .v_norm = gemma, .act = c->act, .attn = attn,
+        .kv_proj = lc->kv_source == li, .v_proj = lc->has_v_proj, .post_norms = gemma, .qk_norm = c->qk_norm, .v_norm = gemma, .act = c->act, .attn = attn,
         .window = lc->sliding ? c->sliding_window : 0,
         .attn_scale = gemma ? 1.0f : 1.0f / sqrtf((float)lc->head_dim),
         .eps = (float)c->rms_eps, .ple_dim = gemma ? c->ple_dim : 0,
@@ -36,6 +39,66 @@ static void heads_from_interleaved(float *x, int n_heads, int D) {
     }
 }
 
+/* b's name for `role` in layer li → nm */
+static const char *tensor_name(const sp_block_binder *b, sp_arch arch, sp_tensor_role role, int li, char *nm,
+                               size_t cap) {
+    char rel[160];
+    if (!sp_tensor_hf_name(arch, role, li, rel, sizeof rel)) return NULL;
+    snprintf(nm, cap, "%s%s", b->prefix ? b->prefix : "", rel);
+    return nm;
+}
+
+static int bind_mat(const sp_block_binder *b, sp_arch arch, sp_tensor_role role, int li, int n, int k, sp_mat *out,
+                    sp_err *err) {
+    char nm[256];
+    if (!tensor_name(b, arch, role, li, nm, sizeof nm))
+        return sp_err_set(err, "layer %d: %s checkpoints have no tensor of role %d", li, sp_arch_name(arch), (int)role);
+    return b->mat(b->ctx, nm, n, k, out, err);
+}
+
+static int bind_vec(const sp_block_binder *b, sp_arch arch, sp_tensor_role role, int li, int n, float **out,
+                    sp_err *err) {
+    char nm[256];
+    if (!tensor_name(b, arch, role, li, nm, sizeof nm))
+        return sp_err_set(err, "layer %d: %s checkpoints have no tensor of role %d", li, sp_arch_name(arch), (int)role);
+    return b->vec(b->ctx, nm, n, out, err);
+}
+
+int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err) {
+    const sp_block_desc *d = &l->d;
+    int H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I;
+    if (bind_vec(b, arch, SP_TN_ATTN_NORM, li, H, &l->attn_norm, err) ||
+        bind_mat(b, arch, SP_TN_Q, li, NH * D, H, &l->wq, err) ||
+        bind_mat(b, arch, SP_TN_O, li, H, NH * D, &l->wo, err) ||
+        (d->post_norms && bind_vec(b, arch, SP_TN_ATTN_POST_NORM, li, H, &l->attn_post_norm, err)) ||
+        bind_vec(b, arch, SP_TN_FFN_NORM, li, H, &l->ffn_norm, err) ||
+        bind_mat(b, arch, SP_TN_GATE, li, I, H, &l->w_gate, err) ||
+        bind_mat(b, arch, SP_TN_UP, li, I, H, &l->w_up, err) ||
+        bind_mat(b, arch, SP_TN_DOWN, li, H, I, &l->w_down, err) ||
+        (d->post_norms && bind_vec(b, arch, SP_TN_FFN_POST_NORM, li, H, &l->ffn_post_norm, err)) ||
+        (d->qk_norm && bind_vec(b, arch, SP_TN_Q_NORM, li, D, &l->q_norm, err)))
+        return -1;
+    if (d->kv_proj && (bind_mat(b, arch, SP_TN_K, li, KVH * D, H, &l->wk, err) ||
+                       (d->v_proj && bind_mat(b, arch, SP_TN_V, li, KVH * D, H, &l->wv, err)) ||
+                       (d->qk_norm && bind_vec(b, arch, SP_TN_K_NORM, li, D, &l->k_norm, err))))
+        return -1;
+    if (d->ple_dim > 0 && (bind_mat(b, arch, SP_TN_PLE_GATE, li, d->ple_dim, H, &l->ple_gate, err) ||
+                           bind_mat(b, arch, SP_TN_PLE_PROJ, li, H, d->ple_dim, &l->ple_proj, err) ||
+                           bind_vec(b, arch, SP_TN_PLE_POST_NORM, li, H, &l->ple_post_norm, err)))
+        return -1;
+    l->layer_scalar = 1.0f;
+    char nm[256];
+    if (tensor_name(b, arch, SP_TN_LAYER_SCALAR, li, nm, sizeof nm) && b->scalar(b->ctx, nm, &l->layer_scalar, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* the position of each row of g: pos0 + t, or pos0 + depth(t) for a token tree */
+static void seg_positions(const sp_block_seg *g, int *pos) {
+    for (int t = 0; t < g->T; t++)
+        pos[t] = !g->parent ? g->pos0 + t : g->parent[t] < 0 ? g->pos0 : pos[g->parent[t]] + 1;
+}
+
 void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
                        int n_segs, const sp_block_scratch *s) {
     const sp_block_desc *d = &l->d;
@@ -43,16 +106,18 @@ void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, 
     size_t row = (size_t)KVH * D;
     sp_matmul(pool, s->k, xn, R, &l->wk);
     if (d->qk_interleaved) heads_from_interleaved(s->k, R * KVH, D);
-    if (l->wv.data) sp_matmul(pool, s->v, xn, R, &l->wv);
+    if (d->v_proj) sp_matmul(pool, s->v, xn, R, &l->wv);
     else memcpy(s->v, s->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
     if (l->k_norm) sp_rmsnorm(s->k, s->k, l->k_norm, R * KVH, D, d->eps);
     if (d->v_norm) sp_rmsnorm(s->v, s->v, NULL, R * KVH, D, d->eps);
     for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
         const sp_block_seg *g = &segs[i];
         float *k = s->k + (size_t)r0 * row, *v = s->v + (size_t)r0 * row;
+        int pos[SP_ATTN_TREE_MAX];
+        if (g->parent) seg_positions(g, pos);
         for (int t = 0; t < g->T; t++) {
-            int p = g->pos0 + t, slot = g->ring ? p % g->cap : p;
-            sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, p);
+            int p = g->pos0 + t, slot = g->ring ? p % g->cap : p; /* a tree row's slot is still pos0 + t */
+            sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, g->parent ? pos[t] : p);
             memcpy(g->K + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
             memcpy(g->V + (size_t)slot * row, v + (size_t)t * row, row * sizeof(float));
         }
@@ -68,18 +133,22 @@ static void attention(sp_pool *pool, const sp_block_layer *l, int R, const sp_bl
     sp_matmul(pool, s->q, s->xn, R, &l->wq);
     if (d->qk_interleaved) heads_from_interleaved(s->q, R * NH, D);
     if (l->q_norm) sp_rmsnorm(s->q, s->q, l->q_norm, R * NH, D, d->eps);
-    if (l->wk.data) sp_block_kv_write(pool, l, s->xn, R, segs, n_segs, s);
+    if (d->kv_proj) sp_block_kv_write(pool, l, s->xn, R, segs, n_segs, s);
     for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
         const sp_block_seg *g = &segs[i];
         float *q = s->q + (size_t)r0 * qrow;
-        for (int t = 0; t < g->T; t++) sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, g->pos0 + t);
+        int pos[SP_ATTN_TREE_MAX];
+        if (g->parent) seg_positions(g, pos);
+        for (int t = 0; t < g->T; t++)
+            sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, g->parent ? pos[t] : g->pos0 + t);
         /* a borrowed cache holds positions < pos0 only: the query is masked as if at pos0 − 1 */
         sp_attn_shape sh = {
             .T = g->T, .pos0 = d->attn == SP_ATTN_BORROWED ? g->pos0 - 1 : g->pos0, .NH = NH, .KVH = d->KVH,
             .D = D, .cap = g->cap, .ring = g->ring, .window = d->window, .scale = d->attn_scale,
             .noncausal = d->attn == SP_ATTN_BLOCK,
         };
-        sp_attention(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh);
+        if (g->parent) sp_attention_tree(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh, g->parent);
+        else sp_attention(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh);
     }
     sp_matmul(pool, s->o, s->att, R, &l->wo);
 }

@@ -31,6 +31,8 @@ typedef enum {
 typedef struct {
     int H, NH, KVH, D, I; /* hidden, query heads, KV heads, head dim, MLP width */
     int post_norms;       /* gemma4: attn_post_norm and ffn_post_norm on the sublayer outputs */
+    int kv_proj;          /* projects its own K/V (0: reads another layer's or model's cache) */
+    int v_proj;           /* V has its own projection (0: V = the raw K projection, attention_k_eq_v) */
     int qk_norm;          /* q_norm (and k_norm where the layer projects K) */
     int v_norm;           /* weightless RMSNorm of V (gemma4) */
     int qk_interleaved;   /* Q/K rows in llama.cpp's pair order (a llama GGUF), put back per head */
@@ -47,8 +49,7 @@ typedef struct {
     sp_block_desc d;
     float *attn_norm;      /* [H] input_layernorm */
     sp_mat wq;             /* [NH·D, H] */
-    sp_mat wk, wv;         /* [KVH·D, H]; wk absent (data NULL) when the layer reads another's cache;
-                            * wv absent: V = the raw K (attention_k_eq_v) */
+    sp_mat wk, wv;         /* [KVH·D, H] when kv_proj (wv when v_proj) */
     sp_mat wo;             /* [H, NH·D] */
     float *q_norm, *k_norm; /* [D] */
     float *attn_post_norm; /* [H] gemma4's post_attention_layernorm */
@@ -69,12 +70,32 @@ typedef struct {
  * adjust it (a drafter's q/k norms are decided by its tensors). */
 sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn);
 
+/* How a loader reads tensors from its container, for sp_block_bind. mat / vec return 0, or -1
+ * with err naming the tensor (absent, wrong shape or type); vec converts to an owned f32 array.
+ * scalar returns 1 when the tensor is absent, 0 with *out set, -1 on error. */
+typedef struct {
+    void *ctx;
+    const char *prefix; /* put before the table's names ("model." for the assistant), or "" */
+    int (*mat)(void *ctx, const char *name, int n, int k, sp_mat *out, sp_err *err);
+    int (*vec)(void *ctx, const char *name, int n, float **out, sp_err *err);
+    int (*scalar)(void *ctx, const char *name, float *out, sp_err *err);
+} sp_block_binder;
+
+/* Bind every tensor l->d asks for, named by the tensor table of `arch` (formats/tensor_names.h),
+ * for layer li: the norms, projections and per-layer input the description has, the layer scalar
+ * when the checkpoint carries one (1 otherwise). inv_freq is the caller's. */
+int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err);
+
 /* One run of consecutive rows that share a cache (one sequence of a batch): T rows at positions
- * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). */
+ * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). parent: NULL, or the
+ * rows are a token tree (causal mode, T <= SP_ATTN_TREE_MAX; docs/TREE.md): parent[t] < t (-1: a
+ * root), row t rotated for position pos0 + depth(t), its K/V in the slot of pos0 + t, attending
+ * the cache and its root path (sp_attention_tree). */
 typedef struct {
     int T, pos0;
     float *K, *V;
     int cap, ring;
+    const int32_t *parent;
 } sp_block_seg;
 
 /* Scratch for R rows: xn, o [R, H]; q, att [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. */

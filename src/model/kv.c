@@ -135,3 +135,36 @@ int sp_kv_trim(sp_kv *kv, int n, sp_err *err) {
     kv->len -= n;
     return 0;
 }
+
+sp_block_seg sp_kv_layer_seg(const sp_kv *kv, int layer, int T, int pos0) {
+    int src = kv->m->cfg.layers[layer].kv_source;
+    return (sp_block_seg){T, pos0, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], NULL};
+}
+
+int sp_kv_high(const sp_kv *kv) { return kv->high; }
+int sp_kv_max_batch(const sp_kv *kv) { return kv->max_batch; }
+
+int sp_kv_keep_rows(sp_kv *kv, int n_tree, const int32_t *rows, int k, sp_err *err) {
+    int pos0 = kv->len - n_tree;
+    if (n_tree < 1 || pos0 < 0 || k < 0 || k > n_tree)
+        return sp_err_set(err, "kv keep rows: keeping %d of %d tree rows in a cache of %d", k, n_tree, kv->len);
+    for (int i = 0; i < k; i++)
+        if (rows[i] < 0 || rows[i] >= n_tree || (i > 0 && rows[i] <= rows[i - 1]))
+            return sp_err_set(err, "kv keep rows: row %d at index %d (expected increasing rows in 0..%d)", rows[i], i,
+                              n_tree - 1);
+    /* rows[i] >= i, so copying in increasing i never overwrites a row still to be moved */
+    const sp_config *c = &kv->m->cfg;
+    for (int li = 0; li < c->n_layers; li++) {
+        if (!kv->K[li]) continue; /* KV-shared layer */
+        size_t row = (size_t)c->layers[li].n_kv_heads * c->layers[li].head_dim;
+        for (int i = 0; i < k; i++) {
+            if (rows[i] == i) continue;
+            int from = pos0 + rows[i], to = pos0 + i;
+            if (kv->ring[li]) from %= kv->cap[li], to %= kv->cap[li];
+            memcpy(kv->K[li] + (size_t)to * row, kv->K[li] + (size_t)from * row, row * sizeof(float));
+            memcpy(kv->V[li] + (size_t)to * row, kv->V[li] + (size_t)from * row, row * sizeof(float));
+        }
+    }
+    kv->len = pos0 + k;
+    return 0;
+}

@@ -15,6 +15,7 @@
 
 #include "formats/gguf_model.h"
 #include "formats/gguf_names.h"
+#include "formats/tensor_names.h"
 #include "kernels/quant.h"
 #include "model_internal.h"
 
@@ -35,7 +36,9 @@ typedef struct {
 static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
     memset(out, 0, sizeof *out);
     if (m->st) {
-        snprintf(out->name, sizeof out->name, "%s%s", strcmp(rel, "lm_head.weight") ? m->cfg.tensor_prefix : "", rel);
+        char head[32]; /* the one name the checkpoint's prefix never applies to */
+        sp_tensor_hf_name(m->cfg.arch, SP_TN_LM_HEAD, 0, head, sizeof head);
+        snprintf(out->name, sizeof out->name, "%s%s", strcmp(rel, head) ? m->cfg.tensor_prefix : "", rel);
         const st_tensor *t = st_find(m->st, out->name);
         if (!t) return 1;
         if (t->ndim > 2)
@@ -123,7 +126,24 @@ static float round_to_dtype(float x, sp_dtype dt) {
     return x;
 }
 
-#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+/* the loader's tensor readers as sp_block_bind calls them */
+static int bind_mat_cb(void *m, const char *rel, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat(m, rel, n, k, out, err);
+}
+
+static int bind_vec_cb(void *m, const char *rel, int n, float **out, sp_err *err) {
+    return get_vec(m, rel, n, out, err);
+}
+
+static int bind_scalar_cb(void *m, const char *rel, float *out, sp_err *err) {
+    wt ls;
+    int rc = find(m, rel, &ls, err);
+    if (rc != 0) return rc;
+    if (ls.ndim != 1 || ls.shape[0] != 1 || sp_dtype_is_quant(ls.dt))
+        return sp_err_set(err, "tensor %s in %s: expected one float", ls.name, ls.file);
+    sp_to_f32(out, ls.data, ls.dt, 1);
+    return 0;
+}
 
 static int bind_layer(sp_model *m, int i, sp_err *err) {
     const sp_config *c = &m->cfg;
@@ -132,51 +152,16 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
     char nm[256];
     l->d = sp_block_describe(c, i, SP_ATTN_CAUSAL);
     l->d.qk_interleaved = m->qk_interleaved;
-    const sp_block_desc *d = &l->d;
-    int H = d->H, D = d->D, NH = d->NH, KVH = d->KVH, I = d->I;
-    if (get_vec(m, NAME("layers.%d.input_layernorm.weight", i), H, &l->attn_norm, err) ||
-        get_mat(m, NAME("layers.%d.self_attn.q_proj.weight", i), NH * D, H, &l->wq, err) ||
-        get_mat(m, NAME("layers.%d.self_attn.o_proj.weight", i), H, NH * D, &l->wo, err) ||
-        get_vec(m, NAME("layers.%d.post_attention_layernorm.weight", i), H,
-                d->post_norms ? &l->attn_post_norm : &l->ffn_norm, err) ||
-        get_mat(m, NAME("layers.%d.mlp.gate_proj.weight", i), I, H, &l->w_gate, err) ||
-        get_mat(m, NAME("layers.%d.mlp.up_proj.weight", i), I, H, &l->w_up, err) ||
-        get_mat(m, NAME("layers.%d.mlp.down_proj.weight", i), H, I, &l->w_down, err))
-        return -1;
-    if (d->qk_norm && get_vec(m, NAME("layers.%d.self_attn.q_norm.weight", i), D, &l->q_norm, err)) return -1;
-    if (lc->kv_source == i) { /* this layer computes its own K/V */
-        if (get_mat(m, NAME("layers.%d.self_attn.k_proj.weight", i), KVH * D, H, &l->wk, err)) return -1;
-        if (lc->has_v_proj && get_mat(m, NAME("layers.%d.self_attn.v_proj.weight", i), KVH * D, H, &l->wv, err))
-            return -1;
-        if (d->qk_norm && get_vec(m, NAME("layers.%d.self_attn.k_norm.weight", i), D, &l->k_norm, err)) return -1;
-    } else if (m->gg) { /* a KV-shared layer may still carry unused K/V tensors (llama.cpp allows them) */
+    sp_block_binder b = {m, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
+    if (sp_block_bind(l, c->arch, i, &b, err)) return -1;
+    if (!l->d.kv_proj && m->gg) { /* a KV-shared layer may still carry unused K/V tensors (llama.cpp allows them) */
         wt unused;
-        const char *kv_names[] = {"k_proj", "v_proj", "k_norm"};
+        const sp_tensor_role kv_roles[] = {SP_TN_K, SP_TN_V, SP_TN_K_NORM};
         for (int j = 0; j < 3; j++)
-            if (find(m, NAME("layers.%d.self_attn.%s.weight", i, kv_names[j]), &unused, err) < 0) return -1;
-    }
-    l->layer_scalar = 1.0f;
-    if (d->post_norms) {
-        if (get_vec(m, NAME("layers.%d.pre_feedforward_layernorm.weight", i), H, &l->ffn_norm, err) ||
-            get_vec(m, NAME("layers.%d.post_feedforward_layernorm.weight", i), H, &l->ffn_post_norm, err))
-            return -1;
-        wt ls;
-        int rc = find(m, NAME("layers.%d.layer_scalar", i), &ls, err);
-        if (rc < 0) return -1;
-        if (rc == 0) {
-            if (ls.ndim != 1 || ls.shape[0] != 1 || sp_dtype_is_quant(ls.dt))
-                return sp_err_set(err, "tensor %s in %s: expected one float", ls.name, ls.file);
-            sp_to_f32(&l->layer_scalar, ls.data, ls.dt, 1);
-        }
-    }
-    if (d->ple_dim > 0) {
-        int Pd = d->ple_dim;
-        if (get_mat(m, NAME("layers.%d.per_layer_input_gate.weight", i), Pd, H, &l->ple_gate, err) ||
-            get_mat(m, NAME("layers.%d.per_layer_projection.weight", i), H, Pd, &l->ple_proj, err) ||
-            get_vec(m, NAME("layers.%d.post_per_layer_input_norm.weight", i), H, &l->ple_post_norm, err))
-            return -1;
+            if (sp_tensor_hf_name(c->arch, kv_roles[j], i, nm, sizeof nm) && find(m, nm, &unused, err) < 0) return -1;
     }
     /* RoPE table of this layer's type */
+    int D = l->d.D;
     l->inv_freq = own(m, (size_t)(D / 2) * sizeof(float));
     if (!l->inv_freq) return sp_err_set(err, "out of memory");
     sp_rope_inv_freq(l->inv_freq, D, lc->sliding ? &c->rope_swa : &c->rope);
@@ -186,21 +171,24 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
 static int bind_model(sp_model *m, sp_err *err) {
     const sp_config *c = &m->cfg;
     int H = c->hidden_size, V = c->vocab_size;
+    char nm[160], lm_name[160];
+#define TN(role) sp_tensor_hf_name(c->arch, role, 0, nm, sizeof nm)
     /* the embedding is a lookup table: its bytes count only as the LM head when tied */
-    if (get_mat(m, "embed_tokens.weight", V, H, &m->embed, err)) return -1;
+    if (get_mat(m, TN(SP_TN_EMBED), V, H, &m->embed, err)) return -1;
     size_t embed_bytes = m->weight_bytes;
     m->weight_bytes = 0;
     m->embed_scale = 1.0f;
     /* Gemma: sqrt(H) rounded to the table's dtype as transformers does (see round_to_dtype) */
     if (c->arch == SP_ARCH_GEMMA4) m->embed_scale = round_to_dtype(sqrtf((float)H), m->embed.dt);
-    if (get_vec(m, "norm.weight", H, &m->final_norm, err)) return -1;
+    if (get_vec(m, TN(SP_TN_FINAL_NORM), H, &m->final_norm, err)) return -1;
     wt lm;
-    int has_lm = find(m, "lm_head.weight", &lm, err);
+    sp_tensor_hf_name(c->arch, SP_TN_LM_HEAD, 0, lm_name, sizeof lm_name);
+    int has_lm = find(m, lm_name, &lm, err);
     if (has_lm < 0) return -1;
     has_lm = has_lm == 0;
     if (!c->tie_embeddings || (has_lm && c->arch != SP_ARCH_GEMMA4)) {
         if (!has_lm) return sp_err_set(err, "checkpoint has no lm_head.weight and tie_word_embeddings is false");
-        if (get_mat(m, "lm_head.weight", V, H, &m->lm_head, err)) return -1;
+        if (get_mat(m, lm_name, V, H, &m->lm_head, err)) return -1;
     } else {
         m->lm_head = m->embed;
         m->weight_bytes += embed_bytes;
@@ -208,13 +196,14 @@ static int bind_model(sp_model *m, sp_err *err) {
     if (c->arch == SP_ARCH_GEMMA4 && c->ple_dim > 0) {
         int L = c->n_layers, Pd = c->ple_dim;
         size_t before = m->weight_bytes;
-        if (get_mat(m, "embed_tokens_per_layer.weight", c->ple_vocab, L * Pd, &m->ple_embed, err)) return -1;
+        if (get_mat(m, TN(SP_TN_PLE_EMBED), c->ple_vocab, L * Pd, &m->ple_embed, err)) return -1;
         m->weight_bytes = before; /* a lookup table: one row per token, not streamed */
         m->ple_embed_scale = round_to_dtype(sqrtf((float)Pd), m->ple_embed.dt);
-        if (get_mat(m, "per_layer_model_projection.weight", L * Pd, H, &m->ple_model_proj, err) ||
-            get_vec(m, "per_layer_projection_norm.weight", Pd, &m->ple_proj_norm, err))
+        if (get_mat(m, TN(SP_TN_PLE_MODEL_PROJ), L * Pd, H, &m->ple_model_proj, err) ||
+            get_vec(m, TN(SP_TN_PLE_PROJ_NORM), Pd, &m->ple_proj_norm, err))
             return -1;
     }
+#undef TN
     m->layers = own(m, (size_t)c->n_layers * sizeof(sp_layer));
     if (!m->layers) return sp_err_set(err, "out of memory");
     for (int i = 0; i < c->n_layers; i++)
@@ -288,3 +277,14 @@ void sp_model_free(sp_model *m) {
 const sp_config *sp_model_config(const sp_model *m) { return &m->cfg; }
 int sp_model_threads(const sp_model *m) { return m->n_threads; }
 size_t sp_model_weight_bytes(const sp_model *m) { return m->weight_bytes; }
+
+sp_pool *sp_model_pool(const sp_model *m) { return m->pool; }
+const sp_mat *sp_model_lm_head(const sp_model *m) { return &m->lm_head; }
+const sp_mat *sp_model_embed_table(const sp_model *m) { return &m->embed; }
+const float *sp_model_final_norm(const sp_model *m) { return m->final_norm; }
+
+const float *sp_model_rope_inv_freq(const sp_model *m, int layer, int *D) {
+    if (layer < 0 || layer >= m->cfg.n_layers) return NULL;
+    *D = m->layers[layer].d.D;
+    return m->layers[layer].inv_freq;
+}

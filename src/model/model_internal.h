@@ -11,6 +11,7 @@
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/block.h"
+#include "model/model.h"
 
 /* a target layer: the one decoder layer of block.h (the description and the weights) */
 typedef sp_block_layer sp_layer;
@@ -49,8 +50,5 @@ struct sp_kv {
     /* scratch, sized for max_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *ple, *pg, *hid;
 };
-
-/* row r of W [N, K] as K floats */
-void sp_mat_row_f32(const sp_mat *w, int r, float *out);
 
 #endif

@@ -88,18 +88,11 @@ void sp_sampler_free(sp_sampler *s) {
 const sp_sample_params *sp_sampler_params(const sp_sampler *s) { return &s->sp; }
 int sp_sampler_vocab(const sp_sampler *s) { return s->V; }
 
-static int argmax_scalar(const float *x, int V) {
-    int best = 0;
-    for (int i = 1; i < V; i++)
-        if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
-    return best;
-}
-
-/* The rule of argmax_scalar, on the SIMD tier in use (sp_argmax, src/kernels/act.c): greedy
- * verification and drafting call this for every position. */
+/* The argmax of src/kernels/act.c on the SIMD tier in use: greedy verification and drafting call
+ * this for every position. */
 int sp_sample_argmax(const float *x, int V) { return sp_argmax(x, V); }
 
-int sp_sample_argmax_ref(const float *x, int V) { return argmax_scalar(x, V); }
+int sp_sample_argmax_ref(const float *x, int V) { return sp_argmax_ref(x, V); }
 
 /* ---- ordering and partial selection -------------------------------------------------- */
 

@@ -32,7 +32,7 @@ srv_opts srv_opts_default(void) {
     o.model_name = "specula";
     o.spec_name = "none";
     o.draft_max = 8;
-    o.spec_max_slots = 2;
+    o.spec_max_slots = -1;
     return o;
 }
 

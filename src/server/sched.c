@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "server/server_internal.h"
+#include "server/vlen.h"
 
 void srv_job_release(srv *s, srv_job *j) {
     (void)s;
@@ -149,6 +150,74 @@ static const char *finish_name(sp_stop_reason r) {
     return r == SP_STOP_MAX_NEW || r == SP_STOP_CTX ? "length" : "stop";
 }
 
+/* The drafts of this step: g[i] for each decoding slot i (dec[i]), proposed through each slot's
+ * drafter: drafters that share a batch_key propose together (one batched block forward), the
+ * others one by one. nd[i]: drafts proposed; failed[i] set on error. Returns the drafts asked. */
+static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *failed, sp_err *err) {
+    int P = s->o.parallel, rows = 0;
+    int done[P];
+    memset(done, 0, sizeof done);
+    for (int i = 0; i < P; i++) { /* a batchable drafter joins its batch even without drafts: the
+                                     * batch injects its waiting context rows with the others' */
+        sp_drafter *d = dec[i] ? slot_drafter(s->slots[i]) : NULL;
+        nd[i] = 0;
+        if (!d || (g[i] <= 0 && !(d->propose_batch && d->batch_key))) done[i] = 1;
+    }
+    for (int i = 0; i < P; i++) {
+        if (done[i]) continue;
+        sp_drafter *d = slot_drafter(s->slots[i]);
+        rows += g[i];
+        if (!d->propose_batch || !d->batch_key) { /* one by one */
+            done[i] = 1;
+            nd[i] = d->propose(d, g[i], slot_draft_buf(s->slots[i]), slot_q_buf(s->slots[i]), err);
+            if (nd[i] < 0) failed[i] = 1, nd[i] = 0;
+            continue;
+        }
+        /* every later slot whose drafter shares this one's checkpoint joins the batch */
+        sp_drafter *ds[P];
+        int who[P], mg[P], n = 0, got[P];
+        int32_t *dr[P];
+        float *q[P];
+        for (int k = i; k < P; k++) {
+            if (done[k] || slot_drafter(s->slots[k])->batch_key != d->batch_key) continue;
+            if (k > i) rows += g[k];
+            done[k] = 1;
+            ds[n] = slot_drafter(s->slots[k]), who[n] = k, mg[n] = g[k];
+            dr[n] = slot_draft_buf(s->slots[k]), q[n] = slot_q_buf(s->slots[k]);
+            n++;
+        }
+        int rc = d->propose_batch(ds, n, mg, dr, q, got, err);
+        for (int k = 0; k < n; k++) {
+            if (rc) failed[who[k]] = 1;
+            else nd[who[k]] = got[k];
+        }
+    }
+    return rows;
+}
+
+/* The drafts each decoding slot verifies this step (g[i] <= room[i]): sampled requests their full
+ * room; greedy ones by the verify-length policy (vlen.h), or, with --spec-max-slots N > 0, their
+ * full room while at most N slots are busy, or always with N = 0. */
+static void choose_lengths(srv *s, const int *dec, const int *room, int base_rows, int *g) {
+    int P = s->o.parallel, n = 0, idx[P], rm[P], fx[P], gg[P];
+    const long *off[P], *rch[P];
+    int cap = s->o.spec_max_slots;
+    for (int i = 0; i < P; i++) {
+        g[i] = 0;
+        if (!dec[i]) continue;
+        srv_slot *sl = s->slots[i];
+        int greedy = slot_is_greedy(sl);
+        int fixed = !greedy || cap >= 0 || !s->vlen.fwd;
+        if (fixed && (!greedy || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
+        idx[n] = i, rm[n] = room[i], fx[n] = fixed, gg[n] = g[i];
+        slot_accept_counts(sl, &off[n], &rch[n]);
+        n++;
+    }
+    if (cap >= 0 || !s->vlen.fwd) return;
+    srv_vlen_choose(&s->vlen, n, rm, fx, off, rch, base_rows, gg);
+    for (int k = 0; k < n; k++) g[idx[k]] = gg[k];
+}
+
 /* one step over every active slot; mu held on entry and exit, released for the forward */
 static void step(srv *s) {
     int P = s->o.parallel, V = sp_model_config(s->m)->vocab_size;
@@ -165,17 +234,32 @@ static void step(srv *s) {
     pthread_mutex_unlock(&s->mu);
     double t0 = sp_time_ms();
     sp_err err = {{0}};
-    int failed[P];
+    int failed[P], dec[P], room[P], g[P], nd[P];
     memset(failed, 0, sizeof failed);
-    /* greedy requests draft only while few slots are busy: past that the verify rows cost more
-     * target compute than the accepted drafts save (see the README's Serve figures) */
-    int draft = s->o.spec_max_slots <= 0 || s->n_active <= s->o.spec_max_slots;
+    /* plan: which slots decode, how many drafts each could verify; prompt chunks fill the rest */
+    int planned = 0, base_rows = 0;
+    for (int i = 0; i < P; i++) {
+        dec[i] = room[i] = 0;
+        if (!s->slot_job[i]) continue;
+        int r = slot_plan(s->slots[i], s->max_rows - planned, &room[i], &err);
+        if (r < 0) failed[i] = 1;
+        dec[i] = r == 1;
+        if (dec[i]) planned += 1 + room[i];
+        else if (slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += slot_rows_wanted(s->slots[i]);
+    }
+    if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
+    choose_lengths(s, dec, room, base_rows, g);
+    double tp = sp_time_ms();
+    int draft_rows = propose_all(s, dec, g, nd, failed, &err);
+    double t_prop = sp_time_ms() - tp;
+    for (int i = 0; i < P; i++) s->n_dec += dec[i], s->n_drafts += dec[i] ? nd[i] : 0;
     for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
         for (int i = 0; i < P; i++) {
             srv_slot *sl = s->slots[i];
-            if (!s->slot_job[i] || (slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
+            if (!s->slot_job[i] || failed[i] || (slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
+            if (pass == 0 && !dec[i]) continue;
             if (pass == 1 && slot_rows_wanted(sl) > s->max_rows - rows) continue;
-            int r = slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, draft, &seqs[n], &err);
+            int r = slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, nd[i], &seqs[n], &err);
             if (r < 0) failed[i] = 1;
             if (r <= 0) continue;
             if (seqs[n].out && seqs[n].out->logits) lrows += r;
@@ -186,19 +270,30 @@ static void step(srv *s) {
     int fwd_failed = 0;
     if (n > 0 && sp_model_forward_batch(s->m, s->scratch, seqs, n, &err)) fwd_failed = 1;
     double t2 = sp_time_ms();
+    if (n > 0 && !fwd_failed && s->vlen.fwd) {
+        srv_vlen_observe_forward(&s->vlen, rows, t2 - t1);
+        if (draft_rows > 0) srv_vlen_observe_draft(&s->vlen, draft_rows, t_prop);
+    }
     const slot_token *toks[P];
     int n_toks[P];
     for (int k = 0; k < n; k++) {
         int i = who[k];
+        int was_decode = slot_get_phase(s->slots[i]) == SLOT_DECODE;
         n_toks[i] = fwd_failed ? -1 : slot_finish(s->slots[i], &toks[i], &err);
         if (n_toks[i] < 0) failed[i] = 1;
+        int r_nd, r_acc;
+        slot_last_round(s->slots[i], &r_nd, &r_acc);
+        if (n_toks[i] > 0 && was_decode && r_nd > 0 && s->vlen.fwd) srv_vlen_observe_round(&s->vlen, r_nd, r_acc);
     }
     double now = sp_time_ms();
     s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
     if (s->n_steps % 50 == 0)
-        sp_log(SP_LOG_DEBUG, "scheduler: last 50 steps: %.1f rows, propose %.2f ms, forward %.2f ms, verify+commit %.2f ms per step",
-               s->n_rows / 50.0, s->t_draft / 50, s->t_forward / 50, s->t_verify / 50),
-            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = 0;
+        sp_log(SP_LOG_DEBUG,
+               "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
+               "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f, drafting %.2f of a forward",
+               s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
+               s->t_verify / 50, s->vlen.load, s->vlen.kappa),
+            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
     pthread_mutex_lock(&s->mu);
     for (int k = 0; k < n; k++) {
         int i = who[k];
@@ -301,6 +396,8 @@ int srv_sched_start(srv *s, sp_err *err) {
     s->logits = malloc(sizeof(float) * (size_t)P * G1 * c->vocab_size);
     if (!s->scratch) return -1;
     if (!s->logits) return sp_err_set(err, "server: out of memory for the logits of %d rows", P * G1);
+    if (s->o.make_drafter && s->o.spec_max_slots < 0 && srv_vlen_init(&s->vlen, s->m, s->scratch, s->logits, P * G1, s->max_rows, err))
+        return -1;
     if (pthread_create(&s->sched, NULL, sched_main, s)) return sp_err_set(err, "server: cannot start the scheduler thread");
     s->sched_started = 1;
     return 0;
@@ -320,4 +417,5 @@ void srv_sched_stop(srv *s) {
     s->scratch = NULL;
     free(s->logits);
     s->logits = NULL;
+    srv_vlen_free(&s->vlen);
 }

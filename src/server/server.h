@@ -38,8 +38,9 @@ typedef struct {
     const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
     const char *chat_template; /* NULL: the model's own; else a Jinja file or a built-in name */
     int draft_max, draft_min;
-    int spec_max_slots;      /* greedy requests draft only while at most this many slots are busy
-                                (0: always; sampled requests always draft) */
+    int spec_max_slots;      /* greedy requests' drafts per step: -1 (default) chosen by the verify-length
+                                policy (vlen.h); 0 always the full G; N > 0 the full G while at most N
+                                slots are busy, else none. Sampled requests always draft the full G */
     srv_drafter_fn make_drafter; /* NULL: plain decoding */
     void *drafter_ctx;
 } srv_opts;

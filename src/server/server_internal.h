@@ -10,6 +10,7 @@
 #include "server/server.h"
 #include "server/slot.h"
 #include "server/text.h"
+#include "server/vlen.h"
 
 /* Prometheus histogram with fixed upper bounds */
 #define SRV_HIST_MAX 16
@@ -76,8 +77,9 @@ struct srv {
     sp_kv *scratch;
     float *logits;            /* [parallel · (G + 1), V] */
     int max_rows;
+    srv_vlen vlen;            /* verify-length policy (fwd NULL: not in use) */
     double t_draft, t_forward, t_verify; /* scheduler time split (debug log every 50 steps) */
-    long n_rows, n_steps;
+    long n_rows, n_steps, n_dec, n_drafts; /* rows, steps, decoding slots, drafts verified (the same log) */
     /* metrics (under mu) */
     unsigned long m_requests, m_ok, m_errors, m_rejected, m_prompt_tokens, m_gen_tokens, m_drafted, m_accepted;
     long m_kv_used, m_kv_cap;

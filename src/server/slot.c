@@ -32,6 +32,8 @@ struct srv_slot {
     float *probs, *q, *taps, *hidden;
     sp_forward_out out;
     int n_emit, last_acc;
+    int g_room;             /* drafts this step may verify (slot_plan), -1 before planning */
+    long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* rounds verifying >= k drafts / accepting >= k */
     slot_token emit[SP_SPEC_MAX_G + 1];
     sp_stop_reason stop;
     slot_stats st;
@@ -82,6 +84,9 @@ int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
     s->d = d;
     s->p = *p;
     memset(&s->st, 0, sizeof s->st);
+    memset(s->offered, 0, sizeof s->offered);
+    memset(s->reached, 0, sizeof s->reached);
+    s->g_room = -1;
     s->stop = SP_STOP_NONE;
     s->n_emit = 0;
     if (p->n_prompt < 1) return sp_err_set(err, "the prompt is empty");
@@ -144,29 +149,13 @@ static int begin_drafter(srv_slot *s, sp_err *err) {
     return s->d->begin(s->d, s->prompt, s->p.n_prompt, s->ptaps, s->phid, &ctx, err);
 }
 
-int slot_prepare(srv_slot *s, int max_rows, float *logits, int draft, sp_forward_seq *seq, sp_err *err) {
+int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
+    *g_room = 0;
     s->T = 0;
-    if (s->phase == SLOT_PREFILL) {
-        int left = s->p.n_prompt - 1 - s->n_prefilled;
-        if (left > 0) {
-            int b = left < s->chunk ? left : s->chunk;
-            if (b > max_rows) b = max_rows;
-            if (b <= 0) return 0;
-            size_t r0 = (size_t)s->n_prefilled;
-            s->out = (sp_forward_out){0};
-            if (s->nt) {
-                s->out.tap_layers = s->d->tap_layers;
-                s->out.n_taps = s->nt;
-                s->out.taps = s->ptaps + r0 * s->nt * s->H;
-            }
-            if (s->wh) s->out.hidden = s->phid + r0 * s->H;
-            *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out};
-            return s->T = b;
-        }
-        if (begin_drafter(s, err)) return -1;
-    }
+    s->g_room = -1;
+    if (s->phase == SLOT_PREFILL && s->p.n_prompt - 1 - s->n_prefilled <= 0 && begin_drafter(s, err)) return -1;
     if (s->phase != SLOT_DECODE) return 0;
-    /* one round of spec.c's loop up to the forward */
+    /* one round of spec.c's loop up to the proposal */
     s->pos = sp_kv_len(s->kv);
     int g = s->G;
     if (g > s->max_ctx - s->pos - 1) g = s->max_ctx - s->pos - 1;
@@ -176,17 +165,54 @@ int slot_prepare(srv_slot *s, int max_rows, float *logits, int draft, sp_forward
         s->phase = SLOT_DONE;
         return 0;
     }
-    if (1 + g > max_rows) return 0; /* waits for the next forward */
-    int nd = 0;
-    if (s->d && g > 0 && (draft || !s->greedy)) {
-        nd = s->d->propose(s->d, g, s->blk + 1, s->q, err);
-        if (nd < 0) return -1;
-        if (nd > g) nd = g;
-        for (int i = 1; i <= nd; i++)
-            if (s->blk[i] < 0 || s->blk[i] >= s->V)
-                return sp_err_set(err, "drafter %s proposed token %d outside the vocabulary", s->d->name, s->blk[i]);
-        if (nd < s->p.draft_min) nd = 0;
+    if (g > max_rows - 1) g = max_rows - 1;
+    if (g < 0) return 0; /* waits for the next forward */
+    s->g_room = *g_room = s->d ? g : 0;
+    return 1;
+}
+
+sp_drafter *slot_drafter(const srv_slot *s) { return s->d; }
+int slot_is_greedy(const srv_slot *s) { return s->greedy; }
+int32_t *slot_draft_buf(srv_slot *s) { return s->blk + 1; }
+float *slot_q_buf(srv_slot *s) { return s->q; }
+
+void slot_last_round(const srv_slot *s, int *nd, int *acc) {
+    *nd = s->nd;
+    *acc = s->last_acc;
+}
+
+void slot_accept_counts(const srv_slot *s, const long **offered, const long **reached) {
+    *offered = s->offered;
+    *reached = s->reached;
+}
+
+int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err) {
+    if (s->phase == SLOT_PREFILL) {
+        s->T = 0;
+        int left = s->p.n_prompt - 1 - s->n_prefilled;
+        int b = left < s->chunk ? left : s->chunk;
+        if (b > max_rows) b = max_rows;
+        if (b <= 0) return 0;
+        size_t r0 = (size_t)s->n_prefilled;
+        s->out = (sp_forward_out){0};
+        if (s->nt) {
+            s->out.tap_layers = s->d->tap_layers;
+            s->out.n_taps = s->nt;
+            s->out.taps = s->ptaps + r0 * s->nt * s->H;
+        }
+        if (s->wh) s->out.hidden = s->phid + r0 * s->H;
+        *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out};
+        return s->T = b;
     }
+    if (s->phase != SLOT_DECODE || s->g_room < 0) return 0;
+    if (nd > s->g_room) nd = s->g_room;
+    if (nd < 0) nd = 0;
+    for (int i = 1; i <= nd; i++)
+        if (s->blk[i] < 0 || s->blk[i] >= s->V)
+            return sp_err_set(err, "drafter %s proposed token %d outside the vocabulary", s->d->name, s->blk[i]);
+    if (nd < s->p.draft_min) nd = 0;
+    if (1 + nd > max_rows) return 0; /* waits for the next forward */
+    s->g_room = -1;
     s->nd = nd;
     s->blk[0] = s->pending;
     s->logits = logits;
@@ -263,6 +289,8 @@ int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
     if (next < 0) return sp_err_set(err, "sampling failed (empty distribution)");
     s->st.drafted += nd;
     s->st.accepted += acc;
+    for (int k = 1; k <= nd; k++) s->offered[k]++;
+    for (int k = 1; k <= acc; k++) s->reached[k]++;
     if (sp_kv_trim(s->kv, nd - acc, err)) return -1;
     const sp_config *cfg = sp_model_config(s->m);
     int stop = 0;

@@ -4,8 +4,10 @@
  * forward so that the forwards of all active slots can run as one batched forward
  * (sp_model_forward_batch):
  *
+ *     slot_plan     → how many drafts it could verify this step (the scheduler picks g per slot
+ *                     and has the slots' drafters propose, batched when they share a checkpoint)
  *     slot_prepare  → the rows this slot adds to the next forward: a chunk of the prompt while
- *                     prefilling, else [pending, d_1 .. d_g] with drafts from its own drafter
+ *                     prefilling, else [pending, d_1 .. d_g]
  *     (the scheduler runs one sp_model_forward_batch over every slot's rows)
  *     slot_finish   → verify the drafts against the logits (same rule, same RNG counters as
  *                     spec.c), trim the cache, commit to the drafter, emit the kept tokens
@@ -70,13 +72,27 @@ slot_phase slot_get_phase(const srv_slot *s);
 /* Rows this slot would add to the next forward (0 when idle or done). */
 int slot_rows_wanted(const srv_slot *s);
 
-/* Fill *seq with this slot's next rows (at most max_rows of them; decode blocks always fit when
- * max_rows >= draft_max + 1). logits: where its [T, V] logits go when it needs them. Proposes the
- * drafts, unless draft is 0 and the request is greedy: then this round verifies no drafts (a plain
- * step; the drafter is still committed to, as spec.c does when there is no room for drafts).
- * Greedy output is the same either way; sampled requests always draft, so a seed reproduces.
- * Returns the row count, 0 when nothing to add, -1 with err. */
-int slot_prepare(srv_slot *s, int max_rows, float *logits, int draft, sp_forward_seq *seq, sp_err *err);
+/* A step in three calls. slot_plan: a decoding slot (a slot whose prompt is all in starts decoding
+ * here: its drafter's begin) tells how many drafts it could verify this step, *g_room (its G capped
+ * by the context, max_new and max_rows - 1; 0 without a drafter); returns 1 when it decodes this
+ * step, 0 when not (prefilling, done, or no room), -1 with err. Then the caller proposes up to
+ * g <= *g_room drafts with the slot's drafter into slot_draft_buf / slot_q_buf (q only for sampled
+ * requests with a q-providing drafter, else NULL), or none, and slot_prepare fills *seq with its
+ * rows: a prompt chunk (at most max_rows rows) while prefilling, else [pending, the nd drafts].
+ * logits: where its [T, V] logits go. Greedy output does not depend on nd; a sampled request must
+ * be given its full *g_room proposal each step so that its seed reproduces whatever the load.
+ * slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
+int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
+sp_drafter *slot_drafter(const srv_slot *s);
+int slot_is_greedy(const srv_slot *s);
+int32_t *slot_draft_buf(srv_slot *s); /* [G] */
+float *slot_q_buf(srv_slot *s);       /* [G, V] or NULL */
+int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err);
+/* This request's verify history: offered[k] rounds verified at least k drafts, reached[k] of them
+ * accepted at least k (k = 1 .. SP_SPEC_MAX_G; index 0 unused). */
+void slot_accept_counts(const srv_slot *s, const long **offered, const long **reached);
+/* The last decode round: drafts verified and accepted. */
+void slot_last_round(const srv_slot *s, int *nd, int *acc);
 /* After the forward: verify, trim, commit, emit. The tokens kept by this step are in *out
  * (valid until the next call), their count returned; -1 with err. */
 int slot_finish(srv_slot *s, const slot_token **out, sp_err *err);

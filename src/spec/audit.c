@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "sample/sample.h"
+#include "spec/tree.h"
 
 /* regularized upper incomplete gamma Q(a, x): series below a+1, Lentz continued fraction above */
 static double gamma_q(double a, double x) {
@@ -206,12 +207,40 @@ static sp_audit_test run_case(float *p, const float *q, int onehot_x, int broken
     return sp_audit_compare(counts, p, ST_V, draws);
 }
 
+/* the tree rule at one node: k children drawn without replacement from q, verified in order
+ * (sp_tree_verify_node); the emitted token is tested against p */
+static sp_audit_test run_tree_case(const float *p, const float *q, int k, int broken, int draws, uint64_t seed) {
+    int counts[ST_V] = {0};
+    for (int i = 0; i < draws; i++) {
+        float pw[ST_V], qw[ST_V], left[ST_V];
+        int32_t x[ST_V];
+        double u[ST_V];
+        memcpy(pw, p, sizeof pw);
+        memcpy(qw, q, sizeof qw);
+        memcpy(left, q, sizeof left);
+        int n = 0;
+        for (; n < k; n++) {
+            int t = sp_sample_probs(left, ST_V, sp_rng_uniform(seed, 9, (uint64_t)i * 32 + (uint64_t)n));
+            if (t < 0) break;
+            x[n] = t;
+            left[t] = 0;
+            u[n] = sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, (uint64_t)i * 32 + (uint64_t)n);
+        }
+        int child;
+        int t = sp_tree_verify_node(pw, qw, ST_V, x, n, u, sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, (uint64_t)i),
+                                    broken, &child);
+        counts[t]++;
+    }
+    return sp_audit_compare(counts, p, ST_V, draws);
+}
+
 int sp_audit_self_test(int draws, double alpha, void (*report)(void *ctx, const char *line), void *ctx) {
     float p[ST_V], q[ST_V];
     int all = 1;
     char line[256];
-    for (int c = 0; c < 7; c++) {
+    for (int c = 0; c < 7 + 6; c++) {
         const char *name = "";
+        int tree_k = 0; /* > 0: the tree rule with this many children */
         int onehot = -1, broken = 0, expect_fail = 0;
         for (int i = 0; i < ST_V; i++) {
             p[i] = (float)(0.05 + sp_rng_uniform(77, (uint64_t)c, (uint64_t)i));
@@ -245,9 +274,27 @@ int sp_audit_self_test(int draws, double alpha, void (*report)(void *ctx, const 
             p[2] = 0.05f;
             break;
         }
+        if (c >= 7) { /* the same pairs through the tree rule (docs/TREE.md) */
+            static const char *tree_names[] = {"tree k=3: disjoint supports", "tree k=2: p == q",
+                                               "tree k=4: tiny p where q is large", "tree k=3: peaked p, flat q",
+                                               "tree k=24: every token a child",
+                                               "tree BROKEN rule (no residual update) must be detected"};
+            static const int tree_ks[] = {3, 2, 4, 3, 24, 3};
+            name = tree_names[c - 7];
+            tree_k = tree_ks[c - 7];
+            if (c == 7) for (int i = 0; i < ST_V; i++) (i < ST_V / 2 ? q : p)[i] = 0;
+            if (c == 8) memcpy(q, p, sizeof p);
+            if (c == 9) p[3] = 1e-5f, q[3] = 20;
+            if (c == 10) {
+                for (int i = 0; i < ST_V; i++) q[i] = 1;
+                p[7] = 30;
+            }
+            if (c == 12) broken = 1, expect_fail = 1, q[2] = 10, q[4] = 8, p[2] = 0.05f;
+        }
         normalize(p, ST_V);
         normalize(q, ST_V);
-        sp_audit_test t = run_case(p, onehot >= 0 ? NULL : q, onehot, broken, draws, 1234 + (uint64_t)c);
+        sp_audit_test t = tree_k ? run_tree_case(p, q, tree_k, broken, draws, 1234 + (uint64_t)c)
+                                 : run_case(p, onehot >= 0 ? NULL : q, onehot, broken, draws, 1234 + (uint64_t)c);
         int pass = expect_fail ? t.p_value < alpha : t.p_value > alpha;
         all &= pass;
         snprintf(line, sizeof line, "%-52s chi2 %10.2f dof %2d p-value %.4f  TV %.5f (null %.5f)  %s", name, t.chi2,

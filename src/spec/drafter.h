@@ -21,6 +21,21 @@
 
 typedef struct sp_drafter sp_drafter;
 
+/* The token tree a drafter is asked for (docs/TREE.md). */
+typedef enum {
+    SP_TREE_DYNAMIC = 0, /* best first: expand the most probable open node until `nodes` are placed */
+    SP_TREE_STATIC,      /* the top-1 chain, each depth's next k − 1 candidates as leaves beside it */
+} sp_tree_kind;
+
+typedef struct {
+    int nodes;      /* most draft nodes (1 .. SP_TREE_MAX_NODES) */
+    int k;          /* most children of one node */
+    int max_depth;  /* most drafts along one root path */
+    sp_tree_kind kind;
+} sp_tree_shape;
+
+#define SP_TREE_MAX_NODES 64
+
 /* What the engine shares with a drafter for one request. The target and its KV cache are the
  * engine's: a drafter may read them (the Gemma-4 assistant attends to the target's K/V) but must
  * never forward, trim or free them. */
@@ -56,6 +71,23 @@ struct sp_drafter {
      * taps [n_acc + 1, n_taps·H] / hidden [n_acc + 1, H]: rows of the tokens just committed to
      * the target cache, [old pending, d_1 .. d_acc]; row n_acc is the state that predicted `next`. */
     int (*commit)(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err);
+    /* Optional (NULL: none). Propose for n drafters at once: ds[0..n) all have this drafter's
+     * batch_key (drafters made from one loaded checkpoint, sharing its weights). Each ds[i] gets
+     * exactly what ds[i]->propose(ds[i], max_g[i], drafts[i], q[i]) would give it, bit for bit,
+     * its count in n_drafts[i]; the work is shared (one batched forward over every block's rows).
+     * Returns 0, or -1 with err (then the drafters' proposals are undefined: reset them). */
+    int (*propose_batch)(sp_drafter *const *ds, int n, const int *max_g, int32_t *const *drafts, float *const *q,
+                         int *n_drafts, sp_err *err);
+    const void *batch_key; /* drafters with the same non-NULL key can share a propose_batch call */
+    /* Optional (NULL: chains only). Propose a token tree shaped by sh: node i is tok[i] with parent
+     * parent[i] < i (-1: a child of the pending token); siblings in decreasing draft probability,
+     * distinct tokens. Under greedy params children are the top-k of the node's draft distribution;
+     * when sampling (q non-NULL, [sh->nodes + 1, V]) they are drawn without replacement from it, and
+     * q row 0 is the distribution of the pending token's children, row i + 1 that of node i's.
+     * Returns the node count (0 .. sh->nodes) or -1. The next commit() gives the accepted root
+     * path's length as n_acc and its rows, exactly as after a chain of those drafts. */
+    int (*propose_tree)(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q,
+                        sp_err *err);
     /* Optional (NULL: commit after every round). Rounds that asked for no drafts, told at once
      * before the next propose: the target committed the old pending token and tokens[0 .. n-2],
      * then emitted tokens[n-1], now pending. taps [n, n_taps·H] / hidden [n, H]: rows of

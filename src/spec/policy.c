@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#define EMA_W 0.25       /* weight of the newest sample in the cost averages */
-#define DECAY 0.8        /* per round with drafts: older acceptance counts fade (~5-round memory) */
+#define DECAY 0.9        /* per round with drafts: older acceptance counts fade (~10-round memory) */
+#define MIN_SPEC 2       /* rounds with drafts measured before drafting may be switched off */
 #define PRIOR_N 1.0      /* pseudo-count pulling a position's estimate towards its extrapolation */
 #define PROBE_K 4        /* drafts a probe asks for while drafting is off */
 #define BACKOFF_FIRST 16 /* plain rounds before the first probe ... */
@@ -15,15 +15,26 @@ const char *sp_nodraft_reason_name(int reason) {
     return reason >= 0 && reason < SP_NODRAFT_N ? names[reason] : "?";
 }
 
-void sp_policy_begin(sp_policy *s, int kind, int G) {
+void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from) {
+    if (from && from->kind == kind && from->G == (G < SP_POLICY_MAX_G ? G : SP_POLICY_MAX_G) && from->rounds > 0) {
+        *s = *from; /* costs, acceptance, on / off and the probe schedule go on from the last request */
+        s->probing = 0;
+        return;
+    }
     memset(s, 0, sizeof *s);
     s->kind = kind;
     s->G = G < SP_POLICY_MAX_G ? G : SP_POLICY_MAX_G;
     s->backoff = BACKOFF_FIRST;
 }
 
-static void ema(double *x, double v, int n) {
-    *x = n == 0 ? v : (1 - EMA_W) * *x + EMA_W * v;
+/* Sample n of a cost into its window; *x = the least of the window. A cold first sample (first
+ * touch of the drafter's weights) or a round slowed by other processes is outvoted this way. */
+static void sample(double *x, double *w, int n, double v) {
+    w[n % SP_POLICY_WIN] = v;
+    int m = n + 1 < SP_POLICY_WIN ? n + 1 : SP_POLICY_WIN;
+    *x = w[0];
+    for (int i = 1; i < m; i++)
+        if (w[i] < *x) *x = w[i];
 }
 
 /* α_i: the chance that the first i+1 drafts are all accepted. Measured positions blend their
@@ -91,6 +102,7 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
         return g < PROBE_K ? g : PROBE_K;
     }
     int k = best_k(s, g);
+    if (k == 0 && s->n_spec < MIN_SPEC) return g < PROBE_K ? g : PROBE_K; /* one more measurement first */
     if (k == 0) {
         s->off = 1;
         pause(s);
@@ -102,17 +114,15 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
 void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, double verify_ms, double round_ms) {
     s->rounds++;
     if (k == 0 && nd == 0) { /* a plain round */
-        ema(&s->t_plain, round_ms, s->n_plain);
-        ema(&s->t_v1, verify_ms, s->n_plain);
+        sample(&s->t_plain, s->w_plain, s->n_plain, round_ms);
+        sample(&s->t_v1, s->w_v1, s->n_plain, verify_ms);
         s->n_plain++;
         if (s->n_row == 0 && s->nd_first > 0) {
             double row = (s->v_first - s->t_v1) / s->nd_first;
-            s->t_row = row > 0 ? row : 0;
-            s->n_row = 1;
+            sample(&s->t_row, s->w_row, s->n_row++, row > 0 ? row : 0);
         }
     } else if (nd > 0) {
-        ema(&s->t_draft, draft_ms, s->n_spec);
-        s->n_spec++;
+        sample(&s->t_draft, s->w_draft, s->n_spec++, draft_ms);
         double keep = s->probing ? 0 : DECAY; /* a probe measures afresh: the past said "off" */
         for (int i = 0; i < s->G; i++) s->drafted[i] *= keep, s->accepted[i] *= keep;
         for (int i = 0; i < nd && i < s->G; i++) {
@@ -121,8 +131,7 @@ void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, do
         }
         if (s->n_plain > 0) { /* what each verified row beyond the first costs */
             double row = (verify_ms - s->t_v1) / nd;
-            ema(&s->t_row, row > 0 ? row : 0, s->n_row);
-            s->n_row++;
+            sample(&s->t_row, s->w_row, s->n_row++, row > 0 ? row : 0);
         } else if (s->nd_first == 0) {
             s->v_first = verify_ms;
             s->nd_first = nd;

@@ -13,6 +13,7 @@
 #define SPECULA_SPEC_POLICY_H
 
 #define SP_POLICY_MAX_G 32
+#define SP_POLICY_WIN 8
 
 typedef enum { SP_SPEC_POLICY_ALWAYS = 0, SP_SPEC_POLICY_ADAPTIVE = 1 } sp_spec_policy_kind;
 
@@ -30,11 +31,15 @@ const char *sp_nodraft_reason_name(int reason);
 typedef struct {
     int kind, G;
     int rounds;               /* rounds observed */
+    /* costs: the least of the last SP_POLICY_WIN samples of each (other processes only ever add
+     * time, so the least is the closest to what the work itself costs, for plain and drafted
+     * rounds alike) */
     double t_plain;           /* ms of a round without drafts (verify of one row, engine, commit) */
     double t_draft;           /* ms of drafting in a round with drafts (propose + commit) */
     double t_row;             /* ms each extra verified row adds */
     double t_v1;              /* ms of a one-row verify forward */
     int n_plain, n_spec, n_row;
+    double w_plain[SP_POLICY_WIN], w_draft[SP_POLICY_WIN], w_row[SP_POLICY_WIN], w_v1[SP_POLICY_WIN];
     double drafted[SP_POLICY_MAX_G], accepted[SP_POLICY_MAX_G]; /* decayed counts per position */
     int off;                  /* drafting paused: plain rounds until the next probe */
     int wait, backoff;        /* rounds left before the next probe; the interval after a failed one */
@@ -43,7 +48,9 @@ typedef struct {
     int nd_first;
 } sp_policy;
 
-void sp_policy_begin(sp_policy *s, int kind, int G);
+/* A request's policy. from: NULL, or the state a previous request with the same drafter ended in
+ * (sp_spec_params.policy_carry): its measurements and probe schedule continue. */
+void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from);
 
 /* Drafts to ask for this round given room for g (0..G); *reason is set when it returns 0 with
  * g > 0. */

@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "sample/sample.h"
+#include "spec/tree.h"
 
 #define EXT_ROWS 64 /* plain rounds held for one extend: one batched context update */
 
@@ -54,6 +55,7 @@ typedef struct {
     int ext, n_ext; /* ext: the drafter has extend and the policy is adaptive */
     int32_t ext_tok[EXT_ROWS];
     float *ext_taps, *ext_hid; /* [EXT_ROWS, n_taps·H], [EXT_ROWS, H] */
+    sp_tree *tree; /* token trees (p->tree.nodes > 0), else NULL: chains */
 } loop_t;
 
 /* Tell the drafter the plain rounds held since its last propose / commit. */
@@ -113,6 +115,51 @@ done:
     return rc;
 }
 
+/* A round over a token tree of at most k levels (tree.c, docs/TREE.md): propose, verify in one
+ * forward, keep the accepted path in the cache, emit, commit, and tell the policy (the tree's
+ * depth stands for the drafts: its measured cost per level is what the tree costs). *stop: the
+ * request ended. */
+static int tree_step(loop_t *L, sp_policy *pol, int32_t *pending, int k, int max_ctx, int32_t *out, int *n_out,
+                     int *stop, sp_spec_stats *st, double t_round, sp_err *err) {
+    const sp_spec_params *p = L->p;
+    const sp_config *cfg = sp_model_config(L->m);
+    double td = sp_time_ms();
+    if (extend_flush(L, err)) return -1;
+    st->draft_ms += sp_time_ms() - td;
+    double tv = sp_time_ms();
+    sp_tree_result tr;
+    if (sp_tree_round(L->tree, L->m, L->kv, L->d, *pending, k, max_ctx - sp_kv_len(L->kv) - 1, L->smp, L->greedy,
+                      p->gen.sample.seed, L->pen, p->broken_residual, L->blk + 1, &tr, err))
+        return -1;
+    double verify_ms = sp_time_ms() - tv - tr.draft_ms;
+    st->target_calls++;
+    if (tr.nodes == 0) st->rounds_nodraft[SP_NODRAFT_DRAFTER]++;
+    st->verify_ms += verify_ms;
+    st->drafted += tr.nodes;
+    st->verify_len_hist[tr.depth]++;
+    st->accepted += tr.acc;
+    for (int i = 0; i < tr.depth; i++) {
+        st->pos_drafted[i]++;
+        if (i < tr.acc) st->pos_accepted[i]++;
+    }
+    for (int i = 0; i <= tr.acc && !*stop; i++) { /* emit as the chain loop does */
+        int32_t tok = i < tr.acc ? L->blk[i + 1] : tr.next;
+        out[(*n_out)++] = tok;
+        if (L->pen && sp_penalty_push(L->pen, tok, err)) return -1;
+        if (p->gen.on_token && p->gen.on_token(p->gen.cb_ctx, tok)) st->stop = SP_STOP_CALLBACK, *stop = 1;
+        else if (!p->gen.ignore_eos && sp_gen_is_eos(cfg, &p->gen, tok)) st->stop = SP_STOP_EOS, *stop = 1;
+        else if (*n_out >= p->gen.max_new) st->stop = SP_STOP_MAX_NEW, *stop = 1;
+    }
+    if (*stop) return 0;
+    *pending = tr.next;
+    double tc = sp_time_ms();
+    if (L->d->commit(L->d, tr.acc, tr.next, tr.taps, tr.hidden, err)) return -1;
+    double draft_ms = tr.draft_ms + sp_time_ms() - tc;
+    st->draft_ms += draft_ms;
+    sp_policy_observe(pol, k, tr.depth, tr.acc, draft_ms, verify_ms, sp_time_ms() - t_round);
+    return 0;
+}
+
 int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
                      int32_t *out, int out_cap, sp_spec_stats *st, sp_err *err) {
     const sp_config *cfg = sp_model_config(m);
@@ -127,11 +174,13 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     if (sp_sample_params_check(&p->gen.sample, err)) return -1;
     if (sp_penalty_params_check(&p->gen.penalty, err)) return -1;
     int G = d ? p->draft_max : 0;
-    int max_ctx = p->gen.max_ctx > 0 ? p->gen.max_ctx : n_prompt + p->gen.max_new + G + 1;
+    int TN = d && p->tree.nodes > 0 ? p->tree.nodes : 0; /* tree nodes per round (0: chains) */
+    int max_ctx = p->gen.max_ctx > 0 ? p->gen.max_ctx : n_prompt + p->gen.max_new + (TN > G ? TN : G) + 1;
     if (cfg->max_pos > 0 && max_ctx > cfg->max_pos) max_ctx = cfg->max_pos;
     if (n_prompt >= max_ctx) return sp_err_set(err, "spec: prompt of %d tokens fills the context (%d)", n_prompt, max_ctx);
     int chunk = p->gen.prefill_chunk > 0 ? p->gen.prefill_chunk : 512;
     if (chunk < G + 1) chunk = G + 1;
+    if (chunk < TN + 1) chunk = TN + 1;
 
     loop_t L = {.m = m, .d = d, .p = p, .V = cfg->vocab_size, .H = cfg->hidden_size};
     L.greedy = sp_sample_is_greedy(&p->gen.sample);
@@ -153,6 +202,11 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         if (L.kv && L.smp) sp_err_set(err, "spec: out of memory");
         goto done;
     }
+    if (TN) {
+        sp_tree_shape sh = p->tree;
+        sh.max_depth = G;
+        if (!(L.tree = sp_tree_create(m, d, &sh, !L.greedy, err))) goto done;
+    }
     if (sp_penalty_active(&p->gen.penalty)) {
         if (!(L.pen = sp_penalty_create(L.V, &p->gen.penalty, err))) goto done;
         for (int i = 0; i < n_prompt; i++)
@@ -170,7 +224,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int n_out = 0;
     uint64_t seed = p->gen.sample.seed;
     sp_policy pol;
-    sp_policy_begin(&pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G);
+    sp_policy_begin(&pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G, p->policy_carry);
     if (p->profile) sp_prof_start();
     int prof;
     while (n_out < p->gen.max_new) {
@@ -186,6 +240,12 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         }
         int nd = 0, why = SP_NODRAFT_DRAFTER;
         int k = d ? sp_policy_choose(&pol, g, &why) : 0;
+        if (L.tree && k > 0) {
+            int stop = 0;
+            if (tree_step(&L, &pol, &pending, k, max_ctx, out, &n_out, &stop, st, tr, err)) goto done;
+            if (stop) break;
+            continue;
+        }
         if (d && k > 0) {
             double td = sp_time_ms();
             if (extend_flush(&L, err)) goto done;
@@ -300,6 +360,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     st->emitted = n_out;
     st->decode_ms = sp_time_ms() - t1;
     if (p->profile) sp_prof_stop(&st->prof);
+    if (p->policy_carry && d) *p->policy_carry = pol;
     st->rounds = st->target_calls;
     st->decode_tps = st->decode_ms > 0 ? n_out * 1000.0 / st->decode_ms : 0;
     st->acceptance_rate = st->drafted ? (double)st->accepted / st->drafted : 0;
@@ -309,6 +370,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     rc = 0;
 done:
     if (p->profile) sp_prof_stop(NULL); /* on an error path: the thread stops profiling */
+    sp_tree_free(L.tree);
     sp_kv_free(L.kv);
     sp_sampler_free(L.smp);
     sp_penalty_free(L.pen);

@@ -26,12 +26,17 @@ typedef struct {
     sp_gen_params gen;   /* max_new, ignore_eos, sample params, callback, prefill chunk, max_ctx */
     int draft_max;       /* G: most drafts per round (1 .. SP_SPEC_MAX_G) */
     int draft_min;       /* fewer proposed drafts than this → verify none of them (plain step) */
+    sp_tree_shape tree;  /* tree.nodes > 0: token trees of at most tree.nodes nodes and draft_max levels
+                            (tree.c, docs/TREE.md; the drafter must have propose_tree); 0: chains */
     /* test hook: break the residual rule (sample the correction from p instead of p − q) so the
      * audit can prove it detects a lossy verifier. Never set outside tests / audit --broken. */
     int broken_residual;
     /* SP_SPEC_POLICY_ALWAYS (0, the default here): ask the drafter for draft_max every round.
      * SP_SPEC_POLICY_ADAPTIVE: the never-slower policy of policy.h (the CLI's default). */
     int policy;
+    /* NULL, or state the adaptive policy starts from and is saved to at the end: requests in
+     * a row with one drafter share what was measured (run, bench-spec) */
+    sp_policy *policy_carry;
     int profile; /* 1: fill stats.prof with the round-cost profile (core/prof.h) */
 } sp_spec_params;
 

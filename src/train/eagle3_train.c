@@ -14,7 +14,7 @@
 
 #include "core/core.h"
 #include "formats/hfjson.h"
-#include "model/model_internal.h"
+#include "model/model.h"
 #include "train/ops.h"
 
 /* parameter order (SpecForge names) */
@@ -175,7 +175,7 @@ int tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *targ
     s->hid = malloc(sizeof(float) * (size_t)H);
     s->logit = malloc(sizeof(float) * (size_t)sp_model_config(target)->vocab_size);
     if (!s->Wd || !s->hid || !s->logit) return tr_e3_sampler_free(s), sp_err_set(err, "out of memory");
-    for (int r = 0; r < Vd; r++) sp_mat_row_f32(&target->lm_head, d2t[r], s->Wd + (size_t)r * H);
+    for (int r = 0; r < Vd; r++) sp_mat_row_f32(sp_model_lm_head(target), d2t[r], s->Wd + (size_t)r * H);
     return 0;
 }
 
@@ -262,7 +262,7 @@ void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
                 int tp = p + i + 1 + k; /* the input token's position; its target state predicts tp+1 */
                 if (tp >= len) break;
                 size_t kt = (size_t)k * T + t;
-                sp_mat_row_f32(&s->target->embed, sh->ids[off + tp], b->x0 + kt * H); /* unscaled, as SpecForge */
+                sp_mat_row_f32(sp_model_embed_table(s->target), sh->ids[off + tp], b->x0 + kt * H); /* unscaled, as SpecForge */
                 if (tp + 1 >= len || tp + 1 < rs) continue;
                 int k0 = tp - p - 1 < S ? 0 : tp - p - S; /* where the distribution was computed */
                 size_t src = (size_t)k0 * T + (size_t)w * S + (size_t)(tp - p - 1 - k0);

@@ -9,6 +9,7 @@
 
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "formats/tensor_names.h"
 #include "train/lm_ops.h"
 #include "train/ops.h"
 
@@ -48,24 +49,27 @@ int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp
         }                                                                                     \
         dst = lay->off[k_];                                                                   \
     } while (0)
-    OFF(lay->embed, "%sembed_tokens.weight", P);
-    OFF(lay->final_norm, "%snorm.weight", P);
+#define OFF_ROLE(dst, role, i) OFF(dst, "%s%s", P, sp_tensor_hf_name(SP_ARCH_GEMMA4, role, i, rel, sizeof rel))
+    char rel[128];
+    OFF_ROLE(lay->embed, SP_TN_EMBED, 0);
+    OFF_ROLE(lay->final_norm, SP_TN_FINAL_NORM, 0);
     for (int i = 0; i < L; i++) {
         lm_layer_off *o = &lay->l[i];
-        OFF(o->in_norm, "%slayers.%d.input_layernorm.weight", P, i);
-        OFF(o->wq, "%slayers.%d.self_attn.q_proj.weight", P, i);
-        OFF(o->wk, "%slayers.%d.self_attn.k_proj.weight", P, i);
-        OFF(o->wv, "%slayers.%d.self_attn.v_proj.weight", P, i);
-        OFF(o->wo, "%slayers.%d.self_attn.o_proj.weight", P, i);
-        OFF(o->q_norm, "%slayers.%d.self_attn.q_norm.weight", P, i);
-        OFF(o->k_norm, "%slayers.%d.self_attn.k_norm.weight", P, i);
-        OFF(o->post_attn, "%slayers.%d.post_attention_layernorm.weight", P, i);
-        OFF(o->pre_ffn, "%slayers.%d.pre_feedforward_layernorm.weight", P, i);
-        OFF(o->gate, "%slayers.%d.mlp.gate_proj.weight", P, i);
-        OFF(o->up, "%slayers.%d.mlp.up_proj.weight", P, i);
-        OFF(o->down, "%slayers.%d.mlp.down_proj.weight", P, i);
-        OFF(o->post_ffn, "%slayers.%d.post_feedforward_layernorm.weight", P, i);
-        OFF(o->scalar, "%slayers.%d.layer_scalar", P, i);
+        OFF_ROLE(o->in_norm, SP_TN_ATTN_NORM, i);
+        OFF_ROLE(o->wq, SP_TN_Q, i);
+        OFF_ROLE(o->wk, SP_TN_K, i);
+        OFF_ROLE(o->wv, SP_TN_V, i);
+        OFF_ROLE(o->wo, SP_TN_O, i);
+        OFF_ROLE(o->q_norm, SP_TN_Q_NORM, i);
+        OFF_ROLE(o->k_norm, SP_TN_K_NORM, i);
+        OFF_ROLE(o->post_attn, SP_TN_ATTN_POST_NORM, i);
+        OFF_ROLE(o->pre_ffn, SP_TN_FFN_NORM, i);
+        OFF_ROLE(o->gate, SP_TN_GATE, i);
+        OFF_ROLE(o->up, SP_TN_UP, i);
+        OFF_ROLE(o->down, SP_TN_DOWN, i);
+        OFF_ROLE(o->post_ffn, SP_TN_FFN_POST_NORM, i);
+        OFF_ROLE(o->scalar, SP_TN_LAYER_SCALAR, i);
+#undef OFF_ROLE
 #undef OFF
         const sp_layer_config *lc = &c->layers[i];
         int D = lc->head_dim;

@@ -120,7 +120,6 @@ void LOP(causal_attention_backward)(sp_pool *pool, real *dq, real *dk, real *dv,
 }
 
 /* ---- GeGLU: out = gelu_tanh(g)·u, gelu_tanh(g) = ½·g·(1 + tanh(κ·(g + 0.044715·g³))) ------ */
-#define LM_GELU_K 0.7978845608028654 /* sqrt(2/π) */
 void LOP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = GELU(gate[i]) * up[i];
 }
@@ -128,10 +127,10 @@ void LOP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
 void LOP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         real x = gate[i], x3 = x * x * x;
-        real th = TANH((real)LM_GELU_K * (x + (real)0.044715 * x3));
+        real th = TANH((real)SP_GELU_K * (x + (real)SP_GELU_A * x3));
         real gelu = (real)0.5 * x * ((real)1 + th);
         real dgelu = (real)0.5 * ((real)1 + th) +
-                     (real)0.5 * x * ((real)1 - th * th) * (real)LM_GELU_K * ((real)1 + (real)(3 * 0.044715) * x * x);
+                     (real)0.5 * x * ((real)1 - th * th) * (real)SP_GELU_K * ((real)1 + (real)(3 * SP_GELU_A) * x * x);
         dgate[i] += dout[i] * up[i] * dgelu;
         dup[i] += dout[i] * gelu;
     }

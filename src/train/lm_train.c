@@ -16,6 +16,7 @@
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "train/optim.h"
+#include "train/trainlog.h"
 
 void lm_train_defaults(lm_train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -333,25 +334,6 @@ static double evaluate(sp_pool *pool, const lm_layout *lay, const float *w, lm_a
     return cnt ? sum / cnt : 0;
 }
 
-/* On resume: drop the log rows of steps after the checkpoint (an interrupted run may have
- * logged steps it never saved), so the resumed rows follow without duplicates. */
-static int truncate_log(const char *path, int step, sp_err *err) {
-    char *txt;
-    size_t n;
-    if (sp_read_file(path, &txt, &n, err)) return -1;
-    size_t keep = 0;
-    for (char *line = txt; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        if (line != txt && atoi(line) > step) break; /* the header is always kept */
-        keep += len;
-        line += len;
-    }
-    int rc = sp_write_file_atomic(path, txt, keep, err);
-    free(txt);
-    return rc;
-}
-
 /* ---- the run ----------------------------------------------------------------------------- */
 int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     memset(res, 0, sizeof *res);
@@ -430,7 +412,7 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/train_log.csv", o->out_dir);
     int fresh = !o->resume || !sp_file_exists(path);
-    if (!fresh && truncate_log(path, step, err)) goto done;
+    if (!fresh && tr_log_truncate(path, step, err)) goto done;
     csv = fopen(path, fresh ? "w" : "a");
     if (!csv) {
         sp_err_set(err, "cannot open %s for writing", path);

@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "formats/tensor_names.h"
 #include "train/ops.h"
 
 /* ---- parameters -------------------------------------------------------------------------- */
@@ -37,27 +38,29 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     char nm[64];
     add_param(m, "fc.weight", H, (int64_t)d->m * H);
     add_param(m, "hidden_norm.weight", H, 0);
+    sp_arch arch = d->gemma ? SP_ARCH_GEMMA4 : SP_ARCH_QWEN3; /* the published drafters' layer */
     for (int l = 0; l < d->L; l++) {
-#define LP(suffix, r, c) (snprintf(nm, sizeof nm, "layers.%d.%s", l, suffix), add_param(m, nm, r, c))
-        LP("self_attn.q_proj.weight", QD, H);
-        LP("self_attn.k_proj.weight", KD, H);
-        if (!d->k_eq_v) LP("self_attn.v_proj.weight", KD, H);
-        LP("self_attn.o_proj.weight", H, QD);
-        LP("self_attn.q_norm.weight", d->D, 0);
-        LP("self_attn.k_norm.weight", d->D, 0);
-        LP("mlp.gate_proj.weight", d->I, H);
-        LP("mlp.up_proj.weight", d->I, H);
-        LP("mlp.down_proj.weight", H, d->I);
-        LP("input_layernorm.weight", H, 0);
-        LP("post_attention_layernorm.weight", H, 0);
+#define LP(role, r, c) (sp_tensor_hf_name(arch, role, l, nm, sizeof nm), add_param(m, nm, r, c))
+        LP(SP_TN_Q, QD, H);
+        LP(SP_TN_K, KD, H);
+        if (!d->k_eq_v) LP(SP_TN_V, KD, H);
+        LP(SP_TN_O, H, QD);
+        LP(SP_TN_Q_NORM, d->D, 0);
+        LP(SP_TN_K_NORM, d->D, 0);
+        LP(SP_TN_GATE, d->I, H);
+        LP(SP_TN_UP, d->I, H);
+        LP(SP_TN_DOWN, H, d->I);
+        LP(SP_TN_ATTN_NORM, H, 0);
+        LP(d->gemma ? SP_TN_ATTN_POST_NORM : SP_TN_FFN_NORM, H, 0); /* post_attention_layernorm */
         if (d->gemma) {
-            LP("pre_feedforward_layernorm.weight", H, 0);
-            LP("post_feedforward_layernorm.weight", H, 0);
-            LP("layer_scalar", 1, 0); /* a buffer of 1.0 in the published model: never trained */
+            LP(SP_TN_FFN_NORM, H, 0);
+            LP(SP_TN_FFN_POST_NORM, H, 0);
+            LP(SP_TN_LAYER_SCALAR, 1, 0); /* a buffer of 1.0 in the published model: never trained */
         }
 #undef LP
     }
-    add_param(m, "norm.weight", H, 0);
+    sp_tensor_hf_name(arch, SP_TN_FINAL_NORM, 0, nm, sizeof nm);
+    add_param(m, nm, H, 0);
     if (d->r > 0) {
         add_param(m, "markov_head.markov_w1.weight", d->V, d->r);
         add_param(m, "markov_head.markov_w2.weight", d->V, d->r);

@@ -21,7 +21,7 @@
  * Positions: a row at sequence position q has rpos = q − base, the block slot k has
  * bpos + k = p − base + k, with base = p_1 − C of the group's first element; RoPE only sees
  * differences, so this equals the absolute positions the inference path uses (an unshared
- * element: context 0 .. C−1, block C .. C+B−1, as before). */
+ * element: context 0 .. C−1, block C .. C+B−1). */
 #ifndef SPECULA_TRAIN_MODEL_H
 #define SPECULA_TRAIN_MODEL_H
 

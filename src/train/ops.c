@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "train/ops.h"
 
 #define real float

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "train/ops.h"
 
 static void mm_nt(double *C, const double *A, const double *B, int M, int K, int N) {

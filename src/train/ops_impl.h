@@ -172,14 +172,14 @@ void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *g
  * gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³);
  * gelu_tanh'(g) = ½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·g²) */
 void OP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
-    const real k = (real)0.7978845608028654, a = (real)0.044715;
+    const real k = (real)SP_GELU_K, a = (real)SP_GELU_A;
     for (size_t i = 0; i < n; i++) {
         real g = gate[i];
         out[i] = (real)0.5 * g * (1 + TANH(k * (g + a * g * g * g))) * up[i];
     }
 }
 void OP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
-    const real k = (real)0.7978845608028654, a = (real)0.044715;
+    const real k = (real)SP_GELU_K, a = (real)SP_GELU_A;
     for (size_t i = 0; i < n; i++) {
         real g = gate[i], th = TANH(k * (g + a * g * g * g));
         real gelu = (real)0.5 * g * (1 + th);

@@ -10,12 +10,13 @@
 #include "core/pool.h"
 #include "core/progress.h"
 #include "formats/newdrafter.h"
-#include "model/model_internal.h"
+#include "model/model.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/eagle3_train.h"
 #include "train/optim.h"
 #include "train/shards.h"
+#include "train/trainlog.h"
 
 tr_train_cfg tr_train_defaults(void) {
     tr_train_cfg c;
@@ -63,27 +64,6 @@ static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, 
     }
     *tau = tsum / eval_n;
     for (int k = 0; k < B; k++) acc[k] /= eval_n;
-}
-
-/* keep the header and the rows of steps <= step (a resumed run rewrites what follows) */
-static int log_truncate(const char *path, long step, sp_err *err) {
-    char *text = NULL;
-    size_t n = 0;
-    if (!sp_file_exists(path)) return 0;
-    if (sp_read_file(path, &text, &n, err)) return -1;
-    size_t keep = 0;
-    for (size_t i = 0; i < n;) {
-        size_t e = i;
-        while (e < n && text[e] != '\n') e++;
-        if (e == n) break; /* a torn last line */
-        long s = strtol(text + i, NULL, 10);
-        if (i > 0 && s > step) break;
-        keep = e + 1;
-        i = e + 1;
-    }
-    int rc = sp_write_file_atomic(path, text, keep, err);
-    free(text);
-    return rc;
 }
 
 const char *tr_arch_name(tr_arch a) {
@@ -279,7 +259,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     Wlm = malloc(sizeof(float) * d.V * d.H);
     if (!Wlm) { sp_err_set(err, "train: out of memory"); goto out; }
     /* the frozen LM head as f32 (FORMATS.md §8.2: shared with the target, not stored) */
-    for (int r = 0; r < d.V; r++) sp_mat_row_f32(&target->lm_head, r, Wlm + (size_t)r * d.H);
+    for (int r = 0; r < d.V; r++) sp_mat_row_f32(sp_model_lm_head(target), r, Wlm + (size_t)r * d.H);
     if (e3) { /* the draft vocabulary from the training shards' token counts; lm_head starts from its rows */
         if (!(d2t = malloc(sizeof(int32_t) * (size_t)d.Vd))) { sp_err_set(err, "train: out of memory"); goto out; }
         if (tr_e3_vocab(&data, d.V, d.Vd, d2t, err) || tr_e3_model_init(&m, &d, c->seed, Wlm, d2t, err)) goto out;
@@ -352,7 +332,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     if (c->log_path) snprintf(logpath, sizeof logpath, "%s", c->log_path);
     else sp_path_join(logpath, sizeof logpath, c->out_dir, "train_log.csv");
     if (rank == 0) {
-        if (step0 > 0 && log_truncate(logpath, step0, err)) goto out;
+        if (step0 > 0 && tr_log_truncate(logpath, step0, err)) goto out;
         log = fopen(logpath, step0 > 0 && sp_file_exists(logpath) ? "a" : "w");
         if (!log) { sp_err_set(err, "%s: cannot open the log for writing", logpath); goto out; }
     } else {
@@ -365,7 +345,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
         fprintf(log, "\n");
     }
 
-    sp_pool *pool = target->pool;
+    sp_pool *pool = sp_model_pool(target);
     double tau;
     if (e3) e3_evaluate(pool, &m, eacts, &eb, &eev, eval_n, cstar, &tau, acc);
     else evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);

@@ -1,0 +1,83 @@
+/* tensor_names.c — the tensor-name table (see tensor_names.h, docs/TRANSFORMER.md §2). */
+#include "tensor_names.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *hf, *gguf; /* per-layer names without the "layers.N." / "blk.N." part */
+} tn_entry;
+
+/* the names every architecture shares */
+static const tn_entry common_names[SP_TN_COUNT] = {
+    [SP_TN_EMBED] = {"embed_tokens.weight", "token_embd.weight"},
+    [SP_TN_FINAL_NORM] = {"norm.weight", "output_norm.weight"},
+    [SP_TN_LM_HEAD] = {"lm_head.weight", "output.weight"},
+    [SP_TN_ATTN_NORM] = {"input_layernorm.weight", "attn_norm.weight"},
+    [SP_TN_Q] = {"self_attn.q_proj.weight", "attn_q.weight"},
+    [SP_TN_K] = {"self_attn.k_proj.weight", "attn_k.weight"},
+    [SP_TN_V] = {"self_attn.v_proj.weight", "attn_v.weight"},
+    [SP_TN_O] = {"self_attn.o_proj.weight", "attn_output.weight"},
+    [SP_TN_Q_NORM] = {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    [SP_TN_K_NORM] = {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    [SP_TN_GATE] = {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    [SP_TN_UP] = {"mlp.up_proj.weight", "ffn_up.weight"},
+    [SP_TN_DOWN] = {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+/* Llama-3 and Qwen3: post_attention_layernorm is the pre-MLP norm */
+static const tn_entry llama_names[SP_TN_COUNT] = {
+    [SP_TN_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight"},
+};
+
+/* Gemma-4 text: norms on the sublayer outputs, the layer scalar, per-layer inputs */
+static const tn_entry gemma4_names[SP_TN_COUNT] = {
+    [SP_TN_PLE_EMBED] = {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+    [SP_TN_PLE_MODEL_PROJ] = {"per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+    [SP_TN_PLE_PROJ_NORM] = {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
+    [SP_TN_ATTN_POST_NORM] = {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    [SP_TN_FFN_NORM] = {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    [SP_TN_FFN_POST_NORM] = {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    [SP_TN_LAYER_SCALAR] = {"layer_scalar", "layer_output_scale.weight"},
+    [SP_TN_PLE_GATE] = {"per_layer_input_gate.weight", "inp_gate.weight"},
+    [SP_TN_PLE_PROJ] = {"per_layer_projection.weight", "proj.weight"},
+    [SP_TN_PLE_POST_NORM] = {"post_per_layer_input_norm.weight", "post_norm.weight"},
+};
+
+/* role's entry for arch (role in range): the architecture's own, else the shared one */
+static const tn_entry *entry(sp_arch arch, int role) {
+    const tn_entry *own = arch == SP_ARCH_GEMMA4 ? gemma4_names : llama_names;
+    return own[role].hf ? &own[role] : &common_names[role];
+}
+
+static const char *format(const char *name, const char *layer_prefix, sp_tensor_role role, int layer, char *buf,
+                          size_t cap) {
+    if (!name || (unsigned)role >= SP_TN_COUNT) return NULL;
+    int n = role >= SP_TN_FIRST_LAYER_ROLE ? snprintf(buf, cap, "%s.%d.%s", layer_prefix, layer, name)
+                                           : snprintf(buf, cap, "%s", name);
+    return n >= 0 && (size_t)n < cap ? buf : NULL;
+}
+
+const char *sp_tensor_hf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap) {
+    if ((unsigned)role >= SP_TN_COUNT) return NULL;
+    return format(entry(arch, role)->hf, "layers", role, layer, buf, cap);
+}
+
+const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap) {
+    if ((unsigned)role >= SP_TN_COUNT) return NULL;
+    return format(entry(arch, role)->gguf, "blk", role, layer, buf, cap);
+}
+
+int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer) {
+    int li = -1, used = 0;
+    const char *rest = hf;
+    if (sscanf(hf, "layers.%d.%n", &li, &used) == 1 && used > 0) rest = hf + used;
+    else li = -1;
+    for (int r = 0; r < SP_TN_COUNT; r++) {
+        const tn_entry *t = entry(arch, r);
+        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || strcmp(rest, t->hf)) continue;
+        *layer = li;
+        return r;
+    }
+    return -1;
+}

@@ -1,0 +1,56 @@
+/* tensor_names.h — the one table of a checkpoint's tensor names, per architecture: each tensor's
+ * role in the layer (model/block.h) with its Hugging Face name and its GGUF name side by side
+ * (docs/TRANSFORMER.md §2). The target loader, the drafter loaders, the GGUF exporter and reader
+ * (gguf_names.h), the random-checkpoint writers and the trainers name tensors through it. */
+#ifndef SPECULA_TENSOR_NAMES_H
+#define SPECULA_TENSOR_NAMES_H
+
+#include <stddef.h>
+
+#include "specula.h"
+
+typedef enum {
+    /* model-wide */
+    SP_TN_EMBED = 0,      /* [V, H] */
+    SP_TN_FINAL_NORM,     /* [H] */
+    SP_TN_LM_HEAD,        /* [V, H] (absent when tied) */
+    SP_TN_PLE_EMBED,      /* gemma4 per-layer input: [V_ple, L·P] */
+    SP_TN_PLE_MODEL_PROJ, /* [L·P, H] */
+    SP_TN_PLE_PROJ_NORM,  /* [P] */
+    /* per layer */
+    SP_TN_ATTN_NORM,      /* [H] */
+    SP_TN_Q,              /* [NH·D, H] */
+    SP_TN_K,              /* [KVH·D, H] */
+    SP_TN_V,              /* [KVH·D, H] */
+    SP_TN_O,              /* [H, NH·D] */
+    SP_TN_Q_NORM,         /* [D] */
+    SP_TN_K_NORM,         /* [D] */
+    SP_TN_ATTN_POST_NORM, /* [H] gemma4 */
+    SP_TN_FFN_NORM,       /* [H] the pre-MLP norm */
+    SP_TN_FFN_POST_NORM,  /* [H] gemma4 */
+    SP_TN_GATE,           /* [I, H] */
+    SP_TN_UP,             /* [I, H] */
+    SP_TN_DOWN,           /* [H, I] */
+    SP_TN_LAYER_SCALAR,   /* [1] gemma4 */
+    SP_TN_PLE_GATE,       /* [P, H] gemma4 */
+    SP_TN_PLE_PROJ,       /* [H, P] */
+    SP_TN_PLE_POST_NORM,  /* [H] */
+    SP_TN_COUNT
+} sp_tensor_role;
+
+#define SP_TN_FIRST_LAYER_ROLE SP_TN_ATTN_NORM
+
+/* The Hugging Face name of `role` in layer `layer` (ignored for model-wide roles) of an `arch`
+ * checkpoint, without the checkpoint's prefix ("layers.3.mlp.up_proj.weight", "norm.weight"):
+ * written to buf (cap bytes) and returned, or NULL when the architecture has no such tensor.
+ * lm_head.weight is the one name a checkpoint's prefix never applies to. */
+const char *sp_tensor_hf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap);
+
+/* The GGUF name (llama.cpp's: "blk.3.ffn_up.weight", "output_norm.weight"), or NULL. */
+const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap);
+
+/* The role of an HF name (without prefix) in an `arch` checkpoint and its layer (-1 for
+ * model-wide tensors); -1 when the name is not in the table. */
+int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer);
+
+#endif
