@@ -18,9 +18,9 @@
 
 #include "core/core.h"
 #include "drafters/dflash.h"
-#include "spec/generate.h"
-#include "spec/schedule.h"
-#include "spec/spec.h"
+#include "decode/generate.h"
+#include "decode/schedule.h"
+#include "decode/spec.h"
 
 /* expected throughput of a policy over R synthetic rounds: Σ accepted+1 / Σ (verify + draft time) */
 static void policy_row(const char *name, const sp_sps_table *t, double draft_s, double thr, int sched, int B) {

@@ -23,8 +23,8 @@
 #include "formats/newmodel.h"
 #include "fixtures.h"
 #include "harness.h"
-#include "spec/audit.h"
-#include "spec/spec.h"
+#include "decode/audit.h"
+#include "decode/spec.h"
 
 #define FIXTURE "tests/data/ref-logits/gemma4"
 

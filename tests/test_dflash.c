@@ -24,11 +24,11 @@
 #include "harness.h"
 #include "kernels/kernels.h"
 #include "model/model.h" /* the target's RoPE frequencies (test_llama_target) */
-#include "spec/audit.h"
-#include "spec/calibrate.h"
-#include "spec/generate.h"
-#include "spec/schedule.h"
-#include "spec/spec.h"
+#include "decode/audit.h"
+#include "decode/calibrate.h"
+#include "decode/generate.h"
+#include "decode/schedule.h"
+#include "decode/spec.h"
 
 static char TMP[] = "/tmp/specula-dflash-XXXXXX";
 

@@ -17,7 +17,7 @@
 #include "fixtures.h"
 #include "formats/newdrafter.h"
 #include "harness.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 static char TMP[] = "/tmp/specula-dflash-batch-XXXXXX";
 static const char *TARGETS[] = {"qwen3", "gemma4"};

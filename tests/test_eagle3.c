@@ -21,9 +21,9 @@
 #include "formats/newdrafter.h"
 #include "formats/safetensors.h"
 #include "harness.h"
-#include "spec/audit.h"
-#include "spec/generate.h"
-#include "spec/spec.h"
+#include "decode/audit.h"
+#include "decode/generate.h"
+#include "decode/spec.h"
 
 static char TMP[] = "/tmp/specula-eagle3-XXXXXX";
 static const char *TARGETS[] = {"llama", "qwen3", "gemma4"};

@@ -11,7 +11,7 @@
 
 #include "core/core.h"
 #include "harness.h"
-#include "spec/generate.h"
+#include "decode/generate.h"
 
 static const char *ARCHS[] = {"qwen3", "llama", "gemma4"};
 enum { NP = 10, NGEN = 20 };

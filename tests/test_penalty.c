@@ -1,5 +1,5 @@
 /* test_penalty.c — repetition penalties (src/sample/penalty.c) and stop strings
- * (src/spec/stopstr.c) as units, and penalties in the speculative loop:
+ * (src/decode/stopstr.c) as units, and penalties in the speculative loop:
  *
  * - sp_penalty_apply equals a direct evaluation of llama.cpp's rule on random logits and
  *   sequences, for windows 1, 5, 64 and the whole sequence, after pushes and pops;
@@ -16,9 +16,9 @@
 #include "fixtures.h"
 #include "harness.h"
 #include "sample/penalty.h"
-#include "spec/audit.h"
-#include "spec/spec.h"
-#include "spec/stopstr.h"
+#include "decode/audit.h"
+#include "decode/spec.h"
+#include "decode/stopstr.h"
 
 /* llama.cpp's rule, evaluated directly from the sequence */
 static void penalise_ref(float *x, int V, const int32_t *seq, int len, const sp_penalty_params *pp) {

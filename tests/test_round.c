@@ -1,4 +1,4 @@
-/* test_round.c — the round-cost profile (core/prof.h), the never-slower policy (spec/policy.h)
+/* test_round.c — the round-cost profile (core/prof.h), the never-slower policy (decode/policy.h)
  * and their reports in `specula run --json`:
  * - the profiler's cells partition the wall time, and a kernel hook never relabels a drafter's part;
  * - the policy on synthetic rounds: a drafter that pays keeps its full block, one that does not is
@@ -17,7 +17,7 @@
 #include "core/core.h"
 #include "core/prof.h"
 #include "harness.h"
-#include "spec/policy.h"
+#include "decode/policy.h"
 
 static char cli[4096], dir[64] = "/tmp/specula-round-XXXXXX";
 static const char *TARGET = "tests/data/ref-logits/qwen3";

@@ -15,8 +15,8 @@
 #include "formats/newmodel.h"
 #include "fixtures.h"
 #include "harness.h"
-#include "spec/audit.h"
-#include "spec/spec.h"
+#include "decode/audit.h"
+#include "decode/spec.h"
 
 static const char *ARCHS[] = {"llama", "qwen3", "gemma4"};
 

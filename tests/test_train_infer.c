@@ -1,4 +1,4 @@
-/* test_train_infer.c — the training forward (src/train/model.c) computes what the inference
+/* test_train_infer.c — the training forward (src/train/drafter_net.c) computes what the inference
  * drafter (src/drafters/dflash.c) computes, for the same weights: a drafter with random weights
  * (rounded to bf16, as the checkpoint stores them) is saved by tr_checkpoint_save with the
  * config tr_drafter_dims writes, loaded by sp_drafter_dflash, begun on a prompt and asked for one
@@ -17,7 +17,7 @@
 #include "drafters/dflash.h"
 #include "harness.h"
 #include "model/model.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

@@ -1,4 +1,4 @@
-/* test_train_model.c — the whole drafter step (src/train/model.c) wired correctly: the analytic
+/* test_train_model.c — the whole drafter step (src/train/drafter_net.c) wired correctly: the analytic
  * gradient of every parameter tensor against central finite differences of tr_forward's loss
  * (each op is checked in double in test_train_ops.c; this checks the composition: context
  * injection, padding mask, residuals, heads, loss weights). Float forward, so the tolerance
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "train/model.h"
+#include "train/drafter_net.h"
 
 static void make_batch(tr_batch *b, const tr_dims *d, int NB, int C, unsigned seed) {
     sp_err err;

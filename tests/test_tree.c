@@ -3,7 +3,7 @@
  * root path, for llama, qwen3 and gemma4 (sliding + full layers, ring caches past the window),
  * threads 1 and 2; the tree attention kernel against its float64 reference and against the chain
  * kernel; sp_kv_keep_rows leaves the cache a chain forward would; bad trees are errors.
- * Tree speculation (spec/tree.c, DSpark / DFlash tree proposals): greedy output bit-identical to
+ * Tree speculation (decode/tree.c, DSpark / DFlash tree proposals): greedy output bit-identical to
  * plain decoding for every target, drafter head, shape and thread count, in the library and
  * through the binary (`generate --tree`); the sampling rule passes the model audit, and the audit
  * catches a broken tree rule. */
@@ -16,9 +16,9 @@
 #include "formats/newdrafter.h"
 #include "harness.h"
 #include "kernels/kernels.h"
-#include "spec/audit.h"
-#include "spec/generate.h"
-#include "spec/spec.h"
+#include "decode/audit.h"
+#include "decode/generate.h"
+#include "decode/spec.h"
 #include "specula.h"
 
 static char TMP[] = "/tmp/specula-tree-XXXXXX";

@@ -21,7 +21,7 @@
 #include "drafters/dflash.h"
 #include "formats/newmodel.h"
 #include "harness.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 #include "train/regen.h"
 #include "train/trainer.h"
 

@@ -14,7 +14,7 @@
 #include "drafters/eagle3.h"
 #include "drafters/dflash.h"
 #include "drafters/drafters.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 #include "specula.h"
 #include "tokenizer/tokenizer.h"
 

@@ -9,8 +9,8 @@
 #include "args.h"
 #include "chat/chat.h"
 #include "core/core.h"
-#include "spec/generate.h"
-#include "spec/spec.h"
+#include "decode/generate.h"
+#include "decode/spec.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_chat_opt_rows(void *rows, cli_chat_opts *o) {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "sample/sample.h"
-#include "spec/generate.h"
+#include "decode/generate.h"
 #include "spec_cli.h"
 
 typedef struct {

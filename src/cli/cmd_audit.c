@@ -6,7 +6,7 @@
 
 #include "args.h"
 #include "core/core.h"
-#include "spec/audit.h"
+#include "decode/audit.h"
 #include "sample_cli.h"
 #include "spec_cli.h"
 

@@ -10,7 +10,7 @@
 #include "core/core.h"
 #include "core/pool.h"
 #include "kernels/bandwidth.h"
-#include "spec/generate.h"
+#include "decode/generate.h"
 #include "specula.h"
 
 static const char *CMD = "bench-decode";

@@ -106,7 +106,7 @@ int cmd_bench_spec(int argc, char **argv) {
     long plain_tok = 0;
     sp_progress pr;
     sp_progress_start(&pr, CMD, np, "prompts");
-    printf("%-4s %7s %9s %9s %8s %6s %6s %s\n", "#", "tokens", "plain/s", "spec/s", "speedup", "tau", "acc", "identical");
+    printf("%-4s %7s %9s %9s %8s %6s %6s %s\n", "#", "tokens", "plain/s", "decode/s", "speedup", "tau", "acc", "identical");
     for (int i = 0; i < np; i++) {
         sp_spec_stats s0, s1;
         if (sp_spec_generate(m, NULL, ps[i].ids, ps[i].n, &sp, a, n_new, &s0, &err) ||

@@ -10,8 +10,8 @@
 #include "args.h"
 #include "core/core.h"
 #include "drafters/dflash.h"
-#include "spec/calibrate.h"
-#include "spec/spec.h"
+#include "decode/calibrate.h"
+#include "decode/spec.h"
 #include "prompts_cli.h"
 #include "spec_cli.h"
 

@@ -2,7 +2,7 @@
  * model has a tokenizer: -p TEXT or -f FILE), plain (sp_generate) or speculative (--spec KIND, or
  * -md DIR alone: sp_spec_generate), streaming text (or token ids) to stdout or printing one JSON
  * object. Stop strings (--stop / -r) end generation and are never printed: the streamed text
- * holds back a tail that may be the start of one (spec/stopstr.h). Sampling settings the user
+ * holds back a tail that may be the start of one (decode/stopstr.h). Sampling settings the user
  * does not give come from the model's generation_config.json (sample_cli.h). */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,10 +12,10 @@
 #include "args.h"
 #include "chat_cli.h"
 #include "core/core.h"
-#include "spec/generate.h"
+#include "decode/generate.h"
 #include "sample_cli.h"
-#include "spec/spec.h"
-#include "spec/stopstr.h"
+#include "decode/spec.h"
+#include "decode/stopstr.h"
 #include "spec_cli.h"
 #include "specula.h"
 #include "tokenizer/tokenizer.h"

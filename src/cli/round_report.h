@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 /* Sums of the per-request stats a report needs. */
 typedef struct {

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "spec/generate.h"
+#include "decode/generate.h"
 
 typedef struct {
     float temp, top_p, min_p; /* NAN: not given */

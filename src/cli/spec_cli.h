@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "drafters/drafters.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 typedef struct {
     const char *spec;      /* none | ngram | draft | assistant | dflash | dspark; NULL until given or resolved */

@@ -40,7 +40,7 @@
 #include "formats/safetensors.h"
 #include "model/block.h"
 #include "model/model.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 typedef struct {
     sp_block_layer b;          /* the Gemma-4 decoder layer (model/block.h), Q-only: no wk / wv / k_norm */

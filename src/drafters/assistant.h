@@ -10,7 +10,7 @@
 #define SPECULA_DRAFTERS_ASSISTANT_H
 
 #include "sample/sample.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 
 /* Load the assistant in dir (config.json + safetensors) for `target` (borrowed: it must outlive
  * the drafter, and requests must use it). Width, vocabulary, head-count, head-dim and window

@@ -45,7 +45,7 @@
 #include "formats/tensor_names.h"
 #include "model/block.h"
 #include "model/model.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 sp_dflash_opts sp_dflash_opts_default(void) {
     sp_dflash_opts o;

@@ -20,8 +20,8 @@
 #define SPECULA_DFLASH_H
 
 #include "sample/sample.h"
-#include "spec/drafter.h"
-#include "spec/schedule.h"
+#include "decode/drafter.h"
+#include "decode/schedule.h"
 
 typedef enum {
     SP_DFLASH_ZLAB = 0,  /* DFlashDraftModel */
@@ -63,7 +63,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
  * (drafters of one checkpoint can propose together). Free with sp_drafter_free; NULL with err. */
 sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sample, sp_err *err);
 
-/* The propose_batch of DFlash / DSpark drafters (spec/drafter.h): one batched block forward over
+/* The propose_batch of DFlash / DSpark drafters (decode/drafter.h): one batched block forward over
  * the blocks of all ds[] (clones of one checkpoint), each drafter's drafts bit-identical to its
  * own propose(). */
 int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int32_t *const *drafts, float *const *q,

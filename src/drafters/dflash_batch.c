@@ -26,7 +26,7 @@
 #include "core/core.h"
 #include "drafters/dflash_internal.h"
 #include "model/block.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 #define LAZY_MAX 48 /* context rows a clone lets wait before injecting them (bounded memory) */
 

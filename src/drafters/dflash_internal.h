@@ -10,7 +10,7 @@
 #include "kernels/kernels.h"
 #include "model/block.h"
 #include "sample/sample.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 
 #define CTX_CHUNK 64 /* context rows injected per pass */
 
@@ -88,7 +88,7 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
 /* Token trees (dflash_tree.c): one block forward per proposal, then each depth's draft logits
  * given the parent node's token (the Markov head conditions on it, so DSpark evaluates it per
  * branch). */
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 
 typedef struct {
     int depth;        /* levels the block offers (<= the depth asked for) */

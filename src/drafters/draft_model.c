@@ -11,7 +11,7 @@
 
 #include "core/core.h"
 #include "drafters/drafters.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 #define FEED_CHUNK 256
 

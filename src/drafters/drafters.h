@@ -1,10 +1,10 @@
-/* drafters.h — constructors of the drafters that plug into the speculative loop (spec/drafter.h).
+/* drafters.h — constructors of the drafters that plug into the speculative loop (decode/drafter.h).
  * Each returns a drafter the caller owns (release with sp_drafter_free), or NULL with err. */
 #ifndef SPECULA_DRAFTERS_H
 #define SPECULA_DRAFTERS_H
 
 #include "sample/sample.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 
 /* N-gram / prompt lookup: the most recent earlier occurrence of the longest suffix of the
  * committed stream (n from n_max down to n_min tokens) proposes the tokens that followed it.

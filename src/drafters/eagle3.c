@@ -29,7 +29,7 @@
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/model.h" /* the target's pool and embedding table */
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 #define CHUNK 64 /* committed rows run per pass */
 

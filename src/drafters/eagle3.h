@@ -19,7 +19,7 @@
 #define SPECULA_EAGLE3_H
 
 #include "sample/sample.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 
 typedef enum {
     SP_EAGLE3_SPECFORGE = 0, /* LlamaForCausalLMEagle3 */

@@ -9,7 +9,7 @@
 
 #include "core/core.h"
 #include "drafters/drafters.h"
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 typedef struct {
     int n_min, n_max;

@@ -15,7 +15,7 @@
 #define SPECULA_SERVER_H
 
 #include "sample/sample.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 #include "specula.h"
 #include "tokenizer/tokenizer.h"
 

@@ -22,9 +22,9 @@
 
 #include <stdint.h>
 
-#include "spec/drafter.h"
-#include "spec/generate.h"
-#include "spec/spec.h"
+#include "decode/drafter.h"
+#include "decode/generate.h"
+#include "decode/spec.h"
 
 #define SRV_MAX_TOP_LOGPROBS 20
 

@@ -19,7 +19,7 @@
 #ifndef SPECULA_SERVER_VLEN_H
 #define SPECULA_SERVER_VLEN_H
 
-#include "spec/spec.h"
+#include "decode/spec.h"
 #include "specula.h"
 
 typedef struct {

@@ -28,7 +28,7 @@
 #ifndef SPECULA_TRAIN_BATCH_H
 #define SPECULA_TRAIN_BATCH_H
 
-#include "train/model.h"
+#include "train/drafter_net.h"
 #include "train/shards.h"
 
 typedef struct {

@@ -11,7 +11,7 @@
 #ifndef SPECULA_TRAIN_CHECKPOINT_H
 #define SPECULA_TRAIN_CHECKPOINT_H
 
-#include "train/model.h"
+#include "train/drafter_net.h"
 
 /* config.json text for the drafter: the target's config.json (path) with the overrides of
  * docs/DSPARK.md §1. *out is malloc'd (caller frees). */

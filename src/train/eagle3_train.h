@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "core/pool.h"
-#include "train/model.h"
+#include "train/drafter_net.h"
 #include "train/shards.h"
 
 /* Fill m's table with the SpecForge tensors for d (d->arch TR_ARCH_EAGLE3, d->m 3, d->B = K

@@ -10,7 +10,7 @@
 #include "core/core.h"
 #include "chat/chat.h"
 #include "core/progress.h"
-#include "spec/generate.h"
+#include "decode/generate.h"
 #include "tokenizer/tokenizer.h"
 #include "train/shards.h"
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "train/dist.h"
-#include "train/model.h"
+#include "train/drafter_net.h"
 
 typedef struct {
     tr_arch arch;

@@ -1,6 +1,6 @@
 /* spec.c — the speculative decoding loop: propose → verify over [pending, drafts] → accept →
  * trim the target cache → tell the drafter. See spec.h for the rules and why they are lossless. */
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "core/core.h"
 #include "sample/sample.h"
-#include "spec/tree.h"
+#include "decode/tree.h"
 
 #define EXT_ROWS 64 /* plain rounds held for one extend: one batched context update */
 

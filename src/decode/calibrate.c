@@ -1,5 +1,5 @@
 /* calibrate.c — STS calibration of DSpark confidences (see calibrate.h; docs/DSPARK.md §9). */
-#include "spec/calibrate.h"
+#include "decode/calibrate.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* schedule.c — verify-length schedulers and the SPS table (see schedule.h; docs/DSPARK.md §10). */
-#include "spec/schedule.h"
+#include "decode/schedule.h"
 
 #include <jansson.h>
 #include <limits.h>

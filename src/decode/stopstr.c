@@ -4,7 +4,7 @@
  * between calls, since anything longer that still matches no stop can be released. Each feed
  * appends the piece, looks for the earliest whole stop string, and otherwise keeps the longest
  * tail that is a prefix of a stop string. */
-#include "spec/stopstr.h"
+#include "decode/stopstr.h"
 
 #include <stdlib.h>
 #include <string.h>

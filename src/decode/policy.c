@@ -1,5 +1,5 @@
 /* policy.c — the never-slower-than-plain draft-length policy (see policy.h, docs/ROUND_COST.md). */
-#include "spec/policy.h"
+#include "decode/policy.h"
 
 #include <string.h>
 

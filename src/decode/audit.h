@@ -14,7 +14,7 @@
 #ifndef SPECULA_AUDIT_H
 #define SPECULA_AUDIT_H
 
-#include "spec/spec.h"
+#include "decode/spec.h"
 
 typedef struct {
     double chi2;

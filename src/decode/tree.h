@@ -14,7 +14,7 @@
 
 #include "sample/penalty.h"
 #include "sample/sample.h"
-#include "spec/drafter.h"
+#include "decode/drafter.h"
 
 typedef struct sp_tree sp_tree;
 

@@ -16,9 +16,9 @@
 #define SPECULA_SPEC_H
 
 #include "core/prof.h"
-#include "spec/drafter.h"
-#include "spec/generate.h"
-#include "spec/policy.h"
+#include "decode/drafter.h"
+#include "decode/generate.h"
+#include "decode/policy.h"
 
 #define SP_SPEC_MAX_G 32
 

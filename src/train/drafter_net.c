@@ -1,8 +1,8 @@
-/* model.c — parameters, forward and backward of a DFlash / DSpark drafter in training
+/* drafter_net.c — parameters, forward and backward of a DFlash / DSpark drafter in training
  * (docs/DFLASH.md §3, docs/DSPARK.md §3–5, §7). Every step is an op of ops.h; this file wires them in the
  * order of the inference forward and runs them back in reverse. One step's activations live in
  * tr_acts, sized once for the largest batch (no allocation per step). */
-#include "train/model.h"
+#include "train/drafter_net.h"
 
 #include <math.h>
 #include <stdio.h>

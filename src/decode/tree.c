@@ -4,7 +4,7 @@
  * before children, so the rows are a valid sp_model_forward_tree input). The walk starts at row 0
  * and moves to a child while the rule accepts one; the rows it visited are the accepted root
  * path, kept in the target cache and gathered (taps / hidden) for the drafter's commit(). */
-#include "spec/tree.h"
+#include "decode/tree.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* audit.c — chi-square / total-variation audit of the speculative sampling path (see audit.h). */
-#include "spec/audit.h"
+#include "decode/audit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "core/core.h"
 #include "sample/sample.h"
-#include "spec/tree.h"
+#include "decode/tree.h"
 
 /* regularized upper incomplete gamma Q(a, x): series below a+1, Lentz continued fraction above */
 static double gamma_q(double a, double x) {

@@ -1,4 +1,4 @@
-/* model.h — a DFlash / DSpark drafter being trained: its dimensions, its parameters (one
+/* drafter_net.h — a DFlash / DSpark drafter being trained: its dimensions, its parameters (one
  * contiguous f32 array whose layout the gradients and AdamW moments share, llm.c style), the
  * activations one step saves, and the forward / backward pass over a batch of anchor blocks.
  *
@@ -22,8 +22,8 @@
  * bpos + k = p − base + k, with base = p_1 − C of the group's first element; RoPE only sees
  * differences, so this equals the absolute positions the inference path uses (an unshared
  * element: context 0 .. C−1, block C .. C+B−1). */
-#ifndef SPECULA_TRAIN_MODEL_H
-#define SPECULA_TRAIN_MODEL_H
+#ifndef SPECULA_TRAIN_DRAFTER_NET_H
+#define SPECULA_TRAIN_DRAFTER_NET_H
 
 #include <stdint.h>
 
