@@ -1,6 +1,7 @@
 /* args.c — see args.h. */
 #include "args.h"
 
+#include "core/core.h"
 #include "specula.h"
 
 #include <errno.h>
@@ -86,6 +87,7 @@ static int store(const cli_opt *o, const char *text) {
 
 int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opts, int argc,
               char **argv, const char **positional, int *n_positional, int max_positional) {
+    SP_ASSERT(n_opts <= CLI_OPTS_MAX); /* a table that outgrew CLI_OPTS_MAX */
     if (n_positional) *n_positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

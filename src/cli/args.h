@@ -43,6 +43,9 @@ typedef struct {
     const char *help;
 } cli_opt;
 
+/* capacity of a command's option table that shared row groups (spec, penalty, tree) fill */
+#define CLI_OPTS_MAX 64
+
 /* Parse argv[1..argc) (argv[0] is the subcommand name). Positional arguments are stored
  * in positional[0, *n_positional) when positional is non-NULL (at most max_positional),
  * and are an error otherwise. Returns 0 on success, 1 when help or the version was printed, -1 on error

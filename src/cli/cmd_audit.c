@@ -31,7 +31,7 @@ int cmd_audit(int argc, char **argv) {
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
-    cli_opt opts[32] = {
+    cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
         {NULL, "--self-test", CLI_FLAG, &self_test, NULL, "test the verification rule alone, no model"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature (default 1.0, must be > 0)"},

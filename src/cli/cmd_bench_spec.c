@@ -50,7 +50,7 @@ int cmd_bench_spec(int argc, char **argv) {
     cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
-    cli_opt opts[24] = {
+    cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {NULL, "--prompts", CLI_STR, &prompts, "FILE", "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
         {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},

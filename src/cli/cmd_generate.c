@@ -129,7 +129,7 @@ int cmd_generate(int argc, char **argv) {
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     cli_chat_opts co = {0};
-    cli_opt opts[44] = {
+    cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (config.json + safetensors) or FILE.gguf, required"},
         {"-p", "--prompt", CLI_STR, &text, "TEXT", "prompt text (needs the model's tokenizer)"},
         {"-f", "--file", CLI_STR, &file, "FILE", "read the prompt text from FILE (one trailing newline dropped)"},

@@ -53,7 +53,7 @@ int cmd_run(int argc, char **argv) {
     cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
     cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     so.draft_max = 7;
-    cli_opt opts[24] = {
+    cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &target, "DIR", "target (default: the embedded model, models/default/target)"},
         {NULL, "--prompts", CLI_STR, &prompts, "FILE",
          "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"}) (default TARGET/../prompts.jsonl)"},

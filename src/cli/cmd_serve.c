@@ -47,7 +47,7 @@ int cmd_serve(int argc, char **argv) {
     int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
     int verbose = 0, spec_max_slots = -1;
     drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
-    cli_opt opts[24] = {
+    cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "target model (default: the embedded pair, models/default/)"},
         {NULL, "--host", CLI_STR, &host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
         {NULL, "--port", CLI_INT, &port, "N", "TCP port (default 8080; 0 = any free port)"},
