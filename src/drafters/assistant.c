@@ -29,6 +29,7 @@
  * rejection rule receives, so verification stays lossless. Draws use stream SP_RNG_STREAM_DRAFT at
  * the draft's absolute position. A round stops early after an EOS draft (as HF does). */
 #include "drafters/assistant.h"
+#include "drafters/weights.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -100,14 +101,7 @@ static int get_mat(asst_t *s, const char *name, int n, int k, sp_mat *out, sp_er
 }
 
 static int get_vec(asst_t *s, const char *name, int n, float **out, sp_err *err) {
-    const st_tensor *t;
-    int64_t shape[1] = {n};
-    if (st_get(s->st, name, SP_DT_UNKNOWN, 1, shape, &t, err)) return -1;
-    float *x = own(s, (size_t)n * sizeof(float));
-    if (!x) return sp_err_set(err, "out of memory loading %s", name);
-    sp_to_f32(x, t->data, t->dtype, (size_t)n);
-    *out = x;
-    return 0;
+    return drafter_weight_vec(s->st, &s->owned, name, n, out, err);
 }
 
 /* shapes of the target layer `src` must match assistant layer i (docs/ASSISTANT.md §1 table note) */

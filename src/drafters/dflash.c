@@ -30,6 +30,7 @@
  * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
 #include "drafters/dflash.h"
 #include "drafters/dflash_internal.h"
+#include "drafters/weights.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -57,22 +58,12 @@ sp_dflash_opts sp_dflash_opts_default(void) {
 
 static void *own(df_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
-/* float or Q8_0-stored (st_get_weight) */
 static int get_mat(df_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    const void *data;
-    sp_dtype dt;
-    if (st_get_weight(s->st, name, n, k, &data, &dt, err)) return -1;
-    *out = (sp_mat){data, dt, n, k};
-    return 0;
+    return drafter_weight_mat(s->st, name, n, k, out, err);
 }
 
 static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
-    const st_tensor *t;
-    int64_t shape[1] = {n};
-    if (st_get(s->st, name, SP_DT_UNKNOWN, 1, shape, &t, err)) return -1;
-    if (!(*out = own(s, (size_t)n * sizeof(float)))) return sp_err_set(err, "out of memory loading %s", name);
-    sp_to_f32(*out, t->data, t->dtype, (size_t)n);
-    return 0;
+    return drafter_weight_vec(s->st, &s->owned, name, n, out, err);
 }
 
 #define QK_NORM(i, j) sp_tensor_hf_name(s->dc.arch, (j) ? SP_TN_K_NORM : SP_TN_Q_NORM, i, nm, sizeof nm)

@@ -17,6 +17,7 @@
  * What is not here: tree proposals, the llama.cpp p_min early stop (every proposal runs the
  * requested number of drafts), a draft hidden size different from the target's. */
 #include "drafters/eagle3.h"
+#include "drafters/weights.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -77,20 +78,11 @@ typedef struct {
 static void *own(e3_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(e3_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    const void *data;
-    sp_dtype dt;
-    if (st_get_weight(s->st, name, n, k, &data, &dt, err)) return -1;
-    *out = (sp_mat){data, dt, n, k};
-    return 0;
+    return drafter_weight_mat(s->st, name, n, k, out, err);
 }
 
 static int get_vec(e3_t *s, const char *name, int n, float **out, sp_err *err) {
-    const st_tensor *t;
-    int64_t shape[1] = {n};
-    if (st_get(s->st, name, SP_DT_UNKNOWN, 1, shape, &t, err)) return -1;
-    if (!(*out = own(s, (size_t)n * sizeof(float)))) return sp_err_set(err, "out of memory loading %s", name);
-    sp_to_f32(*out, t->data, t->dtype, (size_t)n);
-    return 0;
+    return drafter_weight_vec(s->st, &s->owned, name, n, out, err);
 }
 
 static int json_int(json_t *o, const char *key, int *out, const char *what, sp_err *err) {
