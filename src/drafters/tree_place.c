@@ -55,7 +55,7 @@ static int prepare(const tp_env *env, tp_node *nodes, int n, int v, int k, float
     if (env->logits(env->ctx, nodes, n, v, Z, err)) return -1;
     int32_t idx[TP_MAX_K];
     float val[TP_MAX_K];
-    if (env->greedy) {
+    if (!qrow) { /* greedy verification (no q asked for): the top-k, whatever the drafter's params */
         softmax_into(p, Z, V);
         x->nc = top_k(p, V, k, idx, val);
         for (int i = 0; i < x->nc; i++) x->cand[i] = idx[i];
@@ -84,7 +84,8 @@ int tp_place(const tp_env *env, const sp_tree_shape *sh, int32_t *tok, int32_t *
     *max_depth = 0;
     if (env->depth <= 0 || budget <= 0) return 0;
     if (budget > SP_TREE_MAX_NODES) budget = SP_TREE_MAX_NODES;
-    if (!env->greedy && !q) return sp_err_set(err, "tree: sampling needs q rows");
+    if (env->greedy && q)
+        return sp_err_set(err, "tree: the drafter was made for greedy drafts but the request samples (q asked for)");
     float *Z = malloc(sizeof(float) * (size_t)V * 3);
     if (!Z) return sp_err_set(err, "tree: out of memory");
     float *p = Z + V, *work = Z + 2 * (size_t)V;

@@ -32,7 +32,8 @@ typedef struct {
     int V;
     int32_t pending; /* the root's token */
     uint64_t pos;    /* absolute position of the pending token (the DRAFT stream counters) */
-    int greedy;      /* 1: children are top-k; else drawn from q = smp's processing of the logits */
+    int greedy;      /* 1: the drafter's params are greedy (no q to give); else children are drawn from
+                        q = smp's processing of the logits */
     uint64_t seed;
     sp_sampler *smp;
     tp_logits_fn logits;
@@ -40,7 +41,9 @@ typedef struct {
 } tp_env;
 
 /* Place a tree shaped by sh (drafter.h's propose_tree contract: tok / parent of each draft node,
- * q rows [sh->nodes + 1, V] when sampling, row v the distribution of node v's children).
+ * q rows [sh->nodes + 1, V] when the request samples, row v the distribution of node v's children;
+ * q NULL: greedy verification, children are the top-k even when the drafter samples; q with a
+ * greedy drafter is an error).
  * *max_depth ← the deepest placed node's depth. Returns the node count or -1 with err. */
 int tp_place(const tp_env *env, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, int *max_depth,
              sp_err *err);
