@@ -2,7 +2,8 @@
  * every node exactly (bit for bit) the logits, hidden rows and taps of a chain forward over its
  * root path, for llama, qwen3 and gemma4 (sliding + full layers, ring caches past the window),
  * threads 1 and 2; the tree attention kernel against its float64 reference and against the chain
- * kernel; sp_kv_keep_rows leaves the cache a chain forward would; bad trees are errors.
+ * kernel, and its some-rows form (sp_attention_tree_rows) against the full call; sp_kv_keep_rows
+ * leaves the cache a chain forward would; bad trees are errors.
  * Tree speculation (decode/tree.c, DSpark / DFlash tree proposals): greedy output bit-identical to
  * plain decoding for every target, drafter head, shape and thread count, in the library and
  * through the binary (`generate --tree`); the sampling rule passes the model audit, and the audit
@@ -98,6 +99,14 @@ static void kernel_case(int NH, int KVH, int D, int pos0, int T, int window, int
                   sp_cpu_tier_name((sp_cpu_tier)tier), sp_cpu_tier_name(level));
         }
         sp_cpu_force(level);
+        /* some rows only (sp_attention_tree_rows), last first: each the full call's row, bitwise */
+        int32_t rows[64];
+        int nr = 0;
+        for (int t = T - 1; t >= 0; t -= 2) rows[nr] = t, memcpy(cq + (size_t)nr++ * qrow, q + (size_t)t * qrow, qrow * 4);
+        sp_attention_tree_rows(pool, cout, cq, K, V, &sh, parent, rows, nr);
+        bad = 0;
+        for (int i = 0; i < nr; i++) bad += memcmp(cout + (size_t)i * qrow, out + (size_t)rows[i] * qrow, qrow * 4) != 0;
+        CHECK(bad == 0, "%d of %d rows of sp_attention_tree_rows differ from the full tree call", bad, nr);
         sp_pool_free(pool);
     }
     free(K), free(V), free(q), free(out), free(ref), free(cK), free(cV), free(cq), free(cout);
