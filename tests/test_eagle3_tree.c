@@ -310,7 +310,6 @@ static void test_tree_audit(void) {
     audit_case("qwen3", "deepspec", 0, 1200, 8.0f);
     audit_case("qwen3", "deepspec", 1, 1500, 8.0f); /* power: the broken rule (no residual update) is caught */
     audit_case("qwen3", "specforge", 0, 600, 50.0f);
-    audit_case("gemma4", "deepspec", 0, 600, 8.0f);
 }
 
 /* ---- the binary: generate --tree with an EAGLE-3 drafter == plain generate --------------------- */
