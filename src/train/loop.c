@@ -18,6 +18,7 @@ typedef struct {
     FILE *log;           /* rank 0's log; NULL on the other ranks */
     char log_path[4096];
     int rank;
+    long step0;          /* the step resumed from */
 } loop_state;
 
 static int rank_of(const tr_dist *d) { return d ? d->rank : 0; }
@@ -100,6 +101,7 @@ static int loop_step(loop_state *s, long step, tr_loop_row *r, sp_err *err) {
     double t0 = sp_time_ms();
     memset(r, 0, sizeof *r);
     r->step = step;
+    r->step0 = s->step0;
     memset(s->grad, 0, sizeof(float) * p->n);
     s->ops->step(s->ctx, step, s->grad, r->stats);
     tr_dist_sum_f64(c->dist, r->stats, (size_t)c->n_stats);
@@ -165,7 +167,7 @@ int tr_loop_run(const tr_loop_cfg *c, const tr_loop_params *p, const tr_loop_ops
         goto out;
     }
     if (loop_resume(&s, &step0, err) || loop_open_log(&s, step0, err)) goto out;
-    res->step0 = res->step = step0; /* a finished run resumed again runs no step and stays at its last one */
+    s.step0 = res->step0 = res->step = step0; /* a finished run resumed again runs no step and stays at its last one */
     if (c->eval_at_start) {
         if (ops->eval(ctx, 0, err)) goto out;
         tr_loop_row r0 = {.step = 0, .evaluated = 1};

@@ -30,6 +30,7 @@
 /* what one step (or the evaluation before step 1, step 0) leaves for the log and progress */
 typedef struct {
     long step;                       /* 1-based; 0: the evaluation before training */
+    long step0;                      /* the step this run started from (0, or the resumed one) */
     double lr, grad_norm;
     double stats[TR_LOOP_MAX_STATS]; /* the trainer's loss terms, summed over ranks; [0] the loss */
     double step_ms;                  /* this step: batch, forward, backward, reductions, update */

@@ -232,7 +232,6 @@ typedef struct {
     tr_e3_acts *eacts;
     int32_t *d2t;
     /* the last step and evaluation */
-    long steps_run;
     double wsum, flops, tau, acc[64];
 } drafter_run;
 
@@ -392,7 +391,6 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
         r->batch.P = r->P_keep;
     }
     r->wsum = wsum;
-    r->steps_run++;
     stats[0] = st.loss, stats[1] = st.ce, stats[2] = st.l1, stats[3] = st.bce;
 }
 
@@ -435,7 +433,7 @@ static void dr_log_row(void *ctx, FILE *f, const tr_loop_row *w) {
 static void dr_progress_text(void *ctx, char *buf, size_t n, const tr_loop_row *w) {
     drafter_run *r = ctx;
     snprintf(buf, n, "loss %.4f tau %.3f %.0f tok/s", w->stats[0], r->res->tau_last,
-             (double)r->steps_run * step_tokens(r) / (w->train_ms / 1000 + 1e-9));
+             (double)(w->step - w->step0) * step_tokens(r) / (w->train_ms / 1000 + 1e-9));
 }
 
 static int dr_export(void *ctx, const char *dir, sp_err *err) {
