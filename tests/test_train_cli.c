@@ -120,16 +120,6 @@ static void test_commands(void) {
     CHECK(run(cmd) == 2 && err_has("not a `specula train` log"), "plot of a non-log");
 }
 
-/* 1 when files a and b hold the same bytes */
-static int same_bytes(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    int same = !sp_read_file(a, &x, &nx, NULL) && !sp_read_file(b, &y, &ny, NULL) && nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return same;
-}
-
 /* the lines of a CSV log, each cut to its first two fields (step, loss); *rows the line count */
 static char *log_steps_losses(const char *path, int *rows) {
     char *text = NULL, *out = NULL;
@@ -208,7 +198,7 @@ static void test_train_lm_kill_resume(void) {
     for (int i = 0; i < 4; i++) {
         snprintf(a, sizeof a, "%s/lm_a/%s", root, files[i]);
         snprintf(b, sizeof b, "%s/lm_b/%s", root, files[i]);
-        CHECK(same_bytes(a, b), "SIGKILL + resume: %s differs from the uninterrupted run", files[i]);
+        CHECK(harness_same_file(a, b), "SIGKILL + resume: %s differs from the uninterrupted run", files[i]);
     }
     int ra = 0, rb = 0;
     snprintf(a, sizeof a, "%s/lm_a/train_log.csv", root);

@@ -157,12 +157,9 @@ int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, 
      * lag behind its optimizer state). */
     if (tr_drafter_export(dir, m, config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
         return -1;
-    tr_ckpt_tensor *t = malloc(sizeof *t * (size_t)m->n_params);
-    if (!t) return sp_err_set(err, "%s: out of memory", dir);
+    tr_ckpt_tensor t[sizeof m->params / sizeof m->params[0]];
     int nt = tr_drafter_ckpt_tensors(m, t);
-    int rc = tr_optimizer_save(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
-    free(t);
-    return rc;
+    return tr_optimizer_save(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
 }
 
 int tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w, float *m, float *v, long *step,
@@ -204,10 +201,7 @@ int tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w
 
 int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
                        sp_err *err) {
-    tr_ckpt_tensor *t = malloc(sizeof *t * (size_t)m->n_params);
-    if (!t) return sp_err_set(err, "%s: out of memory", dir);
+    tr_ckpt_tensor t[sizeof m->params / sizeof m->params[0]];
     int nt = tr_drafter_ckpt_tensors(m, t);
-    int rc = tr_optimizer_load(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
-    free(t);
-    return rc;
+    return tr_optimizer_load(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
 }
