@@ -277,7 +277,8 @@ struct tr_acts {
 
 /* floats of one attention share's scratch: one element's keys, values, their gradients [C+B, KD]
  * each, and the score gradients [C+B] */
-static size_t att_scratch(int CB, int KD) { return (size_t)CB * (4 * (size_t)KD + 1); }
+/* k, v, dk, dv [CB, KD] and the attention backward's dp [KVH, CB]; KD = KVH·D >= KVH */
+static size_t att_scratch(int CB, int KD) { return (size_t)CB * (5 * (size_t)KD); }
 
 static float *take(tr_acts *a, size_t n, int *ok) {
     float *p = calloc(n ? n : 1, sizeof(float));
@@ -497,18 +498,19 @@ static void att_share(void *ctx, int i, int n) {
             size_t off = ((size_t)b->ctx_row[e] + (size_t)e * B) * KD;
             if (!direct) gather_kv(kx, vx, la->k, la->v, b, g, e, KD);
             const float *kk = direct ? la->k + off : kx, *vv = direct ? la->v + off : vx;
+            tr_attn_shape sh = {.NB = 1, .Tq = B, .Tk = CB, .NH = d->NH, .KVH = d->KVH, .D = d->D, .kmask = km,
+                                .scale = j->scale};
             if (!j->bwd) {
-                tr_attention_forward(la->o + (size_t)e * B * QD, att, la->q + (size_t)e * B * QD, kk, vv, km, B, CB,
-                                     d->NH, d->KVH, d->D, j->scale);
+                tr_attention_forward(NULL, la->o + (size_t)e * B * QD, att, la->q + (size_t)e * B * QD, kk, vv, &sh);
                 continue;
             }
             if (!direct) {
                 zero(dkx, (size_t)CB * KD);
                 zero(dvx, (size_t)CB * KD);
             }
-            tr_attention_backward(a->dq + (size_t)e * B * QD, direct ? a->dk + off : dkx, direct ? a->dv + off : dvx, dp,
-                                  a->do_ + (size_t)e * B * QD, la->q + (size_t)e * B * QD, kk, vv, att, km, B, CB,
-                                  d->NH, d->KVH, d->D, j->scale);
+            tr_attention_backward(NULL, a->dq + (size_t)e * B * QD, direct ? a->dk + off : dkx,
+                                  direct ? a->dv + off : dvx, dp, a->do_ + (size_t)e * B * QD,
+                                  la->q + (size_t)e * B * QD, kk, vv, att, &sh);
             if (!direct) scatter_add_kv(a->dk, a->dv, dkx, dvx, b, g, e, KD);
         }
     }

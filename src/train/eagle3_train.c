@@ -316,7 +316,7 @@ tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err) {
     AL(a->h, K * T * H); AL(a->n, K * T * H); AL(a->rn, K * T); AL(a->g, K * T * I); AL(a->u, K * T * I);
     AL(a->out, K * T * H); AL(a->fn, K * T * H); AL(a->rf, K * T); AL(a->prob, K * T * Vd);
     AL(a->A, T * 2 * H); AL(a->tq, T * QD); AL(a->tk, T * KD); AL(a->tH, T * H); AL(a->act, T * I);
-    AL(a->Kg, TK * KD); AL(a->Vg, TK * KD); AL(a->dKg, TK * KD); AL(a->dVg, TK * KD); AL(a->dp, TK);
+    AL(a->Kg, TK * KD); AL(a->Vg, TK * KD); AL(a->dKg, TK * KD); AL(a->dVg, TK * KD); AL(a->dp, TK * (size_t)d->KVH);
     AL(a->dZ, T * Vd); AL(a->dfn, T * H); AL(a->dout, T * H); AL(a->dh, T * H); AL(a->dact, T * I);
     AL(a->dg, T * I); AL(a->du, T * I); AL(a->dn, T * H); AL(a->dao, T * QD); AL(a->dq, T * QD);
     AL(a->dKall, K * T * KD); AL(a->dVall, K * T * KD); AL(a->dqp, T * QD); AL(a->dkp, T * KD);
@@ -399,8 +399,9 @@ void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_
         float *ao = a->ao + (size_t)k * T * QD;
         for (int t = 0; t < Tn; t++) {
             int nk = gather(a, a->kr, a->v, T, KD, t / S, t % S, k);
-            tr_attention_forward(ao + t * QD, a->att + ((size_t)k * T + t) * NH * TK, q + t * QD, a->Kg, a->Vg,
-                                 (const uint8_t *)m->ones, 1, nk, NH, KVH, D, scale);
+            tr_attn_shape sh = {.NB = 1, .Tq = 1, .Tk = nk, .NH = NH, .KVH = KVH, .D = D, .scale = scale};
+            tr_attention_forward(NULL, ao + t * QD, a->att + ((size_t)k * T + t) * NH * TK, q + t * QD, a->Kg, a->Vg,
+                                 &sh);
         }
         float *h = a->h + oH, *n = a->n + oH, *out = a->out + oH, *fn = a->fn + oH;
         tr_linear_forward(pool, a->tH, ao, W(P_O), Tn, (int)QD, H);
@@ -495,9 +496,9 @@ void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3
             int nk = gather(a, a->kr, a->v, T, KD, t / S, t % S, k);
             memset(a->dKg, 0, sizeof(float) * nk * KD);
             memset(a->dVg, 0, sizeof(float) * nk * KD);
-            tr_attention_backward(a->dq + t * QD, a->dKg, a->dVg, a->dp, a->dao + t * QD, q + t * QD, a->Kg, a->Vg,
-                                  a->att + ((size_t)k * T + t) * NH * TK, (const uint8_t *)m->ones, 1, nk, NH, KVH, D,
-                                  scale);
+            tr_attn_shape sh = {.NB = 1, .Tq = 1, .Tk = nk, .NH = NH, .KVH = KVH, .D = D, .scale = scale};
+            tr_attention_backward(NULL, a->dq + t * QD, a->dKg, a->dVg, a->dp, a->dao + t * QD, q + t * QD, a->Kg,
+                                  a->Vg, a->att + ((size_t)k * T + t) * NH * TK, &sh);
             scatter_add(a, a->dKall, a->dVall, T, KD, t / S, t % S, k);
         }
         /* step k's keys and values are complete: every query that sees them (steps >= k) is done */
