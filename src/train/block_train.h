@@ -81,6 +81,19 @@ void tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w
 void tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
                        const tr_block_io *io, const float *x, const tr_block_acts *a, const tr_block_scratch *s,
                        float *dx);
+/* The two halves tr_block_forward / backward run, for a layer whose attention half is its own
+ * (EAGLE-3): the attention sublayer x → a->x1, and the MLP sublayer x1 [R,H] → y (it reads
+ * a->xn2 … a->rstd_dn, and w / g's ffn_norm, ffn_post_norm, w_gate, w_up, w_down, layer_scalar).
+ * The backwards turn dL/dy into dL/dx1 and dL/dx1 into dL/dx, in place in dx. */
+void tr_block_attn_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
+                           const float *x, const tr_block_acts *a);
+void tr_block_mlp_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, int R, const float *x1, float *y,
+                          const tr_block_acts *a);
+void tr_block_attn_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
+                            const tr_block_io *io, const float *x, const tr_block_acts *a, const tr_block_scratch *s,
+                            float *dx);
+void tr_block_mlp_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g, int R,
+                           const float *x1, const tr_block_acts *a, const tr_block_scratch *s, float *dx);
 
 /* double: the finite-difference reference */
 typedef struct {
@@ -99,5 +112,15 @@ void tr_block_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_
 void tr_block_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_g_f64 *g,
                            const tr_block_io_f64 *io, const double *x, const tr_block_acts_f64 *a,
                            const tr_block_scratch_f64 *s, double *dx);
+void tr_block_attn_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w,
+                               const tr_block_io_f64 *io, const double *x, const tr_block_acts_f64 *a);
+void tr_block_mlp_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, int R, const double *x1,
+                              double *y, const tr_block_acts_f64 *a);
+void tr_block_attn_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w,
+                                const tr_block_g_f64 *g, const tr_block_io_f64 *io, const double *x,
+                                const tr_block_acts_f64 *a, const tr_block_scratch_f64 *s, double *dx);
+void tr_block_mlp_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_g_f64 *g,
+                               int R, const double *x1, const tr_block_acts_f64 *a, const tr_block_scratch_f64 *s,
+                               double *dx);
 
 #endif

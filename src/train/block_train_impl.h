@@ -9,12 +9,12 @@
 
 static void tr_block_zero(real *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
-void tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
-                      const real *x, real *y, const tr_block_acts *a) {
-    int R = io->R, S = io->kv_rows ? io->S : io->R, H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I;
+void tr_block_attn_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
+                           const real *x, const tr_block_acts *a) {
+    int R = io->R, S = io->kv_rows ? io->S : io->R, H = d->H, NH = d->NH, KVH = d->KVH, D = d->D;
     int QD = NH * D, KD = KVH * D;
     const int *kpos = io->kv_rows ? io->kpos : io->qpos;
-    double eps = d->eps;
+    double eps = d->eps; /* the description's float epsilon, as inference uses it */
     size_t RH = (size_t)R * H;
 
     /* xn = norm_attn(x); the K/V input rows are xn or built from it */
@@ -49,9 +49,15 @@ void tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w
     } else {
         for (size_t i = 0; i < RH; i++) a->x1[i] = x[i] + a->o[i];
     }
+}
 
+void tr_block_mlp_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, int R, const real *x1, real *y,
+                          const tr_block_acts *a) {
+    int H = d->H, I = d->I;
+    double eps = d->eps;
+    size_t RH = (size_t)R * H;
     /* y = (x1 + [norm_ffn_post](down(act(gate(n)) ⊙ up(n)))) · layer_scalar,  n = norm_ffn(x1) */
-    tr_rmsnorm_forward(a->xn2, a->rstd_ffn, a->x1, w->ffn_norm, R, H, eps);
+    tr_rmsnorm_forward(a->xn2, a->rstd_ffn, x1, w->ffn_norm, R, H, eps);
     tr_linear_forward(pool, a->g, a->xn2, w->w_gate, R, H, I);
     tr_linear_forward(pool, a->u, a->xn2, w->w_up, R, H, I);
     if (d->act == SP_ACT_GELU_TANH) tr_geglu_forward(a->gu, a->g, a->u, (size_t)R * I);
@@ -59,20 +65,23 @@ void tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w
     tr_linear_forward(pool, a->dn, a->gu, w->w_down, R, I, H);
     if (d->post_norms) {
         tr_rmsnorm_forward(y, a->rstd_dn, a->dn, w->ffn_post_norm, R, H, eps);
-        for (size_t i = 0; i < RH; i++) y[i] = a->x1[i] + y[i];
+        for (size_t i = 0; i < RH; i++) y[i] = x1[i] + y[i];
     } else {
-        for (size_t i = 0; i < RH; i++) y[i] = a->x1[i] + a->dn[i];
+        for (size_t i = 0; i < RH; i++) y[i] = x1[i] + a->dn[i];
     }
     if (w->layer_scalar != 1)
         for (size_t i = 0; i < RH; i++) y[i] *= w->layer_scalar;
 }
 
-void tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
-                       const tr_block_io *io, const real *x, const tr_block_acts *a, const tr_block_scratch *s,
-                       real *dx) {
-    int R = io->R, S = io->kv_rows ? io->S : io->R, H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I;
-    int QD = NH * D, KD = KVH * D;
-    const int *kpos = io->kv_rows ? io->kpos : io->qpos;
+void tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
+                      const real *x, real *y, const tr_block_acts *a) {
+    tr_block_attn_forward(pool, d, w, io, x, a);
+    tr_block_mlp_forward(pool, d, w, io->R, a->x1, y, a);
+}
+
+void tr_block_mlp_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g, int R,
+                           const real *x1, const tr_block_acts *a, const tr_block_scratch *s, real *dx) {
+    int H = d->H, I = d->I;
     size_t RH = (size_t)R * H;
 
     /* y = (x1 + [norm_ffn_post](dn)) · layer_scalar  (scalar frozen) */
@@ -95,7 +104,16 @@ void tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *
     tr_linear_backward(pool, s->dxn, g->w_gate, s->dg, a->xn2, w->w_gate, R, H, I);
     tr_linear_backward(pool, s->dxn, g->w_up, s->du, a->xn2, w->w_up, R, H, I);
     /* n = norm_ffn(x1): dx becomes dL/dx1 (the residual carries dL/dy) */
-    tr_rmsnorm_backward(dx, g->ffn_norm, s->dxn, a->x1, w->ffn_norm, a->rstd_ffn, R, H);
+    tr_rmsnorm_backward(dx, g->ffn_norm, s->dxn, x1, w->ffn_norm, a->rstd_ffn, R, H);
+}
+
+void tr_block_attn_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
+                            const tr_block_io *io, const real *x, const tr_block_acts *a, const tr_block_scratch *s,
+                            real *dx) {
+    int R = io->R, S = io->kv_rows ? io->S : io->R, H = d->H, NH = d->NH, KVH = d->KVH, D = d->D;
+    int QD = NH * D, KD = KVH * D;
+    const int *kpos = io->kv_rows ? io->kpos : io->qpos;
+    size_t RH = (size_t)R * H;
 
     /* x1 = x + [norm_attn_post](o);  o = ao · Woᵀ */
     const real *dout = dx;
@@ -157,4 +175,11 @@ void tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *
     }
     /* xn = norm_attn(x): dx becomes dL/dx */
     tr_rmsnorm_backward(dx, g->attn_norm, s->dxn, x, w->attn_norm, a->rstd_in, R, H);
+}
+
+void tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
+                       const tr_block_io *io, const real *x, const tr_block_acts *a, const tr_block_scratch *s,
+                       real *dx) {
+    tr_block_mlp_backward(pool, d, w, g, io->R, a->x1, a, s, dx);
+    tr_block_attn_backward(pool, d, w, g, io, x, a, s, dx);
 }

@@ -10,6 +10,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 #include "formats/tensor_names.h"
+#include "train/block_train.h"
 #include "train/ops.h"
 
 int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp_err *err) {

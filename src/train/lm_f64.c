@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "train/lm.h"
+#include "train/block_train.h"
 #include "train/ops.h"
 #include "train/ops_f64_names.h"
 

@@ -41,3 +41,7 @@
 #define tr_block_io tr_block_io_f64
 #define tr_block_forward tr_block_forward_f64
 #define tr_block_backward tr_block_backward_f64
+#define tr_block_attn_forward tr_block_attn_forward_f64
+#define tr_block_mlp_forward tr_block_mlp_forward_f64
+#define tr_block_attn_backward tr_block_attn_backward_f64
+#define tr_block_mlp_backward tr_block_mlp_backward_f64
