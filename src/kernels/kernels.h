@@ -22,7 +22,7 @@
  * SP_QUANT_MAX_K (sp_mat_check tells at load time). */
 typedef struct {
     const void *data;
-    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K */
+    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q5_0, SP_DT_Q4_K, SP_DT_Q6_K */
     int n, k;    /* rows (outputs), cols (inputs) */
 } sp_mat;
 
