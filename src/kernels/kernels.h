@@ -93,6 +93,12 @@ void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K
                        const sp_attn_shape *s, const int32_t *parent);
 void sp_attention_tree_ref(float *out, const float *q, const float *K, const float *V, const sp_attn_shape *s,
                            const int32_t *parent);
+/* The same for some rows only: q and out [n_rows, NH, D], row i being tree row rows[i] of the T
+ * rows parent[] describes (each row's K/V, and its ancestors', already in the cache). Bit for bit
+ * row i of sp_attention_tree's output for row rows[i]. A drafter that grows a tree one depth per
+ * forward runs each depth's rows with it (eagle3_tree.c). */
+void sp_attention_tree_rows(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                            const sp_attn_shape *s, const int32_t *parent, const int32_t *rows, int n_rows);
 
 /* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
  * are NaN or n <= 0 */
