@@ -137,6 +137,14 @@ static void test_costs_learned(void) {
     double r1 = srv_vlen_forward_ms(&v, 1) / t1, r32 = srv_vlen_forward_ms(&v, 32) / t32;
     CHECK(r1 < 1.6, "1 row: model %.2f x its table, observed 1 x", r1);
     CHECK(r32 > 2.5 && r32 < 3.2, "32 rows: model %.2f x its table, observed 3 x", r32);
+    /* more rows are never cheaper, even when a smaller row count was observed slower */
+    for (int k = 0; k < 300; k++) {
+        srv_vlen_observe_forward(&v, 8, 5 * t32);
+        srv_vlen_observe_forward(&v, 32, t32);
+    }
+    for (int r = 2; r <= 128; r++)
+        CHECK(srv_vlen_forward_ms(&v, r) >= srv_vlen_forward_ms(&v, r - 1), "%d rows %.3f ms < %d rows %.3f ms", r,
+              srv_vlen_forward_ms(&v, r), r - 1, srv_vlen_forward_ms(&v, r - 1));
     double load = v.load;
     for (int k = 0; k < 200; k++) {
         int S = 1 + k % 8, R = S * (1 + k % 5);

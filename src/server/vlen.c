@@ -133,17 +133,29 @@ static void point_of(int rows, int *j, double *f) {
     *j = i, *f = l - i;
 }
 
+/* observed / tabled time at point j: the overall load times the point's shape, which falls back to
+ * 1 (the table's shape) while the point has little recent weight */
 static double point_ratio(const srv_vlen *v, int j) {
-    return (v->pt_weight[j] * v->pt_ratio[j] + PT_PRIOR * v->load) / (v->pt_weight[j] + PT_PRIOR);
+    return v->load * (v->pt_weight[j] * v->pt_ratio[j] + PT_PRIOR) / (v->pt_weight[j] + PT_PRIOR);
 }
 
-double srv_vlen_forward_ms(const srv_vlen *v, int rows) {
-    if (rows <= 0) return 0;
+static double raw_ms(const srv_vlen *v, int rows) {
     int j;
     double f;
     point_of(rows, &j, &f);
     double ratio = f > 0 ? (1 - f) * point_ratio(v, j) + f * point_ratio(v, j + 1) : point_ratio(v, j);
     return ratio * table_ms(v, rows);
+}
+
+/* never less than at a smaller row count: more rows are never cheaper */
+double srv_vlen_forward_ms(const srv_vlen *v, int rows) {
+    if (rows <= 0) return 0;
+    double ms = raw_ms(v, rows);
+    for (int p = 1; p < rows && p > 0; p *= 2) {
+        double m = raw_ms(v, p);
+        if (m > ms) ms = m;
+    }
+    return ms;
 }
 
 double srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows) {
@@ -155,6 +167,7 @@ void srv_vlen_observe_forward(srv_vlen *v, int rows, double ms) {
     double t = table_ms(v, rows);
     if (!(t > 0) || !(ms > 0)) return;
     double x = clampd(ms / t, 0.1, 20.0);
+    double shape = x / v->load; /* this row count against the recent load over all row counts */
     v->load = 0.9 * v->load + 0.1 * x;
     for (int i = 0; i < 2; i++) {
         for (int k = 0; k < 2; k++) v->sxx[i][k] *= DRAFT_FADE;
@@ -170,7 +183,7 @@ void srv_vlen_observe_forward(srv_vlen *v, int rows, double ms) {
         double w = k ? f : 1 - f;
         if (w <= 0 || i >= SRV_VLEN_PTS) continue;
         v->pt_weight[i] += w;
-        v->pt_ratio[i] += w / v->pt_weight[i] * (x - v->pt_ratio[i]);
+        v->pt_ratio[i] += w / v->pt_weight[i] * (shape - v->pt_ratio[i]);
     }
 }
 
@@ -253,8 +266,7 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
     double bestv = -INFINITY;
     for (int R = 0; R <= top; R++) {
         if (dp[R] == -INFINITY) continue;
-        double ms = srv_vlen_forward_ms(v, rows0 + R) +
-                    (S0 + (R > 0) ? v->load * (v->c_slot * S0 + v->c_row * (R0 + R)) : 0);
+        double ms = srv_vlen_forward_ms(v, rows0 + R) + v->load * (v->c_slot * S0 + v->c_row * (R0 + R));
         double val = dp[R] + e0 - J * ms;
         if (val > bestv) bestv = val, bestR = R;
     }

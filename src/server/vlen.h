@@ -31,8 +31,9 @@ typedef struct {
     int n_rows;  /* the table covers 0 .. n_rows */
     double *fwd; /* [n_rows + 1] calibrated ms of one batched forward over r rows (fwd[0] = 0) */
     double load; /* recent observed / calibrated forward time, over every row count */
-    /* the same ratio per row-count point 2^j, and the (decayed) weight of its observations; a
-     * point with little weight falls back to `load` */
+    /* per row-count point 2^j: that ratio over `load` at the time (how much more or less than the
+     * others this row count is slowed), and the (decayed) weight of its observations; a point with
+     * little weight falls back to 1 */
     double pt_ratio[SRV_VLEN_PTS], pt_weight[SRV_VLEN_PTS];
     /* drafting: ms = load · (c_slot · S + c_row · R), fitted by decayed least squares on the
      * proposals (sxx, sxy: the decayed sums over (S, R) → ms / load), shrunk towards c0 */
