@@ -53,13 +53,19 @@ static uint32_t rng(uint32_t *s) {
     return *s;
 }
 
-/* Random values with edge cases; hard: exponents spread so that products underflow, overflow
- * and cancel near the subnormal range */
+/* Random values with edge cases; hard 1: exponents spread so that products underflow and
+ * overflow; hard 2: products of like magnitude (by blocks of 64 values), most blocks near 2^-126, random signs, so
+ * that the order of the two adds of a pair and the flush of subnormal sums decide the bits */
 static void fill_edges(float *x, size_t n, unsigned seed, int hard) {
     harness_fill(x, n, 2.0f, seed);
     uint32_t s = seed * 2654435761u + 1;
     for (size_t i = 0; i < n; i++) {
         uint32_t r = rng(&s);
+        if (hard == 2) {
+            int e = (i / 64) % 3 ? 60 + (int)(rng(&s) % 6) : 117 + (int)(rng(&s) % 20); /* by blocks of 64 */
+            x[i] = f_of((rng(&s) & 0x807fffffu) | ((uint32_t)e << 23));
+            continue;
+        }
         if (hard && r % 3 == 0) {
             int e = (int)(rng(&s) % 2 ? rng(&s) % 40 : 100 + rng(&s) % 60); /* tiny or mid */
             if (r % 31 == 0) e = 230 + (int)(rng(&s) % 24);                /* huge: products overflow */
@@ -120,10 +126,12 @@ static void test_tiers_bitwise(void) {
     check_tiers(40, 30, 2048, seed++, 0); /* token chunks */
 }
 
-/* Many pairs near the subnormal range, overflow and cancellation: 4 × 48 outputs of K = 4096
- * per seed, ~786k products per run and path */
+/* Many short sums of like-magnitude pairs near the subnormal range (hard 2) and of spread
+ * ones (hard 1): 8 × 2048 outputs of K = 64 per case, 1M products per case and path */
 static void test_tiers_adversarial(void) {
-    for (unsigned seed = 100; seed < 104; seed++) check_tiers(4, 48, 4096, seed, 1);
+    check_tiers(8, 2048, 64, 100, 2);
+    check_tiers(8, 2048, 64, 101, 1);
+    check_tiers(5, 1000, 33, 102, 2);
 }
 
 /* The portable order against a double sum of the same rounded inputs. Bound: each lane does
