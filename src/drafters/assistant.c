@@ -96,7 +96,7 @@ static int get_mat(asst_t *s, const char *name, int n, int k, sp_mat *out, sp_er
     const st_tensor *t;
     int64_t shape[2] = {n, k};
     if (st_get(s->st, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
-    *out = (sp_mat){t->data, t->dtype, n, k, 0};
+    *out = (sp_mat){t->data, t->dtype, n, k, sp_model_bf16_dot(s->target)}; /* the target's numerics */
     return 0;
 }
 

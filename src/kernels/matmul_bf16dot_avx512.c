@@ -51,55 +51,60 @@ static SP_ALWAYS_INLINE __m512i bd_load_w(const uint16_t *w, int rem) {
     return _mm512_maskz_loadu_epi16((__mmask32)((1ull << rem) - 1u), w);
 }
 
+/* One 32-element chunk at k into acc (rem: elements left in the row, >= 32 for a full chunk) */
+static SP_ALWAYS_INLINE void bd_chunk(const sp_mm_ctx *c, const float *X, const uint16_t *W, int k, int rem,
+                                      __m512 acc[4][8], bd_pf *pf, const char **pf_goal, const int TB, const int NB,
+                                      const int PF, const int HW) {
+    const int K = c->K;
+    if (PF == 2) {
+        *pf_goal += pf->step;
+        for (; pf->p < *pf_goal && pf->p < pf->end; pf->p += 64) _mm_prefetch(pf->p, _MM_HINT_T0);
+    }
+    __m512bh xb[4];
+    __m512 xe[4], xo[4];
+    for (int i = 0; i < TB; i++) {
+        __m512 lo, hi;
+        bd_load_x(X + (size_t)i * K + k, rem, &lo, &hi);
+        if (HW) {
+            xb[i] = _mm512_cvtne2ps_pbh(hi, lo);
+        } else {
+            const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+            lo = bd_round(lo), hi = bd_round(hi);
+            xe[i] = _mm512_permutex2var_ps(lo, even_idx, hi);
+            xo[i] = _mm512_permutex2var_ps(lo, _mm512_add_epi32(even_idx, _mm512_set1_epi32(1)), hi);
+        }
+    }
+    for (int j = 0; j < NB; j++) {
+        const uint16_t *wp = W + (size_t)j * K + k;
+        if (PF == 1) _mm_prefetch((const char *)wp + BD_PREFETCH_BYTES, _MM_HINT_T0);
+        __m512i v = bd_load_w(wp, rem);
+        if (HW) {
+            __m512bh wb = (__m512bh)v;
+            for (int i = 0; i < TB; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xb[i], wb);
+        } else {
+            __m512 we = bd_ftz(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+            __m512 wo = bd_ftz(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u))));
+            for (int i = 0; i < TB; i++) {
+                acc[i][j] = bd_ftz(_mm512_fmadd_ps(xo[i], wo, acc[i][j]));
+                acc[i][j] = bd_ftz(_mm512_fmadd_ps(xe[i], we, acc[i][j]));
+            }
+        }
+    }
+}
+
 /* One TB × NB tile over the full K. HW: vdpbf16ps; PF 1: own-row prefetch, 2: advance *pf. */
 static SP_ALWAYS_INLINE void bd_tile(const sp_mm_ctx *c, int t0, int n0, bd_pf *pf, const int TB, const int NB,
                                      const int PF, const int HW) {
     const int K = c->K;
     const float *X = c->X + (size_t)t0 * K;
     const uint16_t *W = (const uint16_t *)c->W + (size_t)n0 * K;
-    const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     __m512 acc[4][8];
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
     const char *pf_goal = PF == 2 ? pf->p : NULL;
-    for (int k = 0; k < K; k += 32) {
-        const int rem = K - k;
-        if (PF == 2) {
-            pf_goal += pf->step;
-            for (; pf->p < pf_goal && pf->p < pf->end; pf->p += 64) _mm_prefetch(pf->p, _MM_HINT_T0);
-        }
-        __m512bh xb[4];
-        __m512 xe[4], xo[4];
-        for (int i = 0; i < TB; i++) {
-            __m512 lo, hi;
-            bd_load_x(X + (size_t)i * K + k, rem, &lo, &hi);
-            if (HW) {
-                xb[i] = _mm512_cvtne2ps_pbh(hi, lo);
-            } else {
-                lo = bd_round(lo), hi = bd_round(hi);
-                xe[i] = _mm512_permutex2var_ps(lo, even_idx, hi);
-                xo[i] = _mm512_permutex2var_ps(lo, odd_idx, hi);
-            }
-        }
-        for (int j = 0; j < NB; j++) {
-            const uint16_t *wp = W + (size_t)j * K + k;
-            if (PF == 1) _mm_prefetch((const char *)wp + BD_PREFETCH_BYTES, _MM_HINT_T0);
-            __m512i v = bd_load_w(wp, rem);
-            if (HW) {
-                __m512bh wb = (__m512bh)v;
-                for (int i = 0; i < TB; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xb[i], wb);
-            } else {
-                __m512 we = bd_ftz(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
-                __m512 wo = bd_ftz(_mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)));
-                for (int i = 0; i < TB; i++) {
-                    acc[i][j] = bd_ftz(_mm512_fmadd_ps(xo[i], wo, acc[i][j]));
-                    acc[i][j] = bd_ftz(_mm512_fmadd_ps(xe[i], we, acc[i][j]));
-                }
-            }
-        }
-    }
+    int k = 0;
+    for (; k + 32 <= K; k += 32) bd_chunk(c, X, W, k, 32, acc, pf, &pf_goal, TB, NB, PF, HW);
+    if (k < K) bd_chunk(c, X, W, k, K - k, acc, pf, &pf_goal, TB, NB, PF, HW);
     float *y[4];
     for (int i = 0; i < TB; i++) y[i] = c->Y + (size_t)(t0 + i) * c->N + n0;
     if (TB == 4 && NB == 6) {
@@ -118,7 +123,7 @@ static SP_ALWAYS_INLINE void bd_tile(const sp_mm_ctx *c, int t0, int n0, bd_pf *
 /* the tile of tb tokens × nb rows (nb 8, 6 or 1) */
 static void bd_tile_hw(const sp_mm_ctx *c, int t0, int n0, bd_pf *pf, int tb, int nb) {
     switch (nb * 10 + tb) {
-    case 81: bd_tile(c, t0, n0, pf, 1, 8, 1, 1); break;
+    case 81: bd_tile(c, t0, n0, pf, 1, 8, 2, 1); break;
     case 82: bd_tile(c, t0, n0, pf, 2, 8, 2, 1); break;
     case 83: bd_tile(c, t0, n0, pf, 3, 8, 2, 1); break;
     case 61: bd_tile(c, t0, n0, pf, 1, 6, 2, 1); break;
@@ -134,7 +139,7 @@ static void bd_tile_hw(const sp_mm_ctx *c, int t0, int n0, bd_pf *pf, int tb, in
 
 static void bd_tile_emu(const sp_mm_ctx *c, int t0, int n0, bd_pf *pf, int tb, int nb) {
     switch (nb * 10 + tb) {
-    case 81: bd_tile(c, t0, n0, pf, 1, 8, 1, 0); break;
+    case 81: bd_tile(c, t0, n0, pf, 1, 8, 2, 0); break;
     case 82: bd_tile(c, t0, n0, pf, 2, 8, 2, 0); break;
     case 83: bd_tile(c, t0, n0, pf, 3, 8, 2, 0); break;
     case 61: bd_tile(c, t0, n0, pf, 1, 6, 2, 0); break;

@@ -278,6 +278,18 @@ const sp_config *sp_model_config(const sp_model *m) { return &m->cfg; }
 int sp_model_threads(const sp_model *m) { return m->n_threads; }
 size_t sp_model_weight_bytes(const sp_model *m) { return m->weight_bytes; }
 
+/* every matrix of the model: the LM head, the PLE projection and each layer's */
+void sp_model_set_bf16_dot(sp_model *m, int on) {
+    m->bf16_dot = on != 0;
+    m->lm_head.bf16_dot = m->ple_model_proj.bf16_dot = m->bf16_dot;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        sp_layer *l = &m->layers[i];
+        sp_mat *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down, &l->ple_gate, &l->ple_proj};
+        for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++) mats[j]->bf16_dot = m->bf16_dot;
+    }
+}
+int sp_model_bf16_dot(const sp_model *m) { return m->bf16_dot; }
+
 sp_pool *sp_model_pool(const sp_model *m) { return m->pool; }
 const sp_mat *sp_model_lm_head(const sp_model *m) { return &m->lm_head; }
 const sp_mat *sp_model_embed_table(const sp_model *m) { return &m->embed; }
