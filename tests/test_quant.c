@@ -349,7 +349,7 @@ static void test_matmul_vs_ref(void) {
         for (int sc = 0; sc < 3; sc++) {
             float scale = sc == 0 ? 1.0f : sc == 1 ? 1e-3f : 50.0f;
             qmat m = qmat_make(dt, N, K, 7 + (unsigned)sc, scale);
-            sp_mat W = {m.w, dt, N, K};
+            sp_mat W = {m.w, dt, N, K, 0};
             float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *R = xmalloc((size_t)T * N * 4);
             float *xh = xmalloc((size_t)K * 4), *ex = xmalloc((size_t)K * 4);
             harness_fill(X, (size_t)T * K, scale, 99 + (unsigned)sc);
@@ -396,7 +396,7 @@ static void test_batch_invariance(void) {
         sp_dtype dt = WTYPES[t];
         int K = sp_dtype_block_elems(dt) == 32 ? 32 * 13 : 512, N = 83, T = 16;
         qmat m = qmat_make(dt, N, K, 3, 1.0f);
-        sp_mat W = {m.w, dt, N, K};
+        sp_mat W = {m.w, dt, N, K, 0};
         float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
         harness_fill(X, (size_t)T * K, 1.0f, 5);
         sp_matmul(pool1, Y, X, T, &W);
@@ -417,7 +417,7 @@ static void test_batch_invariance(void) {
         sp_dtype dt = WTYPES[t];
         int K = 8192, N = 24, T = 40;
         qmat m = qmat_make(dt, N, K, 4, 1.0f);
-        sp_mat W = {m.w, dt, N, K};
+        sp_mat W = {m.w, dt, N, K, 0};
         float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)N * 4);
         harness_fill(X, (size_t)T * K, 1.0f, 6);
         sp_matmul(pool2, Y, X, T, &W);
@@ -441,7 +441,7 @@ static void test_tiers(void) {
         sp_dtype dt = WTYPES[t];
         int K = sp_dtype_block_elems(dt) == 32 ? 32 * 21 : 256 * 5, N = 53, T = 11;
         qmat m = qmat_make(dt, N, K, 11, 1.0f);
-        sp_mat W = {m.w, dt, N, K};
+        sp_mat W = {m.w, dt, N, K, 0};
         float *X = xmalloc((size_t)T * K * 4), *S = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
         harness_fill(X, (size_t)T * K, 2.0f, 12);
         tricky_row(X + 2 * (size_t)K, (size_t)K, 5);
@@ -513,7 +513,7 @@ static void test_errors(void) {
     sp_err err;
     char buf[64];
     float x[64] = {1};
-    sp_mat W = {buf, SP_DT_Q4_K, 4, 320};
+    sp_mat W = {buf, SP_DT_Q4_K, 4, 320, 0};
     CHECK(sp_mat_check(&W, "blk.0.ffn_up.weight", &err) == -1 && strstr(err.msg, "blk.0.ffn_up.weight") &&
               strstr(err.msg, "multiple of the 256-element block"),
           "%s", err.msg);
