@@ -31,6 +31,7 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
                      "dspark: verify drafts up to the first confidence below T"};
     r[7] = (cli_opt){NULL, "--schedule", CLI_STR, &o->schedule, "auto",
                      "dspark: verify length by the hardware-aware prefix scheduler"};
+    r[8] = (cli_opt){NULL, "--bf16-dot", CLI_FLAG, &o->bf16_dot, NULL, CLI_BF16_DOT_HELP};
     return CLI_SPEC_OPT_ROWS;
 }
 
@@ -92,6 +93,7 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     sp_err err = {{0}};
     *draft_model = NULL;
     *drafter = NULL;
+    sp_model_set_bf16_dot(target, o->bf16_dot);
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
     if (!o->spec || !strcmp(o->spec, "none")) return 0;
