@@ -43,7 +43,7 @@ static double J_of(const srv_vlen *v, int n, const int *g, const long (*off)[SP_
         tok += e;
         rows += g[i] + 1, R += g[i], S += g[i] > 0;
     }
-    return tok / (srv_vlen_forward_ms(v, rows) + srv_vlen_draft_ms(v, S, R));
+    return tok / (srv_vlen_forward_ms(v, rows) - srv_vlen_forward_ms(v, base) + srv_vlen_draft_ms(v, S, R));
 }
 
 static void choose(const srv_vlen *v, int n, const int *room, const int *fixed, long (*off)[SP_SPEC_MAX_G + 1],

@@ -225,12 +225,13 @@ void srv_vlen_observe_round(srv_vlen *v, int nd, int acc) {
 
 typedef double slot_row[SP_SPEC_MAX_G + 1];
 
-/* the model's ms of a step verifying g (vlen.h); W[i][g]: slot i's own drafting ms with g drafts */
+/* the model's ms of a step verifying g (vlen.h), less the prompt chunks' own forward (work the step
+ * does whatever g is: only what the decode rows add is theirs); W[i][g]: slot i's own drafting ms */
 static double step_ms(const srv_vlen *v, int n, const int *g, const slot_row *W, int base_rows) {
     int rows = base_rows, R = 0;
     double own = 0;
     for (int i = 0; i < n; i++) rows += g[i] + 1, R += g[i], own += W[i][g[i]];
-    return srv_vlen_forward_ms(v, rows) + own + v->load * v->c_row * R;
+    return srv_vlen_forward_ms(v, rows) - srv_vlen_forward_ms(v, base_rows) + own + v->load * v->c_row * R;
 }
 
 static double step_tokens(int n, const int *g, const slot_row *E) {
@@ -271,10 +272,10 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
     }
     /* the R-dependent part: the forward over every row, the per-row drafting, the fixed slots' */
     int bestR = 0;
-    double bestv = -INFINITY;
+    double bestv = -INFINITY, fbase = srv_vlen_forward_ms(v, base_rows);
     for (int R = 0; R <= top; R++) {
         if (dp[R] == -INFINITY) continue;
-        double ms = srv_vlen_forward_ms(v, rows0 + R) + w0 + v->load * v->c_row * (R0 + R);
+        double ms = srv_vlen_forward_ms(v, rows0 + R) - fbase + w0 + v->load * v->c_row * (R0 + R);
         double val = dp[R] + e0 - J * ms;
         if (val > bestv) bestv = val, bestR = R;
     }

@@ -7,7 +7,9 @@
  * policy here picks each greedy slot's g to maximise the expected tokens per millisecond of the
  * step:
  *
- *     J(g) = Σ_i E_i(g_i) / ( F(base + Σ_i (g_i + 1)) + D(S, Σ_i g_i) + Σ_i B_i(g_i) )
+ *     J(g) = Σ_i E_i(g_i) / ( F(base + Σ_i (g_i + 1)) - F(base) + D(S, Σ_i g_i) + Σ_i B_i(g_i) )
+ *
+ * (base: rows of prompt chunks in the same forward, work the step does whatever g is)
  *
  * E_i(g) = 1 + Σ_{k ≤ g} p_ik is slot i's expected tokens with g drafts verified (p_ik: its
  * measured rate of accepting at least k drafts, shrunk towards the server-wide rate while it has
