@@ -43,14 +43,14 @@ static double J_of(const srv_vlen *v, int n, const int *g, const long (*off)[SP_
         tok += e;
         rows += g[i] + 1, R += g[i], S += g[i] > 0;
     }
-    return tok / (srv_vlen_forward_ms(v, rows) + srv_vlen_draft_ms(v, S, R));
+    return tok / (srv_vlen_forward_ms(v, rows) - srv_vlen_forward_ms(v, base) + srv_vlen_draft_ms(v, S, R));
 }
 
 static void choose(const srv_vlen *v, int n, const int *room, const int *fixed, long (*off)[SP_SPEC_MAX_G + 1],
                    long (*rch)[SP_SPEC_MAX_G + 1], int base, int *g) {
     const long *o[16], *r[16];
     for (int i = 0; i < n; i++) o[i] = off[i], r[i] = rch[i];
-    srv_vlen_choose(v, n, room, fixed, o, r, base, g);
+    srv_vlen_choose(v, n, room, fixed, o, r, NULL, NULL, base, g);
 }
 
 /* compute-bound forward (every row costs its full price): drafting cannot pay at 8 slots */
@@ -86,6 +86,27 @@ static void test_cheap_rows_choose_full(void) {
 static double rnd(uint64_t *x) {
     *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
     return (double)(*x >> 11) / 9007199254740992.0;
+}
+
+/* a dormant drafter's begin is a one-off cost spread over the request's rounds left: it rules
+ * drafting out for a request about to end, not for one with many tokens to go */
+static void test_wake_cost_spread(void) {
+    srv_vlen v;
+    CHECK(table(&v, 4.0, 0.01, 128) == 0, "table");
+    v.c_ctx = 0.2; /* 400 context rows: 80 ms, twenty plain steps */
+    long off[1][SP_SPEC_MAX_G + 1], rch[1][SP_SPEC_MAX_G + 1];
+    profile(off[0], rch[0], 0.9);
+    int room[1] = {7}, fixed[1] = {0}, g[1], wake[1] = {400}, left[1] = {8};
+    const long *o[1] = {off[0]}, *r[1] = {rch[0]};
+    srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
+    CHECK(g[0] == 0, "8 tokens left: drafts %d (the begin costs more than they save)", g[0]);
+    left[0] = 4000;
+    srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
+    CHECK(g[0] == 7, "4000 tokens left: drafts %d of 7", g[0]);
+    wake[0] = 0, left[0] = 8;
+    srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
+    CHECK(g[0] == 7, "begun drafter, 8 tokens left: drafts %d of 7", g[0]);
+    srv_vlen_free(&v);
 }
 
 /* the choice is the best of every assignment (up to the chooser's 0.1 % preference for fewer
@@ -183,6 +204,7 @@ static void test_bad_table_refused(void) {
 int main(void) {
     RUN(test_expensive_rows_choose_plain);
     RUN(test_cheap_rows_choose_full);
+    RUN(test_wake_cost_spread);
     RUN(test_batch_optimum_found);
     RUN(test_costs_learned);
     RUN(test_bad_table_refused);

@@ -199,7 +199,7 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
  * room; greedy ones by the verify-length policy (vlen.h), or, with --spec-max-slots N > 0, their
  * full room while at most N slots are busy, or always with N = 0. */
 static void choose_lengths(srv *s, const int *dec, const int *room, int base_rows, int *g) {
-    int P = s->o.parallel, n = 0, idx[P], rm[P], fx[P], gg[P];
+    int P = s->o.parallel, n = 0, idx[P], rm[P], fx[P], gg[P], wk[P], lf[P];
     const long *off[P], *rch[P];
     int cap = s->o.spec_max_slots;
     for (int i = 0; i < P; i++) {
@@ -210,11 +210,12 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
         int fixed = !greedy || cap >= 0 || !s->vlen.fwd;
         if (fixed && (!greedy || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
         idx[n] = i, rm[n] = room[i], fx[n] = fixed, gg[n] = g[i];
+        wk[n] = slot_wake_rows(sl), lf[n] = slot_tokens_left(sl);
         slot_accept_counts(sl, &off[n], &rch[n]);
         n++;
     }
     if (cap >= 0 || !s->vlen.fwd) return;
-    srv_vlen_choose(&s->vlen, n, rm, fx, off, rch, base_rows, gg);
+    srv_vlen_choose(&s->vlen, n, rm, fx, off, rch, wk, lf, base_rows, gg);
     for (int k = 0; k < n; k++) g[idx[k]] = gg[k];
 }
 
@@ -252,9 +253,13 @@ static void step(srv *s) {
     choose_lengths(s, dec, room, base_rows, g);
     /* a slot that verifies drafts for the first time begins its drafter on the context so far (a
      * one-off cost, kept out of the timed proposal the drafting cost is learned from) */
-    for (int i = 0; i < P; i++)
-        if (dec[i] && g[i] > 0 && slot_drafter_dormant(s->slots[i]) && slot_wake_drafter(s->slots[i], &err))
-            failed[i] = 1, dec[i] = 0;
+    for (int i = 0; i < P; i++) {
+        if (!dec[i] || g[i] <= 0 || !slot_drafter_dormant(s->slots[i])) continue;
+        int wrows = slot_wake_rows(s->slots[i]);
+        double tw = sp_time_ms();
+        if (slot_wake_drafter(s->slots[i], &err)) failed[i] = 1, dec[i] = 0;
+        else if (s->vlen.fwd) srv_vlen_observe_wake(&s->vlen, wrows, sp_time_ms() - tw);
+    }
     double tp = sp_time_ms();
     int draft_rows = propose_all(s, dec, g, nd, failed, &err);
     double t_prop = sp_time_ms() - tp;

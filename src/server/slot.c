@@ -158,6 +158,8 @@ static int begin_drafter(srv_slot *s, sp_err *err) {
 }
 
 int slot_drafter_dormant(const srv_slot *s) { return s->dormant; }
+int slot_wake_rows(const srv_slot *s) { return s->dormant ? s->n_ctx_tok - 1 : 0; }
+int slot_tokens_left(const srv_slot *s) { return s->p.max_new - s->st.emitted; }
 
 /* Begin the dormant drafter on the context so far (spec.c prefill() hands it the prompt the same
  * way; a context of prompt + generated tokens is a longer prompt). */

@@ -98,6 +98,10 @@ sp_drafter *slot_drafter(const srv_slot *s);
  * with err. */
 int slot_drafter_dormant(const srv_slot *s);
 int slot_wake_drafter(srv_slot *s, sp_err *err);
+/* The context rows a dormant drafter would be begun on (0 when begun or none); the tokens the
+ * request may still emit. */
+int slot_wake_rows(const srv_slot *s);
+int slot_tokens_left(const srv_slot *s);
 int slot_is_greedy(const srv_slot *s);
 int32_t *slot_draft_buf(srv_slot *s); /* [G] */
 float *slot_q_buf(srv_slot *s);       /* [G, V] or NULL */

@@ -64,6 +64,7 @@ int srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms_in, int np
     double f1 = v->fwd[1], marg = n_rows > 1 ? (v->fwd[n_rows] - v->fwd[1]) / (n_rows - 1) : f1;
     v->c_slot = v->c0_slot = 0.3 * f1;
     v->c_row = v->c0_row = 0.35 * (marg > 0 ? marg : f1);
+    v->c_ctx = 0.05 * (marg > 0 ? marg : f1); /* a context row: a projection of the taps, the K/V */
     return 0;
 }
 
@@ -212,35 +213,43 @@ void srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double
     draft_fit(v);
 }
 
+void srv_vlen_observe_wake(srv_vlen *v, int rows, double ms) {
+    if (rows < 16 || !(ms > 0) || !(v->load > 0)) return; /* short contexts: fixed costs dominate */
+    v->c_ctx = 0.8 * v->c_ctx + 0.2 * clampd(ms / v->load / rows, 0.2 * v->c_ctx, 5 * v->c_ctx);
+}
+
 void srv_vlen_observe_round(srv_vlen *v, int nd, int acc) {
     for (int k = 1; k <= nd && k <= SP_SPEC_MAX_G; k++) v->offered[k]++;
     for (int k = 1; k <= acc && k <= SP_SPEC_MAX_G; k++) v->reached[k]++;
 }
 
-/* the model's ms of a step verifying g (vlen.h) */
-static double step_ms(const srv_vlen *v, int n, const int *g, int base_rows) {
-    int rows = base_rows, R = 0, S = 0;
-    for (int i = 0; i < n; i++) rows += g[i] + 1, R += g[i], S += g[i] > 0;
-    return srv_vlen_forward_ms(v, rows) + srv_vlen_draft_ms(v, S, R);
+typedef double slot_row[SP_SPEC_MAX_G + 1];
+
+/* the model's ms of a step verifying g (vlen.h), less the prompt chunks' own forward (work the step
+ * does whatever g is: only what the decode rows add is theirs); W[i][g]: slot i's own drafting ms */
+static double step_ms(const srv_vlen *v, int n, const int *g, const slot_row *W, int base_rows) {
+    int rows = base_rows, R = 0;
+    double own = 0;
+    for (int i = 0; i < n; i++) rows += g[i] + 1, R += g[i], own += W[i][g[i]];
+    return srv_vlen_forward_ms(v, rows) - srv_vlen_forward_ms(v, base_rows) + own + v->load * v->c_row * R;
 }
 
-static double step_tokens(int n, const int *g, double (*E)[SP_SPEC_MAX_G + 1]) {
+static double step_tokens(int n, const int *g, const slot_row *E) {
     double t = 0;
     for (int i = 0; i < n; i++) t += E[i][g[i]];
     return t;
 }
 
 /* max over g of tokens(g) - J · ms(g), the fixed slots at their room (a dynamic programme over the
- * free slots on their total draft count R: ms depends on the assignment only through R and the
- * number S of drafting slots, and S enters linearly). The maximiser goes to g. */
-static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed, double (*E)[SP_SPEC_MAX_G + 1],
+ * free slots on their total draft count R: ms depends on the assignment only through R and a sum
+ * of per-slot terms). The maximiser goes to g. */
+static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed, const slot_row *E, const slot_row *W,
                      int base_rows, double J, int Rmax, double *dp, double *nx, int *pick, int *g) {
-    int rows0 = base_rows + n, R0 = 0, S0 = 0;
-    double e0 = 0;
+    int rows0 = base_rows + n, R0 = 0;
+    double e0 = 0, w0 = 0;
     for (int i = 0; i < n; i++)
-        if (fixed[i]) rows0 += room[i], R0 += room[i], S0 += room[i] > 0, e0 += E[i][room[i]];
-    /* dp[R]: best Σ (E_i(g_i) - J·load·c_slot·[g_i > 0]) over the free slots so far with Σ g_i = R */
-    double per_slot = J * v->load * v->c_slot;
+        if (fixed[i]) rows0 += room[i], R0 += room[i], e0 += E[i][room[i]], w0 += W[i][room[i]];
+    /* dp[R]: best Σ (E_i(g_i) - J·W_i(g_i)) over the free slots so far with Σ g_i = R */
     for (int R = 0; R <= Rmax; R++) dp[R] = R ? -INFINITY : 0;
     int top = 0;
     for (int i = 0; i < n; i++) {
@@ -253,7 +262,7 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
         for (int R = 0; R <= top; R++) {
             if (dp[R] == -INFINITY) continue;
             for (int c = 0; c <= room[i] && R + c <= Rmax; c++) {
-                double val = dp[R] + E[i][c] - (c > 0 ? per_slot : 0);
+                double val = dp[R] + E[i][c] - J * W[i][c];
                 if (val > nx[R + c]) nx[R + c] = val, pk[R + c] = c;
             }
         }
@@ -263,10 +272,10 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
     }
     /* the R-dependent part: the forward over every row, the per-row drafting, the fixed slots' */
     int bestR = 0;
-    double bestv = -INFINITY;
+    double bestv = -INFINITY, fbase = srv_vlen_forward_ms(v, base_rows);
     for (int R = 0; R <= top; R++) {
         if (dp[R] == -INFINITY) continue;
-        double ms = srv_vlen_forward_ms(v, rows0 + R) + v->load * (v->c_slot * S0 + v->c_row * (R0 + R));
+        double ms = srv_vlen_forward_ms(v, rows0 + R) - fbase + w0 + v->load * v->c_row * (R0 + R);
         double val = dp[R] + e0 - J * ms;
         if (val > bestv) bestv = val, bestR = R;
     }
@@ -281,18 +290,18 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
 }
 
 void srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
-                     const long *const *reached, int base_rows, int *g) {
+                     const long *const *reached, const int *wake_rows, const int *left, int base_rows, int *g) {
     if (n <= 0) return;
     int Rmax = 0;
     for (int i = 0; i < n; i++) {
         g[i] = fixed[i] ? room[i] : 0;
         if (!fixed[i]) Rmax += room[i] < SP_SPEC_MAX_G ? room[i] : SP_SPEC_MAX_G;
     }
-    double(*E)[SP_SPEC_MAX_G + 1] = malloc(sizeof *E * (size_t)n);
+    slot_row *E = malloc(sizeof *E * (size_t)n), *W = malloc(sizeof *W * (size_t)n);
     double *dp = malloc(sizeof(double) * (size_t)(Rmax + 1) * 2);
     int *pick = malloc(sizeof(int) * (size_t)n * (size_t)(Rmax + 1));
     int *u = malloc(sizeof(int) * (size_t)n), *rm = malloc(sizeof(int) * (size_t)n);
-    if (!E || !dp || !pick || !u || !rm) goto done; /* no model: plain for the free slots */
+    if (!E || !W || !dp || !pick || !u || !rm) goto done; /* no model: plain for the free slots */
     /* expected tokens E[i][g]: acceptance of at least k drafts, never rising with k */
     for (int i = 0; i < n; i++) {
         double p = 1, e = 1, prior = 1;
@@ -305,19 +314,25 @@ void srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed
             p = pk < p ? pk : p;
             e += p;
             E[i][k] = e;
+            /* the slot's own drafting: its share c_slot, and a dormant drafter's begin over its
+             * context, spread over the rounds left to the request at this rate */
+            double wake = wake_rows && wake_rows[i] > 0 ? v->c_ctx * wake_rows[i] : 0;
+            double rounds = left && left[i] > e ? left[i] / e : 1;
+            W[i][k] = v->load * (v->c_slot + wake / rounds);
         }
+        W[i][0] = 0;
         rm[i] = room[i] < SP_SPEC_MAX_G ? room[i] : SP_SPEC_MAX_G;
     }
     /* Dinkelbach: from plain decoding, J = tokens / ms of the best so far; the assignment that
      * maximises tokens - J·ms has a higher J unless J is already the maximum */
-    double J = step_tokens(n, g, E) / step_ms(v, n, g, base_rows);
+    double J = step_tokens(n, g, E) / step_ms(v, n, g, W, base_rows);
     for (int it = 0; it < 32 && J > 0; it++) {
-        best_for(v, n, rm, fixed, E, base_rows, J, Rmax, dp, dp + Rmax + 1, pick, u);
-        double j = step_tokens(n, u, E) / step_ms(v, n, u, base_rows);
+        best_for(v, n, rm, fixed, E, W, base_rows, J, Rmax, dp, dp + Rmax + 1, pick, u);
+        double j = step_tokens(n, u, E) / step_ms(v, n, u, W, base_rows);
         if (!(j > J * (1 + GAIN_MIN))) break;
         J = j;
         memcpy(g, u, sizeof(int) * (size_t)n);
     }
 done:
-    free(E), free(dp), free(pick), free(u), free(rm);
+    free(E), free(W), free(dp), free(pick), free(u), free(rm);
 }

@@ -7,15 +7,19 @@
  * policy here picks each greedy slot's g to maximise the expected tokens per millisecond of the
  * step:
  *
- *     J(g) = Σ_i E_i(g_i) / ( F(base + Σ_i (g_i + 1)) + D(S, Σ_i g_i) )
+ *     J(g) = Σ_i E_i(g_i) / ( F(base + Σ_i (g_i + 1)) - F(base) + D(S, Σ_i g_i) + Σ_i B_i(g_i) )
+ *
+ * (base: rows of prompt chunks in the same forward, work the step does whatever g is)
  *
  * E_i(g) = 1 + Σ_{k ≤ g} p_ik is slot i's expected tokens with g drafts verified (p_ik: its
  * measured rate of accepting at least k drafts, shrunk towards the server-wide rate while it has
  * few rounds; non-increasing in k, so E_i is concave). F(r) is the cost of a batched forward over
- * r rows: a table measured at start, times a load ratio learned online per row count from the
- * forwards the server runs. D(S, R) = c_slot · S + c_row · R is the cost of drafting R block rows
+ * r rows: a table measured at start, times the recent load and a shape learned online per row
+ * count from the forwards the server runs, never cheaper for more rows. D(S, R) = c_slot · S + c_row · R is the cost of drafting R block rows
  * for the S slots that draft (the drafter's per-slot work — LM head, heads, sampling — and its
- * shared per-row work), both learned online from the timed proposals. The maximum over all
+ * shared per-row work), both learned online from the timed proposals. B_i(g > 0) is the begin of a
+ * slot's still dormant drafter over its context, spread over the rounds left to the request
+ * (c_ctx ms per context row, learned from the timed begins). The maximum over all
  * assignments is found exactly (Dinkelbach iterations over a dynamic programme on the total draft
  * count), so by the model a step is never slower per token than plain decoding. Sampled slots keep
  * their full g (their seeded output depends on it); greedy output does not depend on g. */
@@ -38,6 +42,7 @@ typedef struct {
     /* drafting: ms = load · (c_slot · S + c_row · R), fitted by decayed least squares on the
      * proposals (sxx, sxy: the decayed sums over (S, R) → ms / load), shrunk towards c0 */
     double c_slot, c_row, c0_slot, c0_row;
+    double c_ctx; /* ms (per load) per context row of a dormant drafter's begin, from timed begins */
     double sxx[2][2], sxy[2];
     long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* server-wide, as slot_accept_counts */
 } srv_vlen;
@@ -58,15 +63,19 @@ double srv_vlen_forward_ms(const srv_vlen *v, int rows);
 double srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows);
 
 /* Choose g[i] for n decoding slots: room[i] the most it may verify, fixed[i] 1 when g[i] = room[i]
- * is imposed (sampled), offered[i] / reached[i] its counts (NULL: none yet); base_rows: rows of
- * prompt chunks in the same forward. */
+ * is imposed (sampled), offered[i] / reached[i] its counts (NULL: none yet); wake_rows[i] the
+ * context rows its dormant drafter would be begun on if it drafts (0: begun; NULL: all begun), a
+ * one-off cost spread over the rounds left to its left[i] tokens (NULL: one round); base_rows: rows
+ * of prompt chunks in the same forward. */
 void srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
-                     const long *const *reached, int base_rows, int *g);
+                     const long *const *reached, const int *wake_rows, const int *left, int base_rows, int *g);
 
 /* Observations after a step: a forward over rows took ms; a proposal of draft_rows block rows for
  * draft_slots slots took ms; a slot verified nd drafts and accepted acc. */
 void srv_vlen_observe_forward(srv_vlen *v, int rows, double ms);
 void srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double ms);
 void srv_vlen_observe_round(srv_vlen *v, int nd, int acc);
+/* A dormant drafter was begun over `rows` context rows in ms. */
+void srv_vlen_observe_wake(srv_vlen *v, int rows, double ms);
 
 #endif
