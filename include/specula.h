@@ -35,12 +35,13 @@ typedef enum {
     SP_DT_U64,
     SP_DT_F64,
     /* block-quantized weights with llama.cpp's layouts (docs/QUANT.md): K = elements per
-     * row must be a multiple of the block (32 for Q8_0 / Q4_0, 256 for the K-quants) */
+     * row must be a multiple of the block (32 for Q8_0 / Q4_0 / Q5_0, 256 for the K-quants) */
     SP_DT_Q8_0, /* 32 values in 34 bytes: f16 scale + 32 int8 */
     SP_DT_Q4_0, /* 32 values in 18 bytes: f16 scale + 32 nibbles */
     SP_DT_Q4_K, /* 256 values in 144 bytes: f16 scale and min, 8 × 6-bit sub-scales/mins, nibbles */
     SP_DT_Q6_K, /* 256 values in 210 bytes: 6-bit values, 16 int8 sub-scales, f16 scale */
     SP_DT_Q8_K, /* 256 values in 292 bytes: f32 scale, 256 int8, 16 int16 group sums (activations) */
+    SP_DT_Q5_0, /* 32 values in 22 bytes: f16 scale, 32 fifth bits, 32 nibbles */
     SP_DT_UNKNOWN
 } sp_dtype;
 

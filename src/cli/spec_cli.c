@@ -38,7 +38,8 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
 int cli_tree_opt_rows(void *rows, cli_tree_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--tree", CLI_INT, &o->nodes, "N",
-                     "verify a token tree of up to N draft nodes per round (dspark / dflash; 0 = chains, default)"};
+                     "verify a token tree of up to N draft nodes per round (dspark / dflash / eagle3; 0 = chains, "
+                     "default)"};
     r[1] = (cli_opt){NULL, "--tree-k", CLI_INT, &o->k, "K", "most children per tree node (default 4)"};
     r[2] = (cli_opt){NULL, "--tree-shape", CLI_STR, &o->shape, "SHAPE",
                      "dynamic (best first by draft probability, default) | static (top-1 chain + siblings)"};

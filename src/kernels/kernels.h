@@ -22,7 +22,7 @@
  * SP_QUANT_MAX_K (sp_mat_check tells at load time). */
 typedef struct {
     const void *data;
-    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K */
+    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q5_0, SP_DT_Q4_K, SP_DT_Q6_K */
     int n, k;    /* rows (outputs), cols (inputs) */
     int bf16_dot; /* bf16 weights only: 1 = the bf16-dot numerics (activations rounded to bf16,
                      pairs accumulated as vdpbf16ps does; kernels_internal.h), 0 = the default
@@ -98,6 +98,12 @@ void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K
                        const sp_attn_shape *s, const int32_t *parent);
 void sp_attention_tree_ref(float *out, const float *q, const float *K, const float *V, const sp_attn_shape *s,
                            const int32_t *parent);
+/* The same for some rows only: q and out [n_rows, NH, D], row i being tree row rows[i] of the T
+ * rows parent[] describes (each row's K/V, and its ancestors', already in the cache). Bit for bit
+ * row i of sp_attention_tree's output for row rows[i]. A drafter that grows a tree one depth per
+ * forward runs each depth's rows with it (eagle3_tree.c). */
+void sp_attention_tree_rows(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                            const sp_attn_shape *s, const int32_t *parent, const int32_t *rows, int n_rows);
 
 /* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
  * are NaN or n <= 0 */

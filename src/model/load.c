@@ -61,8 +61,8 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         return sp_err_set(err, "tensor %s in %s: %u dims, expected 1 or 2", gn, m->gg->path, t->n_dims);
     out->dt = gguf_ggml_to_dtype(t->type);
     if (out->dt == SP_DT_UNKNOWN)
-        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                          "Q6_K)", gn, m->gg->path,
+        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
+                          "Q4_K, Q6_K)", gn, m->gg->path,
                           ggml_type_label(t->type), t->type);
     if ((t->n_dims > 1 && t->dims[1] > INT32_MAX) || t->dims[0] > INT32_MAX)
         return sp_err_set(err, "tensor %s in %s: dims too large", gn, m->gg->path);
