@@ -45,15 +45,45 @@ static int on_text(void *ctx, int32_t token, const char *piece, size_t len) {
     return c->stop_after && c->calls >= c->stop_after;
 }
 
-static int load(sp_engine **e, const char *drafter) {
+static int load_mode(sp_engine **e, const char *drafter, int bf16_dot) {
     sp_err err = {{0}};
     sp_engine_params p = sp_engine_params_default();
     p.model = TARGET;
     p.drafter = drafter;
     p.n_threads = 2;
+    p.bf16_dot = bf16_dot;
     int rc = sp_engine_load(e, &p, &err);
     CHECK(rc == 0, "load: %s", err.msg);
     return rc;
+}
+
+static int load(sp_engine **e, const char *drafter) { return load_mode(e, drafter, 0); }
+
+/* sp_engine_params.bf16_dot: the target takes the mode (the default leaves it off) and greedy
+ * speculative output still equals plain decoding in it */
+static void test_bf16_dot_param(void) {
+    sp_engine *plain, *spec;
+    if (load_mode(&plain, NULL, 1) || load_mode(&spec, DRAFTER, 1)) return;
+    CHECK(sp_model_bf16_dot(sp_engine_model(plain)) == 1 && sp_model_bf16_dot(sp_engine_model(spec)) == 1,
+          "bf16_dot not set on the target");
+    sp_err err = {{0}};
+    int32_t *ids = NULL, *a = NULL, *b = NULL;
+    int n = 0, na = 0, nb = 0;
+    CHECK(sp_engine_tokenize(plain, "def fibonacci(n):", 1, 0, &ids, &n, &err) == 0, "%s", err.msg);
+    sp_request r = sp_request_default();
+    r.max_tokens = 40;
+    sp_stats sa, sb;
+    CHECK(sp_engine_generate(plain, ids, n, &r, &a, &na, &sa, &err) == 0, "plain: %s", err.msg);
+    CHECK(sp_engine_generate(spec, ids, n, &r, &b, &nb, &sb, &err) == 0, "spec: %s", err.msg);
+    CHECK(na == nb && na > 0 && !memcmp(a, b, (size_t)na * sizeof *a), "outputs differ in the mode (%d vs %d)", na, nb);
+    CHECK(sb.tau > 1.5 && sb.drafted > 0, "tau %.2f drafted %d", sb.tau, sb.drafted);
+    free(ids), free(a), free(b);
+    sp_engine_free(plain);
+    sp_engine_free(spec);
+    sp_engine *def;
+    if (load(&def, NULL)) return;
+    CHECK(sp_model_bf16_dot(sp_engine_model(def)) == 0, "the default engine has the bf16-dot mode on");
+    sp_engine_free(def);
 }
 
 static void test_tokenize_roundtrip(void) {
@@ -178,6 +208,7 @@ int main(void) {
     RUN(test_tokenize_roundtrip);
     RUN(test_chat);
     RUN(test_spec_equals_plain);
+    RUN(test_bf16_dot_param);
     RUN(test_sampled_reproducible_and_stop);
     RUN(test_bad_requests);
     return harness_done("test_api");

@@ -7,12 +7,12 @@
  *        (even) and one mask (odd); each product is one fma followed by the flush of a
  *        subnormal result. acc starts at +0 and is flushed after every step, so the order's
  *        DAZ of the accumulator never changes it and is omitted.
- * Tiles as in matmul_avx512.c: 1 × 8 for T = 1 (own-row prefetch), T × 8 for T = 2, 3, up to
- * 4 × 6 for T >= 4 with the row block MM_AHEAD_BLOCKS on streamed in; 1..4 × 1 for the last
- * rows. Positions past K are loaded as +0 in activations and weights (the padded chunk). */
+ * Tiles as in matmul_avx512.c: 1 × 8 for T = 1, T × 8 for T = 2, 3, up to 4 × 6 for T >= 4,
+ * each streaming in a row block ahead (the next one for T = 1, BD_AHEAD_BLOCKS on otherwise);
+ * 1..4 × 1 for the last rows. Positions past K are loaded as +0 in activations and weights
+ * (the padded chunk). */
 #include "kernels_avx512.h"
 
-#define BD_PREFETCH_BYTES 1024
 #define BD_AHEAD_BLOCKS 3
 #define BD_XCHUNK_FLOATS (128 * 1024)
 
@@ -76,7 +76,6 @@ static SP_ALWAYS_INLINE void bd_chunk(const sp_mm_ctx *c, const float *X, const 
     }
     for (int j = 0; j < NB; j++) {
         const uint16_t *wp = W + (size_t)j * K + k;
-        if (PF == 1) _mm_prefetch((const char *)wp + BD_PREFETCH_BYTES, _MM_HINT_T0);
         __m512i v = bd_load_w(wp, rem);
         if (HW) {
             __m512bh wb = (__m512bh)v;
@@ -92,7 +91,7 @@ static SP_ALWAYS_INLINE void bd_chunk(const sp_mm_ctx *c, const float *X, const 
     }
 }
 
-/* One TB × NB tile over the full K. HW: vdpbf16ps; PF 1: own-row prefetch, 2: advance *pf. */
+/* One TB × NB tile over the full K. HW: vdpbf16ps; PF 2: advance the stream *pf, 0: none. */
 static SP_ALWAYS_INLINE void bd_tile(const sp_mm_ctx *c, int t0, int n0, bd_pf *pf, const int TB, const int NB,
                                      const int PF, const int HW) {
     const int K = c->K;
