@@ -10,7 +10,7 @@
 # QWEN=1 adds the same on a random qwen3-0.6b-preset target with a DSpark drafter trained on its
 # own greedy outputs (96 random prompts, 48 tokens each) for QWEN_STEPS steps (200); the target,
 # shards and drafter are kept in $QWEN_WORK (build/bench-qwen) and reused by later runs.
-# DEFAULT=0 leaves out the embedded pair (with QWEN=1: the qwen pair alone).
+# DEFAULT=0 leaves out the embedded pair (with QWEN=1: the qwen pair alone); KINDS picks run kinds.
 # Writes $OUT/report.json (every run's JSON under $OUT/runs/) and, with gnuplot, $OUT/verify.svg
 # and $OUT/accept.svg.
 set -eu
@@ -23,7 +23,7 @@ REPS=${REPS:-5}
 QWEN=${QWEN:-0}
 DEFAULT=${DEFAULT:-1}
 QWEN_STEPS=${QWEN_STEPS:-200}
-KINDS="greedy greedy-always t0.6 t0.8 t1.0"
+KINDS=${KINDS:-"greedy greedy-always t0.6 t0.8 t1.0"} # a subset must keep greedy, greedy-always and t0.8
 mkdir -p "$OUT/runs"
 [ -f "$D/target/config.json" ] && [ -f "$D/drafter/config.json" ] || { echo "bench: no embedded pair in $D" >&2; exit 1; }
 
