@@ -10,6 +10,7 @@
 # QWEN=1 adds the same on a random qwen3-0.6b-preset target with a DSpark drafter trained on its
 # own greedy outputs (96 random prompts, 48 tokens each) for QWEN_STEPS steps (200); the target,
 # shards and drafter are kept in $QWEN_WORK (build/bench-qwen) and reused by later runs.
+# DEFAULT=0 leaves out the embedded pair (with QWEN=1: the qwen pair alone); KINDS picks run kinds.
 # Writes $OUT/report.json (every run's JSON under $OUT/runs/) and, with gnuplot, $OUT/verify.svg
 # and $OUT/accept.svg.
 set -eu
@@ -20,8 +21,9 @@ OUT=${OUT:-build/bench}
 N=${N:-96}
 REPS=${REPS:-5}
 QWEN=${QWEN:-0}
+DEFAULT=${DEFAULT:-1}
 QWEN_STEPS=${QWEN_STEPS:-200}
-KINDS="greedy greedy-always t0.6 t0.8 t1.0"
+KINDS=${KINDS:-"greedy greedy-always t0.6 t0.8 t1.0"} # a subset must keep greedy, greedy-always and t0.8
 mkdir -p "$OUT/runs"
 [ -f "$D/target/config.json" ] && [ -f "$D/drafter/config.json" ] || { echo "bench: no embedded pair in $D" >&2; exit 1; }
 
@@ -45,7 +47,7 @@ bench_pair() { # NAME TARGET DRAFTER [run args...]
     done
 }
 
-bench_pair default "$D/target" "$D/drafter"
+[ "$DEFAULT" = 0 ] || bench_pair default "$D/target" "$D/drafter"
 
 if [ "$QWEN" = 1 ]; then
     # a random Qwen3-0.6B-shaped target; its drafter learns the target's own greedy continuations
@@ -133,7 +135,7 @@ for name, p in report["pairs"].items():
           ", ".join(f"{k} {v['median']:.3f}" for k, v in p["profile_parts"].items()))
 EOF_PY
 
-if command -v gnuplot > /dev/null; then
+if [ "$DEFAULT" != 0 ] && command -v gnuplot > /dev/null; then
     python3 - "$OUT" <<'EOF_PY'
 import json, sys
 out = sys.argv[1]

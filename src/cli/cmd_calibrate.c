@@ -1,6 +1,10 @@
 /* cmd_calibrate.c — `specula calibrate -m TARGET -md DRAFTER --prompts FILE`: run the DSpark
  * drafter with raw confidences on held-out prompts (a prompt file, prompts_cli.h), fit sequential temperature scaling (docs/DSPARK.md §9) and write
- * DRAFTER/sts.json, which the drafter then applies automatically. */
+ * DRAFTER/sts.json, which the drafter then applies automatically.
+ * With --sampling: run sampled speculative decoding at each of --temps with the drafter's q at
+ * the request's temperature, fit a draft temperature per block position (decode/sampcal.h,
+ * docs/sampling.md) and write DRAFTER/draft_temps.json, which DFlash / DSpark drafters apply to
+ * sampled requests. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +15,7 @@
 #include "core/core.h"
 #include "drafters/dflash.h"
 #include "decode/calibrate.h"
+#include "decode/sampcal.h"
 #include "decode/spec.h"
 #include "prompts_cli.h"
 #include "spec_cli.h"
@@ -22,9 +27,135 @@ static void on_round(void *ctx, const float *z, int n, int n_acc) {
     if (sp_sts_data_add(d, z, n, n_acc)) sp_log(SP_LOG_WARN, "calibrate: out of memory recording a round");
 }
 
+typedef struct {
+    sp_sampcal_data data;
+    int failed;
+    sp_err err;
+} sampling_fit;
+
+static void on_logits(void *ctx, const float *Z, int n, int V) {
+    sampling_fit *f = ctx;
+    sp_sampcal_data_logits(&f->data, Z, n);
+}
+
+static void on_verify(void *ctx, int i, const float *p, int V) {
+    sampling_fit *f = ctx;
+    if (!f->failed && sp_sampcal_data_verify(&f->data, i, p, &f->err)) f->failed = 1;
+}
+
+/* "0.6,0.8,1.0" → ascending temperatures > 0; 0 or -1 (error printed) */
+static int parse_temps(const char *s, float *t, int *n) {
+    *n = 0;
+    const char *at = s;
+    while (*at) {
+        char *end;
+        double v = strtod(at, &end);
+        if (end == at || !(v > 0) || v > 100 || (*end && *end != ',') || *n == SP_SAMPCAL_MAX_T ||
+            (*n > 0 && !(v > t[*n - 1])))
+            return cli_error(CMD, "--temps: expected 1..%d ascending temperatures > 0 separated by commas, got '%s'",
+                             SP_SAMPCAL_MAX_T, s), -1;
+        t[(*n)++] = (float)v;
+        at = *end ? end + 1 : end;
+    }
+    if (*n == 0) return cli_error(CMD, "--temps is empty"), -1;
+    return 0;
+}
+
+/* --sampling: fit draft_temps.json on the prompts ps[np] */
+static int calibrate_sampling(sp_model *m, const char *drafter, const char *prompts, const cli_prompt *ps, int np,
+                              const char *temps, int n_new, uint64_t seed, int dry) {
+    sp_sampcal cal;
+    memset(&cal, 0, sizeof cal);
+    if (parse_temps(temps, cal.t, &cal.n_t)) return 1;
+    double raw[SP_SAMPCAL_MAX_T][SP_SAMPCAL_MAX_B], fit[SP_SAMPCAL_MAX_T][SP_SAMPCAL_MAX_B],
+        one[SP_SAMPCAL_MAX_T][SP_SAMPCAL_MAX_B];
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)n_new);
+    sampling_fit *f = calloc(1, sizeof *f);
+    sp_drafter *d = NULL;
+    sp_err err = {{0}};
+    int rc = 1;
+    if (!out || !f) {
+        cli_error(CMD, "out of memory");
+        goto done;
+    }
+    for (int ti = 0; ti < cal.n_t; ti++) {
+        sp_spec_params sp = sp_spec_params_default();
+        sp.gen.max_new = n_new;
+        sp.gen.sample.temperature = cal.t[ti];
+        sp.gen.sample.seed = seed;
+        sp.on_verify = on_verify;
+        sp.on_verify_ctx = f;
+        sp_dflash_opts o = sp_dflash_opts_default();
+        o.no_draft_temps = 1; /* fit from q at the request's temperature */
+        o.on_logits = on_logits;
+        o.on_logits_ctx = f;
+        if (!(d = sp_drafter_dflash(drafter, m, &sp.gen.sample, &o, &err))) {
+            cli_error(CMD, "%s", err.msg);
+            goto done;
+        }
+        sp_dflash_info info;
+        sp_dflash_info_get(d, &info);
+        sp.draft_max = info.max_drafts;
+        cal.B = info.max_drafts;
+        if (sp_sampcal_data_init(&f->data, cal.B, sp_model_config(m)->vocab_size, &sp.gen.sample, &err)) {
+            cli_error(CMD, "%s", err.msg);
+            goto done;
+        }
+        for (int i = 0; i < np; i++) {
+            sp_spec_stats st;
+            if (sp_spec_generate(m, d, ps[i].ids, ps[i].n, &sp, out, n_new, &st, &err) || f->failed) {
+                cli_error(CMD, "%s:%d: %s", prompts, ps[i].line, f->failed ? f->err.msg : err.msg);
+                goto done;
+            }
+            fprintf(stderr, "\rtemperature %g: prompt %d of %d", (double)cal.t[ti], i + 1, np);
+        }
+        fprintf(stderr, "\n");
+        sp_sampcal_fit(&f->data, cal.draft[ti], raw[ti], fit[ti], one[ti]);
+        printf("temperature %g: per position, verified rows, draft temperature, mean sum min(p, q): at T, fitted, "
+               "one-hot q\n",
+               (double)cal.t[ti]);
+        double er = 0, ef = 0, eo = 0, pr = 1, pf = 1, po = 1; /* Σ_j Π_{i<=j} α_i: drafts accepted per block */
+        for (int j = 0; j < cal.B; j++) {
+            printf("%4d %8ld %8.3f   %.4f %.4f %.4f\n", j + 1, f->data.n[j], (double)cal.draft[ti][j], raw[ti][j],
+                   fit[ti][j], one[ti][j]);
+            er += pr *= raw[ti][j], ef += pf *= fit[ti][j], eo += po *= one[ti][j];
+        }
+        printf("mean over all rows by draft temperature / T:");
+        for (int k = 0; k < SP_SAMPCAL_GRID; k++) {
+            double a = 0;
+            long n = 0;
+            for (int j = 0; j < cal.B; j++) a += f->data.alpha[j][k], n += f->data.n[j];
+            printf(" %.2f:%.4f", sp_sampcal_ratio(k), n ? a / n : 0);
+        }
+        printf("\n");
+        printf("expected drafts accepted per block (positions independent): at T %.3f, fitted %.3f, one-hot %.3f\n",
+               er, ef, eo);
+        sp_sampcal_data_free(&f->data);
+        sp_drafter_free(d);
+        d = NULL;
+    }
+    if (!dry) {
+        char path[4096];
+        if (sp_path_join(path, sizeof path, drafter, "draft_temps.json") ||
+            sp_sampcal_write(path, &cal, (const double(*)[SP_SAMPCAL_MAX_B])raw, (const double(*)[SP_SAMPCAL_MAX_B])fit,
+                             (const double(*)[SP_SAMPCAL_MAX_B])one, &err)) {
+            cli_error(CMD, "%s", err.msg[0] ? err.msg : "drafter path too long");
+            goto done;
+        }
+        fprintf(stderr, "wrote %s\n", path);
+    }
+    rc = 0;
+done:
+    if (f) sp_sampcal_data_free(&f->data);
+    free(f);
+    free(out);
+    sp_drafter_free(d);
+    return rc;
+}
+
 int cmd_calibrate(int argc, char **argv) {
-    const char *model = NULL, *drafter = NULL, *prompts = NULL;
-    int n_new = 128, threads = 0, dry = 0, text_prompts = 0;
+    const char *model = NULL, *drafter = NULL, *prompts = NULL, *temps = "0.6,0.8,1.0";
+    int n_new = 128, threads = 0, dry = 0, text_prompts = 0, sampling = 0;
     float temp = 1.0f;
     uint64_t seed = 1;
     int bf16_dot = 0;
@@ -39,9 +170,13 @@ int cmd_calibrate(int argc, char **argv) {
         {"-s", "--seed", CLI_U64, &seed, "S", "sampling seed (default 1)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads"},
         {NULL, "--bf16-dot", CLI_FLAG, &bf16_dot, NULL, CLI_BF16_DOT_HELP},
-        {NULL, "--dry-run", CLI_FLAG, &dry, NULL, "print the fit, do not write sts.json"},
+        {NULL, "--dry-run", CLI_FLAG, &dry, NULL, "print the fit, do not write sts.json / draft_temps.json"},
+        {NULL, "--sampling", CLI_FLAG, &sampling, NULL,
+         "fit the draft temperature of each block position for sampled targets (draft_temps.json; DFlash / DSpark)"},
+        {NULL, "--temps", CLI_STR, &temps, "LIST",
+         "--sampling: the target temperatures fitted (default 0.6,0.8,1.0); others interpolate"},
     };
-    int rc = cli_parse(CMD, "-m TARGET -md DRAFTER --prompts FILE.jsonl [-n N] [--temp T]", opts,
+    int rc = cli_parse(CMD, "-m TARGET -md DRAFTER --prompts FILE.jsonl [-n N] [--temp T | --sampling [--temps LIST]]", opts,
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!model || !drafter || !prompts) return cli_error(CMD, "-m, -md and --prompts are required");
@@ -59,6 +194,11 @@ int cmd_calibrate(int argc, char **argv) {
         goto done;
     }
     sp_model_set_bf16_dot(m, bf16_dot);
+    if (sampling) {
+        if (cli_prompts_read(CMD, prompts, model, text_prompts, &ps, &np)) goto done;
+        rc = calibrate_sampling(m, drafter, prompts, ps, np, temps, n_new, seed, dry);
+        goto done;
+    }
     sp_spec_params sp = sp_spec_params_default();
     sp.gen.max_new = n_new;
     sp.gen.sample.temperature = temp;

@@ -14,6 +14,7 @@ sp_drafter *cli_make_dflash(const cli_spec_opts *o, sp_model *target, const char
         return NULL;
     }
     sp_dflash_opts dfo = sp_dflash_opts_default();
+    dfo.no_draft_temps = o->draft_temp > 0; /* an explicit --draft-temp wins over draft_temps.json */
     dfo.max_drafts = o->draft_max;
     dfo.clamp_to_block = 1; /* --draft-max caps the checkpoint's block, never extends it */
     dfo.conf_threshold = o->conf_threshold;

@@ -119,7 +119,9 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
     return k;
 }
 
-void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, double verify_ms, double round_ms) {
+/* alpha NULL: the 0/1 outcomes (greedy, trees); else the expected ones (sp_policy_observe_sampled) */
+static void observe(sp_policy *s, int k, int nd, int acc, const double *alpha, int n_alpha, double draft_ms,
+                    double verify_ms, double round_ms) {
     s->rounds++;
     if (k == 0 && nd == 0) { /* a plain round */
         sample(&s->t_plain, s->w_plain, s->n_plain, round_ms);
@@ -132,10 +134,23 @@ void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, do
     } else if (nd > 0) {
         sample(&s->t_draft, s->w_draft, s->n_spec++, draft_ms);
         double keep = s->probing ? 0 : DECAY; /* a probe measures afresh: the past said "off" */
+        /* expected "first i+1 accepted": Π α_j over the verified rows, continued past the
+         * rejected row by the conditional rates estimated so far */
+        double ex[SP_POLICY_MAX_G], est[SP_POLICY_MAX_G];
+        if (alpha) {
+            int m = nd < s->G ? nd : s->G;
+            alphas(s, est, m);
+            double pr = 1;
+            for (int i = 0; i < m; i++) {
+                if (i < n_alpha) pr *= alpha[i] < 0 ? 0 : alpha[i] > 1 ? 1 : alpha[i];
+                else pr *= i > 0 && est[i - 1] > 0 ? est[i] / est[i - 1] : est[i];
+                ex[i] = pr;
+            }
+        }
         for (int i = 0; i < s->G; i++) s->drafted[i] *= keep, s->accepted[i] *= keep;
         for (int i = 0; i < nd && i < s->G; i++) {
             s->drafted[i] += 1;
-            if (i < acc) s->accepted[i] += 1;
+            s->accepted[i] += alpha ? ex[i] : i < acc;
         }
         if (s->n_plain > 0) { /* what each verified row beyond the first costs */
             double row = (verify_ms - s->t_v1) / nd;
@@ -152,4 +167,13 @@ void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, do
     } else {
         pause(s);
     }
+}
+
+void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, double verify_ms, double round_ms) {
+    observe(s, k, nd, acc, NULL, 0, draft_ms, verify_ms, round_ms);
+}
+
+void sp_policy_observe_sampled(sp_policy *s, int k, int nd, int acc, const double *alpha, int n_alpha,
+                               double draft_ms, double verify_ms, double round_ms) {
+    observe(s, k, nd, acc, alpha, n_alpha, draft_ms, verify_ms, round_ms);
 }

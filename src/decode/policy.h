@@ -57,6 +57,12 @@ int sp_policy_choose(sp_policy *s, int g, int *reason);
 /* What the round did: k asked, nd drafts verified, acc accepted; ms spent drafting (propose +
  * commit), in the verify forward, and in the whole round. */
 void sp_policy_observe(sp_policy *s, int k, int nd, int acc, double draft_ms, double verify_ms, double round_ms);
+/* The same for a sampled round, with alpha[0..n_alpha) (n_alpha = min(acc + 1, nd)) the
+ * acceptance probability Σ_v min(p, q) of each verified row: the acceptance counts then take
+ * expected values instead of the 0/1 outcomes, whose variance at temperature > 0 would switch
+ * drafting off after a few unlucky rounds (docs/ROUND_COST.md). */
+void sp_policy_observe_sampled(sp_policy *s, int k, int nd, int acc, const double *alpha, int n_alpha,
+                               double draft_ms, double verify_ms, double round_ms);
 
 /* τ(k) / cost(k) for k drafts under the current estimates (tokens per ms); 0 when unknown. */
 double sp_policy_rate(const sp_policy *s, int k);

@@ -41,6 +41,15 @@ int sp_spec_verify_one(float *p, const float *q, int V, int32_t x, double u_acc,
     return tok;
 }
 
+/* the chance that draft x, drawn from q[V] (NULL: one-hot at x), is accepted against p[V]:
+ * Σ_v min(p, q) = 1 − TV(p, q) */
+static double row_accept(const float *p, const float *q, int V, int32_t x) {
+    if (!q) return p[x];
+    double a = 0;
+    for (int v = 0; v < V; v++) a += p[v] < q[v] ? p[v] : q[v];
+    return a;
+}
+
 typedef struct {
     sp_model *m;
     sp_kv *kv;
@@ -282,7 +291,8 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
         sp_prof_enter(SP_PROF_SAMPLE);
         /* verify drafts left to right; with penalties the logits of row i see drafts 1..i as part
          * of the sequence (pushed one by one, popped after the round) */
-        int acc = 0, next = -1, pushed = 0;
+        int acc = 0, next = -1, pushed = 0, n_alpha = 0;
+        double alpha[SP_SPEC_MAX_G]; /* sampling, adaptive policy: Σ min(p, q) of each verified row */
         for (int i = 0; i <= nd; i++) {
             float *lg = L.logits + (size_t)i * L.V;
             uint64_t tpos = (uint64_t)(pos + 1 + i); /* position of the token being decided */
@@ -305,6 +315,9 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
                 next = sp_sample_probs(L.probs, L.V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
                 break;
             }
+            if (p->on_verify) p->on_verify(p->on_verify_ctx, i, L.probs, L.V);
+            if (pol.kind == SP_SPEC_POLICY_ADAPTIVE)
+                alpha[n_alpha++] = row_accept(L.probs, L.q ? L.q + (size_t)i * L.V : NULL, L.V, L.blk[i + 1]);
             int ok;
             int tok = sp_spec_verify_one(L.probs, L.q ? L.q + (size_t)i * L.V : NULL, L.V, L.blk[i + 1],
                                          sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
@@ -357,7 +370,10 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
             round_draft_ms += sp_time_ms() - tc;
         }
         st->draft_ms += round_draft_ms;
-        sp_policy_observe(&pol, k, nd, acc, round_draft_ms, forward_ms, sp_time_ms() - tr);
+        if (L.greedy || nd == 0)
+            sp_policy_observe(&pol, k, nd, acc, round_draft_ms, forward_ms, sp_time_ms() - tr);
+        else
+            sp_policy_observe_sampled(&pol, k, nd, acc, alpha, n_alpha, round_draft_ms, forward_ms, sp_time_ms() - tr);
     }
     if (st->stop == SP_STOP_NONE) st->stop = SP_STOP_MAX_NEW;
     st->emitted = n_out;

@@ -38,6 +38,10 @@ typedef struct {
      * a row with one drafter share what was measured (run, bench-spec) */
     sp_policy *policy_carry;
     int profile; /* 1: fill stats.prof with the round-cost profile (core/prof.h) */
+    /* calibration hook, sampling chains only (NULL: none): the processed target probs p[V] of the
+     * row that verifies draft i (0-based) of the round, before its accept test (calibrate) */
+    void (*on_verify)(void *ctx, int i, const float *p, int V);
+    void *on_verify_ctx;
 } sp_spec_params;
 
 sp_spec_params sp_spec_params_default(void);

@@ -319,6 +319,25 @@ static int load_sts(df_t *s, const char *dir, sp_err *err) {
     return rc;
 }
 
+_Static_assert(SP_SAMPCAL_MAX_B >= SP_SPEC_MAX_G, "a draft temperature for every draft position");
+
+/* draft_temps.json beside the drafter (decode/sampcal.h) */
+static int load_draft_temps(df_t *s, const char *dir, sp_err *err) {
+    char path[4096];
+    memset(&s->cal, 0, sizeof s->cal);
+    if (s->o.no_draft_temps || sp_path_join(path, sizeof path, dir, "draft_temps.json") || !sp_file_exists(path))
+        return 0;
+    return sp_sampcal_read(&s->cal, path, err);
+}
+
+int df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err) {
+    s->greedy = sp_sample_is_greedy(sample);
+    if (!(s->smp = sp_sampler_create(s->V, sample, err))) return -1;
+    if (s->greedy) return 0;
+    sp_sampcal_draft_temps(s->cal.n_t ? &s->cal : NULL, sample->temperature, SP_SAMPCAL_MAX_B, s->draft_t);
+    return sp_sampler_set_temperature(s->smp, s->draft_t[0], err);
+}
+
 /* ---- forward pieces --------------------------------------------------------------------------- */
 
 /* layer li as the block executor sees it: the drafter's cache, rows from pos0 */
@@ -471,13 +490,13 @@ static int df_begin(sp_drafter *d, const int32_t *prompt, int n, const float *ta
 
 /* draw draft x from logits Z (q row filled when sampling); with repetition penalties Z is
  * penalised for the sequence so far and x pushed onto it (propose pops the pushes) */
-static int draw(df_t *s, float *Z, float *q, uint64_t pos, sp_err *err) {
+static int draw(df_t *s, float *Z, float *q, int j, uint64_t pos, sp_err *err) {
     if (s->pen) sp_penalty_apply(s->pen, Z);
     int t;
     if (s->greedy) {
         t = sp_sample_argmax(Z, s->V);
     } else {
-        if (sp_sampler_probs(s->smp, q, Z, err)) return -1;
+        if (sp_sampler_set_temperature(s->smp, s->draft_t[j], err) || sp_sampler_probs(s->smp, q, Z, err)) return -1;
         t = sp_sample_probs(q, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, pos));
         if (t < 0) return sp_err_set(err, "dflash: empty draft distribution");
     }
@@ -512,7 +531,7 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
         for (int t = 1; t <= g; t++) {
             float *qt = q ? q + (size_t)(t - 1) * V : qrow;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
-            int x = draw(s, s->logits + (size_t)t * V, qt, pos + (uint64_t)t, err);
+            int x = draw(s, s->logits + (size_t)t * V, qt, t - 1, pos + (uint64_t)t, err);
             sp_prof_leave(prof);
             if (x < 0) return -1;
             drafts[n++] = x;
@@ -541,7 +560,7 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
             }
             float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
-            int x = draw(s, Z, qt, pos + (uint64_t)j, err);
+            int x = draw(s, Z, qt, j - 1, pos + (uint64_t)j, err);
             sp_prof_leave(prof);
             if (x < 0) return -1;
             if (j <= max_g) drafts[j - 1] = x;
@@ -554,6 +573,10 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
         }
     }
     s->info.ms_heads += sp_time_ms() - t1;
+    if (!s->greedy) { /* token trees (dflash_tree.c) draw every depth at the first position's */
+        if (sp_sampler_set_temperature(s->smp, s->draft_t[0], err)) return -1;
+        if (s->o.on_logits) s->o.on_logits(s->o.on_logits_ctx, s->logits + (zlab ? (size_t)V : 0), n, V);
+    }
     if (s->pen) sp_penalty_pop(s->pen, s->n_pushed);
     s->n_pushed = 0;
     s->n_last = n;
@@ -720,7 +743,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         if (bind_layer(s, i, err)) goto fail;
         if (s->layers[i].b.d.I > s->I_max) s->I_max = s->layers[i].b.d.I;
     }
-    if (bind_heads(s, err) || load_sts(s, dir, err)) goto fail;
+    if (bind_heads(s, err) || load_sts(s, dir, err) || load_draft_temps(s, dir, err)) goto fail;
     int def = s->kind == SP_DFLASH_ZLAB ? s->block_size - 1 : s->block_size;
     s->max_drafts = s->o.max_drafts > 0 && !(s->o.clamp_to_block && s->o.max_drafts > def) ? s->o.max_drafts : def;
     if (s->max_drafts > SP_SPEC_MAX_G) {
@@ -747,9 +770,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         sp_err_set(err, "dflash: out of memory");
         goto fail;
     }
-    s->greedy = sp_sample_is_greedy(sample);
-    s->smp = sp_sampler_create(s->V, sample, err);
-    if (!s->smp) goto fail;
+    if (df_sampling_setup(s, sample, err)) goto fail;
     if (df_ensure_cap(s, 256, err)) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
@@ -780,7 +801,10 @@ fail:
 
 int sp_dflash_info_get(const sp_drafter *d, sp_dflash_info *info) {
     if (!d || d->begin != df_begin) return -1;
-    *info = ((const df_t *)d->self)->info;
+    const df_t *s = d->self;
+    *info = s->info;
+    info->draft_temps = !s->greedy && s->cal.n_t > 0;
+    if (!s->greedy) memcpy(info->draft_t, s->draft_t, sizeof info->draft_t);
     return 0;
 }
 

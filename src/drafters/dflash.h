@@ -14,13 +14,16 @@
  * live in scratch and are dropped after each proposal.
  *
  * Sampling: greedy params → argmax drafts; else drafts are drawn from q = the drafter's logits
- * (Markov-corrected) processed with `sample` (usually the target's params; a hotter temperature
- * is lossless too), and q goes to the engine (provides_q). */
+ * (Markov-corrected) processed with `sample`, and q goes to the engine (provides_q). With a
+ * draft_temps.json beside the drafter (decode/sampcal.h, docs/sampling.md) position j is
+ * processed at its fitted draft temperature for the request's temperature instead; any q is
+ * lossless, since the engine verifies with the q each draft was drawn from. */
 #ifndef SPECULA_DFLASH_H
 #define SPECULA_DFLASH_H
 
 #include "sample/sample.h"
 #include "decode/drafter.h"
+#include "decode/sampcal.h"
 #include "decode/schedule.h"
 
 typedef enum {
@@ -47,6 +50,12 @@ typedef struct {
      * proposal (n drafts) and how many were accepted */
     void (*on_round)(void *ctx, const float *z, int n, int n_acc);
     void *on_round_ctx;
+    /* 1: ignore draft_temps.json beside the drafter (q at the request's own temperature) */
+    int no_draft_temps;
+    /* calibration hook (sampling only): after every proposal, the logits Z[n, V] its n drafts
+     * were drawn from (penalties and the Markov head applied, before the temperature) */
+    void (*on_logits)(void *ctx, const float *Z, int n, int V);
+    void *on_logits_ctx;
 } sp_dflash_opts;
 
 sp_dflash_opts sp_dflash_opts_default(void);
@@ -74,6 +83,8 @@ typedef struct {
     int block_size, max_drafts, markov_rank, has_conf, n_taps;
     const int *tap_layers;
     int qk_norm;      /* the draft layers apply q_norm / k_norm (decided by the checkpoint's tensors) */
+    int draft_temps;  /* draft_temps.json applied (sampling only) */
+    float draft_t[SP_SAMPCAL_MAX_B]; /* then: the draft temperature per position, [max_drafts] */
     /* over all proposals since load */
     long proposals, drafted;
     double conf_sum;  /* Σ c_j over drafts offered (mean = conf_sum / conf_n) */

@@ -131,9 +131,8 @@ sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sam
         sp_err_set(err, "dflash clone: out of memory");
         goto fail;
     }
-    s->greedy = sp_sample_is_greedy(sample);
+    if (df_sampling_setup(s, sample, err)) goto fail;
     d->provides_q = !s->greedy;
-    if (!(s->smp = sp_sampler_create(s->V, sample, err))) goto fail;
     if (df_ensure_cap(s, 256, err)) goto fail;
     return d;
 fail:

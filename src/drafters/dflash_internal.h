@@ -11,6 +11,7 @@
 #include "model/block.h"
 #include "sample/sample.h"
 #include "decode/drafter.h"
+#include "decode/sampcal.h"
 
 #define CTX_CHUNK 64 /* context rows injected per pass */
 
@@ -48,6 +49,8 @@ typedef struct {
     /* sampling */
     sp_sampler *smp;
     int greedy;
+    sp_sampcal cal;       /* draft_temps.json (n_t 0: none) */
+    float draft_t[SP_SAMPCAL_MAX_B]; /* sampling: the draft temperature of each block position */
     uint64_t seed;
     sp_penalty *pen;      /* the request's repetition penalties (NULL: none) */
     int n_pushed;         /* drafts pushed onto pen during this proposal */
@@ -74,6 +77,9 @@ typedef struct {
     float *gather;  /* [R, m·H] */
 } df_t;
 
+/* The sampler of the request's params `sample` (s->smp, s->greedy) and, when sampling, the draft
+ * temperatures draft_t from s->cal; 0 or -1 with err. */
+int df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err);
 /* Scratch for R rows (and the vanilla Markov bias cache), from s->owned; 0 or -1 (out of memory). */
 int df_scratch_alloc(df_t *s);
 /* The per-layer context caches hold at least `rows` rows; 0 or -1 with err. */

@@ -86,6 +86,13 @@ void sp_sampler_free(sp_sampler *s) {
 }
 
 const sp_sample_params *sp_sampler_params(const sp_sampler *s) { return &s->sp; }
+
+int sp_sampler_set_temperature(sp_sampler *s, float T, sp_err *err) {
+    if (!(T > 0.0f) || !isfinite(T)) return sp_err_set(err, "sampler: temperature must be finite and > 0, got %g", (double)T);
+    if (sp_sample_is_greedy(&s->sp)) return sp_err_set(err, "sampler: a greedy sampler has no temperature to change");
+    s->sp.temperature = T;
+    return 0;
+}
 int sp_sampler_vocab(const sp_sampler *s) { return s->V; }
 
 /* The argmax of src/kernels/act.c on the SIMD tier in use: greedy verification and drafting call

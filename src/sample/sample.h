@@ -68,6 +68,11 @@ typedef struct sp_sampler sp_sampler;
 sp_sampler *sp_sampler_create(int V, const sp_sample_params *sp, sp_err *err);
 void sp_sampler_free(sp_sampler *s);
 const sp_sample_params *sp_sampler_params(const sp_sampler *s);
+/* Change the temperature of a sampling (non-greedy) sampler for later calls; the other settings
+ * stay. A drafter draws its positions at their own temperatures this way (any q is lossless:
+ * the engine verifies with the q drawn from). 0, or -1 when T is not finite and > 0 or the
+ * sampler is greedy (greedy stays greedy). */
+int sp_sampler_set_temperature(sp_sampler *s, float T, sp_err *err);
 int sp_sampler_vocab(const sp_sampler *s);
 
 /* probs[V] = processed distribution of logits[V] (see top of file). probs must not alias
