@@ -21,8 +21,8 @@
 #include "specula.h"
 #include "tokenizer/tokenizer.h"
 #include "train/lm.h"
-#include "train/lm_ops.h"
 #include "train/lm_train.h"
+#include "train/ops.h"
 
 static void fill_d(double *x, size_t n, double a, unsigned seed) {
     float *f = malloc(n * sizeof *f);
@@ -49,8 +49,10 @@ static void check_attention(int window) {
     fill_d(v, nk, 1.0, 3);
     fill_d(R, nq, 1.0, 4);
     double scale = 0.7;
-    lm_causal_attention_forward_f64(NULL, out, att, q, k, v, NB, T, NH, KVH, D, window, scale);
-    lm_causal_attention_backward_f64(NULL, dq, dk, dv, dp, R, q, k, v, att, NB, T, NH, KVH, D, window, scale);
+    tr_attn_shape sh = {.NB = NB, .Tq = T, .Tk = T, .NH = NH, .KVH = KVH, .D = D, .causal = 1, .window = window,
+                        .scale = scale};
+    tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
+    tr_attention_backward_f64(NULL, dq, dk, dv, dp, R, q, k, v, att, &sh);
     /* masked probabilities are exactly zero, visible ones sum to 1 */
     for (int b = 0; b < NB; b++)
         for (int h = 0; h < NH; h++)
@@ -70,10 +72,10 @@ static void check_attention(int window) {
         for (size_t i = 0; i < ns[a]; i++) {
             double x0 = arrs[a][i], h = 1e-6;
             arrs[a][i] = x0 + h;
-            lm_causal_attention_forward_f64(NULL, out, att, q, k, v, NB, T, NH, KVH, D, window, scale);
+            tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
             double lp = dot_d(out, R, nq);
             arrs[a][i] = x0 - h;
-            lm_causal_attention_forward_f64(NULL, out, att, q, k, v, NB, T, NH, KVH, D, window, scale);
+            tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
             double lm = dot_d(out, R, nq);
             arrs[a][i] = x0;
             double fd = (lp - lm) / (2 * h);
@@ -85,9 +87,9 @@ static void check_attention(int window) {
     float *af = malloc((size_t)NB * NH * T * T * 4);
     for (size_t i = 0; i < nq; i++) qf[i] = (float)q[i];
     for (size_t i = 0; i < nk; i++) kf[i] = (float)k[i], vf[i] = (float)v[i];
-    lm_causal_attention_forward_f64(NULL, out, att, q, k, v, NB, T, NH, KVH, D, window, scale);
+    tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
     sp_pool *pool = sp_pool_create(2);
-    lm_causal_attention_forward(pool, of, af, qf, kf, vf, NB, T, NH, KVH, D, window, (float)scale);
+    tr_attention_forward(pool, of, af, qf, kf, vf, &sh);
     sp_pool_free(pool);
     for (size_t i = 0; i < nq; i++) CHECK(fabs(of[i] - out[i]) < 1e-5, "float out[%zu] %g vs %g", i, of[i], out[i]);
     free(qf), free(kf), free(vf), free(of), free(af);
@@ -103,16 +105,16 @@ static void test_geglu_softcap(void) {
     fill_d(g, N, 3.0, 5);
     fill_d(u, N, 2.0, 6);
     fill_d(R, N, 1.0, 7);
-    lm_geglu_backward_f64(dg, du, R, g, u, N);
+    tr_geglu_backward_f64(dg, du, R, g, u, N);
     for (int i = 0; i < N; i++) {
         double h = 1e-6, o1, o2, g0 = g[i], u0 = u[i];
-        g[i] = g0 + h; lm_geglu_forward_f64(&o1, &g[i], &u[i], 1);
-        g[i] = g0 - h; lm_geglu_forward_f64(&o2, &g[i], &u[i], 1);
+        g[i] = g0 + h; tr_geglu_forward_f64(&o1, &g[i], &u[i], 1);
+        g[i] = g0 - h; tr_geglu_forward_f64(&o2, &g[i], &u[i], 1);
         g[i] = g0;
         double fd = R[i] * (o1 - o2) / (2 * h);
         CHECK(fabs(fd - dg[i]) < 1e-7 * (1 + fabs(fd)), "geglu dgate[%d]: fd %g an %g", i, fd, dg[i]);
-        u[i] = u0 + h; lm_geglu_forward_f64(&o1, &g[i], &u[i], 1);
-        u[i] = u0 - h; lm_geglu_forward_f64(&o2, &g[i], &u[i], 1);
+        u[i] = u0 + h; tr_geglu_forward_f64(&o1, &g[i], &u[i], 1);
+        u[i] = u0 - h; tr_geglu_forward_f64(&o2, &g[i], &u[i], 1);
         u[i] = u0;
         fd = R[i] * (o1 - o2) / (2 * h);
         CHECK(fabs(fd - du[i]) < 1e-7 * (1 + fabs(fd)), "geglu dup[%d]: fd %g an %g", i, fd, du[i]);
@@ -120,18 +122,18 @@ static void test_geglu_softcap(void) {
     /* float GeGLU equals the inference kernel bit for bit */
     float gf[N], uf[N], a[N], b[N];
     for (int i = 0; i < N; i++) gf[i] = (float)g[i], uf[i] = (float)u[i];
-    lm_geglu_forward(a, gf, uf, N);
+    tr_geglu_forward(a, gf, uf, N);
     sp_gelu_tanh_mul(b, gf, uf, N);
     for (int i = 0; i < N; i++) CHECK(a[i] == b[i], "geglu float [%d] %.9g vs kernel %.9g", i, a[i], b[i]);
     /* softcap */
     double c = 2.5, x[N];
     fill_d(x, N, 6.0, 8);
-    lm_softcap_forward_f64(y, x, N, c);
-    lm_softcap_backward_f64(dx, R, y, N, c);
+    tr_softcap_forward_f64(y, x, N, c);
+    tr_softcap_backward_f64(dx, R, y, N, c);
     for (int i = 0; i < N; i++) {
         double h = 1e-6, y1, y2, x0 = x[i];
-        x[i] = x0 + h; lm_softcap_forward_f64(&y1, &x[i], 1, c);
-        x[i] = x0 - h; lm_softcap_forward_f64(&y2, &x[i], 1, c);
+        x[i] = x0 + h; tr_softcap_forward_f64(&y1, &x[i], 1, c);
+        x[i] = x0 - h; tr_softcap_forward_f64(&y2, &x[i], 1, c);
         x[i] = x0;
         double fd = R[i] * (y1 - y2) / (2 * h);
         CHECK(fabs(fd - dx[i]) < 1e-7 * (1 + fabs(fd)), "softcap dx[%d]: fd %g an %g", i, fd, dx[i]);

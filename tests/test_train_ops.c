@@ -1,4 +1,4 @@
-/* test_train_ops.c — every training backward (src/train/ops_impl.h) against central finite
+/* test_train_ops.c — every training backward (src/train/ops.h) against central finite
  * differences in double precision, on random non-zero inputs with fixed seeds; and the float
  * instantiation (the trainer's path, threaded GEMMs) against the double one.
  *
@@ -126,10 +126,12 @@ static void test_rope(void) {
 enum { AQ = 4, AC = 5, AK = AC + AQ, ANH = 4, AKVH = 2, AD = 6 };
 /* keys 0..AC-1 are context (first two are left padding, masked), AC.. are the block */
 static const uint8_t att_mask[AK] = {0, 0, 1, 1, 1, 1, 1, 1, 1};
+static const tr_attn_shape att_shape = {.NB = 1, .Tq = AQ, .Tk = AK, .NH = ANH, .KVH = AKVH, .D = AD, .kmask = att_mask,
+                                        .scale = 0.4};
 typedef struct { double *q, *k, *v, *r, *out, *att; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    tr_attention_forward_f64(c->out, c->att, c->q, c->k, c->v, att_mask, AQ, AK, ANH, AKVH, AD, 0.4);
+    tr_attention_forward_f64(NULL, c->out, c->att, c->q, c->k, c->v, &att_shape);
     return dot(c->out, c->r, AQ * ANH * AD);
 }
 static void test_attention(void) {
@@ -137,9 +139,9 @@ static void test_attention(void) {
     att_ctx c = {rnd(nq, 1, 31), rnd(nk, 1, 32), rnd(nk, 1, 33), rnd(nq, 1, 34), malloc(nq * 8),
                  malloc(ANH * AQ * AK * 8)};
     grad_buf dq = gbuf(nq, 35), dk = gbuf(nk, 36), dv = gbuf(nk, 37);
-    double dp[AK];
+    double dp[AKVH * AK];
     att_loss(&c);
-    tr_attention_backward_f64(dq.g, dk.g, dv.g, dp, c.r, c.q, c.k, c.v, c.att, att_mask, AQ, AK, ANH, AKVH, AD, 0.4);
+    tr_attention_backward_f64(NULL, dq.g, dk.g, dv.g, dp, c.r, c.q, c.k, c.v, c.att, &att_shape);
     fd_check("attention dq", c.q, nq, dq.g0, dq.g, att_loss, &c);
     fd_check("attention dk", c.k, nk, dk.g0, dk.g, att_loss, &c);
     fd_check("attention dv", c.v, nk, dv.g0, dv.g, att_loss, &c);
@@ -498,8 +500,8 @@ static void test_float_matches_double(void) {
     float qf[AQ * ANH * AD], kf[AK * AKVH * AD], vf[AK * AKVH * AD], of[AQ * ANH * AD], attf[ANH * AQ * AK];
     for (size_t i = 0; i < nq; i++) qf[i] = (float)q[i];
     for (size_t i = 0; i < nk; i++) { kf[i] = (float)kk[i]; vf[i] = (float)v[i]; }
-    tr_attention_forward_f64(o, att, q, kk, v, att_mask, AQ, AK, ANH, AKVH, AD, 0.4);
-    tr_attention_forward(of, attf, qf, kf, vf, att_mask, AQ, AK, ANH, AKVH, AD, 0.4f);
+    tr_attention_forward_f64(NULL, o, att, q, kk, v, &att_shape);
+    tr_attention_forward(NULL, of, attf, qf, kf, vf, &att_shape);
     CHECK(max_rel(of, o, nq) < 1e-5, "attention float vs double %g", max_rel(of, o, nq));
     free(x); free(w); free(dy); free(y); free(dx); free(dw); free(xf); free(wf); free(dyf); free(yf);
     free(dxf); free(dwf); free(dxf1); free(dwf1); free(q); free(kk); free(v); free(o); free(att);

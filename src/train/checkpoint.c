@@ -10,12 +10,12 @@
 #include "formats/safetensors.h"
 #include "formats/hfjson.h"
 
-int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err) {
-    json_t *c = hf_json_load_file(target_config_path, JSON_REJECT_DUPLICATES, err);
+int tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
+    json_t *c = hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!c) return -1;
     if (!json_is_object(c)) {
         json_decref(c);
-        return sp_err_set(err, "%s: the top level must be an object", target_config_path);
+        return sp_err_set(err, "target config.json: the top level must be an object");
     }
     /* A Llama target's drafter keeps the Qwen3 block of the published drafter code (z-lab
      * DFlashDraftModel and DeepSpec Qwen3DSparkModel always build q_norm / k_norm): the config

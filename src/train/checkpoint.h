@@ -15,9 +15,9 @@
 
 #include "train/drafter_net.h"
 
-/* config.json text for the drafter: the target's config.json (path) with the overrides of
- * docs/DSPARK.md §1. *out is malloc'd (caller frees). */
-int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err);
+/* config.json text for the drafter: the target's config.json (its text, sp_model_config_json)
+ * with the overrides of docs/DSPARK.md §1. *out is malloc'd (caller frees). */
+int tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err);
 
 /* One tensor of a flat parameter array: its name in the optimizer file (after the prefix), its
  * shape, its offset and count in floats. */

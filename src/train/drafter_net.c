@@ -1,7 +1,9 @@
 /* drafter_net.c — parameters, forward and backward of a DFlash / DSpark drafter in training
- * (docs/DFLASH.md §3, docs/DSPARK.md §3–5, §7). Every step is an op of ops.h; this file wires them in the
- * order of the inference forward and runs them back in reverse. One step's activations live in
- * tr_acts, sized once for the largest batch (no allocation per step). */
+ * (docs/DFLASH.md §3, docs/DSPARK.md §3–5, §7). Each decoder layer is the training block
+ * (block_train.h) on the drafter's description, with this file's kv rows (a group's shared context
+ * rows in front of its blocks) and block attention; the fc projection, the heads and the losses
+ * are ops of ops.h, wired in the order of the inference forward and run back in reverse. One
+ * step's activations live in tr_acts, sized once for the largest batch (no allocation per step). */
 #include "train/drafter_net.h"
 
 #include <math.h>
@@ -12,6 +14,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 #include "formats/tensor_names.h"
+#include "train/block_train.h"
 #include "train/ops.h"
 
 /* ---- parameters -------------------------------------------------------------------------- */
@@ -227,21 +230,11 @@ void tr_batch_unshared(tr_batch *b, int NB) {
 }
 
 /* ---- activations ---------------------------------------------------------------------------- */
+/* one layer: its input and what the training block saves (block_train.h; R = T block rows,
+ * S = NR + T kv rows: per group [its context rows ; its elements' block rows]) */
 typedef struct {
     float *x;                 /* [T, H] layer input (residual stream) */
-    float *a, *rstd_a;        /* [T, H], [T] input_layernorm */
-    float *kvin;              /* [S, H] per group [its context rows ; its elements' a rows] */
-    float *qraw, *qn, *rstd_q, *q;   /* [T, NH·D] ×3, [T·NH] */
-    float *kraw, *kn, *rstd_k, *k;   /* [S, KVH·D] ×3, [S·KVH] */
-    float *v;                 /* [S, KVH·D] (Gemma: after v_norm) */
-    float *vr, *rstd_v;       /* Gemma: [S, KVH·D] raw v_proj output (NULL when k_eq_v: kraw), [S·KVH] */
-    float *op, *rstd_o;       /* Gemma: [T, H] o_proj output before post_attention_layernorm, [T] */
-    float *mo, *rstd_m;       /* Gemma: [T, H] MLP output before post_feedforward_layernorm, [T] */
-    float *att;               /* [NB, NH, B, C+B] */
-    float *o;                 /* [T, NH·D] attention output (pre o_proj) */
-    float *x1;                /* [T, H] after the attention residual */
-    float *b, *rstd_b;        /* [T, H], [T] post_attention_layernorm */
-    float *g, *u, *s;         /* [T, I] */
+    tr_block_acts s;
 } layer_acts;
 
 /* the gated / rnn Markov heads' saved activations and scratch (ops_impl.h) */
@@ -268,16 +261,15 @@ struct tr_acts {
     float *q, *cstar;             /* [T, V] softmax(Z), [T] */
     int *qpos, *kpos;             /* [T], [S] positions of this batch */
     /* gradient scratch */
-    float *dZ, *dconf, *dcode, *dh, *dx, *dx1, *da, *dbn, *dg, *du, *ds, *do_, *dq, *dqn, *dqraw;
-    float *dk, *dkn, *dkraw, *dv, *dkvin, *dctx, *dfc;
-    float *dvr, *dop, *dmo; /* Gemma */
+    float *dZ, *dconf, *dcode, *dh, *dx, *dctx, *dfc;
+    tr_block_scratch bs;          /* the layers' */
     void **all;
     int n_all;
 };
 
 /* floats of one attention share's scratch: one element's keys, values, their gradients [C+B, KD]
- * each, and the score gradients [C+B] */
-static size_t att_scratch(int CB, int KD) { return (size_t)CB * (4 * (size_t)KD + 1); }
+ * each, and the attention backward's score gradients [KVH, C+B] (KD = KVH·D covers them) */
+static size_t att_scratch(int CB, int KD) { return (size_t)CB * (5 * (size_t)KD); }
 
 static float *take(tr_acts *a, size_t n, int *ok) {
     float *p = calloc(n ? n : 1, sizeof(float));
@@ -298,21 +290,21 @@ tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     a->fcout = take(a, Tc * H, &ok); a->ctx = take(a, Tc * H, &ok); a->rstd_c = take(a, Tc, &ok);
     for (int l = 0; l < d->L; l++) {
         layer_acts *la = &a->l[l];
-        la->x = take(a, T * H, &ok); la->a = take(a, T * H, &ok); la->rstd_a = take(a, T, &ok);
-        la->kvin = take(a, S * H, &ok);
-        la->qraw = take(a, T * QD, &ok); la->qn = take(a, T * QD, &ok); la->q = take(a, T * QD, &ok);
-        la->rstd_q = take(a, T * d->NH, &ok);
-        la->kraw = take(a, S * KD, &ok); la->kn = take(a, S * KD, &ok); la->k = take(a, S * KD, &ok);
-        la->rstd_k = take(a, S * d->KVH, &ok); la->v = take(a, S * KD, &ok);
-        la->att = take(a, (size_t)NB * d->NH * B * (C + B), &ok);
-        la->o = take(a, T * QD, &ok); la->x1 = take(a, T * H, &ok);
-        la->b = take(a, T * H, &ok); la->rstd_b = take(a, T, &ok);
-        la->g = take(a, T * I, &ok); la->u = take(a, T * I, &ok); la->s = take(a, T * I, &ok);
+        tr_block_acts *t = &la->s;
+        la->x = take(a, T * H, &ok);
+        t->xn = take(a, T * H, &ok); t->rstd_in = take(a, T, &ok); t->kvin = take(a, S * H, &ok);
+        t->qp = take(a, T * QD, &ok); t->rstd_q = take(a, T * d->NH, &ok); t->q = take(a, T * QD, &ok);
+        t->kp = take(a, S * KD, &ok); t->rstd_k = take(a, S * d->KVH, &ok); t->k = take(a, S * KD, &ok);
+        t->v = take(a, S * KD, &ok);
+        t->att = take(a, (size_t)NB * d->NH * B * (C + B), &ok);
+        t->ao = take(a, T * QD, &ok); t->o = take(a, T * H, &ok); t->x1 = take(a, T * H, &ok);
+        t->xn2 = take(a, T * H, &ok); t->rstd_ffn = take(a, T, &ok);
+        t->g = take(a, T * I, &ok); t->u = take(a, T * I, &ok); t->gu = take(a, T * I, &ok);
+        t->dn = take(a, T * H, &ok);
         if (d->gemma) {
-            la->vr = d->k_eq_v ? NULL : take(a, S * KD, &ok);
-            la->rstd_v = take(a, S * d->KVH, &ok);
-            la->op = take(a, T * H, &ok); la->rstd_o = take(a, T, &ok);
-            la->mo = take(a, T * H, &ok); la->rstd_m = take(a, T, &ok);
+            t->vp = d->k_eq_v ? NULL : take(a, S * KD, &ok);
+            t->rstd_v = take(a, S * d->KVH, &ok);
+            t->rstd_o = take(a, T, &ok); t->rstd_dn = take(a, T, &ok);
         }
     }
     a->xL = take(a, T * H, &ok); a->h = take(a, T * H, &ok); a->rstd_h = take(a, T, &ok);
@@ -326,16 +318,15 @@ tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
         a->mk.ds = take(a, (size_t)NB * r, &ok);
     }
     if (d->softcap > 0) { a->U = take(a, T * V, &ok); a->dU = take(a, T * V, &ok); }
-    if (d->gemma) { a->dvr = take(a, S * KD, &ok); a->dop = take(a, T * H, &ok); a->dmo = take(a, T * H, &ok); }
     a->qpos = (int *)take(a, T, &ok); a->kpos = (int *)take(a, S, &ok);
     a->dZ = take(a, T * V, &ok); a->dconf = take(a, T, &ok); a->dcode = take(a, T * (size_t)d->r, &ok);
-    a->dh = take(a, T * H, &ok); a->dx = take(a, T * H, &ok); a->dx1 = take(a, T * H, &ok);
-    a->da = take(a, T * H, &ok); a->dbn = take(a, T * H, &ok);
-    a->dg = take(a, T * I, &ok); a->du = take(a, T * I, &ok); a->ds = take(a, T * I, &ok);
-    a->do_ = take(a, T * QD, &ok); a->dq = take(a, T * QD, &ok); a->dqn = take(a, T * QD, &ok);
-    a->dqraw = take(a, T * QD, &ok);
-    a->dk = take(a, S * KD, &ok); a->dkn = take(a, S * KD, &ok); a->dkraw = take(a, S * KD, &ok);
-    a->dv = take(a, S * KD, &ok); a->dkvin = take(a, S * H, &ok);
+    a->dh = take(a, T * H, &ok); a->dx = take(a, T * H, &ok);
+    tr_block_scratch *bs = &a->bs;
+    bs->dh = take(a, T * H, &ok); bs->dxn = take(a, T * H, &ok);
+    bs->dgu = take(a, T * I, &ok); bs->dg = take(a, T * I, &ok); bs->du = take(a, T * I, &ok);
+    bs->dao = take(a, T * QD, &ok); bs->dq = take(a, T * QD, &ok); bs->dq2 = take(a, T * QD, &ok);
+    bs->dk = take(a, S * KD, &ok); bs->dk2 = take(a, S * KD, &ok); bs->dv = take(a, S * KD, &ok);
+    bs->dv2 = take(a, S * KD, &ok); bs->dkvin = take(a, S * H, &ok);
     a->dctx = take(a, Tc * H, &ok); a->dfc = take(a, Tc * H, &ok);
     a->scr = calloc(att_scratch(C + B, KD), sizeof(float)); /* more on the first threaded forward */
     a->n_scr = 1;
@@ -470,7 +461,8 @@ typedef struct {
     const tr_dims *d;
     tr_acts *a;
     const tr_batch *b;
-    layer_acts *la;
+    float *ao, *att, *dq, *dk, *dv;
+    const float *q, *k, *v, *dao, *att_in;
     int bwd, nw;
     float scale;
 } att_job;
@@ -482,7 +474,6 @@ static void att_share(void *ctx, int i, int n) {
     const tr_dims *d = j->d;
     const tr_batch *b = j->b;
     tr_acts *a = j->a;
-    layer_acts *la = j->la;
     int B = b->B, CB = b->C + B, QD = d->NH * d->D, KD = d->KVH * d->D, lo, hi;
     float *kx = a->scr + (size_t)i * att_scratch(CB, KD), *vx = kx + (size_t)CB * KD, *dkx = vx + (size_t)CB * KD;
     float *dvx = dkx + (size_t)CB * KD, *dp = dvx + (size_t)CB * KD;
@@ -491,42 +482,133 @@ static void att_share(void *ctx, int i, int n) {
         if (b->g_elem[g] < lo || b->g_elem[g] >= hi) continue; /* a group belongs to the share of its first element */
         for (int e = b->g_elem[g]; e < b->g_elem[g + 1]; e++) {
             const uint8_t *km = b->kmask + (size_t)e * CB;
-            float *att = la->att + (size_t)e * d->NH * B * CB;
+            size_t att = (size_t)e * d->NH * B * CB;
             /* window and block already adjacent kv rows (an unshared element): no copies */
             int direct = e == b->g_elem[g] && b->ctx_row[e] >= b->g_row[g] && b->ctx_row[e] + b->C == b->g_row[g + 1];
             size_t off = ((size_t)b->ctx_row[e] + (size_t)e * B) * KD;
-            if (!direct) gather_kv(kx, vx, la->k, la->v, b, g, e, KD);
-            const float *kk = direct ? la->k + off : kx, *vv = direct ? la->v + off : vx;
+            if (!direct) gather_kv(kx, vx, j->k, j->v, b, g, e, KD);
+            const float *kk = direct ? j->k + off : kx, *vv = direct ? j->v + off : vx;
+            tr_attn_shape sh = {.NB = 1, .Tq = B, .Tk = CB, .NH = d->NH, .KVH = d->KVH, .D = d->D, .kmask = km,
+                                .scale = j->scale};
             if (!j->bwd) {
-                tr_attention_forward(la->o + (size_t)e * B * QD, att, la->q + (size_t)e * B * QD, kk, vv, km, B, CB,
-                                     d->NH, d->KVH, d->D, j->scale);
+                tr_attention_forward(NULL, j->ao + (size_t)e * B * QD, j->att + att, j->q + (size_t)e * B * QD, kk, vv,
+                                     &sh);
                 continue;
             }
             if (!direct) {
                 zero(dkx, (size_t)CB * KD);
                 zero(dvx, (size_t)CB * KD);
             }
-            tr_attention_backward(a->dq + (size_t)e * B * QD, direct ? a->dk + off : dkx, direct ? a->dv + off : dvx, dp,
-                                  a->do_ + (size_t)e * B * QD, la->q + (size_t)e * B * QD, kk, vv, att, km, B, CB,
-                                  d->NH, d->KVH, d->D, j->scale);
-            if (!direct) scatter_add_kv(a->dk, a->dv, dkx, dvx, b, g, e, KD);
+            tr_attention_backward(NULL, j->dq + (size_t)e * B * QD, direct ? j->dk + off : dkx, direct ? j->dv + off : dvx,
+                                  dp, j->dao + (size_t)e * B * QD, j->q + (size_t)e * B * QD, kk, vv, j->att_in + att,
+                                  &sh);
+            if (!direct) scatter_add_kv(j->dk, j->dv, dkx, dvx, b, g, e, KD);
         }
     }
 }
 
-static void attention(sp_pool *pool, const tr_dims *d, tr_acts *a, const tr_batch *b, layer_acts *la, int bwd,
-                      float scale) {
+static void attention(sp_pool *pool, att_job *j) {
+    tr_acts *a = j->a;
     int n = pool ? sp_pool_size(pool) : 1;
     if (n > a->n_scr) { /* once: a scratch per thread (on failure, fewer shares do the work) */
-        float *more = calloc((size_t)n * att_scratch(a->C + b->B, d->KVH * d->D), sizeof(float));
+        float *more = calloc((size_t)n * att_scratch(a->C + j->b->B, j->d->KVH * j->d->D), sizeof(float));
         if (more) {
             free(a->scr);
             a->scr = more;
             a->n_scr = n;
         }
     }
-    att_job j = {.d = d, .a = a, .b = b, .la = la, .bwd = bwd, .nw = n < a->n_scr ? n : a->n_scr, .scale = scale};
-    sp_pool_run(pool, att_share, &j);
+    j->nw = n < a->n_scr ? n : a->n_scr;
+    sp_pool_run(pool, att_share, j);
+}
+
+/* ---- the layers: the training block (block_train.h) on the drafter's description -------------- */
+typedef struct {
+    const tr_dims *d;
+    tr_acts *a;
+    const tr_batch *b;
+    float scale;
+} layer_ctx;
+
+/* kv rows, group by group: [the group's context rows ; its elements' block rows of xn] */
+static void layer_kv_rows(void *ctx, float *kvin, const float *xn) {
+    const layer_ctx *c = ctx;
+    const tr_batch *b = c->b;
+    int B = b->B, H = c->d->H;
+    for (int g = 0; g < b->NG; g++) {
+        int r0 = b->g_row[g], r1 = b->g_row[g + 1], e0 = b->g_elem[g], e1 = b->g_elem[g + 1];
+        memcpy(kvin + ((size_t)r0 + (size_t)e0 * B) * H, c->a->ctx + (size_t)r0 * H, sizeof(float) * (r1 - r0) * H);
+        memcpy(kvin + ((size_t)r1 + (size_t)e0 * B) * H, xn + (size_t)e0 * B * H, sizeof(float) * (e1 - e0) * B * H);
+    }
+}
+
+/* the kv rows' gradient back to the context rows (a->dctx) and the block rows (dxn) */
+static void layer_kv_rows_backward(void *ctx, float *dxn, const float *dkvin) {
+    const layer_ctx *c = ctx;
+    const tr_batch *b = c->b;
+    int B = b->B, H = c->d->H;
+    for (int gi = 0; gi < b->NG; gi++) {
+        int r0 = b->g_row[gi], r1 = b->g_row[gi + 1], e0 = b->g_elem[gi], e1 = b->g_elem[gi + 1];
+        const float *kc = dkvin + ((size_t)r0 + (size_t)e0 * B) * H, *kb = dkvin + ((size_t)r1 + (size_t)e0 * B) * H;
+        float *dc = c->a->dctx + (size_t)r0 * H, *da = dxn + (size_t)e0 * B * H;
+        for (size_t i = 0; i < (size_t)(r1 - r0) * H; i++) dc[i] += kc[i];
+        for (size_t i = 0; i < (size_t)(e1 - e0) * B * H; i++) da[i] += kb[i];
+    }
+}
+
+static void layer_attn_forward(void *ctx, sp_pool *pool, float *ao, float *att, const float *q, const float *k,
+                               const float *v) {
+    const layer_ctx *c = ctx;
+    att_job j = {.d = c->d, .a = c->a, .b = c->b, .ao = ao, .att = att, .q = q, .k = k, .v = v, .scale = c->scale};
+    attention(pool, &j);
+}
+
+static void layer_attn_backward(void *ctx, sp_pool *pool, float *dq, float *dk, float *dv, const float *dao,
+                                const float *q, const float *k, const float *v, const float *att) {
+    const layer_ctx *c = ctx;
+    att_job j = {.d = c->d, .a = c->a, .b = c->b, .dq = dq, .dk = dk, .dv = dv, .dao = dao, .q = q, .k = k, .v = v,
+                 .att_in = att, .bwd = 1, .scale = c->scale};
+    attention(pool, &j);
+}
+
+/* the drafter layer as sp_block_desc describes it: Qwen3's block (q/k norms, SwiGLU) or Gemma-4's
+ * (four norms, weightless v_norm, V = raw K when k_eq_v, GeGLU, scale 1), non-causal block attention */
+static sp_block_desc layer_desc(const tr_dims *d) {
+    return (sp_block_desc){.H = d->H, .NH = d->NH, .KVH = d->KVH, .D = d->D, .I = d->I, .post_norms = d->gemma,
+                           .kv_proj = 1, .v_proj = !d->k_eq_v, .qk_norm = 1, .v_norm = d->gemma,
+                           .act = d->gelu ? SP_ACT_GELU_TANH : SP_ACT_SILU, .attn = SP_ATTN_BLOCK,
+                           .attn_scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D), .eps = (float)d->eps};
+}
+
+/* layer l's weights in the block's roles: Llama / Qwen3's post_attention_layernorm is the pre-MLP
+ * norm, Gemma's the post-attention one; layer_scalar is 1 */
+static tr_block_w layer_w(const tr_model *m, const tr_view *w, int l) {
+    int gm = m->d.gemma;
+    return (tr_block_w){.attn_norm = w->l[l].in_norm, .wq = w->l[l].wq, .wk = w->l[l].wk, .wv = w->l[l].wv,
+                        .wo = w->l[l].wo, .q_norm = w->l[l].q_norm, .k_norm = w->l[l].k_norm,
+                        .attn_post_norm = gm ? w->l[l].post_norm : NULL,
+                        .ffn_norm = gm ? w->l[l].pre_ffn_norm : w->l[l].post_norm,
+                        .ffn_post_norm = gm ? w->l[l].post_ffn_norm : NULL, .w_gate = w->l[l].w_gate,
+                        .w_up = w->l[l].w_up, .w_down = w->l[l].w_down, .layer_scalar = 1.0f, .inv_freq = m->inv_freq,
+                        .ones = m->ones};
+}
+
+/* the same roles in a gradient view */
+static tr_block_g layer_g(const tr_dims *d, const tr_view *g, int l) {
+    int gm = d->gemma;
+    return (tr_block_g){.attn_norm = g->l[l].in_norm, .wq = g->l[l].wq, .wk = g->l[l].wk, .wv = g->l[l].wv,
+                        .wo = g->l[l].wo, .q_norm = g->l[l].q_norm, .k_norm = g->l[l].k_norm,
+                        .attn_post_norm = gm ? g->l[l].post_norm : NULL,
+                        .ffn_norm = gm ? g->l[l].pre_ffn_norm : g->l[l].post_norm,
+                        .ffn_post_norm = gm ? g->l[l].post_ffn_norm : NULL, .w_gate = g->l[l].w_gate,
+                        .w_up = g->l[l].w_up, .w_down = g->l[l].w_down};
+}
+
+/* the rows of one step: T block rows at qpos, S kv rows at kpos, the drafter's attention */
+static tr_block_io layer_io(layer_ctx *c, int T, int S) {
+    return (tr_block_io){.R = T, .S = S, .qpos = c->a->qpos, .kpos = c->a->kpos, .ctx = c,
+                         .kv_rows = layer_kv_rows, .kv_rows_backward = layer_kv_rows_backward,
+                         .attn_forward = layer_attn_forward, .attn_backward = layer_attn_backward};
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
@@ -536,8 +618,8 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
     SP_ASSERT(b->NB <= a->NB && b->NR <= a->Tc && b->C == a->C && b->B == d->B);
     tr_view w = tr_model_view(m, m->w);
     int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
-    int T = NB * B, Tc = b->NR, S = Tc + T, QD = d->NH * d->D, KD = d->KVH * d->D;
-    float eps = (float)d->eps, scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
+    int T = NB * B, Tc = b->NR, S = Tc + T;
+    float eps = (float)d->eps;
 
     kv_positions(a, b);
     /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (docs/DFLASH.md §3) and every element of a group */
@@ -546,49 +628,12 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
         tr_rmsnorm_forward(a->ctx, a->rstd_c, a->fcout, w.hidden_norm, Tc, H, eps);
     }
     memcpy(a->l[0].x, b->x0, sizeof(float) * T * H);
+    sp_block_desc bd = layer_desc(d);
+    layer_ctx lc = {.d = d, .a = a, .b = b, .scale = bd.attn_scale};
+    tr_block_io io = layer_io(&lc, T, S);
     for (int l = 0; l < d->L; l++) {
-        layer_acts *la = &a->l[l];
-        float *xout = l + 1 < d->L ? a->l[l + 1].x : a->xL;
-        tr_rmsnorm_forward(la->a, la->rstd_a, la->x, w.l[l].in_norm, T, H, eps);
-        for (int g = 0; g < b->NG; g++) {
-            int r0 = b->g_row[g], r1 = b->g_row[g + 1], e0 = b->g_elem[g], e1 = b->g_elem[g + 1];
-            memcpy(la->kvin + ((size_t)r0 + (size_t)e0 * B) * H, a->ctx + (size_t)r0 * H, sizeof(float) * (r1 - r0) * H);
-            memcpy(la->kvin + ((size_t)r1 + (size_t)e0 * B) * H, la->a + (size_t)e0 * B * H,
-                   sizeof(float) * (e1 - e0) * B * H);
-        }
-        tr_linear_forward(pool, la->qraw, la->a, w.l[l].wq, T, H, QD);
-        tr_rmsnorm_forward(la->qn, la->rstd_q, la->qraw, w.l[l].q_norm, T * d->NH, d->D, eps);
-        tr_rope_forward(la->q, la->qn, T, d->NH, d->D, a->qpos, m->inv_freq);
-        tr_linear_forward(pool, la->kraw, la->kvin, w.l[l].wk, S, H, KD);
-        tr_rmsnorm_forward(la->kn, la->rstd_k, la->kraw, w.l[l].k_norm, S * d->KVH, d->D, eps);
-        tr_rope_forward(la->k, la->kn, S, d->KVH, d->D, a->kpos, m->inv_freq);
-        if (d->gemma) { /* V = v_norm(raw v_proj, or raw K when k_eq_v), no weight (docs/TRANSFORMER.md §5) */
-            if (!d->k_eq_v) tr_linear_forward(pool, la->vr, la->kvin, w.l[l].wv, S, H, KD);
-            const float *vsrc = d->k_eq_v ? la->kraw : la->vr;
-            tr_rmsnorm_forward(la->v, la->rstd_v, vsrc, m->ones, S * d->KVH, d->D, eps);
-        } else {
-            tr_linear_forward(pool, la->v, la->kvin, w.l[l].wv, S, H, KD);
-        }
-        attention(pool, d, a, b, la, 0, scale);
-        if (d->gemma) { /* x1 = x + post_attention_layernorm(o_proj(o)) */
-            tr_linear_forward(pool, la->op, la->o, w.l[l].wo, T, QD, H);
-            tr_rmsnorm_forward(la->x1, la->rstd_o, la->op, w.l[l].post_norm, T, H, eps);
-        } else {
-            tr_linear_forward(pool, la->x1, la->o, w.l[l].wo, T, QD, H);
-        }
-        for (size_t i = 0; i < (size_t)T * H; i++) la->x1[i] += la->x[i];
-        tr_rmsnorm_forward(la->b, la->rstd_b, la->x1, d->gemma ? w.l[l].pre_ffn_norm : w.l[l].post_norm, T, H, eps);
-        tr_linear_forward(pool, la->g, la->b, w.l[l].w_gate, T, H, d->I);
-        tr_linear_forward(pool, la->u, la->b, w.l[l].w_up, T, H, d->I);
-        if (d->gelu) tr_geglu_forward(la->s, la->g, la->u, (size_t)T * d->I);
-        else tr_swiglu_forward(la->s, la->g, la->u, (size_t)T * d->I);
-        if (d->gemma) { /* xout = x1 + post_feedforward_layernorm(MLP); layer_scalar is 1 */
-            tr_linear_forward(pool, la->mo, la->s, w.l[l].w_down, T, d->I, H);
-            tr_rmsnorm_forward(xout, la->rstd_m, la->mo, w.l[l].post_ffn_norm, T, H, eps);
-        } else {
-            tr_linear_forward(pool, xout, la->s, w.l[l].w_down, T, d->I, H);
-        }
-        for (size_t i = 0; i < (size_t)T * H; i++) xout[i] += la->x1[i];
+        tr_block_w bw = layer_w(m, &w, l);
+        tr_block_forward(pool, &bd, &bw, &io, a->l[l].x, l + 1 < d->L ? a->l[l + 1].x : a->xL, &a->l[l].s);
     }
     tr_rmsnorm_forward(a->h, a->rstd_h, a->xL, w.norm, T, H, eps);
     /* Z = h · W_lmᵀ (+ Markov bias W2 · W1[prev]), docs/DSPARK.md §3–4 */
@@ -628,8 +673,7 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
     const tr_dims *d = &m->d;
     tr_view w = tr_model_view(m, m->w), g = tr_model_view(m, grad);
     int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
-    int T = NB * B, Tc = b->NR, S = Tc + T, QD = d->NH * d->D, KD = d->KVH * d->D;
-    float scale = d->gemma ? 1.0f : 1.0f / sqrtf((float)d->D);
+    int T = NB * B, Tc = b->NR, S = Tc + T;
     double alpha[3];
     tr_loss_alpha(d->arch, alpha);
 
@@ -654,65 +698,13 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
     tr_rmsnorm_backward(a->dx, g.norm, a->dh, a->xL, w.norm, a->rstd_h, T, H);
 
     zero(a->dctx, (size_t)Tc * H);
+    sp_block_desc bd = layer_desc(d);
+    layer_ctx lc = {.d = d, .a = a, .b = b, .scale = bd.attn_scale};
+    tr_block_io io = layer_io(&lc, T, S);
     for (int l = d->L - 1; l >= 0; l--) {
-        layer_acts *la = &a->l[l];
-        /* x_out = x1 + down(silu(gate(b)) ⊙ up(b)), b = RMSNorm_post(x1) */
-        memcpy(a->dx1, a->dx, sizeof(float) * T * H);
-        zero(a->ds, (size_t)T * d->I); zero(a->dg, (size_t)T * d->I); zero(a->du, (size_t)T * d->I);
-        zero(a->dbn, (size_t)T * H);
-        if (d->gemma) {
-            zero(a->dmo, (size_t)T * H);
-            tr_rmsnorm_backward(a->dmo, g.l[l].post_ffn_norm, a->dx, la->mo, w.l[l].post_ffn_norm, la->rstd_m, T, H);
-            tr_linear_backward(pool, a->ds, g.l[l].w_down, a->dmo, la->s, w.l[l].w_down, T, d->I, H);
-        } else {
-            tr_linear_backward(pool, a->ds, g.l[l].w_down, a->dx, la->s, w.l[l].w_down, T, d->I, H);
-        }
-        if (d->gelu) tr_geglu_backward(a->dg, a->du, a->ds, la->g, la->u, (size_t)T * d->I);
-        else tr_swiglu_backward(a->dg, a->du, a->ds, la->g, la->u, (size_t)T * d->I);
-        tr_linear_backward(pool, a->dbn, g.l[l].w_gate, a->dg, la->b, w.l[l].w_gate, T, H, d->I);
-        tr_linear_backward(pool, a->dbn, g.l[l].w_up, a->du, la->b, w.l[l].w_up, T, H, d->I);
-        float *gb = d->gemma ? g.l[l].pre_ffn_norm : g.l[l].post_norm;
-        tr_rmsnorm_backward(a->dx1, gb, a->dbn, la->x1, d->gemma ? w.l[l].pre_ffn_norm : w.l[l].post_norm, la->rstd_b,
-                            T, H);
-        /* x1 = x + o_proj(attention(q(a), k([ctx ; a]), v([ctx ; a]))) */
-        zero(a->do_, (size_t)T * QD);
-        if (d->gemma) {
-            zero(a->dop, (size_t)T * H);
-            tr_rmsnorm_backward(a->dop, g.l[l].post_norm, a->dx1, la->op, w.l[l].post_norm, la->rstd_o, T, H);
-            tr_linear_backward(pool, a->do_, g.l[l].wo, a->dop, la->o, w.l[l].wo, T, QD, H);
-        } else {
-            tr_linear_backward(pool, a->do_, g.l[l].wo, a->dx1, la->o, w.l[l].wo, T, QD, H);
-        }
-        zero(a->dq, (size_t)T * QD); zero(a->dk, (size_t)S * KD); zero(a->dv, (size_t)S * KD);
-        attention(pool, d, a, b, la, 1, scale);
-        zero(a->dqn, (size_t)T * QD); zero(a->dqraw, (size_t)T * QD);
-        tr_rope_backward(a->dqn, a->dq, T, d->NH, d->D, a->qpos, m->inv_freq);
-        tr_rmsnorm_backward(a->dqraw, g.l[l].q_norm, a->dqn, la->qraw, w.l[l].q_norm, la->rstd_q, T * d->NH, d->D);
-        zero(a->dkn, (size_t)S * KD); zero(a->dkraw, (size_t)S * KD);
-        tr_rope_backward(a->dkn, a->dk, S, d->KVH, d->D, a->kpos, m->inv_freq);
-        tr_rmsnorm_backward(a->dkraw, g.l[l].k_norm, a->dkn, la->kraw, w.l[l].k_norm, la->rstd_k, S * d->KVH, d->D);
-        zero(a->dkvin, (size_t)S * H);
-        if (d->gemma) { /* through the weightless v_norm into raw v (or raw K when k_eq_v) */
-            float *dvr = d->k_eq_v ? a->dkraw : a->dvr;
-            if (!d->k_eq_v) zero(dvr, (size_t)S * KD);
-            tr_rmsnorm_backward(dvr, NULL, a->dv, d->k_eq_v ? la->kraw : la->vr, m->ones, la->rstd_v, S * d->KVH, d->D);
-            if (!d->k_eq_v) tr_linear_backward(pool, a->dkvin, g.l[l].wv, dvr, la->kvin, w.l[l].wv, S, H, KD);
-        } else {
-            tr_linear_backward(pool, a->dkvin, g.l[l].wv, a->dv, la->kvin, w.l[l].wv, S, H, KD);
-        }
-        tr_linear_backward(pool, a->dkvin, g.l[l].wk, a->dkraw, la->kvin, w.l[l].wk, S, H, KD);
-        zero(a->da, (size_t)T * H);
-        tr_linear_backward(pool, a->da, g.l[l].wq, a->dqraw, la->a, w.l[l].wq, T, H, QD);
-        for (int gi = 0; gi < b->NG; gi++) { /* kv rows back to the context rows and the block rows */
-            int r0 = b->g_row[gi], r1 = b->g_row[gi + 1], e0 = b->g_elem[gi], e1 = b->g_elem[gi + 1];
-            const float *kc = a->dkvin + ((size_t)r0 + (size_t)e0 * B) * H, *kb = a->dkvin + ((size_t)r1 + (size_t)e0 * B) * H;
-            float *dc = a->dctx + (size_t)r0 * H, *da = a->da + (size_t)e0 * B * H;
-            for (size_t i = 0; i < (size_t)(r1 - r0) * H; i++) dc[i] += kc[i];
-            for (size_t i = 0; i < (size_t)(e1 - e0) * B * H; i++) da[i] += kb[i];
-        }
-        /* a = RMSNorm_in(x): dx = dx1 + RMSNorm backward of da */
-        memcpy(a->dx, a->dx1, sizeof(float) * T * H);
-        tr_rmsnorm_backward(a->dx, g.l[l].in_norm, a->da, la->x, w.l[l].in_norm, la->rstd_a, T, H);
+        tr_block_w bw = layer_w(m, &w, l);
+        tr_block_g bg = layer_g(d, &g, l);
+        tr_block_backward(pool, &bd, &bw, &bg, &io, a->l[l].x, &a->l[l].s, &a->bs, a->dx);
     }
     if (Tc > 0) {
         zero(a->dfc, (size_t)Tc * H);

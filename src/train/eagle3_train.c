@@ -1,9 +1,10 @@
 /* eagle3_train.c — EAGLE-3 drafter training (see eagle3_train.h; docs/EAGLE3.md §2, §6).
  *
  * The layer is the inference one (drafters/eagle3.c) with norm_before_residual and norm_before_fc
- * off, written as a forward / backward pair over every row of every window at once; attention
- * runs per query over the keys it may see, gathered into one contiguous block (the ops of
- * ops_impl.h, finite-difference tested in test_train_ops.c). */
+ * off, written as a forward / backward pair over every row of every window at once. Its
+ * attention half is written here: Q/K/V from [embedding ; state], attention per query over the
+ * keys it may see, gathered into one contiguous block (the ops of ops.h, finite-difference tested
+ * in test_train_ops.c); its MLP half is the training block's (block_train.h). */
 #include "train/eagle3_train.h"
 
 #include <jansson.h>
@@ -15,6 +16,7 @@
 #include "core/core.h"
 #include "formats/hfjson.h"
 #include "model/model.h"
+#include "train/block_train.h"
 #include "train/ops.h"
 
 /* parameter order (SpecForge names) */
@@ -100,8 +102,8 @@ int tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *er
 }
 
 /* ---- config ----------------------------------------------------------------------------------- */
-int tr_e3_config_json(char **out, const char *target_config_path, const tr_dims *d, sp_err *err) {
-    json_t *t = hf_json_load_file(target_config_path, JSON_REJECT_DUPLICATES, err);
+int tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err) {
+    json_t *t = hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!t) return -1;
     json_t *c = json_object(), *ids = json_array();
     for (int i = 0; i < 3; i++) json_array_append_new(ids, json_integer(d->tap_layers[i] + 1)); /* layer inputs */
@@ -316,7 +318,7 @@ tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err) {
     AL(a->h, K * T * H); AL(a->n, K * T * H); AL(a->rn, K * T); AL(a->g, K * T * I); AL(a->u, K * T * I);
     AL(a->out, K * T * H); AL(a->fn, K * T * H); AL(a->rf, K * T); AL(a->prob, K * T * Vd);
     AL(a->A, T * 2 * H); AL(a->tq, T * QD); AL(a->tk, T * KD); AL(a->tH, T * H); AL(a->act, T * I);
-    AL(a->Kg, TK * KD); AL(a->Vg, TK * KD); AL(a->dKg, TK * KD); AL(a->dVg, TK * KD); AL(a->dp, TK);
+    AL(a->Kg, TK * KD); AL(a->Vg, TK * KD); AL(a->dKg, TK * KD); AL(a->dVg, TK * KD); AL(a->dp, TK * (size_t)d->KVH);
     AL(a->dZ, T * Vd); AL(a->dfn, T * H); AL(a->dout, T * H); AL(a->dh, T * H); AL(a->dact, T * I);
     AL(a->dg, T * I); AL(a->du, T * I); AL(a->dn, T * H); AL(a->dao, T * QD); AL(a->dq, T * QD);
     AL(a->dKall, K * T * KD); AL(a->dVall, K * T * KD); AL(a->dqp, T * QD); AL(a->dkp, T * KD);
@@ -370,6 +372,20 @@ static void positions(int *pos, int T, int S, int k) {
     for (int t = 0; t < T; t++) pos[t] = t % S + k;
 }
 
+/* The layer's MLP half is the training block's (block_train.h): Llama's post_attention_layernorm,
+ * SwiGLU, no post norms; its attention half is this file's (input [embedding ; state], keys
+ * gathered per query). */
+static sp_block_desc mlp_desc(const tr_dims *d) {
+    return (sp_block_desc){.H = d->H, .NH = d->NH, .KVH = d->KVH, .D = d->D, .I = d->I, .act = SP_ACT_SILU,
+                           .eps = (float)d->eps};
+}
+
+/* step k's MLP activations in the block's roles (gu: a->act, recomputed by the backward) */
+static tr_block_acts mlp_acts(const tr_e3_acts *a, size_t k, size_t T, size_t H, size_t I) {
+    return (tr_block_acts){.xn2 = a->n + k * T * H, .rstd_ffn = a->rn + k * T, .g = a->g + k * T * I,
+                           .u = a->u + k * T * I, .gu = a->act, .dn = a->tH};
+}
+
 void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom, tr_stats *st,
                    float *cstar) {
     const tr_dims *d = &m->d;
@@ -377,6 +393,9 @@ void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_
     size_t T = (size_t)a->cap * S, QD = (size_t)NH * D, KD = (size_t)KVH * D, TK = (size_t)S + K;
     float scale = 1.0f / sqrtf((float)D);
     int *pos = malloc(sizeof(int) * (size_t)Tn);
+    sp_block_desc md = mlp_desc(d);
+    tr_block_w mw = {.ffn_norm = W(P_POST), .w_gate = W(P_GATE), .w_up = W(P_UP), .w_down = W(P_DOWN),
+                     .layer_scalar = 1.0f};
     memset(st, 0, sizeof *st);
     tr_linear_forward(pool, a->fc, b->F, W(P_FC), Tn, 3 * H, H);
     for (int k = 0; k < K; k++) {
@@ -399,19 +418,16 @@ void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_
         float *ao = a->ao + (size_t)k * T * QD;
         for (int t = 0; t < Tn; t++) {
             int nk = gather(a, a->kr, a->v, T, KD, t / S, t % S, k);
-            tr_attention_forward(ao + t * QD, a->att + ((size_t)k * T + t) * NH * TK, q + t * QD, a->Kg, a->Vg,
-                                 (const uint8_t *)m->ones, 1, nk, NH, KVH, D, scale);
+            tr_attn_shape sh = {.NB = 1, .Tq = 1, .Tk = nk, .NH = NH, .KVH = KVH, .D = D, .scale = scale};
+            tr_attention_forward(NULL, ao + t * QD, a->att + ((size_t)k * T + t) * NH * TK, q + t * QD, a->Kg, a->Vg,
+                                 &sh);
         }
-        float *h = a->h + oH, *n = a->n + oH, *out = a->out + oH, *fn = a->fn + oH;
+        float *h = a->h + oH, *out = a->out + oH, *fn = a->fn + oH;
         tr_linear_forward(pool, a->tH, ao, W(P_O), Tn, (int)QD, H);
         for (size_t i = 0; i < (size_t)Tn * H; i++) h[i] = gin[i] + a->tH[i];
-        tr_rmsnorm_forward(n, a->rn + (size_t)k * T, h, W(P_POST), Tn, H, d->eps);
-        float *g = a->g + (size_t)k * T * I, *u = a->u + (size_t)k * T * I;
-        tr_linear_forward(pool, g, n, W(P_GATE), Tn, H, I);
-        tr_linear_forward(pool, u, n, W(P_UP), Tn, H, I);
-        tr_swiglu_forward(a->act, g, u, (size_t)Tn * I);
-        tr_linear_forward(pool, a->tH, a->act, W(P_DOWN), Tn, I, H);
-        for (size_t i = 0; i < (size_t)Tn * H; i++) out[i] = h[i] + a->tH[i];
+        /* out = h + down(silu(gate(n)) ⊙ up(n)),  n = post_attention_layernorm(h) */
+        tr_block_acts ma = mlp_acts(a, (size_t)k, T, (size_t)H, (size_t)I);
+        tr_block_mlp_forward(pool, &md, &mw, Tn, h, out, &ma);
         tr_rmsnorm_forward(fn, a->rf + (size_t)k * T, out, W(P_NORM), Tn, H, d->eps);
         float *prob = a->prob + (size_t)k * T * Vd;
         tr_linear_forward(pool, prob, fn, W(P_LM), Tn, H, Vd);
@@ -453,6 +469,11 @@ void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3
     size_t T = (size_t)a->cap * S, QD = (size_t)NH * D, KD = (size_t)KVH * D, TK = (size_t)S + K, nH = (size_t)Tn * H;
     float scale = 1.0f / sqrtf((float)D);
     int *pos = malloc(sizeof(int) * (size_t)Tn);
+    sp_block_desc md = mlp_desc(d);
+    tr_block_w mw = {.ffn_norm = W(P_POST), .w_gate = W(P_GATE), .w_up = W(P_UP), .w_down = W(P_DOWN),
+                     .layer_scalar = 1.0f};
+    tr_block_g mg = {.ffn_norm = G(P_POST), .w_gate = G(P_GATE), .w_up = G(P_UP), .w_down = G(P_DOWN)};
+    tr_block_scratch ms = {.dgu = a->dact, .dg = a->dg, .du = a->du, .dxn = a->dn};
     memset(a->dKall, 0, sizeof(float) * (size_t)K * T * KD);
     memset(a->dVall, 0, sizeof(float) * (size_t)K * T * KD);
     memset(a->dcarry, 0, sizeof(float) * nH);
@@ -472,19 +493,11 @@ void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3
         tr_linear_backward(pool, a->dfn, G(P_LM), a->dZ, a->fn + oH, W(P_LM), Tn, H, Vd);
         memcpy(a->dout, a->dcarry, sizeof(float) * nH);
         tr_rmsnorm_backward(a->dout, G(P_NORM), a->dfn, a->out + oH, W(P_NORM), a->rf + (size_t)k * T, Tn, H);
-        /* out = h + down(silu(gate(n)) ⊙ up(n)) */
-        const float *g = a->g + (size_t)k * T * I, *u = a->u + (size_t)k * T * I;
-        tr_swiglu_forward(a->act, g, u, (size_t)Tn * I);
-        memset(a->dact, 0, sizeof(float) * (size_t)Tn * I);
-        tr_linear_backward(pool, a->dact, G(P_DOWN), a->dout, a->act, W(P_DOWN), Tn, I, H);
-        memset(a->dg, 0, sizeof(float) * (size_t)Tn * I);
-        memset(a->du, 0, sizeof(float) * (size_t)Tn * I);
-        tr_swiglu_backward(a->dg, a->du, a->dact, g, u, (size_t)Tn * I);
-        memset(a->dn, 0, sizeof(float) * nH);
-        tr_linear_backward(pool, a->dn, G(P_GATE), a->dg, a->n + oH, W(P_GATE), Tn, H, I);
-        tr_linear_backward(pool, a->dn, G(P_UP), a->du, a->n + oH, W(P_UP), Tn, H, I);
+        /* out = h + down(silu(gate(n)) ⊙ up(n)): the block's MLP half, act recomputed */
+        tr_block_acts ma = mlp_acts(a, (size_t)k, T, (size_t)H, (size_t)I);
+        tr_swiglu_forward(a->act, ma.g, ma.u, (size_t)Tn * I);
         memcpy(a->dh, a->dout, sizeof(float) * nH);
-        tr_rmsnorm_backward(a->dh, G(P_POST), a->dn, a->h + oH, W(P_POST), a->rn + (size_t)k * T, Tn, H);
+        tr_block_mlp_backward(pool, &md, &mw, &mg, Tn, a->h + oH, &ma, &ms, a->dh);
         /* h = g_in + o_proj(attn) */
         memcpy(a->dgin, a->dh, sizeof(float) * nH);
         const float *ao = a->ao + (size_t)k * T * QD, *q = a->q + (size_t)k * T * QD;
@@ -495,9 +508,9 @@ void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3
             int nk = gather(a, a->kr, a->v, T, KD, t / S, t % S, k);
             memset(a->dKg, 0, sizeof(float) * nk * KD);
             memset(a->dVg, 0, sizeof(float) * nk * KD);
-            tr_attention_backward(a->dq + t * QD, a->dKg, a->dVg, a->dp, a->dao + t * QD, q + t * QD, a->Kg, a->Vg,
-                                  a->att + ((size_t)k * T + t) * NH * TK, (const uint8_t *)m->ones, 1, nk, NH, KVH, D,
-                                  scale);
+            tr_attn_shape sh = {.NB = 1, .Tq = 1, .Tk = nk, .NH = NH, .KVH = KVH, .D = D, .scale = scale};
+            tr_attention_backward(NULL, a->dq + t * QD, a->dKg, a->dVg, a->dp, a->dao + t * QD, q + t * QD, a->Kg,
+                                  a->Vg, a->att + ((size_t)k * T + t) * NH * TK, &sh);
             scatter_add(a, a->dKall, a->dVall, T, KD, t / S, t % S, k);
         }
         /* step k's keys and values are complete: every query that sees them (steps >= k) is done */

@@ -10,7 +10,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 #include "formats/tensor_names.h"
-#include "train/lm_ops.h"
+#include "train/block_train.h"
 #include "train/ops.h"
 
 int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp_err *err) {
@@ -120,8 +120,4 @@ void lm_init_weights(const lm_layout *lay, float *w, uint64_t seed) {
 }
 
 #define real float
-#define LM(name) lm_##name
-#define LM_ACTS lm_acts
-#define TR(name) tr_##name
-#define LOP(name) lm_##name
 #include "train/lm_impl.h"

@@ -64,19 +64,23 @@ void lm_init_weights(const lm_layout *lay, float *w, uint64_t seed);
 typedef struct lm_acts lm_acts;
 typedef struct lm_acts_f64 lm_acts_f64;
 
-#define real float
-#define LM(name) lm_##name
-#define LM_ACTS lm_acts
-#include "lm_decl.h"
-#undef real
-#undef LM
-#undef LM_ACTS
-#define real double
-#define LM(name) lm_##name##_f64
-#define LM_ACTS lm_acts_f64
-#include "lm_decl.h"
-#undef real
-#undef LM
-#undef LM_ACTS
+/* Activations for at most NB sequences of at most T tokens. */
+lm_acts *lm_acts_create(const lm_layout *lay, int NB, int T, sp_err *err);
+void lm_acts_free(lm_acts *a);
+/* Forward over tokens[NB·T] (NB sequences of T tokens; T <= the T of acts_create). labels[NB·T]:
+ * the next token of each position, −1 = not scored. Returns the mean cross-entropy over the
+ * scored positions (0 when none) and keeps what backward needs. logits: if non-NULL, receives
+ * the (softcapped) logits [NB·T, V]. */
+double lm_forward(sp_pool *pool, const lm_layout *lay, const float *w, lm_acts *a, const int32_t *tokens,
+                  const int32_t *labels, int NB, int T, float *logits);
+/* Backward of the last forward: ACCUMULATES d(loss)/d(w) into grad (parameter layout). */
+void lm_backward(sp_pool *pool, const lm_layout *lay, const float *w, lm_acts *a, float *grad);
+
+/* The double twins (lm_f64.c): the same with double weights, activations and gradients. */
+lm_acts_f64 *lm_acts_create_f64(const lm_layout *lay, int NB, int T, sp_err *err);
+void lm_acts_free_f64(lm_acts_f64 *a);
+double lm_forward_f64(sp_pool *pool, const lm_layout *lay, const double *w, lm_acts_f64 *a, const int32_t *tokens,
+                      const int32_t *labels, int NB, int T, double *logits);
+void lm_backward_f64(sp_pool *pool, const lm_layout *lay, const double *w, lm_acts_f64 *a, double *grad);
 
 #endif

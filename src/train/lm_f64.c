@@ -1,17 +1,21 @@
-/* lm_f64.c — the double instantiation of the target LM's forward / backward (lm_impl.h) on
- * the double ops: the reference the finite-difference test differentiates. */
+/* lm_f64.c — the double twin of the target LM's forward / backward (lm_impl.h with every name
+ * renamed to its _f64 twin: lm_forward_f64, …, on the double ops): the reference the
+ * finite-difference test differentiates. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "train/lm.h"
-#include "train/lm_ops.h"
+#include "train/block_train.h"
 #include "train/ops.h"
+#include "train/ops_f64_names.h"
+
+#define lm_acts lm_acts_f64
+#define lm_acts_create lm_acts_create_f64
+#define lm_acts_free lm_acts_free_f64
+#define lm_forward lm_forward_f64
+#define lm_backward lm_backward_f64
 
 #define real double
-#define LM(name) lm_##name##_f64
-#define LM_ACTS lm_acts_f64
-#define TR(name) tr_##name##_f64
-#define LOP(name) lm_##name##_f64
 #include "train/lm_impl.h"

@@ -1,24 +1,11 @@
-/* lm_impl.h — forward and backward of the target LM (lm.h), written once over `real` and
- * compiled by lm.c (float: threaded GEMMs and attention) and lm_f64.c (double: naive loops,
- * the finite-difference reference). The includer defines real, LM(name) (this file's public
- * names), LM_ACTS (the activation struct), TR(name) (ops.h op of that type) and LOP(name)
- * (lm_ops.h op of that type). Every step is an op of ops.h / lm_ops.h; the backward runs
- * them in reverse, quoting the forward line it differentiates. */
+/* lm_impl.h — forward and backward of the target LM (lm.h), written once over `real` with the
+ * float names and compiled by lm.c (real = float: threaded GEMMs and attention) and lm_f64.c
+ * (real = double, every name renamed to its _f64 twin: naive loops, the finite-difference
+ * reference). Each decoder layer is the training block (block_train.h) on the layer's
+ * sp_block_describe description with causal / sliding attention over the NB sequences; around
+ * it the embedding, the final norm, the tied head, the soft-cap and the loss are ops of ops.h. */
 
-typedef struct {
-    real *x;                /* [N, H] layer input (the residual stream) */
-    real *r1, *xn;          /* input norm: rstd [N], output [N, H] */
-    real *qp, *rq, *q;      /* q_proj out [N, NH·D], q_norm rstd [N·NH], normed + roped q */
-    real *kp, *rk, *k;      /* the same for K [N, KVH·D] */
-    real *vp, *rv, *v;      /* v_proj out, v_norm rstd, normed v */
-    real *att;              /* [NB, NH, T, T] attention probabilities */
-    real *ao, *o, *rpa;     /* attention out [N, NH·D], o_proj out [N, H], post_attn rstd [N] */
-    real *x2, *rpf, *xn2;   /* residual after attention, pre_ffn rstd, pre_ffn out */
-    real *g, *u, *gu;       /* [N, I] gate, up, gelu(gate)·up */
-    real *dn, *rpo;         /* down_proj out [N, H], post_ffn rstd [N] */
-} LM(layer_acts);
-
-struct LM_ACTS {
+struct lm_acts {
     int NB, T, n_layers;    /* capacity */
     int nb, t;              /* shape of the last forward */
     int32_t *tokens, *labels; /* [N] (labels: −1 replaced by 0 with weight 0) */
@@ -26,19 +13,49 @@ struct LM_ACTS {
     double denom;           /* number of scored positions */
     int *pos;               /* [N] position of each row inside its sequence */
     real *ones;             /* [max_D] weightless-norm weight */
-    LM(layer_acts) *l;      /* [L] */
-    real *xf, *rf, *hf;     /* final residual, final-norm rstd, normed hidden */
+    real **x;               /* [L + 1] → [N, H] the residual stream: x[i] layer i's input, x[L] the last output */
+    tr_block_acts *l;       /* [L] what each layer saves */
+    real *rf, *hf;          /* final-norm rstd [N], normed hidden [N, H] */
     real *logits, *probs;   /* [N, V] softcapped logits, softmax */
-    /* backward scratch */
-    real *dx, *dxn, *dh, *tmp, *dq, *dk, *dv, *dq2, *dk2, *dv2, *dao, *dg, *du, *dgu, *dp, *dZ;
+    tr_block_scratch s;     /* backward scratch of the layers */
+    real *dx, *dh, *dZ;     /* [N, H] residual gradient, [N, H] head gradient, [N, V] logit gradient */
 };
 
-LM_ACTS *LM(acts_create)(const lm_layout *lay, int NB, int T, sp_err *err) {
+/* every buffer of one layer's saved activations (or of the backward scratch) with its length
+ * (lay NULL: lengths 0, for freeing); kvin and dkvin are not used: the K/V rows are the query
+ * rows. p = NULL ends the list. */
+typedef struct {
+    real **p;
+    size_t n;
+} lm_buf;
+
+static int lm_layer_bufs(tr_block_acts *s, const lm_layout *lay, int NB, int T, lm_buf *out) {
+    size_t N = (size_t)NB * T, H = lay ? lay->cfg.hidden_size : 0, NH = lay ? lay->cfg.n_heads : 0;
+    size_t QD = lay ? lay->max_QD : 0, KD = lay ? lay->max_KD : 0, I = lay ? lay->max_I : 0;
+    lm_buf b[] = {{&s->xn, N * H}, {&s->rstd_in, N},   {&s->qp, N * QD}, {&s->rstd_q, N * NH}, {&s->q, N * QD},
+                  {&s->kp, N * KD}, {&s->rstd_k, N * NH}, {&s->k, N * KD}, {&s->vp, N * KD},   {&s->rstd_v, N * NH},
+                  {&s->v, N * KD},  {&s->att, (size_t)NB * NH * T * T}, {&s->ao, N * QD}, {&s->o, N * H},
+                  {&s->rstd_o, N},  {&s->x1, N * H},   {&s->xn2, N * H}, {&s->rstd_ffn, N},  {&s->g, N * I},
+                  {&s->u, N * I},   {&s->gu, N * I},   {&s->dn, N * H},  {&s->rstd_dn, N},   {NULL, 0}};
+    memcpy(out, b, sizeof b);
+    return (int)(sizeof b / sizeof b[0]);
+}
+
+static int lm_scratch_bufs(tr_block_scratch *s, const lm_layout *lay, int NB, int T, lm_buf *out) {
+    size_t N = (size_t)NB * T, H = lay ? lay->cfg.hidden_size : 0, NH = lay ? lay->cfg.n_heads : 0;
+    size_t QD = lay ? lay->max_QD : 0, KD = lay ? lay->max_KD : 0, I = lay ? lay->max_I : 0;
+    lm_buf b[] = {{&s->dh, N * H},   {&s->dxn, N * H},  {&s->dgu, N * I}, {&s->dg, N * I},  {&s->du, N * I},
+                  {&s->dao, N * QD}, {&s->dq, N * QD},  {&s->dq2, N * QD}, {&s->dk, N * KD}, {&s->dk2, N * KD},
+                  {&s->dv, N * KD},  {&s->dv2, N * KD}, {&s->dp, (size_t)NB * NH * T}, {NULL, 0}};
+    memcpy(out, b, sizeof b);
+    return (int)(sizeof b / sizeof b[0]);
+}
+
+struct lm_acts *lm_acts_create(const lm_layout *lay, int NB, int T, sp_err *err) {
     const sp_config *c = &lay->cfg;
-    LM_ACTS *a = calloc(1, sizeof *a);
+    struct lm_acts *a = calloc(1, sizeof *a);
     if (!a) goto oom;
     size_t N = (size_t)NB * T, H = c->hidden_size, V = c->vocab_size, L = c->n_layers;
-    size_t QD = lay->max_QD, KD = lay->max_KD, I = lay->max_I, NH = c->n_heads;
     int ok = 1;
 #define ALLOC(p, count) ok &= ((p) = calloc((size_t)(count) + 1, sizeof *(p))) != NULL
     a->NB = NB;
@@ -48,93 +65,85 @@ LM_ACTS *LM(acts_create)(const lm_layout *lay, int NB, int T, sp_err *err) {
     ALLOC(a->wt, N);
     ALLOC(a->pos, N);
     ALLOC(a->ones, (size_t)lay->max_D);
+    ALLOC(a->x, L + 1);
     ALLOC(a->l, L);
     if (!ok) goto oom;
     a->n_layers = (int)L;
     for (size_t i = 0; i < (size_t)lay->max_D; i++) a->ones[i] = 1;
+    lm_buf b[32];
+    for (size_t li = 0; li <= L; li++) ALLOC(a->x[li], N * H);
     for (size_t li = 0; li < L; li++) {
-        LM(layer_acts) *s = &a->l[li];
-        ALLOC(s->x, N * H);
-        ALLOC(s->r1, N);
-        ALLOC(s->xn, N * H);
-        ALLOC(s->qp, N * QD);
-        ALLOC(s->rq, N * NH);
-        ALLOC(s->q, N * QD);
-        ALLOC(s->kp, N * KD);
-        ALLOC(s->rk, N * NH);
-        ALLOC(s->k, N * KD);
-        ALLOC(s->vp, N * KD);
-        ALLOC(s->rv, N * NH);
-        ALLOC(s->v, N * KD);
-        ALLOC(s->att, (size_t)NB * NH * T * T);
-        ALLOC(s->ao, N * QD);
-        ALLOC(s->o, N * H);
-        ALLOC(s->rpa, N);
-        ALLOC(s->x2, N * H);
-        ALLOC(s->rpf, N);
-        ALLOC(s->xn2, N * H);
-        ALLOC(s->g, N * I);
-        ALLOC(s->u, N * I);
-        ALLOC(s->gu, N * I);
-        ALLOC(s->dn, N * H);
-        ALLOC(s->rpo, N);
+        lm_layer_bufs(&a->l[li], lay, NB, T, b);
+        for (lm_buf *p = b; p->p; p++) ALLOC(*p->p, p->n);
     }
-    ALLOC(a->xf, N * H);
+    lm_scratch_bufs(&a->s, lay, NB, T, b);
+    for (lm_buf *p = b; p->p; p++) ALLOC(*p->p, p->n);
     ALLOC(a->rf, N);
     ALLOC(a->hf, N * H);
     ALLOC(a->logits, N * V);
     ALLOC(a->probs, N * V);
     ALLOC(a->dx, N * H);
-    ALLOC(a->dxn, N * H);
     ALLOC(a->dh, N * H);
-    ALLOC(a->tmp, N * H);
-    ALLOC(a->dq, N * QD);
-    ALLOC(a->dk, N * KD);
-    ALLOC(a->dv, N * KD);
-    ALLOC(a->dq2, N * QD);
-    ALLOC(a->dk2, N * KD);
-    ALLOC(a->dv2, N * KD);
-    ALLOC(a->dao, N * QD);
-    ALLOC(a->dg, N * I);
-    ALLOC(a->du, N * I);
-    ALLOC(a->dgu, N * I);
-    ALLOC(a->dp, (size_t)NB * NH * T);
     ALLOC(a->dZ, N * V);
 #undef ALLOC
     if (ok) return a;
 oom:
-    LM(acts_free)(a);
+    lm_acts_free(a);
     sp_err_set(err, "training activations: out of memory for %d sequences of %d tokens", NB, T);
     return NULL;
 }
 
-void LM(acts_free)(LM_ACTS *a) {
+void lm_acts_free(struct lm_acts *a) {
     if (!a) return;
+    lm_buf b[32];
     if (a->l)
         for (int li = 0; li < a->n_layers; li++) {
-            LM(layer_acts) *s = &a->l[li];
-            real *p[] = {s->x, s->r1, s->xn, s->qp, s->rq, s->q, s->kp, s->rk, s->k, s->vp, s->rv, s->v,
-                         s->att, s->ao, s->o, s->rpa, s->x2, s->rpf, s->xn2, s->g, s->u, s->gu, s->dn, s->rpo};
-            for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+            lm_layer_bufs(&a->l[li], NULL, 0, 0, b);
+            for (lm_buf *p = b; p->p; p++) free(*p->p);
         }
-    real *p[] = {a->wt, a->ones, a->xf, a->rf, a->hf, a->logits, a->probs, a->dx, a->dxn, a->dh, a->tmp,
-                 a->dq, a->dk, a->dv, a->dq2, a->dk2, a->dv2, a->dao, a->dg, a->du, a->dgu, a->dp, a->dZ};
+    if (a->x)
+        for (int li = 0; li <= a->n_layers; li++) free(a->x[li]);
+    lm_scratch_bufs(&a->s, NULL, 0, 0, b);
+    for (lm_buf *p = b; p->p; p++) free(*p->p);
+    real *p[] = {a->wt, a->ones, a->rf, a->hf, a->logits, a->probs, a->dx, a->dh, a->dZ};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     free(a->tokens);
     free(a->labels);
     free(a->pos);
+    free(a->x);
     free(a->l);
     free(a);
 }
 
-static void LM(zero)(real *x, size_t n) { memset(x, 0, n * sizeof *x); }
+static void lm_zero(real *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
-double LM(forward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *a, const int32_t *tokens,
-                   const int32_t *labels, int NB, int T, real *logits) {
+/* layer li as the block executes it: its description, weights (and gradients, when grad is
+ * given) and rows: NB sequences of T tokens, causal (sliding on sliding layers) */
+static void lm_layer(const lm_layout *lay, int li, const real *w, real *grad, const struct lm_acts *a,
+                     sp_block_desc *d, tr_block_w *bw, tr_block_g *bg, tr_block_io *io) {
+    const lm_layer_off *o = &lay->l[li];
+    *d = sp_block_describe(&lay->cfg, li, SP_ATTN_CAUSAL);
+    *bw = (tr_block_w){.attn_norm = w + o->in_norm, .wq = w + o->wq, .wk = w + o->wk, .wv = w + o->wv,
+                       .wo = w + o->wo, .q_norm = w + o->q_norm, .k_norm = w + o->k_norm,
+                       .attn_post_norm = w + o->post_attn, .ffn_norm = w + o->pre_ffn, .ffn_post_norm = w + o->post_ffn,
+                       .w_gate = w + o->gate, .w_up = w + o->up, .w_down = w + o->down,
+                       .layer_scalar = w[o->scalar], .inv_freq = lay->inv_freq[li], .ones = a->ones};
+    if (grad) /* layer_scalar is frozen */
+        *bg = (tr_block_g){.attn_norm = grad + o->in_norm, .wq = grad + o->wq, .wk = grad + o->wk, .wv = grad + o->wv,
+                           .wo = grad + o->wo, .q_norm = grad + o->q_norm, .k_norm = grad + o->k_norm,
+                           .attn_post_norm = grad + o->post_attn, .ffn_norm = grad + o->pre_ffn,
+                           .ffn_post_norm = grad + o->post_ffn, .w_gate = grad + o->gate, .w_up = grad + o->up,
+                           .w_down = grad + o->down};
+    *io = (tr_block_io){.R = a->nb * a->t, .qpos = a->pos,
+                        .shape = {.NB = a->nb, .Tq = a->t, .Tk = a->t, .NH = d->NH, .KVH = d->KVH, .D = d->D,
+                                  .causal = 1, .window = d->window, .scale = d->attn_scale}};
+}
+
+double lm_forward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_acts *a, const int32_t *tokens,
+                  const int32_t *labels, int NB, int T, real *logits) {
     const sp_config *c = &lay->cfg;
     SP_ASSERT(NB <= a->NB && T <= a->T && NB > 0 && T > 0);
-    int H = c->hidden_size, V = c->vocab_size, L = c->n_layers, NH = c->n_heads, N = NB * T;
-    double eps = c->rms_eps;
+    int H = c->hidden_size, V = c->vocab_size, L = c->n_layers, N = NB * T;
     a->nb = NB;
     a->t = T;
     a->denom = 0;
@@ -149,123 +158,51 @@ double LM(forward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *
     const real *E = w + lay->embed;
     for (int i = 0; i < N; i++)
         for (int j = 0; j < H; j++)
-            a->l[0].x[(size_t)i * H + j] = E[(size_t)tokens[i] * H + j] * (real)lay->embed_scale;
-
+            a->x[0][(size_t)i * H + j] = E[(size_t)tokens[i] * H + j] * (real)lay->embed_scale;
     for (int li = 0; li < L; li++) {
-        const sp_layer_config *lc = &c->layers[li];
-        const lm_layer_off *o = &lay->l[li];
-        LM(layer_acts) *s = &a->l[li];
-        int D = lc->head_dim, KVH = lc->n_kv_heads, I = lc->ffn_dim, QD = NH * D, KD = KVH * D;
-        real *xout = li + 1 < L ? a->l[li + 1].x : a->xf;
-        TR(rmsnorm_forward)(s->xn, s->r1, s->x, w + o->in_norm, N, H, eps);
-        TR(linear_forward)(pool, s->qp, s->xn, w + o->wq, N, H, QD);
-        TR(rmsnorm_forward)(s->q, s->rq, s->qp, w + o->q_norm, N * NH, D, eps);
-        TR(rope_forward)(s->q, s->q, N, NH, D, a->pos, lay->inv_freq[li]);
-        TR(linear_forward)(pool, s->kp, s->xn, w + o->wk, N, H, KD);
-        TR(rmsnorm_forward)(s->k, s->rk, s->kp, w + o->k_norm, N * KVH, D, eps);
-        TR(rope_forward)(s->k, s->k, N, KVH, D, a->pos, lay->inv_freq[li]);
-        TR(linear_forward)(pool, s->vp, s->xn, w + o->wv, N, H, KD);
-        TR(rmsnorm_forward)(s->v, s->rv, s->vp, a->ones, N * KVH, D, eps); /* weightless v_norm */
-        LOP(causal_attention_forward)(pool, s->ao, s->att, s->q, s->k, s->v, NB, T, NH, KVH, D,
-                                      lc->sliding ? c->sliding_window : 0, (real)1.0);
-        TR(linear_forward)(pool, s->o, s->ao, w + o->wo, N, QD, H);
-        TR(rmsnorm_forward)(a->tmp, s->rpa, s->o, w + o->post_attn, N, H, eps);
-        for (size_t i = 0; i < (size_t)N * H; i++) s->x2[i] = s->x[i] + a->tmp[i];
-
-        TR(rmsnorm_forward)(s->xn2, s->rpf, s->x2, w + o->pre_ffn, N, H, eps);
-        TR(linear_forward)(pool, s->g, s->xn2, w + o->gate, N, H, I);
-        TR(linear_forward)(pool, s->u, s->xn2, w + o->up, N, H, I);
-        LOP(geglu_forward)(s->gu, s->g, s->u, (size_t)N * I);
-        TR(linear_forward)(pool, s->dn, s->gu, w + o->down, N, I, H);
-        TR(rmsnorm_forward)(a->tmp, s->rpo, s->dn, w + o->post_ffn, N, H, eps);
-        real scalar = w[o->scalar];
-        for (size_t i = 0; i < (size_t)N * H; i++) {
-            xout[i] = s->x2[i] + a->tmp[i];
-            if (scalar != 1) xout[i] *= scalar;
-        }
+        sp_block_desc d;
+        tr_block_w bw;
+        tr_block_io io;
+        lm_layer(lay, li, w, NULL, a, &d, &bw, NULL, &io);
+        tr_block_forward(pool, &d, &bw, &io, a->x[li], a->x[li + 1], &a->l[li]);
     }
-    TR(rmsnorm_forward)(a->hf, a->rf, a->xf, w + lay->final_norm, N, H, eps);
-    TR(linear_forward)(pool, a->logits, a->hf, E, N, H, V); /* tied LM head */
+    tr_rmsnorm_forward(a->hf, a->rf, a->x[L], w + lay->final_norm, N, H, (float)c->rms_eps); /* the float epsilon of inference */
+    tr_linear_forward(pool, a->logits, a->hf, E, N, H, V); /* tied LM head */
     if (c->final_softcap > 0)
-        LOP(softcap_forward)(a->logits, a->logits, (size_t)N * V, (real)c->final_softcap);
+        tr_softcap_forward(a->logits, a->logits, (size_t)N * V, (real)c->final_softcap);
     if (logits) memcpy(logits, a->logits, (size_t)N * V * sizeof(real));
     if (a->denom == 0) return 0;
-    return TR(ce_forward)(a->probs, a->logits, a->labels, a->wt, N, V, a->denom);
+    return tr_ce_forward(a->probs, a->logits, a->labels, a->wt, N, V, a->denom);
 }
 
-void LM(backward)(sp_pool *pool, const lm_layout *lay, const real *w, LM_ACTS *a, real *grad) {
+void lm_backward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_acts *a, real *grad) {
     const sp_config *c = &lay->cfg;
-    int NB = a->nb, T = a->t, N = NB * T;
-    int H = c->hidden_size, V = c->vocab_size, L = c->n_layers, NH = c->n_heads;
+    int N = a->nb * a->t, H = c->hidden_size, V = c->vocab_size, L = c->n_layers;
     size_t NHs = (size_t)N * H;
     if (a->denom == 0) return;
     const real *E = w + lay->embed;
     real *dE = grad + lay->embed;
 
     /* loss = CE(softcap(hf · Eᵀ)) */
-    LM(zero)(a->dZ, (size_t)N * V);
-    TR(ce_backward)(a->dZ, a->probs, a->labels, a->wt, N, V, a->denom);
+    lm_zero(a->dZ, (size_t)N * V);
+    tr_ce_backward(a->dZ, a->probs, a->labels, a->wt, N, V, a->denom);
     real *dlog = a->dZ;
     if (c->final_softcap > 0) { /* the probabilities are spent: reuse them for d(raw logits) */
-        LM(zero)(a->probs, (size_t)N * V);
-        LOP(softcap_backward)(a->probs, a->dZ, a->logits, (size_t)N * V, (real)c->final_softcap);
+        lm_zero(a->probs, (size_t)N * V);
+        tr_softcap_backward(a->probs, a->dZ, a->logits, (size_t)N * V, (real)c->final_softcap);
         dlog = a->probs;
     }
-    LM(zero)(a->dh, NHs);
-    TR(linear_backward)(pool, a->dh, dE, dlog, a->hf, E, N, H, V); /* tied head: into dE too */
-    LM(zero)(a->dx, NHs);
-    TR(rmsnorm_backward)(a->dx, grad + lay->final_norm, a->dh, a->xf, w + lay->final_norm, a->rf, N, H);
-
+    lm_zero(a->dh, NHs);
+    tr_linear_backward(pool, a->dh, dE, dlog, a->hf, E, N, H, V); /* tied head: into dE too */
+    lm_zero(a->dx, NHs);
+    tr_rmsnorm_backward(a->dx, grad + lay->final_norm, a->dh, a->x[L], w + lay->final_norm, a->rf, N, H);
     for (int li = L - 1; li >= 0; li--) {
-        const sp_layer_config *lc = &c->layers[li];
-        const lm_layer_off *o = &lay->l[li];
-        LM(layer_acts) *s = &a->l[li];
-        int D = lc->head_dim, KVH = lc->n_kv_heads, I = lc->ffn_dim, QD = NH * D, KD = KVH * D;
-        /* xout = (x2 + norm_post_ffn(dn)) · scalar  (scalar frozen) */
-        real scalar = w[o->scalar];
-        if (scalar != 1)
-            for (size_t i = 0; i < NHs; i++) a->dx[i] *= scalar;
-        LM(zero)(a->dh, NHs);
-        TR(rmsnorm_backward)(a->dh, grad + o->post_ffn, a->dx, s->dn, w + o->post_ffn, s->rpo, N, H);
-        /* dn = gu · Wdownᵀ;  gu = gelu(g)·u;  g, u = xn2 · W{gate,up}ᵀ */
-        LM(zero)(a->dgu, (size_t)N * I);
-        TR(linear_backward)(pool, a->dgu, grad + o->down, a->dh, s->gu, w + o->down, N, I, H);
-        LM(zero)(a->dg, (size_t)N * I);
-        LM(zero)(a->du, (size_t)N * I);
-        LOP(geglu_backward)(a->dg, a->du, a->dgu, s->g, s->u, (size_t)N * I);
-        LM(zero)(a->dxn, NHs);
-        TR(linear_backward)(pool, a->dxn, grad + o->gate, a->dg, s->xn2, w + o->gate, N, H, I);
-        TR(linear_backward)(pool, a->dxn, grad + o->up, a->du, s->xn2, w + o->up, N, H, I);
-        /* xn2 = norm_pre_ffn(x2); dx (= d x2 through the residual) gains the norm's gradient */
-        TR(rmsnorm_backward)(a->dx, grad + o->pre_ffn, a->dxn, s->x2, w + o->pre_ffn, s->rpf, N, H);
-
-        /* x2 = x + norm_post_attn(o);  o = ao · Woᵀ */
-        LM(zero)(a->dh, NHs);
-        TR(rmsnorm_backward)(a->dh, grad + o->post_attn, a->dx, s->o, w + o->post_attn, s->rpa, N, H);
-        LM(zero)(a->dao, (size_t)N * QD);
-        TR(linear_backward)(pool, a->dao, grad + o->wo, a->dh, s->ao, w + o->wo, N, QD, H);
-        LM(zero)(a->dq, (size_t)N * QD);
-        LM(zero)(a->dk, (size_t)N * KD);
-        LM(zero)(a->dv, (size_t)N * KD);
-        LOP(causal_attention_backward)(pool, a->dq, a->dk, a->dv, a->dp, a->dao, s->q, s->k, s->v, s->att, NB, T,
-                                       NH, KVH, D, lc->sliding ? c->sliding_window : 0, (real)1.0);
-        /* q = rope(norm_q(qp)), k = rope(norm_k(kp)), v = norm(vp) */
-        LM(zero)(a->dq2, (size_t)N * QD);
-        TR(rope_backward)(a->dq2, a->dq, N, NH, D, a->pos, lay->inv_freq[li]);
-        LM(zero)(a->dq, (size_t)N * QD);
-        TR(rmsnorm_backward)(a->dq, grad + o->q_norm, a->dq2, s->qp, w + o->q_norm, s->rq, N * NH, D);
-        LM(zero)(a->dk2, (size_t)N * KD);
-        TR(rope_backward)(a->dk2, a->dk, N, KVH, D, a->pos, lay->inv_freq[li]);
-        LM(zero)(a->dk, (size_t)N * KD);
-        TR(rmsnorm_backward)(a->dk, grad + o->k_norm, a->dk2, s->kp, w + o->k_norm, s->rk, N * KVH, D);
-        LM(zero)(a->dv2, (size_t)N * KD);
-        TR(rmsnorm_backward)(a->dv2, NULL, a->dv, s->vp, a->ones, s->rv, N * KVH, D);
-        /* qp, kp, vp = xn · W{q,k,v}ᵀ;  xn = norm_in(x) */
-        LM(zero)(a->dxn, NHs);
-        TR(linear_backward)(pool, a->dxn, grad + o->wq, a->dq, s->xn, w + o->wq, N, H, QD);
-        TR(linear_backward)(pool, a->dxn, grad + o->wk, a->dk, s->xn, w + o->wk, N, H, KD);
-        TR(linear_backward)(pool, a->dxn, grad + o->wv, a->dv2, s->xn, w + o->wv, N, H, KD);
-        TR(rmsnorm_backward)(a->dx, grad + o->in_norm, a->dxn, s->x, w + o->in_norm, s->r1, N, H);
+        sp_block_desc d;
+        tr_block_w bw;
+        tr_block_g bg;
+        tr_block_io io;
+        lm_layer(lay, li, w, grad, a, &d, &bw, &bg, &io);
+        tr_block_backward(pool, &d, &bw, &bg, &io, a->x[li], &a->l[li], &a->s, a->dx);
     }
     /* x0 = E[tok] · embed_scale */
     for (int i = 0; i < N; i++) {

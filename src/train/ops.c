@@ -1,4 +1,5 @@
-/* ops.c — the float instantiation of the training ops (ops_impl.h); matmuls go to gemm.c. */
+/* ops.c — the float training ops (ops_impl.h): GEMMs on gemm.c, attention on the pool, the GELU
+ * of the inference kernels. */
 #include <math.h>
 #include <string.h>
 
@@ -6,7 +7,6 @@
 #include "train/ops.h"
 
 #define real float
-#define OP(name) tr_##name
 #define MM_NT(pool, C, A, B, M, K, N) tr_gemm_nt(pool, C, A, B, M, K, N)
 #define MM_NN_ACC(pool, C, A, B, M, K, N) tr_gemm_nn_acc(pool, C, A, B, M, K, N)
 #define MM_TN_ACC(pool, C, A, B, M, K, N) tr_gemm_tn_acc(pool, C, A, B, M, K, N)
@@ -15,4 +15,5 @@
 #define SIN sinf
 #define FABS fabsf
 #define TANH tanhf
+#define GELU_TANH(x) sp_gelu_tanh(x)
 #include "train/ops_impl.h"

@@ -1,10 +1,12 @@
-/* ops_f64.c — the double instantiation of the training ops (ops_impl.h) with naive matmuls:
- * the reference the finite-difference tests differentiate. Not used by the trainer. */
+/* ops_f64.c — the double twins of the training ops (ops_impl.h renamed by ops_f64_names.h:
+ * tr_linear_forward_f64, …) with naive matmuls: the reference the finite-difference tests
+ * differentiate. Not used by the trainer. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "train/ops.h"
+#include "train/ops_f64_names.h"
 
 static void mm_nt(double *C, const double *A, const double *B, int M, int K, int N) {
     for (int i = 0; i < M; i++)
@@ -26,7 +28,6 @@ static void mm_tn_acc(double *C, const double *A, const double *B, int M, int K,
 }
 
 #define real double
-#define OP(name) tr_##name##_f64
 #define MM_NT(pool, C, A, B, M, K, N) ((void)(pool), mm_nt(C, A, B, M, K, N))
 #define MM_NN_ACC(pool, C, A, B, M, K, N) ((void)(pool), mm_nn_acc(C, A, B, M, K, N))
 #define MM_TN_ACC(pool, C, A, B, M, K, N) ((void)(pool), mm_tn_acc(C, A, B, M, K, N))
@@ -35,4 +36,5 @@ static void mm_tn_acc(double *C, const double *A, const double *B, int M, int K,
 #define SIN sin
 #define FABS fabs
 #define TANH tanh
+#define GELU_TANH(x) (0.5 * (x) * (1 + tanh(SP_GELU_K * ((x) + SP_GELU_A * (x) * (x) * (x)))))
 #include "train/ops_impl.h"

@@ -1,32 +1,34 @@
-/* ops_impl.h — the drafter-training ops, written once over a scalar type `real` and compiled
- * twice: ops.c (real = float, the trainer's path, matmuls on the thread pool) and ops_f64.c
- * (real = double, naive loops: the reference the finite-difference tests differentiate).
+/* ops_impl.h — the bodies of the training ops of ops.h, written once over a scalar type `real`
+ * and compiled twice: ops.c (real = float: the trainer's path, GEMMs and attention on the thread
+ * pool) and ops_f64.c (real = double, naive GEMMs: the reference the finite-difference tests
+ * differentiate; it renames every op to its _f64 twin with the list in ops_f64_names.h). Every
+ * definition carries its float name, so `grep '^void tr_linear_forward'` finds it.
  *
  * Every op is a pair, llm.c style: `*_forward(out…, saved…, in…, weights…, dims)` and
  * `*_backward(d_in…, d_weights…, d_out, in/saved…, weights…, dims)`. Backward ACCUMULATES
  * (+=) into every gradient it is given, so gradients are zeroed once per step; a NULL gradient
  * pointer means "not wanted". The includer defines, before including this file:
  *   real            float or double
- *   OP(name)        the public name of an op (tr_name / tr_name_f64)
  *   MM_NT(pool, C, A, B, M, K, N)       C[M,N]  = A[M,K] · B[N,K]ᵀ   (overwrite)
  *   MM_NN_ACC(pool, C, A, B, M, K, N)   C[M,N] += A[M,K] · B[K,N]
  *   MM_TN_ACC(pool, C, A, B, M, K, N)   C[M,N] += A[K,M]ᵀ · B[K,N]
  *   EXP, COS, SIN, FABS, TANH           math functions of that precision
+ *   GELU_TANH(x)                        the tanh GELU of one value
  * Dimension letters: T rows (tokens), K in width, N out width, H hidden, NH / KVH heads,
  * D head dim, V vocab, r Markov rank, Tq / Tk query / key rows of one attention group. */
 
 /* ---- linear: out[T,N] = in[T,K] · W[N,K]ᵀ (PyTorch nn.Linear without bias) ---------------- */
-void OP(linear_forward)(sp_pool *pool, real *out, const real *in, const real *W, int T, int K, int N) {
+void tr_linear_forward(sp_pool *pool, real *out, const real *in, const real *W, int T, int K, int N) {
     MM_NT(pool, out, in, W, T, K, N);
 }
-void OP(linear_backward)(sp_pool *pool, real *din, real *dW, const real *dout, const real *in,
+void tr_linear_backward(sp_pool *pool, real *din, real *dW, const real *dout, const real *in,
                          const real *W, int T, int K, int N) {
     if (din) MM_NN_ACC(pool, din, dout, W, T, N, K);  /* din[T,K] += dout[T,N] · W[N,K] */
     if (dW) MM_TN_ACC(pool, dW, dout, in, N, T, K);   /* dW[N,K]  += dout[T,N]ᵀ · in[T,K] */
 }
 
 /* ---- RMSNorm over rows of width n: out = in · rstd · w, rstd = 1/sqrt(mean(in²) + eps) ---- */
-void OP(rmsnorm_forward)(real *out, real *rstd, const real *in, const real *w, int T, int n, double eps) {
+void tr_rmsnorm_forward(real *out, real *rstd, const real *in, const real *w, int T, int n, double eps) {
     for (int t = 0; t < T; t++) {
         const real *x = in + (size_t)t * n;
         real *y = out + (size_t)t * n;
@@ -38,7 +40,7 @@ void OP(rmsnorm_forward)(real *out, real *rstd, const real *in, const real *w, i
     }
 }
 /* with xhat = x·r, g = dout·w:  din = r · (g − xhat · mean(g·xhat)),  dw = Σ_t dout·xhat */
-void OP(rmsnorm_backward)(real *din, real *dw, const real *dout, const real *in, const real *w,
+void tr_rmsnorm_backward(real *din, real *dw, const real *dout, const real *in, const real *w,
                           const real *rstd, int T, int n) {
     for (int t = 0; t < T; t++) {
         const real *x = in + (size_t)t * n, *dy = dout + (size_t)t * n;
@@ -57,7 +59,7 @@ void OP(rmsnorm_backward)(real *din, real *dw, const real *dout, const real *in,
 
 /* ---- RoPE (rotate-half, pairs (j, j+D/2)) on x[T, nh, D], row t at position pos[t] ---------
  * forward: (a, b) -> (a·c − b·s, a·s + b·c); backward is the inverse rotation of the gradient. */
-static void OP(rope_rotate)(real *out, const real *in, int T, int nh, int D, const int *pos,
+static void tr_rope_rotate(real *out, const real *in, int T, int nh, int D, const int *pos,
                             const float *inv_freq, int sign, int accumulate) {
     int half = D / 2;
     for (int t = 0; t < T; t++)
@@ -74,93 +76,140 @@ static void OP(rope_rotate)(real *out, const real *in, int T, int nh, int D, con
             }
         }
 }
-void OP(rope_forward)(real *out, const real *in, int T, int nh, int D, const int *pos, const float *inv_freq) {
-    OP(rope_rotate)(out, in, T, nh, D, pos, inv_freq, +1, 0);
+void tr_rope_forward(real *out, const real *in, int T, int nh, int D, const int *pos, const float *inv_freq) {
+    tr_rope_rotate(out, in, T, nh, D, pos, inv_freq, +1, 0);
 }
-void OP(rope_backward)(real *din, const real *dout, int T, int nh, int D, const int *pos, const float *inv_freq) {
-    OP(rope_rotate)(din, dout, T, nh, D, pos, inv_freq, -1, 1);
+void tr_rope_backward(real *din, const real *dout, int T, int nh, int D, const int *pos, const float *inv_freq) {
+    tr_rope_rotate(din, dout, T, nh, D, pos, inv_freq, -1, 1);
 }
 
-/* ---- attention of one group: Tq queries see every key j with kmask[j] = 1 (non-causal) ----
- * q[Tq, NH, D], k/v[Tk, KVH, D], out[Tq, NH, D], att[NH, Tq, Tk] the saved probabilities.
- * The DFlash/DSpark block: keys = [context rows (left padding masked out) ; block rows], every
- * block row sees all visible context and the whole block. Query head h reads KV head
- * h / (NH/KVH). A query with no visible key gets out = 0. */
-void OP(attention_forward)(real *out, real *att, const real *q, const real *k, const real *v,
-                           const uint8_t *kmask, int Tq, int Tk, int NH, int KVH, int D, real scale) {
-    int grp = NH / KVH;
-    for (int h = 0; h < NH; h++) {
-        int kh = h / grp;
-        for (int i = 0; i < Tq; i++) {
-            const real *qi = q + ((size_t)i * NH + h) * D;
-            real *p = att + ((size_t)h * Tq + i) * Tk;
-            real mx = 0;
-            int any = 0;
-            for (int j = 0; j < Tk; j++) {
-                if (!kmask[j]) { p[j] = 0; continue; }
-                const real *kj = k + ((size_t)j * KVH + kh) * D;
-                real s = 0;
-                for (int d = 0; d < D; d++) s += qi[d] * kj[d];
-                p[j] = s * scale;
-                if (!any || p[j] > mx) mx = p[j];
-                any = 1;
-            }
-            real sum = 0;
-            for (int j = 0; j < Tk; j++)
-                if (kmask[j]) { p[j] = EXP(p[j] - mx); sum += p[j]; }
-            real *o = out + ((size_t)i * NH + h) * D;
-            for (int d = 0; d < D; d++) o[d] = 0;
-            if (!any) continue;
-            for (int j = 0; j < Tk; j++) {
-                if (!kmask[j]) continue;
-                p[j] /= sum;
-                const real *vj = v + ((size_t)j * KVH + kh) * D;
-                for (int d = 0; d < D; d++) o[d] += p[j] * vj[d];
-            }
+/* ---- attention: NB groups, each Tq queries over its own Tk keys (tr_attn_shape) --------------
+ * Query i of a group sees key j when the mode allows it (causal: lo(i) <= j <= i, with
+ * lo(i) = i − window + 1 for a sliding window, the window counting the query itself as
+ * sp_attention's does; non-causal: every key) and kmask[j] is 1. Query head h reads KV head
+ * h / (NH/KVH); a query with no visible key gets out = 0 and att = 0. The float ops split
+ * (group, head) pairs over the pool: every output has one writer and sums run in key order, so
+ * the result does not depend on the thread count. */
+typedef struct {
+    real *out, *att, *dq, *dk, *dv, *dp;
+    const real *q, *k, *v, *dout, *att_in;
+    const tr_attn_shape *s;
+} tr_attn_job;
+
+static int tr_attn_visible(const tr_attn_shape *s, const uint8_t *km, int i, int j) {
+    if (km && !km[j]) return 0;
+    if (!s->causal) return 1;
+    return j <= i && (s->window <= 0 || j > i - s->window);
+}
+
+/* one (group b, head h) */
+static void tr_attn_fwd_one(const tr_attn_job *g, int b, int h) {
+    const tr_attn_shape *s = g->s;
+    int Tq = s->Tq, Tk = s->Tk, NH = s->NH, KVH = s->KVH, D = s->D, kh = h / (NH / KVH);
+    real scale = (real)s->scale;
+    const uint8_t *km = s->kmask ? s->kmask + (size_t)b * Tk : NULL;
+    size_t q0 = (size_t)b * Tq, k0 = (size_t)b * Tk;
+    for (int i = 0; i < Tq; i++) {
+        const real *qi = g->q + ((q0 + i) * NH + h) * D;
+        real *p = g->att + (((size_t)b * NH + h) * Tq + i) * Tk;
+        real mx = 0;
+        int any = 0;
+        for (int j = 0; j < Tk; j++) {
+            if (!tr_attn_visible(s, km, i, j)) { p[j] = 0; continue; }
+            const real *kj = g->k + ((k0 + j) * KVH + kh) * D;
+            real dot = 0;
+            for (int d = 0; d < D; d++) dot += qi[d] * kj[d];
+            p[j] = dot * scale;
+            if (!any || p[j] > mx) mx = p[j];
+            any = 1;
+        }
+        real sum = 0;
+        for (int j = 0; j < Tk; j++)
+            if (tr_attn_visible(s, km, i, j)) { p[j] = EXP(p[j] - mx); sum += p[j]; }
+        real *o = g->out + ((q0 + i) * NH + h) * D;
+        for (int d = 0; d < D; d++) o[d] = 0;
+        if (!any) continue;
+        for (int j = 0; j < Tk; j++) {
+            if (!tr_attn_visible(s, km, i, j)) continue;
+            p[j] /= sum;
+            const real *vj = g->v + ((k0 + j) * KVH + kh) * D;
+            for (int d = 0; d < D; d++) o[d] += p[j] * vj[d];
         }
     }
 }
+
+static void tr_attn_fwd_share(void *ctx, int share, int n_shares) {
+    const tr_attn_job *g = ctx;
+    int lo, hi, NH = g->s->NH;
+    sp_pool_split(g->s->NB * NH, 1, share, n_shares, &lo, &hi);
+    for (int u = lo; u < hi; u++) tr_attn_fwd_one(g, u / NH, u % NH);
+}
+
+void tr_attention_forward(sp_pool *pool, real *out, real *att, const real *q, const real *k, const real *v,
+                          const tr_attn_shape *s) {
+    tr_attn_job g = {.out = out, .att = att, .q = q, .k = k, .v = v, .s = s};
+    sp_pool_run(pool, tr_attn_fwd_share, &g);
+}
+
 /* dv_j += Σ_i p_ij·dout_i;  dp_ij = dout_i·v_j;  ds_ij = p_ij·(dp_ij − Σ_j' p_ij'·dp_ij');
- * dq_i += scale·Σ_j ds_ij·k_j;  dk_j += scale·Σ_i ds_ij·q_i.  dp: scratch [Tk]. */
-void OP(attention_backward)(real *dq, real *dk, real *dv, real *dp, const real *dout, const real *q,
-                            const real *k, const real *v, const real *att, const uint8_t *kmask,
-                            int Tq, int Tk, int NH, int KVH, int D, real scale) {
-    int grp = NH / KVH;
-    for (int h = 0; h < NH; h++) {
-        int kh = h / grp;
-        for (int i = 0; i < Tq; i++) {
-            const real *p = att + ((size_t)h * Tq + i) * Tk;
-            const real *doi = dout + ((size_t)i * NH + h) * D;
-            const real *qi = q + ((size_t)i * NH + h) * D;
-            real *dqi = dq + ((size_t)i * NH + h) * D;
-            real pdp = 0;
-            for (int j = 0; j < Tk; j++) {
-                dp[j] = 0;
-                if (!kmask[j]) continue;
-                const real *vj = v + ((size_t)j * KVH + kh) * D;
-                real *dvj = dv + ((size_t)j * KVH + kh) * D;
-                real s = 0;
-                for (int d = 0; d < D; d++) { s += doi[d] * vj[d]; dvj[d] += p[j] * doi[d]; }
-                dp[j] = s;
-                pdp += p[j] * s;
-            }
-            for (int j = 0; j < Tk; j++) {
-                if (!kmask[j]) continue;
-                real ds = p[j] * (dp[j] - pdp) * scale;
-                const real *kj = k + ((size_t)j * KVH + kh) * D;
-                real *dkj = dk + ((size_t)j * KVH + kh) * D;
-                for (int d = 0; d < D; d++) { dqi[d] += ds * kj[d]; dkj[d] += ds * qi[d]; }
-            }
+ * dq_i += scale·Σ_j ds_ij·k_j;  dk_j += scale·Σ_i ds_ij·q_i.  One (group, KV head) at a time:
+ * its query heads in order, each query in order; dp row [Tk] of that pair. */
+static void tr_attn_bwd_one(const tr_attn_job *g, int b, int h, real *dp) {
+    const tr_attn_shape *s = g->s;
+    int Tq = s->Tq, Tk = s->Tk, NH = s->NH, KVH = s->KVH, D = s->D, kh = h / (NH / KVH);
+    real scale = (real)s->scale;
+    const uint8_t *km = s->kmask ? s->kmask + (size_t)b * Tk : NULL;
+    size_t q0 = (size_t)b * Tq, k0 = (size_t)b * Tk;
+    for (int i = 0; i < Tq; i++) {
+        const real *p = g->att_in + (((size_t)b * NH + h) * Tq + i) * Tk;
+        const real *doi = g->dout + ((q0 + i) * NH + h) * D;
+        const real *qi = g->q + ((q0 + i) * NH + h) * D;
+        real *dqi = g->dq + ((q0 + i) * NH + h) * D;
+        real pdp = 0;
+        for (int j = 0; j < Tk; j++) {
+            dp[j] = 0;
+            if (!tr_attn_visible(s, km, i, j)) continue;
+            const real *vj = g->v + ((k0 + j) * KVH + kh) * D;
+            real *dvj = g->dv + ((k0 + j) * KVH + kh) * D;
+            real dot = 0;
+            for (int d = 0; d < D; d++) { dot += doi[d] * vj[d]; dvj[d] += p[j] * doi[d]; }
+            dp[j] = dot;
+            pdp += p[j] * dot;
+        }
+        for (int j = 0; j < Tk; j++) {
+            if (!tr_attn_visible(s, km, i, j)) continue;
+            real ds = p[j] * (dp[j] - pdp) * scale;
+            const real *kj = g->k + ((k0 + j) * KVH + kh) * D;
+            real *dkj = g->dk + ((k0 + j) * KVH + kh) * D;
+            for (int d = 0; d < D; d++) { dqi[d] += ds * kj[d]; dkj[d] += ds * qi[d]; }
         }
     }
+}
+
+/* a share owns whole (group, KV head) pairs, so dk / dv rows have a single writer */
+static void tr_attn_bwd_share(void *ctx, int share, int n_shares) {
+    const tr_attn_job *g = ctx;
+    const tr_attn_shape *s = g->s;
+    int lo, hi, grp = s->NH / s->KVH;
+    sp_pool_split(s->NB * s->KVH, 1, share, n_shares, &lo, &hi);
+    for (int u = lo; u < hi; u++)
+        for (int h = (u % s->KVH) * grp; h < (u % s->KVH + 1) * grp; h++)
+            tr_attn_bwd_one(g, u / s->KVH, h, g->dp + (size_t)u * s->Tk);
+}
+
+void tr_attention_backward(sp_pool *pool, real *dq, real *dk, real *dv, real *dp, const real *dout, const real *q,
+                           const real *k, const real *v, const real *att, const tr_attn_shape *s) {
+    tr_attn_job g = {.dq = dq, .dk = dk, .dv = dv, .dp = dp, .dout = dout, .q = q, .k = k, .v = v, .att_in = att,
+                     .s = s};
+    sp_pool_run(pool, tr_attn_bwd_share, &g);
 }
 
 /* ---- SiLU-gated MLP glue: out = silu(gate) · up, n elements -------------------------------- */
-void OP(swiglu_forward)(real *out, const real *gate, const real *up, size_t n) {
+void tr_swiglu_forward(real *out, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1 + EXP(-gate[i])) * up[i];
 }
 /* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
-void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
+void tr_swiglu_backward(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         real s = 1 / (1 + EXP(-gate[i]));
         dgate[i] += dout[i] * up[i] * s * (1 + gate[i] * (1 - s));
@@ -168,37 +217,35 @@ void OP(swiglu_backward)(real *dgate, real *dup, const real *dout, const real *g
     }
 }
 
-/* GeGLU (Gemma-4 MLP, docs/TRANSFORMER.md §5): out = gelu_tanh(gate) ⊙ up with
- * gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³);
- * gelu_tanh'(g) = ½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·g²) */
-void OP(geglu_forward)(real *out, const real *gate, const real *up, size_t n) {
-    const real k = (real)SP_GELU_K, a = (real)SP_GELU_A;
-    for (size_t i = 0; i < n; i++) {
-        real g = gate[i];
-        out[i] = (real)0.5 * g * (1 + TANH(k * (g + a * g * g * g))) * up[i];
-    }
+/* ---- GeGLU (Gemma-4 MLP, docs/TRANSFORMER.md §5): out = gelu_tanh(gate) ⊙ up ----------------
+ * gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³): GELU_TANH of the includer (the
+ * float build uses the inference kernel's sp_gelu_tanh, so the training forward is the inference
+ * arithmetic). gelu_tanh'(g) = ½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·g²) */
+void tr_geglu_forward(real *out, const real *gate, const real *up, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = GELU_TANH(gate[i]) * up[i];
 }
-void OP(geglu_backward)(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
-    const real k = (real)SP_GELU_K, a = (real)SP_GELU_A;
+void tr_geglu_backward(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        real g = gate[i], th = TANH(k * (g + a * g * g * g));
-        real gelu = (real)0.5 * g * (1 + th);
-        real dg = (real)0.5 * (1 + th) + (real)0.5 * g * (1 - th * th) * k * (1 + 3 * a * g * g);
-        dgate[i] += dout[i] * up[i] * dg;
+        real x = gate[i], x3 = x * x * x;
+        real th = TANH((real)SP_GELU_K * (x + (real)SP_GELU_A * x3));
+        real gelu = (real)0.5 * x * ((real)1 + th);
+        real dgelu = (real)0.5 * ((real)1 + th) +
+                     (real)0.5 * x * ((real)1 - th * th) * (real)SP_GELU_K * ((real)1 + (real)(3 * SP_GELU_A) * x * x);
+        dgate[i] += dout[i] * up[i] * dgelu;
         dup[i] += dout[i] * gelu;
     }
 }
 
 /* ---- vanilla low-rank Markov head (docs/DSPARK.md §4) ---------------------------------------
  * code[t] = W1[prev[t]] (r), bias[t] = W2 · code[t] (V): bias[T,V] = code[T,r] · W2[V,r]ᵀ. */
-void OP(markov_forward)(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
+void tr_markov_forward(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
                         const real *W2, int T, int V, int r) {
     for (int t = 0; t < T; t++) memcpy(code + (size_t)t * r, W1 + (size_t)prev[t] * r, sizeof(real) * r);
     MM_NT(pool, bias, code, W2, T, r, V);
 }
 /* dcode[T,r]: on entry the gradient other consumers of code (the confidence head) left there;
  * this adds dbias·W2 and scatters it into dW1 rows. */
-void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,
+void tr_markov_backward(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,
                          const int32_t *prev, const real *W2, int T, int V, int r) {
     MM_NN_ACC(pool, dcode, dbias, W2, T, V, r);
     if (dW2) MM_TN_ACC(pool, dW2, dbias, code, V, T, r);
@@ -213,7 +260,7 @@ void OP(markov_backward)(sp_pool *pool, real *dW1, real *dW2, real *dcode, const
 /* ---- gated Markov head (docs/DSPARK.md §4, markov_head_type "gated") -----------------------
  * vec[t] = [h[t] ; code[t]] (H + r), gate[t] = σ(Wg·vec[t] + bg), mix[t] = gate[t] ⊙ code[t];
  * the bias is then W2 · mix (linear op). Wg [r, H + r], bg [r]. Saved: vec, gate. */
-void OP(gated_forward)(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
+void tr_gated_forward(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
                        const real *Wg, const real *bg, int T, int H, int r) {
     size_t K = (size_t)H + r;
     for (int t = 0; t < T; t++) {
@@ -229,7 +276,7 @@ void OP(gated_forward)(sp_pool *pool, real *mix, real *gate, real *vec, const re
 }
 /* dpre [T, r] and dvec [T, H + r]: scratch. mix = g ⊙ code, g = σ(pre):
  * dcode += dmix ⊙ g + dvec[H:], dpre = dmix ⊙ code ⊙ g(1 − g), dvec = dpre · Wg, dh += dvec[:H] */
-void OP(gated_backward)(sp_pool *pool, real *dh, real *dcode, real *dWg, real *dbg, real *dpre, real *dvec,
+void tr_gated_backward(sp_pool *pool, real *dh, real *dcode, real *dWg, real *dbg, real *dpre, real *dvec,
                         const real *dmix, const real *vec, const real *gate, const real *code, const real *Wg,
                         int T, int H, int r) {
     size_t K = (size_t)H + r;
@@ -255,7 +302,7 @@ void OP(gated_backward)(sp_pool *pool, real *dh, real *dcode, real *dWg, real *d
  *   s = σ(g) ⊙ s_prev + (1 − σ(g)) ⊙ tanh(c);  mix = tanh(o)   (the bias is W2 · mix).
  * Wj [3r, 2r + H], bj [3r]. Saved, SLOT-major (row k·NB + e, so one GEMM per slot): z [T, 2r+H]
  * and act [T, 3r] = (σ(g), tanh(c), tanh(o)). mix is element-major [T, r]. */
-void OP(rnn_forward)(sp_pool *pool, real *mix, real *act, real *z, const real *h, const real *code,
+void tr_rnn_forward(sp_pool *pool, real *mix, real *act, real *z, const real *h, const real *code,
                      const real *Wj, const real *bj, int NB, int B, int H, int r) {
     size_t K = 2 * (size_t)r + H, R3 = 3 * (size_t)r;
     for (int k = 0; k < B; k++) {
@@ -284,7 +331,7 @@ void OP(rnn_forward)(sp_pool *pool, real *mix, real *act, real *z, const real *h
  * ds = ∂L/∂s_k = ∂L/∂s_{k+1} ⊙ σ(g_{k+1}) + dz_{k+1}[:r] (0 for the last slot):
  *   d(pre o) = dmix ⊙ (1 − o²),  d(pre g) = ds ⊙ (s_prev − c) ⊙ g(1 − g),
  *   d(pre c) = ds ⊙ (1 − g)(1 − c²) */
-void OP(rnn_backward)(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj, real *dpre, real *dz, real *ds,
+void tr_rnn_backward(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj, real *dpre, real *dz, real *ds,
                       const real *dmix, const real *act, const real *z, const real *Wj, int NB, int B, int H,
                       int r) {
     size_t K = 2 * (size_t)r + H, R3 = 3 * (size_t)r, T = (size_t)NB * B;
@@ -321,17 +368,17 @@ void OP(rnn_backward)(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj
 
 /* ---- rows of a table by index (the Markov code W1[prev]) ---------------------------------
  * out[t] = W[idx[t]] (n wide); backward scatter-adds. */
-void OP(gather_forward)(real *out, const int32_t *idx, const real *W, int T, int n) {
+void tr_gather_forward(real *out, const int32_t *idx, const real *W, int T, int n) {
     for (int t = 0; t < T; t++) memcpy(out + (size_t)t * n, W + (size_t)idx[t] * n, sizeof(real) * n);
 }
-void OP(gather_backward)(real *dW, const real *dout, const int32_t *idx, int T, int n) {
+void tr_gather_backward(real *dW, const real *dout, const int32_t *idx, int T, int n) {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < n; i++) dW[(size_t)idx[t] * n + i] += dout[(size_t)t * n + i];
 }
 
 /* ---- confidence head (docs/DSPARK.md §5): logit[t] = w · [h[t] ; code[t]] + b --------------
  * code may be NULL (r = 0: confidence_head_with_markov false). */
-void OP(conf_forward)(real *logit, const real *h, const real *code, const real *w, const real *b,
+void tr_conf_forward(real *logit, const real *h, const real *code, const real *w, const real *b,
                       int T, int H, int r) {
     for (int t = 0; t < T; t++) {
         real s = b[0];
@@ -340,7 +387,7 @@ void OP(conf_forward)(real *logit, const real *h, const real *code, const real *
         logit[t] = s;
     }
 }
-void OP(conf_backward)(real *dh, real *dcode, real *dw, real *db, const real *dlogit, const real *h,
+void tr_conf_backward(real *dh, real *dcode, real *dw, real *db, const real *dlogit, const real *h,
                        const real *code, const real *w, int T, int H, int r) {
     for (int t = 0; t < T; t++) {
         real g = dlogit[t];
@@ -357,27 +404,27 @@ void OP(conf_backward)(real *dh, real *dcode, real *dw, real *db, const real *dl
 }
 
 /* ---- frozen shared LM head: U[T,V] = h[T,H] · Wlm[V,H]ᵀ; gradient to h only --------------- */
-void OP(lmhead_forward)(sp_pool *pool, real *U, const real *h, const real *Wlm, int T, int H, int V) {
+void tr_lmhead_forward(sp_pool *pool, real *U, const real *h, const real *Wlm, int T, int H, int V) {
     MM_NT(pool, U, h, Wlm, T, H, V);
 }
-void OP(lmhead_backward)(sp_pool *pool, real *dh, const real *dU, const real *Wlm, int T, int H, int V) {
+void tr_lmhead_backward(sp_pool *pool, real *dh, const real *dU, const real *Wlm, int T, int H, int V) {
     MM_NN_ACC(pool, dh, dU, Wlm, T, V, H);
 }
 
-/* Final logit soft-cap (Gemma-4, docs/TRANSFORMER.md §5): Z = c·tanh(U/c) over n logits (in place
- * allowed); backward from the capped values: dU += dZ·(1 − (Z/c)²). */
-void OP(softcap_forward)(real *Z, const real *U, size_t n, double c) {
-    for (size_t i = 0; i < n; i++) Z[i] = (real)c * TANH(U[i] / (real)c);
+/* ---- final logit soft-cap (Gemma-4, docs/TRANSFORMER.md §5): y = c·tanh(x/c) over n logits (in
+ * place allowed); backward from the capped values: dx += dy·(1 − (y/c)²). */
+void tr_softcap_forward(real *y, const real *x, size_t n, real c) {
+    for (size_t i = 0; i < n; i++) y[i] = c * TANH(x[i] / c);
 }
-void OP(softcap_backward)(real *dU, const real *dZ, const real *Z, size_t n, double c) {
+void tr_softcap_backward(real *dx, const real *dy, const real *y, size_t n, real c) {
     for (size_t i = 0; i < n; i++) {
-        real t = Z[i] / (real)c;
-        dU[i] += dZ[i] * (1 - t * t);
+        real t = y[i] / c;
+        dx[i] += dy[i] * ((real)1 - t * t);
     }
 }
 
 /* ---- softmax of each row of Z[T,V] into q ------------------------------------------------- */
-void OP(softmax_rows)(real *q, const real *Z, int T, int V) {
+void tr_softmax_rows(real *q, const real *Z, int T, int V) {
     for (int t = 0; t < T; t++) {
         const real *z = Z + (size_t)t * V;
         real *p = q + (size_t)t * V, mx = z[0], sum = 0;
@@ -388,14 +435,14 @@ void OP(softmax_rows)(real *q, const real *Z, int T, int V) {
 }
 
 /* ---- softmax cross-entropy: loss = Σ_t wt[t]·(−log softmax(Z_t)[label_t]) / denom ---------- */
-double OP(ce_forward)(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
-    OP(softmax_rows)(q, Z, T, V);
+double tr_ce_forward(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
+    tr_softmax_rows(q, Z, T, V);
     double L = 0;
     for (int t = 0; t < T; t++)
         if (wt[t] != 0) L -= (double)wt[t] * log((double)q[(size_t)t * V + labels[t]]);
     return L / denom;
 }
-void OP(ce_backward)(real *dZ, const real *q, const int32_t *labels, const real *wt, int T, int V, double denom) {
+void tr_ce_backward(real *dZ, const real *q, const int32_t *labels, const real *wt, int T, int V, double denom) {
     for (int t = 0; t < T; t++) {
         if (wt[t] == 0) continue;
         real g = (real)(wt[t] / denom);
@@ -416,10 +463,10 @@ void OP(ce_backward)(real *dZ, const real *q, const int32_t *labels, const real 
  * conf may be NULL (no confidence head: the BCE term is skipped). P may be NULL when a_l1 = 0
  * and conf is NULL (DFlash: CE only). terms[4] receives Σw·CE, Σw·L1, Σw·BCE, Σw (unnormalised).
  * cstar[T] receives c*_t (computed whenever P is given). Returns L. */
-double OP(spark_loss_forward)(double *terms, real *q, real *cstar, const real *Z, const real *P,
+double tr_spark_loss_forward(double *terms, real *q, real *cstar, const real *Z, const real *P,
                               const int32_t *labels, const real *conf, const real *wt, int T, int V,
                               const double *alpha, double denom) {
-    OP(softmax_rows)(q, Z, T, V);
+    tr_softmax_rows(q, Z, T, V);
     double sce = 0, sl1 = 0, sbce = 0, sw = 0;
     for (int t = 0; t < T; t++) {
         const real *qt = q + (size_t)t * V;
@@ -445,7 +492,7 @@ double OP(spark_loss_forward)(double *terms, real *q, real *cstar, const real *Z
 }
 /* dZ_u += w/denom · (a_ce·(q_u − 1[u = label]) + a_l1·q_u·(s_u − Σ_v q_v·s_v)), s = sign(q − P);
  * dconf += w/denom · a_conf · (σ(conf) − c*). */
-void OP(spark_loss_backward)(real *dZ, real *dconf, const real *q, const real *cstar, const real *P,
+void tr_spark_loss_backward(real *dZ, real *dconf, const real *q, const real *cstar, const real *P,
                              const int32_t *labels, const real *conf, const real *wt, int T, int V,
                              const double *alpha, double denom) {
     for (int t = 0; t < T; t++) {

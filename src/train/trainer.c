@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "core/pool.h"
+#include "formats/config_json.h"
 #include "formats/newdrafter.h"
 #include "model/model.h"
 #include "train/batch.h"
@@ -86,9 +87,11 @@ int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const i
                  .D = tc->head_dim, .I = tc->ffn_dim, .L = 1, .V = tc->vocab_size, .m = 3, .B = c->block,
                  .n_target_layers = tc->n_layers, .eps = tc->rms_eps, .rope = tc->rope, .Vd = Vd};
     memcpy(d.tap_layers, taps, sizeof(int) * 3);
-    char cfgpath[4096];
-    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
-    if (tr_e3_config_json(config_json, cfgpath, &d, err)) return -1;
+    char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
+    if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
+    int rc = tr_e3_config_json(config_json, tcfg, &d, err);
+    free(tcfg);
+    if (rc) return -1;
     sp_config dc;
     if (sp_config_parse(&dc, *config_json, "draft config.json", err)) {
         free(*config_json);
@@ -172,12 +175,11 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
                                    "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
-    char cfgpath[4096];
-    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
-    if (!sp_file_exists(cfgpath))
-        return sp_err_set(err, "%s: train needs the target's Hugging Face directory (its config.json is the base of "
-                               "the drafter's); a GGUF target works for regen, not for train", c->model_dir);
-    if (tr_config_json(config_json, cfgpath, &d, 512, err)) return -1;
+    char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
+    if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
+    int rc = tr_config_json(config_json, tcfg, &d, 512, err);
+    free(tcfg);
+    if (rc) return -1;
     /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
      * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
     sp_config dc;
