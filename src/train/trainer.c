@@ -1,4 +1,6 @@
-/* trainer.c — the training loop (see trainer.h). */
+/* trainer.c — the drafter trainer (see trainer.h): target, shards, drafter dims and batches,
+ * the held-out monitor, and the callbacks of the training loop (loop.h), which owns the steps,
+ * schedule, checkpoints, resume and log. */
 #include "train/trainer.h"
 
 #include <jansson.h>

@@ -1,11 +1,11 @@
-/* trainer.h — `specula train`: a DSpark (vanilla / gated / rnn Markov head) or DFlash drafter
- * for a llama, qwen3 or gemma4 target, from regenerated shards.
+/* trainer.h — `specula train`: a DSpark (vanilla / gated / rnn Markov head), DFlash or EAGLE-3
+ * drafter for a llama, qwen3 or gemma4 target, from regenerated shards.
  *
- * AdamW on fp32 master weights (optim.h), warmup + cosine, clip 1.0; target embedding and LM
- * head frozen and shared (never in the checkpoint). Checkpoints (checkpoint.h) every save_every
- * steps and at the end; resume continues bit-identically: the batch of step s depends only on
- * (seed, s), every kernel is deterministic and thread-count invariant, and the optimizer file
- * holds everything else. The held-out monitor evaluates a fixed set of full blocks: per-slot
+ * The training loop is loop.h's (docs/TRAINING.md): AdamW on fp32 master weights (optim.h),
+ * warmup + cosine to 0, clip 1.0; target embedding and LM head frozen and shared (never in the
+ * checkpoint). Checkpoints (checkpoint.h) every save_every steps and at the end; resume
+ * continues bit-identically: the batch of step s depends only on (seed, s), every kernel is
+ * deterministic and thread-count invariant, and the optimizer file holds everything else. The held-out monitor evaluates a fixed set of full blocks: per-slot
  * analytic acceptance a_k = mean c*_k and τ = mean over blocks of 1 + Σ_j Π_{i≤j} c*_i.
  * CSV log: step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau,a1..aB (tau and a_k only on
  * monitor steps). */
