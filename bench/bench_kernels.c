@@ -77,7 +77,7 @@ static wset wset_make(int N, int K, sp_dtype dt) {
 static int rotation;
 
 static sp_mat wset_get(const wset *w, int i) {
-    return (sp_mat){(const char *)w->buf + (size_t)(i % w->copies) * w->bytes, w->dt, w->N, w->K};
+    return (sp_mat){(const char *)w->buf + (size_t)(i % w->copies) * w->bytes, w->dt, w->N, w->K, 0};
 }
 
 /* best time in ms of one sp_matmul call over reps calls (rotating W copies) */
@@ -263,7 +263,7 @@ static int bench_gguf(sp_pool *p2, const char *path) {
             if (ty[k].id == t->type) dt = ty[k].dt;
         int embd = t->name.len == 17 && !memcmp(t->name.ptr, "token_embd.weight", 17);
         if (t->n_dims != 2 || dt == SP_DT_UNKNOWN || (embd && has_output)) continue;
-        m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0]};
+        m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0], 0};
         if (sp_mat_check(&m[nm], "bench", &err)) continue;
         bytes += (size_t)m[nm].n * sp_dtype_row_bytes(dt, (size_t)m[nm].k);
         kmax = m[nm].k > kmax ? m[nm].k : kmax, nmax = m[nm].n > nmax ? m[nm].n : nmax;

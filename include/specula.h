@@ -35,12 +35,13 @@ typedef enum {
     SP_DT_U64,
     SP_DT_F64,
     /* block-quantized weights with llama.cpp's layouts (docs/QUANT.md): K = elements per
-     * row must be a multiple of the block (32 for Q8_0 / Q4_0, 256 for the K-quants) */
+     * row must be a multiple of the block (32 for Q8_0 / Q4_0 / Q5_0, 256 for the K-quants) */
     SP_DT_Q8_0, /* 32 values in 34 bytes: f16 scale + 32 int8 */
     SP_DT_Q4_0, /* 32 values in 18 bytes: f16 scale + 32 nibbles */
     SP_DT_Q4_K, /* 256 values in 144 bytes: f16 scale and min, 8 × 6-bit sub-scales/mins, nibbles */
     SP_DT_Q6_K, /* 256 values in 210 bytes: 6-bit values, 16 int8 sub-scales, f16 scale */
     SP_DT_Q8_K, /* 256 values in 292 bytes: f32 scale, 256 int8, 16 int16 group sums (activations) */
+    SP_DT_Q5_0, /* 32 values in 22 bytes: f16 scale, 32 fifth bits, 32 nibbles */
     SP_DT_UNKNOWN
 } sp_dtype;
 
@@ -120,6 +121,14 @@ const sp_config *sp_model_config(const sp_model *m);
 int sp_model_threads(const sp_model *m);
 /* bytes of weights streamed per decoded token (all matmul weights + LM head) */
 size_t sp_model_weight_bytes(const sp_model *m);
+/* The numerics of the model's bf16 matmuls: 0 (default) the f32 order, every activation kept
+ * in f32; 1 the bf16-dot order, activations rounded to bf16 and products accumulated in pairs
+ * as the AVX512_BF16 dot instruction does (docs/SIMD.md) — faster where the processor has it,
+ * the same bits on every processor, different bits from mode 0. The mode covers every forward
+ * of the model whatever its batch; drafters loaded after the call take the target's mode for
+ * their own bf16 matrices. Call it before loading a drafter and before any forward. */
+void sp_model_set_bf16_dot(sp_model *m, int on);
+int sp_model_bf16_dot(const sp_model *m);
 
 /* KV cache for one sequence. max_ctx: longest sequence; max_batch: most tokens in one
  * forward (bounds trim across a sliding-window ring wrap: trim(n) works for n <= max_batch). */
@@ -210,6 +219,8 @@ typedef struct {
     int draft_max;            /* most drafts verified per target forward (0: 8; at most 32) */
     int n_threads;            /* <= 0: all cores */
     int max_ctx;              /* longest sequence (prompt + generated); 0: 4096, capped by the model */
+    int bf16_dot;             /* 1: the bf16-dot numerics for the bf16 matmuls of the target and the
+                                 drafter (sp_model_set_bf16_dot); 0 (default): the f32 order */
 } sp_engine_params;
 
 sp_engine_params sp_engine_params_default(void);

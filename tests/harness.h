@@ -75,5 +75,18 @@ static inline int harness_run(const char *cmd, char *out, size_t cap) {
     int st = pclose(f);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+/* 1 when files a and b both exist and hold the same bytes */
+static inline int harness_same_file(const char *a, const char *b) {
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    int same = x && y;
+    while (same) {
+        int cx = getc(x), cy = getc(y);
+        if (cx != cy) same = 0;
+        else if (cx == EOF) break;
+    }
+    if (x) fclose(x);
+    if (y) fclose(y);
+    return same;
+}
 
 #endif

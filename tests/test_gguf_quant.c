@@ -68,7 +68,9 @@ static void test_mix_rule(void) {
         {GGUF_MIX_Q8_0, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q8_0},
         {GGUF_MIX_Q4_K_M, "per_layer_model_proj.weight", 2, 1, 0, 0, 1024, GGML_TYPE_BF16}, /* kept */
         /* rows that are not whole blocks */
-        {GGUF_MIX_Q4_K_M, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q8_0},
+        {GGUF_MIX_Q4_K_M, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q5_0},
+        {GGUF_MIX_Q4_K_M, "blk.2.attn_v.weight", 2, 1, 2, 2, 96, GGML_TYPE_Q8_0}, /* Q6_K's fallback */
+        {GGUF_MIX_Q6_K, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q8_0},
         {GGUF_MIX_Q4_0, "blk.0.attn_q.weight", 2, 1, 0, 0, 16, GGML_TYPE_F16},
         {GGUF_MIX_F32, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_F32},
     };
@@ -194,6 +196,29 @@ static void test_quantized_close(void) {
     if (dh) closedir(dh);
 }
 
+/* logits of a and b: max |difference| <= bound · max |logit of b|, argmax kept on 3/4 */
+static void logits_close(const char *a, const char *b, double bound, const char *what) {
+    int V = 0, V2 = 0;
+    float *la = logits_of(a, &V), *lb = logits_of(b, &V2);
+    if (la && lb && V == V2) {
+        double maxd = 0, maxref = 0;
+        int same = 0;
+        for (int i = 0; i < NTOK; i++) {
+            const float *x = la + (size_t)i * V, *y = lb + (size_t)i * V;
+            for (int v = 0; v < V; v++) {
+                maxd = fmax(maxd, fabs((double)x[v] - y[v]));
+                maxref = fmax(maxref, fabs((double)y[v]));
+            }
+            same += sp_argmax(x, V) == sp_argmax(y, V);
+        }
+        printf("  %s max|dlogit| / max|logit| = %.4f, argmax kept %d/%d\n", what, maxd / maxref, same, NTOK);
+        CHECK(maxd <= bound * maxref, "%s: max|d| %g > %g of %g", what, maxd, bound, maxref);
+        CHECK(same * 4 >= NTOK * 3, "%s: argmax kept on %d of %d positions", what, same, NTOK);
+    }
+    free(la);
+    free(lb);
+}
+
 /* greedy tokens of `generate ... --json` (the "tokens" array), or "" on failure */
 static void gen_tokens(const char *model, const char *extra, char *out, size_t cap) {
     char cmd[1600], buf[8192];
@@ -219,6 +244,34 @@ static void test_spec_identical(void) {
             CHECK(plain[0] && !strcmp(plain, dm), "%s %s: draft-model output differs: %s | %s", ARCHS[a], TYPES[t],
                   plain, dm);
         }
+}
+
+/* Q5_0: q4_k_m on 64-wide rows (the tiny qwen3 preset) writes Q5_0 where Q4_K does not fit, as
+ * llama-quantize does; the file loads, its logits are close to the dequantized f32 model's and
+ * speculative output equals plain */
+static void test_q5_0_model(void) {
+    char dir[512], q[600], d[600], plain[4096], dm[4096], extra[800];
+    snprintf(dir, sizeof dir, "%s", tmppath("q5"));
+    newmodel_opts no = {.arch = "qwen3", .preset = "tiny", .dtype = SP_DT_BF16, .seed = 9, .n_threads = 1};
+    sp_err err = {{0}};
+    CHECK(newmodel_write(dir, &no, &err) == 0, "%s", err.msg);
+    snprintf(q, sizeof q, "%s-q4_k_m.gguf", dir);
+    snprintf(d, sizeof d, "%s-f32.gguf", dir);
+    gguf_quantize_opts o = {.n_threads = 2};
+    gguf_mix_parse("q4_k_m", &o.mix);
+    CHECK(gguf_quantize(dir, q, &o, &err) == 0, "%s", err.msg);
+    o.mix = GGUF_MIX_F32;
+    CHECK(gguf_quantize(q, d, &o, &err) == 0, "%s", err.msg);
+    gguf_file *f = gguf_open(q, &err);
+    CHECK(f && tensor_type(f, "blk.0.attn_q.weight") == 6 && tensor_type(f, "blk.1.ffn_down.weight") == 8,
+          "q5_0 model: attn_q type %u, ffn_down %u", f ? tensor_type(f, "blk.0.attn_q.weight") : 0,
+          f ? tensor_type(f, "blk.1.ffn_down.weight") : 0);
+    if (f) gguf_close(f);
+    logits_close(q, d, 0.03, "qwen3 Q5_0 mix");
+    gen_tokens(q, "", plain, sizeof plain);
+    snprintf(extra, sizeof extra, "--spec draft -md %s --draft-max 5", q);
+    gen_tokens(q, extra, dm, sizeof dm);
+    CHECK(plain[0] && !strcmp(plain, dm), "Q5_0: draft-model output differs: %s | %s", plain, dm);
 }
 
 static void test_cli_errors(void) {
@@ -282,6 +335,7 @@ int main(int argc, char **argv) {
     RUN(test_mix_rule);
     RUN(test_quantized_close);
     RUN(test_spec_identical);
+    RUN(test_q5_0_model);
     RUN(test_cli_errors);
     RUN(test_drafter_q8);
     char cmd[600];

@@ -21,8 +21,8 @@
 #include "kernels/quant_internal.h"
 
 static sp_pool *pool1, *pool2;
-static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K};
-#define NWT 4
+static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K, SP_DT_Q5_0};
+#define NWT 5
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -67,7 +67,7 @@ static void test_geometry(void) {
     static const struct { sp_dtype dt; const char *name; size_t be, bb; } g[] = {
         {SP_DT_Q8_0, "Q8_0", 32, 34},   {SP_DT_Q4_0, "Q4_0", 32, 18},   {SP_DT_Q4_K, "Q4_K", 256, 144},
         {SP_DT_Q6_K, "Q6_K", 256, 210}, {SP_DT_Q8_K, "Q8_K", 256, 292}, {SP_DT_BF16, "BF16", 1, 2},
-        {SP_DT_F32, "F32", 1, 4}};
+        {SP_DT_F32, "F32", 1, 4},       {SP_DT_Q5_0, "Q5_0", 32, 22}};
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         CHECK(strcmp(sp_dtype_name(g[i].dt), g[i].name) == 0, "%s", sp_dtype_name(g[i].dt));
         CHECK(sp_dtype_block_elems(g[i].dt) == g[i].be, "%s elems %zu", g[i].name, sp_dtype_block_elems(g[i].dt));
@@ -81,7 +81,7 @@ static void test_geometry(void) {
     CHECK(strcmp(sp_dtype_name(SP_DT_UNKNOWN), "UNKNOWN") == 0, "unknown name");
 }
 
-/* Q8_0 and Q4_0 blocks written out by hand from the format definitions */
+/* Q8_0, Q4_0 and Q5_0 blocks written out by hand from the format definitions */
 static void test_bytes_q8_0_q4_0(void) {
     /* Q8_0: amax 127 → d = 1 (f16 0x3C00), qs = round(x); x = -64, -60, ..., 60, then 127;
      * halves round away from zero: 2.5 → 3, -2.5 → -3 */
@@ -116,6 +116,30 @@ static void test_bytes_q8_0_q4_0(void) {
     float y[32];
     sp_dequantize_row_q4_0(y, &b4, 32);
     CHECK(y[0] == 6.0f && y[1] == -5.25f && y[20] == 3.0f && y[2] == 0.0f, "q4_0 values %g %g %g", y[0], y[1], y[20]);
+    /* Q5_0: largest magnitude -16 → d = 1; q = min(31, trunc(x + 16.5)) = x + 16 for integers
+     * -16..15; byte j = (q[j] & 15) | (q[j + 16] & 15) << 4, bit e of qh = q[e] >> 4 */
+    for (int j = 0; j < 32; j++) x[j] = (float)((j * 11) % 32 - 16);
+    x[9] = -16.0f;
+    sp_block_q5_0 b5;
+    sp_quantize_row_q5_0(&b5, x, 32);
+    CHECK(b5.d == 0x3C00, "q5_0 d %04x", b5.d);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        int q0 = (int)x[j] + 16, q1 = (int)x[j + 16] + 16;
+        CHECK(b5.qs[j] == (uint8_t)((q0 & 15) | (q1 & 15) << 4), "q5_0 qs[%d] = %02x", j, b5.qs[j]);
+        qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
+    }
+    CHECK(b5.qh[0] == (qh & 255) && b5.qh[1] == (qh >> 8 & 255) && b5.qh[2] == (qh >> 16 & 255) && b5.qh[3] == qh >> 24,
+          "q5_0 qh %02x%02x%02x%02x, want %08x", b5.qh[3], b5.qh[2], b5.qh[1], b5.qh[0], qh);
+    sp_dequantize_row_q5_0(y, &b5, 32);
+    for (int j = 0; j < 32; j++) CHECK(y[j] == x[j], "q5_0 y[%d] = %g, want %g", j, y[j], x[j]);
+    /* the largest magnitude positive: d = 8 / -16 = -0.5 (f16 0xB800); 8 → 0; -8 → 32 → 31 */
+    memset(x, 0, sizeof x);
+    x[0] = 8.0f, x[1] = -8.0f, x[20] = 3.0f;
+    sp_quantize_row_q5_0(&b5, x, 32);
+    sp_dequantize_row_q5_0(y, &b5, 32);
+    CHECK(b5.d == 0xB800 && y[0] == 8.0f && y[1] == -7.5f && y[20] == 3.0f && y[2] == 0.0f, "q5_0 %04x: %g %g %g",
+          b5.d, y[0], y[1], y[20]);
 }
 
 /* Q4_K and Q6_K blocks assembled by hand; expected values from the definitions */
@@ -211,7 +235,7 @@ static void test_round_trip(void) {
             sp_err err;
             CHECK(sp_quantize_row(q, x, dt, n, &err) == 0, "%s", err.msg);
             CHECK(sp_dequantize_row(y, q, dt, n, &err) == 0, "%s", err.msg);
-            size_t be = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 ? 32 : 16; /* check unit */
+            size_t be = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0 ? 32 : 16; /* check unit */
             for (size_t b0 = 0; b0 < n; b0 += be) {
                 float amax = 0;
                 double se = 0, sx = 0;
@@ -221,8 +245,10 @@ static void test_round_trip(void) {
                     double e = fabs((double)y[i] - x[i]);
                     se += e * e, sx += (double)x[i] * x[i];
                     float d4 = amax / 8.0f, d4h = sp_f16_to_f32(f16(d4));
+                    float d5 = amax / 16.0f, d5h = sp_f16_to_f32(f16(d5));
                     double lim = dt == SP_DT_Q8_0 ? q8_0_err(amax)
                                  : dt == SP_DT_Q4_0 ? d4 + 8.0 * fabs((double)d4 - d4h) + 1e-38
+                                 : dt == SP_DT_Q5_0 ? d5 + 16.0 * fabs((double)d5 - d5h) + 1e-38
                                  : dt == SP_DT_Q8_K ? 0 : INFINITY;
                     if (dt == SP_DT_Q8_K) { /* scale over the whole super-block */
                         float sa = 0;
@@ -259,6 +285,7 @@ static void test_bytes_match_llama(void) {
     static const struct { sp_dtype dt; uint64_t h[3]; } ref[] = {
         {SP_DT_Q8_0, {0x8062b16bfd6566f1ull, 0x26cb9ce80fd804feull, 0x37d4a00f17702f7eull}},
         {SP_DT_Q4_0, {0xf02f8a744cd02181ull, 0x78a95efb665e01acull, 0x97a4fafc103678ceull}},
+        {SP_DT_Q5_0, {0xe5cf6ab5a8b27bcdull, 0xbafd2b42bee1edc6ull, 0x73b16fa0cb84fe67ull}},
         {SP_DT_Q4_K, {0xc0b450ac25653295ull, 0xc92a2e25fb0024f8ull, 0xfd3ae4983531848bull}},
         {SP_DT_Q6_K, {0x99266c4c7038fa60ull, 0xbe0a784606717b83ull, 0xc7d41e1bdb7cc8c9ull}},
         {SP_DT_Q8_K, {0x69f00be05544946cull, 0xc9aec5cd8d848f8eull, 0xa642cf9767ec9e22ull}}};
@@ -303,7 +330,7 @@ static void qmat_free(qmat *m) { free(m->w), free(m->wf); }
 
 /* x quantized as sp_matmul does for weight type dt, then dequantized */
 static void act_dequant(float *xh, const float *x, sp_dtype dt, int K) {
-    sp_dtype at = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 ? SP_DT_Q8_0 : SP_DT_Q8_K;
+    sp_dtype at = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0 ? SP_DT_Q8_0 : SP_DT_Q8_K;
     void *q = xmalloc(sp_dtype_row_bytes(at, (size_t)K));
     sp_quantize_row(q, x, at, (size_t)K, NULL);
     sp_dequantize_row(xh, q, at, (size_t)K, NULL);
@@ -322,7 +349,7 @@ static void test_matmul_vs_ref(void) {
         for (int sc = 0; sc < 3; sc++) {
             float scale = sc == 0 ? 1.0f : sc == 1 ? 1e-3f : 50.0f;
             qmat m = qmat_make(dt, N, K, 7 + (unsigned)sc, scale);
-            sp_mat W = {m.w, dt, N, K};
+            sp_mat W = {m.w, dt, N, K, 0};
             float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *R = xmalloc((size_t)T * N * 4);
             float *xh = xmalloc((size_t)K * 4), *ex = xmalloc((size_t)K * 4);
             harness_fill(X, (size_t)T * K, scale, 99 + (unsigned)sc);
@@ -369,7 +396,7 @@ static void test_batch_invariance(void) {
         sp_dtype dt = WTYPES[t];
         int K = sp_dtype_block_elems(dt) == 32 ? 32 * 13 : 512, N = 83, T = 16;
         qmat m = qmat_make(dt, N, K, 3, 1.0f);
-        sp_mat W = {m.w, dt, N, K};
+        sp_mat W = {m.w, dt, N, K, 0};
         float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
         harness_fill(X, (size_t)T * K, 1.0f, 5);
         sp_matmul(pool1, Y, X, T, &W);
@@ -390,7 +417,7 @@ static void test_batch_invariance(void) {
         sp_dtype dt = WTYPES[t];
         int K = 8192, N = 24, T = 40;
         qmat m = qmat_make(dt, N, K, 4, 1.0f);
-        sp_mat W = {m.w, dt, N, K};
+        sp_mat W = {m.w, dt, N, K, 0};
         float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)N * 4);
         harness_fill(X, (size_t)T * K, 1.0f, 6);
         sp_matmul(pool2, Y, X, T, &W);
@@ -414,7 +441,7 @@ static void test_tiers(void) {
         sp_dtype dt = WTYPES[t];
         int K = sp_dtype_block_elems(dt) == 32 ? 32 * 21 : 256 * 5, N = 53, T = 11;
         qmat m = qmat_make(dt, N, K, 11, 1.0f);
-        sp_mat W = {m.w, dt, N, K};
+        sp_mat W = {m.w, dt, N, K, 0};
         float *X = xmalloc((size_t)T * K * 4), *S = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
         harness_fill(X, (size_t)T * K, 2.0f, 12);
         tricky_row(X + 2 * (size_t)K, (size_t)K, 5);
@@ -486,7 +513,7 @@ static void test_errors(void) {
     sp_err err;
     char buf[64];
     float x[64] = {1};
-    sp_mat W = {buf, SP_DT_Q4_K, 4, 320};
+    sp_mat W = {buf, SP_DT_Q4_K, 4, 320, 0};
     CHECK(sp_mat_check(&W, "blk.0.ffn_up.weight", &err) == -1 && strstr(err.msg, "blk.0.ffn_up.weight") &&
               strstr(err.msg, "multiple of the 256-element block"),
           "%s", err.msg);

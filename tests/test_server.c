@@ -335,6 +335,16 @@ static void test_streaming(void) {
               !strcmp(json_string_value(json_object_get(o, "object")), "chat.completion"),
           "chat usage / timings: %s", out);
     json_decref(o);
+    /* a speculative request of one token: its one round has no room for drafts, and says so */
+    snprintf(body, sizeof body, "{\"prompt\":\"def fib(n):\",\"max_tokens\":1,\"temperature\":0}");
+    CHECK(http("POST", "/v1/completions", body, out, MAXOUT) == 200, "one token: %s", out);
+    o = json_loads(out, 0, NULL);
+    json_t *nd = json_object_get(json_object_get(o, "timings"), "rounds_without_drafts");
+    CHECK(json_integer_value(json_object_get(nd, "no_room")) == 1 &&
+              json_integer_value(json_object_get(nd, "not_paying")) == 0 &&
+              json_integer_value(json_object_get(nd, "drafter_proposed_none")) == 0,
+          "one token: rounds without drafts: %s", out);
+    json_decref(o);
     snprintf(body, sizeof body, chat, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
     int st = http("POST", "/v1/chat/completions", body, out, MAXOUT);
     int role, done;
@@ -522,7 +532,10 @@ static void test_metrics(void) {
     CHECK(metric(out, "specula_requests_total") >= 10 && metric(out, "specula_generated_tokens_total") > 100 &&
               metric(out, "specula_draft_tokens_accepted_total") > 0 && metric(out, "specula_tau_count") > 0 &&
               metric(out, "specula_time_to_first_token_seconds_count") > 0 &&
-              metric(out, "specula_kv_cache_usage_ratio") >= 0 && metric(out, "specula_draft_acceptance_rate") > 0,
+              metric(out, "specula_kv_cache_usage_ratio") >= 0 && metric(out, "specula_draft_acceptance_rate") > 0 &&
+              metric(out, "specula_rounds_without_drafts_total{reason=\"no_room\"}") >= 1 &&
+              metric(out, "specula_rounds_without_drafts_total{reason=\"not_paying\"}") >= 0 &&
+              metric(out, "specula_rounds_without_drafts_total{reason=\"drafter_proposed_none\"}") >= 0,
           "metric values:\n%s", out);
     free(out);
 }

@@ -37,22 +37,13 @@ static void test_dflash_zlab_tau_rises(void) { check_tau_rises(TR_ARCH_DFLASH_ZL
 /* two anchors per sequence sharing their context rows (model.h) */
 static void test_dspark_shared_tau_rises(void) { check_tau_rises(TR_ARCH_DSPARK, "dspark-shared", 160, 2); }
 
-static int same_file(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    int same = !sp_read_file(a, &x, &nx, NULL) && !sp_read_file(b, &y, &ny, NULL) && nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return same;
-}
-
 static void compare_dirs(const char *a, const char *b, const char *what) {
     const char *files[] = {"model.safetensors", "optimizer.safetensors", "config.json"};
     for (int i = 0; i < 3; i++) {
         char pa[512], pb[512];
         snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
         snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
-        CHECK(same_file(pa, pb), "%s: %s differs from the uninterrupted run", what, files[i]);
+        CHECK(harness_same_file(pa, pb), "%s: %s differs from the uninterrupted run", what, files[i]);
     }
 }
 

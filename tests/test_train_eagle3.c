@@ -295,17 +295,6 @@ static void test_train_equals_inference(void) {
     sp_model_free(m);
 }
 
-static int same_file(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    sp_err err;
-    int same = sp_read_file(a, &x, &nx, &err) == 0 && sp_read_file(b, &y, &ny, &err) == 0 && nx == ny &&
-               !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return same;
-}
-
 static void test_resume(void) {
     char d1[400], d2[400], p1[500], p2[500];
     tr_train_result r;
@@ -321,10 +310,10 @@ static void test_resume(void) {
     CHECK(tr_train_run(&b, &r, &err) == 0 && r.step == 12, "%s (step %ld)", err.msg, r.step);
     snprintf(p1, sizeof p1, "%s/optimizer.safetensors", d1);
     snprintf(p2, sizeof p2, "%s/optimizer.safetensors", d2);
-    CHECK(same_file(p1, p2), "resumed optimizer state differs from the uninterrupted run's");
+    CHECK(harness_same_file(p1, p2), "resumed optimizer state differs from the uninterrupted run's");
     snprintf(p1, sizeof p1, "%s/model.safetensors", d1);
     snprintf(p2, sizeof p2, "%s/model.safetensors", d2);
-    CHECK(same_file(p1, p2), "resumed model.safetensors differs from the uninterrupted run's");
+    CHECK(harness_same_file(p1, p2), "resumed model.safetensors differs from the uninterrupted run's");
 }
 
 int main(void) {

@@ -8,6 +8,7 @@
  *     loaded with sp_model_load, logits of sp_model_forward ≈ lm_forward's (1e-5 relative);
  *   - the trainer: loss falls, an interrupted + resumed run ends bit-identical to an
  *     uninterrupted one (on a different thread count), the exported model loads. */
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,8 +385,7 @@ static void test_trainer_resume(void) {
     o.n_threads = 1;
     CHECK(lm_train_run(&o, &rb, &err) == 0, "%s", err.msg);
     CHECK(rb.step == 12 && rb.last_loss == ra.last_loss, "resumed loss %.9g vs %.9g", rb.last_loss, ra.last_loss);
-    const char *files[] = {"checkpoint-00000012/model.safetensors", "checkpoint-00000012/optimizer.safetensors",
-                           "model.safetensors"};
+    const char *files[] = {"optimizer.safetensors", "model.safetensors", "config.json"};
     for (int i = 0; i < 3; i++) {
         char pa[600], pb[600];
         snprintf(pa, sizeof pa, "%s/%s", da, files[i]);
@@ -411,9 +411,17 @@ static void test_trainer_resume(void) {
         CHECK(rows == 13, "%d log rows (header + 12 steps)", rows);
     }
     free(la), free(lb);
-    char old[600];
-    snprintf(old, sizeof old, "%s/checkpoint-00000008", da);
-    CHECK(!sp_file_exists(old), "old checkpoint kept");
+    { /* trainer_state.json: the step and the schedule of the checkpoint */
+        char sp[600];
+        snprintf(sp, sizeof sp, "%s/trainer_state.json", db);
+        json_error_t je;
+        json_t *j = json_load_file(sp, 0, &je);
+        CHECK(j && json_integer_value(json_object_get(j, "step")) == 12 &&
+                  json_integer_value(json_object_get(j, "warmup")) == 2 &&
+                  json_integer_value(json_object_get(j, "seq")) == 16,
+              "%s: %s", sp, j ? "wrong step / warmup / seq" : je.text);
+        json_decref(j);
+    }
     /* the exported model loads and runs */
     sp_model *m = NULL;
     if (sp_model_load(&m, da, 1, &err)) CHECK(0, "%s", err.msg);

@@ -14,15 +14,6 @@
 
 static char root[256], bin[512];
 
-static int same_file(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    int same = !sp_read_file(a, &x, &nx, NULL) && !sp_read_file(b, &y, &ny, NULL) && nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return same;
-}
-
 static void compare_masters(const char *d1, const char *d2);
 
 static void test_mpi_matches_one_process(void) {
@@ -47,7 +38,7 @@ static void test_mpi_matches_one_process(void) {
     for (int s = 0; s < 3; s++) {
         snprintf(p1, sizeof p1, "%s/shard_%05d/model.safetensors", s1, s);
         snprintf(p2, sizeof p2, "%s/shard_%05d/model.safetensors", s2, s);
-        CHECK(same_file(p1, p2), "shard %d differs between 1 and 2 ranks", s);
+        CHECK(harness_same_file(p1, p2), "shard %d differs between 1 and 2 ranks", s);
     }
     /* train: same global batch of 8 anchors, 1 vs 2 ranks */
     snprintf(args, sizeof args, "--arch dspark -m %s --data %s --steps 12 --batch 8 --anchors-per-seq 3 --block-size 4 "

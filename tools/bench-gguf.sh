@@ -10,7 +10,8 @@
 #   specula bench-decode --json        (decode tok/s after a 16-token prompt, prefill 512, roofline)
 #   llama-bench -p 0 -n 64 -r 3         (decode)  and  -p 512 -n 0 -r 3 (prefill)
 #   specula bench-verify --json        (cost of an 8-token verify in decode steps)
-# with THREADS threads (default 2) for both engines; LLAMA_REPS sets llama-bench -r.
+# with THREADS threads (default 2) for both engines; LLAMA_REPS sets llama-bench -r; AVX2=1 also
+# runs specula's AVX2 tier (SPECULA_CPU=avx2) in each round and prints its own table;
 # and prints one line per type with the medians and the ratios. LLAMA_BIN is llama.cpp's
 # build/bin (see /work/shared/PEERS.md on building it; never part of CI).
 set -eu
@@ -40,14 +41,25 @@ while [ "$r" -le "$ROUNDS" ]; do
         ld=$("$LB/llama-bench" -m "$f" -t "$TH" -p 0 -n 64 -r "$REPS" -o csv 2>/dev/null | avg_ts)
         lp=$("$LB/llama-bench" -m "$f" -t "$TH" -p 512 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
         v8=$("$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
-        echo "$t $r $sd $sp $rf $ld $lp $v8" | tee -a "$WORK/raw-t$TH.txt"
+        ad=0 ap=0 af=0 av=0
+        if [ "${AVX2:-0}" = 1 ]; then
+            js=$(SPECULA_CPU=avx2 "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
+            ad=$(echo "$js" | num decode_tps); ap=$(echo "$js" | num prefill_tps); af=$(echo "$js" | num roofline_fraction)
+            av=$(SPECULA_CPU=avx2 "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
+        fi
+        echo "$t $r $sd $sp $rf $ld $lp $v8 $ad $ap $af $av" | tee -a "$WORK/raw-t$TH.txt"
     done
     r=$((r + 1))
 done
+table() { # $1: the first column of specula's figures in raw-t*.txt (3: default tier, 9: AVX2)
 echo "type  specula_decode llama_decode ratio | specula_prefill llama_prefill ratio | roofline | verify8/step (medians of $ROUNDS rounds)"
 for t in $TYPES; do
-    grep "^$t " "$WORK/raw-t$TH.txt" | awk -v t="$t" '
-        { d[NR] = $3; p[NR] = $4; f[NR] = $5; ld[NR] = $6; lp[NR] = $7; v[NR] = $8; rd[NR] = $3 / $6; rp[NR] = $4 / $7 }
+    grep "^$t " "$WORK/raw-t$TH.txt" | awk -v t="$t" -v c="$1" '
+        { d[NR] = $c; p[NR] = $(c + 1); f[NR] = $(c + 2); ld[NR] = $6; lp[NR] = $7; v[NR] = c == 3 ? $8 : $12
+          rd[NR] = d[NR] / $6; rp[NR] = p[NR] / $7 }
         function med(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x } return a[int((n + 1) / 2)] }
         END { printf "%-6s %8.2f %8.2f %5.2fx | %8.1f %8.1f %5.2fx | %5.3f | %5.2f\n", t, med(d, NR), med(ld, NR), med(rd, NR), med(p, NR), med(lp, NR), med(rp, NR), med(f, NR), med(v, NR) }'
 done
+}
+table 3
+if [ "${AVX2:-0}" = 1 ]; then echo "AVX2 tier (SPECULA_CPU=avx2):"; table 9; fi

@@ -37,6 +37,7 @@ STEPS=${STEPS:-800}
 BATCH=${BATCH:-8}
 SEQ=${SEQ:-256}
 LR=${LR:-1e-3}
+WARMUP=${WARMUP:-80}
 VOCAB=${VOCAB:-8192}
 EVAL_SEQS=${EVAL_SEQS:-64}
 RESUME=${RESUME:-0}
@@ -133,7 +134,7 @@ resume_flag=
 [ "$RESUME" = 1 ] && resume_flag=--resume
 run "$SPECULA" train-lm --arch gemma4 --config "$WORK/config.json" --tokenizer "$WORK/tokenizer.json" \
     --data-list "$WORK/corpus-train.txt" --eval-list "$WORK/corpus-eval.txt" -o "$WORK/run" \
-    --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr "$LR" --seed "$SEED" \
+    --steps "$STEPS" --warmup "$WARMUP" --batch "$BATCH" --seq "$SEQ" --lr "$LR" --seed "$SEED" \
     --save-every 100 --eval-every 200 --eval-seqs "$EVAL_SEQS" --dtype bf16 --time-limit "$TIME_LIMIT" $resume_flag 2> "$WORK/train-lm.log" || {
     tail -n 5 "$WORK/train-lm.log" >&2; exit 1; }
 grep -E '^(train-lm: [0-9]+ parameters|stopped at)' "$WORK/train-lm.log" | sed 's/^/# /' >> "$RECIPE"

@@ -41,7 +41,7 @@ const char *sp_version(void) { return SPECULA_VERSION; }
 
 sp_engine_params sp_engine_params_default(void) {
     return (sp_engine_params){.model = NULL, .drafter = NULL, .drafter_kind = NULL, .draft_max = 0,
-                              .n_threads = 0, .max_ctx = 0};
+                              .n_threads = 0, .max_ctx = 0, .bf16_dot = 0};
 }
 
 sp_request sp_request_default(void) {
@@ -109,6 +109,7 @@ int sp_engine_load(sp_engine **out, const sp_engine_params *p, sp_err *err) {
         goto fail;
     }
     if (sp_model_load(&e->target, e->model_dir, p->n_threads, err)) goto fail;
+    sp_model_set_bf16_dot(e->target, p->bf16_dot);
     int max_pos = sp_model_config(e->target)->max_pos;
     e->max_ctx = p->max_ctx ? p->max_ctx : ENGINE_DEFAULT_CTX;
     if (max_pos > 0 && e->max_ctx > max_pos) e->max_ctx = max_pos;

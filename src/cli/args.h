@@ -60,6 +60,10 @@ void cli_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_op
  * `what` on an empty list, a bad number or a value outside [0, INT32_MAX]. */
 int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **out, int *n);
 
+/* the help line of --bf16-dot, which every command that loads a model accepts */
+#define CLI_BF16_DOT_HELP \
+    "bf16 matmuls in the bf16-dot numerics: activations rounded to bf16, faster with AVX512_BF16 (docs/SIMD.md)"
+
 /* the most tokens a flag may ask to generate or hold in context (-n, -c, --generate, --max-len):
  * far above any real model's context, far below where int token counts overflow */
 #define CLI_MAX_TOKENS (1 << 24)

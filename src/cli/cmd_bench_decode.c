@@ -54,9 +54,11 @@ int cmd_bench_decode(int argc, char **argv) {
     const char *dir = NULL;
     int threads = 0, json = 0, n_decode = 64, n_prefill = 512;
     uint64_t seed = 1;
+    int bf16_dot = 0;
     const cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory or FILE.gguf, required"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {NULL, "--bf16-dot", CLI_FLAG, &bf16_dot, NULL, CLI_BF16_DOT_HELP},
         {"-n", "--n-decode", CLI_INT, &n_decode, "N", "decoded tokens timed (default 64)"},
         {NULL, "--n-prefill", CLI_INT, &n_prefill, "N", "prefill prompt length (default 512)"},
         {"-s", "--seed", CLI_U64, &seed, "S", "seed of the random prompts (default 1)"},
@@ -71,6 +73,7 @@ int cmd_bench_decode(int argc, char **argv) {
     sp_err err = {{0}};
     sp_model *m = NULL;
     if (sp_model_load(&m, dir, threads, &err)) return cli_error(CMD, "%s", err.msg);
+    sp_model_set_bf16_dot(m, bf16_dot);
     const sp_config *cfg = sp_model_config(m);
     const int nt = sp_model_threads(m);
     if (cfg->max_pos > 0 && n_prefill + 1 > cfg->max_pos) n_prefill = cfg->max_pos - 1;

@@ -27,9 +27,11 @@ static double now_ms(void) {
 int cmd_bench_verify(int argc, char **argv) {
     const char *model = NULL;
     int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16, tree = 0;
+    int bf16_dot = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {NULL, "--bf16-dot", CLI_FLAG, &bf16_dot, NULL, CLI_BF16_DOT_HELP},
         {NULL, "--ctx", CLI_INT, &ctx, "N", "context length before the verified block (default 128)"},
         {NULL, "--reps", CLI_INT, &reps, "N", "repetitions per k (default: adaptive)"},
         {NULL, "--k-max", CLI_INT, &kmax, "K", "largest block (default 16)"},
@@ -37,13 +39,15 @@ int cmd_bench_verify(int argc, char **argv) {
         {NULL, "--tree", CLI_FLAG, &tree, NULL, "also time tree-masked forwards over k rows (a binary tree)"},
         {NULL, "--cpu", CLI_FLAG, &use_cpu_time, NULL, "time by process CPU time (with -t 1: robust on a loaded machine)"},
     };
-    int rc = cli_parse(CMD, "-m DIR [-t N] [--tree] [--cpu] [--json]", opts, 8, argc, argv, NULL, NULL, 0);
+    int rc = cli_parse(CMD, "-m DIR [-t N] [--tree] [--cpu] [--json]", opts, (int)(sizeof opts / sizeof *opts), argc, argv,
+                       NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!model) return cli_error(CMD, "-m DIR is required");
     if (kmax < 1 || kmax > 64 || ctx < 1) return cli_error(CMD, "--k-max must be 1..64 and --ctx >= 1");
     sp_err err = {{0}};
     sp_model *m;
     if (sp_model_load(&m, model, threads, &err)) return cli_error(CMD, "%s", err.msg);
+    sp_model_set_bf16_dot(m, bf16_dot);
     const sp_config *c = sp_model_config(m);
     sp_kv *kv = sp_kv_create(m, ctx + kmax + 1, ctx > kmax ? ctx : kmax, &err);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(ctx + kmax));

@@ -27,6 +27,7 @@ int cmd_calibrate(int argc, char **argv) {
     int n_new = 128, threads = 0, dry = 0, text_prompts = 0;
     float temp = 1.0f;
     uint64_t seed = 1;
+    int bf16_dot = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
         {"-md", "--model-draft", CLI_STR, &drafter, "DIR", "DSpark drafter directory (sts.json is written here)"},
@@ -37,6 +38,7 @@ int cmd_calibrate(int argc, char **argv) {
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "sampling temperature of the runs (default 1.0, as DeepSpec evaluates)"},
         {"-s", "--seed", CLI_U64, &seed, "S", "sampling seed (default 1)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads"},
+        {NULL, "--bf16-dot", CLI_FLAG, &bf16_dot, NULL, CLI_BF16_DOT_HELP},
         {NULL, "--dry-run", CLI_FLAG, &dry, NULL, "print the fit, do not write sts.json"},
     };
     int rc = cli_parse(CMD, "-m TARGET -md DRAFTER --prompts FILE.jsonl [-n N] [--temp T]", opts,
@@ -56,6 +58,7 @@ int cmd_calibrate(int argc, char **argv) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
+    sp_model_set_bf16_dot(m, bf16_dot);
     sp_spec_params sp = sp_spec_params_default();
     sp.gen.max_new = n_new;
     sp.gen.sample.temperature = temp;

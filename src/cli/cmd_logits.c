@@ -29,12 +29,14 @@ static void to_little_endian(float *x, size_t n) {
 int cmd_logits(int argc, char **argv) {
     const char *dir = NULL, *ids_arg = NULL, *out_path = NULL;
     int decode_steps = 0, threads = 0;
+    int bf16_dot = 0;
     const cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory or FILE.gguf, required"},
         {NULL, "--prompt-ids", CLI_STR, &ids_arg, "IDS", "comma-separated token ids, required"},
         {"-o", "--output", CLI_STR, &out_path, "FILE", "output file: float32 [T, V], required"},
         {NULL, "--decode-steps", CLI_FLAG, &decode_steps, NULL, "forward token by token (default: one prefill forward)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {NULL, "--bf16-dot", CLI_FLAG, &bf16_dot, NULL, CLI_BF16_DOT_HELP},
     };
     int rc = cli_parse(CMD, "-m DIR --prompt-ids 1,2,3 -o FILE [--decode-steps]", opts,
                        (int)(sizeof opts / sizeof *opts), argc, argv, NULL, NULL, 0);
@@ -54,6 +56,7 @@ int cmd_logits(int argc, char **argv) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
+    sp_model_set_bf16_dot(m, bf16_dot);
     const int V = sp_model_config(m)->vocab_size;
     for (int t = 0; t < T; t++)
         if (ids[t] >= V) {

@@ -131,6 +131,7 @@ int cmd_serve(int argc, char **argv) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
+    sp_model_set_bf16_dot(dc.target, dc.so.bf16_dot);
     dc.target_dir = dir;
     if (strcmp(dc.so.spec, "none")) {
         /* build one drafter now so a bad --spec / -md fails at start, not per request */

@@ -34,7 +34,7 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab|eagle3",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel; EAGLE-3 (SpecForge layout, "
          "shards from regen --taps eagle3) (default dspark)"},
-        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model directory: llama, qwen3 or gemma4 (required)"},
+        {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model: a directory or a .gguf file; llama, qwen3 or gemma4 (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
         {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS",
          "held-out shards for the tau monitor (default: training blocks, reported as train-set tau)"},

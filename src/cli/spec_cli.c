@@ -31,13 +31,15 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
                      "dspark: verify drafts up to the first confidence below T"};
     r[7] = (cli_opt){NULL, "--schedule", CLI_STR, &o->schedule, "auto",
                      "dspark: verify length by the hardware-aware prefix scheduler"};
+    r[8] = (cli_opt){NULL, "--bf16-dot", CLI_FLAG, &o->bf16_dot, NULL, CLI_BF16_DOT_HELP};
     return CLI_SPEC_OPT_ROWS;
 }
 
 int cli_tree_opt_rows(void *rows, cli_tree_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--tree", CLI_INT, &o->nodes, "N",
-                     "verify a token tree of up to N draft nodes per round (dspark / dflash; 0 = chains, default)"};
+                     "verify a token tree of up to N draft nodes per round (dspark / dflash / eagle3; 0 = chains, "
+                     "default)"};
     r[1] = (cli_opt){NULL, "--tree-k", CLI_INT, &o->k, "K", "most children per tree node (default 4)"};
     r[2] = (cli_opt){NULL, "--tree-shape", CLI_STR, &o->shape, "SHAPE",
                      "dynamic (best first by draft probability, default) | static (top-1 chain + siblings)"};
@@ -91,6 +93,7 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     sp_err err = {{0}};
     *draft_model = NULL;
     *drafter = NULL;
+    sp_model_set_bf16_dot(target, o->bf16_dot);
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
     if (!o->spec || !strcmp(o->spec, "none")) return 0;

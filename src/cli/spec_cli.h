@@ -17,10 +17,11 @@ typedef struct {
     float conf_threshold;  /* dflash / dspark: cut at the first confidence below it (0: off) */
     const char *schedule;  /* dspark: "auto" = the docs/DSPARK.md §10 prefix scheduler, NULL / "none" = off */
     int always;            /* --spec-always (generate, chat): draft every round, no never-slower policy */
+    int bf16_dot;          /* --bf16-dot: the bf16-dot numerics for the target's and drafter's bf16 matmuls */
 } cli_spec_opts;
 
-#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL, 0}
-#define CLI_SPEC_OPT_ROWS 8
+#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL, 0, 0}
+#define CLI_SPEC_OPT_ROWS 9
 
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
 int cli_spec_opt_rows(void *rows /* cli_opt[CLI_SPEC_OPT_ROWS] */, cli_spec_opts *o);
@@ -42,8 +43,10 @@ int cli_tree_apply(const char *cmd, const cli_tree_opts *o, sp_spec_params *p);
  * llama.cpp's -md does); without -md, def_kind. Prints errors; returns 0/-1. */
 int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind);
 
-/* Build the drafter named by o->spec for `target` (NULL drafter for "none"). A draft model is
- * loaded into *draft_model (the caller frees it after the drafter). Prints errors; returns 0/-1. */
+/* Build the drafter named by o->spec for `target` (NULL drafter for "none"). First sets the
+ * target's numerics from --bf16-dot (sp_model_set_bf16_dot; the drafter takes the target's), so
+ * call it before the target's first forward. A draft model is loaded into *draft_model (the
+ * caller frees it after the drafter). Prints errors; returns 0/-1. */
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
                      const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
                      sp_drafter **drafter);

@@ -116,17 +116,17 @@ size_t sp_dtype_size(sp_dtype dt) {
 const char *sp_dtype_name(sp_dtype dt) {
     static const char *names[] = {"F32",  "F16",  "BF16", "I64",  "I32",  "U8",   "BOOL",
                                   "I8",   "I16",  "U16",  "U32",  "U64",  "F64",  "Q8_0",
-                                  "Q4_0", "Q4_K", "Q6_K", "Q8_K", "UNKNOWN"};
+                                  "Q4_0", "Q4_K", "Q6_K", "Q8_K", "Q5_0", "UNKNOWN"};
     _Static_assert(sizeof names / sizeof names[0] == SP_DT_UNKNOWN + 1, "one name per sp_dtype");
     return (unsigned)dt <= SP_DT_UNKNOWN ? names[dt] : "UNKNOWN";
 }
 
-int sp_dtype_is_quant(sp_dtype dt) { return dt >= SP_DT_Q8_0 && dt <= SP_DT_Q8_K; }
+int sp_dtype_is_quant(sp_dtype dt) { return (dt >= SP_DT_Q8_0 && dt <= SP_DT_Q8_K) || dt == SP_DT_Q5_0; }
 
 /* block geometry of the quantized types (layouts in src/kernels/quant.h, docs/QUANT.md) */
 size_t sp_dtype_block_elems(sp_dtype dt) {
     switch (dt) {
-    case SP_DT_Q8_0: case SP_DT_Q4_0: return 32;
+    case SP_DT_Q8_0: case SP_DT_Q4_0: case SP_DT_Q5_0: return 32;
     case SP_DT_Q4_K: case SP_DT_Q6_K: case SP_DT_Q8_K: return 256;
     default: return sp_dtype_size(dt) ? 1 : 0;
     }
@@ -136,6 +136,7 @@ size_t sp_dtype_block_bytes(sp_dtype dt) {
     switch (dt) {
     case SP_DT_Q8_0: return 34;
     case SP_DT_Q4_0: return 18;
+    case SP_DT_Q5_0: return 22;
     case SP_DT_Q4_K: return 144;
     case SP_DT_Q6_K: return 210;
     case SP_DT_Q8_K: return 292;

@@ -88,6 +88,11 @@ struct sp_drafter {
      * path's length as n_acc and its rows, exactly as after a chain of those drafts. */
     int (*propose_tree)(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q,
                         sp_err *err);
+    /* Optional (NULL: not needed). After a tree round's decision and before its commit(): the
+     * accepted root path as proposal node indices path[0 .. n) (root first; n is the commit's
+     * n_acc). For a drafter whose commit() needs the accepted tokens (EAGLE-3 runs its layer on
+     * them); commit() alone tells only how many were accepted. */
+    void (*tree_accept)(sp_drafter *d, const int32_t *path, int n);
     /* Optional (NULL: commit after every round). Rounds that asked for no drafts, told at once
      * before the next propose: the target committed the old pending token and tokens[0 .. n-2],
      * then emitted tokens[n-1], now pending. taps [n, n_taps·H] / hidden [n, H]: rows of

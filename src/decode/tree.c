@@ -188,6 +188,11 @@ int sp_tree_round(sp_tree *t, sp_model *m, sp_kv *kv, sp_drafter *d, int32_t pen
     }
     if (pen) sp_penalty_pop(pen, pushed);
     sp_prof_phase_leave(prof);
+    if (d->tree_accept) {
+        int32_t path[SP_TREE_MAX_NODES];
+        for (int i = 0; i < acc; i++) path[i] = t->rows[i + 1] - 1;
+        d->tree_accept(d, path, acc);
+    }
     if (sp_kv_keep_rows(kv, R, t->rows, acc + 1, err)) return -1;
     /* the path's rows in order for commit(): rows[i] >= i, so moving forward overwrites nothing needed */
     for (int i = 1; i <= acc; i++) {

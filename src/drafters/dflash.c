@@ -59,7 +59,9 @@ sp_dflash_opts sp_dflash_opts_default(void) {
 static void *own(df_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(df_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    return drafter_weight_mat(s->st, name, n, k, out, err);
+    if (drafter_weight_mat(s->st, name, n, k, out, err)) return -1;
+    out->bf16_dot = sp_model_bf16_dot(s->target); /* the target's numerics */
+    return 0;
 }
 
 static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {

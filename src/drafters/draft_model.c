@@ -147,6 +147,7 @@ sp_drafter *sp_drafter_draft_model(sp_model *draft, const sp_model *target, cons
         sp_err_set(err, "draft model tokenizer.json (%s) differs from the target's (%s)", draft_dir, target_dir);
         return NULL;
     }
+    sp_model_set_bf16_dot(draft, sp_model_bf16_dot(target)); /* the target's numerics */
     sp_drafter *d = calloc(1, sizeof *d);
     dm_t *s = calloc(1, sizeof *s);
     if (!d || !s) {

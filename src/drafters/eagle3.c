@@ -14,9 +14,10 @@
  * position c+j. Those rows sit past n_ctx in the cache and are overwritten later, so a rejected
  * draft leaves nothing behind; commit() writes the committed rows with their real taps.
  *
- * What is not here: tree proposals, the llama.cpp p_min early stop (every proposal runs the
+ * Token trees (one layer step per depth over that depth's nodes) are eagle3_tree.c's.
+ * What is not here: the llama.cpp p_min early stop (every proposal runs the
  * requested number of drafts), a draft hidden size different from the target's. */
-#include "drafters/eagle3.h"
+#include "drafters/eagle3_internal.h"
 #include "drafters/weights.h"
 
 #include <jansson.h>
@@ -32,53 +33,15 @@
 #include "model/model.h" /* the target's pool and embedding table */
 #include "decode/spec.h"
 
-#define CHUNK 64 /* committed rows run per pass */
-
-typedef struct {
-    sp_eagle3_layout layout;
-    sp_model *target;
-    sp_pool *pool;
-    st_set *st;
-    sp_config dc;
-    int H, V, Vd, NH, KVH, D, I, m, gemma;
-    int norm_before_residual;
-    int taps[SP_MAX_LAYERS]; /* target layers tapped (outputs) */
-    float eps, scale, softcap;
-    /* weights; shapes in the comments, W [out, in] */
-    sp_mat fc;                  /* [H, m·H] */
-    float *input_norm;          /* [m·H] norm_before_fc, else NULL */
-    float *hidden_norm, *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm, *final_norm; /* [H] */
-    float *q_norm, *k_norm;     /* [D] DeepSpec */
-    sp_mat wq, wk, wv, wo;      /* [NH·D, 2H], [KVH·D, 2H] ×2 (wv absent: k_eq_v), [H, NH·D] */
-    sp_mat w_gate, w_up, w_down; /* [I, H] ×2, [H, I] */
-    float layer_scalar;
-    sp_mat embed;               /* [V, H] own table (SpecForge, optional) */
-    sp_mat lm_head;             /* [Vd, H] */
-    int32_t *d2t;               /* [Vd] absolute target ids */
-    float *inv_freq;            /* [D/2] */
-    /* sampling */
-    sp_sampler *smp;
-    int greedy, max_drafts;
-    uint64_t seed;
-    sp_penalty *pen;
-    /* sequence state */
-    float *K, *Vc;              /* [cap, KVH, D] */
-    int cap, n_ctx, have;       /* have: h_last holds the out of row n_ctx-1 */
-    int32_t last[SP_SPEC_MAX_G];
-    int n_last;
-    /* scratch for CHUNK rows */
-    float *e, *a, *q, *k, *v, *att, *o, *x, *xn, *gt, *up, *g, *out, *tapn;
-    float *h, *h_last, *dl, *full, *qrow; /* [H], [H], [Vd], [V], [V] */
-    sp_eagle3_info info;
-    sp_owner owned;
-} e3_t;
 
 /* ---- loading -------------------------------------------------------------------------------- */
 
 static void *own(e3_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(e3_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    return drafter_weight_mat(s->st, name, n, k, out, err);
+    if (drafter_weight_mat(s->st, name, n, k, out, err)) return -1;
+    out->bf16_dot = sp_model_bf16_dot(s->target); /* the target's numerics */
+    return 0;
 }
 
 static int get_vec(e3_t *s, const char *name, int n, float **out, sp_err *err) {
@@ -265,7 +228,7 @@ static int bind(e3_t *s, const char *dir, int norm_before_fc, sp_err *err) {
 
 /* ---- the layer -------------------------------------------------------------------------------- */
 
-static int ensure_cap(e3_t *s, int rows, sp_err *err) {
+int e3_ensure_cap(e3_t *s, int rows, sp_err *err) {
     if (rows <= s->cap) return 0;
     int cap = s->cap ? s->cap : 256;
     while (cap < rows) cap *= 2;
@@ -284,8 +247,7 @@ static void embed_row(e3_t *s, float *out, int32_t tok) {
     else sp_mat_row_f32(s->embed.data ? &s->embed : sp_model_embed_table(s->target), tok, out); /* unscaled, as SpecForge */
 }
 
-/* T rows (tokens[t], state gin[t]) at positions pos0.. → s->out [T, H]; K/V written at pos0.. */
-static void layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0) {
+void e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr) {
     int H = s->H, NH = s->NH, KVH = s->KVH, D = s->D, I = s->I;
     size_t TH = (size_t)T * H, row = (size_t)KVH * D;
     for (int t = 0; t < T; t++) embed_row(s, s->e + (size_t)t * H, tokens[t]);
@@ -302,14 +264,18 @@ static void layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int 
     if (s->q_norm) sp_rmsnorm(s->q, s->q, s->q_norm, T * NH, D, s->eps);
     if (s->k_norm) sp_rmsnorm(s->k, s->k, s->k_norm, T * KVH, D, s->eps);
     if (s->gemma) sp_rmsnorm(s->v, s->v, NULL, T * KVH, D, s->eps); /* weightless v_norm */
-    for (int t = 0; t < T; t++) {
-        sp_rope(s->q + (size_t)t * NH * D, NH, D, s->inv_freq, pos0 + t);
-        sp_rope(s->k + (size_t)t * row, KVH, D, s->inv_freq, pos0 + t);
+    for (int t = 0; t < T; t++) { /* a tree node at depth j sits where chain draft j does */
+        int pos = tr ? pos0 + tr->depth[t] - 1 : pos0 + t;
+        sp_rope(s->q + (size_t)t * NH * D, NH, D, s->inv_freq, pos);
+        sp_rope(s->k + (size_t)t * row, KVH, D, s->inv_freq, pos);
+        size_t slot = (size_t)(tr ? pos0 + tr->rows[t] : pos0 + t) * row;
+        memcpy(s->K + slot, s->k + (size_t)t * row, row * sizeof(float));
+        memcpy(s->Vc + slot, s->v + (size_t)t * row, row * sizeof(float));
     }
-    memcpy(s->K + (size_t)pos0 * row, s->k, (size_t)T * row * sizeof(float));
-    memcpy(s->Vc + (size_t)pos0 * row, s->v, (size_t)T * row * sizeof(float));
-    sp_attn_shape sh = {.T = T, .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = s->cap, .scale = s->scale};
-    sp_attention(s->pool, s->att, s->q, s->K, s->Vc, &sh);
+    sp_attn_shape sh = {.T = tr ? tr->n : T, .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = s->cap,
+                        .scale = s->scale};
+    if (tr) sp_attention_tree_rows(s->pool, s->att, s->q, s->K, s->Vc, &sh, tr->parent, tr->rows, T);
+    else sp_attention(s->pool, s->att, s->q, s->K, s->Vc, &sh);
     sp_matmul(s->pool, s->o, s->att, T, &s->wo);
     if (s->gemma) sp_rmsnorm(s->o, s->o, s->post_attn_norm, T, H, s->eps);
     const float *res = s->norm_before_residual ? s->x : gin;
@@ -326,30 +292,29 @@ static void layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int 
         for (size_t i = 0; i < TH; i++) s->out[i] *= s->layer_scalar;
 }
 
-/* s->full [V] = the draft logits of state h [H] at their target ids, -inf elsewhere */
-static void logits_row(e3_t *s, const float *h) {
+void e3_logits_row(e3_t *s, const float *h, float *out) {
     sp_rmsnorm(s->g, h, s->final_norm, 1, s->H, s->eps);
     sp_matmul(s->pool, s->dl, s->g, 1, &s->lm_head);
     if (s->softcap > 0) sp_softcap(s->dl, (size_t)s->Vd, s->softcap);
     if (s->Vd < s->V)
-        for (int i = 0; i < s->V; i++) s->full[i] = -INFINITY;
-    for (int i = 0; i < s->Vd; i++) s->full[s->d2t[i]] = s->dl[i];
+        for (int i = 0; i < s->V; i++) out[i] = -INFINITY;
+    for (int i = 0; i < s->Vd; i++) out[s->d2t[i]] = s->dl[i];
 }
 
 /* committed rows: tokens[R] (each the token after the tap's position), taps F [R, m·H] */
 static int absorb(e3_t *s, const int32_t *tokens, const float *F, int R, sp_err *err) {
     if (R <= 0) return 0;
-    if (ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
+    if (e3_ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
     int H = s->H, mH = s->m * s->H;
-    for (int i = 0; i < R; i += CHUNK) {
-        int T = R - i < CHUNK ? R - i : CHUNK;
+    for (int i = 0; i < R; i += E3_CHUNK) {
+        int T = R - i < E3_CHUNK ? R - i : E3_CHUNK;
         const float *f = F + (size_t)i * mH;
         if (s->input_norm) {
             sp_rmsnorm(s->tapn, f, s->input_norm, T, mH, s->eps);
             f = s->tapn;
         }
         sp_matmul(s->pool, s->g, f, T, &s->fc);
-        layer_forward(s, tokens + i, s->g, T, s->n_ctx + i);
+        e3_layer_forward(s, tokens + i, s->g, T, s->n_ctx + i, NULL);
         memcpy(s->h_last, s->out + (size_t)(T - 1) * H, sizeof(float) * (size_t)H);
     }
     s->n_ctx += R;
@@ -368,6 +333,8 @@ static int e3_begin(sp_drafter *d, const int32_t *prompt, int n, const float *ta
     s->n_ctx = 0;
     s->have = 0;
     s->n_last = 0;
+    s->tree_n = 0;
+    s->pending = prompt[n - 1];
     return absorb(s, prompt + 1, taps, n - 1, err); /* row i pairs the taps of token i with token i+1 */
 }
 
@@ -390,10 +357,10 @@ static int e3_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     int g = max_g < s->max_drafts ? max_g : s->max_drafts, H = s->H, n = 0, pushed = 0, rc = 0;
     s->n_last = 0;
     if (g <= 0 || !s->have) return 0; /* no committed row yet (one-token prompt) */
-    if (ensure_cap(s, s->n_ctx + g, err)) return -1;
+    if (e3_ensure_cap(s, s->n_ctx + g, err)) return -1;
     memcpy(s->h, s->h_last, sizeof(float) * (size_t)H);
     for (int j = 1; j <= g; j++) {
-        logits_row(s, s->h);
+        e3_logits_row(s, s->h, s->full);
         int x = draw(s, q ? q + (size_t)(j - 1) * s->V : s->qrow, (uint64_t)s->n_ctx + (uint64_t)j, err);
         if (x < 0 || (s->pen && sp_penalty_push(s->pen, x, err))) {
             rc = -1;
@@ -402,7 +369,7 @@ static int e3_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         pushed += s->pen != NULL;
         drafts[n++] = x;
         if (j == g) break;
-        layer_forward(s, &drafts[j - 1], s->h, 1, s->n_ctx + j - 1); /* past n_ctx: dropped at commit */
+        e3_layer_forward(s, &drafts[j - 1], s->h, 1, s->n_ctx + j - 1, NULL); /* past n_ctx: dropped at commit */
         memcpy(s->h, s->out, sizeof(float) * (size_t)H);
     }
     if (s->pen) sp_penalty_pop(s->pen, pushed);
@@ -422,6 +389,8 @@ static int e3_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
     memcpy(tok, s->last, sizeof(int32_t) * (size_t)n_acc);
     tok[n_acc] = next; /* rows [old pending, d_1 .. d_acc] pair with [d_1 .. d_acc, next] */
     s->n_last = 0;
+    s->tree_n = 0;
+    s->pending = next;
     return absorb(s, tok, taps, n_acc + 1, err);
 }
 
@@ -429,7 +398,10 @@ static int e3_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, 
 static int e3_extend(sp_drafter *d, const int32_t *tokens, int n, const float *taps, const float *hidden, sp_err *err) {
     e3_t *s = d->self;
     s->n_last = 0;
-    return n < 1 ? 0 : absorb(s, tokens, taps, n, err);
+    s->tree_n = 0;
+    if (n < 1) return 0;
+    s->pending = tokens[n - 1];
+    return absorb(s, tokens, taps, n, err);
 }
 
 static void e3_destroy(sp_drafter *d) {
@@ -495,7 +467,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     if (st_open_dir(&s->st, dir, err) || bind(s, dir, nbf, err)) goto fail;
     if (!(s->inv_freq = own(s, sizeof(float) * (size_t)(s->D / 2)))) goto oom;
     sp_rope_inv_freq(s->inv_freq, s->D, &c->rope);
-    size_t H = (size_t)s->H, R = CHUNK, Dq = (size_t)s->NH * s->D, Dkv = (size_t)s->KVH * s->D;
+    size_t H = (size_t)s->H, R = E3_CHUNK, Dq = (size_t)s->NH * s->D, Dkv = (size_t)s->KVH * s->D;
     s->e = own(s, sizeof(float) * R * H);
     s->a = own(s, sizeof(float) * R * 2 * H);
     s->q = own(s, sizeof(float) * R * Dq);
@@ -515,10 +487,11 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     s->dl = own(s, sizeof(float) * (size_t)s->Vd);
     s->full = own(s, sizeof(float) * (size_t)s->V);
     s->qrow = own(s, sizeof(float) * (size_t)s->V);
+    s->tout = own(s, sizeof(float) * SP_TREE_MAX_NODES * H);
     if (!s->e || !s->a || !s->q || !s->att || !s->k || !s->v || !s->o || !s->x || !s->xn || !s->gt || !s->up ||
-        !s->g || !s->out || !s->tapn || !s->h || !s->h_last || !s->dl || !s->full || !s->qrow)
+        !s->g || !s->out || !s->tapn || !s->h || !s->h_last || !s->dl || !s->full || !s->qrow || !s->tout)
         goto oom;
-    if (ensure_cap(s, 256, err)) goto fail;
+    if (e3_ensure_cap(s, 256, err)) goto fail;
     s->greedy = sp_sample_is_greedy(sample);
     if (!(s->smp = sp_sampler_create(s->V, sample, err))) goto fail;
     s->info = (sp_eagle3_info){.layout = s->layout, .n_taps = s->m, .tap_layers = s->taps, .draft_vocab = s->Vd,
@@ -531,6 +504,8 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     d->propose = e3_propose;
     d->commit = e3_commit;
     d->extend = e3_extend;
+    d->propose_tree = e3_propose_tree;
+    d->tree_accept = e3_tree_accept;
     json_decref(root);
     free(text);
     return d;

@@ -368,6 +368,7 @@ sp_dtype gguf_ggml_to_dtype(uint32_t t) {
     case 1: return SP_DT_F16;
     case 30: return SP_DT_BF16;
     case 2: return SP_DT_Q4_0;
+    case 6: return SP_DT_Q5_0;
     case 8: return SP_DT_Q8_0;
     case 12: return SP_DT_Q4_K;
     case 14: return SP_DT_Q6_K;

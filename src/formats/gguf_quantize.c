@@ -68,9 +68,8 @@ ggml_type gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64
     } else if (strstr(name, "ffn_down")) {
         if (mix == GGUF_MIX_Q4_K_M && more_bits(i_ffn_down, n_layers)) t = GGML_TYPE_Q6_K;
     }
-    /* rows that are not whole blocks: llama.cpp falls back to Q5_0 (for Q4_K), Q8_0 (for Q6_K) or F16;
-     * specula computes no Q5_0 and writes Q8_0 there */
-    if (ggml_row_size(t, ne0) == 0) t = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
+    /* rows that are not whole blocks: as llama.cpp, Q5_0 for Q4_K, Q8_0 for Q6_K, else F16 */
+    if (ggml_row_size(t, ne0) == 0) t = t == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
     if (ggml_row_size(t, ne0) == 0) t = GGML_TYPE_F16;
     return t;
 }

@@ -98,6 +98,7 @@ const char *ggml_type_name(ggml_type t) {
     case GGML_TYPE_BF16: return "BF16";
     case GGML_TYPE_I64: return "I64";
     case GGML_TYPE_Q4_0: return "Q4_0";
+    case GGML_TYPE_Q5_0: return "Q5_0";
     case GGML_TYPE_Q8_0: return "Q8_0";
     case GGML_TYPE_Q4_K: return "Q4_K";
     case GGML_TYPE_Q6_K: return "Q6_K";
@@ -112,6 +113,7 @@ size_t ggml_row_size(ggml_type t, int64_t ne0) {
         per = 1, bytes = ggml_type_size(t);
         break;
     case GGML_TYPE_Q4_0: per = 32, bytes = 18; break;
+    case GGML_TYPE_Q5_0: per = 32, bytes = 22; break;
     case GGML_TYPE_Q8_0: per = 32, bytes = 34; break;
     case GGML_TYPE_Q4_K: per = 256, bytes = 144; break;
     case GGML_TYPE_Q6_K: per = 256, bytes = 210; break;

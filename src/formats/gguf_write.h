@@ -45,6 +45,7 @@ typedef enum {
     GGML_TYPE_F32 = 0,
     GGML_TYPE_F16 = 1,
     GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q5_0 = 6,
     GGML_TYPE_Q8_0 = 8,
     GGML_TYPE_Q4_K = 12,
     GGML_TYPE_Q6_K = 14,

@@ -35,6 +35,8 @@ typedef struct {
     const sp_attn_shape *s;
     const int32_t *parent;
     const int *depth;
+    const int32_t *rows; /* the rows computed (q / out row i is tree row rows[i]), or NULL: all */
+    int n_rows;
     const sp_attn_ops *ops;
     int hs, nsub; /* heads per unit, units per KV head */
     atomic_int next_unit;
@@ -42,7 +44,7 @@ typedef struct {
 
 /* one unit's key list: npre prefix positions from lo, then na tree rows anc[] */
 typedef struct {
-    int t, kvh, h0, nh;
+    int t, qi, kvh, h0, nh; /* tree row t, read from q row qi and written to out row qi */
     int lo, npre, na;
     int anc[SP_ATTN_TREE_MAX];
 } tree_unit;
@@ -64,7 +66,7 @@ static void tree_scores(const tree_ctx *c, const tree_unit *u, int k0, int k1, f
             const float *q[TREE_QK_ROWS];
             float *e[TREE_QK_ROWS], mm[TREE_QK_ROWS];
             for (int x = 0; x < n; x++) {
-                q[x] = c->q + ((size_t)u->t * s->NH + u->h0 + i0 + x) * s->D;
+                q[x] = c->q + ((size_t)u->qi * s->NH + u->h0 + i0 + x) * s->D;
                 e[x] = buf + (size_t)(i0 + x) * ld;
                 mm[x] = m[i0 + x];
             }
@@ -87,7 +89,7 @@ static void tree_pv(const tree_ctx *c, const tree_unit *u, int k0, int k1, float
             float *o[TREE_PV_ROWS];
             const float *e[TREE_PV_ROWS];
             for (int x = 0; x < n; x++) {
-                o[x] = c->out + ((size_t)u->t * s->NH + u->h0 + i0 + x) * D;
+                o[x] = c->out + ((size_t)u->qi * s->NH + u->h0 + i0 + x) * D;
                 e[x] = buf + (size_t)(i0 + x) * ld;
             }
             /* the prefix keys of the tile are consecutive positions: one call */
@@ -120,7 +122,7 @@ static void tree_run_unit(const tree_ctx *c, tree_unit *u) {
     for (int i = 0; i < u->nh; i++) m[i] = -INFINITY, sum[i] = 0.0f;
     for (int k0 = 0; k0 < nk; k0 += tile) tree_scores(c, u, k0, k0 + tile < nk ? k0 + tile : nk, buf, tile, m);
     for (int i = 0; i < u->nh; i++) {
-        float *o = c->out + ((size_t)u->t * s->NH + u->h0 + i) * D;
+        float *o = c->out + ((size_t)u->qi * s->NH + u->h0 + i) * D;
         for (int x = 0; x < D; x++) o[x] = 0.0f;
     }
     for (int k0 = 0; k0 < nk; k0 += tile) {
@@ -138,7 +140,7 @@ static void tree_run_unit(const tree_ctx *c, tree_unit *u) {
         tree_pv(c, u, k0, k1, buf, tile);
     }
     for (int i = 0; i < u->nh; i++) {
-        float *o = c->out + ((size_t)u->t * s->NH + u->h0 + i) * D;
+        float *o = c->out + ((size_t)u->qi * s->NH + u->h0 + i) * D;
         for (int x = 0; x < D; x++) o[x] = o[x] / sum[i];
     }
 }
@@ -150,10 +152,10 @@ static void tree_task(void *arg, int i, int n) {
     const int G = s->NH / s->KVH, per_t = s->KVH * c->nsub;
     for (;;) {
         int x = atomic_fetch_add_explicit(&c->next_unit, 1, memory_order_relaxed);
-        if (x >= s->T * per_t) return;
-        int t = x / per_t, kvh = x % per_t / c->nsub, sg = x % c->nsub;
+        if (x >= c->n_rows * per_t) return;
+        int qi = x / per_t, kvh = x % per_t / c->nsub, sg = x % c->nsub;
         int h0 = sg * c->hs, h1 = h0 + c->hs < G ? h0 + c->hs : G;
-        tree_unit u = {.t = t, .kvh = kvh, .h0 = kvh * G + h0, .nh = h1 - h0};
+        tree_unit u = {.t = c->rows ? c->rows[qi] : qi, .qi = qi, .kvh = kvh, .h0 = kvh * G + h0, .nh = h1 - h0};
         tree_run_unit(c, &u);
     }
 }
@@ -164,16 +166,19 @@ static void tree_depths(const int32_t *parent, int T, int *depth) {
 }
 
 static void tree_run(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
-                     const sp_attn_shape *s, const int32_t *parent, sp_cpu_tier tier) {
+                     const sp_attn_shape *s, const int32_t *parent, const int32_t *rows, int n_rows,
+                     sp_cpu_tier tier) {
     SP_ASSERT(s->KVH > 0 && s->NH % s->KVH == 0 && s->T <= SP_ATTN_TREE_MAX && !s->noncausal);
-    if (s->T <= 0) return;
+    if (!rows) n_rows = s->T;
+    if (s->T <= 0 || n_rows <= 0) return;
     int depth[SP_ATTN_TREE_MAX];
     for (int t = 0; t < s->T; t++) SP_ASSERT(parent[t] < t);
+    for (int i = 0; rows && i < n_rows; i++) SP_ASSERT(rows[i] >= 0 && rows[i] < s->T);
     tree_depths(parent, s->T, depth);
     const int G = s->NH / s->KVH, nthr = sp_pool_size(pool);
     int hs = G < TREE_MAX_HS ? G : TREE_MAX_HS;
-    while (hs > 1 && s->T * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
-    tree_ctx c = {out, q, K, V, s, parent, depth, sp_attn_ops_for(tier), hs, (G + hs - 1) / hs, 0};
+    while (hs > 1 && n_rows * s->KVH * ((G + hs - 1) / hs) < 2 * nthr) hs = (hs + 1) / 2;
+    tree_ctx c = {out, q, K, V, s, parent, depth, rows, n_rows, sp_attn_ops_for(tier), hs, (G + hs - 1) / hs, 0};
     atomic_init(&c.next_unit, 0);
     sp_pool_run(pool, tree_task, &c);
 }
@@ -181,13 +186,20 @@ static void tree_run(sp_pool *pool, float *out, const float *q, const float *K, 
 void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
                        const sp_attn_shape *s, const int32_t *parent) {
     int prof = sp_prof_enter_kernel(SP_PROF_ATTN);
-    tree_run(pool, out, q, K, V, s, parent, sp_cpu_level());
+    tree_run(pool, out, q, K, V, s, parent, NULL, 0, sp_cpu_level());
+    sp_prof_leave(prof);
+}
+
+void sp_attention_tree_rows(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                            const sp_attn_shape *s, const int32_t *parent, const int32_t *rows, int n_rows) {
+    int prof = sp_prof_enter_kernel(SP_PROF_ATTN);
+    tree_run(pool, out, q, K, V, s, parent, rows, n_rows, sp_cpu_level());
     sp_prof_leave(prof);
 }
 
 void sp_attention_tree_tier(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
                             const sp_attn_shape *s, const int32_t *parent, sp_cpu_tier tier) {
-    tree_run(pool, out, q, K, V, s, parent, tier);
+    tree_run(pool, out, q, K, V, s, parent, NULL, 0, tier);
 }
 
 void sp_attention_tree_ref(float *out, const float *q, const float *K, const float *V, const sp_attn_shape *s,

@@ -22,14 +22,19 @@
  * SP_QUANT_MAX_K (sp_mat_check tells at load time). */
 typedef struct {
     const void *data;
-    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K */
+    sp_dtype dt; /* SP_DT_F32, SP_DT_BF16, SP_DT_F16, SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q5_0, SP_DT_Q4_K, SP_DT_Q6_K */
     int n, k;    /* rows (outputs), cols (inputs) */
+    int bf16_dot; /* bf16 weights only: 1 = the bf16-dot numerics (activations rounded to bf16,
+                     pairs accumulated as vdpbf16ps does; kernels_internal.h), 0 = the default
+                     f32 order. Set for a whole model (sp_model_set_bf16_dot), never per call. */
 } sp_mat;
 
 /* Y[T, N] = X[T, K] · W[N, K]ᵀ. Y must not alias X. Batch-invariant (see above). For quantized
  * W the activations are quantized per row as llama.cpp does (quant.h); sp_matmul_ref then
  * dequantizes W exactly and keeps X in full precision (the oracle). */
 void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
+/* sp_matmul_ref computes in double from the f32 activations; for a bf16_dot matrix it rounds
+ * them to bf16 first (sp_bf16dot_round), so it is the exact product of what the order multiplies */
 void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W);
 
 /* RMSNorm over rows of width n: y = x / sqrt(mean(x²) + eps) [· w]. w may be NULL
@@ -93,6 +98,12 @@ void sp_attention_tree(sp_pool *pool, float *out, const float *q, const float *K
                        const sp_attn_shape *s, const int32_t *parent);
 void sp_attention_tree_ref(float *out, const float *q, const float *K, const float *V, const sp_attn_shape *s,
                            const int32_t *parent);
+/* The same for some rows only: q and out [n_rows, NH, D], row i being tree row rows[i] of the T
+ * rows parent[] describes (each row's K/V, and its ancestors', already in the cache). Bit for bit
+ * row i of sp_attention_tree's output for row rows[i]. A drafter that grows a tree one depth per
+ * forward runs each depth's rows with it (eagle3_tree.c). */
+void sp_attention_tree_rows(sp_pool *pool, float *out, const float *q, const float *K, const float *V,
+                            const sp_attn_shape *s, const int32_t *parent, const int32_t *rows, int n_rows);
 
 /* argmax: the first index of the largest non-NaN value (lowest index wins ties), 0 when all
  * are NaN or n <= 0 */

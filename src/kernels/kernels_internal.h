@@ -17,6 +17,8 @@
 #define SPECULA_KERNELS_INTERNAL_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "../core/cpu.h"
 #include "kernels.h"
@@ -135,6 +137,7 @@ typedef struct {
     sp_dtype dt;
     int T, N, K;
     sp_cpu_tier tier; /* the code path of this call */
+    int bf16dot;      /* 0: the canonical f32 order; 1: the bf16-dot order, 2: the same on vdpbf16ps */
     int chunk_rows;   /* rows of W per claimed chunk (a multiple of SP_MM_ROW_ALIGN) */
     _Atomic int next_chunk;
 } sp_mm_ctx;
@@ -152,6 +155,57 @@ void sp_mm_rows_neon(const sp_mm_ctx *c, int n0, int n1);
 void sp_matmul_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier);
 /* sp_matmul_tier on SP_CPU_SCALAR */
 void sp_matmul_portable(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
+
+/* ---- the bf16-dot numerics (matmul_bf16dot.c, matmul_bf16dot_<tier>.c; docs/SIMD.md) -----
+ * An opt-in order for bf16 weights (sp_mat.bf16_dot) that the AVX512_BF16 instruction
+ * vdpbf16ps computes natively and every other tier emulates with f32 FMAs, bit for bit:
+ *   xb[k] = sp_bf16dot_round(x[k]): the activation rounded to bf16 (DAZ, round-to-nearest-even,
+ *           NaN made quiet), as vcvtne2ps2bf16 does; wb[k] = sp_bf16dot_daz(w[k]);
+ *           positions k >= K count as xb = wb = +0 (the last chunk is padded);
+ *   acc[l] = +0 for 16 lanes l;
+ *   for chunk c = 0 .. ceil(K/32)-1 and lane l, with o = 32c + 2l + 1 and e = 32c + 2l:
+ *       acc[l] = ftz(fma(xb[o], wb[o], sp_bf16dot_daz(acc[l])))     (the odd element first)
+ *       acc[l] = ftz(fma(xb[e], wb[e], acc[l]))
+ *   result = the canonical 16 → 1 tree (sp_hsum16, plain IEEE adds).
+ * ftz: a subnormal result (after rounding) becomes a zero of its sign; the products of two
+ * bf16 values are exact, and fma keeps them unrounded and unbounded in exponent, as the
+ * instruction does (measured on an AMD Zen 5: docs/SIMD.md). NaN results are NaN on every
+ * tier, with unspecified payload. */
+static inline float sp_bf16dot_daz(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+/* x as the bf16 value the order multiplies (kept as an f32 with its low 16 bits zero) */
+static inline float sp_bf16dot_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
+    else if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    else u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+/* one lane step of the order: acc after the pair (o, e) */
+static inline float sp_bf16dot_pair(float acc, float xo, float wo, float xe, float we) {
+    acc = sp_bf16dot_daz(fmaf(xo, wo, sp_bf16dot_daz(acc)));
+    return sp_bf16dot_daz(fmaf(xe, we, acc));
+}
+/* the bf16-dot of an f32 row x and a bf16 row w of length K, portable (the reference order) */
+float sp_dot_bf16dot_portable(const float *x, const uint16_t *w, int K);
+
+/* rows [n0, n1) of a bf16-dot matmul on one tier; hw (AVX-512 only): use vdpbf16ps */
+void sp_mm_bf16dot_rows_avx512(const sp_mm_ctx *c, int n0, int n1, int hw);
+void sp_mm_bf16dot_rows_avx2(const sp_mm_ctx *c, int n0, int n1);
+void sp_mm_bf16dot_rows_neon(const sp_mm_ctx *c, int n0, int n1);
+void sp_mm_bf16dot_rows_portable(const sp_mm_ctx *c, int n0, int n1);
+/* sp_matmul of a bf16-dot matrix on one code path (tests; tier must be supported; hw: the
+ * AVX-512 tier uses vdpbf16ps, needs SP_CPU_HAS_AVX512_BF16) */
+void sp_matmul_bf16dot_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier,
+                            int hw);
 
 /* ---- attention (attention.c, attention_<tier>.c) ---------------------------------------- */
 /* element offset of position p, KV head kvh in a [cap, KVH, D] cache */

@@ -10,6 +10,8 @@
  * Threads claim chunks of rows of W (N, never K) from a shared counter and run the tiles of
  * the tier in use: matmul_avx512.c, matmul_avx2.c, matmul_neon.c, or the portable scalar loop
  * here (the reference path, same order, one output at a time).
+ * A bf16 matrix with bf16_dot set takes the bf16-dot order instead (kernels_internal.h):
+ * matmul_bf16dot.c and its tier files, with the same row split.
  * Not here: K blocking (would change the summation order); quantized weights go to
  * quant_matmul.c. */
 #include <stdatomic.h>
@@ -40,11 +42,15 @@ void sp_matmul_ref(float *Y, const float *X, int T, const sp_mat *W) {
         sp_matmul_quant_ref(Y, X, T, W);
         return;
     }
-    int N = W->n, K = W->k;
+    int N = W->n, K = W->k, dot = W->dt == SP_DT_BF16 && W->bf16_dot;
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
             double s = 0;
-            for (int k = 0; k < K; k++) s += (double)X[(size_t)t * K + k] * w_at(W->data, W->dt, (size_t)n * K + k);
+            for (int k = 0; k < K; k++) {
+                float x = X[(size_t)t * K + k], w = w_at(W->data, W->dt, (size_t)n * K + k);
+                if (dot) x = sp_bf16dot_round(x), w = sp_bf16dot_daz(w);
+                s += (double)x * w;
+            }
             Y[(size_t)t * N + n] = (float)s;
         }
 }
@@ -90,6 +96,33 @@ static int mm_claim(sp_mm_ctx *c, int *n0, int *n1) {
     return 1;
 }
 
+/* rows [n0, n1) on the tier and numerics of the call */
+static void mm_rows(const sp_mm_ctx *c, int n0, int n1, int f0, int f1, int cold) {
+    (void)f0, (void)f1, (void)cold; /* only the AVX-512 f32-order rows use them */
+    if (c->bf16dot) {
+        switch (c->tier) {
+#if defined(__x86_64__)
+        case SP_CPU_AVX512: sp_mm_bf16dot_rows_avx512(c, n0, n1, c->bf16dot == 2); return;
+        case SP_CPU_AVX2: sp_mm_bf16dot_rows_avx2(c, n0, n1); return;
+#endif
+#if defined(__aarch64__)
+        case SP_CPU_NEON: sp_mm_bf16dot_rows_neon(c, n0, n1); return;
+#endif
+        default: sp_mm_bf16dot_rows_portable(c, n0, n1); return;
+        }
+    }
+    switch (c->tier) {
+#if defined(__x86_64__)
+    case SP_CPU_AVX512: sp_mm_rows_avx512(c, n0, n1, f0, f1, cold); return;
+    case SP_CPU_AVX2: sp_mm_rows_avx2(c, n0, n1); return;
+#endif
+#if defined(__aarch64__)
+    case SP_CPU_NEON: sp_mm_rows_neon(c, n0, n1); return;
+#endif
+    default: mm_rows_portable(c, n0, n1); return;
+    }
+}
+
 static void mm_task(void *arg, int i, int n) {
     (void)i, (void)n;
     sp_mm_ctx *c = arg;
@@ -97,23 +130,14 @@ static void mm_task(void *arg, int i, int n) {
     if (!mm_claim(c, &n0, &n1)) return;
     for (int cold = 1;; cold = 0) {
         int more = mm_claim(c, &f0, &f1);
-        (void)cold; /* only the AVX-512 rows use it */
-        switch (c->tier) {
-#if defined(__x86_64__)
-        case SP_CPU_AVX512: sp_mm_rows_avx512(c, n0, n1, f0, f1, cold); break;
-        case SP_CPU_AVX2: sp_mm_rows_avx2(c, n0, n1); break;
-#endif
-#if defined(__aarch64__)
-        case SP_CPU_NEON: sp_mm_rows_neon(c, n0, n1); break;
-#endif
-        default: mm_rows_portable(c, n0, n1); break;
-        }
+        mm_rows(c, n0, n1, f0, f1, cold);
         if (!more) return;
         n0 = f0, n1 = f1;
     }
 }
 
-static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
+/* hw: 1 lets the AVX-512 tier use vdpbf16ps for a bf16-dot matrix when the processor has it */
+static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier, int hw) {
     /* quantized weights: quant_matmul.c, on the same tier */
     if (sp_dtype_is_quant(W->dt)) {
         sp_matmul_quant(pool, Y, X, T, W, tier);
@@ -125,21 +149,30 @@ static void mm_run(sp_pool *pool, float *Y, const float *X, int T, const sp_mat 
     int chunks = nthr > 1 ? MM_CHUNKS_PER_THREAD * nthr : 1;
     int rows = (W->n + chunks - 1) / chunks;
     rows = (rows + SP_MM_ROW_ALIGN - 1) / SP_MM_ROW_ALIGN * SP_MM_ROW_ALIGN;
-    sp_mm_ctx c = {Y, X, W->data, W->dt, T, W->n, W->k, tier, rows, 0};
+    int dot = W->dt == SP_DT_BF16 && W->bf16_dot;
+    if (dot && hw && tier == SP_CPU_AVX512 && (sp_cpu_features() & SP_CPU_HAS_AVX512_BF16)) dot = 2;
+    sp_mm_ctx c = {Y, X, W->data, W->dt, T, W->n, W->k, tier, dot, rows, 0};
     atomic_init(&c.next_chunk, 0);
     sp_pool_run(pool, mm_task, &c);
 }
 
 void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W) {
     int prof = sp_prof_enter_kernel(SP_PROF_MATMUL);
-    mm_run(pool, Y, X, T, W, sp_cpu_level());
+    mm_run(pool, Y, X, T, W, sp_cpu_level(), 1);
     sp_prof_leave(prof);
 }
 
 void sp_matmul_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
-    mm_run(pool, Y, X, T, W, tier);
+    mm_run(pool, Y, X, T, W, tier, 1);
+}
+
+void sp_matmul_bf16dot_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier,
+                            int hw) {
+    SP_ASSERT(W->dt == SP_DT_BF16 && W->bf16_dot);
+    SP_ASSERT(!hw || (tier == SP_CPU_AVX512 && (sp_cpu_features() & SP_CPU_HAS_AVX512_BF16)));
+    mm_run(pool, Y, X, T, W, tier, hw);
 }
 
 void sp_matmul_portable(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W) {
-    mm_run(pool, Y, X, T, W, SP_CPU_SCALAR);
+    mm_run(pool, Y, X, T, W, SP_CPU_SCALAR, 1);
 }

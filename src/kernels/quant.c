@@ -117,6 +117,43 @@ void sp_dequantize_row_q4_0(float *y, const sp_block_q4_0 *src, size_t n) {
     }
 }
 
+/* ---- Q5_0 ------------------------------------------------------------------------------ */
+void sp_quantize_row_q5_0(sp_block_q5_0 *dst, const float *x, size_t n) {
+    SP_ASSERT(n % SP_QK5_0 == 0);
+    for (size_t b = 0; b < n / SP_QK5_0; b++, x += SP_QK5_0) {
+        /* the element of largest magnitude, keeping its sign, maps to -16 */
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < SP_QK5_0; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+        float d = max / -16.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        dst[b].d = sp_f32_to_f16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < SP_QK5_0 / 2; j++) {
+            /* truncation toward zero of x·id + 16.5, at most 31 (NaN gives 0) */
+            float v0 = x[j] * id + 16.5f, v1 = x[j + SP_QK5_0 / 2] * id + 16.5f;
+            int q0 = v0 >= 31.0f ? 31 : v0 > 0.0f ? (int)v0 : 0, q1 = v1 >= 31.0f ? 31 : v1 > 0.0f ? (int)v1 : 0;
+            dst[b].qs[j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
+            qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + SP_QK5_0 / 2);
+        }
+        for (int i = 0; i < 4; i++) dst[b].qh[i] = (uint8_t)(qh >> 8 * i);
+    }
+}
+
+void sp_dequantize_row_q5_0(float *y, const sp_block_q5_0 *src, size_t n) {
+    SP_ASSERT(n % SP_QK5_0 == 0);
+    for (size_t b = 0; b < n / SP_QK5_0; b++, y += SP_QK5_0) {
+        float d = sp_f16_to_f32(src[b].d);
+        uint32_t qh = src[b].qh[0] | (uint32_t)src[b].qh[1] << 8 | (uint32_t)src[b].qh[2] << 16 |
+                      (uint32_t)src[b].qh[3] << 24;
+        for (int j = 0; j < SP_QK5_0 / 2; j++) {
+            int h0 = qh >> j & 1, h1 = qh >> (j + SP_QK5_0 / 2) & 1;
+            y[j] = (float)(((src[b].qs[j] & 15) | h0 << 4) - 16) * d;
+            y[j + SP_QK5_0 / 2] = (float)(((src[b].qs[j] >> 4) | h1 << 4) - 16) * d;
+        }
+    }
+}
+
 /* ---- Q4_K ------------------------------------------------------------------------------ */
 /* sub-block j's 6-bit scale and min from the 12 packed bytes: j < 4 in the low 6 bits of
  * bytes j and j + 4; j >= 4 in the nibbles of byte j + 4 with the top 2 bits taken from the
@@ -401,6 +438,7 @@ int sp_quantize_row(void *dst, const float *x, sp_dtype dt, size_t n, sp_err *er
     switch (dt) {
     case SP_DT_Q8_0: sp_quantize_row_q8_0(dst, x, n); break;
     case SP_DT_Q4_0: sp_quantize_row_q4_0(dst, x, n); break;
+    case SP_DT_Q5_0: sp_quantize_row_q5_0(dst, x, n); break;
     case SP_DT_Q4_K: sp_quantize_row_q4_K(dst, x, n); break;
     case SP_DT_Q6_K: sp_quantize_row_q6_K(dst, x, n); break;
     default: sp_quantize_row_q8_K(dst, x, n); break;
@@ -413,6 +451,7 @@ int sp_dequantize_row(float *y, const void *src, sp_dtype dt, size_t n, sp_err *
     switch (dt) {
     case SP_DT_Q8_0: sp_dequantize_row_q8_0(y, src, n); break;
     case SP_DT_Q4_0: sp_dequantize_row_q4_0(y, src, n); break;
+    case SP_DT_Q5_0: sp_dequantize_row_q5_0(y, src, n); break;
     case SP_DT_Q4_K: sp_dequantize_row_q4_K(y, src, n); break;
     case SP_DT_Q6_K: sp_dequantize_row_q6_K(y, src, n); break;
     default: sp_dequantize_row_q8_K(y, src, n); break;
@@ -434,7 +473,7 @@ int sp_mat_check(const sp_mat *W, const char *what, sp_err *err) {
     if (W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16) return 0;
     if (!sp_dtype_is_quant(W->dt) || W->dt == SP_DT_Q8_K)
         return sp_err_set(err, "%s: weight type %s is not supported by matmul (expected F32, BF16, F16, Q8_0, Q4_0, "
-                          "Q4_K or Q6_K)", what, sp_dtype_name(W->dt));
+                          "Q5_0, Q4_K or Q6_K)", what, sp_dtype_name(W->dt));
     size_t be = sp_dtype_block_elems(W->dt);
     if ((size_t)W->k % be)
         return sp_err_set(err, "%s: %s rows of %d elements; must be a multiple of the %zu-element block", what,

@@ -25,6 +25,7 @@
 
 #define SP_QK8_0 32 /* elements per Q8_0 block */
 #define SP_QK4_0 32 /* elements per Q4_0 block */
+#define SP_QK5_0 32 /* elements per Q5_0 block */
 #define SP_QK_K 256 /* elements per K-quant super-block */
 #define SP_K_SCALE_SIZE 12
 
@@ -42,6 +43,14 @@ typedef struct {
     uint16_t d; /* f16 scale */
     uint8_t qs[SP_QK4_0 / 2];
 } sp_block_q4_0;
+
+/* value j = (((qs[j] & 15) | h_j << 4) − 16) · d and value j + 16 = (((qs[j] >> 4) | h_{j+16} << 4)
+ * − 16) · d, j < 16, where h_e is bit e of the little-endian 32-bit qh */
+typedef struct {
+    uint16_t d; /* f16 scale */
+    uint8_t qh[4];
+    uint8_t qs[SP_QK5_0 / 2];
+} sp_block_q5_0;
 
 /* 8 sub-blocks of 32 with 6-bit scale sc[j] and min m[j] packed in `scales`; values
  * 64c + l (l < 32) are the low nibbles of qs[32c + l] (sub-block 2c), values 64c + 32 + l the
@@ -72,6 +81,7 @@ typedef struct {
 
 _Static_assert(sizeof(sp_block_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(sp_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+_Static_assert(sizeof(sp_block_q5_0) == 22, "Q5_0 block is 22 bytes");
 _Static_assert(sizeof(sp_block_q4_K) == 144, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(sp_block_q6_K) == 210, "Q6_K block is 210 bytes");
 _Static_assert(sizeof(sp_block_q8_K) == 292, "Q8_K block is 292 bytes");
@@ -82,12 +92,14 @@ _Static_assert(sizeof(sp_block_q8_K) == 292, "Q8_K block is 292 bytes");
  * bytes. The caller owns every buffer. */
 void sp_quantize_row_q8_0(sp_block_q8_0 *dst, const float *x, size_t n);
 void sp_quantize_row_q4_0(sp_block_q4_0 *dst, const float *x, size_t n);
+void sp_quantize_row_q5_0(sp_block_q5_0 *dst, const float *x, size_t n);
 void sp_quantize_row_q4_K(sp_block_q4_K *dst, const float *x, size_t n);
 void sp_quantize_row_q6_K(sp_block_q6_K *dst, const float *x, size_t n);
 void sp_quantize_row_q8_K(sp_block_q8_K *dst, const float *x, size_t n);
 
 void sp_dequantize_row_q8_0(float *y, const sp_block_q8_0 *src, size_t n);
 void sp_dequantize_row_q4_0(float *y, const sp_block_q4_0 *src, size_t n);
+void sp_dequantize_row_q5_0(float *y, const sp_block_q5_0 *src, size_t n);
 void sp_dequantize_row_q4_K(float *y, const sp_block_q4_K *src, size_t n);
 void sp_dequantize_row_q6_K(float *y, const sp_block_q6_K *src, size_t n);
 void sp_dequantize_row_q8_K(float *y, const sp_block_q8_K *src, size_t n);

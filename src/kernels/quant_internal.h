@@ -6,7 +6,8 @@
  * every output y = Σ_k x̂[k]·ŵ[k] is computed as follows; integer sums are exact, so the only
  * roundings are the float operations written here, in this order, in every tier:
  *
- *   Q8_0, Q4_0 (blocks b of 32; v = the weight's integer value: qs, or nibble − 8):
+ *   Q8_0, Q4_0, Q5_0 (blocks b of 32; v = the weight's integer value: qs, nibble − 8, or
+ *   (nibble | fifth bit · 16) − 16):
  *     acc[16] = 0
  *     for b = 0, 1, ...:  s = f16(W.d[b]) · xd[b]                      (exact: 11 × 11 bits)
  *       for i = 0..7:     p = Σ_{e=4i..4i+3} v[32b+e] · xq[32b+e]      (int32, exact)
@@ -87,7 +88,7 @@ static inline void q4k_scales8(const uint8_t *s, uint64_t *sc8, uint64_t *m8) {
 /* scratch bytes of one activation row for weight type dt (a multiple of 64) */
 size_t qx_row_bytes(sp_dtype dt, int K);
 /* Quantize x[K] into one scratch row (layout above) with quant.c's row quantizers: Q8_0
- * blocks for Q8_0 / Q4_0 weights, Q8_K for the K-quants. qx_quantize_avx512 (AVX-512 F/BW,
+ * blocks for Q8_0 / Q4_0 / Q5_0 weights, Q8_K for the K-quants. qx_quantize_avx512 (AVX-512 F/BW,
  * entered with the VNNI kernels) writes the same bytes; blocks holding a NaN or an infinity
  * go through the scalar quantizer there. */
 void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K);

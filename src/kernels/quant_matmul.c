@@ -32,7 +32,7 @@ size_t qx_row_bytes(sp_dtype dt, int K) {
 void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
     int8_t *q = (int8_t *)row;
     float *d = (float *)(row + K);
-    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0) {
+    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0) {
         sp_block_q8_0 blk;
         for (int b = 0; b < K / SP_QK8_0; b++) {
             sp_quantize_row_q8_0(&blk, x + (size_t)b * SP_QK8_0, SP_QK8_0);
@@ -75,6 +75,23 @@ static float dot_q4_0_scalar(const uint8_t *w, qx_row x, int K) {
         for (int i = 0; i < 8; i++) {
             int p = 0;
             for (int e = 4 * i; e < 4 * i + 4; e++) p += ((e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) - 8) * xq[e];
+            acc[8 * (b & 1) + i] = fmaf(s, (float)p, acc[8 * (b & 1) + i]);
+        }
+    }
+    return sp_hsum16(acc);
+}
+
+static float dot_q5_0_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc[16] = {0};
+    for (int b = 0; b < K / 32; b++, w += 22) {
+        const uint8_t *qs = w + 6;
+        const int8_t *xq = x.q + 32 * b;
+        uint32_t qh = w[2] | (uint32_t)w[3] << 8 | (uint32_t)w[4] << 16 | (uint32_t)w[5] << 24;
+        float s = rd_f16(w) * x.d[b];
+        for (int i = 0; i < 8; i++) {
+            int p = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++)
+                p += (((e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | (int)(qh >> e & 1) << 4) - 16) * xq[e];
             acc[8 * (b & 1) + i] = fmaf(s, (float)p, acc[8 * (b & 1) + i]);
         }
     }
@@ -136,6 +153,7 @@ void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1) {
             switch (c->dt) {
             case SP_DT_Q8_0: y = dot_q8_0_scalar(w, x, c->K); break;
             case SP_DT_Q4_0: y = dot_q4_0_scalar(w, x, c->K); break;
+            case SP_DT_Q5_0: y = dot_q5_0_scalar(w, x, c->K); break;
             case SP_DT_Q4_K: y = dot_q4_K_scalar(w, x, c->K); break;
             default: y = dot_q6_K_scalar(w, x, c->K); break;
             }
@@ -165,15 +183,16 @@ static void qmm_task(void *arg, int i, int n) {
     }
 }
 
-static qmm_rows_fn qmm_pick(sp_cpu_tier tier) {
+/* the row kernels of tier for weight type dt (NEON has none for Q5_0: the scalar ones) */
+static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     unsigned f = sp_cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
     if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return qmm_rows_avx512;
     if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return qmm_rows_avx2;
 #elif defined(__aarch64__)
-    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD)) return qmm_rows_neon;
+    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && dt != SP_DT_Q5_0) return qmm_rows_neon;
 #endif
-    (void)f, (void)tier;
+    (void)f, (void)tier, (void)dt;
     return qmm_rows_scalar;
 }
 
@@ -190,7 +209,7 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
     int chunks = nthr > 1 ? QMM_CHUNKS_PER_THREAD * nthr : 1;
     int rows = (W->n + chunks - 1) / chunks;
     rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
-    qmm_job job = {&c, qmm_pick(tier), rows, 0};
+    qmm_job job = {&c, qmm_pick(tier, W->dt), rows, 0};
     /* the activation rows: the same bytes from either quantizer */
     void (*quantize)(uint8_t *, const float *, sp_dtype, int) = qx_quantize;
 #if defined(__x86_64__) || defined(__i386__)

@@ -61,8 +61,8 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         return sp_err_set(err, "tensor %s in %s: %u dims, expected 1 or 2", gn, m->gg->path, t->n_dims);
     out->dt = gguf_ggml_to_dtype(t->type);
     if (out->dt == SP_DT_UNKNOWN)
-        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                          "Q6_K)", gn, m->gg->path,
+        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
+                          "Q4_K, Q6_K)", gn, m->gg->path,
                           ggml_type_label(t->type), t->type);
     if ((t->n_dims > 1 && t->dims[1] > INT32_MAX) || t->dims[0] > INT32_MAX)
         return sp_err_set(err, "tensor %s in %s: dims too large", gn, m->gg->path);
@@ -100,7 +100,7 @@ static int check_shape(const wt *t, int ndim, int64_t n, int64_t k, sp_err *err)
 static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_err *err) {
     wt t;
     if (require(m, rel, &t, err) || check_shape(&t, 2, n, k, err)) return -1;
-    *out = (sp_mat){t.data, t.dt, n, k};
+    *out = (sp_mat){t.data, t.dt, n, k, 0};
     char what[256];
     snprintf(what, sizeof what, "tensor %s in %s", t.name, t.file);
     if (sp_mat_check(out, what, err)) return -1;
@@ -277,6 +277,18 @@ void sp_model_free(sp_model *m) {
 const sp_config *sp_model_config(const sp_model *m) { return &m->cfg; }
 int sp_model_threads(const sp_model *m) { return m->n_threads; }
 size_t sp_model_weight_bytes(const sp_model *m) { return m->weight_bytes; }
+
+/* every matrix of the model: the LM head, the PLE projection and each layer's */
+void sp_model_set_bf16_dot(sp_model *m, int on) {
+    m->bf16_dot = on != 0;
+    m->lm_head.bf16_dot = m->ple_model_proj.bf16_dot = m->bf16_dot;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        sp_layer *l = &m->layers[i];
+        sp_mat *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down, &l->ple_gate, &l->ple_proj};
+        for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++) mats[j]->bf16_dot = m->bf16_dot;
+    }
+}
+int sp_model_bf16_dot(const sp_model *m) { return m->bf16_dot; }
 
 sp_pool *sp_model_pool(const sp_model *m) { return m->pool; }
 const sp_mat *sp_model_lm_head(const sp_model *m) { return &m->lm_head; }

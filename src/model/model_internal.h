@@ -36,6 +36,7 @@ struct sp_model {
     sp_layer *layers;
     sp_owner owned;             /* every small f32 array above (freed with the model) */
     size_t weight_bytes;
+    int bf16_dot;               /* the numerics of bf16 matmuls (sp_model_set_bf16_dot) */
 };
 
 /* Per-sequence state: KV caches plus the scratch of a forward over up to max_batch tokens. */

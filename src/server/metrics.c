@@ -52,6 +52,13 @@ int srv_metrics_text(srv *s, srv_buf *o) {
     rc |= metric(o, "specula_draft_acceptance_rate", "gauge", "Accepted / drafted tokens over finished requests.", rate);
     rc |= metric(o, "specula_kv_cache_tokens", "gauge", "KV cache positions in use over all slots.", (double)s->m_kv_used);
     rc |= metric(o, "specula_kv_cache_usage_ratio", "gauge", "KV cache positions in use / capacity over all slots.", kv);
+    static const char *const why[SLOT_NODRAFT_N] = {"not_paying", "no_room", "drafter_proposed_none"};
+    rc |= srv_buf_printf(o, "# HELP specula_rounds_without_drafts_total Decoding rounds of speculative requests that "
+                            "verified no drafts, by reason (not_paying: the verify-length policy; no_room: the "
+                            "request's or the context's last token; drafter_proposed_none).\n"
+                            "# TYPE specula_rounds_without_drafts_total counter\n");
+    for (int w = 0; w < SLOT_NODRAFT_N; w++)
+        rc |= srv_buf_printf(o, "specula_rounds_without_drafts_total{reason=\"%s\"} %lu\n", why[w], s->m_nodraft[w]);
     rc |= hist(o, "specula_tau", "Tokens emitted per target verify forward, per request.", &s->h_tau);
     rc |= hist(o, "specula_time_to_first_token_seconds", "Time from request to its first token.", &s->h_ttft);
     rc |= hist(o, "specula_inter_token_latency_seconds", "Time between tokens of a request.", &s->h_itl);

@@ -41,6 +41,10 @@ static json_t *timings_json(const srv_job *j) {
     json_object_set_new(o, "draft_n_accepted", json_integer(st->accepted));
     json_object_set_new(o, "target_calls", json_integer(st->target_calls));
     json_object_set_new(o, "tau", json_real(st->target_calls ? (double)st->emitted / st->target_calls : 0));
+    json_object_set_new(o, "rounds_without_drafts",
+                        json_pack("{s:i, s:i, s:i}", "not_paying", st->rounds_nodraft[SLOT_NODRAFT_NOT_PAYING], "no_room",
+                                  st->rounds_nodraft[SLOT_NODRAFT_NO_ROOM], "drafter_proposed_none",
+                                  st->rounds_nodraft[SLOT_NODRAFT_DRAFTER_NONE]));
     return o;
 }
 

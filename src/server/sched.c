@@ -159,7 +159,7 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
     memset(done, 0, sizeof done);
     for (int i = 0; i < P; i++) { /* a batchable drafter joins its batch even without drafts: the
                                      * batch injects its waiting context rows with the others' */
-        sp_drafter *d = dec[i] ? slot_drafter(s->slots[i]) : NULL;
+        sp_drafter *d = dec[i] && !slot_drafter_dormant(s->slots[i]) ? slot_drafter(s->slots[i]) : NULL;
         nd[i] = 0;
         if (!d || (g[i] <= 0 && !(d->propose_batch && d->batch_key))) done[i] = 1;
     }
@@ -235,6 +235,7 @@ static void step(srv *s) {
     double t0 = sp_time_ms();
     sp_err err = {{0}};
     int failed[P], dec[P], room[P], g[P], nd[P];
+    unsigned long nodraft[SLOT_NODRAFT_N] = {0};
     memset(failed, 0, sizeof failed);
     /* plan: which slots decode, how many drafts each could verify; prompt chunks fill the rest */
     int planned = 0, base_rows = 0;
@@ -249,6 +250,11 @@ static void step(srv *s) {
     }
     if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
     choose_lengths(s, dec, room, base_rows, g);
+    /* a slot that verifies drafts for the first time begins its drafter on the context so far (a
+     * one-off cost, kept out of the timed proposal the drafting cost is learned from) */
+    for (int i = 0; i < P; i++)
+        if (dec[i] && g[i] > 0 && slot_drafter_dormant(s->slots[i]) && slot_wake_drafter(s->slots[i], &err))
+            failed[i] = 1, dec[i] = 0;
     double tp = sp_time_ms();
     int draft_rows = propose_all(s, dec, g, nd, failed, &err);
     double t_prop = sp_time_ms() - tp;
@@ -265,6 +271,13 @@ static void step(srv *s) {
             if (seqs[n].out && seqs[n].out->logits) lrows += r;
             who[n++] = i;
             rows += r;
+            if (pass == 0 && slot_drafter(sl) && r == 1) { /* a speculative round without drafts: why */
+                slot_nodraft why = room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
+                                   : g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
+                                                : SLOT_NODRAFT_DRAFTER_NONE;
+                slot_count_nodraft(sl, why);
+                nodraft[why]++;
+            }
         }
     double t1 = sp_time_ms();
     int fwd_failed = 0;
@@ -272,7 +285,9 @@ static void step(srv *s) {
     double t2 = sp_time_ms();
     if (n > 0 && !fwd_failed && s->vlen.fwd) {
         srv_vlen_observe_forward(&s->vlen, rows, t2 - t1);
-        if (draft_rows > 0) srv_vlen_observe_draft(&s->vlen, draft_rows, t_prop);
+        int draft_slots = 0;
+        for (int i = 0; i < P; i++) draft_slots += dec[i] && g[i] > 0;
+        if (draft_rows > 0) srv_vlen_observe_draft(&s->vlen, draft_slots, draft_rows, t_prop);
     }
     const slot_token *toks[P];
     int n_toks[P];
@@ -290,11 +305,15 @@ static void step(srv *s) {
     if (s->n_steps % 50 == 0)
         sp_log(SP_LOG_DEBUG,
                "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
-               "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f, drafting %.2f of a forward",
+               "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f (8 rows %.2f, 32 rows %.2f ms), drafting "
+               "%.3f ms per slot + %.3f ms per row",
                s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
-               s->t_verify / 50, s->vlen.load, s->vlen.kappa),
+               s->t_verify / 50, s->vlen.load, s->vlen.fwd ? srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
+               s->vlen.fwd ? srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
+               s->vlen.load * s->vlen.c_row),
             s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
     pthread_mutex_lock(&s->mu);
+    for (int w = 0; w < SLOT_NODRAFT_N; w++) s->m_nodraft[w] += nodraft[w];
     for (int k = 0; k < n; k++) {
         int i = who[k];
         srv_job *j = s->slot_job[i];

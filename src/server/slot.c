@@ -23,7 +23,11 @@ struct srv_slot {
     int G, greedy, nt, wh, max_ctx;
     /* prefill */
     int n_prefilled;       /* prompt rows forwarded (of n_prompt - 1) */
-    float *ptaps, *phid;   /* [n_prompt - 1, nt·H], [n_prompt - 1, H] for the drafter's begin */
+    float *ptaps, *phid;   /* [cap_rows, nt·H], [cap_rows, H]: rows of the drafter's context for its begin */
+    /* a drafter is begun only when the slot first verifies drafts: until then (dormant) the context
+     * it will begin with — tokens prompt[0 .. n_ctx_tok) (the last one pending), taps / hidden rows
+     * of all but the last — grows here, so a request that never drafts costs its drafter nothing */
+    int dormant, n_ctx_tok, cap_rows;
     /* decode */
     int32_t pending;
     int nd, pos, T;         /* drafts in the block, position of pending, rows added */
@@ -69,6 +73,7 @@ void slot_reset(srv_slot *s) {
     s->d = NULL, s->smp = NULL, s->prompt = NULL, s->ptaps = s->phid = s->q = s->taps = s->hidden = NULL;
     if (s->kv) sp_kv_clear(s->kv);
     s->phase = SLOT_IDLE;
+    s->dormant = 0;
 }
 
 void slot_free(srv_slot *s) {
@@ -107,7 +112,8 @@ int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
     s->nt = d ? d->n_taps : 0;
     s->wh = d && d->wants_hidden;
     size_t rows = (size_t)(p->n_prompt > 1 ? p->n_prompt - 1 : 1), G1 = (size_t)s->G + 1;
-    s->prompt = malloc(sizeof(int32_t) * (size_t)p->n_prompt);
+    s->cap_rows = (int)rows;
+    s->prompt = malloc(sizeof(int32_t) * (rows + 1));
     s->smp = sp_sampler_create(s->V, &p->sample, err);
     if (!s->smp) return -1;
     if (s->nt) s->ptaps = malloc(sizeof(float) * rows * s->nt * s->H), s->taps = malloc(sizeof(float) * G1 * s->nt * s->H);
@@ -140,13 +146,54 @@ int slot_rows_wanted(const srv_slot *s) {
     return s->phase == SLOT_DECODE ? 1 + s->G : 0;
 }
 
-/* The prompt is in the cache: hand the drafter the prompt and its rows (spec.c prefill()). */
+/* The prompt is in the cache: decoding starts, the drafter (if any) dormant with the prompt and its
+ * rows as its context. */
 static int begin_drafter(srv_slot *s, sp_err *err) {
+    (void)err;
     s->st.t_prefilled = sp_time_ms();
     s->phase = SLOT_DECODE;
-    if (!s->d) return 0;
+    s->dormant = s->d != NULL;
+    s->n_ctx_tok = s->p.n_prompt;
+    return 0;
+}
+
+int slot_drafter_dormant(const srv_slot *s) { return s->dormant; }
+
+/* Begin the dormant drafter on the context so far (spec.c prefill() hands it the prompt the same
+ * way; a context of prompt + generated tokens is a longer prompt). */
+int slot_wake_drafter(srv_slot *s, sp_err *err) {
+    if (!s->dormant) return 0;
+    s->dormant = 0;
     sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
-    return s->d->begin(s->d, s->prompt, s->p.n_prompt, s->ptaps, s->phid, &ctx, err);
+    return s->d->begin(s->d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err);
+}
+
+/* A dormant drafter's context grows by a round's committed rows: tokens blk[1..acc] and next (the
+ * new pending one), taps / hidden rows 0..acc of the block. Past DORMANT_MAX rows beyond the prompt
+ * the drafter is begun, and later rounds commit to it as usual (bounded memory). */
+#define DORMANT_MAX 512
+static int dormant_append(srv_slot *s, int acc, int32_t next, sp_err *err) {
+    int rows = s->n_ctx_tok - 1, need = rows + acc + 1;
+    size_t wt = (size_t)s->nt * s->H, wh = (size_t)s->H;
+    if (need > s->cap_rows) {
+        int cap = s->cap_rows * 2;
+        while (cap < need) cap *= 2;
+        int32_t *t = realloc(s->prompt, sizeof(int32_t) * ((size_t)cap + 1));
+        if (t) s->p.prompt = s->prompt = t;
+        float *a = s->nt && t ? realloc(s->ptaps, sizeof(float) * (size_t)cap * wt) : s->ptaps;
+        if (a) s->ptaps = a;
+        float *h = s->wh && t && a ? realloc(s->phid, sizeof(float) * (size_t)cap * wh) : s->phid;
+        if (h) s->phid = h;
+        if (!t || (s->nt && !a) || (s->wh && !h))
+            return sp_err_set(err, "out of memory for a drafter context of %d rows", need);
+        s->cap_rows = cap;
+    }
+    for (int i = 1; i <= acc; i++) s->prompt[s->n_ctx_tok++] = s->blk[i];
+    s->prompt[s->n_ctx_tok++] = next;
+    if (s->nt) memcpy(s->ptaps + (size_t)rows * wt, s->taps, sizeof(float) * (size_t)(acc + 1) * wt);
+    if (s->wh) memcpy(s->phid + (size_t)rows * wh, s->hidden, sizeof(float) * (size_t)(acc + 1) * wh);
+    if (s->n_ctx_tok - s->p.n_prompt > DORMANT_MAX) return slot_wake_drafter(s, err);
+    return 0;
 }
 
 int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
@@ -179,6 +226,10 @@ float *slot_q_buf(srv_slot *s) { return s->q; }
 void slot_last_round(const srv_slot *s, int *nd, int *acc) {
     *nd = s->nd;
     *acc = s->last_acc;
+}
+
+void slot_count_nodraft(srv_slot *s, slot_nodraft why) {
+    if ((unsigned)why < SLOT_NODRAFT_N) s->st.rounds_nodraft[why]++;
 }
 
 void slot_accept_counts(const srv_slot *s, const long **offered, const long **reached) {
@@ -313,7 +364,8 @@ int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
         return s->n_emit;
     }
     s->pending = next;
-    if (s->d && s->d->commit(s->d, acc, next, s->taps, s->hidden, err)) return -1;
+    if (s->d && (s->dormant ? dormant_append(s, acc, next, err) : s->d->commit(s->d, acc, next, s->taps, s->hidden, err)))
+        return -1;
     return s->n_emit;
 }
 

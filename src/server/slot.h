@@ -50,8 +50,17 @@ typedef struct {
 
 typedef enum { SLOT_IDLE = 0, SLOT_PREFILL, SLOT_DECODE, SLOT_DONE } slot_phase;
 
+/* Why a decoding round of a speculative request verified no drafts (docs/server-batching.md). */
+typedef enum {
+    SLOT_NODRAFT_NOT_PAYING = 0, /* the verify-length policy chose none */
+    SLOT_NODRAFT_NO_ROOM,        /* the request's last token, or the context's */
+    SLOT_NODRAFT_DRAFTER_NONE,   /* the drafter proposed none (or fewer than --draft-min) */
+    SLOT_NODRAFT_N
+} slot_nodraft;
+
 typedef struct {
     int prompt_tokens, emitted, drafted, accepted, target_calls;
+    int rounds_nodraft[SLOT_NODRAFT_N]; /* rounds verifying no drafts, by reason (speculative requests) */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
 } slot_stats;
 
@@ -84,6 +93,11 @@ int slot_rows_wanted(const srv_slot *s);
  * slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
 int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
 sp_drafter *slot_drafter(const srv_slot *s);
+/* 1 while the slot's drafter has not been begun: it is begun (on the prompt and every token since)
+ * by slot_wake_drafter when the slot first verifies drafts; only then may it propose. 0, or -1
+ * with err. */
+int slot_drafter_dormant(const srv_slot *s);
+int slot_wake_drafter(srv_slot *s, sp_err *err);
 int slot_is_greedy(const srv_slot *s);
 int32_t *slot_draft_buf(srv_slot *s); /* [G] */
 float *slot_q_buf(srv_slot *s);       /* [G, V] or NULL */
@@ -93,6 +107,8 @@ int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_se
 void slot_accept_counts(const srv_slot *s, const long **offered, const long **reached);
 /* The last decode round: drafts verified and accepted. */
 void slot_last_round(const srv_slot *s, int *nd, int *acc);
+/* Count a prepared decoding round of a speculative request that verifies no drafts, for `why`. */
+void slot_count_nodraft(srv_slot *s, slot_nodraft why);
 /* After the forward: verify, trim, commit, emit. The tokens kept by this step are in *out
  * (valid until the next call), their count returned; -1 with err. */
 int slot_finish(srv_slot *s, const slot_token **out, sp_err *err);

@@ -2,42 +2,60 @@
  *
  * With n decoding slots one target forward verifies Σ (g_i + 1) rows. On a CPU the cost of that
  * forward grows with its rows (slowly while the weights' memory traffic dominates, then about
- * linearly once the matmuls are compute-bound), so the drafts that pay at one client can cost more
- * than they save at eight. The policy here picks each greedy slot's g to maximise the expected
- * tokens per millisecond of the step:
+ * linearly once the matmuls are compute-bound, and more steeply still when other processes share
+ * the cores), so the drafts that pay at one client can cost more than they save at eight. The
+ * policy here picks each greedy slot's g to maximise the expected tokens per millisecond of the
+ * step:
  *
- *     J(g) = Σ_i E_i(g_i) / (F(rows_prefill + Σ_i (g_i + 1)) + κ · F(Σ_i g_i))
+ *     J(g) = Σ_i E_i(g_i) / ( F(base + Σ_i (g_i + 1)) + D(S, Σ_i g_i) )
  *
  * E_i(g) = 1 + Σ_{k ≤ g} p_ik is slot i's expected tokens with g drafts verified (p_ik: its
  * measured rate of accepting at least k drafts, shrunk towards the server-wide rate while it has
- * few rounds); F(r) is the measured cost of a batched forward over r rows (calibrated at start,
- * scaled by the observed/calibrated ratio of recent steps, so machine load is tracked); κ·F(r) is
- * the drafting cost of r block rows (κ learned from the measured proposal times). The search
- * starts from plain decoding (every g_i = 0) and takes only changes that raise J, so by the model
- * a step is never slower per token than plain. Sampled slots keep their full g (their seeded
- * output depends on it); greedy output does not depend on g. */
+ * few rounds; non-increasing in k, so E_i is concave). F(r) is the cost of a batched forward over
+ * r rows: a table measured at start, times a load ratio learned online per row count from the
+ * forwards the server runs. D(S, R) = c_slot · S + c_row · R is the cost of drafting R block rows
+ * for the S slots that draft (the drafter's per-slot work — LM head, heads, sampling — and its
+ * shared per-row work), both learned online from the timed proposals. The maximum over all
+ * assignments is found exactly (Dinkelbach iterations over a dynamic programme on the total draft
+ * count), so by the model a step is never slower per token than plain decoding. Sampled slots keep
+ * their full g (their seeded output depends on it); greedy output does not depend on g. */
 #ifndef SPECULA_SERVER_VLEN_H
 #define SPECULA_SERVER_VLEN_H
 
 #include "decode/spec.h"
 #include "specula.h"
 
+#define SRV_VLEN_PTS 16 /* row-count points 1, 2, 4, .. 2^15 of the learned load ratios */
+
 typedef struct {
-    int n_rows;   /* the table covers 0 .. n_rows */
-    double *fwd;  /* [n_rows + 1] calibrated ms of one batched forward over r rows (fwd[0] = 0) */
-    double load;  /* recent observed / calibrated forward time */
-    double kappa; /* drafting ms per calibrated forward ms at the same row count */
+    int n_rows;  /* the table covers 0 .. n_rows */
+    double *fwd; /* [n_rows + 1] calibrated ms of one batched forward over r rows (fwd[0] = 0) */
+    double load; /* recent observed / calibrated forward time, over every row count */
+    /* per row-count point 2^j: that ratio over `load` at the time (how much more or less than the
+     * others this row count is slowed), and the (decayed) weight of its observations; a point with
+     * little weight falls back to 1 */
+    double pt_ratio[SRV_VLEN_PTS], pt_weight[SRV_VLEN_PTS];
+    /* drafting: ms = load · (c_slot · S + c_row · R), fitted by decayed least squares on the
+     * proposals (sxx, sxy: the decayed sums over (S, R) → ms / load), shrunk towards c0 */
+    double c_slot, c_row, c0_slot, c0_row;
+    double sxx[2][2], sxy[2];
     long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* server-wide, as slot_accept_counts */
 } srv_vlen;
 
 /* Time batched forwards of 1, 2, 4, .. 32 rows (at most calib_rows; with logits, after a 64-token
- * context, in a temporary cache) and fill the table up to n_rows (extrapolated past the last).
+ * context, in a temporary cache) and fill the table up to n_rows (srv_vlen_init_table).
  * scratch: a cache with max_batch >= calib_rows; logits: [calib_rows, V]. 0, or -1 with err. */
 int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int calib_rows, int n_rows, sp_err *err);
+/* The model from measured forward times ms[i] of pts[i] rows (np points, pts increasing): the
+ * table up to n_rows, linear between the points and continued past the last; no observations
+ * yet. 0, or -1 with err (bad points, out of memory). */
+int srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms, int np, int n_rows, sp_err *err);
 void srv_vlen_free(srv_vlen *v);
 
-/* The model's cost of a forward over `rows` rows, in ms (load included). */
+/* The model's cost of a forward over `rows` rows, in ms (learned load included). */
 double srv_vlen_forward_ms(const srv_vlen *v, int rows);
+/* The model's cost of proposing `rows` block rows for `slots` drafting slots, in ms. */
+double srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows);
 
 /* Choose g[i] for n decoding slots: room[i] the most it may verify, fixed[i] 1 when g[i] = room[i]
  * is imposed (sampled), offered[i] / reached[i] its counts (NULL: none yet); base_rows: rows of
@@ -45,10 +63,10 @@ double srv_vlen_forward_ms(const srv_vlen *v, int rows);
 void srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
                      const long *const *reached, int base_rows, int *g);
 
-/* Observations after a step: a forward over rows took ms; a proposal over draft_rows rows took
- * ms; a slot verified nd drafts and accepted acc. */
+/* Observations after a step: a forward over rows took ms; a proposal of draft_rows block rows for
+ * draft_slots slots took ms; a slot verified nd drafts and accepted acc. */
 void srv_vlen_observe_forward(srv_vlen *v, int rows, double ms);
-void srv_vlen_observe_draft(srv_vlen *v, int draft_rows, double ms);
+void srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double ms);
 void srv_vlen_observe_round(srv_vlen *v, int nd, int acc);
 
 #endif

@@ -10,12 +10,12 @@
 #include "formats/safetensors.h"
 #include "formats/hfjson.h"
 
-int tr_config_json(char **out, const char *target_config_path, const tr_dims *d, int num_anchors, sp_err *err) {
-    json_t *c = hf_json_load_file(target_config_path, JSON_REJECT_DUPLICATES, err);
+int tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
+    json_t *c = hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!c) return -1;
     if (!json_is_object(c)) {
         json_decref(c);
-        return sp_err_set(err, "%s: the top level must be an object", target_config_path);
+        return sp_err_set(err, "target config.json: the top level must be an object");
     }
     /* A Llama target's drafter keeps the Qwen3 block of the published drafter code (z-lab
      * DFlashDraftModel and DeepSpec Qwen3DSparkModel always build q_norm / k_norm): the config
@@ -84,72 +84,87 @@ static int write_text(const char *dir, const char *name, const char *text, sp_er
     return sp_write_file_atomic(path, text, strlen(text), err);
 }
 
-int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
-                       const char *run, const char *config_json, const char *state_json, sp_err *err) {
+int tr_drafter_ckpt_tensors(const tr_model *m, tr_ckpt_tensor *t) {
+    for (int i = 0; i < m->n_params; i++) {
+        const tr_param *p = &m->params[i];
+        t[i] = (tr_ckpt_tensor){.name = p->name, .ndim = p->ndim, .shape = p->shape, .off = p->off, .n = p->n};
+    }
+    return m->n_params;
+}
+
+/* EAGLE-3: the vocabulary map as offsets (d2t) and its inverse mask (t2d), added to w */
+static int add_vocab_map(st_writer *w, const tr_model *m, int64_t **d2t, uint8_t **t2d, sp_err *err) {
+    *d2t = malloc(sizeof(int64_t) * (size_t)m->d.Vd);
+    *t2d = calloc((size_t)m->d.V, 1);
+    if (!*d2t || !*t2d) return sp_err_set(err, "d2t / t2d: out of memory");
+    for (int i = 0; i < m->d.Vd; i++) {
+        (*d2t)[i] = (int64_t)m->d2t[i] - i;
+        (*t2d)[m->d2t[i]] = 1;
+    }
+    int64_t s1[1] = {m->d.Vd}, s2[1] = {m->d.V};
+    return st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, *d2t, err) ||
+           st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
+}
+
+int tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err) {
     if (sp_mkdir_p(dir, err)) return -1;
-    char path[4096], name[96], stepbuf[32];
-    int rc = -1;
-    /* 1. model.safetensors: bf16 under the published names */
+    char path[4096];
     st_writer *w = st_writer_create();
     uint16_t *bf = malloc(m->n * sizeof(uint16_t));
-    if (!w || !bf) { free(bf); sp_err_set(err, "%s: out of memory", dir); goto out; }
-    for (size_t i = 0; i < m->n; i++) bf[i] = sp_f32_to_bf16(m->w[i]);
-    int bad = 0;
+    int64_t *d2t = NULL;
+    uint8_t *t2d = NULL;
+    int bad = !w || !bf ? sp_err_set(err, "%s: out of memory", dir) : 0;
+    for (size_t i = 0; !bad && i < m->n; i++) bf[i] = sp_f32_to_bf16(m->w[i]);
     for (int i = 0; i < m->n_params && !bad; i++) {
         const tr_param *p = &m->params[i];
         bad = st_writer_add_ref(w, p->name, SP_DT_BF16, p->ndim, p->shape, bf + p->off, err);
     }
-    int64_t *d2t = NULL; /* EAGLE-3: the vocabulary map (offsets) and its inverse mask */
-    uint8_t *t2d = NULL;
-    if (!bad && m->d2t) {
-        d2t = malloc(sizeof(int64_t) * (size_t)m->d.Vd);
-        t2d = calloc((size_t)m->d.V, 1);
-        if (!d2t || !t2d) bad = sp_err_set(err, "%s: out of memory", dir);
-        for (int i = 0; !bad && i < m->d.Vd; i++) {
-            d2t[i] = (int64_t)m->d2t[i] - i;
-            t2d[m->d2t[i]] = 1;
-        }
-        int64_t s1[1] = {m->d.Vd}, s2[1] = {m->d.V};
-        if (!bad) bad = st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, d2t, err) ||
-                        st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, t2d, err);
-    }
+    if (!bad && m->d2t) bad = add_vocab_map(w, m, &d2t, &t2d, err);
     sp_path_join(path, sizeof path, dir, "model.safetensors");
     if (!bad) bad = st_writer_save(w, path, err);
+    st_writer_free(w);
     free(bf);
     free(d2t);
     free(t2d);
-    if (bad) goto out;
-    st_writer_free(w);
-    w = NULL;
-    /* 2. config.json, 3. trainer_state.json */
-    if (write_text(dir, "config.json", config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
-        goto out;
-    /* 4. optimizer.safetensors, last: everything resume needs, step in its metadata (authoritative).
-     * Written after the files derived from it, so a run killed part-way through a checkpoint
-     * resumes from the previous one and rewrites them all (a finished run's model.safetensors
-     * can never lag behind its optimizer state). */
-    w = st_writer_create();
+    return bad ? -1 : write_text(dir, "config.json", config_json, err);
+}
+
+int tr_optimizer_save(const char *dir, const tr_ckpt_tensor *t, int nt, const float *w, const float *m,
+                      const float *v, long step, const char *run, sp_err *err) {
+    char path[4096], name[160], stepbuf[32];
+    st_writer *wr = st_writer_create();
+    if (!wr) return sp_err_set(err, "%s: out of memory", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    if (!w || st_writer_set_metadata(w, "step", stepbuf, err) || st_writer_set_metadata(w, "run", run, err)) goto out;
+    int rc = st_writer_set_metadata(wr, "step", stepbuf, err) || st_writer_set_metadata(wr, "run", run, err) ? -1 : 0;
     const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
-    const float *src[3] = {m->w, adam_m, adam_v};
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < m->n_params; i++) {
-            const tr_param *p = &m->params[i];
-            snprintf(name, sizeof name, "%s%s", pfx[k], p->name);
-            if (st_writer_add_ref(w, name, SP_DT_F32, p->ndim, p->shape, src[k] + p->off, err)) goto out;
+    const float *src[3] = {w, m, v};
+    for (int k = 0; k < 3 && !rc; k++)
+        for (int i = 0; i < nt && !rc; i++) {
+            snprintf(name, sizeof name, "%s%s", pfx[k], t[i].name);
+            rc = st_writer_add_ref(wr, name, SP_DT_F32, t[i].ndim, t[i].shape, src[k] + t[i].off, err);
         }
     sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
-    if (st_writer_save(w, path, err)) goto out;
-    rc = 0;
-out:
-    st_writer_free(w);
+    if (!rc) rc = st_writer_save(wr, path, err);
+    st_writer_free(wr);
     return rc;
 }
 
-int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
-                       sp_err *err) {
-    char path[4096], name[96];
+int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
+                       const char *run, const char *config_json, const char *state_json, sp_err *err) {
+    /* optimizer.safetensors last: everything resume needs, the step in its metadata. Written
+     * after the files derived from it, so a run killed part-way through a checkpoint resumes
+     * from the previous one and rewrites them all (a finished run's model.safetensors can never
+     * lag behind its optimizer state). */
+    if (tr_drafter_export(dir, m, config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
+        return -1;
+    tr_ckpt_tensor t[sizeof m->params / sizeof m->params[0]];
+    int nt = tr_drafter_ckpt_tensors(m, t);
+    return tr_optimizer_save(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
+}
+
+int tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w, float *m, float *v, long *step,
+                      const char *run, sp_err *err) {
+    char path[4096], name[160];
     sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
     st_set *s;
     if (st_open_file(&s, path, err)) return -1;
@@ -168,19 +183,25 @@ int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_
         return -1;
     }
     const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
-    float *dst[3] = {m->w, adam_m, adam_v};
+    float *dst[3] = {w, m, v};
     for (int k = 0; k < 3; k++)
-        for (int i = 0; i < m->n_params; i++) {
-            const tr_param *p = &m->params[i];
-            const st_tensor *t;
-            snprintf(name, sizeof name, "%s%s", pfx[k], p->name);
-            if (st_get(s, name, SP_DT_F32, p->ndim, p->shape, &t, err)) {
+        for (int i = 0; i < nt; i++) {
+            const st_tensor *tt;
+            snprintf(name, sizeof name, "%s%s", pfx[k], t[i].name);
+            if (st_get(s, name, SP_DT_F32, t[i].ndim, t[i].shape, &tt, err)) {
                 st_close(s);
-                return sp_err_wrap(err, "resume (the checkpoint was made with other drafter settings?)");
+                return sp_err_wrap(err, "resume (the checkpoint was made with other model settings?)");
             }
-            memcpy(dst[k] + p->off, t->data, p->n * sizeof(float));
+            memcpy(dst[k] + t[i].off, tt->data, t[i].n * sizeof(float));
         }
     st_close(s);
     *step = st;
     return 0;
+}
+
+int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
+                       sp_err *err) {
+    tr_ckpt_tensor t[sizeof m->params / sizeof m->params[0]];
+    int nt = tr_drafter_ckpt_tensors(m, t);
+    return tr_optimizer_load(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
 }

@@ -100,8 +100,8 @@ int tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *er
 }
 
 /* ---- config ----------------------------------------------------------------------------------- */
-int tr_e3_config_json(char **out, const char *target_config_path, const tr_dims *d, sp_err *err) {
-    json_t *t = hf_json_load_file(target_config_path, JSON_REJECT_DUPLICATES, err);
+int tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err) {
+    json_t *t = hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!t) return -1;
     json_t *c = json_object(), *ids = json_array();
     for (int i = 0; i < 3; i++) json_array_append_new(ids, json_integer(d->tap_layers[i] + 1)); /* layer inputs */

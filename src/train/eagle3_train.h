@@ -29,9 +29,9 @@ int tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *
  * padded with the lowest unseen ids, in increasing order → d2t [Vd] (absolute ids). */
 int tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *err);
 
-/* config.json of the drafter (LlamaForCausalLMEagle3) for target config tc / its root JSON at
- * target_config_path. *out malloc'd. */
-int tr_e3_config_json(char **out, const char *target_config_path, const tr_dims *d, sp_err *err);
+/* config.json of the drafter (LlamaForCausalLMEagle3) for the target's config.json text
+ * (sp_model_config_json). *out malloc'd. */
+int tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err);
 
 typedef struct {
     int cap, NW, S, K, H, mH, Vd;

@@ -12,10 +12,12 @@
  * [BOS, x_o .. x_{o+T−2}] with labels x_o .. x_{o+T−1} (every position scored).
  * Held-out files are cut into consecutive windows the same way, evaluated in order.
  *
- * Output directory:
- *   config.json, model.safetensors, tokenizer.json     the model (refreshed at every save)
- *   checkpoint-NNNNNNNN/{model,optimizer}.safetensors, trainer_state.json
- *   latest_checkpoint                                  name of the newest complete checkpoint
+ * Output directory, a checkpoint of the training loop (loop.h, checkpoint.h), refreshed at
+ * every save in this order:
+ *   config.json, model.safetensors, tokenizer.json     the model (the export dtype)
+ *   trainer_state.json                                 step and settings (informative)
+ *   optimizer.safetensors                              f32 master weights and AdamW moments,
+ *                                                      the step: what --resume reads (written last)
  *   train_log.csv                                      step,loss,lr,grad_norm,tokens_per_s,eval_loss,eval_ppl */
 #ifndef SPECULA_TRAIN_LM_TRAIN_H
 #define SPECULA_TRAIN_LM_TRAIN_H
@@ -33,13 +35,14 @@ typedef struct {
     int n_eval;
     const char *out_dir;
     int steps, batch, seq;      /* optimizer steps, sequences per step, tokens per sequence */
-    int warmup;                 /* linear warmup steps; then cosine to min_lr_frac·lr at `steps` */
+    int warmup;                 /* linear warmup steps (< 0: 4 % of the steps); then cosine to
+                                   min_lr_frac·lr at `steps` (optim.h's schedule) */
     double lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, clip;
     uint64_t seed;
     int save_every;             /* 0: only at the end */
     int eval_every;             /* 0: only at the end */
     int eval_seqs;              /* held-out sequences per evaluation (0: 64) */
-    int resume;                 /* continue from out_dir/latest_checkpoint */
+    int resume;                 /* continue from out_dir/optimizer.safetensors (an error when absent) */
     int stop_after;             /* > 0: stop (after saving) once this step is done — tests, time slices */
     double time_limit_s;        /* > 0: stop (after saving) at the first step past this wall time */
     sp_dtype dtype;             /* exported weights: SP_DT_BF16 or SP_DT_F32 */
@@ -61,8 +64,8 @@ typedef struct {
 
 int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err);
 
-/* learning rate at step s (0-based) */
-double lm_lr_at(const lm_train_opts *o, int s);
+/* the warm-up steps of o: o->warmup, or when negative 4 % of the steps (tr_warmup_default) */
+long lm_warmup_steps(const lm_train_opts *o);
 
 /* Write dir/config.json (config_text verbatim), dir/model.safetensors (weights w in dtype,
  * HF names) and, when tokenizer_path is given, dir/tokenizer.json. Each file atomically. */

@@ -9,8 +9,11 @@ double tr_lr_at(const tr_optim_cfg *c, long step) {
     if (span <= 0) return c->lr;
     double t = (double)(step - c->warmup) / (double)span;
     if (t > 1) t = 1;
-    return c->lr * 0.5 * (1 + cos(M_PI * t));
+    double lo = c->lr * c->min_lr_frac; /* 0 for drafters: exactly lr·½(1 + cos) */
+    return (c->lr - lo) * 0.5 * (1 + cos(M_PI * t)) + lo;
 }
+
+long tr_warmup_default(long total) { return (long)ceil(0.04 * (double)total); }
 
 double tr_clip_grad(float *g, size_t n, double max_norm) {
     double ss = 0;

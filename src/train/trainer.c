@@ -9,15 +9,14 @@
 
 #include "core/core.h"
 #include "core/pool.h"
-#include "core/progress.h"
+#include "formats/config_json.h"
 #include "formats/newdrafter.h"
 #include "model/model.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/eagle3_train.h"
-#include "train/optim.h"
+#include "train/loop.h"
 #include "train/shards.h"
-#include "train/trainlog.h"
 
 tr_train_cfg tr_train_defaults(void) {
     tr_train_cfg c;
@@ -86,9 +85,11 @@ int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const i
                  .D = tc->head_dim, .I = tc->ffn_dim, .L = 1, .V = tc->vocab_size, .m = 3, .B = c->block,
                  .n_target_layers = tc->n_layers, .eps = tc->rms_eps, .rope = tc->rope, .Vd = Vd};
     memcpy(d.tap_layers, taps, sizeof(int) * 3);
-    char cfgpath[4096];
-    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
-    if (tr_e3_config_json(config_json, cfgpath, &d, err)) return -1;
+    char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
+    if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
+    int rc = tr_e3_config_json(config_json, tcfg, &d, err);
+    free(tcfg);
+    if (rc) return -1;
     sp_config dc;
     if (sp_config_parse(&dc, *config_json, "draft config.json", err)) {
         free(*config_json);
@@ -172,12 +173,11 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
                                    "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
-    char cfgpath[4096];
-    sp_path_join(cfgpath, sizeof cfgpath, c->model_dir, "config.json");
-    if (!sp_file_exists(cfgpath))
-        return sp_err_set(err, "%s: train needs the target's Hugging Face directory (its config.json is the base of "
-                               "the drafter's); a GGUF target works for regen, not for train", c->model_dir);
-    if (tr_config_json(config_json, cfgpath, &d, 512, err)) return -1;
+    char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
+    if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
+    int rc = tr_config_json(config_json, tcfg, &d, 512, err);
+    free(tcfg);
+    if (rc) return -1;
     /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
      * drafter is a Qwen3 block (q/k norm) with the target's llama3 rope scaling (checkpoint.c) */
     sp_config dc;
@@ -206,283 +206,295 @@ fail:
     return -1;
 }
 
-/* trainer_state.json (informative; resume reads the optimizer file): malloc'd text or NULL */
-static char *state_json(const tr_train_cfg *c, long step, long total, int block, double tau) {
+/* one `train` run: the target, the data, the drafter and its batches; the callbacks of the
+ * training loop (loop.h) read and write it */
+typedef struct {
+    const tr_train_cfg *c;
+    tr_train_result *res;
+    sp_model *target;
+    sp_pool *pool;
+    tr_shardset data, held;
+    const tr_shardset *evdata; /* held-out shards, else the training ones */
+    tr_dims d;
+    tr_model m;
+    tr_ckpt_tensor *tensors;   /* [m.n_params] the optimizer file's table */
+    float *Wlm, *cstar;        /* frozen LM head [V, H] f32; the monitor's c*_k */
+    char *config_json;
+    int lo, nloc, cap;         /* this rank's slice [lo, lo + nloc) of every global batch; cap: max slice */
+    int eval_n;
+    int64_t n_units;           /* anchors, or EAGLE-3 windows */
+    /* DSpark / DFlash */
+    tr_batcher bt, ev;
+    tr_batch batch;
+    tr_acts *acts;
+    float *P_keep;             /* batch.P: DFlash steps train on CE only and go without it */
+    /* EAGLE-3 */
+    tr_e3_sampler es, eev;
+    tr_e3_batch eb;
+    tr_e3_acts *eacts;
+    int32_t *d2t;
+    /* the last step and evaluation */
+    double wsum, flops, tau, acc[64];
+} drafter_run;
+
+static void drafter_run_free(drafter_run *r) {
+    free(r->config_json);
+    free(r->Wlm);
+    free(r->cstar);
+    free(r->tensors);
+    tr_batch_free(&r->batch);
+    tr_acts_free(r->acts);
+    tr_model_free(&r->m);
+    tr_batcher_free(&r->bt);
+    tr_batcher_free(&r->ev);
+    tr_e3_sampler_free(&r->es);
+    tr_e3_sampler_free(&r->eev);
+    tr_e3_batch_free(&r->eb);
+    tr_e3_acts_free(r->eacts);
+    free(r->d2t);
+    tr_shardset_close(&r->data);
+    tr_shardset_close(&r->held);
+    sp_model_free(r->target);
+}
+
+static int check_cfg(const tr_train_cfg *c, sp_err *err) {
+    if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma))
+        return sp_err_set(err, "--lr %g must be a finite number > 0 and --gamma %g finite", c->lr, c->gamma);
+    if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0)
+        return sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range",
+                          c->block, c->batch, c->layers, c->ctx, c->markov_rank);
+    return 0;
+}
+
+/* the training shards and the held-out ones (same taps and hidden size) */
+static int open_data(drafter_run *r, sp_err *err) {
+    const tr_train_cfg *c = r->c;
+    const sp_config *tc = sp_model_config(r->target);
+    if (tr_shardset_open(&r->data, c->data_dir, tc->vocab_size, err)) return -1;
+    if (r->data.H != tc->hidden_size)
+        return sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, r->data.H,
+                          tc->hidden_size);
+    r->evdata = &r->data;
+    if (!c->heldout_dir) return 0;
+    const tr_shardset *d = &r->data, *h = &r->held;
+    if (tr_shardset_open(&r->held, c->heldout_dir, tc->vocab_size, err)) return -1;
+    if (h->H != d->H || h->m != d->m || memcmp(h->tap_layers, d->tap_layers, sizeof(int) * d->m))
+        return sp_err_set(err, "%s: held-out shards have other taps / hidden size than %s", c->heldout_dir,
+                          c->data_dir);
+    r->evdata = h;
+    return 0;
+}
+
+/* the drafter: the target's shapes, our depth / block / heads; the frozen LM head as f32
+ * (docs/DSPARK.md §2: shared with the target, not stored) */
+static int build_model(drafter_run *r, sp_err *err) {
+    const tr_train_cfg *c = r->c;
+    int e3 = c->arch == TR_ARCH_EAGLE3;
+    tr_dims *d = &r->d;
+    if (e3 ? tr_eagle3_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err)
+           : tr_drafter_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err))
+        return -1;
+    if (!(r->Wlm = malloc(sizeof(float) * d->V * d->H))) return sp_err_set(err, "train: out of memory");
+    for (int i = 0; i < d->V; i++) sp_mat_row_f32(sp_model_lm_head(r->target), i, r->Wlm + (size_t)i * d->H);
+    if (e3) { /* the draft vocabulary from the training shards' token counts; lm_head starts from its rows */
+        if (!(r->d2t = malloc(sizeof(int32_t) * (size_t)d->Vd))) return sp_err_set(err, "train: out of memory");
+        if (tr_e3_vocab(&r->data, d->V, d->Vd, r->d2t, err) ||
+            tr_e3_model_init(&r->m, d, c->seed, r->Wlm, r->d2t, err))
+            return -1;
+        r->m.d2t = r->d2t;
+    } else if (tr_model_init(&r->m, d, c->seed, err)) return -1;
+    r->tensors = malloc(sizeof *r->tensors * (size_t)r->m.n_params);
+    r->cstar = malloc(sizeof(float) * c->batch * d->B * (e3 ? c->window : 1));
+    if (!r->tensors || !r->cstar) return sp_err_set(err, "train: out of memory");
+    tr_drafter_ckpt_tensors(&r->m, r->tensors);
+    return 0;
+}
+
+/* this rank's slice of every global batch, the batchers of training and of the monitor */
+static int build_batches(drafter_run *r, sp_err *err) {
+    const tr_train_cfg *c = r->c;
+    const tr_dims *d = &r->d;
+    int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
+    r->lo = c->batch * rank / size;
+    r->nloc = c->batch * (rank + 1) / size - r->lo;
+    r->cap = (c->batch + size - 1) / size;
+    if (r->nloc < 1) return sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size);
+    if (c->arch == TR_ARCH_EAGLE3) { /* windows of `window` positions, `block` training-time-test steps, weight 0.8^k */
+        if (tr_e3_sampler_init(&r->es, &r->data, r->target, c->window, d->B, 0.8, r->d2t, d->Vd, c->seed, err) ||
+            tr_e3_sampler_init(&r->eev, r->evdata, r->target, c->window, d->B, 0.8, r->d2t, d->Vd,
+                               c->seed ^ 0xe7a1u, err) ||
+            tr_e3_batch_alloc(&r->eb, r->cap, c->window, d->B, d->H, 3 * d->H, d->Vd, err) ||
+            !(r->eacts = tr_e3_acts_create(d, r->cap, c->window, err)))
+            return -1;
+        r->n_units = r->es.n;
+        r->eval_n = c->eval_blocks < r->eev.n ? c->eval_blocks : (int)r->eev.n;
+    } else {
+        int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
+        if (tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 0,
+                            c->anchors_per_seq, c->seed, r->cap, err))
+            return -1;
+        /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
+        if (tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 1, 1,
+                            c->seed ^ 0xe7a1u, r->cap, err) ||
+            !(r->acts = tr_acts_create(d, r->cap, c->ctx, err)) ||
+            tr_batch_alloc(&r->batch, r->cap, c->ctx, d->B, d->V, d->H, d->m * d->H, 1, err))
+            return -1;
+        r->n_units = r->bt.n;
+        r->eval_n = c->eval_blocks < r->ev.n ? c->eval_blocks : (int)r->ev.n;
+        r->P_keep = r->batch.P;
+    }
+    if (r->eval_n < 1) r->eval_n = 1;
+    return 0;
+}
+
+/* every setting the trajectory depends on (resume refuses a checkpoint made with others) */
+static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, size_t n) {
+    const tr_train_cfg *c = r->c;
+    const tr_dims *d = &r->d;
+    snprintf(run, n,
+             "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
+             "total=%ld mask=%d anchors=%lld",
+             tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, c->gamma, c->lr,
+             oc->warmup, oc->total, d->mask_id, (long long)r->n_units);
+    if (c->arch == TR_ARCH_EAGLE3) snprintf(run + strlen(run), n - strlen(run), " window=%d draft_vocab=%d", c->window, d->Vd);
+    if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
+        snprintf(run + strlen(run), n - strlen(run), " markov_head=%s", tr_markov_name(d->markov));
+    if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
+        snprintf(run + strlen(run), n - strlen(run), " anchors_per_seq=%d", c->anchors_per_seq);
+}
+
+/* ---- the loop's callbacks ---------------------------------------------------------------- */
+static void dr_step(void *ctx, long step, float *grad, double *stats) {
+    drafter_run *r = ctx;
+    const tr_train_cfg *c = r->c;
+    const tr_dims *d = &r->d;
+    int64_t i0 = (step - 1) * (int64_t)c->batch + r->lo;
+    double wsum = 0;
+    tr_stats st;
+    if (c->arch == TR_ARCH_EAGLE3) {
+        tr_e3_fill(&r->es, &r->eb, i0, r->nloc);
+        for (int k = 0; k < d->B; k++)
+            for (int t = 0; t < r->nloc * c->window; t++) wsum += r->eb.wt[(size_t)k * r->cap * c->window + t];
+        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (docs/DSPARK.md §7) */
+        wsum += 1e-6;
+        double rows = (double)r->nloc * c->window * d->B, QD = (double)d->NH * d->D, KD = (double)d->KVH * d->D;
+        r->flops += 6 * rows * (2.0 * d->H * (QD + 2 * KD) + QD * d->H + 3.0 * d->H * d->I + (double)d->Vd * d->H);
+        tr_e3_forward(r->pool, &r->m, r->eacts, &r->eb, wsum, &st, NULL);
+        tr_e3_backward(r->pool, &r->m, r->eacts, &r->eb, wsum, grad);
+    } else {
+        r->batch.P = c->arch == TR_ARCH_DSPARK ? r->P_keep : NULL;
+        tr_batcher_fill(&r->bt, &r->batch, i0, r->nloc);
+        for (int t = 0; t < r->nloc * d->B; t++) wsum += r->batch.wt[t];
+        tr_dist_sum_f64(c->dist, &wsum, 1);
+        wsum += 1e-6;
+        r->flops += tr_step_flops(d, r->nloc, c->ctx, r->batch.NR, c->arch == TR_ARCH_DSPARK);
+        tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, &st, NULL);
+        tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, grad);
+        r->batch.P = r->P_keep;
+    }
+    r->wsum = wsum;
+    stats[0] = st.loss, stats[1] = st.ce, stats[2] = st.l1, stats[3] = st.bce;
+}
+
+static int dr_eval(void *ctx, long step, sp_err *err) {
+    (void)err;
+    drafter_run *r = ctx;
+    if (r->c->arch == TR_ARCH_EAGLE3)
+        e3_evaluate(r->pool, &r->m, r->eacts, &r->eb, &r->eev, r->eval_n, r->cstar, &r->tau, r->acc);
+    else evaluate(r->pool, &r->m, r->acts, &r->batch, &r->ev, r->eval_n, r->Wlm, r->cstar, &r->tau, r->acc);
+    r->res->tau_last = r->tau;
+    if (step == 0) r->res->tau_first = r->tau;
+    for (int k = 0; step > 0 && k < r->d.B && k < 64; k++) r->res->a_last[k] = r->acc[k];
+    return 0;
+}
+
+/* block tokens (anchors × B, EAGLE-3: windows × positions × B) of one global step */
+static double step_tokens(const drafter_run *r) {
+    return (double)r->c->batch * r->d.B * (r->c->arch == TR_ARCH_EAGLE3 ? r->c->window : 1);
+}
+
+/* step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau,a1..aB; tau and a_k only on monitor rows */
+static void dr_log_row(void *ctx, FILE *f, const tr_loop_row *w) {
+    drafter_run *r = ctx;
+    const double *s = w->stats;
+    if (w->step == 0) fprintf(f, "0,0,0,,,,,,");
+    else
+        fprintf(f, "%ld,%.4f,%.6g,%.6f,%.6f,%.6f,%.6f,%.4f,%.1f", w->step,
+                (double)(w->step * r->c->batch) / (double)r->n_units, w->lr, s[0], s[1] / r->wsum, s[2] / r->wsum,
+                s[3] / r->wsum, w->grad_norm, step_tokens(r) / (w->step_ms / 1000 + 1e-9));
+    if (w->evaluated) {
+        fprintf(f, ",%.6f", r->tau);
+        for (int k = 0; k < r->d.B; k++) fprintf(f, ",%.6f", r->acc[k]);
+    } else {
+        fprintf(f, ",");
+        for (int k = 0; k < r->d.B; k++) fprintf(f, ",");
+    }
+    fprintf(f, "\n");
+}
+
+static void dr_progress_text(void *ctx, char *buf, size_t n, const tr_loop_row *w) {
+    drafter_run *r = ctx;
+    snprintf(buf, n, "loss %.4f tau %.3f %.0f tok/s", w->stats[0], r->res->tau_last,
+             (double)(w->step - w->step0) * step_tokens(r) / (w->train_ms / 1000 + 1e-9));
+}
+
+static int dr_export(void *ctx, const char *dir, sp_err *err) {
+    drafter_run *r = ctx;
+    return tr_drafter_export(dir, &r->m, r->config_json, err);
+}
+
+static int dr_state(void *ctx, json_t *j) {
+    drafter_run *r = ctx;
+    const tr_train_cfg *c = r->c;
     char seed[24]; /* a u64: a JSON integer when it fits jansson's, else its decimal text */
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
     json_t *sj = c->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)c->seed) : json_string(seed);
-    json_t *j = json_pack("{s:I, s:I, s:s, s:o, s:i, s:i, s:i, s:f, s:f}", "step", (json_int_t)step, "total_steps",
-                          (json_int_t)total, "arch", tr_arch_name(c->arch), "seed", sj, "batch", c->batch,
-                          "anchors_per_seq", c->anchors_per_seq, "block_size", block, "lr", c->lr, "tau", tau);
-    char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
-    json_decref(j);
-    return s;
+    json_t *more = json_pack("{s:s, s:o, s:i, s:i, s:i, s:f}", "arch", tr_arch_name(c->arch), "seed", sj, "batch",
+                             c->batch, "anchors_per_seq", c->anchors_per_seq, "block_size", r->d.B, "tau",
+                             r->res->tau_last);
+    int rc = more ? json_object_update(j, more) : -1;
+    json_decref(more);
+    return rc;
+}
+
+/* the loop's settings for this run (run: the run string's buffer, n bytes) */
+static tr_loop_cfg loop_cfg(const drafter_run *r, char *run, size_t n, char *header, size_t hn) {
+    const tr_train_cfg *c = r->c;
+    long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((r->n_units + c->batch - 1) / c->batch);
+    tr_loop_cfg lc = {.oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
+                             .warmup = c->warmup >= 0 ? c->warmup : tr_warmup_default(total), .total = total,
+                             .clip = 1.0},
+                      .n_stats = 4, .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
+                      .resume = c->resume, .save_every = c->save_every, .eval_every = c->eval_every,
+                      .eval_at_start = 1, .kill_after = c->stop_after, .progress = c->progress ? "train" : NULL,
+                      .dist = c->dist};
+    run_string(r, &lc.oc, run, n);
+    size_t k = (size_t)snprintf(header, hn, "step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau");
+    for (int i = 0; i < r->d.B && k < hn; i++) k += (size_t)snprintf(header + k, hn - k, ",a%d", i + 1);
+    if (k < hn) snprintf(header + k, hn - k, "\n");
+    return lc;
 }
 
 int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     memset(res, 0, sizeof *res);
+    drafter_run r = {.c = c, .res = res};
     int rc = -1;
-    sp_model *target = NULL;
-    tr_shardset data = {0}, held = {0};
-    tr_batcher bt = {0}, ev = {0};
-    tr_model m = {0};
-    tr_acts *acts = NULL;
-    tr_batch batch = {0};
-    float *grad = NULL, *am = NULL, *av = NULL, *Wlm = NULL, *cstar = NULL;
-    char *config_json = NULL;
-    FILE *log = NULL;
-    double acc[64];
-    /* EAGLE-3 */
-    int e3 = c->arch == TR_ARCH_EAGLE3;
-    tr_e3_sampler es = {0}, eev = {0};
-    tr_e3_batch eb = {0};
-    tr_e3_acts *eacts = NULL;
-    int32_t *d2t = NULL;
-
-    if (sp_model_load(&target, c->model_dir, c->threads, err)) return -1;
-    const sp_config *tc = sp_model_config(target);
-    if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma)) {
-        sp_err_set(err, "--lr %g must be a finite number > 0 and --gamma %g finite", c->lr, c->gamma);
-        goto out;
-    }
-    if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0) {
-        sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range", c->block,
-                   c->batch, c->layers, c->ctx, c->markov_rank);
-        goto out;
-    }
-    if (tr_shardset_open(&data, c->data_dir, tc->vocab_size, err)) goto out;
-    if (data.H != tc->hidden_size) {
-        sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, data.H, tc->hidden_size);
-        goto out;
-    }
-    const tr_shardset *evdata = &data;
-    if (c->heldout_dir) {
-        if (tr_shardset_open(&held, c->heldout_dir, tc->vocab_size, err)) goto out;
-        if (held.H != data.H || held.m != data.m || memcmp(held.tap_layers, data.tap_layers, sizeof(int) * data.m)) {
-            sp_err_set(err, "%s: held-out shards have other taps / hidden size than %s", c->heldout_dir, c->data_dir);
-            goto out;
-        }
-        evdata = &held;
-    }
-
-    /* the drafter: the target's shapes, our depth / block / heads */
-    tr_dims d;
-    if (e3 ? tr_eagle3_dims(c, target, data.m, data.tap_layers, &d, &config_json, err)
-           : tr_drafter_dims(c, target, data.m, data.tap_layers, &d, &config_json, err))
-        goto out;
-    Wlm = malloc(sizeof(float) * d.V * d.H);
-    if (!Wlm) { sp_err_set(err, "train: out of memory"); goto out; }
-    /* the frozen LM head as f32 (docs/DSPARK.md §2: shared with the target, not stored) */
-    for (int r = 0; r < d.V; r++) sp_mat_row_f32(sp_model_lm_head(target), r, Wlm + (size_t)r * d.H);
-    if (e3) { /* the draft vocabulary from the training shards' token counts; lm_head starts from its rows */
-        if (!(d2t = malloc(sizeof(int32_t) * (size_t)d.Vd))) { sp_err_set(err, "train: out of memory"); goto out; }
-        if (tr_e3_vocab(&data, d.V, d.Vd, d2t, err) || tr_e3_model_init(&m, &d, c->seed, Wlm, d2t, err)) goto out;
-        m.d2t = d2t;
-    } else if (tr_model_init(&m, &d, c->seed, err)) goto out;
-    grad = calloc(m.n, sizeof(float));
-    am = calloc(m.n, sizeof(float));
-    av = calloc(m.n, sizeof(float));
-    cstar = malloc(sizeof(float) * c->batch * d.B * (e3 ? c->window : 1));
-    if (!grad || !am || !av || !cstar) { sp_err_set(err, "train: out of memory"); goto out; }
-
-    /* this rank's slice [lo, hi) of every global batch */
-    int rank = c->dist ? c->dist->rank : 0, size = c->dist ? c->dist->size : 1;
-    int lo = c->batch * rank / size, hi = c->batch * (rank + 1) / size, nloc = hi - lo;
-    int cap = (c->batch + size - 1) / size;
-    if (nloc < 1) { sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size); goto out; }
-    int zlab = c->arch == TR_ARCH_DFLASH_ZLAB, eval_n;
-    int64_t n_units; /* anchors, or EAGLE-3 windows */
-    if (e3) { /* windows of `window` positions, `block` training-time-test steps, weight 0.8^k */
-        if (tr_e3_sampler_init(&es, &data, target, c->window, d.B, 0.8, d2t, d.Vd, c->seed, err) ||
-            tr_e3_sampler_init(&eev, evdata, target, c->window, d.B, 0.8, d2t, d.Vd, c->seed ^ 0xe7a1u, err) ||
-            tr_e3_batch_alloc(&eb, cap, c->window, d.B, d.H, 3 * d.H, d.Vd, err) ||
-            !(eacts = tr_e3_acts_create(&d, cap, c->window, err)))
-            goto out;
-        n_units = es.n;
-        eval_n = c->eval_blocks < eev.n ? c->eval_blocks : (int)eev.n;
-    } else {
-        if (tr_batcher_init(&bt, &data, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 0, c->anchors_per_seq,
-                            c->seed, cap, err))
-            goto out;
-        /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
-        if (tr_batcher_init(&ev, evdata, target, d.B, c->ctx, d.mask_id, zlab, c->gamma, 1, 1, c->seed ^ 0xe7a1u,
-                            cap, err))
-            goto out;
-        if (!(acts = tr_acts_create(&d, cap, c->ctx, err))) goto out;
-        if (tr_batch_alloc(&batch, cap, c->ctx, d.B, d.V, d.H, d.m * d.H, 1, err)) goto out;
-        n_units = bt.n;
-        eval_n = c->eval_blocks < ev.n ? c->eval_blocks : (int)ev.n;
-    }
-    if (eval_n < 1) eval_n = 1;
-    /* DFlash trains on CE only: no target distribution needed except for the monitor */
-    float *P_keep = batch.P;
-
-    long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((n_units + c->batch - 1) / c->batch);
-    tr_optim_cfg oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
-                       .warmup = c->warmup >= 0 ? c->warmup : (long)ceil(0.04 * total), .total = total, .clip = 1.0};
-
-    /* every setting the trajectory depends on (resume refuses a checkpoint made with others) */
-    char run[1024];
-    snprintf(run, sizeof run,
-             "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
-             "total=%ld mask=%d anchors=%lld",
-             tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d.B, d.L, d.r,
-             c->ctx, c->gamma, c->lr, oc.warmup, oc.total, d.mask_id, (long long)n_units);
-    if (e3) snprintf(run + strlen(run), sizeof run - strlen(run), " window=%d draft_vocab=%d", c->window, d.Vd);
-    if (d.r > 0 && d.markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
-        snprintf(run + strlen(run), sizeof run - strlen(run), " markov_head=%s", tr_markov_name(d.markov));
-    if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
-        snprintf(run + strlen(run), sizeof run - strlen(run), " anchors_per_seq=%d", c->anchors_per_seq);
-    long step0 = 0;
-    char path[4096];
-    sp_path_join(path, sizeof path, c->out_dir, "optimizer.safetensors");
-    if (c->resume && sp_file_exists(path)) {
-        if (tr_checkpoint_load(c->out_dir, &m, am, av, &step0, run, err)) goto out;
-        sp_log(SP_LOG_INFO, "train: resuming %s at step %ld", c->out_dir, step0);
-        res->step = step0; /* a finished run resumed again runs no step and stays at its last one */
-    } else if (rank == 0 && sp_mkdir_p(c->out_dir, err)) goto out;
-
-    char logpath[4096];
-    if (c->log_path) snprintf(logpath, sizeof logpath, "%s", c->log_path);
-    else sp_path_join(logpath, sizeof logpath, c->out_dir, "train_log.csv");
-    if (rank == 0) {
-        if (step0 > 0 && tr_log_truncate(logpath, step0, err)) goto out;
-        log = fopen(logpath, step0 > 0 && sp_file_exists(logpath) ? "a" : "w");
-        if (!log) { sp_err_set(err, "%s: cannot open the log for writing", logpath); goto out; }
-    } else {
-        log = fopen("/dev/null", "w"); /* only rank 0 logs */
-        if (!log) { sp_err_set(err, "/dev/null: cannot open"); goto out; }
-    }
-    if (rank == 0 && ftell(log) == 0) {
-        fprintf(log, "step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau");
-        for (int k = 0; k < d.B; k++) fprintf(log, ",a%d", k + 1);
-        fprintf(log, "\n");
-    }
-
-    sp_pool *pool = sp_model_pool(target);
-    double tau;
-    if (e3) e3_evaluate(pool, &m, eacts, &eb, &eev, eval_n, cstar, &tau, acc);
-    else evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
-    res->tau_first = res->tau_last = tau;
-    if (step0 == 0) {
-        fprintf(log, "0,0,0,,,,,,,%.6f", tau);
-        for (int k = 0; k < d.B; k++) fprintf(log, ",%.6f", acc[k]);
-        fprintf(log, "\n");
-        fflush(log);
-    }
-    sp_progress pr;
-    if (c->progress && rank == 0) sp_progress_start(&pr, "train", (double)total, "step");
-    double train_ms = 0, tokens = 0, flops = 0;
-    for (long step = step0 + 1; step <= total; step++) {
-        double t0 = sp_time_ms();
-        batch.P = c->arch == TR_ARCH_DSPARK ? P_keep : NULL;
-        double wsum = 0;
-        if (e3) {
-            tr_e3_fill(&es, &eb, (step - 1) * (int64_t)c->batch + lo, nloc);
-            for (int k = 0; k < d.B; k++)
-                for (int t = 0; t < nloc * c->window; t++) wsum += eb.wt[(size_t)k * cap * c->window + t];
-        } else {
-            tr_batcher_fill(&bt, &batch, (step - 1) * (int64_t)c->batch + lo, nloc);
-            for (int t = 0; t < nloc * d.B; t++) wsum += batch.wt[t];
-        }
-        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (docs/DSPARK.md §7) */
-        wsum += 1e-6;
-        tr_stats st;
-        memset(grad, 0, sizeof(float) * m.n);
-        if (e3) {
-            double rows = (double)nloc * c->window * d.B, QD = (double)d.NH * d.D, KD = (double)d.KVH * d.D;
-            flops += 6 * rows * (2.0 * d.H * (QD + 2 * KD) + QD * d.H + 3.0 * d.H * d.I + (double)d.Vd * d.H);
-            tr_e3_forward(pool, &m, eacts, &eb, wsum, &st, NULL);
-            tr_e3_backward(pool, &m, eacts, &eb, wsum, grad);
-        } else {
-            flops += tr_step_flops(&d, nloc, c->ctx, batch.NR, c->arch == TR_ARCH_DSPARK);
-            tr_forward(pool, &m, acts, &batch, Wlm, wsum, &st, NULL);
-            tr_backward(pool, &m, acts, &batch, Wlm, wsum, grad);
-        }
-        double sums[4] = {st.loss, st.ce, st.l1, st.bce};
-        tr_dist_sum_f64(c->dist, sums, 4);
-        st.loss = sums[0]; st.ce = sums[1]; st.l1 = sums[2]; st.bce = sums[3];
-        tr_dist_sum_f32(c->dist, grad, m.n);
-        double gn = tr_clip_grad(grad, m.n, oc.clip);
-        if (!isfinite(st.loss) || !isfinite(gn)) {
-            sp_err_set(err, "step %ld: loss %g, gradient norm %g: training diverged (lower --lr); nothing "
-                            "saved after the last checkpoint", step, st.loss, gn);
-            goto out;
-        }
-        double lr = tr_lr_at(&oc, step);
-        tr_adamw_step(m.w, grad, am, av, m.n, step, lr, &oc);
-        batch.P = P_keep;
-        double ms = sp_time_ms() - t0;
-        train_ms += ms;
-        tokens += (double)c->batch * d.B * (e3 ? c->window : 1);
-        if (step == step0 + 1) res->loss_first = st.loss;
-        res->loss_last = st.loss;
-        res->step = step;
-        int do_eval = step == total || (c->eval_every > 0 && step % c->eval_every == 0);
-        if (do_eval) {
-            if (e3) e3_evaluate(pool, &m, eacts, &eb, &eev, eval_n, cstar, &tau, acc);
-            else evaluate(pool, &m, acts, &batch, &ev, eval_n, Wlm, cstar, &tau, acc);
-            res->tau_last = tau;
-            for (int k = 0; k < d.B && k < 64; k++) res->a_last[k] = acc[k];
-        }
-        fprintf(log, "%ld,%.4f,%.6g,%.6f,%.6f,%.6f,%.6f,%.4f,%.1f", step,
-                (double)(step * c->batch) / (double)n_units, lr, st.loss, st.ce / wsum, st.l1 / wsum, st.bce / wsum, gn,
-                c->batch * d.B * (e3 ? c->window : 1) / (ms / 1000 + 1e-9));
-        if (do_eval) {
-            fprintf(log, ",%.6f", tau);
-            for (int k = 0; k < d.B; k++) fprintf(log, ",%.6f", acc[k]);
-        } else {
-            fprintf(log, ",");
-            for (int k = 0; k < d.B; k++) fprintf(log, ",");
-        }
-        fprintf(log, "\n");
-        fflush(log);
-        if (c->progress && rank == 0) {
-            char extra[96];
-            snprintf(extra, sizeof extra, "loss %.4f tau %.3f %.0f tok/s", st.loss, res->tau_last,
-                     tokens / (train_ms / 1000 + 1e-9));
-            sp_progress_update(&pr, (double)step, extra);
-        }
-        int save = rank == 0 && (step == total || (c->save_every > 0 && step % c->save_every == 0));
-        for (size_t i = 0; save && i < m.n; i++)
-            if (!isfinite(m.w[i])) {
-                sp_err_set(err, "step %ld: parameter %zu is %g: training diverged (lower --lr); the last "
-                                "checkpoint is kept", step, i, m.w[i]);
-                goto out;
-            }
-        if (save) {
-            char *state = state_json(c, step, total, d.B, res->tau_last);
-            int rc = state ? tr_checkpoint_save(c->out_dir, &m, am, av, step, run, config_json, state, err)
-                           : sp_err_set(err, "train: out of memory writing trainer_state.json");
-            free(state);
-            if (rc) goto out;
-        }
-        if (c->stop_after > 0 && step - step0 >= c->stop_after) break;
-    }
-    if (c->progress && rank == 0) sp_progress_finish(&pr, (double)res->step, NULL);
-    res->tok_per_s = tokens / (train_ms / 1000 + 1e-9);
-    res->gflops = flops / (train_ms / 1000 + 1e-9) / 1e9;
-    rc = 0;
+    if (sp_model_load(&r.target, c->model_dir, c->threads, err)) return -1;
+    r.pool = sp_model_pool(r.target);
+    if (check_cfg(c, err) || open_data(&r, err) || build_model(&r, err) || build_batches(&r, err)) goto out;
+    char run[1024], header[1024];
+    tr_loop_cfg lc = loop_cfg(&r, run, sizeof run, header, sizeof header);
+    tr_loop_params p = {.w = r.m.w, .n = r.m.n, .t = r.tensors, .nt = r.m.n_params};
+    tr_loop_ops ops = {.step = dr_step, .eval = dr_eval, .log_row = dr_log_row, .progress_text = dr_progress_text,
+                       .export_model = dr_export, .state = dr_state};
+    tr_loop_result lr;
+    rc = tr_loop_run(&lc, &p, &ops, &r, &lr, err);
+    res->step = lr.step;
+    res->loss_first = lr.loss_first;
+    res->loss_last = lr.loss_last;
+    res->tok_per_s = (double)(lr.step - lr.step0) * step_tokens(&r) / (lr.train_ms / 1000 + 1e-9);
+    res->gflops = r.flops / (lr.train_ms / 1000 + 1e-9) / 1e9;
 out:
-    if (log) { /* a log that could not be written fails the run */
-        int bad = ferror(log);
-        if (fclose(log) != 0) bad = 1;
-        if (bad && rc == 0) rc = sp_err_set(err, "%s: cannot write the training log", c->log_path ? c->log_path :
-                                            "train_log.csv");
-    }
-    free(config_json); free(grad); free(am); free(av); free(Wlm); free(cstar);
-    tr_batch_free(&batch);
-    tr_acts_free(acts);
-    tr_model_free(&m);
-    tr_batcher_free(&bt);
-    tr_batcher_free(&ev);
-    tr_e3_sampler_free(&es);
-    tr_e3_sampler_free(&eev);
-    tr_e3_batch_free(&eb);
-    tr_e3_acts_free(eacts);
-    free(d2t);
-    tr_shardset_close(&data);
-    tr_shardset_close(&held);
-    sp_model_free(target);
+    drafter_run_free(&r);
     return rc;
 }

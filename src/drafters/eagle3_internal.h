@@ -1,0 +1,83 @@
+/* eagle3_internal.h — the EAGLE-3 drafter's state, shared by eagle3.c (load, chain proposals,
+ * commit) and eagle3_tree.c (token-tree proposals). Private to src/drafters/. */
+#ifndef SPECULA_EAGLE3_INTERNAL_H
+#define SPECULA_EAGLE3_INTERNAL_H
+
+#include "core/core.h"
+#include "drafters/eagle3.h"
+#include "formats/safetensors.h"
+#include "kernels/kernels.h"
+#include "sample/penalty.h"
+#include "decode/spec.h"
+
+#define E3_CHUNK 64 /* committed rows run per pass; also the most tree nodes of one depth */
+_Static_assert(E3_CHUNK >= SP_TREE_MAX_NODES, "a tree depth runs in one pass");
+
+typedef struct {
+    sp_eagle3_layout layout;
+    sp_model *target;
+    sp_pool *pool;
+    st_set *st;
+    sp_config dc;
+    int H, V, Vd, NH, KVH, D, I, m, gemma;
+    int norm_before_residual;
+    int taps[SP_MAX_LAYERS]; /* target layers tapped (outputs) */
+    float eps, scale, softcap;
+    /* weights; shapes in the comments, W [out, in] */
+    sp_mat fc;                  /* [H, m·H] */
+    float *input_norm;          /* [m·H] norm_before_fc, else NULL */
+    float *hidden_norm, *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm, *final_norm; /* [H] */
+    float *q_norm, *k_norm;     /* [D] DeepSpec */
+    sp_mat wq, wk, wv, wo;      /* [NH·D, 2H], [KVH·D, 2H] ×2 (wv absent: k_eq_v), [H, NH·D] */
+    sp_mat w_gate, w_up, w_down; /* [I, H] ×2, [H, I] */
+    float layer_scalar;
+    sp_mat embed;               /* [V, H] own table (SpecForge, optional) */
+    sp_mat lm_head;             /* [Vd, H] */
+    int32_t *d2t;               /* [Vd] absolute target ids */
+    float *inv_freq;            /* [D/2] */
+    /* sampling */
+    sp_sampler *smp;
+    int greedy, max_drafts;
+    uint64_t seed;
+    sp_penalty *pen;
+    /* sequence state */
+    float *K, *Vc;              /* [cap, KVH, D] */
+    int cap, n_ctx, have;       /* have: h_last holds the out of row n_ctx-1 */
+    int32_t last[SP_SPEC_MAX_G]; /* the last proposal's drafts (a tree's: the accepted path's) */
+    int n_last;
+    int32_t pending;            /* the token after the committed rows */
+    /* the last tree proposal (eagle3_tree.c): node i is ttok[i] under tpar[i] (-1: the pending token) */
+    int32_t ttok[SP_TREE_MAX_NODES], tpar[SP_TREE_MAX_NODES];
+    int tree_n;
+    unsigned char tdone[SP_TREE_MAX_NODES]; /* node i's layer output is in tout */
+    float *tout;                /* [SP_TREE_MAX_NODES, H] each node's layer output */
+    /* scratch for E3_CHUNK rows */
+    float *e, *a, *q, *k, *v, *att, *o, *x, *xn, *gt, *up, *g, *out, *tapn;
+    float *h, *h_last, *dl, *full, *qrow; /* [H], [H], [Vd], [V], [V] */
+    sp_eagle3_info info;
+    sp_owner owned;
+} e3_t;
+
+/* Rows of a token tree for e3_layer_forward: batch row t is tree node rows[t] of the n nodes
+ * parent[] describes (parent[i] < i; -1: a child of the pending token), at depth depth[t]
+ * (1: a child of the pending token). Node i's K/V live in cache slot n_ctx + i. */
+typedef struct {
+    const int32_t *parent;
+    int n;
+    const int32_t *rows;
+    const int *depth;
+} e3_tree_rows;
+
+/* The cache holds at least `rows` positions (grown, contents kept). 0, or -1 with err. */
+int e3_ensure_cap(e3_t *s, int rows, sp_err *err);
+/* The layer on T rows (tokens[t], state gin[t]) → s->out [T, H]. tr NULL: a chain at positions
+ * pos0 .., K/V written at pos0 ..; else the tree rows tr describes after pos0 committed rows. */
+void e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr);
+/* out [V] = the draft logits of state h [H] at their target ids, -inf elsewhere */
+void e3_logits_row(e3_t *s, const float *h, float *out);
+
+/* propose_tree and tree_accept (eagle3_tree.c) */
+int e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err);
+void e3_tree_accept(sp_drafter *d, const int32_t *path, int n);
+
+#endif
