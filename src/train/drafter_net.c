@@ -499,9 +499,9 @@ static void att_share(void *ctx, int i, int n) {
                 zero(dkx, (size_t)CB * KD);
                 zero(dvx, (size_t)CB * KD);
             }
-            tr_attention_backward(NULL, j->dq + (size_t)e * B * QD, direct ? j->dk + off : dkx, direct ? j->dv + off : dvx,
-                                  dp, j->dao + (size_t)e * B * QD, j->q + (size_t)e * B * QD, kk, vv, j->att_in + att,
-                                  &sh);
+            float *dk = direct ? j->dk + off : dkx, *dv = direct ? j->dv + off : dvx;
+            tr_attention_backward(NULL, j->dq + (size_t)e * B * QD, dk, dv, dp, j->dao + (size_t)e * B * QD,
+                                  j->q + (size_t)e * B * QD, kk, vv, j->att_in + att, &sh);
             if (!direct) scatter_add_kv(j->dk, j->dv, dkx, dvx, b, g, e, KD);
         }
     }

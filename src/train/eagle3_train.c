@@ -49,12 +49,10 @@ int tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *
     }
     m->w = malloc(m->n * sizeof(float));
     m->inv_freq = malloc((size_t)d->D / 2 * sizeof(float));
-    m->ones = malloc(sizeof(float) * (size_t)(d->B + 1) * 4096); /* an all-ones key mask (bytes) */
-    if (!m->w || !m->inv_freq || !m->ones) {
+    if (!m->w || !m->inv_freq) {
         tr_model_free(m);
         return sp_err_set(err, "eagle3: out of memory for %zu parameters", m->n);
     }
-    memset(m->ones, 1, sizeof(float) * (size_t)(d->B + 1) * 4096);
     sp_rope_inv_freq(m->inv_freq, d->D, &d->rope);
     for (int i = 0; i < m->n_params; i++) {
         const tr_param *p = &m->params[i];

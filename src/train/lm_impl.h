@@ -166,7 +166,8 @@ double lm_forward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_
         lm_layer(lay, li, w, NULL, a, &d, &bw, NULL, &io);
         tr_block_forward(pool, &d, &bw, &io, a->x[li], a->x[li + 1], &a->l[li]);
     }
-    tr_rmsnorm_forward(a->hf, a->rf, a->x[L], w + lay->final_norm, N, H, (float)c->rms_eps); /* the float epsilon of inference */
+    /* the final norm with the float epsilon of inference, as the layers' */
+    tr_rmsnorm_forward(a->hf, a->rf, a->x[L], w + lay->final_norm, N, H, (float)c->rms_eps);
     tr_linear_forward(pool, a->logits, a->hf, E, N, H, V); /* tied LM head */
     if (c->final_softcap > 0)
         tr_softcap_forward(a->logits, a->logits, (size_t)N * V, (real)c->final_softcap);
