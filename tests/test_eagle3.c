@@ -17,6 +17,7 @@
 
 #include "core/core.h"
 #include "drafters/eagle3.h"
+#include "eagle3_fixtures.h"
 #include "fixtures.h"
 #include "formats/newdrafter.h"
 #include "formats/safetensors.h"
@@ -26,28 +27,11 @@
 #include "decode/spec.h"
 
 static char TMP[] = "/tmp/specula-eagle3-XXXXXX";
-static const char *TARGETS[] = {"llama", "qwen3", "gemma4"};
-static const char *LAYOUTS[] = {"specforge", "deepspec"};
-
 static void drafter_dir(char *out, size_t cap, const char *target, const char *layout) {
-    snprintf(out, cap, "%s/%s-%s", TMP, target, layout);
+    e3_fixture_dir(out, cap, TMP, target, layout);
 }
 
-static int make_drafters(void) {
-    for (int t = 0; t < 3; t++)
-        for (int l = 0; l < 2; l++) {
-            char dir[256], tdir[256];
-            drafter_dir(dir, sizeof dir, TARGETS[t], LAYOUTS[l]);
-            snprintf(tdir, sizeof tdir, "tests/data/ref-logits/%s", TARGETS[t]);
-            newdrafter_opts o = {.arch = "eagle3", .preset = LAYOUTS[l], .dtype = SP_DT_UNKNOWN, .seed = 21 + l};
-            sp_err err = {{0}};
-            if (newdrafter_write(dir, tdir, &o, &err)) {
-                fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
-                return -1;
-            }
-        }
-    return 0;
-}
+static int make_drafters(void) { return e3_fixture_write(TMP, 21); }
 
 static sp_drafter *open_drafter(const char *target, const char *layout, sp_model *m, const sp_sample_params *sp,
                                 int max_g, sp_err *err) {
