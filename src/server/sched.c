@@ -61,8 +61,8 @@ static void job_done(srv *s, srv_job *j, const char *finish) {
     pthread_cond_broadcast(&s->progress);
 }
 
-/* scheduler thread, mu held: start a queued job in slot i (drafter creation and slot_begin run
- * with mu released) */
+/* scheduler thread, mu held: start a queued job in slot i (slot_begin runs with mu released; a
+ * speculative request's drafter is built only when its slot first verifies drafts) */
 static void admit(srv *s, int i, srv_job *j) {
     j->queued = 0;
     j->running = 1;
@@ -74,15 +74,7 @@ static void admit(srv *s, int i, srv_job *j) {
     slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample, .max_new = j->max_new,
                      .ignore_eos = j->req.ignore_eos, .draft_max = s->o.draft_max, .draft_min = s->o.draft_min,
                      .top_logprobs = j->req.top_logprobs};
-    sp_drafter *d = NULL;
-    int rc = 0;
-    if (s->o.make_drafter && j->req.speculative) {
-        double t0 = sp_time_ms();
-        d = s->o.make_drafter(s->o.drafter_ctx, &p.sample, slot_kv_capacity(s->slots[i]), &err);
-        if (!d) rc = -1;
-        sp_log(SP_LOG_DEBUG, "request %ld: drafter built in %.2f ms", j->id, sp_time_ms() - t0);
-    }
-    if (!rc) rc = slot_begin(s->slots[i], &p, d, &err);
+    int rc = slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
     j->ts = tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
     j->stopper.stop = j->req.stop;
     j->stopper.n_stop = j->req.n_stop;
@@ -257,8 +249,13 @@ static void step(srv *s) {
         if (!dec[i] || g[i] <= 0 || !slot_drafter_dormant(s->slots[i])) continue;
         int wrows = slot_wake_rows(s->slots[i]);
         double tw = sp_time_ms();
-        if (slot_wake_drafter(s->slots[i], &err)) failed[i] = 1, dec[i] = 0;
-        else if (s->vlen.fwd) srv_vlen_observe_wake(&s->vlen, wrows, sp_time_ms() - tw);
+        if (slot_wake_drafter(s->slots[i], &err)) {
+            failed[i] = 1, dec[i] = 0;
+            continue;
+        }
+        double ms = sp_time_ms() - tw;
+        if (s->vlen.fwd) srv_vlen_observe_wake(&s->vlen, wrows, ms);
+        sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
     }
     double tp = sp_time_ms();
     int draft_rows = propose_all(s, dec, g, nd, failed, &err);
@@ -276,7 +273,7 @@ static void step(srv *s) {
             if (seqs[n].out && seqs[n].out->logits) lrows += r;
             who[n++] = i;
             rows += r;
-            if (pass == 0 && slot_drafter(sl) && r == 1) { /* a speculative round without drafts: why */
+            if (pass == 0 && slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
                 slot_nodraft why = room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
                                    : g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
                                                 : SLOT_NODRAFT_DRAFTER_NONE;
@@ -404,6 +401,20 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
+/* The target rows every request's drafter wants (taps, hidden), read from one drafter built now:
+ * a dormant slot keeps them for the drafter it builds later. */
+static int drafter_src_init(srv *s, sp_err *err) {
+    sp_sample_params greedy = sp_sample_params_default();
+    sp_drafter *d = s->o.make_drafter(s->o.drafter_ctx, &greedy, slot_kv_capacity(s->slots[0]), err);
+    if (!d) return -1;
+    int nt = d->n_taps > 0 ? d->n_taps : 0;
+    s->dtaps = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
+    if (s->dtaps) memcpy(s->dtaps, d->tap_layers, sizeof(int) * (size_t)nt);
+    s->dsrc = (slot_drafter_src){s->o.make_drafter, s->o.drafter_ctx, nt, s->dtaps, d->wants_hidden};
+    sp_drafter_free(d);
+    return s->dtaps ? 0 : sp_err_set(err, "server: out of memory for the drafter's tap list");
+}
+
 int srv_sched_start(srv *s, sp_err *err) {
     const sp_config *c = sp_model_config(s->m);
     int P = s->o.parallel, G1 = (s->o.make_drafter ? s->o.draft_max : 0) + 1;
@@ -415,6 +426,7 @@ int srv_sched_start(srv *s, sp_err *err) {
         if (!s->slots[i]) return -1;
     }
     s->m_kv_cap = (long)P * slot_kv_capacity(s->slots[0]);
+    if (s->o.make_drafter && drafter_src_init(s, err)) return -1;
     s->max_rows = P * G1 + (s->o.prefill_chunk > SP_SPEC_MAX_G + 1 ? s->o.prefill_chunk : SP_SPEC_MAX_G + 1);
     s->scratch = sp_kv_create(s->m, s->max_rows, s->max_rows, err);
     s->logits = malloc(sizeof(float) * (size_t)P * G1 * c->vocab_size);
@@ -442,4 +454,6 @@ void srv_sched_stop(srv *s) {
     free(s->logits);
     s->logits = NULL;
     srv_vlen_free(&s->vlen);
+    free(s->dtaps);
+    s->dtaps = NULL;
 }

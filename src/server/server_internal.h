@@ -77,6 +77,8 @@ struct srv {
     sp_kv *scratch;
     float *logits;            /* [parallel · (G + 1), V] */
     int max_rows;
+    slot_drafter_src dsrc;    /* speculative requests' drafter source (make NULL: plain server) */
+    int *dtaps;               /* [dsrc.n_taps]: the target layers its drafters tap */
     srv_vlen vlen;            /* verify-length policy (fwd NULL: not in use) */
     double t_draft, t_forward, t_verify; /* scheduler time split (debug log every 50 steps) */
     long n_rows, n_steps, n_dec, n_drafts; /* rows, steps, decoding slots, drafts verified (the same log) */

@@ -18,7 +18,9 @@ struct srv_slot {
     slot_phase phase;
     slot_params p;
     int32_t *prompt;
-    sp_drafter *d;
+    int spec;              /* a speculative request: src is its drafter's source */
+    slot_drafter_src src;
+    sp_drafter *d;         /* built when the slot first verifies drafts */
     sp_sampler *smp;
     int G, greedy, nt, wh, max_ctx;
     /* prefill */
@@ -73,7 +75,7 @@ void slot_reset(srv_slot *s) {
     s->d = NULL, s->smp = NULL, s->prompt = NULL, s->ptaps = s->phid = s->q = s->taps = s->hidden = NULL;
     if (s->kv) sp_kv_clear(s->kv);
     s->phase = SLOT_IDLE;
-    s->dormant = 0;
+    s->dormant = s->spec = 0;
 }
 
 void slot_free(srv_slot *s) {
@@ -84,9 +86,10 @@ void slot_free(srv_slot *s) {
     free(s);
 }
 
-int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
+int slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err) {
     slot_reset(s);
-    s->d = d;
+    s->spec = src != NULL;
+    s->src = src ? *src : (slot_drafter_src){0};
     s->p = *p;
     memset(&s->st, 0, sizeof s->st);
     memset(s->offered, 0, sizeof s->offered);
@@ -97,8 +100,8 @@ int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
     if (p->n_prompt < 1) return sp_err_set(err, "the prompt is empty");
     if (p->max_new < 1) return sp_err_set(err, "max_tokens must be >= 1");
     if (sp_sample_params_check(&p->sample, err)) return -1;
-    s->G = d ? p->draft_max : 0;
-    if (d && (s->G < 1 || s->G > SP_SPEC_MAX_G))
+    s->G = s->spec ? p->draft_max : 0;
+    if (s->spec && (s->G < 1 || s->G > SP_SPEC_MAX_G))
         return sp_err_set(err, "draft_max %d out of range 1..%d", s->G, SP_SPEC_MAX_G);
     long want = (long)p->n_prompt + p->max_new + s->G + 1;
     s->max_ctx = want < s->cap ? (int)want : s->cap;
@@ -109,8 +112,8 @@ int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
             return sp_err_set(err, "prompt token %d at index %d is outside the vocabulary [0, %d)", p->prompt[i], i,
                               s->V);
     s->greedy = sp_sample_is_greedy(&p->sample);
-    s->nt = d ? d->n_taps : 0;
-    s->wh = d && d->wants_hidden;
+    s->nt = s->spec ? s->src.n_taps : 0;
+    s->wh = s->spec && s->src.wants_hidden;
     size_t rows = (size_t)(p->n_prompt > 1 ? p->n_prompt - 1 : 1), G1 = (size_t)s->G + 1;
     s->cap_rows = (int)rows;
     s->prompt = malloc(sizeof(int32_t) * (rows + 1));
@@ -118,9 +121,7 @@ int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err) {
     if (!s->smp) return -1;
     if (s->nt) s->ptaps = malloc(sizeof(float) * rows * s->nt * s->H), s->taps = malloc(sizeof(float) * G1 * s->nt * s->H);
     if (s->wh) s->phid = malloc(sizeof(float) * rows * s->H), s->hidden = malloc(sizeof(float) * G1 * s->H);
-    if (d && d->provides_q && !s->greedy) s->q = malloc(sizeof(float) * (size_t)s->G * s->V);
-    if (!s->prompt || (s->nt && (!s->ptaps || !s->taps)) || (s->wh && (!s->phid || !s->hidden)) ||
-        (d && d->provides_q && !s->greedy && !s->q))
+    if (!s->prompt || (s->nt && (!s->ptaps || !s->taps)) || (s->wh && (!s->phid || !s->hidden)))
         return sp_err_set(err, "out of memory for a request of %d prompt tokens", p->n_prompt);
     memcpy(s->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
     s->p.prompt = s->prompt;
@@ -146,26 +147,38 @@ int slot_rows_wanted(const srv_slot *s) {
     return s->phase == SLOT_DECODE ? 1 + s->G : 0;
 }
 
-/* The prompt is in the cache: decoding starts, the drafter (if any) dormant with the prompt and its
- * rows as its context. */
+/* The prompt is in the cache: decoding starts, the drafter (if any) dormant — not built — with the
+ * prompt and its rows as its context. */
 static int begin_drafter(srv_slot *s, sp_err *err) {
     (void)err;
     s->st.t_prefilled = sp_time_ms();
     s->phase = SLOT_DECODE;
-    s->dormant = s->d != NULL;
+    s->dormant = s->spec;
     s->n_ctx_tok = s->p.n_prompt;
     return 0;
 }
 
 int slot_drafter_dormant(const srv_slot *s) { return s->dormant; }
+int slot_is_speculative(const srv_slot *s) { return s->spec; }
 int slot_wake_rows(const srv_slot *s) { return s->dormant ? s->n_ctx_tok - 1 : 0; }
 int slot_tokens_left(const srv_slot *s) { return s->p.max_new - s->st.emitted; }
 
-/* Begin the dormant drafter on the context so far (spec.c prefill() hands it the prompt the same
- * way; a context of prompt + generated tokens is a longer prompt). */
+/* Build the dormant drafter and begin it on the context so far (spec.c prefill() hands it the prompt
+ * the same way; a context of prompt + generated tokens is a longer prompt). */
 int slot_wake_drafter(srv_slot *s, sp_err *err) {
     if (!s->dormant) return 0;
     s->dormant = 0;
+    sp_drafter *d = s->src.make(s->src.ctx, &s->p.sample, s->cap, err);
+    if (!d) return -1;
+    s->d = d;
+    int same = d->n_taps == s->nt && !d->wants_hidden == !s->wh;
+    for (int j = 0; same && j < s->nt; j++) same = d->tap_layers[j] == s->src.tap_layers[j];
+    if (!same)
+        return sp_err_set(err, "drafter %s wants other target rows (%d taps%s) than the server keeps (%d taps%s)",
+                          d->name, d->n_taps, d->wants_hidden ? " + hidden" : "", s->nt, s->wh ? " + hidden" : "");
+    if (d->provides_q && !s->greedy && !(s->q = malloc(sizeof(float) * (size_t)s->G * s->V)))
+        return sp_err_set(err, "out of memory for the draft distributions of %d drafts", s->G);
+    s->st.drafter_built = 1;
     sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
     return s->d->begin(s->d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err);
 }
@@ -216,7 +229,7 @@ int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
     }
     if (g > max_rows - 1) g = max_rows - 1;
     if (g < 0) return 0; /* waits for the next forward */
-    s->g_room = *g_room = s->d ? g : 0;
+    s->g_room = *g_room = s->spec ? g : 0;
     return 1;
 }
 
@@ -249,7 +262,7 @@ int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_se
         size_t r0 = (size_t)s->n_prefilled;
         s->out = (sp_forward_out){0};
         if (s->nt) {
-            s->out.tap_layers = s->d->tap_layers;
+            s->out.tap_layers = s->src.tap_layers;
             s->out.n_taps = s->nt;
             s->out.taps = s->ptaps + r0 * s->nt * s->H;
         }
@@ -269,7 +282,7 @@ int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_se
     s->nd = nd;
     s->blk[0] = s->pending;
     s->logits = logits;
-    s->out = (sp_forward_out){.logits = logits, .tap_layers = s->nt ? s->d->tap_layers : NULL, .n_taps = s->nt,
+    s->out = (sp_forward_out){.logits = logits, .tap_layers = s->nt ? s->src.tap_layers : NULL, .n_taps = s->nt,
                               .taps = s->taps, .hidden = s->hidden};
     *seq = (sp_forward_seq){s->kv, s->blk, nd + 1, &s->out};
     return s->T = nd + 1;
@@ -366,7 +379,7 @@ int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
         return s->n_emit;
     }
     s->pending = next;
-    if (s->d && (s->dormant ? dormant_append(s, acc, next, err) : s->d->commit(s->d, acc, next, s->taps, s->hidden, err)))
+    if (s->spec && (s->dormant ? dormant_append(s, acc, next, err) : s->d->commit(s->d, acc, next, s->taps, s->hidden, err)))
         return -1;
     return s->n_emit;
 }

@@ -61,19 +61,35 @@ typedef enum {
 typedef struct {
     int prompt_tokens, emitted, drafted, accepted, target_calls;
     int rounds_nodraft[SLOT_NODRAFT_N]; /* rounds verifying no drafts, by reason (speculative requests) */
+    int drafter_built;                  /* 1 once the request's drafter was built and begun */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
 } slot_stats;
 
 typedef struct srv_slot srv_slot;
+
+/* Builds one request's drafter for its sampling params (the slot owns the result); NULL with err. */
+typedef sp_drafter *(*slot_drafter_fn)(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err);
+
+/* Where a speculative request's drafter comes from. The slot builds it with make(ctx, sample,
+ * capacity) only when it first verifies drafts (slot_wake_drafter); until then it keeps the target
+ * rows the drafter will begin on: n_taps rows of tap_layers[] and, with wants_hidden, the final
+ * hidden row, per committed token. Every drafter make builds must want exactly these rows. */
+typedef struct {
+    slot_drafter_fn make;
+    void *ctx;
+    int n_taps;
+    const int *tap_layers; /* [n_taps], borrowed */
+    int wants_hidden;
+} slot_drafter_src;
 
 /* A slot with its own KV cache of max_ctx positions; prefill_chunk: most prompt rows it adds to one
  * forward. The model is borrowed. */
 srv_slot *slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err);
 void slot_free(srv_slot *s);
 
-/* Start a request. d: its drafter (NULL: plain decoding), owned by the slot from now on, even on
- * failure. The prompt must leave room for one token in the cache. */
-int slot_begin(srv_slot *s, const slot_params *p, sp_drafter *d, sp_err *err);
+/* Start a request. src: where its drafter comes from (NULL: plain decoding; borrowed, must outlive
+ * the request). The prompt must leave room for one token in the cache. */
+int slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err);
 /* Drop the request (finished or cancelled): frees its drafter, clears the cache. */
 void slot_reset(srv_slot *s);
 
@@ -92,10 +108,13 @@ int slot_rows_wanted(const srv_slot *s);
  * be given its full *g_room proposal each step so that its seed reproduces whatever the load.
  * slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
 int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
+/* The slot's drafter: NULL until it is built (by slot_wake_drafter) and for plain requests. */
 sp_drafter *slot_drafter(const srv_slot *s);
-/* 1 while the slot's drafter has not been begun: it is begun (on the prompt and every token since)
- * by slot_wake_drafter when the slot first verifies drafts; only then may it propose. 0, or -1
- * with err. */
+/* 1 for a request with a drafter source (built or not). */
+int slot_is_speculative(const srv_slot *s);
+/* 1 while a speculative slot's drafter is dormant: not built, not begun. slot_wake_drafter builds it
+ * and begins it on the prompt and every token since, when the slot first verifies drafts; only then
+ * may it propose. 0, or -1 with err. */
 int slot_drafter_dormant(const srv_slot *s);
 int slot_wake_drafter(srv_slot *s, sp_err *err);
 /* The context rows a dormant drafter would be begun on (0 when begun or none); the tokens the
