@@ -249,6 +249,73 @@ static void test_identity_auto(void) {
     free(out);
 }
 
+/* A speculative request given no drafts costs its drafter nothing (--spec-max-slots 1: the full
+ * block while one slot is busy, none otherwise). A request that can draft nothing (max_tokens 1)
+ * never builds its drafter. A long request A starts alone (it drafts), then B and C join (A gets
+ * no drafts while they run: its rounds are held, not committed to its drafter), then A is alone
+ * again and drafts (its drafter is told the held rounds by extend). All three equal `specula
+ * generate`; no round without drafts ran a drafter; A's drafts after the held rounds still get
+ * accepted (rows told wrongly would make the drafter guess blind). */
+static void test_idle_spec_slot(void) {
+    int32_t prompt[NP][256], ref[3][512], got[512];
+    int np[NP], nref[3], lens[3] = {320, 24, 24};
+    char *out = malloc(MAXOUT);
+    for (int i = 0; i < NP; i++) np[i] = tokenize(PROMPTS[i], prompt[i], 256);
+    for (int r = 0; r < 3; r++) nref[r] = generate_ref(prompt[r], np[r], lens[r], "--ignore-eos", ref[r], 512);
+    test_server s2;
+    CHECK(server_start(&s2, BIN, "-np 4 -c 512 -t 2 --spec-max-slots 1") == 0, "server did not start");
+    if (!s2.port) {
+        free(out);
+        return;
+    }
+    char *b = completion_body(prompt[0], np[0], 1, 1, 0.0, -1, 0);
+    int st = http_port(s2.port, "POST", "/v1/completions", b, NULL, out, MAXOUT);
+    free(b);
+    json_t *o = json_loads(out, 0, NULL), *tm = json_object_get(o, "timings");
+    CHECK(st == 200 && json_is_false(json_object_get(tm, "drafter_built")) &&
+              json_integer_value(json_object_get(json_object_get(tm, "rounds_without_drafts"), "no_room")) == 1,
+          "max_tokens 1: status %d, timings %s", st, out);
+    json_decref(o);
+    pending p[3];
+    for (int r = 0; r < 3; r++) {
+        char *c = completion_body(prompt[r], np[r], lens[r], 1, 0.0, -1, 0), body[8192];
+        snprintf(body, sizeof body, "{\"ignore_eos\":true,%s", c + 1);
+        free(c);
+        if (r == 1) usleep(40000); /* A has the server to itself for a few rounds */
+        http_start(&p[r], s2.port, "POST", "/v1/completions", body, NULL, NULL);
+    }
+    int bad = 0, idle = 0, a_held = 0, a_drafted = 0, a_accepted = 0;
+    for (int r = 0; r < 3; r++) {
+        st = http_finish(&p[r], out, MAXOUT);
+        o = json_loads(out, 0, NULL);
+        tm = json_object_get(o, "timings");
+        int k = o ? ids_of(json_object_get(o, "tokens"), got, 512) : -1;
+        if (st != 200 || k != nref[r] || memcmp(got, ref[r], sizeof(int32_t) * (size_t)k)) {
+            bad++;
+            fprintf(stderr, "  request %d: status %d, %d tokens (want %d)\n", r, st, k, nref[r]);
+        }
+        idle += (int)json_integer_value(json_object_get(tm, "idle_drafter_rounds"));
+        if (r == 0) {
+            a_held = (int)json_integer_value(json_object_get(json_object_get(tm, "rounds_without_drafts"), "not_paying"));
+            a_drafted = (int)json_integer_value(json_object_get(tm, "draft_n"));
+            a_accepted = (int)json_integer_value(json_object_get(tm, "draft_n_accepted"));
+        }
+        json_decref(o);
+    }
+    printf("  A: %d rounds held, %d drafts, %d accepted\n", a_held, a_drafted, a_accepted);
+    CHECK(bad == 0, "%d of 3 requests differ from specula generate", bad);
+    CHECK(idle == 0, "%d rounds without drafts ran a drafter", idle);
+    CHECK(a_drafted > 0 && a_accepted * 2 > a_drafted, "A: %d of %d drafts accepted", a_accepted, a_drafted);
+    st = http_port(s2.port, "GET", "/metrics", NULL, NULL, out, MAXOUT);
+    CHECK(st == 200 && strstr(out, "\nspecula_idle_drafter_rounds_total 0\n") &&
+              strstr(out, "\nspecula_drafters_built_total "),
+          "metrics: status %d", st);
+    int rc = server_stop(&s2);
+    CHECK(rc == 0 && !server_log_has(&s2, "Sanitizer"), "server: exit %d (log %s)", rc, s2.log);
+    if (rc == 0) unlink(s2.log);
+    free(out);
+}
+
 /* sampled with a seed: reproducible, and the tokens of specula generate with the same drafter */
 static void test_sampled_seed(void) {
     int32_t prompt[256], ref_spec[64], ref_plain[64], a[64], b[64];
@@ -620,6 +687,7 @@ int main(int argc, char **argv) {
     RUN(test_basic_endpoints);
     if (!asan) RUN(test_identity);
     if (!asan) RUN(test_identity_auto);
+    if (!asan) RUN(test_idle_spec_slot);
     if (!asan) RUN(test_sampled_seed);
     RUN(test_streaming);
     RUN(test_logprobs);

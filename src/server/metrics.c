@@ -59,6 +59,12 @@ int srv_metrics_text(srv *s, srv_buf *o) {
                             "# TYPE specula_rounds_without_drafts_total counter\n");
     for (int w = 0; w < SLOT_NODRAFT_N; w++)
         rc |= srv_buf_printf(o, "specula_rounds_without_drafts_total{reason=\"%s\"} %lu\n", why[w], s->m_nodraft[w]);
+    rc |= metric(o, "specula_drafters_built_total", "counter",
+                 "Speculative requests whose drafter was built (a request's drafter is built when it is first "
+                 "given drafts; finished requests).", (double)s->m_drafters_built);
+    rc |= metric(o, "specula_idle_drafter_rounds_total", "counter",
+                 "Rounds that asked for no drafts in which a request's drafter still ran (finished requests).",
+                 (double)s->m_idle_drafter_rounds);
     rc |= hist(o, "specula_tau", "Tokens emitted per target verify forward, per request.", &s->h_tau);
     rc |= hist(o, "specula_time_to_first_token_seconds", "Time from request to its first token.", &s->h_ttft);
     rc |= hist(o, "specula_inter_token_latency_seconds", "Time between tokens of a request.", &s->h_itl);

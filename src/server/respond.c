@@ -45,6 +45,8 @@ static json_t *timings_json(const srv_job *j) {
                         json_pack("{s:i, s:i, s:i}", "not_paying", st->rounds_nodraft[SLOT_NODRAFT_NOT_PAYING], "no_room",
                                   st->rounds_nodraft[SLOT_NODRAFT_NO_ROOM], "drafter_proposed_none",
                                   st->rounds_nodraft[SLOT_NODRAFT_DRAFTER_NONE]));
+    json_object_set_new(o, "drafter_built", json_boolean(st->drafter_built));
+    json_object_set_new(o, "idle_drafter_rounds", json_integer(st->idle_drafter_rounds));
     return o;
 }
 

@@ -149,11 +149,9 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
     int P = s->o.parallel, rows = 0;
     int done[P];
     memset(done, 0, sizeof done);
-    for (int i = 0; i < P; i++) { /* a batchable drafter joins its batch even without drafts: the
-                                     * batch injects its waiting context rows with the others' */
-        sp_drafter *d = dec[i] && !slot_drafter_dormant(s->slots[i]) ? slot_drafter(s->slots[i]) : NULL;
+    for (int i = 0; i < P; i++) { /* only drafters asked for drafts run (slot_wake_drafter told them) */
         nd[i] = 0;
-        if (!d || (g[i] <= 0 && !(d->propose_batch && d->batch_key))) done[i] = 1;
+        done[i] = !dec[i] || g[i] <= 0 || !slot_drafter(s->slots[i]);
     }
     for (int i = 0; i < P; i++) {
         if (done[i]) continue;
@@ -243,16 +241,18 @@ static void step(srv *s) {
     }
     if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
     choose_lengths(s, dec, room, base_rows, g);
-    /* a slot that verifies drafts for the first time begins its drafter on the context so far (a
-     * one-off cost, kept out of the timed proposal the drafting cost is learned from) */
+    /* a slot given drafts tells its drafter the rounds it held: a slot that verifies drafts for the
+     * first time builds and begins its drafter on the context so far (a one-off cost, kept out of the
+     * timed proposal the drafting cost is learned from); slots given none leave their drafter alone */
     for (int i = 0; i < P; i++) {
-        if (!dec[i] || g[i] <= 0 || !slot_drafter_dormant(s->slots[i])) continue;
-        int wrows = slot_wake_rows(s->slots[i]);
+        if (!dec[i] || g[i] <= 0) continue;
+        int wrows = slot_wake_rows(s->slots[i]), dormant = slot_drafter_dormant(s->slots[i]);
         double tw = sp_time_ms();
         if (slot_wake_drafter(s->slots[i], &err)) {
             failed[i] = 1, dec[i] = 0;
             continue;
         }
+        if (!dormant) continue;
         double ms = sp_time_ms() - tw;
         if (s->vlen.fwd) srv_vlen_observe_wake(&s->vlen, wrows, ms);
         sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
@@ -341,6 +341,8 @@ static void step(srv *s) {
             const slot_stats *st = slot_get_stats(s->slots[i]);
             j->stats = *st;
             s->m_drafted += (unsigned long)st->drafted;
+            s->m_drafters_built += (unsigned long)st->drafter_built;
+            s->m_idle_drafter_rounds += (unsigned long)st->idle_drafter_rounds;
             s->m_accepted += (unsigned long)st->accepted;
             finish_text(j);
             job_done(s, j, finish_name(slot_stop_reason(s->slots[i])));

@@ -84,6 +84,7 @@ struct srv {
     long n_rows, n_steps, n_dec, n_drafts; /* rows, steps, decoding slots, drafts verified (the same log) */
     /* metrics (under mu) */
     unsigned long m_requests, m_ok, m_errors, m_rejected, m_prompt_tokens, m_gen_tokens, m_drafted, m_accepted;
+    unsigned long m_drafters_built, m_idle_drafter_rounds; /* drafter work of speculative requests */
     unsigned long m_nodraft[SLOT_NODRAFT_N]; /* rounds of speculative requests verifying no drafts, by reason */
     long m_kv_used, m_kv_cap;
     srv_hist h_tau, h_ttft, h_itl;

@@ -25,11 +25,15 @@ struct srv_slot {
     int G, greedy, nt, wh, max_ctx;
     /* prefill */
     int n_prefilled;       /* prompt rows forwarded (of n_prompt - 1) */
-    float *ptaps, *phid;   /* [cap_rows, nt·H], [cap_rows, H]: rows of the drafter's context for its begin */
-    /* a drafter is begun only when the slot first verifies drafts: until then (dormant) the context
-     * it will begin with — tokens prompt[0 .. n_ctx_tok) (the last one pending), taps / hidden rows
-     * of all but the last — grows here, so a request that never drafts costs its drafter nothing */
+    float *ptaps, *phid;   /* [cap_rows, nt·H], [cap_rows, H]: held rows (below) */
+    /* Rows held for the drafter: tokens prompt[0 .. n_ctx_tok) (the last one pending), taps / hidden
+     * rows of all but the last. While dormant (the drafter not built) they are the whole context it
+     * will begin on; once built, prompt[0] is the token it holds as pending and the rest came from
+     * rounds that asked for no drafts, told to it by extend() before it next proposes. Either way a
+     * round without drafts costs the drafter nothing: the forward writes its row straight here. */
     int dormant, n_ctx_tok, cap_rows;
+    int asked;             /* the drafter was asked to propose this round (slot_wake_drafter) */
+    int hold_round;        /* this round's row goes to the held rows */
     /* decode */
     int32_t pending;
     int nd, pos, T;         /* drafts in the block, position of pending, rows added */
@@ -75,7 +79,7 @@ void slot_reset(srv_slot *s) {
     s->d = NULL, s->smp = NULL, s->prompt = NULL, s->ptaps = s->phid = s->q = s->taps = s->hidden = NULL;
     if (s->kv) sp_kv_clear(s->kv);
     s->phase = SLOT_IDLE;
-    s->dormant = s->spec = 0;
+    s->dormant = s->spec = s->asked = s->hold_round = 0;
 }
 
 void slot_free(srv_slot *s) {
@@ -163,52 +167,67 @@ int slot_is_speculative(const srv_slot *s) { return s->spec; }
 int slot_wake_rows(const srv_slot *s) { return s->dormant ? s->n_ctx_tok - 1 : 0; }
 int slot_tokens_left(const srv_slot *s) { return s->p.max_new - s->st.emitted; }
 
-/* Build the dormant drafter and begin it on the context so far (spec.c prefill() hands it the prompt
- * the same way; a context of prompt + generated tokens is a longer prompt). */
-int slot_wake_drafter(srv_slot *s, sp_err *err) {
-    if (!s->dormant) return 0;
-    s->dormant = 0;
-    sp_drafter *d = s->src.make(s->src.ctx, &s->p.sample, s->cap, err);
-    if (!d) return -1;
-    s->d = d;
-    int same = d->n_taps == s->nt && !d->wants_hidden == !s->wh;
-    for (int j = 0; same && j < s->nt; j++) same = d->tap_layers[j] == s->src.tap_layers[j];
-    if (!same)
-        return sp_err_set(err, "drafter %s wants other target rows (%d taps%s) than the server keeps (%d taps%s)",
-                          d->name, d->n_taps, d->wants_hidden ? " + hidden" : "", s->nt, s->wh ? " + hidden" : "");
-    if (d->provides_q && !s->greedy && !(s->q = malloc(sizeof(float) * (size_t)s->G * s->V)))
-        return sp_err_set(err, "out of memory for the draft distributions of %d drafts", s->G);
-    s->st.drafter_built = 1;
-    sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
-    return s->d->begin(s->d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err);
+/* Tell the drafter the held rows: a dormant one is built and begun on the context so far (spec.c
+ * prefill() hands it the prompt the same way; a context of prompt + generated tokens is a longer
+ * prompt), a built one gets the rounds since its last commit through extend(). Then only the pending
+ * token stays held. */
+static int drafter_tell(srv_slot *s, sp_err *err) {
+    int n = s->n_ctx_tok - 1;
+    if (s->dormant) {
+        s->dormant = 0;
+        sp_drafter *d = s->src.make(s->src.ctx, &s->p.sample, s->cap, err);
+        if (!d) return -1;
+        s->d = d;
+        int same = d->n_taps == s->nt && !d->wants_hidden == !s->wh;
+        for (int j = 0; same && j < s->nt; j++) same = d->tap_layers[j] == s->src.tap_layers[j];
+        if (!same)
+            return sp_err_set(err, "drafter %s wants other target rows (%d taps%s) than the server keeps (%d taps%s)",
+                              d->name, d->n_taps, d->wants_hidden ? " + hidden" : "", s->nt, s->wh ? " + hidden" : "");
+        if (d->provides_q && !s->greedy && !(s->q = malloc(sizeof(float) * (size_t)s->G * s->V)))
+            return sp_err_set(err, "out of memory for the draft distributions of %d drafts", s->G);
+        s->st.drafter_built = 1;
+        sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
+        if (d->begin(d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err)) return -1;
+    } else if (n > 0 && s->d->extend(s->d, s->prompt + 1, n, s->nt ? s->ptaps : NULL, s->wh ? s->phid : NULL, err)) {
+        return -1;
+    }
+    s->prompt[0] = s->prompt[n];
+    s->n_ctx_tok = 1;
+    return 0;
 }
 
-/* A dormant drafter's context grows by a round's committed rows: tokens blk[1..acc] and next (the
- * new pending one), taps / hidden rows 0..acc of the block. Past DORMANT_MAX rows beyond the prompt
- * the drafter is begun, and later rounds commit to it as usual (bounded memory). */
-#define DORMANT_MAX 512
-static int dormant_append(srv_slot *s, int acc, int32_t next, sp_err *err) {
-    int rows = s->n_ctx_tok - 1, need = rows + acc + 1;
+int slot_wake_drafter(srv_slot *s, sp_err *err) {
+    if (!s->spec) return 0;
+    s->asked = 1;
+    return drafter_tell(s, err);
+}
+
+/* Room for one more held row (the held rows of a request that never drafts grow with it). */
+static int hold_reserve(srv_slot *s, sp_err *err) {
+    int need = s->n_ctx_tok;
+    if (need <= s->cap_rows) return 0;
     size_t wt = (size_t)s->nt * s->H, wh = (size_t)s->H;
-    if (need > s->cap_rows) {
-        int cap = s->cap_rows * 2;
-        while (cap < need) cap *= 2;
-        int32_t *t = realloc(s->prompt, sizeof(int32_t) * ((size_t)cap + 1));
-        if (t) s->p.prompt = s->prompt = t;
-        float *a = s->nt && t ? realloc(s->ptaps, sizeof(float) * (size_t)cap * wt) : s->ptaps;
-        if (a) s->ptaps = a;
-        float *h = s->wh && t && a ? realloc(s->phid, sizeof(float) * (size_t)cap * wh) : s->phid;
-        if (h) s->phid = h;
-        if (!t || (s->nt && !a) || (s->wh && !h))
-            return sp_err_set(err, "out of memory for a drafter context of %d rows", need);
-        s->cap_rows = cap;
-    }
-    for (int i = 1; i <= acc; i++) s->prompt[s->n_ctx_tok++] = s->blk[i];
-    s->prompt[s->n_ctx_tok++] = next;
-    if (s->nt) memcpy(s->ptaps + (size_t)rows * wt, s->taps, sizeof(float) * (size_t)(acc + 1) * wt);
-    if (s->wh) memcpy(s->phid + (size_t)rows * wh, s->hidden, sizeof(float) * (size_t)(acc + 1) * wh);
-    if (s->n_ctx_tok - s->p.n_prompt > DORMANT_MAX) return slot_wake_drafter(s, err);
+    int cap = s->cap_rows * 2;
+    while (cap < need) cap *= 2;
+    int32_t *t = realloc(s->prompt, sizeof(int32_t) * ((size_t)cap + 1));
+    if (t) s->p.prompt = s->prompt = t;
+    float *a = s->nt && t ? realloc(s->ptaps, sizeof(float) * (size_t)cap * wt) : s->ptaps;
+    if (a) s->ptaps = a;
+    float *h = s->wh && t && a ? realloc(s->phid, sizeof(float) * (size_t)cap * wh) : s->phid;
+    if (h) s->phid = h;
+    if (!t || (s->nt && !a) || (s->wh && !h)) return sp_err_set(err, "out of memory for %d held drafter rows", need);
+    s->cap_rows = cap;
     return 0;
+}
+
+/* A round without drafts asked for: its row is already held (slot_prepare pointed the forward at it);
+ * hold its new pending token. Past HOLD_MAX held rounds the drafter is told (a dormant one begun),
+ * and later rounds go on as before (bounded memory). */
+#define HOLD_MAX 512
+static int hold_append(srv_slot *s, int32_t next, sp_err *err) {
+    s->prompt[s->n_ctx_tok++] = next;
+    int base = s->dormant ? s->p.n_prompt : 1;
+    return s->n_ctx_tok - base > HOLD_MAX ? drafter_tell(s, err) : 0;
 }
 
 int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
@@ -282,8 +301,17 @@ int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_se
     s->nd = nd;
     s->blk[0] = s->pending;
     s->logits = logits;
+    /* a round that asked for no drafts writes its row straight into the held rows (none for plain) */
+    s->hold_round = s->spec && nd == 0 && !s->asked && (s->dormant || s->d->extend);
+    float *taps = s->taps, *hidden = s->hidden;
+    if (s->hold_round) {
+        if (hold_reserve(s, err)) return -1;
+        size_t r = (size_t)s->n_ctx_tok - 1;
+        taps = s->nt ? s->ptaps + r * s->nt * s->H : NULL;
+        hidden = s->wh ? s->phid + r * s->H : NULL;
+    }
     s->out = (sp_forward_out){.logits = logits, .tap_layers = s->nt ? s->src.tap_layers : NULL, .n_taps = s->nt,
-                              .taps = s->taps, .hidden = s->hidden};
+                              .taps = taps, .hidden = hidden};
     *seq = (sp_forward_seq){s->kv, s->blk, nd + 1, &s->out};
     return s->T = nd + 1;
 }
@@ -379,8 +407,12 @@ int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
         return s->n_emit;
     }
     s->pending = next;
-    if (s->spec && (s->dormant ? dormant_append(s, acc, next, err) : s->d->commit(s->d, acc, next, s->taps, s->hidden, err)))
-        return -1;
+    if (s->spec) {
+        int hold = s->hold_round;
+        if (!hold && !s->asked) s->st.idle_drafter_rounds++; /* a drafter without extend commits every round */
+        s->asked = s->hold_round = 0;
+        if (hold ? hold_append(s, next, err) : s->d->commit(s->d, acc, next, s->taps, s->hidden, err)) return -1;
+    }
     return s->n_emit;
 }
 

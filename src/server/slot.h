@@ -62,6 +62,8 @@ typedef struct {
     int prompt_tokens, emitted, drafted, accepted, target_calls;
     int rounds_nodraft[SLOT_NODRAFT_N]; /* rounds verifying no drafts, by reason (speculative requests) */
     int drafter_built;                  /* 1 once the request's drafter was built and begun */
+    int idle_drafter_rounds;            /* rounds that asked for no drafts in which the drafter still ran
+                                           (commit: a drafter without extend); 0 with DFlash / DSpark */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
 } slot_stats;
 
@@ -112,10 +114,12 @@ int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
 sp_drafter *slot_drafter(const srv_slot *s);
 /* 1 for a request with a drafter source (built or not). */
 int slot_is_speculative(const srv_slot *s);
-/* 1 while a speculative slot's drafter is dormant: not built, not begun. slot_wake_drafter builds it
- * and begins it on the prompt and every token since, when the slot first verifies drafts; only then
- * may it propose. 0, or -1 with err. */
+/* 1 while a speculative slot's drafter is dormant: not built, not begun. */
 int slot_drafter_dormant(const srv_slot *s);
+/* Before the slot's drafter is asked to propose this step (a speculative slot only): a dormant one is
+ * built and begun on the prompt and every token since; a built one is told, by extend(), the rounds
+ * since it last proposed. Rounds that ask for no drafts cost the drafter nothing: their rows are held
+ * in the slot. 0, or -1 with err. */
 int slot_wake_drafter(srv_slot *s, sp_err *err);
 /* The context rows a dormant drafter would be begun on (0 when begun or none); the tokens the
  * request may still emit. */
