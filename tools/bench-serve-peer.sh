@@ -8,6 +8,8 @@
 # Prints one table: per engine, mode and client count the median aggregate tok/s and time to first
 # token over the reps, and the per-rep ratios (median, min-max): spec / plain of the same engine,
 # and specula / llama-server.
+# RUNS=FILE (env) appends the raw runs to FILE and summarises every run in it, so reps taken by
+# separate invocations (e.g. one per `flock` of the shared benchmark lock) make one table.
 # THREADS (default 2) sets specula's -t; LLAMA_THREADS (default 1: ggml's spinning thread pool
 # collapses on a loaded 2-core machine) sets llama-server's -t.
 set -u
@@ -17,7 +19,7 @@ REPS=${1:?$USAGE}
 LB=${2:--}
 MAX=${3:-96}
 WORK=$(mktemp -d)
-OUT=$WORK/runs.jsonl
+OUT=${RUNS:-$WORK/runs.jsonl}
 trap 'rm -rf "$WORK"' EXIT
 [ "$LB" = - ] || build/specula export-gguf -m models/default/target -o "$WORK/target.gguf" >/dev/null || exit 1
 
@@ -34,7 +36,7 @@ run_specula() { # ENGINE BINARY REP
     "$2" serve --port 0 --parallel 8 -t "${THREADS:-2}" 2>"$WORK/s.log" &
     SP=$!
     PORT=$(wait_port "$WORK/s.log" 'ready:.*port [0-9]*') || { cat "$WORK/s.log" >&2; kill $SP; exit 1; }
-    node tools/bench-serve.mjs "http://127.0.0.1:$PORT" 1 "$MAX" | tail -1 | sed "s/^/{\"engine\":\"$1\",\"rep\":$3,\"r\":/; s/\$/}/" >>"$OUT"
+    node tools/bench-serve.mjs "http://127.0.0.1:$PORT" 1 "$MAX" | tail -1 | sed "s/^/{\"engine\":\"$1\",\"rep\":\"$$-$3\",\"r\":/; s/\$/}/" >>"$OUT"
     kill -TERM $SP
     wait $SP || { echo "$1 server (rep $3) exited with status $?; its log ends:" >&2; tail -20 "$WORK/s.log" >&2; }
 }
@@ -47,7 +49,7 @@ for r in $(seq 1 "$REPS"); do
         "$LB/llama-server" -m "$WORK/target.gguf" --port $LPORT -np 8 -c 8192 -t "${LLAMA_THREADS:-1}" >"$WORK/l.log" 2>&1 &
         LP=$!
         for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$LPORT/health" >/dev/null && break; sleep 0.2; done
-        node tools/bench-serve.mjs "http://127.0.0.1:$LPORT" 1 "$MAX" --openai-only | tail -1 | sed "s/^/{\"engine\":\"llama-server\",\"rep\":$r,\"r\":/; s/\$/}/" >>"$OUT"
+        node tools/bench-serve.mjs "http://127.0.0.1:$LPORT" 1 "$MAX" --openai-only | tail -1 | sed "s/^/{\"engine\":\"llama-server\",\"rep\":\"$$-$r\",\"r\":/; s/\$/}/" >>"$OUT"
         kill -TERM $LP
         wait $LP
     fi
