@@ -100,10 +100,10 @@ slot_phase slot_get_phase(const srv_slot *s);
 int slot_rows_wanted(const srv_slot *s);
 
 /* A step in three calls. slot_plan: a decoding slot (a slot whose prompt is all in starts decoding
- * here: its drafter's begin) tells how many drafts it could verify this step, *g_room (its G capped
- * by the context, max_new and max_rows - 1; 0 without a drafter); returns 1 when it decodes this
+ * here, its drafter dormant) tells how many drafts it could verify this step, *g_room (its G capped
+ * by the context, max_new and max_rows - 1; 0 for a plain request); returns 1 when it decodes this
  * step, 0 when not (prefilling, done, or no room), -1 with err. Then the caller proposes up to
- * g <= *g_room drafts with the slot's drafter into slot_draft_buf / slot_q_buf (q only for sampled
+ * g <= *g_room drafts with the slot's drafter (after slot_wake_drafter) into slot_draft_buf / slot_q_buf (q only for sampled
  * requests with a q-providing drafter, else NULL), or none, and slot_prepare fills *seq with its
  * rows: a prompt chunk (at most max_rows rows) while prefilling, else [pending, the nd drafts].
  * logits: where its [T, V] logits go. Greedy output does not depend on nd; a sampled request must
