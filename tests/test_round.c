@@ -143,6 +143,21 @@ static void test_policy_strong_drafter(void) {
     CHECK(off == 0, "a paying drafter switched off for %d rounds", off);
     CHECK(measure <= 2, "%d plain measuring rounds", measure);
     CHECK(short_late <= 3, "%d rounds after the 8th asked for fewer than %d drafts", short_late, G);
+    /* the end of a request: one token of room, where a draft (drafting 2.4 ms here) costs more
+     * than it brings; a plain round for lack of room, and the next request drafts again */
+    sp_policy_begin(&p, SP_SPEC_POLICY_ADAPTIVE, G, NULL);
+    for (int r = 0; r < 20; r++) {
+        int k = sp_policy_choose(&p, G, &why);
+        if (k == 0) sp_policy_observe(&p, 0, 0, 0, 0, 1.8, 2.0);
+        else sp_policy_observe(&p, k, k, acc_seq[r % n] < k ? acc_seq[r % n] : k, 2.4, 1.8 + 0.3 * k, 4.4 + 0.3 * k);
+    }
+    why = -1;
+    int k_end = sp_policy_choose(&p, 1, &why);
+    CHECK(k_end == 0 && why == SP_NODRAFT_ROOM, "one token of room: %d drafts, reason %d", k_end, why);
+    sp_policy_observe(&p, 0, 0, 0, 0, 1.8, 2.0);
+    sp_policy next;
+    sp_policy_begin(&next, SP_SPEC_POLICY_ADAPTIVE, G, &p);
+    CHECK(sp_policy_choose(&next, G, &why) == G, "the next request does not draft (reason %d)", why);
 }
 
 static char drafter[256], prompts[256];

@@ -117,6 +117,12 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
         return g < PROBE_K ? g : PROBE_K;
     }
     int k = best_k(s, g);
+    if (k == 0 && g < s->G && best_k(s, s->G) > 0) {
+        /* too little room left (the end of the request or the context) for drafts to pay; a
+         * full block still would: drafting stays on for the next request */
+        *reason = SP_NODRAFT_ROOM;
+        return 0;
+    }
     if (k == 0 && (s->n_spec < MIN_SPEC || s->drafted[0] < MIN_EVIDENCE))
         return g < PROBE_K ? g : PROBE_K; /* more measurement first */
     if (k == 0 && s->since_plain > PLAIN_STALE) {

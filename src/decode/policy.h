@@ -22,7 +22,8 @@ typedef enum {
     SP_NODRAFT_POLICY,  /* speculation did not pay: the policy asked for none */
     SP_NODRAFT_MEASURE, /* a plain round to time a plain step: the request's first, and a stale one
                          * timed afresh before drafting is switched off */
-    SP_NODRAFT_ROOM,    /* no room: the last token of max_new or of the context */
+    SP_NODRAFT_ROOM,    /* no room: the last token of max_new or of the context, or too few
+                         * tokens left for drafts to pay */
     SP_NODRAFT_DRAFTER, /* the drafter proposed none (or fewer than draft_min) */
     SP_NODRAFT_N
 } sp_nodraft_reason;
