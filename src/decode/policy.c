@@ -11,6 +11,8 @@
 #define PROBE_K 4        /* drafts a probe asks for while drafting is off */
 #define BACKOFF_FIRST 16 /* plain rounds before the first probe ... */
 #define BACKOFF_MAX 256  /* ... doubling after each failed probe, up to this */
+#define LONG_TOL 0.03    /* the longest block whose rate is within this fraction of the best wins */
+#define PLAIN_STALE 16   /* rounds after which the plain step is measured again before switching off */
 
 const char *sp_nodraft_reason_name(int reason) {
     static const char *names[SP_NODRAFT_N] = {"not paying", "measuring a plain step", "no room", "drafter proposed none"};
@@ -77,13 +79,19 @@ static void pause(sp_policy *s) {
     s->backoff = s->backoff * 2 < BACKOFF_MAX ? s->backoff * 2 : BACKOFF_MAX;
 }
 
+/* The k in 0..g with the best rate; among the k > 0 within LONG_TOL of it, the longest. The rate
+ * is flat near its maximum, and the estimates of late positions are pessimistic once they stop
+ * being drafted (a position not drafted is never corrected): one unlucky early round would
+ * otherwise shorten a strong drafter's blocks for many rounds. */
 static int best_k(const sp_policy *s, int g) {
     int best = 0;
-    double r0 = sp_policy_rate(s, 0), br = r0;
+    double r[SP_POLICY_MAX_G + 1], br = sp_policy_rate(s, 0);
     for (int k = 1; k <= g; k++) {
-        double r = sp_policy_rate(s, k);
-        if (r > br) br = r, best = k;
+        r[k] = sp_policy_rate(s, k);
+        if (r[k] > br) br = r[k], best = k;
     }
+    for (int k = g; k > best && best > 0; k--)
+        if (r[k] >= (1 - LONG_TOL) * br) return k;
     return best;
 }
 
@@ -109,8 +117,21 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
         return g < PROBE_K ? g : PROBE_K;
     }
     int k = best_k(s, g);
+    if (k == 0 && g < s->G && best_k(s, s->G) > 0) {
+        /* too little room left (the end of the request or the context) for drafts to pay; a
+         * full block still would: drafting stays on for the next request */
+        *reason = SP_NODRAFT_ROOM;
+        return 0;
+    }
     if (k == 0 && (s->n_spec < MIN_SPEC || s->drafted[0] < MIN_EVIDENCE))
         return g < PROBE_K ? g : PROBE_K; /* more measurement first */
+    if (k == 0 && s->since_plain > PLAIN_STALE) {
+        /* the plain step was timed long ago, perhaps on a quieter machine than the drafted rounds
+         * now see: time it afresh before drafting is switched off on the comparison */
+        s->remeasure = 1;
+        *reason = SP_NODRAFT_MEASURE;
+        return 0;
+    }
     if (k == 0) {
         s->off = 1;
         pause(s);
@@ -123,7 +144,11 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
 static void observe(sp_policy *s, int k, int nd, int acc, const double *alpha, int n_alpha, double draft_ms,
                     double verify_ms, double round_ms) {
     s->rounds++;
+    s->since_plain++;
     if (k == 0 && nd == 0) { /* a plain round */
+        if (s->remeasure) s->n_plain = 0; /* the fresh time replaces the old window */
+        s->remeasure = 0;
+        s->since_plain = 0;
         sample(&s->t_plain, s->w_plain, s->n_plain, round_ms);
         sample(&s->t_v1, s->w_v1, s->n_plain, verify_ms);
         s->n_plain++;

@@ -20,8 +20,10 @@ typedef enum { SP_SPEC_POLICY_ALWAYS = 0, SP_SPEC_POLICY_ADAPTIVE = 1 } sp_spec_
 /* why a round verified no drafts */
 typedef enum {
     SP_NODRAFT_POLICY,  /* speculation did not pay: the policy asked for none */
-    SP_NODRAFT_MEASURE, /* the policy's one plain round to measure a plain step */
-    SP_NODRAFT_ROOM,    /* no room: the last token of max_new or of the context */
+    SP_NODRAFT_MEASURE, /* a plain round to time a plain step: the request's first, and a stale one
+                         * timed afresh before drafting is switched off */
+    SP_NODRAFT_ROOM,    /* no room: the last token of max_new or of the context, or too few
+                         * tokens left for drafts to pay */
     SP_NODRAFT_DRAFTER, /* the drafter proposed none (or fewer than draft_min) */
     SP_NODRAFT_N
 } sp_nodraft_reason;
@@ -37,6 +39,8 @@ typedef struct {
     double t_row;             /* ms each extra verified row adds */
     double t_v1;              /* ms of a one-row verify forward */
     int n_plain, n_spec, n_row;
+    int since_plain;          /* rounds since the last plain round */
+    int remeasure;            /* the next plain round restarts the plain windows */
     double w_plain[SP_POLICY_WIN], w_draft[SP_POLICY_WIN], w_row[SP_POLICY_WIN], w_v1[SP_POLICY_WIN];
     double drafted[SP_POLICY_MAX_G], accepted[SP_POLICY_MAX_G]; /* decayed counts per position */
     int off;                  /* drafting paused: plain rounds until the next probe */
