@@ -82,7 +82,7 @@ static inline int server_stop(test_server *s) {
     return -1;
 }
 
-/* 1 when the server's log holds a sanitizer report */
+/* 1 when the server's log holds the text what */
 static inline int server_log_has(const test_server *s, const char *what) {
     char cmd[512], out[64];
     snprintf(cmd, sizeof cmd, "grep -c '%s' %s", what, s->log);

@@ -264,11 +264,13 @@ static void test_idle_spec_slot(void) {
     for (int i = 0; i < NP; i++) np[i] = tokenize(PROMPTS[i], prompt[i], 256);
     for (int r = 0; r < 3; r++) nref[r] = ASAN ? -1 : generate_ref(prompt[r], np[r], lens[r], "--ignore-eos", ref[r], 512);
     test_server s2;
-    CHECK(server_start(&s2, BIN, "-np 4 -c 512 -t 2 --spec-max-slots 1") == 0, "server did not start");
+    CHECK(server_start(&s2, BIN, "-np 4 -c 512 -t 2 --spec-max-slots 1 --draft-max 6") == 0, "server did not start");
     if (!s2.port) {
         free(out);
         return;
     }
+    CHECK(server_log_has(&s2, "speculating with dspark, up to 6 drafts per round"),
+          "--draft-max 6 on the embedded pair: not in the log %s", s2.log);
     char *b = completion_body(prompt[0], np[0], 1, 1, 0.0, -1, 0);
     int st = http_port(s2.port, "POST", "/v1/completions", b, NULL, out, MAXOUT);
     free(b);

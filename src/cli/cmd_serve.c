@@ -2,6 +2,7 @@
  * target (by default the embedded pair under models/default/, speculating with its DSpark
  * drafter), builds each request's drafter from the --spec flags, serves until SIGINT / SIGTERM,
  * then stops accepting, cancels what is in flight and exits 0. */
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +48,8 @@ int cmd_serve(int argc, char **argv) {
     int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
     int verbose = 0, spec_max_slots = -1;
     drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
+    const int default_draft_max = dc.so.draft_max;
+    dc.so.draft_max = INT_MIN; /* still INT_MIN after parsing: --draft-max not given */
     cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "target model (default: the embedded pair, models/default/)"},
         {NULL, "--host", CLI_STR, &host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
@@ -80,9 +83,10 @@ int cmd_serve(int argc, char **argv) {
             snprintf(ddef, sizeof ddef, "%s/drafter", root);
             dc.so.spec = "dspark";
             dc.so.draft_dir = ddef;
-            dc.so.draft_max = 7;
+            if (dc.so.draft_max == INT_MIN) dc.so.draft_max = 7;
         }
     }
+    if (dc.so.draft_max == INT_MIN) dc.so.draft_max = default_draft_max;
     if (cli_spec_resolve(CMD, &dc.so, "none")) return 2;
     if (timeout < 1) return cli_error(CMD, "--timeout must be >= 1");
     if (n_predict < 1) return cli_error(CMD, "-n must be >= 1");
@@ -124,6 +128,8 @@ int cmd_serve(int argc, char **argv) {
     srv *s = NULL;
     if (srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
     fprintf(stderr, "specula serve: listening on http://%s:%d (loading %s)\n", host, srv_port(s), dir);
+    if (dc.so.spec && strcmp(dc.so.spec, "none"))
+        fprintf(stderr, "specula serve: speculating with %s, up to %d drafts per round\n", dc.so.spec, dc.so.draft_max);
 
     tok_tokenizer *tok = NULL;
     rc = 2;
