@@ -1,6 +1,7 @@
 /* test_cli_spec.c — the speculative subcommands end to end through the `specula` binary:
  * audit (pass on a correct verifier, FAIL with --broken, --self-test), generate --spec (same
- * tokens as plain), bench-spec (identical outputs, JSON report), bench-verify --json. */
+ * tokens as plain), bench-spec (identical outputs, JSON report), bench-verify --json (one sequence
+ * and batched slots). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,11 @@ static void test_bench_cli(void) {
     snprintf(cmd, sizeof cmd, "%s bench-verify -m %s --k-max 4 --reps 2 --json 2>&1", cli, M);
     CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "\"k\":[1,2,3,4]") && strstr(out, "\"ratio\""),
           "bench-verify: %s", out);
+    snprintf(cmd, sizeof cmd, "%s bench-verify -m %s --k-max 3 --reps 2 --slots 3 --json 2>&1", cli, M);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "\"k\":[1,2,3]") && strstr(out, "\"slots\":3"),
+          "bench-verify --slots 3: %s", out);
+    snprintf(cmd, sizeof cmd, "%s bench-verify -m %s --slots 2 --tree 2>&1", cli, M);
+    CHECK(harness_run(cmd, out, sizeof out) != 0 && strstr(out, "--slots"), "bench-verify --slots --tree: %s", out);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cleanup");
 }

@@ -2,7 +2,10 @@
  * relative to one decode step, k = 1..16. This curve bounds every drafter's speedup on a CPU:
  * a block of k drafts pays off only if verifying it costs about as much as one step.
  * --tree adds, interleaved with the chains, the tree-masked forward over k rows (a binary tree:
- * row t's parent is (t − 1) / 2; docs/TREE.md), the cost of verifying a token tree of k nodes. */
+ * row t's parent is (t − 1) / 2; docs/TREE.md), the cost of verifying a token tree of k nodes.
+ * --slots N times what a server step does with N busy slots: one batched forward over N
+ * sequences of k rows each (sp_model_forward_batch), relative to the N-slot forward of one row
+ * each (docs/server-batching.md). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +27,24 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* the timed forward: k rows on each of n caches (one sequence: sp_model_forward), logits of
+ * every row as the verifier needs them; the caches are trimmed back afterwards */
+static int verify_forward(sp_model *m, sp_kv **kv, int n, const int32_t *tok, int k, float *logits, int V,
+                          sp_err *err) {
+    sp_forward_out out[64];
+    sp_forward_seq seq[64];
+    for (int i = 0; i < n; i++) {
+        out[i] = (sp_forward_out){.logits = logits + (size_t)i * k * V};
+        seq[i] = (sp_forward_seq){.kv = kv[i], .tokens = tok, .T = k, .out = &out[i]};
+    }
+    int rc = n == 1 ? sp_model_forward(m, kv[0], tok, k, &out[0], err) : sp_model_forward_batch(m, kv[0], seq, n, err);
+    for (int i = 0; i < n && !rc; i++) sp_kv_trim(kv[i], k, err);
+    return rc;
+}
+
 int cmd_bench_verify(int argc, char **argv) {
     const char *model = NULL;
-    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16, tree = 0;
+    int threads = 0, json = 0, ctx = 128, reps = 0, kmax = 16, tree = 0, slots = 1;
     int bf16_dot = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
@@ -38,20 +56,30 @@ int cmd_bench_verify(int argc, char **argv) {
         {NULL, "--json", CLI_FLAG, &json, NULL, "print {\"k\": [...], \"ratio\": [...]}"},
         {NULL, "--tree", CLI_FLAG, &tree, NULL, "also time tree-masked forwards over k rows (a binary tree)"},
         {NULL, "--cpu", CLI_FLAG, &use_cpu_time, NULL, "time by process CPU time (with -t 1: robust on a loaded machine)"},
+        {NULL, "--slots", CLI_INT, &slots, "N",
+         "N sequences of k rows in one batched forward, as a server step with N busy slots (default 1)"},
     };
-    int rc = cli_parse(CMD, "-m DIR [-t N] [--tree] [--cpu] [--json]", opts, (int)(sizeof opts / sizeof *opts), argc, argv,
+    int rc = cli_parse(CMD, "-m DIR [-t N] [--tree | --slots N] [--cpu] [--json]", opts, (int)(sizeof opts / sizeof *opts), argc, argv,
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!model) return cli_error(CMD, "-m DIR is required");
     if (kmax < 1 || kmax > 64 || ctx < 1) return cli_error(CMD, "--k-max must be 1..64 and --ctx >= 1");
+    if (slots < 1 || slots > 64) return cli_error(CMD, "--slots must be 1..64");
+    if (slots > 1 && tree) return cli_error(CMD, "--tree times one sequence: it does not combine with --slots");
     sp_err err = {{0}};
     sp_model *m;
     if (sp_model_load(&m, model, threads, &err)) return cli_error(CMD, "%s", err.msg);
     sp_model_set_bf16_dot(m, bf16_dot);
     const sp_config *c = sp_model_config(m);
-    sp_kv *kv = sp_kv_create(m, ctx + kmax + 1, ctx > kmax ? ctx : kmax, &err);
+    sp_kv *kvs[64] = {0};
+    int kv_ok = 1;
+    for (int i = 0; i < slots && kv_ok; i++) {
+        int batch = i == 0 ? slots * kmax : kmax; /* the first cache is the batched forward's scratch */
+        kv_ok = (kvs[i] = sp_kv_create(m, ctx + kmax + 1, ctx > batch ? ctx : batch, &err)) != NULL;
+    }
+    sp_kv *kv = kv_ok ? kvs[0] : NULL;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(ctx + kmax));
-    float *logits = malloc(sizeof(float) * (size_t)kmax * c->vocab_size);
+    float *logits = malloc(sizeof(float) * (size_t)slots * kmax * c->vocab_size);
     double *ms = calloc((size_t)kmax + 1, sizeof(double)), *tms = calloc((size_t)kmax + 1, sizeof(double));
     int32_t parent[64];
     for (int t = 0; t < 64; t++) parent[t] = t == 0 ? -1 : (t - 1) / 2;
@@ -61,15 +89,14 @@ int cmd_bench_verify(int argc, char **argv) {
     }
     for (int i = 0; i < ctx + kmax; i++) tok[i] = (int32_t)((i * 2654435761u) % (unsigned)c->vocab_size);
     sp_forward_out o = {.logits = logits};
-    sp_model_forward(m, kv, tok, ctx, NULL, &err); /* the context */
+    for (int i = 0; i < slots; i++) sp_model_forward(m, kvs[i], tok, ctx, NULL, &err); /* the context */
     /* time: a verify block of k tokens (logits of every position, as the verifier needs), then trim.
      * Repetitions are interleaved over k so drift on a shared machine hits every k alike; the
      * minimum over repetitions is reported. */
     int R = reps > 0 ? reps : 0;
     if (!R) {
         double t0 = now_ms();
-        sp_model_forward(m, kv, tok + ctx, 1, &o, &err);
-        sp_kv_trim(kv, 1, &err);
+        verify_forward(m, kvs, slots, tok + ctx, 1, logits, c->vocab_size, &err);
         double one = now_ms() - t0;
         R = (int)(3000.0 / (one * kmax * 2 + 1e-3));
         if (R < 3) R = 3;
@@ -79,12 +106,11 @@ int cmd_bench_verify(int argc, char **argv) {
     for (int r = 0; r < R; r++) {
         for (int k = 1; k <= kmax; k++) {
             double t0 = now_ms();
-            if (sp_model_forward(m, kv, tok + ctx, k, &o, &err)) {
+            if (verify_forward(m, kvs, slots, tok + ctx, k, logits, c->vocab_size, &err)) {
                 cli_error(CMD, "%s", err.msg);
                 return 1;
             }
             double dt = now_ms() - t0;
-            sp_kv_trim(kv, k, &err);
             if (dt < ms[k]) ms[k] = dt;
             if (!tree) continue;
             t0 = now_ms();
@@ -113,13 +139,19 @@ int cmd_bench_verify(int argc, char **argv) {
         json_object_set_new(jo, "ratio", jr);
         json_object_set_new(jo, "ms", jm);
         json_object_set_new(jo, "threads", json_integer(sp_model_threads(m)));
+        json_object_set_new(jo, "slots", json_integer(slots));
         char *s = json_dumps(jo, JSON_COMPACT);
         printf("%s\n", s);
         free(s);
         json_decref(jo);
     } else {
-        printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d%s)\n", model,
-               sp_model_threads(m), ctx, R, use_cpu_time ? ", process CPU time" : "");
+        if (slots > 1)
+            printf("batched verify of %d slots, k rows each, vs %d slots of one row (%s, %d threads, context %d, best "
+                   "of %d%s)\n",
+                   slots, slots, model, sp_model_threads(m), ctx, R, use_cpu_time ? ", process CPU time" : "");
+        else
+            printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d%s)\n", model,
+                   sp_model_threads(m), ctx, R, use_cpu_time ? ", process CPU time" : "");
         printf("   k      ms   ratio   ms/token%s\n", tree ? "   tree ms  tree ratio" : "");
         for (int k = 1; k <= kmax; k++) {
             printf("  %2d %8.2f %7.3f %10.3f", k, ms[k], ms[k] / ms[1], ms[k] / k);
@@ -127,7 +159,7 @@ int cmd_bench_verify(int argc, char **argv) {
             printf("\n");
         }
     }
-    sp_kv_free(kv);
+    for (int i = 0; i < slots; i++) sp_kv_free(kvs[i]);
     free(tok);
     free(logits);
     free(ms);
