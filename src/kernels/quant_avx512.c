@@ -8,7 +8,8 @@
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
  * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
- * run for the tile's 4 rows at once with one row per lane. */
+ * run for the tile's 4 rows at once with one row per lane. Q4_0 matrices the loader repacked
+ * (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other loads. */
 #include <immintrin.h>
 #include <string.h>
 

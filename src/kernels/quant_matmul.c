@@ -1,7 +1,8 @@
 /* quant_matmul.c — sp_matmul for quantized weights: the activation rows are quantized into a
  * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
  * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
- * the canonical order of quant_internal.h) and the double-precision reference.
+ * the canonical order of quant_internal.h), the double-precision reference, and the load-time
+ * repack of Q4_0 for the AVX-512 tile (sp_mat_pack).
  *
  * Every tier computes an output from that output's weight row and that token's quantized
  * activation row alone, in one fixed order, so results are bit-identical whatever T, the
