@@ -9,8 +9,13 @@
  * Each figure is the best of a few repetitions (the machine is shared; noise is one-sided).
  * `bench_kernels [quick] quant` instead compares the quantized types with bf16 (bench_quant);
  * `bench_kernels [quick] gguf FILE` times every matmul of one step of a GGUF model (bench_gguf).
- * Usage: bench_kernels [quick] [quant | gguf FILE]   (quick: fewer repetitions) */
+ * `bench_kernels vnni` measures one core's int8 multiply-accumulate rate (bench_vnni): the
+ * compute floor of a quantized batch (docs/QUANTIZE.md, "The 8-token verify").
+ * Usage: bench_kernels [quick] [quant | gguf FILE | vnni]   (quick: fewer repetitions) */
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +82,7 @@ static wset wset_make(int N, int K, sp_dtype dt) {
 static int rotation;
 
 static sp_mat wset_get(const wset *w, int i) {
-    return (sp_mat){(const char *)w->buf + (size_t)(i % w->copies) * w->bytes, w->dt, w->N, w->K, 0};
+    return (sp_mat){(const char *)w->buf + (size_t)(i % w->copies) * w->bytes, w->dt, w->N, w->K, 0, NULL};
 }
 
 /* best time in ms of one sp_matmul call over reps calls (rotating W copies) */
@@ -263,7 +268,7 @@ static int bench_gguf(sp_pool *p2, const char *path) {
             if (ty[k].id == t->type) dt = ty[k].dt;
         int embd = t->name.len == 17 && !memcmp(t->name.ptr, "token_embd.weight", 17);
         if (t->n_dims != 2 || dt == SP_DT_UNKNOWN || (embd && has_output)) continue;
-        m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0], 0};
+        m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0], 0, NULL};
         if (sp_mat_check(&m[nm], "bench", &err)) continue;
         bytes += (size_t)m[nm].n * sp_dtype_row_bytes(dt, (size_t)m[nm].k);
         kmax = m[nm].k > kmax ? m[nm].k : kmax, nmax = m[nm].n > nmax ? m[nm].n : nmax;
@@ -289,7 +294,50 @@ static int bench_gguf(sp_pool *p2, const char *path) {
     return 0;
 }
 
+#if defined(__x86_64__)
+/* n rounds of 16 independent 512-bit vpdpbusd (64 u8·s8 multiply-adds each) on one core:
+ * the throughput limit, not the latency one */
+__attribute__((target("avx512f,avx512vnni"))) static int vnni_loop(long n) {
+    __m512i a[16], w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
+    for (int i = 0; i < 16; i++) a[i] = _mm512_set1_epi32(i);
+    for (long r = 0; r < n; r++) {
+        for (int i = 0; i < 16; i++) a[i] = _mm512_dpbusd_epi32(a[i], w, x);
+        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]), "+v"(a[6]),
+                         "+v"(a[7]));
+    }
+    __m512i s = a[0];
+    for (int i = 1; i < 16; i++) s = _mm512_add_epi32(s, a[i]);
+    return _mm512_reduce_add_epi32(s);
+}
+#endif
+
+/* one core's vpdpbusd rate in int8 MAC/s, best of 7 runs of ~50 ms */
+static int bench_vnni(void) {
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512vnni")) {
+        printf("vnni: this processor has no AVX512-VNNI\n");
+        return 0;
+    }
+    const long n = 2000000;
+    double best = 1e30;
+    int sink = 0;
+    for (int r = 0; r < 7; r++) {
+        double t0 = sp_time_ms();
+        sink += vnni_loop(n);
+        double dt = sp_time_ms() - t0;
+        if (dt < best) best = dt;
+    }
+    double macs = (double)n * 16 * 64 / (best * 1e-3);
+    printf("vnni: one core, 512-bit vpdpbusd: %.1f G int8 MAC/s (%.2f instructions/ns) [%d]\n", macs / 1e9,
+           macs / 64 / 1e9, sink & 1);
+#else
+    printf("vnni: x86-64 only\n");
+#endif
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[argc - 1], "vnni") == 0) return bench_vnni();
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
     if (argc > 2 && strcmp(argv[argc - 2], "gguf") == 0) { /* bench_kernels [quick] gguf FILE */
         sp_pool *p = sp_pool_create(2);

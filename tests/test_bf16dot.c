@@ -101,7 +101,7 @@ static void check_tiers(int T, int N, int K, unsigned seed, int hard) {
     if (N > 1 && T > 0)
         for (int k = 0; k < K; k++) wf[k] = X[k], wf[K + k] = k % 4 < 2 ? -X[k] : X[k];
     uint16_t *wd = to_bf16(wf, (size_t)N * K);
-    sp_mat W = {wd, SP_DT_BF16, N, K, 1};
+    sp_mat W = {wd, SP_DT_BF16, N, K, 1, NULL};
     float *ref = falloc((size_t)T * N), *Y = falloc((size_t)T * N);
     sp_matmul_bf16dot_tier(pools[1], ref, X, T, &W, SP_CPU_SCALAR, 0);
     for (int pi = 1; pi < n_paths; pi++)
@@ -146,7 +146,7 @@ static void test_ref_vs_double(void) {
         harness_fill(wf, (size_t)N * K, 1.0f, 40 + (unsigned)ki);
         harness_fill(X, (size_t)T * K, 3.0f, 50 + (unsigned)ki);
         uint16_t *wd = to_bf16(wf, (size_t)N * K);
-        sp_mat W = {wd, SP_DT_BF16, N, K, 1};
+        sp_mat W = {wd, SP_DT_BF16, N, K, 1, NULL};
         sp_matmul_bf16dot_tier(pools[1], Y, X, T, &W, SP_CPU_SCALAR, 0);
         double worst = 0;
         for (int t = 0; t < T; t++)
@@ -165,7 +165,7 @@ static void test_ref_vs_double(void) {
             }
         /* the rounding of the activations is what moves the result most: it must be there */
         float *Yf = falloc((size_t)T * N);
-        sp_mat Wf = {wd, SP_DT_BF16, N, K, 0};
+        sp_mat Wf = {wd, SP_DT_BF16, N, K, 0, NULL};
         sp_matmul(pools[1], Yf, X, T, &Wf);
         int differ = 0;
         for (int i = 0; i < T * N; i++) differ += Yf[i] != Y[i];
@@ -183,7 +183,7 @@ static void test_batch_invariance(void) {
     fill_edges(wf, (size_t)N * K, 77, 0);
     fill_edges(X, (size_t)16 * K, 78, 0);
     uint16_t *wd = to_bf16(wf, (size_t)N * K);
-    sp_mat W = {wd, SP_DT_BF16, N, K, 1};
+    sp_mat W = {wd, SP_DT_BF16, N, K, 1, NULL};
     for (int T = 1; T <= 16; T++)
         for (int p = 1; p <= 2; p++) {
             sp_matmul(pools[p], Y, X, T, &W);

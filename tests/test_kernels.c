@@ -108,7 +108,7 @@ static void check_matmul_shape(int T, int N, int K, sp_dtype dt, unsigned seed) 
     float *wf = falloc((size_t)N * K), *X = falloc((size_t)T * K);
     void *wd = make_weights(N, K, dt, seed, wf);
     harness_fill(X, (size_t)T * K, 2.0f, seed + 1000);
-    sp_mat W = {wd, dt, N, K, 0};
+    sp_mat W = {wd, dt, N, K, 0, NULL};
     float *Y = falloc((size_t)T * N), *R = falloc((size_t)T * N), *P = falloc((size_t)T * N);
     sp_matmul_ref(R, X, T, &W);
     sp_matmul(pools[2], Y, X, T, &W);
@@ -147,7 +147,7 @@ static void check_matmul_invariance(int T, int N, int K, sp_dtype dt, unsigned s
     float *wf = falloc((size_t)N * K), *X = falloc((size_t)T * K);
     void *wd = make_weights(N, K, dt, seed, wf);
     harness_fill(X, (size_t)T * K, 2.0f, seed + 7);
-    sp_mat W = {wd, dt, N, K, 0};
+    sp_mat W = {wd, dt, N, K, 0, NULL};
     float *one = falloc((size_t)T * N), *Y = falloc((size_t)T * N);
     for (int t = 0; t < T; t++) sp_matmul(pools[1], one + (size_t)t * N, X + (size_t)t * K, 1, &W);
     for (int p = 1; p <= 3; p++) {

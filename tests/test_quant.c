@@ -349,7 +349,7 @@ static void test_matmul_vs_ref(void) {
         for (int sc = 0; sc < 3; sc++) {
             float scale = sc == 0 ? 1.0f : sc == 1 ? 1e-3f : 50.0f;
             qmat m = qmat_make(dt, N, K, 7 + (unsigned)sc, scale);
-            sp_mat W = {m.w, dt, N, K, 0};
+            sp_mat W = {m.w, dt, N, K, 0, NULL};
             float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *R = xmalloc((size_t)T * N * 4);
             float *xh = xmalloc((size_t)K * 4), *ex = xmalloc((size_t)K * 4);
             harness_fill(X, (size_t)T * K, scale, 99 + (unsigned)sc);
@@ -396,7 +396,7 @@ static void test_batch_invariance(void) {
         sp_dtype dt = WTYPES[t];
         int K = sp_dtype_block_elems(dt) == 32 ? 32 * 13 : 512, N = 83, T = 16;
         qmat m = qmat_make(dt, N, K, 3, 1.0f);
-        sp_mat W = {m.w, dt, N, K, 0};
+        sp_mat W = {m.w, dt, N, K, 0, NULL};
         float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
         harness_fill(X, (size_t)T * K, 1.0f, 5);
         sp_matmul(pool1, Y, X, T, &W);
@@ -417,7 +417,7 @@ static void test_batch_invariance(void) {
         sp_dtype dt = WTYPES[t];
         int K = 8192, N = 24, T = 40;
         qmat m = qmat_make(dt, N, K, 4, 1.0f);
-        sp_mat W = {m.w, dt, N, K, 0};
+        sp_mat W = {m.w, dt, N, K, 0, NULL};
         float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)N * 4);
         harness_fill(X, (size_t)T * K, 1.0f, 6);
         sp_matmul(pool2, Y, X, T, &W);
@@ -441,7 +441,7 @@ static void test_tiers(void) {
         sp_dtype dt = WTYPES[t];
         int K = sp_dtype_block_elems(dt) == 32 ? 32 * 21 : 256 * 5, N = 53, T = 11;
         qmat m = qmat_make(dt, N, K, 11, 1.0f);
-        sp_mat W = {m.w, dt, N, K, 0};
+        sp_mat W = {m.w, dt, N, K, 0, NULL};
         float *X = xmalloc((size_t)T * K * 4), *S = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
         harness_fill(X, (size_t)T * K, 2.0f, 12);
         tricky_row(X + 2 * (size_t)K, (size_t)K, 5);
@@ -464,6 +464,67 @@ static void test_tiers(void) {
         qmat_free(&m);
     }
     printf("# tiers compared with scalar: %d (current tier %s)\n", tried / NWT, sp_cpu_tier_name(orig));
+}
+
+/* Packed Q4_0 (sp_mat_pack, the AVX-512 tier's load-time layout of quant_internal.h): it holds
+ * the file's scales and nibbles, and sp_matmul gives the unpacked bits with it, for every T,
+ * batch offset and thread count, on row counts and block counts that leave remainders (an odd
+ * last block, a partial group of 16 scales, a partial tile of 4 rows). */
+static void test_packed_q4_0(void) {
+    const int Ks[] = {32 * 13, 32 * 37, 32 * 48};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        int K = Ks[ki], N = 23, T = 16, nb = K / 32;
+        qmat m = qmat_make(SP_DT_Q4_0, N, K, 21 + (unsigned)ki, 1.0f);
+        sp_mat W = {m.w, SP_DT_Q4_0, N, K, 0, NULL};
+        size_t pb = sp_mat_pack_bytes(&W);
+        if (pb == 0) {
+            printf("# no packed Q4_0 on tier %s: nothing to compare\n", sp_cpu_tier_name(sp_cpu_level()));
+            CHECK(sp_cpu_level() != SP_CPU_AVX512 || !(sp_cpu_features() & SP_CPU_HAS_AVX512_VNNI),
+                  "AVX-512 VNNI tier without a packed Q4_0 form");
+            qmat_free(&m);
+            return;
+        }
+        size_t prow = pb / (size_t)N, wrow = sp_dtype_row_bytes(SP_DT_Q4_0, (size_t)K);
+        CHECK(pb % (size_t)N == 0 && prow % 64 == 0 && prow >= wrow && prow < wrow + 64 + 32,
+              "K=%d: packed bytes %zu for %d rows of %zu", K, pb, N, wrow);
+        uint8_t *pk = xmalloc(pb);
+        memset(pk, 0xA5, pb);
+        sp_mat_pack(&W, pk);
+        /* the layout: scales first (padded to 16), then pairs of blocks in nibbles */
+        int bad = 0;
+        size_t sbytes = (size_t)(nb + 15) / 16 * 16 * 2;
+        for (int n = 0; n < N; n++) {
+            const uint8_t *src = (const uint8_t *)m.w + (size_t)n * wrow, *row = pk + (size_t)n * prow;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *blk = src + 18 * (size_t)b;
+                if (memcmp(row + 2 * (size_t)b, blk, 2) != 0) bad++;
+                for (int i = 0; i < 32; i++) {
+                    int want = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
+                    int got = row[sbytes + 32 * (size_t)(b / 2) + (size_t)i] >> (4 * (b & 1)) & 15;
+                    if (got != want) bad++;
+                }
+            }
+            if (nb % 2)
+                for (int i = 0; i < 32; i++) bad += row[sbytes + 32 * (size_t)(nb / 2) + (size_t)i] >> 4 != 0;
+        }
+        CHECK(bad == 0, "K=%d: %d packed values differ from the Q4_0 rows", K, bad);
+        sp_mat Wp = W;
+        Wp.pack = pk;
+        float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
+        harness_fill(X, (size_t)T * K, 1.0f, 31 + (unsigned)ki);
+        tricky_row(X + 3 * (size_t)K, (size_t)K, 7);
+        sp_matmul(pool1, Y, X, T, &W);
+        for (int tt = 1; tt <= T; tt++)
+            for (int off = 0; off + tt <= T; off += 3) {
+                memset(P, 0xff, (size_t)tt * N * 4);
+                sp_matmul(off & 1 ? pool2 : pool1, P, X + (size_t)off * K, tt, &Wp);
+                if (memcmp(P, Y + (size_t)off * N, (size_t)tt * N * 4) != 0) bad++;
+            }
+        CHECK(bad == 0, "K=%d: %d (T, offset) calls on the packed form differ from the Q4_0 rows", K, bad);
+        CHECK(Y[0] != 0.0f && Y[(size_t)T * N - 1] != 0.0f, "K=%d: outputs are zero", K);
+        free(X), free(Y), free(P), free(pk);
+        qmat_free(&m);
+    }
 }
 
 /* The activation rows sp_matmul quantizes: the AVX-512 quantizer writes the scalar one's bytes,
@@ -513,7 +574,7 @@ static void test_errors(void) {
     sp_err err;
     char buf[64];
     float x[64] = {1};
-    sp_mat W = {buf, SP_DT_Q4_K, 4, 320, 0};
+    sp_mat W = {buf, SP_DT_Q4_K, 4, 320, 0, NULL};
     CHECK(sp_mat_check(&W, "blk.0.ffn_up.weight", &err) == -1 && strstr(err.msg, "blk.0.ffn_up.weight") &&
               strstr(err.msg, "multiple of the 256-element block"),
           "%s", err.msg);
@@ -550,6 +611,7 @@ int main(void) {
     RUN(test_matmul_vs_ref);
     RUN(test_batch_invariance);
     RUN(test_tiers);
+    RUN(test_packed_q4_0);
     RUN(test_activation_rows);
     RUN(test_errors);
     sp_pool_free(pool1);

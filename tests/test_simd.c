@@ -74,7 +74,7 @@ static void check_matmul(int T, int N, int K, sp_dtype dt, unsigned seed) {
     if (N > 1 && K > 1)
         for (int k = 0; k < K; k++) wf[k] = X[k], wf[K + k] = k % 2 ? -X[k] : X[k];
     void *wd = make_weights(wf, (size_t)N * K, dt);
-    sp_mat W = {wd, dt, N, K, 0};
+    sp_mat W = {wd, dt, N, K, 0, NULL};
     float *ref = falloc((size_t)T * N), *Y = falloc((size_t)T * N);
     use_tier(SP_CPU_SCALAR);
     sp_matmul(pools[1], ref, X, T, &W);

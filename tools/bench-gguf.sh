@@ -10,10 +10,14 @@
 #   specula bench-decode --json        (decode tok/s after a 16-token prompt, prefill 512, roofline)
 #   llama-bench -p 0 -n 64 -r 3         (decode)  and  -p 512 -n 0 -r 3 (prefill)
 #   specula bench-verify --json        (cost of an 8-token verify in decode steps)
+#   llama-bench -p 8 -n 0 -r 3          (llama.cpp's own 8-token batch, in its decode steps)
 # with THREADS threads (default 2) for both engines; LLAMA_REPS sets llama-bench -r; AVX2=1 also
 # runs specula's AVX2 tier (SPECULA_CPU=avx2) in each round and prints its own table;
-# and prints one line per type with the medians and the ratios. LLAMA_BIN is llama.cpp's
-# build/bin (see /work/shared/PEERS.md on building it; never part of CI).
+# and prints one line per type with the medians and the ratios. The roofline column is against
+# the read bandwidth bench-decode measures at THREADS threads (bw, GB/s). Each timed command
+# holds the lock file LOCK (default /tmp/specula-bench.lock; LOCK= runs without one) so runs of
+# other benchmarks on a shared machine do not overlap it. LLAMA_BIN is llama.cpp's build/bin
+# (never part of CI).
 set -eu
 WORK=${1:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
 LB=${2:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
@@ -22,6 +26,8 @@ TYPES=${4:-q8_0 q4_0 q4_k_m}
 TH=${THREADS:-2}      # threads of both engines
 REPS=${LLAMA_REPS:-3} # llama-bench -r
 S=${SPECULA:-$(pwd)/build/specula}
+LOCK=${LOCK-/tmp/specula-bench.lock}
+locked() { if [ -n "$LOCK" ]; then flock "$LOCK" "$@"; else "$@"; fi; }
 VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf
 mkdir -p "$WORK"
 [ -f "$WORK/q06/config.json" ] || "$S" new-model --arch qwen3 --preset qwen3-0.6b --seed 1 -o "$WORK/q06"
@@ -36,29 +42,33 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for t in $TYPES; do
         f="$WORK/q06-$t.gguf"
-        js=$("$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
+        js=$(locked "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
         sd=$(echo "$js" | num decode_tps); sp=$(echo "$js" | num prefill_tps); rf=$(echo "$js" | num roofline_fraction)
-        ld=$("$LB/llama-bench" -m "$f" -t "$TH" -p 0 -n 64 -r "$REPS" -o csv 2>/dev/null | avg_ts)
-        lp=$("$LB/llama-bench" -m "$f" -t "$TH" -p 512 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
-        v8=$("$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
+        bw=$(echo "$js" | num read_bw_gbs)
+        ld=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 0 -n 64 -r "$REPS" -o csv 2>/dev/null | avg_ts)
+        lp=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 512 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
+        l8=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 8 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
+        v8=$(locked "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
         ad=0 ap=0 af=0 av=0
         if [ "${AVX2:-0}" = 1 ]; then
-            js=$(SPECULA_CPU=avx2 "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
+            js=$(SPECULA_CPU=avx2 locked "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
             ad=$(echo "$js" | num decode_tps); ap=$(echo "$js" | num prefill_tps); af=$(echo "$js" | num roofline_fraction)
-            av=$(SPECULA_CPU=avx2 "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
+            av=$(SPECULA_CPU=avx2 locked "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
         fi
-        echo "$t $r $sd $sp $rf $ld $lp $v8 $ad $ap $af $av" | tee -a "$WORK/raw-t$TH.txt"
+        echo "$t $r $sd $sp $rf $ld $lp $v8 $ad $ap $af $av $bw $l8" | tee -a "$WORK/raw-t$TH.txt"
     done
     r=$((r + 1))
 done
 table() { # $1: the first column of specula's figures in raw-t*.txt (3: default tier, 9: AVX2)
-echo "type  specula_decode llama_decode ratio | specula_prefill llama_prefill ratio | roofline | verify8/step (medians of $ROUNDS rounds)"
+echo "$TH threads; medians of $ROUNDS rounds; roofline against the read bandwidth bw (GB/s) at $TH threads;"
+echo "verify8/step: an 8-token batch in decode steps (specula bench-verify k=8; llama.cpp 8 x pp8 time / tg time)"
+echo "type   specula_decode llama_decode ratio | specula_prefill llama_prefill ratio | roofline   bw | verify8/step specula llama"
 for t in $TYPES; do
     grep "^$t " "$WORK/raw-t$TH.txt" | awk -v t="$t" -v c="$1" '
         { d[NR] = $c; p[NR] = $(c + 1); f[NR] = $(c + 2); ld[NR] = $6; lp[NR] = $7; v[NR] = c == 3 ? $8 : $12
-          rd[NR] = d[NR] / $6; rp[NR] = p[NR] / $7 }
+          rd[NR] = d[NR] / $6; rp[NR] = p[NR] / $7; bw[NR] = $13; l8[NR] = $14 > 0 ? 8 * $6 / $14 : 0 }
         function med(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x } return a[int((n + 1) / 2)] }
-        END { printf "%-6s %8.2f %8.2f %5.2fx | %8.1f %8.1f %5.2fx | %5.3f | %5.2f\n", t, med(d, NR), med(ld, NR), med(rd, NR), med(p, NR), med(lp, NR), med(rp, NR), med(f, NR), med(v, NR) }'
+        END { printf "%-6s %8.2f %8.2f %5.2fx | %8.1f %8.1f %5.2fx | %5.3f %5.1f | %5.2f %5.2f\n", t, med(d, NR), med(ld, NR), med(rd, NR), med(p, NR), med(lp, NR), med(rp, NR), med(f, NR), med(bw, NR), med(v, NR), med(l8, NR) }'
 done
 }
 table 3

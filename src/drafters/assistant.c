@@ -96,7 +96,7 @@ static int get_mat(asst_t *s, const char *name, int n, int k, sp_mat *out, sp_er
     const st_tensor *t;
     int64_t shape[2] = {n, k};
     if (st_get(s->st, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
-    *out = (sp_mat){t->data, t->dtype, n, k, sp_model_bf16_dot(s->target)}; /* the target's numerics */
+    *out = (sp_mat){t->data, t->dtype, n, k, sp_model_bf16_dot(s->target), NULL}; /* the target's numerics */
     return 0;
 }
 
@@ -305,7 +305,7 @@ static void gather_task(void *arg, int i, int n) {
     sp_pool_split(s->n_cand, 16, i, n, &lo, &hi);
     size_t row = (size_t)s->d * sp_dtype_size(s->lm.dt);
     for (int c = lo; c < hi; c++) {
-        sp_mat w = {(const char *)s->lm.data + (size_t)s->cand[c] * row, s->lm.dt, 1, s->d, s->lm.bf16_dot};
+        sp_mat w = {(const char *)s->lm.data + (size_t)s->cand[c] * row, s->lm.dt, 1, s->d, s->lm.bf16_dot, NULL};
         sp_matmul(NULL, &s->cand_logit[c], g->h, 1, &w);
     }
 }

@@ -5,7 +5,7 @@ int drafter_weight_mat(const st_set *st, const char *name, int n, int k, sp_mat 
     const void *data;
     sp_dtype dt;
     if (st_get_weight(st, name, n, k, &data, &dt, err)) return -1;
-    *out = (sp_mat){data, dt, n, k, 0};
+    *out = (sp_mat){data, dt, n, k, 0, NULL};
     return 0;
 }
 

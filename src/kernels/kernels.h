@@ -27,6 +27,9 @@ typedef struct {
     int bf16_dot; /* bf16 weights only: 1 = the bf16-dot numerics (activations rounded to bf16,
                      pairs accumulated as vdpbf16ps does; kernels_internal.h), 0 = the default
                      f32 order. Set for a whole model (sp_model_set_bf16_dot), never per call. */
+    const void *pack; /* NULL, or the same weights repacked at load time for this CPU's fast tier
+                         (sp_mat_pack, quant.h; owned by whoever made it); data stays valid and
+                         the other tiers read it */
 } sp_mat;
 
 /* Y[T, N] = X[T, K] · W[N, K]ᵀ. Y must not alias X. Batch-invariant (see above). For quantized

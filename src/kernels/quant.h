@@ -118,6 +118,14 @@ int sp_row_to_f32(float *y, const void *src, sp_dtype dt, size_t n, sp_err *err)
  * `what` (the tensor) and the rule. */
 int sp_mat_check(const sp_mat *W, const char *what, sp_err *err);
 
+/* Load-time repack. sp_mat_pack_bytes: the bytes of W's packed form for the tier sp_matmul
+ * runs on this CPU, 0 when that tier has none (today: Q4_0 weights on AVX-512 with VNNI, the
+ * same size as the Q4_0 rows, docs/QUANT.md "Packed Q4_0"). sp_mat_pack writes it into dst
+ * (the caller owns dst, sp_mat_pack_bytes bytes, and sets W->pack = dst while W is in use).
+ * The packed form holds the same values, and sp_matmul gives the same bits with or without it. */
+size_t sp_mat_pack_bytes(const sp_mat *W);
+void sp_mat_pack(const sp_mat *W, void *dst);
+
 /* The test oracle: Σ_k x[k] · w[k] over one quantized weight row of K elements, the weights
  * dequantized exactly (sp_dequantize_row) and the sum accumulated in double. */
 double sp_dot_quant_ref(const void *w_row, sp_dtype dt, const float *x, int K);

@@ -8,7 +8,8 @@
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
  * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
- * run for the tile's 4 rows at once with one row per lane. */
+ * run for the tile's 4 rows at once with one row per lane. Q4_0 matrices the loader repacked
+ * (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other loads. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -238,6 +239,107 @@ static SP_ALWAYS_INLINE void tile32_staged(const qmm_ctx *c, int t0, int n0, int
     }
     for (int i = 0; i < TB; i++)
         for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
+}
+
+/* ---- packed Q4_0 (quant_internal.h): the same operations as tile32 / stage32 with Q = 1 on
+ * every output, only the loads differ — one 32-byte load and a shift give a block pair's
+ * unsigned weights in tile32's element order, and one f16 → f32 conversion gives the scales of
+ * 16 blocks, of which a permute picks the pair's [s(b) × 8 | s(b + 1) × 8]. A last, unpaired
+ * block's upper lanes hold zeros and are masked off as in tile32. */
+static SP_ALWAYS_INLINE __m512i w32_packed(const uint8_t *pair) {
+    __m256i raw = _mm256_loadu_si256((const __m256i *)pair);
+    __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
+    return _mm512_and_si512(t, _mm512_set1_epi8(0x0F));
+}
+
+/* the 16 scales of blocks b .. b + 15 (b a multiple of 16) */
+static SP_ALWAYS_INLINE __m512 scales16_packed(const uint8_t *row, int b) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)b)));
+}
+
+/* permute indices [b % 16 × 8 | b % 16 + 1 × 8] */
+static SP_ALWAYS_INLINE __m512i scale_idx_packed(int b) {
+    return _mm512_add_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(b & 15));
+}
+
+static SP_ALWAYS_INLINE void tile32_packed(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
+    const int nb = c->K / 32;
+    const size_t sbytes = 2 * (size_t)q4p_scale_slots(c->K);
+    const uint8_t *wr[NB];
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    qx_row xr[4];
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    const __m512i cbias = _mm512_set1_epi8(8);
+    __m512 acc[4][NB], s16[NB];
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NB; j++) s16[j] = _mm512_setzero_ps(); /* loaded at b = 0 */
+    qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i wv[NB];
+        __m512 wd[NB];
+        qpf_advance(&pf);
+        if ((b & 15) == 0)
+            for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
+        const __m512i idx = scale_idx_packed(b);
+        for (int j = 0; j < NB; j++) {
+            wv[j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
+            wd[j] = _mm512_permutexvar_ps(idx, s16[j]);
+        }
+        for (int i = 0; i < TB; i++) {
+            __m512i xv = _mm512_loadu_si512(xr[i].q + 32 * b);
+            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
+            __m512 xd = scale_pair_f32(xr[i].d + b);
+            for (int j = 0; j < NB; j++) {
+                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j]);
+            }
+        }
+    }
+    if (b < nb) { /* last, even-numbered block: lanes 0..7 only */
+        __m512i wv[NB];
+        __m512 wd[NB];
+        if ((b & 15) == 0)
+            for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
+        const __m512i idx = scale_idx_packed(b);
+        for (int j = 0; j < NB; j++) {
+            wv[j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
+            wd[j] = _mm512_permutexvar_ps(idx, s16[j]);
+        }
+        for (int i = 0; i < TB; i++) {
+            __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)));
+            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
+            __m512 xd = _mm512_set1_ps(xr[i].d[b]);
+            for (int j = 0; j < NB; j++) {
+                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
+                acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j], 0x00FF);
+            }
+        }
+    }
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
+}
+
+/* stage32's staging from packed rows (the lanes tile32_staged reads are the same) */
+static void stage_q4_0_packed(const qmm_ctx *c, int n0, int n1, __m512i *st) {
+    const int nb = c->K / 32;
+    const size_t sbytes = 2 * (size_t)q4p_scale_slots(c->K);
+    const uint8_t *wr[NB];
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    __m512 s16[NB];
+    for (int j = 0; j < NB; j++) s16[j] = _mm512_setzero_ps(); /* loaded at b = 0 */
+    qpf pf = qpf_init(c, 0, n1, (nb + 1) / 2);
+    for (int b = 0; b < nb; b += 2, st += 2 * NB) {
+        qpf_advance(&pf);
+        if ((b & 15) == 0)
+            for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
+        const __m512i idx = scale_idx_packed(b);
+        for (int j = 0; j < NB; j++) {
+            st[2 * j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
+            st[2 * j + 1] = _mm512_castps_si512(_mm512_permutexvar_ps(idx, s16[j]));
+        }
+    }
 }
 
 /* ---- K-quants ------------------------------------------------------------------------------ */
@@ -504,6 +606,10 @@ static void tile_q4_0_1(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n
 static void tile_q4_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 2, 1); }
 static void tile_q4_0_3(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 3, 1); }
 static void tile_q4_0_4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 4, 1); }
+static void tile_q4_0_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile32_packed(c, t, n, n1, 1); }
+static void tile_q4_0_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile32_packed(c, t, n, n1, 2); }
+static void tile_q4_0_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile32_packed(c, t, n, n1, 3); }
+static void tile_q4_0_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile32_packed(c, t, n, n1, 4); }
 static void tile_q5_0_1(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 1, 2); }
 static void tile_q5_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 2, 2); }
 static void tile_q5_0_3(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 3, 2); }
@@ -551,8 +657,10 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
                                            tile_q4_K_5, tile_q4_K_6, tile_q4_K_7, tile_q4_K_8};
     static const qtile_fn q6_K[KTB_MAX] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4,
                                            tile_q6_K_5, tile_q6_K_6, tile_q6_K_7, tile_q6_K_8};
+    static const qtile_fn q4_0_packed[4] = {tile_q4_0_packed_1, tile_q4_0_packed_2, tile_q4_0_packed_3,
+                                            tile_q4_0_packed_4};
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0   ? q8_0
-                            : c->dt == SP_DT_Q4_0 ? q4_0
+                            : c->dt == SP_DT_Q4_0 ? (c->packed ? q4_0_packed : q4_0)
                             : c->dt == SP_DT_Q5_0 ? q5_0
                             : c->dt == SP_DT_Q4_K ? q4_K
                                                   : q6_K;
@@ -563,7 +671,7 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
         static const qstaged_fn s5[4] = {staged_q5_0_1, staged_q5_0_2, staged_q5_0_3, staged_q5_0_4};
         const qstaged_fn *staged = c->dt == SP_DT_Q8_0 ? s8 : c->dt == SP_DT_Q4_0 ? s4 : s5;
         void (*stage)(const qmm_ctx *, int, int, __m512i *) =
-            c->dt == SP_DT_Q8_0 ? stage_q8_0 : c->dt == SP_DT_Q4_0 ? stage_q4_0 : stage_q5_0;
+            c->dt == SP_DT_Q8_0 ? stage_q8_0 : c->dt == SP_DT_Q4_0 ? (c->packed ? stage_q4_0_packed : stage_q4_0) : stage_q5_0;
         _Alignas(64) __m512i st[STAGE_BYTES / 64];
         for (int n = n0; n < n1; n += NB) {
             int ne = n + NB < n1 ? n + NB : n1;

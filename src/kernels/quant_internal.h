@@ -53,9 +53,21 @@ typedef struct {
     const int16_t *bsums; /* Q8_K only */
 } qx_row;
 
+/* PACKED Q4_0 (sp_mat_pack; read by the AVX-512 tile only). A row of nb = K / 32 blocks
+ * becomes: the nb f16 scales, zero-padded to a multiple of 16 (q4p_scale_slots), then one
+ * 32-byte group per block pair (2p, 2p + 1) whose byte i holds element i of block 2p in its low
+ * nibble and element i of block 2p + 1 in its high nibble (the unsigned nibble, value + 8; high
+ * nibble 0 for a last, unpaired block). Rows are q4p_row_bytes apart (a multiple of 64). */
+static inline int q4p_scale_slots(int K) { return (K / 32 + 15) / 16 * 16; }
+static inline size_t q4p_row_bytes(int K) {
+    size_t b = 2 * (size_t)q4p_scale_slots(K) + 32 * (size_t)((K / 32 + 1) / 2);
+    return (b + 63) / 64 * 64;
+}
+
 typedef struct {
     float *Y;          /* [T, N] */
-    const uint8_t *W;  /* N rows of wrow bytes */
+    const uint8_t *W;  /* N rows of wrow bytes (the packed rows when packed) */
+    int packed;        /* W is packed Q4_0 (above) */
     const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
     sp_dtype dt;
     int T, N, K;

@@ -1,7 +1,8 @@
 /* quant_matmul.c — sp_matmul for quantized weights: the activation rows are quantized into a
  * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
  * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
- * the canonical order of quant_internal.h) and the double-precision reference.
+ * the canonical order of quant_internal.h), the double-precision reference, and the load-time
+ * repack of Q4_0 for the AVX-512 tile (sp_mat_pack).
  *
  * Every tier computes an output from that output's weight row and that token's quantized
  * activation row alone, in one fixed order, so results are bit-identical whatever T, the
@@ -210,6 +211,13 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
     int rows = (W->n + chunks - 1) / chunks;
     rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
     qmm_job job = {&c, qmm_pick(tier, W->dt), rows, 0};
+#if defined(__x86_64__) || defined(__i386__)
+    if (W->pack && W->dt == SP_DT_Q4_0 && job.rows == qmm_rows_avx512) {
+        c.W = W->pack;
+        c.wrow = q4p_row_bytes(W->k);
+        c.packed = 1;
+    }
+#endif
     /* the activation rows: the same bytes from either quantizer */
     void (*quantize)(uint8_t *, const float *, sp_dtype, int) = qx_quantize;
 #if defined(__x86_64__) || defined(__i386__)
@@ -221,6 +229,35 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
         c.Y = Y + (size_t)t0 * W->n;
         atomic_store(&job.next_chunk, 0);
         sp_pool_run(pool, qmm_task, &job);
+    }
+}
+
+/* ---- load-time repack (layout in quant_internal.h) ---------------------------------------- */
+size_t sp_mat_pack_bytes(const sp_mat *W) {
+    if (W->dt != SP_DT_Q4_0 || W->k % 32 != 0 || W->n <= 0 || !W->data) return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512) return (size_t)W->n * q4p_row_bytes(W->k);
+#endif
+    return 0;
+}
+
+void sp_mat_pack(const sp_mat *W, void *dst) {
+    const int nb = W->k / 32;
+    const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k), prow = q4p_row_bytes(W->k);
+    const size_t sbytes = 2 * (size_t)q4p_scale_slots(W->k);
+    for (int n = 0; n < W->n; n++) {
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)n * wrow;
+        uint8_t *row = (uint8_t *)dst + (size_t)n * prow;
+        memset(row, 0, prow);
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = src + (size_t)b * 18, *qs = blk + 2;
+            memcpy(row + 2 * (size_t)b, blk, 2);
+            uint8_t *pair = row + sbytes + 32 * (size_t)(b / 2);
+            for (int i = 0; i < 32; i++) {
+                int e = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+                pair[i] |= (uint8_t)(e << (4 * (b & 1)));
+            }
+        }
     }
 }
 

@@ -100,10 +100,17 @@ static int check_shape(const wt *t, int ndim, int64_t n, int64_t k, sp_err *err)
 static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_err *err) {
     wt t;
     if (require(m, rel, &t, err) || check_shape(&t, 2, n, k, err)) return -1;
-    *out = (sp_mat){t.data, t.dt, n, k, 0};
+    *out = (sp_mat){t.data, t.dt, n, k, 0, NULL};
     char what[256];
     snprintf(what, sizeof what, "tensor %s in %s", t.name, t.file);
     if (sp_mat_check(out, what, err)) return -1;
+    size_t pb = sp_mat_pack_bytes(out); /* a copy in the fast tier's layout, when it has one */
+    if (pb) {
+        void *p = own(m, pb);
+        if (!p) return sp_err_set(err, "out of memory repacking %s (%zu bytes)", what, pb);
+        sp_mat_pack(out, p);
+        out->pack = p;
+    }
     m->weight_bytes += t.nbytes;
     return 0;
 }
