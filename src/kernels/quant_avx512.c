@@ -118,6 +118,42 @@ static SP_ALWAYS_INLINE __m512 scale_pair_f32(const float *d) {
                                  _mm512_castps128_ps512(f));
 }
 
+/* acc[i][j] += d_w · d_x · (w · x) per lane, over blocks b and b + 1 of every token i of the tile
+ * and every row j (wv / wd: the rows' unsigned weights and scales; the weight bias comes off
+ * through the activations' sum against cbias) */
+static SP_ALWAYS_INLINE void dot_pair_tokens(__m512 acc[4][NB], const __m512i *wv, const __m512 *wd, const qx_row *xr,
+                                             int b, const int TB, __m512i cbias) {
+    for (int i = 0; i < TB; i++) {
+        __m512i xv = _mm512_loadu_si512(xr[i].q + 32 * b);
+        __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
+        __m512 xd = scale_pair_f32(xr[i].d + b);
+        for (int j = 0; j < NB; j++) {
+            __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j]);
+        }
+    }
+}
+
+/* the same for a last, unpaired block b: lanes 0..7 only */
+static SP_ALWAYS_INLINE void dot_last_tokens(__m512 acc[4][NB], const __m512i *wv, const __m512 *wd, const qx_row *xr,
+                                             int b, const int TB, __m512i cbias) {
+    for (int i = 0; i < TB; i++) {
+        __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)));
+        __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
+        __m512 xd = _mm512_set1_ps(xr[i].d[b]);
+        for (int j = 0; j < NB; j++) {
+            __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
+            acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j], 0x00FF);
+        }
+    }
+}
+
+/* the tile's outputs: each accumulator's canonical horizontal sum */
+static SP_ALWAYS_INLINE void tile_store(const qmm_ctx *c, __m512 acc[4][NB], int t0, int n0, int n1, const int TB) {
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
+}
+
 static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int Q) {
     const int nb = c->K / 32, bsz = QB_BYTES(Q);
     const uint8_t *wr[NB];
@@ -139,15 +175,7 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
             wv[j] = w32_pair(b0, b0 + bsz, Q);
             wd[j] = scale_pair_f16(rd16(b0), rd16(b0 + bsz));
         }
-        for (int i = 0; i < TB; i++) {
-            __m512i xv = _mm512_loadu_si512(xr[i].q + 32 * b);
-            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
-            __m512 xd = scale_pair_f32(xr[i].d + b);
-            for (int j = 0; j < NB; j++) {
-                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j]);
-            }
-        }
+        dot_pair_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
     if (b < nb) { /* last, even-numbered block: lanes 0..7 only */
         __m512i wv[NB];
@@ -157,18 +185,9 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
             wv[j] = w32_one(b0, Q);
             wd[j] = scale_pair_f16(rd16(b0), rd16(b0));
         }
-        for (int i = 0; i < TB; i++) {
-            __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)));
-            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
-            __m512 xd = _mm512_set1_ps(xr[i].d[b]);
-            for (int j = 0; j < NB; j++) {
-                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
-                acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j], 0x00FF);
-            }
-        }
+        dot_last_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
+    tile_store(c, acc, t0, n0, n1, TB);
 }
 
 /* Staged tiles (T > 8, where a row tile serves three or more token tiles): the row tile's weights are
@@ -215,30 +234,15 @@ static SP_ALWAYS_INLINE void tile32_staged(const qmm_ctx *c, int t0, int n0, int
         __m512i wv[NB];
         __m512 wd[NB];
         for (int j = 0; j < NB; j++) wv[j] = _mm512_load_si512(st + 2 * j), wd[j] = _mm512_castsi512_ps(st[2 * j + 1]);
-        for (int i = 0; i < TB; i++) {
-            __m512i xv = _mm512_loadu_si512(xr[i].q + 32 * b);
-            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
-            __m512 xd = scale_pair_f32(xr[i].d + b);
-            for (int j = 0; j < NB; j++) {
-                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j]);
-            }
-        }
+        dot_pair_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
     if (b < nb) { /* last, even-numbered block: lanes 0..7 only */
-        for (int i = 0; i < TB; i++) {
-            __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)));
-            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
-            __m512 xd = _mm512_set1_ps(xr[i].d[b]);
-            for (int j = 0; j < NB; j++) {
-                __m512i p = _mm512_dpbusd_epi32(nbias, _mm512_load_si512(st + 2 * j), xv);
-                acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(_mm512_castsi512_ps(st[2 * j + 1]), xd),
-                                                  _mm512_cvtepi32_ps(p), acc[i][j], 0x00FF);
-            }
-        }
+        __m512i wv[NB];
+        __m512 wd[NB];
+        for (int j = 0; j < NB; j++) wv[j] = _mm512_load_si512(st + 2 * j), wd[j] = _mm512_castsi512_ps(st[2 * j + 1]);
+        dot_last_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
+    tile_store(c, acc, t0, n0, n1, TB);
 }
 
 /* ---- packed Q4_0 (quant_internal.h): the same operations as tile32 / stage32 with Q = 1 on
@@ -262,6 +266,19 @@ static SP_ALWAYS_INLINE __m512i scale_idx_packed(int b) {
     return _mm512_add_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(b & 15));
 }
 
+/* the unsigned weights and scales of block pair b, b + 1 of every row of the tile; s16 holds the
+ * rows' scales of blocks b & ~15 .. + 15, reloaded at each multiple of 16 */
+static SP_ALWAYS_INLINE void load_packed(const uint8_t *const *wr, int b, size_t sbytes, __m512 *s16, __m512i *wv,
+                                         __m512 *wd) {
+    if ((b & 15) == 0)
+        for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
+    const __m512i idx = scale_idx_packed(b);
+    for (int j = 0; j < NB; j++) {
+        wv[j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
+        wd[j] = _mm512_permutexvar_ps(idx, s16[j]);
+    }
+}
+
 static SP_ALWAYS_INLINE void tile32_packed(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nb = c->K / 32;
     const size_t sbytes = 2 * (size_t)q4p_scale_slots(c->K);
@@ -280,45 +297,16 @@ static SP_ALWAYS_INLINE void tile32_packed(const qmm_ctx *c, int t0, int n0, int
         __m512i wv[NB];
         __m512 wd[NB];
         qpf_advance(&pf);
-        if ((b & 15) == 0)
-            for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
-        const __m512i idx = scale_idx_packed(b);
-        for (int j = 0; j < NB; j++) {
-            wv[j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
-            wd[j] = _mm512_permutexvar_ps(idx, s16[j]);
-        }
-        for (int i = 0; i < TB; i++) {
-            __m512i xv = _mm512_loadu_si512(xr[i].q + 32 * b);
-            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
-            __m512 xd = scale_pair_f32(xr[i].d + b);
-            for (int j = 0; j < NB; j++) {
-                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j]);
-            }
-        }
+        load_packed(wr, b, sbytes, s16, wv, wd);
+        dot_pair_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
     if (b < nb) { /* last, even-numbered block: lanes 0..7 only */
         __m512i wv[NB];
         __m512 wd[NB];
-        if ((b & 15) == 0)
-            for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
-        const __m512i idx = scale_idx_packed(b);
-        for (int j = 0; j < NB; j++) {
-            wv[j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
-            wd[j] = _mm512_permutexvar_ps(idx, s16[j]);
-        }
-        for (int i = 0; i < TB; i++) {
-            __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)));
-            __m512i nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), cbias, xv));
-            __m512 xd = _mm512_set1_ps(xr[i].d[b]);
-            for (int j = 0; j < NB; j++) {
-                __m512i p = _mm512_dpbusd_epi32(nbias, wv[j], xv);
-                acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wd[j], xd), _mm512_cvtepi32_ps(p), acc[i][j], 0x00FF);
-            }
-        }
+        load_packed(wr, b, sbytes, s16, wv, wd);
+        dot_last_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = hsum16_canon(acc[i][j]);
+    tile_store(c, acc, t0, n0, n1, TB);
 }
 
 /* stage32's staging from packed rows (the lanes tile32_staged reads are the same) */
@@ -331,14 +319,11 @@ static void stage_q4_0_packed(const qmm_ctx *c, int n0, int n1, __m512i *st) {
     for (int j = 0; j < NB; j++) s16[j] = _mm512_setzero_ps(); /* loaded at b = 0 */
     qpf pf = qpf_init(c, 0, n1, (nb + 1) / 2);
     for (int b = 0; b < nb; b += 2, st += 2 * NB) {
+        __m512i wv[NB];
+        __m512 wd[NB];
         qpf_advance(&pf);
-        if ((b & 15) == 0)
-            for (int j = 0; j < NB; j++) s16[j] = scales16_packed(wr[j], b);
-        const __m512i idx = scale_idx_packed(b);
-        for (int j = 0; j < NB; j++) {
-            st[2 * j] = w32_packed(wr[j] + sbytes + 16 * (size_t)b);
-            st[2 * j + 1] = _mm512_castps_si512(_mm512_permutexvar_ps(idx, s16[j]));
-        }
+        load_packed(wr, b, sbytes, s16, wv, wd);
+        for (int j = 0; j < NB; j++) st[2 * j] = wv[j], st[2 * j + 1] = _mm512_castps_si512(wd[j]);
     }
 }
 
