@@ -411,7 +411,7 @@ static int drafter_src_init(srv *s, sp_err *err) {
     if (!d) return -1;
     int nt = d->n_taps > 0 ? d->n_taps : 0;
     s->dtaps = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
-    if (s->dtaps) memcpy(s->dtaps, d->tap_layers, sizeof(int) * (size_t)nt);
+    if (s->dtaps && nt) memcpy(s->dtaps, d->tap_layers, sizeof(int) * (size_t)nt);
     s->dsrc = (slot_drafter_src){s->o.make_drafter, s->o.drafter_ctx, nt, s->dtaps, d->wants_hidden};
     sp_drafter_free(d);
     return s->dtaps ? 0 : sp_err_set(err, "server: out of memory for the drafter's tap list");
