@@ -99,15 +99,15 @@ static void seg_positions(const sp_block_seg *g, int *pos) {
         pos[t] = !g->parent ? g->pos0 + t : g->parent[t] < 0 ? g->pos0 : pos[g->parent[t]] + 1;
 }
 
-void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
-                       int n_segs, const sp_block_scratch *s) {
+/* K and V of R rows, already projected into s->k (and s->v when the layer has V): head order,
+ * norms, RoPE, then each segment's rows into its cache */
+static void kv_store(const sp_block_layer *l, int R, const sp_block_seg *segs, int n_segs,
+                     const sp_block_scratch *s) {
     const sp_block_desc *d = &l->d;
     int KVH = d->KVH, D = d->D;
     size_t row = (size_t)KVH * D;
-    sp_matmul(pool, s->k, xn, R, &l->wk);
     if (d->qk_interleaved) heads_from_interleaved(s->k, R * KVH, D);
-    if (d->v_proj) sp_matmul(pool, s->v, xn, R, &l->wv);
-    else memcpy(s->v, s->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
+    if (!d->v_proj) memcpy(s->v, s->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
     if (l->k_norm) sp_rmsnorm(s->k, s->k, l->k_norm, R * KVH, D, d->eps);
     if (d->v_norm) sp_rmsnorm(s->v, s->v, NULL, R * KVH, D, d->eps);
     for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
@@ -124,16 +124,27 @@ void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, 
     }
 }
 
+void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
+                       int n_segs, const sp_block_scratch *s) {
+    const sp_mat *w[2] = {&l->wk, &l->wv};
+    float *y[2] = {s->k, s->v};
+    sp_matmul_multi(pool, y, xn, R, w, l->d.v_proj ? 2 : 1);
+    kv_store(l, R, segs, n_segs, s);
+}
+
 /* attention of R rows s->xn → s->o [R, H] */
 static void attention(sp_pool *pool, const sp_block_layer *l, int R, const sp_block_seg *segs, int n_segs,
                       const sp_block_scratch *s) {
     const sp_block_desc *d = &l->d;
     int NH = d->NH, D = d->D;
     size_t qrow = (size_t)NH * D;
-    sp_matmul(pool, s->q, s->xn, R, &l->wq);
+    /* Q, K and V in one region when the layer projects its own K/V */
+    const sp_mat *w[3] = {&l->wq, &l->wk, &l->wv};
+    float *y[3] = {s->q, s->k, s->v};
+    sp_matmul_multi(pool, y, s->xn, R, w, !d->kv_proj ? 1 : d->v_proj ? 3 : 2);
     if (d->qk_interleaved) heads_from_interleaved(s->q, R * NH, D);
     if (l->q_norm) sp_rmsnorm(s->q, s->q, l->q_norm, R * NH, D, d->eps);
-    if (d->kv_proj) sp_block_kv_write(pool, l, s->xn, R, segs, n_segs, s);
+    if (d->kv_proj) kv_store(l, R, segs, n_segs, s);
     for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
         const sp_block_seg *g = &segs[i];
         float *q = s->q + (size_t)r0 * qrow;
@@ -166,8 +177,9 @@ void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, c
     sp_add(x, s->o, RH);
 
     sp_rmsnorm(s->xn, x, l->ffn_norm, R, H, eps);
-    sp_matmul(pool, s->g, s->xn, R, &l->w_gate);
-    sp_matmul(pool, s->u, s->xn, R, &l->w_up);
+    const sp_mat *gu[2] = {&l->w_gate, &l->w_up};
+    float *gu_out[2] = {s->g, s->u};
+    sp_matmul_multi(pool, gu_out, s->xn, R, gu, 2);
     if (d->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)R * d->I);
     else sp_silu_mul(s->g, s->g, s->u, (size_t)R * d->I);
     sp_matmul(pool, s->o, s->g, R, &l->w_down);
