@@ -154,7 +154,7 @@ test: deps-test
 
 # The kernel, model and speculative-identity tests with the tier capped at AVX2 (on a machine
 # without AVX2 they run the scalar path).
-SIMD_TESTS := test_kernels test_simd test_bf16dot test_quant test_model test_spec test_generate test_dflash test_assistant
+SIMD_TESTS := test_kernels test_simd test_bf16dot test_quant test_matmul_multi test_model test_spec test_generate test_dflash test_assistant
 test-avx2: all
 	SPECULA_CPU=avx2 sh tests/run.sh build $(SIMD_TESTS)
 
@@ -162,7 +162,7 @@ test-avx2: all
 # and run under qemu-user (the arm64 libraries come from the arm64 packages tools/deps.sh
 # installs). test_spec is left out: its identity cases take minutes emulated (add it with
 # AARCH64_TESTS+=test_spec; SPECULA_TESTS_test_spec below keeps it to those cases).
-AARCH64_TESTS := test_kernels test_simd test_bf16dot test_quant test_model test_generate
+AARCH64_TESTS := test_kernels test_simd test_bf16dot test_quant test_matmul_multi test_model test_generate
 AARCH64_CC    ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64  ?= qemu-aarch64-static
 test-aarch64:

@@ -162,6 +162,14 @@ void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W) 
     sp_prof_leave(prof);
 }
 
+void sp_matmul_multi(sp_pool *pool, float *const *Y, const float *X, int T, const sp_mat *const *W, int n) {
+    int prof = sp_prof_enter_kernel(SP_PROF_MATMUL);
+    if (n > 1 && sp_matmul_quant_shares_x(W, n)) sp_matmul_quant_multi(pool, Y, X, T, W, n, sp_cpu_level());
+    else
+        for (int i = 0; i < n; i++) mm_run(pool, Y[i], X, T, W[i], sp_cpu_level(), 1);
+    sp_prof_leave(prof);
+}
+
 void sp_matmul_tier(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
     mm_run(pool, Y, X, T, W, tier, 1);
 }

@@ -120,6 +120,11 @@ void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);
 
 /* sp_matmul for quantized W on tier `tier` (SP_CPU_SCALAR for the portable twin) */
 void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier);
+/* sp_matmul_multi's quantized path: n weights of one K and one activation format (Q8_0 blocks:
+ * Q8_0 / Q4_0 / Q5_0; Q8_K: Q4_K / Q6_K), which sp_matmul_quant_shares_x tells */
+int sp_matmul_quant_shares_x(const sp_mat *const *W, int n);
+void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T, const sp_mat *const *W, int n,
+                           sp_cpu_tier tier);
 void sp_matmul_quant_ref(float *Y, const float *X, int T, const sp_mat *W);
 
 #endif

@@ -2,7 +2,9 @@
  * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
  * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
  * the canonical order of quant_internal.h), the double-precision reference, and the load-time
- * repack of Q4_0 for the AVX-512 tile (sp_mat_pack).
+ * repack of Q4_0 for the AVX-512 tile (sp_mat_pack). Several weights that read one activation
+ * format (sp_matmul_multi: Q, K, V; gate, up) share one quantization of X and one region; a
+ * chunk of many tokens is quantized by every thread.
  *
  * Every tier computes an output from that output's weight row and that token's quantized
  * activation row alone, in one fixed order, so results are bit-identical whatever T, the
@@ -16,6 +18,9 @@
 /* rows per claimed chunk are a multiple of this (the tiles' row counts divide it) */
 #define QMM_ROW_ALIGN 16
 #define QMM_CHUNKS_PER_THREAD 8
+/* and hold at most about this many weight bytes (more chunks for a large matrix such as the LM
+ * head, so the threads finish it together) */
+#define QMM_CHUNK_BYTES (1 << 20)
 
 static inline float rd_f16(const uint8_t *p) {
     uint16_t h;
@@ -166,10 +171,16 @@ void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1) {
 /* ---- threads and tiers ----------------------------------------------------------------- */
 typedef void (*qmm_rows_fn)(const qmm_ctx *c, int n0, int n1);
 
+/* One parallel region over the rows of up to SP_MATMUL_MULTI_MAX weights that share one
+ * quantized activation block: chunk k belongs to weight m when first[m] <= k < first[m + 1].
+ * Threads claim chunks from one counter, so each weight's rows are spread over every thread
+ * and a thread the OS keeps off a core costs only its chunks. */
 typedef struct {
-    const qmm_ctx *c;
-    qmm_rows_fn rows;
-    int chunk_rows;
+    qmm_ctx c[SP_MATMUL_MULTI_MAX];
+    qmm_rows_fn rows[SP_MATMUL_MULTI_MAX];
+    int chunk_rows[SP_MATMUL_MULTI_MAX];
+    int first[SP_MATMUL_MULTI_MAX + 1];
+    int n;
     atomic_int next_chunk;
 } qmm_job;
 
@@ -177,10 +188,13 @@ static void qmm_task(void *arg, int i, int n) {
     (void)i, (void)n;
     qmm_job *j = arg;
     for (;;) {
-        long a = (long)atomic_fetch_add(&j->next_chunk, 1) * j->chunk_rows;
-        if (a >= j->c->N) return;
-        int n1 = a + j->chunk_rows < j->c->N ? (int)a + j->chunk_rows : j->c->N;
-        j->rows(j->c, (int)a, n1);
+        int k = atomic_fetch_add(&j->next_chunk, 1), m = 0;
+        if (k >= j->first[j->n]) return;
+        while (k >= j->first[m + 1]) m++;
+        const qmm_ctx *c = &j->c[m];
+        long a = (long)(k - j->first[m]) * j->chunk_rows[m];
+        int n1 = a + j->chunk_rows[m] < c->N ? (int)a + j->chunk_rows[m] : c->N;
+        j->rows[m](c, (int)a, n1);
     }
 }
 
@@ -197,39 +211,96 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     return qmm_rows_scalar;
 }
 
-void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
-    SP_ASSERT(sp_mat_check(W, "sp_matmul", NULL) == 0 && sp_dtype_is_quant(W->dt));
-    if (T <= 0 || W->n <= 0) return;
+/* the activation format a weight type's dot product reads: 0 Q8_0 blocks, 1 Q8_K */
+static int qx_format(sp_dtype dt) { return dt == SP_DT_Q4_K || dt == SP_DT_Q6_K; }
+
+int sp_matmul_quant_shares_x(const sp_mat *const *W, int n) {
+    if (n < 1 || n > SP_MATMUL_MULTI_MAX) return 0;
+    for (int i = 0; i < n; i++)
+        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_format(W[i]->dt) != qx_format(W[0]->dt))
+            return 0;
+    return 1;
+}
+
+/* Activation rows [t0, t1) of a chunk quantized by the threads of a pool (rows are independent,
+ * so the bytes are those of one thread). */
+typedef struct {
+    void (*quantize)(uint8_t *, const float *, sp_dtype, int);
+    uint8_t *XQ;
+    const float *X;
+    sp_dtype dt;
+    int T, K;
+    size_t xrow;
+} qx_job;
+
+static void qx_task(void *arg, int i, int n) {
+    const qx_job *j = arg;
+    int lo, hi;
+    sp_pool_split(j->T, 1, i, n, &lo, &hi);
+    for (int t = lo; t < hi; t++) j->quantize(j->XQ + (size_t)t * j->xrow, j->X + (size_t)t * j->K, j->dt, j->K);
+}
+
+/* chunks of at least this many tokens quantize their activation rows on every thread (below
+ * it one more region costs more than the rows) */
+#define QX_PARALLEL_MIN_T 16
+
+void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T, const sp_mat *const *W, int n,
+                           sp_cpu_tier tier) {
+    SP_ASSERT(sp_matmul_quant_shares_x(W, n));
+    if (T <= 0) return;
     _Alignas(64) uint8_t scratch[SP_QX_SCRATCH];
-    qmm_ctx c = {.W = W->data, .XQ = scratch, .dt = W->dt, .N = W->n, .K = W->k};
-    c.wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
-    c.xrow = qx_row_bytes(W->dt, W->k);
-    int tc = (int)(SP_QX_SCRATCH / c.xrow);
-    SP_ASSERT(tc >= 1);
-    int nthr = sp_pool_size(pool);
+    int nthr = sp_pool_size(pool), K = W[0]->k;
     int chunks = nthr > 1 ? QMM_CHUNKS_PER_THREAD * nthr : 1;
-    int rows = (W->n + chunks - 1) / chunks;
-    rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
-    qmm_job job = {&c, qmm_pick(tier, W->dt), rows, 0};
+    qmm_job job = {.n = n};
+    job.first[0] = 0;
+    for (int m = 0; m < n; m++) {
+        SP_ASSERT(sp_mat_check(W[m], "sp_matmul", NULL) == 0);
+        qmm_ctx *c = &job.c[m];
+        *c = (qmm_ctx){.W = W[m]->data, .XQ = scratch, .dt = W[m]->dt, .N = W[m]->n, .K = K};
+        c->wrow = sp_dtype_row_bytes(W[m]->dt, (size_t)K);
+        c->xrow = qx_row_bytes(W[m]->dt, K);
+        job.rows[m] = qmm_pick(tier, W[m]->dt);
 #if defined(__x86_64__) || defined(__i386__)
-    if (W->pack && W->dt == SP_DT_Q4_0 && job.rows == qmm_rows_avx512) {
-        c.W = W->pack;
-        c.wrow = q4p_row_bytes(W->k);
-        c.packed = 1;
-    }
+        if (W[m]->pack && W[m]->dt == SP_DT_Q4_0 && job.rows[m] == qmm_rows_avx512) {
+            c->W = W[m]->pack;
+            c->wrow = q4p_row_bytes(K);
+            c->packed = 1;
+        }
 #endif
+        int rows = (W[m]->n + chunks - 1) / chunks;
+        long cap = (long)(QMM_CHUNK_BYTES / c->wrow);
+        if (rows > cap) rows = (int)cap;
+        if (rows < 1) rows = 1;
+        job.chunk_rows[m] = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
+        job.first[m + 1] = job.first[m] + (W[m]->n + job.chunk_rows[m] - 1) / job.chunk_rows[m];
+    }
+    size_t xrow = job.c[0].xrow; /* one format: every weight's row bytes are these */
+    int tc = (int)(SP_QX_SCRATCH / xrow);
+    SP_ASSERT(tc >= 1);
     /* the activation rows: the same bytes from either quantizer */
-    void (*quantize)(uint8_t *, const float *, sp_dtype, int) = qx_quantize;
+    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
 #if defined(__x86_64__) || defined(__i386__)
-    if (job.rows == qmm_rows_avx512) quantize = qx_quantize_avx512;
+    if (job.rows[0] == qmm_rows_avx512) qj.quantize = qx_quantize_avx512;
 #endif
     for (int t0 = 0; t0 < T; t0 += tc) {
-        c.T = T - t0 < tc ? T - t0 : tc;
-        for (int t = 0; t < c.T; t++) quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
-        c.Y = Y + (size_t)t0 * W->n;
+        int tn = T - t0 < tc ? T - t0 : tc;
+        qj.X = X + (size_t)t0 * K;
+        qj.T = tn;
+        if (nthr > 1 && tn >= QX_PARALLEL_MIN_T) sp_pool_run(pool, qx_task, &qj);
+        else qx_task(&qj, 0, 1);
+        for (int m = 0; m < n; m++) {
+            job.c[m].T = tn;
+            job.c[m].Y = Y[m] + (size_t)t0 * W[m]->n;
+        }
         atomic_store(&job.next_chunk, 0);
         sp_pool_run(pool, qmm_task, &job);
     }
+}
+
+void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W, sp_cpu_tier tier) {
+    SP_ASSERT(sp_mat_check(W, "sp_matmul", NULL) == 0 && sp_dtype_is_quant(W->dt));
+    if (T <= 0 || W->n <= 0) return;
+    sp_matmul_quant_multi(pool, &Y, X, T, &W, 1, tier);
 }
 
 /* ---- load-time repack (layout in quant_internal.h) ---------------------------------------- */

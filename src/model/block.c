@@ -99,48 +99,109 @@ static void seg_positions(const sp_block_seg *g, int *pos) {
         pos[t] = !g->parent ? g->pos0 + t : g->parent[t] < 0 ? g->pos0 : pos[g->parent[t]] + 1;
 }
 
-void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
-                       int n_segs, const sp_block_scratch *s) {
-    const sp_block_desc *d = &l->d;
-    int KVH = d->KVH, D = d->D;
-    size_t row = (size_t)KVH * D;
-    sp_matmul(pool, s->k, xn, R, &l->wk);
-    if (d->qk_interleaved) heads_from_interleaved(s->k, R * KVH, D);
-    if (d->v_proj) sp_matmul(pool, s->v, xn, R, &l->wv);
-    else memcpy(s->v, s->k, (size_t)R * row * sizeof(float)); /* k_eq_v: V = raw K */
-    if (l->k_norm) sp_rmsnorm(s->k, s->k, l->k_norm, R * KVH, D, d->eps);
-    if (d->v_norm) sp_rmsnorm(s->v, s->v, NULL, R * KVH, D, d->eps);
-    for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
-        const sp_block_seg *g = &segs[i];
-        float *k = s->k + (size_t)r0 * row, *v = s->v + (size_t)r0 * row;
+/* ---- the per-row stages -------------------------------------------------------------------
+ * Between the matmuls and attention a layer's work is per row (norms, RoPE, the cache writes,
+ * residual adds, the MLP activation): a stage over at least BLOCK_PAR_ROWS rows runs as one
+ * region with the rows split over the threads; fewer rows (decode) run on the caller. A row's
+ * operations are the same either way, so the bits are. */
+#define BLOCK_PAR_ROWS 16
+
+typedef struct block_rows block_rows;
+typedef void (*block_rows_fn)(const block_rows *c, int lo, int hi);
+struct block_rows {
+    const sp_block_layer *l;
+    const sp_block_seg *segs;
+    int n_segs, R;
+    const sp_block_scratch *s;
+    float *x; /* the residual rows [R, H] */
+    block_rows_fn fn;
+};
+
+static void block_rows_task(void *arg, int i, int n) {
+    const block_rows *c = arg;
+    int lo, hi;
+    sp_pool_split(c->R, 1, i, n, &lo, &hi);
+    if (lo < hi) c->fn(c, lo, hi);
+}
+
+static void block_rows_run(sp_pool *pool, block_rows *c, block_rows_fn fn) {
+    c->fn = fn;
+    if (c->R >= BLOCK_PAR_ROWS && sp_pool_size(pool) > 1) sp_pool_run(pool, block_rows_task, c);
+    else fn(c, 0, c->R);
+}
+
+/* rows [lo, hi) of each segment: RoPE of `n_heads` heads of `row` floats at each row's position;
+ * cache: also write K (x) and V rows to the segment's cache slots */
+static void seg_rows_rope(const block_rows *c, int lo, int hi, float *x, int n_heads, size_t row, int cache) {
+    const sp_block_layer *l = c->l;
+    for (int i = 0, r0 = 0; i < c->n_segs; r0 += c->segs[i].T, i++) {
+        const sp_block_seg *g = &c->segs[i];
+        int t0 = lo > r0 ? lo - r0 : 0, t1 = hi < r0 + g->T ? hi - r0 : g->T;
+        if (t0 >= t1) continue;
         int pos[SP_ATTN_TREE_MAX];
         if (g->parent) seg_positions(g, pos);
-        for (int t = 0; t < g->T; t++) {
+        for (int t = t0; t < t1; t++) {
             int p = g->pos0 + t, slot = g->ring ? p % g->cap : p; /* a tree row's slot is still pos0 + t */
-            sp_rope(k + (size_t)t * row, KVH, D, l->inv_freq, g->parent ? pos[t] : p);
-            memcpy(g->K + (size_t)slot * row, k + (size_t)t * row, row * sizeof(float));
-            memcpy(g->V + (size_t)slot * row, v + (size_t)t * row, row * sizeof(float));
+            float *xr = x + (size_t)(r0 + t) * row;
+            sp_rope(xr, n_heads, l->d.D, l->inv_freq, g->parent ? pos[t] : p);
+            if (!cache) continue;
+            memcpy(g->K + (size_t)slot * row, xr, row * sizeof(float));
+            memcpy(g->V + (size_t)slot * row, c->s->v + (size_t)(r0 + t) * row, row * sizeof(float));
         }
     }
 }
 
-/* attention of R rows s->xn → s->o [R, H] */
-static void attention(sp_pool *pool, const sp_block_layer *l, int R, const sp_block_seg *segs, int n_segs,
-                      const sp_block_scratch *s) {
-    const sp_block_desc *d = &l->d;
-    int NH = d->NH, D = d->D;
+/* K and V rows [lo, hi), already projected into s->k (and s->v when the layer has V): head order,
+ * norms, RoPE, then into their segments' caches */
+static void kv_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    const sp_block_scratch *s = c->s;
+    int KVH = d->KVH, D = d->D, n = hi - lo;
+    size_t row = (size_t)KVH * D;
+    float *k = s->k + (size_t)lo * row, *v = s->v + (size_t)lo * row;
+    if (d->qk_interleaved) heads_from_interleaved(k, n * KVH, D);
+    if (!d->v_proj) memcpy(v, k, (size_t)n * row * sizeof(float)); /* k_eq_v: V = raw K */
+    if (c->l->k_norm) sp_rmsnorm(k, k, c->l->k_norm, n * KVH, D, d->eps);
+    if (d->v_norm) sp_rmsnorm(v, v, NULL, n * KVH, D, d->eps);
+    seg_rows_rope(c, lo, hi, s->k, KVH, row, 1);
+}
+
+/* Q rows [lo, hi): head order, norm, RoPE; then K/V when the layer projects its own */
+static void qkv_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    int NH = d->NH, D = d->D, n = hi - lo;
     size_t qrow = (size_t)NH * D;
-    sp_matmul(pool, s->q, s->xn, R, &l->wq);
-    if (d->qk_interleaved) heads_from_interleaved(s->q, R * NH, D);
-    if (l->q_norm) sp_rmsnorm(s->q, s->q, l->q_norm, R * NH, D, d->eps);
-    if (d->kv_proj) sp_block_kv_write(pool, l, s->xn, R, segs, n_segs, s);
-    for (int i = 0, r0 = 0; i < n_segs; r0 += segs[i].T, i++) {
-        const sp_block_seg *g = &segs[i];
-        float *q = s->q + (size_t)r0 * qrow;
-        int pos[SP_ATTN_TREE_MAX];
-        if (g->parent) seg_positions(g, pos);
-        for (int t = 0; t < g->T; t++)
-            sp_rope(q + (size_t)t * qrow, NH, D, l->inv_freq, g->parent ? pos[t] : g->pos0 + t);
+    float *q = c->s->q + (size_t)lo * qrow;
+    if (d->qk_interleaved) heads_from_interleaved(q, n * NH, D);
+    if (c->l->q_norm) sp_rmsnorm(q, q, c->l->q_norm, n * NH, D, d->eps);
+    seg_rows_rope(c, lo, hi, c->s->q, NH, qrow, 0);
+    if (d->kv_proj) kv_rows(c, lo, hi);
+}
+
+void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, int R, const sp_block_seg *segs,
+                       int n_segs, const sp_block_scratch *s) {
+    const sp_mat *w[2] = {&l->wk, &l->wv};
+    float *y[2] = {s->k, s->v};
+    sp_matmul_multi(pool, y, xn, R, w, l->d.v_proj ? 2 : 1);
+    block_rows c = {l, segs, n_segs, R, s, NULL, NULL};
+    block_rows_run(pool, &c, kv_rows);
+}
+
+/* attention of R rows s->xn → s->o [R, H] */
+static void attention(sp_pool *pool, block_rows *c) {
+    const sp_block_layer *l = c->l;
+    const sp_block_desc *d = &l->d;
+    const sp_block_scratch *s = c->s;
+    int NH = d->NH, D = d->D, R = c->R;
+    size_t qrow = (size_t)NH * D;
+    /* Q, K and V in one region when the layer projects its own K/V */
+    const sp_mat *w[3] = {&l->wq, &l->wk, &l->wv};
+    float *y[3] = {s->q, s->k, s->v};
+    sp_matmul_multi(pool, y, s->xn, R, w, !d->kv_proj ? 1 : d->v_proj ? 3 : 2);
+    block_rows_run(pool, c, qkv_rows);
+    for (int i = 0, r0 = 0; i < c->n_segs; r0 += c->segs[i].T, i++) {
+        const sp_block_seg *g = &c->segs[i];
+        const float *q = s->q + (size_t)r0 * qrow;
         /* a borrowed cache holds positions < pos0 only: the query is masked as if at pos0 − 1 */
         sp_attn_shape sh = {
             .T = g->T, .pos0 = d->attn == SP_ATTN_BORROWED ? g->pos0 - 1 : g->pos0, .NH = NH, .KVH = d->KVH,
@@ -153,26 +214,58 @@ static void attention(sp_pool *pool, const sp_block_layer *l, int R, const sp_bl
     sp_matmul(pool, s->o, s->att, R, &l->wo);
 }
 
+/* rows [lo, hi) of x: the attention norm into s->xn */
+static void attn_norm_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    size_t o = (size_t)lo * d->H;
+    sp_rmsnorm(c->s->xn + o, c->x + o, c->l->attn_norm, hi - lo, d->H, d->eps);
+}
+
+/* x += (post-norm of) the attention output; the MLP's input norm into s->xn */
+static void attn_out_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    size_t o = (size_t)lo * d->H;
+    float *so = c->s->o + o;
+    if (d->post_norms) sp_rmsnorm(so, so, c->l->attn_post_norm, hi - lo, d->H, d->eps);
+    sp_add(c->x + o, so, (size_t)(hi - lo) * d->H);
+    sp_rmsnorm(c->s->xn + o, c->x + o, c->l->ffn_norm, hi - lo, d->H, d->eps);
+}
+
+/* the MLP activation: g = act(g) · u */
+static void act_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    size_t o = (size_t)lo * d->I, n = (size_t)(hi - lo) * d->I;
+    if (d->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(c->s->g + o, c->s->g + o, c->s->u + o, n);
+    else sp_silu_mul(c->s->g + o, c->s->g + o, c->s->u + o, n);
+}
+
+/* x += (post-norm of) the MLP output */
+static void mlp_out_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    size_t o = (size_t)lo * d->H;
+    float *so = c->s->o + o;
+    if (d->post_norms) sp_rmsnorm(so, so, c->l->ffn_post_norm, hi - lo, d->H, d->eps);
+    sp_add(c->x + o, so, (size_t)(hi - lo) * d->H);
+}
+
 void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *segs, int n_segs,
                       const float *ple, size_t ple_stride, const sp_block_scratch *s) {
     const sp_block_desc *d = &l->d;
     int H = d->H;
     size_t RH = (size_t)R * H;
     float eps = d->eps;
+    block_rows c = {l, segs, n_segs, R, s, x, NULL};
 
-    sp_rmsnorm(s->xn, x, l->attn_norm, R, H, eps);
-    attention(pool, l, R, segs, n_segs, s);
-    if (d->post_norms) sp_rmsnorm(s->o, s->o, l->attn_post_norm, R, H, eps);
-    sp_add(x, s->o, RH);
+    block_rows_run(pool, &c, attn_norm_rows);
+    attention(pool, &c);
+    block_rows_run(pool, &c, attn_out_rows);
 
-    sp_rmsnorm(s->xn, x, l->ffn_norm, R, H, eps);
-    sp_matmul(pool, s->g, s->xn, R, &l->w_gate);
-    sp_matmul(pool, s->u, s->xn, R, &l->w_up);
-    if (d->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)R * d->I);
-    else sp_silu_mul(s->g, s->g, s->u, (size_t)R * d->I);
+    const sp_mat *gu[2] = {&l->w_gate, &l->w_up};
+    float *gu_out[2] = {s->g, s->u};
+    sp_matmul_multi(pool, gu_out, s->xn, R, gu, 2);
+    block_rows_run(pool, &c, act_rows);
     sp_matmul(pool, s->o, s->g, R, &l->w_down);
-    if (d->post_norms) sp_rmsnorm(s->o, s->o, l->ffn_post_norm, R, H, eps);
-    sp_add(x, s->o, RH);
+    block_rows_run(pool, &c, mlp_out_rows);
 
     if (d->ple_dim > 0) { /* gemma4 per-layer input */
         int P = d->ple_dim;
