@@ -527,6 +527,74 @@ static void test_packed_q4_0(void) {
     }
 }
 
+/* Packed Q4_K (quant_internal.h): the layout holds every nibble where q4kp_pos says, and
+ * sp_matmul on the packed form gives the bits of the file's rows (the unpacked AVX-512 tile and
+ * the scalar kernels) for T = 1..16, batch offsets, 1 and 2 threads. Row 5 is all nibbles 15
+ * with every 6-bit scale 63 and token 2 is constant (every activation -127): the largest
+ * per-sub-block sums the packed kernel keeps in int16 halves. */
+static void test_packed_q4_K(void) {
+    const int Ks[] = {256 * 1, 256 * 5, 256 * 12};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        int K = Ks[ki], N = 23, T = 16, nsb = K / 256;
+        qmat m = qmat_make(SP_DT_Q4_K, N, K, 41 + (unsigned)ki, 1.0f);
+        size_t wrow = sp_dtype_row_bytes(SP_DT_Q4_K, (size_t)K);
+        for (int b = 0; b < nsb; b++) {
+            uint8_t *blk = (uint8_t *)m.w + 5 * wrow + 144 * (size_t)b;
+            uint16_t d = f16(0.01f), dmin = f16(0.02f);
+            memcpy(blk, &d, 2), memcpy(blk + 2, &dmin, 2);
+            memset(blk + 4, 0xFF, 140);
+        }
+        sp_mat W = {m.w, SP_DT_Q4_K, N, K, 0, NULL};
+        size_t pb = sp_mat_pack_bytes(&W);
+        if (pb == 0) {
+            printf("# no packed Q4_K on tier %s: nothing to compare\n", sp_cpu_tier_name(sp_cpu_level()));
+            CHECK(sp_cpu_level() != SP_CPU_AVX512 || !(sp_cpu_features() & SP_CPU_HAS_AVX512_VNNI),
+                  "AVX-512 VNNI tier without a packed Q4_K form");
+            qmat_free(&m);
+            return;
+        }
+        CHECK(pb == (size_t)N * wrow, "K=%d: packed bytes %zu, expected %zu", K, pb, (size_t)N * wrow);
+        uint8_t *pk = xmalloc(pb);
+        memset(pk, 0xA5, pb);
+        sp_mat_pack(&W, pk);
+        int bad = 0;
+        for (int n = 0; n < N; n++)
+            for (int b = 0; b < nsb; b++) {
+                const uint8_t *src = (const uint8_t *)m.w + n * wrow + 144 * (size_t)b, *dst = pk + n * wrow + 144 * (size_t)b;
+                if (memcmp(src, dst, 16) != 0) bad++;
+                for (int e = 0; e < 256; e++) {
+                    int want = e % 64 < 32 ? src[16 + 32 * (e / 64) + e % 32] & 15 : src[16 + 32 * (e / 64) + e % 32] >> 4;
+                    int p = q4kp_pos(e), got = dst[16 + 64 * (p / 128) + p % 64] >> (4 * (p / 64 % 2)) & 15;
+                    if (got != want) bad++;
+                }
+            }
+        CHECK(bad == 0, "K=%d: %d packed values differ from the Q4_K rows", K, bad);
+        sp_mat Wp = W;
+        Wp.pack = pk;
+        float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
+        float *S = xmalloc((size_t)T * N * 4);
+        harness_fill(X, (size_t)T * K, 1.0f, 51 + (unsigned)ki);
+        tricky_row(X + 3 * (size_t)K, (size_t)K, 9);
+        for (int k = 0; k < K; k++) X[2 * (size_t)K + k] = 1.0f;
+        sp_matmul(pool1, Y, X, T, &W);
+        sp_matmul_quant(NULL, S, X, T, &W, SP_CPU_SCALAR);
+        CHECK(memcmp(S, Y, (size_t)T * N * 4) == 0, "K=%d: the unpacked tile differs from the scalar kernel", K);
+        for (int tt = 1; tt <= T; tt++)
+            for (int off = 0; off + tt <= T; off += 3) {
+                memset(P, 0xff, (size_t)tt * N * 4);
+                sp_matmul(off & 1 ? pool2 : pool1, P, X + (size_t)off * K, tt, &Wp);
+                if (memcmp(P, Y + (size_t)off * N, (size_t)tt * N * 4) != 0) bad++;
+            }
+        CHECK(bad == 0, "K=%d: %d (T, offset) calls on the packed form differ from the Q4_K rows", K, bad);
+        /* row 5 at the constant token (its activations dequantize to exactly 1): K · (63 · 15 · d − 63 · dmin) */
+        double want = K * (63 * 15 * (double)sp_f16_to_f32(f16(0.01f)) - 63 * (double)sp_f16_to_f32(f16(0.02f)));
+        CHECK(fabs(Y[2 * (size_t)N + 5] - want) <= 1e-4 * fabs(want), "K=%d: extreme row gives %g, expected %g", K,
+              Y[2 * (size_t)N + 5], want);
+        free(X), free(Y), free(P), free(S), free(pk);
+        qmat_free(&m);
+    }
+}
+
 /* The activation rows sp_matmul quantizes: the AVX-512 quantizer writes the scalar one's bytes,
  * on tricky rows and on the cases where rounding rules, the first-maximum rule or the scalar
  * fallback would show (ties at .5, ±equal magnitudes, NaN / inf, |x| above 3.4e38, subnormals). */
@@ -612,6 +680,7 @@ int main(void) {
     RUN(test_batch_invariance);
     RUN(test_tiers);
     RUN(test_packed_q4_0);
+    RUN(test_packed_q4_K);
     RUN(test_activation_rows);
     RUN(test_errors);
     sp_pool_free(pool1);

@@ -64,10 +64,29 @@ static inline size_t q4p_row_bytes(int K) {
     return (b + 63) / 64 * 64;
 }
 
+/* PACKED Q4_K (sp_mat_pack; read by the AVX-512 tile only). Each 144-byte super-block keeps
+ * d, dmin and the 12 scale bytes; its 128 qs bytes become two 64-byte groups G = 0, 1 whose
+ * byte 8k + m (k = sub-block 0..7, m = 0..7) holds element 32k + 16G + m in its low nibble and
+ * element 32k + 16G + 8 + m in its high nibble. So nibble plane v = 0..3 (G = v / 2, low or
+ * high) holds, in qword k, the eight elements 32k + 8v .. + 7 of sub-block k: every 64-byte
+ * plane covers all eight sub-blocks, and one scale vector serves the four. The activation
+ * rows are read in the same order (q4kp_interleave). Rows are 144 · K / 256 bytes, as in the file. */
+static inline int q4kp_pos(int e) { return 64 * (e % 32 / 8) + 8 * (e / 32) + e % 8; }
+
+/* the q bytes of a quantized activation row (Q8_K, K values) put in packed Q4_K order: the
+ * value of element e of each super-block moves to q4kp_pos(e); bsums and scales stay */
+static inline void q4kp_interleave(int8_t *q, int K) {
+    int8_t tmp[256];
+    for (int b = 0; b < K / 256; b++, q += 256) {
+        memcpy(tmp, q, 256);
+        for (int e = 0; e < 256; e += 8) memcpy(q + q4kp_pos(e), tmp + e, 8);
+    }
+}
+
 typedef struct {
     float *Y;          /* [T, N] */
     const uint8_t *W;  /* N rows of wrow bytes (the packed rows when packed) */
-    int packed;        /* W is packed Q4_0 (above) */
+    int packed;        /* W is packed Q4_0 or Q4_K (above) */
     const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
     sp_dtype dt;
     int T, N, K;

@@ -2,7 +2,7 @@
  * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
  * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
  * the canonical order of quant_internal.h), the double-precision reference, and the load-time
- * repack of Q4_0 for the AVX-512 tile (sp_mat_pack).
+ * repacks of Q4_0 and Q4_K for the AVX-512 tiles (sp_mat_pack).
  *
  * Every tier computes an output from that output's weight row and that token's quantized
  * activation row alone, in one fixed order, so results are bit-identical whatever T, the
@@ -212,9 +212,9 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
     rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
     qmm_job job = {&c, qmm_pick(tier, W->dt), rows, 0};
 #if defined(__x86_64__) || defined(__i386__)
-    if (W->pack && W->dt == SP_DT_Q4_0 && job.rows == qmm_rows_avx512) {
+    if (W->pack && (W->dt == SP_DT_Q4_0 || W->dt == SP_DT_Q4_K) && job.rows == qmm_rows_avx512) {
         c.W = W->pack;
-        c.wrow = q4p_row_bytes(W->k);
+        if (W->dt == SP_DT_Q4_0) c.wrow = q4p_row_bytes(W->k);
         c.packed = 1;
     }
 #endif
@@ -225,23 +225,52 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
 #endif
     for (int t0 = 0; t0 < T; t0 += tc) {
         c.T = T - t0 < tc ? T - t0 : tc;
-        for (int t = 0; t < c.T; t++) quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
+        for (int t = 0; t < c.T; t++) {
+            quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
+            if (c.packed && W->dt == SP_DT_Q4_K) q4kp_interleave((int8_t *)(scratch + (size_t)t * c.xrow), W->k);
+        }
         c.Y = Y + (size_t)t0 * W->n;
         atomic_store(&job.next_chunk, 0);
         sp_pool_run(pool, qmm_task, &job);
     }
 }
 
-/* ---- load-time repack (layout in quant_internal.h) ---------------------------------------- */
+/* ---- load-time repacks (layouts in quant_internal.h) --------------------------------------- */
 size_t sp_mat_pack_bytes(const sp_mat *W) {
-    if (W->dt != SP_DT_Q4_0 || W->k % 32 != 0 || W->n <= 0 || !W->data) return 0;
+    if (W->n <= 0 || !W->data) return 0;
+    if (!(W->dt == SP_DT_Q4_0 && W->k % 32 == 0) && !(W->dt == SP_DT_Q4_K && W->k % SP_QK_K == 0)) return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512) return (size_t)W->n * q4p_row_bytes(W->k);
+    if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512)
+        return (size_t)W->n * (W->dt == SP_DT_Q4_0 ? q4p_row_bytes(W->k) : sp_dtype_row_bytes(W->dt, (size_t)W->k));
 #endif
     return 0;
 }
 
+/* the 4-bit value of element e (0..255) of a Q4_K super-block's qs: chunk e / 64, low nibbles
+ * for its first 32 elements, high for the next 32 */
+static int q4k_nibble(const uint8_t *qs, int e) {
+    uint8_t b = qs[32 * (e / 64) + e % 32];
+    return e % 64 < 32 ? b & 15 : b >> 4;
+}
+
+static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
+    const size_t bytes = (size_t)W->n * (size_t)(W->k / SP_QK_K);
+    const uint8_t *src = W->data;
+    for (size_t s = 0; s < bytes; s++, src += 144, dst += 144) {
+        memcpy(dst, src, 16); /* d, dmin, scales */
+        for (int G = 0; G < 2; G++)
+            for (int i = 0; i < 64; i++) {
+                int e = 32 * (i / 8) + 16 * G + i % 8;
+                dst[16 + 64 * G + i] = (uint8_t)(q4k_nibble(src + 16, e) | q4k_nibble(src + 16, e + 8) << 4);
+            }
+    }
+}
+
 void sp_mat_pack(const sp_mat *W, void *dst) {
+    if (W->dt == SP_DT_Q4_K) {
+        pack_q4_K(W, dst);
+        return;
+    }
     const int nb = W->k / 32;
     const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k), prow = q4p_row_bytes(W->k);
     const size_t sbytes = 2 * (size_t)q4p_scale_slots(W->k);
