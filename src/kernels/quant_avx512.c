@@ -10,7 +10,8 @@
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
  * run for the tile's 4 rows at once with one row per lane. Q4_0 matrices the loader repacked
  * (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other loads;
- * repacked Q4_K matrices take tile_q4_K with P = 1 (the same integer sums, fewer shuffles). */
+ * repacked Q4_K / Q6_K matrices take tile_q4_K / tile_q6_K with P = 1 (the same integer sums,
+ * fewer shuffles). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -431,7 +432,11 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
     }
 }
 
-static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
+/* P = 1: packed rows (quant_internal.h) and activations in their order. Plane v is the low or
+ * high nibbles of one 64-byte load with two bits of the qh load shifted in, int32 lane g in
+ * group g; per token, four vpdpbusd from −32 · bsum[g] leave Σ u·x − 32 · bsum[g] in lane g
+ * and one vpmulld by the group scales gives the terms of isum — the same integer. */
+static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int P) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
@@ -451,6 +456,18 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
         float dj[NB];
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 210;
+            dj[j] = _cvtsh_ss(rd16(blk + 208));
+            if (P) {
+                sv[j][0] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
+                __m512i L0 = _mm512_loadu_si512(blk), L1 = _mm512_loadu_si512(blk + 64), H = _mm512_loadu_si512(blk + 128);
+                wv[j][0] = _mm512_or_si512(_mm512_and_si512(L0, lo4), _mm512_and_si512(_mm512_slli_epi16(H, 4), hi2));
+                wv[j][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L0, 4), lo4),
+                                           _mm512_and_si512(_mm512_slli_epi16(H, 2), hi2));
+                wv[j][2] = _mm512_or_si512(_mm512_and_si512(L1, lo4), _mm512_and_si512(H, hi2));
+                wv[j][3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L1, 4), lo4),
+                                           _mm512_and_si512(_mm512_srli_epi16(H, 2), hi2));
+                continue;
+            }
             sc16[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
             for (int h = 0; h < 2; h++) {
                 __m512i L = _mm512_loadu_si512(blk + 64 * h);
@@ -465,7 +482,6 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
             for (int v = 0; v < 4; v++)
                 sv[j][v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx0, _mm512_set1_epi16((short)(4 * v))),
                                                     _mm512_castsi256_si512(sc16[j]));
-            dj[j] = _cvtsh_ss(rd16(blk + 208));
         }
         __m128 d4 = _mm_loadu_ps(dj);
         for (int i = 0; i < TB; i++) {
@@ -473,11 +489,22 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
             __m512i xv[4], s[NB];
             for (int v = 0; v < 4; v++) xv[v] = _mm512_loadu_si512(xq + 64 * v);
             __m256i bs = _mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b));
-            for (int j = 0; j < NB; j++) {
-                s[j] = _mm512_setzero_si512();
-                for (int v = 0; v < 4; v++) s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
-                /* − 32 · Σ_g sc[g] · bsum[g] */
-                s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
+            if (P) {
+                /* lane g: −32 · bsum[g] */
+                const __m512i nb32 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5));
+                for (int j = 0; j < NB; j++) {
+                    s[j] = nb32;
+                    for (int v = 0; v < 4; v++) s[j] = _mm512_dpbusd_epi32(s[j], wv[j][v], xv[v]);
+                    s[j] = _mm512_mullo_epi32(s[j], sv[j][0]);
+                }
+            } else {
+                for (int j = 0; j < NB; j++) {
+                    s[j] = _mm512_setzero_si512();
+                    for (int v = 0; v < 4; v++)
+                        s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
+                    /* − 32 · Σ_g sc[g] · bsum[g] */
+                    s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
+                }
             }
             __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s));
             acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(xr[i].d[b])), isum, acc[i]);
@@ -655,14 +682,22 @@ static void tile_q4_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4
 static void tile_q4_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6, 1); }
 static void tile_q4_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7, 1); }
 static void tile_q4_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8, 1); }
-static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1); }
-static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2); }
-static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3); }
-static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4); }
-static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5); }
-static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6); }
-static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7); }
-static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8); }
+static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 0); }
+static void tile_q6_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 1); }
+static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 0); }
+static void tile_q6_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 1); }
+static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3, 0); }
+static void tile_q6_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3, 1); }
+static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4, 0); }
+static void tile_q6_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4, 1); }
+static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5, 0); }
+static void tile_q6_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5, 1); }
+static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6, 0); }
+static void tile_q6_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6, 1); }
+static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7, 0); }
+static void tile_q6_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7, 1); }
+static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8, 0); }
+static void tile_q6_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8, 1); }
 
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 typedef void (*qstaged_fn)(const qmm_ctx *c, int t0, int n0, int n1, const __m512i *st);
@@ -678,13 +713,16 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
     static const qtile_fn q4_K_packed[KTB_MAX] = {tile_q4_K_packed_1, tile_q4_K_packed_2, tile_q4_K_packed_3,
                                                   tile_q4_K_packed_4, tile_q4_K_packed_5, tile_q4_K_packed_6,
                                                   tile_q4_K_packed_7, tile_q4_K_packed_8};
+    static const qtile_fn q6_K_packed[KTB_MAX] = {tile_q6_K_packed_1, tile_q6_K_packed_2, tile_q6_K_packed_3,
+                                                  tile_q6_K_packed_4, tile_q6_K_packed_5, tile_q6_K_packed_6,
+                                                  tile_q6_K_packed_7, tile_q6_K_packed_8};
     static const qtile_fn q4_0_packed[4] = {tile_q4_0_packed_1, tile_q4_0_packed_2, tile_q4_0_packed_3,
                                             tile_q4_0_packed_4};
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0   ? q8_0
                             : c->dt == SP_DT_Q4_0 ? (c->packed ? q4_0_packed : q4_0)
                             : c->dt == SP_DT_Q5_0 ? q5_0
                             : c->dt == SP_DT_Q4_K ? (c->packed ? q4_K_packed : q4_K)
-                                                  : q6_K;
+                                                  : (c->packed ? q6_K_packed : q6_K);
     const int tb = c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K ? KTB_MAX : 4;
     if ((c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) && c->T > 8 && stage_fits(c)) {
         static const qstaged_fn s8[4] = {staged_q8_0_1, staged_q8_0_2, staged_q8_0_3, staged_q8_0_4};

@@ -2,7 +2,7 @@
  * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
  * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
  * the canonical order of quant_internal.h), the double-precision reference, and the load-time
- * repacks of Q4_0 and Q4_K for the AVX-512 tiles (sp_mat_pack).
+ * repacks of Q4_0, Q4_K and Q6_K for the AVX-512 tiles (sp_mat_pack).
  *
  * Every tier computes an output from that output's weight row and that token's quantized
  * activation row alone, in one fixed order, so results are bit-identical whatever T, the
@@ -212,7 +212,7 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
     rows = (rows + QMM_ROW_ALIGN - 1) / QMM_ROW_ALIGN * QMM_ROW_ALIGN;
     qmm_job job = {&c, qmm_pick(tier, W->dt), rows, 0};
 #if defined(__x86_64__) || defined(__i386__)
-    if (W->pack && (W->dt == SP_DT_Q4_0 || W->dt == SP_DT_Q4_K) && job.rows == qmm_rows_avx512) {
+    if (W->pack && (W->dt == SP_DT_Q4_0 || W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) && job.rows == qmm_rows_avx512) {
         c.W = W->pack;
         if (W->dt == SP_DT_Q4_0) c.wrow = q4p_row_bytes(W->k);
         c.packed = 1;
@@ -227,7 +227,7 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
         c.T = T - t0 < tc ? T - t0 : tc;
         for (int t = 0; t < c.T; t++) {
             quantize(scratch + (size_t)t * c.xrow, X + (size_t)(t0 + t) * W->k, W->dt, W->k);
-            if (c.packed && W->dt == SP_DT_Q4_K) q4kp_interleave((int8_t *)(scratch + (size_t)t * c.xrow), W->k);
+            if (c.packed && W->dt != SP_DT_Q4_0) qkp_interleave((int8_t *)(scratch + (size_t)t * c.xrow), W->k, W->dt);
         }
         c.Y = Y + (size_t)t0 * W->n;
         atomic_store(&job.next_chunk, 0);
@@ -238,7 +238,9 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
 /* ---- load-time repacks (layouts in quant_internal.h) --------------------------------------- */
 size_t sp_mat_pack_bytes(const sp_mat *W) {
     if (W->n <= 0 || !W->data) return 0;
-    if (!(W->dt == SP_DT_Q4_0 && W->k % 32 == 0) && !(W->dt == SP_DT_Q4_K && W->k % SP_QK_K == 0)) return 0;
+    if (!(W->dt == SP_DT_Q4_0 && W->k % 32 == 0) &&
+        !((W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) && W->k % SP_QK_K == 0))
+        return 0;
 #if defined(__x86_64__) || defined(__i386__)
     if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512)
         return (size_t)W->n * (W->dt == SP_DT_Q4_0 ? q4p_row_bytes(W->k) : sp_dtype_row_bytes(W->dt, (size_t)W->k));
@@ -266,9 +268,30 @@ static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
     }
 }
 
+/* the 6-bit value u of element e (0..255) of a Q6_K super-block (ql at blk, qh at blk + 128) */
+static int q6k_u(const uint8_t *blk, int e) {
+    int h = e / 128, l = e % 32, part = e % 128 / 32; /* part: ql[l] lo, ql[l+32] lo, ql[l] hi, ql[l+32] hi */
+    uint8_t lb = blk[64 * h + l + 32 * (part & 1)];
+    return (part < 2 ? lb & 15 : lb >> 4) | (blk[128 + 32 * h + l] >> (2 * part) & 3) << 4;
+}
+
+static void pack_q6_K(const sp_mat *W, uint8_t *dst) {
+    const size_t bytes = (size_t)W->n * (size_t)(W->k / SP_QK_K);
+    const uint8_t *src = W->data;
+    for (size_t s = 0; s < bytes; s++, src += 210, dst += 210) {
+        memcpy(dst + 192, src + 192, 18); /* scales, d */
+        memset(dst, 0, 192);
+        for (int e = 0; e < 256; e++) {
+            int p = q6kp_pos(e), v = p / 64, i = p % 64, u = q6k_u(src, e);
+            dst[64 * (v / 2) + i] |= (uint8_t)((u & 15) << (4 * (v & 1)));
+            dst[128 + i] |= (uint8_t)((u >> 4) << (2 * v));
+        }
+    }
+}
+
 void sp_mat_pack(const sp_mat *W, void *dst) {
-    if (W->dt == SP_DT_Q4_K) {
-        pack_q4_K(W, dst);
+    if (W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) {
+        (W->dt == SP_DT_Q4_K ? pack_q4_K : pack_q6_K)(W, dst);
         return;
     }
     const int nb = W->k / 32;
