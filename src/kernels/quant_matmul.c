@@ -248,44 +248,58 @@ size_t sp_mat_pack_bytes(const sp_mat *W) {
     return 0;
 }
 
-/* the 4-bit value of element e (0..255) of a Q4_K super-block's qs: chunk e / 64, low nibbles
- * for its first 32 elements, high for the next 32 */
-static int q4k_nibble(const uint8_t *qs, int e) {
-    uint8_t b = qs[32 * (e / 64) + e % 32];
-    return e % 64 < 32 ? b & 15 : b >> 4;
+static inline uint64_t ld64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
 }
 
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+#define LO4_64 0x0F0F0F0F0F0F0F0Full
+#define LO4_32 0x0F0F0F0Fu
+
+/* Q4_K, eight packed bytes at a time: packed bytes 8k .. 8k + 7 of group G hold elements
+ * 32k + 16G + m (low nibble) and + 8 (high), m = 0..7; in the file those are the qs bytes
+ * 32 (k / 2) + 16G + m and + 8, low nibbles for even k, high for odd k */
 static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
-    const size_t bytes = (size_t)W->n * (size_t)(W->k / SP_QK_K);
+    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
     const uint8_t *src = W->data;
-    for (size_t s = 0; s < bytes; s++, src += 144, dst += 144) {
+    for (size_t s = 0; s < blocks; s++, src += 144, dst += 144) {
         memcpy(dst, src, 16); /* d, dmin, scales */
         for (int G = 0; G < 2; G++)
-            for (int i = 0; i < 64; i++) {
-                int e = 32 * (i / 8) + 16 * G + i % 8;
-                dst[16 + 64 * G + i] = (uint8_t)(q4k_nibble(src + 16, e) | q4k_nibble(src + 16, e + 8) << 4);
+            for (int k = 0; k < 8; k++) {
+                const uint8_t *q = src + 16 + 32 * (k / 2) + 16 * G;
+                uint64_t a = ld64(q), b = ld64(q + 8);
+                uint64_t v = k % 2 == 0 ? (a & LO4_64) | (b & LO4_64) << 4 : (a >> 4 & LO4_64) | (b & ~LO4_64);
+                memcpy(dst + 16 + 64 * G + 8 * k, &v, 8);
             }
     }
 }
 
-/* the 6-bit value u of element e (0..255) of a Q6_K super-block (ql at blk, qh at blk + 128) */
-static int q6k_u(const uint8_t *blk, int e) {
-    int h = e / 128, l = e % 32, part = e % 128 / 32; /* part: ql[l] lo, ql[l+32] lo, ql[l] hi, ql[l+32] hi */
-    uint8_t lb = blk[64 * h + l + 32 * (part & 1)];
-    return (part < 2 ? lb & 15 : lb >> 4) | (blk[128 + 32 * h + l] >> (2 * part) & 3) << 4;
-}
-
+/* Q6_K, four values at a time: plane v's bytes 4g .. 4g + 3 are elements e = 16g + 4v .. + 3,
+ * which share their half h, quarter part and qh shift in the file (docs/QUANT.md) */
 static void pack_q6_K(const sp_mat *W, uint8_t *dst) {
-    const size_t bytes = (size_t)W->n * (size_t)(W->k / SP_QK_K);
+    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
     const uint8_t *src = W->data;
-    for (size_t s = 0; s < bytes; s++, src += 210, dst += 210) {
-        memcpy(dst + 192, src + 192, 18); /* scales, d */
-        memset(dst, 0, 192);
-        for (int e = 0; e < 256; e++) {
-            int p = q6kp_pos(e), v = p / 64, i = p % 64, u = q6k_u(src, e);
-            dst[64 * (v / 2) + i] |= (uint8_t)((u & 15) << (4 * (v & 1)));
-            dst[128 + i] |= (uint8_t)((u >> 4) << (2 * v));
+    for (size_t s = 0; s < blocks; s++, src += 210, dst += 210) {
+        for (int g = 0; g < 16; g++) {
+            uint32_t pl[4], hb = 0;
+            for (int v = 0; v < 4; v++) {
+                int e = 16 * g + 4 * v, h = e / 128, l = e % 32, part = e % 128 / 32;
+                uint32_t lb = ld32(src + 64 * h + l + 32 * (part & 1));
+                uint32_t hi2 = ld32(src + 128 + 32 * h + l) >> (2 * part) & 0x03030303u;
+                pl[v] = (part < 2 ? lb & LO4_32 : lb >> 4 & LO4_32) | hi2 << 4;
+                hb |= hi2 << (2 * v);
+            }
+            uint32_t g0 = (pl[0] & LO4_32) | (pl[1] & LO4_32) << 4, g1 = (pl[2] & LO4_32) | (pl[3] & LO4_32) << 4;
+            memcpy(dst + 4 * g, &g0, 4), memcpy(dst + 64 + 4 * g, &g1, 4), memcpy(dst + 128 + 4 * g, &hb, 4);
         }
+        memcpy(dst + 192, src + 192, 18); /* scales, d */
     }
 }
 
