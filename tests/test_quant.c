@@ -527,6 +527,102 @@ static void test_packed_q4_0(void) {
     }
 }
 
+/* the 6-bit value of element e of a Q6_K super-block in the file's layout (docs/QUANT.md) */
+static int q6k_value(const uint8_t *blk, int e) {
+    int h = e / 128, l = e % 32, part = e % 128 / 32;
+    uint8_t lb = blk[64 * h + l + 32 * (part & 1)];
+    return (part < 2 ? lb & 15 : lb >> 4) | (blk[128 + 32 * h + l] >> (2 * part) & 3) << 4;
+}
+
+/* Packed Q4_K / Q6_K (quant_internal.h): every quant sits where q4kp_pos / q6kp_pos says and
+ * the scale fields are unchanged, and sp_matmul on the packed form gives the bits of the file's
+ * rows (the unpacked AVX-512 tile and the scalar kernels) for T = 1..16, batch offsets, 1 and 2
+ * threads. Row 5 is all largest quants with the largest scales (Q6_K: scale −128, to check the
+ * sign) and token 2 is constant (every activation −127, dequantized exactly 1): the largest
+ * integer sums the packed kernels keep per lane. */
+static void test_packed_k(sp_dtype dt) {
+    const int Ks[] = {256 * 1, 256 * 5, 256 * 12};
+    const int q4 = dt == SP_DT_Q4_K, bsz = q4 ? 144 : 210;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        int K = Ks[ki], N = 23, T = 16, nsb = K / 256;
+        qmat m = qmat_make(dt, N, K, 41 + (unsigned)ki, 1.0f);
+        size_t wrow = sp_dtype_row_bytes(dt, (size_t)K);
+        uint16_t d = f16(0.01f), dmin = f16(0.02f);
+        for (int b = 0; b < nsb; b++) {
+            uint8_t *blk = (uint8_t *)m.w + 5 * wrow + (size_t)bsz * b;
+            if (q4) {
+                memcpy(blk, &d, 2), memcpy(blk + 2, &dmin, 2);
+                memset(blk + 4, 0xFF, 140);
+            } else {
+                memset(blk, 0xFF, 192), memset(blk + 192, 0x80, 16);
+                memcpy(blk + 208, &d, 2);
+            }
+        }
+        sp_mat W = {m.w, dt, N, K, 0, NULL};
+        size_t pb = sp_mat_pack_bytes(&W);
+        if (pb == 0) {
+            printf("# no packed %s on tier %s: nothing to compare\n", sp_dtype_name(dt), sp_cpu_tier_name(sp_cpu_level()));
+            CHECK(sp_cpu_level() != SP_CPU_AVX512 || !(sp_cpu_features() & SP_CPU_HAS_AVX512_VNNI),
+                  "AVX-512 VNNI tier without a packed %s form", sp_dtype_name(dt));
+            qmat_free(&m);
+            return;
+        }
+        CHECK(pb == (size_t)N * wrow, "K=%d: packed bytes %zu, expected %zu", K, pb, (size_t)N * wrow);
+        uint8_t *pk = xmalloc(pb);
+        memset(pk, 0xA5, pb);
+        sp_mat_pack(&W, pk);
+        int bad = 0;
+        for (int n = 0; n < N; n++)
+            for (int b = 0; b < nsb; b++) {
+                const uint8_t *src = (const uint8_t *)m.w + n * wrow + (size_t)bsz * b, *dst = pk + n * wrow + (size_t)bsz * b;
+                if (q4 ? memcmp(src, dst, 16) != 0 : memcmp(src + 192, dst + 192, 18) != 0) bad++;
+                for (int e = 0; e < 256; e++) {
+                    int want, got;
+                    if (q4) {
+                        uint8_t w = src[16 + 32 * (e / 64) + e % 32];
+                        int p = q4kp_pos(e);
+                        want = e % 64 < 32 ? w & 15 : w >> 4;
+                        got = dst[16 + 64 * (p / 128) + p % 64] >> (4 * (p / 64 % 2)) & 15;
+                    } else {
+                        int p = q6kp_pos(e), v = p / 64, i = p % 64;
+                        want = q6k_value(src, e);
+                        got = (dst[64 * (v / 2) + i] >> (4 * (v & 1)) & 15) | (dst[128 + i] >> (2 * v) & 3) << 4;
+                    }
+                    if (got != want) bad++;
+                }
+            }
+        CHECK(bad == 0, "%s K=%d: %d packed values differ from the rows", sp_dtype_name(dt), K, bad);
+        sp_mat Wp = W;
+        Wp.pack = pk;
+        float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
+        float *S = xmalloc((size_t)T * N * 4);
+        harness_fill(X, (size_t)T * K, 1.0f, 51 + (unsigned)ki);
+        tricky_row(X + 3 * (size_t)K, (size_t)K, 9);
+        for (int k = 0; k < K; k++) X[2 * (size_t)K + k] = 1.0f;
+        sp_matmul(pool1, Y, X, T, &W);
+        sp_matmul_quant(NULL, S, X, T, &W, SP_CPU_SCALAR);
+        CHECK(memcmp(S, Y, (size_t)T * N * 4) == 0, "%s K=%d: the unpacked tile differs from the scalar kernel",
+              sp_dtype_name(dt), K);
+        for (int tt = 1; tt <= T; tt++)
+            for (int off = 0; off + tt <= T; off += 3) {
+                memset(P, 0xff, (size_t)tt * N * 4);
+                sp_matmul(off & 1 ? pool2 : pool1, P, X + (size_t)off * K, tt, &Wp);
+                if (memcmp(P, Y + (size_t)off * N, (size_t)tt * N * 4) != 0) bad++;
+            }
+        CHECK(bad == 0, "%s K=%d: %d (T, offset) calls on the packed form differ from the rows", sp_dtype_name(dt), K, bad);
+        /* row 5 at the constant token: K · value, value = 63·15·d − 63·dmin (Q4_K), d·(−128)·(63 − 32) (Q6_K) */
+        double fd = sp_f16_to_f32(d), fm = sp_f16_to_f32(dmin);
+        double want = K * (q4 ? 63 * 15 * fd - 63 * fm : fd * -128 * 31);
+        CHECK(fabs(Y[2 * (size_t)N + 5] - want) <= 1e-4 * fabs(want), "%s K=%d: extreme row gives %g, expected %g",
+              sp_dtype_name(dt), K, Y[2 * (size_t)N + 5], want);
+        free(X), free(Y), free(P), free(S), free(pk);
+        qmat_free(&m);
+    }
+}
+
+static void test_packed_q4_K(void) { test_packed_k(SP_DT_Q4_K); }
+static void test_packed_q6_K(void) { test_packed_k(SP_DT_Q6_K); }
+
 /* The activation rows sp_matmul quantizes: the AVX-512 quantizer writes the scalar one's bytes,
  * on tricky rows and on the cases where rounding rules, the first-maximum rule or the scalar
  * fallback would show (ties at .5, ±equal magnitudes, NaN / inf, |x| above 3.4e38, subnormals). */
@@ -612,6 +708,8 @@ int main(void) {
     RUN(test_batch_invariance);
     RUN(test_tiers);
     RUN(test_packed_q4_0);
+    RUN(test_packed_q4_K);
+    RUN(test_packed_q6_K);
     RUN(test_activation_rows);
     RUN(test_errors);
     sp_pool_free(pool1);

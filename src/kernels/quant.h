@@ -119,8 +119,9 @@ int sp_row_to_f32(float *y, const void *src, sp_dtype dt, size_t n, sp_err *err)
 int sp_mat_check(const sp_mat *W, const char *what, sp_err *err);
 
 /* Load-time repack. sp_mat_pack_bytes: the bytes of W's packed form for the tier sp_matmul
- * runs on this CPU, 0 when that tier has none (today: Q4_0 weights on AVX-512 with VNNI, the
- * same size as the Q4_0 rows, docs/QUANT.md "Packed Q4_0"). sp_mat_pack writes it into dst
+ * runs on this CPU, 0 when that tier has none (today: Q4_0, Q4_K and Q6_K weights on AVX-512
+ * with VNNI, as large as the file's rows, docs/QUANT.md "Packed Q4_0", "Packed Q4_K and Q6_K").
+ * sp_mat_pack writes it into dst
  * (the caller owns dst, sp_mat_pack_bytes bytes, and sets W->pack = dst while W is in use).
  * The packed form holds the same values, and sp_matmul gives the same bits with or without it. */
 size_t sp_mat_pack_bytes(const sp_mat *W);

@@ -64,10 +64,38 @@ static inline size_t q4p_row_bytes(int K) {
     return (b + 63) / 64 * 64;
 }
 
+/* PACKED Q4_K and Q6_K (sp_mat_pack; read by the AVX-512 tiles only). A super-block keeps its
+ * size and its scale fields; its quants are reordered into four 64-byte "planes" v = 0..3 that
+ * each cover every sub-block, so one scale vector serves all four. Element e of a super-block
+ * sits at plane position q4kp_pos(e) / q6kp_pos(e) (= 64 v + offset in the plane):
+ *   Q4_K: qword k of a plane = sub-block k (32 values): elements 32k + 8v .. + 7. The 16 fields
+ *         d, dmin, scales[12] stay; the 128 quant bytes are two groups G = 0, 1 of 64, plane
+ *         2G in the low nibbles and plane 2G + 1 in the high nibbles.
+ *   Q6_K: int32 lane g of a plane = group g (16 values): elements 16g + 4v .. + 3. The 128 ql
+ *         bytes are two groups G of 64 (plane 2G low nibbles, 2G + 1 high nibbles); byte i of
+ *         the 64 qh bytes holds the top two bits of plane v's byte i in its bits 2v, 2v + 1;
+ *         scales[16] and d stay where they are.
+ * The activation rows are read in the same order (qkp_interleave). Rows are as long as in the
+ * file. */
+static inline int q4kp_pos(int e) { return 64 * (e % 32 / 8) + 8 * (e / 32) + e % 8; }
+static inline int q6kp_pos(int e) { return 64 * (e % 16 / 4) + 4 * (e / 16) + e % 4; }
+
+/* the q bytes of a quantized activation row (Q8_K, K values) put in the packed order of weight
+ * type dt (Q4_K or Q6_K): element e of each super-block moves to its plane position; the bsums
+ * and scales stay */
+static inline void qkp_interleave(int8_t *q, int K, sp_dtype dt) {
+    int8_t tmp[256];
+    const int run = dt == SP_DT_Q4_K ? 8 : 4;
+    for (int b = 0; b < K / 256; b++, q += 256) {
+        memcpy(tmp, q, 256);
+        for (int e = 0; e < 256; e += run) memcpy(q + (run == 8 ? q4kp_pos(e) : q6kp_pos(e)), tmp + e, (size_t)run);
+    }
+}
+
 typedef struct {
     float *Y;          /* [T, N] */
     const uint8_t *W;  /* N rows of wrow bytes (the packed rows when packed) */
-    int packed;        /* W is packed Q4_0 (above) */
+    int packed;        /* W is packed Q4_0, Q4_K or Q6_K (above) */
     const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
     sp_dtype dt;
     int T, N, K;

@@ -2,9 +2,9 @@
  * stack scratch (in token chunks that fit it), threads claim chunks of weight rows (N, never
  * K) and each runs its tier's row kernel; plus the scalar row kernels (the portable tier, in
  * the canonical order of quant_internal.h), the double-precision reference, and the load-time
- * repack of Q4_0 for the AVX-512 tile (sp_mat_pack). Several weights that read one activation
- * format (sp_matmul_multi: Q, K, V; gate, up) share one quantization of X and one region; a
- * chunk of many tokens is quantized by every thread.
+ * repacks of Q4_0, Q4_K and Q6_K for the AVX-512 tiles (sp_mat_pack). Several weights that
+ * read one activation format (sp_matmul_multi: Q, K, V; gate, up) share one quantization of X
+ * and one region; a chunk of many tokens is quantized by every thread.
  *
  * Every tier computes an output from that output's weight row and that token's quantized
  * activation row alone, in one fixed order, so results are bit-identical whatever T, the
@@ -214,11 +214,16 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
 /* the activation format a weight type's dot product reads: 0 Q8_0 blocks, 1 Q8_K */
 static int qx_format(sp_dtype dt) { return dt == SP_DT_Q4_K || dt == SP_DT_Q6_K; }
 
+/* the layout of the activation rows a weight reads: packed Q4_K and Q6_K weights read them
+ * interleaved for their own tile (qkp_interleave), so each of those is a layout of its own */
+static int qx_layout(const sp_mat *W) {
+    return W->pack && (W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) ? (int)W->dt + 2 : qx_format(W->dt);
+}
+
 int sp_matmul_quant_shares_x(const sp_mat *const *W, int n) {
     if (n < 1 || n > SP_MATMUL_MULTI_MAX) return 0;
     for (int i = 0; i < n; i++)
-        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_format(W[i]->dt) != qx_format(W[0]->dt))
-            return 0;
+        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_layout(W[i]) != qx_layout(W[0])) return 0;
     return 1;
 }
 
@@ -231,13 +236,18 @@ typedef struct {
     sp_dtype dt;
     int T, K;
     size_t xrow;
+    int interleave; /* the rows are read by packed Q4_K / Q6_K tiles */
 } qx_job;
 
 static void qx_task(void *arg, int i, int n) {
     const qx_job *j = arg;
     int lo, hi;
     sp_pool_split(j->T, 1, i, n, &lo, &hi);
-    for (int t = lo; t < hi; t++) j->quantize(j->XQ + (size_t)t * j->xrow, j->X + (size_t)t * j->K, j->dt, j->K);
+    for (int t = lo; t < hi; t++) {
+        uint8_t *row = j->XQ + (size_t)t * j->xrow;
+        j->quantize(row, j->X + (size_t)t * j->K, j->dt, j->K);
+        if (j->interleave) qkp_interleave((int8_t *)row, j->K, j->dt);
+    }
 }
 
 /* chunks of at least this many tokens quantize their activation rows on every thread (below
@@ -261,9 +271,10 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
         c->xrow = qx_row_bytes(W[m]->dt, K);
         job.rows[m] = qmm_pick(tier, W[m]->dt);
 #if defined(__x86_64__) || defined(__i386__)
-        if (W[m]->pack && W[m]->dt == SP_DT_Q4_0 && job.rows[m] == qmm_rows_avx512) {
+        if (W[m]->pack && (W[m]->dt == SP_DT_Q4_0 || W[m]->dt == SP_DT_Q4_K || W[m]->dt == SP_DT_Q6_K) &&
+            job.rows[m] == qmm_rows_avx512) {
             c->W = W[m]->pack;
-            c->wrow = q4p_row_bytes(K);
+            if (W[m]->dt == SP_DT_Q4_0) c->wrow = q4p_row_bytes(K);
             c->packed = 1;
         }
 #endif
@@ -278,7 +289,7 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
     int tc = (int)(SP_QX_SCRATCH / xrow);
     SP_ASSERT(tc >= 1);
     /* the activation rows: the same bytes from either quantizer */
-    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
+    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow, job.c[0].packed && W[0]->dt != SP_DT_Q4_0};
 #if defined(__x86_64__) || defined(__i386__)
     if (job.rows[0] == qmm_rows_avx512) qj.quantize = qx_quantize_avx512;
 #endif
@@ -303,16 +314,79 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
     sp_matmul_quant_multi(pool, &Y, X, T, &W, 1, tier);
 }
 
-/* ---- load-time repack (layout in quant_internal.h) ---------------------------------------- */
+/* ---- load-time repacks (layouts in quant_internal.h) --------------------------------------- */
 size_t sp_mat_pack_bytes(const sp_mat *W) {
-    if (W->dt != SP_DT_Q4_0 || W->k % 32 != 0 || W->n <= 0 || !W->data) return 0;
+    if (W->n <= 0 || !W->data) return 0;
+    if (!(W->dt == SP_DT_Q4_0 && W->k % 32 == 0) &&
+        !((W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) && W->k % SP_QK_K == 0))
+        return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512) return (size_t)W->n * q4p_row_bytes(W->k);
+    if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512)
+        return (size_t)W->n * (W->dt == SP_DT_Q4_0 ? q4p_row_bytes(W->k) : sp_dtype_row_bytes(W->dt, (size_t)W->k));
 #endif
     return 0;
 }
 
+static inline uint64_t ld64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+#define LO4_64 0x0F0F0F0F0F0F0F0Full
+#define LO4_32 0x0F0F0F0Fu
+
+/* Q4_K, eight packed bytes at a time: packed bytes 8k .. 8k + 7 of group G hold elements
+ * 32k + 16G + m (low nibble) and + 8 (high), m = 0..7; in the file those are the qs bytes
+ * 32 (k / 2) + 16G + m and + 8, low nibbles for even k, high for odd k */
+static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
+    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
+    const uint8_t *src = W->data;
+    for (size_t s = 0; s < blocks; s++, src += 144, dst += 144) {
+        memcpy(dst, src, 16); /* d, dmin, scales */
+        for (int G = 0; G < 2; G++)
+            for (int k = 0; k < 8; k++) {
+                const uint8_t *q = src + 16 + 32 * (k / 2) + 16 * G;
+                uint64_t a = ld64(q), b = ld64(q + 8);
+                uint64_t v = k % 2 == 0 ? (a & LO4_64) | (b & LO4_64) << 4 : (a >> 4 & LO4_64) | (b & ~LO4_64);
+                memcpy(dst + 16 + 64 * G + 8 * k, &v, 8);
+            }
+    }
+}
+
+/* Q6_K, four values at a time: plane v's bytes 4g .. 4g + 3 are elements e = 16g + 4v .. + 3,
+ * which share their half h, quarter part and qh shift in the file (docs/QUANT.md) */
+static void pack_q6_K(const sp_mat *W, uint8_t *dst) {
+    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
+    const uint8_t *src = W->data;
+    for (size_t s = 0; s < blocks; s++, src += 210, dst += 210) {
+        for (int g = 0; g < 16; g++) {
+            uint32_t pl[4], hb = 0;
+            for (int v = 0; v < 4; v++) {
+                int e = 16 * g + 4 * v, h = e / 128, l = e % 32, part = e % 128 / 32;
+                uint32_t lb = ld32(src + 64 * h + l + 32 * (part & 1));
+                uint32_t hi2 = ld32(src + 128 + 32 * h + l) >> (2 * part) & 0x03030303u;
+                pl[v] = (part < 2 ? lb & LO4_32 : lb >> 4 & LO4_32) | hi2 << 4;
+                hb |= hi2 << (2 * v);
+            }
+            uint32_t g0 = (pl[0] & LO4_32) | (pl[1] & LO4_32) << 4, g1 = (pl[2] & LO4_32) | (pl[3] & LO4_32) << 4;
+            memcpy(dst + 4 * g, &g0, 4), memcpy(dst + 64 + 4 * g, &g1, 4), memcpy(dst + 128 + 4 * g, &hb, 4);
+        }
+        memcpy(dst + 192, src + 192, 18); /* scales, d */
+    }
+}
+
 void sp_mat_pack(const sp_mat *W, void *dst) {
+    if (W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) {
+        (W->dt == SP_DT_Q4_K ? pack_q4_K : pack_q6_K)(W, dst);
+        return;
+    }
     const int nb = W->k / 32;
     const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k), prow = q4p_row_bytes(W->k);
     const size_t sbytes = 2 * (size_t)q4p_scale_slots(W->k);
