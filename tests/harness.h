@@ -8,6 +8,7 @@
 #ifndef SPECULA_HARNESS_H
 #define SPECULA_HARNESS_H
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,26 @@ static inline int harness_run(const char *cmd, char *out, size_t cap) {
     out[n] = 0;
     int st = pclose(f);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+/* harness_run on a printf-formatted command (up to 16 KiB) */
+static inline int harness_runf(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int harness_runf(char *out, size_t cap, const char *fmt, ...) {
+    char cmd[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return harness_run(cmd, out, cap);
+}
+/* write text to dir/name (a test's fixture file) */
+static inline void harness_write_file(const char *dir, const char *name, const char *text) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
 }
 /* 1 when files a and b both exist and hold the same bytes */
 static inline int harness_same_file(const char *a, const char *b) {

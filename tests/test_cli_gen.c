@@ -3,7 +3,6 @@
  * --seed -1, -md without --spec, --version, penalties (speculative == plain, audit passes),
  * generation_config.json (eos ids, default sampling, --ignore-generation-config), the prompt-file
  * format and its errors, and `specula run` from another directory (--spec none, --help). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,25 +15,8 @@ static const char *TINY = "tests/data/ref-logits/llama", *DEF = "models/default/
                   *DRAFTER = "models/default/drafter";
 static char out[1 << 16], out2[1 << 16];
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char cmd[16384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return harness_run(cmd, out, sizeof out);
-}
-
-static void write_file(const char *name, const char *text) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", root, name);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
+#define run(...) harness_runf(out, sizeof out, __VA_ARGS__)
+#define write_file(name, text) harness_write_file(root, name, text)
 
 /* the integer after "key": in a JSON text, or -1 */
 static long json_int(const char *text, const char *key) {

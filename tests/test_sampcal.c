@@ -9,7 +9,6 @@
  * - the embedded drafter applies draft_temps.json for a sampled request (not with no_draft_temps),
  *   `specula calibrate --sampling` writes a file that reads back, and `specula audit` passes at
  *   temperature 0.6 and 1.0 with a draft temperature far from the target's. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,25 +24,8 @@
 static char cli[4096], dir[64] = "/tmp/specula-sampcal-XXXXXX", out[1 << 16];
 static const char *TARGET = "models/default/target", *DRAFTER = "models/default/drafter";
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return harness_run(cmd, out, sizeof out);
-}
-
-static void write_file(const char *name, const char *text) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
+#define run(...) harness_runf(out, sizeof out, __VA_ARGS__)
+#define write_file(name, text) harness_write_file(dir, name, text)
 
 static void test_interpolate(void) {
     sp_sampcal c = {.n_t = 2, .B = 2, .t = {0.5f, 1.0f}};

@@ -120,6 +120,16 @@ static SP_ALWAYS_INLINE __m512 scale_pair_f32(const float *d) {
                                  _mm512_castps128_ps512(f));
 }
 
+/* a tile's start: its rows' weight pointers (rows past n1 repeat the last one), its tokens'
+ * activation rows, zeroed accumulators */
+static SP_ALWAYS_INLINE void tile_begin(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const uint8_t **wr,
+                                        qx_row *xr, __m512 acc[4][NB]) {
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+}
+
 /* acc[i][j] += d_w · d_x · (w · x) per lane, over blocks b and b + 1 of every token i of the tile
  * and every row j (wv / wd: the rows' unsigned weights and scales; the weight bias comes off
  * through the activations' sum against cbias) */
@@ -159,13 +169,10 @@ static SP_ALWAYS_INLINE void tile_store(const qmm_ctx *c, __m512 acc[4][NB], int
 static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int Q) {
     const int nb = c->K / 32, bsz = QB_BYTES(Q);
     const uint8_t *wr[NB];
-    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[4];
-    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    const __m512i cbias = _mm512_set1_epi8((char)QB_BIAS(Q));
     __m512 acc[4][NB];
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+    tile_begin(c, t0, n0, n1, TB, wr, xr, acc);
+    const __m512i cbias = _mm512_set1_epi8((char)QB_BIAS(Q));
     qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
@@ -285,13 +292,10 @@ static SP_ALWAYS_INLINE void tile32_packed(const qmm_ctx *c, int t0, int n0, int
     const int nb = c->K / 32;
     const size_t sbytes = 2 * (size_t)q4p_scale_slots(c->K);
     const uint8_t *wr[NB];
-    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[4];
-    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    const __m512i cbias = _mm512_set1_epi8(8);
     __m512 acc[4][NB], s16[NB];
-    for (int i = 0; i < TB; i++)
-        for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+    tile_begin(c, t0, n0, n1, TB, wr, xr, acc);
+    const __m512i cbias = _mm512_set1_epi8(8);
     for (int j = 0; j < NB; j++) s16[j] = _mm512_setzero_ps(); /* loaded at b = 0 */
     qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
     int b = 0;
