@@ -244,8 +244,9 @@ static void bench_quant(sp_pool *p1, sp_pool *p2, const shape *shapes, int nshap
 }
 
 /* Every matmul of one decoder token of a GGUF model, in place from the file: the 2-D weights
- * of types sp_matmul takes (token_embd only as the head of a tied model), timed at T = 1
- * (decode), 8 (a verify) and 64 (a prefill chunk), 2 threads. A lower bound of a forward step
+ * of types sp_matmul takes (token_embd only as the head of a tied model), with the packed copies
+ * the loader makes (none with BENCH_NO_PACK set), timed at T = 1 (decode), 8 (a verify) and 64
+ * (a prefill chunk), with BENCH_THREADS threads (default 2). A lower bound of a forward step
  * (no attention, norms or activations), to set beside llama-bench on the same file. */
 static int bench_gguf(sp_pool *p2, const char *path) {
     sp_err err;
@@ -270,6 +271,10 @@ static int bench_gguf(sp_pool *p2, const char *path) {
         if (t->n_dims != 2 || dt == SP_DT_UNKNOWN || (embd && has_output)) continue;
         m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0], 0, NULL};
         if (sp_mat_check(&m[nm], "bench", &err)) continue;
+        const char *np = getenv("BENCH_NO_PACK");
+        size_t pb = np && *np ? 0 : sp_mat_pack_bytes(&m[nm]); /* the loader's packed copy */
+        void *pk = pb ? aligned_alloc(64, (pb + 63) / 64 * 64) : NULL;
+        if (pk) sp_mat_pack(&m[nm], pk), m[nm].pack = pk;
         bytes += (size_t)m[nm].n * sp_dtype_row_bytes(dt, (size_t)m[nm].k);
         kmax = m[nm].k > kmax ? m[nm].k : kmax, nmax = m[nm].n > nmax ? m[nm].n : nmax;
         nm++;
@@ -286,9 +291,10 @@ static int bench_gguf(sp_pool *p2, const char *path) {
             double dt = sp_time_ms() - t0;
             if (dt < best[v]) best[v] = dt;
         }
-    printf("%s: %d matrices, %.1f MB; all matmuls of one step, 2 threads: T=1 %.2f ms (%.1f tok/s, %.1f GB/s), "
-           "T=8 %.2f ms (%.2fx T=1), T=64 %.2f ms (%.1f tok/s)\n", path, nm, bytes / 1e6, best[0], 1e3 / best[0],
+    printf("%s: %d matrices, %.1f MB; all matmuls of one step, %d threads: T=1 %.2f ms (%.1f tok/s, %.1f GB/s), "
+           "T=8 %.2f ms (%.2fx T=1), T=64 %.2f ms (%.1f tok/s)\n", path, nm, bytes / 1e6, sp_pool_size(p2), best[0], 1e3 / best[0],
            bytes / best[0] / 1e6, best[1], best[1] / best[0], best[2], 64e3 / best[2]);
+    for (int i = 0; i < nm; i++) free((void *)m[i].pack);
     free(X), free(Y), free(m);
     gguf_close(f);
     return 0;
@@ -340,7 +346,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[argc - 1], "vnni") == 0) return bench_vnni();
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
     if (argc > 2 && strcmp(argv[argc - 2], "gguf") == 0) { /* bench_kernels [quick] gguf FILE */
-        sp_pool *p = sp_pool_create(2);
+        const char *th = getenv("BENCH_THREADS");
+        sp_pool *p = sp_pool_create(th && atoi(th) > 0 ? atoi(th) : 2);
         int rc = bench_gguf(p, argv[argc - 1]);
         sp_pool_free(p);
         return rc;

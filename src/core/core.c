@@ -203,16 +203,28 @@ float sp_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter) {
 }
 
 /* ---- owned allocations ------------------------------------------------------------------- */
+/* room for one more pointer */
+static int owner_reserve(sp_owner *o) {
+    if (o->n < o->cap) return 0;
+    int cap = o->cap ? 2 * o->cap : 64;
+    void **p = realloc(o->p, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
 void *sp_owner_calloc(sp_owner *o, size_t bytes) {
-    if (o->n == o->cap) {
-        int cap = o->cap ? 2 * o->cap : 64;
-        void **p = realloc(o->p, (size_t)cap * sizeof *p);
-        if (!p) return NULL;
-        o->p = p;
-        o->cap = cap;
-    }
+    if (owner_reserve(o)) return NULL;
     void *x = calloc(1, bytes ? bytes : 1);
     if (x) o->p[o->n++] = x;
+    return x;
+}
+
+void *sp_owner_alloc64(sp_owner *o, size_t bytes) {
+    void *x = NULL;
+    if (owner_reserve(o) || posix_memalign(&x, 64, bytes ? bytes : 1)) return NULL;
+    o->p[o->n++] = x;
     return x;
 }
 

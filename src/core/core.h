@@ -83,6 +83,8 @@ typedef struct {
 } sp_owner;
 /* zeroed allocation recorded in o; NULL when out of memory */
 void *sp_owner_calloc(sp_owner *o, size_t bytes);
+/* bytes starting at a multiple of 64, not cleared (the caller writes every byte) */
+void *sp_owner_alloc64(sp_owner *o, size_t bytes);
 /* free every allocation of o (o itself is the caller's) */
 void sp_owner_free(sp_owner *o);
 

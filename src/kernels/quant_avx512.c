@@ -38,10 +38,13 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
     return h;
 }
 
-/* Software prefetch: the first token tile of a row tile requests the next row tile's bytes
- * (rows are contiguous) at an even pace over its K loop, so DRAM streams the next rows while
- * these are computed; the hardware prefetchers stop at 4 KiB pages. qpf_init spreads the next
- * tile's bytes over the `steps` iterations of the K loop; qpf_advance requests one share. */
+/* Software prefetch: the first token tile of a row tile requests the bytes of the row tile
+ * after the next one (rows are contiguous) at an even pace over its K loop, so DRAM streams two
+ * tiles ahead of the rows being computed; the hardware prefetchers stop at 4 KiB pages. Measured
+ * on every matmul of the qwen3-0.6b preset's GGUF files, one thread (bench_kernels gguf): two
+ * tiles ahead streams Q8_0 / Q4_0 / Q4_K_M decode 1.14 / 1.14 / 1.14x faster than one tile ahead
+ * (three ahead: 1.08 / 1.19 / 1.16x). qpf_init spreads that tile's bytes over the `steps`
+ * iterations of the K loop; qpf_advance requests one share. */
 typedef struct {
     const char *p, *end;
     size_t step;
@@ -49,9 +52,10 @@ typedef struct {
 
 static SP_ALWAYS_INLINE qpf qpf_init(const qmm_ctx *c, int t0, int n1, int steps) {
     qpf f = {NULL, NULL, 0};
-    if (t0 != 0 || n1 >= c->N) return f;
-    int rows = c->N - n1 < NB ? c->N - n1 : NB;
-    f.p = (const char *)c->W + (size_t)n1 * c->wrow;
+    const int n2 = n1 + NB; /* the tile after the next one */
+    if (t0 != 0 || n2 >= c->N) return f;
+    int rows = c->N - n2 < NB ? c->N - n2 : NB;
+    f.p = (const char *)c->W + (size_t)n2 * c->wrow;
     f.end = f.p + (size_t)rows * c->wrow;
     f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
     return f;

@@ -106,7 +106,7 @@ static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_e
     if (sp_mat_check(out, what, err)) return -1;
     size_t pb = sp_mat_pack_bytes(out); /* a copy in the fast tier's layout, when it has one */
     if (pb) {
-        void *p = own(m, pb);
+        void *p = sp_owner_alloc64(&m->owned, pb); /* 64-byte rows and registers */
         if (!p) return sp_err_set(err, "out of memory repacking %s (%zu bytes)", what, pb);
         sp_mat_pack(out, p);
         out->pack = p;
