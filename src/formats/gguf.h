@@ -99,5 +99,10 @@ const char *ggml_type_label(uint32_t ggml_type);
 /* tensor lookup; data pointer NULL (with *err) when the type is unknown */
 const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);
 const void *gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_err *err);
+/* Hand back to the kernel the mapped pages wholly inside [p, p + n) (a tensor whose bytes the
+ * caller copied, e.g. into a repacked layout): they leave the process's resident memory and are
+ * read again from the file if ever touched. Outside the map, or where the kernel declines,
+ * nothing changes. */
+void gguf_drop_pages(const gguf_file *f, const void *p, size_t n);
 
 #endif

@@ -485,3 +485,11 @@ const void *gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_e
     }
     return f->map + f->data_offset + t->offset;
 }
+
+void gguf_drop_pages(const gguf_file *f, const void *p, size_t n) {
+    const uint8_t *a = p, *b = a + n;
+    if (!f->map || a < f->map || b > f->map + f->size) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)a + page - 1) / page * page, hi = (uintptr_t)b / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* read-only private map: clean pages */
+}

@@ -110,6 +110,7 @@ static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_e
         if (!p) return sp_err_set(err, "out of memory repacking %s (%zu bytes)", what, pb);
         sp_mat_pack(out, p);
         out->pack = p;
+        if (m->gg) gguf_drop_pages(m->gg, t.data, t.nbytes); /* the packed copy serves every matmul */
     }
     m->weight_bytes += t.nbytes;
     return 0;
