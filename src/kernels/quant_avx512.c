@@ -10,8 +10,9 @@
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
  * run for the tile's 4 rows at once with one row per lane. Q4_0 matrices the loader repacked
  * (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other loads;
- * repacked Q4_K / Q6_K matrices take tile_q4_K / tile_q6_K with P = 1 (the same integer sums,
- * fewer shuffles). */
+ * repacked Q6_K matrices take tile_q6_K with P = 1 (the same integer sums, fewer shuffles), and
+ * repacked Q4_K matrices tile_q4_K_x16: 16 rows, one per lane, so the integer sums need no
+ * horizontal reduction and the float part is one fma per 16 rows. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -352,13 +353,8 @@ static SP_ALWAYS_INLINE __m128i hsum4x4_i32(const __m128i *m) {
 /* Each row's weights are unpacked once per super-block into wv / sv (they stay in L1), then
  * every token takes the 4 rows together: the integer totals of the 4 rows are reduced at once
  * and the float part runs with the rows in lanes — per lane the operations of the scalar
- * kernel, so the bits are the same.
- * P = 1: packed rows (quant_internal.h) and activations in their order. Nibble plane v is a
- * 64-byte load, a mask (and a shift), with qword k in sub-block k; one vector holds sc[k] in
- * the int32 lanes 2k, 2k + 1. Per token, four vpdpbusd leave in each int32 lane the sum of 16
- * products of one sub-block (|sum| <= 16 · 15 · 128 < 2^15, so it is its own low int16 half), and
- * one vpdpwssd against the scales gives sc[k] · those sums — the same integer isum. */
-static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int P) {
+ * kernel, so the bits are the same. */
+static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
@@ -370,10 +366,6 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
     /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
     const __m512i sidx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                           0, 0, 0, 0, 0, 0, 0);
-    /* P = 1: vpshufb indices putting byte k = i / 2 of the broadcast sc8 in the low byte of
-     * int32 lane i, zeros (index bit 7) in its other three */
-    const __m512i kidx = _mm512_or_si512(_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-                                         _mm512_set1_epi32((int)0x80808000u));
     qpf pf = qpf_init(c, t0, n1, nsb);
     for (int b = 0; b < nsb; b++) {
         qpf_advance(&pf);
@@ -386,15 +378,6 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
             q4k_scales8(blk + 4, &sc8, &m8);
             m16[j] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
             dj[j] = _cvtsh_ss(rd16(blk)), mj[j] = _cvtsh_ss(rd16(blk + 2));
-            if (P) {
-                sv[j][0] = _mm512_shuffle_epi8(_mm512_set1_epi64((long long)sc8), kidx);
-                for (int g = 0; g < 2; g++) {
-                    __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * g);
-                    wv[j][2 * g] = _mm512_and_si512(raw, lo4);
-                    wv[j][2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo4);
-                }
-                continue;
-            }
             __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
             /* chunk q: [low nibbles (sub-block 2q) | high nibbles (2q + 1)], scales as int16 */
             for (int q = 0; q < 4; q++) {
@@ -414,13 +397,8 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
             __m128i ps = _mm_packs_epi32(_mm256_castsi256_si128(pp), _mm256_extracti128_si256(pp, 1));
             for (int j = 0; j < NB; j++) {
                 s[j] = _mm512_setzero_si512();
-                if (P) {
-                    for (int v = 0; v < 4; v++) s[j] = _mm512_dpbusd_epi32(s[j], wv[j][v], xv[v]);
-                    s[j] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), s[j], sv[j][0]);
-                } else {
-                    for (int q = 0; q < 4; q++)
-                        s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][q], xv[q]), sv[j][q]);
-                }
+                for (int q = 0; q < 4; q++)
+                    s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][q], xv[q]), sv[j][q]);
                 mm[j] = _mm_madd_epi16(ps, m16[j]);
             }
             __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s)), imin = _mm_cvtepi32_ps(hsum4x4_i32(mm));
@@ -434,6 +412,77 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
         _mm_storeu_ps(y, acc[i]);
         for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
     }
+}
+
+/* Packed Q4_K (quant_internal.h): a tile is 16 rows, one per int32 lane, and TB tokens. Per
+ * super-block and sub-block j, four 64-byte loads give, masked, the low nibbles (elements
+ * 32j + 4i .. + 3) and 16 × the high nibbles (32j + 16 + 4i ..) of the 16 rows; per token eight
+ * vpdpbusd against broadcast int32 of the activation give Σ low · x and 16 · Σ high · x (both
+ * exact, below 2^20), the shift by 4 is exact, and one vpmulld by the rows' sc[j] gives the
+ * terms of isum. imin takes one vpdpwssd per sub-block pair (m[2q], m[2q + 1] against bsum
+ * pair sums, all below 2^15). The float part per lane is the scalar kernel's. */
+static SP_ALWAYS_INLINE __m512i bcast_i32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+static SP_ALWAYS_INLINE void tile_q4_K_x16(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
+    const int nsb = c->K / SP_QK_K;
+    const uint8_t *grp = c->W + (size_t)n0 * c->wrow;
+    qx_row xr[KTB_MAX];
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    __m512 acc[KTB_MAX];
+    for (int i = 0; i < TB; i++) acc[i] = _mm512_setzero_ps();
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
+    /* the next group's bytes, spread over this group's super-blocks */
+    qpf pf = {NULL, NULL, 0};
+    if (t0 == 0 && n0 + Q4KX_ROWS < c->N) {
+        pf.p = (const char *)grp + Q4KX_ROWS * c->wrow;
+        pf.end = pf.p + Q4KX_ROWS * c->wrow;
+        pf.step = (Q4KX_ROWS * c->wrow + (size_t)nsb - 1) / (size_t)nsb;
+    }
+    for (int b = 0; b < nsb; b++) {
+        qpf_advance(&pf);
+        const uint8_t *rec = grp + (size_t)b * Q4KX_SB_BYTES;
+        __m512i isum[KTB_MAX];
+        for (int i = 0; i < TB; i++) isum[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            __m512i wl[4], wh[4];
+            for (int i = 0; i < 4; i++) {
+                __m512i raw = _mm512_loadu_si512(rec + 320 + 64 * (4 * j + i));
+                wl[i] = _mm512_and_si512(raw, lo4), wh[i] = _mm512_and_si512(raw, hi4);
+            }
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rec + 64 + 16 * j)));
+            for (int t = 0; t < TB; t++) {
+                const int8_t *xq = xr[t].q + SP_QK_K * b + 32 * j;
+                __m512i sl = _mm512_setzero_si512(), sh = _mm512_setzero_si512();
+                for (int i = 0; i < 4; i++) {
+                    sl = _mm512_dpbusd_epi32(sl, wl[i], bcast_i32(xq + 4 * i));
+                    sh = _mm512_dpbusd_epi32(sh, wh[i], bcast_i32(xq + 16 + 4 * i));
+                }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(sl, _mm512_srai_epi32(sh, 4)), sc));
+            }
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
+        const __m512 mv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 32)));
+        __m512i mq[4];
+        for (int q = 0; q < 4; q++) mq[q] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(rec + 192 + 32 * q)));
+        for (int t = 0; t < TB; t++) {
+            /* int32 q = bsum pair sums of sub-blocks 2q, 2q + 1 as two int16 */
+            __m256i pp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[t].bsums + 16 * b)), _mm256_set1_epi16(1));
+            int32_t bp[4];
+            _mm_storeu_si128((__m128i *)bp, _mm_packs_epi32(_mm256_castsi256_si128(pp), _mm256_extracti128_si256(pp, 1)));
+            __m512i imin = _mm512_setzero_si512();
+            for (int q = 0; q < 4; q++) imin = _mm512_dpwssd_epi32(imin, mq[q], _mm512_set1_epi32(bp[q]));
+            const __m512 xd = _mm512_set1_ps(xr[t].d[b]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dv, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_xor_ps(_mm512_mul_ps(mv, xd), _mm512_set1_ps(-0.0f)), _mm512_cvtepi32_ps(imin),
+                                     acc[t]);
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << (n1 - n0)) - 1);
+    for (int t = 0; t < TB; t++) _mm512_mask_storeu_ps(c->Y + (size_t)(t0 + t) * c->N + n0, keep, acc[t]);
 }
 
 /* P = 1: packed rows (quant_internal.h) and activations in their order. Plane v is the low or
@@ -670,22 +719,22 @@ static void staged_q5_0_1(const qmm_ctx *c, int t, int n, int n1, const __m512i 
 static void staged_q5_0_2(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 2, 2); }
 static void staged_q5_0_3(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 3, 2); }
 static void staged_q5_0_4(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 4, 2); }
-static void tile_q4_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 1, 0); }
-static void tile_q4_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2, 0); }
-static void tile_q4_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3, 0); }
-static void tile_q4_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4, 0); }
-static void tile_q4_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5, 0); }
-static void tile_q4_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6, 0); }
-static void tile_q4_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7, 0); }
-static void tile_q4_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8, 0); }
-static void tile_q4_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 1, 1); }
-static void tile_q4_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2, 1); }
-static void tile_q4_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3, 1); }
-static void tile_q4_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4, 1); }
-static void tile_q4_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5, 1); }
-static void tile_q4_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6, 1); }
-static void tile_q4_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7, 1); }
-static void tile_q4_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8, 1); }
+static void tile_q4_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 1); }
+static void tile_q4_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2); }
+static void tile_q4_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3); }
+static void tile_q4_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4); }
+static void tile_q4_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5); }
+static void tile_q4_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6); }
+static void tile_q4_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7); }
+static void tile_q4_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8); }
+static void tile_q4_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 1); }
+static void tile_q4_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 2); }
+static void tile_q4_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 3); }
+static void tile_q4_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 4); }
+static void tile_q4_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 5); }
+static void tile_q4_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 6); }
+static void tile_q4_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 7); }
+static void tile_q4_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 8); }
 static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 0); }
 static void tile_q6_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 1); }
 static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 0); }
@@ -728,6 +777,9 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
                             : c->dt == SP_DT_Q4_K ? (c->packed ? q4_K_packed : q4_K)
                                                   : (c->packed ? q6_K_packed : q6_K);
     const int tb = c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K ? KTB_MAX : 4;
+    /* packed Q4_K: 16-row tiles (the claimed row ranges start at multiples of 16) */
+    const int nb = c->dt == SP_DT_Q4_K && c->packed ? Q4KX_ROWS : NB;
+    SP_ASSERT(nb == NB || n0 % Q4KX_ROWS == 0);
     if ((c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) && c->T > 8 && stage_fits(c)) {
         static const qstaged_fn s8[4] = {staged_q8_0_1, staged_q8_0_2, staged_q8_0_3, staged_q8_0_4};
         static const qstaged_fn s4[4] = {staged_q4_0_1, staged_q4_0_2, staged_q4_0_3, staged_q4_0_4};
@@ -743,8 +795,8 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
         }
         return;
     }
-    for (int n = n0; n < n1; n += NB) {
-        int ne = n + NB < n1 ? n + NB : n1;
+    for (int n = n0; n < n1; n += nb) {
+        int ne = n + nb < n1 ? n + nb : n1;
         for (int t = 0; t < c->T; t += tb) tiles[(c->T - t < tb ? c->T - t : tb) - 1](c, t, n, ne);
     }
 }

@@ -64,38 +64,50 @@ static inline size_t q4p_row_bytes(int K) {
     return (b + 63) / 64 * 64;
 }
 
-/* PACKED Q4_K and Q6_K (sp_mat_pack; read by the AVX-512 tiles only). A super-block keeps its
- * size and its scale fields; its quants are reordered into four 64-byte "planes" v = 0..3 that
- * each cover every sub-block, so one scale vector serves all four. Element e of a super-block
- * sits at plane position q4kp_pos(e) / q6kp_pos(e) (= 64 v + offset in the plane):
- *   Q4_K: qword k of a plane = sub-block k (32 values): elements 32k + 8v .. + 7. The 16 fields
- *         d, dmin, scales[12] stay; the 128 quant bytes are two groups G = 0, 1 of 64, plane
- *         2G in the low nibbles and plane 2G + 1 in the high nibbles.
- *   Q6_K: int32 lane g of a plane = group g (16 values): elements 16g + 4v .. + 3. The 128 ql
- *         bytes are two groups G of 64 (plane 2G low nibbles, 2G + 1 high nibbles); byte i of
- *         the 64 qh bytes holds the top two bits of plane v's byte i in its bits 2v, 2v + 1;
- *         scales[16] and d stay where they are.
- * The activation rows are read in the same order (qkp_interleave). Rows are as long as in the
- * file. */
-static inline int q4kp_pos(int e) { return 64 * (e % 32 / 8) + 8 * (e / 32) + e % 8; }
+/* PACKED Q4_K (sp_mat_pack; read by the AVX-512 tile only): the rows in groups of 16 (the last
+ * group padded with zero rows), one output row per int32 lane. Super-block b of group G is a
+ * record of Q4KX_SB_BYTES at (G · K / 256 + b) · Q4KX_SB_BYTES, so row n's group starts at byte
+ * n · q4kx_row_bytes(K) for n a multiple of 16. In a record, with r the row in the group:
+ *   0 + 2r:               f16 d of row r          32 + 2r: f16 dmin of row r
+ *   64 + 16j + r:         sc[j] (6-bit, one byte)  192 + 32 (j / 2) + 2r + j % 2: m[j]
+ *   320 + 64 (4j + i) + 4r + k, i, k = 0..3: the element 32j + 4i + k in the low nibble and
+ *                         32j + 16 + 4i + k in the high nibble (sub-block j; q4kx_pos)
+ * so a 64-byte load holds 4 consecutive elements of 16 rows against one broadcast int32 of the
+ * activation, which stays in its natural order; sc[j] of the 16 rows widen to the int32 lanes,
+ * and m[2q], m[2q + 1] to the int16 pairs of the int32 lanes, by one zero extension each. */
+#define Q4KX_ROWS 16
+#define Q4KX_SB_BYTES 2368
+static inline size_t q4kx_row_bytes(int K) { return (size_t)(K / 256) * (Q4KX_SB_BYTES / Q4KX_ROWS); }
+static inline size_t q4kx_bytes(int N, int K) {
+    return (size_t)((N + Q4KX_ROWS - 1) / Q4KX_ROWS) * Q4KX_ROWS * q4kx_row_bytes(K);
+}
+/* byte of a record holding element e (0..255) of row r; the high nibble when e % 32 >= 16 */
+static inline int q4kx_pos(int r, int e) { return 320 + 64 * (4 * (e / 32) + e % 16 / 4) + 4 * r + e % 4; }
+
+/* PACKED Q6_K (sp_mat_pack; read by the AVX-512 tile only). A super-block keeps its size and
+ * its scale fields; its quants are reordered into four 64-byte "planes" v = 0..3 that each cover
+ * every group, so one scale vector serves all four. Element e of a super-block sits at plane
+ * position q6kp_pos(e) (= 64 v + offset in the plane): int32 lane g of a plane = group g (16
+ * values): elements 16g + 4v .. + 3. The 128 ql bytes are two groups G of 64 (plane 2G low
+ * nibbles, 2G + 1 high nibbles); byte i of the 64 qh bytes holds the top two bits of plane v's
+ * byte i in its bits 2v, 2v + 1; scales[16] and d stay where they are. The activation rows are
+ * read in the same order (qkp_interleave). Rows are as long as in the file. */
 static inline int q6kp_pos(int e) { return 64 * (e % 16 / 4) + 4 * (e / 16) + e % 4; }
 
-/* the q bytes of a quantized activation row (Q8_K, K values) put in the packed order of weight
- * type dt (Q4_K or Q6_K): element e of each super-block moves to its plane position; the bsums
- * and scales stay */
-static inline void qkp_interleave(int8_t *q, int K, sp_dtype dt) {
+/* the q bytes of a quantized activation row (Q8_K, K values) put in the packed Q6_K order:
+ * element e of each super-block moves to q6kp_pos(e); the bsums and scales stay */
+static inline void qkp_interleave(int8_t *q, int K) {
     int8_t tmp[256];
-    const int run = dt == SP_DT_Q4_K ? 8 : 4;
     for (int b = 0; b < K / 256; b++, q += 256) {
         memcpy(tmp, q, 256);
-        for (int e = 0; e < 256; e += run) memcpy(q + (run == 8 ? q4kp_pos(e) : q6kp_pos(e)), tmp + e, (size_t)run);
+        for (int e = 0; e < 256; e += 4) memcpy(q + q6kp_pos(e), tmp + e, 4);
     }
 }
 
 typedef struct {
     float *Y;          /* [T, N] */
     const uint8_t *W;  /* N rows of wrow bytes (the packed rows when packed) */
-    int packed;        /* W is packed Q4_0, Q4_K or Q6_K (above) */
+    int packed;        /* W is packed Q4_0, Q4_K or Q6_K (above); packed Q4_K: wrow is q4kx_row_bytes */
     const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
     sp_dtype dt;
     int T, N, K;
