@@ -10,9 +10,8 @@
  * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
  * run for the tile's 4 rows at once with one row per lane. Q4_0 matrices the loader repacked
  * (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other loads;
- * repacked Q6_K matrices take tile_q6_K with P = 1 (the same integer sums, fewer shuffles), and
- * repacked Q4_K matrices tile_q4_K_x16: 16 rows, one per lane, so the integer sums need no
- * horizontal reduction and the float part is one fma per 16 rows. */
+ * repacked Q4_K / Q6_K matrices take tile_q4_K_x16 / tile_q6_K_x16: 16 rows, one per lane, so
+ * the integer sums need no horizontal reduction and the float part is one fma per 16 rows. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -427,6 +426,17 @@ static SP_ALWAYS_INLINE __m512i bcast_i32(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* the prefetch of a 16-row tile starting at row n0 (qpf_init's, for the next 16 rows) */
+static SP_ALWAYS_INLINE qpf qpf_group(const qmm_ctx *c, int t0, int n0, int steps) {
+    qpf f = {NULL, NULL, 0};
+    if (t0 != 0 || n0 + KX_ROWS >= c->N) return f;
+    int rows = c->N - n0 - KX_ROWS < KX_ROWS ? c->N - n0 - KX_ROWS : KX_ROWS;
+    f.p = (const char *)c->W + (size_t)(n0 + KX_ROWS) * c->wrow;
+    f.end = f.p + (size_t)rows * c->wrow;
+    f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
+    return f;
+}
+
 static SP_ALWAYS_INLINE void tile_q4_K_x16(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *grp = c->W + (size_t)n0 * c->wrow;
@@ -435,13 +445,7 @@ static SP_ALWAYS_INLINE void tile_q4_K_x16(const qmm_ctx *c, int t0, int n0, int
     __m512 acc[KTB_MAX];
     for (int i = 0; i < TB; i++) acc[i] = _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
-    /* the next group's bytes, spread over this group's super-blocks */
-    qpf pf = {NULL, NULL, 0};
-    if (t0 == 0 && n0 + Q4KX_ROWS < c->N) {
-        pf.p = (const char *)grp + Q4KX_ROWS * c->wrow;
-        pf.end = pf.p + Q4KX_ROWS * c->wrow;
-        pf.step = (Q4KX_ROWS * c->wrow + (size_t)nsb - 1) / (size_t)nsb;
-    }
+    qpf pf = qpf_group(c, t0, n0, nsb);
     for (int b = 0; b < nsb; b++) {
         qpf_advance(&pf);
         const uint8_t *rec = grp + (size_t)b * Q4KX_SB_BYTES;
@@ -485,11 +489,10 @@ static SP_ALWAYS_INLINE void tile_q4_K_x16(const qmm_ctx *c, int t0, int n0, int
     for (int t = 0; t < TB; t++) _mm512_mask_storeu_ps(c->Y + (size_t)(t0 + t) * c->N + n0, keep, acc[t]);
 }
 
-/* P = 1: packed rows (quant_internal.h) and activations in their order. Plane v is the low or
- * high nibbles of one 64-byte load with two bits of the qh load shifted in, int32 lane g in
- * group g; per token, four vpdpbusd from −32 · bsum[g] leave Σ u·x − 32 · bsum[g] in lane g
- * and one vpmulld by the group scales gives the terms of isum — the same integer. */
-static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int P) {
+/* The file's Q6_K rows, 4 per tile: 64-byte value vectors built from the ql / qh bytes, the
+ * group scales spread over int16 lanes by permutes, and per token the 4 rows' totals reduced
+ * at once (hsum4x16_i32). */
+static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
@@ -510,17 +513,6 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
         for (int j = 0; j < NB; j++) {
             const uint8_t *blk = wr[j] + (size_t)b * 210;
             dj[j] = _cvtsh_ss(rd16(blk + 208));
-            if (P) {
-                sv[j][0] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
-                __m512i L0 = _mm512_loadu_si512(blk), L1 = _mm512_loadu_si512(blk + 64), H = _mm512_loadu_si512(blk + 128);
-                wv[j][0] = _mm512_or_si512(_mm512_and_si512(L0, lo4), _mm512_and_si512(_mm512_slli_epi16(H, 4), hi2));
-                wv[j][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L0, 4), lo4),
-                                           _mm512_and_si512(_mm512_slli_epi16(H, 2), hi2));
-                wv[j][2] = _mm512_or_si512(_mm512_and_si512(L1, lo4), _mm512_and_si512(H, hi2));
-                wv[j][3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L1, 4), lo4),
-                                           _mm512_and_si512(_mm512_srli_epi16(H, 2), hi2));
-                continue;
-            }
             sc16[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
             for (int h = 0; h < 2; h++) {
                 __m512i L = _mm512_loadu_si512(blk + 64 * h);
@@ -542,22 +534,12 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
             __m512i xv[4], s[NB];
             for (int v = 0; v < 4; v++) xv[v] = _mm512_loadu_si512(xq + 64 * v);
             __m256i bs = _mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b));
-            if (P) {
-                /* lane g: −32 · bsum[g] */
-                const __m512i nb32 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5));
-                for (int j = 0; j < NB; j++) {
-                    s[j] = nb32;
-                    for (int v = 0; v < 4; v++) s[j] = _mm512_dpbusd_epi32(s[j], wv[j][v], xv[v]);
-                    s[j] = _mm512_mullo_epi32(s[j], sv[j][0]);
-                }
-            } else {
-                for (int j = 0; j < NB; j++) {
-                    s[j] = _mm512_setzero_si512();
-                    for (int v = 0; v < 4; v++)
-                        s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
-                    /* − 32 · Σ_g sc[g] · bsum[g] */
-                    s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
-                }
+            for (int j = 0; j < NB; j++) {
+                s[j] = _mm512_setzero_si512();
+                for (int v = 0; v < 4; v++)
+                    s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
+                /* − 32 · Σ_g sc[g] · bsum[g] */
+                s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
             }
             __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s));
             acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(xr[i].d[b])), isum, acc[i]);
@@ -568,6 +550,63 @@ static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1,
         _mm_storeu_ps(y, acc[i]);
         for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
     }
+}
+
+/* Packed Q6_K (quant_internal.h): a tile is 16 rows, one per int32 lane, and TB tokens. Group g
+ * is three 64-byte loads: ql nibbles of its element sets A, B (L0) and C, D (L1) and their top
+ * bits (H). One mask and one bit select give u of A and of C; a shift, a mask and a select give
+ * 4u of B and of D (the nibble at bits 2..5, the top bits at 6, 7). Per token, two vpdpbusd
+ * from −32 · bsum[g] take A, C and two from 0 take 4u of B, D (below 2^18); the shift by 2 is
+ * exact, and one vpmulld by the rows' sc[g] gives the terms of isum. The float part per lane is
+ * the scalar kernel's. */
+static SP_ALWAYS_INLINE __m512i bits_select(__m512i a, __m512i b, __m512i m) { /* m ? b : a, per bit */
+    return _mm512_ternarylogic_epi32(a, b, m, 0xD8);
+}
+
+static SP_ALWAYS_INLINE void tile_q6_K_x16(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
+    const int nsb = c->K / SP_QK_K;
+    const uint8_t *grp = c->W + (size_t)n0 * c->wrow;
+    qx_row xr[KTB_MAX];
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    __m512 acc[KTB_MAX];
+    for (int i = 0; i < TB; i++) acc[i] = _mm512_setzero_ps();
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), mid4 = _mm512_set1_epi8(0x3C);
+    const __m512i sel45 = _mm512_set1_epi8(0x30), sel67 = _mm512_set1_epi8((char)0xC0);
+    qpf pf = qpf_group(c, t0, n0, nsb);
+    for (int b = 0; b < nsb; b++) {
+        qpf_advance(&pf);
+        const uint8_t *rec = grp + (size_t)b * Q6KX_SB_BYTES;
+        int32_t nb32[KTB_MAX][16]; /* −32 · bsum[g] per token */
+        __m512i isum[KTB_MAX];
+        for (int t = 0; t < TB; t++) {
+            __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(xr[t].bsums + 16 * b)));
+            _mm512_storeu_si512(nb32[t], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
+            isum[t] = _mm512_setzero_si512();
+        }
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *q = rec + 192 * g;
+            const __m512i L0 = _mm512_loadu_si512(q), L1 = _mm512_loadu_si512(q + 64), H = _mm512_loadu_si512(q + 128);
+            const __m512i Hs = _mm512_slli_epi16(H, 4);
+            const __m512i uA = bits_select(_mm512_and_si512(L0, lo4), H, sel45);
+            const __m512i uB4 = bits_select(_mm512_and_si512(_mm512_srli_epi16(L0, 2), mid4), H, sel67);
+            const __m512i uC = bits_select(_mm512_and_si512(L1, lo4), Hs, sel45);
+            const __m512i uD4 = bits_select(_mm512_and_si512(_mm512_srli_epi16(L1, 2), mid4), Hs, sel67);
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + Q6KX_SC + 16 * g)));
+            for (int t = 0; t < TB; t++) {
+                const int8_t *xq = xr[t].q + SP_QK_K * b + 16 * g;
+                __m512i s1 = _mm512_dpbusd_epi32(_mm512_set1_epi32(nb32[t][g]), uA, bcast_i32(xq));
+                __m512i s4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uB4, bcast_i32(xq + 4));
+                s1 = _mm512_dpbusd_epi32(s1, uC, bcast_i32(xq + 8));
+                s4 = _mm512_dpbusd_epi32(s4, uD4, bcast_i32(xq + 12));
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(s1, _mm512_srai_epi32(s4, 2)), sc));
+            }
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + Q6KX_D)));
+        for (int t = 0; t < TB; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(xr[t].d[b])), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    }
+    const __mmask16 keep = (__mmask16)((1u << (n1 - n0)) - 1);
+    for (int t = 0; t < TB; t++) _mm512_mask_storeu_ps(c->Y + (size_t)(t0 + t) * c->N + n0, keep, acc[t]);
 }
 
 /* ---- activation rows ------------------------------------------------------------------------ */
@@ -735,22 +774,22 @@ static void tile_q4_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4
 static void tile_q4_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 6); }
 static void tile_q4_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 7); }
 static void tile_q4_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K_x16(c, t, n, n1, 8); }
-static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 0); }
-static void tile_q6_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 1); }
-static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 0); }
-static void tile_q6_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 1); }
-static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3, 0); }
-static void tile_q6_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3, 1); }
-static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4, 0); }
-static void tile_q6_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4, 1); }
-static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5, 0); }
-static void tile_q6_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5, 1); }
-static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6, 0); }
-static void tile_q6_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6, 1); }
-static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7, 0); }
-static void tile_q6_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7, 1); }
-static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8, 0); }
-static void tile_q6_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8, 1); }
+static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1); }
+static void tile_q6_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 1); }
+static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2); }
+static void tile_q6_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 2); }
+static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3); }
+static void tile_q6_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 3); }
+static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4); }
+static void tile_q6_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 4); }
+static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5); }
+static void tile_q6_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 5); }
+static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6); }
+static void tile_q6_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 6); }
+static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7); }
+static void tile_q6_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 7); }
+static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8); }
+static void tile_q6_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K_x16(c, t, n, n1, 8); }
 
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 typedef void (*qstaged_fn)(const qmm_ctx *c, int t0, int n0, int n1, const __m512i *st);
@@ -777,9 +816,9 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
                             : c->dt == SP_DT_Q4_K ? (c->packed ? q4_K_packed : q4_K)
                                                   : (c->packed ? q6_K_packed : q6_K);
     const int tb = c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K ? KTB_MAX : 4;
-    /* packed Q4_K: 16-row tiles (the claimed row ranges start at multiples of 16) */
-    const int nb = c->dt == SP_DT_Q4_K && c->packed ? Q4KX_ROWS : NB;
-    SP_ASSERT(nb == NB || n0 % Q4KX_ROWS == 0);
+    /* packed Q4_K / Q6_K: 16-row tiles (the claimed row ranges start at multiples of 16) */
+    const int nb = (c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K) && c->packed ? KX_ROWS : NB;
+    SP_ASSERT(nb == NB || n0 % KX_ROWS == 0);
     if ((c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) && c->T > 8 && stage_fits(c)) {
         static const qstaged_fn s8[4] = {staged_q8_0_1, staged_q8_0_2, staged_q8_0_3, staged_q8_0_4};
         static const qstaged_fn s4[4] = {staged_q4_0_1, staged_q4_0_2, staged_q4_0_3, staged_q4_0_4};

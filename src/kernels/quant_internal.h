@@ -64,45 +64,34 @@ static inline size_t q4p_row_bytes(int K) {
     return (b + 63) / 64 * 64;
 }
 
-/* PACKED Q4_K (sp_mat_pack; read by the AVX-512 tile only): the rows in groups of 16 (the last
- * group padded with zero rows), one output row per int32 lane. Super-block b of group G is a
- * record of Q4KX_SB_BYTES at (G · K / 256 + b) · Q4KX_SB_BYTES, so row n's group starts at byte
- * n · q4kx_row_bytes(K) for n a multiple of 16. In a record, with r the row in the group:
- *   0 + 2r:               f16 d of row r          32 + 2r: f16 dmin of row r
- *   64 + 16j + r:         sc[j] (6-bit, one byte)  192 + 32 (j / 2) + 2r + j % 2: m[j]
- *   320 + 64 (4j + i) + 4r + k, i, k = 0..3: the element 32j + 4i + k in the low nibble and
- *                         32j + 16 + 4i + k in the high nibble (sub-block j; q4kx_pos)
- * so a 64-byte load holds 4 consecutive elements of 16 rows against one broadcast int32 of the
- * activation, which stays in its natural order; sc[j] of the 16 rows widen to the int32 lanes,
- * and m[2q], m[2q + 1] to the int16 pairs of the int32 lanes, by one zero extension each. */
-#define Q4KX_ROWS 16
+/* PACKED Q4_K AND Q6_K (sp_mat_pack; read by the AVX-512 tiles only): the rows in groups of
+ * KX_ROWS = 16 (the last group padded with zero rows), one output row per int32 lane; the
+ * activation stays in its natural order, a 64-byte load holding 4 consecutive elements of the
+ * 16 rows against one broadcast int32 of it. Super-block b of group G is a record at
+ * (G · K / 256 + b) · record bytes, so row n's group starts at n · kx_row_bytes for n a multiple
+ * of 16. With r the row in the group, i, k = 0..3:
+ *   Q4_K (Q4KX_SB_BYTES = 2368, 148 per row: the file's 144 with sc and m a byte each):
+ *     0 + 2r: f16 d;  32 + 2r: f16 dmin;  64 + 16j + r: sc[j];  192 + 32 (j / 2) + 2r + j % 2: m[j]
+ *     320 + 64 (4j + i) + 4r + k: element 32j + 4i + k in the low nibble and 32j + 16 + 4i + k
+ *     in the high nibble (sub-block j; q4kx_pos)
+ *   Q6_K (Q6KX_SB_BYTES = 3360, the file's 210 per row): group g = elements 16g + 0..15 as
+ *   sets A, B, C, D of 4 (16g + 4s + k, s = 0..3):
+ *     192g + 4r + k:        low nibble A's, high nibble B's low 4 bits
+ *     192g + 64 + 4r + k:   low nibble C's, high nibble D's low 4 bits
+ *     192g + 128 + 4r + k:  top 2 bits of C, D, A, B at bits 0-1, 2-3, 4-5, 6-7
+ *     Q6KX_D + 2r: f16 d;  Q6KX_SC + 16g + r: int8 sc[g]
+ * so the scales of 16 rows widen to the int32 lanes (Q4_K's m[2q], m[2q + 1] to the int16
+ * pairs) with one extension each. */
+#define KX_ROWS 16
 #define Q4KX_SB_BYTES 2368
-static inline size_t q4kx_row_bytes(int K) { return (size_t)(K / 256) * (Q4KX_SB_BYTES / Q4KX_ROWS); }
-static inline size_t q4kx_bytes(int N, int K) {
-    return (size_t)((N + Q4KX_ROWS - 1) / Q4KX_ROWS) * Q4KX_ROWS * q4kx_row_bytes(K);
-}
-/* byte of a record holding element e (0..255) of row r; the high nibble when e % 32 >= 16 */
+#define Q6KX_SB_BYTES 3360
+#define Q6KX_D 3072
+#define Q6KX_SC 3104
+/* bytes per row of packed Q4_K (for Q6_K: the file's row bytes) */
+static inline size_t q4kx_row_bytes(int K) { return (size_t)(K / 256) * (Q4KX_SB_BYTES / KX_ROWS); }
+static inline size_t kx_bytes(int N, size_t row_bytes) { return (size_t)((N + KX_ROWS - 1) / KX_ROWS) * KX_ROWS * row_bytes; }
+/* byte of a Q4_K record holding element e (0..255) of row r; the high nibble when e % 32 >= 16 */
 static inline int q4kx_pos(int r, int e) { return 320 + 64 * (4 * (e / 32) + e % 16 / 4) + 4 * r + e % 4; }
-
-/* PACKED Q6_K (sp_mat_pack; read by the AVX-512 tile only). A super-block keeps its size and
- * its scale fields; its quants are reordered into four 64-byte "planes" v = 0..3 that each cover
- * every group, so one scale vector serves all four. Element e of a super-block sits at plane
- * position q6kp_pos(e) (= 64 v + offset in the plane): int32 lane g of a plane = group g (16
- * values): elements 16g + 4v .. + 3. The 128 ql bytes are two groups G of 64 (plane 2G low
- * nibbles, 2G + 1 high nibbles); byte i of the 64 qh bytes holds the top two bits of plane v's
- * byte i in its bits 2v, 2v + 1; scales[16] and d stay where they are. The activation rows are
- * read in the same order (qkp_interleave). Rows are as long as in the file. */
-static inline int q6kp_pos(int e) { return 64 * (e % 16 / 4) + 4 * (e / 16) + e % 4; }
-
-/* the q bytes of a quantized activation row (Q8_K, K values) put in the packed Q6_K order:
- * element e of each super-block moves to q6kp_pos(e); the bsums and scales stay */
-static inline void qkp_interleave(int8_t *q, int K) {
-    int8_t tmp[256];
-    for (int b = 0; b < K / 256; b++, q += 256) {
-        memcpy(tmp, q, 256);
-        for (int e = 0; e < 256; e += 4) memcpy(q + q6kp_pos(e), tmp + e, 4);
-    }
-}
 
 typedef struct {
     float *Y;          /* [T, N] */

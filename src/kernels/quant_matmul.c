@@ -214,14 +214,10 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
 /* the activation format a weight type's dot product reads: 0 Q8_0 blocks, 1 Q8_K */
 static int qx_format(sp_dtype dt) { return dt == SP_DT_Q4_K || dt == SP_DT_Q6_K; }
 
-/* the layout of the activation rows a weight reads: packed Q6_K weights read them interleaved
- * for their own tile (qkp_interleave), a layout of its own */
-static int qx_layout(const sp_mat *W) { return W->pack && W->dt == SP_DT_Q6_K ? 2 : qx_format(W->dt); }
-
 int sp_matmul_quant_shares_x(const sp_mat *const *W, int n) {
     if (n < 1 || n > SP_MATMUL_MULTI_MAX) return 0;
     for (int i = 0; i < n; i++)
-        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_layout(W[i]) != qx_layout(W[0])) return 0;
+        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_format(W[i]->dt) != qx_format(W[0]->dt)) return 0;
     return 1;
 }
 
@@ -234,7 +230,6 @@ typedef struct {
     sp_dtype dt;
     int T, K;
     size_t xrow;
-    int interleave; /* the rows are read by packed Q6_K tiles */
 } qx_job;
 
 static void qx_task(void *arg, int i, int n) {
@@ -244,7 +239,6 @@ static void qx_task(void *arg, int i, int n) {
     for (int t = lo; t < hi; t++) {
         uint8_t *row = j->XQ + (size_t)t * j->xrow;
         j->quantize(row, j->X + (size_t)t * j->K, j->dt, j->K);
-        if (j->interleave) qkp_interleave((int8_t *)row, j->K);
     }
 }
 
@@ -288,7 +282,7 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
     int tc = (int)(SP_QX_SCRATCH / xrow);
     SP_ASSERT(tc >= 1);
     /* the activation rows: the same bytes from either quantizer */
-    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow, job.c[0].packed && W[0]->dt == SP_DT_Q6_K};
+    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
 #if defined(__x86_64__) || defined(__i386__)
     if (job.rows[0] == qmm_rows_avx512) qj.quantize = qx_quantize_avx512;
 #endif
@@ -321,9 +315,9 @@ size_t sp_mat_pack_bytes(const sp_mat *W) {
         return 0;
 #if defined(__x86_64__) || defined(__i386__)
     if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512)
-        return W->dt == SP_DT_Q4_K ? q4kx_bytes(W->n, W->k)
-                                   : (size_t)W->n * (W->dt == SP_DT_Q4_0 ? q4p_row_bytes(W->k)
-                                                                         : sp_dtype_row_bytes(W->dt, (size_t)W->k));
+        return W->dt == SP_DT_Q4_0   ? (size_t)W->n * q4p_row_bytes(W->k)
+               : W->dt == SP_DT_Q4_K ? kx_bytes(W->n, q4kx_row_bytes(W->k))
+                                     : kx_bytes(W->n, sp_dtype_row_bytes(W->dt, (size_t)W->k));
 #endif
     return 0;
 }
@@ -350,11 +344,11 @@ static inline uint32_t ld32(const uint8_t *p) {
 static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
     const int nsb = W->k / SP_QK_K;
     const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
-    for (int g = 0; g < (W->n + Q4KX_ROWS - 1) / Q4KX_ROWS; g++)
+    for (int g = 0; g < (W->n + KX_ROWS - 1) / KX_ROWS; g++)
         for (int b = 0; b < nsb; b++, dst += Q4KX_SB_BYTES) {
             memset(dst, 0, Q4KX_SB_BYTES);
-            for (int r = 0; r < Q4KX_ROWS && Q4KX_ROWS * g + r < W->n; r++) {
-                const uint8_t *src = (const uint8_t *)W->data + (size_t)(Q4KX_ROWS * g + r) * wrow + (size_t)144 * b;
+            for (int r = 0; r < KX_ROWS && KX_ROWS * g + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * g + r) * wrow + (size_t)144 * b;
                 memcpy(dst + 2 * r, src, 2), memcpy(dst + 32 + 2 * r, src + 2, 2);
                 uint64_t sc8, m8;
                 q4k_scales8(src + 4, &sc8, &m8);
@@ -374,26 +368,36 @@ static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
         }
 }
 
-/* Q6_K, four values at a time: plane v's bytes 4g .. 4g + 3 are elements e = 16g + 4v .. + 3,
- * which share their half h, quarter part and qh shift in the file (docs/QUANT.md) */
+/* Q6_K in groups of 16 rows (quant_internal.h). Group g's 16 elements share the file's half
+ * h = g / 8 and quarter part = g % 8 / 2, and are the 16 consecutive l = 16 (g % 2) + 0..15:
+ * their low 4 bits the low (part < 2) or high nibbles of ql bytes 64h + 32 (part & 1) + l, their
+ * top 2 bits bits 2 part, + 1 of qh bytes 32h + l (docs/QUANT.md) — eight at a time below. */
 static void pack_q6_K(const sp_mat *W, uint8_t *dst) {
-    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
-    const uint8_t *src = W->data;
-    for (size_t s = 0; s < blocks; s++, src += 210, dst += 210) {
-        for (int g = 0; g < 16; g++) {
-            uint32_t pl[4], hb = 0;
-            for (int v = 0; v < 4; v++) {
-                int e = 16 * g + 4 * v, h = e / 128, l = e % 32, part = e % 128 / 32;
-                uint32_t lb = ld32(src + 64 * h + l + 32 * (part & 1));
-                uint32_t hi2 = ld32(src + 128 + 32 * h + l) >> (2 * part) & 0x03030303u;
-                pl[v] = (part < 2 ? lb & LO4_32 : lb >> 4 & LO4_32) | hi2 << 4;
-                hb |= hi2 << (2 * v);
+    const int nsb = W->k / SP_QK_K;
+    const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    for (int G = 0; G < (W->n + KX_ROWS - 1) / KX_ROWS; G++)
+        for (int b = 0; b < nsb; b++, dst += Q6KX_SB_BYTES) {
+            memset(dst, 0, Q6KX_SB_BYTES);
+            for (int r = 0; r < KX_ROWS && KX_ROWS * G + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * G + r) * wrow + (size_t)210 * b;
+                memcpy(dst + Q6KX_D + 2 * r, src + 208, 2);
+                for (int g = 0; g < 16; g++) {
+                    int h = g / 8, part = g % 8 / 2, l = 16 * (g % 2);
+                    const uint8_t *ql = src + 64 * h + 32 * (part & 1) + l, *qh = src + 128 + 32 * h + l;
+                    uint64_t n[2], t[2]; /* elements 8s .. 8s + 7 of the group: low 4 bits, top 2 bits */
+                    for (int s = 0; s < 2; s++) {
+                        uint64_t lb = ld64(ql + 8 * s);
+                        n[s] = part < 2 ? lb & LO4_64 : lb >> 4 & LO4_64;
+                        t[s] = ld64(qh + 8 * s) >> (2 * part) & 0x0303030303030303ull;
+                    }
+                    uint32_t l0 = (uint32_t)n[0] | (uint32_t)(n[0] >> 32) << 4, l1 = (uint32_t)n[1] | (uint32_t)(n[1] >> 32) << 4;
+                    uint32_t hb = (uint32_t)t[1] | (uint32_t)(t[1] >> 32) << 2 | (uint32_t)t[0] << 4 | (uint32_t)(t[0] >> 32) << 6;
+                    uint8_t *q = dst + 192 * g + 4 * r;
+                    memcpy(q, &l0, 4), memcpy(q + 64, &l1, 4), memcpy(q + 128, &hb, 4);
+                    dst[Q6KX_SC + 16 * g + r] = src[192 + g];
+                }
             }
-            uint32_t g0 = (pl[0] & LO4_32) | (pl[1] & LO4_32) << 4, g1 = (pl[2] & LO4_32) | (pl[3] & LO4_32) << 4;
-            memcpy(dst + 4 * g, &g0, 4), memcpy(dst + 64 + 4 * g, &g1, 4), memcpy(dst + 128 + 4 * g, &hb, 4);
         }
-        memcpy(dst + 192, src + 192, 18); /* scales, d */
-    }
 }
 
 void sp_mat_pack(const sp_mat *W, void *dst) {
