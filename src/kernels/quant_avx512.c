@@ -426,7 +426,16 @@ static SP_ALWAYS_INLINE __m512i bcast_i32(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* the prefetch of a 16-row tile starting at row n0 (qpf_init's, for the next 16 rows) */
+/* the prefetch of a 16-row tile starting at row n0: qpf_init's, for the next 16 rows, and
+ * requested non-temporal (the bytes are read once per call; measured on the LM head and the
+ * layer shapes, one thread: 1.04-1.18x the GB/s of requests into every level, prefetches into
+ * L2 0.8x, farther ahead no gain) */
+static SP_ALWAYS_INLINE void qpf_advance_nta(qpf *f) {
+    if (!f->p) return;
+    const char *goal = f->p + f->step;
+    for (; f->p < goal && f->p < f->end; f->p += 64) _mm_prefetch(f->p, _MM_HINT_NTA);
+}
+
 static SP_ALWAYS_INLINE qpf qpf_group(const qmm_ctx *c, int t0, int n0, int steps) {
     qpf f = {NULL, NULL, 0};
     if (t0 != 0 || n0 + KX_ROWS >= c->N) return f;
@@ -447,7 +456,7 @@ static SP_ALWAYS_INLINE void tile_q4_K_x16(const qmm_ctx *c, int t0, int n0, int
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     qpf pf = qpf_group(c, t0, n0, nsb);
     for (int b = 0; b < nsb; b++) {
-        qpf_advance(&pf);
+        qpf_advance_nta(&pf);
         const uint8_t *rec = grp + (size_t)b * Q4KX_SB_BYTES;
         __m512i isum[KTB_MAX];
         for (int i = 0; i < TB; i++) isum[i] = _mm512_setzero_si512();
@@ -574,7 +583,7 @@ static SP_ALWAYS_INLINE void tile_q6_K_x16(const qmm_ctx *c, int t0, int n0, int
     const __m512i sel45 = _mm512_set1_epi8(0x30), sel67 = _mm512_set1_epi8((char)0xC0);
     qpf pf = qpf_group(c, t0, n0, nsb);
     for (int b = 0; b < nsb; b++) {
-        qpf_advance(&pf);
+        qpf_advance_nta(&pf);
         const uint8_t *rec = grp + (size_t)b * Q6KX_SB_BYTES;
         int32_t nb32[KTB_MAX][16]; /* −32 · bsum[g] per token */
         __m512i isum[KTB_MAX];
