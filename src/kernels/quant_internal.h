@@ -26,7 +26,8 @@
  * lanes from one block (lane i = elements 4i..4i+3), an AVX-512 register holding two blocks,
  * NEON pairs of 4-lane registers. int32 sums never overflow: |isum| < 2^28 for the K-quants.
  *
- * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c),
+ * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c;
+ * its Q4_K / Q6_K tiles in quant_k_avx512.c),
  * NEON with dotprod (quant_neon.c). Each file is entered only after sp_cpu_level() selects
  * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without
  * dotprod the scalar path). */
@@ -142,6 +143,7 @@ void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
 #if defined(__x86_64__) || defined(__i386__)
 void qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
 void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
+void qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from qmm_rows_avx512 */
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);
