@@ -328,14 +328,7 @@ static inline uint64_t ld64(const uint8_t *p) {
     return v;
 }
 
-static inline uint32_t ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 #define LO4_64 0x0F0F0F0F0F0F0F0Full
-#define LO4_32 0x0F0F0F0Fu
 
 /* Q4_K in groups of 16 rows (quant_internal.h). Sub-block j's 32 nibbles are the low (even j) or
  * high (odd j) nibbles of the file's qs bytes 32 (j / 2) .. + 31; eight output bytes at a time
