@@ -11,7 +11,8 @@
  * `bench_kernels [quick] gguf FILE` times every matmul of one step of a GGUF model (bench_gguf).
  * `bench_kernels vnni` measures one core's int8 multiply-accumulate rate (bench_vnni): the
  * compute floor of a quantized batch (docs/QUANTIZE.md, "The 8-token verify").
- * Usage: bench_kernels [quick] [quant | gguf FILE | vnni]   (quick: fewer repetitions) */
+ * `bench_kernels kpacked` times the load-time repacked Q4_K / Q6_K tiles alone (bench_kpacked).
+ * Usage: bench_kernels [quick] [quant | kpacked | gguf FILE | vnni]   (quick: fewer repetitions) */
 #include <cblas.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -243,6 +244,69 @@ static void bench_quant(sp_pool *p1, sp_pool *p2, const shape *shapes, int nshap
     }
 }
 
+/* The packed K-quant tiles alone (sp_mat_pack, one thread): GB/s of weight bytes at T = 1, and
+ * time(T) / time(T = 1) for T = 8 (a verify) and 64 (a prefill chunk), on the LM head (Q6_K)
+ * and the layer shapes (Q4_K, Q6_K), with copies rotated through > L3 as in bench_quant; the
+ * "hot" shapes (0.3-0.4 MB, one copy, in L2) call the same matrix 50 times per timing, so their
+ * T = 1 figure is the tile's compute rate without DRAM; "pack GB/s" is sp_mat_pack's rate (the
+ * load-time repack) over the file's bytes. */
+static void bench_kpacked(sp_pool *p1) {
+    static const struct {
+        const char *name;
+        int N, K;
+        sp_dtype dt;
+        int hot;
+    } ks[] = {{"lm_head Q6_K K=1024 N=151936", 151936, 1024, SP_DT_Q6_K, 0},
+              {"gate/up Q4_K K=1024 N=3072", 3072, 1024, SP_DT_Q4_K, 0},
+              {"down    Q4_K K=3072 N=1024", 1024, 3072, SP_DT_Q4_K, 0},
+              {"down    Q6_K K=3072 N=1024", 1024, 3072, SP_DT_Q6_K, 0},
+              {"hot     Q6_K K=1024 N=512", 512, 1024, SP_DT_Q6_K, 1},
+              {"hot     Q4_K K=1024 N=512", 512, 1024, SP_DT_Q4_K, 1}};
+    printf("%-30s %8s %8s %8s %8s %9s\n", "packed, 1 thread", "MB", "T1 GB/s", "T8/T1", "T64/T1", "pack GB/s");
+    for (size_t si = 0; si < sizeof ks / sizeof ks[0]; si++) {
+        wset w = wset_make(ks[si].N, ks[si].K, ks[si].dt);
+        sp_mat m0 = wset_get(&w, 0);
+        size_t pb = sp_mat_pack_bytes(&m0);
+        if (pb == 0) {
+            printf("%-30s no packed layout on this CPU\n", ks[si].name);
+            free(w.buf);
+            continue;
+        }
+        int copies = ks[si].hot ? 1 : w.copies, inner = ks[si].hot ? 50 : 1;
+        void *pk = aligned_alloc(64, (pb * copies + 63) / 64 * 64);
+        float *X = aligned_alloc(64, (size_t)64 * ks[si].K * sizeof(float));
+        float *Y = aligned_alloc(64, (size_t)64 * ks[si].N * sizeof(float));
+        if (!pk || !X || !Y) exit(1);
+        double pack_ms = 1e30; /* the load-time repack, best over the copies */
+        for (int c = 0; c < copies; c++) {
+            sp_mat m = wset_get(&w, c);
+            double t0 = sp_time_ms();
+            sp_mat_pack(&m, (char *)pk + (size_t)c * pb);
+            double dt = sp_time_ms() - t0;
+            if (dt < pack_ms) pack_ms = dt;
+        }
+        for (size_t i = 0; i < (size_t)64 * ks[si].K; i++) X[i] = (float)((i * 40503u) % 1999) / 1000.0f - 1.0f;
+        const int Ts[3] = {1, 8, 64};
+        double best[3] = {1e30, 1e30, 1e30};
+        int r = ks[si].N > 100000 ? (reps + 3) / 4 : reps;
+        for (int k = 0; k < r; k++)
+            for (int v = 0; v < 3; v++) {
+                int c = rotation++ % copies;
+                sp_mat m = wset_get(&w, c);
+                m.pack = (char *)pk + (size_t)c * pb;
+                double t0 = sp_time_ms();
+                for (int q = 0; q < inner; q++) sp_matmul(p1, Y, X, Ts[v], &m);
+                double dt = (sp_time_ms() - t0) / inner;
+                if (dt < best[v]) best[v] = dt;
+            }
+        double mb = (double)w.bytes / 1e6;
+        printf("%-30s %8.1f %8.1f %8.2f %8.2f %9.2f\n", ks[si].name, mb, mb / best[0], best[1] / best[0], best[2] / best[0],
+               mb / pack_ms);
+        fflush(stdout);
+        free(pk), free(X), free(Y), free(w.buf);
+    }
+}
+
 /* Every matmul of one decoder token of a GGUF model, in place from the file: the 2-D weights
  * of types sp_matmul takes (token_embd only as the head of a tied model), with the packed copies
  * the loader makes (none with BENCH_NO_PACK set), timed at T = 1 (decode), 8 (a verify) and 64
@@ -359,6 +423,11 @@ int main(int argc, char **argv) {
         {"lm_head   K=1024 N=151936", 151936, 1024, 0},
     };
     sp_pool *p1 = sp_pool_create(1), *p2 = sp_pool_create(2);
+    if (argc > 1 && strcmp(argv[argc - 1], "kpacked") == 0) { /* bench_kernels [quick] kpacked */
+        bench_kpacked(p1);
+        sp_pool_free(p1), sp_pool_free(p2);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[argc - 1], "quant") == 0) { /* bench_kernels [quick] quant */
         bench_quant(p1, p2, shapes, (int)(sizeof shapes / sizeof *shapes));
         sp_pool_free(p1), sp_pool_free(p2);

@@ -108,6 +108,12 @@ static void test_shares_x(void) {
     q8.dt = SP_DT_Q8_0, q4k.dt = SP_DT_Q4_K, q6k.dt = SP_DT_Q6_K, f.dt = SP_DT_F32, wide.k = 512;
     CHECK(sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &q8, &q4}, 3), "Q4_0 + Q8_0 share Q8_0 activations");
     CHECK(sp_matmul_quant_shares_x((const sp_mat *[]){&q4k, &q6k}, 2), "Q4_K + Q6_K share Q8_K activations");
+    /* the packed K-quant layouts read the activation rows in their natural order too */
+    static const char packed_bytes[1];
+    sp_mat q4kp = q4k, q6kp = q6k;
+    q4kp.pack = packed_bytes, q6kp.pack = packed_bytes;
+    CHECK(sp_matmul_quant_shares_x((const sp_mat *[]){&q4kp, &q6kp, &q4k}, 3),
+          "packed Q4_K + packed Q6_K + Q4_K share Q8_K activations");
     CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &q4k}, 2), "Q4_0 + Q4_K do not share");
     CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &f}, 2), "a float weight does not share");
     CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &wide}, 2), "different K do not share");

@@ -527,6 +527,12 @@ static void test_packed_q4_0(void) {
     }
 }
 
+static uint16_t rd_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
 /* the 6-bit value of element e of a Q6_K super-block in the file's layout (docs/QUANT.md) */
 static int q6k_value(const uint8_t *blk, int e) {
     int h = e / 128, l = e % 32, part = e % 128 / 32;
@@ -534,8 +540,9 @@ static int q6k_value(const uint8_t *blk, int e) {
     return (part < 2 ? lb & 15 : lb >> 4) | (blk[128 + 32 * h + l] >> (2 * part) & 3) << 4;
 }
 
-/* Packed Q4_K / Q6_K (quant_internal.h): every quant sits where q4kp_pos / q6kp_pos says and
- * the scale fields are unchanged, and sp_matmul on the packed form gives the bits of the file's
+/* Packed Q4_K / Q6_K (quant_internal.h): every quant, scale and d of the 16-row groups sits
+ * where the layout says, zeros in the padding rows (N = 23: a full group and a part), and
+ * sp_matmul on the packed form gives the bits of the file's
  * rows (the unpacked AVX-512 tile and the scalar kernels) for T = 1..16, batch offsets, 1 and 2
  * threads. Row 5 is all largest quants with the largest scales (Q6_K: scale −128, to check the
  * sign) and token 2 is constant (every activation −127, dequantized exactly 1): the largest
@@ -567,28 +574,40 @@ static void test_packed_k(sp_dtype dt) {
             qmat_free(&m);
             return;
         }
-        CHECK(pb == (size_t)N * wrow, "K=%d: packed bytes %zu, expected %zu", K, pb, (size_t)N * wrow);
+        const size_t rec_bytes = q4 ? 2368 : 3360, want_pb = (size_t)(N + 15) / 16 * nsb * rec_bytes;
+        CHECK(pb == want_pb, "K=%d: packed bytes %zu, expected %zu", K, pb, want_pb);
         uint8_t *pk = xmalloc(pb);
         memset(pk, 0xA5, pb);
         sp_mat_pack(&W, pk);
+        /* every row of every group, record (n / 16, b), row r = n % 16; zeros for padding rows */
         int bad = 0;
-        for (int n = 0; n < N; n++)
+        for (int n = 0; n < (N + 15) / 16 * 16; n++)
             for (int b = 0; b < nsb; b++) {
-                const uint8_t *src = (const uint8_t *)m.w + n * wrow + (size_t)bsz * b, *dst = pk + n * wrow + (size_t)bsz * b;
-                if (q4 ? memcmp(src, dst, 16) != 0 : memcmp(src + 192, dst + 192, 18) != 0) bad++;
-                for (int e = 0; e < 256; e++) {
-                    int want, got;
-                    if (q4) {
-                        uint8_t w = src[16 + 32 * (e / 64) + e % 32];
-                        int p = q4kp_pos(e);
-                        want = e % 64 < 32 ? w & 15 : w >> 4;
-                        got = dst[16 + 64 * (p / 128) + p % 64] >> (4 * (p / 64 % 2)) & 15;
-                    } else {
-                        int p = q6kp_pos(e), v = p / 64, i = p % 64;
-                        want = q6k_value(src, e);
-                        got = (dst[64 * (v / 2) + i] >> (4 * (v & 1)) & 15) | (dst[128 + i] >> (2 * v) & 3) << 4;
+                const uint8_t *rec = pk + ((size_t)(n / 16) * nsb + b) * rec_bytes;
+                const uint8_t *src = n < N ? (const uint8_t *)m.w + n * wrow + (size_t)bsz * b : NULL;
+                int r = n % 16;
+                if (q4) {
+                    if (rd_u16(rec + 2 * r) != (src ? rd_u16(src) : 0) || rd_u16(rec + 32 + 2 * r) != (src ? rd_u16(src + 2) : 0))
+                        bad++;
+                    for (int j = 0; j < 8; j++) {
+                        int sc = 0, mn = 0;
+                        if (src) sp_q4_K_scale_min(j, src + 4, &sc, &mn);
+                        if (rec[64 + 16 * j + r] != sc || rec[192 + 32 * (j / 2) + 2 * r + j % 2] != mn) bad++;
                     }
-                    if (got != want) bad++;
+                    for (int e = 0; e < 256; e++) {
+                        int want = !src ? 0 : e % 64 < 32 ? src[16 + 32 * (e / 64) + e % 32] & 15 : src[16 + 32 * (e / 64) + e % 32] >> 4;
+                        if ((rec[q4kx_pos(r, e)] >> (e % 32 >= 16 ? 4 : 0) & 15) != want) bad++;
+                    }
+                } else { /* element 16g + 4s + k: nibble s % 2 of L(s / 2), top bits at 2 ((s + 2) % 4) of H */
+                    if (rd_u16(rec + Q6KX_D + 2 * r) != (src ? rd_u16(src + 208) : 0)) bad++;
+                    for (int g = 0; g < 16; g++)
+                        if ((int8_t)rec[Q6KX_SC + 16 * g + r] != (src ? (int8_t)src[192 + g] : 0)) bad++;
+                    for (int e = 0; e < 256; e++) {
+                        int g = e / 16, s4 = e % 16 / 4, k = e % 4;
+                        int lo = rec[192 * g + 64 * (s4 / 2) + 4 * r + k] >> (4 * (s4 % 2)) & 15;
+                        int top = rec[192 * g + 128 + 4 * r + k] >> (2 * ((s4 + 2) % 4)) & 3;
+                        if ((lo | top << 4) != (src ? q6k_value(src, e) : 0)) bad++;
+                    }
                 }
             }
         CHECK(bad == 0, "%s K=%d: %d packed values differ from the rows", sp_dtype_name(dt), K, bad);

@@ -2,16 +2,14 @@
  * in the canonical order of quant_internal.h. Entered only when sp_cpu_level() is
  * SP_CPU_AVX512 and the processor has AVX512-VNNI.
  *
- * Tiles: TB tokens (1..4; 1..8 for the K-quants) × 4 weight rows; each weight block is
+ * Tiles: TB tokens (1..4) × 4 weight rows; each weight block is
  * loaded and unpacked once per tile and used for all TB tokens, so a T-token call reads W
  * once per tile of tokens from memory (the rest from cache). Row remainders reuse the last row and drop its results. Within one
  * output the operations are exactly those of the scalar kernels: integer block sums (exact),
  * then the float scale products and fmas in block order — the 16 lanes of the 32-blocks held
- * in one register as [even block's 8 lanes | odd block's 8 lanes], the K-quants' float part
- * run for the tile's 4 rows at once with one row per lane. Q4_0 matrices the loader repacked
- * (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other loads;
- * repacked Q4_K / Q6_K matrices take tile_q4_K / tile_q6_K with P = 1 (the same integer sums,
- * fewer shuffles). */
+ * in one register as [even block's 8 lanes | odd block's 8 lanes]. Q4_0 matrices the loader
+ * repacked (sp_mat_pack, quant_internal.h) take tile32_packed, the same operations on other
+ * loads. The K-quants (Q4_K, Q6_K) have their own file, quant_k_avx512.c. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -19,10 +17,6 @@
 #include "quant_internal.h"
 
 #define NB 4 /* weight rows per tile */
-/* tokens per K-quant tile: their unpacked super-blocks (kept in L1) serve up to 8 tokens, so
- * an 8-token verify unpacks each weight row once (measured: Q4_K / Q6_K 8-token matmul
- * ~0.8x the time of two 4-token tiles; docs/ROUND_COST.md) */
-#define KTB_MAX 8
 
 /* the canonical 16 → 1 tree of quant_internal.h: (i, i+8), (i, i+4), (i, i+2), (0, 1) */
 static SP_ALWAYS_INLINE float hsum16_canon(__m512 v) {
@@ -337,194 +331,6 @@ static void stage_q4_0_packed(const qmm_ctx *c, int n0, int n1, __m512i *st) {
     }
 }
 
-/* ---- K-quants ------------------------------------------------------------------------------ */
-/* The 4 rows' integer totals of one token at once: lane j of the result = Σ lanes of s[j]
- * (exact), by a transpose-and-add network instead of four horizontal sums. */
-static SP_ALWAYS_INLINE __m128i hsum4x16_i32(const __m512i *s) {
-    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
-    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-    __m256i v = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
-    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-}
-
-/* lane j = Σ of the 4 lanes of m[j] */
-static SP_ALWAYS_INLINE __m128i hsum4x4_i32(const __m128i *m) {
-    return _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
-}
-
-/* Each row's weights are unpacked once per super-block into wv / sv (they stay in L1), then
- * every token takes the 4 rows together: the integer totals of the 4 rows are reduced at once
- * and the float part runs with the rows in lanes — per lane the operations of the scalar
- * kernel, so the bits are the same.
- * P = 1: packed rows (quant_internal.h) and activations in their order. Nibble plane v is a
- * 64-byte load, a mask (and a shift), with qword k in sub-block k; one vector holds sc[k] in
- * the int32 lanes 2k, 2k + 1. Per token, four vpdpbusd leave in each int32 lane the sum of 16
- * products of one sub-block (|sum| <= 16 · 15 · 128 < 2^15, so it is its own low int16 half), and
- * one vpdpwssd against the scales gives sc[k] · those sums — the same integer isum. */
-static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int P) {
-    const int nsb = c->K / SP_QK_K;
-    const uint8_t *wr[NB];
-    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qx_row xr[KTB_MAX];
-    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    __m128 acc[KTB_MAX];
-    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
-    /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
-    const __m512i sidx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          0, 0, 0, 0, 0, 0, 0);
-    /* P = 1: vpshufb indices putting byte k = i / 2 of the broadcast sc8 in the low byte of
-     * int32 lane i, zeros (index bit 7) in its other three */
-    const __m512i kidx = _mm512_or_si512(_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-                                         _mm512_set1_epi32((int)0x80808000u));
-    qpf pf = qpf_init(c, t0, n1, nsb);
-    for (int b = 0; b < nsb; b++) {
-        qpf_advance(&pf);
-        __m512i wv[NB][4], sv[NB][4];
-        __m128i m16[NB];
-        float dj[NB], mj[NB];
-        for (int j = 0; j < NB; j++) {
-            const uint8_t *blk = wr[j] + (size_t)b * 144;
-            uint64_t sc8, m8;
-            q4k_scales8(blk + 4, &sc8, &m8);
-            m16[j] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
-            dj[j] = _cvtsh_ss(rd16(blk)), mj[j] = _cvtsh_ss(rd16(blk + 2));
-            if (P) {
-                sv[j][0] = _mm512_shuffle_epi8(_mm512_set1_epi64((long long)sc8), kidx);
-                for (int g = 0; g < 2; g++) {
-                    __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * g);
-                    wv[j][2 * g] = _mm512_and_si512(raw, lo4);
-                    wv[j][2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo4);
-                }
-                continue;
-            }
-            __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-            /* chunk q: [low nibbles (sub-block 2q) | high nibbles (2q + 1)], scales as int16 */
-            for (int q = 0; q < 4; q++) {
-                __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * q));
-                wv[j][q] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), lo4);
-                sv[j][q] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16((short)(2 * q))), sc16);
-            }
-        }
-        __m128 d4 = _mm_loadu_ps(dj), dmin4 = _mm_loadu_ps(mj);
-        for (int i = 0; i < TB; i++) {
-            const int8_t *xq = xr[i].q + SP_QK_K * b;
-            __m512i xv[4], s[NB];
-            __m128i mm[NB];
-            for (int q = 0; q < 4; q++) xv[q] = _mm512_loadu_si512(xq + 64 * q);
-            /* bsum[2j] + bsum[2j+1] for sub-block j, as 8 int16 */
-            __m256i pp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b)), _mm256_set1_epi16(1));
-            __m128i ps = _mm_packs_epi32(_mm256_castsi256_si128(pp), _mm256_extracti128_si256(pp, 1));
-            for (int j = 0; j < NB; j++) {
-                s[j] = _mm512_setzero_si512();
-                if (P) {
-                    for (int v = 0; v < 4; v++) s[j] = _mm512_dpbusd_epi32(s[j], wv[j][v], xv[v]);
-                    s[j] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), s[j], sv[j][0]);
-                } else {
-                    for (int q = 0; q < 4; q++)
-                        s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][q], xv[q]), sv[j][q]);
-                }
-                mm[j] = _mm_madd_epi16(ps, m16[j]);
-            }
-            __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s)), imin = _mm_cvtepi32_ps(hsum4x4_i32(mm));
-            __m128 xd = _mm_set1_ps(xr[i].d[b]);
-            acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, xd), isum, acc[i]);
-            acc[i] = _mm_fmadd_ps(_mm_xor_ps(_mm_mul_ps(dmin4, xd), _mm_set1_ps(-0.0f)), imin, acc[i]);
-        }
-    }
-    for (int i = 0; i < TB; i++) {
-        float y[4];
-        _mm_storeu_ps(y, acc[i]);
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
-    }
-}
-
-/* P = 1: packed rows (quant_internal.h) and activations in their order. Plane v is the low or
- * high nibbles of one 64-byte load with two bits of the qh load shifted in, int32 lane g in
- * group g; per token, four vpdpbusd from −32 · bsum[g] leave Σ u·x − 32 · bsum[g] in lane g
- * and one vpmulld by the group scales gives the terms of isum — the same integer. */
-static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int P) {
-    const int nsb = c->K / SP_QK_K;
-    const uint8_t *wr[NB];
-    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qx_row xr[KTB_MAX];
-    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
-    __m128 acc[KTB_MAX];
-    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
-    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
-    /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
-    const __m512i sidx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
-                                           0, 0, 0, 0, 0, 0, 0);
-    qpf pf = qpf_init(c, t0, n1, nsb);
-    for (int b = 0; b < nsb; b++) {
-        qpf_advance(&pf);
-        __m512i wv[NB][4], sv[NB][4];
-        __m256i sc16[NB];
-        float dj[NB];
-        for (int j = 0; j < NB; j++) {
-            const uint8_t *blk = wr[j] + (size_t)b * 210;
-            dj[j] = _cvtsh_ss(rd16(blk + 208));
-            if (P) {
-                sv[j][0] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
-                __m512i L0 = _mm512_loadu_si512(blk), L1 = _mm512_loadu_si512(blk + 64), H = _mm512_loadu_si512(blk + 128);
-                wv[j][0] = _mm512_or_si512(_mm512_and_si512(L0, lo4), _mm512_and_si512(_mm512_slli_epi16(H, 4), hi2));
-                wv[j][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L0, 4), lo4),
-                                           _mm512_and_si512(_mm512_slli_epi16(H, 2), hi2));
-                wv[j][2] = _mm512_or_si512(_mm512_and_si512(L1, lo4), _mm512_and_si512(H, hi2));
-                wv[j][3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L1, 4), lo4),
-                                           _mm512_and_si512(_mm512_srli_epi16(H, 2), hi2));
-                continue;
-            }
-            sc16[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-            for (int h = 0; h < 2; h++) {
-                __m512i L = _mm512_loadu_si512(blk + 64 * h);
-                __m256i H = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-                __m512i Hz = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
-                /* values 128h + 0..63: low nibbles | bits (0,1) / (2,3) of qh as bits 4, 5 */
-                wv[j][2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_and_si512(_mm512_slli_epi16(Hz, 4), hi2));
-                /* values 128h + 64..127: high nibbles | bits (4,5) / (6,7) of qh */
-                wv[j][2 * h + 1] =
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4), _mm512_and_si512(Hz, hi2));
-            }
-            for (int v = 0; v < 4; v++)
-                sv[j][v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sidx0, _mm512_set1_epi16((short)(4 * v))),
-                                                    _mm512_castsi256_si512(sc16[j]));
-        }
-        __m128 d4 = _mm_loadu_ps(dj);
-        for (int i = 0; i < TB; i++) {
-            const int8_t *xq = xr[i].q + SP_QK_K * b;
-            __m512i xv[4], s[NB];
-            for (int v = 0; v < 4; v++) xv[v] = _mm512_loadu_si512(xq + 64 * v);
-            __m256i bs = _mm256_loadu_si256((const __m256i *)(xr[i].bsums + 16 * b));
-            if (P) {
-                /* lane g: −32 · bsum[g] */
-                const __m512i nb32 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5));
-                for (int j = 0; j < NB; j++) {
-                    s[j] = nb32;
-                    for (int v = 0; v < 4; v++) s[j] = _mm512_dpbusd_epi32(s[j], wv[j][v], xv[v]);
-                    s[j] = _mm512_mullo_epi32(s[j], sv[j][0]);
-                }
-            } else {
-                for (int j = 0; j < NB; j++) {
-                    s[j] = _mm512_setzero_si512();
-                    for (int v = 0; v < 4; v++)
-                        s[j] = _mm512_dpwssd_epi32(s[j], _mm512_maddubs_epi16(wv[j][v], xv[v]), sv[j][v]);
-                    /* − 32 · Σ_g sc[g] · bsum[g] */
-                    s[j] = _mm512_sub_epi32(s[j], _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[j]), 5)));
-                }
-            }
-            __m128 isum = _mm_cvtepi32_ps(hsum4x16_i32(s));
-            acc[i] = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(xr[i].d[b])), isum, acc[i]);
-        }
-    }
-    for (int i = 0; i < TB; i++) {
-        float y[4];
-        _mm_storeu_ps(y, acc[i]);
-        for (int j = 0; j < NB && n0 + j < n1; j++) c->Y[(size_t)(t0 + i) * c->N + n0 + j] = y[j];
-    }
-}
-
 /* ---- activation rows ------------------------------------------------------------------------ */
 /* quant.c's sp_quantize_row_q8_0 / _q8_K on 16 lanes, operation for operation (no fused
  * operations), so the bytes are the same; a block with a NaN, an infinity or a scale whose
@@ -674,38 +480,6 @@ static void staged_q5_0_1(const qmm_ctx *c, int t, int n, int n1, const __m512i 
 static void staged_q5_0_2(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 2, 2); }
 static void staged_q5_0_3(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 3, 2); }
 static void staged_q5_0_4(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 4, 2); }
-static void tile_q4_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 1, 0); }
-static void tile_q4_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2, 0); }
-static void tile_q4_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3, 0); }
-static void tile_q4_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4, 0); }
-static void tile_q4_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5, 0); }
-static void tile_q4_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6, 0); }
-static void tile_q4_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7, 0); }
-static void tile_q4_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8, 0); }
-static void tile_q4_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 1, 1); }
-static void tile_q4_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 2, 1); }
-static void tile_q4_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 3, 1); }
-static void tile_q4_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 4, 1); }
-static void tile_q4_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 5, 1); }
-static void tile_q4_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 6, 1); }
-static void tile_q4_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 7, 1); }
-static void tile_q4_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q4_K(c, t, n, n1, 8, 1); }
-static void tile_q6_K_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 0); }
-static void tile_q6_K_packed_1(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 1, 1); }
-static void tile_q6_K_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 0); }
-static void tile_q6_K_packed_2(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 2, 1); }
-static void tile_q6_K_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3, 0); }
-static void tile_q6_K_packed_3(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 3, 1); }
-static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4, 0); }
-static void tile_q6_K_packed_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 4, 1); }
-static void tile_q6_K_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5, 0); }
-static void tile_q6_K_packed_5(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 5, 1); }
-static void tile_q6_K_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6, 0); }
-static void tile_q6_K_packed_6(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 6, 1); }
-static void tile_q6_K_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7, 0); }
-static void tile_q6_K_packed_7(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 7, 1); }
-static void tile_q6_K_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8, 0); }
-static void tile_q6_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t, n, n1, 8, 1); }
 
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 typedef void (*qstaged_fn)(const qmm_ctx *c, int t0, int n0, int n1, const __m512i *st);
@@ -714,24 +488,16 @@ void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
     static const qtile_fn q8_0[4] = {tile_q8_0_1, tile_q8_0_2, tile_q8_0_3, tile_q8_0_4};
     static const qtile_fn q4_0[4] = {tile_q4_0_1, tile_q4_0_2, tile_q4_0_3, tile_q4_0_4};
     static const qtile_fn q5_0[4] = {tile_q5_0_1, tile_q5_0_2, tile_q5_0_3, tile_q5_0_4};
-    static const qtile_fn q4_K[KTB_MAX] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4,
-                                           tile_q4_K_5, tile_q4_K_6, tile_q4_K_7, tile_q4_K_8};
-    static const qtile_fn q6_K[KTB_MAX] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4,
-                                           tile_q6_K_5, tile_q6_K_6, tile_q6_K_7, tile_q6_K_8};
-    static const qtile_fn q4_K_packed[KTB_MAX] = {tile_q4_K_packed_1, tile_q4_K_packed_2, tile_q4_K_packed_3,
-                                                  tile_q4_K_packed_4, tile_q4_K_packed_5, tile_q4_K_packed_6,
-                                                  tile_q4_K_packed_7, tile_q4_K_packed_8};
-    static const qtile_fn q6_K_packed[KTB_MAX] = {tile_q6_K_packed_1, tile_q6_K_packed_2, tile_q6_K_packed_3,
-                                                  tile_q6_K_packed_4, tile_q6_K_packed_5, tile_q6_K_packed_6,
-                                                  tile_q6_K_packed_7, tile_q6_K_packed_8};
     static const qtile_fn q4_0_packed[4] = {tile_q4_0_packed_1, tile_q4_0_packed_2, tile_q4_0_packed_3,
                                             tile_q4_0_packed_4};
+    if (c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K) {
+        qmm_rows_avx512_k(c, n0, n1);
+        return;
+    }
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0   ? q8_0
                             : c->dt == SP_DT_Q4_0 ? (c->packed ? q4_0_packed : q4_0)
-                            : c->dt == SP_DT_Q5_0 ? q5_0
-                            : c->dt == SP_DT_Q4_K ? (c->packed ? q4_K_packed : q4_K)
-                                                  : (c->packed ? q6_K_packed : q6_K);
-    const int tb = c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K ? KTB_MAX : 4;
+                                                  : q5_0;
+    const int tb = 4;
     if ((c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) && c->T > 8 && stage_fits(c)) {
         static const qstaged_fn s8[4] = {staged_q8_0_1, staged_q8_0_2, staged_q8_0_3, staged_q8_0_4};
         static const qstaged_fn s4[4] = {staged_q4_0_1, staged_q4_0_2, staged_q4_0_3, staged_q4_0_4};

@@ -26,7 +26,8 @@
  * lanes from one block (lane i = elements 4i..4i+3), an AVX-512 register holding two blocks,
  * NEON pairs of 4-lane registers. int32 sums never overflow: |isum| < 2^28 for the K-quants.
  *
- * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c),
+ * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c;
+ * its Q4_K / Q6_K tiles in quant_k_avx512.c),
  * NEON with dotprod (quant_neon.c). Each file is entered only after sp_cpu_level() selects
  * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without
  * dotprod the scalar path). */
@@ -64,38 +65,39 @@ static inline size_t q4p_row_bytes(int K) {
     return (b + 63) / 64 * 64;
 }
 
-/* PACKED Q4_K and Q6_K (sp_mat_pack; read by the AVX-512 tiles only). A super-block keeps its
- * size and its scale fields; its quants are reordered into four 64-byte "planes" v = 0..3 that
- * each cover every sub-block, so one scale vector serves all four. Element e of a super-block
- * sits at plane position q4kp_pos(e) / q6kp_pos(e) (= 64 v + offset in the plane):
- *   Q4_K: qword k of a plane = sub-block k (32 values): elements 32k + 8v .. + 7. The 16 fields
- *         d, dmin, scales[12] stay; the 128 quant bytes are two groups G = 0, 1 of 64, plane
- *         2G in the low nibbles and plane 2G + 1 in the high nibbles.
- *   Q6_K: int32 lane g of a plane = group g (16 values): elements 16g + 4v .. + 3. The 128 ql
- *         bytes are two groups G of 64 (plane 2G low nibbles, 2G + 1 high nibbles); byte i of
- *         the 64 qh bytes holds the top two bits of plane v's byte i in its bits 2v, 2v + 1;
- *         scales[16] and d stay where they are.
- * The activation rows are read in the same order (qkp_interleave). Rows are as long as in the
- * file. */
-static inline int q4kp_pos(int e) { return 64 * (e % 32 / 8) + 8 * (e / 32) + e % 8; }
-static inline int q6kp_pos(int e) { return 64 * (e % 16 / 4) + 4 * (e / 16) + e % 4; }
-
-/* the q bytes of a quantized activation row (Q8_K, K values) put in the packed order of weight
- * type dt (Q4_K or Q6_K): element e of each super-block moves to its plane position; the bsums
- * and scales stay */
-static inline void qkp_interleave(int8_t *q, int K, sp_dtype dt) {
-    int8_t tmp[256];
-    const int run = dt == SP_DT_Q4_K ? 8 : 4;
-    for (int b = 0; b < K / 256; b++, q += 256) {
-        memcpy(tmp, q, 256);
-        for (int e = 0; e < 256; e += run) memcpy(q + (run == 8 ? q4kp_pos(e) : q6kp_pos(e)), tmp + e, (size_t)run);
-    }
-}
+/* PACKED Q4_K AND Q6_K (sp_mat_pack; read by the AVX-512 tiles only): the rows in groups of
+ * KX_ROWS = 16 (the last group padded with zero rows), one output row per int32 lane; the
+ * activation stays in its natural order, a 64-byte load holding 4 consecutive elements of the
+ * 16 rows against one broadcast int32 of it. Super-block b of group G is a record at
+ * (G · K / 256 + b) · record bytes, so row n's group starts at n · kx_row_bytes for n a multiple
+ * of 16. With r the row in the group, i, k = 0..3:
+ *   Q4_K (Q4KX_SB_BYTES = 2368, 148 per row: the file's 144 with sc and m a byte each):
+ *     0 + 2r: f16 d;  32 + 2r: f16 dmin;  64 + 16j + r: sc[j];  192 + 32 (j / 2) + 2r + j % 2: m[j]
+ *     320 + 64 (4j + i) + 4r + k: element 32j + 4i + k in the low nibble and 32j + 16 + 4i + k
+ *     in the high nibble (sub-block j; q4kx_pos)
+ *   Q6_K (Q6KX_SB_BYTES = 3360, the file's 210 per row): group g = elements 16g + 0..15 as
+ *   sets A, B, C, D of 4 (16g + 4s + k, s = 0..3):
+ *     192g + 4r + k:        low nibble A's, high nibble B's low 4 bits
+ *     192g + 64 + 4r + k:   low nibble C's, high nibble D's low 4 bits
+ *     192g + 128 + 4r + k:  top 2 bits of C, D, A, B at bits 0-1, 2-3, 4-5, 6-7
+ *     Q6KX_D + 2r: f16 d;  Q6KX_SC + 16g + r: int8 sc[g]
+ * so the scales of 16 rows widen to the int32 lanes (Q4_K's m[2q], m[2q + 1] to the int16
+ * pairs) with one extension each. */
+#define KX_ROWS 16
+#define Q4KX_SB_BYTES 2368
+#define Q6KX_SB_BYTES 3360
+#define Q6KX_D 3072
+#define Q6KX_SC 3104
+/* bytes per row of packed Q4_K (for Q6_K: the file's row bytes) */
+static inline size_t q4kx_row_bytes(int K) { return (size_t)(K / 256) * (Q4KX_SB_BYTES / KX_ROWS); }
+static inline size_t kx_bytes(int N, size_t row_bytes) { return (size_t)((N + KX_ROWS - 1) / KX_ROWS) * KX_ROWS * row_bytes; }
+/* byte of a Q4_K record holding element e (0..255) of row r; the high nibble when e % 32 >= 16 */
+static inline int q4kx_pos(int r, int e) { return 320 + 64 * (4 * (e / 32) + e % 16 / 4) + 4 * r + e % 4; }
 
 typedef struct {
     float *Y;          /* [T, N] */
     const uint8_t *W;  /* N rows of wrow bytes (the packed rows when packed) */
-    int packed;        /* W is packed Q4_0, Q4_K or Q6_K (above) */
+    int packed;        /* W is packed Q4_0, Q4_K or Q6_K (above); packed Q4_K: wrow is q4kx_row_bytes */
     const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
     sp_dtype dt;
     int T, N, K;
@@ -141,6 +143,7 @@ void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
 #if defined(__x86_64__) || defined(__i386__)
 void qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
 void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
+void qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from qmm_rows_avx512 */
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);

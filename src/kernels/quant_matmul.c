@@ -214,16 +214,10 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
 /* the activation format a weight type's dot product reads: 0 Q8_0 blocks, 1 Q8_K */
 static int qx_format(sp_dtype dt) { return dt == SP_DT_Q4_K || dt == SP_DT_Q6_K; }
 
-/* the layout of the activation rows a weight reads: packed Q4_K and Q6_K weights read them
- * interleaved for their own tile (qkp_interleave), so each of those is a layout of its own */
-static int qx_layout(const sp_mat *W) {
-    return W->pack && (W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) ? (int)W->dt + 2 : qx_format(W->dt);
-}
-
 int sp_matmul_quant_shares_x(const sp_mat *const *W, int n) {
     if (n < 1 || n > SP_MATMUL_MULTI_MAX) return 0;
     for (int i = 0; i < n; i++)
-        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_layout(W[i]) != qx_layout(W[0])) return 0;
+        if (!sp_dtype_is_quant(W[i]->dt) || W[i]->k != W[0]->k || qx_format(W[i]->dt) != qx_format(W[0]->dt)) return 0;
     return 1;
 }
 
@@ -236,7 +230,6 @@ typedef struct {
     sp_dtype dt;
     int T, K;
     size_t xrow;
-    int interleave; /* the rows are read by packed Q4_K / Q6_K tiles */
 } qx_job;
 
 static void qx_task(void *arg, int i, int n) {
@@ -246,7 +239,6 @@ static void qx_task(void *arg, int i, int n) {
     for (int t = lo; t < hi; t++) {
         uint8_t *row = j->XQ + (size_t)t * j->xrow;
         j->quantize(row, j->X + (size_t)t * j->K, j->dt, j->K);
-        if (j->interleave) qkp_interleave((int8_t *)row, j->K, j->dt);
     }
 }
 
@@ -275,6 +267,7 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
             job.rows[m] == qmm_rows_avx512) {
             c->W = W[m]->pack;
             if (W[m]->dt == SP_DT_Q4_0) c->wrow = q4p_row_bytes(K);
+            if (W[m]->dt == SP_DT_Q4_K) c->wrow = q4kx_row_bytes(K);
             c->packed = 1;
         }
 #endif
@@ -289,7 +282,7 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
     int tc = (int)(SP_QX_SCRATCH / xrow);
     SP_ASSERT(tc >= 1);
     /* the activation rows: the same bytes from either quantizer */
-    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow, job.c[0].packed && W[0]->dt != SP_DT_Q4_0};
+    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
 #if defined(__x86_64__) || defined(__i386__)
     if (job.rows[0] == qmm_rows_avx512) qj.quantize = qx_quantize_avx512;
 #endif
@@ -322,7 +315,9 @@ size_t sp_mat_pack_bytes(const sp_mat *W) {
         return 0;
 #if defined(__x86_64__) || defined(__i386__)
     if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512)
-        return (size_t)W->n * (W->dt == SP_DT_Q4_0 ? q4p_row_bytes(W->k) : sp_dtype_row_bytes(W->dt, (size_t)W->k));
+        return W->dt == SP_DT_Q4_0   ? (size_t)W->n * q4p_row_bytes(W->k)
+               : W->dt == SP_DT_Q4_K ? kx_bytes(W->n, q4kx_row_bytes(W->k))
+                                     : kx_bytes(W->n, sp_dtype_row_bytes(W->dt, (size_t)W->k));
 #endif
     return 0;
 }
@@ -333,53 +328,69 @@ static inline uint64_t ld64(const uint8_t *p) {
     return v;
 }
 
-static inline uint32_t ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 #define LO4_64 0x0F0F0F0F0F0F0F0Full
-#define LO4_32 0x0F0F0F0Fu
 
-/* Q4_K, eight packed bytes at a time: packed bytes 8k .. 8k + 7 of group G hold elements
- * 32k + 16G + m (low nibble) and + 8 (high), m = 0..7; in the file those are the qs bytes
- * 32 (k / 2) + 16G + m and + 8, low nibbles for even k, high for odd k */
+/* Q4_K in groups of 16 rows (quant_internal.h). Sub-block j's 32 nibbles are the low (even j) or
+ * high (odd j) nibbles of the file's qs bytes 32 (j / 2) .. + 31; eight output bytes at a time
+ * take elements l .. l + 7 (low nibbles) and 16 + l .. (high nibbles), l = 0 or 8, and go out as
+ * two int32 lanes, for i = l / 4 and l / 4 + 1. */
 static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
-    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
-    const uint8_t *src = W->data;
-    for (size_t s = 0; s < blocks; s++, src += 144, dst += 144) {
-        memcpy(dst, src, 16); /* d, dmin, scales */
-        for (int G = 0; G < 2; G++)
-            for (int k = 0; k < 8; k++) {
-                const uint8_t *q = src + 16 + 32 * (k / 2) + 16 * G;
-                uint64_t a = ld64(q), b = ld64(q + 8);
-                uint64_t v = k % 2 == 0 ? (a & LO4_64) | (b & LO4_64) << 4 : (a >> 4 & LO4_64) | (b & ~LO4_64);
-                memcpy(dst + 16 + 64 * G + 8 * k, &v, 8);
+    const int nsb = W->k / SP_QK_K;
+    const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    for (int g = 0; g < (W->n + KX_ROWS - 1) / KX_ROWS; g++)
+        for (int b = 0; b < nsb; b++, dst += Q4KX_SB_BYTES) {
+            memset(dst, 0, Q4KX_SB_BYTES);
+            for (int r = 0; r < KX_ROWS && KX_ROWS * g + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * g + r) * wrow + (size_t)144 * b;
+                memcpy(dst + 2 * r, src, 2), memcpy(dst + 32 + 2 * r, src + 2, 2);
+                uint64_t sc8, m8;
+                q4k_scales8(src + 4, &sc8, &m8);
+                for (int j = 0; j < 8; j++) {
+                    dst[64 + 16 * j + r] = (uint8_t)(sc8 >> 8 * j);
+                    dst[192 + 32 * (j / 2) + 2 * r + j % 2] = (uint8_t)(m8 >> 8 * j);
+                    const uint8_t *q = src + 16 + 32 * (j / 2);
+                    for (int l = 0; l < 16; l += 8) {
+                        uint64_t a = ld64(q + l), h = ld64(q + 16 + l);
+                        uint64_t v = j % 2 == 0 ? (a & LO4_64) | (h & LO4_64) << 4 : (a >> 4 & LO4_64) | (h & ~LO4_64);
+                        uint32_t v0 = (uint32_t)v, v1 = (uint32_t)(v >> 32);
+                        memcpy(dst + 320 + 64 * (4 * j + l / 4) + 4 * r, &v0, 4);
+                        memcpy(dst + 320 + 64 * (4 * j + l / 4 + 1) + 4 * r, &v1, 4);
+                    }
+                }
             }
-    }
+        }
 }
 
-/* Q6_K, four values at a time: plane v's bytes 4g .. 4g + 3 are elements e = 16g + 4v .. + 3,
- * which share their half h, quarter part and qh shift in the file (docs/QUANT.md) */
+/* Q6_K in groups of 16 rows (quant_internal.h). Group g's 16 elements share the file's half
+ * h = g / 8 and quarter part = g % 8 / 2, and are the 16 consecutive l = 16 (g % 2) + 0..15:
+ * their low 4 bits the low (part < 2) or high nibbles of ql bytes 64h + 32 (part & 1) + l, their
+ * top 2 bits bits 2 part, + 1 of qh bytes 32h + l (docs/QUANT.md) — eight at a time below. */
 static void pack_q6_K(const sp_mat *W, uint8_t *dst) {
-    const size_t blocks = (size_t)W->n * (size_t)(W->k / SP_QK_K);
-    const uint8_t *src = W->data;
-    for (size_t s = 0; s < blocks; s++, src += 210, dst += 210) {
-        for (int g = 0; g < 16; g++) {
-            uint32_t pl[4], hb = 0;
-            for (int v = 0; v < 4; v++) {
-                int e = 16 * g + 4 * v, h = e / 128, l = e % 32, part = e % 128 / 32;
-                uint32_t lb = ld32(src + 64 * h + l + 32 * (part & 1));
-                uint32_t hi2 = ld32(src + 128 + 32 * h + l) >> (2 * part) & 0x03030303u;
-                pl[v] = (part < 2 ? lb & LO4_32 : lb >> 4 & LO4_32) | hi2 << 4;
-                hb |= hi2 << (2 * v);
+    const int nsb = W->k / SP_QK_K;
+    const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    for (int G = 0; G < (W->n + KX_ROWS - 1) / KX_ROWS; G++)
+        for (int b = 0; b < nsb; b++, dst += Q6KX_SB_BYTES) {
+            memset(dst, 0, Q6KX_SB_BYTES);
+            for (int r = 0; r < KX_ROWS && KX_ROWS * G + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * G + r) * wrow + (size_t)210 * b;
+                memcpy(dst + Q6KX_D + 2 * r, src + 208, 2);
+                for (int g = 0; g < 16; g++) {
+                    int h = g / 8, part = g % 8 / 2, l = 16 * (g % 2);
+                    const uint8_t *ql = src + 64 * h + 32 * (part & 1) + l, *qh = src + 128 + 32 * h + l;
+                    uint64_t n[2], t[2]; /* elements 8s .. 8s + 7 of the group: low 4 bits, top 2 bits */
+                    for (int s = 0; s < 2; s++) {
+                        uint64_t lb = ld64(ql + 8 * s);
+                        n[s] = part < 2 ? lb & LO4_64 : lb >> 4 & LO4_64;
+                        t[s] = ld64(qh + 8 * s) >> (2 * part) & 0x0303030303030303ull;
+                    }
+                    uint32_t l0 = (uint32_t)n[0] | (uint32_t)(n[0] >> 32) << 4, l1 = (uint32_t)n[1] | (uint32_t)(n[1] >> 32) << 4;
+                    uint32_t hb = (uint32_t)t[1] | (uint32_t)(t[1] >> 32) << 2 | (uint32_t)t[0] << 4 | (uint32_t)(t[0] >> 32) << 6;
+                    uint8_t *q = dst + 192 * g + 4 * r;
+                    memcpy(q, &l0, 4), memcpy(q + 64, &l1, 4), memcpy(q + 128, &hb, 4);
+                    dst[Q6KX_SC + 16 * g + r] = src[192 + g];
+                }
             }
-            uint32_t g0 = (pl[0] & LO4_32) | (pl[1] & LO4_32) << 4, g1 = (pl[2] & LO4_32) | (pl[3] & LO4_32) << 4;
-            memcpy(dst + 4 * g, &g0, 4), memcpy(dst + 64 + 4 * g, &g1, 4), memcpy(dst + 128 + 4 * g, &hb, 4);
         }
-        memcpy(dst + 192, src + 192, 18); /* scales, d */
-    }
 }
 
 void sp_mat_pack(const sp_mat *W, void *dst) {
