@@ -36,8 +36,8 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
  * after the next one (rows are contiguous) at an even pace over its K loop, so DRAM streams two
  * tiles ahead of the rows being computed; the hardware prefetchers stop at 4 KiB pages. Measured
  * on every matmul of the qwen3-0.6b preset's GGUF files, one thread (bench_kernels gguf): two
- * tiles ahead streams Q8_0 / Q4_0 / Q4_K_M decode 1.14 / 1.14 / 1.14x faster than one tile ahead
- * (three ahead: 1.08 / 1.19 / 1.16x). qpf_init spreads that tile's bytes over the `steps`
+ * tiles ahead streams the Q8_0 / Q4_0 files' decode 1.14 / 1.14x faster than one tile ahead
+ * (three ahead: 1.08 / 1.19x). qpf_init spreads that tile's bytes over the `steps`
  * iterations of the K loop; qpf_advance requests one share. */
 typedef struct {
     const char *p, *end;
