@@ -82,7 +82,8 @@ static void attn_exp(float *buf, int n, float m) {
 /* For nr <= 3 rows r: o_r[d] = fma(e_r[p], v_p[d], o_r[d]) for p = a .. b-1 in increasing
  * order and d = d0 .. d0+dn-1 (dn <= 128), with the accumulators held in registers across
  * keys. e_r points at row r's scores for key p0 (e_r[p - p0]). Per element this is exactly
- * the sequence of the one-key-at-a-time loop. */
+ * the sequence of the one-key-at-a-time loop. This is the general form (any dn, masked
+ * tail); attn_pv_full is the same for dn = 16·NV. */
 static SP_ALWAYS_INLINE void attn_pv_rows(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, const int NR,
                                           float *const *o, const float *const *e, int d0, int dn) {
     const int nv = (dn + 15) / 16;
@@ -109,17 +110,57 @@ static SP_ALWAYS_INLINE void attn_pv_rows(const float *V, const sp_attn_shape *s
             if (v < nv) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, m[v], acc[r][v]);
 }
 
+/* attn_pv_rows for dn = 16·NV exactly: no masks and no data-dependent branches in the key
+ * loop, so the NR·NV accumulators stay in registers (the general form's runtime vector count
+ * makes the compiler keep them on the stack). The same operations in the same order. V rows
+ * are addressed by a stride, which holds for a linear cache and within one lap of a ring. */
+static SP_ALWAYS_INLINE void attn_pv_full(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0,
+                                          const int NR, const int NV, float *const *o, const float *const *e,
+                                          int d0) {
+    __m512 acc[ATTN_PV_ROWS][8];
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_loadu_ps(o[r] + d0 + 16 * v);
+    const float *er[ATTN_PV_ROWS];
+    for (int r = 0; r < NR; r++) er[r] = e[r] - p0;
+    const size_t stride = (size_t)s->KVH * s->D;
+    for (int p = a; p < b;) {
+        /* keys p .. q-1 lie in consecutive slots */
+        int q = b;
+        if (s->ring && q - p > s->cap - p % s->cap) q = p + (s->cap - p % s->cap);
+        const float *vp = V + sp_kv_off(s, p, kvh) + d0;
+        for (; p < q; p++, vp += stride) {
+            if (p + SP_ATTN_PF_KEYS < b) prefetch_row(V + sp_kv_off(s, p + SP_ATTN_PF_KEYS, kvh) + d0, 16 * NV);
+            __m512 w[ATTN_PV_ROWS];
+            for (int r = 0; r < NR; r++) w[r] = _mm512_set1_ps(er[r][p]);
+            for (int v = 0; v < NV; v++) {
+                __m512 x = _mm512_loadu_ps(vp + 16 * v);
+                for (int r = 0; r < NR; r++) acc[r][v] = _mm512_fmadd_ps(w[r], x, acc[r][v]);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(o[r] + d0 + 16 * v, acc[r][v]);
+}
+
+/* one block of NR rows: the register-resident form for whole 128- or 64-float slices */
+static SP_ALWAYS_INLINE void attn_pv_block(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0,
+                                           const int NR, float *const *o, const float *const *e, int d0, int dn) {
+    if (dn == 128) attn_pv_full(V, s, kvh, a, b, p0, NR, 8, o, e, d0);
+    else if (dn == 64) attn_pv_full(V, s, kvh, a, b, p0, NR, 4, o, e, d0);
+    else attn_pv_rows(V, s, kvh, a, b, p0, NR, o, e, d0, dn);
+}
+
 static void attn_pv_1(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
                       const float *const *e, int d0, int dn) {
-    attn_pv_rows(V, s, kvh, a, b, p0, 1, o, e, d0, dn);
+    attn_pv_block(V, s, kvh, a, b, p0, 1, o, e, d0, dn);
 }
 static void attn_pv_2(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
                       const float *const *e, int d0, int dn) {
-    attn_pv_rows(V, s, kvh, a, b, p0, 2, o, e, d0, dn);
+    attn_pv_block(V, s, kvh, a, b, p0, 2, o, e, d0, dn);
 }
 static void attn_pv_3(const float *V, const sp_attn_shape *s, int kvh, int a, int b, int p0, float *const *o,
                       const float *const *e, int d0, int dn) {
-    attn_pv_rows(V, s, kvh, a, b, p0, 3, o, e, d0, dn);
+    attn_pv_block(V, s, kvh, a, b, p0, 3, o, e, d0, dn);
 }
 
 
