@@ -43,16 +43,34 @@ static SP_ALWAYS_INLINE void attn_qk_tile(const float *const *q, const float *co
         __m512 a[24];
         for (int r = 0; r < 4; r++)
             for (int x = 0; x < 6; x++) a[r * 6 + x] = acc[r][x];
-        sp_store_sums_4x6(a, o, scale, 1);
-    } else if (NK == 6) {
+        __m512 c4;
+        __m256 c2;
+        sp_sums_4x6(a, scale, 1, &c4, &c2);
+        sp_put_sums_4x6(c4, c2, o);
+        /* the maxima with the four rows in lanes 0..3, key by key: max_ps(s, m) is
+         * s > m ? s : m, the scalar update below, lane by lane */
+        __m128 mv = _mm_loadu_ps(m);
+        for (int x = 0; x < 4; x++) {
+            const __m512i col = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12 + x, 8 + x, 4 + x, x);
+            mv = _mm_max_ps(_mm512_castps512_ps128(_mm512_permutexvar_ps(col, c4)), mv);
+        }
+        __m128 lo = _mm256_castps256_ps128(c2), hi = _mm256_extractf128_ps(c2, 1);
+        mv = _mm_max_ps(_mm_shuffle_ps(lo, hi, 0x88), mv); /* key 4: lanes 0, 2 of each half */
+        mv = _mm_max_ps(_mm_shuffle_ps(lo, hi, 0xDD), mv); /* key 5: lanes 1, 3 */
+        _mm_storeu_ps(m, mv);
+        return;
+    }
+    if (NK == 6) {
         for (int r = 0; r < NR; r++) sp_store_sums_row(acc[r], 6, o[r], scale, 1);
     } else {
         for (int r = 0; r < NR; r++)
             for (int x = 0; x < NK; x++) o[r][x] = sp_hsum16_avx512(acc[r][x]) * scale;
     }
-    for (int r = 0; r < NR; r++)
-        for (int x = 0; x < NK; x++)
-            if (o[r][x] > m[r]) m[r] = o[r][x];
+    for (int r = 0; r < NR; r++) {
+        float mr = m[r];
+        for (int x = 0; x < NK; x++) mr = o[r][x] > mr ? o[r][x] : mr;
+        m[r] = mr;
+    }
 }
 
 #define ATTN_QK(NR, NK)                                                                       \
