@@ -174,6 +174,9 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
                         float *buf, int ld, float *m) {
     const sp_attn_shape *s = c->s;
     const int D = s->D;
+    const float *qr[ATTN_MAX_TB * ATTN_MAX_HS]; /* each row's query */
+    for (int j = 0; j < u->nt; j++)
+        for (int i = 0; i < u->nh; i++) qr[j * u->nh + i] = q_row(c, u, j, i);
     for (int a = p0; a < p1;) {
         int rows[ATTN_MAX_TB * ATTN_MAX_HS], nr;
         int b = attn_segment(u, a, p1, rows, &nr);
@@ -190,7 +193,7 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
                 float *e[ATTN_QK_ROWS], mm[ATTN_QK_ROWS];
                 for (int x = 0; x < n; x++) {
                     int r = rows[r0 + x];
-                    q[x] = q_row(c, u, r / u->nh, r % u->nh);
+                    q[x] = qr[r];
                     e[x] = buf + (size_t)r * ld;
                     mm[x] = m[r];
                 }
