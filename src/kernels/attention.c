@@ -12,7 +12,8 @@
  * context, so the unit's scores fit the scratch). Each K and V row is loaded once for all of
  * them (at long context the cache traffic rivals the weights': a verify pass over 8 tokens
  * must not read it 8 times, nor GQA once per query head). QK scores and the P·V sums are
- * register-tiled. Rows of one KV head are KVH·D floats apart — often a page, where hardware
+ * register-tiled, and the rows' softmax sums advance side by side, each in its own key order
+ * (docs/SIMD.md, "Attention"). Rows of one KV head are KVH·D floats apart — often a page, where hardware
  * prefetchers stop — so they are prefetched in software. Threads claim units from a shared counter; with few
  * units (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
  * changes the sequence of operations of any (t, h).
