@@ -138,8 +138,6 @@ static SP_ALWAYS_INLINE void attn_pv_full(const float *V, const sp_attn_shape *s
     __m512 acc[ATTN_PV_ROWS][8];
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_loadu_ps(o[r] + d0 + 16 * v);
-    const float *er[ATTN_PV_ROWS];
-    for (int r = 0; r < NR; r++) er[r] = e[r] - p0;
     const size_t stride = (size_t)s->KVH * s->D;
     for (int p = a; p < b;) {
         /* keys p .. q-1 lie in consecutive slots */
@@ -149,7 +147,7 @@ static SP_ALWAYS_INLINE void attn_pv_full(const float *V, const sp_attn_shape *s
         for (; p < q; p++, vp += stride) {
             if (p + SP_ATTN_PF_KEYS < b) prefetch_row(V + sp_kv_off(s, p + SP_ATTN_PF_KEYS, kvh) + d0, 16 * NV);
             __m512 w[ATTN_PV_ROWS];
-            for (int r = 0; r < NR; r++) w[r] = _mm512_set1_ps(er[r][p]);
+            for (int r = 0; r < NR; r++) w[r] = _mm512_set1_ps(e[r][p - p0]);
             for (int v = 0; v < NV; v++) {
                 __m512 x = _mm512_loadu_ps(vp + 16 * v);
                 for (int r = 0; r < NR; r++) acc[r][v] = _mm512_fmadd_ps(w[r], x, acc[r][v]);
