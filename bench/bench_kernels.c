@@ -11,8 +11,8 @@
  * `bench_kernels [quick] gguf FILE` times every matmul of one step of a GGUF model (bench_gguf).
  * `bench_kernels vnni` measures one core's int8 multiply-accumulate rate (bench_vnni): the
  * compute floor of a quantized batch (docs/QUANTIZE.md, "The 8-token verify").
- * `bench_kernels attn` times attention over a prefill (bench_attn_prefill) in GFLOP/s and as a
- * fraction of one core's measured f32 FMA rate.
+ * `bench_kernels attn` times attention alone: the long-context decode figures (bench_attention)
+ * and a prefill (bench_attn_prefill) in GFLOP/s and as a fraction of one core's measured FMA rate.
  * Usage: bench_kernels [quick] [quant | gguf FILE | vnni | attn]   (quick: fewer repetitions) */
 #include <cblas.h>
 #if defined(__x86_64__)
@@ -422,7 +422,12 @@ static int bench_vnni(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
     if (argc > 1 && strcmp(argv[argc - 1], "vnni") == 0) return bench_vnni();
-    if (argc > 1 && strcmp(argv[argc - 1], "attn") == 0) return bench_attn_prefill();
+    if (argc > 1 && strcmp(argv[argc - 1], "attn") == 0) { /* bench_kernels [quick] attn */
+        sp_pool *p1 = sp_pool_create(1), *p2 = sp_pool_create(2);
+        bench_attention(p1, p2);
+        sp_pool_free(p1), sp_pool_free(p2);
+        return bench_attn_prefill();
+    }
     if (argc > 2 && strcmp(argv[argc - 2], "gguf") == 0) { /* bench_kernels [quick] gguf FILE */
         const char *th = getenv("BENCH_THREADS");
         sp_pool *p = sp_pool_create(th && atoi(th) > 0 ? atoi(th) : 2);

@@ -250,12 +250,16 @@ static void attn_row_sums(const float *const *e, const int *a, const int *b, int
     }
     for (int x = 0; x < n; x++)
         for (int p = a[x]; p < A; p++) sum[x] += e[x][p];
-    /* rows past n repeat row 0; their sums are dropped */
+    /* 4 or 8 chains; rows past n repeat row 0 and their sums are dropped */
     const float *f[ATTN_SUM_ROWS];
     float t[ATTN_SUM_ROWS];
     for (int x = 0; x < ATTN_SUM_ROWS; x++) f[x] = e[x < n ? x : 0], t[x] = sum[x < n ? x : 0];
-    for (int p = A; p < B; p++)
-        for (int x = 0; x < ATTN_SUM_ROWS; x++) t[x] += f[x][p];
+    if (n <= 4)
+        for (int p = A; p < B; p++)
+            for (int x = 0; x < 4; x++) t[x] += f[x][p];
+    else
+        for (int p = A; p < B; p++)
+            for (int x = 0; x < ATTN_SUM_ROWS; x++) t[x] += f[x][p];
     for (int x = 0; x < n; x++) sum[x] = t[x];
     for (int x = 0; x < n; x++)
         for (int p = B; p < b[x]; p++) sum[x] += e[x][p];
