@@ -12,7 +12,9 @@
  * `bench_kernels vnni` measures one core's int8 multiply-accumulate rate (bench_vnni): the
  * compute floor of a quantized batch (docs/QUANTIZE.md, "The 8-token verify").
  * `bench_kernels kpacked` times the load-time repacked Q4_K / Q6_K tiles alone (bench_kpacked).
- * Usage: bench_kernels [quick] [quant | kpacked | gguf FILE | vnni]   (quick: fewer repetitions) */
+ * `bench_kernels attn` times attention alone: the long-context decode figures (bench_attention)
+ * and a prefill (bench_attn_prefill) in GFLOP/s and as a fraction of one core's measured FMA rate.
+ * Usage: bench_kernels [quick] [quant | kpacked | gguf FILE | vnni | attn]   (quick: fewer repetitions) */
 #include <cblas.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -381,6 +383,81 @@ __attribute__((target("avx512f,avx512vnni"))) static int vnni_loop(long n) {
 }
 #endif
 
+#if defined(__x86_64__)
+/* n rounds of 16 independent 512-bit f32 FMAs on one core: the throughput limit */
+__attribute__((target("avx512f"))) static float fma_loop(long n) {
+    __m512 a[16], w = _mm512_set1_ps(0.999f), x = _mm512_set1_ps(1e-3f);
+    for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
+    for (long r = 0; r < n; r++) {
+        for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(a[i], w, x);
+        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]), "+v"(a[6]),
+                         "+v"(a[7]));
+    }
+    __m512 s = a[0];
+    for (int i = 1; i < 16; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+#endif
+
+/* one core's f32 rate in GFLOP/s (an FMA counts 2), best of 15 runs; 0 without AVX-512 */
+static double fma_peak_gflops(void) {
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) return 0;
+    const long n = 2000000;
+    double best = 1e30;
+    float sink = 0;
+    for (int r = 0; r < 15; r++) {
+        double t0 = sp_time_ms();
+        sink += fma_loop(n);
+        double dt = sp_time_ms() - t0;
+        if (dt < best) best = dt;
+    }
+    if (sink == 12345.0f) printf(" ");
+    return (double)n * 16 * 16 * 2 / (best * 1e6);
+#else
+    return 0;
+#endif
+}
+
+/* Attention over a 512-token prefill at the qwen3-0.6b shape (16 query heads, 8 KV heads,
+ * D 128), 1 thread: T = 512 causal from position 0 in one call, and as T = 64 chunks at
+ * positions 0, 64, .., 448. Work: 4·D flops per (token, head, visible key) (QK and P·V). */
+static int bench_attn_prefill(void) {
+    const int NH = 16, KVH = 8, D = 128, N = 512, chunk = 64;
+    size_t kvn = (size_t)N * KVH * D, qn = (size_t)N * NH * D;
+    float *K = aligned_alloc(64, kvn * sizeof(float)), *V = aligned_alloc(64, kvn * sizeof(float));
+    float *q = aligned_alloc(64, qn * sizeof(float)), *o = aligned_alloc(64, qn * sizeof(float));
+    if (!K || !V || !q || !o) return 1;
+    for (size_t i = 0; i < kvn; i++) {
+        K[i] = (float)((i * 7919u) % 1000) / 1000.0f - 0.5f;
+        V[i] = (float)((i * 104729u) % 1000) / 1000.0f - 0.5f;
+    }
+    for (size_t i = 0; i < qn; i++) q[i] = (float)((i * 31u) % 100) / 100.0f - 0.5f;
+    sp_pool *p1 = sp_pool_create(1);
+    double flops = 4.0 * D * NH * ((double)N * (N + 1) / 2), peak = fma_peak_gflops();
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < reps; r++)
+        for (int v = 0; v < 2; v++) {
+            double t0 = sp_time_ms();
+            for (int c = 0; c < (v ? N / chunk : 1); c++) {
+                int T = v ? chunk : N, pos0 = v ? c * chunk : 0;
+                sp_attn_shape s = {T, pos0, NH, KVH, D, N, 0, 0, 0.088f, 0};
+                sp_attention(p1, o + (size_t)pos0 * NH * D, q + (size_t)pos0 * NH * D, K, V, &s);
+            }
+            double dt = sp_time_ms() - t0;
+            if (dt < best[v]) best[v] = dt;
+        }
+    printf("attention prefill NH 16 KVH 8 D 128, %d tokens, 1 thread (f32 FMA peak %.1f GFLOP/s):\n", N, peak);
+    const char *name[2] = {"T=512 from 0", "T=64 chunks"};
+    for (int v = 0; v < 2; v++) {
+        double g = flops / (best[v] * 1e6);
+        printf("  %-13s %7.2f ms  %6.1f GFLOP/s  %.2f of peak\n", name[v], best[v], g, peak > 0 ? g / peak : 0);
+    }
+    sp_pool_free(p1);
+    free(K), free(V), free(q), free(o);
+    return 0;
+}
+
 /* one core's vpdpbusd rate in int8 MAC/s, best of 7 runs of ~50 ms */
 static int bench_vnni(void) {
 #if defined(__x86_64__)
@@ -407,8 +484,14 @@ static int bench_vnni(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[argc - 1], "vnni") == 0) return bench_vnni();
     if (argc > 1 && strcmp(argv[1], "quick") == 0) reps = 6;
+    if (argc > 1 && strcmp(argv[argc - 1], "vnni") == 0) return bench_vnni();
+    if (argc > 1 && strcmp(argv[argc - 1], "attn") == 0) { /* bench_kernels [quick] attn */
+        sp_pool *p1 = sp_pool_create(1), *p2 = sp_pool_create(2);
+        bench_attention(p1, p2);
+        sp_pool_free(p1), sp_pool_free(p2);
+        return bench_attn_prefill();
+    }
     if (argc > 2 && strcmp(argv[argc - 2], "gguf") == 0) { /* bench_kernels [quick] gguf FILE */
         const char *th = getenv("BENCH_THREADS");
         sp_pool *p = sp_pool_create(th && atoi(th) > 0 ? atoi(th) : 2);

@@ -139,6 +139,12 @@ static void test_attention_tiers(void) {
     check_attn(4, 2, 33, 20, 1, 7, 12, 83, 0, seed++);   /* ring wraps */
     check_attn(16, 2, 64, 40, 0, 0, 3, 30, 0, seed++);
     check_attn(1, 1, 16, 33100, 0, 0, 2, 33000, 0, seed++); /* two-pass scores */
+    /* whole 128- and 64-float P·V slices (the register-resident form): a causal prefill of
+     * several token blocks from 0, and rings that wrap inside a run of keys */
+    check_attn(4, 2, 128, 40, 0, 0, 40, 0, 0, seed++);
+    check_attn(4, 2, 128, 30, 1, 16, 12, 95, 0, seed++);
+    check_attn(8, 2, 64, 25, 1, 10, 9, 100, 0, seed++);
+    check_attn(4, 1, 64, 50, 1, 0, 7, 20, 1, seed++);
 }
 
 /* ---- element-wise and row kernels ------------------------------------------------------ */

@@ -12,7 +12,8 @@
  * context, so the unit's scores fit the scratch). Each K and V row is loaded once for all of
  * them (at long context the cache traffic rivals the weights': a verify pass over 8 tokens
  * must not read it 8 times, nor GQA once per query head). QK scores and the P·V sums are
- * register-tiled. Rows of one KV head are KVH·D floats apart — often a page, where hardware
+ * register-tiled, and the rows' softmax sums advance side by side, each in its own key order
+ * (docs/SIMD.md, "Attention"). Rows of one KV head are KVH·D floats apart — often a page, where hardware
  * prefetchers stop — so they are prefetched in software. Threads claim units from a shared counter; with few
  * units (T = 1, few KV heads) head subgroups shrink so every thread gets work. None of this
  * changes the sequence of operations of any (t, h).
@@ -174,6 +175,9 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
                         float *buf, int ld, float *m) {
     const sp_attn_shape *s = c->s;
     const int D = s->D;
+    const float *qr[ATTN_MAX_TB * ATTN_MAX_HS]; /* each row's query */
+    for (int j = 0; j < u->nt; j++)
+        for (int i = 0; i < u->nh; i++) qr[j * u->nh + i] = q_row(c, u, j, i);
     for (int a = p0; a < p1;) {
         int rows[ATTN_MAX_TB * ATTN_MAX_HS], nr;
         int b = attn_segment(u, a, p1, rows, &nr);
@@ -190,7 +194,7 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
                 float *e[ATTN_QK_ROWS], mm[ATTN_QK_ROWS];
                 for (int x = 0; x < n; x++) {
                     int r = rows[r0 + x];
-                    q[x] = q_row(c, u, r / u->nh, r % u->nh);
+                    q[x] = qr[r];
                     e[x] = buf + (size_t)r * ld;
                     mm[x] = m[r];
                 }
@@ -205,14 +209,16 @@ static void attn_scores(const attn_ctx *c, const attn_unit *u, int p0, int p1,
 }
 
 /* o += P·V over keys [a, b) for the rows listed in rows[0..nr) (all of which see every key
- * of [a, b)), in blocks of 3 rows and 128-float slices of D */
+ * of [a, b)), in blocks of up to 3 rows and 128-float slices of D */
 static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0, const int *rows, int nr,
                     float *buf, int ld) {
     const int D = c->s->D;
     for (int d0 = 0; d0 < D; d0 += 128) {
         int dn = D - d0 < 128 ? D - d0 : 128;
-        for (int k = 0; k < nr; k += ATTN_PV_ROWS) {
-            int n = nr - k < ATTN_PV_ROWS ? nr - k : ATTN_PV_ROWS;
+        for (int k = 0, n; k < nr; k += n) {
+            /* blocks of 3 rows, ending 2 + 2 rather than 3 + 1 (a lone row gets one FMA
+             * per V load) */
+            n = nr - k == 4 ? 2 : nr - k < ATTN_PV_ROWS ? nr - k : ATTN_PV_ROWS;
             float *o[ATTN_PV_ROWS];
             const float *e[ATTN_PV_ROWS];
             for (int x = 0; x < n; x++) {
@@ -223,6 +229,40 @@ static void attn_pv(const attn_ctx *c, const attn_unit *u, int a, int b, int p0,
             c->ops->pv[n - 1](c->V, c->s, u->kvh, a, b, p0, o, e, d0, dn);
         }
     }
+}
+
+/* rows whose running sums advance together */
+#define ATTN_SUM_ROWS 8
+
+/* sum[x] += e[x][p] for p = a[x] .. b[x]-1 in increasing p, for n <= ATTN_SUM_ROWS rows. Over
+ * the keys every row has, the rows' additions interleave — independent chains, where one row
+ * at a time would wait on each addition — while each row keeps its own order. */
+static void attn_row_sums(const float *const *e, const int *a, const int *b, int n, float *sum) {
+    int A = a[0], B = b[0];
+    for (int x = 1; x < n; x++) {
+        if (a[x] > A) A = a[x];
+        if (b[x] < B) B = b[x];
+    }
+    if (A >= B) { /* no key in common */
+        for (int x = 0; x < n; x++)
+            for (int p = a[x]; p < b[x]; p++) sum[x] += e[x][p];
+        return;
+    }
+    for (int x = 0; x < n; x++)
+        for (int p = a[x]; p < A; p++) sum[x] += e[x][p];
+    /* 4 or 8 chains; rows past n repeat row 0 and their sums are dropped */
+    const float *f[ATTN_SUM_ROWS];
+    float t[ATTN_SUM_ROWS];
+    for (int x = 0; x < ATTN_SUM_ROWS; x++) f[x] = e[x < n ? x : 0], t[x] = sum[x < n ? x : 0];
+    if (n <= 4)
+        for (int p = A; p < B; p++)
+            for (int x = 0; x < 4; x++) t[x] += f[x][p];
+    else
+        for (int p = A; p < B; p++)
+            for (int x = 0; x < ATTN_SUM_ROWS; x++) t[x] += f[x][p];
+    for (int x = 0; x < n; x++) sum[x] = t[x];
+    for (int x = 0; x < n; x++)
+        for (int p = B; p < b[x]; p++) sum[x] += e[x][p];
 }
 
 static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
@@ -256,15 +296,21 @@ static void attn_run_unit(const attn_ctx *c, attn_unit *u) {
             for (int r = 0; r < rows; r++) mdummy[r] = -INFINITY;
             attn_scores(c, u, p0, p1, buf, tile, mdummy);
         }
-        /* exp and the running sums, per row over its visible keys in increasing order */
+        /* exp, then the running sums, per row over its visible keys in increasing order */
+        int ra[ATTN_MAX_TB * ATTN_MAX_HS], rb[ATTN_MAX_TB * ATTN_MAX_HS];
         for (int j = 0; j < u->nt; j++) {
             int a = u->lo[j] > p0 ? u->lo[j] : p0, b = u->pos[j] + 1 < p1 ? u->pos[j] + 1 : p1;
-            for (int i = 0; a < b && i < u->nh; i++) {
+            for (int i = 0; i < u->nh; i++) {
                 int r = j * u->nh + i;
-                float *e = buf + (size_t)r * tile;
-                c->ops->exp(e + (a - p0), b - a, m[r]);
-                for (int p = a; p < b; p++) sum[r] += e[p - p0];
+                ra[r] = a - p0, rb[r] = a < b ? b - p0 : a - p0;
+                if (a < b) c->ops->exp(buf + (size_t)r * tile + (a - p0), b - a, m[r]);
             }
+        }
+        for (int r0 = 0; r0 < rows; r0 += ATTN_SUM_ROWS) {
+            int n = rows - r0 < ATTN_SUM_ROWS ? rows - r0 : ATTN_SUM_ROWS;
+            const float *e[ATTN_SUM_ROWS];
+            for (int x = 0; x < n; x++) e[x] = buf + (size_t)(r0 + x) * tile;
+            attn_row_sums(e, ra + r0, rb + r0, n, sum + r0);
         }
         /* P·V over segments of the tile in which the set of rows that see a key is fixed:
          * boundaries at every token's lo and pos + 1 */

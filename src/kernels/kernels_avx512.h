@@ -68,20 +68,25 @@ static SP_ALWAYS_INLINE void sp_store_sums_row(const __m512 *a, int n, float *ou
     else _mm256_mask_storeu_ps(out, (__mmask8)((1u << n) - 1u), r);
 }
 
-/* Canonical sums of a 4 × 6 tile a[i·6 + j] (times scale when SCALE) to out[i][0..6). */
-static SP_ALWAYS_INLINE void sp_store_sums_4x6(const __m512 *a, float *const *out, float scale,
-                                               const int SCALE) {
+/* Canonical sums of a 4 × 6 tile a[i·6 + j] (times scale when SCALE): *c4 lanes 4i..4i+3 hold
+ * row i, columns 0..3; *c2 lanes 2i, 2i+1 hold row i, columns 4, 5. */
+static SP_ALWAYS_INLINE void sp_sums_4x6(const __m512 *a, float scale, const int SCALE, __m512 *c4, __m256 *c2) {
     __m512 b16[16], b8[8];
     for (int i = 0; i < 4; i++) {
         for (int j = 0; j < 4; j++) b16[i * 4 + j] = a[i * 6 + j];
         for (int j = 0; j < 2; j++) b8[i * 2 + j] = a[i * 6 + 4 + j];
     }
-    __m512 r = sp_hsum16x16_avx512(b16); /* lanes 4i..4i+3: row i, columns 0..3 */
-    __m256 r8 = sp_hsum8x16_avx512(b8);  /* lanes 2i, 2i+1: row i, columns 4, 5 */
+    __m512 r = sp_hsum16x16_avx512(b16);
+    __m256 r8 = sp_hsum8x16_avx512(b8);
     if (SCALE) {
         r = _mm512_mul_ps(r, _mm512_set1_ps(scale));
         r8 = _mm256_mul_ps(r8, _mm256_set1_ps(scale));
     }
+    *c4 = r, *c2 = r8;
+}
+
+/* sp_sums_4x6's result to out[i][0..6) */
+static SP_ALWAYS_INLINE void sp_put_sums_4x6(__m512 r, __m256 r8, float *const *out) {
     _mm_storeu_ps(out[0], _mm512_castps512_ps128(r));
     _mm_storeu_ps(out[1], _mm512_extractf32x4_ps(r, 1));
     _mm_storeu_ps(out[2], _mm512_extractf32x4_ps(r, 2));
@@ -91,6 +96,15 @@ static SP_ALWAYS_INLINE void sp_store_sums_4x6(const __m512 *a, float *const *ou
     _mm_storeh_pi((__m64 *)(out[1] + 4), lo);
     _mm_storel_pi((__m64 *)(out[2] + 4), hi);
     _mm_storeh_pi((__m64 *)(out[3] + 4), hi);
+}
+
+/* Canonical sums of a 4 × 6 tile a[i·6 + j] (times scale when SCALE) to out[i][0..6). */
+static SP_ALWAYS_INLINE void sp_store_sums_4x6(const __m512 *a, float *const *out, float scale,
+                                               const int SCALE) {
+    __m512 r;
+    __m256 r8;
+    sp_sums_4x6(a, scale, SCALE, &r, &r8);
+    sp_put_sums_4x6(r, r8, out);
 }
 
 static SP_ALWAYS_INLINE __mmask16 sp_tail_mask(int rem) { return (__mmask16)((1u << rem) - 1u); }
