@@ -38,27 +38,10 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
  * on every matmul of the qwen3-0.6b preset's GGUF files, one thread (bench_kernels gguf): two
  * tiles ahead streams the Q8_0 / Q4_0 files' decode 1.14 / 1.14x faster than one tile ahead
  * (three ahead: 1.08 / 1.19x). qpf_init spreads that tile's bytes over the `steps`
- * iterations of the K loop; qpf_advance requests one share. */
-typedef struct {
-    const char *p, *end;
-    size_t step;
-} qpf;
-
-static SP_ALWAYS_INLINE qpf qpf_init(const qmm_ctx *c, int t0, int n1, int steps) {
-    qpf f = {NULL, NULL, 0};
-    const int n2 = n1 + NB; /* the tile after the next one */
-    if (t0 != 0 || n2 >= c->N) return f;
-    int rows = c->N - n2 < NB ? c->N - n2 : NB;
-    f.p = (const char *)c->W + (size_t)n2 * c->wrow;
-    f.end = f.p + (size_t)rows * c->wrow;
-    f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
-    return f;
-}
-
-static SP_ALWAYS_INLINE void qpf_advance(qpf *f) {
-    if (!f->p) return;
-    const char *goal = f->p + f->step;
-    for (; f->p < goal && f->p < f->end; f->p += 64) _mm_prefetch(f->p, _MM_HINT_T0);
+ * iterations of the K loop; qstream_next requests one share. */
+static SP_ALWAYS_INLINE qstream qpf_init(const qmm_ctx *c, int t0, int n1, int steps) {
+    qstream none = {NULL, NULL, 0};
+    return t0 != 0 ? none : qstream_rows(c, n1 + NB, NB, steps);
 }
 
 /* ---- Q8_0 / Q4_0 / Q5_0 ----------------------------------------------------------------- */
@@ -171,12 +154,12 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
     __m512 acc[4][NB];
     tile_begin(c, t0, n0, n1, TB, wr, xr, acc);
     const __m512i cbias = _mm512_set1_epi8((char)QB_BIAS(Q));
-    qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
+    qstream pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
         __m512i wv[NB];
         __m512 wd[NB];
-        qpf_advance(&pf);
+        qstream_next(&pf);
         for (int j = 0; j < NB; j++) {
             const uint8_t *b0 = wr[j] + (size_t)b * bsz;
             wv[j] = w32_pair(b0, b0 + bsz, Q);
@@ -215,9 +198,9 @@ static SP_ALWAYS_INLINE void stage32(const qmm_ctx *c, int n0, int n1, __m512i *
     const int nb = c->K / 32, bsz = QB_BYTES(Q);
     const uint8_t *wr[NB];
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
-    qpf pf = qpf_init(c, 0, n1, (nb + 1) / 2);
+    qstream pf = qpf_init(c, 0, n1, (nb + 1) / 2);
     for (int b = 0; b < nb; b += 2, st += 2 * NB) {
-        qpf_advance(&pf);
+        qstream_next(&pf);
         for (int j = 0; j < NB; j++) {
             const uint8_t *b0 = wr[j] + (size_t)b * bsz;
             int pair = b + 1 < nb;
@@ -295,12 +278,12 @@ static SP_ALWAYS_INLINE void tile32_packed(const qmm_ctx *c, int t0, int n0, int
     tile_begin(c, t0, n0, n1, TB, wr, xr, acc);
     const __m512i cbias = _mm512_set1_epi8(8);
     for (int j = 0; j < NB; j++) s16[j] = _mm512_setzero_ps(); /* loaded at b = 0 */
-    qpf pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
+    qstream pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
         __m512i wv[NB];
         __m512 wd[NB];
-        qpf_advance(&pf);
+        qstream_next(&pf);
         load_packed(wr, b, sbytes, s16, wv, wd);
         dot_pair_tokens(acc, wv, wd, xr, b, TB, cbias);
     }
@@ -321,11 +304,11 @@ static void stage_q4_0_packed(const qmm_ctx *c, int n0, int n1, __m512i *st) {
     for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     __m512 s16[NB];
     for (int j = 0; j < NB; j++) s16[j] = _mm512_setzero_ps(); /* loaded at b = 0 */
-    qpf pf = qpf_init(c, 0, n1, (nb + 1) / 2);
+    qstream pf = qpf_init(c, 0, n1, (nb + 1) / 2);
     for (int b = 0; b < nb; b += 2, st += 2 * NB) {
         __m512i wv[NB];
         __m512 wd[NB];
-        qpf_advance(&pf);
+        qstream_next(&pf);
         load_packed(wr, b, sbytes, s16, wv, wd);
         for (int j = 0; j < NB; j++) st[2 * j] = wv[j], st[2 * j + 1] = _mm512_castps_si512(wd[j]);
     }

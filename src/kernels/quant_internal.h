@@ -104,6 +104,37 @@ typedef struct {
     size_t wrow, xrow;
 } qmm_ctx;
 
+/* A software-prefetch stream of the decode tiles: rows [first, first + rows) of W (rows are
+ * contiguous, clipped to W's last row), requested at an even pace, one share per call of
+ * qstream_next (into every cache level) or qstream_next_nta (non-temporally) over `steps`
+ * calls. */
+typedef struct {
+    const char *p, *end;
+    size_t step;
+} qstream;
+
+static inline qstream qstream_rows(const qmm_ctx *c, int first, int rows, int steps) {
+    qstream f = {NULL, NULL, 0};
+    if (first >= c->N) return f;
+    if (c->N - first < rows) rows = c->N - first;
+    f.p = (const char *)c->W + (size_t)first * c->wrow;
+    f.end = f.p + (size_t)rows * c->wrow;
+    f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
+    return f;
+}
+
+static inline void qstream_next(qstream *f) {
+    if (!f->p) return;
+    const char *goal = f->p + f->step;
+    for (; f->p < goal && f->p < f->end; f->p += 64) __builtin_prefetch(f->p, 0, 3);
+}
+
+static inline void qstream_next_nta(qstream *f) {
+    if (!f->p) return;
+    const char *goal = f->p + f->step;
+    for (; f->p < goal && f->p < f->end; f->p += 64) __builtin_prefetch(f->p, 0, 0);
+}
+
 static inline qx_row qx_at(const qmm_ctx *c, int t) {
     const uint8_t *p = c->XQ + (size_t)t * c->xrow;
     size_t nb = (size_t)c->K / sp_dtype_block_elems(c->dt);

@@ -33,34 +33,21 @@ static SP_ALWAYS_INLINE uint16_t rd16(const uint8_t *p) {
  * them non-temporally (the bytes are read once per call; measured on the LM head and the layer
  * shapes, one thread: 1.04-1.18x the GB/s of requests into every level, requests into L2 0.8x,
  * two groups ahead no gain). */
-typedef struct {
-    const char *p, *end;
-    size_t step;
-} kpf;
-
-static SP_ALWAYS_INLINE kpf kpf_init(const qmm_ctx *c, int t0, int n_next, int rows, int steps) {
-    kpf f = {NULL, NULL, 0};
-    if (t0 != 0 || n_next >= c->N) return f;
-    if (c->N - n_next < rows) rows = c->N - n_next;
-    f.p = (const char *)c->W + (size_t)n_next * c->wrow;
-    f.end = f.p + (size_t)rows * c->wrow;
-    f.step = ((size_t)rows * c->wrow + (size_t)steps - 1) / (size_t)steps;
-    return f;
-}
-
-static SP_ALWAYS_INLINE void kpf_advance(kpf *f) {
-    if (!f->p) return;
-    const char *goal = f->p + f->step;
-    for (; f->p < goal && f->p < f->end; f->p += 64) _mm_prefetch(f->p, _MM_HINT_T0);
-}
-
-static SP_ALWAYS_INLINE void kpf_advance_nta(kpf *f) {
-    if (!f->p) return;
-    const char *goal = f->p + f->step;
-    for (; f->p < goal && f->p < f->end; f->p += 64) _mm_prefetch(f->p, _MM_HINT_NTA);
+static SP_ALWAYS_INLINE qstream kpf_init(const qmm_ctx *c, int t0, int n_next, int rows, int steps) {
+    qstream none = {NULL, NULL, 0};
+    return t0 != 0 ? none : qstream_rows(c, n_next, rows, steps);
 }
 
 /* ---- the file's rows, 4 per tile ------------------------------------------------------------ */
+/* a 4-row tile's start: its rows' weight pointers (rows past n1 repeat the last one), its
+ * tokens' activation rows, zeroed accumulators */
+static SP_ALWAYS_INLINE void ktile_begin(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const uint8_t **wr,
+                                         qx_row *xr, __m128 *acc) {
+    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
+    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
+    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
+}
+
 /* The 4 rows' integer totals of one token at once: lane j of the result = Σ lanes of s[j]
  * (exact), by a transpose-and-add network instead of four horizontal sums. */
 static SP_ALWAYS_INLINE __m128i hsum4x16_i32(const __m512i *s) {
@@ -83,18 +70,16 @@ static SP_ALWAYS_INLINE __m128i hsum4x4_i32(const __m128i *m) {
 static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
-    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[KTB_MAX];
-    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
     __m128 acc[KTB_MAX];
-    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
+    ktile_begin(c, t0, n0, n1, TB, wr, xr, acc);
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     /* vpermw indices: chunk q's scales [sc[2q] × 16 | sc[2q+1] × 16] */
     const __m512i sidx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                           0, 0, 0, 0, 0, 0, 0);
-    kpf pf = kpf_init(c, t0, n1, NB, nsb);
+    qstream pf = kpf_init(c, t0, n1, NB, nsb);
     for (int b = 0; b < nsb; b++) {
-        kpf_advance(&pf);
+        qstream_next(&pf);
         __m512i wv[NB][4], sv[NB][4];
         __m128i m16[NB];
         float dj[NB], mj[NB];
@@ -146,18 +131,16 @@ static SP_ALWAYS_INLINE void tile_q4_K(const qmm_ctx *c, int t0, int n0, int n1,
 static SP_ALWAYS_INLINE void tile_q6_K(const qmm_ctx *c, int t0, int n0, int n1, const int TB) {
     const int nsb = c->K / SP_QK_K;
     const uint8_t *wr[NB];
-    for (int j = 0; j < NB; j++) wr[j] = c->W + (size_t)(n0 + j < n1 ? n0 + j : n1 - 1) * c->wrow;
     qx_row xr[KTB_MAX];
-    for (int i = 0; i < TB; i++) xr[i] = qx_at(c, t0 + i);
     __m128 acc[KTB_MAX];
-    for (int i = 0; i < TB; i++) acc[i] = _mm_setzero_ps();
+    ktile_begin(c, t0, n0, n1, TB, wr, xr, acc);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
     /* lane l of scale vector v takes group 4v + l / 8 (int16 lanes after maddubs) */
     const __m512i sidx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
                                            0, 0, 0, 0, 0, 0, 0);
-    kpf pf = kpf_init(c, t0, n1, NB, nsb);
+    qstream pf = kpf_init(c, t0, n1, NB, nsb);
     for (int b = 0; b < nsb; b++) {
-        kpf_advance(&pf);
+        qstream_next(&pf);
         __m512i wv[NB][4], sv[NB][4];
         __m256i sc16[NB];
         float dj[NB];
@@ -225,9 +208,9 @@ static SP_ALWAYS_INLINE void tile_q4_K_x16(const qmm_ctx *c, int t0, int n0, int
     __m512 acc[KTB_MAX];
     for (int i = 0; i < TB; i++) acc[i] = _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
-    kpf pf = kpf_init(c, t0, n0 + KX_ROWS, KX_ROWS, nsb);
+    qstream pf = kpf_init(c, t0, n0 + KX_ROWS, KX_ROWS, nsb);
     for (int b = 0; b < nsb; b++) {
-        kpf_advance_nta(&pf);
+        qstream_next_nta(&pf);
         const uint8_t *rec = grp + (size_t)b * Q4KX_SB_BYTES;
         __m512i isum[KTB_MAX];
         for (int i = 0; i < TB; i++) isum[i] = _mm512_setzero_si512();
@@ -289,9 +272,9 @@ static SP_ALWAYS_INLINE void tile_q6_K_x16(const qmm_ctx *c, int t0, int n0, int
     for (int i = 0; i < TB; i++) acc[i] = _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), mid4 = _mm512_set1_epi8(0x3C);
     const __m512i sel45 = _mm512_set1_epi8(0x30), sel67 = _mm512_set1_epi8((char)0xC0);
-    kpf pf = kpf_init(c, t0, n0 + KX_ROWS, KX_ROWS, nsb);
+    qstream pf = kpf_init(c, t0, n0 + KX_ROWS, KX_ROWS, nsb);
     for (int b = 0; b < nsb; b++) {
-        kpf_advance_nta(&pf);
+        qstream_next_nta(&pf);
         const uint8_t *rec = grp + (size_t)b * Q6KX_SB_BYTES;
         int32_t nb32[KTB_MAX][16]; /* −32 · bsum[g] per token */
         __m512i isum[KTB_MAX];
