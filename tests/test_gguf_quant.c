@@ -11,8 +11,11 @@
  * - the written types follow the rule, the file type key is set, no temp file is left;
  * - through the binary: greedy speculative output (n-gram and self-drafting draft model) is
  *   bit-identical to plain decoding on every type; bad arguments are clear errors;
- * - a DSpark drafter stored with Q8_0 matrices (`quantize --drafter`) loads and keeps the output. */
+ * - a DSpark drafter stored with Q8_0 matrices (`quantize --drafter`) loads and keeps the output;
+ * - the mapped pages of a tensor the loader repacked go back to the kernel (gguf_drop_pages). */
 #include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -320,6 +323,69 @@ static void test_drafter_q8(void) {
     CHECK(plain[0] && !strcmp(plain, spec), "Q8_0 drafter changed the output: %s | %s", plain, spec);
 }
 
+/* resident kB of the mapping that holds address p (/proc/self/smaps), -1 when not found */
+static long mapping_rss_kb(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0;
+    long rss = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %ld kB", &rss) == 1) break;
+    }
+    fclose(f);
+    return rss;
+}
+
+/* gguf_drop_pages (what the loader calls once a tensor is packed): the mapped pages wholly inside
+ * a tensor leave resident memory, its bytes read back unchanged from the file, and a range outside
+ * the map is left alone */
+static void test_drop_pages(void) {
+    char q[600];
+    snprintf(q, sizeof q, "%s-q8_0.gguf", tmppath("qwen3"));
+    sp_err err = {{0}};
+    if (access(q, F_OK) != 0) {
+        CHECK(make_model("qwen3", tmppath("qwen3")) == 0, "qwen3 model");
+        gguf_quantize_opts o = {.n_threads = 2};
+        gguf_mix_parse("q8_0", &o.mix);
+        CHECK(gguf_quantize(tmppath("qwen3"), q, &o, &err) == 0, "%s", err.msg);
+    }
+    gguf_file *f = gguf_open(q, &err);
+    CHECK(f != NULL, "%s", err.msg);
+    if (!f) return;
+    const gguf_tensor_info *big = NULL;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (!big || f->tensors[i].nbytes > big->nbytes) big = &f->tensors[i];
+    const uint8_t *data = gguf_tensor_data(f, big, &err);
+    const long page = sysconf(_SC_PAGESIZE);
+    long whole = (long)((((uintptr_t)data + big->nbytes) / page * page - ((uintptr_t)data + page - 1) / page * page) / page);
+    CHECK(data && whole >= 4, "largest tensor spans %ld whole pages", whole);
+    if (!data || whole < 4) {
+        gguf_close(f);
+        return;
+    }
+    uint64_t sum = 0;
+    for (size_t i = 0; i < big->nbytes; i++) sum = sum * 31 + data[i]; /* every page resident */
+    long before = mapping_rss_kb(data);
+    gguf_drop_pages(f, data, big->nbytes);
+    long after = mapping_rss_kb(data);
+    CHECK(before > 0 && before - after >= whole * page / 1024, "resident %ld kB -> %ld kB, %ld whole pages", before,
+          after, whole);
+    uint64_t again = 0;
+    for (size_t i = 0; i < big->nbytes; i++) again = again * 31 + data[i];
+    CHECK(again == sum, "the tensor's bytes changed after its pages were dropped");
+    uint8_t stack[3 * 4096];
+    memset(stack, 7, sizeof stack);
+    gguf_drop_pages(f, stack, sizeof stack); /* not in the map: nothing happens */
+    CHECK(stack[0] == 7 && stack[sizeof stack - 1] == 7 && stack[4096] == 7, "memory outside the map changed");
+    gguf_close(f);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_x → BUILD/specula, BUILD/test_x.PID */
@@ -338,6 +404,7 @@ int main(int argc, char **argv) {
     RUN(test_q5_0_model);
     RUN(test_cli_errors);
     RUN(test_drafter_q8);
+    RUN(test_drop_pages);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp_root);
