@@ -97,23 +97,34 @@ static int check_shape(const wt *t, int ndim, int64_t n, int64_t k, sp_err *err)
                       t->file && strstr(t->file, ".gguf") ? " (PyTorch order; GGUF dims are reversed)" : "");
 }
 
-static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_err *err) {
+/* W's copy in the fast tier's layout, when that tier has one (matrices a matmul reads; a lookup
+ * table stays as it is) */
+static int pack_mat(sp_model *m, sp_mat *W, const char *what, sp_err *err) {
+    size_t pb = sp_mat_pack_bytes(W);
+    if (!pb) return 0;
+    void *p = sp_owner_alloc64(&m->owned, pb); /* 64-byte rows and registers */
+    if (!p) return sp_err_set(err, "out of memory repacking %s (%zu bytes)", what, pb);
+    sp_mat_pack(W, p);
+    W->pack = p;
+    size_t nbytes = (size_t)W->n * sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    if (m->gg) gguf_drop_pages(m->gg, W->data, nbytes); /* the packed copy serves every matmul */
+    return 0;
+}
+
+/* a 2-D tensor; packed for the fast tier unless it is only a lookup table (table = 1) */
+static int get_mat_as(sp_model *m, const char *rel, int n, int k, int table, sp_mat *out, sp_err *err) {
     wt t;
     if (require(m, rel, &t, err) || check_shape(&t, 2, n, k, err)) return -1;
     *out = (sp_mat){t.data, t.dt, n, k, 0, NULL};
     char what[256];
     snprintf(what, sizeof what, "tensor %s in %s", t.name, t.file);
-    if (sp_mat_check(out, what, err)) return -1;
-    size_t pb = sp_mat_pack_bytes(out); /* a copy in the fast tier's layout, when it has one */
-    if (pb) {
-        void *p = sp_owner_alloc64(&m->owned, pb); /* 64-byte rows and registers */
-        if (!p) return sp_err_set(err, "out of memory repacking %s (%zu bytes)", what, pb);
-        sp_mat_pack(out, p);
-        out->pack = p;
-        if (m->gg) gguf_drop_pages(m->gg, t.data, t.nbytes); /* the packed copy serves every matmul */
-    }
+    if (sp_mat_check(out, what, err) || (!table && pack_mat(m, out, what, err))) return -1;
     m->weight_bytes += t.nbytes;
     return 0;
+}
+
+static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat_as(m, rel, n, k, 0, out, err);
 }
 
 static int get_vec(sp_model *m, const char *rel, int n, float **out, sp_err *err) {
@@ -182,7 +193,7 @@ static int bind_model(sp_model *m, sp_err *err) {
     char nm[160], lm_name[160];
 #define TN(role) sp_tensor_hf_name(c->arch, role, 0, nm, sizeof nm)
     /* the embedding is a lookup table: its bytes count only as the LM head when tied */
-    if (get_mat(m, TN(SP_TN_EMBED), V, H, &m->embed, err)) return -1;
+    if (get_mat_as(m, TN(SP_TN_EMBED), V, H, 1, &m->embed, err)) return -1;
     size_t embed_bytes = m->weight_bytes;
     m->weight_bytes = 0;
     m->embed_scale = 1.0f;
@@ -198,13 +209,14 @@ static int bind_model(sp_model *m, sp_err *err) {
         if (!has_lm) return sp_err_set(err, "checkpoint has no lm_head.weight and tie_word_embeddings is false");
         if (get_mat(m, lm_name, V, H, &m->lm_head, err)) return -1;
     } else {
+        if (pack_mat(m, &m->embed, "the tied embedding table", err)) return -1;
         m->lm_head = m->embed;
         m->weight_bytes += embed_bytes;
     }
     if (c->arch == SP_ARCH_GEMMA4 && c->ple_dim > 0) {
         int L = c->n_layers, Pd = c->ple_dim;
         size_t before = m->weight_bytes;
-        if (get_mat(m, TN(SP_TN_PLE_EMBED), c->ple_vocab, L * Pd, &m->ple_embed, err)) return -1;
+        if (get_mat_as(m, TN(SP_TN_PLE_EMBED), c->ple_vocab, L * Pd, 1, &m->ple_embed, err)) return -1;
         m->weight_bytes = before; /* a lookup table: one row per token, not streamed */
         m->ple_embed_scale = round_to_dtype(sqrtf((float)Pd), m->ple_embed.dt);
         if (get_mat(m, TN(SP_TN_PLE_MODEL_PROJ), L * Pd, H, &m->ple_model_proj, err) ||
