@@ -316,7 +316,7 @@ static void bench_kpacked(sp_pool *p1) {
  * (no attention, norms or activations), to set beside llama-bench on the same file. */
 static int bench_gguf(sp_pool *p2, const char *path) {
     sp_err err;
-    gguf_file *f = gguf_open(path, &err);
+    gguf_file *f = sp_gguf_open(path, &err);
     if (!f) {
         fprintf(stderr, "bench: %s\n", err.msg);
         return 1;
@@ -362,7 +362,7 @@ static int bench_gguf(sp_pool *p2, const char *path) {
            bytes / best[0] / 1e6, best[1], best[1] / best[0], best[2], 64e3 / best[2]);
     for (int i = 0; i < nm; i++) free((void *)m[i].pack);
     free(X), free(Y), free(m);
-    gguf_close(f);
+    sp_gguf_close(f);
     return 0;
 }
 

@@ -46,11 +46,11 @@ int main(int argc, char **argv) {
         float *dX = calloc((size_t)M * K, 4), *dW = calloc((size_t)N * K, 4);
         for (int r = 0; r < 2; r++) {
             double t0 = sp_time_ms();
-            tr_gemm_nt(pool, Y, A, W, M, K, N);            /* forward  Y = X·Wᵀ */
+            sp_tr_gemm_nt(pool, Y, A, W, M, K, N);            /* forward  Y = X·Wᵀ */
             double t1 = sp_time_ms();
-            tr_gemm_nn_acc(pool, dX, Y, W, M, N, K);       /* dX += dY·W */
+            sp_tr_gemm_nn_acc(pool, dX, Y, W, M, N, K);       /* dX += dY·W */
             double t2 = sp_time_ms();
-            tr_gemm_tn_acc(pool, dW, Y, A, N, M, K);       /* dW += dYᵀ·X */
+            sp_tr_gemm_tn_acc(pool, dW, Y, A, N, M, K);       /* dW += dYᵀ·X */
             double t3 = sp_time_ms();
             t_nt = t1 - t0 < t_nt ? t1 - t0 : t_nt;
             t_nn = t2 - t1 < t_nn ? t2 - t1 : t_nn;

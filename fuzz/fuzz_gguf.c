@@ -1,5 +1,5 @@
-/* fuzz_gguf.c — a GGUF file through gguf_open (header, metadata key/values, tensor table) and
- * tok_load_gguf (the tokenizer.ggml.* vocabulary); every accepted key, array and tensor is
+/* fuzz_gguf.c — a GGUF file through sp_gguf_open (header, metadata key/values, tensor table) and
+ * sp_tok_load_gguf (the tokenizer.ggml.* vocabulary); every accepted key, array and tensor is
  * read back in full. */
 #include "formats/gguf.h"
 #include "fuzz.h"
@@ -14,22 +14,22 @@ static void walk(const gguf_file *f) {
         if (kv->arr_strs) {
             for (uint64_t j = 0; j < kv->arr_n; j++) fuzz_touch(kv->arr_strs[j].ptr, kv->arr_strs[j].len);
         } else if (kv->arr_type != GGUF_TYPE_ARRAY && kv->arr_n > 0) {
-            (void)gguf_arr_f64(kv, kv->arr_n - 1);
-            (void)gguf_arr_i64(kv, 0);
+            (void)sp_gguf_arr_f64(kv, kv->arr_n - 1);
+            (void)sp_gguf_arr_i64(kv, 0);
         }
     }
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor_info *t = &f->tensors[i];
         fuzz_touch(t->name.ptr, t->name.len);
         sp_err err;
-        const void *p = gguf_tensor_data(f, t, &err);
+        const void *p = sp_gguf_tensor_data(f, t, &err);
         if (p) fuzz_touch(p, t->nbytes);
     }
     int64_t v;
     gguf_str s;
     sp_err err;
-    (void)gguf_get_i64(f, "general.alignment", &v, &err);
-    if (gguf_get_str(f, "general.architecture", &s, &err) == 0) fuzz_touch(s.ptr, s.len);
+    (void)sp_gguf_get_i64(f, "general.alignment", &v, &err);
+    if (sp_gguf_get_str(f, "general.architecture", &s, &err) == 0) fuzz_touch(s.ptr, s.len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -38,24 +38,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd = fuzz_memfile(data, size, path, sizeof path);
     if (fd < 0) return 0;
     sp_err err;
-    gguf_file *f = gguf_open(path, &err);
+    gguf_file *f = sp_gguf_open(path, &err);
     if (f) {
         walk(f);
-        gguf_close(f);
+        sp_gguf_close(f);
     }
-    tok_tokenizer *t = tok_load_gguf(path, &err);
+    tok_tokenizer *t = sp_tok_load_gguf(path, &err);
     if (t) {
         int32_t *ids = NULL;
         int n = 0;
         const char *text = "Hello world, 123 \xc3\xbc";
-        if (tok_encode(t, text, strlen(text), 1, 1, &ids, &n, &err) == 0) {
+        if (sp_tok_encode(t, text, strlen(text), 1, 1, &ids, &n, &err) == 0) {
             for (int i = 0; i < n; i++)
-                if (ids[i] < 0 || ids[i] >= tok_vocab_size(t)) abort();
+                if (ids[i] < 0 || ids[i] >= sp_tok_vocab_size(t)) abort();
             char *out = NULL;
-            if (tok_decode(t, ids, n, &out, &err) == 0) free(out);
+            if (sp_tok_decode(t, ids, n, &out, &err) == 0) free(out);
         }
         free(ids);
-        tok_free(t);
+        sp_tok_free(t);
     }
     close(fd);
     return 0;

@@ -1,4 +1,4 @@
-/* fuzz_jinja.c — a chat template and its variables through the Jinja engine (jinja_render with
+/* fuzz_jinja.c — a chat template and its variables through the Jinja engine (sp_jinja_render with
  * tight limits): the input is the template, then optionally a NUL byte and a JSON object of
  * variables; without one the template renders a fixed conversation (system, user, assistant,
  * user; add_generation_prompt, bos_token). A rendered text must be as long as it says. */
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *out = NULL;
     size_t n = 0;
     sp_err err;
-    if (jinja_render((const char *)data, tl, "fuzz", ctx, &lim, &out, &n, &err) == 0) {
+    if (sp_jinja_render((const char *)data, tl, "fuzz", ctx, &lim, &out, &n, &err) == 0) {
         if (!out || out[n] != 0) abort();
         fuzz_touch(out, n);
         free(out);

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c — a .safetensors file (8-byte header length, JSON header, tensor table,
- * data) through st_open_file; every accepted tensor's bytes are read and looked up again. */
+ * data) through sp_st_open_file; every accepted tensor's bytes are read and looked up again. */
 #include "formats/safetensors.h"
 #include "fuzz.h"
 
@@ -10,20 +10,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (fd < 0) return 0;
     st_set *s = NULL;
     sp_err err;
-    if (st_open_file(&s, path, &err) == 0) {
-        for (int i = 0; i < st_count(s); i++) {
-            const st_tensor *t = st_at(s, i);
-            if (st_find(s, t->name) != t) abort(); /* the sorted table must find its own entries */
+    if (sp_st_open_file(&s, path, &err) == 0) {
+        for (int i = 0; i < sp_st_count(s); i++) {
+            const st_tensor *t = sp_st_at(s, i);
+            if (sp_st_find(s, t->name) != t) abort(); /* the sorted table must find its own entries */
             fuzz_touch(t->name, strlen(t->name));
             fuzz_touch(t->data, t->nbytes);
-            (void)st_tensor_dtype_name(t);
-            (void)st_tensor_file_offset(t);
+            (void)sp_st_tensor_dtype_name(t);
+            (void)sp_st_tensor_file_offset(t);
             const st_tensor *g;
-            if (st_get(s, t->name, t->dtype, t->ndim, t->shape, &g, &err) == 0 && g != t) abort();
+            if (sp_st_get(s, t->name, t->dtype, t->ndim, t->shape, &g, &err) == 0 && g != t) abort();
         }
-        const char *fmt = st_metadata(s, "format");
+        const char *fmt = sp_st_metadata(s, "format");
         if (fmt) fuzz_touch(fmt, strlen(fmt));
-        st_close(s);
+        sp_st_close(s);
     }
     close(fd);
     return 0;

@@ -1,4 +1,4 @@
-/* fuzz_shards.c — one regen shard through tr_shardset_open: the input's first line is
+/* fuzz_shards.c — one regen shard through sp_tr_shardset_open: the input's first line is
  * shard.json, the rest model.safetensors, written to DIR/shard_00000/ (DIR: a per-process folder
  * under /dev/shm, else /tmp). An accepted shard's ids, sequence table and hidden rows are read
  * in full and checked against the invariants the trainer relies on. */
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     put(st_path, nl ? nl + 1 : data + size, nl ? size - jn - 1 : 0);
     tr_shardset s;
     sp_err err;
-    if (tr_shardset_open(&s, dir, 1000, &err) == 0) {
+    if (sp_tr_shardset_open(&s, dir, 1000, &err) == 0) {
         for (int i = 0; i < s.n_shards; i++) {
             const tr_shard *sh = &s.shards[i];
             int64_t sum = 0;
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fuzz_touch(sh->hidden, (size_t)sh->n_tokens * s.H * 2);
             fuzz_touch(sh->hidden_ml, (size_t)sh->n_tokens * s.m * s.H * 2);
         }
-        tr_shardset_close(&s);
+        sp_tr_shardset_close(&s);
     }
     return 0;
 }

@@ -1,4 +1,4 @@
-/* fuzz_tokenizer.c — a tokenizer.json through tok_load_json_mem; an accepted tokenizer encodes
+/* fuzz_tokenizer.c — a tokenizer.json through sp_tok_load_json_mem; an accepted tokenizer encodes
  * and decodes a few fixed strings (plain, special-token, byte-fallback and Unicode text), and
  * its streaming decoder replays the ids. Every id encode returns must be a token of the vocab. */
 #include "fuzz.h"
@@ -28,32 +28,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_quiet();
     if (has_huge_number(data, size)) return 0;
     sp_err err;
-    tok_tokenizer *t = tok_load_json_mem((const char *)data, size, NULL, "tokenizer.json", &err);
+    tok_tokenizer *t = sp_tok_load_json_mem((const char *)data, size, NULL, "tokenizer.json", &err);
     if (!t) return 0;
-    int V = tok_vocab_size(t);
+    int V = sp_tok_vocab_size(t);
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
         for (int special = 0; special < 2; special++) {
             int32_t *ids = NULL;
             int n = 0;
-            if (tok_encode(t, texts[k], strlen(texts[k]), special, special, &ids, &n, &err) == 0) {
+            if (sp_tok_encode(t, texts[k], strlen(texts[k]), special, special, &ids, &n, &err) == 0) {
                 for (int i = 0; i < n; i++)
                     if (ids[i] < 0 || ids[i] >= V) abort();
                 char *text = NULL;
-                if (tok_decode(t, ids, n, &text, &err) == 0) free(text);
-                tok_stream *s = tok_stream_new(t);
+                if (sp_tok_decode(t, ids, n, &text, &err) == 0) free(text);
+                tok_stream *s = sp_tok_stream_new(t);
                 char buf[64];
-                for (int i = 0; s && i < n; i++) tok_stream_push(s, ids[i], buf, sizeof buf);
-                while (s && tok_stream_flush(s, buf, sizeof buf) > 0) {}
-                tok_stream_free(s);
+                for (int i = 0; s && i < n; i++) sp_tok_stream_push(s, ids[i], buf, sizeof buf);
+                while (s && sp_tok_stream_flush(s, buf, sizeof buf) > 0) {}
+                sp_tok_stream_free(s);
             }
             free(ids);
         }
     }
     for (int id = 0; id < V && id < 512; id++) {
         size_t len = 0;
-        const char *p = tok_token_text(t, id, &len);
+        const char *p = sp_tok_token_text(t, id, &len);
         if (p) fuzz_touch(p, len);
     }
-    tok_free(t);
+    sp_tok_free(t);
     return 0;
 }

@@ -25,7 +25,7 @@ static inline int e3_fixture_write(const char *tmp, uint64_t seed0) {
             snprintf(tdir, sizeof tdir, "tests/data/ref-logits/%s", TARGETS[t]);
             newdrafter_opts o = {.arch = "eagle3", .preset = LAYOUTS[l], .dtype = SP_DT_UNKNOWN, .seed = seed0 + l};
             sp_err err = {{0}};
-            if (newdrafter_write(dir, tdir, &o, &err)) {
+            if (sp_newdrafter_write(dir, tdir, &o, &err)) {
                 fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
                 return -1;
             }

@@ -1,6 +1,6 @@
 /* test_assistant.c — the Gemma-4 assistant drafter (docs/ASSISTANT.md) drafts losslessly.
  *
- * Random assistants (newdrafter_assistant_write) with both heads, on two random Gemma-4 targets
+ * Random assistants (sp_newdrafter_assistant_write) with both heads, on two random Gemma-4 targets
  * with KV sharing: the fixture tests/data/ref-logits/gemma4 (window 8, k_eq_v, PLE, V 32000) and a
  * `tiny` preset written here (window 16, V 8192).
  * - heads by tensor presence: centroid tensors → centroid head; a config declaring
@@ -48,14 +48,14 @@ static int setup(void) {
     sp_err err = {{0}};
     snprintf(tiny_dir, sizeof tiny_dir, "%s/tiny", tmp);
     newmodel_opts o = {.arch = "gemma4", .preset = "tiny", .dtype = SP_DT_F32, .seed = 11};
-    if (newmodel_write(tiny_dir, &o, &err)) {
+    if (sp_newmodel_write(tiny_dir, &o, &err)) {
         fprintf(stderr, "  %s\n", err.msg);
         return -1;
     }
     for (int t = 0; t < 2; t++)
         for (int h = 0; h < 2; h++) {
             snprintf(asst_dir[t][h], sizeof asst_dir[t][h], "%s/asst-%d-%s", tmp, t, HEADS[h]);
-            if (newdrafter_assistant_write(asst_dir[t][h], target_dir(t), HEADS[h], 100 + t, NULL, 0, &err)) {
+            if (sp_newdrafter_assistant_write(asst_dir[t][h], target_dir(t), HEADS[h], 100 + t, NULL, 0, &err)) {
                 fprintf(stderr, "  %s\n", err.msg);
                 return -1;
             }
@@ -85,7 +85,7 @@ static void test_heads_by_tensor_presence(void) {
         char dir[160];
         snprintf(dir, sizeof dir, "%s/declared-%d", tmp, t);
         const char *sets[] = {"use_ordered_embeddings=true", "num_centroids=64"};
-        CHECK(newdrafter_assistant_write(dir, target_dir(t), "tied", 5, sets, 2, &err) == 0, "%s", err.msg);
+        CHECK(sp_newdrafter_assistant_write(dir, target_dir(t), "tied", 5, sets, 2, &err) == 0, "%s", err.msg);
         sp_drafter *d = sp_drafter_assistant(dir, m, &sp, &err);
         CHECK(d != NULL, "declared centroids without tensors must load: %s", err.msg);
         if (d) {
@@ -116,7 +116,7 @@ static void test_mismatch_errors(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[160];
         snprintf(dir, sizeof dir, "%s/bad-%zu", tmp, i);
-        CHECK(newdrafter_assistant_write(dir, FIXTURE, "tied", 7, &cases[i].set, 1, &err) == 0, "%s", err.msg);
+        CHECK(sp_newdrafter_assistant_write(dir, FIXTURE, "tied", 7, &cases[i].set, 1, &err) == 0, "%s", err.msg);
         d = sp_drafter_assistant(dir, fx, &sp, &err);
         CHECK(!d && strstr(err.msg, cases[i].expect), "%s: %s", cases[i].set, d ? "accepted" : err.msg);
         sp_drafter_free(d);

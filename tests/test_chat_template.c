@@ -298,19 +298,19 @@ static void test_tool_calls(void) {
 /* the chat API: same text, and the markers encode as single special tokens */
 static void test_api_and_ids(void) {
     sp_err err = {{0}};
-    tok_tokenizer *t = tok_load_dir(".cache/tokenizers/qwen3", &err);
+    tok_tokenizer *t = sp_tok_load_dir(".cache/tokenizers/qwen3", &err);
     CHECK(t != NULL, "%s", err.msg);
     if (!t) return;
-    chat_template *ct = chat_template_load(".cache/tokenizers/qwen3", t, NULL, &err);
-    CHECK(ct && chat_template_is_jinja(ct) && strstr(chat_template_source(ct), "tokenizer_config.json"), "%s", err.msg);
+    chat_template *ct = sp_chat_template_load(".cache/tokenizers/qwen3", t, NULL, &err);
+    CHECK(ct && sp_chat_template_is_jinja(ct) && strstr(sp_chat_template_source(ct), "tokenizer_config.json"), "%s", err.msg);
     json_t *msgs = json_loads(CONV, 0, NULL), *vars = json_pack("{s:b}", "enable_thinking", 0);
     char *text = NULL;
-    CHECK(ct && chat_render(ct, msgs, 1, vars, &text, &err) == 0 && !strcmp(text, FAMILIES[2].want), "%s",
+    CHECK(ct && sp_chat_render(ct, msgs, 1, vars, &text, &err) == 0 && !strcmp(text, FAMILIES[2].want), "%s",
           text ? text : err.msg);
     int32_t *ids = NULL;
     int n = 0, starts = 0, ends = 0;
-    int32_t im_start = tok_token_id(t, "<|im_start|>", 12), im_end = tok_token_id(t, "<|im_end|>", 10);
-    CHECK(text && tok_encode(t, text, strlen(text), 0, 1, &ids, &n, &err) == 0, "%s", err.msg);
+    int32_t im_start = sp_tok_token_id(t, "<|im_start|>", 12), im_end = sp_tok_token_id(t, "<|im_end|>", 10);
+    CHECK(text && sp_tok_encode(t, text, strlen(text), 0, 1, &ids, &n, &err) == 0, "%s", err.msg);
     for (int i = 0; i < n; i++) starts += ids[i] == im_start, ends += ids[i] == im_end;
     CHECK(im_start >= 0 && starts == 5 && ends == 4, "<|im_start|> x%d, <|im_end|> x%d", starts, ends);
     CHECK(n > 0 && ids[0] == im_start, "the prompt starts with <|im_start|> (no BOS for Qwen3), got %d", n ? ids[0] : -1);
@@ -324,16 +324,16 @@ static void test_api_and_ids(void) {
     free(ids);
     free(text);
     /* the hand-written qwen3 renderer (the fallback) gives the published template's thinking-off text */
-    chat_template *hw = chat_template_load(".cache/tokenizers/qwen3", t, "qwen3", &err);
+    chat_template *hw = sp_chat_template_load(".cache/tokenizers/qwen3", t, "qwen3", &err);
     text = NULL;
-    CHECK(hw && !chat_template_is_jinja(hw) && chat_render(hw, msgs, 1, NULL, &text, &err) == 0 &&
+    CHECK(hw && !sp_chat_template_is_jinja(hw) && sp_chat_render(hw, msgs, 1, NULL, &text, &err) == 0 &&
           !strcmp(text, FAMILIES[2].want), "%s", text ? text : err.msg);
     free(text);
-    chat_template_free(hw);
-    chat_template_free(ct);
+    sp_chat_template_free(hw);
+    sp_chat_template_free(ct);
     json_decref(msgs);
     json_decref(vars);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 static void test_errors(void) {
@@ -401,14 +401,14 @@ static void test_default_model(void) {
     const char *pt = strstr(OUT, "\"prompt_tokens\":");
     if (pt) p_tokens = atoi(pt + 16);
     sp_err err = {{0}};
-    tok_tokenizer *t = tok_load_dir("models/default/target", &err);
+    tok_tokenizer *t = sp_tok_load_dir("models/default/target", &err);
     int32_t *ids = NULL;
     int n = 0;
     const char *text = "<bos># system: Be terse.\n# user: add two numbers\n";
-    CHECK(t && tok_encode(t, text, strlen(text), 0, 1, &ids, &n, &err) == 0 && n == p_tokens && ids[0] == tok_bos(t),
+    CHECK(t && sp_tok_encode(t, text, strlen(text), 0, 1, &ids, &n, &err) == 0 && n == p_tokens && ids[0] == sp_tok_bos(t),
           "rendered prompt is %d tokens, generate used %d", n, p_tokens);
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
     /* --chat-template FILE with --chat-template-kwargs: the variable reaches the template */
     char tpl[512];
     int with = -1, without = -1;

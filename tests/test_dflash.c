@@ -60,7 +60,7 @@ static int make_drafters(void) {
             newdrafter_opts o = {.arch = KINDS[k].arch, .preset = KINDS[k].preset, .sets = KINDS[k].sets,
                                  .n_sets = KINDS[k].sets[0] ? 1 : 0, .dtype = SP_DT_UNKNOWN, .seed = 11 + k};
             sp_err err = {{0}};
-            if (newdrafter_write(dir, tdir, &o, &err)) {
+            if (sp_newdrafter_write(dir, tdir, &o, &err)) {
                 fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
                 return -1;
             }
@@ -80,22 +80,22 @@ static void test_new_drafter_layout(void) {
     drafter_dir(dir, sizeof dir, "qwen3", "dspark");
     st_set *st;
     sp_err err = {{0}};
-    CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
     if (!st) return;
     const char *names[] = {"fc.weight", "hidden_norm.weight", "norm.weight", "embed_tokens.weight", "lm_head.weight",
                            "markov_head.markov_w1.weight", "markov_head.markov_w2.weight",
                            "confidence_head.proj.weight", "confidence_head.proj.bias",
                            "layers.1.self_attn.q_norm.weight"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) CHECK(st_find(st, names[i]), "no %s", names[i]);
-    const st_tensor *fc = st_find(st, "fc.weight");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) CHECK(sp_st_find(st, names[i]), "no %s", names[i]);
+    const st_tensor *fc = sp_st_find(st, "fc.weight");
     CHECK(fc && fc->shape[0] == 32 && fc->shape[1] == 3 * 32, "fc shape");
-    st_close(st);
+    sp_st_close(st);
     int ids[5];
-    newdrafter_tap_ids(36, 5, ids);
+    sp_newdrafter_tap_ids(36, 5, ids);
     CHECK(ids[0] == 1 && ids[1] == 9 && ids[2] == 17 && ids[3] == 25 && ids[4] == 33, "N=36 taps");
-    newdrafter_tap_ids(40, 5, ids);
+    sp_newdrafter_tap_ids(40, 5, ids);
     CHECK(ids[1] == 10 && ids[4] == 37, "N=40 taps");
-    newdrafter_tap_ids(32, 5, ids);
+    sp_newdrafter_tap_ids(32, 5, ids);
     CHECK(ids[1] == 8 && ids[2] == 15 && ids[4] == 29, "N=32 taps");
 }
 
@@ -477,11 +477,11 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
         snprintf(cmd, sizeof cmd, "ln -s \"$(realpath '%s/model.safetensors')\" '%s/model.safetensors'", src, dst);
         return system(cmd) == 0 ? 0 : -1;
     }
-    if (st_open_dir(&st, src, &err)) return -1;
-    st_writer *w = st_writer_create();
+    if (sp_st_open_dir(&st, src, &err)) return -1;
+    st_writer *w = sp_st_writer_create();
     int rc = 0;
-    for (int i = 0; i < st_count(st) && !rc; i++) {
-        const st_tensor *t = st_at(st, i);
+    for (int i = 0; i < sp_st_count(st) && !rc; i++) {
+        const st_tensor *t = sp_st_at(st, i);
         if (drop && in_list(drop, t->name)) continue;
         int64_t shape[ST_MAX_DIMS];
         memcpy(shape, t->shape, sizeof shape);
@@ -490,15 +490,15 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
             static float buf[1 << 16];
             memcpy(buf, t->data, t->nbytes);
             memcpy((char *)buf + t->nbytes, t->data, t->nbytes);
-            rc = st_writer_add(w, t->name, t->dtype, t->ndim, shape, buf, &err);
+            rc = sp_st_writer_add(w, t->name, t->dtype, t->ndim, shape, buf, &err);
         } else {
-            rc = st_writer_add_ref(w, t->name, t->dtype, t->ndim, shape, t->data, &err);
+            rc = sp_st_writer_add_ref(w, t->name, t->dtype, t->ndim, shape, t->data, &err);
         }
     }
     snprintf(p, sizeof p, "%s/model.safetensors", dst);
-    if (!rc) rc = st_writer_save(w, p, &err);
-    st_writer_free(w);
-    st_close(st);
+    if (!rc) rc = sp_st_writer_save(w, p, &err);
+    sp_st_writer_free(w);
+    sp_st_close(st);
     return rc;
 }
 
@@ -519,12 +519,12 @@ static void test_load_errors(void) {
     snprintf(dst, sizeof dst, "%s/broken", TMP);
     st_set *st;
     sp_err err = {{0}};
-    CHECK(st_open_dir(&st, src, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&st, src, &err) == 0, "%s", err.msg);
     if (!st) { sp_model_free(m); return; }
-    int n = st_count(st), tested = 0;
+    int n = sp_st_count(st), tested = 0;
     for (int i = 0; i < n; i++) {
         char name[160];
-        snprintf(name, sizeof name, "%s", st_at(st, i)->name);
+        snprintf(name, sizeof name, "%s", sp_st_at(st, i)->name);
         if (!strcmp(name, "embed_tokens.weight") || !strcmp(name, "lm_head.weight")) continue; /* optional copies */
         CHECK(write_variant(src, dst, name, NULL, NULL) == 0, "write without %s", name);
         expect_load_error(m, dst, name, "missing tensor");
@@ -534,7 +534,7 @@ static void test_load_errors(void) {
         tested++;
     }
     CHECK(tested >= 10, "only %d tensors tested", tested);
-    st_close(st);
+    sp_st_close(st);
     /* config keys */
     char path[300], *text = NULL;
     snprintf(path, sizeof path, "%s/config.json", src);
@@ -689,7 +689,7 @@ static void test_llama_target(void) {
         newdrafter_opts o = {.arch = k ? "dspark" : "dflash", .preset = k ? "b7" : "b16", .dtype = SP_DT_UNKNOWN,
                              .seed = 29 + k};
         sp_err err = {{0}};
-        CHECK(newdrafter_write(dir, tdir, &o, &err) == 0, "new drafter %s: %s", kind, err.msg);
+        CHECK(sp_newdrafter_write(dir, tdir, &o, &err) == 0, "new drafter %s: %s", kind, err.msg);
         /* config.json: model_type qwen3, the target's llama3 rope_scaling, rope_theta and eps */
         snprintf(p, sizeof p, "%s/config.json", dir);
         CHECK(sp_read_file(p, &text, NULL, &err) == 0, "%s", err.msg);
@@ -717,15 +717,15 @@ static void test_llama_target(void) {
               "%s: draft config is not the Qwen3 block with the target's rope / eps", kind);
         /* tensors: q_norm / k_norm in every layer */
         st_set *st = NULL;
-        CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+        CHECK(sp_st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
         for (int i = 0; st && i < dc.n_layers; i++) {
             char nm[96];
             for (int j = 0; j < 2; j++) {
                 snprintf(nm, sizeof nm, "layers.%d.self_attn.%s_norm.weight", i, j ? "k" : "q");
-                CHECK(st_find(st, nm), "%s: no %s", kind, nm);
+                CHECK(sp_st_find(st, nm), "%s: no %s", kind, nm);
             }
         }
-        st_close(st);
+        sp_st_close(st);
         /* at inference: norms on, RoPE frequencies equal to the target's, bit for bit */
         sp_sample_params greedy = sp_sample_params_default();
         sp_drafter *d = sp_drafter_dflash(dir, m, &greedy, NULL, &err);
@@ -773,14 +773,14 @@ static void test_llama_target(void) {
     /* the automatic mask token per vocabulary (newdrafter.h; `specula train` uses the same) */
     sp_config c = *tc;
     c.vocab_size = 128256;
-    CHECK(newdrafter_mask_id(&c) == 128002, "Llama-3 vocab mask id %d", newdrafter_mask_id(&c));
+    CHECK(sp_newdrafter_mask_id(&c) == 128002, "Llama-3 vocab mask id %d", sp_newdrafter_mask_id(&c));
     c.vocab_size = 151936;
-    CHECK(newdrafter_mask_id(&c) == 151669, "Qwen3 vocab mask id %d", newdrafter_mask_id(&c));
+    CHECK(sp_newdrafter_mask_id(&c) == 151669, "Qwen3 vocab mask id %d", sp_newdrafter_mask_id(&c));
     c.vocab_size = 32000;
-    CHECK(newdrafter_mask_id(&c) == 31999, "other vocab mask id %d", newdrafter_mask_id(&c));
+    CHECK(sp_newdrafter_mask_id(&c) == 31999, "other vocab mask id %d", sp_newdrafter_mask_id(&c));
     c.arch = SP_ARCH_GEMMA4;
     c.vocab_size = 262144;
-    CHECK(newdrafter_mask_id(&c) == 4, "Gemma-4 mask id %d", newdrafter_mask_id(&c));
+    CHECK(sp_newdrafter_mask_id(&c) == 4, "Gemma-4 mask id %d", sp_newdrafter_mask_id(&c));
     sp_model_free(m);
 }
 

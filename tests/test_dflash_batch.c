@@ -37,7 +37,7 @@ static int make_drafters(void) {
             snprintf(tdir, sizeof tdir, "tests/data/ref-logits/%s", TARGETS[t]);
             newdrafter_opts o = {.arch = KINDS[k][1], .preset = KINDS[k][2], .dtype = SP_DT_UNKNOWN, .seed = 5 + k};
             sp_err err = {{0}};
-            if (newdrafter_write(dir, tdir, &o, &err)) {
+            if (sp_newdrafter_write(dir, tdir, &o, &err)) {
                 fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
                 return -1;
             }

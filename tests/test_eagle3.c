@@ -311,11 +311,11 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
     int rc = json_dump_file(cfg, p, 0);
     json_decref(cfg);
     st_set *st;
-    if (rc || st_open_dir(&st, src, &err)) return -1;
-    st_writer *w = st_writer_create();
+    if (rc || sp_st_open_dir(&st, src, &err)) return -1;
+    st_writer *w = sp_st_writer_create();
     void *copy = NULL;
-    for (int i = 0; i < st_count(st) && !rc; i++) {
-        const st_tensor *t = st_at(st, i);
+    for (int i = 0; i < sp_st_count(st) && !rc; i++) {
+        const st_tensor *t = sp_st_at(st, i);
         if (drop && in_list(drop, t->name)) continue;
         int64_t shape[ST_MAX_DIMS];
         memcpy(shape, t->shape, sizeof shape);
@@ -330,13 +330,13 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
             if (patch == PATCH_T2D) ((unsigned char *)copy)[1] = 1;             /* 1 is not a draft id */
             data = copy;
         }
-        rc = st_writer_add(w, t->name, t->dtype, t->ndim, shape, data, &err);
+        rc = sp_st_writer_add(w, t->name, t->dtype, t->ndim, shape, data, &err);
     }
     snprintf(p, sizeof p, "%s/model.safetensors", dst);
-    if (!rc) rc = st_writer_save(w, p, &err);
+    if (!rc) rc = sp_st_writer_save(w, p, &err);
     free(copy);
-    st_writer_free(w);
-    st_close(st);
+    sp_st_writer_free(w);
+    sp_st_close(st);
     return rc;
 }
 
@@ -358,19 +358,19 @@ static void test_load_errors(void) {
     for (int l = 0; l < 2; l++) {
         drafter_dir(src, sizeof src, "qwen3", LAYOUTS[l]);
         st_set *st;
-        CHECK(st_open_dir(&st, src, &err) == 0, "%s", err.msg);
+        CHECK(sp_st_open_dir(&st, src, &err) == 0, "%s", err.msg);
         if (!st) continue;
         int tested = 0;
-        for (int i = 0; i < st_count(st); i++) {
+        for (int i = 0; i < sp_st_count(st); i++) {
             char name[160];
-            snprintf(name, sizeof name, "%s", st_at(st, i)->name);
+            snprintf(name, sizeof name, "%s", sp_st_at(st, i)->name);
             if (!strcmp(name, "t2d") || !strcmp(name, "embed_tokens.weight")) continue; /* optional */
             CHECK(write_variant(src, dst, name, NULL, PATCH_NONE, NULL) == 0, "write without %s", name);
             expect_error(m, dst, name, "missing tensor");
             tested++;
         }
         CHECK(tested >= 12, "%s: only %d tensors", LAYOUTS[l], tested);
-        st_close(st);
+        sp_st_close(st);
     }
     drafter_dir(src, sizeof src, "qwen3", "specforge");
     const char *shapes[] = {"fc.weight", "midlayer.self_attn.q_proj.weight", "midlayer.mlp.down_proj.weight",

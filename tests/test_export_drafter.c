@@ -196,7 +196,7 @@ static void check_keys(const gguf_file *f, const want_kv *const *tabs, const int
               kv->type, type);
     }
     for (int t = 0; t < n_tabs; t++)
-        for (int i = 0; i < ns[t]; i++) CHECK(gguf_get(f, tabs[t][i].key) != NULL, "missing key %s", tabs[t][i].key);
+        for (int i = 0; i < ns[t]; i++) CHECK(sp_gguf_get(f, tabs[t][i].key) != NULL, "missing key %s", tabs[t][i].key);
     CHECK(n_tok >= 3, "only %d tokenizer keys", n_tok);
 }
 
@@ -204,7 +204,7 @@ static void check_tensors(const gguf_file *f, const want_list *l) {
     CHECK(f->n_tensors == (uint64_t)l->n, "%llu tensors, expected %d", (unsigned long long)f->n_tensors, l->n);
     for (int i = 0; i < l->n; i++) {
         const want_t *w = &l->v[i];
-        const gguf_tensor_info *t = gguf_find_tensor(f, w->name);
+        const gguf_tensor_info *t = sp_gguf_find_tensor(f, w->name);
         CHECK(t != NULL, "missing tensor %s", w->name);
         if (!t) continue;
         CHECK(t->n_dims == (uint32_t)w->nd && t->dims[0] == (uint64_t)w->ne[0] &&
@@ -219,21 +219,21 @@ static void check_tensors(const gguf_file *f, const want_list *l) {
 static int64_t key_int(const gguf_file *f, const char *key) {
     int64_t v = -1;
     sp_err err = {{0}};
-    CHECK(gguf_get_i64(f, key, &v, &err) == 0, "%s: %s", key, err.msg);
+    CHECK(sp_gguf_get_i64(f, key, &v, &err) == 0, "%s: %s", key, err.msg);
     return v;
 }
 
 static double key_f(const gguf_file *f, const char *key) {
     double v = NAN;
     sp_err err = {{0}};
-    CHECK(gguf_get_f64(f, key, &v, &err) == 0, "%s: %s", key, err.msg);
+    CHECK(sp_gguf_get_f64(f, key, &v, &err) == 0, "%s: %s", key, err.msg);
     return v;
 }
 
 static void key_str_is(const gguf_file *f, const char *key, const char *want) {
     gguf_str s = {0};
     sp_err err = {{0}};
-    CHECK(gguf_get_str(f, key, &s, &err) == 0 && s.len == strlen(want) && !memcmp(s.ptr, want, s.len),
+    CHECK(sp_gguf_get_str(f, key, &s, &err) == 0 && s.len == strlen(want) && !memcmp(s.ptr, want, s.len),
           "%s = %.*s, expected %s", key, (int)s.len, s.ptr ? s.ptr : "", want);
 }
 
@@ -241,7 +241,7 @@ static void key_str_is(const gguf_file *f, const char *key, const char *want) {
 static void check_vocab(const gguf_file *f, int V, const char *model) {
     const gguf_kv *t = NULL;
     sp_err err = {{0}};
-    CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &t, &err) == 0 && t->arr_n == (uint64_t)V,
+    CHECK(sp_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &t, &err) == 0 && t->arr_n == (uint64_t)V,
           "tokenizer.ggml.tokens: %s", err.msg);
     key_str_is(f, "tokenizer.ggml.model", model);
 }
@@ -250,21 +250,21 @@ static void check_vocab(const gguf_file *f, int V, const char *model) {
 static void check_bytes(const gguf_file *f, const char *gg, const char *dir, const char *hf) {
     st_set *st = NULL;
     sp_err err = {{0}};
-    CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
     if (!st) return;
-    const st_tensor *s = st_find(st, hf);
-    const gguf_tensor_info *t = gguf_find_tensor(f, gg);
-    const void *data = t ? gguf_tensor_data(f, t, &err) : NULL;
+    const st_tensor *s = sp_st_find(st, hf);
+    const gguf_tensor_info *t = sp_gguf_find_tensor(f, gg);
+    const void *data = t ? sp_gguf_tensor_data(f, t, &err) : NULL;
     CHECK(s && data && s->dtype == SP_DT_F32 && t->nbytes == s->nbytes && !memcmp(data, s->data, s->nbytes),
           "%s differs from %s", gg, hf);
-    st_close(st);
+    sp_st_close(st);
 }
 
 static gguf_file *export_ok(const char *drafter, const char *target, const char *file, const char *extra) {
     int rc = sh("%s export-gguf -m %s --target %s -o %s %s 2>&1", cli, P(drafter), P(target), P(file), extra);
     CHECK(rc == 0, "export %s: exit %d: %s", drafter, rc, out);
     sp_err err = {{0}};
-    gguf_file *f = rc == 0 ? gguf_open(P(file), &err) : NULL;
+    gguf_file *f = rc == 0 ? sp_gguf_open(P(file), &err) : NULL;
     CHECK(rc != 0 || f, "reading back %s: %s", file, err.msg);
     return f;
 }
@@ -293,12 +293,12 @@ static void test_zlab_dflash(void) {
     CHECK(key_int(f, "dflash.attention.key_length") == d.D, "key_length");
     const gguf_kv *tl = NULL;
     sp_err err = {{0}};
-    CHECK(gguf_get_arr(f, "dflash.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 1 &&
-              gguf_arr_i64(tl, 0) == 1,
+    CHECK(sp_gguf_get_arr(f, "dflash.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 1 &&
+              sp_gguf_arr_i64(tl, 0) == 1,
           "target_layers must be [target_layer_ids + 1] = [1]");
     check_vocab(f, d.V, "llama"); /* SentencePiece-style tokenizer.json, not gemma4 */
     check_bytes(f, "fc.weight", P("q3-zlab"), "fc.weight");
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 /* DeepSpec DSpark (Qwen3 block): Markov + confidence heads; the LM head copy dropped for a tied
@@ -328,14 +328,14 @@ static void test_dspark(void) {
         check_tensors(f, &l);
         int b = -1;
         sp_err err = {{0}};
-        CHECK(gguf_get_bool(f, "dflash.sample_from_anchor", &b, &err) == 0 && b == 1, "sample_from_anchor");
-        CHECK(gguf_get_bool(f, "dflash.has_confidence_head", &b, &err) == 0 && b == 1, "has_confidence_head");
+        CHECK(sp_gguf_get_bool(f, "dflash.sample_from_anchor", &b, &err) == 0 && b == 1, "sample_from_anchor");
+        CHECK(sp_gguf_get_bool(f, "dflash.has_confidence_head", &b, &err) == 0 && b == 1, "has_confidence_head");
         CHECK(key_int(f, "dflash.block_size") == 7, "block_size");
         check_vocab(f, d.V, "llama");
         check_bytes(f, "markov_w1.weight", P(dr), "markov_head.markov_w1.weight");
         check_bytes(f, "conf_proj.weight", P(dr), "confidence_head.proj.weight");
         if (untied) check_bytes(f, "output.weight", P(dr), "lm_head.weight");
-        gguf_close(f);
+        sp_gguf_close(f);
     }
 }
 
@@ -356,9 +356,9 @@ static void test_deepspec_dflash_bf16(void) {
     check_tensors(f, &l);
     int b = -1;
     sp_err err = {{0}};
-    CHECK(gguf_get_bool(f, "dflash.has_confidence_head", &b, &err) == 0 && b == 0, "has_confidence_head false");
+    CHECK(sp_gguf_get_bool(f, "dflash.has_confidence_head", &b, &err) == 0 && b == 0, "has_confidence_head false");
     CHECK(key_int(f, "general.file_type") == 32, "file_type mostly BF16");
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 static void test_gemma4_dspark(void) {
@@ -405,17 +405,17 @@ static void test_gemma4_dspark(void) {
     CHECK(key_int(f, "tokenizer.ggml.mask_token_id") == 4, "Gemma mask id 4");
     const gguf_kv *tl = NULL;
     sp_err err = {{0}};
-    CHECK(gguf_get_arr(f, "dflash.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 5 &&
-              gguf_arr_i64(tl, 0) == 1 && gguf_arr_i64(tl, 4) == 5,
+    CHECK(sp_gguf_get_arr(f, "dflash.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 5 &&
+              sp_gguf_arr_i64(tl, 0) == 1 && sp_gguf_arr_i64(tl, 4) == 5,
           "target_layers [1..5]");
     /* proportional RoPE: Dg·0.25/2 rotated pairs, the rest fixed */
-    const gguf_tensor_info *t = gguf_find_tensor(f, "rope_freqs.weight");
-    const float *rf = t ? gguf_tensor_data(f, t, &err) : NULL;
+    const gguf_tensor_info *t = sp_gguf_find_tensor(f, "rope_freqs.weight");
+    const float *rf = t ? sp_gguf_tensor_data(f, t, &err) : NULL;
     int n_rot = d.D / 8;
     CHECK(rf && rf[0] == 1.0f && rf[n_rot - 1] == 1.0f && rf[n_rot] == 1e30f && rf[d.D / 2 - 1] == 1e30f,
           "rope_freqs pattern");
     check_vocab(f, d.V, "gemma4");
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 static void test_gemma4_assistant(void) {
@@ -455,12 +455,12 @@ static void test_gemma4_assistant(void) {
           "head dims");
     const gguf_kv *kv = NULL;
     sp_err err = {{0}};
-    CHECK(gguf_get_arr(f, "gemma4-assistant.attention.head_count_kv", -1, &kv, &err) == 0 && kv->arr_n == 4 &&
-              gguf_arr_i64(kv, 0) == d.KVH && gguf_arr_i64(kv, 3) == g.KVH,
+    CHECK(sp_gguf_get_arr(f, "gemma4-assistant.attention.head_count_kv", -1, &kv, &err) == 0 && kv->arr_n == 4 &&
+              sp_gguf_arr_i64(kv, 0) == d.KVH && sp_gguf_arr_i64(kv, 3) == g.KVH,
           "per-layer KV heads (sliding %d, full %d)", d.KVH, g.KVH);
     check_vocab(f, d.V, "gemma4");
     check_bytes(f, "nextn.pre_projection.weight", P("g4-asst"), "pre_projection.weight");
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 /* A SpecForge EAGLE-3 checkpoint for the llama target, written here (H 64, 4 heads of 16, 2 KV
@@ -500,25 +500,25 @@ static int write_eagle3(const char *name, int dup, int n_taps) {
     };
     (void)I;
     sp_err err = {{0}};
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     int rc = 0;
     for (size_t i = 0; i < sizeof T / sizeof T[0] && !rc; i++) {
         int64_t n = T[i].d0 * (T[i].d1 ? T[i].d1 : 1), shape[2] = {T[i].d0, T[i].d1};
         float *x = malloc(sizeof(float) * (size_t)n);
         harness_fill(x, (size_t)n, 0.1f, (unsigned)i + 11);
-        rc = st_writer_add(w, T[i].n, SP_DT_F32, T[i].d1 ? 2 : 1, shape, x, &err);
+        rc = sp_st_writer_add(w, T[i].n, SP_DT_F32, T[i].d1 ? 2 : 1, shape, x, &err);
         free(x);
     }
     int64_t d2t[512], s1[1] = {Vd}, s2[1] = {V};
     for (int j = 0; j < Vd; j++) d2t[j] = dup ? 7 - j : 2 * j + 1; /* target id j + d2t[j] */
     uint8_t *t2d = calloc(V, 1);
     for (int j = 0; j < Vd; j++) t2d[3 * j + 1] = 1;
-    if (!rc) rc = st_writer_add(w, "d2t", SP_DT_I64, 1, s1, d2t, &err);
-    if (!rc) rc = st_writer_add(w, "t2d", SP_DT_BOOL, 1, s2, t2d, &err);
+    if (!rc) rc = sp_st_writer_add(w, "d2t", SP_DT_I64, 1, s1, d2t, &err);
+    if (!rc) rc = sp_st_writer_add(w, "t2d", SP_DT_BOOL, 1, s2, t2d, &err);
     free(t2d);
     snprintf(p, sizeof p, "%s/model.safetensors", P(name));
-    if (!rc) rc = st_writer_save(w, p, &err);
-    st_writer_free(w);
+    if (!rc) rc = sp_st_writer_save(w, p, &err);
+    sp_st_writer_free(w);
     if (rc) fprintf(stderr, "write_eagle3: %s\n", err.msg);
     return rc;
 }
@@ -565,28 +565,28 @@ static void test_eagle3(void) {
     check_tensors(f, &l);
     const gguf_kv *tl = NULL;
     sp_err err = {{0}};
-    CHECK(gguf_get_arr(f, "eagle3.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 3 &&
-              gguf_arr_i64(tl, 0) == 1 && gguf_arr_i64(tl, 1) == 1 && gguf_arr_i64(tl, 2) == 2,
+    CHECK(sp_gguf_get_arr(f, "eagle3.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 3 &&
+              sp_gguf_arr_i64(tl, 0) == 1 && sp_gguf_arr_i64(tl, 1) == 1 && sp_gguf_arr_i64(tl, 2) == 2,
           "target_layers as stored [1, 1, 2]");
     int b = -1;
-    CHECK(gguf_get_bool(f, "eagle3.norm_before_residual", &b, &err) == 0 && b == 1, "norm_before_residual");
+    CHECK(sp_gguf_get_bool(f, "eagle3.norm_before_residual", &b, &err) == 0 && b == 1, "norm_before_residual");
     CHECK(key_int(f, "eagle3.target_hidden_size") == 64, "target_hidden_size");
     /* d2t as absolute target ids: j + (2j + 1) */
-    const gguf_tensor_info *t = gguf_find_tensor(f, "d2t");
-    const int64_t *d = t ? gguf_tensor_data(f, t, &err) : NULL;
+    const gguf_tensor_info *t = sp_gguf_find_tensor(f, "d2t");
+    const int64_t *d = t ? sp_gguf_tensor_data(f, t, &err) : NULL;
     CHECK(d && d[0] == 1 && d[1] == 4 && d[511] == 3 * 511 + 1, "d2t absolute ids");
     /* Q rows permuted to adjacent RoPE pairs: GGUF row 1 is HF row D/2 = 8 of head 0 */
     st_set *st = NULL;
-    CHECK(st_open_dir(&st, P("ll-eagle"), &err) == 0, "%s", err.msg);
-    const st_tensor *q = st ? st_find(st, "midlayer.self_attn.q_proj.weight") : NULL;
-    t = gguf_find_tensor(f, "blk.0.attn_q.weight");
-    const float *g = t ? gguf_tensor_data(f, t, &err) : NULL;
+    CHECK(sp_st_open_dir(&st, P("ll-eagle"), &err) == 0, "%s", err.msg);
+    const st_tensor *q = st ? sp_st_find(st, "midlayer.self_attn.q_proj.weight") : NULL;
+    t = sp_gguf_find_tensor(f, "blk.0.attn_q.weight");
+    const float *g = t ? sp_gguf_tensor_data(f, t, &err) : NULL;
     CHECK(q && g && !memcmp(g + 128, (const float *)q->data + 8 * 128, 128 * sizeof(float)) &&
               !memcmp(g, q->data, 128 * sizeof(float)),
           "attn_q rows permuted (row 1 = HF row 8)");
-    if (st) st_close(st);
+    if (st) sp_st_close(st);
     check_vocab(f, 8192, "llama");
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 /* EAGLE-3 drafters written by `new-drafter --arch eagle3` (SpecForge preset) for the llama and
@@ -626,10 +626,10 @@ static void test_eagle3_new_drafter(void) {
         sp_err err = {{0}};
         int a = -1, b = -1, d = -1;
         sscanf(cases[c][2], "%d %d %d", &a, &b, &d);
-        CHECK(gguf_get_arr(f, "eagle3.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 3 &&
-                  gguf_arr_i64(tl, 0) == a && gguf_arr_i64(tl, 1) == b && gguf_arr_i64(tl, 2) == d,
+        CHECK(sp_gguf_get_arr(f, "eagle3.target_layers", GGUF_TYPE_INT32, &tl, &err) == 0 && tl->arr_n == 3 &&
+                  sp_gguf_arr_i64(tl, 0) == a && sp_gguf_arr_i64(tl, 1) == b && sp_gguf_arr_i64(tl, 2) == d,
               "%s: target_layers [%s]", cases[c][0], cases[c][2]);
-        gguf_close(f);
+        sp_gguf_close(f);
     }
     expect_error("g4-eagle-ds", "g4", "llama.cpp's eagle3 runs only the three-tap Llama-block layout");
 }

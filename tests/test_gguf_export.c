@@ -249,7 +249,7 @@ static void check_export(const char *dir, const char *gguf, int weight_type) {
     rgguf g;
     if (rg_open(&g, gguf)) { CHECK(0, "cannot read %s", gguf); return; }
     st_set *s = NULL;
-    if (st_open_dir(&s, dir, &err)) {
+    if (sp_st_open_dir(&s, dir, &err)) {
         free(g.buf);
         { CHECK(0, "%s", err.msg); return; }
     }
@@ -299,8 +299,8 @@ static void check_export(const char *dir, const char *gguf, int weight_type) {
 #undef K
     /* tensors: every source tensor (except the deliberately dropped ones) + rope_freqs */
     int expected = 0;
-    for (int i = 0; i < st_count(s); i++) {
-        const st_tensor *t = st_at(s, i);
+    for (int i = 0; i < sp_st_count(s); i++) {
+        const st_tensor *t = sp_st_at(s, i);
         char name[96];
         CHECK(map_name(&c, t->name, name, sizeof name) == 0, "no mapping for %s", t->name);
         const rten *r = rg_t(&g, name);
@@ -378,60 +378,60 @@ static void check_export(const char *dir, const char *gguf, int weight_type) {
             CHECK(fabs(f[j] - inv / nf) < 1e-5 * (inv / nf), "rope_freqs[%d] = %g, expected %g", j, f[j], inv / nf);
         }
     }
-    st_close(s);
+    sp_st_close(s);
     free(g.buf);
 }
 
 static int do_export(const char *dir, const char *out, int type, int no_tok, const char *tok_gguf, sp_err *err) {
     export_gguf_opts o = {.weight_type = type, .no_tokenizer = no_tok, .tokenizer_gguf = tok_gguf};
-    return export_gguf(dir, out, &o, err);
+    return sp_export_gguf(dir, out, &o, err);
 }
 
 static int make_model(const char *dir, const char *arch, sp_dtype dt, const char *const *sets, int n) {
     newmodel_opts o = {.arch = arch, .preset = "tiny", .dtype = dt, .seed = 42, .sets = sets, .n_sets = n,
                        .n_threads = 1};
     sp_err err = {{0}};
-    int rc = newmodel_write(dir, &o, &err);
+    int rc = sp_newmodel_write(dir, &o, &err);
     CHECK(rc == 0, "%s", err.msg);
     return rc;
 }
 
 /* the writer alone: every scalar type, arrays, raw values, two tensors, and its input checks */
 static void test_writer_types(void) {
-    gguf_writer *w = gguf_writer_create();
+    gguf_writer *w = sp_gguf_writer_create();
     sp_err err = {{0}};
-    int rc = gguf_writer_set_u8(w, "t.u8", 200, &err) | gguf_writer_set_i8(w, "t.i8", -5, &err) |
-             gguf_writer_set_u16(w, "t.u16", 60000, &err) | gguf_writer_set_i16(w, "t.i16", -30000, &err) |
-             gguf_writer_set_u32(w, "t.u32", 4000000000u, &err) | gguf_writer_set_i32(w, "t.i32", -7, &err) |
-             gguf_writer_set_u64(w, "t.u64", 1ull << 40, &err) | gguf_writer_set_i64(w, "t.i64", -(1ll << 40), &err) |
-             gguf_writer_set_f32(w, "t.f32", 0.25f, &err) | gguf_writer_set_f64(w, "t.f64", -1.5, &err) |
-             gguf_writer_set_bool(w, "t.bool", 1, &err) | gguf_writer_set_str(w, "t.str", "h\xc3\xa9llo", &err);
+    int rc = sp_gguf_writer_set_u8(w, "t.u8", 200, &err) | sp_gguf_writer_set_i8(w, "t.i8", -5, &err) |
+             sp_gguf_writer_set_u16(w, "t.u16", 60000, &err) | sp_gguf_writer_set_i16(w, "t.i16", -30000, &err) |
+             sp_gguf_writer_set_u32(w, "t.u32", 4000000000u, &err) | sp_gguf_writer_set_i32(w, "t.i32", -7, &err) |
+             sp_gguf_writer_set_u64(w, "t.u64", 1ull << 40, &err) | sp_gguf_writer_set_i64(w, "t.i64", -(1ll << 40), &err) |
+             sp_gguf_writer_set_f32(w, "t.f32", 0.25f, &err) | sp_gguf_writer_set_f64(w, "t.f64", -1.5, &err) |
+             sp_gguf_writer_set_bool(w, "t.bool", 1, &err) | sp_gguf_writer_set_str(w, "t.str", "h\xc3\xa9llo", &err);
     CHECK(rc == 0, "%s", err.msg);
     const float fa[3] = {1, -2, 3.5f};
     const char *sa[2] = {"a b", ""};
     const uint8_t raw[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    CHECK(gguf_writer_set_arr(w, "t.arr_f32", GGUF_TYPE_FLOAT32, fa, 3, &err) == 0, "%s", err.msg);
-    CHECK(gguf_writer_set_arr_str(w, "t.arr_str", sa, 2, &err) == 0, "%s", err.msg);
-    CHECK(gguf_writer_set_arr(w, "t.arr_empty", GGUF_TYPE_INT32, NULL, 0, &err) == 0, "%s", err.msg);
-    CHECK(gguf_writer_set_raw(w, "t.raw_u64", GGUF_TYPE_UINT64, raw, 8, &err) == 0, "%s", err.msg);
+    CHECK(sp_gguf_writer_set_arr(w, "t.arr_f32", GGUF_TYPE_FLOAT32, fa, 3, &err) == 0, "%s", err.msg);
+    CHECK(sp_gguf_writer_set_arr_str(w, "t.arr_str", sa, 2, &err) == 0, "%s", err.msg);
+    CHECK(sp_gguf_writer_set_arr(w, "t.arr_empty", GGUF_TYPE_INT32, NULL, 0, &err) == 0, "%s", err.msg);
+    CHECK(sp_gguf_writer_set_raw(w, "t.raw_u64", GGUF_TYPE_UINT64, raw, 8, &err) == 0, "%s", err.msg);
     /* refused: duplicate key, BOOL other than 0/1, non-scalar array element, bad tensors */
     uint8_t two = 2;
-    CHECK(gguf_writer_set_u8(w, "t.u8", 1, &err) != 0 && strstr(err.msg, "t.u8"), "duplicate key: %s", err.msg);
-    CHECK(gguf_writer_set_arr(w, "t.b", GGUF_TYPE_BOOL, &two, 1, &err) != 0, "BOOL 2 accepted");
-    CHECK(gguf_writer_set_arr(w, "t.s", GGUF_TYPE_STRING, sa, 1, &err) != 0, "string via set_arr accepted");
+    CHECK(sp_gguf_writer_set_u8(w, "t.u8", 1, &err) != 0 && strstr(err.msg, "t.u8"), "duplicate key: %s", err.msg);
+    CHECK(sp_gguf_writer_set_arr(w, "t.b", GGUF_TYPE_BOOL, &two, 1, &err) != 0, "BOOL 2 accepted");
+    CHECK(sp_gguf_writer_set_arr(w, "t.s", GGUF_TYPE_STRING, sa, 1, &err) != 0, "string via set_arr accepted");
     int64_t ne[2] = {3, 2}, ne5[5] = {1, 1, 1, 1, 1};
     float data[6] = {1, 2, 3, 4, 5, 6};
     const char *long_name = "a_tensor_name_that_is_much_longer_than_sixty_three_bytes_allowed_x";
-    CHECK(gguf_writer_add_tensor(w, "w", GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) == 0, "%s", err.msg);
-    CHECK(gguf_writer_add_tensor(w, "w", GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) != 0, "duplicate tensor");
-    CHECK(gguf_writer_add_tensor(w, long_name, GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) != 0, "long name");
-    CHECK(gguf_writer_add_tensor(w, "x", GGML_TYPE_F32, 5, ne5, data, NULL, NULL, &err) != 0, "5 dims");
-    CHECK(gguf_writer_add_tensor(w, "x", GGML_TYPE_F32, 2, ne, NULL, NULL, NULL, &err) != 0, "no data");
+    CHECK(sp_gguf_writer_add_tensor(w, "w", GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_gguf_writer_add_tensor(w, "w", GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) != 0, "duplicate tensor");
+    CHECK(sp_gguf_writer_add_tensor(w, long_name, GGML_TYPE_F32, 2, ne, data, NULL, NULL, &err) != 0, "long name");
+    CHECK(sp_gguf_writer_add_tensor(w, "x", GGML_TYPE_F32, 5, ne5, data, NULL, NULL, &err) != 0, "5 dims");
+    CHECK(sp_gguf_writer_add_tensor(w, "x", GGML_TYPE_F32, 2, ne, NULL, NULL, NULL, &err) != 0, "no data");
     int64_t ne1[1] = {1};
-    CHECK(gguf_writer_add_tensor(w, "one", GGML_TYPE_F16, 1, ne1, data, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_gguf_writer_add_tensor(w, "one", GGML_TYPE_F16, 1, ne1, data, NULL, NULL, &err) == 0, "%s", err.msg);
     const char *out = tmppath("types.gguf");
-    CHECK(gguf_writer_save(w, out, &err) == 0, "%s", err.msg);
-    gguf_writer_free(w);
+    CHECK(sp_gguf_writer_save(w, out, &err) == 0, "%s", err.msg);
+    sp_gguf_writer_free(w);
     rgguf g;
     if (rg_open(&g, out)) return;
     CHECK(g.nkv == 16 && g.nt == 2, "%d keys, %d tensors", g.nkv, g.nt);
@@ -676,21 +676,21 @@ static void rewrite_model(const char *src, const char *dst, const char *skip, co
         free(text);
     }
     st_set *s = NULL;
-    if (st_open_dir(&s, src, NULL)) { CHECK(0, "open %s", src); return; }
-    st_writer *w = st_writer_create();
-    for (int i = 0; i < st_count(s); i++) {
-        const st_tensor *t = st_at(s, i);
+    if (sp_st_open_dir(&s, src, NULL)) { CHECK(0, "open %s", src); return; }
+    st_writer *w = sp_st_writer_create();
+    for (int i = 0; i < sp_st_count(s); i++) {
+        const st_tensor *t = sp_st_at(s, i);
         if (skip && !strcmp(t->name, skip)) continue;
-        st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, NULL);
+        sp_st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, NULL);
     }
     float x[4] = {1, 2, 3, 4};
     int64_t shape[1] = {4};
-    if (extra) st_writer_add(w, extra, SP_DT_F32, 1, shape, x, NULL);
+    if (extra) sp_st_writer_add(w, extra, SP_DT_F32, 1, shape, x, NULL);
     snprintf(b, sizeof b, "%s/model.safetensors", dst);
     sp_err err = {{0}};
-    CHECK(st_writer_save(w, b, &err) == 0, "%s", err.msg);
-    st_writer_free(w);
-    st_close(s);
+    CHECK(sp_st_writer_save(w, b, &err) == 0, "%s", err.msg);
+    sp_st_writer_free(w);
+    sp_st_close(s);
 }
 
 static void test_errors(void) {

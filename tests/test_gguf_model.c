@@ -31,7 +31,7 @@ static int make_pair(const char *arch, sp_dtype dt, const char *dir, const char 
     newmodel_opts o = {.arch = arch, .preset = "tiny", .dtype = dt, .seed = 42, .n_threads = 1};
     export_gguf_opts eo = {.weight_type = -1, .no_tokenizer = 1};
     sp_err err = {{0}};
-    int rc = newmodel_write(dir, &o, &err) || export_gguf(dir, gguf, &eo, &err);
+    int rc = sp_newmodel_write(dir, &o, &err) || sp_export_gguf(dir, gguf, &eo, &err);
     CHECK(rc == 0, "%s: %s", arch, err.msg);
     return rc;
 }

@@ -12,7 +12,7 @@
  * - through the binary: greedy speculative output (n-gram and self-drafting draft model) is
  *   bit-identical to plain decoding on every type; bad arguments are clear errors;
  * - a DSpark drafter stored with Q8_0 matrices (`quantize --drafter`) loads and keeps the output;
- * - the mapped pages of a tensor the loader repacked go back to the kernel (gguf_drop_pages). */
+ * - the mapped pages of a tensor the loader repacked go back to the kernel (sp_gguf_drop_pages). */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,14 +78,14 @@ static void test_mix_rule(void) {
         {GGUF_MIX_F32, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_F32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ggml_type got = gguf_mix_tensor_type(cases[i].mix, cases[i].name, cases[i].n_dims, cases[i].ne0,
+        ggml_type got = sp_gguf_mix_tensor_type(cases[i].mix, cases[i].name, cases[i].n_dims, cases[i].ne0,
                                              GGML_TYPE_BF16, cases[i].tied, cases[i].i_v, L, cases[i].i_down, L);
         if (cases[i].n_dims == 1 && got == GGML_TYPE_BF16) got = GGML_TYPE_F32; /* kept: the source type */
-        CHECK(got == cases[i].want, "case %zu (%s, %s): got %s, want %s", i, gguf_mix_name(cases[i].mix),
-              cases[i].name, ggml_type_name(got), ggml_type_name(cases[i].want));
+        CHECK(got == cases[i].want, "case %zu (%s, %s): got %s, want %s", i, sp_gguf_mix_name(cases[i].mix),
+              cases[i].name, sp_ggml_type_name(got), sp_ggml_type_name(cases[i].want));
     }
     gguf_mix m;
-    CHECK(gguf_mix_parse("q4_k_m", &m) == 0 && m == GGUF_MIX_Q4_K_M && gguf_mix_parse("q5_k_m", &m) < 0, "parse");
+    CHECK(sp_gguf_mix_parse("q4_k_m", &m) == 0 && m == GGUF_MIX_Q4_K_M && sp_gguf_mix_parse("q5_k_m", &m) < 0, "parse");
 }
 
 /* ---- quantized tiny models -------------------------------------------------------------- */
@@ -98,7 +98,7 @@ static int make_model(const char *arch, const char *dir) {
     newmodel_opts o = {.arch = arch, .preset = "tiny", .dtype = SP_DT_BF16, .seed = 7, .sets = common,
                        .n_sets = strcmp(arch, "gemma4") ? 3 : 4, .n_threads = 1};
     sp_err err = {{0}};
-    int rc = newmodel_write(dir, &o, &err);
+    int rc = sp_newmodel_write(dir, &o, &err);
     CHECK(rc == 0, "%s: %s", arch, err.msg);
     return rc;
 }
@@ -123,17 +123,17 @@ static float *logits_of(const char *path, int *V) {
 }
 
 static uint32_t tensor_type(const gguf_file *f, const char *name) {
-    const gguf_tensor_info *t = gguf_find_tensor(f, name);
+    const gguf_tensor_info *t = sp_gguf_find_tensor(f, name);
     return t ? t->type : 999;
 }
 
 static void check_types(const char *path, const char *arch, const char *type) {
     sp_err err = {{0}};
-    gguf_file *f = gguf_open(path, &err);
+    gguf_file *f = sp_gguf_open(path, &err);
     CHECK(f != NULL, "%s", err.msg);
     if (!f) return;
     int64_t ft = -1;
-    gguf_get_i64(f, "general.file_type", &ft, &err);
+    sp_gguf_get_i64(f, "general.file_type", &ft, &err);
     int kq = !strcmp(type, "q4_k_m");
     uint32_t base = !strcmp(type, "q8_0") ? 8 : !strcmp(type, "q4_0") ? 2 : kq ? 12 : 14;
     CHECK(ft == (base == 8 ? 7 : base == 2 ? 2 : kq ? 15 : 18), "%s %s: general.file_type %lld", arch, type,
@@ -149,9 +149,9 @@ static void check_types(const char *path, const char *arch, const char *type) {
     if (kq && !strcmp(arch, "qwen3"))
         CHECK(tensor_type(f, "blk.0.ffn_down.weight") == 12, "qwen3 q4_k_m: blk.0.ffn_down type %u",
               tensor_type(f, "blk.0.ffn_down.weight"));
-    const char *head = gguf_find_tensor(f, "output.weight") ? "output.weight" : "token_embd.weight";
+    const char *head = sp_gguf_find_tensor(f, "output.weight") ? "output.weight" : "token_embd.weight";
     CHECK(tensor_type(f, head) == (base == 8 ? 8u : 14u), "%s %s: %s type %u", arch, type, head, tensor_type(f, head));
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 static void test_quantized_close(void) {
@@ -164,10 +164,10 @@ static void test_quantized_close(void) {
             snprintf(d, sizeof d, "%s-%s-f32.gguf", dir, TYPES[t]);
             gguf_quantize_opts o = {.n_threads = 2};
             sp_err err = {{0}};
-            gguf_mix_parse(TYPES[t], &o.mix);
-            CHECK(gguf_quantize(dir, q, &o, &err) == 0, "%s %s: %s", ARCHS[a], TYPES[t], err.msg);
+            sp_gguf_mix_parse(TYPES[t], &o.mix);
+            CHECK(sp_gguf_quantize(dir, q, &o, &err) == 0, "%s %s: %s", ARCHS[a], TYPES[t], err.msg);
             o.mix = GGUF_MIX_F32;
-            CHECK(gguf_quantize(q, d, &o, &err) == 0, "%s %s f32: %s", ARCHS[a], TYPES[t], err.msg);
+            CHECK(sp_gguf_quantize(q, d, &o, &err) == 0, "%s %s f32: %s", ARCHS[a], TYPES[t], err.msg);
             check_types(q, ARCHS[a], TYPES[t]);
             int V = 0, V2 = 0;
             float *lq = logits_of(q, &V), *ld = logits_of(d, &V2);
@@ -257,19 +257,19 @@ static void test_q5_0_model(void) {
     snprintf(dir, sizeof dir, "%s", tmppath("q5"));
     newmodel_opts no = {.arch = "qwen3", .preset = "tiny", .dtype = SP_DT_BF16, .seed = 9, .n_threads = 1};
     sp_err err = {{0}};
-    CHECK(newmodel_write(dir, &no, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(dir, &no, &err) == 0, "%s", err.msg);
     snprintf(q, sizeof q, "%s-q4_k_m.gguf", dir);
     snprintf(d, sizeof d, "%s-f32.gguf", dir);
     gguf_quantize_opts o = {.n_threads = 2};
-    gguf_mix_parse("q4_k_m", &o.mix);
-    CHECK(gguf_quantize(dir, q, &o, &err) == 0, "%s", err.msg);
+    sp_gguf_mix_parse("q4_k_m", &o.mix);
+    CHECK(sp_gguf_quantize(dir, q, &o, &err) == 0, "%s", err.msg);
     o.mix = GGUF_MIX_F32;
-    CHECK(gguf_quantize(q, d, &o, &err) == 0, "%s", err.msg);
-    gguf_file *f = gguf_open(q, &err);
+    CHECK(sp_gguf_quantize(q, d, &o, &err) == 0, "%s", err.msg);
+    gguf_file *f = sp_gguf_open(q, &err);
     CHECK(f && tensor_type(f, "blk.0.attn_q.weight") == 6 && tensor_type(f, "blk.1.ffn_down.weight") == 8,
           "q5_0 model: attn_q type %u, ffn_down %u", f ? tensor_type(f, "blk.0.attn_q.weight") : 0,
           f ? tensor_type(f, "blk.1.ffn_down.weight") : 0);
-    if (f) gguf_close(f);
+    if (f) sp_gguf_close(f);
     logits_close(q, d, 0.03, "qwen3 Q5_0 mix");
     gen_tokens(q, "", plain, sizeof plain);
     snprintf(extra, sizeof extra, "--spec draft -md %s --draft-max 5", q);
@@ -304,17 +304,17 @@ static void test_drafter_q8(void) {
     CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "Q8_0"), "quantize --drafter: %s", out);
     st_set *s = NULL;
     sp_err err = {{0}};
-    CHECK(st_open_dir(&s, dq, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&s, dq, &err) == 0, "%s", err.msg);
     if (s) {
-        const st_tensor *fc = st_find(s, "fc.weight");
+        const st_tensor *fc = sp_st_find(s, "fc.weight");
         const void *data = NULL;
         sp_dtype dt = SP_DT_UNKNOWN;
-        CHECK(fc && fc->dtype == SP_DT_U8 && st_metadata(s, "quant.fc.weight"), "fc.weight not stored as Q8_0 blocks");
+        CHECK(fc && fc->dtype == SP_DT_U8 && sp_st_metadata(s, "quant.fc.weight"), "fc.weight not stored as Q8_0 blocks");
         if (fc)
-            CHECK(st_get_weight(s, "fc.weight", fc->shape[0], fc->shape[1] / 34 * 32, &data, &dt, &err) == 0 &&
+            CHECK(sp_st_get_weight(s, "fc.weight", fc->shape[0], fc->shape[1] / 34 * 32, &data, &dt, &err) == 0 &&
                       dt == SP_DT_Q8_0 && data == fc->data,
-                  "st_get_weight: %s", err.msg);
-        st_close(s);
+                  "sp_st_get_weight: %s", err.msg);
+        sp_st_close(s);
     }
     char plain[4096], spec[4096], extra[800];
     gen_tokens(target, "", plain, sizeof plain);
@@ -342,7 +342,7 @@ static long mapping_rss_kb(const void *p) {
     return rss;
 }
 
-/* gguf_drop_pages (what the loader calls once a tensor is packed): the mapped pages wholly inside
+/* sp_gguf_drop_pages (what the loader calls once a tensor is packed): the mapped pages wholly inside
  * a tensor leave resident memory, its bytes read back unchanged from the file, and a range outside
  * the map is left alone */
 static void test_drop_pages(void) {
@@ -352,27 +352,27 @@ static void test_drop_pages(void) {
     if (access(q, F_OK) != 0) {
         CHECK(make_model("qwen3", tmppath("qwen3")) == 0, "qwen3 model");
         gguf_quantize_opts o = {.n_threads = 2};
-        gguf_mix_parse("q8_0", &o.mix);
-        CHECK(gguf_quantize(tmppath("qwen3"), q, &o, &err) == 0, "%s", err.msg);
+        sp_gguf_mix_parse("q8_0", &o.mix);
+        CHECK(sp_gguf_quantize(tmppath("qwen3"), q, &o, &err) == 0, "%s", err.msg);
     }
-    gguf_file *f = gguf_open(q, &err);
+    gguf_file *f = sp_gguf_open(q, &err);
     CHECK(f != NULL, "%s", err.msg);
     if (!f) return;
     const gguf_tensor_info *big = NULL;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (!big || f->tensors[i].nbytes > big->nbytes) big = &f->tensors[i];
-    const uint8_t *data = gguf_tensor_data(f, big, &err);
+    const uint8_t *data = sp_gguf_tensor_data(f, big, &err);
     const long page = sysconf(_SC_PAGESIZE);
     long whole = (long)((((uintptr_t)data + big->nbytes) / page * page - ((uintptr_t)data + page - 1) / page * page) / page);
     CHECK(data && whole >= 4, "largest tensor spans %ld whole pages", whole);
     if (!data || whole < 4) {
-        gguf_close(f);
+        sp_gguf_close(f);
         return;
     }
     uint64_t sum = 0;
     for (size_t i = 0; i < big->nbytes; i++) sum = sum * 31 + data[i]; /* every page resident */
     long before = mapping_rss_kb(data);
-    gguf_drop_pages(f, data, big->nbytes);
+    sp_gguf_drop_pages(f, data, big->nbytes);
     long after = mapping_rss_kb(data);
     CHECK(before > 0 && before - after >= whole * page / 1024, "resident %ld kB -> %ld kB, %ld whole pages", before,
           after, whole);
@@ -381,9 +381,9 @@ static void test_drop_pages(void) {
     CHECK(again == sum, "the tensor's bytes changed after its pages were dropped");
     uint8_t stack[3 * 4096];
     memset(stack, 7, sizeof stack);
-    gguf_drop_pages(f, stack, sizeof stack); /* not in the map: nothing happens */
+    sp_gguf_drop_pages(f, stack, sizeof stack); /* not in the map: nothing happens */
     CHECK(stack[0] == 7 && stack[sizeof stack - 1] == 7 && stack[4096] == 7, "memory outside the map changed");
-    gguf_close(f);
+    sp_gguf_close(f);
 }
 
 int main(int argc, char **argv) {

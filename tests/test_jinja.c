@@ -188,7 +188,7 @@ static void test_text_filters_on_non_strings(void) {
     char *out = NULL;
     size_t n;
     const char *t = "[{{ nope | trim }}|{{ 5 | upper }}|{{ none | lower }}|{{ m.content | trim ~ '</s>' }}]";
-    CHECK(jinja_render_bytes(t, strlen(t), "{\"m\": {}}", 9, &out, &n, &err) == 0 && !strcmp(out, "[|5|none|</s>]"),
+    CHECK(sp_jinja_render_bytes(t, strlen(t), "{\"m\": {}}", 9, &out, &n, &err) == 0 && !strcmp(out, "[|5|none|</s>]"),
           "%s", out ? out : err.msg);
     free(out);
 }
@@ -196,7 +196,7 @@ static void test_text_filters_on_non_strings(void) {
 static char *render(const char *tmpl, const char *ctx, sp_err *err) {
     char *out = NULL;
     size_t n;
-    if (jinja_render_bytes(tmpl, strlen(tmpl), ctx, ctx ? strlen(ctx) : 0, &out, &n, err)) return NULL;
+    if (sp_jinja_render_bytes(tmpl, strlen(tmpl), ctx, ctx ? strlen(ctx) : 0, &out, &n, err)) return NULL;
     return out;
 }
 
@@ -262,8 +262,8 @@ static void test_errors(void) {
     sp_err err = {{0}};
     char *out = NULL;
     size_t n;
-    CHECK(jinja_render_bytes("x", 1, "[1]", 3, &out, &n, &err) == -1 && strstr(err.msg, "JSON object"), "%s", err.msg);
-    CHECK(jinja_render_bytes("x", 1, "{bad", 4, &out, &n, &err) == -1 && strstr(err.msg, "invalid JSON"), "%s", err.msg);
+    CHECK(sp_jinja_render_bytes("x", 1, "[1]", 3, &out, &n, &err) == -1 && strstr(err.msg, "JSON object"), "%s", err.msg);
+    CHECK(sp_jinja_render_bytes("x", 1, "{bad", 4, &out, &n, &err) == -1 && strstr(err.msg, "invalid JSON"), "%s", err.msg);
 }
 
 /* hostile templates end with an error, not a crash or a hang */
@@ -290,25 +290,25 @@ static void test_bounds(void) {
     /* steps, memory and output caps */
     jinja_limits lim = {.max_output = 1000, .max_memory = 1 << 20, .max_steps = 100000};
     const char *slow = "{% set r = range(1000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}";
-    CHECK(jinja_render(slow, strlen(slow), "slow", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "too many steps"),
+    CHECK(sp_jinja_render(slow, strlen(slow), "slow", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "too many steps"),
           "%s", err.msg);
     /* work on long strings counts: a loop scanning a 64 KiB string 20000 times stops */
     jinja_limits lim2 = {.max_steps = 100000};
     const char *scan = "{% set ns = namespace(s='ab') %}{% for i in range(15) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
                        "{% for i in range(20000) %}{{ 'z' in ns.s }}{% endfor %}";
-    CHECK(jinja_render(scan, strlen(scan), "scan", NULL, &lim2, &out, &n, &err) == -1 && strstr(err.msg, "too many steps"),
+    CHECK(sp_jinja_render(scan, strlen(scan), "scan", NULL, &lim2, &out, &n, &err) == -1 && strstr(err.msg, "too many steps"),
           "%s", err.msg);
     const char *big = "{% for i in range(200) %}0123456789{% endfor %}";
-    CHECK(jinja_render(big, strlen(big), "big", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "exceeds 1000 bytes"),
+    CHECK(sp_jinja_render(big, strlen(big), "big", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "exceeds 1000 bytes"),
           "%s", err.msg);
     const char *grow = "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}";
-    CHECK(jinja_render(grow, strlen(grow), "grow", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "memory"),
+    CHECK(sp_jinja_render(grow, strlen(grow), "grow", NULL, &lim, &out, &n, &err) == -1 && strstr(err.msg, "memory"),
           "%s", err.msg);
     CHECK(!render("{{ range(100000000) | length }}", NULL, &err) && strstr(err.msg, "range of more than"), "%s", err.msg);
     CHECK(!render("{{ 'ab' * 1000000000000 }}", NULL, &err) && strstr(err.msg, "too large"), "%s", err.msg);
     /* bytes that are not text: NULs and invalid UTF-8 pass through or give an error, never a crash */
     const char bin[] = "a\0b{{ '\xff\xfe' | upper }}{{ '\xc3' | length }}";
-    CHECK(jinja_render_bytes(bin, sizeof bin - 1, NULL, 0, &out, &n, &err) == 0 && n == 6 && !memcmp(out, "a\0b\xff\xfe" "1", 6),
+    CHECK(sp_jinja_render_bytes(bin, sizeof bin - 1, NULL, 0, &out, &n, &err) == 0 && n == 6 && !memcmp(out, "a\0b\xff\xfe" "1", 6),
           "%s", err.msg);
     free(out);
 }
@@ -333,7 +333,7 @@ static void test_fragment_soup(void) {
         char *out = NULL;
         size_t n;
         sp_err err = {{0}};
-        if (jinja_render_bytes(t, k, "{\"x\": [1, 2]}", 13, &out, &n, &err) == 0) ok++;
+        if (sp_jinja_render_bytes(t, k, "{\"x\": [1, 2]}", 13, &out, &n, &err) == 0) ok++;
         else errs += err.msg[0] != 0;
         free(out);
     }

@@ -220,10 +220,10 @@ static void test_taps(void) {
 static void write_variant(const char *dir, const char *drop, const char *reshape) {
     sp_err err = {{0}};
     st_set *src;
-    CHECK(st_open_file(&src, "tests/data/ref-logits/qwen3/model.safetensors", &err) == 0, "%s", err.msg);
-    st_writer *w = st_writer_create();
-    for (int i = 0; i < st_count(src); i++) {
-        const st_tensor *t = st_at(src, i);
+    CHECK(sp_st_open_file(&src, "tests/data/ref-logits/qwen3/model.safetensors", &err) == 0, "%s", err.msg);
+    st_writer *w = sp_st_writer_create();
+    for (int i = 0; i < sp_st_count(src); i++) {
+        const st_tensor *t = sp_st_at(src, i);
         if (drop && !strcmp(t->name, drop)) continue;
         int64_t shape[ST_MAX_DIMS];
         memcpy(shape, t->shape, sizeof shape);
@@ -233,13 +233,13 @@ static void write_variant(const char *dir, const char *drop, const char *reshape
             shape[0] = shape[1];
             shape[1] = a;
         }
-        st_writer_add(w, t->name, t->dtype, nd, shape, t->data, &err);
+        sp_st_writer_add(w, t->name, t->dtype, nd, shape, t->data, &err);
     }
     char path[512];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    CHECK(st_writer_save(w, path, &err) == 0, "%s", err.msg);
-    st_writer_free(w);
-    st_close(src);
+    CHECK(sp_st_writer_save(w, path, &err) == 0, "%s", err.msg);
+    sp_st_writer_free(w);
+    sp_st_close(src);
 }
 
 static void test_bad_checkpoints(void) {

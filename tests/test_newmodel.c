@@ -31,12 +31,12 @@ static int write_model(const char *dir, const char *arch, const char *preset, co
     newmodel_opts o = {.arch = arch, .preset = preset, .sets = sets, .n_sets = n_sets, .dtype = dt, .seed = seed,
                        .shard_bytes = shard_bytes, .n_threads = 2};
     sp_err err = {{0}};
-    int rc = newmodel_write(dir, &o, &err);
+    int rc = sp_newmodel_write(dir, &o, &err);
     CHECK(rc == 0, "%s/%s: %s", arch, preset, err.msg);
     return rc;
 }
 
-/* ---- the expected tensor list, from the raw config.json (not from hf_tensor_specs) ---------- */
+/* ---- the expected tensor list, from the raw config.json (not from sp_hf_tensor_specs) ---------- */
 typedef struct {
     char name[128];
     int ndim;
@@ -139,11 +139,11 @@ static void check_layout(const char *dir, sp_dtype dt) {
     expected_tensors(cfg);
     st_set *s = NULL;
     sp_err err = {{0}};
-    CHECK(st_open_dir(&s, dir, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&s, dir, &err) == 0, "%s", err.msg);
     if (!s) return;
-    CHECK(st_count(s) == nwant, "%s: %d tensors, expected %d", dir, st_count(s), nwant);
+    CHECK(sp_st_count(s) == nwant, "%s: %d tensors, expected %d", dir, sp_st_count(s), nwant);
     for (int i = 0; i < nwant; i++) {
-        const st_tensor *t = st_find(s, want[i].name);
+        const st_tensor *t = sp_st_find(s, want[i].name);
         CHECK(t != NULL, "%s: missing %s", dir, want[i].name);
         if (!t) continue;
         CHECK(t->ndim == want[i].ndim && t->shape[0] == want[i].shape[0] &&
@@ -152,7 +152,7 @@ static void check_layout(const char *dir, sp_dtype dt) {
               (long long)(t->ndim > 1 ? t->shape[1] : 0), (long long)want[i].shape[0], (long long)want[i].shape[1]);
         CHECK(t->dtype == dt, "%s: %s dtype %s", dir, want[i].name, sp_dtype_name(t->dtype));
     }
-    st_close(s);
+    sp_st_close(s);
 }
 
 /* mean and std of a tensor's values as doubles */
@@ -199,9 +199,9 @@ static void test_tiny_layouts(void) {
         }
         /* value scales */
         st_set *s = NULL;
-        if (st_open_dir(&s, dir, &err)) continue;
-        for (int i = 0; i < st_count(s); i++) {
-            const st_tensor *t = st_at(s, i);
+        if (sp_st_open_dir(&s, dir, &err)) continue;
+        for (int i = 0; i < sp_st_count(s); i++) {
+            const st_tensor *t = sp_st_at(s, i);
             double m, sd;
             stats(t, &m, &sd);
             if (strstr(t->name, "layer_scalar")) {
@@ -216,7 +216,7 @@ static void test_tiny_layouts(void) {
                       t->name, sd, want_sd);
             }
         }
-        st_close(s);
+        sp_st_close(s);
     }
 }
 
@@ -254,7 +254,7 @@ static void test_seed_reproducible(void) {
     newmodel_opts o = {.arch = "gemma4", .preset = "tiny", .dtype = SP_DT_BF16, .seed = 11, .n_threads = 1};
     sp_err err = {{0}};
     const char *d4 = tmpdir("seed_d");
-    CHECK(newmodel_write(d4, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(d4, &o, &err) == 0, "%s", err.msg);
     snprintf(a, sizeof a, "%s/model.safetensors", d1);
     snprintf(b, sizeof b, "%s/model.safetensors", d4);
     CHECK(files_equal(a, b) == 1, "1 thread vs 2 threads differ");
@@ -294,23 +294,23 @@ static void test_overrides(void) {
 
     /* bad input is an error, not a crash */
     newmodel_opts o = {.arch = "qwen3", .preset = "nope", .dtype = SP_DT_UNKNOWN, .seed = 1};
-    CHECK(newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "preset"), "%s", err.msg);
+    CHECK(sp_newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "preset"), "%s", err.msg);
     o.arch = "mamba";
     o.preset = "tiny";
-    CHECK(newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "architecture"), "%s", err.msg);
+    CHECK(sp_newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "architecture"), "%s", err.msg);
     const char *bad[] = {"noequals"};
     o = (newmodel_opts){.arch = "qwen3", .preset = "tiny", .sets = bad, .n_sets = 1, .seed = 1};
-    CHECK(newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "key=value"), "%s", err.msg);
+    CHECK(sp_newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "key=value"), "%s", err.msg);
     const char *bad2[] = {"num_hidden_layers=0"};
     o.sets = bad2;
-    CHECK(newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "num_hidden_layers"), "%s", err.msg);
+    CHECK(sp_newmodel_write(tmpdir("bad"), &o, &err) != 0 && strstr(err.msg, "num_hidden_layers"), "%s", err.msg);
 }
 
 static void test_real_presets_parse(void) {
-    for (int i = 0; preset_at(i); i++) {
-        const preset_info *p = preset_at(i);
+    for (int i = 0; sp_preset_at(i); i++) {
+        const preset_info *p = sp_preset_at(i);
         sp_err err = {{0}};
-        char *text = preset_config_json(p->arch, p->name, p->real ? "bfloat16" : "float32", NULL, 0, &err);
+        char *text = sp_preset_config_json(p->arch, p->name, p->real ? "bfloat16" : "float32", NULL, 0, &err);
         CHECK(text != NULL, "%s/%s: %s", p->arch, p->name, err.msg);
         if (!text) continue;
         sp_config c;
@@ -370,16 +370,16 @@ static void test_sharded(void) {
     check_layout(d2, SP_DT_BF16);
     st_set *a = NULL, *b = NULL;
     sp_err err = {{0}};
-    if (st_open_dir(&a, d1, &err) || st_open_dir(&b, d2, &err)) {
+    if (sp_st_open_dir(&a, d1, &err) || sp_st_open_dir(&b, d2, &err)) {
         CHECK(0, "%s", err.msg);
     } else {
-        for (int i = 0; i < st_count(a); i++) {
-            const st_tensor *x = st_at(a, i), *y = st_find(b, x->name);
+        for (int i = 0; i < sp_st_count(a); i++) {
+            const st_tensor *x = sp_st_at(a, i), *y = sp_st_find(b, x->name);
             CHECK(y && y->nbytes == x->nbytes && !memcmp(x->data, y->data, x->nbytes), "%s differs", x->name);
         }
     }
-    if (a) st_close(a);
-    if (b) st_close(b);
+    if (a) sp_st_close(a);
+    if (b) sp_st_close(b);
 }
 
 static void test_tokenizer_copy(void) {
@@ -400,7 +400,7 @@ static void test_tokenizer_copy(void) {
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .tokenizer = p, .seed = 1, .dtype = SP_DT_UNKNOWN};
     sp_err err = {{0}};
     const char *dir = tmpdir("tok_model");
-    CHECK(newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
     char q[600];
     snprintf(q, sizeof q, "%s/tokenizer.json", dir);
     CHECK(files_equal(p, q) == 1, "tokenizer.json not copied");
@@ -466,8 +466,8 @@ static void test_engine_runs_tiny(void) {
 static void test_set_parsing(void) {
     json_t *o = json_object();
     sp_err err = {{0}};
-    CHECK(preset_apply_set(o, "a.b.c=3", &err) == 0 && preset_apply_set(o, "name=plain text", &err) == 0 &&
-              preset_apply_set(o, "a.list=[1,2]", &err) == 0,
+    CHECK(sp_preset_apply_set(o, "a.b.c=3", &err) == 0 && sp_preset_apply_set(o, "name=plain text", &err) == 0 &&
+              sp_preset_apply_set(o, "a.list=[1,2]", &err) == 0,
           "%s", err.msg);
     json_t *c = json_object_get(json_object_get(json_object_get(o, "a"), "b"), "c");
     CHECK(json_is_integer(c) && json_integer_value(c) == 3, "a.b.c is not 3");
@@ -478,12 +478,12 @@ static void test_set_parsing(void) {
                             {"a..b=1", "empty key component"}, {"a.=1", "empty key component"}};
     for (int i = 0; i < 4; i++) {
         err.msg[0] = 0;
-        CHECK(preset_apply_set(o, bad[i][0], &err) == -1 && strstr(err.msg, bad[i][1]) && strstr(err.msg, bad[i][0]),
+        CHECK(sp_preset_apply_set(o, bad[i][0], &err) == -1 && strstr(err.msg, bad[i][1]) && strstr(err.msg, bad[i][0]),
               "--set '%s': %s", bad[i][0], err.msg);
     }
     char key[8];
     json_t *v = NULL;
-    CHECK(preset_parse_set("much_too_long_key=1", key, sizeof key, &v, &err) == -1 && strstr(err.msg, "key too long"),
+    CHECK(sp_preset_parse_set("much_too_long_key=1", key, sizeof key, &v, &err) == -1 && strstr(err.msg, "key too long"),
           "a long key: %s", err.msg);
     json_decref(o);
 }

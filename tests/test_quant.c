@@ -655,7 +655,7 @@ static void test_activation_rows(void) {
     const sp_dtype types[] = {SP_DT_Q8_0, SP_DT_Q4_K};
     const int K = 256 * 8;
     float *x = xmalloc((size_t)K * 4);
-    size_t rb = qx_row_bytes(SP_DT_Q4_K, K);
+    size_t rb = sp_qx_row_bytes(SP_DT_Q4_K, K);
     uint8_t *a = xmalloc(rb), *b = xmalloc(rb);
     for (int ti = 0; ti < 2; ti++) {
         sp_dtype dt = types[ti];
@@ -674,8 +674,8 @@ static void test_activation_rows(void) {
             if (r == 4) /* subnormals and tiny values */
                 for (int i = 0; i < K; i++) x[i] = (float)((i % 11) - 5) * 1e-41f;
             memset(a, 0x5a, rb), memset(b, 0xa5, rb);
-            qx_quantize(a, x, dt, K);
-            qx_quantize_avx512(b, x, dt, K);
+            sp_qx_quantize(a, x, dt, K);
+            sp_qx_quantize_avx512(b, x, dt, K);
             CHECK(memcmp(a, b, used) == 0, "%s row %d: AVX-512 activation quantizer differs from scalar",
                   sp_dtype_name(dt), r);
         }

@@ -129,18 +129,18 @@ static size_t spec_bytes(const spec *s) {
 static void test_roundtrip_dtypes(void) {
     tmp_begin();
     sp_err err = {{0}};
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     unsigned char *data[N_SPECS];
     for (int i = 0; i < N_SPECS; i++) {
         size_t n = spec_bytes(&specs[i]);
         data[i] = malloc(n + 1);
         fill_bytes(data[i], n, (unsigned)i);
-        CHECK(st_writer_add(w, specs[i].name, specs[i].dt, specs[i].ndim, specs[i].shape,
+        CHECK(sp_st_writer_add(w, specs[i].name, specs[i].dt, specs[i].ndim, specs[i].shape,
                             data[i], &err) == 0, "%s", err.msg);
     }
-    CHECK(st_writer_set_metadata(w, "note", "héllo \"q\"", &err) == 0, "%s", err.msg);
-    CHECK(st_writer_save(w, tpath("rt.safetensors"), &err) == 0, "%s", err.msg);
-    st_writer_free(w);
+    CHECK(sp_st_writer_set_metadata(w, "note", "héllo \"q\"", &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_save(w, tpath("rt.safetensors"), &err) == 0, "%s", err.msg);
+    sp_st_writer_free(w);
     CHECK(count_files(".tmp") == 0, "temp file left behind");
 
     /* header padded: 8 + N multiple of 8, padding is spaces */
@@ -152,14 +152,14 @@ static void test_roundtrip_dtypes(void) {
     CHECK(raw[8 + hn - 1] == '}' || raw[8 + hn - 1] == ' ', "header end");
 
     st_set *s = NULL;
-    CHECK(st_open_file(&s, tpath("rt.safetensors"), &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_file(&s, tpath("rt.safetensors"), &err) == 0, "%s", err.msg);
     if (!s) goto out;
-    CHECK(st_count(s) == N_SPECS, "count %d", st_count(s));
-    CHECK(st_metadata(s, "format") && strcmp(st_metadata(s, "format"), "pt") == 0, "format");
-    CHECK(st_metadata(s, "note") && strcmp(st_metadata(s, "note"), "héllo \"q\"") == 0, "note");
-    CHECK(st_metadata(s, "absent") == NULL, "absent metadata");
+    CHECK(sp_st_count(s) == N_SPECS, "count %d", sp_st_count(s));
+    CHECK(sp_st_metadata(s, "format") && strcmp(sp_st_metadata(s, "format"), "pt") == 0, "format");
+    CHECK(sp_st_metadata(s, "note") && strcmp(sp_st_metadata(s, "note"), "héllo \"q\"") == 0, "note");
+    CHECK(sp_st_metadata(s, "absent") == NULL, "absent metadata");
     for (int i = 0; i < N_SPECS; i++) {
-        const st_tensor *t = st_find(s, specs[i].name);
+        const st_tensor *t = sp_st_find(s, specs[i].name);
         CHECK(t != NULL, "missing %s", specs[i].name);
         if (!t) continue;
         CHECK(t->dtype == specs[i].dt && t->ndim == specs[i].ndim, "%s dtype/ndim", t->name);
@@ -170,24 +170,24 @@ static void test_roundtrip_dtypes(void) {
         CHECK(t->numel == (int64_t)(n / sp_dtype_size(t->dtype)), "%s numel", t->name);
         CHECK(t->data != NULL && memcmp(t->data, data[i], n) == 0, "%s data", t->name);
         CHECK((uintptr_t)t->data % sp_dtype_size(t->dtype) == 0, "%s aligned", t->name);
-        CHECK(strcmp(st_tensor_dtype_name(t), sp_dtype_name(t->dtype)) == 0, "dtype name");
-        uint64_t off = st_tensor_file_offset(t);
+        CHECK(strcmp(sp_st_tensor_dtype_name(t), sp_dtype_name(t->dtype)) == 0, "dtype name");
+        uint64_t off = sp_st_tensor_file_offset(t);
         CHECK(off + n <= fn && memcmp(raw + off, data[i], n) == 0, "%s file offset", t->name);
         CHECK(strcmp(t->file, tpath("rt.safetensors")) == 0, "file %s", t->file);
     }
-    /* st_at walks in name order; the layout is by descending element size, then name */
-    for (int i = 1; i < st_count(s); i++)
-        CHECK(strcmp(st_at(s, i - 1)->name, st_at(s, i)->name) < 0, "st_at order");
-    CHECK(st_at(s, -1) == NULL && st_at(s, st_count(s)) == NULL, "st_at bounds");
+    /* sp_st_at walks in name order; the layout is by descending element size, then name */
+    for (int i = 1; i < sp_st_count(s); i++)
+        CHECK(strcmp(sp_st_at(s, i - 1)->name, sp_st_at(s, i)->name) < 0, "sp_st_at order");
+    CHECK(sp_st_at(s, -1) == NULL && sp_st_at(s, sp_st_count(s)) == NULL, "sp_st_at bounds");
     {
         /* walk tensors in file order */
         const st_tensor *order[N_SPECS];
         int m = 0;
-        for (int i = 0; i < st_count(s); i++) order[m++] = st_at(s, i);
+        for (int i = 0; i < sp_st_count(s); i++) order[m++] = sp_st_at(s, i);
         for (int i = 0; i < m; i++)
             for (int j = i + 1; j < m; j++)
-                if (st_tensor_file_offset(order[j]) < st_tensor_file_offset(order[i]) ||
-                    (st_tensor_file_offset(order[j]) == st_tensor_file_offset(order[i]) &&
+                if (sp_st_tensor_file_offset(order[j]) < sp_st_tensor_file_offset(order[i]) ||
+                    (sp_st_tensor_file_offset(order[j]) == sp_st_tensor_file_offset(order[i]) &&
                      order[j]->nbytes < order[i]->nbytes)) {
                     const st_tensor *x = order[i];
                     order[i] = order[j];
@@ -200,7 +200,7 @@ static void test_roundtrip_dtypes(void) {
                       "layout order %s before %s", order[i - 1]->name, order[i]->name);
         }
     }
-    st_close(s);
+    sp_st_close(s);
 out:
     free(raw);
     for (int i = 0; i < N_SPECS; i++) free(data[i]);
@@ -210,35 +210,35 @@ out:
 static void test_get(void) {
     tmp_begin();
     sp_err err = {{0}};
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     float x[6] = {1, 2, 3, 4, 5, 6};
     int64_t sh[2] = {2, 3}, sh1[1] = {6};
     int64_t ids[6] = {1, 2, 3, 4, 5, 6};
-    CHECK(st_writer_add(w, "w", SP_DT_F32, 2, sh, x, &err) == 0, "%s", err.msg);
-    CHECK(st_writer_add(w, "ids", SP_DT_I64, 1, sh1, ids, &err) == 0, "%s", err.msg);
-    CHECK(st_writer_save(w, tpath("g.safetensors"), &err) == 0, "%s", err.msg);
-    st_writer_free(w);
+    CHECK(sp_st_writer_add(w, "w", SP_DT_F32, 2, sh, x, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_add(w, "ids", SP_DT_I64, 1, sh1, ids, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_save(w, tpath("g.safetensors"), &err) == 0, "%s", err.msg);
+    sp_st_writer_free(w);
     st_set *s = NULL;
     const st_tensor *t = NULL;
-    CHECK(st_open_file(&s, tpath("g.safetensors"), &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_file(&s, tpath("g.safetensors"), &err) == 0, "%s", err.msg);
     if (!s) goto out;
-    CHECK(st_get(s, "w", SP_DT_F32, 2, sh, &t, &err) == 0 && t, "%s", err.msg);
-    CHECK(st_get(s, "w", SP_DT_UNKNOWN, 2, sh, &t, &err) == 0 && t, "any float");
-    CHECK(st_get(s, "w", SP_DT_F32, -1, NULL, &t, &err) == 0 && t, "skip shape");
+    CHECK(sp_st_get(s, "w", SP_DT_F32, 2, sh, &t, &err) == 0 && t, "%s", err.msg);
+    CHECK(sp_st_get(s, "w", SP_DT_UNKNOWN, 2, sh, &t, &err) == 0 && t, "any float");
+    CHECK(sp_st_get(s, "w", SP_DT_F32, -1, NULL, &t, &err) == 0 && t, "skip shape");
     int64_t bad[2] = {3, 2};
-    CHECK(st_get(s, "w", SP_DT_F32, 2, bad, &t, &err) != 0 && t == NULL, "shape mismatch");
+    CHECK(sp_st_get(s, "w", SP_DT_F32, 2, bad, &t, &err) != 0 && t == NULL, "shape mismatch");
     CHECK(strstr(err.msg, "\"w\"") && strstr(err.msg, "g.safetensors") &&
           strstr(err.msg, "[2, 3]") && strstr(err.msg, "[3, 2]"), "msg: %s", err.msg);
-    CHECK(st_get(s, "w", SP_DT_F32, 1, sh1, &t, &err) != 0 && strstr(err.msg, "[6]"), "%s",
+    CHECK(sp_st_get(s, "w", SP_DT_F32, 1, sh1, &t, &err) != 0 && strstr(err.msg, "[6]"), "%s",
           err.msg);
-    CHECK(st_get(s, "w", SP_DT_BF16, 2, sh, &t, &err) != 0 && strstr(err.msg, "BF16") &&
+    CHECK(sp_st_get(s, "w", SP_DT_BF16, 2, sh, &t, &err) != 0 && strstr(err.msg, "BF16") &&
           strstr(err.msg, "F32"), "%s", err.msg);
-    CHECK(st_get(s, "ids", SP_DT_UNKNOWN, 1, sh1, &t, &err) != 0 && strstr(err.msg, "I64"),
+    CHECK(sp_st_get(s, "ids", SP_DT_UNKNOWN, 1, sh1, &t, &err) != 0 && strstr(err.msg, "I64"),
           "%s", err.msg);
-    CHECK(st_get(s, "nope", SP_DT_F32, 2, sh, &t, &err) != 0 && strstr(err.msg, "nope") &&
+    CHECK(sp_st_get(s, "nope", SP_DT_F32, 2, sh, &t, &err) != 0 && strstr(err.msg, "nope") &&
           strstr(err.msg, "not found"), "%s", err.msg);
-    CHECK(st_find(s, "nope") == NULL, "find absent");
-    st_close(s);
+    CHECK(sp_st_find(s, "nope") == NULL, "find absent");
+    sp_st_close(s);
 out:
     tmp_end();
 }
@@ -256,17 +256,17 @@ static void test_fixtures(void) {
     sp_err err = {{0}};
     for (int i = 0; i < 3; i++) {
         st_set *s = NULL;
-        CHECK(st_open_dir(&s, fx[i].dir, &err) == 0, "%s", err.msg);
+        CHECK(sp_st_open_dir(&s, fx[i].dir, &err) == 0, "%s", err.msg);
         if (!s) continue;
-        CHECK(st_count(s) == fx[i].n, "%s: %d tensors", fx[i].dir, st_count(s));
+        CHECK(sp_st_count(s) == fx[i].n, "%s: %d tensors", fx[i].dir, sp_st_count(s));
         const st_tensor *t = NULL;
         int64_t sh[2] = {32000, 32};
-        CHECK(st_get(s, fx[i].embed, SP_DT_F32, 2, sh, &t, &err) == 0, "%s", err.msg);
-        CHECK(st_metadata(s, "format") && strcmp(st_metadata(s, "format"), "pt") == 0, "fmt");
-        CHECK(st_find(s, "lm_head.weight") == NULL, "tied embeddings");
+        CHECK(sp_st_get(s, fx[i].embed, SP_DT_F32, 2, sh, &t, &err) == 0, "%s", err.msg);
+        CHECK(sp_st_metadata(s, "format") && strcmp(sp_st_metadata(s, "format"), "pt") == 0, "fmt");
+        CHECK(sp_st_find(s, "lm_head.weight") == NULL, "tied embeddings");
         size_t total = 0;
-        for (int k = 0; k < st_count(s); k++) {
-            const st_tensor *x = st_at(s, k);
+        for (int k = 0; k < sp_st_count(s); k++) {
+            const st_tensor *x = sp_st_at(s, k);
             total += x->nbytes;
             CHECK(x->dtype == SP_DT_F32 && x->ndim >= 1 && x->ndim <= 2, "%s", x->name);
             CHECK((uintptr_t)x->data % 4 == 0, "aligned %s", x->name);
@@ -286,16 +286,16 @@ static void test_fixtures(void) {
         snprintf(p, sizeof p, "%s/model.safetensors", fx[i].dir);
         stat(p, &st);
         CHECK(total < (size_t)st.st_size && (size_t)st.st_size - total < 20000, "%s size", p);
-        st_close(s);
+        sp_st_close(s);
     }
     st_set *s = NULL;
-    CHECK(st_open_file(&s, "tests/data/ref-logits/qwen3/model.safetensors", &err) == 0, "%s",
+    CHECK(sp_st_open_file(&s, "tests/data/ref-logits/qwen3/model.safetensors", &err) == 0, "%s",
           err.msg);
     const st_tensor *t = NULL;
     int64_t q[2] = {4 * 32, 32};
-    CHECK(s && st_get(s, "model.layers.0.self_attn.q_proj.weight", SP_DT_F32, 2, q, &t, &err) == 0,
+    CHECK(s && sp_st_get(s, "model.layers.0.self_attn.q_proj.weight", SP_DT_F32, 2, q, &t, &err) == 0,
           "%s", err.msg);
-    st_close(s);
+    sp_st_close(s);
 }
 
 /* ---- docs/SAFETENSORS.md §2: one test per rule, files built byte by byte --------------------------------- */
@@ -306,14 +306,14 @@ static int expect_fail_at(int line, const char *hdr, size_t ndata, const char *w
     write_st(path, hdr, data, ndata);
     st_set *s = (st_set *)&data; /* must come back NULL */
     sp_err err = {{0}};
-    int rc = st_open_file(&s, path, &err);
+    int rc = sp_st_open_file(&s, path, &err);
     int ok = rc != 0 && s == NULL && strstr(err.msg, want) && strstr(err.msg, "bad.safetensors");
     if (!ok) {
         harness_case_failed++;
         fprintf(stderr, "  line %d: header %s\n    want \"%s\", got rc=%d \"%s\"\n", line, hdr,
                 want, rc, err.msg);
     }
-    if (rc == 0) st_close(s);
+    if (rc == 0) sp_st_close(s);
     return ok;
 }
 #define EXPECT_FAIL(hdr, ndata, want) expect_fail_at(__LINE__, hdr, ndata, want)
@@ -323,9 +323,9 @@ static void expect_ok(const char *hdr, const void *data, size_t ndata, int count
     write_st(path, hdr, data, ndata);
     st_set *s = NULL;
     sp_err err = {{0}};
-    CHECK(st_open_file(&s, path, &err) == 0, "%s: %s", hdr, err.msg);
-    if (s) CHECK(st_count(s) == count, "%s: count %d", hdr, st_count(s));
-    st_close(s);
+    CHECK(sp_st_open_file(&s, path, &err) == 0, "%s: %s", hdr, err.msg);
+    if (s) CHECK(sp_st_count(s) == count, "%s: count %d", hdr, sp_st_count(s));
+    sp_st_close(s);
 }
 
 #define T(name, dt, shape, b, e) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape \
@@ -338,14 +338,14 @@ static void test_rule1_file_too_small(void) {
         unsigned char b[8] = {2, 0, 0, 0, 0, 0, 0, 0};
         write_bytes(tpath("small.safetensors"), b, n);
         st_set *s = NULL;
-        CHECK(st_open_file(&s, tpath("small.safetensors"), &err) != 0 && !s, "len %zu", n);
+        CHECK(sp_st_open_file(&s, tpath("small.safetensors"), &err) != 0 && !s, "len %zu", n);
         CHECK(strstr(err.msg, "header too small") && strstr(err.msg, "small.safetensors"), "%s",
               err.msg);
     }
     st_set *s = NULL;
-    CHECK(st_open_file(&s, tpath("absent.safetensors"), &err) != 0 && !s &&
+    CHECK(sp_st_open_file(&s, tpath("absent.safetensors"), &err) != 0 && !s &&
           strstr(err.msg, "absent.safetensors") && strstr(err.msg, "cannot open"), "%s", err.msg);
-    CHECK(st_open_file(&s, tmpdir, &err) != 0 && strstr(err.msg, "not a regular file"), "%s",
+    CHECK(sp_st_open_file(&s, tmpdir, &err) != 0 && strstr(err.msg, "not a regular file"), "%s",
           err.msg);
     tmp_end();
 }
@@ -363,7 +363,7 @@ static void test_rule2_header_size(void) {
         b[9] = '}';
         write_bytes(tpath("big.safetensors"), b, sizeof b);
         st_set *s = NULL;
-        CHECK(st_open_file(&s, tpath("big.safetensors"), &err) != 0 && !s, "k=%d", k);
+        CHECK(sp_st_open_file(&s, tpath("big.safetensors"), &err) != 0 && !s, "k=%d", k);
         CHECK(strstr(err.msg, want[k]) && strstr(err.msg, "big.safetensors"), "%s", err.msg);
     }
     /* N exactly at the end of the file is fine: {} then spaces, no tensors */
@@ -371,9 +371,9 @@ static void test_rule2_header_size(void) {
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)(n >> (8 * i));
     write_bytes(tpath("big.safetensors"), b, sizeof b);
     st_set *s = NULL;
-    CHECK(st_open_file(&s, tpath("big.safetensors"), &err) == 0 && st_count(s) == 0, "%s",
+    CHECK(sp_st_open_file(&s, tpath("big.safetensors"), &err) == 0 && sp_st_count(s) == 0, "%s",
           err.msg);
-    st_close(s);
+    sp_st_close(s);
     tmp_end();
 }
 
@@ -494,7 +494,7 @@ static void test_rule7_coverage(void) {
     tmp_end();
 }
 
-/* Sub-byte and engine-less dtypes get sizes (docs/SAFETENSORS.md §1) and are named by st_tensor_dtype_name. */
+/* Sub-byte and engine-less dtypes get sizes (docs/SAFETENSORS.md §1) and are named by sp_st_tensor_dtype_name. */
 static void test_all_dtype_sizes(void) {
     tmp_begin();
     static const char *hdr = "{" T("f4", "F4", "[2,2]", 0, 2) "," T("f6", "F6_E2M3", "[4]", 2, 5)
@@ -507,27 +507,27 @@ static void test_all_dtype_sizes(void) {
     write_st(tpath("dt.safetensors"), hdr, data, sizeof data);
     st_set *s = NULL;
     sp_err err = {{0}};
-    CHECK(st_open_file(&s, tpath("dt.safetensors"), &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_file(&s, tpath("dt.safetensors"), &err) == 0, "%s", err.msg);
     if (s) {
-        CHECK(st_count(s) == 9, "count");
+        CHECK(sp_st_count(s) == 9, "count");
         static const char *names[][2] = {{"f4", "F4"}, {"f6", "F6_E2M3"}, {"f6b", "F6_E3M2"},
                                          {"e5", "F8_E5M2"}, {"e4", "F8_E4M3"}, {"c", "C64"}};
         for (int i = 0; i < 6; i++) {
-            const st_tensor *t = st_find(s, names[i][0]);
-            CHECK(t && t->dtype == SP_DT_UNKNOWN && !strcmp(st_tensor_dtype_name(t), names[i][1]),
+            const st_tensor *t = sp_st_find(s, names[i][0]);
+            CHECK(t && t->dtype == SP_DT_UNKNOWN && !strcmp(sp_st_tensor_dtype_name(t), names[i][1]),
                   "%s", names[i][0]);
         }
-        const st_tensor *t = st_find(s, "f6b");
+        const st_tensor *t = sp_st_find(s, "f6b");
         CHECK(t && t->nbytes == 6 && t->numel == 8 && !memcmp(t->data, data + 5, 6), "f6b");
-        t = st_find(s, "c");
+        t = sp_st_find(s, "c");
         CHECK(t && t->nbytes == 8 && !memcmp(t->data, data + 17, 8), "c64");
-        CHECK(st_get(s, "e4", SP_DT_UNKNOWN, -1, NULL, &t, &err) != 0 &&
+        CHECK(sp_st_get(s, "e4", SP_DT_UNKNOWN, -1, NULL, &t, &err) != 0 &&
               strstr(err.msg, "F8_E4M3"), "%s", err.msg);
     }
-    st_close(s);
-    CHECK(st_dtype_from_name("BF16") == SP_DT_BF16 && st_dtype_from_name("BOOL") == SP_DT_BOOL &&
-          st_dtype_from_name("F8_E4M3") == SP_DT_UNKNOWN && st_dtype_from_name("x") ==
-          SP_DT_UNKNOWN, "st_dtype_from_name");
+    sp_st_close(s);
+    CHECK(sp_st_dtype_from_name("BF16") == SP_DT_BF16 && sp_st_dtype_from_name("BOOL") == SP_DT_BOOL &&
+          sp_st_dtype_from_name("F8_E4M3") == SP_DT_UNKNOWN && sp_st_dtype_from_name("x") ==
+          SP_DT_UNKNOWN, "sp_st_dtype_from_name");
     tmp_end();
 }
 
@@ -553,28 +553,28 @@ static void test_unaligned(void) {
     write_st(tpath("u.safetensors"), hdr, data, sizeof data);
     st_set *s = NULL;
     sp_err err = {{0}};
-    CHECK(st_open_file(&s, tpath("u.safetensors"), &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_file(&s, tpath("u.safetensors"), &err) == 0, "%s", err.msg);
     if (!s) goto out;
     const st_tensor *t = NULL;
     int64_t s3[1] = {3}, s2[1] = {2};
-    CHECK(st_get(s, "x", SP_DT_F32, 1, s3, &t, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_get(s, "x", SP_DT_F32, 1, s3, &t, &err) == 0, "%s", err.msg);
     if (t) {
-        CHECK(st_tensor_file_offset(t) % 2 == 1, "x offset should be odd");
+        CHECK(sp_st_tensor_file_offset(t) % 2 == 1, "x offset should be odd");
         CHECK((uintptr_t)t->data % 4 == 0, "x not aligned");
         const float *f = t->data;
         CHECK(f[0] == 1.5f && f[1] == -2.25f && f[2] == 3.0e7f, "x values");
     }
-    CHECK(st_get(s, "y", SP_DT_I64, 1, s2, &t, &err) == 0 && (uintptr_t)t->data % 8 == 0, "y");
+    CHECK(sp_st_get(s, "y", SP_DT_I64, 1, s2, &t, &err) == 0 && (uintptr_t)t->data % 8 == 0, "y");
     if (t) CHECK(((const int64_t *)t->data)[0] == -5 &&
                  ((const int64_t *)t->data)[1] == 1234567890123ll, "y values");
-    CHECK(st_get(s, "w", SP_DT_BF16, 1, s2, &t, &err) == 0 && (uintptr_t)t->data % 2 == 0, "w");
+    CHECK(sp_st_get(s, "w", SP_DT_BF16, 1, s2, &t, &err) == 0 && (uintptr_t)t->data % 2 == 0, "w");
     if (t) CHECK(sp_bf16_to_f32(((const uint16_t *)t->data)[0]) == 0.75f &&
                  sp_bf16_to_f32(((const uint16_t *)t->data)[1]) == -8.0f, "w values");
-    t = st_find(s, "v");
+    t = sp_st_find(s, "v");
     CHECK(t && (uintptr_t)t->data % 8 == 0 && *(const double *)t->data == v, "v");
-    t = st_find(s, "z");
+    t = sp_st_find(s, "z");
     CHECK(t && *(const unsigned char *)t->data == 0xAB, "z");
-    st_close(s);
+    sp_st_close(s);
 out:
     tmp_end();
 }
@@ -585,42 +585,42 @@ static void test_add_ref(void) {
     sp_err err = {{0}};
     float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
     int64_t sh[1] = {4};
-    st_writer *w = st_writer_create();
-    CHECK(st_writer_add_ref(w, "ref", SP_DT_F32, 1, sh, a, &err) == 0, "%s", err.msg);
-    CHECK(st_writer_add(w, "copy", SP_DT_F32, 1, sh, b, &err) == 0, "%s", err.msg);
+    st_writer *w = sp_st_writer_create();
+    CHECK(sp_st_writer_add_ref(w, "ref", SP_DT_F32, 1, sh, a, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_add(w, "copy", SP_DT_F32, 1, sh, b, &err) == 0, "%s", err.msg);
     a[0] = 100; /* seen: only the pointer was kept */
     b[0] = 100; /* not seen: copied at add time */
-    CHECK(st_writer_set_metadata(w, "format", "mlx", &err) == 0, "%s", err.msg);
-    CHECK(st_writer_save(w, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_set_metadata(w, "format", "mlx", &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_save(w, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
     /* a failing rename (target is a directory) leaves no temp file behind */
     mkdir(tpath("isdir"), 0755);
-    CHECK(st_writer_save(w, tpath("isdir"), &err) != 0 && strstr(err.msg, "isdir"), "%s",
+    CHECK(sp_st_writer_save(w, tpath("isdir"), &err) != 0 && strstr(err.msg, "isdir"), "%s",
           err.msg);
     CHECK(count_files(".tmp") == 0, "temp file left after failed rename");
     rmdir(tpath("isdir"));
-    CHECK(st_writer_save(w, tpath("nodir/x.safetensors"), &err) != 0 &&
+    CHECK(sp_st_writer_save(w, tpath("nodir/x.safetensors"), &err) != 0 &&
           strstr(err.msg, "nodir"), "%s", err.msg);
     /* writer argument errors */
-    CHECK(st_writer_add(w, "", SP_DT_F32, 1, sh, b, &err) != 0 && strstr(err.msg, "empty"), "e");
-    CHECK(st_writer_add(w, "__metadata__", SP_DT_F32, 1, sh, b, &err) != 0, "reserved");
-    CHECK(st_writer_add(w, "u", SP_DT_UNKNOWN, 1, sh, b, &err) != 0, "dtype");
-    CHECK(st_writer_add(w, "n", SP_DT_F32, 1, sh, NULL, &err) != 0, "null data");
+    CHECK(sp_st_writer_add(w, "", SP_DT_F32, 1, sh, b, &err) != 0 && strstr(err.msg, "empty"), "e");
+    CHECK(sp_st_writer_add(w, "__metadata__", SP_DT_F32, 1, sh, b, &err) != 0, "reserved");
+    CHECK(sp_st_writer_add(w, "u", SP_DT_UNKNOWN, 1, sh, b, &err) != 0, "dtype");
+    CHECK(sp_st_writer_add(w, "n", SP_DT_F32, 1, sh, NULL, &err) != 0, "null data");
     int64_t neg[1] = {-1};
-    CHECK(st_writer_add(w, "neg", SP_DT_F32, 1, neg, b, &err) != 0, "negative dim");
-    CHECK(st_writer_add(w, "bad\xff", SP_DT_F32, 1, sh, b, &err) != 0, "utf8 name");
-    CHECK(st_writer_add(w, "ref", SP_DT_F32, 1, sh, b, &err) == 0, "dup add ok until save");
-    CHECK(st_writer_save(w, tpath("d.safetensors"), &err) != 0 && strstr(err.msg, "\"ref\"") &&
+    CHECK(sp_st_writer_add(w, "neg", SP_DT_F32, 1, neg, b, &err) != 0, "negative dim");
+    CHECK(sp_st_writer_add(w, "bad\xff", SP_DT_F32, 1, sh, b, &err) != 0, "utf8 name");
+    CHECK(sp_st_writer_add(w, "ref", SP_DT_F32, 1, sh, b, &err) == 0, "dup add ok until save");
+    CHECK(sp_st_writer_save(w, tpath("d.safetensors"), &err) != 0 && strstr(err.msg, "\"ref\"") &&
           strstr(err.msg, "twice"), "%s", err.msg);
     CHECK(count_files("d.safetensors") == 0, "no file written on error");
-    st_writer_free(w);
+    sp_st_writer_free(w);
     st_set *s = NULL;
-    CHECK(st_open_file(&s, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_file(&s, tpath("r.safetensors"), &err) == 0, "%s", err.msg);
     if (s) {
-        const float *r = st_find(s, "ref")->data, *c = st_find(s, "copy")->data;
+        const float *r = sp_st_find(s, "ref")->data, *c = sp_st_find(s, "copy")->data;
         CHECK(r[0] == 100 && r[3] == 4 && c[0] == 5 && c[3] == 8, "ref %g copy %g", r[0], c[0]);
-        CHECK(!strcmp(st_metadata(s, "format"), "mlx"), "format replaced");
+        CHECK(!strcmp(sp_st_metadata(s, "format"), "mlx"), "format replaced");
     }
-    st_close(s);
+    sp_st_close(s);
     CHECK(count_files(".tmp") == 0, "temp file left");
     tmp_end();
 }
@@ -634,7 +634,7 @@ static void test_sharded(void) {
     unsigned char *buf[N_SHARD_T];
     char names[N_SHARD_T][32];
     int64_t shapes[N_SHARD_T][2];
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     for (int i = 0; i < N_SHARD_T; i++) {
         snprintf(names[i], sizeof names[i], "model.layers.%d.w", i);
         shapes[i][0] = 1 + i % 5;
@@ -642,10 +642,10 @@ static void test_sharded(void) {
         size_t n = sp_dtype_size(dts[i % 4]) * (size_t)(shapes[i][0] * shapes[i][1]);
         buf[i] = malloc(n);
         fill_bytes(buf[i], n, 100u + (unsigned)i);
-        CHECK(st_writer_add_ref(w, names[i], dts[i % 4], 2, shapes[i], buf[i], &err) == 0, "%s",
+        CHECK(sp_st_writer_add_ref(w, names[i], dts[i % 4], 2, shapes[i], buf[i], &err) == 0, "%s",
               err.msg);
     }
-    CHECK(st_writer_save_sharded(w, tmpdir, 256, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_save_sharded(w, tmpdir, 256, &err) == 0, "%s", err.msg);
     int n_shards = count_files("-of-");
     CHECK(n_shards >= 3, "%d shards", n_shards);
     CHECK(count_files("model.safetensors.index.json") == 1, "index");
@@ -655,18 +655,18 @@ static void test_sharded(void) {
     CHECK(count_files(first) == 1, "%s", first);
 
     st_set *s = NULL;
-    CHECK(st_open_dir(&s, tmpdir, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&s, tmpdir, &err) == 0, "%s", err.msg);
     if (s) {
-        CHECK(st_count(s) == N_SHARD_T, "count %d", st_count(s));
+        CHECK(sp_st_count(s) == N_SHARD_T, "count %d", sp_st_count(s));
         for (int i = 0; i < N_SHARD_T; i++) {
             const st_tensor *t = NULL;
-            CHECK(st_get(s, names[i], dts[i % 4], 2, shapes[i], &t, &err) == 0, "%s", err.msg);
+            CHECK(sp_st_get(s, names[i], dts[i % 4], 2, shapes[i], &t, &err) == 0, "%s", err.msg);
             if (t) CHECK(!memcmp(t->data, buf[i], t->nbytes), "%s data", names[i]);
             if (t) CHECK(strstr(t->file, "-of-") != NULL, "%s file %s", names[i], t->file);
         }
-        CHECK(!strcmp(st_metadata(s, "format"), "pt"), "metadata");
+        CHECK(!strcmp(sp_st_metadata(s, "format"), "pt"), "metadata");
     }
-    st_close(s);
+    sp_st_close(s);
     /* index: total_size = sum of tensor bytes; every name mapped */
     size_t n;
     char *idx = (char *)read_bytes(tpath("model.safetensors.index.json"), &n);
@@ -682,15 +682,15 @@ static void test_sharded(void) {
         free(idx);
     }
     /* everything in one shard: model.safetensors, and the stale index goes away */
-    CHECK(st_writer_save_sharded(w, tmpdir, 0, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_writer_save_sharded(w, tmpdir, 0, &err) == 0, "%s", err.msg);
     CHECK(count_files("model.safetensors.index.json") == 0, "stale index removed");
     CHECK(count_files("model.safetensors") == 1, "single file");
     s = NULL;
-    CHECK(st_open_dir(&s, tmpdir, &err) == 0 && st_count(s) == N_SHARD_T, "%s", err.msg);
-    if (s) CHECK(strstr(st_find(s, names[3])->file, "/model.safetensors") != NULL, "single");
-    st_close(s);
+    CHECK(sp_st_open_dir(&s, tmpdir, &err) == 0 && sp_st_count(s) == N_SHARD_T, "%s", err.msg);
+    if (s) CHECK(strstr(sp_st_find(s, names[3])->file, "/model.safetensors") != NULL, "single");
+    sp_st_close(s);
     CHECK(count_files(".tmp") == 0, "temp files left");
-    st_writer_free(w);
+    sp_st_writer_free(w);
     for (int i = 0; i < N_SHARD_T; i++) free(buf[i]);
     tmp_end();
 }
@@ -700,23 +700,23 @@ static void save_two(const char *file, const char *n1, const char *n2) {
     sp_err err = {{0}};
     float x[2] = {1, 2};
     int64_t sh[1] = {2};
-    st_writer *w = st_writer_create();
-    st_writer_add(w, n1, SP_DT_F32, 1, sh, x, &err);
-    if (n2) st_writer_add(w, n2, SP_DT_F32, 1, sh, x, &err);
-    CHECK(st_writer_save(w, tpath(file), &err) == 0, "%s", err.msg);
-    st_writer_free(w);
+    st_writer *w = sp_st_writer_create();
+    sp_st_writer_add(w, n1, SP_DT_F32, 1, sh, x, &err);
+    if (n2) sp_st_writer_add(w, n2, SP_DT_F32, 1, sh, x, &err);
+    CHECK(sp_st_writer_save(w, tpath(file), &err) == 0, "%s", err.msg);
+    sp_st_writer_free(w);
 }
 
 static void expect_dir_fail_at(int line, const char *index, const char *want) {
     if (index) write_bytes(tpath("model.safetensors.index.json"), index, strlen(index));
     st_set *s = (st_set *)&s;
     sp_err err = {{0}};
-    int rc = st_open_dir(&s, tmpdir, &err);
+    int rc = sp_st_open_dir(&s, tmpdir, &err);
     if (rc == 0 || s != NULL || !strstr(err.msg, want)) {
         harness_case_failed++;
         fprintf(stderr, "  line %d: want \"%s\", got rc=%d \"%s\"\n", line, want, rc, err.msg);
     }
-    if (rc == 0) st_close(s);
+    if (rc == 0) sp_st_close(s);
 }
 #define EXPECT_DIR_FAIL(index, want) expect_dir_fail_at(__LINE__, index, want)
 
@@ -726,9 +726,9 @@ static void test_index_errors(void) {
     {
         st_set *s = NULL;
         sp_err err = {{0}};
-        CHECK(st_open_dir(&s, tpath("nonexistent"), &err) != 0 && !s &&
+        CHECK(sp_st_open_dir(&s, tpath("nonexistent"), &err) != 0 && !s &&
               strstr(err.msg, "nonexistent: cannot open"), "%s", err.msg);
-        CHECK(st_open_dir(&s, "tests/data/ref-logits/qwen3/config.json", &err) != 0 &&
+        CHECK(sp_st_open_dir(&s, "tests/data/ref-logits/qwen3/config.json", &err) != 0 &&
               strstr(err.msg, "not a directory"), "%s", err.msg);
     }
     save_two("s1.safetensors", "a", "b");
@@ -739,9 +739,9 @@ static void test_index_errors(void) {
     const char *good = "{\"metadata\":{\"total_size\":24},\"weight_map\":{\"a\":\"s1.safetensors\","
                        "\"b\":\"s1.safetensors\",\"c\":\"s2.safetensors\"}}";
     write_bytes(tpath("model.safetensors.index.json"), good, strlen(good));
-    CHECK(st_open_dir(&s, tmpdir, &err) == 0 && st_count(s) == 3, "%s", err.msg);
-    if (s) CHECK(strstr(st_find(s, "c")->file, "s2.safetensors") != NULL, "c in s2");
-    st_close(s);
+    CHECK(sp_st_open_dir(&s, tmpdir, &err) == 0 && sp_st_count(s) == 3, "%s", err.msg);
+    if (s) CHECK(strstr(sp_st_find(s, "c")->file, "s2.safetensors") != NULL, "c in s2");
+    sp_st_close(s);
     EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"c\":\"s9.safetensors\"}}",
                     "s9.safetensors: cannot open");
     EXPECT_DIR_FAIL("{\"weight_map\":{\"a\":\"s1.safetensors\",\"x\":\"s2.safetensors\"}}",
@@ -778,16 +778,16 @@ static void test_fixture_rewrite_identical(void) {
     sp_err err = {{0}};
     const char *src = "tests/data/ref-logits/llama/model.safetensors";
     st_set *s = NULL;
-    CHECK(st_open_file(&s, src, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_file(&s, src, &err) == 0, "%s", err.msg);
     if (s) {
-        st_writer *w = st_writer_create();
-        for (int i = st_count(s) - 1; i >= 0; i--) { /* insertion order must not matter */
-            const st_tensor *t = st_at(s, i);
-            CHECK(st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, &err) == 0,
+        st_writer *w = sp_st_writer_create();
+        for (int i = sp_st_count(s) - 1; i >= 0; i--) { /* insertion order must not matter */
+            const st_tensor *t = sp_st_at(s, i);
+            CHECK(sp_st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, &err) == 0,
                   "%s", err.msg);
         }
-        CHECK(st_writer_save(w, tpath("re.safetensors"), &err) == 0, "%s", err.msg);
-        st_writer_free(w);
+        CHECK(sp_st_writer_save(w, tpath("re.safetensors"), &err) == 0, "%s", err.msg);
+        sp_st_writer_free(w);
         size_t na, nb;
         unsigned char *a = read_bytes(src, &na), *b = read_bytes(tpath("re.safetensors"), &nb);
         CHECK(a && b && na == nb && memcmp(a, b, na) == 0, "rewrite differs (%zu vs %zu bytes)",
@@ -795,7 +795,7 @@ static void test_fixture_rewrite_identical(void) {
         free(a);
         free(b);
     }
-    st_close(s);
+    sp_st_close(s);
     tmp_end();
 }
 
@@ -885,7 +885,7 @@ static size_t mutate_header(unsigned char *b, size_t len, size_t cap) {
 static void test_fuzz(void) {
     tmp_begin();
     sp_err err = {{0}};
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     static const sp_dtype dts[6] = {SP_DT_F32, SP_DT_BF16, SP_DT_I64, SP_DT_U8, SP_DT_F16,
                                     SP_DT_BOOL};
     unsigned char payload[256];
@@ -894,11 +894,11 @@ static void test_fuzz(void) {
         char name[32];
         snprintf(name, sizeof name, "t%d", i);
         int64_t sh[2] = {1 + i % 3, i == 5 ? 0 : 2 + i % 4};
-        CHECK(st_writer_add(w, name, dts[i % 6], i == 6 ? 0 : 2, sh, payload, &err) == 0, "%s",
+        CHECK(sp_st_writer_add(w, name, dts[i % 6], i == 6 ? 0 : 2, sh, payload, &err) == 0, "%s",
               err.msg);
     }
-    CHECK(st_writer_save(w, tpath("base.safetensors"), &err) == 0, "%s", err.msg);
-    st_writer_free(w);
+    CHECK(sp_st_writer_save(w, tpath("base.safetensors"), &err) == 0, "%s", err.msg);
+    sp_st_writer_free(w);
     size_t base_len;
     unsigned char *base = read_bytes(tpath("base.safetensors"), &base_len);
     size_t cap = base_len + 64;
@@ -945,7 +945,7 @@ static void test_fuzz(void) {
         write_bytes(path, b, len);
         st_set *s = (st_set *)&s;
         err.msg[0] = 0;
-        if (st_open_file(&s, path, &err) != 0) {
+        if (sp_st_open_file(&s, path, &err) != 0) {
             failed++;
             for (int k = 0; k < N_KINDS; k++)
                 if (strstr(err.msg, kinds[k])) {
@@ -962,9 +962,9 @@ static void test_fuzz(void) {
         uint64_t n = 0;
         for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
         size_t covered = 0;
-        for (int i = 0; i < st_count(s); i++) {
-            const st_tensor *t = st_at(s, i);
-            uint64_t off = st_tensor_file_offset(t);
+        for (int i = 0; i < sp_st_count(s); i++) {
+            const st_tensor *t = sp_st_at(s, i);
+            uint64_t off = sp_st_tensor_file_offset(t);
             int64_t numel = 1;
             for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
             size_t es = sp_dtype_size(t->dtype);
@@ -975,7 +975,7 @@ static void test_fuzz(void) {
             covered += t->nbytes;
         }
         if (covered != len - 8 - n) bad_invariant++;
-        st_close(s);
+        sp_st_close(s);
     }
     CHECK(bad_invariant == 0, "%d invariant violations", bad_invariant);
     CHECK(opened >= iters / 100 && failed >= iters / 2, "opened %d, failed %d", opened, failed);

@@ -1,5 +1,5 @@
 /* test_server_request.c — the server's socket-free pieces:
- * - srv_request_parse: valid bodies give the right fields; 30000 random mutations (byte flips,
+ * - sp_srv_request_parse: valid bodies give the right fields; 30000 random mutations (byte flips,
  *   truncations, insertions of JSON fragments, deletions) of valid bodies never crash and always give either a
  *   request or a 4xx error with a message (run under ASan too);
  * - the stop-string filter: random texts fed in random pieces give exactly the text before the
@@ -24,23 +24,23 @@ static void test_parse_valid(void) {
                        "\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"min_p\":0.1,\"seed\":-3,"
                        "\"stop\":\"END\",\"stream\":true,\"stream_options\":{\"include_usage\":true},\"logprobs\":true,"
                        "\"top_logprobs\":2,\"n\":1,\"frequency_penalty\":0,\"response_format\":{\"type\":\"text\"}}";
-    CHECK(srv_request_parse(SRV_ROUTE_CHAT, chat, strlen(chat), &r, &e) == 0, "chat: %s", e.message);
+    CHECK(sp_srv_request_parse(SRV_ROUTE_CHAT, chat, strlen(chat), &r, &e) == 0, "chat: %s", e.message);
     CHECK(r.n_msgs == 2 && !strcmp(r.msgs[0].role, "system") && !strcmp(r.msgs[1].content, "hi there"), "messages");
     CHECK(r.max_tokens == 7 && r.sample.temperature == 0.5f && r.sample.top_k == 40 && r.sample.seed == (uint64_t)-3 &&
               r.n_stop == 1 && !strcmp(r.stop[0], "END") && r.stream && r.include_usage && r.top_logprobs == 2 &&
               r.speculative == 1 && !strcmp(r.model, "m"),
           "fields");
-    srv_request_free(&r);
+    sp_srv_request_free(&r);
     const char *cmpl = "{\"prompt\":[2,5,9],\"max_tokens\":3,\"echo\":true,\"logprobs\":1,\"stop\":[\"a\",\"bc\"],\"speculative\":false}";
-    CHECK(srv_request_parse(SRV_ROUTE_COMPLETION, cmpl, strlen(cmpl), &r, &e) == 0, "completion: %s", e.message);
+    CHECK(sp_srv_request_parse(SRV_ROUTE_COMPLETION, cmpl, strlen(cmpl), &r, &e) == 0, "completion: %s", e.message);
     CHECK(r.n_prompt_ids == 3 && r.prompt_ids[2] == 9 && r.echo && r.top_logprobs == 1 && r.n_stop == 2 &&
               r.speculative == 0 && r.sample.temperature == 1.0f,
           "completion fields");
-    srv_request_free(&r);
+    sp_srv_request_free(&r);
     const char *bad[] = {"{\"prompt\":\"x\",\"max_tokens\":0}", "{\"prompt\":\"x\",\"n\":3}", "{\"prompt\":\"x\",\"suffix\":\"y\"}",
                          "{\"prompt\":\"x\",\"presence_penalty\":1}", "{\"prompt\":\"x\",\"top_p\":1.5}", "{\"prompt\":\"x\"}x"};
     for (int i = 0; i < 6; i++)
-        CHECK(srv_request_parse(SRV_ROUTE_COMPLETION, bad[i], strlen(bad[i]), &r, &e) == -1 && e.status == 400 && e.message[0],
+        CHECK(sp_srv_request_parse(SRV_ROUTE_COMPLETION, bad[i], strlen(bad[i]), &r, &e) == -1 && e.status == 400 && e.message[0],
               "bad %d accepted", i);
 }
 
@@ -75,9 +75,9 @@ static void test_parse_fuzz(void) {
         srv_request r;
         srv_error e = {0};
         srv_route route = rng(&s) % 5 ? (k == 0 ? SRV_ROUTE_CHAT : SRV_ROUTE_COMPLETION) : (srv_route)(rng(&s) % 4);
-        if (srv_request_parse(route, buf, n, &r, &e) == 0) {
+        if (sp_srv_request_parse(route, buf, n, &r, &e) == 0) {
             ok++;
-            srv_request_free(&r);
+            sp_srv_request_free(&r);
         } else {
             err++;
             bad += !(e.status >= 400 && e.status < 500 && e.message[0] && e.type[0]);
@@ -113,15 +113,15 @@ static void test_stop_strings(void) {
         for (int at = 0; at < n && !stopped;) {
             int piece = 1 + (int)(rng(&s) % 6);
             if (at + piece > n) piece = n - at;
-            stopped = srv_stopper_push(&st, text + at, (size_t)piece, &out) == 1;
+            stopped = sp_srv_stopper_push(&st, text + at, (size_t)piece, &out) == 1;
             at += piece;
             leaks += out.n > cut || (out.n && memcmp(out.p, text, out.n)); /* released beyond the cut */
         }
-        if (!stopped) srv_stopper_flush(&st, &out);
+        if (!stopped) sp_srv_stopper_flush(&st, &out);
         matched += stopped;
         wrong += out.n != cut || (cut && memcmp(out.p, text, cut)) || stopped != (cut < (size_t)n);
-        srv_buf_free(&out);
-        srv_stopper_free(&st);
+        sp_srv_buf_free(&out);
+        sp_srv_stopper_free(&st);
     }
     CHECK(wrong == 0 && leaks == 0 && matched > 500, "%d wrong outputs, %d leaks, %d matched", wrong, leaks, matched);
 }

@@ -22,7 +22,7 @@ static int table(srv_vlen *v, double fixed, double per_row, int n_rows) {
     double ms[7];
     for (int i = 0; i < 7; i++) pts[i] = 1 << i, ms[i] = fixed + per_row * pts[i];
     sp_err err = {{0}};
-    return srv_vlen_init_table(v, pts, ms, 7, n_rows, &err);
+    return sp_srv_vlen_init_table(v, pts, ms, 7, n_rows, &err);
 }
 
 static double J_of(const srv_vlen *v, int n, const int *g, const long (*off)[SP_SPEC_MAX_G + 1],
@@ -43,14 +43,14 @@ static double J_of(const srv_vlen *v, int n, const int *g, const long (*off)[SP_
         tok += e;
         rows += g[i] + 1, R += g[i], S += g[i] > 0;
     }
-    return tok / (srv_vlen_forward_ms(v, rows) - srv_vlen_forward_ms(v, base) + srv_vlen_draft_ms(v, S, R));
+    return tok / (sp_srv_vlen_forward_ms(v, rows) - sp_srv_vlen_forward_ms(v, base) + sp_srv_vlen_draft_ms(v, S, R));
 }
 
 static void choose(const srv_vlen *v, int n, const int *room, const int *fixed, long (*off)[SP_SPEC_MAX_G + 1],
                    long (*rch)[SP_SPEC_MAX_G + 1], int base, int *g) {
     const long *o[16], *r[16];
     for (int i = 0; i < n; i++) o[i] = off[i], r[i] = rch[i];
-    srv_vlen_choose(v, n, room, fixed, o, r, NULL, NULL, base, g);
+    sp_srv_vlen_choose(v, n, room, fixed, o, r, NULL, NULL, base, g);
 }
 
 /* compute-bound forward (every row costs its full price): drafting cannot pay at 8 slots */
@@ -62,7 +62,7 @@ static void test_expensive_rows_choose_plain(void) {
     for (int i = 0; i < 8; i++) profile(off[i], rch[i], 0.9), room[i] = 7;
     choose(&v, 8, room, fixed, off, rch, 0, g);
     for (int i = 0; i < 8; i++) CHECK(g[i] == 0, "slot %d drafts %d with rows at full price", i, g[i]);
-    srv_vlen_free(&v);
+    sp_srv_vlen_free(&v);
 }
 
 /* memory-bound forward (rows nearly free) and cheap drafting: the full block, at 1 and 4 slots */
@@ -80,7 +80,7 @@ static void test_cheap_rows_choose_full(void) {
     profile(off[2], rch[2], 0.0);
     choose(&v, 4, room, fixed, off, rch, 0, g);
     CHECK(g[0] == 7 && g[1] == 7 && g[3] == 7 && g[2] == 0, "g = %d %d %d %d", g[0], g[1], g[2], g[3]);
-    srv_vlen_free(&v);
+    sp_srv_vlen_free(&v);
 }
 
 static double rnd(uint64_t *x) {
@@ -98,15 +98,15 @@ static void test_wake_cost_spread(void) {
     profile(off[0], rch[0], 0.9);
     int room[1] = {7}, fixed[1] = {0}, g[1], wake[1] = {400}, left[1] = {8};
     const long *o[1] = {off[0]}, *r[1] = {rch[0]};
-    srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
+    sp_srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
     CHECK(g[0] == 0, "8 tokens left: drafts %d (the begin costs more than they save)", g[0]);
     left[0] = 4000;
-    srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
+    sp_srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
     CHECK(g[0] == 7, "4000 tokens left: drafts %d of 7", g[0]);
     wake[0] = 0, left[0] = 8;
-    srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
+    sp_srv_vlen_choose(&v, 1, room, fixed, o, r, wake, left, 0, g);
     CHECK(g[0] == 7, "begun drafter, 8 tokens left: drafts %d of 7", g[0]);
-    srv_vlen_free(&v);
+    sp_srv_vlen_free(&v);
 }
 
 /* the choice is the best of every assignment (up to the chooser's 0.1 % preference for fewer
@@ -140,7 +140,7 @@ static void test_batch_optimum_found(void) {
         for (int i = 0; i < n; i++) CHECK(g[i] >= 0 && g[i] <= room[i], "trial %d slot %d: g %d room %d", trial, i, g[i], room[i]);
         if (n > 2 && fixed[2]) CHECK(g[2] == room[2], "trial %d: fixed slot g %d room %d", trial, g[2], room[2]);
         CHECK(got >= best / 1.0011, "trial %d (%d slots): J %.6f, best %.6f", trial, n, got, best);
-        srv_vlen_free(&v);
+        sp_srv_vlen_free(&v);
     }
 #undef RND
 }
@@ -150,43 +150,43 @@ static void test_batch_optimum_found(void) {
 static void test_costs_learned(void) {
     srv_vlen v;
     CHECK(table(&v, 1.0, 0.1, 128) == 0, "table");
-    double t1 = srv_vlen_forward_ms(&v, 1), t32 = srv_vlen_forward_ms(&v, 32);
+    double t1 = sp_srv_vlen_forward_ms(&v, 1), t32 = sp_srv_vlen_forward_ms(&v, 32);
     for (int k = 0; k < 300; k++) {
-        srv_vlen_observe_forward(&v, 1, t1);
-        srv_vlen_observe_forward(&v, 32, 3 * t32);
+        sp_srv_vlen_observe_forward(&v, 1, t1);
+        sp_srv_vlen_observe_forward(&v, 32, 3 * t32);
     }
-    double r1 = srv_vlen_forward_ms(&v, 1) / t1, r32 = srv_vlen_forward_ms(&v, 32) / t32;
+    double r1 = sp_srv_vlen_forward_ms(&v, 1) / t1, r32 = sp_srv_vlen_forward_ms(&v, 32) / t32;
     CHECK(r1 < 1.6, "1 row: model %.2f x its table, observed 1 x", r1);
     CHECK(r32 > 2.5 && r32 < 3.2, "32 rows: model %.2f x its table, observed 3 x", r32);
     /* more rows are never cheaper, even when a smaller row count was observed slower */
     for (int k = 0; k < 300; k++) {
-        srv_vlen_observe_forward(&v, 8, 5 * t32);
-        srv_vlen_observe_forward(&v, 32, t32);
+        sp_srv_vlen_observe_forward(&v, 8, 5 * t32);
+        sp_srv_vlen_observe_forward(&v, 32, t32);
     }
     for (int r = 2; r <= 128; r++)
-        CHECK(srv_vlen_forward_ms(&v, r) >= srv_vlen_forward_ms(&v, r - 1), "%d rows %.3f ms < %d rows %.3f ms", r,
-              srv_vlen_forward_ms(&v, r), r - 1, srv_vlen_forward_ms(&v, r - 1));
+        CHECK(sp_srv_vlen_forward_ms(&v, r) >= sp_srv_vlen_forward_ms(&v, r - 1), "%d rows %.3f ms < %d rows %.3f ms", r,
+              sp_srv_vlen_forward_ms(&v, r), r - 1, sp_srv_vlen_forward_ms(&v, r - 1));
     double load = v.load;
     for (int k = 0; k < 200; k++) {
         int S = 1 + k % 8, R = S * (1 + k % 5);
-        srv_vlen_observe_draft(&v, S, R, load * (0.5 * S + 0.1 * R));
+        sp_srv_vlen_observe_draft(&v, S, R, load * (0.5 * S + 0.1 * R));
     }
     CHECK(fabs(v.c_slot - 0.5) < 0.02 && fabs(v.c_row - 0.1) < 0.01, "fit c_slot %.3f c_row %.3f, expected 0.5 0.1",
           v.c_slot, v.c_row);
-    CHECK(fabs(srv_vlen_draft_ms(&v, 4, 20) - load * 4.0) < 0.1 * load, "draft ms %.3f", srv_vlen_draft_ms(&v, 4, 20));
-    CHECK(srv_vlen_draft_ms(&v, 0, 0) == 0, "no drafting costs nothing");
-    srv_vlen_free(&v);
+    CHECK(fabs(sp_srv_vlen_draft_ms(&v, 4, 20) - load * 4.0) < 0.1 * load, "draft ms %.3f", sp_srv_vlen_draft_ms(&v, 4, 20));
+    CHECK(sp_srv_vlen_draft_ms(&v, 0, 0) == 0, "no drafting costs nothing");
+    sp_srv_vlen_free(&v);
     /* one cold proposal 50 times its cost counts as at most 3 times it, and while nothing drafts the
      * estimate returns to the prior (so drafting is measured again) */
     CHECK(table(&v, 1.0, 0.1, 128) == 0, "table");
-    double prior = srv_vlen_draft_ms(&v, 1, 7);
-    srv_vlen_observe_draft(&v, 1, 7, 50 * prior);
-    double cold = srv_vlen_draft_ms(&v, 1, 7);
+    double prior = sp_srv_vlen_draft_ms(&v, 1, 7);
+    sp_srv_vlen_observe_draft(&v, 1, 7, 50 * prior);
+    double cold = sp_srv_vlen_draft_ms(&v, 1, 7);
     CHECK(cold > 1.2 * prior && cold <= 3 * prior, "after a cold proposal: %.3f ms, prior %.3f", cold, prior);
-    for (int k = 0; k < 1000; k++) srv_vlen_observe_forward(&v, 8, srv_vlen_forward_ms(&v, 8));
-    double later = srv_vlen_draft_ms(&v, 1, 7);
+    for (int k = 0; k < 1000; k++) sp_srv_vlen_observe_forward(&v, 8, sp_srv_vlen_forward_ms(&v, 8));
+    double later = sp_srv_vlen_draft_ms(&v, 1, 7);
     CHECK(fabs(later - prior) < 0.05 * prior, "1000 plain steps later: %.3f ms, prior %.3f", later, prior);
-    srv_vlen_free(&v);
+    sp_srv_vlen_free(&v);
 }
 
 static void test_bad_table_refused(void) {
@@ -194,10 +194,10 @@ static void test_bad_table_refused(void) {
     sp_err err = {{0}};
     int pts[3] = {1, 4, 2};
     double ms[3] = {1, 2, 3};
-    CHECK(srv_vlen_init_table(&v, pts, ms, 3, 64, &err) == -1 && strstr(err.msg, "point 2"), "unordered: %s", err.msg);
+    CHECK(sp_srv_vlen_init_table(&v, pts, ms, 3, 64, &err) == -1 && strstr(err.msg, "point 2"), "unordered: %s", err.msg);
     pts[2] = 8, ms[1] = -1;
-    CHECK(srv_vlen_init_table(&v, pts, ms, 3, 64, &err) == -1 && strstr(err.msg, "positive"), "negative: %s", err.msg);
-    CHECK(srv_vlen_init_table(&v, pts, ms, 0, 64, &err) == -1, "no points");
+    CHECK(sp_srv_vlen_init_table(&v, pts, ms, 3, 64, &err) == -1 && strstr(err.msg, "positive"), "negative: %s", err.msg);
+    CHECK(sp_srv_vlen_init_table(&v, pts, ms, 0, 64, &err) == -1, "no points");
     CHECK(v.fwd == NULL, "nothing allocated");
 }
 

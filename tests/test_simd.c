@@ -283,12 +283,12 @@ static void test_train_gemm_tiers(void) {
             /* TN reads A as [K, M]: same buffer, M·K values */
             memcpy(ref, C0, (size_t)M * N * sizeof(float));
             use_tier(SP_CPU_SCALAR);
-            (tn ? tr_gemm_tn_acc : tr_gemm_nn_acc)(pools[1], ref, A, B, M, K, N);
+            (tn ? sp_tr_gemm_tn_acc : sp_tr_gemm_nn_acc)(pools[1], ref, A, B, M, K, N);
             for (int ti = 1; ti < n_tiers; ti++)
                 for (int p = 1; p <= 2; p++) {
                     use_tier(tiers[ti]);
                     memcpy(y, C0, (size_t)M * N * sizeof(float));
-                    (tn ? tr_gemm_tn_acc : tr_gemm_nn_acc)(pools[p], y, A, B, M, K, N);
+                    (tn ? sp_tr_gemm_tn_acc : sp_tr_gemm_nn_acc)(pools[p], y, A, B, M, K, N);
                     size_t at;
                     CHECK(same_bits(ref, y, (size_t)M * N, &at), "%s gemm %s M=%d K=%d N=%d threads=%d: [%zu]",
                           sp_cpu_tier_name(tiers[ti]), tn ? "tn" : "nn", M, K, N, p, at);

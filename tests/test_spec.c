@@ -141,7 +141,7 @@ static void test_vocab_mismatch(void) {
     const char *sets[] = {"vocab_size=500"};
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .sets = sets, .n_sets = 1, .dtype = SP_DT_F32, .seed = 3};
     sp_err err = {{0}};
-    CHECK(newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
     sp_model *m = fixture_load("qwen3"), *dm = NULL;
     CHECK(sp_model_load(&dm, dir, 1, &err) == 0, "%s", err.msg);
     sp_sample_params sp = sp_sample_params_default();

@@ -48,7 +48,7 @@ static void test_round_trip(void) {
             int layer = -2, role = sp_tensor_role_of(archs[a], h, &layer);
             CHECK(role == r && layer == li, "%s: role %d layer %d, expected %d %d", h, role, layer, r, li);
             CHECK(sp_tensor_gguf_name(archs[a], (sp_tensor_role)r, li, g, sizeof g), "%s has no GGUF name", h);
-            const char *m = gguf_tensor_name(archs[a], h, buf, sizeof buf);
+            const char *m = sp_gguf_tensor_name(archs[a], h, buf, sizeof buf);
             CHECK(m && !strcmp(m, g), "%s → %s, expected %s", h, m ? m : "(null)", g);
         }
     CHECK(n_names == 14 + 14 + 23, "%d names in the tables", n_names);
@@ -56,7 +56,7 @@ static void test_round_trip(void) {
     CHECK(sp_tensor_role_of(SP_ARCH_QWEN3, "layers.1.mlp.experts.weight", &layer) < 0, "unknown name has a role");
     CHECK(sp_tensor_role_of(SP_ARCH_QWEN3, "input_layernorm.weight", &layer) < 0, "layer name without a layer");
     char buf[64];
-    CHECK(!gguf_tensor_name(SP_ARCH_LLAMA, "layers.0.per_layer_input_gate.weight", buf, sizeof buf),
+    CHECK(!sp_gguf_tensor_name(SP_ARCH_LLAMA, "layers.0.per_layer_input_gate.weight", buf, sizeof buf),
           "a gemma4-only tensor named in llama");
 }
 

@@ -22,7 +22,7 @@ static int run_vectors(const char *name, int *total) {
     sp_err err = {0};
     *total = 0;
     snprintf(path, sizeof path, DIR "ggml-vocab-%s.gguf", name);
-    tok_tokenizer *t = tok_load_gguf(path, &err);
+    tok_tokenizer *t = sp_tok_load_gguf(path, &err);
     CHECK(t != NULL, "%s: %s", path, err.msg);
     if (!t) return 0;
     snprintf(path, sizeof path, DIR "ggml-vocab-%s.gguf.inp", name);
@@ -48,7 +48,7 @@ static int run_vectors(const char *name, int *total) {
         }
         int32_t *ids = NULL;
         int n = 0;
-        int rc = tok_encode(t, ip, ilen, 0, 0, &ids, &n, &err);
+        int rc = sp_tok_encode(t, ip, ilen, 0, 0, &ids, &n, &err);
         int same = rc == 0 && n == nw && (n == 0 || !memcmp(ids, want, (size_t)n * sizeof *ids));
         (*total)++;
         ok += same;
@@ -61,7 +61,7 @@ static int run_vectors(const char *name, int *total) {
         }
         /* and back: decode(encode(x)) == x for these vocabs (SPM strips the prefix space) */
         char *dec = NULL;
-        if (rc == 0 && tok_decode(t, ids, n, &dec, &err) == 0) {
+        if (rc == 0 && sp_tok_decode(t, ids, n, &dec, &err) == 0) {
             CHECK(strlen(dec) == ilen && !memcmp(dec, ip, ilen), "%s: round trip of \"%.*s\" gave \"%s\"",
                   name, (int)ilen, ip, dec);
             free(dec);
@@ -73,7 +73,7 @@ static int run_vectors(const char *name, int *total) {
     }
     free(inp);
     free(out);
-    tok_free(t);
+    sp_tok_free(t);
     return ok;
 }
 
@@ -109,10 +109,10 @@ static void test_pre_families(void) {
         sp_err err = {0};
         sp_write_file_atomic(path, b.p, b.n, &err);
         free(b.p);
-        tok_tokenizer *t = tok_load_gguf(path, &err);
+        tok_tokenizer *t = sp_tok_load_gguf(path, &err);
         if (!strcmp(pres[k], "foo")) {
             CHECK(!t && strstr(err.msg, "tokenizer.ggml.pre"), "unknown pre: %s", err.msg);
-            tok_free(t);
+            sp_tok_free(t);
             continue;
         }
         CHECK(t != NULL, "pre %s: %s", pres[k], err.msg);
@@ -120,12 +120,12 @@ static void test_pre_families(void) {
         int32_t *ids;
         int n;
         char *dec = NULL;
-        CHECK(tok_encode(t, text, strlen(text), 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
+        CHECK(sp_tok_encode(t, text, strlen(text), 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
         CHECK(n == (int)strlen(text), "pre %s: %d ids for %zu bytes", pres[k], n, strlen(text));
-        CHECK(tok_decode(t, ids, n, &dec, &err) == 0 && !strcmp(dec, text), "pre %s: round trip", pres[k]);
+        CHECK(sp_tok_decode(t, ids, n, &dec, &err) == 0 && !strcmp(dec, text), "pre %s: round trip", pres[k]);
         free(dec);
         free(ids);
-        tok_free(t);
+        sp_tok_free(t);
     }
     remove(path);
 }

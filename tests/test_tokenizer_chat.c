@@ -34,7 +34,7 @@ static tok_tokenizer *make(const char *template_text) {
     strcat(doc, v + 5);
     snprintf(cfg, sizeof cfg, "{\"eos_token\":\"<|im_end|>\",\"chat_template\":\"%s\"}", template_text);
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_json_mem(doc, strlen(doc), template_text ? cfg : NULL, "chat.json", &err);
+    tok_tokenizer *t = sp_tok_load_json_mem(doc, strlen(doc), template_text ? cfg : NULL, "chat.json", &err);
     CHECK(t != NULL, "%s", err.msg);
     free(vocab);
     free(doc);
@@ -44,7 +44,7 @@ static tok_tokenizer *make(const char *template_text) {
 static void render_is(tok_tokenizer *t, const char *name, const tok_msg *m, int n, int gen, const char *want) {
     char *out = NULL;
     sp_err err = {0};
-    CHECK(tok_chat_render(t, name, m, n, gen, &out, &err) == 0, "%s: %s", name ? name : "auto", err.msg);
+    CHECK(sp_tok_chat_render(t, name, m, n, gen, &out, &err) == 0, "%s: %s", name ? name : "auto", err.msg);
     CHECK(out && !strcmp(out, want), "%s rendered:\n%s\n--- expected:\n%s", name ? name : "auto", out ? out : "", want);
     free(out);
 }
@@ -59,7 +59,7 @@ static const tok_msg conv[] = {
 static void test_qwen3(void) {
     tok_tokenizer *t = make("{%- for message in messages %}<|im_start|>{{ message.role }}...");
     if (!t) return;
-    CHECK(tok_chat_detect(t) && !strcmp(tok_chat_detect(t), "qwen3"), "detect qwen3");
+    CHECK(sp_tok_chat_detect(t) && !strcmp(sp_tok_chat_detect(t), "qwen3"), "detect qwen3");
     render_is(t, NULL, conv, 4, 1,
               "<|im_start|>system\nYou are terse.<|im_end|>\n"
               "<|im_start|>user\n Hi there <|im_end|>\n"
@@ -69,23 +69,23 @@ static void test_qwen3(void) {
     /* the markers are single special tokens when encoded with parse_special */
     char *out = NULL;
     sp_err err = {0};
-    tok_chat_render(t, "qwen3", conv + 1, 1, 1, &out, &err);
+    sp_tok_chat_render(t, "qwen3", conv + 1, 1, 1, &out, &err);
     int32_t *ids;
     int n;
-    CHECK(out && tok_encode(t, out, strlen(out), 0, 1, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(out && sp_tok_encode(t, out, strlen(out), 0, 1, &ids, &n, &err) == 0, "%s", err.msg);
     int starts = 0, ends = 0;
     for (int i = 0; out && i < n; i++) starts += ids[i] == 256, ends += ids[i] == 257;
     CHECK(starts == 2 && ends == 1, "markers: %d starts, %d ends", starts, ends);
-    CHECK(tok_is_eog(t, 257), "<|im_end|> is end of generation");
+    CHECK(sp_tok_is_eog(t, 257), "<|im_end|> is end of generation");
     free(ids);
     free(out);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 static void test_llama3_gemma(void) {
     tok_tokenizer *t = make("{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>");
     if (!t) return;
-    CHECK(tok_chat_detect(t) && !strcmp(tok_chat_detect(t), "llama3"), "detect llama3");
+    CHECK(sp_tok_chat_detect(t) && !strcmp(sp_tok_chat_detect(t), "llama3"), "detect llama3");
     render_is(t, NULL, conv + 1, 1, 1,
               "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
               "<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -98,14 +98,14 @@ static void test_llama3_gemma(void) {
     tok_msg bad[2] = {{"user", "a"}, {"user", "b"}};
     char *out = NULL;
     sp_err err = {0};
-    CHECK(tok_chat_render(t, "gemma3", bad, 2, 1, &out, &err) == -1 && strstr(err.msg, "alternate"), "%s", err.msg);
-    tok_free(t);
+    CHECK(sp_tok_chat_render(t, "gemma3", bad, 2, 1, &out, &err) == -1 && strstr(err.msg, "alternate"), "%s", err.msg);
+    sp_tok_free(t);
     t = make("{{ messages[0]['content'] }}<start_of_turn>");
-    CHECK(t && !strcmp(tok_chat_detect(t), "gemma3"), "detect gemma3");
-    tok_free(t);
+    CHECK(t && !strcmp(sp_tok_chat_detect(t), "gemma3"), "detect gemma3");
+    sp_tok_free(t);
     t = make("{{ '<|turn>' + role }}");
-    CHECK(t && !strcmp(tok_chat_detect(t), "gemma4"), "detect gemma4");
-    tok_free(t);
+    CHECK(t && !strcmp(sp_tok_chat_detect(t), "gemma4"), "detect gemma4");
+    sp_tok_free(t);
 }
 
 static void test_unknown(void) {
@@ -113,15 +113,15 @@ static void test_unknown(void) {
     if (!t) return;
     char *out = NULL;
     sp_err err = {0};
-    CHECK(tok_chat_render(t, NULL, conv, 2, 1, &out, &err) == -1, "unknown template rendered");
+    CHECK(sp_tok_chat_render(t, NULL, conv, 2, 1, &out, &err) == -1, "unknown template rendered");
     CHECK(strstr(err.msg, "--chat-template") != NULL, "message does not name the flag: %s", err.msg);
-    CHECK(tok_chat_render(t, "vicuna", conv, 2, 1, &out, &err) == -1 && strstr(err.msg, "--chat-template"),
+    CHECK(sp_tok_chat_render(t, "vicuna", conv, 2, 1, &out, &err) == -1 && strstr(err.msg, "--chat-template"),
           "unknown name: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
     t = make(NULL);
-    CHECK(t && tok_chat_render(t, NULL, conv, 2, 1, &out, &err) == -1 && strstr(err.msg, "no chat_template"),
+    CHECK(t && sp_tok_chat_render(t, NULL, conv, 2, 1, &out, &err) == -1 && strstr(err.msg, "no chat_template"),
           "no template: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 int main(void) {

@@ -28,7 +28,7 @@ static const char *good =
     "\"merges\":[\"a b\",[\"ab\",\"c\"]]}}";
 
 static tok_tokenizer *load_str(const char *s, size_t n, sp_err *err) {
-    return tok_load_json_mem(s, n, NULL, "test.json", err);
+    return sp_tok_load_json_mem(s, n, NULL, "test.json", err);
 }
 
 static void test_good_json(void) {
@@ -38,10 +38,10 @@ static void test_good_json(void) {
     if (!t) return;
     int32_t *ids;
     int n;
-    CHECK(tok_encode(t, "abc ab<s>", 9, 0, 1, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_encode(t, "abc ab<s>", 9, 0, 1, &ids, &n, &err) == 0, "%s", err.msg);
     CHECK(n == 4 && ids[0] == 4 && ids[1] == 5 && ids[2] == 3 && ids[3] == 6, "n=%d", n);
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 /* an added token with "normalized": true matches the normalized text (here lowercased) */
@@ -57,10 +57,10 @@ static void test_normalized_added(void) {
     if (!t) return;
     int32_t *ids;
     int n;
-    CHECK(tok_encode(t, "HEY hey", 7, 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_encode(t, "HEY hey", 7, 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
     CHECK(n == 3 && ids[0] == 4 && ids[1] == 3 && ids[2] == 4, "n=%d", n);
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 /* replace the first occurrence of `from` in good by `to`, load, expect failure naming `want` */
@@ -79,7 +79,7 @@ static void expect_fail(const char *from, const char *to, const char *want) {
     CHECK(t == NULL, "loaded despite '%s' -> '%s'", from, to);
     CHECK(strstr(err.msg, want) != NULL, "error for '%s'->'%s' is \"%s\" (expected to mention '%s')", from,
           to, err.msg, want);
-    tok_free(t);
+    sp_tok_free(t);
     free(s);
 }
 
@@ -122,7 +122,7 @@ static void test_truncated_json(void) {
         sp_err err = {0};
         tok_tokenizer *t = load_str(good, cut, &err);
         CHECK(t == NULL && err.msg[0], "truncated at %zu loaded", cut);
-        tok_free(t);
+        sp_tok_free(t);
     }
     /* a real file cut at a few places (llama.cpp-sized, without npm: the llama2 json is
      * not needed; use the fixture repeated inside a big vocab instead) */
@@ -134,11 +134,11 @@ static void test_truncated_json(void) {
     sp_err err = {0};
     tok_tokenizer *t = load_str(s, k, &err);
     CHECK(t != NULL, "big vocab: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
     for (size_t cut = 1; cut < k; cut += k / 37) {
         t = load_str(s, cut, &err);
         CHECK(t == NULL, "big vocab truncated at %zu loaded", cut);
-        tok_free(t);
+        sp_tok_free(t);
     }
     free(s);
 }
@@ -154,12 +154,12 @@ static void test_bad_gguf(void) {
     size_t cuts[] = {0, 3, 8, 20, 24, 30, 100, 1000, n / 3, n / 2, n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         CHECK(sp_write_file_atomic(path, buf, cuts[i], &err) == 0, "%s", err.msg);
-        gguf_file *g = gguf_open(path, &err);
-        tok_tokenizer *t = g ? NULL : tok_load_gguf(path, &err);
+        gguf_file *g = sp_gguf_open(path, &err);
+        tok_tokenizer *t = g ? NULL : sp_tok_load_gguf(path, &err);
         CHECK(g == NULL && t == NULL, "truncated GGUF (%zu of %zu bytes) opened", cuts[i], n);
         CHECK(strstr(err.msg, path) != NULL, "message does not name the file: %s", err.msg);
-        gguf_close(g);
-        tok_free(t);
+        sp_gguf_close(g);
+        sp_tok_free(t);
     }
     /* huge kv count, huge string length, bad value type */
     char *bad = malloc(n);
@@ -167,28 +167,28 @@ static void test_bad_gguf(void) {
     memcpy(bad, buf, n);
     memcpy(bad + 16, &huge, 8);
     sp_write_file_atomic(path, bad, n, &err);
-    CHECK(gguf_open(path, &err) == NULL, "huge kv count accepted");
+    CHECK(sp_gguf_open(path, &err) == NULL, "huge kv count accepted");
     memcpy(bad, buf, n);
     memcpy(bad + 24, &huge, 8); /* first key's length */
     sp_write_file_atomic(path, bad, n, &err);
-    CHECK(gguf_open(path, &err) == NULL, "huge key length accepted");
+    CHECK(sp_gguf_open(path, &err) == NULL, "huge key length accepted");
     memcpy(bad, buf, n);
     uint64_t klen;
     memcpy(&klen, buf + 24, 8);
     uint32_t ty = 99;
     memcpy(bad + 32 + klen, &ty, 4);
     sp_write_file_atomic(path, bad, n, &err);
-    CHECK(gguf_open(path, &err) == NULL && strstr(err.msg, "type"), "bad type accepted: %s", err.msg);
+    CHECK(sp_gguf_open(path, &err) == NULL && strstr(err.msg, "type"), "bad type accepted: %s", err.msg);
     /* the intact file still opens and has the tokenizer keys */
     sp_write_file_atomic(path, buf, n, &err);
-    gguf_file *g = gguf_open(path, &err);
+    gguf_file *g = sp_gguf_open(path, &err);
     CHECK(g != NULL, "%s", err.msg);
     gguf_str model;
-    CHECK(g && gguf_get_str(g, "tokenizer.ggml.model", &model, &err) == 0 && model.len == 4 &&
+    CHECK(g && sp_gguf_get_str(g, "tokenizer.ggml.model", &model, &err) == 0 && model.len == 4 &&
               !memcmp(model.ptr, "gpt2", 4), "tokenizer.ggml.model");
     int64_t v;
-    CHECK(g && gguf_get_i64(g, "tokenizer.ggml.model", &v, &err) == -1, "string read as int");
-    gguf_close(g);
+    CHECK(g && sp_gguf_get_i64(g, "tokenizer.ggml.model", &v, &err) == -1, "string read as int");
+    sp_gguf_close(g);
     remove(path);
     free(bad);
     free(buf);
@@ -219,28 +219,28 @@ static void test_gguf_tensors(void) {
     wbuf b = gguf_with_tensors(32, 0);
     sp_write_file_atomic(path, b.p, b.n, &err);
     free(b.p);
-    gguf_file *g = gguf_open(path, &err);
+    gguf_file *g = sp_gguf_open(path, &err);
     CHECK(g != NULL, "%s", err.msg);
     if (g) {
         CHECK(g->n_tensors == 2 && g->alignment == 32, "n_tensors %llu", (unsigned long long)g->n_tensors);
-        const gguf_tensor_info *ta = gguf_find_tensor(g, "a"), *tb = gguf_find_tensor(g, "b");
+        const gguf_tensor_info *ta = sp_gguf_find_tensor(g, "a"), *tb = sp_gguf_find_tensor(g, "b");
         CHECK(ta && ta->n_dims == 2 && ta->dims[0] == 3 && ta->dims[1] == 2 && ta->nbytes == 24, "tensor a");
         CHECK(tb && tb->type == 8 && tb->nbytes == 68, "tensor b (Q8_0, 2 blocks of 34 bytes)");
-        const float *pa = ta ? gguf_tensor_data(g, ta, &err) : NULL;
+        const float *pa = ta ? sp_gguf_tensor_data(g, ta, &err) : NULL;
         CHECK(pa && pa[0] == 1.0f && pa[5] == 6.0f, "tensor a data");
-        const unsigned char *pb = tb ? gguf_tensor_data(g, tb, &err) : NULL;
+        const unsigned char *pb = tb ? sp_gguf_tensor_data(g, tb, &err) : NULL;
         CHECK(pb && pb[0] == 0 && pb[67] == 67, "tensor b data");
-        CHECK(gguf_find_tensor(g, "c") == NULL, "absent tensor found");
-        gguf_close(g);
+        CHECK(sp_gguf_find_tensor(g, "c") == NULL, "absent tensor found");
+        sp_gguf_close(g);
     }
     b = gguf_with_tensors(40, 0); /* misaligned offset */
     sp_write_file_atomic(path, b.p, b.n, &err);
     free(b.p);
-    CHECK(gguf_open(path, &err) == NULL && strstr(err.msg, "aligned"), "misaligned offset: %s", err.msg);
+    CHECK(sp_gguf_open(path, &err) == NULL && strstr(err.msg, "aligned"), "misaligned offset: %s", err.msg);
     b = gguf_with_tensors(32, 1); /* data cut short */
     sp_write_file_atomic(path, b.p, b.n, &err);
     free(b.p);
-    CHECK(gguf_open(path, &err) == NULL && strstr(err.msg, "past the end"), "short data: %s", err.msg);
+    CHECK(sp_gguf_open(path, &err) == NULL && strstr(err.msg, "past the end"), "short data: %s", err.msg);
     remove(path);
 }
 
@@ -251,7 +251,7 @@ static uint64_t rng(uint64_t *s) {
 
 static int valid_utf8(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
-        int k = tok_utf8_valid_len((const uint8_t *)s + i, n - i);
+        int k = sp_tok_utf8_valid_len((const uint8_t *)s + i, n - i);
         if (!k) return 0;
         i += (size_t)k;
     }
@@ -267,7 +267,7 @@ static void test_invalid_utf8(void) {
         char path[128];
         sp_err err = {0};
         snprintf(path, sizeof path, VEC "ggml-vocab-%s.gguf", names[k]);
-        tok_tokenizer *t = tok_load_gguf(path, &err);
+        tok_tokenizer *t = sp_tok_load_gguf(path, &err);
         CHECK(t != NULL, "%s", err.msg);
         if (!t) continue;
         for (int r = 0; r < 200; r++) {
@@ -280,14 +280,14 @@ static void test_invalid_utf8(void) {
             int32_t *ids;
             int m;
             char *dec = NULL;
-            CHECK(tok_encode(t, x, n, 1, 1, &ids, &m, &err) == 0, "%s: %s", names[k], err.msg);
-            CHECK(tok_decode(t, ids, m, &dec, &err) == 0, "%s: %s", names[k], err.msg);
+            CHECK(sp_tok_encode(t, x, n, 1, 1, &ids, &m, &err) == 0, "%s: %s", names[k], err.msg);
+            CHECK(sp_tok_decode(t, ids, m, &dec, &err) == 0, "%s: %s", names[k], err.msg);
             CHECK(dec && valid_utf8(dec, strlen(dec)), "%s: decode is not valid UTF-8", names[k]);
             if (k == 0 && dec) {
                 tok_buf want = {0};
-                tok_utf8_lossy(&want, x, n, 1);
+                sp_tok_utf8_lossy(&want, x, n, 1);
                 CHECK(strlen(dec) == want.n && !memcmp(dec, want.p, want.n), "gpt-2 invalid UTF-8 round trip");
-                tok_buf_free(&want);
+                sp_tok_buf_free(&want);
             }
             if (k == 2) /* SentencePiece: invalid bytes become <0xHH> byte tokens */
                 for (int i = 0; i < m; i++) CHECK(ids[i] != 0, "llama-spm produced <unk>");
@@ -297,19 +297,19 @@ static void test_invalid_utf8(void) {
         /* ids out of range are an error, not a crash */
         int32_t bad[2] = {5, 1 << 30};
         char *dec = NULL;
-        CHECK(tok_decode(t, bad, 2, &dec, &err) == -1 && strstr(err.msg, "not in the vocabulary"), "bad id decoded");
-        tok_stream *s = tok_stream_new(t);
+        CHECK(sp_tok_decode(t, bad, 2, &dec, &err) == -1 && strstr(err.msg, "not in the vocabulary"), "bad id decoded");
+        tok_stream *s = sp_tok_stream_new(t);
         char out[8];
-        CHECK(tok_stream_push(s, -3, out, sizeof out) == -1, "stream accepted id -3");
-        tok_stream_free(s);
-        tok_free(t);
+        CHECK(sp_tok_stream_push(s, -3, out, sizeof out) == -1, "stream accepted id -3");
+        sp_tok_stream_free(s);
+        sp_tok_free(t);
     }
 }
 
 /* cutting SentencePiece words before safe "▁" never changes the ids (random texts) */
 static void test_safe_cuts(void) {
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_gguf(VEC "ggml-vocab-llama-spm.gguf", &err);
+    tok_tokenizer *t = sp_tok_load_gguf(VEC "ggml-vocab-llama-spm.gguf", &err);
     CHECK(t != NULL, "%s", err.msg);
     if (!t) return;
     CHECK(t->cut_ok, "llama-spm should allow cuts");
@@ -327,21 +327,21 @@ static void test_safe_cuts(void) {
         int32_t *a, *b;
         int na, nb;
         t->cut_ok = 1;
-        tok_encode(t, x, n, 0, 0, &a, &na, &err);
+        sp_tok_encode(t, x, n, 0, 0, &a, &na, &err);
         t->cut_ok = 0;
-        tok_encode(t, x, n, 0, 0, &b, &nb, &err);
+        sp_tok_encode(t, x, n, 0, 0, &b, &nb, &err);
         diff += !(na == nb && !memcmp(a, b, (size_t)na * sizeof *a));
         free(a);
         free(b);
     }
     CHECK(diff == 0, "%d of 300 random texts encode differently with cuts", diff);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 /* streaming with a tiny output buffer still hands out everything, in whole characters */
 static void test_stream_small_cap(void) {
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_gguf(VEC "ggml-vocab-qwen2.gguf", &err);
+    tok_tokenizer *t = sp_tok_load_gguf(VEC "ggml-vocab-qwen2.gguf", &err);
     if (!t) {
         CHECK(0, "%s", err.msg);
         return;
@@ -349,21 +349,21 @@ static void test_stream_small_cap(void) {
     const char *x = "héllo 🦙🦙 日本語 wörld";
     int32_t *ids;
     int n;
-    tok_encode(t, x, strlen(x), 0, 0, &ids, &n, &err);
-    tok_stream *s = tok_stream_new(t);
+    sp_tok_encode(t, x, strlen(x), 0, 0, &ids, &n, &err);
+    tok_stream *s = sp_tok_stream_new(t);
     char acc[256], out[5];
     size_t an = 0;
     for (int i = 0; i < n; i++) {
-        int w = tok_stream_push(s, ids[i], out, sizeof out);
+        int w = sp_tok_stream_push(s, ids[i], out, sizeof out);
         CHECK(w >= 0 && w <= 4, "w=%d", w);
         memcpy(acc + an, out, (size_t)w), an += (size_t)w;
     }
     int w;
-    while ((w = tok_stream_flush(s, out, sizeof out)) > 0) memcpy(acc + an, out, (size_t)w), an += (size_t)w;
+    while ((w = sp_tok_stream_flush(s, out, sizeof out)) > 0) memcpy(acc + an, out, (size_t)w), an += (size_t)w;
     CHECK(an == strlen(x) && !memcmp(acc, x, an), "stream with cap 5 gave %zu bytes", an);
-    tok_stream_free(s);
+    sp_tok_stream_free(s);
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 int main(void) {

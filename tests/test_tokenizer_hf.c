@@ -67,7 +67,7 @@ static void test_json_edges(void) {
     const char *big = "{\"model_max_length\": 1000000000000000019884624838656, \"neg\": -99999999999999999999,"
                       " \"max\": 9223372036854775807, \"min\": -9223372036854775808, \"edge\": 9223372036854775808,"
                       " \"r\": 1.5e3, \"s\": \"a 123456789012345678901234567890 b\"}";
-    json_t *j = hf_json_loadb(big, strlen(big), JSON_REJECT_DUPLICATES, "big", &err);
+    json_t *j = sp_hf_json_loadb(big, strlen(big), JSON_REJECT_DUPLICATES, "big", &err);
     CHECK(j != NULL, "%s", err.msg);
     if (j) {
         json_t *m = json_object_get(j, "model_max_length");
@@ -85,7 +85,7 @@ static void test_json_edges(void) {
     json_decref(j);
     /* lone surrogates -> U+FFFD; a proper pair and \u0000 kept; a BOM skipped */
     const char *sur = "\xEF\xBB\xBF{\"a\": \"x\\ud800y\", \"b\": \"\\udc00\", \"c\": \"\\ud83d\\ude00\", \"d\": \"n\\u0000n\"}";
-    j = hf_json_loadb(sur, strlen(sur), 0, "sur", &err);
+    j = sp_hf_json_loadb(sur, strlen(sur), 0, "sur", &err);
     CHECK(j != NULL, "%s", err.msg);
     if (j) {
         CHECK(!strcmp(json_string_value(json_object_get(j, "a")), "x\xEF\xBF\xBDy"), "lone high surrogate");
@@ -95,9 +95,9 @@ static void test_json_edges(void) {
     }
     json_decref(j);
     /* still strict elsewhere, with the source named */
-    CHECK(!hf_json_loadb("{\"a\": 1,}", 9, 0, "bad.json", &err) && strstr(err.msg, "bad.json: invalid JSON"), "%s",
+    CHECK(!sp_hf_json_loadb("{\"a\": 1,}", 9, 0, "bad.json", &err) && strstr(err.msg, "bad.json: invalid JSON"), "%s",
           err.msg);
-    CHECK(!hf_json_loadb("{\"a\": 1, \"a\": 2}", 16, JSON_REJECT_DUPLICATES, "dup.json", &err), "duplicates");
+    CHECK(!sp_hf_json_loadb("{\"a\": 1, \"a\": 2}", 16, JSON_REJECT_DUPLICATES, "dup.json", &err), "duplicates");
 }
 
 /* every tokenizer_config.json of the packages loads, Llama-3's huge model_max_length included */
@@ -107,7 +107,7 @@ static void test_real_configs(void) {
         char path[256];
         sp_err err = {0};
         snprintf(path, sizeof path, CACHE "%s/tokenizer_config.json", names[k]);
-        json_t *j = hf_json_load_file(path, 0, &err);
+        json_t *j = sp_hf_json_load_file(path, 0, &err);
         CHECK(j != NULL && json_is_object(j), "%s: %s", path, err.msg);
         json_t *m = json_object_get(j, "model_max_length");
         if (!strcmp(names[k], "llama3") || !strcmp(names[k], "llama2"))
@@ -115,9 +115,9 @@ static void test_real_configs(void) {
         if (!strcmp(names[k], "qwen3")) CHECK(json_integer_value(m) == 131072, "qwen3 model_max_length");
         json_decref(j);
         snprintf(path, sizeof path, CACHE "%s", names[k]);
-        tok_tokenizer *t = tok_load_dir(path, &err);
+        tok_tokenizer *t = sp_tok_load_dir(path, &err);
         CHECK(t != NULL, "%s: %s", path, err.msg);
-        tok_free(t);
+        sp_tok_free(t);
     }
 }
 
@@ -161,7 +161,7 @@ static tok_tokenizer *small(const char *post, const char *config) {
              "\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"ab\":3,\"abc\":4,\"\\u0120\":5},\"merges\":[\"a b\",\"ab c\"]}}",
              post);
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_json_mem(json, strlen(json), config, "small.json", &err);
+    tok_tokenizer *t = sp_tok_load_json_mem(json, strlen(json), config, "small.json", &err);
     CHECK(t != NULL, "%s: %s", post, err.msg);
     return t;
 }
@@ -171,11 +171,11 @@ static void expect(tok_tokenizer *t, const char *what, const int32_t *want, int 
     int n = 0;
     sp_err err = {0};
     if (!t) return;
-    CHECK(tok_encode(t, "abc", 3, 1, 1, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_encode(t, "abc", 3, 1, 1, &ids, &n, &err) == 0, "%s", err.msg);
     int same = n == nw && (n == 0 || !memcmp(ids, want, (size_t)n * sizeof *ids));
     CHECK(same, "%s: %d ids, first %d, want %d ids", what, n, n ? ids[0] : -1, nw);
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 static void test_post_processors(void) {
@@ -227,7 +227,7 @@ static void test_new_model_ids(void) {
         snprintf(rel, sizeof rel, "@T/nm-%s/config.json", cases[k].name);
         at_tmp(rel, path, sizeof path);
         sp_err err = {0};
-        json_t *c = hf_json_load_file(path, 0, &err);
+        json_t *c = sp_hf_json_load_file(path, 0, &err);
         CHECK(c != NULL, "%s", err.msg);
         json_t *b = json_object_get(c, "bos_token_id"), *e = json_object_get(c, "eos_token_id"),
                *p = json_object_get(c, "pad_token_id");
@@ -260,7 +260,7 @@ static void test_new_model_ids(void) {
                                {CACHE "qwen3", at_tmp("@T/nm-qwen3.gguf", g1, sizeof g1)}};
     for (int k = 0; k < 2; k++) {
         sp_err err = {0};
-        tok_tokenizer *js = tok_load_dir(pairs[k][0], &err), *gg = tok_load_gguf(pairs[k][1], &err);
+        tok_tokenizer *js = sp_tok_load_dir(pairs[k][0], &err), *gg = sp_tok_load_gguf(pairs[k][1], &err);
         CHECK(js && gg, "%s", err.msg);
         int same = 0;
         for (int i = 0; js && gg && i < TOK_CORPUS_N; i++) {
@@ -268,12 +268,12 @@ static void test_new_model_ids(void) {
             size_t n = tok_corpus[i].n ? tok_corpus[i].n : strlen(x);
             int32_t *a = NULL, *b = NULL;
             int na = 0, nb = 0;
-            CHECK(tok_encode(js, x, n, 0, 0, &a, &na, &err) == 0, "%s", err.msg);
+            CHECK(sp_tok_encode(js, x, n, 0, 0, &a, &na, &err) == 0, "%s", err.msg);
             utf8proc_uint8_t *m = NULL; /* qwen3's tokenizer.json normalizes to NFC; llama3_1's has none */
             utf8proc_ssize_t mn = k == 1 ? utf8proc_map((const utf8proc_uint8_t *)x, (utf8proc_ssize_t)n, &m,
                                                         UTF8PROC_STABLE | UTF8PROC_COMPOSE)
                                          : -1;
-            CHECK(tok_encode(gg, mn >= 0 ? (const char *)m : x, mn >= 0 ? (size_t)mn : n, 0, 0, &b, &nb, &err) == 0,
+            CHECK(sp_tok_encode(gg, mn >= 0 ? (const char *)m : x, mn >= 0 ? (size_t)mn : n, 0, 0, &b, &nb, &err) == 0,
                   "%s", err.msg);
             free(m);
             same += na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
@@ -282,8 +282,8 @@ static void test_new_model_ids(void) {
         }
         printf("  %s: %d/%d corpus entries equal its exported GGUF's\n", pairs[k][0], same, TOK_CORPUS_N);
         CHECK(same == TOK_CORPUS_N, "%s vs %s: %d of %d", pairs[k][0], pairs[k][1], same, TOK_CORPUS_N);
-        tok_free(js);
-        tok_free(gg);
+        sp_tok_free(js);
+        sp_tok_free(gg);
     }
     CHECK(run_sh("rm -rf @T/nm-*") == 0, "cleanup");
 }
@@ -322,7 +322,7 @@ static void check_rss_linear(void) {
 
 static void test_limits(void) {
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_dir(CACHE "qwen3", &err), *l = tok_load_dir(CACHE "llama3_1", &err);
+    tok_tokenizer *t = sp_tok_load_dir(CACHE "qwen3", &err), *l = sp_tok_load_dir(CACHE "llama3_1", &err);
     CHECK(t && l, "%s", err.msg);
     static const char *unit[] = {"space", "newline", "space tab", "a", "7", "!", "U+4E2D", "CR LF space"};
     static const char *raw[] = {" ", "\n", " \t", "a", "7", "!", "\xE4\xB8\xAD", "\r\n "};
@@ -336,16 +336,16 @@ static void test_limits(void) {
             int32_t *ids = NULL;
             int nid = 0;
             char *dec = NULL;
-            CHECK(tok_encode(tk, text, n, 0, 0, &ids, &nid, &err) == 0, "run of '%s': %s", unit[u], err.msg);
-            CHECK(nid > 0 && tok_decode(tk, ids, nid, &dec, &err) == 0 && strlen(dec) == n && !memcmp(dec, text, n),
+            CHECK(sp_tok_encode(tk, text, n, 0, 0, &ids, &nid, &err) == 0, "run of '%s': %s", unit[u], err.msg);
+            CHECK(nid > 0 && sp_tok_decode(tk, ids, nid, &dec, &err) == 0 && strlen(dec) == n && !memcmp(dec, text, n),
                   "run of '%s' (%s): %d ids do not decode back", unit[u], k ? "llama3_1" : "qwen3", nid);
             free(ids);
             free(dec);
         }
     }
     free(text);
-    tok_free(t);
-    tok_free(l);
+    sp_tok_free(t);
+    sp_tok_free(l);
 #if !defined(__SANITIZE_ADDRESS__)
     check_rss_linear();
 #endif
@@ -356,7 +356,7 @@ static void test_limits(void) {
                       "| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},"
                       "\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]},"
                       "\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\u0120\":0,\"a\":1},\"merges\":[]}}";
-    t = tok_load_json_mem(ll3, strlen(ll3), NULL, "llama3-split.json", &err);
+    t = sp_tok_load_json_mem(ll3, strlen(ll3), NULL, "llama3-split.json", &err);
     CHECK(t != NULL, "%s", err.msg);
     size_t big = 10u << 20;
     char *spaces = malloc(big);
@@ -364,22 +364,22 @@ static void test_limits(void) {
         memset(spaces, ' ', big);
         int32_t *ids = NULL;
         int nid = 0;
-        CHECK(tok_encode(t, spaces, big, 0, 0, &ids, &nid, &err) == 0, "10 MiB of spaces: %s", err.msg);
+        CHECK(sp_tok_encode(t, spaces, big, 0, 0, &ids, &nid, &err) == 0, "10 MiB of spaces: %s", err.msg);
         CHECK(nid == (int)big && ids[0] == 0 && ids[nid - 1] == 0, "10 MiB of spaces: %d ids", nid);
         free(ids);
     }
     free(spaces);
-    tok_free(t);
+    sp_tok_free(t);
     /* an id far beyond the tokens: an error naming it, before any table is allocated */
     const char *huge = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":67108863},\"merges\":[]}}";
-    t = tok_load_json_mem(huge, strlen(huge), NULL, "huge.json", &err);
+    t = sp_tok_load_json_mem(huge, strlen(huge), NULL, "huge.json", &err);
     CHECK(!t && strstr(err.msg, "67108863") && strstr(err.msg, "dense"), "huge id: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
     const char *huge2 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
                         "\"added_tokens\":[{\"id\":67108863,\"content\":\"<x>\",\"special\":true}]}";
-    t = tok_load_json_mem(huge2, strlen(huge2), NULL, "huge2.json", &err);
+    t = sp_tok_load_json_mem(huge2, strlen(huge2), NULL, "huge2.json", &err);
     CHECK(!t && strstr(err.msg, "67108863"), "huge added id: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 int main(int argc, char **argv) {

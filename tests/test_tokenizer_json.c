@@ -36,7 +36,7 @@ static void test_fetch_and_load(void) {
         char dir[128];
         sp_err err = {0};
         snprintf(dir, sizeof dir, CACHE "%s", names[k]);
-        toks[k] = tok_load_dir(dir, &err);
+        toks[k] = sp_tok_load_dir(dir, &err);
         CHECK(toks[k] != NULL, "%s: %s", dir, err.msg);
     }
 }
@@ -53,8 +53,8 @@ static void test_round_trip(void) {
             int nid;
             char *dec = NULL;
             sp_err err = {0};
-            CHECK(tok_encode(t, x, n, 0, 0, &ids, &nid, &err) == 0, "%s: %s", names[k], err.msg);
-            CHECK(tok_decode(t, ids, nid, &dec, &err) == 0, "%s: %s", names[k], err.msg);
+            CHECK(sp_tok_encode(t, x, n, 0, 0, &ids, &nid, &err) == 0, "%s: %s", names[k], err.msg);
+            CHECK(sp_tok_decode(t, ids, nid, &dec, &err) == 0, "%s: %s", names[k], err.msg);
             char *want = (char *)x;
             size_t wn = n;
             if (nfc) {
@@ -77,10 +77,10 @@ static void test_round_trip(void) {
  * normalizes nothing), so the GGUF side gets NFC(x) */
 static void compare_family(tok_tokenizer *js, const char *gguf, const char *what, int nfc) {
     sp_err err = {0};
-    tok_tokenizer *g = tok_load_gguf(gguf, &err);
+    tok_tokenizer *g = sp_tok_load_gguf(gguf, &err);
     CHECK(g != NULL, "%s: %s", gguf, err.msg);
     if (!g || !js) {
-        tok_free(g);
+        sp_tok_free(g);
         return;
     }
     int same = 0, total = 0;
@@ -88,13 +88,13 @@ static void compare_family(tok_tokenizer *js, const char *gguf, const char *what
         for (int i = 0; i < TOK_CORPUS_N; i++) {
             int32_t *a, *b;
             int na, nb;
-            CHECK(tok_encode(js, tok_corpus[i].s, clen(i), 0, ps, &a, &na, &err) == 0, "%s", err.msg);
+            CHECK(sp_tok_encode(js, tok_corpus[i].s, clen(i), 0, ps, &a, &na, &err) == 0, "%s", err.msg);
             utf8proc_uint8_t *m = NULL;
             utf8proc_ssize_t mn = nfc ? utf8proc_map((const utf8proc_uint8_t *)tok_corpus[i].s, (utf8proc_ssize_t)clen(i),
                                                      &m, UTF8PROC_STABLE | UTF8PROC_COMPOSE)
                                       : -1;
-            if (mn >= 0) CHECK(tok_encode(g, (const char *)m, (size_t)mn, 0, ps, &b, &nb, &err) == 0, "%s", err.msg);
-            else CHECK(tok_encode(g, tok_corpus[i].s, clen(i), 0, ps, &b, &nb, &err) == 0, "%s", err.msg);
+            if (mn >= 0) CHECK(sp_tok_encode(g, (const char *)m, (size_t)mn, 0, ps, &b, &nb, &err) == 0, "%s", err.msg);
+            else CHECK(sp_tok_encode(g, tok_corpus[i].s, clen(i), 0, ps, &b, &nb, &err) == 0, "%s", err.msg);
             free(m);
             int eq = na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
             total++;
@@ -111,11 +111,11 @@ static void compare_family(tok_tokenizer *js, const char *gguf, const char *what
         }
     printf("  %s: %d/%d corpus encodings identical\n", what, same, total);
     CHECK(same == total, "%s: %d of %d identical", what, same, total);
-    tok_free(g);
+    sp_tok_free(g);
 }
 
 static int write_llama_gguf(tok_tokenizer *t, const char *path) {
-    int n = tok_vocab_size(t);
+    int n = sp_tok_vocab_size(t);
     float *score = malloc((size_t)n * sizeof *score);
     for (int i = 0; i < n; i++) score[i] = -1e9f;
     /* rank of the first merge producing each piece: replay the json's merge table */
@@ -127,7 +127,7 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
         size_t k = 0;
         for (const char *c = ms; c && *c && k < sizeof buf - 1; c++) /* "a b" -> "ab" */
             if (*c != ' ') buf[k++] = *c;
-        int32_t id = tok_token_id(t, buf, k);
+        int32_t id = sp_tok_token_id(t, buf, k);
         if (id >= 0 && score[id] < -1e8f) score[id] = (float)-(double)r;
     }
     json_decref(root);
@@ -139,7 +139,7 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
     wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         size_t l;
-        const char *s = tok_token_text(t, i, &l);
+        const char *s = sp_tok_token_text(t, i, &l);
         wstrn(&b, s, l);
     }
     wkey(&b, "tokenizer.ggml.scores", 9), w32(&b, 6), w64(&b, (uint64_t)n);
@@ -147,7 +147,7 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
     wkey(&b, "tokenizer.ggml.token_type", 9), w32(&b, 5), w64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         size_t l;
-        const char *s = tok_token_text(t, i, &l);
+        const char *s = sp_tok_token_text(t, i, &l);
         int32_t ty = i == 0 ? 2 : i <= 2 ? 3 : (l == 6 && !memcmp(s, "<0x", 3)) ? 6 : 1;
         w32(&b, (uint32_t)ty);
     }
@@ -163,14 +163,14 @@ static int write_llama_gguf(tok_tokenizer *t, const char *path) {
 /* a GGUF "gemma4" vocab (docs/GGUF-FORMAT.md §6) written from the gemma3 tokenizer.json: tokens,
  * token types, "a b" merges; llama.cpp's gemma4 path must encode like the json */
 static int write_gemma4_gguf(tok_tokenizer *t, const char *path) {
-    int n = tok_vocab_size(t);
+    int n = sp_tok_vocab_size(t);
     json_t *root = json_load_file(CACHE "gemma3/tokenizer.json", 0, NULL);
     json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
     json_t *added = json_object_get(root, "added_tokens");
     int32_t *type = malloc((size_t)n * sizeof *type);
     for (int i = 0; i < n; i++) {
         size_t l;
-        const char *s = tok_token_text(t, i, &l);
+        const char *s = sp_tok_token_text(t, i, &l);
         type[i] = s && l == 6 && !memcmp(s, "<0x", 3) ? 6 : 1;
     }
     for (size_t i = 0; i < json_array_size(added); i++) {
@@ -185,7 +185,7 @@ static int write_gemma4_gguf(tok_tokenizer *t, const char *path) {
     wkey(&b, "tokenizer.ggml.tokens", 9), w32(&b, 8), w64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         size_t l;
-        const char *s = tok_token_text(t, i, &l);
+        const char *s = sp_tok_token_text(t, i, &l);
         wstrn(&b, s, l);
     }
     wkey(&b, "tokenizer.ggml.token_type", 9), w32(&b, 5), w64(&b, (uint64_t)n);
@@ -231,7 +231,7 @@ static void expect_ids(tok_tokenizer *t, const char *text, int add_bos, int ps, 
     int n;
     sp_err err = {0};
     if (!t) return;
-    CHECK(tok_encode(t, text, strlen(text), add_bos, ps, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_encode(t, text, strlen(text), add_bos, ps, &ids, &n, &err) == 0, "%s", err.msg);
     int eq = n == nw && !memcmp(ids, want, (size_t)n * sizeof *ids);
     CHECK(eq, "%s: \"%s\" -> %d ids (first %d), expected %d (first %d)", what, text, n, n ? ids[0] : -1,
           nw, want[0]);
@@ -244,30 +244,30 @@ static void test_specials(void) {
         CHECK(0, "tokenizers not loaded");
         return;
     }
-    CHECK(tok_bos(g) == 2 && tok_adds_bos(g), "gemma3 bos %d", tok_bos(g));
-    CHECK(tok_bos(l2) == 1 && tok_adds_bos(l2) && tok_eos(l2) == 2, "llama2 bos %d eos %d", tok_bos(l2), tok_eos(l2));
-    CHECK(tok_eos(q) == 151645 && !tok_adds_bos(q), "qwen3 eos %d", tok_eos(q));
-    CHECK(tok_is_eog(q, 151645) && tok_is_eog(q, 151643), "qwen3 eog");
-    CHECK(tok_is_eog(g, 106) && tok_is_eog(g, 1), "gemma3 eog <end_of_turn>=106, <eos>=1");
-    CHECK(tok_vocab_size(q) == 151669, "qwen3 vocab %d", tok_vocab_size(q));
-    CHECK(tok_vocab_size(g) == 262145, "gemma3 vocab %d", tok_vocab_size(g));
+    CHECK(sp_tok_bos(g) == 2 && sp_tok_adds_bos(g), "gemma3 bos %d", sp_tok_bos(g));
+    CHECK(sp_tok_bos(l2) == 1 && sp_tok_adds_bos(l2) && sp_tok_eos(l2) == 2, "llama2 bos %d eos %d", sp_tok_bos(l2), sp_tok_eos(l2));
+    CHECK(sp_tok_eos(q) == 151645 && !sp_tok_adds_bos(q), "qwen3 eos %d", sp_tok_eos(q));
+    CHECK(sp_tok_is_eog(q, 151645) && sp_tok_is_eog(q, 151643), "qwen3 eog");
+    CHECK(sp_tok_is_eog(g, 106) && sp_tok_is_eog(g, 1), "gemma3 eog <end_of_turn>=106, <eos>=1");
+    CHECK(sp_tok_vocab_size(q) == 151669, "qwen3 vocab %d", sp_tok_vocab_size(q));
+    CHECK(sp_tok_vocab_size(g) == 262145, "gemma3 vocab %d", sp_tok_vocab_size(g));
     /* special text: parsed with parse_special, plain text without */
     const int32_t im_end[] = {151645};
     expect_ids(q, "<|im_end|>", 0, 1, im_end, 1, "qwen3 special");
     int32_t *ids;
     int n;
     sp_err err = {0};
-    CHECK(tok_encode(q, "<|im_end|>", 10, 0, 0, &ids, &n, &err) == 0 && n > 1, "qwen3 unparsed special n=%d", n);
+    CHECK(sp_tok_encode(q, "<|im_end|>", 10, 0, 0, &ids, &n, &err) == 0 && n > 1, "qwen3 unparsed special n=%d", n);
     free(ids);
     /* non-special added tokens (<think>) match even without parse_special */
     const int32_t think[] = {151667};
     expect_ids(q, "<think>", 0, 0, think, 1, "qwen3 <think>");
     /* BOS from the post-processor */
-    CHECK(tok_encode(g, "Hi", 2, 1, 1, &ids, &n, &err) == 0 && n >= 2 && ids[0] == 2, "gemma3 BOS");
+    CHECK(sp_tok_encode(g, "Hi", 2, 1, 1, &ids, &n, &err) == 0 && n >= 2 && ids[0] == 2, "gemma3 BOS");
     free(ids);
-    CHECK(tok_encode(l2, "Hi", 2, 1, 1, &ids, &n, &err) == 0 && n >= 2 && ids[0] == 1, "llama2 BOS");
+    CHECK(sp_tok_encode(l2, "Hi", 2, 1, 1, &ids, &n, &err) == 0 && n >= 2 && ids[0] == 1, "llama2 BOS");
     free(ids);
-    CHECK(tok_encode(g, "<start_of_turn>user\nHi<end_of_turn>", 35, 0, 1, &ids, &n, &err) == 0 &&
+    CHECK(sp_tok_encode(g, "<start_of_turn>user\nHi<end_of_turn>", 35, 0, 1, &ids, &n, &err) == 0 &&
           n >= 3 && ids[0] == 105 && ids[n - 1] == 106, "gemma3 turn markers");
     free(ids);
 }
@@ -282,16 +282,16 @@ static void test_stream(void) {
             int n;
             char *whole = NULL;
             sp_err err = {0};
-            if (tok_encode(t, tok_corpus[i].s, clen(i), 0, 0, &ids, &n, &err)) continue;
-            tok_decode(t, ids, n, &whole, &err);
-            tok_stream *s = tok_stream_new(t);
+            if (sp_tok_encode(t, tok_corpus[i].s, clen(i), 0, 0, &ids, &n, &err)) continue;
+            sp_tok_decode(t, ids, n, &whole, &err);
+            tok_stream *s = sp_tok_stream_new(t);
             char acc[8192], chunk[64];
             size_t an = 0;
             int bad = 0;
             for (int j = 0; j <= n; j++) {
                 int w;
                 do {
-                    w = j < n ? tok_stream_push(s, ids[j], chunk, sizeof chunk) : tok_stream_flush(s, chunk, sizeof chunk);
+                    w = j < n ? sp_tok_stream_push(s, ids[j], chunk, sizeof chunk) : sp_tok_stream_flush(s, chunk, sizeof chunk);
                     if (w < 0) {
                         bad = 1;
                         break;
@@ -311,9 +311,9 @@ static void test_stream(void) {
             }
             /* drain anything a small chunk left behind */
             int w;
-            while ((w = tok_stream_flush(s, chunk, sizeof chunk)) > 0)
+            while ((w = sp_tok_stream_flush(s, chunk, sizeof chunk)) > 0)
                 if (an + (size_t)w < sizeof acc) memcpy(acc + an, chunk, (size_t)w), an += (size_t)w;
-            tok_stream_free(s);
+            sp_tok_stream_free(s);
             size_t wl = strlen(whole);
             if (i == 14) wl = an; /* NUL entry: strlen stops early */
             CHECK(!bad && an == wl && !memcmp(acc, whole, wl), "%s corpus[%d]: stream gave %zu bytes, decode %zu",
@@ -341,7 +341,7 @@ static void test_reference_ids(void) {
             char *nl = strchr(line, '\n');
             int32_t *ids;
             int n, ok = 1, j = 0;
-            CHECK(tok_encode(toks[k], tok_corpus[i].s, clen(i), 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
+            CHECK(sp_tok_encode(toks[k], tok_corpus[i].s, clen(i), 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
             for (char *p = line; p < (nl ? nl : line + strlen(line));) {
                 char *q;
                 long v = strtol(p, &q, 10);
@@ -368,6 +368,6 @@ int main(void) {
     RUN(test_json_equals_gguf);
     RUN(test_specials);
     RUN(test_stream);
-    for (int k = 0; k < 4; k++) tok_free(toks[k]);
+    for (int k = 0; k < 4; k++) sp_tok_free(toks[k]);
     return harness_done("test_tokenizer_json");
 }

@@ -58,7 +58,7 @@ static tok_tokenizer *family_vocab_flags(const char *pre, int raw, int flags, sp
     }
     sp_write_file_atomic(GGUF_PATH, b.p, b.n, err);
     free(b.p);
-    return tok_load_gguf(GGUF_PATH, err);
+    return sp_tok_load_gguf(GGUF_PATH, err);
 }
 
 static tok_tokenizer *family_vocab(const char *pre, int raw, sp_err *err) {
@@ -83,12 +83,12 @@ static void test_gguf_bos_eos_keys(void) {
         int32_t *ids = NULL;
         int n = 0;
         char got[16] = {0};
-        CHECK(tok_encode(t, "x", 1, 1, 0, &ids, &n, &err) == 0, "%s", err.msg);
+        CHECK(sp_tok_encode(t, "x", 1, 1, 0, &ids, &n, &err) == 0, "%s", err.msg);
         for (int i = 0; i < n && i < 15; i++) got[i] = (char)ids[i];
         CHECK(!strcmp(got, cases[k].want), "%s flags %d: '%s', want '%s'", cases[k].pre, cases[k].flags, got,
               cases[k].want);
         free(ids);
-        tok_free(t);
+        sp_tok_free(t);
     }
     remove(GGUF_PATH);
 }
@@ -99,7 +99,7 @@ static void pieces(tok_tokenizer *t, const char *text, char *out, size_t cap) {
     tok_pieces w = {0};
     sp_err err = {0};
     out[0] = 0;
-    if (tok_normalize(t, text, strlen(text), &norm, &err) || tok_pretokenize(t, norm.p, norm.n, 1, &w, &err)) {
+    if (sp_tok_normalize(t, text, strlen(text), &norm, &err) || sp_tok_pretokenize(t, norm.p, norm.n, 1, &w, &err)) {
         snprintf(out, cap, "error: %.200s", err.msg);
     } else {
         size_t o = 0;
@@ -111,8 +111,8 @@ static void pieces(tok_tokenizer *t, const char *text, char *out, size_t cap) {
         }
         out[o] = 0;
     }
-    tok_buf_free(&norm);
-    tok_pieces_free(&w);
+    sp_tok_buf_free(&norm);
+    sp_tok_pieces_free(&w);
 }
 
 /* every name llama.cpp (de3ff81) accepts for tokenizer.ggml.pre */
@@ -134,7 +134,7 @@ static void test_every_family(void) {
     size_t n_names = sizeof LLAMA_CPP_PRE / sizeof LLAMA_CPP_PRE[0];
     for (size_t k = 0; k < n_names; k++) {
         const char *name = LLAMA_CPP_PRE[k];
-        const tok_pre_family *f = tok_pre_family_find(name, strlen(name));
+        const tok_pre_family *f = sp_tok_pre_family_find(name, strlen(name));
         CHECK(f != NULL, "'%s' is not in the family table", name);
         if (!f) continue;
         sp_err err = {0};
@@ -144,27 +144,27 @@ static void test_every_family(void) {
         int32_t *ids = NULL;
         int n = 0;
         char *dec = NULL;
-        CHECK(tok_encode(t, text, strlen(text), 0, 0, &ids, &n, &err) == 0, "pre %s: %s", name, err.msg);
-        CHECK(tok_decode(t, ids, n, &dec, &err) == 0 && dec && !strcmp(dec, text), "pre %s: round trip gave '%s'",
+        CHECK(sp_tok_encode(t, text, strlen(text), 0, 0, &ids, &n, &err) == 0, "pre %s: %s", name, err.msg);
+        CHECK(sp_tok_decode(t, ids, n, &dec, &err) == 0 && dec && !strcmp(dec, text), "pre %s: round trip gave '%s'",
               name, dec ? dec : err.msg);
-        CHECK(tok_adds_bos(t) == 0 || (f->flags & TOK_PRE_ADD_BOS), "pre %s adds BOS", name);
+        CHECK(sp_tok_adds_bos(t) == 0 || (f->flags & TOK_PRE_ADD_BOS), "pre %s adds BOS", name);
         free(dec);
         free(ids);
-        tok_free(t);
+        sp_tok_free(t);
     }
     /* every table row is reached by some name above */
     int rows = 0;
-    for (const tok_pre_family *f; (f = tok_pre_family_at(rows)); rows++) {
+    for (const tok_pre_family *f; (f = sp_tok_pre_family_at(rows)); rows++) {
         int reached = 0;
         for (size_t k = 0; k < n_names && !reached; k++)
-            reached = tok_pre_family_find(LLAMA_CPP_PRE[k], strlen(LLAMA_CPP_PRE[k])) == f;
+            reached = sp_tok_pre_family_find(LLAMA_CPP_PRE[k], strlen(LLAMA_CPP_PRE[k])) == f;
         CHECK(reached, "row '%s' has no llama.cpp name", f->names);
     }
     printf("  %zu llama.cpp pre-tokenizer names in %d families load and round-trip\n", n_names, rows);
     sp_err err = {0};
     tok_tokenizer *t = family_vocab("no-such-pre", 0, &err);
     CHECK(!t && strstr(err.msg, "'no-such-pre'") && strstr(err.msg, "tokenizer.ggml.pre"), "unknown pre: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
     remove(GGUF_PATH);
 }
 
@@ -191,7 +191,7 @@ static void test_family_pieces(void) {
         {"starcoder", "x 42", "x| |4|2"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const tok_pre_family *f = tok_pre_family_find(cases[k].pre, strlen(cases[k].pre));
+        const tok_pre_family *f = sp_tok_pre_family_find(cases[k].pre, strlen(cases[k].pre));
         sp_err err = {0};
         tok_tokenizer *t = f ? family_vocab(cases[k].pre, (f->flags & TOK_PRE_RAW_UTF8) != 0, &err) : NULL;
         CHECK(t != NULL, "%s: %s", cases[k].pre, err.msg);
@@ -200,7 +200,7 @@ static void test_family_pieces(void) {
         pieces(t, cases[k].text, got, sizeof got);
         CHECK(!strcmp(got, cases[k].want), "%s: \"%s\" -> \"%s\", want \"%s\"", cases[k].pre, cases[k].text, got,
               cases[k].want);
-        tok_free(t);
+        sp_tok_free(t);
     }
     remove(GGUF_PATH);
 }
@@ -213,7 +213,7 @@ static tok_tokenizer *json_with(const char *norm, const char *pre) {
              "\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]}}",
              norm, pre);
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_json_mem(json, strlen(json), NULL, "test.json", &err);
+    tok_tokenizer *t = sp_tok_load_json_mem(json, strlen(json), NULL, "test.json", &err);
     CHECK(t != NULL, "%s / %s: %s", norm, pre, err.msg);
     return t;
 }
@@ -255,14 +255,14 @@ static void test_hf_pre_tokenizers(void) {
         pieces(t, cases[k].text, got, sizeof got);
         CHECK(!strcmp(got, cases[k].want), "%s: \"%s\" -> \"%s\", want \"%s\"", cases[k].pre, cases[k].text, got,
               cases[k].want);
-        tok_free(t);
+        sp_tok_free(t);
     }
     sp_err err = {0};
     const char *bad = "{\"pre_tokenizer\":{\"type\":\"UnicodeScripts\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},"
                       "\"merges\":[]}}";
-    tok_tokenizer *t = tok_load_json_mem(bad, strlen(bad), NULL, "bad.json", &err);
+    tok_tokenizer *t = sp_tok_load_json_mem(bad, strlen(bad), NULL, "bad.json", &err);
     CHECK(!t && strstr(err.msg, "UnicodeScripts"), "unsupported type named: %s", err.msg);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 static void test_hf_normalizers(void) {
@@ -293,11 +293,11 @@ static void test_hf_normalizers(void) {
         if (!t) continue;
         tok_buf out = {0};
         sp_err err = {0};
-        CHECK(tok_normalize(t, cases[k].text, strlen(cases[k].text), &out, &err) == 0, "%s", err.msg);
+        CHECK(sp_tok_normalize(t, cases[k].text, strlen(cases[k].text), &out, &err) == 0, "%s", err.msg);
         CHECK(out.p && !strcmp(out.p, cases[k].want), "%s: \"%s\" -> \"%s\", want \"%s\"", cases[k].norm,
               cases[k].text, out.p ? out.p : "", cases[k].want);
-        tok_buf_free(&out);
-        tok_free(t);
+        sp_tok_buf_free(&out);
+        sp_tok_free(t);
     }
 }
 
@@ -305,7 +305,7 @@ static int same_ids(tok_tokenizer *t, const char *a, const char *b) {
     int32_t *x = NULL, *y = NULL;
     int nx = 0, ny = 0;
     sp_err err = {0};
-    int ok = tok_encode(t, a, strlen(a), 0, 0, &x, &nx, &err) == 0 && tok_encode(t, b, strlen(b), 0, 0, &y, &ny, &err) == 0;
+    int ok = sp_tok_encode(t, a, strlen(a), 0, 0, &x, &nx, &err) == 0 && sp_tok_encode(t, b, strlen(b), 0, 0, &y, &ny, &err) == 0;
     int same = ok && nx == ny && !memcmp(x, y, (size_t)nx * sizeof *x);
     free(x);
     free(y);
@@ -322,8 +322,8 @@ static void test_declared_normalizer(void) {
     const char *dec = "caf" "e\xCC\x81", *comp = "caf\xC3\xA9";
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         sp_err err = {0};
-        tok_tokenizer *t = strstr(cases[k].where, ".gguf") ? tok_load_gguf(cases[k].where, &err)
-                                                           : tok_load_dir(cases[k].where, &err);
+        tok_tokenizer *t = strstr(cases[k].where, ".gguf") ? sp_tok_load_gguf(cases[k].where, &err)
+                                                           : sp_tok_load_dir(cases[k].where, &err);
         CHECK(t != NULL, "%s: %s", cases[k].where, err.msg);
         if (!t) continue;
         CHECK(same_ids(t, dec, comp) == cases[k].composes, "%s: decomposed and composed %s", cases[k].where,
@@ -331,13 +331,13 @@ static void test_declared_normalizer(void) {
         int32_t *ids = NULL;
         int n = 0;
         char *back = NULL;
-        CHECK(tok_encode(t, dec, strlen(dec), 0, 0, &ids, &n, &err) == 0 && tok_decode(t, ids, n, &back, &err) == 0,
+        CHECK(sp_tok_encode(t, dec, strlen(dec), 0, 0, &ids, &n, &err) == 0 && sp_tok_decode(t, ids, n, &back, &err) == 0,
               "%s", err.msg);
         CHECK(back && !strcmp(back, cases[k].composes ? comp : dec), "%s: decodes to '%s'", cases[k].where,
               back ? back : "");
         free(ids);
         free(back);
-        tok_free(t);
+        sp_tok_free(t);
     }
 }
 
@@ -350,23 +350,23 @@ static void test_parse_special_off(void) {
                                   "tests/data/peer-vectors/ggml-vocab-gpt-2.gguf"};
     for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
         sp_err err = {0};
-        tok_tokenizer *t = strstr(where[k], ".gguf") ? tok_load_gguf(where[k], &err) : tok_load_dir(where[k], &err);
+        tok_tokenizer *t = strstr(where[k], ".gguf") ? sp_tok_load_gguf(where[k], &err) : sp_tok_load_dir(where[k], &err);
         CHECK(t != NULL, "%s: %s", where[k], err.msg);
         if (!t) continue;
         int controls = 0, leaked = 0, users = 0, unmatched = 0;
-        for (int32_t id = 0; id < tok_vocab_size(t); id++) {
+        for (int32_t id = 0; id < sp_tok_vocab_size(t); id++) {
             size_t n;
-            const char *s = tok_token_text(t, id, &n);
-            int control = tok_is_special(t, id), user = s && (t->attr[id] & TOK_ATTR_USER);
+            const char *s = sp_tok_token_text(t, id, &n);
+            int control = sp_tok_is_special(t, id), user = s && (t->attr[id] & TOK_ATTR_USER);
             if (!s || n < 2 || (!control && !user)) continue;
             int32_t *ids = NULL, *with = NULL;
             int m = 0, mw = 0;
-            CHECK(tok_encode(t, s, n, 0, 0, &ids, &m, &err) == 0, "%s", err.msg);
-            CHECK(tok_encode(t, s, n, 0, 1, &with, &mw, &err) == 0, "%s", err.msg);
+            CHECK(sp_tok_encode(t, s, n, 0, 0, &ids, &m, &err) == 0, "%s", err.msg);
+            CHECK(sp_tok_encode(t, s, n, 0, 1, &with, &mw, &err) == 0, "%s", err.msg);
             if (control) {
                 controls++;
                 int any = 0;
-                for (int j = 0; j < m; j++) any |= tok_is_special(t, ids[j]);
+                for (int j = 0; j < m; j++) any |= sp_tok_is_special(t, ids[j]);
                 leaked += any;
                 CHECK(mw == 1 && with[0] == id, "%s: '%.*s' with parse_special is not id %d", where[k], (int)n, s, id);
             } else {
@@ -378,23 +378,23 @@ static void test_parse_special_off(void) {
         }
         CHECK(controls > 0 && leaked == 0, "%s: %d of %d control texts gave control ids", where[k], leaked, controls);
         CHECK(unmatched == 0, "%s: %d of %d user-defined tokens not matched", where[k], unmatched, users);
-        tok_free(t);
+        sp_tok_free(t);
     }
     /* a merge that would build a control token out of text does not apply */
     const char *j = "{\"added_tokens\":[{\"id\":4,\"content\":\"<s>\",\"special\":true}],\"pre_tokenizer\":null,"
                     "\"model\":{\"type\":\"BPE\",\"vocab\":{\"<\":0,\"s\":1,\">\":2,\"<s\":3,\"<s>\":4},"
                     "\"merges\":[\"< s\",\"<s >\"]}}";
     sp_err err = {0};
-    tok_tokenizer *t = tok_load_json_mem(j, strlen(j), NULL, "merge.json", &err);
+    tok_tokenizer *t = sp_tok_load_json_mem(j, strlen(j), NULL, "merge.json", &err);
     CHECK(t != NULL, "%s", err.msg);
     int32_t *ids = NULL;
     int n = 0;
-    CHECK(t && tok_encode(t, "<s>", 3, 0, 0, &ids, &n, &err) == 0 && n == 2 && ids[0] == 3 && ids[1] == 2,
+    CHECK(t && sp_tok_encode(t, "<s>", 3, 0, 0, &ids, &n, &err) == 0 && n == 2 && ids[0] == 3 && ids[1] == 2,
           "'<s>' without parse_special: %d ids", n);
     free(ids);
-    CHECK(t && tok_encode(t, "<s>", 3, 0, 1, &ids, &n, &err) == 0 && n == 1 && ids[0] == 4, "with parse_special");
+    CHECK(t && sp_tok_encode(t, "<s>", 3, 0, 1, &ids, &n, &err) == 0 && n == 1 && ids[0] == 4, "with parse_special");
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* test_tokenizer_train.c — tok_train_bpe: the written tokenizer.json loads back through the
+/* test_tokenizer_train.c — sp_tok_train_bpe: the written tokenizer.json loads back through the
  * loader, has the promised layout (specials 0..4, <0x00>.. at 5..260), round-trips the hard
  * corpus (uncovered characters through byte fallback), compresses its training text, and
  * training is deterministic (same bytes twice). */
@@ -41,8 +41,8 @@ static void test_train_and_load(void) {
     tok_train_opts o = {.vocab_size = 600, .char_coverage = 0.9995};
     sp_err err = {0};
     const char *p1 = "build/test-train-1.json", *p2 = "build/test-train-2.json";
-    CHECK(tok_train_bpe(texts, lens, 2, &o, p1, &err) == 0, "%s", err.msg);
-    CHECK(tok_train_bpe(texts, lens, 2, &o, p2, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_train_bpe(texts, lens, 2, &o, p1, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_train_bpe(texts, lens, 2, &o, p2, &err) == 0, "%s", err.msg);
     char *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
     sp_read_file(p1, &a, &na, &err);
@@ -50,27 +50,27 @@ static void test_train_and_load(void) {
     CHECK(a && b && na == nb && !memcmp(a, b, na), "training is not deterministic");
     free(a);
     free(b);
-    tok_tokenizer *t = tok_load_json(p1, &err);
+    tok_tokenizer *t = sp_tok_load_json(p1, &err);
     CHECK(t != NULL, "trained tokenizer does not load: %s", err.msg);
     if (!t) {
         free(text);
         return;
     }
-    CHECK(tok_vocab_size(t) == 600, "vocab size %d", tok_vocab_size(t));
+    CHECK(sp_tok_vocab_size(t) == 600, "vocab size %d", sp_tok_vocab_size(t));
     size_t l;
-    const char *s = tok_token_text(t, 2, &l);
-    CHECK(s && l == 5 && !memcmp(s, "<bos>", 5) && tok_bos(t) == 2 && tok_adds_bos(t), "bos");
-    s = tok_token_text(t, 5 + 0x0A, &l);
+    const char *s = sp_tok_token_text(t, 2, &l);
+    CHECK(s && l == 5 && !memcmp(s, "<bos>", 5) && sp_tok_bos(t) == 2 && sp_tok_adds_bos(t), "bos");
+    s = sp_tok_token_text(t, 5 + 0x0A, &l);
     CHECK(s && l == 6 && !memcmp(s, "<0x0A>", 6), "byte token layout");
-    CHECK(tok_eos(t) == 1 && tok_is_eog(t, 1), "eos");
+    CHECK(sp_tok_eos(t) == 1 && sp_tok_is_eog(t, 1), "eos");
     /* round trip, including characters never seen (byte fallback) */
     for (int i = 0; i < TOK_CORPUS_N; i++) {
         size_t n = tok_corpus[i].n ? tok_corpus[i].n : strlen(tok_corpus[i].s);
         int32_t *ids;
         int m;
         char *dec = NULL;
-        CHECK(tok_encode(t, tok_corpus[i].s, n, 0, 0, &ids, &m, &err) == 0, "%s", err.msg);
-        CHECK(tok_decode(t, ids, m, &dec, &err) == 0, "%s", err.msg);
+        CHECK(sp_tok_encode(t, tok_corpus[i].s, n, 0, 0, &ids, &m, &err) == 0, "%s", err.msg);
+        CHECK(sp_tok_decode(t, ids, m, &dec, &err) == 0, "%s", err.msg);
         CHECK(dec && !memcmp(dec, tok_corpus[i].s, n), "round trip of corpus[%d] gave \"%.60s\"", i, dec ? dec : "");
         for (int j = 0; j < m; j++) CHECK(ids[j] != 3, "corpus[%d]: <unk> despite byte fallback", i);
         free(dec);
@@ -79,13 +79,13 @@ static void test_train_and_load(void) {
     /* it compresses what it was trained on */
     int32_t *ids;
     int m;
-    CHECK(tok_encode(t, text, lens[0], 1, 0, &ids, &m, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_encode(t, text, lens[0], 1, 0, &ids, &m, &err) == 0, "%s", err.msg);
     CHECK(ids[0] == 2, "BOS first");
     double ratio = (double)lens[0] / m;
     printf("  trained 600 ids: %.2f bytes/token on the training text\n", ratio);
     CHECK(ratio > 3.0, "only %.2f bytes per token", ratio);
     free(ids);
-    tok_free(t);
+    sp_tok_free(t);
     remove(p1);
     remove(p2);
     free(text);
@@ -96,10 +96,10 @@ static void test_train_errors(void) {
     size_t lens[1] = {3};
     tok_train_opts o = {.vocab_size = 100};
     sp_err err = {0};
-    CHECK(tok_train_bpe(texts, lens, 1, &o, "build/never.json", &err) == -1 && strstr(err.msg, "vocab size"),
+    CHECK(sp_tok_train_bpe(texts, lens, 1, &o, "build/never.json", &err) == -1 && strstr(err.msg, "vocab size"),
           "tiny vocab accepted: %s", err.msg);
     o.vocab_size = 300;
-    CHECK(tok_train_bpe(texts, lens, 1, &o, "/nonexistent-dir/x.json", &err) == -1, "unwritable path accepted");
+    CHECK(sp_tok_train_bpe(texts, lens, 1, &o, "/nonexistent-dir/x.json", &err) == -1, "unwritable path accepted");
 }
 
 int main(void) {

@@ -38,7 +38,7 @@ typedef struct {
 } block_case;
 
 static double loss(block_case *c) {
-    tr_block_forward_f64(NULL, &c->d, &c->w, &c->io, c->x, c->y, &c->a);
+    sp_tr_block_forward_f64(NULL, &c->d, &c->w, &c->io, c->x, c->y, &c->a);
     double s = 0;
     for (size_t i = 0; i < (size_t)R * H; i++) s += c->r[i] * c->y[i];
     return s;
@@ -103,7 +103,7 @@ static void check_case(block_case *c, const char *name) {
     double *dx = malloc((size_t)R * H * sizeof *dx);
     memcpy(dx, c->r, (size_t)R * H * sizeof *dx); /* dL/dy = r */
     loss(c);
-    tr_block_backward_f64(NULL, &c->d, &c->w, &bg, &c->io, c->x, &c->a, &s, dx);
+    sp_tr_block_backward_f64(NULL, &c->d, &c->w, &bg, &c->io, c->x, &c->a, &s, dx);
 
     const char *names[14] = {"attn_norm", "wq", "wk", "wv", "wo", "q_norm", "k_norm", "attn_post_norm", "ffn_norm",
                              "ffn_post_norm", "w_gate", "w_up", "w_down", "x"};
@@ -195,7 +195,7 @@ static void test_gemma_block(void) {
     fa.kvin = NULL;
     loss(&c);
     sp_pool *pool = sp_pool_create(2);
-    tr_block_forward(pool, &d, &fw, &fio, fx, fy, &fa);
+    sp_tr_block_forward(pool, &d, &fw, &fio, fx, fy, &fa);
     sp_pool_free(pool);
     double worst = 0, mx = 0;
     for (int j = 0; j < R * H; j++) {

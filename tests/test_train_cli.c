@@ -38,7 +38,7 @@ static void test_commands(void) {
     snprintf(target, sizeof target, "%s/target", root);
     sp_err err;
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 2, .n_threads = 2};
-    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(target, &o, &err) == 0, "%s", err.msg);
     snprintf(p, sizeof p, "%s/bad.jsonl", root);
     FILE *f = fopen(p, "w");
     fprintf(f, "{\"ids\": [1, 2, 3], \"resp_start\": 1}\n{\"ids\": [1, 2,\n");

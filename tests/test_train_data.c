@@ -33,7 +33,7 @@ static void setup(void) {
     snprintf(corpus, sizeof corpus, "%s/corpus.jsonl", th_root);
     sp_err err;
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 3, .n_threads = 2};
-    CHECK(newmodel_write(th_target, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(th_target, &o, &err) == 0, "%s", err.msg);
     /* 5 records of prompts; responses regenerated greedily by the target */
     char text[4096] = "";
     for (int i = 0; i < 5; i++) {
@@ -55,10 +55,10 @@ static void test_regen_shards(void) {
     tr_regen_cfg c = regen_cfg();
     sp_err err;
     int w = -1, s = -1;
-    CHECK(tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg);
     CHECK(w == 3 && s == 0, "written %d skipped %d", w, s);
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
     CHECK(set.n_shards == 3 && set.H == 64 && set.m == 1 && set.tap_layers[0] == 0, "shards %d H %d m %d",
           set.n_shards, set.H, set.m);
     CHECK(set.shards[0].n_seq == 2 && set.shards[2].n_seq == 1, "records per shard");
@@ -90,17 +90,17 @@ static void test_regen_shards(void) {
     free(logits); free(hid); free(tap);
     sp_kv_free(kv);
     sp_model_free(m);
-    tr_shardset_close(&set);
+    sp_tr_shardset_close(&set);
 }
 
 static void test_rerun_and_torn_shard(void) {
     tr_regen_cfg c = regen_cfg();
     sp_err err;
     int w = -1, s = -1;
-    CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 0 && s == 3, "rerun: written %d skipped %d", w, s);
+    CHECK(sp_tr_regen_run(&c, &w, &s, &err) == 0 && w == 0 && s == 3, "rerun: written %d skipped %d", w, s);
     /* a killed writer: shard 1 lost its shard.json and has a truncated tensor file + a temp file */
     char p[512], sd[400];
-    tr_shard_dir(sd, sizeof sd, th_shards, 1);
+    sp_tr_shard_dir(sd, sizeof sd, th_shards, 1);
     snprintf(p, sizeof p, "%s/shard.json", sd);
     unlink(p);
     snprintf(p, sizeof p, "%s/model.safetensors", sd);
@@ -108,22 +108,22 @@ static void test_rerun_and_torn_shard(void) {
     snprintf(p, sizeof p, "%s/model.safetensors.tmp.999", sd);
     write_text(p, "garbage");
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 2, "torn shard not skipped: %s",
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 2, "torn shard not skipped: %s",
           err.msg);
-    tr_shardset_close(&set);
-    CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 1 && s == 2, "torn: written %d skipped %d", w, s);
-    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 3, "after rewrite: %s", err.msg);
-    tr_shardset_close(&set);
+    sp_tr_shardset_close(&set);
+    CHECK(sp_tr_regen_run(&c, &w, &s, &err) == 0 && w == 1 && s == 2, "torn: written %d skipped %d", w, s);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 3, "after rewrite: %s", err.msg);
+    sp_tr_shardset_close(&set);
     /* a damaged complete shard is an error naming the file */
     snprintf(p, sizeof p, "%s/model.safetensors", sd);
     CHECK(truncate(p, 100) == 0, "truncate");
-    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) != 0 && strstr(err.msg, "shard_00001"), "damaged: %s", err.msg);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) != 0 && strstr(err.msg, "shard_00001"), "damaged: %s", err.msg);
     /* ids outside the vocabulary */
-    CHECK(tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg); /* shard.json present: skipped... */
+    CHECK(sp_tr_regen_run(&c, &w, &s, &err) == 0, "%s", err.msg); /* shard.json present: skipped... */
     snprintf(p, sizeof p, "%s/shard.json", sd);
     unlink(p);
-    CHECK(tr_regen_run(&c, &w, &s, &err) == 0 && w == 1, "rewrite %d", w);
-    CHECK(tr_shardset_open(&set, th_shards, 50, &err) != 0 && strstr(err.msg, "outside the vocabulary"), "vocab: %s",
+    CHECK(sp_tr_regen_run(&c, &w, &s, &err) == 0 && w == 1, "rewrite %d", w);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 50, &err) != 0 && strstr(err.msg, "outside the vocabulary"), "vocab: %s",
           err.msg);
 }
 
@@ -146,7 +146,7 @@ static void test_malformed_jsonl(void) {
         snprintf(out, sizeof out, "%s/bad_out", th_root);
         c.out_dir = out;
         sp_err err = {{0}};
-        CHECK(tr_regen_run(&c, NULL, NULL, &err) != 0 && strstr(err.msg, cases[i][1]), "case %zu: '%s'", i, err.msg);
+        CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) != 0 && strstr(err.msg, cases[i][1]), "case %zu: '%s'", i, err.msg);
         struct stat st;
         CHECK(stat(out, &st) != 0, "case %zu: output written before the input was checked", i);
     }
@@ -155,24 +155,24 @@ static void test_malformed_jsonl(void) {
 static void test_batches(void) {
     sp_err err;
     tr_regen_cfg c = regen_cfg();
-    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
     sp_model *m;
     CHECK(sp_model_load(&m, th_target, 2, &err) == 0, "%s", err.msg);
     int B = 4, C = 6, NB = 5, V = 8192;
     tr_batcher bt;
-    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
     /* anchors: p in [resp_start, S-2] of every sequence: 5 sequences of 17 tokens → 11 each */
     CHECK(bt.n == 55, "anchors %lld", (long long)bt.n);
     tr_batch b;
-    CHECK(tr_batch_alloc(&b, NB, C, B, V, 64, 64, 1, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batch_alloc(&b, NB, C, B, V, 64, 64, 1, &err) == 0, "%s", err.msg);
     float *emb = malloc(sizeof(float) * 64);
     int checked = 0;
     for (int64_t i0 = 0; i0 < 2 * bt.n; i0 += NB) { /* two epochs */
-        tr_batcher_fill(&bt, &b, i0, NB);
+        sp_tr_batcher_fill(&bt, &b, i0, NB);
         for (int e = 0; e < NB; e++) {
-            const tr_anchor *an = tr_batcher_anchor(&bt, i0 + e, NULL);
+            const tr_anchor *an = sp_tr_batcher_anchor(&bt, i0 + e, NULL);
             const tr_shard *sh = &set.shards[an->shard];
             int S = sh->seq_lens[an->seq], p = an->p;
             const int32_t *x = sh->ids + sh->seq_off[an->seq];
@@ -194,23 +194,23 @@ static void test_batches(void) {
     }
     CHECK(checked > 300, "checked %d slots", checked);
     /* the same stream position gives the same anchor; epochs are different permutations */
-    const tr_anchor a0 = *tr_batcher_anchor(&bt, 3, NULL), a1 = *tr_batcher_anchor(&bt, 3 + bt.n, NULL);
-    CHECK(tr_batcher_anchor(&bt, 3, NULL)->p == a0.p, "not reproducible");
+    const tr_anchor a0 = *sp_tr_batcher_anchor(&bt, 3, NULL), a1 = *sp_tr_batcher_anchor(&bt, 3 + bt.n, NULL);
+    CHECK(sp_tr_batcher_anchor(&bt, 3, NULL)->p == a0.p, "not reproducible");
     int same = 0;
     for (int64_t i = 0; i < bt.n; i++) {
-        const tr_anchor x = *tr_batcher_anchor(&bt, i, NULL), y = *tr_batcher_anchor(&bt, i + bt.n, NULL);
+        const tr_anchor x = *sp_tr_batcher_anchor(&bt, i, NULL), y = *sp_tr_batcher_anchor(&bt, i + bt.n, NULL);
         same += x.p == y.p && x.seq == y.seq && x.shard == y.shard;
     }
     CHECK(same < bt.n / 2, "epoch 2 repeats epoch 1's order (%d same)", same);
     (void)a1;
     /* z-lab DFlash: slot k predicts x_{p+k}; slot 0 untrained; weights exp(−(k−1)/γ); P_k from h[p+k−1] */
     tr_batcher zb;
-    CHECK(tr_batcher_init(&zb, &set, m, B, C, 8191, 1, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batcher_init(&zb, &set, m, B, C, 8191, 1, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
     int zchecked = 0;
     for (int64_t i0 = 0; i0 < zb.n; i0 += NB) {
-        tr_batcher_fill(&zb, &b, i0, NB);
+        sp_tr_batcher_fill(&zb, &b, i0, NB);
         for (int e = 0; e < NB; e++) {
-            const tr_anchor *an = tr_batcher_anchor(&zb, i0 + e, NULL);
+            const tr_anchor *an = sp_tr_batcher_anchor(&zb, i0 + e, NULL);
             const tr_shard *sh = &set.shards[an->shard];
             int S = sh->seq_lens[an->seq], p = an->p;
             const int32_t *x = sh->ids + sh->seq_off[an->seq];
@@ -226,12 +226,12 @@ static void test_batches(void) {
         }
     }
     CHECK(zchecked > 100, "z-lab checked %d slots", zchecked);
-    tr_batcher_free(&zb);
+    sp_tr_batcher_free(&zb);
     free(emb);
-    tr_batch_free(&b);
-    tr_batcher_free(&bt);
+    sp_tr_batch_free(&b);
+    sp_tr_batcher_free(&bt);
     sp_model_free(m);
-    tr_shardset_close(&set);
+    sp_tr_shardset_close(&set);
 }
 
 /* anchors per sequence A = 3: each epoch holds every anchor once, in units of at most A anchors
@@ -241,13 +241,13 @@ static void test_batches(void) {
 static void test_shared_batches(void) {
     sp_err err;
     tr_shardset set;
-    CHECK(tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
     sp_model *m;
     CHECK(sp_model_load(&m, th_target, 2, &err) == 0, "%s", err.msg);
     int B = 4, C = 6, NB = 5, V = 8192, A = 3, H = 64, mH = set.m * H;
     tr_batcher bt, b1;
-    CHECK(tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, A, 9, NB, &err) == 0, "%s", err.msg);
-    CHECK(tr_batcher_init(&b1, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batcher_init(&bt, &set, m, B, C, 8191, 0, 4.0, 0, A, 9, NB, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batcher_init(&b1, &set, m, B, C, 8191, 0, 4.0, 0, 1, 9, NB, &err) == 0, "%s", err.msg);
     int64_t n = bt.n, *ref = malloc(sizeof(int64_t) * n);
     int *seen = calloc((size_t)n, sizeof(int));
     for (int64_t epoch = 0; epoch < 2; epoch++) {
@@ -262,8 +262,8 @@ static void test_shared_batches(void) {
         const tr_anchor *prev = NULL;
         for (int64_t j = 0; j < n; j++) {
             int us1, us;
-            same1 = same1 && tr_batcher_anchor(&b1, epoch * n + j, &us1) - b1.items == ref[j] && us1;
-            const tr_anchor *an = tr_batcher_anchor(&bt, epoch * n + j, &us);
+            same1 = same1 && sp_tr_batcher_anchor(&b1, epoch * n + j, &us1) - b1.items == ref[j] && us1;
+            const tr_anchor *an = sp_tr_batcher_anchor(&bt, epoch * n + j, &us);
             seen[an - bt.items]++;
             if (us) { run = 1; units++; }
             else {
@@ -281,17 +281,17 @@ static void test_shared_batches(void) {
         CHECK(units == 5 * 4, "epoch %lld: %d units (5 sequences of 11 anchors in units of 3)", (long long)epoch, units);
     }
     tr_batch b;
-    CHECK(tr_batch_alloc(&b, NB, C, B, V, H, mH, 1, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batch_alloc(&b, NB, C, B, V, H, mH, 1, &err) == 0, "%s", err.msg);
     float *tap = malloc(sizeof(float) * mH), *emb = malloc(sizeof(float) * H);
     int rows = 0, checked = 0;
     for (int64_t i0 = 0; i0 + NB <= 2 * n; i0 += NB) {
-        tr_batcher_fill(&bt, &b, i0, NB);
+        sp_tr_batcher_fill(&bt, &b, i0, NB);
         rows += b.NR;
         CHECK(b.NB == NB && b.g_elem[0] == 0 && b.g_elem[b.NG] == NB && b.g_row[b.NG] == b.NR, "layout");
         for (int g = 0; g < b.NG; g++)
             for (int e = b.g_elem[g]; e < b.g_elem[g + 1]; e++) {
                 int us;
-                const tr_anchor *an = tr_batcher_anchor(&bt, i0 + e, &us);
+                const tr_anchor *an = sp_tr_batcher_anchor(&bt, i0 + e, &us);
                 CHECK((e == b.g_elem[g]) == (us || e == 0), "group %d does not start at a unit", g);
                 const tr_shard *sh = &set.shards[an->shard];
                 int S = sh->seq_lens[an->seq], p = an->p;
@@ -323,11 +323,11 @@ static void test_shared_batches(void) {
     printf("  A = %d: %d context rows per batch of %d anchors (unshared %d)\n", A, rows / nb, NB, NB * C);
     CHECK(checked > 200 && rows < nb * NB * C * 3 / 4, "checked %d rows, %d rows in all", checked, rows);
     free(tap); free(emb); free(ref); free(seen);
-    tr_batch_free(&b);
-    tr_batcher_free(&bt);
-    tr_batcher_free(&b1);
+    sp_tr_batch_free(&b);
+    sp_tr_batcher_free(&bt);
+    sp_tr_batcher_free(&b1);
     sp_model_free(m);
-    tr_shardset_close(&set);
+    sp_tr_shardset_close(&set);
 }
 
 /* text, prompt/response and messages records through a byte-level tokenizer with ChatML */
@@ -358,16 +358,16 @@ static void test_text_records(void) {
     char tdir[400];
     snprintf(tdir, sizeof tdir, "%s/ttarget", th_root);
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 4, .n_threads = 2, .tokenizer = tj};
-    CHECK(newmodel_write(tdir, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(tdir, &o, &err) == 0, "%s", err.msg);
     write_text(data, "{\"text\": \"hello world\"}\n"
                      "{\"prompt\": \"Q: hi\", \"response\": \" A: yo\"}\n"
                      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
                      "{\"role\": \"assistant\", \"content\": \"yo\"}]}\n");
     tr_regen_cfg c = {.model_dir = tdir, .data_path = data, .out_dir = out, .threads = 2};
-    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
     tr_shardset set;
-    if (tr_shardset_open(&set, out, 8192, &err)) { CHECK(0, "%s", err.msg); return; }
-    tok_tokenizer *tok = tok_load_dir(tdir, &err);
+    if (sp_tr_shardset_open(&set, out, 8192, &err)) { CHECK(0, "%s", err.msg); return; }
+    tok_tokenizer *tok = sp_tok_load_dir(tdir, &err);
     CHECK(tok != NULL, "%s", err.msg);
     const tr_shard *sh = &set.shards[0];
     CHECK(sh->n_seq == 3, "%d sequences", sh->n_seq);
@@ -380,20 +380,20 @@ static void test_text_records(void) {
     const int32_t *ids = sh->ids + sh->seq_off[2];
     char *pt = NULL, *resp = NULL;
     tok_msg msg = {"user", "hi"};
-    chat_template *ct = tok ? chat_template_load(tdir, tok, NULL, &err) : NULL;
-    CHECK(ct && chat_render_msgs(ct, &msg, 1, 1, NULL, &pt, &err) == 0, "%s", err.msg);
+    chat_template *ct = tok ? sp_chat_template_load(tdir, tok, NULL, &err) : NULL;
+    CHECK(ct && sp_chat_render_msgs(ct, &msg, 1, 1, NULL, &pt, &err) == 0, "%s", err.msg);
     CHECK(pt && !strcmp(pt, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), "prompt text '%s'", pt ? pt : "");
-    chat_template_free(ct);
+    sp_chat_template_free(ct);
     int32_t *pids = NULL;
     int np = 0;
-    CHECK(pt && tok_encode(tok, pt, strlen(pt), 0, 1, &pids, &np, &err) == 0, "%s", err.msg);
+    CHECK(pt && sp_tok_encode(tok, pt, strlen(pt), 0, 1, &pids, &np, &err) == 0, "%s", err.msg);
     CHECK(sh->resp_starts[2] == np && np > 0 && memcmp(ids, pids, sizeof(int32_t) * np) == 0,
           "messages: resp_start %d, prompt %d tokens", sh->resp_starts[2], np);
-    CHECK(tok_decode(tok, ids + np, sh->seq_lens[2] - np, &resp, &err) == 0 && strstr(resp, "yo"), "response '%s'",
+    CHECK(sp_tok_decode(tok, ids + np, sh->seq_lens[2] - np, &resp, &err) == 0 && strstr(resp, "yo"), "response '%s'",
           resp ? resp : "");
     free(pt); free(pids); free(resp);
-    tok_free(tok);
-    tr_shardset_close(&set);
+    sp_tok_free(tok);
+    sp_tr_shardset_close(&set);
 }
 
 int main(void) {

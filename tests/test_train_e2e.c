@@ -58,27 +58,27 @@ static void test_resume_bit_identical(void) {
     tr_train_cfg c = th_small_cfg(TR_ARCH_DSPARK, straight);
     c.steps = N;
     c.anchors_per_seq = 3;
-    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
     /* stopped after step 9 with a checkpoint at step 5, then resumed */
     c.out_dir = stopped;
     c.save_every = 5;
     c.stop_after = 9;
-    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == 9, "%s", err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == 9, "%s", err.msg);
     c.stop_after = 0;
     c.resume = 1;
-    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
     compare_dirs(straight, stopped, "stop + resume");
     /* resuming a finished run runs no step, reports the last one and changes nothing (a SIGKILL
      * below may come after the child already finished) */
-    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "resume of a finished run: step %ld", (long)r.step);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "resume of a finished run: step %ld", (long)r.step);
     compare_dirs(straight, stopped, "resume of a finished run");
     /* resuming with other settings is refused */
     tr_train_cfg other = c;
     other.batch = 4;
-    CHECK(tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other args: %s", err.msg);
+    CHECK(sp_tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other args: %s", err.msg);
     other.batch = c.batch;
     other.anchors_per_seq = 1;
-    CHECK(tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other A: %s", err.msg);
+    CHECK(sp_tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other A: %s", err.msg);
     /* SIGKILL at an arbitrary moment (checkpoints every 2 steps), then resume */
     c.out_dir = killed;
     c.save_every = 2;
@@ -87,14 +87,14 @@ static void test_resume_bit_identical(void) {
     if (pid == 0) {
         tr_train_result rr;
         sp_err e2;
-        _exit(tr_train_run(&c, &rr, &e2) == 0 ? 0 : 1);
+        _exit(sp_tr_train_run(&c, &rr, &e2) == 0 ? 0 : 1);
     }
     usleep(250 * 1000);
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
     c.resume = 1;
-    CHECK(tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
     compare_dirs(straight, killed, "SIGKILL + resume");
     printf("  child %s\n", WIFSIGNALED(status) ? "killed mid-run" : "finished before the kill");
 }

@@ -42,16 +42,16 @@ static void test_gradients(void) {
     for (int i = 0; i < Vd; i++) d2t[i] = 2 * i % d.V;
     harness_fill(Wlm, (size_t)d.V * H, 1.0f, 5);
     tr_model m;
-    if (tr_e3_model_init(&m, &d, 7, Wlm, d2t, &err)) { CHECK(0, "%s", err.msg); free(Wlm); return; }
+    if (sp_tr_e3_model_init(&m, &d, 7, Wlm, d2t, &err)) { CHECK(0, "%s", err.msg); free(Wlm); return; }
     harness_fill(m.w, m.n, 0.4f, 3); /* larger than the init: every path carries signal */
     for (int i = 0; i < m.n_params; i++)
         if (m.params[i].ndim == 1)
             for (size_t j = 0; j < m.params[i].n; j++) m.w[m.params[i].off + j] += 1.0f;
     tr_e3_batch b;
-    CHECK(tr_e3_batch_alloc(&b, NW, S, K, H, 3 * H, Vd, &err) == 0, "%s", err.msg);
-    tr_e3_acts *a = tr_e3_acts_create(&d, NW, S, &err);
+    CHECK(sp_tr_e3_batch_alloc(&b, NW, S, K, H, 3 * H, Vd, &err) == 0, "%s", err.msg);
+    tr_e3_acts *a = sp_tr_e3_acts_create(&d, NW, S, &err);
     CHECK(a, "%s", err.msg);
-    if (!a) { tr_model_free(&m); free(Wlm); return; }
+    if (!a) { sp_tr_model_free(&m); free(Wlm); return; }
     b.NW = NW;
     harness_fill(b.F, (size_t)T * 3 * H, 1.5f, 11);
     harness_fill(b.x0, (size_t)K * T * H, 1.0f, 12);
@@ -72,11 +72,11 @@ static void test_gradients(void) {
     for (int i = 0; i < K * T; i++) denom += b.wt[i];
     tr_stats st;
     float cs[3 * 10];
-    tr_e3_forward(NULL, &m, a, &b, denom, &st, cs);
+    sp_tr_e3_forward(NULL, &m, a, &b, denom, &st, cs);
     CHECK(isfinite(st.loss) && st.loss > 0, "loss %g", st.loss);
     for (int i = 0; i < K * T; i++) CHECK(cs[i] >= 0 && cs[i] <= 0.7f + 1e-5, "c* %g outside [0, mass]", cs[i]);
     float *grad = calloc(m.n, sizeof(float));
-    tr_e3_backward(NULL, &m, a, &b, denom, grad);
+    sp_tr_e3_backward(NULL, &m, a, &b, denom, grad);
     double gmax = 0;
     for (size_t i = 0; i < m.n; i++) gmax = fmax(gmax, fabs(grad[i]));
     CHECK(gmax > 0, "all-zero gradient");
@@ -90,9 +90,9 @@ static void test_gradients(void) {
             double h = 1e-2;
             tr_stats sp, sm;
             m.w[j] = keep + (float)h;
-            tr_e3_forward(NULL, &m, a, &b, denom, &sp, NULL);
+            sp_tr_e3_forward(NULL, &m, a, &b, denom, &sp, NULL);
             m.w[j] = keep - (float)h;
-            tr_e3_forward(NULL, &m, a, &b, denom, &sm, NULL);
+            sp_tr_e3_forward(NULL, &m, a, &b, denom, &sm, NULL);
             m.w[j] = keep;
             double fd = (sp.loss - sm.loss) / (2 * h), an = grad[j];
             checked++;
@@ -104,9 +104,9 @@ static void test_gradients(void) {
     }
     CHECK(bad == 0, "%d of %d parameter elements off", bad, checked);
     free(grad);
-    tr_e3_acts_free(a);
-    tr_e3_batch_free(&b);
-    tr_model_free(&m);
+    sp_tr_e3_acts_free(a);
+    sp_tr_e3_batch_free(&b);
+    sp_tr_model_free(&m);
     free(Wlm);
 }
 
@@ -116,7 +116,7 @@ static void setup(void) {
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 1, .n_threads = 2, .sets = sets, .n_sets = 1};
     th_paths("test_train_eagle3", "");
     sp_err err = {{0}};
-    CHECK(newmodel_write(th_target, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(th_target, &o, &err) == 0, "%s", err.msg);
     for (int i = 0; i < 12; i++) th_alpha[i] = 3 + (int)(sp_rng_u64(5, 0, (uint64_t)i) % 8000);
     char p1[400], p2[400];
     snprintf(p1, sizeof p1, "%s/train.jsonl", th_root);
@@ -125,10 +125,10 @@ static void setup(void) {
     th_corpus(p2, 12, 777);
     tr_regen_cfg c = {.model_dir = th_target, .data_path = p1, .out_dir = th_shards, .generate = 48, .threads = 2,
                       .n_taps = -1};
-    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
     c.data_path = p2;
     c.out_dir = th_held;
-    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
 }
 
 static tr_train_cfg e3_cfg(char *out, size_t n, const char *name, long steps) {
@@ -147,7 +147,7 @@ static void test_train_and_infer(void) {
     tr_train_cfg c = e3_cfg(dir, sizeof dir, "e3", 160);
     tr_train_result r;
     sp_err err = {{0}};
-    CHECK(tr_train_run(&c, &r, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0, "%s", err.msg);
     printf("  eagle3: held-out tau %.3f -> %.3f (max %d), a_k %.3f %.3f %.3f, loss %.3f -> %.3f, %.0f tok/s\n",
            r.tau_first, r.tau_last, c.block + 1, r.a_last[0], r.a_last[1], r.a_last[2], r.loss_first, r.loss_last,
            r.tok_per_s);
@@ -205,7 +205,7 @@ static void test_train_and_infer(void) {
 }
 
 /* the training forward is the inference drafter's: a random drafter (weights rounded to bf16, as
- * the checkpoint stores them) saved by tr_checkpoint_save; the inference drafter proposes 3
+ * the checkpoint stores them) saved by sp_tr_checkpoint_save; the inference drafter proposes 3
  * sampled drafts from a prompt; the training window over the prompt followed by those drafts
  * gives, at its last prompt row, step k's q equal to the inference q of draft k+1 */
 static void test_train_equals_inference(void) {
@@ -219,7 +219,7 @@ static void test_train_equals_inference(void) {
     tr_train_cfg c = e3_cfg(dir, sizeof dir, "equal", 1);
     tr_dims d;
     char *cfg = NULL;
-    CHECK(tr_eagle3_dims(&c, m, 3, taps, &d, &cfg, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_eagle3_dims(&c, m, 3, taps, &d, &cfg, &err) == 0, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * (size_t)V * H);
     int32_t *d2t = malloc(sizeof(int32_t) * (size_t)d.Vd);
     for (int r = 0; r < V; r++) sp_mat_row_f32(sp_model_lm_head(m), r, Wlm + (size_t)r * H);
@@ -228,7 +228,7 @@ static void test_train_equals_inference(void) {
         for (int j = 0; j < i; j++) CHECK(d2t[i] != d2t[j], "d2t %d twice", d2t[i]);
     qsort(d2t, (size_t)d.Vd, sizeof *d2t, cmp_i32);
     tr_model tm;
-    CHECK(tr_e3_model_init(&tm, &d, 9, Wlm, d2t, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_e3_model_init(&tm, &d, 9, Wlm, d2t, &err) == 0, "%s", err.msg);
     harness_fill(tm.w, tm.n, 0.3f, 21);
     for (int i = 0; i < tm.n_params; i++)
         if (tm.params[i].ndim == 1)
@@ -236,7 +236,7 @@ static void test_train_equals_inference(void) {
     for (size_t i = 0; i < tm.n; i++) tm.w[i] = sp_bf16_to_f32(sp_f32_to_bf16(tm.w[i]));
     tm.d2t = d2t;
     float *zeros = calloc(tm.n, sizeof(float));
-    CHECK(tr_checkpoint_save(dir, &tm, zeros, zeros, 0, "test", cfg, "{}\n", &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_checkpoint_save(dir, &tm, zeros, zeros, 0, "test", cfg, "{}\n", &err) == 0, "%s", err.msg);
     sp_sample_params hot = {1.0f, 0, 1.0f, 0.0f, 3};
     sp_drafter *dr = sp_drafter_eagle3(dir, m, &hot, K, &err);
     CHECK(dr, "%s", err.msg);
@@ -251,8 +251,8 @@ static void test_train_equals_inference(void) {
              dr->begin(dr, y, N, tap, NULL, &ctx, &err) == 0 && dr->propose(dr, K, y + N, q, &err) == K;
     CHECK(ok, "inference: %s", err.msg);
     tr_e3_batch b;
-    tr_e3_acts *a = tr_e3_acts_create(&d, 1, N - 1, &err);
-    ok = ok && a && tr_e3_batch_alloc(&b, 1, N - 1, K, H, 3 * H, d.Vd, &err) == 0;
+    tr_e3_acts *a = sp_tr_e3_acts_create(&d, 1, N - 1, &err);
+    ok = ok && a && sp_tr_e3_batch_alloc(&b, 1, N - 1, K, H, 3 * H, d.Vd, &err) == 0;
     if (ok) { /* one window: rows 0 .. N-2, step k's token at row i is y[i+1+k] */
         int S = N - 1;
         b.NW = 1;
@@ -265,8 +265,8 @@ static void test_train_equals_inference(void) {
             for (int i = 0; i < S && i + 1 + k < N + K; i++)
                 sp_mat_row_f32(sp_model_embed_table(m), y[i + 1 + k], b.x0 + ((size_t)k * S + i) * H);
         tr_stats st;
-        tr_e3_forward(NULL, &tm, a, &b, 1.0, &st, NULL);
-        const float *pr = tr_e3_acts_probs(a);
+        sp_tr_e3_forward(NULL, &tm, a, &b, 1.0, &st, NULL);
+        const float *pr = sp_tr_e3_acts_probs(a);
         double worst = 0, out_mass = 0;
         for (int k = 0; k < K; k++) {
             const float *pt = pr + ((size_t)k * S + (S - 1)) * d.Vd, *qi = q + (size_t)k * V;
@@ -280,15 +280,15 @@ static void test_train_equals_inference(void) {
         printf("  train vs inference q of 3 chained drafts: max |diff| %.2e\n", worst);
         CHECK(worst < 2e-4 && out_mass < 1e-4, "train / inference q differ by %.3g (mass outside %.3g)", worst,
               out_mass);
-        tr_e3_batch_free(&b);
+        sp_tr_e3_batch_free(&b);
     }
-    tr_e3_acts_free(a);
+    sp_tr_e3_acts_free(a);
     sp_kv_free(kv);
     sp_drafter_free(dr);
     free(tap);
     free(q);
     free(zeros);
-    tr_model_free(&tm);
+    sp_tr_model_free(&tm);
     free(Wlm);
     free(d2t);
     free(cfg);
@@ -300,14 +300,14 @@ static void test_resume(void) {
     tr_train_result r;
     sp_err err = {{0}};
     tr_train_cfg a = e3_cfg(d1, sizeof d1, "whole", 12);
-    CHECK(tr_train_run(&a, &r, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_train_run(&a, &r, &err) == 0, "%s", err.msg);
     tr_train_cfg b = e3_cfg(d2, sizeof d2, "killed", 12);
     b.save_every = 5;
     b.stop_after = 8; /* returns after step 8 with the step-5 checkpoint only */
-    CHECK(tr_train_run(&b, &r, &err) == 0 && r.step == 8, "%s (step %ld)", err.msg, r.step);
+    CHECK(sp_tr_train_run(&b, &r, &err) == 0 && r.step == 8, "%s (step %ld)", err.msg, r.step);
     b.stop_after = 0;
     b.resume = 1;
-    CHECK(tr_train_run(&b, &r, &err) == 0 && r.step == 12, "%s (step %ld)", err.msg, r.step);
+    CHECK(sp_tr_train_run(&b, &r, &err) == 0 && r.step == 12, "%s (step %ld)", err.msg, r.step);
     snprintf(p1, sizeof p1, "%s/optimizer.safetensors", d1);
     snprintf(p2, sizeof p2, "%s/optimizer.safetensors", d2);
     CHECK(harness_same_file(p1, p2), "resumed optimizer state differs from the uninterrupted run's");

@@ -61,17 +61,17 @@ static void check_layout(const char *name) {
           "%s: draft config is not the Gemma-4 DSpark shape", name);
     sp_err err;
     st_set *st = NULL;
-    CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
     if (!st) return;
-    CHECK(st_find(st, "layers.0.pre_feedforward_layernorm.weight") &&
-              st_find(st, "layers.0.post_feedforward_layernorm.weight") && st_find(st, "layers.0.layer_scalar") &&
-              !st_find(st, "layers.0.self_attn.v_proj.weight"),
+    CHECK(sp_st_find(st, "layers.0.pre_feedforward_layernorm.weight") &&
+              sp_st_find(st, "layers.0.post_feedforward_layernorm.weight") && sp_st_find(st, "layers.0.layer_scalar") &&
+              !sp_st_find(st, "layers.0.self_attn.v_proj.weight"),
           "%s: tensors are not the Gemma-4 DSpark layout", name);
-    const st_tensor *t = st_find(st, "layers.0.layer_scalar");
+    const st_tensor *t = sp_st_find(st, "layers.0.layer_scalar");
     float one = 0;
     if (t) sp_to_f32(&one, t->data, t->dtype, 1);
     CHECK(one == 1.0f, "%s: layer_scalar %g (frozen at 1)", name, one);
-    st_close(st);
+    sp_st_close(st);
 }
 
 /* the preset target (PLE, KV sharing, k_eq_v): its held-out continuations generalise less
@@ -94,7 +94,7 @@ static void test_zlab_refused(void) {
     c.lr = GEMMA_LR;
     tr_train_result r;
     sp_err err = {{0}};
-    CHECK(tr_train_run(&c, &r, &err) != 0 && strstr(err.msg, "dflash-zlab"), "z-lab on gemma4: %s", err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) != 0 && strstr(err.msg, "dflash-zlab"), "z-lab on gemma4: %s", err.msg);
 }
 
 int main(void) {

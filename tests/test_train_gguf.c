@@ -96,15 +96,15 @@ static void test_config_json(void) {
         snprintf(gg, sizeof gg, "%s/cfg-%s.gguf", root, archs[i]);
         sp_err err;
         newmodel_opts o = {.arch = archs[i], .preset = "tiny", .seed = 7, .n_threads = 2};
-        CHECK(newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
+        CHECK(sp_newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
         snprintf(cmd, sizeof cmd, "%s export-gguf -m %s -o %s --no-tokenizer", bin, dir, gg);
         CHECK(run(cmd) == 0, "export-gguf %s", archs[i]);
-        gguf_file *f = gguf_open(gg, &err);
+        gguf_file *f = sp_gguf_open(gg, &err);
         CHECK(f != NULL, "%s", err.msg);
         if (!f) continue;
         sp_config want, got;
         CHECK(sp_config_from_gguf(&want, f, &err) == 0, "%s", err.msg);
-        gguf_close(f);
+        sp_gguf_close(f);
         char *text = NULL;
         CHECK(sp_model_config_json(gg, &text, &err) == 0, "%s", err.msg);
         CHECK(text && sp_config_parse(&got, text, "written config.json", &err) == 0, "%s: %s", archs[i], err.msg);
@@ -132,7 +132,7 @@ static void train_case(const char *arch) {
     snprintf(target, sizeof target, "%.250s/%s", root, arch);
     sp_err err;
     newmodel_opts o = {.arch = arch, .preset = "tiny", .seed = 2, .n_threads = 2};
-    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(target, &o, &err) == 0, "%s", err.msg);
     snprintf(cmd, sizeof cmd, "%s export-gguf -m %s -o %s-t32.gguf --type f32 --no-tokenizer", bin, target, target);
     CHECK(run(cmd) == 0, "export-gguf f32");
     snprintf(cmd, sizeof cmd, "%s quantize -m %s -o %s-tq8.gguf --type q8_0 -q", bin, target, target);

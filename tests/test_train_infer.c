@@ -1,7 +1,7 @@
 /* test_train_infer.c — the training forward (src/train/drafter_net.c) computes what the inference
  * drafter (src/drafters/dflash.c) computes, for the same weights: a drafter with random weights
- * (rounded to bf16, as the checkpoint stores them) is saved by tr_checkpoint_save with the
- * config tr_drafter_dims writes, loaded by sp_drafter_dflash, begun on a prompt and asked for one
+ * (rounded to bf16, as the checkpoint stores them) is saved by sp_tr_checkpoint_save with the
+ * config sp_tr_drafter_dims writes, loaded by sp_drafter_dflash, begun on a prompt and asked for one
  * block at temperature 1 (so it returns its q rows); the training forward runs on the batch
  * element of the same anchor (context = the prompt's taps, block [pending, M, …], Markov
  * previous tokens = the drafts the inference path drew) and its softmax(Z) and confidence
@@ -59,7 +59,7 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
     if (!m) return;
     const sp_config *tc = sp_model_config(m);
     int V = tc->vocab_size, H = tc->hidden_size, taps[2] = {0, 2}, nt = 2;
-    tr_train_cfg c = tr_train_defaults();
+    tr_train_cfg c = sp_tr_train_defaults();
     c.arch = arch;
     c.model_dir = target_dir;
     c.block = 4;
@@ -68,11 +68,11 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
     c.markov_head = markov;
     tr_dims d;
     char *cfg = NULL;
-    CHECK(tr_drafter_dims(&c, m, nt, taps, &d, &cfg, &err) == 0, "%s: %s", name, err.msg);
+    CHECK(sp_tr_drafter_dims(&c, m, nt, taps, &d, &cfg, &err) == 0, "%s: %s", name, err.msg);
     if (!cfg) { sp_model_free(m); return; }
     /* weights: larger than the init so every path carries signal, norms near 1, then bf16 */
     tr_model mod;
-    CHECK(tr_model_init(&mod, &d, 3, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_model_init(&mod, &d, 3, &err) == 0, "%s", err.msg);
     harness_fill(mod.w, mod.n, 0.3f, 17);
     for (int i = 0; i < mod.n_params; i++) {
         const tr_param *p = &mod.params[i];
@@ -87,7 +87,7 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
     char dir[400];
     snprintf(dir, sizeof dir, "%s/%s", root, name);
     float *zeros = calloc(mod.n, sizeof(float));
-    CHECK(tr_checkpoint_save(dir, &mod, zeros, zeros, 0, "test", cfg, "{}\n", &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_checkpoint_save(dir, &mod, zeros, zeros, 0, "test", cfg, "{}\n", &err) == 0, "%s", err.msg);
     free(zeros);
     free(cfg);
 
@@ -120,7 +120,7 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
 
     /* training: the batch element of anchor p = NP-1 (context = its taps, nothing padded) */
     tr_batch b;
-    CHECK(tr_batch_alloc(&b, 1, C, B, V, H, nt * H, 1, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_batch_alloc(&b, 1, C, B, V, H, nt * H, 1, &err) == 0, "%s", err.msg);
     memcpy(b.F, tap, sizeof(float) * (size_t)C * nt * H);
     memset(b.kmask, 1, (size_t)(C + B));
     for (int k = 0; k < B; k++) {
@@ -132,20 +132,20 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
     }
     float *Wlm = malloc(sizeof(float) * (size_t)V * H);
     sp_to_f32(Wlm, sp_model_lm_head(m)->data, sp_model_lm_head(m)->dt, (size_t)V * H);
-    tr_acts *a = tr_acts_create(&d, 1, C, &err);
+    tr_acts *a = sp_tr_acts_create(&d, 1, C, &err);
     CHECK(a != NULL, "%s", err.msg);
     if (a && g > 0) {
         tr_stats st;
-        tr_forward(NULL, &mod, a, &b, Wlm, B + 1e-6, &st, NULL);
-        const float *Z = tr_acts_logits(a) + (zlab ? V : 0); /* z-lab: slot t predicts draft t */
+        sp_tr_forward(NULL, &mod, a, &b, Wlm, B + 1e-6, &st, NULL);
+        const float *Z = sp_tr_acts_logits(a) + (zlab ? V : 0); /* z-lab: slot t predicts draft t */
         double dl = max_logp_diff(q, Z, g, V), dc = 0;
-        for (int j = 0; d.conf && j < g; j++) dc = fmax(dc, fabs(tr_acts_conf(a)[j] - cr.z[j]));
+        for (int j = 0; d.conf && j < g; j++) dc = fmax(dc, fabs(sp_tr_acts_conf(a)[j] - cr.z[j]));
         /* negative control: other previous tokens for slots 1.. (the Markov path must show) */
         double dneg = 0;
         if (d.r > 0) {
             for (int k = 1; k < B; k++) b.prev[k] = (b.prev[k] + 1 + k) % V;
-            tr_forward(NULL, &mod, a, &b, Wlm, B + 1e-6, &st, NULL);
-            dneg = max_logp_diff(q + V, tr_acts_logits(a) + V, g - 1, V);
+            sp_tr_forward(NULL, &mod, a, &b, Wlm, B + 1e-6, &st, NULL);
+            dneg = max_logp_diff(q + V, sp_tr_acts_logits(a) + V, g - 1, V);
         }
         printf("  %-18s max |log q_infer - log q_train| %.2e, confidence logits %.2e, other prev %.2e\n", name, dl,
                dc, dneg);
@@ -153,14 +153,14 @@ static void check_case(const char *target_dir, const char *name, tr_arch arch, t
         CHECK(dc < 2e-4, "%s: confidence logits differ by %g", name, dc);
         CHECK(d.r == 0 || dneg > 0.05, "%s: the comparison does not see the Markov head (%g)", name, dneg);
     }
-    tr_acts_free(a);
-    tr_batch_free(&b);
+    sp_tr_acts_free(a);
+    sp_tr_batch_free(&b);
     free(Wlm);
     free(tap);
     free(q);
     sp_kv_free(kv);
     sp_drafter_free(dr);
-    tr_model_free(&mod);
+    sp_tr_model_free(&mod);
     sp_model_free(m);
 }
 

@@ -38,12 +38,12 @@ static void check_layout(const char *dir, const char *name, const char *arch0) {
           (int)dc.arch, (int)dc.rope.type);
     sp_err err;
     st_set *st = NULL;
-    CHECK(st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
+    CHECK(sp_st_open_dir(&st, dir, &err) == 0, "%s", err.msg);
     if (!st) return;
-    CHECK(st_find(st, "layers.0.self_attn.q_norm.weight") && st_find(st, "layers.0.self_attn.k_norm.weight") &&
-              st_find(st, "fc.weight") && !st_find(st, "embed_tokens.weight"),
+    CHECK(sp_st_find(st, "layers.0.self_attn.q_norm.weight") && sp_st_find(st, "layers.0.self_attn.k_norm.weight") &&
+              sp_st_find(st, "fc.weight") && !sp_st_find(st, "embed_tokens.weight"),
           "%s: tensors are not the drafter layout", name);
-    st_close(st);
+    sp_st_close(st);
 }
 
 static void check_tau_rises(tr_arch arch, tr_markov_type markov, const char *name, long steps, const char *arch0) {
@@ -58,17 +58,17 @@ static void check_tau_rises(tr_arch arch, tr_markov_type markov, const char *nam
         size_t n;
         sp_err err;
         snprintf(p, sizeof p, "%s/config.json", out);
-        snprintf(want, sizeof want, "\"markov_head_type\": \"%s\"", tr_markov_name(markov));
+        snprintf(want, sizeof want, "\"markov_head_type\": \"%s\"", sp_tr_markov_name(markov));
         CHECK(sp_read_file(p, &text, &n, &err) == 0 && strstr(text, want), "%s: config.json lacks %s", name, want);
         free(text);
         st_set *st = NULL;
-        CHECK(st_open_dir(&st, out, &err) == 0, "%s", err.msg);
+        CHECK(sp_st_open_dir(&st, out, &err) == 0, "%s", err.msg);
         if (st) {
-            int gate = st_find(st, "markov_head.gate_proj.weight") && st_find(st, "markov_head.gate_proj.bias");
-            int joint = st_find(st, "markov_head.joint_proj.weight") && st_find(st, "markov_head.joint_proj.bias");
+            int gate = sp_st_find(st, "markov_head.gate_proj.weight") && sp_st_find(st, "markov_head.gate_proj.bias");
+            int joint = sp_st_find(st, "markov_head.joint_proj.weight") && sp_st_find(st, "markov_head.joint_proj.bias");
             CHECK(gate == (markov == TR_MARKOV_GATED) && joint == (markov == TR_MARKOV_RNN),
                   "%s: head tensors gate_proj %d joint_proj %d", name, gate, joint);
-            st_close(st);
+            sp_st_close(st);
         }
     }
     th_check_inference(out, name);

@@ -4,8 +4,8 @@
  *   - the whole model (both layer types, q/k/v norms, partial RoPE, sandwich norms, GeGLU,
  *     layer_scalar, tied embedding, softcap, ignored labels): every trained tensor's gradient
  *     against finite differences of the double forward, and the float backward against it;
- *   - the float training forward equals the inference engine: weights exported with lm_export,
- *     loaded with sp_model_load, logits of sp_model_forward ≈ lm_forward's (1e-5 relative);
+ *   - the float training forward equals the inference engine: weights exported with sp_lm_export,
+ *     loaded with sp_model_load, logits of sp_model_forward ≈ sp_lm_forward's (1e-5 relative);
  *   - the trainer: loss falls, an interrupted + resumed run ends bit-identical to an
  *     uninterrupted one (on a different thread count), the exported model loads. */
 #include <jansson.h>
@@ -51,8 +51,8 @@ static void check_attention(int window) {
     double scale = 0.7;
     tr_attn_shape sh = {.NB = NB, .Tq = T, .Tk = T, .NH = NH, .KVH = KVH, .D = D, .causal = 1, .window = window,
                         .scale = scale};
-    tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
-    tr_attention_backward_f64(NULL, dq, dk, dv, dp, R, q, k, v, att, &sh);
+    sp_tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
+    sp_tr_attention_backward_f64(NULL, dq, dk, dv, dp, R, q, k, v, att, &sh);
     /* masked probabilities are exactly zero, visible ones sum to 1 */
     for (int b = 0; b < NB; b++)
         for (int h = 0; h < NH; h++)
@@ -72,10 +72,10 @@ static void check_attention(int window) {
         for (size_t i = 0; i < ns[a]; i++) {
             double x0 = arrs[a][i], h = 1e-6;
             arrs[a][i] = x0 + h;
-            tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
+            sp_tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
             double lp = dot_d(out, R, nq);
             arrs[a][i] = x0 - h;
-            tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
+            sp_tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
             double lm = dot_d(out, R, nq);
             arrs[a][i] = x0;
             double fd = (lp - lm) / (2 * h);
@@ -87,9 +87,9 @@ static void check_attention(int window) {
     float *af = malloc((size_t)NB * NH * T * T * 4);
     for (size_t i = 0; i < nq; i++) qf[i] = (float)q[i];
     for (size_t i = 0; i < nk; i++) kf[i] = (float)k[i], vf[i] = (float)v[i];
-    tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
+    sp_tr_attention_forward_f64(NULL, out, att, q, k, v, &sh);
     sp_pool *pool = sp_pool_create(2);
-    tr_attention_forward(pool, of, af, qf, kf, vf, &sh);
+    sp_tr_attention_forward(pool, of, af, qf, kf, vf, &sh);
     sp_pool_free(pool);
     for (size_t i = 0; i < nq; i++) CHECK(fabs(of[i] - out[i]) < 1e-5, "float out[%zu] %g vs %g", i, of[i], out[i]);
     free(qf), free(kf), free(vf), free(of), free(af);
@@ -105,16 +105,16 @@ static void test_geglu_softcap(void) {
     fill_d(g, N, 3.0, 5);
     fill_d(u, N, 2.0, 6);
     fill_d(R, N, 1.0, 7);
-    tr_geglu_backward_f64(dg, du, R, g, u, N);
+    sp_tr_geglu_backward_f64(dg, du, R, g, u, N);
     for (int i = 0; i < N; i++) {
         double h = 1e-6, o1, o2, g0 = g[i], u0 = u[i];
-        g[i] = g0 + h; tr_geglu_forward_f64(&o1, &g[i], &u[i], 1);
-        g[i] = g0 - h; tr_geglu_forward_f64(&o2, &g[i], &u[i], 1);
+        g[i] = g0 + h; sp_tr_geglu_forward_f64(&o1, &g[i], &u[i], 1);
+        g[i] = g0 - h; sp_tr_geglu_forward_f64(&o2, &g[i], &u[i], 1);
         g[i] = g0;
         double fd = R[i] * (o1 - o2) / (2 * h);
         CHECK(fabs(fd - dg[i]) < 1e-7 * (1 + fabs(fd)), "geglu dgate[%d]: fd %g an %g", i, fd, dg[i]);
-        u[i] = u0 + h; tr_geglu_forward_f64(&o1, &g[i], &u[i], 1);
-        u[i] = u0 - h; tr_geglu_forward_f64(&o2, &g[i], &u[i], 1);
+        u[i] = u0 + h; sp_tr_geglu_forward_f64(&o1, &g[i], &u[i], 1);
+        u[i] = u0 - h; sp_tr_geglu_forward_f64(&o2, &g[i], &u[i], 1);
         u[i] = u0;
         fd = R[i] * (o1 - o2) / (2 * h);
         CHECK(fabs(fd - du[i]) < 1e-7 * (1 + fabs(fd)), "geglu dup[%d]: fd %g an %g", i, fd, du[i]);
@@ -122,18 +122,18 @@ static void test_geglu_softcap(void) {
     /* float GeGLU equals the inference kernel bit for bit */
     float gf[N], uf[N], a[N], b[N];
     for (int i = 0; i < N; i++) gf[i] = (float)g[i], uf[i] = (float)u[i];
-    tr_geglu_forward(a, gf, uf, N);
+    sp_tr_geglu_forward(a, gf, uf, N);
     sp_gelu_tanh_mul(b, gf, uf, N);
     for (int i = 0; i < N; i++) CHECK(a[i] == b[i], "geglu float [%d] %.9g vs kernel %.9g", i, a[i], b[i]);
     /* softcap */
     double c = 2.5, x[N];
     fill_d(x, N, 6.0, 8);
-    tr_softcap_forward_f64(y, x, N, c);
-    tr_softcap_backward_f64(dx, R, y, N, c);
+    sp_tr_softcap_forward_f64(y, x, N, c);
+    sp_tr_softcap_backward_f64(dx, R, y, N, c);
     for (int i = 0; i < N; i++) {
         double h = 1e-6, y1, y2, x0 = x[i];
-        x[i] = x0 + h; tr_softcap_forward_f64(&y1, &x[i], 1, c);
-        x[i] = x0 - h; tr_softcap_forward_f64(&y2, &x[i], 1, c);
+        x[i] = x0 + h; sp_tr_softcap_forward_f64(&y1, &x[i], 1, c);
+        x[i] = x0 - h; sp_tr_softcap_forward_f64(&y2, &x[i], 1, c);
         x[i] = x0;
         double fd = R[i] * (y1 - y2) / (2 * h);
         CHECK(fabs(fd - dx[i]) < 1e-7 * (1 + fabs(fd)), "softcap dx[%d]: fd %g an %g", i, fd, dx[i]);
@@ -153,7 +153,7 @@ static char *tiny_config(int H, int V, double softcap) {
                           "num_attention_heads=4", "num_key_value_heads=2", "head_dim=8", "global_head_dim=16",
                           sh, sv, si, sc};
     sp_err err;
-    char *s = preset_config_json("gemma4", "tiny", "float32", sets, (int)(sizeof sets / sizeof sets[0]), &err);
+    char *s = sp_preset_config_json("gemma4", "tiny", "float32", sets, (int)(sizeof sets / sizeof sets[0]), &err);
     CHECK(s != NULL, "%s", err.msg);
     return s;
 }
@@ -161,7 +161,7 @@ static char *tiny_config(int H, int V, double softcap) {
 static int tiny_layout(lm_layout *lay, const char *json, sp_dtype dt) {
     sp_config cfg;
     sp_err err;
-    int ok = sp_config_parse(&cfg, json, "tiny", &err) == 0 && lm_layout_init(lay, &cfg, dt, &err) == 0;
+    int ok = sp_config_parse(&cfg, json, "tiny", &err) == 0 && sp_lm_layout_init(lay, &cfg, dt, &err) == 0;
     CHECK(ok, "%s", err.msg);
     return ok ? 0 : -1;
 }
@@ -194,16 +194,16 @@ static void test_model_gradients(void) {
         tok[i] = (i * 7 + 3) % 29;
         lab[i] = i % 5 == 4 ? -1 : (i * 11 + 5) % 29; /* some positions not scored */
     }
-    lm_acts_f64 *a = lm_acts_create_f64(&lay, NB, T, &err);
-    lm_acts *af = lm_acts_create(&lay, NB, T, &err);
+    lm_acts_f64 *a = sp_lm_acts_create_f64(&lay, NB, T, &err);
+    lm_acts *af = sp_lm_acts_create(&lay, NB, T, &err);
     CHECK(a && af, "%s", err.msg);
     if (!a || !af) return;
-    double L0 = lm_forward_f64(NULL, &lay, w, a, tok, lab, NB, T, NULL);
+    double L0 = sp_lm_forward_f64(NULL, &lay, w, a, tok, lab, NB, T, NULL);
     CHECK(L0 > 0 && isfinite(L0), "loss %g", L0);
-    lm_backward_f64(NULL, &lay, w, a, g);
+    sp_lm_backward_f64(NULL, &lay, w, a, g);
     sp_pool *pool = sp_pool_create(2);
-    double Lf = lm_forward(pool, &lay, wf, af, tok, lab, NB, T, NULL);
-    lm_backward(pool, &lay, wf, af, gf);
+    double Lf = sp_lm_forward(pool, &lay, wf, af, tok, lab, NB, T, NULL);
+    sp_lm_backward(pool, &lay, wf, af, gf);
     CHECK(fabs(Lf - L0) < 1e-5 * L0, "float loss %.9g vs double %.9g", Lf, L0);
     int checked = 0;
     for (int p = 0; p < lay.n_params; p++) {
@@ -211,7 +211,7 @@ static void test_model_gradients(void) {
         size_t n = (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1), off = lay.off[p];
         double gmax = 0;
         for (size_t j = 0; j < n; j++) gmax = fmax(gmax, fabs(g[off + j]));
-        if (!lm_param_trained(&lay, p)) {
+        if (!sp_lm_param_trained(&lay, p)) {
             CHECK(gmax == 0, "%s is frozen but got gradient %g", s->name, gmax);
             continue;
         }
@@ -222,9 +222,9 @@ static void test_model_gradients(void) {
             if (s->init == HF_INIT_EMBED && c < 3) j = (size_t)tok[c * 3] * s->shape[1] + (size_t)c;
             double x0 = w[off + j], h = 1e-5;
             w[off + j] = x0 + h;
-            double lp = lm_forward_f64(NULL, &lay, w, a, tok, lab, NB, T, NULL);
+            double lp = sp_lm_forward_f64(NULL, &lay, w, a, tok, lab, NB, T, NULL);
             w[off + j] = x0 - h;
-            double lm = lm_forward_f64(NULL, &lay, w, a, tok, lab, NB, T, NULL);
+            double lm = sp_lm_forward_f64(NULL, &lay, w, a, tok, lab, NB, T, NULL);
             w[off + j] = x0;
             double fd = (lp - lm) / (2 * h), an = g[off + j];
             CHECK(fabs(fd - an) < 1e-6 * (gmax + fabs(fd)), "%s[%zu]: fd %.10g analytic %.10g", s->name, j, fd, an);
@@ -235,10 +235,10 @@ static void test_model_gradients(void) {
     }
     CHECK(checked > 40, "only %d entries checked", checked);
     sp_pool_free(pool);
-    lm_acts_free_f64(a);
-    lm_acts_free(af);
+    sp_lm_acts_free_f64(a);
+    sp_lm_acts_free(af);
     free(wf), free(gf), free(w), free(g);
-    lm_layout_free(&lay);
+    sp_lm_layout_free(&lay);
     free(json);
 }
 
@@ -260,7 +260,7 @@ static void test_forward_matches_inference(void) {
     enum { NB = 2, T = 11 };
     sp_err err = {0};
     float *w = malloc(lay.n * 4);
-    lm_init_weights(&lay, w, 5);
+    sp_lm_init_weights(&lay, w, 5);
     float *noise = malloc(lay.n * 4);
     harness_fill(noise, lay.n, 0.1f, 9);
     for (int i = 0; i < lay.n_params; i++) /* norms away from 1, matrices larger than the init */
@@ -270,12 +270,12 @@ static void test_forward_matches_inference(void) {
     for (int i = 0; i < NB * T; i++) tok[i] = (i * 37 + 2) % 301, lab[i] = 0;
     int V = 301;
     float *lg = malloc((size_t)NB * T * V * 4), *ref = malloc((size_t)T * V * 4);
-    lm_acts *a = lm_acts_create(&lay, NB, T, &err);
+    lm_acts *a = sp_lm_acts_create(&lay, NB, T, &err);
     sp_pool *pool = sp_pool_create(2);
-    lm_forward(pool, &lay, w, a, tok, lab, NB, T, lg);
+    sp_lm_forward(pool, &lay, w, a, tok, lab, NB, T, lg);
     char dir[256];
     tmpdir(dir, sizeof dir, "match");
-    int ok = lm_export(dir, &lay, w, json, SP_DT_F32, NULL, &err) == 0;
+    int ok = sp_lm_export(dir, &lay, w, json, SP_DT_F32, NULL, &err) == 0;
     CHECK(ok, "%s", err.msg);
     sp_model *m = NULL;
     if (ok && sp_model_load(&m, dir, 2, &err)) CHECK(0, "%s", err.msg);
@@ -295,9 +295,9 @@ static void test_forward_matches_inference(void) {
     sp_model_free(m);
     rm_rf(dir);
     sp_pool_free(pool);
-    lm_acts_free(a);
+    sp_lm_acts_free(a);
     free(w), free(noise), free(lg), free(ref);
-    lm_layout_free(&lay);
+    sp_lm_layout_free(&lay);
     free(json);
 }
 
@@ -337,13 +337,13 @@ static void test_trainer_resume(void) {
     size_t lens[1] = {n};
     tok_train_opts to = {.vocab_size = 320, .char_coverage = 1.0, .max_token_chars = 8};
     snprintf(tokp, sizeof tokp, "%s/tokenizer.json", root);
-    CHECK(tok_train_bpe(texts, lens, 1, &to, tokp, &err) == 0, "%s", err.msg);
+    CHECK(sp_tok_train_bpe(texts, lens, 1, &to, tokp, &err) == 0, "%s", err.msg);
     char *json = tiny_config(32, 320, 30.0);
     snprintf(cfgp, sizeof cfgp, "%s/config.json", root);
     CHECK(json && write_text(cfgp, json) == 0, "config");
     const char *data[] = {path}, *ev[] = {evp};
     lm_train_opts o;
-    lm_train_defaults(&o);
+    sp_lm_train_defaults(&o);
     o.config_path = cfgp;
     o.tokenizer_path = tokp;
     o.data = data;
@@ -364,14 +364,14 @@ static void test_trainer_resume(void) {
     o.out_dir = da;
     o.n_threads = 2;
     lm_train_result ra, rb;
-    CHECK(lm_train_run(&o, &ra, &err) == 0, "%s", err.msg);
+    CHECK(sp_lm_train_run(&o, &ra, &err) == 0, "%s", err.msg);
     CHECK(ra.step == 12 && ra.last_loss < ra.first_loss - 0.5, "loss %g -> %g", ra.first_loss, ra.last_loss);
     CHECK(ra.eval_ppl > 1 && ra.eval_ppl < 320, "held-out ppl %g", ra.eval_ppl);
     /* B: stops after step 6 (checkpoint), resumes on 1 thread */
     snprintf(db, sizeof db, "%s/b", root);
     o.out_dir = db;
     o.stop_after = 6;
-    CHECK(lm_train_run(&o, &rb, &err) == 0, "%s", err.msg);
+    CHECK(sp_lm_train_run(&o, &rb, &err) == 0, "%s", err.msg);
     CHECK(rb.step == 6, "stopped at %d", rb.step);
     { /* as if the run had crashed after logging step 7 but before saving it */
         char lp[600];
@@ -383,7 +383,7 @@ static void test_trainer_resume(void) {
     o.stop_after = 0;
     o.resume = 1;
     o.n_threads = 1;
-    CHECK(lm_train_run(&o, &rb, &err) == 0, "%s", err.msg);
+    CHECK(sp_lm_train_run(&o, &rb, &err) == 0, "%s", err.msg);
     CHECK(rb.step == 12 && rb.last_loss == ra.last_loss, "resumed loss %.9g vs %.9g", rb.last_loss, ra.last_loss);
     const char *files[] = {"optimizer.safetensors", "model.safetensors", "config.json"};
     for (int i = 0; i < 3; i++) {
@@ -425,14 +425,14 @@ static void test_trainer_resume(void) {
     /* the exported model loads and runs */
     sp_model *m = NULL;
     if (sp_model_load(&m, da, 1, &err)) CHECK(0, "%s", err.msg);
-    tok_tokenizer *tk = tok_load_dir(da, &err);
+    tok_tokenizer *tk = sp_tok_load_dir(da, &err);
     CHECK(tk != NULL, "%s", err.msg);
     sp_model_free(m);
-    if (tk) tok_free(tk);
+    if (tk) sp_tok_free(tk);
     /* a mismatched resume is refused */
     o.seq = 8;
     err.msg[0] = 0;
-    int rc = lm_train_run(&o, &rb, &err);
+    int rc = sp_lm_train_run(&o, &rb, &err);
     CHECK(rc != 0 && strstr(err.msg, "seq"), "resume with other seq: rc %d, %s", rc, err.msg);
     free(json);
     free(text);
@@ -442,11 +442,11 @@ static void test_trainer_resume(void) {
 static void test_refuses_unsupported(void) {
     const char *sets[] = {"num_kv_shared_layers=0", "attention_k_eq_v=false"}; /* PLE left on */
     sp_err err;
-    char *s = preset_config_json("gemma4", "tiny", "float32", sets, 2, &err);
+    char *s = sp_preset_config_json("gemma4", "tiny", "float32", sets, 2, &err);
     sp_config cfg;
     lm_layout lay;
     CHECK(s && sp_config_parse(&cfg, s, "x", &err) == 0, "%s", err.msg);
-    CHECK(lm_layout_init(&lay, &cfg, SP_DT_F32, &err) != 0 && strstr(err.msg, "per-layer"), "%s", err.msg);
+    CHECK(sp_lm_layout_init(&lay, &cfg, SP_DT_F32, &err) != 0 && strstr(err.msg, "per-layer"), "%s", err.msg);
     free(s);
 }
 

@@ -65,13 +65,13 @@ static tr_loop_cfg toy_cfg(const char *out) {
                          .run = "toy v=1", .save_every = 4, .eval_every = 5};
 }
 
-/* a toy run into root/name with c's settings; *res its result; returns tr_loop_run's status */
+/* a toy run into root/name with c's settings; *res its result; returns sp_tr_loop_run's status */
 static int toy_run(toy *t, tr_loop_cfg c, const char *name, tr_loop_result *res, sp_err *err) {
     char out[400];
     snprintf(out, sizeof out, "%s/%s", root, name);
     c.out_dir = out;
     tr_loop_params p = {.w = t->w, .n = N, .t = toy_tensors, .nt = 2};
-    return tr_loop_run(&c, &p, &toy_ops, t, res, err);
+    return sp_tr_loop_run(&c, &p, &toy_ops, t, res, err);
 }
 
 static void toy_init(toy *t) {
@@ -88,14 +88,14 @@ static char *read_text(const char *name, const char *file) {
 
 static void test_schedule(void) {
     tr_optim_cfg c = {.lr = 1.0, .warmup = 4, .total = 12, .min_lr_frac = 0.1};
-    CHECK(tr_lr_at(&c, 1) == 0.25 && tr_lr_at(&c, 4) == 1.0, "warm-up: %g %g", tr_lr_at(&c, 1), tr_lr_at(&c, 4));
-    CHECK(fabs(tr_lr_at(&c, 8) - 0.55) < 1e-12 && fabs(tr_lr_at(&c, 12) - 0.1) < 1e-15, "cosine: %.17g %.17g",
-          tr_lr_at(&c, 8), tr_lr_at(&c, 12));
-    CHECK(tr_lr_at(&c, 5) < 1.0 && tr_lr_at(&c, 5) > tr_lr_at(&c, 6), "decay after the peak");
+    CHECK(sp_tr_lr_at(&c, 1) == 0.25 && sp_tr_lr_at(&c, 4) == 1.0, "warm-up: %g %g", sp_tr_lr_at(&c, 1), sp_tr_lr_at(&c, 4));
+    CHECK(fabs(sp_tr_lr_at(&c, 8) - 0.55) < 1e-12 && fabs(sp_tr_lr_at(&c, 12) - 0.1) < 1e-15, "cosine: %.17g %.17g",
+          sp_tr_lr_at(&c, 8), sp_tr_lr_at(&c, 12));
+    CHECK(sp_tr_lr_at(&c, 5) < 1.0 && sp_tr_lr_at(&c, 5) > sp_tr_lr_at(&c, 6), "decay after the peak");
     c.min_lr_frac = 0;
-    CHECK(tr_lr_at(&c, 12) == 0 && tr_lr_at(&c, 10) == 1.0 * 0.5 * (1 + cos(M_PI * 0.75)), "floor 0: %g",
-          tr_lr_at(&c, 12));
-    CHECK(tr_warmup_default(100) == 4 && tr_warmup_default(12) == 1 && tr_warmup_default(30) == 2, "default warm-up");
+    CHECK(sp_tr_lr_at(&c, 12) == 0 && sp_tr_lr_at(&c, 10) == 1.0 * 0.5 * (1 + cos(M_PI * 0.75)), "floor 0: %g",
+          sp_tr_lr_at(&c, 12));
+    CHECK(sp_tr_warmup_default(100) == 4 && sp_tr_warmup_default(12) == 1 && sp_tr_warmup_default(30) == 2, "default warm-up");
 }
 
 static void test_resume_identical(void) {

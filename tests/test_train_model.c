@@ -1,5 +1,5 @@
 /* test_train_model.c — the whole drafter step (src/train/drafter_net.c) wired correctly: the analytic
- * gradient of every parameter tensor against central finite differences of tr_forward's loss
+ * gradient of every parameter tensor against central finite differences of sp_tr_forward's loss
  * (each op is checked in double in test_train_ops.c; this checks the composition: context
  * injection, padding mask, residuals, heads, loss weights). Float forward, so the tolerance
  * is looser: |a − fd| ≤ 2e-3·max|g| + 3e-2·|fd|. DSpark (vanilla, gated and rnn Markov heads)
@@ -15,7 +15,7 @@
 
 static void make_batch(tr_batch *b, const tr_dims *d, int NB, int C, unsigned seed) {
     sp_err err;
-    int ok = tr_batch_alloc(b, NB, C, d->B, d->V, d->H, d->m * d->H, 1, &err) == 0;
+    int ok = sp_tr_batch_alloc(b, NB, C, d->B, d->V, d->H, d->m * d->H, 1, &err) == 0;
     CHECK(ok, "%s", err.msg);
     harness_fill(b->F, (size_t)NB * C * d->m * d->H, 1.5f, seed);
     harness_fill(b->x0, (size_t)NB * d->B * d->H, 1.0f, seed + 1);
@@ -46,15 +46,15 @@ static const int anchor_seq[ANCHORS] = {0, 0, 0, 1}, anchor_p[ANCHORS] = {2, 4, 
 static void make_anchor_batch(tr_batch *b, const tr_dims *d, int shared, unsigned seed) {
     sp_err err;
     int C = ACTX, mH = d->m * d->H, B = d->B, V = d->V;
-    int ok = tr_batch_alloc(b, ANCHORS, C, B, V, d->H, mH, 1, &err) == 0;
+    int ok = sp_tr_batch_alloc(b, ANCHORS, C, B, V, d->H, mH, 1, &err) == 0;
     CHECK(ok, "%s", err.msg);
     if (!ok) return;
     float *taps = malloc(sizeof(float) * 2 * 12 * mH); /* [sequence, position 0..11, m·H] */
     harness_fill(taps, (size_t)2 * 12 * mH, 1.5f, seed);
-    tr_batch_clear(b);
+    sp_tr_batch_clear(b);
     for (int i = 0; i < ANCHORS; i++) {
         int e, row0, q0, p = anchor_p[i];
-        int nr = tr_batch_push(b, p, !shared || i == 0 || anchor_seq[i] != anchor_seq[i - 1], !shared, &e, &row0, &q0);
+        int nr = sp_tr_batch_push(b, p, !shared || i == 0 || anchor_seq[i] != anchor_seq[i - 1], !shared, &e, &row0, &q0);
         for (int j = 0; j < nr; j++) {
             float *f = b->F + (size_t)(row0 + j) * mH;
             if (q0 + j >= 0) memcpy(f, taps + ((size_t)anchor_seq[i] * 12 + q0 + j) * mH, sizeof(float) * mH);
@@ -108,13 +108,13 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     tr_dims d = tiny_dims(arch, gemma, markov);
     tr_model m;
     sp_err err;
-    if (tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
+    if (sp_tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
     tiny_weights(&m);
     tr_batch b;
     int NB = shared ? ANCHORS : 2, C = shared ? ACTX : 4;
     if (shared) make_anchor_batch(&b, &d, 1, 11);
     else make_batch(&b, &d, NB, C, 11);
-    tr_acts *a = tr_acts_create(&d, NB, C, &err);
+    tr_acts *a = sp_tr_acts_create(&d, NB, C, &err);
     CHECK(a, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * d.V * d.H);
     harness_fill(Wlm, (size_t)d.V * d.H, 1.0f, 5);
@@ -124,13 +124,13 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     for (int t = 0; t < NB * d.B; t++) denom += b.wt[t];
     denom += 1e-6;
     float cs[ANCHORS * 3];
-    tr_forward(NULL, &m, a, &b, Wlm, denom, &st, cs);
+    sp_tr_forward(NULL, &m, a, &b, Wlm, denom, &st, cs);
     b.cstar_target = cs; /* c* is detached: hold it fixed for the finite differences */
     tr_stats st2;
-    tr_forward(NULL, &m, a, &b, Wlm, denom, &st2, NULL);
+    sp_tr_forward(NULL, &m, a, &b, Wlm, denom, &st2, NULL);
     CHECK(st2.loss == st.loss, "fixed c* changes the loss: %.9g vs %.9g", st2.loss, st.loss);
     CHECK(isfinite(st.loss) && st.loss > 0, "loss %g", st.loss);
-    tr_backward(NULL, &m, a, &b, Wlm, denom, grad);
+    sp_tr_backward(NULL, &m, a, &b, Wlm, denom, grad);
     double gmax = 0;
     for (size_t i = 0; i < m.n; i++) gmax = fmax(gmax, fabs(grad[i]));
     CHECK(gmax > 0, "all-zero gradient");
@@ -149,9 +149,9 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
             double h = gemma ? 1e-3 : 1e-2; /* scale-1 attention is sharper: a smaller step */
             m.w[j] = keep + (float)h;
             tr_stats sp, sm;
-            tr_forward(NULL, &m, a, &b, Wlm, denom, &sp, NULL);
+            sp_tr_forward(NULL, &m, a, &b, Wlm, denom, &sp, NULL);
             m.w[j] = keep - (float)h;
-            tr_forward(NULL, &m, a, &b, Wlm, denom, &sm, NULL);
+            sp_tr_forward(NULL, &m, a, &b, Wlm, denom, &sm, NULL);
             m.w[j] = keep;
             double fd = (sp.loss - sm.loss) / (2 * h), an = grad[j];
             checked++;
@@ -164,9 +164,9 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     }
     CHECK(bad == 0, "%d of %d parameter elements off", bad, checked);
     free(grad); free(Wlm);
-    tr_acts_free(a);
-    tr_batch_free(&b);
-    tr_model_free(&m);
+    sp_tr_acts_free(a);
+    sp_tr_batch_free(&b);
+    sp_tr_model_free(&m);
 }
 
 static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0); }
@@ -188,12 +188,12 @@ static void check_shared_equals_unshared(tr_arch arch, int gemma, tr_markov_type
     tr_dims d = tiny_dims(arch, gemma, markov);
     tr_model m;
     sp_err err;
-    if (tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
+    if (sp_tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
     tiny_weights(&m);
     tr_batch bs, bu;
     make_anchor_batch(&bs, &d, 1, 21);
     make_anchor_batch(&bu, &d, 0, 21);
-    tr_acts *a = tr_acts_create(&d, ANCHORS, ACTX, &err);
+    tr_acts *a = sp_tr_acts_create(&d, ANCHORS, ACTX, &err);
     CHECK(a, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * d.V * d.H);
     harness_fill(Wlm, (size_t)d.V * d.H, 1.0f, 5);
@@ -202,10 +202,10 @@ static void check_shared_equals_unshared(tr_arch arch, int gemma, tr_markov_type
     for (int t = 0; t < ANCHORS * d.B; t++) denom += bs.wt[t];
     tr_stats ss, su;
     float cs[ANCHORS * 3], cu[ANCHORS * 3];
-    tr_forward(NULL, &m, a, &bs, Wlm, denom, &ss, cs);
-    tr_backward(NULL, &m, a, &bs, Wlm, denom, gs);
-    tr_forward(NULL, &m, a, &bu, Wlm, denom, &su, cu);
-    tr_backward(NULL, &m, a, &bu, Wlm, denom, gu);
+    sp_tr_forward(NULL, &m, a, &bs, Wlm, denom, &ss, cs);
+    sp_tr_backward(NULL, &m, a, &bs, Wlm, denom, gs);
+    sp_tr_forward(NULL, &m, a, &bu, Wlm, denom, &su, cu);
+    sp_tr_backward(NULL, &m, a, &bu, Wlm, denom, gu);
     CHECK(isfinite(ss.loss) && fabs(ss.loss - su.loss) <= 1e-5 * fabs(su.loss), "loss shared %.9g vs unshared %.9g",
           ss.loss, su.loss);
     for (int t = 0; t < ANCHORS * d.B; t++)
@@ -227,10 +227,10 @@ static void check_shared_equals_unshared(tr_arch arch, int gemma, tr_markov_type
     }
     CHECK(bad == 0, "%d gradient elements differ", bad);
     free(gs); free(gu); free(Wlm);
-    tr_acts_free(a);
-    tr_batch_free(&bs);
-    tr_batch_free(&bu);
-    tr_model_free(&m);
+    sp_tr_acts_free(a);
+    sp_tr_batch_free(&bs);
+    sp_tr_batch_free(&bu);
+    sp_tr_model_free(&m);
 }
 
 static void test_shared_equals_unshared(void) {

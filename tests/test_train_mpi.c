@@ -24,7 +24,7 @@ static void test_mpi_matches_one_process(void) {
     snprintf(s2, sizeof s2, "%s/s2", root);
     sp_err err;
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 1, .n_threads = 2};
-    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(target, &o, &err) == 0, "%s", err.msg);
     FILE *f = fopen(corpus, "w");
     for (int i = 0; i < 12; i++) fprintf(f, "{\"ids\": [1, %d, %d, %d, %d], \"resp_start\": 5}\n", 100 + i, 7, 300 + i, 7);
     fclose(f);
@@ -59,7 +59,7 @@ static void test_mpi_eagle3(void) {
     sp_err err;
     const char *sets[] = {"num_hidden_layers=8"};
     newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 1, .n_threads = 2, .sets = sets, .n_sets = 1};
-    CHECK(newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(target, &o, &err) == 0, "%s", err.msg);
     FILE *f = fopen(corpus, "w");
     for (int i = 0; i < 8; i++) fprintf(f, "{\"ids\": [1, %d, %d, %d, %d], \"resp_start\": 5}\n", 100 + i, 7, 300 + i, 7);
     fclose(f);
@@ -82,13 +82,13 @@ static void compare_masters(const char *d1, const char *d2) {
     snprintf(p1, sizeof p1, "%s/%s/optimizer.safetensors", root, d1);
     snprintf(p2, sizeof p2, "%s/%s/optimizer.safetensors", root, d2);
     st_set *a = NULL, *b = NULL;
-    if (st_open_file(&a, p1, &err) || st_open_file(&b, p2, &err)) {
+    if (sp_st_open_file(&a, p1, &err) || sp_st_open_file(&b, p2, &err)) {
         CHECK(0, "%s", err.msg);
     } else {
         double worst = 0, scale = 0;
         int n = 0;
-        for (int i = 0; i < st_count(a); i++) {
-            const st_tensor *ta = st_at(a, i), *tb = st_find(b, ta->name);
+        for (int i = 0; i < sp_st_count(a); i++) {
+            const st_tensor *ta = sp_st_at(a, i), *tb = sp_st_find(b, ta->name);
             if (strncmp(ta->name, "master.", 7) != 0) continue;
             CHECK(tb && tb->numel == ta->numel, "%s missing", ta->name);
             if (!tb) continue;
@@ -102,8 +102,8 @@ static void compare_masters(const char *d1, const char *d2) {
         printf("  np 2 vs np 1: max |dw| %.3g over %d tensors (max |w| %.3g)\n", worst, n, scale);
         CHECK(n > 5 && worst < 1e-4 * fmax(1, scale), "weights differ by %g", worst);
     }
-    st_close(a);
-    st_close(b);
+    sp_st_close(a);
+    sp_st_close(b);
 }
 
 int main(int argc, char **argv) {
@@ -116,8 +116,8 @@ int main(int argc, char **argv) {
     slash = strrchr(bin, '/');
     if (slash) strcpy(slash + 1, "specula");
     else snprintf(bin, sizeof bin, "../specula");
-    if (!tr_dist_available() || system("command -v mpirun >/dev/null 2>&1") != 0 || access(bin, X_OK) != 0) {
-        printf("skipped: %s\n", !tr_dist_available() ? "built without MPI" : "no mpirun or no specula binary");
+    if (!sp_tr_dist_available() || system("command -v mpirun >/dev/null 2>&1") != 0 || access(bin, X_OK) != 0) {
+        printf("skipped: %s\n", !sp_tr_dist_available() ? "built without MPI" : "no mpirun or no specula binary");
         return harness_done("test_train_mpi");
     }
     RUN(test_mpi_matches_one_process);

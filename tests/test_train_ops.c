@@ -72,14 +72,14 @@ enum { T = 5, K = 7, N = 6 };
 typedef struct { double *in, *W, *r, *out; } lin_ctx;
 static double lin_loss(void *p) {
     lin_ctx *c = p;
-    tr_linear_forward_f64(NULL, c->out, c->in, c->W, T, K, N);
+    sp_tr_linear_forward_f64(NULL, c->out, c->in, c->W, T, K, N);
     return dot(c->out, c->r, T * N);
 }
 static void test_linear(void) {
     lin_ctx c = {rnd(T * K, 1, 1), rnd(N * K, 1, 2), rnd(T * N, 1, 3), malloc(T * N * sizeof(double))};
     grad_buf din = gbuf(T * K, 4), dW = gbuf(N * K, 5);
     lin_loss(&c);
-    tr_linear_backward_f64(NULL, din.g, dW.g, c.r, c.in, c.W, T, K, N);
+    sp_tr_linear_backward_f64(NULL, din.g, dW.g, c.r, c.in, c.W, T, K, N);
     fd_check("linear din", c.in, T * K, din.g0, din.g, lin_loss, &c);
     fd_check("linear dW", c.W, N * K, dW.g0, dW.g, lin_loss, &c);
     free(c.in); free(c.W); free(c.r); free(c.out); gfree(&din); gfree(&dW);
@@ -89,14 +89,14 @@ static void test_linear(void) {
 typedef struct { double *in, *w, *r, *out, *rstd; } rms_ctx;
 static double rms_loss(void *p) {
     rms_ctx *c = p;
-    tr_rmsnorm_forward_f64(c->out, c->rstd, c->in, c->w, T, K, 1e-6);
+    sp_tr_rmsnorm_forward_f64(c->out, c->rstd, c->in, c->w, T, K, 1e-6);
     return dot(c->out, c->r, T * K);
 }
 static void test_rmsnorm(void) {
     rms_ctx c = {rnd(T * K, 1, 11), rnd(K, 1, 12), rnd(T * K, 1, 13), malloc(T * K * 8), malloc(T * 8)};
     grad_buf din = gbuf(T * K, 14), dw = gbuf(K, 15);
     rms_loss(&c);
-    tr_rmsnorm_backward_f64(din.g, dw.g, c.r, c.in, c.w, c.rstd, T, K);
+    sp_tr_rmsnorm_backward_f64(din.g, dw.g, c.r, c.in, c.w, c.rstd, T, K);
     fd_check("rmsnorm din", c.in, T * K, din.g0, din.g, rms_loss, &c);
     fd_check("rmsnorm dw", c.w, K, dw.g0, dw.g, rms_loss, &c);
     free(c.in); free(c.w); free(c.r); free(c.out); free(c.rstd); gfree(&din); gfree(&dw);
@@ -109,7 +109,7 @@ static const float rope_freq[RD / 2] = {1.0f, 0.3f, 0.05f, 0.001f};
 typedef struct { double *in, *r, *out; } rope_ctx;
 static double rope_loss(void *p) {
     rope_ctx *c = p;
-    tr_rope_forward_f64(c->out, c->in, T, RNH, RD, rope_pos, rope_freq);
+    sp_tr_rope_forward_f64(c->out, c->in, T, RNH, RD, rope_pos, rope_freq);
     return dot(c->out, c->r, T * RNH * RD);
 }
 static void test_rope(void) {
@@ -117,7 +117,7 @@ static void test_rope(void) {
     rope_ctx c = {rnd(n, 1, 21), rnd(n, 1, 22), malloc(n * 8)};
     grad_buf din = gbuf(n, 23);
     rope_loss(&c);
-    tr_rope_backward_f64(din.g, c.r, T, RNH, RD, rope_pos, rope_freq);
+    sp_tr_rope_backward_f64(din.g, c.r, T, RNH, RD, rope_pos, rope_freq);
     fd_check("rope din", c.in, n, din.g0, din.g, rope_loss, &c);
     free(c.in); free(c.r); free(c.out); gfree(&din);
 }
@@ -131,7 +131,7 @@ static const tr_attn_shape att_shape = {.NB = 1, .Tq = AQ, .Tk = AK, .NH = ANH, 
 typedef struct { double *q, *k, *v, *r, *out, *att; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    tr_attention_forward_f64(NULL, c->out, c->att, c->q, c->k, c->v, &att_shape);
+    sp_tr_attention_forward_f64(NULL, c->out, c->att, c->q, c->k, c->v, &att_shape);
     return dot(c->out, c->r, AQ * ANH * AD);
 }
 static void test_attention(void) {
@@ -141,7 +141,7 @@ static void test_attention(void) {
     grad_buf dq = gbuf(nq, 35), dk = gbuf(nk, 36), dv = gbuf(nk, 37);
     double dp[AKVH * AK];
     att_loss(&c);
-    tr_attention_backward_f64(NULL, dq.g, dk.g, dv.g, dp, c.r, c.q, c.k, c.v, c.att, &att_shape);
+    sp_tr_attention_backward_f64(NULL, dq.g, dk.g, dv.g, dp, c.r, c.q, c.k, c.v, c.att, &att_shape);
     fd_check("attention dq", c.q, nq, dq.g0, dq.g, att_loss, &c);
     fd_check("attention dk", c.k, nk, dk.g0, dk.g, att_loss, &c);
     fd_check("attention dv", c.v, nk, dv.g0, dv.g, att_loss, &c);
@@ -156,10 +156,10 @@ enum { MI = 9 };
 typedef struct { double *x, *wg, *wu, *wd, *r, *g, *u, *s, *out; } mlp_ctx;
 static double mlp_loss(void *p) {
     mlp_ctx *c = p;
-    tr_linear_forward_f64(NULL, c->g, c->x, c->wg, T, K, MI);
-    tr_linear_forward_f64(NULL, c->u, c->x, c->wu, T, K, MI);
-    tr_swiglu_forward_f64(c->s, c->g, c->u, T * MI);
-    tr_linear_forward_f64(NULL, c->out, c->s, c->wd, T, MI, K);
+    sp_tr_linear_forward_f64(NULL, c->g, c->x, c->wg, T, K, MI);
+    sp_tr_linear_forward_f64(NULL, c->u, c->x, c->wu, T, K, MI);
+    sp_tr_swiglu_forward_f64(c->s, c->g, c->u, T * MI);
+    sp_tr_linear_forward_f64(NULL, c->out, c->s, c->wd, T, MI, K);
     return dot(c->out, c->r, T * K);
 }
 static void test_mlp(void) {
@@ -168,10 +168,10 @@ static void test_mlp(void) {
     grad_buf dx = gbuf(T * K, 46), dwg = gbuf(MI * K, 47), dwu = gbuf(MI * K, 48), dwd = gbuf(K * MI, 49);
     double *ds = calloc(T * MI, 8), *dg = calloc(T * MI, 8), *du = calloc(T * MI, 8);
     mlp_loss(&c);
-    tr_linear_backward_f64(NULL, ds, dwd.g, c.r, c.s, c.wd, T, MI, K);
-    tr_swiglu_backward_f64(dg, du, ds, c.g, c.u, T * MI);
-    tr_linear_backward_f64(NULL, dx.g, dwg.g, dg, c.x, c.wg, T, K, MI);
-    tr_linear_backward_f64(NULL, dx.g, dwu.g, du, c.x, c.wu, T, K, MI);
+    sp_tr_linear_backward_f64(NULL, ds, dwd.g, c.r, c.s, c.wd, T, MI, K);
+    sp_tr_swiglu_backward_f64(dg, du, ds, c.g, c.u, T * MI);
+    sp_tr_linear_backward_f64(NULL, dx.g, dwg.g, dg, c.x, c.wg, T, K, MI);
+    sp_tr_linear_backward_f64(NULL, dx.g, dwu.g, du, c.x, c.wu, T, K, MI);
     fd_check("mlp dx", c.x, T * K, dx.g0, dx.g, mlp_loss, &c);
     fd_check("mlp dgate", c.wg, MI * K, dwg.g0, dwg.g, mlp_loss, &c);
     fd_check("mlp dup", c.wu, MI * K, dwu.g0, dwu.g, mlp_loss, &c);
@@ -184,14 +184,14 @@ static void test_mlp(void) {
 typedef struct { double *g, *u, *r, *out; } geglu_ctx;
 static double geglu_loss(void *p) {
     geglu_ctx *c = p;
-    tr_geglu_forward_f64(c->out, c->g, c->u, T * MI);
+    sp_tr_geglu_forward_f64(c->out, c->g, c->u, T * MI);
     return dot(c->out, c->r, T * MI);
 }
 static void test_geglu(void) {
     geglu_ctx c = {rnd(T * MI, 3, 141), rnd(T * MI, 1, 142), rnd(T * MI, 1, 143), malloc(T * MI * 8)};
     grad_buf dg = gbuf(T * MI, 144), du = gbuf(T * MI, 145);
     geglu_loss(&c);
-    tr_geglu_backward_f64(dg.g, du.g, c.r, c.g, c.u, T * MI);
+    sp_tr_geglu_backward_f64(dg.g, du.g, c.r, c.g, c.u, T * MI);
     fd_check("geglu dgate", c.g, T * MI, dg.g0, dg.g, geglu_loss, &c);
     fd_check("geglu dup", c.u, T * MI, du.g0, du.g, geglu_loss, &c);
     geglu_loss(&c); /* fd_check leaves out[] at its last perturbed input */
@@ -208,9 +208,9 @@ enum { SV = 11, SH = 6 };
 typedef struct { double *h, *W, *U, *Z, *q, *wt; int32_t lab[T]; } cap_ctx;
 static double cap_loss(void *p) {
     cap_ctx *c = p;
-    tr_lmhead_forward_f64(NULL, c->U, c->h, c->W, T, SH, SV);
-    tr_softcap_forward_f64(c->Z, c->U, T * SV, 3.0);
-    return tr_ce_forward_f64(c->q, c->Z, c->lab, c->wt, T, SV, 2.5);
+    sp_tr_lmhead_forward_f64(NULL, c->U, c->h, c->W, T, SH, SV);
+    sp_tr_softcap_forward_f64(c->Z, c->U, T * SV, 3.0);
+    return sp_tr_ce_forward_f64(c->q, c->Z, c->lab, c->wt, T, SV, 2.5);
 }
 static void test_softcap_lmhead(void) {
     cap_ctx c = {rnd(T * SH, 2, 151), rnd(SV * SH, 2, 152), malloc(T * SV * 8), malloc(T * SV * 8),
@@ -222,9 +222,9 @@ static void test_softcap_lmhead(void) {
     double mx = 0;
     for (int i = 0; i < T * SV; i++) mx = fmax(mx, fabs(c.U[i]));
     CHECK(mx > 3.0, "logits %.3g never reach the cap: the test would not see tanh's curvature", mx);
-    tr_ce_backward_f64(dZ, c.q, c.lab, c.wt, T, SV, 2.5);
-    tr_softcap_backward_f64(dU, dZ, c.Z, T * SV, 3.0);
-    tr_lmhead_backward_f64(NULL, dh.g, dU, c.W, T, SH, SV);
+    sp_tr_ce_backward_f64(dZ, c.q, c.lab, c.wt, T, SV, 2.5);
+    sp_tr_softcap_backward_f64(dU, dZ, c.Z, T * SV, 3.0);
+    sp_tr_lmhead_backward_f64(NULL, dh.g, dU, c.W, T, SH, SV);
     fd_check("softcap lmhead dh", c.h, T * SH, dh.g0, dh.g, cap_loss, &c);
     free(c.h); free(c.W); free(c.U); free(c.Z); free(c.q); free(c.wt); free(dZ); free(dU); gfree(&dh);
 }
@@ -234,8 +234,8 @@ enum { FM = 3, FH = 4 };
 typedef struct { double *F, *W, *w, *r, *y, *out, *rstd; } fc_ctx;
 static double fc_loss(void *p) {
     fc_ctx *c = p;
-    tr_linear_forward_f64(NULL, c->y, c->F, c->W, T, FM * FH, FH);
-    tr_rmsnorm_forward_f64(c->out, c->rstd, c->y, c->w, T, FH, 1e-6);
+    sp_tr_linear_forward_f64(NULL, c->y, c->F, c->W, T, FM * FH, FH);
+    sp_tr_rmsnorm_forward_f64(c->out, c->rstd, c->y, c->w, T, FH, 1e-6);
     return dot(c->out, c->r, T * FH);
 }
 static void test_fc_fusion(void) {
@@ -244,8 +244,8 @@ static void test_fc_fusion(void) {
     grad_buf dW = gbuf(FH * FM * FH, 55), dw = gbuf(FH, 56);
     double *dy = calloc(T * FH, 8);
     fc_loss(&c);
-    tr_rmsnorm_backward_f64(dy, dw.g, c.r, c.y, c.w, c.rstd, T, FH);
-    tr_linear_backward_f64(NULL, NULL, dW.g, dy, c.F, c.W, T, FM * FH, FH);
+    sp_tr_rmsnorm_backward_f64(dy, dw.g, c.r, c.y, c.w, c.rstd, T, FH);
+    sp_tr_linear_backward_f64(NULL, NULL, dW.g, dy, c.F, c.W, T, FM * FH, FH);
     fd_check("fc dW_fc", c.W, FH * FM * FH, dW.g0, dW.g, fc_loss, &c);
     fd_check("fc dhidden_norm", c.w, FH, dw.g0, dw.g, fc_loss, &c);
     free(c.F); free(c.W); free(c.w); free(c.r); free(c.y); free(c.out); free(c.rstd); free(dy);
@@ -258,9 +258,9 @@ static const int32_t mk_prev[T] = {3, 7, 3, 10, 0}; /* a repeated row: dW1 scatt
 typedef struct { double *W1, *W2, *wc, *bc, *h, *Wlm, *r, *rc, *bias, *code, *logit, *U; } mk_ctx;
 static double mk_loss(void *p) {
     mk_ctx *c = p;
-    tr_markov_forward_f64(NULL, c->bias, c->code, mk_prev, c->W1, c->W2, T, MV, MR);
-    tr_lmhead_forward_f64(NULL, c->U, c->h, c->Wlm, T, MH, MV);
-    tr_conf_forward_f64(c->logit, c->h, c->code, c->wc, c->bc, T, MH, MR);
+    sp_tr_markov_forward_f64(NULL, c->bias, c->code, mk_prev, c->W1, c->W2, T, MV, MR);
+    sp_tr_lmhead_forward_f64(NULL, c->U, c->h, c->Wlm, T, MH, MV);
+    sp_tr_conf_forward_f64(c->logit, c->h, c->code, c->wc, c->bc, T, MH, MR);
     double s = 0;
     for (int i = 0; i < T * MV; i++) s += (c->bias[i] + c->U[i]) * c->r[i];
     return s + dot(c->logit, c->rc, T);
@@ -273,9 +273,9 @@ static void test_heads(void) {
              dh = gbuf(T * MH, 75);
     double *dcode = calloc(T * MR, 8);
     mk_loss(&c);
-    tr_conf_backward_f64(dh.g, dcode, dwc.g, dbc.g, c.rc, c.h, c.code, c.wc, T, MH, MR);
-    tr_markov_backward_f64(NULL, dW1.g, dW2.g, dcode, c.r, c.code, mk_prev, c.W2, T, MV, MR);
-    tr_lmhead_backward_f64(NULL, dh.g, c.r, c.Wlm, T, MH, MV);
+    sp_tr_conf_backward_f64(dh.g, dcode, dwc.g, dbc.g, c.rc, c.h, c.code, c.wc, T, MH, MR);
+    sp_tr_markov_backward_f64(NULL, dW1.g, dW2.g, dcode, c.r, c.code, mk_prev, c.W2, T, MV, MR);
+    sp_tr_lmhead_backward_f64(NULL, dh.g, c.r, c.Wlm, T, MH, MV);
     fd_check("markov dW1", c.W1, MV * MR, dW1.g0, dW1.g, mk_loss, &c);
     fd_check("markov dW2", c.W2, MV * MR, dW2.g0, dW2.g, mk_loss, &c);
     fd_check("conf dw", c.wc, MH + MR, dwc.g0, dwc.g, mk_loss, &c);
@@ -301,9 +301,9 @@ static const int32_t g_prev[GT] = {3, 5, 3, 0, 6, 5}; /* repeated rows: the scat
 typedef struct { int rnn; double *W1, *h, *Wp, *bp, *r, *code, *mix, *save, *in; } gh_ctx;
 static double gh_loss(void *p) {
     gh_ctx *c = p;
-    tr_gather_forward_f64(c->code, g_prev, c->W1, GT, GR);
-    if (c->rnn) tr_rnn_forward_f64(NULL, c->mix, c->save, c->in, c->h, c->code, c->Wp, c->bp, GNB, GB, GH, GR);
-    else tr_gated_forward_f64(NULL, c->mix, c->save, c->in, c->h, c->code, c->Wp, c->bp, GT, GH, GR);
+    sp_tr_gather_forward_f64(c->code, g_prev, c->W1, GT, GR);
+    if (c->rnn) sp_tr_rnn_forward_f64(NULL, c->mix, c->save, c->in, c->h, c->code, c->Wp, c->bp, GNB, GB, GH, GR);
+    else sp_tr_gated_forward_f64(NULL, c->mix, c->save, c->in, c->h, c->code, c->Wp, c->bp, GT, GH, GR);
     return dot(c->mix, c->r, GT * GR);
 }
 static void head_case(int rnn) {
@@ -315,9 +315,9 @@ static void head_case(int rnn) {
     double *dcode = calloc(GT * GR, 8), *dpre = malloc(GT * 3 * GR * 8), *din = malloc(nin * 8), ds[GNB * GR];
     gh_loss(&c);
     if (rnn)
-        tr_rnn_backward_f64(NULL, dh.g, dcode, dWp.g, dbp.g, dpre, din, ds, c.r, c.save, c.in, c.Wp, GNB, GB, GH, GR);
-    else tr_gated_backward_f64(NULL, dh.g, dcode, dWp.g, dbp.g, dpre, din, c.r, c.in, c.save, c.code, c.Wp, GT, GH, GR);
-    tr_gather_backward_f64(dW1.g, dcode, g_prev, GT, GR);
+        sp_tr_rnn_backward_f64(NULL, dh.g, dcode, dWp.g, dbp.g, dpre, din, ds, c.r, c.save, c.in, c.Wp, GNB, GB, GH, GR);
+    else sp_tr_gated_backward_f64(NULL, dh.g, dcode, dWp.g, dbp.g, dpre, din, c.r, c.in, c.save, c.code, c.Wp, GT, GH, GR);
+    sp_tr_gather_backward_f64(dW1.g, dcode, g_prev, GT, GR);
     const char *n = rnn ? "rnn" : "gated";
     char what[64];
     snprintf(what, sizeof what, "%s dW1 (through the code)", n);
@@ -349,22 +349,22 @@ static void head_case(int rnn) {
     for (size_t i = 0; i < nb; i++) fbp[i] = (float)c.bp[i];
     for (size_t i = 0; i < GT * GR; i++) fr[i] = (float)c.r[i];
     sp_pool *pool = sp_pool_create(2);
-    tr_gather_forward(fcode, g_prev, fW1, GT, GR);
+    sp_tr_gather_forward(fcode, g_prev, fW1, GT, GR);
     if (rnn) {
-        tr_rnn_forward(pool, fmix, fsave, fin, fh, fcode, fWp, fbp, GNB, GB, GH, GR);
-        tr_rnn_backward(pool, fdh, fdcode, fdWp, fdbp, fdpre, fdin, fds, fr, fsave, fin, fWp, GNB, GB, GH, GR);
+        sp_tr_rnn_forward(pool, fmix, fsave, fin, fh, fcode, fWp, fbp, GNB, GB, GH, GR);
+        sp_tr_rnn_backward(pool, fdh, fdcode, fdWp, fdbp, fdpre, fdin, fds, fr, fsave, fin, fWp, GNB, GB, GH, GR);
     } else {
-        tr_gated_forward(pool, fmix, fsave, fin, fh, fcode, fWp, fbp, GT, GH, GR);
-        tr_gated_backward(pool, fdh, fdcode, fdWp, fdbp, fdpre, fdin, fr, fin, fsave, fcode, fWp, GT, GH, GR);
+        sp_tr_gated_forward(pool, fmix, fsave, fin, fh, fcode, fWp, fbp, GT, GH, GR);
+        sp_tr_gated_backward(pool, fdh, fdcode, fdWp, fdbp, fdpre, fdin, fr, fin, fsave, fcode, fWp, GT, GH, GR);
     }
-    tr_gather_backward(fdW1, fdcode, g_prev, GT, GR);
+    sp_tr_gather_backward(fdW1, fdcode, g_prev, GT, GR);
     sp_pool_free(pool);
     /* the double run of the same gradients from zero */
     double *zh = calloc(GT * GH, 8), *zc = calloc(GT * GR, 8), *zWp = calloc(np, 8), *zbp = calloc(nb, 8);
     double *zW1 = calloc(GV * GR, 8);
-    if (rnn) tr_rnn_backward_f64(NULL, zh, zc, zWp, zbp, dpre, din, ds, c.r, c.save, c.in, c.Wp, GNB, GB, GH, GR);
-    else tr_gated_backward_f64(NULL, zh, zc, zWp, zbp, dpre, din, c.r, c.in, c.save, c.code, c.Wp, GT, GH, GR);
-    tr_gather_backward_f64(zW1, zc, g_prev, GT, GR);
+    if (rnn) sp_tr_rnn_backward_f64(NULL, zh, zc, zWp, zbp, dpre, din, ds, c.r, c.save, c.in, c.Wp, GNB, GB, GH, GR);
+    else sp_tr_gated_backward_f64(NULL, zh, zc, zWp, zbp, dpre, din, c.r, c.in, c.save, c.code, c.Wp, GT, GH, GR);
+    sp_tr_gather_backward_f64(zW1, zc, g_prev, GT, GR);
     CHECK(max_rel(fmix, c.mix, GT * GR) < 1e-5, "%s mix float vs double %g", n, max_rel(fmix, c.mix, GT * GR));
     CHECK(max_rel(fdh, zh, GT * GH) < 1e-5, "%s dh float vs double %g", n, max_rel(fdh, zh, GT * GH));
     CHECK(max_rel(fdW1, zW1, GV * GR) < 1e-5, "%s dW1 float vs double %g", n, max_rel(fdW1, zW1, GV * GR));
@@ -385,12 +385,12 @@ static const double ls_w[T] = {1.0, 0.7788007830714049, 0.6065306597126334, 0.0,
 typedef struct { double *Z, *P, *conf, *q, *cstar; double alpha[3]; double denom; } ls_ctx;
 static double ce_loss(void *p) {
     ls_ctx *c = p;
-    return tr_ce_forward_f64(c->q, c->Z, ls_labels, ls_w, T, LV, c->denom);
+    return sp_tr_ce_forward_f64(c->q, c->Z, ls_labels, ls_w, T, LV, c->denom);
 }
 static double spark_loss(void *p) {
     ls_ctx *c = p;
     double terms[4];
-    return tr_spark_loss_forward_f64(terms, c->q, c->cstar, c->Z, c->P, ls_labels, c->conf, ls_w, T, LV,
+    return sp_tr_spark_loss_forward_f64(terms, c->q, c->cstar, c->Z, c->P, ls_labels, c->conf, ls_w, T, LV,
                                      c->alpha, c->denom);
 }
 /* the c* the BCE target uses is detached: for the BCE check, hold it at its unperturbed value */
@@ -406,7 +406,7 @@ static double bce_only_loss(void *p) {
 static ls_ctx ls_make(void) {
     ls_ctx c = {rnd(T * LV, 3, 81), malloc(T * LV * 8), rnd(T, 2, 82), malloc(T * LV * 8), malloc(T * 8), {0}, 0};
     double *pz = rnd(T * LV, 3, 83);
-    tr_softmax_rows_f64(c.P, pz, T, LV);
+    sp_tr_softmax_rows_f64(c.P, pz, T, LV);
     free(pz);
     double sw = 0;
     for (int t = 0; t < T; t++) sw += ls_w[t];
@@ -419,7 +419,7 @@ static void test_ce(void) {
     ls_ctx c = ls_make();
     grad_buf dZ = gbuf(T * LV, 84);
     ce_loss(&c);
-    tr_ce_backward_f64(dZ.g, c.q, ls_labels, ls_w, T, LV, c.denom);
+    sp_tr_ce_backward_f64(dZ.g, c.q, ls_labels, ls_w, T, LV, c.denom);
     fd_check("ce dZ", c.Z, T * LV, dZ.g0, dZ.g, ce_loss, &c);
     ls_free(&c); gfree(&dZ);
 }
@@ -429,7 +429,7 @@ static void spark_case(const char *name, double a_ce, double a_l1, double a_conf
     c.alpha[0] = a_ce; c.alpha[1] = a_l1; c.alpha[2] = a_conf;
     grad_buf dZ = gbuf(T * LV, 85), dconf = gbuf(T, 86);
     spark_loss(&c);
-    tr_spark_loss_backward_f64(dZ.g, dconf.g, c.q, c.cstar, c.P, ls_labels, c.conf, ls_w, T, LV, c.alpha, c.denom);
+    sp_tr_spark_loss_backward_f64(dZ.g, dconf.g, c.q, c.cstar, c.P, ls_labels, c.conf, ls_w, T, LV, c.alpha, c.denom);
     char what[64];
     /* CE and L1 depend on Z; BCE on conf (c* detached, so its Z-dependence carries no gradient) */
     if (a_conf == 0) {
@@ -450,7 +450,7 @@ static void test_spark_terms(void) {
     ls_ctx c = ls_make();
     c.alpha[0] = 0.1; c.alpha[1] = 0.9; c.alpha[2] = 1.0;
     double terms[4];
-    double L = tr_spark_loss_forward_f64(terms, c.q, c.cstar, c.Z, c.P, ls_labels, c.conf, ls_w, T, LV, c.alpha, c.denom);
+    double L = sp_tr_spark_loss_forward_f64(terms, c.q, c.cstar, c.Z, c.P, ls_labels, c.conf, ls_w, T, LV, c.alpha, c.denom);
     double sce = 0, sl1 = 0, sbce = 0, sw = 0;
     for (int t = 0; t < T; t++) {
         double mx = -1e300, se = 0, l1 = 0;
@@ -483,16 +483,16 @@ static void test_float_matches_double(void) {
     for (size_t i = 0; i < nx; i++) xf[i] = (float)x[i];
     for (size_t i = 0; i < nw; i++) wf[i] = (float)w[i];
     for (size_t i = 0; i < ny; i++) dyf[i] = (float)dy[i];
-    tr_linear_forward_f64(NULL, y, x, w, t, k, n);
-    tr_linear_backward_f64(NULL, dx, dw, dy, x, w, t, k, n);
-    tr_linear_forward(pool, yf, xf, wf, t, k, n);
-    tr_linear_backward(pool, dxf, dwf, dyf, xf, wf, t, k, n);
+    sp_tr_linear_forward_f64(NULL, y, x, w, t, k, n);
+    sp_tr_linear_backward_f64(NULL, dx, dw, dy, x, w, t, k, n);
+    sp_tr_linear_forward(pool, yf, xf, wf, t, k, n);
+    sp_tr_linear_backward(pool, dxf, dwf, dyf, xf, wf, t, k, n);
     CHECK(max_rel(yf, y, ny) < 1e-5, "linear forward float vs double %g", max_rel(yf, y, ny));
     CHECK(max_rel(dxf, dx, nx) < 1e-5, "linear din float vs double %g", max_rel(dxf, dx, nx));
     CHECK(max_rel(dwf, dw, nw) < 1e-5, "linear dW float vs double %g", max_rel(dwf, dw, nw));
     /* thread-count invariance of the accumulating GEMMs (bit-identical resume depends on it) */
     float *dxf1 = calloc(nx, 4), *dwf1 = calloc(nw, 4);
-    tr_linear_backward(NULL, dxf1, dwf1, dyf, xf, wf, t, k, n);
+    sp_tr_linear_backward(NULL, dxf1, dwf1, dyf, xf, wf, t, k, n);
     CHECK(memcmp(dxf1, dxf, nx * 4) == 0 && memcmp(dwf1, dwf, nw * 4) == 0, "gemm depends on thread count");
     /* attention float vs double */
     size_t nq = AQ * ANH * AD, nk = AK * AKVH * AD;
@@ -500,8 +500,8 @@ static void test_float_matches_double(void) {
     float qf[AQ * ANH * AD], kf[AK * AKVH * AD], vf[AK * AKVH * AD], of[AQ * ANH * AD], attf[ANH * AQ * AK];
     for (size_t i = 0; i < nq; i++) qf[i] = (float)q[i];
     for (size_t i = 0; i < nk; i++) { kf[i] = (float)kk[i]; vf[i] = (float)v[i]; }
-    tr_attention_forward_f64(NULL, o, att, q, kk, v, &att_shape);
-    tr_attention_forward(NULL, of, attf, qf, kf, vf, &att_shape);
+    sp_tr_attention_forward_f64(NULL, o, att, q, kk, v, &att_shape);
+    sp_tr_attention_forward(NULL, of, attf, qf, kf, vf, &att_shape);
     CHECK(max_rel(of, o, nq) < 1e-5, "attention float vs double %g", max_rel(of, o, nq));
     free(x); free(w); free(dy); free(y); free(dx); free(dw); free(xf); free(wf); free(dyf); free(yf);
     free(dxf); free(dwf); free(dxf1); free(dwf1); free(q); free(kk); free(v); free(o); free(att);

@@ -10,7 +10,7 @@ static int truncated_to(const char *text, long step, const char *expect) {
     snprintf(path, sizeof path, "/tmp/specula_trainlog_%d.csv", (int)getpid());
     sp_err err = {0};
     if (sp_write_file_atomic(path, text, strlen(text), &err)) return 0;
-    int ok = tr_log_truncate(path, step, &err) == 0;
+    int ok = sp_tr_log_truncate(path, step, &err) == 0;
     char *got = NULL;
     size_t n = 0;
     ok = ok && sp_read_file(path, &got, &n, &err) == 0 && n == strlen(expect) && !memcmp(got, expect, n);
@@ -28,7 +28,7 @@ static void test_truncate(void) {
     CHECK(truncated_to("step,loss\n0,9.5\n1,8.2", 5, "step,loss\n0,9.5\n"), "torn last line kept");
     CHECK(truncated_to("step,lo", 5, ""), "torn header kept");
     sp_err err = {0};
-    CHECK(tr_log_truncate("/tmp/specula_trainlog_missing.csv", 3, &err) == 0, "missing file: %s", err.msg);
+    CHECK(sp_tr_log_truncate("/tmp/specula_trainlog_missing.csv", 3, &err) == 0, "missing file: %s", err.msg);
 }
 
 int main(void) {

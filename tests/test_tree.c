@@ -262,7 +262,7 @@ static int make_drafters(void) {
             newdrafter_opts o = {.arch = KINDS[k].arch, .preset = KINDS[k].preset, .sets = sets,
                                  .n_sets = KINDS[k].set ? 1 : 0, .dtype = SP_DT_UNKNOWN, .seed = 21 + k};
             sp_err err = {{0}};
-            if (newdrafter_write(dir, tdir, &o, &err)) {
+            if (sp_newdrafter_write(dir, tdir, &o, &err)) {
                 fprintf(stderr, "new drafter %s: %s\n", dir, err.msg);
                 return -1;
             }

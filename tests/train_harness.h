@@ -68,7 +68,7 @@ static inline void th_corpus(const char *path, int n, unsigned seed) {
 static inline void th_setup(const char *test, const char *suffix, const newmodel_opts *o) {
     th_paths(test, suffix);
     sp_err err;
-    CHECK(newmodel_write(th_target, o, &err) == 0, "%s", err.msg);
+    CHECK(sp_newmodel_write(th_target, o, &err) == 0, "%s", err.msg);
     for (int i = 0; i < 12; i++) th_alpha[i] = 3 + (int)(sp_rng_u64(5, 0, (uint64_t)i) % 8000);
     char p1[400], p2[400];
     snprintf(p1, sizeof p1, "%s/train.jsonl", th_root);
@@ -76,17 +76,17 @@ static inline void th_setup(const char *test, const char *suffix, const newmodel
     th_corpus(p1, 64, 1);
     th_corpus(p2, 12, 777);
     tr_regen_cfg c = {.model_dir = th_target, .data_path = p1, .out_dir = th_shards, .generate = 48, .threads = 2};
-    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
     c.data_path = p2;
     c.out_dir = th_held;
-    CHECK(tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
 }
 
 /* the small run on th_target's shards, into out: 1 layer, block 4, batch 8, rank 32, ctx 32,
  * lr 3e-3, τ on 48 held-out blocks, 2 threads; one anchor per sequence (64 short toy sequences:
  * A anchors per sequence leave only 8 / A sequences in a batch) */
 static inline tr_train_cfg th_small_cfg(tr_arch arch, const char *out) {
-    tr_train_cfg c = tr_train_defaults();
+    tr_train_cfg c = sp_tr_train_defaults();
     c.arch = arch;
     c.model_dir = th_target;
     c.data_dir = th_shards;
@@ -117,7 +117,7 @@ static inline tr_train_cfg th_named_cfg(char *out, size_t n, tr_arch arch, const
  * B−1 drafts + bonus; the others B drafts + bonus) */
 static inline void th_train(const tr_train_cfg *c, const char *name, int check_tau, tr_train_result *r) {
     sp_err err;
-    CHECK(tr_train_run(c, r, &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_train_run(c, r, &err) == 0, "%s", err.msg);
     int tau_max = c->arch == TR_ARCH_DFLASH_ZLAB ? c->block : c->block + 1;
     printf("  %s: held-out tau %.3f -> %.3f (max %d), a_k", name, r->tau_first, r->tau_last, tau_max);
     for (int k = 0; k < c->block; k++) printf(" %.3f", r->a_last[k]);

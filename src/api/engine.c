@@ -113,7 +113,7 @@ int sp_engine_load(sp_engine **out, const sp_engine_params *p, sp_err *err) {
     int max_pos = sp_model_config(e->target)->max_pos;
     e->max_ctx = p->max_ctx ? p->max_ctx : ENGINE_DEFAULT_CTX;
     if (max_pos > 0 && e->max_ctx > max_pos) e->max_ctx = max_pos;
-    e->tok = tok_load_model(e->model_dir, err);
+    e->tok = sp_tok_load_model(e->model_dir, err);
     if (!e->tok) goto fail;
     if (e->kind == KIND_DRAFT && sp_model_load(&e->draft_model, e->drafter_dir, p->n_threads, err)) goto fail;
     *out = e;
@@ -130,8 +130,8 @@ void sp_engine_free(sp_engine *e) {
     sp_drafter_free(e->drafter);
     sp_model_free(e->draft_model);
     sp_model_free(e->target);
-    chat_template_free(e->chat);
-    tok_free(e->tok);
+    sp_chat_template_free(e->chat);
+    sp_tok_free(e->tok);
     free(e->model_dir);
     free(e->drafter_dir);
     free(e);
@@ -143,21 +143,21 @@ const char *sp_engine_drafter_kind(const sp_engine *e) { return KIND_NAMES[e->ki
 int sp_engine_tokenize(sp_engine *e, const char *text, int add_special, int parse_special, int32_t **ids, int *n,
                        sp_err *err) {
     if (!text) return sp_err_set(err, "sp_engine_tokenize: text is NULL");
-    return tok_encode(e->tok, text, strlen(text), add_special, parse_special, ids, n, err);
+    return sp_tok_encode(e->tok, text, strlen(text), add_special, parse_special, ids, n, err);
 }
 
 int sp_engine_detokenize(sp_engine *e, const int32_t *ids, int n, char **text, sp_err *err) {
-    return tok_decode(e->tok, ids, n, text, err);
+    return sp_tok_decode(e->tok, ids, n, text, err);
 }
 
 int sp_engine_chat(sp_engine *e, const sp_chat_msg *msgs, int n, int add_generation_prompt, char **out,
                    sp_err *err) {
     if (n < 1) return sp_err_set(err, "sp_engine_chat: no messages");
-    if (!e->chat && !(e->chat = chat_template_load(e->model_dir, e->tok, NULL, err))) return -1;
+    if (!e->chat && !(e->chat = sp_chat_template_load(e->model_dir, e->tok, NULL, err))) return -1;
     tok_msg *m = malloc((size_t)n * sizeof *m);
     if (!m) return sp_err_set(err, "out of memory");
     for (int i = 0; i < n; i++) m[i] = (tok_msg){msgs[i].role, msgs[i].content};
-    int rc = chat_render_msgs(e->chat, m, n, add_generation_prompt, NULL, out, err);
+    int rc = sp_chat_render_msgs(e->chat, m, n, add_generation_prompt, NULL, out, err);
     free(m);
     return rc;
 }
@@ -204,7 +204,7 @@ typedef struct {
 static int on_token(void *ctx, int32_t token) {
     text_ctx *c = ctx;
     char buf[1024];
-    int n = tok_stream_push(c->ts, token, buf, sizeof buf - 1);
+    int n = sp_tok_stream_push(c->ts, token, buf, sizeof buf - 1);
     if (n < 0) n = 0;
     buf[n] = 0;
     return c->r->on_text(c->r->cb_ctx, token, buf, (size_t)n);
@@ -255,7 +255,7 @@ int sp_engine_generate(sp_engine *e, const int32_t *prompt, int n_prompt, const 
     spp.gen.sample = sp;
     spp.gen.max_ctx = e->max_ctx + SP_SPEC_MAX_G + 1;
     if (r->on_text) {
-        tc.ts = tok_stream_new(e->tok);
+        tc.ts = sp_tok_stream_new(e->tok);
         if (!tc.ts) {
             free(buf);
             return sp_err_set(err, "out of memory");
@@ -269,12 +269,12 @@ int sp_engine_generate(sp_engine *e, const int32_t *prompt, int n_prompt, const 
     if (!rc && tc.ts) { /* text still held back by the streaming decoder */
         char piece[1024];
         int n;
-        while ((n = tok_stream_flush(tc.ts, piece, sizeof piece - 1)) > 0) {
+        while ((n = sp_tok_stream_flush(tc.ts, piece, sizeof piece - 1)) > 0) {
             piece[n] = 0;
             r->on_text(r->cb_ctx, -1, piece, (size_t)n);
         }
     }
-    tok_stream_free(tc.ts);
+    sp_tok_stream_free(tc.ts);
     if (rc) {
         free(buf);
         return -1;

@@ -26,7 +26,7 @@ static const char *builtin_for_vocab(const tok_tokenizer *t) {
     static const struct { const char *marker, *name; } by_marker[] = {
         {"<|turn>", "gemma4"}, {"<start_of_turn>", "gemma3"}, {"<|im_start|>", "qwen3"}, {"<|start_header_id|>", "llama3"}};
     for (size_t i = 0; t && i < sizeof by_marker / sizeof *by_marker; i++)
-        if (tok_token_id(t, by_marker[i].marker, strlen(by_marker[i].marker)) >= 0) return by_marker[i].name;
+        if (sp_tok_token_id(t, by_marker[i].marker, strlen(by_marker[i].marker)) >= 0) return by_marker[i].name;
     return NULL;
 }
 
@@ -70,10 +70,10 @@ static int load_specials(chat_template *ct, const char *model_dir, const tok_tok
         return sp_err_set(err, "%s: \"chat_template\" must be a string or a list with a \"default\" template", path);
     }
     json_decref(cfg);
-    int ids[2] = {tok ? tok_bos(tok) : -1, tok ? tok_eos(tok) : -1};
+    int ids[2] = {tok ? sp_tok_bos(tok) : -1, tok ? sp_tok_eos(tok) : -1};
     for (int k = 0; k < 2; k++) {
         size_t n;
-        const char *s = ids[k] >= 0 ? tok_token_text(tok, ids[k], &n) : NULL;
+        const char *s = ids[k] >= 0 ? sp_tok_token_text(tok, ids[k], &n) : NULL;
         if (s && !json_object_get(ct->specials, keys[k])) json_object_set_new(ct->specials, keys[k], json_stringn(s, n));
     }
     return 0;
@@ -85,7 +85,7 @@ static int read_text(chat_template *ct, const char *path, sp_err *err) {
     return 0;
 }
 
-chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *tok, const char *choice, sp_err *err) {
+chat_template *sp_chat_template_load(const char *model_dir, const tok_tokenizer *tok, const char *choice, sp_err *err) {
     chat_template *ct = calloc(1, sizeof *ct);
     if (!ct) return sp_err_set(err, "out of memory"), NULL;
     ct->tok = tok;
@@ -124,8 +124,8 @@ chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *to
     } else if (!rc && ct->config_text) {
         ct->text = ct->config_text, ct->len = ct->config_len, ct->config_text = NULL;
         snprintf(ct->source, sizeof ct->source, "%s/tokenizer_config.json chat_template", model_dir);
-    } else if (!rc && tok && tok_chat_template(tok)) {
-        const char *t = tok_chat_template(tok);
+    } else if (!rc && tok && sp_tok_chat_template(tok)) {
+        const char *t = sp_tok_chat_template(tok);
         ct->len = strlen(t);
         if (!(ct->text = malloc(ct->len + 1))) rc = sp_err_set(err, "out of memory");
         else memcpy(ct->text, t, ct->len + 1);
@@ -145,23 +145,23 @@ chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *to
     free(ct->config_text);
     ct->config_text = NULL;
     if (rc) {
-        chat_template_free(ct);
+        sp_chat_template_free(ct);
         return NULL;
     }
     return ct;
 }
 
-void chat_template_free(chat_template *ct) {
+void sp_chat_template_free(chat_template *ct) {
     if (!ct) return;
     free(ct->text);
     json_decref(ct->specials);
     free(ct);
 }
 
-const char *chat_template_source(const chat_template *ct) { return ct->source; }
-int chat_template_is_jinja(const chat_template *ct) { return ct->text != NULL; }
+const char *sp_chat_template_source(const chat_template *ct) { return ct->source; }
+int sp_chat_template_is_jinja(const chat_template *ct) { return ct->text != NULL; }
 
-int chat_render(const chat_template *ct, json_t *messages, int add_generation_prompt, json_t *vars, char **out,
+int sp_chat_render(const chat_template *ct, json_t *messages, int add_generation_prompt, json_t *vars, char **out,
                 sp_err *err) {
     *out = NULL;
     if (!json_is_array(messages)) return sp_err_set(err, "chat messages must be a JSON array");
@@ -179,7 +179,7 @@ int chat_render(const chat_template *ct, json_t *messages, int add_generation_pr
                                   ct->source);
             }
         }
-        int rc = tok_chat_render((tok_tokenizer *)ct->tok, ct->builtin, m, (int)n, add_generation_prompt, out, err);
+        int rc = sp_tok_chat_render((tok_tokenizer *)ct->tok, ct->builtin, m, (int)n, add_generation_prompt, out, err);
         free(m);
         return rc;
     }
@@ -191,12 +191,12 @@ int chat_render(const chat_template *ct, json_t *messages, int add_generation_pr
         return sp_err_set(err, "out of memory");
     }
     size_t len;
-    int rc = jinja_render(ct->text, ct->len, ct->source, ctx, NULL, out, &len, err);
+    int rc = sp_jinja_render(ct->text, ct->len, ct->source, ctx, NULL, out, &len, err);
     json_decref(ctx);
     return rc;
 }
 
-int chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
+int sp_chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
                      char **out, sp_err *err) {
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) {
@@ -209,7 +209,7 @@ int chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int ad
         }
     }
     if (!arr) return sp_err_set(err, "out of memory");
-    int rc = chat_render(ct, arr, add_generation_prompt, vars, out, err);
+    int rc = sp_chat_render(ct, arr, add_generation_prompt, vars, out, err);
     json_decref(arr);
     return rc;
 }

@@ -8,7 +8,7 @@
  *   2. DIR/chat_template.jinja, else DIR/chat_template.json ({"chat_template": "..."});
  *   3. the tokenizer's chat_template (tokenizer_config.json, its string or the "default" of
  *      the list-of-named-templates form; GGUF tokenizer.chat_template);
- *   4. a hand-written renderer (tok_chat_render) picked by the turn markers in the
+ *   4. a hand-written renderer (sp_tok_chat_render) picked by the turn markers in the
  *      vocabulary — the fallback for tokenizers that ship no template.
  * Jinja templates see what Hugging Face's apply_chat_template passes: messages,
  * add_generation_prompt, the special tokens' text (bos_token, eos_token, ... from
@@ -16,7 +16,7 @@
  * (enable_thinking, tools, ...). Encode the result with add_bos=0 and parse_special=1: the
  * text carries its own BOS where the template writes one.
  *
- * Ownership: chat_template_load returns an object the caller frees with chat_template_free;
+ * Ownership: sp_chat_template_load returns an object the caller frees with sp_chat_template_free;
  * it borrows the tokenizer (which must outlive it) and copies everything else. Rendered text
  * is malloc'd and the caller frees it. JSON arguments are borrowed. */
 #ifndef SPECULA_CHAT_H
@@ -30,20 +30,20 @@
 typedef struct chat_template chat_template;
 
 /* model_dir and tok may be NULL (not both); choice NULL = the model's own. */
-chat_template *chat_template_load(const char *model_dir, const tok_tokenizer *tok, const char *choice, sp_err *err);
-void chat_template_free(chat_template *ct);
+chat_template *sp_chat_template_load(const char *model_dir, const tok_tokenizer *tok, const char *choice, sp_err *err);
+void sp_chat_template_free(chat_template *ct);
 /* where the template came from, e.g. "DIR/tokenizer_config.json chat_template" or "built-in qwen3" */
-const char *chat_template_source(const chat_template *ct);
+const char *sp_chat_template_source(const chat_template *ct);
 /* 1 when it is Jinja text, 0 for a hand-written renderer */
-int chat_template_is_jinja(const chat_template *ct);
+int sp_chat_template_is_jinja(const chat_template *ct);
 
 /* messages: a JSON array of {"role": ..., "content": ..., ...}. vars: a JSON object of extra
  * variables, or NULL; they override the defaults above. */
-int chat_render(const chat_template *ct, json_t *messages, int add_generation_prompt, json_t *vars, char **out,
+int sp_chat_render(const chat_template *ct, json_t *messages, int add_generation_prompt, json_t *vars, char **out,
                 sp_err *err);
 
 /* The same for plain role / content pairs. */
-int chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
+int sp_chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
                      char **out, sp_err *err);
 
 #endif

@@ -6,7 +6,7 @@
 
 #include "jinja_internal.h"
 
-int jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, const jinja_limits *lim,
+int sp_jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, const jinja_limits *lim,
                  char **out, size_t *out_len, sp_err *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -20,9 +20,9 @@ int jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, co
     jbuf b = {0};
     jx_ctx c = {.a = &a, .name = name, .err = err, .out_cap = max_out,
                 .max_steps = lim && lim->max_steps > 0 ? lim->max_steps : 20000000LL};
-    if (jx_lex(&a, tmpl, len, name, &toks, &ntok, err) || jx_parse(&a, toks, ntok, name, &root, err)) goto done;
-    jscope *vars = jx_alloc(&a, sizeof *vars), *top = jx_alloc(&a, sizeof *top);
-    if (!vars || !top || !(vars->vars = jx_dict_new(&a)) || !(top->vars = jx_dict_new(&a))) {
+    if (sp_jx_lex(&a, tmpl, len, name, &toks, &ntok, err) || sp_jx_parse(&a, toks, ntok, name, &root, err)) goto done;
+    jscope *vars = sp_jx_alloc(&a, sizeof *vars), *top = sp_jx_alloc(&a, sizeof *top);
+    if (!vars || !top || !(vars->vars = sp_jx_dict_new(&a)) || !(top->vars = sp_jx_dict_new(&a))) {
         sp_err_set(err, "%s: out of memory", name);
         goto done;
     }
@@ -33,22 +33,22 @@ int jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, co
         json_t *v;
         json_object_foreach(ctx, k, v) {
             jv x;
-            if (jx_from_json(&c, v, &x, 0) || jx_dict_set(&c, vars->vars, k, strlen(k), x)) goto done;
+            if (sp_jx_from_json(&c, v, &x, 0) || sp_jx_dict_set(&c, vars->vars, k, strlen(k), x)) goto done;
         }
     }
-    if (jx_render_body(&c, root->body, root->nbody, &b)) goto done;
-    if (!b.p && jbuf_put(&c, &b, "", 0)) goto done;
+    if (sp_jx_render_body(&c, root->body, root->nbody, &b)) goto done;
+    if (!b.p && sp_jbuf_put(&c, &b, "", 0)) goto done;
     *out = b.p;
     if (out_len) *out_len = b.n;
     b.p = NULL;
     rc = 0;
 done:
     free(b.p);
-    jx_arena_free(&a);
+    sp_jx_arena_free(&a);
     return rc;
 }
 
-int jinja_render_bytes(const char *tmpl, size_t tmpl_len, const char *ctx_json, size_t ctx_len,
+int sp_jinja_render_bytes(const char *tmpl, size_t tmpl_len, const char *ctx_json, size_t ctx_len,
                        char **out, size_t *out_len, sp_err *err) {
     json_t *ctx = NULL;
     *out = NULL;
@@ -57,7 +57,7 @@ int jinja_render_bytes(const char *tmpl, size_t tmpl_len, const char *ctx_json, 
         ctx = json_loadb(ctx_json, ctx_len, 0, &je);
         if (!ctx) return sp_err_set(err, "context: invalid JSON at line %d: %s", je.line, je.text);
     }
-    int rc = jinja_render(tmpl, tmpl_len, "template", ctx, NULL, out, out_len, err);
+    int rc = sp_jinja_render(tmpl, tmpl_len, "template", ctx, NULL, out, out_len, err);
     json_decref(ctx);
     return rc;
 }

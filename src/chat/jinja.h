@@ -27,12 +27,12 @@ typedef struct {
 
 /* Render tmpl[0, len) with the variables of ctx (a JSON object, or NULL for none). name names
  * the template in messages. lim may be NULL (defaults). Returns 0, or -1 with err. */
-int jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, const jinja_limits *lim,
+int sp_jinja_render(const char *tmpl, size_t len, const char *name, json_t *ctx, const jinja_limits *lim,
                  char **out, size_t *out_len, sp_err *err);
 
 /* The same from raw bytes: template text and a JSON object of variables (ctx_len 0: none).
  * Meant for fuzzing: any bytes give a result or an error. */
-int jinja_render_bytes(const char *tmpl, size_t tmpl_len, const char *ctx_json, size_t ctx_len,
+int sp_jinja_render_bytes(const char *tmpl, size_t tmpl_len, const char *ctx_json, size_t ctx_len,
                        char **out, size_t *out_len, sp_err *err);
 
 #endif

@@ -13,7 +13,7 @@
 
 #include "jinja_internal.h"
 
-static int oom(jx_ctx *c) { return jx_fail(c, "the template needs more memory than allowed"); }
+static int oom(jx_ctx *c) { return sp_jx_fail(c, "the template needs more memory than allowed"); }
 
 #define NAMED(s) (!strcmp(name, s))
 
@@ -26,12 +26,12 @@ static jv arg(jv *args, const char **kw, int n, int pos, const char *key) {
         if (kw && kw[i]) continue;
         if (p++ == pos) return args[i];
     }
-    return jv_undef();
+    return sp_jv_undef();
 }
 
 static int need_str(jx_ctx *c, jv v, const char *what) {
     if (v.k == JV_STR) return 0;
-    return jx_fail(c, "%s needs a string, not %s", what, jv_kind_name(v));
+    return sp_jx_fail(c, "%s needs a string, not %s", what, sp_jv_kind_name(v));
 }
 
 static jv list_val(jlist *l) { return (jv){.k = JV_LIST, .u.l = l}; }
@@ -95,7 +95,7 @@ static int strip(jx_ctx *c, jv v, const jstr *chars, int which, jv *out) {
             } else if (b <= a || !(k = space_before(p + a, b - a))) break;
             b -= k;
         }
-    return jx_str_val(c, p + a, b - a, out);
+    return sp_jx_str_val(c, p + a, b - a, out);
 }
 
 static int map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 title */, jv *out) {
@@ -108,7 +108,7 @@ static int map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 
         utf8proc_int32_t cp;
         utf8proc_ssize_t k = utf8proc_iterate(p + i, n - i, &cp);
         if (k <= 0) { /* an invalid byte passes through */
-            rc = jbuf_put(c, &b, (const char *)p + i, 1);
+            rc = sp_jbuf_put(c, &b, (const char *)p + i, 1);
             i++;
             continue;
         }
@@ -123,10 +123,10 @@ static int map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 
         }
         first = 0;
         utf8proc_uint8_t enc[4];
-        rc = jbuf_put(c, &b, (const char *)enc, (size_t)utf8proc_encode_char(m, enc));
+        rc = sp_jbuf_put(c, &b, (const char *)enc, (size_t)utf8proc_encode_char(m, enc));
         i += k;
     }
-    rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+    rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(b.p);
     return rc ? -1 : 0;
 }
@@ -141,23 +141,23 @@ static int replace(jx_ctx *c, jv v, jv old, jv new_, jv count, jv *out) {
     if (o->n == 0) { /* Python inserts between every character */
         for (size_t k = 0; k <= s->n && !rc; k++) {
             if (left != 0 && (k == s->n || ((unsigned char)s->p[k] & 0xC0) != 0x80)) {
-                rc = jbuf_put(c, &b, new_.u.s->p, new_.u.s->n);
+                rc = sp_jbuf_put(c, &b, new_.u.s->p, new_.u.s->n);
                 if (left > 0) left--;
             }
-            if (k < s->n) rc = rc || jbuf_put(c, &b, s->p + k, 1);
+            if (k < s->n) rc = rc || sp_jbuf_put(c, &b, s->p + k, 1);
         }
     } else {
         while (!rc) {
             const char *hit = left == 0 ? NULL : memmem(s->p + i, s->n - i, o->p, o->n);
             if (!hit) break;
             size_t h = (size_t)(hit - s->p);
-            rc = jbuf_put(c, &b, s->p + i, h - i) || jbuf_put(c, &b, new_.u.s->p, new_.u.s->n);
+            rc = sp_jbuf_put(c, &b, s->p + i, h - i) || sp_jbuf_put(c, &b, new_.u.s->p, new_.u.s->n);
             i = h + o->n;
             if (left > 0) left--;
         }
-        rc = rc || jbuf_put(c, &b, s->p + i, s->n - i);
+        rc = rc || sp_jbuf_put(c, &b, s->p + i, s->n - i);
     }
-    rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+    rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(b.p);
     return rc ? -1 : 0;
 }
@@ -167,17 +167,17 @@ static int split(jx_ctx *c, jv v, jv sep, jv maxsplit, jv *out) {
     if (need_str(c, v, "split")) return -1;
     if (sep.k != JV_UNDEF && sep.k != JV_NONE && need_str(c, sep, "split")) return -1;
     int64_t left = maxsplit.k == JV_INT ? maxsplit.u.i : -1;
-    jlist *l = jx_list_new(c->a, 0);
+    jlist *l = sp_jx_list_new(c->a, 0);
     if (!l) return oom(c);
     const char *p = v.u.s->p;
     size_t n = v.u.s->n, i = 0;
     jv piece;
     if (sep.k == JV_STR) {
-        if (sep.u.s->n == 0) return jx_fail(c, "split: empty separator");
+        if (sep.u.s->n == 0) return sp_jx_fail(c, "split: empty separator");
         for (;;) {
             const char *hit = left == 0 ? NULL : memmem(p + i, n - i, sep.u.s->p, sep.u.s->n);
             size_t e = hit ? (size_t)(hit - p) : n;
-            if (jx_str_val(c, p + i, e - i, &piece) || jx_list_push(c, l, piece)) return -1;
+            if (sp_jx_str_val(c, p + i, e - i, &piece) || sp_jx_list_push(c, l, piece)) return -1;
             if (!hit) break;
             i = e + sep.u.s->n;
             if (left > 0) left--;
@@ -194,7 +194,7 @@ static int split(jx_ctx *c, jv v, jv sep, jv maxsplit, jv *out) {
             size_t end = e;
             if (left == 0)
                 while (end > i && (k = space_before(p + i, end - i))) end -= k;
-            if (jx_str_val(c, p + i, end - i, &piece) || jx_list_push(c, l, piece)) return -1;
+            if (sp_jx_str_val(c, p + i, end - i, &piece) || sp_jx_list_push(c, l, piece)) return -1;
             if (left > 0) left--;
             i = e;
         }
@@ -213,17 +213,17 @@ static int affix(jx_ctx *c, jv v, jv what, int end, jv *out) {
         size_t wn = w.u.s->n, sn = v.u.s->n;
         hit = wn <= sn && !memcmp(v.u.s->p + (end ? sn - wn : 0), w.u.s->p, wn);
     }
-    *out = jv_bool(hit);
+    *out = sp_jv_bool(hit);
     return 0;
 }
 
 static int length_of(jx_ctx *c, jv v, int64_t *n) {
     switch (v.k) {
-    case JV_STR: jx_charge(c, v.u.s->n), *n = (int64_t)jx_utf8_len(v.u.s->p, v.u.s->n); return 0;
+    case JV_STR: jx_charge(c, v.u.s->n), *n = (int64_t)sp_jx_utf8_len(v.u.s->p, v.u.s->n); return 0;
     case JV_LIST: *n = v.u.l->n; return 0;
     case JV_DICT: case JV_NS: *n = v.u.d->n; return 0;
     case JV_UNDEF: *n = 0; return 0;
-    default: return jx_fail(c, "length: %s has no length", jv_kind_name(v));
+    default: return sp_jx_fail(c, "length: %s has no length", sp_jv_kind_name(v));
     }
 }
 
@@ -234,17 +234,17 @@ static jv attr_path(jv v, const jstr *path) {
         const char *dot = memchr(path->p + i, '.', path->n - i);
         size_t e = dot ? (size_t)(dot - path->p) : path->n;
         if (v.k == JV_DICT || v.k == JV_NS) {
-            int k = jx_dict_find(v.u.d, path->p + i, e - i);
-            v = k >= 0 ? v.u.d->val[k] : jv_undef();
+            int k = sp_jx_dict_find(v.u.d, path->p + i, e - i);
+            v = k >= 0 ? v.u.d->val[k] : sp_jv_undef();
         } else if (v.k == JV_LIST) {
             char num[24];
             size_t len = e - i < sizeof num - 1 ? e - i : sizeof num - 1;
             memcpy(num, path->p + i, len), num[len] = 0;
             char *endp;
             long idx = strtol(num, &endp, 10);
-            v = *num && !*endp && idx >= 0 && idx < v.u.l->n ? v.u.l->v[idx] : jv_undef();
+            v = *num && !*endp && idx >= 0 && idx < v.u.l->n ? v.u.l->v[idx] : sp_jv_undef();
         } else {
-            v = jv_undef();
+            v = sp_jv_undef();
         }
         i = e + 1;
     }
@@ -252,41 +252,41 @@ static jv attr_path(jv v, const jstr *path) {
 }
 
 static int items_of(jx_ctx *c, jv v, jv *out) {
-    jlist *l = jx_list_new(c->a, 0);
+    jlist *l = sp_jx_list_new(c->a, 0);
     if (!l) return oom(c);
     if (v.k == JV_DICT || v.k == JV_NS) {
         for (int i = 0; i < v.u.d->n; i++) {
-            jlist *pair = jx_list_new(c->a, 2);
+            jlist *pair = sp_jx_list_new(c->a, 2);
             if (!pair) return oom(c);
-            pair->v[0] = jv_str(v.u.d->key[i]), pair->v[1] = v.u.d->val[i], pair->n = 2, pair->tuple = 1;
-            if (jx_list_push(c, l, list_val(pair))) return -1;
+            pair->v[0] = sp_jv_str(v.u.d->key[i]), pair->v[1] = v.u.d->val[i], pair->n = 2, pair->tuple = 1;
+            if (sp_jx_list_push(c, l, list_val(pair))) return -1;
         }
     } else if (v.k != JV_UNDEF) {
-        return jx_fail(c, "items: %s is not a dict", jv_kind_name(v));
+        return sp_jx_fail(c, "items: %s is not a dict", sp_jv_kind_name(v));
     }
     *out = list_val(l);
     return 0;
 }
 
 static int to_list(jx_ctx *c, jv v, jlist **out) {
-    jlist *l = jx_list_new(c->a, 0);
+    jlist *l = sp_jx_list_new(c->a, 0);
     if (!l) return oom(c);
     if (v.k == JV_LIST) {
         for (int i = 0; i < v.u.l->n; i++)
-            if (jx_list_push(c, l, v.u.l->v[i])) return -1;
+            if (sp_jx_list_push(c, l, v.u.l->v[i])) return -1;
     } else if (v.k == JV_DICT || v.k == JV_NS) {
         for (int i = 0; i < v.u.d->n; i++)
-            if (jx_list_push(c, l, jv_str(v.u.d->key[i]))) return -1;
+            if (sp_jx_list_push(c, l, sp_jv_str(v.u.d->key[i]))) return -1;
     } else if (v.k == JV_STR) {
         for (size_t i = 0; i < v.u.s->n;) {
             size_t e = i + 1;
             while (e < v.u.s->n && ((unsigned char)v.u.s->p[e] & 0xC0) == 0x80) e++;
             jv ch;
-            if (jx_str_val(c, v.u.s->p + i, e - i, &ch) || jx_list_push(c, l, ch)) return -1;
+            if (sp_jx_str_val(c, v.u.s->p + i, e - i, &ch) || sp_jx_list_push(c, l, ch)) return -1;
             i = e;
         }
     } else if (v.k != JV_UNDEF) {
-        return jx_fail(c, "list: cannot make a list of %s", jv_kind_name(v));
+        return sp_jx_fail(c, "list: cannot make a list of %s", sp_jv_kind_name(v));
     }
     *out = l;
     return 0;
@@ -294,25 +294,25 @@ static int to_list(jx_ctx *c, jv v, jlist **out) {
 
 /* select / reject / selectattr / rejectattr: items whose (attribute) passes the test */
 static int select_items(jx_ctx *c, jv *args, int nargs, int by_attr, int keep, jv *out) {
-    jlist *src, *l = jx_list_new(c->a, 0);
+    jlist *src, *l = sp_jx_list_new(c->a, 0);
     if (!l || to_list(c, args[0], &src)) return l ? -1 : oom(c);
     int first = 1 + by_attr;
-    if (by_attr && (nargs < 2 || args[1].k != JV_STR)) return jx_fail(c, "selectattr / rejectattr need an attribute name");
-    if (nargs > first && args[first].k != JV_STR) return jx_fail(c, "select / reject: the test name must be a string");
+    if (by_attr && (nargs < 2 || args[1].k != JV_STR)) return sp_jx_fail(c, "selectattr / rejectattr need an attribute name");
+    if (nargs > first && args[first].k != JV_STR) return sp_jx_fail(c, "select / reject: the test name must be a string");
     const char *test = nargs > first ? args[first].u.s->p : NULL;
     int ntest_args = nargs > first + 1 ? nargs - first - 1 : 0;
-    jv *targs = jx_alloc(c->a, (size_t)(ntest_args + 1) * sizeof *targs);
+    jv *targs = sp_jx_alloc(c->a, (size_t)(ntest_args + 1) * sizeof *targs);
     if (!targs) return oom(c);
     for (int i = 0; i < src->n; i++) {
         jv v = by_attr ? attr_path(src->v[i], args[1].u.s) : src->v[i];
-        int res = jv_truthy(v), found = 1;
+        int res = sp_jv_truthy(v), found = 1;
         if (test) {
             targs[0] = v;
             for (int k = 0; k < ntest_args; k++) targs[k + 1] = args[first + 1 + k];
-            if (jx_test(c, test, targs, ntest_args + 1, &res, &found)) return -1;
-            if (!found) return jx_fail(c, "unknown test '%s'", test);
+            if (sp_jx_test(c, test, targs, ntest_args + 1, &res, &found)) return -1;
+            if (!found) return sp_jx_fail(c, "unknown test '%s'", test);
         }
-        if (res == keep && jx_list_push(c, l, src->v[i])) return -1;
+        if (res == keep && sp_jx_list_push(c, l, src->v[i])) return -1;
     }
     *out = list_val(l);
     return 0;
@@ -326,26 +326,26 @@ static int join(jx_ctx *c, jv v, jv sep, jv attribute, jv *out) {
     int rc = 0;
     for (int i = 0; i < l->n && !rc; i++) {
         jv x = attribute.k == JV_STR ? attr_path(l->v[i], attribute.u.s) : l->v[i];
-        rc = (i && sep.k == JV_STR && jbuf_put(c, &b, sep.u.s->p, sep.u.s->n)) || jx_to_str(c, x, &b);
+        rc = (i && sep.k == JV_STR && sp_jbuf_put(c, &b, sep.u.s->p, sep.u.s->n)) || sp_jx_to_str(c, x, &b);
     }
-    rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+    rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(b.p);
     return rc ? -1 : 0;
 }
 
 static int to_int(jx_ctx *c, jv v, jv dflt, jv *out) {
-    *out = dflt.k == JV_UNDEF ? jv_int(0) : dflt;
+    *out = dflt.k == JV_UNDEF ? sp_jv_int(0) : dflt;
     if (v.k == JV_INT) *out = v;
-    else if (v.k == JV_BOOL) *out = jv_int(v.u.b);
-    else if (v.k == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18) *out = jv_int((int64_t)v.u.f);
+    else if (v.k == JV_BOOL) *out = sp_jv_int(v.u.b);
+    else if (v.k == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18) *out = sp_jv_int((int64_t)v.u.f);
     else if (v.k == JV_STR && v.u.s->n < 64) {
         char num[64], *end;
         memcpy(num, v.u.s->p, v.u.s->n), num[v.u.s->n] = 0;
         long long x = strtoll(num, &end, 10);
-        if (end != num && !*end) *out = jv_int(x);
+        if (end != num && !*end) *out = sp_jv_int(x);
         else {
             double f = strtod(num, &end);
-            if (end != num && !*end && isfinite(f) && fabs(f) < 9.2e18) *out = jv_int((int64_t)f);
+            if (end != num && !*end && isfinite(f) && fabs(f) < 9.2e18) *out = sp_jv_int((int64_t)f);
         }
     }
     (void)c;
@@ -354,16 +354,16 @@ static int to_int(jx_ctx *c, jv v, jv dflt, jv *out) {
 
 static int html_escape(jx_ctx *c, jv v, jv *out) {
     jv s;
-    if (jx_stringify(c, v, &s)) return -1;
+    if (sp_jx_stringify(c, v, &s)) return -1;
     jbuf b = {0};
     int rc = 0;
     for (size_t i = 0; i < s.u.s->n && !rc; i++) {
         char ch = s.u.s->p[i];
         const char *rep = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;"
                         : ch == '\'' ? "&#39;" : NULL;
-        rc = rep ? jbuf_put(c, &b, rep, strlen(rep)) : jbuf_put(c, &b, &ch, 1);
+        rc = rep ? sp_jbuf_put(c, &b, rep, strlen(rep)) : sp_jbuf_put(c, &b, &ch, 1);
     }
-    rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+    rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(b.p);
     return rc ? -1 : 0;
 }
@@ -371,12 +371,12 @@ static int html_escape(jx_ctx *c, jv v, jv *out) {
 /* indent(width=4, first=false, blank=false) */
 static int indent(jx_ctx *c, jv v, jv width, jv first, jv blank, jv *out) {
     jv s;
-    if (jx_stringify(c, v, &s)) return -1;
+    if (sp_jx_stringify(c, v, &s)) return -1;
     jbuf pad = {0}, b = {0};
     int rc = 0;
-    if (width.k == JV_STR) rc = jbuf_put(c, &pad, width.u.s->p, width.u.s->n);
+    if (width.k == JV_STR) rc = sp_jbuf_put(c, &pad, width.u.s->p, width.u.s->n);
     else
-        for (int64_t k = 0; k < (width.k == JV_INT ? width.u.i : 4) && k < 1024 && !rc; k++) rc = jbuf_put(c, &pad, " ", 1);
+        for (int64_t k = 0; k < (width.k == JV_INT ? width.u.i : 4) && k < 1024 && !rc; k++) rc = sp_jbuf_put(c, &pad, " ", 1);
     const char *p = s.u.s->p;
     size_t n = s.u.s->n, i = 0;
     int line = 0;
@@ -384,12 +384,12 @@ static int indent(jx_ctx *c, jv v, jv width, jv first, jv blank, jv *out) {
         const char *nl = memchr(p + i, '\n', n - i);
         size_t e = nl ? (size_t)(nl - p) : n;
         int empty = e == i;
-        if ((line > 0 || jv_truthy(first)) && (!empty || jv_truthy(blank)) && pad.n) rc = jbuf_put(c, &b, pad.p, pad.n);
-        rc = rc || jbuf_put(c, &b, p + i, e - i) || (nl && jbuf_put(c, &b, "\n", 1));
+        if ((line > 0 || sp_jv_truthy(first)) && (!empty || sp_jv_truthy(blank)) && pad.n) rc = sp_jbuf_put(c, &b, pad.p, pad.n);
+        rc = rc || sp_jbuf_put(c, &b, p + i, e - i) || (nl && sp_jbuf_put(c, &b, "\n", 1));
         if (!nl) break;
         i = e + 1, line++;
     }
-    rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+    rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(pad.p), free(b.p);
     return rc ? -1 : 0;
 }
@@ -403,16 +403,16 @@ static int sort_list(jx_ctx *c, jv v, jv reverse, jv attribute, jv *out) {
             jv ka = attribute.k == JV_STR ? attr_path(a, attribute.u.s) : a;
             jv kb = attribute.k == JV_STR ? attr_path(b, attribute.u.s) : b;
             int cmp;
-            if (jx_compare(c, ka, kb, &cmp)) return -1;
-            if (jv_truthy(reverse) ? cmp >= 0 : cmp <= 0) break;
+            if (sp_jx_compare(c, ka, kb, &cmp)) return -1;
+            if (sp_jv_truthy(reverse) ? cmp >= 0 : cmp <= 0) break;
             l->v[j - 1] = b, l->v[j] = a;
-            if (++c->steps > c->max_steps) return jx_fail(c, "the template ran for too many steps");
+            if (++c->steps > c->max_steps) return sp_jx_fail(c, "the template ran for too many steps");
         }
     *out = list_val(l);
     return 0;
 }
 
-int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found) {
+int sp_jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found) {
     jv v = args[0], *a = args + 1;
     const char **k = kw + 1;
     int n = nargs - 1;
@@ -421,7 +421,7 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     /* the text filters read their value as str(value), as Jinja's do: undefined is "" */
     int text_filter = NAMED("trim") || NAMED("upper") || NAMED("lower") || NAMED("capitalize") || NAMED("title") ||
                       NAMED("replace") || NAMED("wordcount") || NAMED("indent");
-    if (text_filter && v.k != JV_STR && jx_stringify(c, v, &v)) return -1;
+    if (text_filter && v.k != JV_STR && sp_jx_stringify(c, v, &v)) return -1;
     if (NAMED("trim")) {
         jv chars = arg(a, k, n, 0, "chars");
         return strip(c, v, chars.k == JV_STR ? chars.u.s : NULL, 3, out);
@@ -429,13 +429,13 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     if (NAMED("tojson")) {
         jv ind = arg(a, k, n, 0, "indent");
         jbuf b = {0};
-        int rc = jx_to_json(c, v, ind.k == JV_INT ? (int)(ind.u.i > 64 ? 64 : ind.u.i < 0 ? 0 : ind.u.i) : -1,
-                            jv_truthy(arg(a, k, n, 99, "sort_keys")), &b) ||
-                 jx_str_val(c, b.p ? b.p : "", b.n, out);
+        int rc = sp_jx_to_json(c, v, ind.k == JV_INT ? (int)(ind.u.i > 64 ? 64 : ind.u.i < 0 ? 0 : ind.u.i) : -1,
+                            sp_jv_truthy(arg(a, k, n, 99, "sort_keys")), &b) ||
+                 sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
         free(b.p);
         return rc ? -1 : 0;
     }
-    if (NAMED("length") || NAMED("count")) return length_of(c, v, &len) ? -1 : (*out = jv_int(len), 0);
+    if (NAMED("length") || NAMED("count")) return length_of(c, v, &len) ? -1 : (*out = sp_jv_int(len), 0);
     if (NAMED("lower")) return map_case(c, v, 0, out);
     if (NAMED("upper")) return map_case(c, v, 1, out);
     if (NAMED("capitalize")) return map_case(c, v, 2, out);
@@ -446,14 +446,14 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     if (NAMED("first") || NAMED("last")) {
         jlist *l;
         if (to_list(c, v, &l)) return -1;
-        *out = l->n ? l->v[NAMED("first") ? 0 : l->n - 1] : jv_undef();
+        *out = l->n ? l->v[NAMED("first") ? 0 : l->n - 1] : sp_jv_undef();
         return 0;
     }
     if (NAMED("default") || NAMED("d")) {
-        int use = v.k == JV_UNDEF || (jv_truthy(arg(a, k, n, 1, "boolean")) && !jv_truthy(v));
+        int use = v.k == JV_UNDEF || (sp_jv_truthy(arg(a, k, n, 1, "boolean")) && !sp_jv_truthy(v));
         if (!use) return *out = v, 0;
         jv dv = arg(a, k, n, 0, "default_value");
-        if (dv.k == JV_UNDEF) return jx_str_val(c, "", 0, out);
+        if (dv.k == JV_UNDEF) return sp_jx_str_val(c, "", 0, out);
         return *out = dv, 0;
     }
     if (NAMED("items")) return items_of(c, v, out);
@@ -462,33 +462,33 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
         if (to_list(c, v, &l)) return -1;
         return *out = list_val(l), 0;
     }
-    if (NAMED("string")) return jx_stringify(c, v, out);
+    if (NAMED("string")) return sp_jx_stringify(c, v, out);
     if (NAMED("int")) return to_int(c, v, arg(a, k, n, 0, "default"), out);
     if (NAMED("float")) {
         jv d = arg(a, k, n, 0, "default");
-        *out = d.k == JV_UNDEF ? jv_float(0) : d;
+        *out = d.k == JV_UNDEF ? sp_jv_float(0) : d;
         if (v.k == JV_FLOAT) *out = v;
-        else if (v.k == JV_INT || v.k == JV_BOOL) *out = jv_float(v.k == JV_INT ? (double)v.u.i : v.u.b);
+        else if (v.k == JV_INT || v.k == JV_BOOL) *out = sp_jv_float(v.k == JV_INT ? (double)v.u.i : v.u.b);
         else if (v.k == JV_STR && v.u.s->n < 64) {
             char num[64], *end;
             memcpy(num, v.u.s->p, v.u.s->n), num[v.u.s->n] = 0;
             double f = strtod(num, &end);
-            if (end != num && !*end) *out = jv_float(f);
+            if (end != num && !*end) *out = sp_jv_float(f);
         }
         return 0;
     }
     if (NAMED("abs")) {
-        if (v.k == JV_FLOAT) return *out = jv_float(fabs(v.u.f)), 0;
-        if (v.k == JV_INT && v.u.i != INT64_MIN) return *out = jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
-        return jx_fail(c, "abs needs a number, not %s", jv_kind_name(v));
+        if (v.k == JV_FLOAT) return *out = sp_jv_float(fabs(v.u.f)), 0;
+        if (v.k == JV_INT && v.u.i != INT64_MIN) return *out = sp_jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
+        return sp_jx_fail(c, "abs needs a number, not %s", sp_jv_kind_name(v));
     }
     if (NAMED("round")) {
         jv pr = arg(a, k, n, 0, "precision"), method = arg(a, k, n, 1, "method");
         double x = v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : 0, scale = pow(10, pr.k == JV_INT ? (double)pr.u.i : 0);
-        if (v.k != JV_FLOAT && v.k != JV_INT) return jx_fail(c, "round needs a number, not %s", jv_kind_name(v));
+        if (v.k != JV_FLOAT && v.k != JV_INT) return sp_jx_fail(c, "round needs a number, not %s", sp_jv_kind_name(v));
         const char *m = method.k == JV_STR ? method.u.s->p : "common";
         double r = !strcmp(m, "ceil") ? ceil(x * scale) : !strcmp(m, "floor") ? floor(x * scale) : round(x * scale);
-        return *out = jv_float(r / scale), 0;
+        return *out = sp_jv_float(r / scale), 0;
     }
     if (NAMED("safe")) return *out = v, 0;
     if (NAMED("escape") || NAMED("e")) return html_escape(c, v, out);
@@ -497,7 +497,7 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     if (NAMED("select")) return select_items(c, args, nargs, 0, 1, out);
     if (NAMED("reject")) return select_items(c, args, nargs, 0, 0, out);
     if (NAMED("map")) {
-        jlist *src, *l = jx_list_new(c->a, 0);
+        jlist *src, *l = sp_jx_list_new(c->a, 0);
         jv attr = arg(a, k, n, 99, "attribute"), fname = arg(a, k, n, 0, NULL);
         if (!l || to_list(c, v, &src)) return l ? -1 : oom(c);
         for (int i = 0; i < src->n; i++) {
@@ -509,12 +509,12 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
                 jv fa[1] = {x};
                 const char *fk[1] = {NULL};
                 int f = 0;
-                if (jx_filter(c, fname.u.s->p, fa, fk, 1, &x, &f)) return -1;
-                if (!f) return jx_fail(c, "unknown filter '%s'", fname.u.s->p);
+                if (sp_jx_filter(c, fname.u.s->p, fa, fk, 1, &x, &f)) return -1;
+                if (!f) return sp_jx_fail(c, "unknown filter '%s'", fname.u.s->p);
             } else {
-                return jx_fail(c, "map needs attribute='name' or a filter name");
+                return sp_jx_fail(c, "map needs attribute='name' or a filter name");
             }
-            if (jx_list_push(c, l, x)) return -1;
+            if (sp_jx_list_push(c, l, x)) return -1;
         }
         return *out = list_val(l), 0;
     }
@@ -525,17 +525,17 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
             jv t = l->v[i];
             l->v[i] = l->v[l->n - 1 - i], l->v[l->n - 1 - i] = t;
         }
-        if (v.k == JV_STR) return join(c, list_val(l), jv_undef(), jv_undef(), out);
+        if (v.k == JV_STR) return join(c, list_val(l), sp_jv_undef(), sp_jv_undef(), out);
         return *out = list_val(l), 0;
     }
     if (NAMED("sort")) return sort_list(c, v, arg(a, k, n, 0, "reverse"), arg(a, k, n, 2, "attribute"), out);
     if (NAMED("unique")) {
-        jlist *src, *l = jx_list_new(c->a, 0);
+        jlist *src, *l = sp_jx_list_new(c->a, 0);
         if (!l || to_list(c, v, &src)) return l ? -1 : oom(c);
         for (int i = 0; i < src->n; i++) {
             int seen = 0;
-            for (int j = 0; j < l->n && !seen; j++) seen = jv_equal(l->v[j], src->v[i]);
-            if (!seen && jx_list_push(c, l, src->v[i])) return -1;
+            for (int j = 0; j < l->n && !seen; j++) seen = sp_jv_equal(l->v[j], src->v[i]);
+            if (!seen && sp_jx_list_push(c, l, src->v[i])) return -1;
         }
         return *out = list_val(l), 0;
     }
@@ -550,15 +550,15 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
                 jv x = l->v[i];
                 if (x.k == JV_FLOAT) is_f = 1, sf += x.u.f;
                 else if (x.k == JV_INT) {
-                    if (__builtin_add_overflow(si, x.u.i, &si)) return jx_fail(c, "integer overflow in sum");
-                } else return jx_fail(c, "sum needs numbers, not %s", jv_kind_name(x));
+                    if (__builtin_add_overflow(si, x.u.i, &si)) return sp_jx_fail(c, "integer overflow in sum");
+                } else return sp_jx_fail(c, "sum needs numbers, not %s", sp_jv_kind_name(x));
             }
-            return *out = is_f ? jv_float(sf + (double)si) : jv_int(si), 0;
+            return *out = is_f ? sp_jv_float(sf + (double)si) : sp_jv_int(si), 0;
         }
-        *out = jv_undef();
+        *out = sp_jv_undef();
         for (int i = 0; i < l->n; i++) {
             int cmp = 0;
-            if (i && jx_compare(c, l->v[i], *out, &cmp)) return -1;
+            if (i && sp_jx_compare(c, l->v[i], *out, &cmp)) return -1;
             if (!i || (NAMED("min") ? cmp < 0 : cmp > 0)) *out = l->v[i];
         }
         return 0;
@@ -566,9 +566,9 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
     if (NAMED("dictsort")) { /* (key, value) pairs by key */
         jv pairs, rev = arg(a, k, n, 2, "reverse");
         if (items_of(c, v, &pairs)) return -1;
-        jstr *key0 = jx_str_new(c->a, "0", 1); /* sort by item 0 of each pair */
+        jstr *key0 = sp_jx_str_new(c->a, "0", 1); /* sort by item 0 of each pair */
         if (!key0) return oom(c);
-        return sort_list(c, pairs, rev, jv_str(key0), out);
+        return sort_list(c, pairs, rev, sp_jv_str(key0), out);
     }
     if (NAMED("format")) { /* "%s and %d" | format(a, b): printf-style with %s, %d, %i, %% */
         if (need_str(c, v, "format")) return -1;
@@ -577,15 +577,15 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
         for (size_t i = 0; i < v.u.s->n && !rc; i++) {
             char ch = v.u.s->p[i];
             if (ch != '%' || i + 1 >= v.u.s->n) {
-                rc = jbuf_put(c, &b, &ch, 1);
+                rc = sp_jbuf_put(c, &b, &ch, 1);
                 continue;
             }
             char f = v.u.s->p[++i];
-            if (f == '%') rc = jbuf_put(c, &b, "%", 1);
-            else if ((f == 's' || f == 'd' || f == 'i') && next_arg < n) rc = jx_to_str(c, a[next_arg++], &b);
-            else rc = jx_fail(c, "format: unsupported or unmatched '%%%c'", f);
+            if (f == '%') rc = sp_jbuf_put(c, &b, "%", 1);
+            else if ((f == 's' || f == 'd' || f == 'i') && next_arg < n) rc = sp_jx_to_str(c, a[next_arg++], &b);
+            else rc = sp_jx_fail(c, "format: unsupported or unmatched '%%%c'", f);
         }
-        rc = rc || jx_str_val(c, b.p ? b.p : "", b.n, out);
+        rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
         free(b.p);
         return rc ? -1 : 0;
     }
@@ -593,15 +593,15 @@ int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs,
         return indent(c, v, arg(a, k, n, 0, "width"), arg(a, k, n, 1, "first"), arg(a, k, n, 2, "blank"), out);
     if (NAMED("wordcount")) {
         jv parts;
-        if (need_str(c, v, "wordcount") || split(c, v, jv_undef(), jv_undef(), &parts)) return -1;
-        return *out = jv_int(parts.u.l->n), 0;
+        if (need_str(c, v, "wordcount") || split(c, v, sp_jv_undef(), sp_jv_undef(), &parts)) return -1;
+        return *out = sp_jv_int(parts.u.l->n), 0;
     }
     *found = 0;
     return 0;
 }
 
-int jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *found) {
-    jv v = args[0], o = nargs > 1 ? args[1] : jv_undef();
+int sp_jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *found) {
+    jv v = args[0], o = nargs > 1 ? args[1] : sp_jv_undef();
     int cmp;
     *found = 1;
     if (NAMED("defined")) *res = v.k != JV_UNDEF;
@@ -618,22 +618,22 @@ int jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *fou
     else if (NAMED("true")) *res = v.k == JV_BOOL && v.u.b;
     else if (NAMED("false")) *res = v.k == JV_BOOL && !v.u.b;
     else if (NAMED("callable")) *res = v.k == JV_MACRO || v.k == JV_FUNC;
-    else if (NAMED("equalto") || NAMED("eq") || NAMED("==")) *res = jv_equal(v, o);
-    else if (NAMED("ne") || NAMED("!=")) *res = !jv_equal(v, o);
-    else if (NAMED("sameas")) *res = v.k == o.k && jv_equal(v, o);
+    else if (NAMED("equalto") || NAMED("eq") || NAMED("==")) *res = sp_jv_equal(v, o);
+    else if (NAMED("ne") || NAMED("!=")) *res = !sp_jv_equal(v, o);
+    else if (NAMED("sameas")) *res = v.k == o.k && sp_jv_equal(v, o);
     else if (NAMED("lt") || NAMED("le") || NAMED("gt") || NAMED("ge") || NAMED("lessthan") || NAMED("greaterthan")) {
-        if (jx_compare(c, v, o, &cmp)) return -1;
+        if (sp_jx_compare(c, v, o, &cmp)) return -1;
         *res = NAMED("lt") || NAMED("lessthan") ? cmp < 0 : NAMED("le") ? cmp <= 0 : NAMED("ge") ? cmp >= 0 : cmp > 0;
     } else if (NAMED("in")) {
         *res = 0;
         if (o.k == JV_LIST)
-            for (int i = 0; i < o.u.l->n && !*res; i++) *res = jv_equal(v, o.u.l->v[i]);
+            for (int i = 0; i < o.u.l->n && !*res; i++) *res = sp_jv_equal(v, o.u.l->v[i]);
         else if (o.k == JV_STR && v.k == JV_STR) *res = memmem(o.u.s->p, o.u.s->n, v.u.s->p, v.u.s->n) != NULL || !v.u.s->n;
-        else if (o.k == JV_DICT && v.k == JV_STR) *res = jx_dict_find(o.u.d, v.u.s->p, v.u.s->n) >= 0;
+        else if (o.k == JV_DICT && v.k == JV_STR) *res = sp_jx_dict_find(o.u.d, v.u.s->p, v.u.s->n) >= 0;
     } else if (NAMED("odd") || NAMED("even") || NAMED("divisibleby")) {
-        if (v.k != JV_INT) return jx_fail(c, "test '%s' needs an integer, not %s", name, jv_kind_name(v));
+        if (v.k != JV_INT) return sp_jx_fail(c, "test '%s' needs an integer, not %s", name, sp_jv_kind_name(v));
         if (NAMED("divisibleby")) {
-            if (o.k != JV_INT || o.u.i == 0) return jx_fail(c, "divisibleby needs a non-zero integer");
+            if (o.k != JV_INT || o.u.i == 0) return sp_jx_fail(c, "divisibleby needs a non-zero integer");
             *res = o.u.i == -1 || v.u.i % o.u.i == 0;
         } else {
             *res = (v.u.i % 2 != 0) == NAMED("odd");
@@ -641,14 +641,14 @@ int jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *fou
     } else if (NAMED("lower") || NAMED("upper")) {
         jv m;
         if (need_str(c, v, name) || map_case(c, v, NAMED("upper"), &m)) return -1;
-        *res = jv_equal(m, v);
+        *res = sp_jv_equal(m, v);
     } else {
         *found = 0;
     }
     return 0;
 }
 
-int jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n, jv *out, int *found) {
+int sp_jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n, jv *out, int *found) {
     *found = 1;
     if (self.k == JV_STR) {
         if (NAMED("strip") || NAMED("lstrip") || NAMED("rstrip")) {
@@ -671,17 +671,17 @@ int jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n
             jx_charge(c, s->n);
             for (size_t i = 0; i + sub.u.s->n <= s->n;) {
                 if (!memcmp(s->p + i, sub.u.s->p, sub.u.s->n)) {
-                    if (pos < 0 || name[0] == 'r') pos = (int64_t)jx_utf8_len(s->p, i);
+                    if (pos < 0 || name[0] == 'r') pos = (int64_t)sp_jx_utf8_len(s->p, i);
                     count++;
                     if (name[0] == 'f') break;
                     i += sub.u.s->n ? sub.u.s->n : 1;
                 } else i++;
             }
-            return *out = jv_int(NAMED("count") ? count : pos), 0;
+            return *out = sp_jv_int(NAMED("count") ? count : pos), 0;
         }
-        if (NAMED("join")) return join(c, arg(a, k, n, 0, NULL), self, jv_undef(), out);
+        if (NAMED("join")) return join(c, arg(a, k, n, 0, NULL), self, sp_jv_undef(), out);
         if (NAMED("splitlines")) {
-            jlist *l = jx_list_new(c->a, 0);
+            jlist *l = sp_jx_list_new(c->a, 0);
             if (!l) return oom(c);
             const jstr *s = self.u.s;
             for (size_t i = 0; i < s->n;) {
@@ -689,30 +689,30 @@ int jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n
                 size_t end = e ? (size_t)(e - s->p) : s->n;
                 size_t cut = end > i && s->p[end - 1] == '\r' ? end - 1 : end;
                 jv line;
-                if (jx_str_val(c, s->p + i, cut - i, &line) || jx_list_push(c, l, line)) return -1;
+                if (sp_jx_str_val(c, s->p + i, cut - i, &line) || sp_jx_list_push(c, l, line)) return -1;
                 i = end + 1;
             }
             return *out = list_val(l), 0;
         }
     }
     if (self.k == JV_LOOP && NAMED("cycle")) { /* loop.cycle('odd', 'even') */
-        if (n < 1) return jx_fail(c, "loop.cycle needs at least one value");
+        if (n < 1) return sp_jx_fail(c, "loop.cycle needs at least one value");
         *out = a[self.u.lp->index0 % n];
         return 0;
     }
     if (self.k == JV_DICT || self.k == JV_NS) {
         if (NAMED("get")) {
             jv key = arg(a, k, n, 0, NULL);
-            int i = key.k == JV_STR ? jx_dict_find(self.u.d, key.u.s->p, key.u.s->n) : -1;
+            int i = key.k == JV_STR ? sp_jx_dict_find(self.u.d, key.u.s->p, key.u.s->n) : -1;
             if (i >= 0) return *out = self.u.d->val[i], 0;
             jv d = arg(a, k, n, 1, "default");
-            return *out = d.k == JV_UNDEF ? jv_none() : d, 0;
+            return *out = d.k == JV_UNDEF ? sp_jv_none() : d, 0;
         }
         if (NAMED("items")) return items_of(c, self, out);
         if (NAMED("keys") || NAMED("values")) {
-            jlist *l = jx_list_new(c->a, self.u.d->n);
+            jlist *l = sp_jx_list_new(c->a, self.u.d->n);
             if (!l) return oom(c);
-            for (int i = 0; i < self.u.d->n; i++) l->v[l->n++] = NAMED("keys") ? jv_str(self.u.d->key[i]) : self.u.d->val[i];
+            for (int i = 0; i < self.u.d->n; i++) l->v[l->n++] = NAMED("keys") ? sp_jv_str(self.u.d->key[i]) : self.u.d->val[i];
             return *out = list_val(l), 0;
         }
     }
@@ -720,7 +720,7 @@ int jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n
     return 0;
 }
 
-int jx_global_fn(const char *name) {
+int sp_jx_global_fn(const char *name) {
     if (NAMED("range")) return JX_FN_RANGE;
     if (NAMED("namespace")) return JX_FN_NAMESPACE;
     if (NAMED("dict")) return JX_FN_DICT;
@@ -729,58 +729,58 @@ int jx_global_fn(const char *name) {
     return 0;
 }
 
-int jx_call_global(jx_ctx *c, int fn, jv *args, const char **kw, int n, jv *out) {
+int sp_jx_call_global(jx_ctx *c, int fn, jv *args, const char **kw, int n, jv *out) {
     if (fn == JX_FN_RANGE) {
         int64_t r[3] = {0, 0, 1};
         int np = 0;
         for (int i = 0; i < n; i++) {
-            if (kw[i] || args[i].k != JV_INT || np == 3) return jx_fail(c, "range takes 1 to 3 integers");
+            if (kw[i] || args[i].k != JV_INT || np == 3) return sp_jx_fail(c, "range takes 1 to 3 integers");
             r[np++] = args[i].u.i;
         }
-        if (np == 0) return jx_fail(c, "range takes 1 to 3 integers");
+        if (np == 0) return sp_jx_fail(c, "range takes 1 to 3 integers");
         if (np == 1) r[1] = r[0], r[0] = 0;
-        if (r[2] == 0) return jx_fail(c, "range step cannot be zero");
-        jlist *l = jx_list_new(c->a, 0);
+        if (r[2] == 0) return sp_jx_fail(c, "range step cannot be zero");
+        jlist *l = sp_jx_list_new(c->a, 0);
         if (!l) return oom(c);
         for (int64_t x = r[0]; r[2] > 0 ? x < r[1] : x > r[1]; x += r[2]) {
-            if (l->n >= 1000000) return jx_fail(c, "range of more than 1000000 numbers");
-            if (jx_list_push(c, l, jv_int(x))) return -1;
+            if (l->n >= 1000000) return sp_jx_fail(c, "range of more than 1000000 numbers");
+            if (sp_jx_list_push(c, l, sp_jv_int(x))) return -1;
             if ((r[2] > 0 && x > INT64_MAX - r[2]) || (r[2] < 0 && x < INT64_MIN - r[2])) break;
         }
         *out = list_val(l);
         return 0;
     }
     if (fn == JX_FN_NAMESPACE || fn == JX_FN_DICT) {
-        jdict *d = jx_dict_new(c->a);
+        jdict *d = sp_jx_dict_new(c->a);
         if (!d) return oom(c);
         for (int i = 0; i < n; i++) {
             if (!kw[i] && (args[i].k == JV_DICT || args[i].k == JV_NS)) { /* namespace(some_dict) */
                 for (int j = 0; j < args[i].u.d->n; j++)
-                    if (jx_dict_set(c, d, args[i].u.d->key[j]->p, args[i].u.d->key[j]->n, args[i].u.d->val[j])) return -1;
+                    if (sp_jx_dict_set(c, d, args[i].u.d->key[j]->p, args[i].u.d->key[j]->n, args[i].u.d->val[j])) return -1;
                 continue;
             }
-            if (!kw[i]) return jx_fail(c, "%s() takes keyword arguments", fn == JX_FN_DICT ? "dict" : "namespace");
-            if (jx_dict_set(c, d, kw[i], strlen(kw[i]), args[i])) return -1;
+            if (!kw[i]) return sp_jx_fail(c, "%s() takes keyword arguments", fn == JX_FN_DICT ? "dict" : "namespace");
+            if (sp_jx_dict_set(c, d, kw[i], strlen(kw[i]), args[i])) return -1;
         }
         *out = (jv){.k = fn == JX_FN_DICT ? JV_DICT : JV_NS, .u.d = d};
         return 0;
     }
     if (fn == JX_FN_RAISE) {
         jbuf b = {0};
-        if (n > 0 && jx_to_str(c, args[0], &b)) return free(b.p), -1;
-        jx_fail(c, "the template raised an error: %s", b.p ? b.p : "");
+        if (n > 0 && sp_jx_to_str(c, args[0], &b)) return free(b.p), -1;
+        sp_jx_fail(c, "the template raised an error: %s", b.p ? b.p : "");
         free(b.p);
         return -1;
     }
     if (fn == JX_FN_STRFTIME) {
-        if (n < 1 || args[0].k != JV_STR || args[0].u.s->n > 200) return jx_fail(c, "strftime_now takes a format string");
+        if (n < 1 || args[0].k != JV_STR || args[0].u.s->n > 200) return sp_jx_fail(c, "strftime_now takes a format string");
         char fmt[256], buf[512];
         memcpy(fmt, args[0].u.s->p, args[0].u.s->n), fmt[args[0].u.s->n] = 0;
         time_t now = time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
         size_t len = strftime(buf, sizeof buf, fmt, &tm);
-        return jx_str_val(c, buf, len, out);
+        return sp_jx_str_val(c, buf, len, out);
     }
-    return jx_fail(c, "unknown function");
+    return sp_jx_fail(c, "unknown function");
 }

@@ -20,8 +20,8 @@ typedef struct {
     size_t used, cap; /* bytes handed out so far, and the most allowed */
 } jx_arena;
 
-void *jx_alloc(jx_arena *a, size_t n); /* zeroed; NULL when the cap or malloc says no */
-void jx_arena_free(jx_arena *a);
+void *sp_jx_alloc(jx_arena *a, size_t n); /* zeroed; NULL when the cap or malloc says no */
+void sp_jx_arena_free(jx_arena *a);
 
 /* ---- values -------------------------------------------------------------------------- */
 typedef enum {
@@ -107,7 +107,7 @@ typedef struct {
 
 /* Template text -> tokens (arena-allocated array, ending with TK_EOF). Whitespace control,
  * trim_blocks, lstrip_blocks and {% raw %} are applied here. */
-int jx_lex(jx_arena *a, const char *src, size_t len, const char *name, jtok **toks, int *n, sp_err *err);
+int sp_jx_lex(jx_arena *a, const char *src, size_t len, const char *name, jtok **toks, int *n, sp_err *err);
 
 /* ---- syntax tree --------------------------------------------------------------------- */
 typedef enum {
@@ -160,7 +160,7 @@ struct jnode {
     jnode *alt; /* else branch: an N_BLOCK, or an N_IF for elif */
 };
 
-int jx_parse(jx_arena *a, const jtok *toks, int n, const char *name, jnode **root, sp_err *err);
+int sp_jx_parse(jx_arena *a, const jtok *toks, int n, const char *name, jnode **root, sp_err *err);
 
 /* ---- evaluation ---------------------------------------------------------------------- */
 typedef struct jscope jscope;
@@ -190,51 +190,51 @@ typedef struct {
 
 #define JX_MAX_DEPTH 200
 
-int jx_fail(jx_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sp_jx_fail(jx_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* work on long strings counts as steps (one per 64 bytes made or scanned), so a loop over a
  * huge string is bounded by the step limit like any other loop; checked at the next step */
 static inline void jx_charge(jx_ctx *c, size_t bytes) { c->steps += (long long)(bytes >> 6); }
 
 /* values (jinja_value.c) */
-jv jv_undef(void);
-jv jv_none(void);
-jv jv_bool(int b);
-jv jv_int(int64_t i);
-jv jv_float(double f);
-jstr *jx_str_new(jx_arena *a, const char *p, size_t n); /* NULL on arena exhaustion */
-jv jv_str(jstr *s);
-int jx_str_val(jx_ctx *c, const char *p, size_t n, jv *out); /* error when out of memory */
-jlist *jx_list_new(jx_arena *a, int cap);
-int jx_list_push(jx_ctx *c, jlist *l, jv v);
-jdict *jx_dict_new(jx_arena *a);
-int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v);
-int jx_dict_find(const jdict *d, const char *k, size_t kn); /* index or -1 */
-int jv_truthy(jv v);
-int jv_equal(jv x, jv y);
-int jx_compare(jx_ctx *c, jv x, jv y, int *cmp); /* <0 / 0 / >0; error on unordered types */
-const char *jv_kind_name(jv v);
+jv sp_jv_undef(void);
+jv sp_jv_none(void);
+jv sp_jv_bool(int b);
+jv sp_jv_int(int64_t i);
+jv sp_jv_float(double f);
+jstr *sp_jx_str_new(jx_arena *a, const char *p, size_t n); /* NULL on arena exhaustion */
+jv sp_jv_str(jstr *s);
+int sp_jx_str_val(jx_ctx *c, const char *p, size_t n, jv *out); /* error when out of memory */
+jlist *sp_jx_list_new(jx_arena *a, int cap);
+int sp_jx_list_push(jx_ctx *c, jlist *l, jv v);
+jdict *sp_jx_dict_new(jx_arena *a);
+int sp_jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v);
+int sp_jx_dict_find(const jdict *d, const char *k, size_t kn); /* index or -1 */
+int sp_jv_truthy(jv v);
+int sp_jv_equal(jv x, jv y);
+int sp_jx_compare(jx_ctx *c, jv x, jv y, int *cmp); /* <0 / 0 / >0; error on unordered types */
+const char *sp_jv_kind_name(jv v);
 /* str(): how `{{ v }}` renders it (Python's str: True, None, 1.0, ['a']) */
-int jx_to_str(jx_ctx *c, jv v, jbuf *b);
-int jx_stringify(jx_ctx *c, jv v, jv *out); /* the same, as a string value */
+int sp_jx_to_str(jx_ctx *c, jv v, jbuf *b);
+int sp_jx_stringify(jx_ctx *c, jv v, jv *out); /* the same, as a string value */
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: none), sort_keys) */
-int jx_to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b);
-int jx_from_json(jx_ctx *c, json_t *j, jv *out, int depth);
-int jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n);
-size_t jx_utf8_len(const char *p, size_t n);               /* code points */
-size_t jx_utf8_offset(const char *p, size_t n, int64_t cp); /* byte offset of code point cp */
+int sp_jx_to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b);
+int sp_jx_from_json(jx_ctx *c, json_t *j, jv *out, int depth);
+int sp_jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n);
+size_t sp_jx_utf8_len(const char *p, size_t n);               /* code points */
+size_t sp_jx_utf8_offset(const char *p, size_t n, int64_t cp); /* byte offset of code point cp */
 
 /* evaluation (jinja_eval.c) */
-int jx_eval(jx_ctx *c, jnode *e, jv *out);
-int jx_render_body(jx_ctx *c, jnode **body, int n, jbuf *out);
-int jx_call_macro(jx_ctx *c, jnode *mac, jv *args, const char **kw, int nargs, jv *out);
+int sp_jx_eval(jx_ctx *c, jnode *e, jv *out);
+int sp_jx_render_body(jx_ctx *c, jnode **body, int n, jbuf *out);
+int sp_jx_call_macro(jx_ctx *c, jnode *mac, jv *args, const char **kw, int nargs, jv *out);
 
 /* built-ins (jinja_builtins.c): each returns 0, or -1 with the error set; *found = 0 when the
  * name is not one the engine has (the caller reports it). */
-int jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found);
-int jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *found);
-int jx_method(jx_ctx *c, jv self, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found);
-int jx_call_global(jx_ctx *c, int fn, jv *args, const char **kw, int nargs, jv *out);
-int jx_global_fn(const char *name); /* JX_FN_* or 0 */
+int sp_jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found);
+int sp_jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *found);
+int sp_jx_method(jx_ctx *c, jv self, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found);
+int sp_jx_call_global(jx_ctx *c, int fn, jv *args, const char **kw, int nargs, jv *out);
+int sp_jx_global_fn(const char *name); /* JX_FN_* or 0 */
 
 #endif

@@ -37,7 +37,7 @@ static int lex_fail(lexer *L, const char *fmt, const char *what) {
 static jtok *push(lexer *L, jtok_kind k) {
     if (L->n == L->cap) {
         int nc = L->cap ? 2 * L->cap : 256;
-        jtok *nt = jx_alloc(L->a, (size_t)nc * sizeof *nt);
+        jtok *nt = sp_jx_alloc(L->a, (size_t)nc * sizeof *nt);
         if (!nt) return sp_err_set(L->err, "%s: template too large", L->name), NULL;
         if (L->n) memcpy(nt, L->t, (size_t)L->n * sizeof *nt);
         L->t = nt, L->cap = nc;
@@ -113,7 +113,7 @@ static size_t put_utf8(char *o, uint32_t cp) {
 static int lex_string(lexer *L) {
     char q = L->src[L->pos];
     size_t i = L->pos + 1, start_line = (size_t)L->line;
-    char *o = jx_alloc(L->a, L->len - L->pos + 1);
+    char *o = sp_jx_alloc(L->a, L->len - L->pos + 1);
     if (!o) return sp_err_set(L->err, "%s: template too large", L->name);
     size_t n = 0;
     for (;;) {
@@ -283,7 +283,7 @@ static int lex_raw(lexer *L, int strip_after) {
     return lex_fail(L, "%s", "{% raw %} is not closed by {% endraw %}");
 }
 
-int jx_lex(jx_arena *a, const char *src, size_t len, const char *name, jtok **toks, int *n, sp_err *err) {
+int sp_jx_lex(jx_arena *a, const char *src, size_t len, const char *name, jtok **toks, int *n, sp_err *err) {
     /* Jinja drops one newline at the very end of a template (keep_trailing_newline off) */
     if (len && src[len - 1] == '\n') len -= len > 1 && src[len - 2] == '\r' ? 2 : 1;
     lexer L = {.a = a, .src = src, .name = name, .len = len, .line = 1, .err = err};

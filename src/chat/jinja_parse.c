@@ -63,7 +63,7 @@ static int expect_op(parser *P, const char *op) {
 }
 
 static jnode *node(parser *P, jnode_kind k, int line) {
-    jnode *e = jx_alloc(P->a, sizeof *e);
+    jnode *e = sp_jx_alloc(P->a, sizeof *e);
     if (!e) sp_err_set(P->err, "%s: template too large", P->name);
     else e->k = k, e->line = line;
     return e;
@@ -73,7 +73,7 @@ static jnode *node(parser *P, jnode_kind k, int line) {
 static int grow(parser *P, void ***arr, int *n, int *cap, void *item) {
     if (*n == *cap) {
         int nc = *cap ? *cap * 2 : 4;
-        void **na = jx_alloc(P->a, (size_t)nc * sizeof *na);
+        void **na = sp_jx_alloc(P->a, (size_t)nc * sizeof *na);
         if (!na) return sp_err_set(P->err, "%s: template too large", P->name);
         if (*n) memcpy(na, *arr, (size_t)*n * sizeof *na);
         *arr = na, *cap = nc;
@@ -83,7 +83,7 @@ static int grow(parser *P, void ***arr, int *n, int *cap, void *item) {
 }
 
 static const char *name_dup(parser *P, const jtok *t) {
-    char *s = jx_alloc(P->a, t->n + 1);
+    char *s = sp_jx_alloc(P->a, t->n + 1);
     if (s) memcpy(s, t->s, t->n);
     else sp_err_set(P->err, "%s: template too large", P->name);
     return s;
@@ -129,16 +129,16 @@ static jnode *parse_primary(parser *P) {
     jnode *e = NULL;
     switch (t->k) {
     case TK_INT:
-        if ((e = node(P, N_CONST, t->line))) e->v = jv_int(t->i);
+        if ((e = node(P, N_CONST, t->line))) e->v = sp_jv_int(t->i);
         return e;
     case TK_FLOAT:
-        if ((e = node(P, N_CONST, t->line))) e->v = jv_float(t->f);
+        if ((e = node(P, N_CONST, t->line))) e->v = sp_jv_float(t->f);
         return e;
     case TK_STRING: { /* adjacent literals join: "a" "b" */
         size_t total = t->n;
         int k = P->i;
         while (P->t[k].k == TK_STRING) total += P->t[k++].n;
-        char *s = jx_alloc(P->a, total + 1);
+        char *s = sp_jx_alloc(P->a, total + 1);
         if (!s || !(e = node(P, N_CONST, t->line))) return sp_err_set(P->err, "%s: template too large", P->name), NULL;
         memcpy(s, t->s, t->n);
         size_t o = t->n;
@@ -146,16 +146,16 @@ static jnode *parse_primary(parser *P) {
             const jtok *u = next(P);
             memcpy(s + o, u->s, u->n), o += u->n;
         }
-        jstr *js = jx_str_new(P->a, s, o);
+        jstr *js = sp_jx_str_new(P->a, s, o);
         if (!js) return sp_err_set(P->err, "%s: template too large", P->name), NULL;
-        e->v = jv_str(js);
+        e->v = sp_jv_str(js);
         return e;
     }
     case TK_NAME:
         if (is_name(t, "true") || is_name(t, "True") || is_name(t, "false") || is_name(t, "False")) {
-            if ((e = node(P, N_CONST, t->line))) e->v = jv_bool(t->s[0] == 't' || t->s[0] == 'T');
+            if ((e = node(P, N_CONST, t->line))) e->v = sp_jv_bool(t->s[0] == 't' || t->s[0] == 'T');
         } else if (is_name(t, "none") || is_name(t, "None")) {
-            if ((e = node(P, N_CONST, t->line))) e->v = jv_none();
+            if ((e = node(P, N_CONST, t->line))) e->v = sp_jv_none();
         } else if ((e = node(P, N_NAME, t->line))) {
             e->s = name_dup(P, t), e->sn = t->n;
             if (!e->s) return NULL;
@@ -226,7 +226,7 @@ static jnode *parse_postfix(parser *P, jnode *e) {
             } else if (n->k == TK_INT) { /* x.0 is x[0] */
                 x->k = N_INDEX, x->a = e;
                 if (!(x->b = node(P, N_CONST, n->line))) return NULL;
-                x->b->v = jv_int(n->i);
+                x->b->v = sp_jv_int(n->i);
             } else {
                 P->i--;
                 fail_at(P, n, "a member name after '.'");
@@ -252,7 +252,7 @@ static jnode *parse_postfix(parser *P, jnode *e) {
             if (!x) return NULL;
             x->a = e;
             if (colons) {
-                if (!(x->kids = jx_alloc(P->a, 3 * sizeof *x->kids))) return sp_err_set(P->err, "out of memory"), NULL;
+                if (!(x->kids = sp_jx_alloc(P->a, 3 * sizeof *x->kids))) return sp_err_set(P->err, "out of memory"), NULL;
                 x->nkids = 3;
                 for (int k = 0; k < 3; k++) x->kids[k] = parts[k];
             } else {
@@ -627,7 +627,7 @@ static int parse_body(parser *P, const char *const *stops, jnode ***body, int *n
     return 0;
 }
 
-int jx_parse(jx_arena *a, const jtok *toks, int n, const char *name, jnode **root, sp_err *err) {
+int sp_jx_parse(jx_arena *a, const jtok *toks, int n, const char *name, jnode **root, sp_err *err) {
     parser P = {.a = a, .t = toks, .n = n, .name = name, .err = err};
     jnode *r = node(&P, N_BLOCK, 1);
     if (!r || parse_body(&P, NULL, &r->body, &r->nbody, NULL, 1)) return -1;

@@ -19,7 +19,7 @@ struct jx_chunk {
     _Alignas(16) unsigned char data[];
 };
 
-void *jx_alloc(jx_arena *a, size_t n) {
+void *sp_jx_alloc(jx_arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     if (n > a->cap || a->used > a->cap - n) return NULL;
@@ -38,13 +38,13 @@ void *jx_alloc(jx_arena *a, size_t n) {
     return p;
 }
 
-void jx_arena_free(jx_arena *a) {
+void sp_jx_arena_free(jx_arena *a) {
     for (jx_chunk *c = a->head, *nx; c; c = nx) nx = c->next, free(c);
     a->head = NULL;
     a->used = 0;
 }
 
-int jx_fail(jx_ctx *c, const char *fmt, ...) {
+int sp_jx_fail(jx_ctx *c, const char *fmt, ...) {
     char m[900];
     va_list ap;
     va_start(ap, fmt);
@@ -54,44 +54,44 @@ int jx_fail(jx_ctx *c, const char *fmt, ...) {
 }
 
 /* ---- constructors ---------------------------------------------------------------------- */
-jv jv_undef(void) { return (jv){.k = JV_UNDEF}; }
-jv jv_none(void) { return (jv){.k = JV_NONE}; }
-jv jv_bool(int b) { return (jv){.k = JV_BOOL, .u.b = !!b}; }
-jv jv_int(int64_t i) { return (jv){.k = JV_INT, .u.i = i}; }
-jv jv_float(double f) { return (jv){.k = JV_FLOAT, .u.f = f}; }
-jv jv_str(jstr *s) { return (jv){.k = JV_STR, .u.s = s}; }
+jv sp_jv_undef(void) { return (jv){.k = JV_UNDEF}; }
+jv sp_jv_none(void) { return (jv){.k = JV_NONE}; }
+jv sp_jv_bool(int b) { return (jv){.k = JV_BOOL, .u.b = !!b}; }
+jv sp_jv_int(int64_t i) { return (jv){.k = JV_INT, .u.i = i}; }
+jv sp_jv_float(double f) { return (jv){.k = JV_FLOAT, .u.f = f}; }
+jv sp_jv_str(jstr *s) { return (jv){.k = JV_STR, .u.s = s}; }
 
-jstr *jx_str_new(jx_arena *a, const char *p, size_t n) {
+jstr *sp_jx_str_new(jx_arena *a, const char *p, size_t n) {
     if (n > a->cap) return NULL;
-    jstr *s = jx_alloc(a, sizeof *s + n + 1);
+    jstr *s = sp_jx_alloc(a, sizeof *s + n + 1);
     if (!s) return NULL;
     s->n = n;
     if (p && n) memcpy(s->p, p, n);
     return s;
 }
 
-int jx_str_val(jx_ctx *c, const char *p, size_t n, jv *out) {
+int sp_jx_str_val(jx_ctx *c, const char *p, size_t n, jv *out) {
     jx_charge(c, n);
-    jstr *s = jx_str_new(c->a, p, n);
-    if (!s) return jx_fail(c, "the template needs more memory than allowed");
-    *out = jv_str(s);
+    jstr *s = sp_jx_str_new(c->a, p, n);
+    if (!s) return sp_jx_fail(c, "the template needs more memory than allowed");
+    *out = sp_jv_str(s);
     return 0;
 }
 
-jlist *jx_list_new(jx_arena *a, int cap) {
-    jlist *l = jx_alloc(a, sizeof *l);
+jlist *sp_jx_list_new(jx_arena *a, int cap) {
+    jlist *l = sp_jx_alloc(a, sizeof *l);
     if (!l) return NULL;
-    if (cap > 0 && !(l->v = jx_alloc(a, (size_t)cap * sizeof *l->v))) return NULL;
+    if (cap > 0 && !(l->v = sp_jx_alloc(a, (size_t)cap * sizeof *l->v))) return NULL;
     l->cap = cap > 0 ? cap : 0;
     return l;
 }
 
-int jx_list_push(jx_ctx *c, jlist *l, jv v) {
+int sp_jx_list_push(jx_ctx *c, jlist *l, jv v) {
     if (l->n == l->cap) {
-        if (l->cap > (1 << 24)) return jx_fail(c, "a list grew past 16M items");
+        if (l->cap > (1 << 24)) return sp_jx_fail(c, "a list grew past 16M items");
         int nc = l->cap ? l->cap * 2 : 4;
-        jv *nv = jx_alloc(c->a, (size_t)nc * sizeof *nv);
-        if (!nv) return jx_fail(c, "the template needs more memory than allowed");
+        jv *nv = sp_jx_alloc(c->a, (size_t)nc * sizeof *nv);
+        if (!nv) return sp_jx_fail(c, "the template needs more memory than allowed");
         if (l->n) memcpy(nv, l->v, (size_t)l->n * sizeof *nv);
         l->v = nv, l->cap = nc;
     }
@@ -99,9 +99,9 @@ int jx_list_push(jx_ctx *c, jlist *l, jv v) {
     return 0;
 }
 
-jdict *jx_dict_new(jx_arena *a) { return jx_alloc(a, sizeof(jdict)); }
+jdict *sp_jx_dict_new(jx_arena *a) { return sp_jx_alloc(a, sizeof(jdict)); }
 
-int jx_dict_find(const jdict *d, const char *k, size_t kn) {
+int sp_jx_dict_find(const jdict *d, const char *k, size_t kn) {
     for (int i = 0; i < d->n; i++)
         if (d->key[i]->n == kn && !memcmp(d->key[i]->p, k, kn)) return i;
     return -1;
@@ -110,24 +110,24 @@ int jx_dict_find(const jdict *d, const char *k, size_t kn) {
 /* append key k (not already in d) */
 static int dict_append(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
     if (d->n == d->cap) {
-        if (d->cap > (1 << 22)) return jx_fail(c, "a dict grew past 4M keys");
+        if (d->cap > (1 << 22)) return sp_jx_fail(c, "a dict grew past 4M keys");
         int nc = d->cap ? d->cap * 2 : 4;
-        jstr **nk = jx_alloc(c->a, (size_t)nc * sizeof *nk);
-        jv *nv = nk ? jx_alloc(c->a, (size_t)nc * sizeof *nv) : NULL;
-        if (!nv) return jx_fail(c, "the template needs more memory than allowed");
+        jstr **nk = sp_jx_alloc(c->a, (size_t)nc * sizeof *nk);
+        jv *nv = nk ? sp_jx_alloc(c->a, (size_t)nc * sizeof *nv) : NULL;
+        if (!nv) return sp_jx_fail(c, "the template needs more memory than allowed");
         if (d->n) memcpy(nk, d->key, (size_t)d->n * sizeof *nk), memcpy(nv, d->val, (size_t)d->n * sizeof *nv);
         d->key = nk, d->val = nv, d->cap = nc;
     }
     jstr *ks = d->key[d->n]; /* a slot emptied for reuse (loop scopes) may hold this key already */
-    if (!ks || ks->n != kn || memcmp(ks->p, k, kn)) ks = jx_str_new(c->a, k, kn);
-    if (!ks) return jx_fail(c, "the template needs more memory than allowed");
+    if (!ks || ks->n != kn || memcmp(ks->p, k, kn)) ks = sp_jx_str_new(c->a, k, kn);
+    if (!ks) return sp_jx_fail(c, "the template needs more memory than allowed");
     d->key[d->n] = ks;
     d->val[d->n++] = v;
     return 0;
 }
 
-int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
-    int i = jx_dict_find(d, k, kn);
+int sp_jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
+    int i = sp_jx_dict_find(d, k, kn);
     if (i >= 0) {
         d->val[i] = v;
         return 0;
@@ -136,7 +136,7 @@ int jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
 }
 
 /* ---- truth, equality, order ------------------------------------------------------------ */
-int jv_truthy(jv v) {
+int sp_jv_truthy(jv v) {
     switch (v.k) {
     case JV_UNDEF: case JV_NONE: return 0;
     case JV_BOOL: return v.u.b;
@@ -152,7 +152,7 @@ int jv_truthy(jv v) {
 static int is_num(jv v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
 static double num_of(jv v) { return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.u.b; }
 
-int jv_equal(jv x, jv y) {
+int sp_jv_equal(jv x, jv y) {
     if (is_num(x) && is_num(y)) {
         if (x.k != JV_FLOAT && y.k != JV_FLOAT)
             return (x.k == JV_INT ? x.u.i : x.u.b) == (y.k == JV_INT ? y.u.i : y.u.b);
@@ -165,13 +165,13 @@ int jv_equal(jv x, jv y) {
     case JV_LIST:
         if (x.u.l->n != y.u.l->n) return 0;
         for (int i = 0; i < x.u.l->n; i++)
-            if (!jv_equal(x.u.l->v[i], y.u.l->v[i])) return 0;
+            if (!sp_jv_equal(x.u.l->v[i], y.u.l->v[i])) return 0;
         return 1;
     case JV_DICT:
         if (x.u.d->n != y.u.d->n) return 0;
         for (int i = 0; i < x.u.d->n; i++) {
-            int j = jx_dict_find(y.u.d, x.u.d->key[i]->p, x.u.d->key[i]->n);
-            if (j < 0 || !jv_equal(x.u.d->val[i], y.u.d->val[j])) return 0;
+            int j = sp_jx_dict_find(y.u.d, x.u.d->key[i]->p, x.u.d->key[i]->n);
+            if (j < 0 || !sp_jv_equal(x.u.d->val[i], y.u.d->val[j])) return 0;
         }
         return 1;
     case JV_NS: return x.u.d == y.u.d;
@@ -182,13 +182,13 @@ int jv_equal(jv x, jv y) {
     }
 }
 
-const char *jv_kind_name(jv v) {
+const char *sp_jv_kind_name(jv v) {
     static const char *names[] = {"an undefined value", "none", "a boolean", "an integer", "a float", "a string",
                                   "a list", "a dict", "a namespace", "a loop", "a macro", "a function"};
     return names[v.k];
 }
 
-int jx_compare(jx_ctx *c, jv x, jv y, int *cmp) {
+int sp_jx_compare(jx_ctx *c, jv x, jv y, int *cmp) {
     if (is_num(x) && is_num(y)) {
         if (x.k == JV_INT && y.k == JV_INT) *cmp = (x.u.i > y.u.i) - (x.u.i < y.u.i);
         else *cmp = (num_of(x) > num_of(y)) - (num_of(x) < num_of(y));
@@ -202,25 +202,25 @@ int jx_compare(jx_ctx *c, jv x, jv y, int *cmp) {
     }
     if (x.k == JV_LIST && y.k == JV_LIST) {
         for (int i = 0; i < x.u.l->n && i < y.u.l->n; i++) {
-            if (jx_compare(c, x.u.l->v[i], y.u.l->v[i], cmp)) return -1;
+            if (sp_jx_compare(c, x.u.l->v[i], y.u.l->v[i], cmp)) return -1;
             if (*cmp) return 0;
         }
         *cmp = (x.u.l->n > y.u.l->n) - (x.u.l->n < y.u.l->n);
         return 0;
     }
-    return jx_fail(c, "cannot order %s and %s", jv_kind_name(x), jv_kind_name(y));
+    return sp_jx_fail(c, "cannot order %s and %s", sp_jv_kind_name(x), sp_jv_kind_name(y));
 }
 
 /* ---- text ------------------------------------------------------------------------------ */
-int jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n) {
+int sp_jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n) {
     jx_charge(c, n);
     if (n > c->out_cap || b->n > c->out_cap - n)
-        return jx_fail(c, "the rendered text exceeds %zu bytes", c->out_cap);
+        return sp_jx_fail(c, "the rendered text exceeds %zu bytes", c->out_cap);
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
         while (nc < b->n + n + 1) nc *= 2;
         char *np = realloc(b->p, nc);
-        if (!np) return jx_fail(c, "out of memory");
+        if (!np) return sp_jx_fail(c, "out of memory");
         b->p = np, b->cap = nc;
     }
     if (n) memcpy(b->p + b->n, p, n);
@@ -229,7 +229,7 @@ int jbuf_put(jx_ctx *c, jbuf *b, const char *p, size_t n) {
     return 0;
 }
 
-static int puts_(jx_ctx *c, jbuf *b, const char *s) { return jbuf_put(c, b, s, strlen(s)); }
+static int puts_(jx_ctx *c, jbuf *b, const char *s) { return sp_jbuf_put(c, b, s, strlen(s)); }
 
 /* Python's repr of a float: the shortest digits that read back the same, written fixed when
  * the exponent is in [-4, 16), else as d.ddde+XX; a whole number keeps ".0" */
@@ -273,7 +273,7 @@ static void float_repr(double f, char *out, size_t cap) {
 static int repr_str(jx_ctx *c, jbuf *b, const jstr *s) {
     int has_sq = memchr(s->p, '\'', s->n) != NULL, has_dq = memchr(s->p, '"', s->n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    if (jbuf_put(c, b, &q, 1)) return -1;
+    if (sp_jbuf_put(c, b, &q, 1)) return -1;
     for (size_t i = 0; i < s->n; i++) {
         unsigned char ch = (unsigned char)s->p[i];
         char esc[8];
@@ -284,21 +284,21 @@ static int repr_str(jx_ctx *c, jbuf *b, const jstr *s) {
         else if (ch == '\r') rep = "\\r";
         else if (ch == '\t') rep = "\\t";
         else if (ch < 0x20 || ch == 0x7F) snprintf(esc, sizeof esc, "\\x%02x", ch), rep = esc;
-        if (rep ? puts_(c, b, rep) : jbuf_put(c, b, (const char *)&s->p[i], 1)) return -1;
+        if (rep ? puts_(c, b, rep) : sp_jbuf_put(c, b, (const char *)&s->p[i], 1)) return -1;
     }
-    return jbuf_put(c, b, &q, 1);
+    return sp_jbuf_put(c, b, &q, 1);
 }
 
 static int to_text(jx_ctx *c, jv v, jbuf *b, int repr, int depth) {
     char num[64];
-    if (depth > JX_MAX_DEPTH) return jx_fail(c, "a value nested too deeply to print");
+    if (depth > JX_MAX_DEPTH) return sp_jx_fail(c, "a value nested too deeply to print");
     switch (v.k) {
     case JV_UNDEF: return repr ? puts_(c, b, "Undefined") : 0;
     case JV_NONE: return puts_(c, b, "None");
     case JV_BOOL: return puts_(c, b, v.u.b ? "True" : "False");
     case JV_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); return puts_(c, b, num);
     case JV_FLOAT: float_repr(v.u.f, num, sizeof num); return puts_(c, b, num);
-    case JV_STR: return repr ? repr_str(c, b, v.u.s) : jbuf_put(c, b, v.u.s->p, v.u.s->n);
+    case JV_STR: return repr ? repr_str(c, b, v.u.s) : sp_jbuf_put(c, b, v.u.s->p, v.u.s->n);
     case JV_LIST:
         if (puts_(c, b, v.u.l->tuple ? "(" : "[")) return -1;
         for (int i = 0; i < v.u.l->n; i++)
@@ -318,15 +318,15 @@ static int to_text(jx_ctx *c, jv v, jbuf *b, int repr, int depth) {
     }
 }
 
-int jx_to_str(jx_ctx *c, jv v, jbuf *b) { return to_text(c, v, b, 0, 0); }
+int sp_jx_to_str(jx_ctx *c, jv v, jbuf *b) { return to_text(c, v, b, 0, 0); }
 
-int jx_stringify(jx_ctx *c, jv v, jv *out) {
+int sp_jx_stringify(jx_ctx *c, jv v, jv *out) {
     if (v.k == JV_STR) {
         *out = v;
         return 0;
     }
     jbuf b = {0};
-    int rc = jx_to_str(c, v, &b) || jx_str_val(c, b.p ? b.p : "", b.n, out);
+    int rc = sp_jx_to_str(c, v, &b) || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
     free(b.p);
     return rc ? -1 : 0;
 }
@@ -337,7 +337,7 @@ static int json_str(jx_ctx *c, jbuf *b, const char *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)p[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
-        if (jbuf_put(c, b, p + run, i - run)) return -1;
+        if (sp_jbuf_put(c, b, p + run, i - run)) return -1;
         char esc[8];
         switch (ch) {
         case '"': strcpy(esc, "\\\""); break;
@@ -352,7 +352,7 @@ static int json_str(jx_ctx *c, jbuf *b, const char *p, size_t n) {
         if (puts_(c, b, esc)) return -1;
         run = i + 1;
     }
-    return jbuf_put(c, b, p + run, n - run) || puts_(c, b, "\"");
+    return sp_jbuf_put(c, b, p + run, n - run) || puts_(c, b, "\"");
 }
 
 static int json_newline(jx_ctx *c, jbuf *b, int indent, int level) {
@@ -371,7 +371,7 @@ static int cmp_keys(const void *x, const void *y) {
 
 static int to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b, int level) {
     char num[64];
-    if (level > JX_MAX_DEPTH) return jx_fail(c, "a value nested too deeply for tojson");
+    if (level > JX_MAX_DEPTH) return sp_jx_fail(c, "a value nested too deeply for tojson");
     switch (v.k) {
     case JV_UNDEF: case JV_NONE: return puts_(c, b, "null");
     case JV_BOOL: return puts_(c, b, v.u.b ? "true" : "false");
@@ -400,7 +400,7 @@ static int to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b, int leve
         jstr ***keys = sort_keys ? malloc((size_t)d->n * sizeof *keys) : NULL;
         if (!order || (sort_keys && !keys)) {
             free(order), free(keys);
-            return jx_fail(c, "out of memory");
+            return sp_jx_fail(c, "out of memory");
         }
         for (int i = 0; i < d->n; i++) order[i] = i;
         if (sort_keys) {
@@ -421,52 +421,52 @@ static int to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b, int leve
         if (rc || (indent >= 0 && json_newline(c, b, indent, level))) return -1;
         return puts_(c, b, "}");
     }
-    default: return jx_fail(c, "tojson: %s has no JSON form", jv_kind_name(v));
+    default: return sp_jx_fail(c, "tojson: %s has no JSON form", sp_jv_kind_name(v));
     }
 }
 
-int jx_to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b) { return to_json(c, v, indent, sort_keys, b, 0); }
+int sp_jx_to_json(jx_ctx *c, jv v, int indent, int sort_keys, jbuf *b) { return to_json(c, v, indent, sort_keys, b, 0); }
 
-int jx_from_json(jx_ctx *c, json_t *j, jv *out, int depth) {
-    if (depth > JX_MAX_DEPTH) return jx_fail(c, "the context JSON is nested too deeply");
+int sp_jx_from_json(jx_ctx *c, json_t *j, jv *out, int depth) {
+    if (depth > JX_MAX_DEPTH) return sp_jx_fail(c, "the context JSON is nested too deeply");
     switch (json_typeof(j)) {
-    case JSON_NULL: *out = jv_none(); return 0;
-    case JSON_TRUE: *out = jv_bool(1); return 0;
-    case JSON_FALSE: *out = jv_bool(0); return 0;
-    case JSON_INTEGER: *out = jv_int((int64_t)json_integer_value(j)); return 0;
-    case JSON_REAL: *out = jv_float(json_real_value(j)); return 0;
-    case JSON_STRING: return jx_str_val(c, json_string_value(j), json_string_length(j), out);
+    case JSON_NULL: *out = sp_jv_none(); return 0;
+    case JSON_TRUE: *out = sp_jv_bool(1); return 0;
+    case JSON_FALSE: *out = sp_jv_bool(0); return 0;
+    case JSON_INTEGER: *out = sp_jv_int((int64_t)json_integer_value(j)); return 0;
+    case JSON_REAL: *out = sp_jv_float(json_real_value(j)); return 0;
+    case JSON_STRING: return sp_jx_str_val(c, json_string_value(j), json_string_length(j), out);
     case JSON_ARRAY: {
-        jlist *l = jx_list_new(c->a, (int)json_array_size(j));
-        if (!l) return jx_fail(c, "the template needs more memory than allowed");
+        jlist *l = sp_jx_list_new(c->a, (int)json_array_size(j));
+        if (!l) return sp_jx_fail(c, "the template needs more memory than allowed");
         for (size_t i = 0; i < json_array_size(j); i++)
-            if (jx_from_json(c, json_array_get(j, i), &l->v[l->n++], depth + 1)) return -1;
+            if (sp_jx_from_json(c, json_array_get(j, i), &l->v[l->n++], depth + 1)) return -1;
         *out = (jv){.k = JV_LIST, .u.l = l};
         return 0;
     }
     case JSON_OBJECT: {
-        jdict *d = jx_dict_new(c->a);
-        if (!d) return jx_fail(c, "the template needs more memory than allowed");
+        jdict *d = sp_jx_dict_new(c->a);
+        if (!d) return sp_jx_fail(c, "the template needs more memory than allowed");
         const char *k;
         json_t *v;
         json_object_foreach(j, k, v) { /* JSON object keys are unique: no lookup needed */
             jv x;
-            if (jx_from_json(c, v, &x, depth + 1) || dict_append(c, d, k, strlen(k), x)) return -1;
+            if (sp_jx_from_json(c, v, &x, depth + 1) || dict_append(c, d, k, strlen(k), x)) return -1;
         }
         *out = (jv){.k = JV_DICT, .u.d = d};
         return 0;
     }
     }
-    return jx_fail(c, "unknown JSON value");
+    return sp_jx_fail(c, "unknown JSON value");
 }
 
-size_t jx_utf8_len(const char *p, size_t n) {
+size_t sp_jx_utf8_len(const char *p, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) k += ((unsigned char)p[i] & 0xC0) != 0x80;
     return k;
 }
 
-size_t jx_utf8_offset(const char *p, size_t n, int64_t cp) {
+size_t sp_jx_utf8_offset(const char *p, size_t n, int64_t cp) {
     size_t i = 0;
     for (int64_t k = 0; i < n; i++) {
         if (((unsigned char)p[i] & 0xC0) == 0x80) continue;

@@ -44,14 +44,14 @@ static int load_chat(const char *cmd, const char *model_dir, const cli_chat_opts
             return cli_error(cmd, "--chat-template-kwargs: expected a JSON object, got '%s'", o->kwargs), -1;
         }
     }
-    if (!tok_model_has_tokenizer(model_dir)) {
+    if (!sp_tok_model_has_tokenizer(model_dir)) {
         json_decref(*vars);
         *vars = NULL;
         return cli_error(cmd, "chat needs a tokenizer, and %s has none (tokenizer.json / GGUF vocabulary)", model_dir),
                -1;
     }
-    if (!(*tok = tok_load_model(model_dir, &err)) || !(*ct = chat_template_load(model_dir, *tok, o->tmpl, &err))) {
-        tok_free(*tok);
+    if (!(*tok = sp_tok_load_model(model_dir, &err)) || !(*ct = sp_chat_template_load(model_dir, *tok, o->tmpl, &err))) {
+        sp_tok_free(*tok);
         *tok = NULL;
         json_decref(*vars);
         *vars = NULL;
@@ -72,7 +72,7 @@ static int render_encode(const char *cmd, const chat_template *ct, tok_tokenizer
                          int32_t **ids, int *n) {
     sp_err err = {{0}};
     char *text = NULL;
-    int rc = chat_render(ct, msgs, 1, vars, &text, &err) || tok_encode(tok, text, strlen(text), 0, 1, ids, n, &err);
+    int rc = sp_chat_render(ct, msgs, 1, vars, &text, &err) || sp_tok_encode(tok, text, strlen(text), 0, 1, ids, n, &err);
     free(text);
     if (rc) return cli_error(cmd, "%s", err.msg), -1;
     return 0;
@@ -93,8 +93,8 @@ int cli_chat_prompt(const char *cmd, const char *model_dir, const cli_chat_opts 
         rc = render_encode(cmd, ct, tok, msgs, vars, ids, n);
     json_decref(msgs);
     json_decref(vars);
-    chat_template_free(ct);
-    tok_free(tok);
+    sp_chat_template_free(ct);
+    sp_tok_free(tok);
     return rc;
 }
 
@@ -107,9 +107,9 @@ typedef struct {
 /* streams the reply; an end-of-generation token (end of turn) stops it unprinted */
 static int on_reply_token(void *ctx, int32_t id) {
     reply_ctx *r = ctx;
-    if (tok_is_eog(r->tok, id)) return 1;
+    if (sp_tok_is_eog(r->tok, id)) return 1;
     char buf[512];
-    int n = tok_stream_push(r->ts, id, buf, sizeof buf);
+    int n = sp_tok_stream_push(r->ts, id, buf, sizeof buf);
     if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
     fflush(stdout);
     return 0;
@@ -165,7 +165,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         goto done;
     }
     fprintf(stderr, "chat with %s (template: %s); /exit or end of input ends it\n", r->model_dir,
-            chat_template_source(ct));
+            sp_chat_template_source(ct));
     for (int turn = 0;; turn++) {
         char *user = NULL;
         if (turn == 0 && r->first) {
@@ -198,7 +198,7 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
                            "(-c N)", n, r->n_predict, max_ctx);
             goto done;
         }
-        reply_ctx rx = {tok, tok_stream_new_ex(tok, TOK_DECODE_SKIP_SPECIAL)}; /* control tokens unprinted */
+        reply_ctx rx = {tok, sp_tok_stream_new_ex(tok, TOK_DECODE_SKIP_SPECIAL)}; /* control tokens unprinted */
         if (!rx.ts) {
             cli_error(cmd, "out of memory");
             goto done;
@@ -221,8 +221,8 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         int failed = sp_spec_generate(m, d, ids, n, &spp, out, r->n_predict, &ss, &err);
         char buf[512];
         int k;
-        while (!failed && (k = tok_stream_flush(rx.ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
-        tok_stream_free(rx.ts);
+        while (!failed && (k = sp_tok_stream_flush(rx.ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
+        sp_tok_stream_free(rx.ts);
         fputc('\n', stdout);
         fflush(stdout);
         if (failed) {
@@ -230,9 +230,9 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
             goto done;
         }
         int kept = ss.emitted;
-        while (kept > 0 && tok_is_eog(tok, out[kept - 1])) kept--;
+        while (kept > 0 && sp_tok_is_eog(tok, out[kept - 1])) kept--;
         char *reply = NULL;
-        if (tok_decode_ex(tok, out, kept, TOK_DECODE_SKIP_SPECIAL, &reply, &err)) {
+        if (sp_tok_decode_ex(tok, out, kept, TOK_DECODE_SKIP_SPECIAL, &reply, &err)) {
             cli_error(cmd, "%s", err.msg);
             goto done;
         }
@@ -256,7 +256,7 @@ done:
     sp_drafter_free(d);
     sp_model_free(dm);
     sp_model_free(m);
-    chat_template_free(ct);
-    tok_free(tok);
+    sp_chat_template_free(ct);
+    sp_tok_free(tok);
     return rc;
 }

@@ -73,10 +73,10 @@ int cmd_detokenize(int argc, char **argv) {
     int rc = 0;
     sp_err err = {0};
     if (stream) {
-        tok_stream *s = tok_stream_new_ex(t, flags);
+        tok_stream *s = sp_tok_stream_new_ex(t, flags);
         char out[256];
         for (int i = 0; i < n && rc == 0; i++) {
-            int w = tok_stream_push(s, ids[i], out, sizeof out);
+            int w = sp_tok_stream_push(s, ids[i], out, sizeof out);
             if (w < 0) {
                 fprintf(stderr, "specula: error: token id %d is not in the vocabulary\n", ids[i]);
                 rc = 1;
@@ -86,11 +86,11 @@ int cmd_detokenize(int argc, char **argv) {
             }
         }
         int w;
-        while (rc == 0 && (w = tok_stream_flush(s, out, sizeof out)) > 0) fwrite(out, 1, (size_t)w, stdout);
-        tok_stream_free(s);
+        while (rc == 0 && (w = sp_tok_stream_flush(s, out, sizeof out)) > 0) fwrite(out, 1, (size_t)w, stdout);
+        sp_tok_stream_free(s);
     } else {
         char *text;
-        if (tok_decode_ex(t, ids, n, flags, &text, &err)) {
+        if (sp_tok_decode_ex(t, ids, n, flags, &text, &err)) {
             fprintf(stderr, "specula: error: %s\n", err.msg);
             rc = 1;
         } else {
@@ -99,7 +99,7 @@ int cmd_detokenize(int argc, char **argv) {
         }
     }
     if (rc == 0) putchar('\n');
-    tok_free(t);
+    sp_tok_free(t);
     free(ids);
     return rc;
 }

@@ -56,7 +56,7 @@ static int on_token(void *ctx, int32_t tok) {
     s->count++;
     if (s->ts) {
         char buf[4096];
-        int n = tok_stream_push(s->ts, tok, buf, sizeof buf); /* what does not fit stays queued */
+        int n = sp_tok_stream_push(s->ts, tok, buf, sizeof buf); /* what does not fit stays queued */
         if (n > 0) emit_text(s, buf, (size_t)n);
     } else if (s->stream) {
         printf("%s%d", s->count > 1 ? " " : "", tok);
@@ -69,7 +69,7 @@ static void stream_finish(stream_ctx *s) {
     if (!s->ts) return;
     char buf[4096];
     int n;
-    while ((n = tok_stream_flush(s->ts, buf, sizeof buf)) > 0) emit_text(s, buf, (size_t)n);
+    while ((n = sp_tok_stream_flush(s->ts, buf, sizeof buf)) > 0) emit_text(s, buf, (size_t)n);
     if (s->stop && !s->stopped) {
         const char *rest;
         size_t k;
@@ -189,24 +189,24 @@ int cmd_generate(int argc, char **argv) {
     free(file_text);
     if (rc) return 2;
     stream_ctx sc = {.stream = !json};
-    if (tok_model_has_tokenizer(dir)) {
-        sc.tok = tok_load_model(dir, &err);
+    if (sp_tok_model_has_tokenizer(dir)) {
+        sc.tok = sp_tok_load_model(dir, &err);
         if (!sc.tok) {
             free(prompt);
             return cli_error(CMD, "%s", err.msg);
         }
-        sc.ts = tok_stream_new(sc.tok);
+        sc.ts = sp_tok_stream_new(sc.tok);
     }
     for (int i = 0; i < stops.n; i++) cli_unescape((char *)stops.v[i]); /* argv's own storage */
     if (stops.n && !sc.tok) {
         free(prompt);
-        tok_free(sc.tok);
+        sp_tok_free(sc.tok);
         return cli_error(CMD, "--stop needs the model's tokenizer (%s has no tokenizer.json / GGUF vocabulary)", dir);
     }
     if (stops.n && !(sc.stop = sp_stopstr_create(stops.v, stops.n, &err))) {
         free(prompt);
-        tok_stream_free(sc.ts);
-        tok_free(sc.tok);
+        sp_tok_stream_free(sc.ts);
+        sp_tok_free(sc.tok);
         return cli_error(CMD, "--stop: %s", err.msg);
     }
 
@@ -264,7 +264,7 @@ int cmd_generate(int argc, char **argv) {
     }
     stream_finish(&sc);
     char *gen_text = NULL;
-    if (sc.tok && tok_decode(sc.tok, out, st.emitted, &gen_text, &err)) {
+    if (sc.tok && sp_tok_decode(sc.tok, out, st.emitted, &gen_text, &err)) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
@@ -302,9 +302,9 @@ int cmd_generate(int argc, char **argv) {
     }
     free(gen_text);
 done:
-    tok_stream_free(sc.ts);
+    sp_tok_stream_free(sc.ts);
     sp_stopstr_free(sc.stop);
-    tok_free(sc.tok);
+    sp_tok_free(sc.tok);
     free(out);
     free(prompt);
     sp_drafter_free(d);

@@ -7,7 +7,7 @@
 #include "formats/newdrafter.h"
 
 /* written by the Gemma-4 assistant's module (src/formats/newdrafter_assistant.c) */
-int newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
+int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
                                const char *const *sets, int n_sets, sp_err *err) __attribute__((weak));
 
 static void usage(FILE *f) {
@@ -79,7 +79,7 @@ int cmd_new_drafter(int argc, char **argv) {
     o.sets = sets;
     sp_err err = {{0}};
     int wrc;
-    if (!strcmp(o.arch, "gemma4_assistant") && !newdrafter_assistant_write) {
+    if (!strcmp(o.arch, "gemma4_assistant") && !sp_newdrafter_assistant_write) {
         fprintf(stderr, "specula: error: new-drafter: --arch gemma4_assistant is not built into this specula\n");
         rc = 1;
         goto done;
@@ -94,9 +94,9 @@ int cmd_new_drafter(int argc, char **argv) {
     sp_remove_stale_tmp(out);
     sp_remove_tree(tmp);
     if (!strcmp(o.arch, "gemma4_assistant"))
-        wrc = newdrafter_assistant_write(tmp, target, o.preset ? o.preset : "centroid", o.seed, sets, o.n_sets, &err);
+        wrc = sp_newdrafter_assistant_write(tmp, target, o.preset ? o.preset : "centroid", o.seed, sets, o.n_sets, &err);
     else
-        wrc = newdrafter_write(tmp, target, &o, &err);
+        wrc = sp_newdrafter_write(tmp, target, &o, &err);
     if (!wrc) wrc = sp_dir_publish(tmp, out, &err);
     if (wrc) sp_remove_tree(tmp);
     if (wrc) {

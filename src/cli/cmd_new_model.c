@@ -17,8 +17,8 @@ static void usage(FILE *f) {
             "  --tokenizer      copy this tokenizer.json (and tokenizer_config.json beside it)\n"
             "  --threads N      generation threads (default: all cores)\n"
             "presets:\n");
-    for (int i = 0; preset_at(i); i++) {
-        const preset_info *p = preset_at(i);
+    for (int i = 0; sp_preset_at(i); i++) {
+        const preset_info *p = sp_preset_at(i);
         fprintf(f, "  %-7s %-12s %s\n", p->arch, p->name, p->summary);
     }
 }
@@ -77,7 +77,7 @@ int cmd_new_model(int argc, char **argv) {
     }
     o.sets = sets;
     sp_err err = {{0}};
-    int rc = newmodel_write(out, &o, &err);
+    int rc = sp_newmodel_write(out, &o, &err);
     free(sets);
     if (rc) {
         fprintf(stderr, "specula: error: %s\n", err.msg);

@@ -33,13 +33,13 @@ int cmd_quantize(int argc, char **argv) {
         sp_dtype qt = !strcmp(type, "q8_0") ? SP_DT_Q8_0 : !strcmp(type, "q4_0") ? SP_DT_Q4_0 : SP_DT_UNKNOWN;
         int nq = 0;
         if (qt == SP_DT_UNKNOWN) return cli_error(CMD, "--drafter: --type %s: expected q8_0 or q4_0", type);
-        if (st_quantize_drafter(in, out, qt, &nq, &err)) return cli_error(CMD, "%s", err.msg);
+        if (sp_st_quantize_drafter(in, out, qt, &nq, &err)) return cli_error(CMD, "%s", err.msg);
         fprintf(stderr, "wrote %s (%d matrices as %s)\n", out, nq, sp_dtype_name(qt));
         return 0;
     }
     gguf_quantize_opts o = {.n_threads = threads, .progress = !quiet};
-    if (gguf_mix_parse(type, &o.mix)) return cli_error(CMD, "--type %s: expected q8_0, q4_0, q4_k_m, q6_k or f32", type);
-    if (gguf_quantize(in, out, &o, &err)) return cli_error(CMD, "%s", err.msg);
-    fprintf(stderr, "wrote %s (%s)\n", out, gguf_mix_name(o.mix));
+    if (sp_gguf_mix_parse(type, &o.mix)) return cli_error(CMD, "--type %s: expected q8_0, q4_0, q4_k_m, q6_k or f32", type);
+    if (sp_gguf_quantize(in, out, &o, &err)) return cli_error(CMD, "%s", err.msg);
+    fprintf(stderr, "wrote %s (%s)\n", out, sp_gguf_mix_name(o.mix));
     return 0;
 }

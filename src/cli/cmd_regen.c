@@ -46,17 +46,17 @@ int cmd_regen(int argc, char **argv) {
         free(ids);
     }
     tr_dist dist;
-    tr_dist_init(&dist); /* under mpirun: records split across ranks by shard */
+    sp_tr_dist_init(&dist); /* under mpirun: records split across ranks by shard */
     c.dist = &dist;
     c.progress = c.progress && dist.rank == 0;
     sp_err err = {{0}};
     int written = 0, skipped = 0;
-    rc = tr_regen_run(&c, &written, &skipped, &err);
+    rc = sp_tr_regen_run(&c, &written, &skipped, &err);
     if (rc) cli_error("regen", "%s", err.msg);
     else if (dist.size > 1) fprintf(stderr, "regen: rank %d/%d: %d shard(s) written, %d already complete\n", dist.rank,
                                     dist.size, written, skipped);
     else fprintf(stderr, "regen: %d shard(s) written, %d already complete\n", written, skipped);
-    tr_dist_barrier(&dist);
-    tr_dist_finalize(&dist);
+    sp_tr_dist_barrier(&dist);
+    sp_tr_dist_finalize(&dist);
     return rc ? 2 : 0;
 }

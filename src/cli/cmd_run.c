@@ -36,7 +36,7 @@ static int on_token(void *ctx, int32_t tok) {
     run_stream *s = ctx;
     if (!s->stream) return 0;
     char buf[512];
-    int n = s->ts ? tok_stream_push(s->ts, tok, buf, sizeof buf) : snprintf(buf, sizeof buf, " %d", tok);
+    int n = s->ts ? sp_tok_stream_push(s->ts, tok, buf, sizeof buf) : snprintf(buf, sizeof buf, " %d", tok);
     if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
     fflush(stdout);
     return 0;
@@ -123,8 +123,8 @@ int cmd_run(int argc, char **argv) {
     sp.profile = 1;
     if (cli_tree_apply(CMD, &to, &sp)) goto out;
     if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;
-    if (tok_model_has_tokenizer(target)) {
-        tok = tok_load_model(target, &err);
+    if (sp_tok_model_has_tokenizer(target)) {
+        tok = sp_tok_load_model(target, &err);
         if (!tok) {
             cli_error(CMD, "%s", err.msg);
             goto out;
@@ -138,7 +138,7 @@ int cmd_run(int argc, char **argv) {
     for (int i = 0; i < nl; i++) {
         const int32_t *ids = ps[i].ids;
         int nid = ps[i].n;
-        run_stream rs = {tok ? tok_stream_new(tok) : NULL, !json && !quiet};
+        run_stream rs = {tok ? sp_tok_stream_new(tok) : NULL, !json && !quiet};
         sp_spec_stats s0, s1 = {0};
         sp_spec_params spp = sp;
         if (rs.stream) printf("\n--- prompt %d: %s\n", i + 1, ps[i].label);
@@ -151,8 +151,8 @@ int cmd_run(int argc, char **argv) {
         if (rs.ts) {
             char buf[512];
             int k;
-            while (rs.stream && (k = tok_stream_flush(rs.ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
-            tok_stream_free(rs.ts);
+            while (rs.stream && (k = sp_tok_stream_flush(rs.ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
+            sp_tok_stream_free(rs.ts);
         }
         if (fail) {
             cli_error(CMD, "prompt %d: %s", i + 1, err.msg);
@@ -233,7 +233,7 @@ int cmd_run(int argc, char **argv) {
     status = temp == 0 && !identical ? 1 : 0;
 out:
     cli_prompts_free(ps, nl);
-    tok_free(tok);
+    sp_tok_free(tok);
     sp_drafter_free(d);
     sp_model_free(dm);
     sp_model_free(m);

@@ -109,7 +109,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    srv_opts so = srv_opts_default();
+    srv_opts so = sp_srv_opts_default();
     so.host = host;
     so.port = port;
     so.parallel = parallel;
@@ -126,14 +126,14 @@ int cmd_serve(int argc, char **argv) {
     so.chat_template = chat_tpl;
     sp_err err = {{0}};
     srv *s = NULL;
-    if (srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
-    fprintf(stderr, "specula serve: listening on http://%s:%d (loading %s)\n", host, srv_port(s), dir);
+    if (sp_srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
+    fprintf(stderr, "specula serve: listening on http://%s:%d (loading %s)\n", host, sp_srv_port(s), dir);
     if (dc.so.spec && strcmp(dc.so.spec, "none"))
         fprintf(stderr, "specula serve: speculating with %s, up to %d drafts per round\n", dc.so.spec, dc.so.draft_max);
 
     tok_tokenizer *tok = NULL;
     rc = 2;
-    if (sp_model_load(&dc.target, dir, threads, &err) || !(tok = tok_load_model(dir, &err))) {
+    if (sp_model_load(&dc.target, dir, threads, &err) || !(tok = sp_tok_load_model(dir, &err))) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
@@ -151,22 +151,22 @@ int cmd_serve(int argc, char **argv) {
             sp_model_free(dc.draft_model);
             dc.draft_model = NULL;
         }
-        srv_set_drafter(s, make_drafter, &dc);
+        sp_srv_set_drafter(s, make_drafter, &dc);
     }
-    if (srv_set_model(s, dc.target, tok, dir, &err)) {
+    if (sp_srv_set_model(s, dc.target, tok, dir, &err)) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
     fprintf(stderr, "specula serve: ready: model %s, spec %s, %d slots of %d positions, port %d\n", name, dc.so.spec,
-            parallel, ctx, srv_port(s));
+            parallel, ctx, sp_srv_port(s));
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "specula serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
-    srv_stop(s);
+    sp_srv_stop(s);
     sp_drafter_free(dc.proto);
-    tok_free(tok);
+    sp_tok_free(tok);
     sp_model_free(dc.draft_model);
     sp_model_free(dc.target);
     return rc;

@@ -137,15 +137,15 @@ int cmd_template(int argc, char **argv) {
     size_t dl = strlen(dir);
     int gguf = dl > 5 && !strcmp(dir + dl - 5, ".gguf");
     char path[4096];
-    if (gguf) tok = tok_load_gguf(dir, &err);
-    else if (!sp_path_join(path, sizeof path, dir, "tokenizer.json") && sp_file_exists(path)) tok = tok_load_dir(dir, &err);
+    if (gguf) tok = sp_tok_load_gguf(dir, &err);
+    else if (!sp_path_join(path, sizeof path, dir, "tokenizer.json") && sp_file_exists(path)) tok = sp_tok_load_dir(dir, &err);
     if (!tok && err.msg[0]) {
         cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    chat_template *ct = chat_template_load(gguf ? NULL : dir, tok, choice, &err);
+    chat_template *ct = sp_chat_template_load(gguf ? NULL : dir, tok, choice, &err);
     char *text = NULL;
-    if (!ct || chat_render(ct, msgs, !no_gen, vars, &text, &err)) {
+    if (!ct || sp_chat_render(ct, msgs, !no_gen, vars, &text, &err)) {
         cli_error(CMD, "%s", err.msg);
     } else if (!ids) {
         fwrite(text, 1, strlen(text), stdout);
@@ -156,7 +156,7 @@ int cmd_template(int argc, char **argv) {
     } else { /* the text carries its own BOS: no BOS added, special-token text parsed */
         int32_t *v = NULL;
         int n = 0;
-        if (tok_encode(tok, text, strlen(text), 0, 1, &v, &n, &err)) {
+        if (sp_tok_encode(tok, text, strlen(text), 0, 1, &v, &n, &err)) {
             cli_error(CMD, "%s", err.msg);
         } else {
             for (int i = 0; i < n; i++) printf("%s%d", i ? "," : "", v[i]);
@@ -166,8 +166,8 @@ int cmd_template(int argc, char **argv) {
         free(v);
     }
     free(text);
-    chat_template_free(ct);
-    tok_free(tok);
+    sp_chat_template_free(ct);
+    sp_tok_free(tok);
 out:
     json_decref(msgs);
     json_decref(vars);

@@ -36,12 +36,12 @@ tok_tokenizer *cli_tok_load(const cli_tok_source *src) {
         fprintf(stderr, "specula: error: give exactly one of -m DIR, --tokenizer FILE.json, --vocab FILE.gguf\n");
         return NULL;
     }
-    if (src->json) t = tok_load_json(src->json, &err);
-    else if (src->gguf) t = tok_load_gguf(src->gguf, &err);
+    if (src->json) t = sp_tok_load_json(src->json, &err);
+    else if (src->gguf) t = sp_tok_load_gguf(src->gguf, &err);
     else {
         size_t n = strlen(src->model_dir);
-        t = n > 5 && !strcmp(src->model_dir + n - 5, ".gguf") ? tok_load_gguf(src->model_dir, &err)
-                                                               : tok_load_dir(src->model_dir, &err);
+        t = n > 5 && !strcmp(src->model_dir + n - 5, ".gguf") ? sp_tok_load_gguf(src->model_dir, &err)
+                                                               : sp_tok_load_dir(src->model_dir, &err);
     }
     if (!t) fprintf(stderr, "specula: error: %s\n", err.msg);
     return t;
@@ -63,7 +63,7 @@ static int bench(tok_tokenizer *t, const char *text, size_t len, double load_ms,
     double t0 = sp_time_ms(), c0 = cpu_ms(), t1;
     long long tokens = 0;
     do { /* at least 1 s and 3 passes */
-        if (tok_encode(t, text, len, add_bos, ps, &ids, &n, &err)) {
+        if (sp_tok_encode(t, text, len, add_bos, ps, &ids, &n, &err)) {
             fprintf(stderr, "specula: error: %s\n", err.msg);
             return 1;
         }
@@ -135,7 +135,7 @@ int cmd_tokenize(int argc, char **argv) {
     } else {
         int32_t *ids;
         int n;
-        if (tok_encode(t, text, len, add_bos, parse_special, &ids, &n, &err)) {
+        if (sp_tok_encode(t, text, len, add_bos, parse_special, &ids, &n, &err)) {
             fprintf(stderr, "specula: error: %s\n", err.msg);
             rc = 1;
         } else {
@@ -145,7 +145,7 @@ int cmd_tokenize(int argc, char **argv) {
             free(ids);
         }
     }
-    tok_free(t);
+    sp_tok_free(t);
     free(buf);
     return rc;
 }

@@ -26,7 +26,7 @@ static int dir_has_files(const char *dir) {
 }
 
 int cmd_train(int argc, char **argv) {
-    tr_train_cfg c = tr_train_defaults();
+    tr_train_cfg c = sp_tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla";
     int steps = 0, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, gamma = (float)c.gamma;
@@ -95,12 +95,12 @@ int cmd_train(int argc, char **argv) {
     c.stop_after = stop_after;
     c.progress = !quiet;
     tr_dist dist;
-    tr_dist_init(&dist); /* under mpirun: data parallel over the ranks */
+    sp_tr_dist_init(&dist); /* under mpirun: data parallel over the ranks */
     c.dist = &dist;
     sp_err err = {{0}};
     tr_train_result r;
-    rc = tr_train_run(&c, &r, &err);
-    tr_dist_finalize(&dist);
+    rc = sp_tr_train_run(&c, &r, &err);
+    sp_tr_dist_finalize(&dist);
     if (rc) return cli_error("train", "%s", err.msg);
     if (dist.rank != 0) return 0;
     fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, %s tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",

@@ -44,7 +44,7 @@ static int list_read(path_list *l, const char *file) {
 
 int cmd_train_lm(int argc, char **argv) {
     lm_train_opts o;
-    lm_train_defaults(&o);
+    sp_lm_train_defaults(&o);
     path_list data = {0}, eval = {0};
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int n_rest = 0, rc = 2;
@@ -122,7 +122,7 @@ int cmd_train_lm(int argc, char **argv) {
     o.n_eval = eval.n;
     lm_train_result r;
     sp_err err = {0};
-    if (lm_train_run(&o, &r, &err)) {
+    if (sp_lm_train_run(&o, &r, &err)) {
         fprintf(stderr, "specula: error: %s\n", err.msg);
         rc = 1;
         goto out;

@@ -56,7 +56,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < n_files && !rc; i++)
         if (sp_read_file(files[i], &texts[i], &lens[i], &err)) rc = 1;
-    if (!rc && tok_train_bpe((const char *const *)texts, lens, n_files, &o, out, &err)) rc = 1;
+    if (!rc && sp_tok_train_bpe((const char *const *)texts, lens, n_files, &o, out, &err)) rc = 1;
     if (rc) fprintf(stderr, "specula: error: %s\n", err.msg);
     for (int i = 0; i < n_files; i++) free(texts[i]);
     free(texts);

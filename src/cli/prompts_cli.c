@@ -27,13 +27,13 @@ typedef struct {
 
 static tok_tokenizer *need_tok(reader *r) {
     if (r->tok) return r->tok;
-    if (!tok_model_has_tokenizer(r->model_dir)) {
+    if (!sp_tok_model_has_tokenizer(r->model_dir)) {
         cli_error(r->cmd, "%s:%d: a text prompt needs the model's tokenizer, and %s has no tokenizer.json "
                           "or GGUF vocabulary (use \"prompt_ids\")", r->path, r->line, r->model_dir);
         return NULL;
     }
     sp_err err = {{0}};
-    if (!(r->tok = tok_load_model(r->model_dir, &err))) cli_error(r->cmd, "%s", err.msg);
+    if (!(r->tok = sp_tok_load_model(r->model_dir, &err))) cli_error(r->cmd, "%s", err.msg);
     return r->tok;
 }
 
@@ -41,7 +41,7 @@ static int encode_text(reader *r, const char *text, cli_prompt *p) {
     tok_tokenizer *t = need_tok(r);
     if (!t) return -1;
     sp_err err = {{0}};
-    if (tok_encode(t, text, strlen(text), 1, 1, &p->ids, &p->n, &err))
+    if (sp_tok_encode(t, text, strlen(text), 1, 1, &p->ids, &p->n, &err))
         return cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg), -1;
     return 0;
 }
@@ -59,11 +59,11 @@ static int encode_messages(reader *r, json_t *arr, cli_prompt *p) {
     tok_tokenizer *t = need_tok(r);
     if (!t) return -1;
     sp_err err = {{0}};
-    if (!r->tmpl && !(r->tmpl = chat_template_load(r->model_dir, t, NULL, &err)))
+    if (!r->tmpl && !(r->tmpl = sp_chat_template_load(r->model_dir, t, NULL, &err)))
         return cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg), -1;
     char *text = NULL;
     int rc = -1;
-    if (!chat_render(r->tmpl, arr, 1, NULL, &text, &err) && !tok_encode(t, text, strlen(text), 0, 1, &p->ids, &p->n, &err))
+    if (!sp_chat_render(r->tmpl, arr, 1, NULL, &text, &err) && !sp_tok_encode(t, text, strlen(text), 0, 1, &p->ids, &p->n, &err))
         rc = 0;
     else
         cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg);
@@ -145,8 +145,8 @@ int cli_prompts_read(const char *cmd, const char *path, const char *model_dir, i
         ps[n++] = p;
     }
     free(text);
-    chat_template_free(r.tmpl);
-    tok_free(r.tok);
+    sp_chat_template_free(r.tmpl);
+    sp_tok_free(r.tok);
     if (!rc && n == 0) rc = -(cli_error(cmd, "%s: no prompts", path) > 0);
     if (rc) {
         cli_prompts_free(ps, n);

@@ -74,7 +74,7 @@ int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
     if (sp_path_join(path, sizeof path, o->draft_dir, "config.json") || !sp_file_exists(path))
         return cli_error(cmd, "-md %s: no config.json there (give --spec KIND for a drafter without one)",
                          o->draft_dir), -1;
-    json_t *root = hf_json_load_file(path, 0, &err);
+    json_t *root = sp_hf_json_load_file(path, 0, &err);
     if (!root) return cli_error(cmd, "%s", err.msg), -1;
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     if (!a) o->spec = "draft"; /* a plain causal LM config */
@@ -134,13 +134,13 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (ids_str) return cli_parse_ids(cmd, "--prompt-ids", ids_str, ids, n);
     if (!text) return cli_error(cmd, "no prompt: give -p TEXT or --prompt-ids 1,2,3"), -1;
     sp_err err = {{0}};
-    if (!tok_model_has_tokenizer(model_dir))
+    if (!sp_tok_model_has_tokenizer(model_dir))
         return cli_error(cmd, "-p needs a tokenizer, and %s has none (no tokenizer.json / GGUF vocabulary): use --prompt-ids",
                          model_dir), -1;
-    tok_tokenizer *t = tok_load_model(model_dir, &err);
+    tok_tokenizer *t = sp_tok_load_model(model_dir, &err);
     if (!t) return cli_error(cmd, "%s", err.msg), -1;
-    int rc = tok_encode(t, text, strlen(text), 1, 1, ids, n, &err);
-    tok_free(t);
+    int rc = sp_tok_encode(t, text, strlen(text), 1, 1, ids, n, &err);
+    sp_tok_free(t);
     if (rc) return cli_error(cmd, "%s", err.msg), -1;
     if (*n == 0) return cli_error(cmd, "the prompt encodes to no tokens"), -1;
     return 0;

@@ -2,7 +2,7 @@
  *
  * Generation is token by token, but a stop string is text: it may span several tokens or end in
  * the middle of one. The matcher receives the decoded text as it streams (complete UTF-8 pieces,
- * e.g. from tok_stream_push) and releases only text that can no longer be part of a stop string:
+ * e.g. from sp_tok_stream_push) and releases only text that can no longer be part of a stop string:
  * a tail that is a prefix of some stop string is held back until the next piece decides it.
  * When a stop string appears, the text before it is released, the stop string and everything
  * after it never are, and the caller ends generation (the on_token callback returns non-zero, so

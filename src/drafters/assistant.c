@@ -95,13 +95,13 @@ static void *own(asst_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, by
 static int get_mat(asst_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
     const st_tensor *t;
     int64_t shape[2] = {n, k};
-    if (st_get(s->st, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+    if (sp_st_get(s->st, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
     *out = (sp_mat){t->data, t->dtype, n, k, sp_model_bf16_dot(s->target), NULL}; /* the target's numerics */
     return 0;
 }
 
 static int get_vec(asst_t *s, const char *name, int n, float **out, sp_err *err) {
-    return drafter_weight_vec(s->st, &s->owned, name, n, out, err);
+    return sp_drafter_weight_vec(s->st, &s->owned, name, n, out, err);
 }
 
 /* shapes of the target layer `src` must match assistant layer i (docs/ASSISTANT.md §1 table note) */
@@ -138,7 +138,7 @@ static int bind_vec_cb(void *s, const char *name, int n, float **out, sp_err *er
 }
 
 static int bind_scalar_cb(void *s, const char *name, float *out, sp_err *err) {
-    const st_tensor *ls = st_find(((asst_t *)s)->st, name);
+    const st_tensor *ls = sp_st_find(((asst_t *)s)->st, name);
     if (!ls) return 1;
     if (ls->numel != 1 || (ls->dtype != SP_DT_F32 && ls->dtype != SP_DT_BF16 && ls->dtype != SP_DT_F16))
         return sp_err_set(err, "tensor %s in %s: expected one float, found %s with %lld elements", name, ls->file,
@@ -158,12 +158,12 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
     if (V != tc->vocab_size)
         return sp_err_set(err, "assistant vocab_size %d differs from the target's %d", V, tc->vocab_size);
     int src_s, src_f;
-    assistant_borrowed_layers(tc, &src_s, &src_f);
+    sp_assistant_borrowed_layers(tc, &src_s, &src_f);
     if (get_mat(s, "pre_projection.weight", d, 2 * Hb, &s->pre, err) ||
         get_mat(s, "post_projection.weight", Hb, d, &s->post, err) ||
         get_vec(s, "model.norm.weight", d, &s->final_norm, err))
         return -1;
-    const char *lm_name = st_find(s->st, "lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+    const char *lm_name = sp_st_find(s->st, "lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
     if (get_mat(s, lm_name, V, d, &s->lm, err)) return -1;
 
     s->layers = own(s, (size_t)s->L * sizeof *s->layers);
@@ -197,7 +197,7 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
     }
 
     /* the head, by tensor presence */
-    const st_tensor *ct = st_find(s->st, "masked_embedding.centroids.weight");
+    const st_tensor *ct = sp_st_find(s->st, "masked_embedding.centroids.weight");
     if (!ct) return 0;
     if (ct->ndim != 2 || ct->shape[1] != d || ct->shape[0] <= 0 || V % ct->shape[0])
         return sp_err_set(err, "tensor masked_embedding.centroids.weight in %s: expected [NC, %d] with NC dividing "
@@ -208,7 +208,7 @@ static int bind(asst_t *s, const sp_config *tc, sp_err *err) {
     s->topk = s->ac.centroid_top_k < s->NC ? s->ac.centroid_top_k : s->NC;
     s->n_cand = s->topk * s->per;
     if (get_mat(s, "masked_embedding.centroids.weight", s->NC, d, &s->cent, err)) return -1;
-    const st_tensor *ot = st_find(s->st, "masked_embedding.token_ordering");
+    const st_tensor *ot = sp_st_find(s->st, "masked_embedding.token_ordering");
     if (!ot) return sp_err_set(err, "checkpoint has masked_embedding.centroids.weight but no "
                                "masked_embedding.token_ordering");
     if (ot->ndim != 1 || ot->shape[0] != V || (ot->dtype != SP_DT_I64 && ot->dtype != SP_DT_I32))
@@ -506,7 +506,7 @@ static void asst_destroy(sp_drafter *d) {
     asst_t *s = d->self;
     if (s) {
         sp_sampler_free(s->smp);
-        st_close(s->st);
+        sp_st_close(s->st);
         sp_owner_free(&s->owned);
         free(s);
     }
@@ -530,8 +530,8 @@ sp_drafter *sp_drafter_assistant(const char *dir, sp_model *target, const sp_sam
         sp_err_set(err, "path too long: %s", dir);
         goto fail;
     }
-    if (sp_read_file(path, &text, NULL, err) || assistant_config_parse(&s->ac, text, path, err) ||
-        st_open_dir(&s->st, dir, err))
+    if (sp_read_file(path, &text, NULL, err) || sp_assistant_config_parse(&s->ac, text, path, err) ||
+        sp_st_open_dir(&s->st, dir, err))
         goto fail;
     free(text);
     text = NULL;

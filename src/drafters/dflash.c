@@ -59,13 +59,13 @@ sp_dflash_opts sp_dflash_opts_default(void) {
 static void *own(df_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(df_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    if (drafter_weight_mat(s->st, name, n, k, out, err)) return -1;
+    if (sp_drafter_weight_mat(s->st, name, n, k, out, err)) return -1;
     out->bf16_dot = sp_model_bf16_dot(s->target); /* the target's numerics */
     return 0;
 }
 
 static int get_vec(df_t *s, const char *name, int n, float **out, sp_err *err) {
-    return drafter_weight_vec(s->st, &s->owned, name, n, out, err);
+    return sp_drafter_weight_vec(s->st, &s->owned, name, n, out, err);
 }
 
 #define QK_NORM(i, j) sp_tensor_hf_name(s->dc.arch, (j) ? SP_TN_K_NORM : SP_TN_Q_NORM, i, nm, sizeof nm)
@@ -81,7 +81,7 @@ static int bind_vec_cb(void *s, const char *name, int n, float **out, sp_err *er
 
 static int bind_scalar_cb(void *s, const char *name, float *out, sp_err *err) {
     float *sc;
-    if (!st_find(((df_t *)s)->st, name)) return 1;
+    if (!sp_st_find(((df_t *)s)->st, name)) return 1;
     if (get_vec(s, name, 1, &sc, err)) return -1;
     *out = sc[0];
     return 0;
@@ -117,7 +117,7 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     int n_found = 0;
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++)
-            n_found += st_find(s->st, QK_NORM(i, j)) != NULL;
+            n_found += sp_st_find(s->st, QK_NORM(i, j)) != NULL;
     if (n_found == 0 && !s->dc.qk_norm) {
         s->qk_norm = 0;
         return 0;
@@ -127,11 +127,11 @@ static int qk_norm_decide(df_t *s, const char *dir, sp_err *err) {
     char present[160] = "";
     for (int i = 0; i < s->L && !present[0]; i++)
         for (int j = 0; j < 2 && !present[0]; j++)
-            if (st_find(s->st, QK_NORM(i, j)))
+            if (sp_st_find(s->st, QK_NORM(i, j)))
                 snprintf(present, sizeof present, "%s", nm);
     for (int i = 0; i < s->L; i++)
         for (int j = 0; j < 2; j++) {
-            if (st_find(s->st, QK_NORM(i, j))) continue;
+            if (sp_st_find(s->st, QK_NORM(i, j))) continue;
             if (!present[0])
                 return sp_err_set(err, "%s: missing tensor %s (config model_type %s has q_norm / k_norm in every "
                                        "layer)", dir, nm, sp_arch_name(s->dc.arch));
@@ -257,16 +257,16 @@ static int bind_heads(df_t *s, sp_err *err) {
         int64_t shape[2] = {V, H};
         for (int i = 0; i < 2; i++) {
             const char *n = i ? "lm_head.weight" : "embed_tokens.weight";
-            if (st_find(s->st, n) && st_get(s->st, n, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+            if (sp_st_find(s->st, n) && sp_st_get(s->st, n, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
         }
     }
-    int has_w1 = st_find(s->st, "markov_head.markov_w1.weight") != NULL;
+    int has_w1 = sp_st_find(s->st, "markov_head.markov_w1.weight") != NULL;
     if (s->kind == SP_DFLASH_ZLAB && has_w1)
         return sp_err_set(err, "DFlashDraftModel checkpoint has markov_head tensors: is it a DSpark drafter?");
     if (s->mtype != MARKOV_NONE) {
         const st_tensor *t;
         int64_t shape[2] = {V, r};
-        if (st_get(s->st, "markov_head.markov_w1.weight", SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        if (sp_st_get(s->st, "markov_head.markov_w1.weight", SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
         s->w1 = t;
         if (get_mat(s, "markov_head.markov_w2.weight", V, r, &s->w2, err)) return -1;
         if (s->mtype == MARKOV_GATED && (get_mat(s, "markov_head.gate_proj.weight", r, H + r, &s->gate_w, err) ||
@@ -283,10 +283,10 @@ static int bind_heads(df_t *s, sp_err *err) {
         int w = H + (s->conf_markov ? r : 0);
         const st_tensor *t;
         int64_t shape[2] = {1, w}, one[1] = {1};
-        if (st_get(s->st, "confidence_head.proj.weight", SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        if (sp_st_get(s->st, "confidence_head.proj.weight", SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
         if (!(s->conf_w = own(s, sizeof(float) * (size_t)w))) return sp_err_set(err, "out of memory");
         sp_to_f32(s->conf_w, t->data, t->dtype, (size_t)w);
-        if (st_get(s->st, "confidence_head.proj.bias", SP_DT_UNKNOWN, 1, one, &t, err)) return -1;
+        if (sp_st_get(s->st, "confidence_head.proj.bias", SP_DT_UNKNOWN, 1, one, &t, err)) return -1;
         sp_to_f32(&s->conf_b, t->data, t->dtype, 1);
     }
     (void)nm;
@@ -330,7 +330,7 @@ static int load_draft_temps(df_t *s, const char *dir, sp_err *err) {
     return sp_sampcal_read(&s->cal, path, err);
 }
 
-int df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err) {
+int sp_df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err) {
     s->greedy = sp_sample_is_greedy(sample);
     if (!(s->smp = sp_sampler_create(s->V, sample, err))) return -1;
     if (s->greedy) return 0;
@@ -356,7 +356,7 @@ static void write_kv(df_t *s, df_layer *l, const float *xn, int T, int pos0) {
     sp_block_kv_write(s->pool, &l->b, xn, T, &seg, 1, &scr);
 }
 
-int df_ensure_cap(df_t *s, int rows, sp_err *err) {
+int sp_df_ensure_cap(df_t *s, int rows, sp_err *err) {
     if (rows <= s->cap) return 0;
     int cap = s->cap ? s->cap : 256;
     while (cap < rows) cap *= 2;
@@ -376,7 +376,7 @@ int df_ensure_cap(df_t *s, int rows, sp_err *err) {
 /* Absorb R context rows F [R, m·H] (taps of committed tokens) at positions n_ctx.. */
 static int inject(df_t *s, const float *F, int R, sp_err *err) {
     if (R <= 0) return 0;
-    if (df_ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
+    if (sp_df_ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
     int H = s->H, prof = sp_prof_enter(SP_PROF_CTX_KV);
     if (s->o.keep_taps) {
         size_t w = (size_t)s->m * H;
@@ -505,7 +505,7 @@ static int draw(df_t *s, float *Z, float *q, int j, uint64_t pos, sp_err *err) {
     return t;
 }
 
-int df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g_out) {
+int sp_df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g_out) {
     int g = max_g < s->max_drafts ? max_g : s->max_drafts;
     s->n_last = 0;
     *g_out = 0;
@@ -519,7 +519,7 @@ int df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g_out) {
     return T;
 }
 
-int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err) {
+int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err) {
     int V = s->V, H = s->H, prof;
     int zlab = s->kind == SP_DFLASH_ZLAB, retro = !zlab && s->conf && s->o.policy == SP_VERIFY_RETRO;
     double t1 = sp_time_ms();
@@ -588,14 +588,14 @@ int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err
 static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
     df_t *s = d->self;
     int32_t blk[SP_SPEC_MAX_G + 2];
-    int g, T = df_block_prepare(s, max_g, blk, &g);
+    int g, T = sp_df_block_prepare(s, max_g, blk, &g);
     if (T <= 0) return 0;
     double t0 = sp_time_ms();
     int prof = sp_prof_enter(SP_PROF_BLOCK);
     block_forward(s, blk, T);
     sp_prof_leave(prof);
     s->info.ms_block += sp_time_ms() - t0;
-    return df_block_drafts(s, max_g, g, drafts, q, err);
+    return sp_df_block_drafts(s, max_g, g, drafts, q, err);
 }
 
 static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
@@ -645,13 +645,13 @@ static void df_destroy(sp_drafter *d) {
         sp_owner_free(&s->owned);
         free(s->kept);
         sp_sampler_free(s->smp);
-        st_close(s->st);
+        sp_st_close(s->st);
         free(s);
     }
     free(d);
 }
 
-int df_scratch_alloc(df_t *s) {
+int sp_df_scratch_alloc(df_t *s) {
     int R = s->max_drafts + 1 > CTX_CHUNK ? s->max_drafts + 1 : CTX_CHUNK, Dq = 0, Dkv = 0;
     for (int i = 0; i < s->L; i++) {
         const sp_block_desc *ld = &s->layers[i].b.d;
@@ -718,7 +718,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     s->H = tc->hidden_size;
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto fail;
     if (sp_config_parse(&s->dc, text, path, err)) goto fail;
-    root = hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
+    root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
     if (!root || parse_keys(s, root, path, err)) goto fail;
     const sp_config *c = &s->dc;
     if (c->hidden_size != s->H || c->vocab_size != s->V) {
@@ -734,7 +734,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     s->gemma = c->arch == SP_ARCH_GEMMA4;
     s->L = c->n_layers;
     s->NH = c->n_heads;
-    if (st_open_dir(&s->st, dir, err) || qk_norm_decide(s, dir, err)) goto fail;
+    if (sp_st_open_dir(&s->st, dir, err) || qk_norm_decide(s, dir, err)) goto fail;
     if (!(s->layers = own(s, sizeof(df_layer) * (size_t)s->L))) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
@@ -766,12 +766,12 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
         goto fail;
     }
     /* scratch */
-    if (df_scratch_alloc(s)) {
+    if (sp_df_scratch_alloc(s)) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
     }
-    if (df_sampling_setup(s, sample, err)) goto fail;
-    if (df_ensure_cap(s, 256, err)) {
+    if (sp_df_sampling_setup(s, sample, err)) goto fail;
+    if (sp_df_ensure_cap(s, 256, err)) {
         sp_err_set(err, "dflash: out of memory");
         goto fail;
     }
@@ -784,7 +784,7 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->provides_q = !s->greedy;
     d->begin = df_begin;
     d->propose = df_propose;
-    d->propose_tree = df_propose_tree;
+    d->propose_tree = sp_df_propose_tree;
     d->commit = df_commit;
     d->extend = df_extend;
     d->propose_batch = sp_dflash_propose_batch;
@@ -825,7 +825,7 @@ const float *sp_dflash_rope_inv_freq(const sp_drafter *d, int layer, int *D) {
 
 /* ---- token trees (dflash_internal.h; the tree builder is dflash_tree.c) ------------------------- */
 
-int df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err) {
+int sp_df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err) {
     df_t *s = d->self;
     int g = max_depth < s->max_drafts ? max_depth : s->max_drafts, zlab = s->kind == SP_DFLASH_ZLAB;
     *env = (df_tree_env){.depth = g > 0 ? g : 0, .V = s->V, .state_n = s->mtype == MARKOV_RNN ? s->r : 0,
@@ -845,7 +845,7 @@ int df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err) {
     return 0;
 }
 
-void df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z) {
+void sp_df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z) {
     df_t *s = d->self;
     size_t V = (size_t)s->V;
     if (s->kind == SP_DFLASH_ZLAB) { /* slot j predicts its own position, whatever the parent */
@@ -858,7 +858,7 @@ void df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z) 
     if (state) memcpy(state, s->state, sizeof(float) * (size_t)s->r);
 }
 
-void df_tree_done(sp_drafter *d, int depth, int nodes) {
+void sp_df_tree_done(sp_drafter *d, int depth, int nodes) {
     df_t *s = d->self;
     s->n_last = depth;
     s->info.drafted += nodes;

@@ -38,13 +38,13 @@ static int lazy_append(df_t *s, const float *taps, int R, sp_err *err);
 static int clone_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_err *err) {
     df_t *s = d->self;
     int32_t blk[1][SP_SPEC_MAX_G + 2];
-    int g, T = df_block_prepare(s, max_g, blk[0], &g);
+    int g, T = sp_df_block_prepare(s, max_g, blk[0], &g);
     if (T <= 0) return 0;
     if (s->n_lazy && inject_batch(&s, 1, err)) return -1;
     double t0 = sp_time_ms();
     block_forward_batch(s, &s, 1, blk, &T);
     s->info.ms_block += sp_time_ms() - t0;
-    return df_block_drafts(s, max_g, g, drafts, q, err);
+    return sp_df_block_drafts(s, max_g, g, drafts, q, err);
 }
 
 /* a clone's commit: df_commit's bookkeeping; the rows wait in s->lazy */
@@ -127,13 +127,13 @@ sp_drafter *sp_dflash_clone(const sp_drafter *proto, const sp_sample_params *sam
         d->commit = clone_commit;
         if (d->extend) d->extend = clone_extend;
     }
-    if (!s->layers || df_scratch_alloc(s) || (!s->o.keep_taps && (!s->lazy || !s->gather))) {
+    if (!s->layers || sp_df_scratch_alloc(s) || (!s->o.keep_taps && (!s->lazy || !s->gather))) {
         sp_err_set(err, "dflash clone: out of memory");
         goto fail;
     }
-    if (df_sampling_setup(s, sample, err)) goto fail;
+    if (sp_df_sampling_setup(s, sample, err)) goto fail;
     d->provides_q = !s->greedy;
-    if (df_ensure_cap(s, 256, err)) goto fail;
+    if (sp_df_ensure_cap(s, 256, err)) goto fail;
     return d;
 fail:
     sp_drafter_free(d);
@@ -150,7 +150,7 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
     float eps = (float)w->dc.rms_eps;
     double t0 = sp_time_ms();
     for (int i = 0; i < n; i++)
-        if (ss[i]->n_lazy && df_ensure_cap(ss[i], ss[i]->n_ctx + ss[i]->n_lazy + ss[i]->max_drafts + 1, err)) return -1;
+        if (ss[i]->n_lazy && sp_df_ensure_cap(ss[i], ss[i]->n_ctx + ss[i]->n_lazy + ss[i]->max_drafts + 1, err)) return -1;
     int si = 0, r0 = 0; /* next row: drafter si, its row r0 */
     while (si < n) {
         /* a pass: segments (drafter, first row, rows) gathered up to R rows */
@@ -240,7 +240,7 @@ int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int3
     for (int i = 0; i < n; i++) {
         ss[i] = ds[i]->self;
         n_drafts[i] = 0;
-        T[i] = df_block_prepare(ss[i], max_g[i], blk[i], &g[i]);
+        T[i] = sp_df_block_prepare(ss[i], max_g[i], blk[i], &g[i]);
         /* context rows wait until a block needs them, or until many wait */
         if (ss[i]->n_lazy && (T[i] > 0 || ss[i]->n_lazy >= LAZY_MAX)) fl[nfl++] = ss[i];
     }
@@ -261,7 +261,7 @@ int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int3
     free(blk);
     for (int i = 0; i < n; i++) {
         if (T[i] <= 0) continue;
-        n_drafts[i] = df_block_drafts(ss[i], max_g[i], g[i], drafts[i], q[i], err);
+        n_drafts[i] = sp_df_block_drafts(ss[i], max_g[i], g[i], drafts[i], q[i], err);
         if (n_drafts[i] < 0) return -1;
     }
     return 0;

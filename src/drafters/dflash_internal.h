@@ -79,17 +79,17 @@ typedef struct {
 
 /* The sampler of the request's params `sample` (s->smp, s->greedy) and, when sampling, the draft
  * temperatures draft_t from s->cal; 0 or -1 with err. */
-int df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err);
+int sp_df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err);
 /* Scratch for R rows (and the vanilla Markov bias cache), from s->owned; 0 or -1 (out of memory). */
-int df_scratch_alloc(df_t *s);
+int sp_df_scratch_alloc(df_t *s);
 /* The per-layer context caches hold at least `rows` rows; 0 or -1 with err. */
-int df_ensure_cap(df_t *s, int rows, sp_err *err);
-/* A proposal in two halves around the block forward. df_block_prepare: the block tokens blk[T] and
+int sp_df_ensure_cap(df_t *s, int rows, sp_err *err);
+/* A proposal in two halves around the block forward. sp_df_block_prepare: the block tokens blk[T] and
  * the draft count g of a proposal of at most max_g drafts (returns T; 0: no proposal). After the
- * block forward has left s->hid [T, H] and s->logits [T, V], df_block_drafts draws the drafts
+ * block forward has left s->hid [T, H] and s->logits [T, V], sp_df_block_drafts draws the drafts
  * (heads, verify policy, sampling) and returns their count, or -1 with err. */
-int df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g);
-int df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err);
+int sp_df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g);
+int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err);
 
 /* Token trees (dflash_tree.c): one block forward per proposal, then each depth's draft logits
  * given the parent node's token (the Markov head conditions on it, so DSpark evaluates it per
@@ -108,14 +108,14 @@ typedef struct {
 } df_tree_env;
 
 /* Run the block forward for a tree of at most max_depth levels and describe it in env. */
-int df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err);
+int sp_df_tree_block(sp_drafter *d, int max_depth, df_tree_env *env, sp_err *err);
 /* Z[V]: raw draft logits at depth j (1 .. env->depth) for a child of a node whose token is prev.
  * state (env->state_n floats or NULL): the parent's Markov state in, the child level's out. */
-void df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z);
+void sp_df_tree_logits(sp_drafter *d, int j, int32_t prev, float *state, float *Z);
 /* The proposal had `nodes` nodes and reached `depth`: commit() may accept up to depth drafts. */
-void df_tree_done(sp_drafter *d, int depth, int nodes);
+void sp_df_tree_done(sp_drafter *d, int depth, int nodes);
 
 /* propose_tree of DFlash / DSpark drafters (dflash_tree.c) */
-int df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err);
+int sp_df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err);
 
 #endif

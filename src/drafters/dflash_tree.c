@@ -26,22 +26,22 @@ static int node_logits(void *ctx, const tp_node *nodes, int n, int v, float *Z, 
     (void)n, (void)err;
     float *st = c->S ? c->state + (size_t)v * c->S : NULL;
     if (st && v > 0) memcpy(st, c->state + (size_t)nodes[v].parent * c->S, sizeof(float) * (size_t)c->S);
-    df_tree_logits(c->d, nodes[v].depth + 1, nodes[v].tok, st, Z);
+    sp_df_tree_logits(c->d, nodes[v].depth + 1, nodes[v].tok, st, Z);
     return 0;
 }
 
-int df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err) {
+int sp_df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err) {
     df_tree_env env;
-    if (df_tree_block(d, sh->max_depth, &env, err)) return -1;
+    if (sp_df_tree_block(d, sh->max_depth, &env, err)) return -1;
     df_tree_ctx c = {.d = d, .S = env.state_n};
     /* the root's state row is zero (a fresh rnn state) */
     if (c.S && !(c.state = calloc((size_t)(SP_TREE_MAX_NODES + 1) * c.S, sizeof(float))))
         return sp_err_set(err, "dflash tree: out of memory");
     tp_env te = {.depth = env.depth, .V = env.V, .pending = env.pending, .pos = env.pos, .greedy = env.greedy,
                  .seed = env.seed, .smp = env.smp, .logits = node_logits, .ctx = &c};
-    int max_depth = 0, n = tp_place(&te, sh, tok, parent, q, &max_depth, err);
+    int max_depth = 0, n = sp_tp_place(&te, sh, tok, parent, q, &max_depth, err);
     free(c.state);
     if (n < 0) return -1;
-    df_tree_done(d, max_depth, n);
+    sp_df_tree_done(d, max_depth, n);
     return n;
 }

@@ -39,13 +39,13 @@
 static void *own(e3_t *s, size_t bytes) { return sp_owner_calloc(&s->owned, bytes); }
 
 static int get_mat(e3_t *s, const char *name, int n, int k, sp_mat *out, sp_err *err) {
-    if (drafter_weight_mat(s->st, name, n, k, out, err)) return -1;
+    if (sp_drafter_weight_mat(s->st, name, n, k, out, err)) return -1;
     out->bf16_dot = sp_model_bf16_dot(s->target); /* the target's numerics */
     return 0;
 }
 
 static int get_vec(e3_t *s, const char *name, int n, float **out, sp_err *err) {
-    return drafter_weight_vec(s->st, &s->owned, name, n, out, err);
+    return sp_drafter_weight_vec(s->st, &s->owned, name, n, out, err);
 }
 
 static int json_int(json_t *o, const char *key, int *out, const char *what, sp_err *err) {
@@ -141,7 +141,7 @@ static int parse_keys(e3_t *s, json_t *root, const char *what, sp_err *err) {
 static int bind_vocab(e3_t *s, const char *dir, sp_err *err) {
     int Vd = s->Vd, V = s->V;
     if (!(s->d2t = own(s, sizeof(int32_t) * (size_t)Vd))) return sp_err_set(err, "out of memory");
-    const st_tensor *t = st_find(s->st, "d2t");
+    const st_tensor *t = sp_st_find(s->st, "d2t");
     if (!t) {
         if (Vd != V)
             return sp_err_set(err, "%s: missing tensor d2t (draft_vocab_size %d < vocab_size %d needs the draft → "
@@ -149,7 +149,7 @@ static int bind_vocab(e3_t *s, const char *dir, sp_err *err) {
         for (int i = 0; i < Vd; i++) s->d2t[i] = i;
     } else {
         int64_t shape[1] = {Vd};
-        if (st_get(s->st, "d2t", SP_DT_I64, 1, shape, &t, err)) return -1;
+        if (sp_st_get(s->st, "d2t", SP_DT_I64, 1, shape, &t, err)) return -1;
         const int64_t *off = t->data;
         for (int i = 0; i < Vd; i++) {
             int64_t id = i + off[i];
@@ -167,11 +167,11 @@ static int bind_vocab(e3_t *s, const char *dir, sp_err *err) {
                                              s->d2t[i], i);
         seen[s->d2t[i]] = 1;
     }
-    const st_tensor *m = rc ? NULL : st_find(s->st, "t2d");
+    const st_tensor *m = rc ? NULL : sp_st_find(s->st, "t2d");
     if (m) {
         int64_t shape[1] = {V};
-        if (m->dtype == SP_DT_U8) rc = st_get(s->st, "t2d", SP_DT_U8, 1, shape, &m, err);
-        else rc = st_get(s->st, "t2d", SP_DT_BOOL, 1, shape, &m, err);
+        if (m->dtype == SP_DT_U8) rc = sp_st_get(s->st, "t2d", SP_DT_U8, 1, shape, &m, err);
+        else rc = sp_st_get(s->st, "t2d", SP_DT_BOOL, 1, shape, &m, err);
         const unsigned char *b = rc ? NULL : m->data;
         for (int i = 0; i < V && !rc; i++)
             if ((b[i] != 0) != seen[i])
@@ -186,7 +186,7 @@ static int bind(e3_t *s, const char *dir, int norm_before_fc, sp_err *err) {
     int H = s->H, NH = s->NH, KVH = s->KVH, D = s->D, I = s->I, m = s->m;
     char nm[160];
     const char *p = "layers.0.";
-    if (s->layout == SP_EAGLE3_SPECFORGE && !st_find(s->st, "layers.0.hidden_norm.weight")) p = "midlayer.";
+    if (s->layout == SP_EAGLE3_SPECFORGE && !sp_st_find(s->st, "layers.0.hidden_norm.weight")) p = "midlayer.";
 #define NAME(suffix) (snprintf(nm, sizeof nm, "%s%s", p, suffix), nm)
     if (get_mat(s, "fc.weight", H, m * H, &s->fc, err) || get_vec(s, NAME("hidden_norm.weight"), H, &s->hidden_norm, err) ||
         get_vec(s, NAME("input_layernorm.weight"), H, &s->attn_norm, err) ||
@@ -204,7 +204,7 @@ static int bind(e3_t *s, const char *dir, int norm_before_fc, sp_err *err) {
     if (s->layout == SP_EAGLE3_DEEPSPEC && (get_vec(s, NAME("self_attn.q_norm.weight"), D, &s->q_norm, err) ||
                                             get_vec(s, NAME("self_attn.k_norm.weight"), D, &s->k_norm, err)))
         return -1;
-    if (s->layout == SP_EAGLE3_SPECFORGE && st_find(s->st, NAME("self_attn.q_norm.weight")))
+    if (s->layout == SP_EAGLE3_SPECFORGE && sp_st_find(s->st, NAME("self_attn.q_norm.weight")))
         return sp_err_set(err, "%s: %s present: the original EAGLE-3 layer has no q/k norms (a DeepSpec checkpoint "
                                "says Qwen3Eagle3Model)", dir, nm);
     s->layer_scalar = 1.0f;
@@ -213,7 +213,7 @@ static int bind(e3_t *s, const char *dir, int norm_before_fc, sp_err *err) {
             get_vec(s, NAME("post_feedforward_layernorm.weight"), H, &s->post_ffn_norm, err))
             return -1;
         float *sc;
-        if (st_find(s->st, NAME("layer_scalar"))) {
+        if (sp_st_find(s->st, NAME("layer_scalar"))) {
             if (get_vec(s, nm, 1, &sc, err)) return -1;
             s->layer_scalar = sc[0];
         }
@@ -221,14 +221,14 @@ static int bind(e3_t *s, const char *dir, int norm_before_fc, sp_err *err) {
 #undef NAME
     if (norm_before_fc && get_vec(s, "input_norm.weight", m * H, &s->input_norm, err)) return -1;
     if (get_mat(s, "lm_head.weight", s->Vd, H, &s->lm_head, err)) return -1;
-    if (st_find(s->st, "embed_tokens.weight") && get_mat(s, "embed_tokens.weight", s->V, H, &s->embed, err)) return -1;
+    if (sp_st_find(s->st, "embed_tokens.weight") && get_mat(s, "embed_tokens.weight", s->V, H, &s->embed, err)) return -1;
     if (s->layout == SP_EAGLE3_DEEPSPEC) s->embed.data = NULL; /* the target's (scaled) embedding; the copy is checked */
     return bind_vocab(s, dir, err);
 }
 
 /* ---- the layer -------------------------------------------------------------------------------- */
 
-int e3_ensure_cap(e3_t *s, int rows, sp_err *err) {
+int sp_e3_ensure_cap(e3_t *s, int rows, sp_err *err) {
     if (rows <= s->cap) return 0;
     int cap = s->cap ? s->cap : 256;
     while (cap < rows) cap *= 2;
@@ -247,7 +247,7 @@ static void embed_row(e3_t *s, float *out, int32_t tok) {
     else sp_mat_row_f32(s->embed.data ? &s->embed : sp_model_embed_table(s->target), tok, out); /* unscaled, as SpecForge */
 }
 
-void e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr) {
+void sp_e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr) {
     int H = s->H, NH = s->NH, KVH = s->KVH, D = s->D, I = s->I;
     size_t TH = (size_t)T * H, row = (size_t)KVH * D;
     for (int t = 0; t < T; t++) embed_row(s, s->e + (size_t)t * H, tokens[t]);
@@ -292,7 +292,7 @@ void e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, i
         for (size_t i = 0; i < TH; i++) s->out[i] *= s->layer_scalar;
 }
 
-void e3_logits_row(e3_t *s, const float *h, float *out) {
+void sp_e3_logits_row(e3_t *s, const float *h, float *out) {
     sp_rmsnorm(s->g, h, s->final_norm, 1, s->H, s->eps);
     sp_matmul(s->pool, s->dl, s->g, 1, &s->lm_head);
     if (s->softcap > 0) sp_softcap(s->dl, (size_t)s->Vd, s->softcap);
@@ -304,7 +304,7 @@ void e3_logits_row(e3_t *s, const float *h, float *out) {
 /* committed rows: tokens[R] (each the token after the tap's position), taps F [R, m·H] */
 static int absorb(e3_t *s, const int32_t *tokens, const float *F, int R, sp_err *err) {
     if (R <= 0) return 0;
-    if (e3_ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
+    if (sp_e3_ensure_cap(s, s->n_ctx + R + s->max_drafts + 1, err)) return -1;
     int H = s->H, mH = s->m * s->H;
     for (int i = 0; i < R; i += E3_CHUNK) {
         int T = R - i < E3_CHUNK ? R - i : E3_CHUNK;
@@ -314,7 +314,7 @@ static int absorb(e3_t *s, const int32_t *tokens, const float *F, int R, sp_err 
             f = s->tapn;
         }
         sp_matmul(s->pool, s->g, f, T, &s->fc);
-        e3_layer_forward(s, tokens + i, s->g, T, s->n_ctx + i, NULL);
+        sp_e3_layer_forward(s, tokens + i, s->g, T, s->n_ctx + i, NULL);
         memcpy(s->h_last, s->out + (size_t)(T - 1) * H, sizeof(float) * (size_t)H);
     }
     s->n_ctx += R;
@@ -357,10 +357,10 @@ static int e3_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     int g = max_g < s->max_drafts ? max_g : s->max_drafts, H = s->H, n = 0, pushed = 0, rc = 0;
     s->n_last = 0;
     if (g <= 0 || !s->have) return 0; /* no committed row yet (one-token prompt) */
-    if (e3_ensure_cap(s, s->n_ctx + g, err)) return -1;
+    if (sp_e3_ensure_cap(s, s->n_ctx + g, err)) return -1;
     memcpy(s->h, s->h_last, sizeof(float) * (size_t)H);
     for (int j = 1; j <= g; j++) {
-        e3_logits_row(s, s->h, s->full);
+        sp_e3_logits_row(s, s->h, s->full);
         int x = draw(s, q ? q + (size_t)(j - 1) * s->V : s->qrow, (uint64_t)s->n_ctx + (uint64_t)j, err);
         if (x < 0 || (s->pen && sp_penalty_push(s->pen, x, err))) {
             rc = -1;
@@ -369,7 +369,7 @@ static int e3_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         pushed += s->pen != NULL;
         drafts[n++] = x;
         if (j == g) break;
-        e3_layer_forward(s, &drafts[j - 1], s->h, 1, s->n_ctx + j - 1, NULL); /* past n_ctx: dropped at commit */
+        sp_e3_layer_forward(s, &drafts[j - 1], s->h, 1, s->n_ctx + j - 1, NULL); /* past n_ctx: dropped at commit */
         memcpy(s->h, s->out, sizeof(float) * (size_t)H);
     }
     if (s->pen) sp_penalty_pop(s->pen, pushed);
@@ -411,7 +411,7 @@ static void e3_destroy(sp_drafter *d) {
         free(s->Vc);
         sp_owner_free(&s->owned);
         sp_sampler_free(s->smp);
-        st_close(s->st);
+        sp_st_close(s->st);
         free(s);
     }
     free(d);
@@ -445,7 +445,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     }
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto fail;
     if (sp_config_parse(&s->dc, text, path, err)) goto fail;
-    root = hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
+    root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
     if (!root || parse_keys(s, root, path, err) || json_bool(root, "norm_before_fc", &nbf, path, err)) goto fail;
     const sp_config *c = &s->dc;
     s->gemma = c->arch == SP_ARCH_GEMMA4;
@@ -464,7 +464,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
         sp_err_set(err, "%s: head_dim %d / heads %d / kv heads %d unusable", path, s->D, s->NH, s->KVH);
         goto fail;
     }
-    if (st_open_dir(&s->st, dir, err) || bind(s, dir, nbf, err)) goto fail;
+    if (sp_st_open_dir(&s->st, dir, err) || bind(s, dir, nbf, err)) goto fail;
     if (!(s->inv_freq = own(s, sizeof(float) * (size_t)(s->D / 2)))) goto oom;
     sp_rope_inv_freq(s->inv_freq, s->D, &c->rope);
     size_t H = (size_t)s->H, R = E3_CHUNK, Dq = (size_t)s->NH * s->D, Dkv = (size_t)s->KVH * s->D;
@@ -491,7 +491,7 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     if (!s->e || !s->a || !s->q || !s->att || !s->k || !s->v || !s->o || !s->x || !s->xn || !s->gt || !s->up ||
         !s->g || !s->out || !s->tapn || !s->h || !s->h_last || !s->dl || !s->full || !s->qrow || !s->tout)
         goto oom;
-    if (e3_ensure_cap(s, 256, err)) goto fail;
+    if (sp_e3_ensure_cap(s, 256, err)) goto fail;
     s->greedy = sp_sample_is_greedy(sample);
     if (!(s->smp = sp_sampler_create(s->V, sample, err))) goto fail;
     s->info = (sp_eagle3_info){.layout = s->layout, .n_taps = s->m, .tap_layers = s->taps, .draft_vocab = s->Vd,
@@ -504,8 +504,8 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
     d->propose = e3_propose;
     d->commit = e3_commit;
     d->extend = e3_extend;
-    d->propose_tree = e3_propose_tree;
-    d->tree_accept = e3_tree_accept;
+    d->propose_tree = sp_e3_propose_tree;
+    d->tree_accept = sp_e3_tree_accept;
     json_decref(root);
     free(text);
     return d;

@@ -58,7 +58,7 @@ typedef struct {
     sp_owner owned;
 } e3_t;
 
-/* Rows of a token tree for e3_layer_forward: batch row t is tree node rows[t] of the n nodes
+/* Rows of a token tree for sp_e3_layer_forward: batch row t is tree node rows[t] of the n nodes
  * parent[] describes (parent[i] < i; -1: a child of the pending token), at depth depth[t]
  * (1: a child of the pending token). Node i's K/V live in cache slot n_ctx + i. */
 typedef struct {
@@ -69,15 +69,15 @@ typedef struct {
 } e3_tree_rows;
 
 /* The cache holds at least `rows` positions (grown, contents kept). 0, or -1 with err. */
-int e3_ensure_cap(e3_t *s, int rows, sp_err *err);
+int sp_e3_ensure_cap(e3_t *s, int rows, sp_err *err);
 /* The layer on T rows (tokens[t], state gin[t]) → s->out [T, H]. tr NULL: a chain at positions
  * pos0 .., K/V written at pos0 ..; else the tree rows tr describes after pos0 committed rows. */
-void e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr);
+void sp_e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr);
 /* out [V] = the draft logits of state h [H] at their target ids, -inf elsewhere */
-void e3_logits_row(e3_t *s, const float *h, float *out);
+void sp_e3_logits_row(e3_t *s, const float *h, float *out);
 
 /* propose_tree and tree_accept (eagle3_tree.c) */
-int e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err);
-void e3_tree_accept(sp_drafter *d, const int32_t *path, int n);
+int sp_e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err);
+void sp_e3_tree_accept(sp_drafter *d, const int32_t *path, int n);
 
 #endif

@@ -38,7 +38,7 @@ static void forward_depth(e3_t *s, const tp_node *nodes, int n, int depth) {
         T++;
     }
     e3_tree_rows tr = {.parent = parent, .n = n - 1, .rows = rows, .depth = dep};
-    e3_layer_forward(s, toks, s->g, T, s->n_ctx, &tr);
+    sp_e3_layer_forward(s, toks, s->g, T, s->n_ctx, &tr);
     for (int t = 0; t < T; t++) {
         memcpy(s->tout + (size_t)rows[t] * H, s->out + (size_t)t * H, sizeof(float) * H);
         s->tdone[rows[t]] = 1;
@@ -49,25 +49,25 @@ static int node_logits(void *ctx, const tp_node *nodes, int n, int v, float *Z, 
     e3_t *s = ctx;
     (void)err;
     if (v == 0) {
-        e3_logits_row(s, s->h_last, Z);
+        sp_e3_logits_row(s, s->h_last, Z);
         return 0;
     }
     if (!s->tdone[v - 1]) forward_depth(s, nodes, n, nodes[v].depth);
-    e3_logits_row(s, s->tout + (size_t)(v - 1) * s->H, Z);
+    sp_e3_logits_row(s, s->tout + (size_t)(v - 1) * s->H, Z);
     return 0;
 }
 
-int e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err) {
+int sp_e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, sp_err *err) {
     e3_t *s = d->self;
     int depth = sh->max_depth < s->max_drafts ? sh->max_depth : s->max_drafts;
     s->n_last = 0;
     s->tree_n = 0;
     if (depth <= 0 || sh->nodes <= 0 || !s->have) return 0; /* no committed row yet (one-token prompt) */
-    if (e3_ensure_cap(s, s->n_ctx + SP_TREE_MAX_NODES, err)) return -1;
+    if (sp_e3_ensure_cap(s, s->n_ctx + SP_TREE_MAX_NODES, err)) return -1;
     memset(s->tdone, 0, sizeof s->tdone);
     tp_env te = {.depth = depth, .V = s->V, .pending = s->pending, .pos = (uint64_t)s->n_ctx, .greedy = s->greedy,
                  .seed = s->seed, .smp = s->smp, .logits = node_logits, .ctx = s};
-    int max_depth = 0, n = tp_place(&te, sh, tok, parent, q, &max_depth, err);
+    int max_depth = 0, n = sp_tp_place(&te, sh, tok, parent, q, &max_depth, err);
     if (n < 0) return -1;
     memcpy(s->ttok, tok, sizeof(int32_t) * (size_t)n);
     memcpy(s->tpar, parent, sizeof(int32_t) * (size_t)n);
@@ -79,7 +79,7 @@ int e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int32_
 
 /* the accepted root path's tokens become the drafts commit() absorbs; a path that is not one of
  * the last tree's root paths accepts nothing (commit() then reports the mismatch) */
-void e3_tree_accept(sp_drafter *d, const int32_t *path, int n) {
+void sp_e3_tree_accept(sp_drafter *d, const int32_t *path, int n) {
     e3_t *s = d->self;
     s->n_last = 0;
     if (n < 0 || n > SP_SPEC_MAX_G) return;

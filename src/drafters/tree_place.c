@@ -78,7 +78,7 @@ static int prepare(const tp_env *env, tp_node *nodes, int n, int v, int k, float
     return 0;
 }
 
-int tp_place(const tp_env *env, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, int *max_depth,
+int sp_tp_place(const tp_env *env, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, int *max_depth,
              sp_err *err) {
     int V = env->V, k = sh->k < TP_MAX_K ? sh->k : TP_MAX_K, budget = sh->nodes;
     *max_depth = 0;

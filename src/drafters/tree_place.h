@@ -45,7 +45,7 @@ typedef struct {
  * q NULL: greedy verification, children are the top-k even when the drafter samples; q with a
  * greedy drafter is an error).
  * *max_depth ← the deepest placed node's depth. Returns the node count or -1 with err. */
-int tp_place(const tp_env *env, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, int *max_depth,
+int sp_tp_place(const tp_env *env, const sp_tree_shape *sh, int32_t *tok, int32_t *parent, float *q, int *max_depth,
              sp_err *err);
 
 #endif

@@ -7,9 +7,9 @@
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 
-/* The [n, k] matrix `name`, float or Q8_0-stored (st_get_weight), used in place. 0 or -1 with err. */
-int drafter_weight_mat(const st_set *st, const char *name, int n, int k, sp_mat *out, sp_err *err);
+/* The [n, k] matrix `name`, float or Q8_0-stored (sp_st_get_weight), used in place. 0 or -1 with err. */
+int sp_drafter_weight_mat(const st_set *st, const char *name, int n, int k, sp_mat *out, sp_err *err);
 /* The [n] vector `name` converted to f32 into memory from `owner`. 0 or -1 with err. */
-int drafter_weight_vec(const st_set *st, sp_owner *owner, const char *name, int n, float **out, sp_err *err);
+int sp_drafter_weight_vec(const st_set *st, sp_owner *owner, const char *name, int n, float **out, sp_err *err);
 
 #endif

@@ -381,7 +381,7 @@ static int validate(ctx_t *c, sp_config *cfg) {
 int sp_config_parse(sp_config *cfg, const char *text, const char *what, sp_err *err) {
     memset(cfg, 0, sizeof *cfg);
     ctx_t c = {what, err};
-    json_t *root = hf_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, what, err);
+    json_t *root = sp_hf_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, what, err);
     if (!root) return -1;
     int rc = -1;
     if (!json_is_object(root)) {

@@ -31,7 +31,7 @@ static const char *akey(char *buf, const gctx *g, const char *suffix) {
 static int key_int(gctx *g, const char *suffix, int required, int def, int *out) {
     char key[KEYBUF];
     int64_t v = 0;
-    int rc = gguf_get_i64(g->f, akey(key, g, suffix), &v, g->err);
+    int rc = sp_gguf_get_i64(g->f, akey(key, g, suffix), &v, g->err);
     if (rc < 0) return -1;
     if (rc == 1) {
         if (required) return sp_err_set(g->err, "%s: missing required key %s", g->f->path, key);
@@ -46,7 +46,7 @@ static int key_int(gctx *g, const char *suffix, int required, int def, int *out)
 
 static int key_num(gctx *g, const char *suffix, int required, double def, double *out) {
     char key[KEYBUF];
-    int rc = gguf_get_f64(g->f, akey(key, g, suffix), out, g->err);
+    int rc = sp_gguf_get_f64(g->f, akey(key, g, suffix), out, g->err);
     if (rc < 0) return -1;
     if (rc == 1) {
         if (required) return sp_err_set(g->err, "%s: missing required key %s", g->f->path, key);
@@ -58,14 +58,14 @@ static int key_num(gctx *g, const char *suffix, int required, double def, double
 /* a per-layer value: one integer for every layer, or an array of exactly L integers */
 static int key_per_layer(gctx *g, const char *suffix, int required, int def, int L, int *out) {
     char key[KEYBUF];
-    const gguf_kv *kv = gguf_get(g->f, akey(key, g, suffix));
+    const gguf_kv *kv = sp_gguf_get(g->f, akey(key, g, suffix));
     if (kv && kv->type == GGUF_TYPE_ARRAY) {
         if (kv->arr_n != (uint64_t)L || kv->arr_type == GGUF_TYPE_STRING || kv->arr_type == GGUF_TYPE_ARRAY ||
             kv->arr_type == GGUF_TYPE_FLOAT32 || kv->arr_type == GGUF_TYPE_FLOAT64)
             return sp_err_set(g->err, "%s: key %s must be an integer or an array of %d integers (one per block)",
                               g->f->path, key, L);
         for (int i = 0; i < L; i++) {
-            int64_t v = gguf_arr_i64(kv, (uint64_t)i);
+            int64_t v = sp_gguf_arr_i64(kv, (uint64_t)i);
             if (v < 0 || v > 0x7fffffff)
                 return sp_err_set(g->err, "%s: key %s[%d] = %lld is out of range", g->f->path, key, i, (long long)v);
             out[i] = (int)v;
@@ -81,18 +81,18 @@ static int key_per_layer(gctx *g, const char *suffix, int required, int def, int
 /* the rope_freqs.weight table [n] as f32, or NULL when the file has none */
 static int rope_freqs(gctx *g, int n, const float **out) {
     *out = NULL;
-    const gguf_tensor_info *t = gguf_find_tensor(g->f, "rope_freqs.weight");
+    const gguf_tensor_info *t = sp_gguf_find_tensor(g->f, "rope_freqs.weight");
     if (!t) return 0;
     if (t->type != 0 || t->n_dims != 1 || t->dims[0] != (uint64_t)n)
         return sp_err_set(g->err, "%s: rope_freqs.weight must be F32 [%d], found %s with %llu values", g->f->path, n,
-                          ggml_type_label(t->type), (unsigned long long)t->dims[0]);
-    *out = gguf_tensor_data(g->f, t, g->err);
+                          sp_ggml_type_label(t->type), (unsigned long long)t->dims[0]);
+    *out = sp_gguf_tensor_data(g->f, t, g->err);
     return *out ? 0 : -1;
 }
 
 static int divisors_match(const sp_rope_params *rp, int D, const float *div) {
     float want[1024];
-    export_llama3_rope_freqs(rp, D, want);
+    sp_export_llama3_rope_freqs(rp, D, want);
     for (int j = 0; j < D / 2; j++)
         if (fabsf(want[j] - div[j]) > 1e-6f * fabsf(div[j])) return 0;
     return 1;
@@ -148,7 +148,7 @@ static int rope_plain_keys(gctx *g, int D, const char *dim_key) {
 static int no_rope_scaling(gctx *g) {
     char key[KEYBUF];
     gguf_str s;
-    int rc = gguf_get_str(g->f, akey(key, g, "rope.scaling.type"), &s, g->err);
+    int rc = sp_gguf_get_str(g->f, akey(key, g, "rope.scaling.type"), &s, g->err);
     if (rc < 0) return -1;
     if (rc == 0 && !(s.len == 4 && !memcmp(s.ptr, "none", 4)))
         return sp_err_set(g->err, "%s: %s = \"%.*s\" is not supported", g->f->path, key, (int)(s.len > 32 ? 32 : s.len),
@@ -198,7 +198,7 @@ static int parse_gemma4(gctx *g, sp_config *c) {
     char key[KEYBUF];
     int kvh[SP_MAX_LAYERS], ffn[SP_MAX_LAYERS], vlen = 0, vlen_swa = 0;
     const gguf_kv *pat;
-    int rc = gguf_get_arr(f, akey(key, g, "attention.sliding_window_pattern"), -1, &pat, g->err);
+    int rc = sp_gguf_get_arr(f, akey(key, g, "attention.sliding_window_pattern"), -1, &pat, g->err);
     if (rc < 0) return -1;
     if (rc == 1) return sp_err_set(g->err, "%s: missing required key %s", f->path, key);
     if (pat->arr_n != (uint64_t)L || pat->arr_type == GGUF_TYPE_STRING || pat->arr_type == GGUF_TYPE_ARRAY)
@@ -220,7 +220,7 @@ static int parse_gemma4(gctx *g, sp_config *c) {
         return -1;
     if (vlen != c->global_head_dim || vlen_swa != c->head_dim)
         return sp_err_set(g->err, "%s: gemma4 value_length must equal key_length (full and sliding)", f->path);
-    if (gguf_find(f, "gemma4.expert_count") >= 0)
+    if (sp_gguf_find(f, "gemma4.expert_count") >= 0)
         return sp_err_set(g->err, "%s: Gemma-4 MoE (gemma4.expert_count) is not supported", f->path);
     c->act = SP_ACT_GELU_TANH;
     c->qk_norm = 1;
@@ -254,7 +254,7 @@ static int parse_gemma4(gctx *g, sp_config *c) {
     int n_full = 0;
     for (int i = 0; i < L; i++) {
         sp_layer_config *l = &c->layers[i];
-        l->sliding = gguf_arr_i64(pat, (uint64_t)i) != 0;
+        l->sliding = sp_gguf_arr_i64(pat, (uint64_t)i) != 0;
         l->head_dim = l->sliding ? c->head_dim : c->global_head_dim;
         l->n_kv_heads = kvh[i];
         l->ffn_dim = ffn[i];
@@ -263,7 +263,7 @@ static int parse_gemma4(gctx *g, sp_config *c) {
         if (i < first_shared) {
             char nm[64];
             snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", i);
-            l->has_v_proj = gguf_find_tensor(f, nm) != NULL || l->sliding;
+            l->has_v_proj = sp_gguf_find_tensor(f, nm) != NULL || l->sliding;
             if (!l->has_v_proj) c->attention_k_eq_v = 1;
         }
         if (!l->sliding && n_full++ == 0) c->n_global_kv_heads = kvh[i];
@@ -291,7 +291,7 @@ static int parse_gemma4(gctx *g, sp_config *c) {
         c->double_wide_mlp |= ffn[i] != ffn[0];
     }
     if (c->ple_dim > 0) {
-        const gguf_tensor_info *t = gguf_find_tensor(f, "per_layer_token_embd.weight");
+        const gguf_tensor_info *t = sp_gguf_find_tensor(f, "per_layer_token_embd.weight");
         if (!t || t->n_dims != 2)
             return sp_err_set(g->err, "%s: embedding_length_per_layer_input is %d but per_layer_token_embd.weight is "
                               "missing or not 2-D", f->path, c->ple_dim);
@@ -302,7 +302,7 @@ static int parse_gemma4(gctx *g, sp_config *c) {
 
 static int tok_id(const gguf_file *f, const char *key, int *out, sp_err *err) {
     int64_t v = 0;
-    int rc = gguf_get_i64(f, key, &v, err);
+    int rc = sp_gguf_get_i64(f, key, &v, err);
     if (rc < 0) return -1;
     if (rc == 0) *out = v >= 0 && v <= 0x7fffffff ? (int)v : -1;
     return 0;
@@ -311,7 +311,7 @@ static int tok_id(const gguf_file *f, const char *key, int *out, sp_err *err) {
 int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
     memset(cfg, 0, sizeof *cfg);
     gguf_str a;
-    int rc = gguf_get_str(f, "general.architecture", &a, err);
+    int rc = sp_gguf_get_str(f, "general.architecture", &a, err);
     if (rc < 0) return -1;
     if (rc == 1) return sp_err_set(err, "%s: missing required key general.architecture", f->path);
     char arch[32];
@@ -336,12 +336,12 @@ int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
     cfg->n_heads = nh[0];
     if ((cfg->arch == SP_ARCH_GEMMA4 ? parse_gemma4(&g, cfg) : parse_llama_qwen(&g, cfg))) return -1;
 
-    const gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
+    const gguf_tensor_info *emb = sp_gguf_find_tensor(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->dims[0] != (uint64_t)cfg->hidden_size || emb->dims[1] > 0x7fffffff)
         return sp_err_set(err, "%s: token_embd.weight must be a 2-D tensor [%d, vocab]", f->path, cfg->hidden_size);
     cfg->vocab_size = (int)emb->dims[1];
     if (cfg->arch == SP_ARCH_GEMMA4 && cfg->ple_dim == 0) cfg->ple_vocab = cfg->vocab_size;
-    cfg->tie_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
+    cfg->tie_embeddings = sp_gguf_find_tensor(f, "output.weight") == NULL;
     cfg->bos_id = cfg->pad_id = -1;
     int eos = -1, eot = -1, eom = -1;
     if (tok_id(f, "tokenizer.ggml.bos_token_id", &cfg->bos_id, err) ||
@@ -356,13 +356,13 @@ int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
         if (!dup) cfg->eos_ids[cfg->n_eos++] = ends[i];
     }
     int64_t ft = -1;
-    if (gguf_get_i64(f, "general.file_type", &ft, err) < 0) return -1;
+    if (sp_gguf_get_i64(f, "general.file_type", &ft, err) < 0) return -1;
     snprintf(cfg->torch_dtype, sizeof cfg->torch_dtype, "%s",
              ft == 0 ? "float32" : ft == 1 ? "float16" : ft == 32 ? "bfloat16" : "");
     return sp_config_check(cfg, f->path, err);
 }
 
-sp_dtype gguf_ggml_to_dtype(uint32_t t) {
+sp_dtype sp_gguf_ggml_to_dtype(uint32_t t) {
     switch (t) {
     case 0: return SP_DT_F32;
     case 1: return SP_DT_F16;

@@ -131,11 +131,11 @@ int sp_model_config_json(const char *path, char **out, sp_err *err) {
             return sp_err_set(err, "model path too long: %s", path);
         return sp_read_file(cfgpath, out, NULL, err);
     }
-    gguf_file *f = gguf_open(path, err);
+    gguf_file *f = sp_gguf_open(path, err);
     if (!f) return -1;
     sp_config cfg;
     int rc = sp_config_from_gguf(&cfg, f, err);
-    gguf_close(f);
+    sp_gguf_close(f);
     if (rc) return -1;
     *out = sp_config_to_json(&cfg, err);
     return *out ? 0 : -1;

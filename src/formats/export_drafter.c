@@ -2,7 +2,7 @@
  * docs/EXPORT.md).
  *
  * Steps: the drafter's config.json → kind → the list of tensors that config implies, each with
- * its llama.cpp name and PyTorch shape (decoder layers from hf_tensor_specs, the same list
+ * its llama.cpp name and PyTorch shape (decoder layers from sp_hf_tensor_specs, the same list
  * new-drafter writes; the drafter's own tensors added here) → every stored tensor must be on the
  * list (or deliberately dropped) with that shape, every required one present → keys (the decoder
  * block's hyper-parameters, the drafter's keys, the target's tokenizer + the mask token) →
@@ -51,7 +51,7 @@ static const struct {
     {"d2t", "d2t"},                                              /* EAGLE-3: draft id → target id (I64) */
 };
 
-const char *export_drafter_tensor_name(sp_arch block_arch, const char *hf, char *buf, size_t cap) {
+const char *sp_export_drafter_tensor_name(sp_arch block_arch, const char *hf, char *buf, size_t cap) {
     char tmp[160];
     if (!strncmp(hf, "model.", 6)) hf += 6;
     if (!strncmp(hf, "midlayer.", 9)) { /* the EAGLE-3 layer's SpecForge name */
@@ -60,7 +60,7 @@ const char *export_drafter_tensor_name(sp_arch block_arch, const char *hf, char 
     }
     for (size_t i = 0; i < sizeof drafter_names / sizeof drafter_names[0]; i++)
         if (!strcmp(hf, drafter_names[i].hf)) return drafter_names[i].gg;
-    return gguf_tensor_name(block_arch, hf, buf, cap);
+    return sp_gguf_tensor_name(block_arch, hf, buf, cap);
 }
 
 /* Stored tensors dropped on purpose: unused at run time in llama.cpp (docs/EXPORT.md). */
@@ -100,7 +100,7 @@ static int want(exd_list *l, sp_arch block, const char *hf, int ndim, int64_t d0
     exd_tensor *t = &l->v[l->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->hf, sizeof t->hf, "%s", hf);
-    const char *gg = export_drafter_tensor_name(block, hf, t->gg, sizeof t->gg);
+    const char *gg = sp_export_drafter_tensor_name(block, hf, t->gg, sizeof t->gg);
     if (!gg) return sp_err_set(err, "export: no llama.cpp name for drafter tensor %s", hf);
     if (gg != t->gg) snprintf(t->gg, sizeof t->gg, "%s", gg);
     t->ndim = ndim;
@@ -232,31 +232,31 @@ static int dflash_gguf_keys(gguf_writer *w, exd_kind kind, const sp_config *dc, 
     }
     for (int i = 0; i < k->n_taps; i++) taps[i] = k->taps[i] + 1; /* llama.cpp: the input of layer id + 1 */
     int gemma = dc->arch == SP_ARCH_GEMMA4, D = dc->layers[0].head_dim;
-    if (gguf_writer_set_u32(w, KEY(b, "block_count"), (uint32_t)L, err) ||
-        gguf_writer_set_u32(w, KEY(b, "context_length"), (uint32_t)dc->max_pos, err) ||
-        gguf_writer_set_u32(w, KEY(b, "embedding_length"), (uint32_t)dc->hidden_size, err) ||
-        export_set_per_layer(w, KEY(b, "feed_forward_length"), ffn, L, err) ||
-        gguf_writer_set_u32(w, KEY(b, "attention.head_count"), (uint32_t)dc->n_heads, err) ||
-        export_set_per_layer(w, KEY(b, "attention.head_count_kv"), kvh, L, err) ||
-        gguf_writer_set_f32(w, KEY(b, "rope.freq_base"), (float)dc->rope.theta, err) ||
-        (gemma && gguf_writer_set_f32(w, KEY(b, "rope.freq_base_swa"), (float)dc->rope_swa.theta, err)) ||
-        gguf_writer_set_f32(w, KEY(b, "attention.layer_norm_rms_epsilon"), (float)dc->rms_eps, err) ||
-        gguf_writer_set_u32(w, KEY(b, "attention.key_length"), (uint32_t)D, err) ||
-        gguf_writer_set_u32(w, KEY(b, "attention.value_length"), (uint32_t)D, err) ||
-        (gemma && gguf_writer_set_u32(w, KEY(b, "rope.dimension_count"), (uint32_t)D, err)) ||
-        gguf_writer_set_u32(w, KEY(b, "block_size"), (uint32_t)k->block_size, err))
+    if (sp_gguf_writer_set_u32(w, KEY(b, "block_count"), (uint32_t)L, err) ||
+        sp_gguf_writer_set_u32(w, KEY(b, "context_length"), (uint32_t)dc->max_pos, err) ||
+        sp_gguf_writer_set_u32(w, KEY(b, "embedding_length"), (uint32_t)dc->hidden_size, err) ||
+        sp_export_set_per_layer(w, KEY(b, "feed_forward_length"), ffn, L, err) ||
+        sp_gguf_writer_set_u32(w, KEY(b, "attention.head_count"), (uint32_t)dc->n_heads, err) ||
+        sp_export_set_per_layer(w, KEY(b, "attention.head_count_kv"), kvh, L, err) ||
+        sp_gguf_writer_set_f32(w, KEY(b, "rope.freq_base"), (float)dc->rope.theta, err) ||
+        (gemma && sp_gguf_writer_set_f32(w, KEY(b, "rope.freq_base_swa"), (float)dc->rope_swa.theta, err)) ||
+        sp_gguf_writer_set_f32(w, KEY(b, "attention.layer_norm_rms_epsilon"), (float)dc->rms_eps, err) ||
+        sp_gguf_writer_set_u32(w, KEY(b, "attention.key_length"), (uint32_t)D, err) ||
+        sp_gguf_writer_set_u32(w, KEY(b, "attention.value_length"), (uint32_t)D, err) ||
+        (gemma && sp_gguf_writer_set_u32(w, KEY(b, "rope.dimension_count"), (uint32_t)D, err)) ||
+        sp_gguf_writer_set_u32(w, KEY(b, "block_size"), (uint32_t)k->block_size, err))
         return -1;
     double es = gemma ? sqrt((double)dc->hidden_size) : k->embedding_scale;
-    if ((k->logit_scale > 0 && gguf_writer_set_f32(w, KEY(b, "logit_scale"), (float)k->logit_scale, err)) ||
-        (es > 0 && gguf_writer_set_f32(w, KEY(b, "embedding_scale"), (float)es, err)) ||
-        gguf_writer_set_arr(w, KEY(b, "target_layers"), GGUF_TYPE_INT32, taps, (size_t)k->n_taps, err) ||
-        (k->causal >= 0 && gguf_writer_set_bool(w, KEY(b, "attention.causal"), k->causal, err)))
+    if ((k->logit_scale > 0 && sp_gguf_writer_set_f32(w, KEY(b, "logit_scale"), (float)k->logit_scale, err)) ||
+        (es > 0 && sp_gguf_writer_set_f32(w, KEY(b, "embedding_scale"), (float)es, err)) ||
+        sp_gguf_writer_set_arr(w, KEY(b, "target_layers"), GGUF_TYPE_INT32, taps, (size_t)k->n_taps, err) ||
+        (k->causal >= 0 && sp_gguf_writer_set_bool(w, KEY(b, "attention.causal"), k->causal, err)))
         return -1;
-    if (gemma && (gguf_writer_set_f32(w, KEY(b, "attention.scale"), 1.0f, err) ||
-                  gguf_writer_set_str(w, KEY(b, "hidden_activation"), "gelu_pytorch_tanh", err)))
+    if (gemma && (sp_gguf_writer_set_f32(w, KEY(b, "attention.scale"), 1.0f, err) ||
+                  sp_gguf_writer_set_str(w, KEY(b, "hidden_activation"), "gelu_pytorch_tanh", err)))
         return -1;
-    if (kind == EXD_DSPARK && (gguf_writer_set_bool(w, KEY(b, "sample_from_anchor"), k->sample_from_anchor, err) ||
-                               gguf_writer_set_bool(w, KEY(b, "has_confidence_head"), has_conf, err)))
+    if (kind == EXD_DSPARK && (sp_gguf_writer_set_bool(w, KEY(b, "sample_from_anchor"), k->sample_from_anchor, err) ||
+                               sp_gguf_writer_set_bool(w, KEY(b, "has_confidence_head"), has_conf, err)))
         return -1;
     return 0;
 }
@@ -316,7 +316,7 @@ static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *
     /* tensors: the decoder layers new-drafter writes, then the drafter's own */
     hf_tensor_spec *specs = NULL;
     int n = 0;
-    if (hf_tensor_specs(dc, &specs, &n, err)) return -1;
+    if (sp_hf_tensor_specs(dc, &specs, &n, err)) return -1;
     sp_arch ba = dc->arch;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
@@ -352,8 +352,8 @@ static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *
     if (dc->rope.type == SP_ROPE_PROPORTIONAL || dc->rope.type == SP_ROPE_LLAMA3) {
         x->n_freqs = D / 2;
         if (!(x->rope_freqs = malloc(sizeof(float) * (size_t)x->n_freqs))) return sp_err_set(err, "out of memory");
-        if (dc->rope.type == SP_ROPE_PROPORTIONAL) export_proportional_rope_freqs(&dc->rope, D, x->rope_freqs);
-        else export_llama3_rope_freqs(&dc->rope, D, x->rope_freqs);
+        if (dc->rope.type == SP_ROPE_PROPORTIONAL) sp_export_proportional_rope_freqs(&dc->rope, D, x->rope_freqs);
+        else sp_export_llama3_rope_freqs(&dc->rope, D, x->rope_freqs);
     }
     return 0;
 }
@@ -361,7 +361,7 @@ static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *
 static int assistant_prepare(exd_t *x, const char *text, const char *what, sp_err *err) {
     const sp_config *tc = &x->tc;
     if (tc->arch != SP_ARCH_GEMMA4) return sp_err_set(err, "%s: a Gemma-4 assistant needs a Gemma-4 target", what);
-    if (assistant_config_parse(&x->ac, text, what, err)) return -1;
+    if (sp_assistant_config_parse(&x->ac, text, what, err)) return -1;
     const sp_config *c = &x->ac.text;
     x->dc = *c;
     if (x->ac.backbone_hidden != tc->hidden_size || c->vocab_size != tc->vocab_size)
@@ -370,7 +370,7 @@ static int assistant_prepare(exd_t *x, const char *text, const char *what, sp_er
     /* llama.cpp borrows the K/V of target layers L-2 (sliding) and L-1 (full), resolved through
      * the target's own KV sharing; specula the last non-shared layer of each type (docs/EXPORT.md) */
     int sl, fu, Lt = tc->n_layers;
-    if (assistant_borrowed_layers(tc, &sl, &fu)) return sp_err_set(err, "%s: the target has no full layer", what);
+    if (sp_assistant_borrowed_layers(tc, &sl, &fu)) return sp_err_set(err, "%s: the target has no full layer", what);
     int ll_sl = Lt >= 2 ? tc->layers[Lt - 2].kv_source : -1, ll_fu = tc->layers[Lt - 1].kv_source;
     for (int i = 0; i < c->n_layers; i++) {
         int src = c->layers[i].sliding ? sl : fu, ll = c->layers[i].sliding ? ll_sl : ll_fu;
@@ -414,7 +414,7 @@ static int assistant_prepare(exd_t *x, const char *text, const char *what, sp_er
     if (Dg > 0) {
         x->n_freqs = Dg / 2;
         if (!(x->rope_freqs = malloc(sizeof(float) * (size_t)x->n_freqs))) return sp_err_set(err, "out of memory");
-        export_proportional_rope_freqs(&c->rope, Dg, x->rope_freqs);
+        sp_export_proportional_rope_freqs(&c->rope, Dg, x->rope_freqs);
     }
     return 0;
 }
@@ -424,9 +424,9 @@ static int assistant_gguf_keys(gguf_writer *w, const exd_t *x, sp_err *err) {
     char b[128];
     sp_config c = x->ac.text;
     c.n_kv_shared = c.n_layers; /* every assistant layer reads borrowed K/V (config num_kv_shared_layers) */
-    return export_arch_keys(w, A, &c, err) ||
-           gguf_writer_set_u32(w, KEY(b, "embedding_length_out"), (uint32_t)x->ac.backbone_hidden, err) ||
-           gguf_writer_set_u32(w, KEY(b, "nextn_predict_layers"), (uint32_t)c.n_layers, err);
+    return sp_export_arch_keys(w, A, &c, err) ||
+           sp_gguf_writer_set_u32(w, KEY(b, "embedding_length_out"), (uint32_t)x->ac.backbone_hidden, err) ||
+           sp_gguf_writer_set_u32(w, KEY(b, "nextn_predict_layers"), (uint32_t)c.n_layers, err);
 }
 
 
@@ -507,7 +507,7 @@ static int eagle3_prepare(exd_t *x, const char *text, json_t *root, const char *
     if (dc->rope.type == SP_ROPE_LLAMA3) {
         x->n_freqs = (int)D / 2;
         if (!(x->rope_freqs = malloc(sizeof(float) * (size_t)x->n_freqs))) return sp_err_set(err, "out of memory");
-        export_llama3_rope_freqs(&dc->rope, (int)D, x->rope_freqs);
+        sp_export_llama3_rope_freqs(&dc->rope, (int)D, x->rope_freqs);
     } else if (dc->rope.factor != 1.0) {
         return sp_err_set(err, "%s: rope factor %g without llama3 scaling is not exported", what, dc->rope.factor);
     }
@@ -543,21 +543,21 @@ static int eagle3_gguf_keys(gguf_writer *w, const exd_t *x, sp_err *err) {
     const char *A = "eagle3";
     char b[128];
     int32_t taps[3] = {x->eagle_taps[0], x->eagle_taps[1], x->eagle_taps[2]};
-    return export_arch_keys(w, A, &x->dc, err) ||
-           gguf_writer_set_arr(w, KEY(b, "target_layers"), GGUF_TYPE_INT32, taps, 3, err) ||
-           gguf_writer_set_u32(w, KEY(b, "target_hidden_size"), (uint32_t)x->tc.hidden_size, err) ||
-           gguf_writer_set_bool(w, KEY(b, "norm_before_residual"), x->norm_before_residual, err) ||
-           gguf_writer_set_bool(w, KEY(b, "norm_before_fc"), x->norm_before_fc, err);
+    return sp_export_arch_keys(w, A, &x->dc, err) ||
+           sp_gguf_writer_set_arr(w, KEY(b, "target_layers"), GGUF_TYPE_INT32, taps, 3, err) ||
+           sp_gguf_writer_set_u32(w, KEY(b, "target_hidden_size"), (uint32_t)x->tc.hidden_size, err) ||
+           sp_gguf_writer_set_bool(w, KEY(b, "norm_before_residual"), x->norm_before_residual, err) ||
+           sp_gguf_writer_set_bool(w, KEY(b, "norm_before_fc"), x->norm_before_fc, err);
 }
 
 /* ---- the export ---------------------------------------------------------------------------------- */
 
 static int check_stored(exd_t *x, st_set *st, const char *dir, sp_err *err) {
-    for (int i = 0; i < st_count(st); i++) {
-        const char *name = st_at(st, i)->name;
+    for (int i = 0; i < sp_st_count(st); i++) {
+        const char *name = sp_st_at(st, i)->name;
         exd_tensor *t = find(&x->list, name);
         if (t) {
-            if (st_get(st, name, t->dtype, t->ndim, t->shape, &t->t, err)) return -1;
+            if (sp_st_get(st, name, t->dtype, t->ndim, t->shape, &t->t, err)) return -1;
             continue;
         }
         if (droppable(name)) continue;
@@ -570,7 +570,7 @@ static int check_stored(exd_t *x, st_set *st, const char *dir, sp_err *err) {
     return 0;
 }
 
-int export_drafter_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
+int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
                         sp_err *err) {
     exd_t *x = calloc(1, sizeof *x);
     char path[4096], *text = NULL;
@@ -583,7 +583,7 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
     if (!x) return sp_err_set(err, "out of memory");
     if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_config_load(&x->tc, path, err)) goto done;
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto done;
-    if (!(root = hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
+    if (!(root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     if (!a) {
         sp_err_set(err, "%s: missing \"architectures\" (expected a drafter: DFlashDraftModel, Qwen3DSparkModel, "
@@ -603,15 +603,15 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
                         "Qwen3DSparkModel, Gemma4DSparkModel, Gemma4AssistantForCausalLM, LlamaForCausalLMEagle3)", path, a);
         goto done;
     }
-    if (st_open_dir(&st, dir, err)) goto done;
-    x->eagle_prefix = st_find(st, "layers.0.hidden_norm.weight") ? "layers.0." : "midlayer.";
+    if (sp_st_open_dir(&st, dir, err)) goto done;
+    x->eagle_prefix = sp_st_find(st, "layers.0.hidden_norm.weight") ? "layers.0." : "midlayer.";
     if (x->kind == EXD_ASSISTANT ? assistant_prepare(x, text, path, err)
         : x->kind == EXD_EAGLE3  ? eagle3_prepare(x, text, root, path, err)
                                  : dflash_prepare(x, text, root, path, err))
         goto done;
     if (check_stored(x, st, dir, err) || (x->kind == EXD_EAGLE3 && eagle3_d2t(x, dir, err))) goto done;
 
-    w = gguf_writer_create();
+    w = sp_gguf_writer_create();
     srcs = calloc((size_t)x->list.n, sizeof *srcs);
     if (!w || !srcs) {
         sp_err_set(err, "out of memory");
@@ -623,8 +623,8 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
     const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
     int has_conf = find(&x->list, "confidence_head.proj.weight") != NULL;
     const char *arch = x->kind == EXD_ASSISTANT ? "gemma4-assistant" : x->kind == EXD_EAGLE3 ? "eagle3" : "dflash";
-    if (gguf_writer_set_str(w, "general.architecture", arch, err) ||
-        gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) ||
+    if (sp_gguf_writer_set_str(w, "general.architecture", arch, err) ||
+        sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) ||
         (x->kind == EXD_ASSISTANT ? assistant_gguf_keys(w, x, err)
          : x->kind == EXD_EAGLE3  ? eagle3_gguf_keys(w, x, err)
                                   : dflash_gguf_keys(w, x->kind, &x->dc, &x->k, has_conf, err)))
@@ -650,29 +650,29 @@ int export_drafter_gguf(const char *dir, const char *target_dir, const char *out
         srcs[i] = (export_tensor_src){t->t, type, row, 0};
         if (x->kind == EXD_EAGLE3 && (strstr(t->hf, "self_attn.q_proj.") || strstr(t->hf, "self_attn.k_proj.")))
             srcs[i].perm_head_dim = x->dc.layers[0].head_dim; /* llama.cpp's adjacent-pair RoPE */
-        if (gguf_writer_add_tensor(w, t->gg, type, t->ndim, ne, NULL, export_fill_tensor, &srcs[i], err)) goto done;
+        if (sp_gguf_writer_add_tensor(w, t->gg, type, t->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err)) goto done;
     }
     if (x->d2t) {
         int64_t ne[1] = {x->draft_vocab};
-        if (gguf_writer_add_tensor(w, "d2t", GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
+        if (sp_gguf_writer_add_tensor(w, "d2t", GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
     }
     if (x->n_freqs > 0) {
         int64_t ne[1] = {x->n_freqs};
-        if (gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, x->rope_freqs, NULL, NULL, err))
+        if (sp_gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, x->rope_freqs, NULL, NULL, err))
             goto done;
     }
     /* the target's vocabulary: llama.cpp sizes token_embd / output by its token list */
-    if (export_tokenizer_keys(w, &x->tc, target_dir, o, err)) goto done;
+    if (sp_export_tokenizer_keys(w, &x->tc, target_dir, o, err)) goto done;
     if ((x->kind == EXD_ZLAB || x->kind == EXD_DSPARK) &&
-        gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)x->k.mask_id, err))
+        sp_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)x->k.mask_id, err))
         goto done;
-    if (gguf_writer_set_u32(w, "general.file_type", export_file_type(n_2d), err)) goto done;
-    if (gguf_writer_save(w, out_path, err)) goto done;
+    if (sp_gguf_writer_set_u32(w, "general.file_type", sp_export_file_type(n_2d), err)) goto done;
+    if (sp_gguf_writer_save(w, out_path, err)) goto done;
     rc = 0;
 done:
-    gguf_writer_free(w);
+    sp_gguf_writer_free(w);
     free(srcs);
-    if (st) st_close(st);
+    if (st) sp_st_close(st);
     json_decref(root);
     free(text);
     free(x->list.v);

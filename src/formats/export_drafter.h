@@ -19,13 +19,13 @@
 #include "export_gguf.h"
 
 /* Read the drafter in dir and the target in target_dir (config.json + tokenizer) and write
- * out_path atomically. o: weight type, tokenizer source and general.name as for export_gguf. */
-int export_drafter_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
+ * out_path atomically. o: weight type, tokenizer source and general.name as for sp_export_gguf. */
+int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
                         sp_err *err);
 
 /* llama.cpp's name for a drafter tensor (HF name as stored, "model." prefix or not); block_arch
  * names the decoder block (qwen3 / gemma4) for the per-layer names. Returns a static string or
  * buf, or NULL when the name has no GGUF counterpart. */
-const char *export_drafter_tensor_name(sp_arch block_arch, const char *hf, char *buf, size_t cap);
+const char *sp_export_drafter_tensor_name(sp_arch block_arch, const char *hf, char *buf, size_t cap);
 
 #endif

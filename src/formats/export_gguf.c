@@ -1,7 +1,7 @@
 /* export_gguf.c — Hugging Face checkpoint → GGUF for llama.cpp (docs/GGUF-FORMAT.md §4, §8).
  *
  * Steps: parse config.json (the engine's own parser) → list the tensors that config implies
- * (hf_tensor_specs, shared with new-model) and check each one's shape in the safetensors →
+ * (sp_hf_tensor_specs, shared with new-model) and check each one's shape in the safetensors →
  * refuse any tensor nobody claims (llama.cpp aborts on leftovers; vision/audio towers,
  * rotary inv_freq buffers, a tied lm_head and K/V weights of KV-shared Gemma layers are dropped
  * on purpose) → architecture keys → tokenizer keys (export_gguf_tok.c) → tensors, streamed
@@ -21,18 +21,18 @@
 
 /* ---- weight rewrites ------------------------------------------------------------------- */
 
-int64_t export_llama_qk_src_row(int64_t r, int head_dim) {
+int64_t sp_export_llama_qk_src_row(int64_t r, int head_dim) {
     int64_t h = r / head_dim, w = r % head_dim;
     int64_t j = w / 2, s = w % 2;
     return h * head_dim + s * (head_dim / 2) + j;
 }
 
-void export_proportional_rope_freqs(const sp_rope_params *rp, int Dg, float *out) {
+void sp_export_proportional_rope_freqs(const sp_rope_params *rp, int Dg, float *out) {
     int n_rot = (int)floor(Dg * rp->partial_rotary_factor / 2.0);
     for (int j = 0; j < Dg / 2; j++) out[j] = j < n_rot ? (float)rp->factor : GGUF_ROPE_FREQ_OFF;
 }
 
-void export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {
+void sp_export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {
     const double C = rp->original_max_pos, lo = rp->low_freq_factor, hi = rp->high_freq_factor, f = rp->factor;
     for (int j = 0; j < D / 2; j++) {
         double inv = pow(rp->theta, -2.0 * j / D), wl = 2.0 * M_PI / inv, div;
@@ -49,7 +49,7 @@ void export_llama3_rope_freqs(const sp_rope_params *rp, int D, float *out) {
 static void convert_row(void *dst, ggml_type type, const void *src, sp_dtype st, int64_t n, float *tmp) {
     if ((type == GGML_TYPE_F32 && st == SP_DT_F32) || (type == GGML_TYPE_F16 && st == SP_DT_F16) ||
         (type == GGML_TYPE_BF16 && st == SP_DT_BF16)) {
-        memcpy(dst, src, (size_t)n * ggml_type_size(type));
+        memcpy(dst, src, (size_t)n * sp_ggml_type_size(type));
         return;
     }
     float *f = type == GGML_TYPE_F32 ? dst : tmp;
@@ -60,14 +60,14 @@ static void convert_row(void *dst, ggml_type type, const void *src, sp_dtype st,
         for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sp_f32_to_bf16(f[i]);
 }
 
-int export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err) {
+int sp_export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *err) {
     const export_tensor_src *t = ctx;
-    size_t out_row = (size_t)t->row * ggml_type_size(t->type), in_row = (size_t)t->row * sp_dtype_size(t->src->dtype);
+    size_t out_row = (size_t)t->row * sp_ggml_type_size(t->type), in_row = (size_t)t->row * sp_dtype_size(t->src->dtype);
     SP_ASSERT(offset % out_row == 0 && n % out_row == 0);
     float *tmp = malloc((size_t)t->row * sizeof(float));
     if (!tmp) return sp_err_set(err, "out of memory converting %s", t->src->name);
     for (size_t r = offset / out_row, k = 0; k < n / out_row; r++, k++) {
-        int64_t sr = t->perm_head_dim > 0 ? export_llama_qk_src_row((int64_t)r, t->perm_head_dim) : (int64_t)r;
+        int64_t sr = t->perm_head_dim > 0 ? sp_export_llama_qk_src_row((int64_t)r, t->perm_head_dim) : (int64_t)r;
         convert_row((char *)dst + k * out_row, t->type, (const char *)t->src->data + (size_t)sr * in_row,
                     t->src->dtype, t->row, tmp);
     }
@@ -88,7 +88,7 @@ static int droppable(const sp_config *c, const char *name) {
            li >= c->n_layers - c->n_kv_shared && li < c->n_layers;
 }
 
-uint32_t export_file_type(const int n_2d_types[3]) {
+uint32_t sp_export_file_type(const int n_2d_types[3]) {
     return n_2d_types[2] > n_2d_types[0] && n_2d_types[2] >= n_2d_types[1] ? 32 : n_2d_types[1] > n_2d_types[0] ? 1 : 0;
 }
 
@@ -97,14 +97,14 @@ uint32_t export_file_type(const int n_2d_types[3]) {
 #define KEY(buf, fmt) (snprintf(buf, sizeof buf, "%s." fmt, A), buf)
 
 /* u32 scalar when every layer agrees, else an INT32 array of length L (docs/GGUF-FORMAT.md §4 rule 2) */
-int export_set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err) {
+int sp_export_set_per_layer(gguf_writer *w, const char *key, const int32_t *v, int L, sp_err *err) {
     int same = 1;
     for (int i = 1; i < L; i++) same &= v[i] == v[0];
-    if (same) return gguf_writer_set_u32(w, key, (uint32_t)v[0], err);
-    return gguf_writer_set_arr(w, key, GGUF_TYPE_INT32, v, (size_t)L, err);
+    if (same) return sp_gguf_writer_set_u32(w, key, (uint32_t)v[0], err);
+    return sp_gguf_writer_set_arr(w, key, GGUF_TYPE_INT32, v, (size_t)L, err);
 }
 
-int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *err) {
+int sp_export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *err) {
     char k[128];
     const int L = c->n_layers;
     int32_t ffn[SP_MAX_LAYERS], kvh[SP_MAX_LAYERS];
@@ -112,21 +112,21 @@ int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *
         ffn[i] = c->layers[i].ffn_dim;
         kvh[i] = c->layers[i].n_kv_heads;
     }
-    if (gguf_writer_set_u32(w, KEY(k, "context_length"), (uint32_t)c->max_pos, err) ||
-        gguf_writer_set_u32(w, KEY(k, "embedding_length"), (uint32_t)c->hidden_size, err) ||
-        gguf_writer_set_u32(w, KEY(k, "block_count"), (uint32_t)L, err) ||
-        export_set_per_layer(w, KEY(k, "feed_forward_length"), ffn, L, err) ||
-        gguf_writer_set_u32(w, KEY(k, "attention.head_count"), (uint32_t)c->n_heads, err) ||
-        export_set_per_layer(w, KEY(k, "attention.head_count_kv"), kvh, L, err) ||
-        gguf_writer_set_f32(w, KEY(k, "attention.layer_norm_rms_epsilon"), (float)c->rms_eps, err) ||
-        gguf_writer_set_f32(w, KEY(k, "rope.freq_base"), (float)c->rope.theta, err))
+    if (sp_gguf_writer_set_u32(w, KEY(k, "context_length"), (uint32_t)c->max_pos, err) ||
+        sp_gguf_writer_set_u32(w, KEY(k, "embedding_length"), (uint32_t)c->hidden_size, err) ||
+        sp_gguf_writer_set_u32(w, KEY(k, "block_count"), (uint32_t)L, err) ||
+        sp_export_set_per_layer(w, KEY(k, "feed_forward_length"), ffn, L, err) ||
+        sp_gguf_writer_set_u32(w, KEY(k, "attention.head_count"), (uint32_t)c->n_heads, err) ||
+        sp_export_set_per_layer(w, KEY(k, "attention.head_count_kv"), kvh, L, err) ||
+        sp_gguf_writer_set_f32(w, KEY(k, "attention.layer_norm_rms_epsilon"), (float)c->rms_eps, err) ||
+        sp_gguf_writer_set_f32(w, KEY(k, "rope.freq_base"), (float)c->rope.theta, err))
         return -1;
     if (c->arch != SP_ARCH_GEMMA4) {
         /* key_length: llama.cpp's default H/nH is wrong whenever head_dim is set (Qwen3-4B) */
-        return gguf_writer_set_u32(w, KEY(k, "vocab_size"), (uint32_t)c->vocab_size, err) ||
-               gguf_writer_set_u32(w, KEY(k, "rope.dimension_count"), (uint32_t)c->head_dim, err) ||
-               gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)c->head_dim, err) ||
-               gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)c->head_dim, err);
+        return sp_gguf_writer_set_u32(w, KEY(k, "vocab_size"), (uint32_t)c->vocab_size, err) ||
+               sp_gguf_writer_set_u32(w, KEY(k, "rope.dimension_count"), (uint32_t)c->head_dim, err) ||
+               sp_gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)c->head_dim, err) ||
+               sp_gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)c->head_dim, err);
     }
     /* gemma4 (docs/GGUF-FORMAT.md §5): full-layer dims in key_length / rope.*, sliding ones in *_swa */
     uint8_t pattern[SP_MAX_LAYERS];
@@ -144,20 +144,20 @@ int export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_err *
                               c->head_dim);
     }
     if (Dg < 0) Dg = c->global_head_dim;
-    return gguf_writer_set_u32(w, KEY(k, "attention.sliding_window"), (uint32_t)c->sliding_window, err) ||
-           gguf_writer_set_arr(w, KEY(k, "attention.sliding_window_pattern"), GGUF_TYPE_BOOL, pattern, (size_t)L,
+    return sp_gguf_writer_set_u32(w, KEY(k, "attention.sliding_window"), (uint32_t)c->sliding_window, err) ||
+           sp_gguf_writer_set_arr(w, KEY(k, "attention.sliding_window_pattern"), GGUF_TYPE_BOOL, pattern, (size_t)L,
                                err) ||
-           gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)Dg, err) ||
-           gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)Dg, err) ||
-           gguf_writer_set_u32(w, KEY(k, "attention.key_length_swa"), (uint32_t)c->head_dim, err) ||
-           gguf_writer_set_u32(w, KEY(k, "attention.value_length_swa"), (uint32_t)c->head_dim, err) ||
-           gguf_writer_set_f32(w, KEY(k, "rope.freq_base_swa"), (float)c->rope_swa.theta, err) ||
-           gguf_writer_set_u32(w, KEY(k, "rope.dimension_count"), (uint32_t)Dg, err) ||
-           gguf_writer_set_u32(w, KEY(k, "rope.dimension_count_swa"), (uint32_t)c->head_dim, err) ||
-           gguf_writer_set_u32(w, KEY(k, "attention.shared_kv_layers"), (uint32_t)c->n_kv_shared, err) ||
-           gguf_writer_set_u32(w, KEY(k, "embedding_length_per_layer_input"), (uint32_t)c->ple_dim, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "attention.key_length"), (uint32_t)Dg, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "attention.value_length"), (uint32_t)Dg, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "attention.key_length_swa"), (uint32_t)c->head_dim, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "attention.value_length_swa"), (uint32_t)c->head_dim, err) ||
+           sp_gguf_writer_set_f32(w, KEY(k, "rope.freq_base_swa"), (float)c->rope_swa.theta, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "rope.dimension_count"), (uint32_t)Dg, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "rope.dimension_count_swa"), (uint32_t)c->head_dim, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "attention.shared_kv_layers"), (uint32_t)c->n_kv_shared, err) ||
+           sp_gguf_writer_set_u32(w, KEY(k, "embedding_length_per_layer_input"), (uint32_t)c->ple_dim, err) ||
            /* absent would mean 30.0 to llama.cpp, so 0.0 is written to disable */
-           gguf_writer_set_f32(w, KEY(k, "final_logit_softcapping"), (float)c->final_softcap, err);
+           sp_gguf_writer_set_f32(w, KEY(k, "final_logit_softcapping"), (float)c->final_softcap, err);
 }
 
 /* What llama.cpp cannot represent: refuse rather than export a different model. */
@@ -185,7 +185,7 @@ static int check_supported(const sp_config *c, sp_err *err) {
 
 /* ---- the export ---------------------------------------------------------------------------- */
 
-int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err) {
+int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err) {
     sp_config cfg;
     st_set *st = NULL;
     gguf_writer *w = NULL;
@@ -196,16 +196,16 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     char path[4096];
 
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_config_load(&cfg, path, err)) return -1;
-    if (check_supported(&cfg, err) || hf_tensor_specs(&cfg, &specs, &n_specs, err)) goto done;
-    if (st_open_dir(&st, dir, err)) goto done;
+    if (check_supported(&cfg, err) || sp_hf_tensor_specs(&cfg, &specs, &n_specs, err)) goto done;
+    if (sp_st_open_dir(&st, dir, err)) goto done;
 
     /* every tensor the config implies, with its shape; then nothing unclaimed */
     for (int i = 0; i < n_specs; i++) {
         const st_tensor *t;
-        if (st_get(st, specs[i].name, SP_DT_UNKNOWN, specs[i].ndim, specs[i].shape, &t, err)) goto done;
+        if (sp_st_get(st, specs[i].name, SP_DT_UNKNOWN, specs[i].ndim, specs[i].shape, &t, err)) goto done;
     }
-    for (int i = 0; i < st_count(st); i++) {
-        const char *name = st_at(st, i)->name;
+    for (int i = 0; i < sp_st_count(st); i++) {
+        const char *name = sp_st_at(st, i)->name;
         int known = 0;
         for (int j = 0; j < n_specs && !known; j++) known = !strcmp(specs[j].name, name);
         if (known) continue;
@@ -218,7 +218,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
         goto done;
     }
 
-    w = gguf_writer_create();
+    w = sp_gguf_writer_create();
     srcs = calloc((size_t)n_specs, sizeof *srcs);
     if (!w || !srcs) {
         sp_err_set(err, "out of memory");
@@ -228,8 +228,8 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     snprintf(base_buf, sizeof base_buf, "%s", dir);
     for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
     const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
-    if (gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
-        gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || export_arch_keys(w, sp_arch_name(cfg.arch), &cfg, err))
+    if (sp_gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
+        sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || sp_export_arch_keys(w, sp_arch_name(cfg.arch), &cfg, err))
         goto done;
 
     /* tensor types: 1-D always F32 (docs/GGUF-FORMAT.md §4 rule 5); 2-D as asked or as stored */
@@ -237,10 +237,10 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     size_t pl = strlen(cfg.tensor_prefix);
     for (int i = 0; i < n_specs; i++) {
         const hf_tensor_spec *s = &specs[i];
-        const st_tensor *t = st_find(st, s->name);
+        const st_tensor *t = sp_st_find(st, s->name);
         const char *hf = strncmp(s->name, cfg.tensor_prefix, pl) ? s->name : s->name + pl;
         char buf[96];
-        const char *gg = gguf_tensor_name(cfg.arch, hf, buf, sizeof buf);
+        const char *gg = sp_gguf_tensor_name(cfg.arch, hf, buf, sizeof buf);
         SP_ASSERT(gg != NULL); /* every spec name has a mapping */
         ggml_type type = GGML_TYPE_F32;
         if (s->ndim == 2) {
@@ -253,7 +253,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
         if (cfg.arch == SP_ARCH_LLAMA && (role == SP_TN_Q || role == SP_TN_K)) /* Q/K rows in llama.cpp's order */
             srcs[i].perm_head_dim = cfg.layers[s->layer].head_dim;
         int64_t ne[2] = {s->ndim == 2 ? s->shape[1] : s->shape[0], s->shape[0]};
-        if (gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, export_fill_tensor, &srcs[i], err)) goto done;
+        if (sp_gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err)) goto done;
     }
 
     /* rope_freqs.weight: llama3 divisors, or Gemma-4's proportional mask (1/factor x n_rot, 1e30 after) */
@@ -261,7 +261,7 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
     if (cfg.arch == SP_ARCH_LLAMA && cfg.rope.type == SP_ROPE_LLAMA3) {
         n_freqs = cfg.head_dim / 2;
         if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
-        export_llama3_rope_freqs(&cfg.rope, cfg.head_dim, rope_freqs);
+        sp_export_llama3_rope_freqs(&cfg.rope, cfg.head_dim, rope_freqs);
     } else if (cfg.arch == SP_ARCH_GEMMA4) {
         int Dg = -1;
         for (int i = 0; i < cfg.n_layers; i++)
@@ -269,31 +269,31 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
         if (Dg > 0) {
             n_freqs = Dg / 2;
             if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
-            export_proportional_rope_freqs(&cfg.rope, Dg, rope_freqs);
+            sp_export_proportional_rope_freqs(&cfg.rope, Dg, rope_freqs);
         }
     }
     if (n_freqs > 0) {
         int64_t ne[1] = {n_freqs};
-        if (gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, rope_freqs, NULL, NULL, err))
+        if (sp_gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, rope_freqs, NULL, NULL, err))
             goto done;
     }
 
-    if (export_tokenizer_keys(w, &cfg, dir, o, err)) goto done;
+    if (sp_export_tokenizer_keys(w, &cfg, dir, o, err)) goto done;
     /* general.file_type: 0 all F32, 1 mostly F16, 32 mostly BF16 (llama_ftype) */
-    if (gguf_writer_set_u32(w, "general.file_type", export_file_type(n_2d_types), err)) goto done;
+    if (sp_gguf_writer_set_u32(w, "general.file_type", sp_export_file_type(n_2d_types), err)) goto done;
     if (cfg.arch == SP_ARCH_GEMMA4 && !strcmp(cfg.torch_dtype, "bfloat16"))
         sp_log(SP_LOG_INFO, "gemma4: llama.cpp scales embeddings by sqrtf(H) in f32, HF by bf16(sqrt(H)) "
                             "(docs/GGUF-FORMAT.md §7): expect ~0.1%% differences");
-    if (gguf_writer_save(w, out_path, err)) goto done;
+    if (sp_gguf_writer_save(w, out_path, err)) goto done;
     rc = 0;
     goto done;
 oom:
     sp_err_set(err, "out of memory");
 done:
-    gguf_writer_free(w);
+    sp_gguf_writer_free(w);
     free(srcs);
     free(specs);
     free(rope_freqs);
-    if (st) st_close(st);
+    if (st) sp_st_close(st);
     return rc;
 }

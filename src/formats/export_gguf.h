@@ -26,7 +26,7 @@ typedef struct {
 } export_gguf_opts;
 
 /* Read DIR (config.json + safetensors) and write out_path atomically. */
-int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err);
+int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err);
 
 /* The rope_freqs.weight divisor of a pair that does not rotate (Gemma-4's proportional RoPE, as
  * llama.cpp's converter writes it); a reader takes any divisor from ROPE_FREQ_OFF_MIN up as off. */
@@ -34,10 +34,10 @@ int export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o
 #define GGUF_ROPE_FREQ_OFF_MIN 1e20f
 
 /* llama3 rope scaling as llama.cpp's per-frequency divisors (docs/GGUF-FORMAT.md §5): out[D/2]. */
-void export_llama3_rope_freqs(const sp_rope_params *rp, int head_dim, float *out);
+void sp_export_llama3_rope_freqs(const sp_rope_params *rp, int head_dim, float *out);
 
 /* HF row of the row that lands at GGUF row r under the Llama Q/K permutation (docs/GGUF-FORMAT.md §5):
  * GGUF row h·D + 2j + s holds HF row h·D + s·D/2 + j. */
-int64_t export_llama_qk_src_row(int64_t r, int head_dim);
+int64_t sp_export_llama_qk_src_row(int64_t r, int head_dim);
 
 #endif

@@ -26,7 +26,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 
 /* bytes taken by a value of type `type` at p (avail bytes left); -1 when it runs past the end */
 static int value_size(const uint8_t *p, size_t avail, uint32_t type, int depth, size_t *out) {
-    size_t es = type <= GGUF_TYPE_FLOAT64 ? gguf_type_size((gguf_type)type) : 0;
+    size_t es = type <= GGUF_TYPE_FLOAT64 ? sp_gguf_type_size((gguf_type)type) : 0;
     if (es) {
         *out = es;
         return es <= avail ? 0 : -1;
@@ -45,7 +45,7 @@ static int value_size(const uint8_t *p, size_t avail, uint32_t type, int depth, 
     memcpy(&et, p, 4);
     memcpy(&n, p + 4, 8);
     size_t at = 12;
-    size_t ees = et <= GGUF_TYPE_FLOAT64 ? gguf_type_size((gguf_type)et) : 0;
+    size_t ees = et <= GGUF_TYPE_FLOAT64 ? sp_gguf_type_size((gguf_type)et) : 0;
     if (ees) {
         if (n > (avail - at) / ees) return -1;
         *out = at + (size_t)n * ees;
@@ -100,7 +100,7 @@ static int copy_gguf_tokenizer(gguf_writer *w, const char *path, int V, sp_err *
                     goto out;
                 }
             }
-            if (gguf_writer_set_raw(w, key, (gguf_type)type, p, vs, err)) goto out;
+            if (sp_gguf_writer_set_raw(w, key, (gguf_type)type, p, vs, err)) goto out;
             copied++;
         }
         p += vs;
@@ -191,7 +191,7 @@ static int is_byte_token(const char *s) {
 static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *dir, const char *tj_path,
                                sp_err *err) {
     const int V = c->vocab_size;
-    json_t *root = hf_json_load_file(tj_path, 0, err), *tcfg = NULL;
+    json_t *root = sp_hf_json_load_file(tj_path, 0, err), *tcfg = NULL;
     if (!root) return -1;
     const char **tokens = calloc((size_t)V, sizeof *tokens);
     char **pads = calloc((size_t)V, sizeof *pads);
@@ -298,26 +298,26 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     if (gemma && !byte_level)
         for (int t = 0; t < V; t++) scores[t] = -1000.0f;
 
-    if (gguf_writer_set_str(w, "tokenizer.ggml.model", ggml_model, err)) goto out;
-    if (byte_level && gguf_writer_set_str(w, "tokenizer.ggml.pre",
+    if (sp_gguf_writer_set_str(w, "tokenizer.ggml.model", ggml_model, err)) goto out;
+    if (byte_level && sp_gguf_writer_set_str(w, "tokenizer.ggml.pre",
                                           c->arch == SP_ARCH_LLAMA   ? "llama-bpe"
                                           : c->arch == SP_ARCH_QWEN3 ? "qwen2"
                                                                      : "default",
                                           err))
         goto out;
-    if (gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, (size_t)V, err) ||
-        gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (size_t)V, err))
+    if (sp_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, (size_t)V, err) ||
+        sp_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (size_t)V, err))
         goto out;
-    if (!byte_level && gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (size_t)V, err))
+    if (!byte_level && sp_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (size_t)V, err))
         goto out;
     if (strcmp(ggml_model, "llama") && n_merges &&
-        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, n_merges, err))
+        sp_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, n_merges, err))
         goto out;
 
     /* special ids: tokenizer_config.json strings first, then config.json ids */
     char path[4096];
     sp_path_join(path, sizeof path, dir, "tokenizer_config.json");
-    if (sp_file_exists(path) && !(tcfg = hf_json_load_file(path, 0, err))) goto out;
+    if (sp_file_exists(path) && !(tcfg = sp_hf_json_load_file(path, 0, err))) goto out;
     int bos = lookup_id(&maps, token_content(json_object_get(tcfg, "bos_token")));
     int eos = lookup_id(&maps, token_content(json_object_get(tcfg, "eos_token")));
     int pad = lookup_id(&maps, token_content(json_object_get(tcfg, "pad_token")));
@@ -330,21 +330,21 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
                                     "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id"};
     int ids[4] = {bos, eos, unk, pad};
     for (int t = 0; t < 4; t++)
-        if (ids[t] >= 0 && ids[t] < V && gguf_writer_set_u32(w, id_keys[t], (uint32_t)ids[t], err)) goto out;
+        if (ids[t] >= 0 && ids[t] < V && sp_gguf_writer_set_u32(w, id_keys[t], (uint32_t)ids[t], err)) goto out;
     json_t *ab = json_object_get(tcfg, "add_bos_token");
     int add_bos = json_is_boolean(ab) ? json_is_true(ab) : c->arch != SP_ARCH_QWEN3;
-    if (gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos, err)) goto out;
+    if (sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos, err)) goto out;
     json_t *ae = json_object_get(tcfg, "add_eos_token");
-    if (json_is_boolean(ae) && gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), err))
+    if (json_is_boolean(ae) && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), err))
         goto out;
     /* gemma4 never prefixes a space; llama.cpp's SPM ("llama") does unless told not to */
-    if (!byte_level && gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", gemma ? 0 : adds_space_prefix(root), err))
+    if (!byte_level && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", gemma ? 0 : adds_space_prefix(root), err))
         goto out;
     const char *tmpl = json_string_value(json_object_get(tcfg, "chat_template"));
     char *tmpl_file = NULL;
     sp_path_join(path, sizeof path, dir, "chat_template.jinja");
     if (!tmpl && sp_file_exists(path) && sp_read_file(path, &tmpl_file, NULL, err) == 0) tmpl = tmpl_file;
-    int trc = tmpl ? gguf_writer_set_str(w, "tokenizer.chat_template", tmpl, err) : 0;
+    int trc = tmpl ? sp_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl, err) : 0;
     free(tmpl_file);
     if (trc) goto out;
     rc = 0;
@@ -365,7 +365,7 @@ out:
     return rc;
 }
 
-int export_tokenizer_keys(gguf_writer *w, const sp_config *cfg, const char *dir, const export_gguf_opts *o,
+int sp_export_tokenizer_keys(gguf_writer *w, const sp_config *cfg, const char *dir, const export_gguf_opts *o,
                           sp_err *err) {
     if (o->tokenizer_gguf) return copy_gguf_tokenizer(w, o->tokenizer_gguf, cfg->vocab_size, err);
     char path[4096];

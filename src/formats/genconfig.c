@@ -25,7 +25,7 @@ int sp_genconfig_load(const char *dir, sp_genconfig *gc, sp_err *err) {
     if (sp_path_join(path, sizeof path, dir, "generation_config.json"))
         return sp_err_set(err, "%s: path too long", dir);
     if (!sp_file_exists(path)) return 0;
-    json_t *root = hf_json_load_file(path, 0, err);
+    json_t *root = sp_hf_json_load_file(path, 0, err);
     if (!root) return -1;
     int rc = -1;
     if (!json_is_object(root)) {

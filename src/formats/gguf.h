@@ -65,44 +65,44 @@ typedef struct {
     uint64_t data_offset; /* start of tensor data in the file */
 } gguf_file;
 
-/* Open and validate. Returns NULL with *err set on failure. Free with gguf_close. */
-gguf_file *gguf_open(const char *path, sp_err *err);
-void gguf_close(gguf_file *f);
+/* Open and validate. Returns NULL with *err set on failure. Free with sp_gguf_close. */
+gguf_file *sp_gguf_open(const char *path, sp_err *err);
+void sp_gguf_close(gguf_file *f);
 
 /* index of key, or -1 when absent */
-int64_t gguf_find(const gguf_file *f, const char *key);
-const gguf_kv *gguf_get(const gguf_file *f, const char *key); /* NULL when absent */
+int64_t sp_gguf_find(const gguf_file *f, const char *key);
+const gguf_kv *sp_gguf_get(const gguf_file *f, const char *key); /* NULL when absent */
 
 /* Typed getters. Return 0 on success; 1 when the key is absent (outputs untouched);
  * -1 with *err set when it is present with an incompatible type or out-of-range value.
  * Integer getters accept any integer type (and BOOL) whose value fits. */
-int gguf_get_i64(const gguf_file *f, const char *key, int64_t *out, sp_err *err);
-int gguf_get_bool(const gguf_file *f, const char *key, int *out, sp_err *err);
-int gguf_get_f64(const gguf_file *f, const char *key, double *out, sp_err *err);
-int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, sp_err *err);
+int sp_gguf_get_i64(const gguf_file *f, const char *key, int64_t *out, sp_err *err);
+int sp_gguf_get_bool(const gguf_file *f, const char *key, int *out, sp_err *err);
+int sp_gguf_get_f64(const gguf_file *f, const char *key, double *out, sp_err *err);
+int sp_gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, sp_err *err);
 /* array of elem_type (-1: any); *out points at the kv */
-int gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_kv **out,
+int sp_gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_kv **out,
                  sp_err *err);
 
 /* element i of a numeric array, widened (caller checked i < arr_n); as an integer, a float element
  * is truncated, and one that is NaN or outside the int64 range reads as INT64_MIN */
-double gguf_arr_f64(const gguf_kv *kv, uint64_t i);
-int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i);
+double sp_gguf_arr_f64(const gguf_kv *kv, uint64_t i);
+int64_t sp_gguf_arr_i64(const gguf_kv *kv, uint64_t i);
 
-const char *gguf_type_name(uint32_t type);
+const char *sp_gguf_type_name(uint32_t type);
 /* bytes of one ggml block and values per block; 0 when unknown */
-size_t ggml_type_block_bytes(uint32_t ggml_type);
-size_t ggml_type_block_values(uint32_t ggml_type);
+size_t sp_ggml_type_block_bytes(uint32_t ggml_type);
+size_t sp_ggml_type_block_values(uint32_t ggml_type);
 /* "Q4_K", "BF16", ... for every ggml type id llama.cpp defines; "unknown" otherwise */
-const char *ggml_type_label(uint32_t ggml_type);
+const char *sp_ggml_type_label(uint32_t ggml_type);
 
 /* tensor lookup; data pointer NULL (with *err) when the type is unknown */
-const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);
-const void *gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_err *err);
+const gguf_tensor_info *sp_gguf_find_tensor(const gguf_file *f, const char *name);
+const void *sp_gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_err *err);
 /* Hand back to the kernel the mapped pages wholly inside [p, p + n) (a tensor whose bytes the
  * caller copied, e.g. into a repacked layout): they leave the process's resident memory and are
  * read again from the file if ever touched. Outside the map, or where the kernel declines,
  * nothing changes. */
-void gguf_drop_pages(const gguf_file *f, const void *p, size_t n);
+void sp_gguf_drop_pages(const gguf_file *f, const void *p, size_t n);
 
 #endif

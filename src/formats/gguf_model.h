@@ -15,6 +15,6 @@
 int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err);
 
 /* sp_dtype of a ggml tensor type specula computes with, or SP_DT_UNKNOWN */
-sp_dtype gguf_ggml_to_dtype(uint32_t ggml_type);
+sp_dtype sp_gguf_ggml_to_dtype(uint32_t ggml_type);
 
 #endif

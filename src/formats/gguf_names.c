@@ -3,7 +3,7 @@
 
 #include "tensor_names.h"
 
-const char *gguf_tensor_name(sp_arch arch, const char *hf, char *buf, size_t cap) {
+const char *sp_gguf_tensor_name(sp_arch arch, const char *hf, char *buf, size_t cap) {
     int layer, role = sp_tensor_role_of(arch, hf, &layer);
     return role < 0 ? NULL : sp_tensor_gguf_name(arch, (sp_tensor_role)role, layer, buf, cap);
 }

@@ -12,6 +12,6 @@
 /* GGUF name of an HF tensor name given WITHOUT the checkpoint's prefix ("layers.0.mlp.up_proj.weight",
  * "embed_tokens.weight", "lm_head.weight"). Returns a static string or buf (cap bytes), or NULL
  * when the name has no GGUF counterpart. */
-const char *gguf_tensor_name(sp_arch arch, const char *hf, char *buf, size_t cap);
+const char *sp_gguf_tensor_name(sp_arch arch, const char *hf, char *buf, size_t cap);
 
 #endif

@@ -16,7 +16,7 @@
 #include "export_gguf.h"
 #include "gguf_model.h"
 
-int gguf_mix_parse(const char *s, gguf_mix *out) {
+int sp_gguf_mix_parse(const char *s, gguf_mix *out) {
     static const char *names[] = {"q8_0", "q4_0", "q4_k_m", "q6_k", "f32"};
     for (int i = 0; i < 5; i++)
         if (!strcmp(s, names[i])) {
@@ -26,7 +26,7 @@ int gguf_mix_parse(const char *s, gguf_mix *out) {
     return -1;
 }
 
-const char *gguf_mix_name(gguf_mix m) {
+const char *sp_gguf_mix_name(gguf_mix m) {
     static const char *names[] = {"Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "F32"};
     return (unsigned)m < 5 ? names[m] : "?";
 }
@@ -50,7 +50,7 @@ static int ends_with(const char *s, const char *suffix) {
 /* layers that get more bits in llama.cpp's *_M mixes: the first and last eighth, every third between */
 static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-ggml_type gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64_t ne0, ggml_type src_type, int tied,
+ggml_type sp_gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64_t ne0, ggml_type src_type, int tied,
                                int i_attn_v, int n_attn_v, int i_ffn_down, int n_layers) {
     if (mix == GGUF_MIX_F32) return GGML_TYPE_F32;
     /* not quantized: vectors, non-weights, norms, the Gemma-4 per-layer model projection */
@@ -59,7 +59,7 @@ ggml_type gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64
     ggml_type base = mix_base(mix), t = base;
     int embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
     if (!strcmp(name, "output.weight") || (tied && embd)) {
-        if (ggml_row_size(base, ne0) == 0) t = GGML_TYPE_Q8_0;
+        if (sp_ggml_row_size(base, ne0) == 0) t = GGML_TYPE_Q8_0;
         else if (base != GGML_TYPE_Q8_0) t = GGML_TYPE_Q6_K;
     } else if (embd) {
         t = base;
@@ -69,8 +69,8 @@ ggml_type gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64
         if (mix == GGUF_MIX_Q4_K_M && more_bits(i_ffn_down, n_layers)) t = GGML_TYPE_Q6_K;
     }
     /* rows that are not whole blocks: as llama.cpp, Q5_0 for Q4_K, Q8_0 for Q6_K, else F16 */
-    if (ggml_row_size(t, ne0) == 0) t = t == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
-    if (ggml_row_size(t, ne0) == 0) t = GGML_TYPE_F16;
+    if (sp_ggml_row_size(t, ne0) == 0) t = t == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
+    if (sp_ggml_row_size(t, ne0) == 0) t = GGML_TYPE_F16;
     return t;
 }
 
@@ -123,7 +123,7 @@ static void convert_rows(void *ctx, int i, int n) {
             for (int64_t e = 0; e < j->ne0; e++) ((uint16_t *)dst)[e] = sp_f32_to_f16(x[e]);
         else if (j->dst == GGML_TYPE_BF16)
             for (int64_t e = 0; e < j->ne0; e++) ((uint16_t *)dst)[e] = sp_f32_to_bf16(x[e]);
-        else if (sp_quantize_row(dst, x, gguf_ggml_to_dtype((uint32_t)j->dst), (size_t)j->ne0, NULL)) {
+        else if (sp_quantize_row(dst, x, sp_gguf_ggml_to_dtype((uint32_t)j->dst), (size_t)j->ne0, NULL)) {
             r->failed = 1;
             break;
         }
@@ -138,7 +138,7 @@ static int fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *er
     } else {
         rows_task r = {j, dst, offset / j->out_row, n / j->out_row, 0};
         sp_pool_run(j->pool, convert_rows, &r);
-        if (r.failed) return sp_err_set(err, "cannot convert %s to %s", j->name, ggml_type_name(j->dst));
+        if (r.failed) return sp_err_set(err, "cannot convert %s to %s", j->name, sp_ggml_type_name(j->dst));
     }
     progress_state *p = j->prog;
     p->done += (double)n;
@@ -148,9 +148,9 @@ static int fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *er
 
 /* ---- the whole file ------------------------------------------------------------------------- */
 static int quantize_file(const char *in, const char *out, const gguf_quantize_opts *o, sp_err *err) {
-    gguf_file *f = gguf_open(in, err);
+    gguf_file *f = sp_gguf_open(in, err);
     if (!f) return -1;
-    gguf_writer *w = gguf_writer_create();
+    gguf_writer *w = sp_gguf_writer_create();
     tensor_job *jobs = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *jobs);
     sp_pool *pool = sp_pool_create(o->n_threads);
     progress_state prog = {.on = o->progress};
@@ -172,21 +172,21 @@ static int quantize_file(const char *in, const char *out, const gguf_quantize_op
         if (!strcmp(key, "general.file_type") || !strcmp(key, "general.quantization_version") ||
             !strcmp(key, "general.alignment"))
             continue;
-        if (gguf_writer_set_raw(w, key, (gguf_type)kv->type, kv->raw, (size_t)kv->raw_len, err)) goto done;
+        if (sp_gguf_writer_set_raw(w, key, (gguf_type)kv->type, kv->raw, (size_t)kv->raw_len, err)) goto done;
     }
-    if (gguf_writer_set_u32(w, "general.quantization_version", 2, err) ||
-        gguf_writer_set_u32(w, "general.file_type", mix_file_type(o->mix), err))
+    if (sp_gguf_writer_set_u32(w, "general.quantization_version", 2, err) ||
+        sp_gguf_writer_set_u32(w, "general.file_type", mix_file_type(o->mix), err))
         goto done;
 
     /* the counters llama.cpp's rule reads */
     int64_t n_layers = 0;
     gguf_str arch;
-    if (gguf_get_str(f, "general.architecture", &arch, err) == 0) {
+    if (sp_gguf_get_str(f, "general.architecture", &arch, err) == 0) {
         char key[96];
         snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
-        if (gguf_get_i64(f, key, &n_layers, err) < 0) goto done;
+        if (sp_gguf_get_i64(f, key, &n_layers, err) < 0) goto done;
     }
-    int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0, n_requant = 0, tied = gguf_find_tensor(f, "output.weight") == NULL;
+    int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0, n_requant = 0, tied = sp_gguf_find_tensor(f, "output.weight") == NULL;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_str *nm = &f->tensors[i].name;
         n_attn_v += nm->len >= 13 && !memcmp(nm->ptr + nm->len - 13, "attn_v.weight", 13);
@@ -203,9 +203,9 @@ static int quantize_file(const char *in, const char *out, const gguf_quantize_op
         tensor_job *j = &jobs[i];
         memcpy(j->name, name, sizeof name);
         j->src_ggml = t->type;
-        j->src_dt = gguf_ggml_to_dtype(t->type);
+        j->src_dt = sp_gguf_ggml_to_dtype(t->type);
         if (j->src_dt == SP_DT_UNKNOWN) {
-            sp_err_set(err, "%s: tensor %s has ggml type %s, which specula cannot read", in, name, ggml_type_label(t->type));
+            sp_err_set(err, "%s: tensor %s has ggml type %s, which specula cannot read", in, name, sp_ggml_type_label(t->type));
             goto done;
         }
         if (t->dims[0] > INT32_MAX) {
@@ -213,39 +213,39 @@ static int quantize_file(const char *in, const char *out, const gguf_quantize_op
             goto done;
         }
         j->ne0 = (int64_t)t->dims[0];
-        j->dst = gguf_mix_tensor_type(o->mix, name, (int)t->n_dims, j->ne0, (ggml_type)t->type, tied, i_attn_v,
+        j->dst = sp_gguf_mix_tensor_type(o->mix, name, (int)t->n_dims, j->ne0, (ggml_type)t->type, tied, i_attn_v,
                                       n_attn_v, i_ffn_down, (int)n_layers);
         if (strstr(name, "attn_v.weight") && t->n_dims >= 2) i_attn_v++;
         if (strstr(name, "ffn_down") && t->n_dims >= 2) i_ffn_down++;
         n_requant += sp_dtype_is_quant(j->src_dt) && (uint32_t)j->dst != t->type && j->dst != GGML_TYPE_F32;
-        j->src = gguf_tensor_data(f, t, err);
+        j->src = sp_gguf_tensor_data(f, t, err);
         if (!j->src) goto done;
         j->in_row = sp_dtype_row_bytes(j->src_dt, (size_t)j->ne0);
-        j->out_row = ggml_row_size(j->dst, j->ne0);
+        j->out_row = sp_ggml_row_size(j->dst, j->ne0);
         j->pool = pool;
         j->prog = &prog;
         int64_t ne[GGUF_MAX_DIMS];
         for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->dims[d];
-        if (gguf_writer_add_tensor(w, name, j->dst, (int)t->n_dims, ne, NULL, fill_tensor, j, err)) goto done;
+        if (sp_gguf_writer_add_tensor(w, name, j->dst, (int)t->n_dims, ne, NULL, fill_tensor, j, err)) goto done;
         prog.total += (double)(j->out_row * (t->nbytes / (j->in_row ? j->in_row : 1)));
-        sp_log(SP_LOG_DEBUG, "quantize: %-32s %s -> %s", name, ggml_type_label(t->type), ggml_type_name(j->dst));
+        sp_log(SP_LOG_DEBUG, "quantize: %-32s %s -> %s", name, sp_ggml_type_label(t->type), sp_ggml_type_name(j->dst));
     }
     if (n_requant)
         sp_log(SP_LOG_WARN, "quantize: %d tensors of %s are already quantized: dequantized and quantized again "
                             "(the quality losses add up)", n_requant, in);
     if (prog.on) sp_progress_start(&prog.bar, "quantize", prog.total / 1048576.0, "MiB");
-    if (gguf_writer_save(w, out, err)) goto done;
+    if (sp_gguf_writer_save(w, out, err)) goto done;
     if (prog.on) sp_progress_finish(&prog.bar, prog.done / 1048576.0, NULL);
     rc = 0;
 done:
-    gguf_writer_free(w);
+    sp_gguf_writer_free(w);
     free(jobs);
     sp_pool_free(pool);
-    gguf_close(f);
+    sp_gguf_close(f);
     return rc;
 }
 
-int gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize_opts *o, sp_err *err) {
+int sp_gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize_opts *o, sp_err *err) {
     struct stat st;
     if (stat(in_path, &st) != 0) return sp_err_set(err, "cannot open %s", in_path);
     if (S_ISREG(st.st_mode)) return quantize_file(in_path, out_path, o, err);
@@ -253,7 +253,7 @@ int gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.export.%ld.tmp", out_path, (long)getpid());
     export_gguf_opts eo = {.weight_type = -1, .no_tokenizer = 1};
-    if (export_gguf(in_path, tmp, &eo, err)) return -1;
+    if (sp_export_gguf(in_path, tmp, &eo, err)) return -1;
     int rc = quantize_file(tmp, out_path, o, err);
     remove(tmp);
     return rc;

@@ -24,17 +24,17 @@ typedef struct {
 } gguf_quantize_opts;
 
 /* "q8_0" | "q4_0" | "q4_k_m" | "q6_k" | "f32" → mix; -1 when unknown */
-int gguf_mix_parse(const char *s, gguf_mix *out);
-const char *gguf_mix_name(gguf_mix m);
+int sp_gguf_mix_parse(const char *s, gguf_mix *out);
+const char *sp_gguf_mix_name(gguf_mix m);
 
 /* The type llama.cpp's rule gives one tensor. src_type: its type in the input; n_dims: its
  * dims; ne0: its row length; tied: the file has no output.weight; i_attn_v / n_attn_v: this
  * attn_v's index among the file's attn_v tensors and their count; i_ffn_down / n_layers: likewise
  * for ffn_down and the block count. */
-ggml_type gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64_t ne0, ggml_type src_type, int tied,
+ggml_type sp_gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64_t ne0, ggml_type src_type, int tied,
                                int i_attn_v, int n_attn_v, int i_ffn_down, int n_layers);
 
 /* Quantize in_path (a model directory or a GGUF file) into out_path. */
-int gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize_opts *o, sp_err *err);
+int sp_gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize_opts *o, sp_err *err);
 
 #endif

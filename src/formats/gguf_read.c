@@ -55,7 +55,7 @@ static int rd_str(cursor *c, gguf_str *s, const char *what) {
 
 static const size_t scalar_size[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
-const char *gguf_type_name(uint32_t t) {
+const char *sp_gguf_type_name(uint32_t t) {
     static const char *names[GGUF_TYPE_COUNT] = {"uint8", "int8",   "uint16", "int16", "uint32",
                                                  "int32", "float32", "bool",  "string", "array",
                                                  "uint64", "int64", "float64"};
@@ -173,7 +173,7 @@ static const struct {
     {28, 1, 8},    {30, 1, 2},
 };
 
-const char *ggml_type_label(uint32_t t) {
+const char *sp_ggml_type_label(uint32_t t) {
     static const struct {
         uint32_t type;
         const char *name;
@@ -195,11 +195,11 @@ static int block_index(uint32_t t) {
         if (ggml_blocks[i].type == t) return (int)i;
     return -1;
 }
-size_t ggml_type_block_bytes(uint32_t t) {
+size_t sp_ggml_type_block_bytes(uint32_t t) {
     int i = block_index(t);
     return i < 0 ? 0 : ggml_blocks[i].bytes;
 }
-size_t ggml_type_block_values(uint32_t t) {
+size_t sp_ggml_type_block_values(uint32_t t) {
     int i = block_index(t);
     return i < 0 ? 0 : ggml_blocks[i].values;
 }
@@ -223,7 +223,7 @@ static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
     }
     for (uint32_t d = t->n_dims; d < GGUF_MAX_DIMS; d++) t->dims[d] = 1;
     if (rd_u32(c, &t->type, what) || rd_u64(c, &t->offset, what)) return -1;
-    size_t bv = ggml_type_block_values(t->type), bb = ggml_type_block_bytes(t->type);
+    size_t bv = sp_ggml_type_block_values(t->type), bb = sp_ggml_type_block_bytes(t->type);
     t->nbytes = 0;
     if (bv) {
         if (t->dims[0] % bv)
@@ -273,7 +273,7 @@ static int check_names_and_overlap(const gguf_file *f, sp_err *err) {
     return rc;
 }
 
-void gguf_close(gguf_file *f) {
+void sp_gguf_close(gguf_file *f) {
     if (!f) return;
     if (f->kv)
         for (uint64_t i = 0; i < f->n_kv; i++) free(f->kv[i].arr_strs);
@@ -283,7 +283,7 @@ void gguf_close(gguf_file *f) {
     free(f);
 }
 
-gguf_file *gguf_open(const char *path, sp_err *err) {
+gguf_file *sp_gguf_open(const char *path, sp_err *err) {
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
         sp_err_set(err, "%s: out of memory", path);
@@ -338,7 +338,7 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
         f->kv[i].raw_len = (uint64_t)(c.p - f->kv[i].raw);
     }
     f->alignment = 32;
-    const gguf_kv *al = gguf_get(f, "general.alignment");
+    const gguf_kv *al = sp_gguf_get(f, "general.alignment");
     if (al) {
         if (al->type != GGUF_TYPE_UINT32 || al->v.u == 0 || al->v.u % 8) {
             sp_err_set(err, "%s: general.alignment must be a uint32 multiple of 8", path);
@@ -370,19 +370,19 @@ gguf_file *gguf_open(const char *path, sp_err *err) {
     if (check_names_and_overlap(f, err)) goto fail;
     return f;
 fail:
-    gguf_close(f);
+    sp_gguf_close(f);
     return NULL;
 }
 
-int64_t gguf_find(const gguf_file *f, const char *key) {
+int64_t sp_gguf_find(const gguf_file *f, const char *key) {
     size_t n = strlen(key);
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (f->kv[i].key.len == n && !memcmp(f->kv[i].key.ptr, key, n)) return (int64_t)i;
     return -1;
 }
 
-const gguf_kv *gguf_get(const gguf_file *f, const char *key) {
-    int64_t i = gguf_find(f, key);
+const gguf_kv *sp_gguf_get(const gguf_file *f, const char *key) {
+    int64_t i = sp_gguf_find(f, key);
     return i < 0 ? NULL : &f->kv[i];
 }
 
@@ -395,64 +395,64 @@ static int is_signed_type(uint32_t t) {
            t == GGUF_TYPE_INT64;
 }
 
-int gguf_get_i64(const gguf_file *f, const char *key, int64_t *out, sp_err *err) {
-    const gguf_kv *kv = gguf_get(f, key);
+int sp_gguf_get_i64(const gguf_file *f, const char *key, int64_t *out, sp_err *err) {
+    const gguf_kv *kv = sp_gguf_get(f, key);
     if (!kv) return 1;
     if (!is_int_type(kv->type))
         return sp_err_set(err, "%s: key %s is %s, an integer was expected", f->path, key,
-                          gguf_type_name(kv->type));
+                          sp_gguf_type_name(kv->type));
     if (!is_signed_type(kv->type) && kv->v.u > (uint64_t)INT64_MAX)
         return sp_err_set(err, "%s: key %s value out of range", f->path, key);
     *out = is_signed_type(kv->type) ? kv->v.i : (int64_t)kv->v.u;
     return 0;
 }
 
-int gguf_get_bool(const gguf_file *f, const char *key, int *out, sp_err *err) {
+int sp_gguf_get_bool(const gguf_file *f, const char *key, int *out, sp_err *err) {
     int64_t v;
-    int rc = gguf_get_i64(f, key, &v, err);
+    int rc = sp_gguf_get_i64(f, key, &v, err);
     if (rc) return rc;
     *out = v != 0;
     return 0;
 }
 
-int gguf_get_f64(const gguf_file *f, const char *key, double *out, sp_err *err) {
-    const gguf_kv *kv = gguf_get(f, key);
+int sp_gguf_get_f64(const gguf_file *f, const char *key, double *out, sp_err *err) {
+    const gguf_kv *kv = sp_gguf_get(f, key);
     if (!kv) return 1;
     if (kv->type == GGUF_TYPE_FLOAT32 || kv->type == GGUF_TYPE_FLOAT64) {
         *out = kv->v.f;
         return 0;
     }
     int64_t v;
-    if (gguf_get_i64(f, key, &v, err)) return -1;
+    if (sp_gguf_get_i64(f, key, &v, err)) return -1;
     *out = (double)v;
     return 0;
 }
 
-int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, sp_err *err) {
-    const gguf_kv *kv = gguf_get(f, key);
+int sp_gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, sp_err *err) {
+    const gguf_kv *kv = sp_gguf_get(f, key);
     if (!kv) return 1;
     if (kv->type != GGUF_TYPE_STRING)
         return sp_err_set(err, "%s: key %s is %s, a string was expected", f->path, key,
-                          gguf_type_name(kv->type));
+                          sp_gguf_type_name(kv->type));
     *out = kv->v.s;
     return 0;
 }
 
-int gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_kv **out,
+int sp_gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_kv **out,
                  sp_err *err) {
-    const gguf_kv *kv = gguf_get(f, key);
+    const gguf_kv *kv = sp_gguf_get(f, key);
     if (!kv) return 1;
     if (kv->type != GGUF_TYPE_ARRAY)
         return sp_err_set(err, "%s: key %s is %s, an array was expected", f->path, key,
-                          gguf_type_name(kv->type));
+                          sp_gguf_type_name(kv->type));
     if (elem_type >= 0 && kv->arr_type != (uint32_t)elem_type)
         return sp_err_set(err, "%s: key %s is an array of %s, %s elements were expected", f->path,
-                          key, gguf_type_name(kv->arr_type), gguf_type_name((uint32_t)elem_type));
+                          key, sp_gguf_type_name(kv->arr_type), sp_gguf_type_name((uint32_t)elem_type));
     *out = kv;
     return 0;
 }
 
-double gguf_arr_f64(const gguf_kv *kv, uint64_t i) {
+double sp_gguf_arr_f64(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
     SP_ASSERT(kv->arr_type < GGUF_TYPE_COUNT && scalar_size[kv->arr_type] && i < kv->arr_n);
     load_scalar(&tmp, kv->arr_type, kv->arr_data + i * scalar_size[kv->arr_type]);
@@ -460,7 +460,7 @@ double gguf_arr_f64(const gguf_kv *kv, uint64_t i) {
     return is_signed_type(kv->arr_type) ? (double)tmp.v.i : (double)tmp.v.u;
 }
 
-int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
+int64_t sp_gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
     SP_ASSERT(kv->arr_type < GGUF_TYPE_COUNT && scalar_size[kv->arr_type] && i < kv->arr_n);
     load_scalar(&tmp, kv->arr_type, kv->arr_data + i * scalar_size[kv->arr_type]);
@@ -469,7 +469,7 @@ int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     return is_signed_type(kv->arr_type) ? tmp.v.i : (int64_t)tmp.v.u;
 }
 
-const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name) {
+const gguf_tensor_info *sp_gguf_find_tensor(const gguf_file *f, const char *name) {
     size_t n = strlen(name);
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (f->tensors[i].name.len == n && !memcmp(f->tensors[i].name.ptr, name, n))
@@ -477,7 +477,7 @@ const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name) {
     return NULL;
 }
 
-const void *gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_err *err) {
+const void *sp_gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_err *err) {
     if (!t->nbytes) {
         sp_err_set(err, "%s: tensor '%.*s' has ggml type %u, unknown to this reader", f->path,
                    (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr, t->type);
@@ -486,7 +486,7 @@ const void *gguf_tensor_data(const gguf_file *f, const gguf_tensor_info *t, sp_e
     return f->map + f->data_offset + t->offset;
 }
 
-void gguf_drop_pages(const gguf_file *f, const void *p, size_t n) {
+void sp_gguf_drop_pages(const gguf_file *f, const void *p, size_t n) {
     const uint8_t *a = p, *b = a + n;
     if (!f->map || a < f->map || b > f->map + f->size) return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

@@ -72,7 +72,7 @@ static void gbuf_str(gbuf *b, const char *s, size_t n) {
     gbuf_put(b, s, n);
 }
 
-size_t gguf_type_size(gguf_type t) {
+size_t sp_gguf_type_size(gguf_type t) {
     switch (t) {
     case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
     case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
@@ -82,7 +82,7 @@ size_t gguf_type_size(gguf_type t) {
     }
 }
 
-size_t ggml_type_size(ggml_type t) {
+size_t sp_ggml_type_size(ggml_type t) {
     switch (t) {
     case GGML_TYPE_F32: return 4;
     case GGML_TYPE_F16: case GGML_TYPE_BF16: return 2;
@@ -91,7 +91,7 @@ size_t ggml_type_size(ggml_type t) {
     }
 }
 
-const char *ggml_type_name(ggml_type t) {
+const char *sp_ggml_type_name(ggml_type t) {
     switch (t) {
     case GGML_TYPE_F32: return "F32";
     case GGML_TYPE_F16: return "F16";
@@ -106,11 +106,11 @@ const char *ggml_type_name(ggml_type t) {
     }
 }
 
-size_t ggml_row_size(ggml_type t, int64_t ne0) {
+size_t sp_ggml_row_size(ggml_type t, int64_t ne0) {
     size_t per, bytes;
     switch (t) {
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_I64:
-        per = 1, bytes = ggml_type_size(t);
+        per = 1, bytes = sp_ggml_type_size(t);
         break;
     case GGML_TYPE_Q4_0: per = 32, bytes = 18; break;
     case GGML_TYPE_Q5_0: per = 32, bytes = 22; break;
@@ -123,9 +123,9 @@ size_t ggml_row_size(ggml_type t, int64_t ne0) {
     return (size_t)ne0 / per * bytes;
 }
 
-gguf_writer *gguf_writer_create(void) { return calloc(1, sizeof(gguf_writer)); }
+gguf_writer *sp_gguf_writer_create(void) { return calloc(1, sizeof(gguf_writer)); }
 
-void gguf_writer_free(gguf_writer *w) {
+void sp_gguf_writer_free(gguf_writer *w) {
     if (!w) return;
     for (int i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
@@ -136,8 +136,8 @@ void gguf_writer_free(gguf_writer *w) {
     free(w);
 }
 
-int gguf_writer_n_tensors(const gguf_writer *w) { return w->n_t; }
-int gguf_writer_n_kv(const gguf_writer *w) { return w->n_kv; }
+int sp_gguf_writer_n_tensors(const gguf_writer *w) { return w->n_t; }
+int sp_gguf_writer_n_kv(const gguf_writer *w) { return w->n_kv; }
 
 /* take ownership of an encoded value (type tag + value) under key */
 static int add_kv(gguf_writer *w, const char *key, gbuf *b, sp_err *err) {
@@ -177,36 +177,36 @@ static int add_kv(gguf_writer *w, const char *key, gbuf *b, sp_err *err) {
 static int set_scalar(gguf_writer *w, const char *key, gguf_type t, const void *v, sp_err *err) {
     gbuf b = {0};
     gbuf_u32(&b, (uint32_t)t);
-    gbuf_put(&b, v, gguf_type_size(t));
+    gbuf_put(&b, v, sp_gguf_type_size(t));
     return add_kv(w, key, &b, err);
 }
 
-int gguf_writer_set_u8(gguf_writer *w, const char *k, uint8_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT8, &v, e); }
-int gguf_writer_set_i8(gguf_writer *w, const char *k, int8_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT8, &v, e); }
-int gguf_writer_set_u16(gguf_writer *w, const char *k, uint16_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT16, &v, e); }
-int gguf_writer_set_i16(gguf_writer *w, const char *k, int16_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT16, &v, e); }
-int gguf_writer_set_u32(gguf_writer *w, const char *k, uint32_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT32, &v, e); }
-int gguf_writer_set_i32(gguf_writer *w, const char *k, int32_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT32, &v, e); }
-int gguf_writer_set_u64(gguf_writer *w, const char *k, uint64_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT64, &v, e); }
-int gguf_writer_set_i64(gguf_writer *w, const char *k, int64_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT64, &v, e); }
-int gguf_writer_set_f32(gguf_writer *w, const char *k, float v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_FLOAT32, &v, e); }
-int gguf_writer_set_f64(gguf_writer *w, const char *k, double v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_FLOAT64, &v, e); }
+int sp_gguf_writer_set_u8(gguf_writer *w, const char *k, uint8_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT8, &v, e); }
+int sp_gguf_writer_set_i8(gguf_writer *w, const char *k, int8_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT8, &v, e); }
+int sp_gguf_writer_set_u16(gguf_writer *w, const char *k, uint16_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT16, &v, e); }
+int sp_gguf_writer_set_i16(gguf_writer *w, const char *k, int16_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT16, &v, e); }
+int sp_gguf_writer_set_u32(gguf_writer *w, const char *k, uint32_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT32, &v, e); }
+int sp_gguf_writer_set_i32(gguf_writer *w, const char *k, int32_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT32, &v, e); }
+int sp_gguf_writer_set_u64(gguf_writer *w, const char *k, uint64_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_UINT64, &v, e); }
+int sp_gguf_writer_set_i64(gguf_writer *w, const char *k, int64_t v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_INT64, &v, e); }
+int sp_gguf_writer_set_f32(gguf_writer *w, const char *k, float v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_FLOAT32, &v, e); }
+int sp_gguf_writer_set_f64(gguf_writer *w, const char *k, double v, sp_err *e) { return set_scalar(w, k, GGUF_TYPE_FLOAT64, &v, e); }
 
-int gguf_writer_set_bool(gguf_writer *w, const char *key, int v, sp_err *err) {
+int sp_gguf_writer_set_bool(gguf_writer *w, const char *key, int v, sp_err *err) {
     uint8_t b = v ? 1 : 0;
     return set_scalar(w, key, GGUF_TYPE_BOOL, &b, err);
 }
 
-int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, sp_err *err) {
+int sp_gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, sp_err *err) {
     gbuf b = {0};
     gbuf_u32(&b, GGUF_TYPE_STRING);
     gbuf_str(&b, v, strlen(v));
     return add_kv(w, key, &b, err);
 }
 
-int gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type, const void *data,
+int sp_gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type, const void *data,
                         size_t n, sp_err *err) {
-    size_t es = gguf_type_size(elem_type);
+    size_t es = sp_gguf_type_size(elem_type);
     if (es == 0) return sp_err_set(err, "gguf: key %s: array element type %d is not a scalar", key, (int)elem_type);
     if (elem_type == GGUF_TYPE_BOOL)
         for (size_t i = 0; i < n; i++)
@@ -221,7 +221,7 @@ int gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type, co
     return add_kv(w, key, &b, err);
 }
 
-int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs, size_t n,
+int sp_gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs, size_t n,
                             sp_err *err) {
     gbuf b = {0};
     gbuf_u32(&b, GGUF_TYPE_ARRAY);
@@ -231,7 +231,7 @@ int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *
     return add_kv(w, key, &b, err);
 }
 
-int gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_type type, const void *value,
+int sp_gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_type type, const void *value,
                         size_t nbytes, sp_err *err) {
     gbuf b = {0};
     gbuf_u32(&b, (uint32_t)type);
@@ -239,7 +239,7 @@ int gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_type type, const v
     return add_kv(w, key, &b, err);
 }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int ndim,
+int sp_gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int ndim,
                            const int64_t *ne, const void *data, gguf_fill_fn fill, void *ctx,
                            sp_err *err) {
     size_t len = strlen(name);
@@ -247,14 +247,14 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int
         return sp_err_set(err, "gguf: tensor name '%s' has %zu bytes (1..%d allowed)", name, len, GGUF_MAX_NAME);
     if (ndim < 1 || ndim > GGUF_MAX_DIMS)
         return sp_err_set(err, "gguf: tensor %s: %d dims (1..%d allowed)", name, ndim, GGUF_MAX_DIMS);
-    if (!strcmp(ggml_type_name(type), "?"))
+    if (!strcmp(sp_ggml_type_name(type), "?"))
         return sp_err_set(err, "gguf: tensor %s: unsupported ggml type %d", name, (int)type);
     if ((data == NULL) == (fill == NULL))
         return sp_err_set(err, "gguf: tensor %s: give exactly one of data or fill", name);
-    size_t nbytes = ggml_row_size(type, ne[0]);
+    size_t nbytes = sp_ggml_row_size(type, ne[0]);
     if (nbytes == 0)
         return sp_err_set(err, "gguf: tensor %s: a row of %lld elements is not a whole number of %s blocks", name,
-                          (long long)ne[0], ggml_type_name(type));
+                          (long long)ne[0], sp_ggml_type_name(type));
     for (int d = 1; d < ndim; d++) {
         if (ne[d] < 1) return sp_err_set(err, "gguf: tensor %s: dim %d is %lld", name, d, (long long)ne[d]);
         if ((uint64_t)ne[d] > SIZE_MAX / nbytes) return sp_err_set(err, "gguf: tensor %s: size overflows", name);
@@ -341,7 +341,7 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
             out_put(o, t->data, t->nbytes);
         } else {
             /* whole rows per call, at most ~GGUF_CHUNK_BYTES (at least one row) */
-            size_t row = ggml_row_size(t->type, t->ne[0]);
+            size_t row = sp_ggml_row_size(t->type, t->ne[0]);
             size_t rows_per = GGUF_CHUNK_BYTES / row;
             if (rows_per == 0) rows_per = 1;
             size_t step = rows_per * row;
@@ -371,7 +371,7 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
     return 0;
 }
 
-int gguf_writer_save(gguf_writer *w, const char *path, sp_err *err) {
+int sp_gguf_writer_save(gguf_writer *w, const char *path, sp_err *err) {
     sp_afile f;
     if (sp_afile_open(&f, path, err)) return -1;
     gout o = {&f, 0};

@@ -1,7 +1,7 @@
 /* gguf_write.h — write GGUF version 3 files (docs/GGUF-FORMAT.md §1).
  *
  * Build the file in memory as a list of metadata key/values and tensor descriptions, then
- * gguf_writer_save() writes it crash-safely (temp file + fsync + rename). Tensor data is
+ * sp_gguf_writer_save() writes it crash-safely (temp file + fsync + rename). Tensor data is
  * streamed: each tensor either points at caller-owned bytes or names a fill callback that
  * produces its bytes chunk by chunk while saving, so a converter never holds a whole model
  * in memory. Alignment is 32 (the GGUF default; `general.alignment` is not written).
@@ -54,42 +54,42 @@ typedef enum {
 } ggml_type;
 
 /* bytes per element of a gguf scalar type; 0 for STRING / ARRAY */
-size_t gguf_type_size(gguf_type t);
+size_t sp_gguf_type_size(gguf_type t);
 /* bytes per element of F32 / F16 / BF16 / I64; 0 for anything else */
-size_t ggml_type_size(ggml_type t);
-const char *ggml_type_name(ggml_type t);
+size_t sp_ggml_type_size(ggml_type t);
+const char *sp_ggml_type_name(ggml_type t);
 /* bytes of one row of ne0 elements (any type above); 0 when ne0 is not a whole number of blocks */
-size_t ggml_row_size(ggml_type t, int64_t ne0);
+size_t sp_ggml_row_size(ggml_type t, int64_t ne0);
 
 typedef struct gguf_writer gguf_writer;
 
-gguf_writer *gguf_writer_create(void);
-void gguf_writer_free(gguf_writer *w);
+gguf_writer *sp_gguf_writer_create(void);
+void sp_gguf_writer_free(gguf_writer *w);
 
 /* Metadata. Keys are copied; setting a key twice is an error (names the key). Values are
  * written in the order they were set. */
-int gguf_writer_set_u8(gguf_writer *w, const char *key, uint8_t v, sp_err *err);
-int gguf_writer_set_i8(gguf_writer *w, const char *key, int8_t v, sp_err *err);
-int gguf_writer_set_u16(gguf_writer *w, const char *key, uint16_t v, sp_err *err);
-int gguf_writer_set_i16(gguf_writer *w, const char *key, int16_t v, sp_err *err);
-int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v, sp_err *err);
-int gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v, sp_err *err);
-int gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v, sp_err *err);
-int gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v, sp_err *err);
-int gguf_writer_set_f32(gguf_writer *w, const char *key, float v, sp_err *err);
-int gguf_writer_set_f64(gguf_writer *w, const char *key, double v, sp_err *err);
-int gguf_writer_set_bool(gguf_writer *w, const char *key, int v, sp_err *err);
-int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, sp_err *err);
+int sp_gguf_writer_set_u8(gguf_writer *w, const char *key, uint8_t v, sp_err *err);
+int sp_gguf_writer_set_i8(gguf_writer *w, const char *key, int8_t v, sp_err *err);
+int sp_gguf_writer_set_u16(gguf_writer *w, const char *key, uint16_t v, sp_err *err);
+int sp_gguf_writer_set_i16(gguf_writer *w, const char *key, int16_t v, sp_err *err);
+int sp_gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v, sp_err *err);
+int sp_gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v, sp_err *err);
+int sp_gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v, sp_err *err);
+int sp_gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v, sp_err *err);
+int sp_gguf_writer_set_f32(gguf_writer *w, const char *key, float v, sp_err *err);
+int sp_gguf_writer_set_f64(gguf_writer *w, const char *key, double v, sp_err *err);
+int sp_gguf_writer_set_bool(gguf_writer *w, const char *key, int v, sp_err *err);
+int sp_gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, sp_err *err);
 /* Array of n scalars of elem_type (not STRING/ARRAY), read from data (copied). For BOOL,
  * data holds one byte per element, each 0 or 1. */
-int gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type, const void *data,
+int sp_gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type, const void *data,
                         size_t n, sp_err *err);
 /* Array of n strings (copied). */
-int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs, size_t n,
+int sp_gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs, size_t n,
                             sp_err *err);
 /* Append an already-encoded value (the bytes after the u32 type tag, exactly as they appear in
  * a GGUF file) — used to copy keys from another GGUF without decoding them. */
-int gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_type type, const void *value,
+int sp_gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_type type, const void *value,
                         size_t nbytes, sp_err *err);
 
 /* Produces bytes [offset, offset + n) of a tensor's data into dst. The writer calls it with
@@ -99,15 +99,15 @@ typedef int (*gguf_fill_fn)(void *ctx, void *dst, size_t offset, size_t n, sp_er
 
 /* Describe a tensor. ne: ggml-order dims (ndim 1..4). Exactly one of data (borrowed, must
  * stay valid until save/free) or fill (+ ctx, also borrowed) is given. */
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int ndim,
+int sp_gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, int ndim,
                            const int64_t *ne, const void *data, gguf_fill_fn fill, void *ctx,
                            sp_err *err);
 
-int gguf_writer_n_tensors(const gguf_writer *w);
-int gguf_writer_n_kv(const gguf_writer *w);
+int sp_gguf_writer_n_tensors(const gguf_writer *w);
+int sp_gguf_writer_n_kv(const gguf_writer *w);
 
 /* Write the file atomically: PATH.tmp.PID, fsync, rename. On failure no file appears at
  * path. Memory used while writing: one chunk (<= 64 MiB) of tensor data. */
-int gguf_writer_save(gguf_writer *w, const char *path, sp_err *err);
+int sp_gguf_writer_save(gguf_writer *w, const char *path, sp_err *err);
 
 #endif

@@ -81,7 +81,7 @@ static size_t scan(const char *text, size_t len, char *out, size_t *out_len) {
     return edits;
 }
 
-json_t *hf_json_loadb(const char *text, size_t len, size_t flags, const char *what, sp_err *err) {
+json_t *sp_hf_json_loadb(const char *text, size_t len, size_t flags, const char *what, sp_err *err) {
     if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) text += 3, len -= 3;
     char *fixed = NULL;
     size_t edits = scan(text, len, NULL, NULL), n = len;
@@ -99,11 +99,11 @@ json_t *hf_json_loadb(const char *text, size_t len, size_t flags, const char *wh
     return root;
 }
 
-json_t *hf_json_load_file(const char *path, size_t flags, sp_err *err) {
+json_t *sp_hf_json_load_file(const char *path, size_t flags, sp_err *err) {
     char *text = NULL;
     size_t n = 0;
     if (sp_read_file(path, &text, &n, err)) return NULL;
-    json_t *root = hf_json_loadb(text, n, flags, path, err);
+    json_t *root = sp_hf_json_loadb(text, n, flags, path, err);
     free(text);
     return root;
 }

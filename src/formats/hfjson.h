@@ -20,8 +20,8 @@
 
 #include "../core/core.h"
 
-json_t *hf_json_loadb(const char *text, size_t len, size_t flags, const char *what, sp_err *err);
+json_t *sp_hf_json_loadb(const char *text, size_t len, size_t flags, const char *what, sp_err *err);
 /* the whole file at path; messages name path */
-json_t *hf_json_load_file(const char *path, size_t flags, sp_err *err);
+json_t *sp_hf_json_load_file(const char *path, size_t flags, sp_err *err);
 
 #endif

@@ -25,7 +25,7 @@ static const char *ZLAB_PRESETS[] = {"b16", NULL};
 static const char *DSPARK_PRESETS[] = {"b7", "dflash-b7", NULL};
 static const char *EAGLE3_PRESETS[] = {"specforge", "deepspec", NULL};
 
-const char *newdrafter_preset_at(const char *arch, int i) {
+const char *sp_newdrafter_preset_at(const char *arch, int i) {
     const char **v = !strcmp(arch, "dflash") ? ZLAB_PRESETS : !strcmp(arch, "dspark") ? DSPARK_PRESETS
                      : !strcmp(arch, "eagle3")                                  ? EAGLE3_PRESETS
                                                                                 : NULL;
@@ -35,7 +35,7 @@ const char *newdrafter_preset_at(const char *arch, int i) {
     return v[i];
 }
 
-int newdrafter_mask_id(const sp_config *tc) {
+int sp_newdrafter_mask_id(const sp_config *tc) {
     if (tc->arch == SP_ARCH_GEMMA4) return 4;          /* Gemma's <mask> (docs/DSPARK.md §1 table) */
     if (tc->vocab_size == 151936) return 151669;       /* Qwen3: first unused embedding row (docs/TOKENIZER.md §5, docs/DFLASH.md §1) */
     if (tc->vocab_size == 128256) return 128002;       /* Llama-3: <|reserved_special_token_0|> (newdrafter.h) */
@@ -48,7 +48,7 @@ static int round_half_even(double x) {
     return (int)r;
 }
 
-void newdrafter_tap_ids(int N, int m, int *ids) {
+void sp_newdrafter_tap_ids(int N, int m, int *ids) {
     if (m <= 0) return;
     if (m == 1) {
         ids[0] = N / 2 <= N - 2 ? N / 2 : 0;
@@ -81,7 +81,7 @@ static int json_int_or(json_t *o, const char *key, int def) {
 static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t *troot, int zlab, sp_err *err) {
     int gemma = tc->arch == SP_ARCH_GEMMA4, N = tc->n_layers, H = tc->hidden_size, V = tc->vocab_size;
     int tiny = H < 512;
-    int mask = newdrafter_mask_id(tc);
+    int mask = sp_newdrafter_mask_id(tc);
     const char *dtype = o->dtype == SP_DT_F32 ? "float32" : o->dtype == SP_DT_BF16 ? "bfloat16"
                         : !strcmp(tc->torch_dtype, "float32") ? "float32" : "bfloat16";
     json_t *d;
@@ -141,7 +141,7 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
     json_object_set_new(d, "num_hidden_layers", json_integer(tiny ? 2 : 5));
     json_object_set_new(d, "num_target_layers", json_integer(N));
     int rc = 0;
-    for (int i = 0; i < o->n_sets && !rc; i++) rc = preset_apply_set(d, o->sets[i], err);
+    for (int i = 0; i < o->n_sets && !rc; i++) rc = sp_preset_apply_set(d, o->sets[i], err);
     /* derived keys, unless overridden */
     int L = json_int_or(d, "num_hidden_layers", 0);
     if (!rc && L <= 0) rc = sp_err_set(err, "draft config: num_hidden_layers must be > 0");
@@ -154,7 +154,7 @@ static char *draft_config(const newdrafter_opts *o, const sp_config *tc, json_t 
     if (!rc && !(zlab ? set_has(o, "dflash_config.target_layer_ids") : set_has(o, "target_layer_ids"))) {
         int m = N - 1 < 5 ? N - 1 : 5, ids[5];
         if (m < 1) rc = sp_err_set(err, "target has %d layers: a drafter needs at least 2", N);
-        newdrafter_tap_ids(N, m, ids);
+        sp_newdrafter_tap_ids(N, m, ids);
         json_t *at = zlab ? json_object_get(d, "dflash_config") : d;
         if (!rc) json_object_set_new(at, "target_layer_ids", int_list(ids, m));
     }
@@ -182,18 +182,18 @@ typedef struct {
 
 static int target_tensor(st_set *ts, const char *name, int64_t V, int64_t H, const st_tensor **out, sp_err *err) {
     int64_t shape[2] = {V, H};
-    return st_get(ts, name, SP_DT_UNKNOWN, 2, shape, out, err);
+    return sp_st_get(ts, name, SP_DT_UNKNOWN, 2, shape, out, err);
 }
 
-int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
-    if (o->arch && !strcmp(o->arch, "eagle3")) return newdrafter_eagle3_write(dir, target_dir, o, err);
+int sp_newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
+    if (o->arch && !strcmp(o->arch, "eagle3")) return sp_newdrafter_eagle3_write(dir, target_dir, o, err);
     if (!o->arch || (strcmp(o->arch, "dflash") && strcmp(o->arch, "dspark")))
         return sp_err_set(err, "new drafter: --arch must be dflash, dspark or eagle3 (got %s)", o->arch ? o->arch : "none");
     int zlab = !strcmp(o->arch, "dflash");
     if (o->preset) {
         int ok = 0;
-        for (int i = 0; newdrafter_preset_at(o->arch, i); i++)
-            ok |= !strcmp(newdrafter_preset_at(o->arch, i), o->preset);
+        for (int i = 0; sp_newdrafter_preset_at(o->arch, i); i++)
+            ok |= !strcmp(sp_newdrafter_preset_at(o->arch, i), o->preset);
         if (!ok) return sp_err_set(err, "new drafter: unknown preset \"%s\" for --arch %s", o->preset, o->arch);
     }
     char path[4096], *ttext = NULL, *text = NULL;
@@ -207,7 +207,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     int n_specs = 0, total = 0, rc = -1;
     if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_read_file(path, &ttext, &tn, err)) goto done;
     if (sp_config_parse(&tc, ttext, path, err)) goto done;
-    if (!(troot = hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
+    if (!(troot = sp_hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
     if (!(text = draft_config(o, &tc, troot, zlab, err))) goto done;
     if (sp_config_parse(&dc, text, "draft config.json", err)) goto done;
     dc.tensor_prefix[0] = 0; /* drafter tensors carry no prefix (docs/DFLASH.md §2, docs/DSPARK.md §2) */
@@ -231,7 +231,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     }
 
     /* decoder layers (newmodel's list without embedding / LM head) + the drafter's own tensors */
-    if (hf_tensor_specs(&dc, &specs, &n_specs, err)) goto done;
+    if (sp_hf_tensor_specs(&dc, &specs, &n_specs, err)) goto done;
     extra_t ex[8];
     int n_ex = 0;
     ex[n_ex++] = (extra_t){"fc.weight", {H, m * H}, 2, HF_INIT_PROJ};
@@ -256,7 +256,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
     }
     total = n_specs + n_ex;
     bufs = calloc((size_t)total, sizeof *bufs);
-    w = st_writer_create();
+    w = sp_st_writer_create();
     if (!bufs || !w) {
         sp_err_set(err, "out of memory");
         goto done;
@@ -284,16 +284,16 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
             sp_err_set(err, "out of memory for %s", t.name);
             goto done;
         }
-        hf_tensor_fill(&t, k, o->seed, 1.0f, f, 0, numel);
+        sp_hf_tensor_fill(&t, k, o->seed, 1.0f, f, 0, numel);
         if (dt == SP_DT_BF16) {
             uint16_t *b = (uint16_t *)f; /* in place: element i is read before slot i is written */
             for (int64_t i = 0; i < numel; i++) b[i] = sp_f32_to_bf16(f[i]);
         }
         bufs[k] = f;
-        if (st_writer_add_ref(w, t.name, dt, t.ndim, t.shape, f, err)) goto done;
+        if (sp_st_writer_add_ref(w, t.name, dt, t.ndim, t.shape, f, err)) goto done;
     }
     if (!zlab) { /* DeepSpec ships copies of the target's embedding and LM head (frozen, docs/DSPARK.md §2) */
-        if (st_open_dir(&ts, target_dir, err)) goto done;
+        if (sp_st_open_dir(&ts, target_dir, err)) goto done;
         char en[160];
         snprintf(en, sizeof en, "%s%s", tc.tensor_prefix, embed_name);
         const st_tensor *te, *th;
@@ -305,7 +305,7 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
         int64_t shape[2] = {V, H};
         for (int i = 0; i < 2; i++) {
             if (src[i]->dtype == dt) {
-                if (st_writer_add_ref(w, names[i], dt, 2, shape, src[i]->data, err)) goto done;
+                if (sp_st_writer_add_ref(w, names[i], dt, 2, shape, src[i]->data, err)) goto done;
                 continue;
             }
             float *f = malloc((size_t)(V * H) * sizeof(float));
@@ -326,20 +326,20 @@ int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_o
             }
             bufs = nb;
             bufs[total++] = f;
-            if (st_writer_add_ref(w, names[i], dt, 2, shape, f, err)) goto done;
+            if (sp_st_writer_add_ref(w, names[i], dt, 2, shape, f, err)) goto done;
         }
     }
     if (sp_mkdir_p(dir, err) || sp_path_join(path, sizeof path, dir, "config.json") ||
         sp_write_file_atomic(path, text, strlen(text), err))
         goto done;
-    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || st_writer_save(w, path, err)) goto done;
+    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || sp_st_writer_save(w, path, err)) goto done;
     rc = 0;
 done:
     if (bufs)
         for (int k = 0; k < total; k++) free(bufs[k]);
     free(bufs);
-    st_writer_free(w);
-    st_close(ts);
+    sp_st_writer_free(w);
+    sp_st_close(ts);
     free(specs);
     json_decref(troot);
     json_decref(dj);

@@ -3,7 +3,7 @@
  *
  * The drafter takes the target's hidden size, vocabulary, RoPE and head shapes; tap layers
  * (target_layer_ids) default to the published rule (docs/DFLASH.md §1) for the target's depth; the mask
- * token is newdrafter_mask_id. For a Llama target the drafter is the Qwen3 block (q_norm /
+ * token is sp_newdrafter_mask_id. For a Llama target the drafter is the Qwen3 block (q_norm /
  * k_norm, model_type "qwen3") with the target's rope_theta, rope_scaling (llama3) and
  * rms_norm_eps, as the published drafter code builds it and `specula train` writes it.
  * Weights come from the counter-based RNG (seed, tensor index, element index), so a seed
@@ -32,21 +32,21 @@ typedef struct {
  * (V 128256) → 128002 = <|reserved_special_token_0|>, an untrained reserved row (the published
  * configs have no Llama entry; third-party ports of the z-lab Llama-3.1 DFlash drafter use this id);
  * otherwise V-1. */
-int newdrafter_mask_id(const sp_config *tc);
+int sp_newdrafter_mask_id(const sp_config *tc);
 
 /* Names of the presets of an arch, for --help ("b16", ...). NULL past the end. */
-const char *newdrafter_preset_at(const char *arch, int i);
+const char *sp_newdrafter_preset_at(const char *arch, int i);
 
 /* Write config.json + model.safetensors for target_dir into dir (created). Atomic files.
- * arch "eagle3" goes to newdrafter_eagle3_write. */
-int newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+ * arch "eagle3" goes to sp_newdrafter_eagle3_write. */
+int sp_newdrafter_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 
 /* An EAGLE-3 drafter (newdrafter_eagle3.c): preset "specforge" (LlamaForCausalLMEagle3, reduced
  * draft vocabulary with d2t / t2d) or "deepspec" (Qwen3Eagle3Model / Gemma4Eagle3Model). */
-int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+int sp_newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 
 /* The default tap layers for a target of N layers: m ids (m <= N-1), strictly increasing, never
  * the last layer. docs/DFLASH.md §1 rule when it yields distinct ids, else spread over 0..N-2. */
-void newdrafter_tap_ids(int N, int m, int *ids);
+void sp_newdrafter_tap_ids(int N, int m, int *ids);
 
 #endif

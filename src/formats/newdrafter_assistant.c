@@ -32,9 +32,9 @@ static int json_int_or(json_t *o, const char *key, int def, int *out, const char
     return 0;
 }
 
-int assistant_config_parse(sp_assistant_config *ac, const char *text, const char *what, sp_err *err) {
+int sp_assistant_config_parse(sp_assistant_config *ac, const char *text, const char *what, sp_err *err) {
     memset(ac, 0, sizeof *ac);
-    json_t *root = hf_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, what, err);
+    json_t *root = sp_hf_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, what, err);
     if (!root) return -1;
     int rc = -1;
     char *tc_text = NULL;
@@ -105,7 +105,7 @@ done:
     return rc;
 }
 
-int assistant_borrowed_layers(const sp_config *target, int *sliding_src, int *full_src) {
+int sp_assistant_borrowed_layers(const sp_config *target, int *sliding_src, int *full_src) {
     *sliding_src = *full_src = -1;
     for (int i = target->n_layers - 1; i >= 0; i--) {
         const sp_layer_config *l = &target->layers[i];
@@ -123,7 +123,7 @@ static const char *TOP_KEYS[] = {"backbone_hidden_size", "use_ordered_embeddings
 static int apply_set(json_t *root, const char *kv, sp_err *err) {
     char key[256];
     json_t *v;
-    if (preset_parse_set(kv, key, sizeof key, &v, err)) return -1;
+    if (sp_preset_parse_set(kv, key, sizeof key, &v, err)) return -1;
     json_t *at = json_object_get(root, "text_config");
     const char *k = key;
     if (!strncmp(k, "text_config.", 12)) k += 12;
@@ -143,7 +143,7 @@ static void set(json_t *o, const char *k, json_t *v) { json_object_set_new(o, k,
 /* the assistant config.json for target (tc parsed, traw its text_config JSON) */
 static json_t *build_config(const sp_config *tc, json_t *traw, int centroid, const char *dtype) {
     int sl, fu;
-    assistant_borrowed_layers(tc, &sl, &fu);
+    sp_assistant_borrowed_layers(tc, &sl, &fu);
     const sp_layer_config *ls = sl >= 0 ? &tc->layers[sl] : NULL, *lf = &tc->layers[fu];
     int real = tc->hidden_size >= 1024;
     int d_a = real ? 256 : (tc->hidden_size * 3 / 4) & ~1;
@@ -266,7 +266,7 @@ static int assistant_specs(const sp_assistant_config *ac, int centroid, specs_t 
     return rc;
 }
 
-int newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
+int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
                                const char *const *sets, int n_sets, sp_err *err) {
     int centroid;
     if (head && !strcmp(head, "centroid")) centroid = 1;
@@ -280,7 +280,7 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
     if (tc.arch != SP_ARCH_GEMMA4)
         return sp_err_set(err, "new assistant: target %s is %s, expected a Gemma-4 model", target_dir,
                           sp_arch_name(tc.arch));
-    json_t *traw_root = hf_json_load_file(path, 0, err);
+    json_t *traw_root = sp_hf_json_load_file(path, 0, err);
     if (!traw_root) return sp_err_wrap(err, "new assistant");
     json_t *traw = json_object_get(traw_root, "text_config");
     if (!json_is_object(traw)) traw = traw_root;
@@ -303,7 +303,7 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
         goto done;
     }
     sp_assistant_config ac;
-    if (assistant_config_parse(&ac, text, "generated assistant config.json", err)) goto done;
+    if (sp_assistant_config_parse(&ac, text, "generated assistant config.json", err)) goto done;
     if (centroid && (!ac.use_ordered_embeddings || ac.text.vocab_size % ac.num_centroids)) {
         sp_err_set(err, "new assistant: the centroid head needs use_ordered_embeddings and num_centroids dividing "
                    "vocab_size %d (num_centroids %d)", ac.text.vocab_size, ac.num_centroids);
@@ -313,7 +313,7 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
         sp_err_set(err, "out of memory");
         goto done;
     }
-    w = st_writer_create();
+    w = sp_st_writer_create();
     bufs = calloc((size_t)sp.n, sizeof *bufs);
     if (!w || !bufs) {
         sp_err_set(err, "out of memory");
@@ -329,7 +329,7 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
             sp_err_set(err, "out of memory for tensor %s", t->name);
             goto done;
         }
-        hf_tensor_fill(t, k, seed, embed_std, f, 0, numel);
+        sp_hf_tensor_fill(t, k, seed, embed_std, f, 0, numel);
         if (dt == SP_DT_BF16) {
             uint16_t *b = malloc((size_t)numel * es);
             if (!b) {
@@ -343,7 +343,7 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
         } else {
             bufs[k] = f;
         }
-        if (st_writer_add_ref(w, t->name, dt, t->ndim, t->shape, bufs[k], err)) goto done;
+        if (sp_st_writer_add_ref(w, t->name, dt, t->ndim, t->shape, bufs[k], err)) goto done;
     }
     if (centroid) { /* token_ordering: a random permutation of the vocabulary (Fisher-Yates) */
         int64_t V = ac.text.vocab_size;
@@ -360,7 +360,7 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
             order[j] = x;
         }
         int64_t shape[1] = {V};
-        if (st_writer_add_ref(w, "masked_embedding.token_ordering", SP_DT_I64, 1, shape, order, err)) goto done;
+        if (sp_st_writer_add_ref(w, "masked_embedding.token_ordering", SP_DT_I64, 1, shape, order, err)) goto done;
     }
     if (sp_mkdir_p(dir, err)) goto done;
     size_t n = strlen(text);
@@ -378,11 +378,11 @@ int newdrafter_assistant_write(const char *dir, const char *target_dir, const ch
     int wrc = sp_write_file_atomic(path, with_nl, n + 1, err);
     free(with_nl);
     if (wrc) goto done;
-    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || st_writer_save(w, path, err)) goto done;
+    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || sp_st_writer_save(w, path, err)) goto done;
     rc = 0;
 done:
     if (rc) sp_err_wrap(err, "new assistant %s", dir);
-    st_writer_free(w);
+    sp_st_writer_free(w);
     for (int k = 0; bufs && k < sp.n; k++) free(bufs[k]);
     free(bufs);
     free(order);

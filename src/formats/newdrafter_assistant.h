@@ -25,7 +25,7 @@
  *   use_ordered_embeddings, num_centroids, centroid_intermediate_top_k, tie_word_embeddings go to
  *   the top level; "text_config.KEY" or any other KEY goes into text_config.
  * Weights use the target's dtype (bf16 or f32) and are a function of seed only. */
-int newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head /* "centroid"|"tied" */,
+int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head /* "centroid"|"tied" */,
                                uint64_t seed, const char *const *sets, int n_sets, sp_err *err);
 
 /* ---- assistant config.json (shared with the loader, drafters/assistant.c) ------------------ */
@@ -40,10 +40,10 @@ typedef struct {
 /* Parse a gemma4_assistant config.json (docs/ASSISTANT.md §1): model_type, backbone_hidden_size,
  * text_config (no PLE, no MoE, no double-wide MLP). Every assistant layer is KV-shared; the
  * layers are parsed as if unshared (kv_source = itself). what names the file in messages. */
-int assistant_config_parse(sp_assistant_config *ac, const char *json_text, const char *what, sp_err *err);
+int sp_assistant_config_parse(sp_assistant_config *ac, const char *json_text, const char *what, sp_err *err);
 
 /* The target layers whose K/V an assistant borrows (docs/ASSISTANT.md §3): the last non-shared
  * sliding layer (-1 when the target has none) and the last non-shared full layer. */
-int assistant_borrowed_layers(const sp_config *target, int *sliding_src, int *full_src);
+int sp_assistant_borrowed_layers(const sp_config *target, int *sliding_src, int *full_src);
 
 #endif

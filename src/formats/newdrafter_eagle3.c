@@ -7,7 +7,7 @@
  *   tiny targets (so the reduced map is exercised); the draft ids map to evenly spaced target ids.
  *   No eagle_aux_hidden_state_layer_ids: the loader's default taps apply.
  * preset "deepspec": Qwen3Eagle3Model / Gemma4Eagle3Model, a copy of the target (text) config with
- *   target_layer_ids (newdrafter_tap_ids, up to 5), ttt_length 7, step_loss_decay 0.8,
+ *   target_layer_ids (sp_newdrafter_tap_ids, up to 5), ttt_length 7, step_loss_decay 0.8,
  *   draft_num_hidden_layers 1; tensors layers.0.* (q/k norms; Gemma's four norms, no v_proj when
  *   k_eq_v) and copies of the target's embedding and LM head.
  * --set overrides apply to the config before the tensors are shaped from it. */
@@ -67,7 +67,7 @@ static char *config_text(const newdrafter_opts *o, const sp_config *tc, json_t *
             sp_err_set(err, "target has %d layers: a drafter needs at least 2", N);
             return NULL;
         }
-        newdrafter_tap_ids(N, m, ids);
+        sp_newdrafter_tap_ids(N, m, ids);
         json_t *a = json_array();
         for (int i = 0; i < m; i++) json_array_append_new(a, json_integer(ids[i]));
         json_object_set_new(d, "target_layer_ids", a);
@@ -79,7 +79,7 @@ static char *config_text(const newdrafter_opts *o, const sp_config *tc, json_t *
         json_object_set_new(d, "dtype", json_string(dtype));
     }
     int rc = 0;
-    for (int i = 0; i < o->n_sets && !rc; i++) rc = preset_apply_set(d, o->sets[i], err);
+    for (int i = 0; i < o->n_sets && !rc; i++) rc = sp_preset_apply_set(d, o->sets[i], err);
     char *text = rc ? NULL : json_dumps(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(d);
     if (!rc && !text) sp_err_set(err, "out of memory");
@@ -98,7 +98,7 @@ static int json_int_or(json_t *o, const char *key, int def) {
     return json_is_integer(v) ? (int)json_integer_value(v) : def;
 }
 
-int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
+int sp_newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
     const char *preset = o->preset ? o->preset : "specforge";
     int deepspec = !strcmp(preset, "deepspec");
     if (!deepspec && strcmp(preset, "specforge"))
@@ -108,13 +108,13 @@ int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdr
     sp_config tc, dc;
     json_t *troot = NULL, *dj = NULL;
     st_set *ts = NULL;
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     void *bufs[32] = {0};
     int nb = 0, rc = -1;
     if (!w) return sp_err_set(err, "out of memory");
     if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_read_file(path, &ttext, &tn, err)) goto done;
     if (sp_config_parse(&tc, ttext, path, err)) goto done;
-    if (!(troot = hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
+    if (!(troot = sp_hf_json_loadb(ttext, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
     if (!(text = config_text(o, &tc, troot, deepspec, err))) goto done;
     if (sp_config_parse(&dc, text, "draft config.json", err)) goto done;
     dj = json_loads(text, 0, NULL);
@@ -170,12 +170,12 @@ int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdr
             goto done;
         }
         bufs[nb++] = f;
-        hf_tensor_fill(&t, k, o->seed, 1.0f, f, 0, numel);
+        sp_hf_tensor_fill(&t, k, o->seed, 1.0f, f, 0, numel);
         if (dt == SP_DT_BF16) {
             uint16_t *b = (uint16_t *)f; /* in place: element i is read before slot i is written */
             for (int64_t i = 0; i < numel; i++) b[i] = sp_f32_to_bf16(f[i]);
         }
-        if (st_writer_add_ref(w, t.name, dt, t.ndim, t.shape, f, err)) goto done;
+        if (sp_st_writer_add_ref(w, t.name, dt, t.ndim, t.shape, f, err)) goto done;
     }
     if (!deepspec) { /* d2t / t2d: draft id i ↔ target id floor(i·V / Vd) */
         int64_t *d2t = malloc(sizeof(int64_t) * (size_t)Vd);
@@ -192,18 +192,18 @@ int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdr
             t2d[id] = 1;
         }
         int64_t s1[1] = {Vd}, s2[1] = {V};
-        if (st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, d2t, err) ||
-            st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, t2d, err))
+        if (sp_st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, d2t, err) ||
+            sp_st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, t2d, err))
             goto done;
     } else { /* DeepSpec ships copies of the target's embedding and LM head */
-        if (st_open_dir(&ts, target_dir, err)) goto done;
+        if (sp_st_open_dir(&ts, target_dir, err)) goto done;
         char en[160];
         snprintf(en, sizeof en, "%sembed_tokens.weight", tc.tensor_prefix);
         const st_tensor *src[2];
         int64_t shape[2] = {V, H};
-        if (st_get(ts, en, SP_DT_UNKNOWN, 2, shape, &src[0], err)) goto done;
+        if (sp_st_get(ts, en, SP_DT_UNKNOWN, 2, shape, &src[0], err)) goto done;
         if (tc.tie_embeddings) src[1] = src[0];
-        else if (st_get(ts, "lm_head.weight", SP_DT_UNKNOWN, 2, shape, &src[1], err)) goto done;
+        else if (sp_st_get(ts, "lm_head.weight", SP_DT_UNKNOWN, 2, shape, &src[1], err)) goto done;
         const char *names[2] = {"embed_tokens.weight", "lm_head.weight"};
         for (int i = 0; i < 2; i++) {
             float *f = malloc((size_t)(V * H) * sizeof(float));
@@ -217,7 +217,7 @@ int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdr
                 uint16_t *b = (uint16_t *)f;
                 for (int64_t j = 0; j < V * H; j++) b[j] = sp_f32_to_bf16(f[j]);
             }
-            if (st_writer_add_ref(w, names[i], dt, 2, shape, f, err)) goto done;
+            if (sp_st_writer_add_ref(w, names[i], dt, 2, shape, f, err)) goto done;
         }
     }
     size_t tl = strlen(text);
@@ -231,12 +231,12 @@ int newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdr
     text[tl] = '\n';
     text[tl + 1] = 0;
     if (sp_write_file_atomic(path, text, tl + 1, err)) goto done;
-    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || st_writer_save(w, path, err)) goto done;
+    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || sp_st_writer_save(w, path, err)) goto done;
     rc = 0;
 done:
     for (int k = 0; k < nb; k++) free(bufs[k]);
-    st_writer_free(w);
-    st_close(ts);
+    sp_st_writer_free(w);
+    sp_st_close(ts);
     json_decref(troot);
     json_decref(dj);
     free(ttext);

@@ -1,7 +1,7 @@
 /* newmodel.c — write a random-weight checkpoint in the Hugging Face layout (see newmodel.h).
  *
  * Pipeline: preset → config.json text (presets.c) → sp_config (the same parser the model
- * loader uses) → tensor list (hf_tensor_specs) → shards of at most opts.shard_bytes, each
+ * loader uses) → tensor list (sp_hf_tensor_specs) → shards of at most opts.shard_bytes, each
  * generated, written and freed before the next. */
 #include "newmodel.h"
 
@@ -70,7 +70,7 @@ static void add_role(spec_list *l, const sp_config *c, sp_tensor_role role, int 
     add(l, layer, init, ndim, d0, d1, "%s%s", role == SP_TN_LM_HEAD ? "" : c->tensor_prefix, rel);
 }
 
-int hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *err) {
+int sp_hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *err) {
     spec_list l = {0};
     const int64_t H = c->hidden_size, V = c->vocab_size, L = c->n_layers, nH = c->n_heads;
     const int gemma = c->arch == SP_ARCH_GEMMA4;
@@ -123,7 +123,7 @@ int hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *er
     return 0;
 }
 
-void hf_tensor_fill(const hf_tensor_spec *t, int k, uint64_t seed, float embed_std, float *dst, int64_t lo,
+void sp_hf_tensor_fill(const hf_tensor_spec *t, int k, uint64_t seed, float embed_std, float *dst, int64_t lo,
                     int64_t hi) {
     float std = 1.0f;
     switch (t->init) {
@@ -161,9 +161,9 @@ static void *gen_worker(void *arg) {
     for (int64_t a = lo; a < hi; a += CH) {
         int64_t b = a + CH < hi ? a + CH : hi;
         if (j->dtype == SP_DT_F32) {
-            hf_tensor_fill(j->t, j->k, j->seed, j->embed_std, (float *)j->out + a, a, b);
+            sp_hf_tensor_fill(j->t, j->k, j->seed, j->embed_std, (float *)j->out + a, a, b);
         } else {
-            hf_tensor_fill(j->t, j->k, j->seed, j->embed_std, buf, a, b);
+            sp_hf_tensor_fill(j->t, j->k, j->seed, j->embed_std, buf, a, b);
             uint16_t *o = (uint16_t *)j->out + a;
             for (int64_t x = 0; x < b - a; x++) o[x] = sp_f32_to_bf16(buf[x]);
         }
@@ -217,7 +217,7 @@ static int token_id(json_t *root, const char *content) {
  * overrides from tokenizer_config.json beside it (null when that file says null; nothing when
  * it is silent). sets[0..2] get bos, eos, pad. */
 static int tokenizer_info(const char *path, int *n_ids, char sets[3][64], sp_err *err) {
-    json_t *root = hf_json_load_file(path, 0, err);
+    json_t *root = sp_hf_json_load_file(path, 0, err);
     if (!root) return -1;
     json_int_t max_id = -1;
     json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
@@ -253,7 +253,7 @@ static int tokenizer_info(const char *path, int *n_ids, char sets[3][64], sp_err
     snprintf(slash ? slash + 1 : cfg_path, sizeof cfg_path - (size_t)(slash ? slash + 1 - cfg_path : 0),
              "tokenizer_config.json");
     json_t *tc = NULL;
-    if (sp_file_exists(cfg_path) && !(tc = hf_json_load_file(cfg_path, 0, err))) {
+    if (sp_file_exists(cfg_path) && !(tc = sp_hf_json_load_file(cfg_path, 0, err))) {
         json_decref(root);
         return -1;
     }
@@ -310,9 +310,9 @@ static int write_index(const char *dir, const hf_tensor_spec *specs, const int *
     return rc;
 }
 
-/* newmodel_write into dir, which the caller created and removes on failure */
+/* sp_newmodel_write into dir, which the caller created and removes on failure */
 static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
-    const preset_info *pi = preset_find(o->arch, o->preset);
+    const preset_info *pi = sp_preset_find(o->arch, o->preset);
     sp_dtype dtype = o->dtype == SP_DT_UNKNOWN ? (pi && pi->real ? SP_DT_BF16 : SP_DT_F32) : o->dtype;
     if (dtype != SP_DT_F32 && dtype != SP_DT_BF16) return sp_err_set(err, "new model: dtype must be f32 or bf16");
 
@@ -333,7 +333,7 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
          * (a real shape keeps its model's id where the tokenizer names none, as Qwen3's bos) */
         for (int k = 0; k < 3; k++)
             if (tok_sets[k][0] && (!strstr(tok_sets[k], "=null") || !(pi && pi->real))) sets[n_sets++] = tok_sets[k];
-        char *probe = preset_config_json(o->arch, o->preset, "float32", o->sets, o->n_sets, err);
+        char *probe = sp_preset_config_json(o->arch, o->preset, "float32", o->sets, o->n_sets, err);
         if (!probe) goto done;
         int ok = sp_config_parse(&cfg, probe, "config.json", err);
         free(probe);
@@ -346,11 +346,11 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
     }
     for (int i = 0; i < o->n_sets; i++) sets[n_sets++] = o->sets[i];
 
-    text = preset_config_json(o->arch, o->preset, dtype == SP_DT_F32 ? "float32" : "bfloat16", sets, n_sets, err);
+    text = sp_preset_config_json(o->arch, o->preset, dtype == SP_DT_F32 ? "float32" : "bfloat16", sets, n_sets, err);
     if (!text) goto done;
     if (sp_config_parse(&cfg, text, "generated config.json", err)) goto done;
     int n;
-    if (hf_tensor_specs(&cfg, &specs, &n, err)) goto done;
+    if (sp_hf_tensor_specs(&cfg, &specs, &n, err)) goto done;
 
     /* shards: consecutive tensors up to shard_bytes each (a bigger tensor gets its own) */
     uint64_t limit = o->shard_bytes ? o->shard_bytes : DEFAULT_SHARD_BYTES, total = 0, cur = 0;
@@ -388,7 +388,7 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
     }
     int next = 0, ok = 1;
     for (int s = 0; ok && s < n_shards; s++) {
-        st_writer *w = st_writer_create();
+        st_writer *w = sp_st_writer_create();
         if (!w) {
             sp_err_set(err, "out of memory");
             ok = 0;
@@ -404,16 +404,16 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
                 break;
             }
             generate(t, next, o->seed, embed_std, dtype, bufs[next], numel, n_threads);
-            ok = st_writer_add_ref(w, t->name, dtype, t->ndim, t->shape, bufs[next], err) == 0;
+            ok = sp_st_writer_add_ref(w, t->name, dtype, t->ndim, t->shape, bufs[next], err) == 0;
         }
         if (ok) {
             char fname[64];
             if (n_shards == 1) snprintf(fname, sizeof fname, "model.safetensors");
             else snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
-            ok = sp_path_join(path, sizeof path, dir, fname) == 0 && st_writer_save(w, path, err) == 0;
+            ok = sp_path_join(path, sizeof path, dir, fname) == 0 && sp_st_writer_save(w, path, err) == 0;
             if (ok) sp_log(SP_LOG_INFO, "wrote %s", path);
         }
-        st_writer_free(w);
+        sp_st_writer_free(w);
         for (int i = first; i < next && i < n; i++) {
             free(bufs[i]);
             bufs[i] = NULL;
@@ -433,7 +433,7 @@ done:
     return rc;
 }
 
-int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
+int sp_newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err) {
     /* everything goes into dir.tmp.PID, published whole at the end: a failed or killed run
      * leaves no half-written model (and a later run removes the temp of a killed one) */
     char tmp[4200];

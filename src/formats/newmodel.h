@@ -1,12 +1,12 @@
 /* newmodel.h — random-weight checkpoints in the exact Hugging Face layout.
  *
- * hf_tensor_specs() lists the tensors a checkpoint of a given config holds (names with the
+ * sp_hf_tensor_specs() lists the tensors a checkpoint of a given config holds (names with the
  * config's prefix, PyTorch shapes; docs/TRANSFORMER.md §2 for llama/qwen3, docs/TRANSFORMER.md §2 for gemma4: KV-shared
  * Gemma layers carry no k_proj/v_proj/k_norm, k_eq_v full layers no v_proj, PLE tensors only
  * when hidden_size_per_layer_input > 0, lm_head only when untied). The GGUF exporter uses the
  * same list to validate a checkpoint before converting it.
  *
- * newmodel_write() turns a preset (+ overrides) into config.json and model.safetensors
+ * sp_newmodel_write() turns a preset (+ overrides) into config.json and model.safetensors
  * (or shards of about 2 GB plus model.safetensors.index.json) with weights drawn from the
  * counter-based RNG: value i of tensor number k is a function of (seed, k, i) only, so files
  * are byte-identical for a seed whatever the thread count. Tensors are generated one shard
@@ -35,10 +35,10 @@ typedef struct {
 
 /* The tensors of a checkpoint for cfg, in a fixed order (embedding, PLE globals, layers in
  * order, final norm, lm_head). *out is malloc'd (caller frees); *n its length. */
-int hf_tensor_specs(const sp_config *cfg, hf_tensor_spec **out, int *n, sp_err *err);
+int sp_hf_tensor_specs(const sp_config *cfg, hf_tensor_spec **out, int *n, sp_err *err);
 
 /* Fill values [lo, hi) of tensor spec (index k in the list) as float32. */
-void hf_tensor_fill(const hf_tensor_spec *spec, int k, uint64_t seed, float embed_std, float *dst,
+void sp_hf_tensor_fill(const hf_tensor_spec *spec, int k, uint64_t seed, float embed_std, float *dst,
                     int64_t lo, int64_t hi);
 
 typedef struct {
@@ -59,6 +59,6 @@ typedef struct {
 
 /* Create dir (and parents) and write config.json, the weights and the tokenizer files.
  * Every file is written atomically. */
-int newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err);
+int sp_newmodel_write(const char *dir, const newmodel_opts *o, sp_err *err);
 
 #endif

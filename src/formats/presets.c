@@ -58,7 +58,7 @@ static const preset_dims presets[] = {
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-const preset_info *preset_at(int i) { return i >= 0 && i < N_PRESETS ? &presets[i].info : NULL; }
+const preset_info *sp_preset_at(int i) { return i >= 0 && i < N_PRESETS ? &presets[i].info : NULL; }
 
 static const preset_dims *find_dims(const char *arch, const char *name) {
     for (int i = 0; i < N_PRESETS; i++)
@@ -66,7 +66,7 @@ static const preset_dims *find_dims(const char *arch, const char *name) {
     return NULL;
 }
 
-const preset_info *preset_find(const char *arch, const char *name) {
+const preset_info *sp_preset_find(const char *arch, const char *name) {
     const preset_dims *p = find_dims(arch, name);
     return p ? &p->info : NULL;
 }
@@ -213,7 +213,7 @@ static json_t *build_gemma4(const preset_dims *p, const char *dtype, json_t *tex
 
 /* ---- overrides ---------------------------------------------------------------------------- */
 
-int preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_err *err) {
+int sp_preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_err *err) {
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv) return sp_err_set(err, "--set '%s': expected key=value", kv);
     size_t klen = (size_t)(eq - kv);
@@ -227,10 +227,10 @@ int preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_e
     return 0;
 }
 
-int preset_apply_set(json_t *obj, const char *kv, sp_err *err) {
+int sp_preset_apply_set(json_t *obj, const char *kv, sp_err *err) {
     char key[256];
     json_t *v;
-    if (preset_parse_set(kv, key, sizeof key, &v, err)) return -1;
+    if (sp_preset_parse_set(kv, key, sizeof key, &v, err)) return -1;
     json_t *at = obj;
     char *part = key;
     for (char *dot; (dot = strchr(part, '.')) != NULL; part = dot + 1) {
@@ -261,7 +261,7 @@ static int set_has_key(const char *const *sets, int n, const char *key) {
     return 0;
 }
 
-char *preset_config_json(const char *arch, const char *preset, const char *dtype,
+char *sp_preset_config_json(const char *arch, const char *preset, const char *dtype,
                          const char *const *sets, int n_sets, sp_err *err) {
     const preset_dims *p = find_dims(arch, preset);
     if (!p) {
@@ -288,7 +288,7 @@ char *preset_config_json(const char *arch, const char *preset, const char *dtype
     json_t *text = gemma ? build_gemma4_text(p, dtype) : build_decoder(p, dtype);
     json_t *root = gemma ? build_gemma4(p, dtype, text) : text;
     for (int i = 0; i < n_sets; i++)
-        if (preset_apply_set(text, sets[i], err) != 0) {
+        if (sp_preset_apply_set(text, sets[i], err) != 0) {
             json_decref(root);
             return NULL;
         }

@@ -24,15 +24,15 @@ typedef struct {
 } preset_info;
 
 /* Preset number i (0, 1, ...), or NULL past the end. Static storage. */
-const preset_info *preset_at(int i);
+const preset_info *sp_preset_at(int i);
 /* The entry for (arch, name), or NULL. */
-const preset_info *preset_find(const char *arch, const char *name);
+const preset_info *sp_preset_find(const char *arch, const char *name);
 
 /* A --set override "key=value": *key (cap bytes) gets the key, *value a new reference to the
  * value parsed as JSON, else taken as a string. Returns 0 or -1 with err naming kv. */
-int preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_err *err);
+int sp_preset_parse_set(const char *kv, char *key, size_t cap, json_t **value, sp_err *err);
 /* Apply "a.b.c=value" to obj (missing objects on the path are created). Returns 0 / -1. */
-int preset_apply_set(json_t *obj, const char *kv, sp_err *err);
+int sp_preset_apply_set(json_t *obj, const char *kv, sp_err *err);
 
 /* config.json text (pretty-printed, newline-terminated) for arch/preset.
  * dtype: "float32" or "bfloat16" (written as torch_dtype / dtype).
@@ -42,7 +42,7 @@ int preset_apply_set(json_t *obj, const char *kv, sp_err *err);
  * not overridden too, layer_types is regenerated with the preset's pattern; an override of
  * vocab_size also moves vocab_size_per_layer_input unless that is overridden too.
  * Returns a malloc'd string the caller frees, or NULL with err set. */
-char *preset_config_json(const char *arch, const char *preset, const char *dtype,
+char *sp_preset_config_json(const char *arch, const char *preset, const char *dtype,
                          const char *const *sets, int n_sets, sp_err *err);
 
 #endif

@@ -50,13 +50,13 @@ static const st_dtype_info *dtype_lookup(const char *name) {
     return NULL;
 }
 
-sp_dtype st_dtype_from_name(const char *s) {
+sp_dtype sp_st_dtype_from_name(const char *s) {
     const st_dtype_info *d = s ? dtype_lookup(s) : NULL;
     return d ? d->dt : SP_DT_UNKNOWN;
 }
 
 /* Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing above U+10FFFF. */
-int st_utf8_valid(const unsigned char *s, size_t n) {
+int sp_st_utf8_valid(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
@@ -98,7 +98,7 @@ typedef struct {
 } st_file;
 
 struct st_set {
-    char *origin;    /* path given to st_open_file / st_open_dir, for messages */
+    char *origin;    /* path given to sp_st_open_file / sp_st_open_dir, for messages */
     st_file *files;  /* n_files; paths are heap strings, so st_tensor.file survives realloc */
     int n_files;
     st_entry *ents;  /* sorted by name once open */
@@ -107,7 +107,7 @@ struct st_set {
 
 static const uint64_t st_empty_data[1]; /* data pointer of 0-byte tensors */
 
-void st_close(st_set *s) {
+void sp_st_close(st_set *s) {
     if (!s) return;
     for (int i = 0; i < s->n; i++) {
         free((char *)s->ents[i].t.name);
@@ -132,7 +132,7 @@ static uint64_t read_u64_le(const unsigned char *p) {
     return v;
 }
 
-/* Map `path` and register it in s (so st_close releases it whatever happens next). */
+/* Map `path` and register it in s (so sp_st_close releases it whatever happens next). */
 static int map_file(st_set *s, const char *path, st_file **out, sp_err *err) {
     st_file *files = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *files);
     if (!files) return sp_err_set(err, "%s: out of memory", path);
@@ -330,7 +330,7 @@ static int add_file(st_set *s, const char *path, sp_err *err) {
         return sp_err_set(err, "%s: header extends beyond end of file (N = %llu, file is %zu "
                           "bytes)", path, (unsigned long long)n, f->size);
     const char *hdr = (const char *)base + 8;
-    if (!st_utf8_valid((const unsigned char *)hdr, (size_t)n))
+    if (!sp_st_utf8_valid((const unsigned char *)hdr, (size_t)n))
         return sp_err_set(err, "%s: header is not valid UTF-8", path);
     json_error_t jerr;
     json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
@@ -388,7 +388,7 @@ static int entry_name_cmp(const void *a, const void *b) {
     return strcmp(((const st_entry *)a)->t.name, ((const st_entry *)b)->t.name);
 }
 
-/* Sort by name (for st_find / st_at) and reject a name present twice (only possible
+/* Sort by name (for sp_st_find / sp_st_at) and reject a name present twice (only possible
  * across shards: a single header rejects duplicate keys). */
 static int sort_entries(st_set *s, sp_err *err) {
     if (s->n > 1) qsort(s->ents, (size_t)s->n, sizeof *s->ents, entry_name_cmp);
@@ -409,12 +409,12 @@ static st_set *set_new(const char *origin) {
     return s;
 }
 
-int st_open_file(st_set **out, const char *path, sp_err *err) {
+int sp_st_open_file(st_set **out, const char *path, sp_err *err) {
     *out = NULL;
     st_set *s = set_new(path);
     if (!s) return sp_err_set(err, "%s: out of memory", path);
     if (add_file(s, path, err) || sort_entries(s, err)) {
-        st_close(s);
+        sp_st_close(s);
         return -1;
     }
     *out = s;
@@ -484,7 +484,7 @@ static int open_index(st_set *s, const char *dir, const char *index, sp_err *err
     if ((rc = sort_entries(s, err))) goto done;
     uint64_t total = 0;
     json_object_foreach(wm, name, v) {
-        const st_tensor *t = st_find(s, name);
+        const st_tensor *t = sp_st_find(s, name);
         sp_path_join(path, sizeof path, dir, json_string_value(v));
         if (!t) {
             rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but that "
@@ -511,7 +511,7 @@ done:
     return rc ? -1 : 0;
 }
 
-int st_open_dir(st_set **out, const char *dir, sp_err *err) {
+int sp_st_open_dir(st_set **out, const char *dir, sp_err *err) {
     *out = NULL;
     char index[4200], single[4200];
     struct stat st;
@@ -524,12 +524,12 @@ int st_open_dir(st_set **out, const char *dir, sp_err *err) {
         if (!sp_file_exists(single))
             return sp_err_set(err, "%s: no %s or %s in this directory", dir, ST_INDEX_NAME,
                               ST_SINGLE_NAME);
-        return st_open_file(out, single, err);
+        return sp_st_open_file(out, single, err);
     }
     st_set *s = set_new(dir);
     if (!s) return sp_err_set(err, "%s: out of memory", dir);
     if (open_index(s, dir, index, err)) {
-        st_close(s);
+        sp_st_close(s);
         return -1;
     }
     *out = s;
@@ -537,13 +537,13 @@ int st_open_dir(st_set **out, const char *dir, sp_err *err) {
 }
 
 /* ---- queries ------------------------------------------------------------------------- */
-int st_count(const st_set *s) { return s ? s->n : 0; }
+int sp_st_count(const st_set *s) { return s ? s->n : 0; }
 
-const st_tensor *st_at(const st_set *s, int i) {
+const st_tensor *sp_st_at(const st_set *s, int i) {
     return s && i >= 0 && i < s->n ? &s->ents[i].t : NULL;
 }
 
-const st_tensor *st_find(const st_set *s, const char *name) {
+const st_tensor *sp_st_find(const st_set *s, const char *name) {
     int lo = 0, hi = s->n - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
@@ -555,7 +555,7 @@ const st_tensor *st_find(const st_set *s, const char *name) {
     return NULL;
 }
 
-const char *st_metadata(const st_set *s, const char *key) {
+const char *sp_st_metadata(const st_set *s, const char *key) {
     for (int i = 0; i < s->n_files; i++)
         for (int k = 0; k < s->files[i].n_meta; k++)
             if (strcmp(s->files[i].meta[2 * k], key) == 0) return s->files[i].meta[2 * k + 1];
@@ -565,8 +565,8 @@ const char *st_metadata(const st_set *s, const char *key) {
 /* st_tensor is the first member of st_entry, and every st_tensor handed out lives in one. */
 static const st_entry *entry_of(const st_tensor *t) { return (const st_entry *)(const void *)t; }
 
-const char *st_tensor_dtype_name(const st_tensor *t) { return entry_of(t)->dti->name; }
-uint64_t st_tensor_file_offset(const st_tensor *t) { return entry_of(t)->offset; }
+const char *sp_st_tensor_dtype_name(const st_tensor *t) { return entry_of(t)->dti->name; }
+uint64_t sp_st_tensor_file_offset(const st_tensor *t) { return entry_of(t)->offset; }
 
 static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
     size_t o = (size_t)snprintf(buf, cap, "[");
@@ -575,12 +575,12 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-int st_get(const st_set *s, const char *name, sp_dtype dtype, int ndim, const int64_t *shape,
+int sp_st_get(const st_set *s, const char *name, sp_dtype dtype, int ndim, const int64_t *shape,
            const st_tensor **out, sp_err *err) {
     *out = NULL;
-    const st_tensor *t = st_find(s, name);
+    const st_tensor *t = sp_st_find(s, name);
     if (!t) return sp_err_set(err, "%s: tensor \"%.200s\" not found", s->origin, name);
-    const char *found = st_tensor_dtype_name(t);
+    const char *found = sp_st_tensor_dtype_name(t);
     if (dtype == SP_DT_UNKNOWN) {
         if (t->dtype != SP_DT_F32 && t->dtype != SP_DT_F16 && t->dtype != SP_DT_BF16)
             return sp_err_set(err, "tensor \"%.200s\" in %s: dtype %s, expected a float dtype "
@@ -604,15 +604,15 @@ int st_get(const st_set *s, const char *name, sp_dtype dtype, int ndim, const in
     return 0;
 }
 
-int st_get_weight(const st_set *s, const char *name, int64_t n, int64_t k, const void **data, sp_dtype *dt,
+int sp_st_get_weight(const st_set *s, const char *name, int64_t n, int64_t k, const void **data, sp_dtype *dt,
                   sp_err *err) {
     char key[320];
     snprintf(key, sizeof key, "quant.%s", name);
-    const char *q = st_metadata(s, key);
+    const char *q = sp_st_metadata(s, key);
     const st_tensor *t;
     if (!q) {
         int64_t shape[2] = {n, k};
-        if (st_get(s, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
+        if (sp_st_get(s, name, SP_DT_UNKNOWN, 2, shape, &t, err)) return -1;
         *data = t->data;
         *dt = t->dtype;
         return 0;
@@ -628,7 +628,7 @@ int st_get_weight(const st_set *s, const char *name, int64_t n, int64_t k, const
     if (row == 0)
         return sp_err_set(err, "tensor \"%.200s\": %lld-element rows are not whole %s blocks", name, (long long)k, q);
     int64_t shape[2] = {n, (int64_t)row};
-    if (st_get(s, name, SP_DT_U8, 2, shape, &t, err)) return sp_err_wrap(err, "(%s blocks of [%lld, %lld])", q,
+    if (sp_st_get(s, name, SP_DT_U8, 2, shape, &t, err)) return sp_err_wrap(err, "(%s blocks of [%lld, %lld])", q,
                                                                          (long long)n, (long long)k);
     *data = t->data;
     *dt = qt;

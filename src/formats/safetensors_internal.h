@@ -5,6 +5,6 @@
 #include <stddef.h>
 
 /* 1 when s[0..n) is strict UTF-8 (no overlongs, surrogates or code points above U+10FFFF). */
-int st_utf8_valid(const unsigned char *s, size_t n);
+int sp_st_utf8_valid(const unsigned char *s, size_t n);
 
 #endif

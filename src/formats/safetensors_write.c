@@ -34,16 +34,16 @@ struct st_writer {
     int n_meta;
 };
 
-st_writer *st_writer_create(void) {
+st_writer *sp_st_writer_create(void) {
     st_writer *w = calloc(1, sizeof *w);
-    if (w && st_writer_set_metadata(w, "format", "pt", NULL) != 0) {
-        st_writer_free(w);
+    if (w && sp_st_writer_set_metadata(w, "format", "pt", NULL) != 0) {
+        sp_st_writer_free(w);
         w = NULL;
     }
     return w;
 }
 
-void st_writer_free(st_writer *w) {
+void sp_st_writer_free(st_writer *w) {
     if (!w) return;
     for (int i = 0; i < w->n; i++) {
         free(w->t[i].name);
@@ -55,9 +55,9 @@ void st_writer_free(st_writer *w) {
     free(w);
 }
 
-int st_writer_set_metadata(st_writer *w, const char *key, const char *value, sp_err *err) {
-    if (!st_utf8_valid((const unsigned char *)key, strlen(key)) ||
-        !st_utf8_valid((const unsigned char *)value, strlen(value)))
+int sp_st_writer_set_metadata(st_writer *w, const char *key, const char *value, sp_err *err) {
+    if (!sp_st_utf8_valid((const unsigned char *)key, strlen(key)) ||
+        !sp_st_utf8_valid((const unsigned char *)value, strlen(value)))
         return sp_err_set(err, "safetensors metadata \"%.200s\": key or value is not UTF-8", key);
     char *v = strdup(value);
     if (!v) return sp_err_set(err, "out of memory");
@@ -87,7 +87,7 @@ static int writer_add(st_writer *w, const char *name, sp_dtype dtype, int ndim,
     if (!name || !name[0]) return sp_err_set(err, "safetensors writer: empty tensor name");
     if (strcmp(name, "__metadata__") == 0)
         return sp_err_set(err, "safetensors writer: \"__metadata__\" is not a tensor name");
-    if (!st_utf8_valid((const unsigned char *)name, strlen(name)))
+    if (!sp_st_utf8_valid((const unsigned char *)name, strlen(name)))
         return sp_err_set(err, "safetensors writer: tensor name is not UTF-8");
     size_t esize = sp_dtype_size(dtype);
     if (esize == 0)
@@ -130,12 +130,12 @@ static int writer_add(st_writer *w, const char *name, sp_dtype dtype, int ndim,
     return 0;
 }
 
-int st_writer_add(st_writer *w, const char *name, sp_dtype dtype, int ndim, const int64_t *shape,
+int sp_st_writer_add(st_writer *w, const char *name, sp_dtype dtype, int ndim, const int64_t *shape,
                   const void *data, sp_err *err) {
     return writer_add(w, name, dtype, ndim, shape, data, 1, err);
 }
 
-int st_writer_add_ref(st_writer *w, const char *name, sp_dtype dtype, int ndim,
+int sp_st_writer_add_ref(st_writer *w, const char *name, sp_dtype dtype, int ndim,
                       const int64_t *shape, const void *data, sp_err *err) {
     return writer_add(w, name, dtype, ndim, shape, data, 0, err);
 }
@@ -231,7 +231,7 @@ static int write_file(const st_writer *w, st_wtensor **t, int n, const char *pat
     return sp_afile_commit(&f, err);
 }
 
-int st_writer_save(st_writer *w, const char *path, sp_err *err) {
+int sp_st_writer_save(st_writer *w, const char *path, sp_err *err) {
     st_wtensor **t = sorted_by_name(w, err);
     if (!t) return -1;
     int rc = write_file(w, t, w->n, path, err);
@@ -274,7 +274,7 @@ static int write_index(st_writer *w, const char *dir, const int *shard_of, int n
     return rc;
 }
 
-int st_writer_save_sharded(st_writer *w, const char *dir, uint64_t max_shard_bytes,
+int sp_st_writer_save_sharded(st_writer *w, const char *dir, uint64_t max_shard_bytes,
                            sp_err *err) {
     st_wtensor **t = sorted_by_name(w, err); /* duplicate check */
     if (!t) return -1;

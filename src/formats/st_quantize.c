@@ -3,7 +3,7 @@
  *
  * The drafter keeps its published layout and names; each quantized matrix W [n, k] becomes a
  * U8 tensor [n, row bytes] holding llama.cpp's blocks, and the file's __metadata__ says so with
- * "quant.NAME": "Q8_0" (read back by st_get_weight). Quantized: 2-D float tensors named
+ * "quant.NAME": "Q8_0" (read back by sp_st_get_weight). Quantized: 2-D float tensors named
  * `*_proj.weight`, `fc.weight` or `markov_head.markov_w2.weight` whose rows are whole blocks —
  * the matrices the drafter multiplies by; norms, the Markov embedding and the confidence head
  * stay as they are. config.json (and sts.json) are copied. Files are written atomically. */
@@ -39,24 +39,24 @@ static int copy_file(const char *dir, const char *out_dir, const char *name, int
     return rc;
 }
 
-int st_quantize_drafter(const char *dir, const char *out_dir, sp_dtype qt, int *n_quantized, sp_err *err) {
+int sp_st_quantize_drafter(const char *dir, const char *out_dir, sp_dtype qt, int *n_quantized, sp_err *err) {
     if (qt != SP_DT_Q8_0 && qt != SP_DT_Q4_0) return sp_err_set(err, "drafters are stored as Q8_0 or Q4_0 only");
     st_set *s = NULL;
     st_writer *w = NULL;
     uint8_t **bufs = NULL;
     float *row = NULL;
     int rc = -1, nq = 0;
-    if (st_open_dir(&s, dir, err)) return -1;
-    w = st_writer_create();
-    bufs = calloc((size_t)st_count(s) + 1, sizeof *bufs);
+    if (sp_st_open_dir(&s, dir, err)) return -1;
+    w = sp_st_writer_create();
+    bufs = calloc((size_t)sp_st_count(s) + 1, sizeof *bufs);
     if (!w || !bufs) {
         sp_err_set(err, "out of memory");
         goto done;
     }
-    for (int i = 0; i < st_count(s); i++) {
-        const st_tensor *t = st_at(s, i);
+    for (int i = 0; i < sp_st_count(s); i++) {
+        const st_tensor *t = sp_st_at(s, i);
         if (!quantizable(t, qt)) {
-            if (st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, err)) goto done;
+            if (sp_st_writer_add_ref(w, t->name, t->dtype, t->ndim, t->shape, t->data, err)) goto done;
             continue;
         }
         size_t n = (size_t)t->shape[0], k = (size_t)t->shape[1], rb = sp_dtype_row_bytes(qt, k);
@@ -73,23 +73,23 @@ int st_quantize_drafter(const char *dir, const char *out_dir, sp_dtype qt, int *
         int64_t shape[2] = {(int64_t)n, (int64_t)rb};
         char key[320];
         snprintf(key, sizeof key, "quant.%s", t->name);
-        if (st_writer_add_ref(w, t->name, SP_DT_U8, 2, shape, bufs[i], err) ||
-            st_writer_set_metadata(w, key, sp_dtype_name(qt), err))
+        if (sp_st_writer_add_ref(w, t->name, SP_DT_U8, 2, shape, bufs[i], err) ||
+            sp_st_writer_set_metadata(w, key, sp_dtype_name(qt), err))
             goto done;
         nq++;
     }
     char path[4096];
     if (sp_mkdir_p(out_dir, err) || sp_path_join(path, sizeof path, out_dir, "model.safetensors")) goto done;
-    if (st_writer_save(w, path, err) || copy_file(dir, out_dir, "config.json", 1, err) ||
+    if (sp_st_writer_save(w, path, err) || copy_file(dir, out_dir, "config.json", 1, err) ||
         copy_file(dir, out_dir, "sts.json", 0, err))
         goto done;
     if (n_quantized) *n_quantized = nq;
     rc = 0;
 done:
-    for (int i = 0; bufs && i < st_count(s); i++) free(bufs[i]);
+    for (int i = 0; bufs && i < sp_st_count(s); i++) free(bufs[i]);
     free(bufs);
     free(row);
-    st_writer_free(w);
-    st_close(s);
+    sp_st_writer_free(w);
+    sp_st_close(s);
     return rc;
 }

@@ -301,7 +301,7 @@ static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 typedef void (*qstaged_fn)(const qmm_ctx *c, int t0, int n0, int n1, const w32 *st);
 
-void qmm_rows_avx2(const qmm_ctx *c, int n0, int n1) {
+void sp_qmm_rows_avx2(const qmm_ctx *c, int n0, int n1) {
     if (c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) {
         int q = c->dt == SP_DT_Q8_0 ? 0 : c->dt == SP_DT_Q4_0 ? 1 : 2;
         if (c->T == 1) {

@@ -419,7 +419,7 @@ static void qx_q8_K_block(int8_t *q, float *d, int16_t *bsums, const float *x) {
     *d = 1 / iscale;
 }
 
-void qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K) {
+void sp_qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K) {
     int8_t *q = (int8_t *)row;
     float *d = (float *)(row + K);
     if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0) {
@@ -467,14 +467,14 @@ static void staged_q5_0_4(const qmm_ctx *c, int t, int n, int n1, const __m512i 
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 typedef void (*qstaged_fn)(const qmm_ctx *c, int t0, int n0, int n1, const __m512i *st);
 
-void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
+void sp_qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
     static const qtile_fn q8_0[4] = {tile_q8_0_1, tile_q8_0_2, tile_q8_0_3, tile_q8_0_4};
     static const qtile_fn q4_0[4] = {tile_q4_0_1, tile_q4_0_2, tile_q4_0_3, tile_q4_0_4};
     static const qtile_fn q5_0[4] = {tile_q5_0_1, tile_q5_0_2, tile_q5_0_3, tile_q5_0_4};
     static const qtile_fn q4_0_packed[4] = {tile_q4_0_packed_1, tile_q4_0_packed_2, tile_q4_0_packed_3,
                                             tile_q4_0_packed_4};
     if (c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K) {
-        qmm_rows_avx512_k(c, n0, n1);
+        sp_qmm_rows_avx512_k(c, n0, n1);
         return;
     }
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0   ? q8_0

@@ -159,22 +159,22 @@ static inline void q4k_scales8(const uint8_t *s, uint64_t *sc8, uint64_t *m8) {
 }
 
 /* scratch bytes of one activation row for weight type dt (a multiple of 64) */
-size_t qx_row_bytes(sp_dtype dt, int K);
+size_t sp_qx_row_bytes(sp_dtype dt, int K);
 /* Quantize x[K] into one scratch row (layout above) with quant.c's row quantizers: Q8_0
- * blocks for Q8_0 / Q4_0 / Q5_0 weights, Q8_K for the K-quants. qx_quantize_avx512 (AVX-512 F/BW,
+ * blocks for Q8_0 / Q4_0 / Q5_0 weights, Q8_K for the K-quants. sp_qx_quantize_avx512 (AVX-512 F/BW,
  * entered with the VNNI kernels) writes the same bytes; blocks holding a NaN or an infinity
  * go through the scalar quantizer there. */
-void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K);
+void sp_qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K);
 #if defined(__x86_64__) || defined(__i386__)
-void qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K);
+void sp_qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K);
 #endif
 
 /* Y[t, n] for every t < T and n in [n0, n1), in the canonical order above */
-void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
+void sp_qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
 #if defined(__x86_64__) || defined(__i386__)
-void qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
-void qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
-void qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from qmm_rows_avx512 */
+void sp_qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
+void sp_qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
+void sp_qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from sp_qmm_rows_avx512 */
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);

@@ -1,5 +1,5 @@
 /* quant_k_avx512.c — the Q4_K and Q6_K row kernels for AVX-512 with VNNI, in the canonical order
- * of quant_internal.h (entered from qmm_rows_avx512, the same tier conditions).
+ * of quant_internal.h (entered from sp_qmm_rows_avx512, the same tier conditions).
  *
  * The file's rows (no load-time repack) take 4-row tiles: each row's super-block is unpacked
  * once into registers (kept in L1) and serves up to KTB_MAX tokens; the 4 rows' integer totals
@@ -345,7 +345,7 @@ static void tile_q6_K_packed_8(const qmm_ctx *c, int t, int n, int n1) { tile_q6
 
 typedef void (*ktile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 
-void qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1) {
+void sp_qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1) {
     static const ktile_fn q4_K[KTB_MAX] = {tile_q4_K_1, tile_q4_K_2, tile_q4_K_3, tile_q4_K_4,
                                            tile_q4_K_5, tile_q4_K_6, tile_q4_K_7, tile_q4_K_8};
     static const ktile_fn q6_K[KTB_MAX] = {tile_q6_K_1, tile_q6_K_2, tile_q6_K_3, tile_q6_K_4,

@@ -29,13 +29,13 @@ static inline float rd_f16(const uint8_t *p) {
 }
 
 /* ---- activation rows ------------------------------------------------------------------- */
-size_t qx_row_bytes(sp_dtype dt, int K) {
+size_t sp_qx_row_bytes(sp_dtype dt, int K) {
     size_t nb = (size_t)K / sp_dtype_block_elems(dt);
     size_t bytes = (size_t)K + 4 * nb + (dt == SP_DT_Q4_K || dt == SP_DT_Q6_K ? 2 * (size_t)K / 16 : 0);
     return (bytes + 63) / 64 * 64;
 }
 
-void qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
+void sp_qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
     int8_t *q = (int8_t *)row;
     float *d = (float *)(row + K);
     if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0) {
@@ -150,7 +150,7 @@ static float dot_q6_K_scalar(const uint8_t *w, qx_row x, int K) {
     return acc;
 }
 
-void qmm_rows_scalar(const qmm_ctx *c, int n0, int n1) {
+void sp_qmm_rows_scalar(const qmm_ctx *c, int n0, int n1) {
     for (int n = n0; n < n1; n++) {
         const uint8_t *w = c->W + (size_t)n * c->wrow;
         for (int t = 0; t < c->T; t++) {
@@ -202,13 +202,13 @@ static void qmm_task(void *arg, int i, int n) {
 static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     unsigned f = sp_cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
-    if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return qmm_rows_avx512;
-    if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return qmm_rows_avx2;
+    if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return sp_qmm_rows_avx512;
+    if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return sp_qmm_rows_avx2;
 #elif defined(__aarch64__)
     if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && dt != SP_DT_Q5_0) return qmm_rows_neon;
 #endif
     (void)f, (void)tier, (void)dt;
-    return qmm_rows_scalar;
+    return sp_qmm_rows_scalar;
 }
 
 /* the activation format a weight type's dot product reads: 0 Q8_0 blocks, 1 Q8_K */
@@ -260,11 +260,11 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
         qmm_ctx *c = &job.c[m];
         *c = (qmm_ctx){.W = W[m]->data, .XQ = scratch, .dt = W[m]->dt, .N = W[m]->n, .K = K};
         c->wrow = sp_dtype_row_bytes(W[m]->dt, (size_t)K);
-        c->xrow = qx_row_bytes(W[m]->dt, K);
+        c->xrow = sp_qx_row_bytes(W[m]->dt, K);
         job.rows[m] = qmm_pick(tier, W[m]->dt);
 #if defined(__x86_64__) || defined(__i386__)
         if (W[m]->pack && (W[m]->dt == SP_DT_Q4_0 || W[m]->dt == SP_DT_Q4_K || W[m]->dt == SP_DT_Q6_K) &&
-            job.rows[m] == qmm_rows_avx512) {
+            job.rows[m] == sp_qmm_rows_avx512) {
             c->W = W[m]->pack;
             if (W[m]->dt == SP_DT_Q4_0) c->wrow = q4p_row_bytes(K);
             if (W[m]->dt == SP_DT_Q4_K) c->wrow = q4kx_row_bytes(K);
@@ -282,9 +282,9 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
     int tc = (int)(SP_QX_SCRATCH / xrow);
     SP_ASSERT(tc >= 1);
     /* the activation rows: the same bytes from either quantizer */
-    qx_job qj = {qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
+    qx_job qj = {sp_qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
 #if defined(__x86_64__) || defined(__i386__)
-    if (job.rows[0] == qmm_rows_avx512) qj.quantize = qx_quantize_avx512;
+    if (job.rows[0] == sp_qmm_rows_avx512) qj.quantize = sp_qx_quantize_avx512;
 #endif
     for (int t0 = 0; t0 < T; t0 += tc) {
         int tn = T - t0 < tc ? T - t0 : tc;
@@ -314,7 +314,7 @@ size_t sp_mat_pack_bytes(const sp_mat *W) {
         !((W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) && W->k % SP_QK_K == 0))
         return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    if (qmm_pick(sp_cpu_level(), W->dt) == qmm_rows_avx512)
+    if (qmm_pick(sp_cpu_level(), W->dt) == sp_qmm_rows_avx512)
         return W->dt == SP_DT_Q4_0   ? (size_t)W->n * q4p_row_bytes(W->k)
                : W->dt == SP_DT_Q4_K ? kx_bytes(W->n, q4kx_row_bytes(W->k))
                                      : kx_bytes(W->n, sp_dtype_row_bytes(W->dt, (size_t)W->k));

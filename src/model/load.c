@@ -39,38 +39,38 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         char head[32]; /* the one name the checkpoint's prefix never applies to */
         sp_tensor_hf_name(m->cfg.arch, SP_TN_LM_HEAD, 0, head, sizeof head);
         snprintf(out->name, sizeof out->name, "%s%s", strcmp(rel, head) ? m->cfg.tensor_prefix : "", rel);
-        const st_tensor *t = st_find(m->st, out->name);
+        const st_tensor *t = sp_st_find(m->st, out->name);
         if (!t) return 1;
         if (t->ndim > 2)
             return sp_err_set(err, "tensor %s in %s: %d dims, expected 1 or 2", out->name, t->file, t->ndim);
         if (t->dtype != SP_DT_F32 && t->dtype != SP_DT_BF16 && t->dtype != SP_DT_F16)
             return sp_err_set(err, "tensor %s in %s: dtype %s is not supported for weights (F32, BF16, F16)",
-                              out->name, t->file, st_tensor_dtype_name(t));
+                              out->name, t->file, sp_st_tensor_dtype_name(t));
         *out = (wt){t->data, t->dtype, t->ndim, {t->ndim > 0 ? t->shape[0] : 1, t->ndim > 1 ? t->shape[1] : 1},
                     t->nbytes, "", t->file};
         snprintf(out->name, sizeof out->name, "%s", t->name);
         return 0;
     }
     char buf[160];
-    const char *gn = gguf_tensor_name(m->cfg.arch, rel, buf, sizeof buf);
-    const gguf_tensor_info *t = gn ? gguf_find_tensor(m->gg, gn) : NULL;
+    const char *gn = sp_gguf_tensor_name(m->cfg.arch, rel, buf, sizeof buf);
+    const gguf_tensor_info *t = gn ? sp_gguf_find_tensor(m->gg, gn) : NULL;
     if (!t) return 1;
     snprintf(out->name, sizeof out->name, "%s", gn);
     out->file = m->gg->path;
     if (t->n_dims > 2)
         return sp_err_set(err, "tensor %s in %s: %u dims, expected 1 or 2", gn, m->gg->path, t->n_dims);
-    out->dt = gguf_ggml_to_dtype(t->type);
+    out->dt = sp_gguf_ggml_to_dtype(t->type);
     if (out->dt == SP_DT_UNKNOWN)
         return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
                           "Q4_K, Q6_K)", gn, m->gg->path,
-                          ggml_type_label(t->type), t->type);
+                          sp_ggml_type_label(t->type), t->type);
     if ((t->n_dims > 1 && t->dims[1] > INT32_MAX) || t->dims[0] > INT32_MAX)
         return sp_err_set(err, "tensor %s in %s: dims too large", gn, m->gg->path);
     out->ndim = (int)t->n_dims;
     out->shape[0] = t->n_dims == 2 ? (int64_t)t->dims[1] : (int64_t)t->dims[0];
     out->shape[1] = t->n_dims == 2 ? (int64_t)t->dims[0] : 1;
     out->nbytes = t->nbytes;
-    if (!(out->data = gguf_tensor_data(m->gg, t, err))) return -1;
+    if (!(out->data = sp_gguf_tensor_data(m->gg, t, err))) return -1;
     m->gg_bound[t - m->gg->tensors] = 1;
     return 0;
 }
@@ -79,7 +79,7 @@ static int require(sp_model *m, const char *rel, wt *out, sp_err *err) {
     int rc = find(m, rel, out, err);
     if (rc == 1) {
         char buf[160];
-        const char *gn = m->gg ? gguf_tensor_name(m->cfg.arch, rel, buf, sizeof buf) : NULL;
+        const char *gn = m->gg ? sp_gguf_tensor_name(m->cfg.arch, rel, buf, sizeof buf) : NULL;
         if (m->gg) return sp_err_set(err, "%s: missing tensor %s", m->gg->path, gn ? gn : rel);
         return sp_err_set(err, "missing tensor %s", out->name);
     }
@@ -107,7 +107,7 @@ static int pack_mat(sp_model *m, sp_mat *W, const char *what, sp_err *err) {
     sp_mat_pack(W, p);
     W->pack = p;
     size_t nbytes = (size_t)W->n * sp_dtype_row_bytes(W->dt, (size_t)W->k);
-    if (m->gg) gguf_drop_pages(m->gg, W->data, nbytes); /* the packed copy serves every matmul */
+    if (m->gg) sp_gguf_drop_pages(m->gg, W->data, nbytes); /* the packed copy serves every matmul */
     return 0;
 }
 
@@ -233,9 +233,9 @@ static int bind_model(sp_model *m, sp_err *err) {
 
 /* GGUF: metadata → config, then every tensor bound exactly once (rope_freqs is read by the config) */
 static int open_gguf(sp_model *m, const char *path, sp_err *err) {
-    if (!(m->gg = gguf_open(path, err)) || sp_config_from_gguf(&m->cfg, m->gg, err)) return -1;
+    if (!(m->gg = sp_gguf_open(path, err)) || sp_config_from_gguf(&m->cfg, m->gg, err)) return -1;
     if (!(m->gg_bound = calloc(m->gg->n_tensors ? m->gg->n_tensors : 1, 1))) return sp_err_set(err, "out of memory");
-    const gguf_tensor_info *rf = gguf_find_tensor(m->gg, "rope_freqs.weight");
+    const gguf_tensor_info *rf = sp_gguf_find_tensor(m->gg, "rope_freqs.weight");
     if (rf) m->gg_bound[rf - m->gg->tensors] = 1;
     if (m->cfg.arch == SP_ARCH_LLAMA) {
         m->qk_interleaved = 1;
@@ -257,7 +257,7 @@ static int open_gguf(sp_model *m, const char *path, sp_err *err) {
 static int open_dir(sp_model *m, const char *dir, sp_err *err) {
     char path[4096];
     if (sp_path_join(path, sizeof path, dir, "config.json")) return sp_err_set(err, "model path too long: %s", dir);
-    return sp_config_load(&m->cfg, path, err) || st_open_dir(&m->st, dir, err) || bind_model(m, err) ? -1 : 0;
+    return sp_config_load(&m->cfg, path, err) || sp_st_open_dir(&m->st, dir, err) || bind_model(m, err) ? -1 : 0;
 }
 
 int sp_model_load(sp_model **out, const char *path, int n_threads, sp_err *err) {
@@ -287,8 +287,8 @@ int sp_model_load(sp_model **out, const char *path, int n_threads, sp_err *err) 
 void sp_model_free(sp_model *m) {
     if (!m) return;
     if (m->pool) sp_pool_free(m->pool);
-    if (m->st) st_close(m->st);
-    if (m->gg) gguf_close(m->gg);
+    if (m->st) sp_st_close(m->st);
+    if (m->gg) sp_gguf_close(m->gg);
     free(m->gg_bound);
     sp_owner_free(&m->owned);
     free(m);

@@ -18,7 +18,7 @@
 #include "core/core.h"
 #include "server/respond.h"
 
-srv_opts srv_opts_default(void) {
+srv_opts sp_srv_opts_default(void) {
     srv_opts o = {0};
     o.host = "127.0.0.1";
     o.port = 8080;
@@ -61,7 +61,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *jso
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, const srv_error *e, const char *hname, const char *hval) {
-    char *j = srv_error_json(e);
+    char *j = sp_srv_error_json(e);
     if (!j) return send_text(c, 500, "text/plain", "out of memory\n", 14, NULL, NULL);
     enum MHD_Result rc = send_text(c, e->status, "application/json", j, strlen(j), hname, hval);
     free(j);
@@ -71,7 +71,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, const srv_error *e, 
 static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code,
                             const char *msg) {
     srv_error e;
-    srv_error_set(&e, status, type, code, NULL, "%s", msg);
+    sp_srv_error_set(&e, status, type, code, NULL, "%s", msg);
     return send_error(c, &e, NULL, NULL);
 }
 
@@ -138,13 +138,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         int rc = 0;
         if (!j->done && j->text.n == st->text_sent && j->n_toks == st->toks_sent && st->started)
-            rc = srv_buf_add(&st->out, ": keep-alive\n\n", 14); /* an SSE comment: the connection is not idle */
+            rc = sp_srv_buf_add(&st->out, ": keep-alive\n\n", 14); /* an SSE comment: the connection is not idle */
         else if (!j->done || j->text.n > st->text_sent || !st->started) {
             /* the text released so far (a delta chunk), holding back logprobs-only updates until text */
             size_t to = j->text.n;
             int tt = j->n_toks;
             if (to > st->text_sent || !st->started || (j->lp && tt > st->toks_sent))
-                rc = srv_sse_chunk(s, j, st->created, st->text_sent, to, st->toks_sent, tt, NULL,
+                rc = sp_srv_sse_chunk(s, j, st->created, st->text_sent, to, st->toks_sent, tt, NULL,
                                    !st->started && j->req.route == SRV_ROUTE_CHAT, &st->out);
             st->text_sent = to;
             st->toks_sent = tt;
@@ -152,8 +152,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         if (j->done && !rc) {
             const char *fin = j->finish && !strcmp(j->finish, "error") ? "stop" : j->finish;
-            rc = srv_sse_chunk(s, j, st->created, j->text.n, j->text.n, j->n_toks, j->n_toks, fin, 0, &st->out);
-            if (!rc) rc = srv_sse_end(s, j, st->created, &st->out);
+            rc = sp_srv_sse_chunk(s, j, st->created, j->text.n, j->text.n, j->n_toks, j->n_toks, fin, 0, &st->out);
+            if (!rc) rc = sp_srv_sse_end(s, j, st->created, &st->out);
             st->finished = 1;
         }
         pthread_mutex_unlock(&s->mu);
@@ -170,9 +170,9 @@ static void stream_free(void *cls) {
     stream_state *st = cls;
     pthread_mutex_lock(&st->s->mu);
     if (!st->j->done) st->j->cancelled = 1;
-    srv_job_release(st->s, st->j);
+    sp_srv_job_release(st->s, st->j);
     pthread_mutex_unlock(&st->s->mu);
-    srv_buf_free(&st->out);
+    sp_srv_buf_free(&st->out);
     free(st);
 }
 
@@ -184,28 +184,28 @@ static int prompt_tokens(srv *s, srv_job *j, srv_error *e) {
     int V = sp_model_config(s->m)->vocab_size;
     if (r->route == SRV_ROUTE_CHAT) {
         pthread_mutex_lock(&s->chat_mu);
-        int rc = srv_chat_tokens(s->chat, s->tok, r->msgs, r->n_msgs, &j->prompt, &j->n_prompt, &err);
+        int rc = sp_srv_chat_tokens(s->chat, s->tok, r->msgs, r->n_msgs, &j->prompt, &j->n_prompt, &err);
         pthread_mutex_unlock(&s->chat_mu);
-        if (rc) return srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
+        if (rc) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
     } else if (r->prompt_text) {
-        if (tok_encode(s->tok, r->prompt_text, strlen(r->prompt_text), 1, 1, &j->prompt, &j->n_prompt, &err))
-            return srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
-        if (r->echo && !(j->echo = strdup(r->prompt_text))) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (sp_tok_encode(s->tok, r->prompt_text, strlen(r->prompt_text), 1, 1, &j->prompt, &j->n_prompt, &err))
+            return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
+        if (r->echo && !(j->echo = strdup(r->prompt_text))) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     } else {
         j->prompt = r->prompt_ids, j->n_prompt = r->n_prompt_ids;
         r->prompt_ids = NULL;
         for (int i = 0; i < j->n_prompt; i++)
             if (j->prompt[i] >= V)
-                return srv_error_set(e, 400, "invalid_request_error", NULL, "prompt",
+                return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt",
                                      "prompt token %d at index %d is outside the vocabulary [0, %d)", j->prompt[i], i, V);
-        if (r->echo && tok_decode(s->tok, j->prompt, j->n_prompt, &j->echo, &err))
-            return srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
+        if (r->echo && sp_tok_decode(s->tok, j->prompt, j->n_prompt, &j->echo, &err))
+            return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
     }
-    if (j->n_prompt < 1) return srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+    if (j->n_prompt < 1) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
     int cap = s->o.ctx, maxp = sp_model_config(s->m)->max_pos;
     if (maxp > 0 && cap > maxp) cap = maxp;
     if (j->n_prompt >= cap)
-        return srv_error_set(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
+        return sp_srv_error_set(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
                              "the prompt is %d tokens; this server's context is %d tokens per request", j->n_prompt, cap);
     j->max_new = r->max_tokens > 0 ? r->max_tokens : s->o.n_predict;
     if (j->max_new > cap - j->n_prompt) j->max_new = cap - j->n_prompt;
@@ -217,17 +217,17 @@ static enum MHD_Result handle_generate(srv *s, struct MHD_Connection *c, srv_rou
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return fail(c, 500, "server_error", NULL, "out of memory");
     j->refs = 1;
-    if (srv_request_parse(route, body, n, &j->req, &e) || prompt_tokens(s, j, &e)) {
+    if (sp_srv_request_parse(route, body, n, &j->req, &e) || prompt_tokens(s, j, &e)) {
         pthread_mutex_lock(&s->mu);
-        srv_job_release(s, j);
+        sp_srv_job_release(s, j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, &e, NULL, NULL);
     }
-    if (srv_job_submit(s, j)) {
+    if (sp_srv_job_submit(s, j)) {
         pthread_mutex_lock(&s->mu);
-        srv_job_release(s, j);
+        sp_srv_job_release(s, j);
         pthread_mutex_unlock(&s->mu);
-        srv_error_set(&e, 503, "server_error", "queue_full", NULL, "the server is busy (every slot and the queue are full); retry later");
+        sp_srv_error_set(&e, 503, "server_error", "queue_full", NULL, "the server is busy (every slot and the queue are full); retry later");
         return send_error(c, &e, "Retry-After", "1");
     }
     time_t created = time(NULL);
@@ -237,7 +237,7 @@ static enum MHD_Result handle_generate(srv *s, struct MHD_Connection *c, srv_rou
         if (!r) {
             pthread_mutex_lock(&s->mu);
             j->cancelled = 1;
-            srv_job_release(s, j);
+            sp_srv_job_release(s, j);
             pthread_mutex_unlock(&s->mu);
             free(st);
             return fail(c, 500, "server_error", NULL, "out of memory");
@@ -256,10 +256,10 @@ static enum MHD_Result handle_generate(srv *s, struct MHD_Connection *c, srv_rou
         wait_progress(s, 100);
     }
     char *out = NULL;
-    if (!strcmp(j->finish, "error")) srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->error);
-    else out = srv_response_final(s, j, created);
+    if (!strcmp(j->finish, "error")) sp_srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->error);
+    else out = sp_srv_response_final(s, j, created);
     int err = !strcmp(j->finish, "error");
-    srv_job_release(s, j);
+    sp_srv_job_release(s, j);
     pthread_mutex_unlock(&s->mu);
     if (err) return send_error(c, &e, NULL, NULL);
     return send_json(c, 200, out);
@@ -269,13 +269,13 @@ static enum MHD_Result handle_generate(srv *s, struct MHD_Connection *c, srv_rou
 static enum MHD_Result handle_tokenize(srv *s, struct MHD_Connection *c, srv_route route, const char *body, size_t n) {
     srv_request r;
     srv_error e;
-    if (srv_request_parse(route, body, n, &r, &e)) return send_error(c, &e, NULL, NULL);
+    if (sp_srv_request_parse(route, body, n, &r, &e)) return send_error(c, &e, NULL, NULL);
     sp_err err = {{0}};
     json_t *o = NULL;
     if (route == SRV_ROUTE_TOKENIZE) {
         int32_t *ids = NULL;
         int k = 0;
-        if (!tok_encode(s->tok, r.content, strlen(r.content), r.add_special, 1, &ids, &k, &err)) {
+        if (!sp_tok_encode(s->tok, r.content, strlen(r.content), r.add_special, 1, &ids, &k, &err)) {
             json_t *a = json_array();
             for (int i = 0; i < k; i++) json_array_append_new(a, json_integer(ids[i]));
             o = json_pack("{s:o}", "tokens", a);
@@ -287,12 +287,12 @@ static enum MHD_Result handle_tokenize(srv *s, struct MHD_Connection *c, srv_rou
         for (int i = 0; i < r.n_prompt_ids && bad < 0; i++)
             if (r.prompt_ids[i] >= V) bad = i;
         if (bad >= 0) snprintf(err.msg, sizeof err.msg, "token %d at index %d is outside the vocabulary [0, %d)", r.prompt_ids[bad], bad, V);
-        else if (!tok_decode(s->tok, r.prompt_ids, r.n_prompt_ids, &text, &err)) o = json_pack("{s:s}", "content", text);
+        else if (!sp_tok_decode(s->tok, r.prompt_ids, r.n_prompt_ids, &text, &err)) o = json_pack("{s:s}", "content", text);
         free(text);
     }
-    srv_request_free(&r);
+    sp_srv_request_free(&r);
     if (!o) {
-        srv_error_set(&e, 400, "invalid_request_error", NULL, route == SRV_ROUTE_TOKENIZE ? "content" : "tokens", "%s", err.msg);
+        sp_srv_error_set(&e, 400, "invalid_request_error", NULL, route == SRV_ROUTE_TOKENIZE ? "content" : "tokens", "%s", err.msg);
         return send_error(c, &e, NULL, NULL);
     }
     char *txt = json_dumps(o, JSON_COMPACT);
@@ -349,8 +349,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) { /* a piece of the body */
-        if (!cs->too_large && cs->body.n + *upload_size > s->o.max_body) cs->too_large = 1, srv_buf_free(&cs->body);
-        if (!cs->too_large && srv_buf_add(&cs->body, upload, *upload_size)) cs->too_large = 1;
+        if (!cs->too_large && cs->body.n + *upload_size > s->o.max_body) cs->too_large = 1, sp_srv_buf_free(&cs->body);
+        if (!cs->too_large && sp_srv_buf_add(&cs->body, upload, *upload_size)) cs->too_large = 1;
         *upload_size = 0;
         return MHD_YES;
     }
@@ -363,7 +363,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!path_known) return fail(c, 404, "invalid_request_error", "not_found", "no such route");
     if (found < 0) {
         srv_error e;
-        srv_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "method %s is not allowed here", method);
+        sp_srv_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "method %s is not allowed here", method);
         const char *allow = "GET";
         for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
             if (!strcmp(url, ROUTES[i].path)) allow = ROUTES[i].method;
@@ -383,16 +383,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (id == R_METRICS) {
         srv_buf b = {0};
         pthread_mutex_lock(&s->mu);
-        int rc = srv_metrics_text(s, &b);
+        int rc = sp_srv_metrics_text(s, &b);
         pthread_mutex_unlock(&s->mu);
         enum MHD_Result r = rc ? fail(c, 500, "server_error", NULL, "out of memory")
                                : send_text(c, 200, "text/plain; version=0.0.4", b.p, b.n, NULL, NULL);
-        srv_buf_free(&b);
+        sp_srv_buf_free(&b);
         return r;
     }
     if (!ready) {
         srv_error e;
-        srv_error_set(&e, 503, "server_error", "unavailable", NULL, "%s", s->stopping ? "the server is stopping" : "the model is loading");
+        sp_srv_error_set(&e, 503, "server_error", "unavailable", NULL, "%s", s->stopping ? "the server is stopping" : "the model is loading");
         return send_error(c, &e, "Retry-After", "1");
     }
     const char *body = cs->body.p ? cs->body.p : "";
@@ -417,13 +417,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     s->n_requests_live--;
     pthread_cond_broadcast(&s->progress);
     pthread_mutex_unlock(&s->mu);
-    srv_buf_free(&cs->body);
+    sp_srv_buf_free(&cs->body);
     free(cs);
     *con_cls = NULL;
 }
 
 /* ---- lifetime ------------------------------------------------------------------------- */
-int srv_start(srv **out, const srv_opts *o, sp_err *err) {
+int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     *out = NULL;
     if (o->parallel < 1 || o->parallel > 64) return sp_err_set(err, "server: --parallel %d out of range 1..64", o->parallel);
     if (o->ctx < 8) return sp_err_set(err, "server: -c %d is too small", o->ctx);
@@ -439,9 +439,9 @@ int srv_start(srv **out, const srv_opts *o, sp_err *err) {
     static const double TAU_LE[] = {1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 12, 16};
     static const double TTFT_LE[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
     static const double ITL_LE[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
-    srv_hist_init(&s->h_tau, TAU_LE, 11);
-    srv_hist_init(&s->h_ttft, TTFT_LE, 11);
-    srv_hist_init(&s->h_itl, ITL_LE, 10);
+    sp_srv_hist_init(&s->h_tau, TAU_LE, 11);
+    sp_srv_hist_init(&s->h_ttft, TTFT_LE, 11);
+    sp_srv_hist_init(&s->h_itl, ITL_LE, 10);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
         free(s);
@@ -461,31 +461,31 @@ int srv_start(srv **out, const srv_opts *o, sp_err *err) {
     return 0;
 }
 
-void srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx) {
+void sp_srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx) {
     s->o.make_drafter = fn;
     s->o.drafter_ctx = ctx;
 }
 
-int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err) {
+int sp_srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err) {
     s->m = m;
     s->tok = tok;
     sp_err cerr = {{0}};
-    s->chat = chat_template_load(model_dir, tok, s->o.chat_template, &cerr);
+    s->chat = sp_chat_template_load(model_dir, tok, s->o.chat_template, &cerr);
     if (!s->chat && s->o.chat_template) return sp_err_set(err, "%s", cerr.msg);
     if (!s->chat) sp_log(SP_LOG_WARN, "server: %s; chats are the messages joined by blank lines", cerr.msg);
-    if (srv_sched_start(s, err)) return -1;
+    if (sp_srv_sched_start(s, err)) return -1;
     pthread_mutex_lock(&s->mu);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
 
-int srv_port(const srv *s) { return s->port; }
+int sp_srv_port(const srv *s) { return s->port; }
 
-void srv_stop(srv *s) {
+void sp_srv_stop(srv *s) {
     if (!s) return;
     MHD_socket ls = MHD_quiesce_daemon(s->mhd); /* no new connections */
-    srv_sched_stop(s);                           /* cancels every job: waiting connections finish */
+    sp_srv_sched_stop(s);                           /* cancels every job: waiting connections finish */
     pthread_mutex_lock(&s->mu);                  /* let them send their responses (at most 10 s) */
     for (int i = 0; i < 100 && s->n_requests_live > 0; i++) wait_progress(s, 100);
     pthread_mutex_unlock(&s->mu);
@@ -495,6 +495,6 @@ void srv_stop(srv *s) {
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->chat_mu);
-    chat_template_free(s->chat);
+    sp_chat_template_free(s->chat);
     free(s);
 }

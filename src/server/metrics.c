@@ -5,13 +5,13 @@
 
 #include "server/server_internal.h"
 
-void srv_hist_init(srv_hist *h, const double *le, int n) {
+void sp_srv_hist_init(srv_hist *h, const double *le, int n) {
     memset(h, 0, sizeof *h);
     h->n = n < SRV_HIST_MAX ? n : SRV_HIST_MAX;
     memcpy(h->le, le, sizeof(double) * (size_t)h->n);
 }
 
-void srv_hist_add(srv_hist *h, double v) {
+void sp_srv_hist_add(srv_hist *h, double v) {
     int b = 0;
     while (b < h->n && v > h->le[b]) b++;
     h->count[b]++;
@@ -20,22 +20,22 @@ void srv_hist_add(srv_hist *h, double v) {
 }
 
 static int metric(srv_buf *o, const char *name, const char *type, const char *help, double v) {
-    return srv_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+    return sp_srv_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
 static int hist(srv_buf *o, const char *name, const char *help, const srv_hist *h) {
-    int rc = srv_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    int rc = sp_srv_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     unsigned long cum = 0;
     for (int b = 0; b < h->n; b++) {
         cum += h->count[b];
-        rc |= srv_buf_printf(o, "%s_bucket{le=\"%g\"} %lu\n", name, h->le[b], cum);
+        rc |= sp_srv_buf_printf(o, "%s_bucket{le=\"%g\"} %lu\n", name, h->le[b], cum);
     }
-    rc |= srv_buf_printf(o, "%s_bucket{le=\"+Inf\"} %lu\n%s_sum %.17g\n%s_count %lu\n", name, h->total, name, h->sum,
+    rc |= sp_srv_buf_printf(o, "%s_bucket{le=\"+Inf\"} %lu\n%s_sum %.17g\n%s_count %lu\n", name, h->total, name, h->sum,
                          name, h->total);
     return rc;
 }
 
-int srv_metrics_text(srv *s, srv_buf *o) {
+int sp_srv_metrics_text(srv *s, srv_buf *o) {
     double rate = s->m_drafted ? (double)s->m_accepted / (double)s->m_drafted : 0;
     double kv = s->m_kv_cap ? (double)s->m_kv_used / (double)s->m_kv_cap : 0;
     int rc = 0;
@@ -53,12 +53,12 @@ int srv_metrics_text(srv *s, srv_buf *o) {
     rc |= metric(o, "specula_kv_cache_tokens", "gauge", "KV cache positions in use over all slots.", (double)s->m_kv_used);
     rc |= metric(o, "specula_kv_cache_usage_ratio", "gauge", "KV cache positions in use / capacity over all slots.", kv);
     static const char *const why[SLOT_NODRAFT_N] = {"not_paying", "no_room", "drafter_proposed_none"};
-    rc |= srv_buf_printf(o, "# HELP specula_rounds_without_drafts_total Decoding rounds of speculative requests that "
+    rc |= sp_srv_buf_printf(o, "# HELP specula_rounds_without_drafts_total Decoding rounds of speculative requests that "
                             "verified no drafts, by reason (not_paying: the verify-length policy; no_room: the "
                             "request's or the context's last token; drafter_proposed_none).\n"
                             "# TYPE specula_rounds_without_drafts_total counter\n");
     for (int w = 0; w < SLOT_NODRAFT_N; w++)
-        rc |= srv_buf_printf(o, "specula_rounds_without_drafts_total{reason=\"%s\"} %lu\n", why[w], s->m_nodraft[w]);
+        rc |= sp_srv_buf_printf(o, "specula_rounds_without_drafts_total{reason=\"%s\"} %lu\n", why[w], s->m_nodraft[w]);
     rc |= metric(o, "specula_drafters_built_total", "counter",
                  "Speculative requests whose drafter was built (a request's drafter is built when it is first "
                  "given drafts; finished requests).", (double)s->m_drafters_built);

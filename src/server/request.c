@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
+int sp_srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
                   ...) {
     if (!e) return -1;
     e->status = status;
@@ -22,7 +22,7 @@ int srv_error_set(srv_error *e, int status, const char *type, const char *code, 
     return -1;
 }
 
-#define BAD(e, param, ...) srv_error_set(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+#define BAD(e, param, ...) sp_srv_error_set(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
 /* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos (llama-server's), return_tokens
  * (the emitted ids in the response) and speculative (false: this request decodes without the
@@ -108,7 +108,7 @@ static int parse_stop(json_t *o, srv_request *r, srv_error *e) {
             return BAD(e, "stop", "'stop[%zu]' must be 1..%d bytes long", i, SRV_MAX_STOP_LEN);
         if (strlen(json_string_value(s)) != len) return BAD(e, "stop", "'stop[%zu]' contains a NUL byte", i);
         r->stop[r->n_stop] = dup_str(json_string_value(s));
-        if (!r->stop[r->n_stop]) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!r->stop[r->n_stop]) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         r->n_stop++;
     }
     return 0;
@@ -135,7 +135,7 @@ static int parse_content(json_t *c, int i, char **out, srv_error *e) {
         total += json_string_length(tx);
     }
     char *s = malloc(total);
-    if (!s) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!s) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     size_t at = 0;
     for (size_t j = 0; j < n; j++) {
         json_t *tx = json_object_get(json_array_get(c, j), "text");
@@ -155,7 +155,7 @@ static int parse_messages(json_t *o, srv_request *r, srv_error *e) {
     size_t n = json_array_size(m);
     if (n > 4096) return BAD(e, "messages", "'messages' has %zu entries, at most 4096 are allowed", n);
     r->msgs = calloc(n, sizeof *r->msgs);
-    if (!r->msgs) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!r->msgs) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *msg = json_array_get(m, i), *role = json_object_get(msg, "role");
         if (!json_is_object(msg)) return BAD(e, "messages", "'messages[%zu]' must be an object", i);
@@ -173,9 +173,9 @@ static int parse_messages(json_t *o, srv_request *r, srv_error *e) {
                        json_string_value(role));
         r->msgs[i].role = dup_str(rs);
         r->n_msgs = (int)i + 1;
-        if (!r->msgs[i].role) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!r->msgs[i].role) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         if (parse_content(json_object_get(msg, "content"), (int)i, &r->msgs[i].content, e)) return -1;
-        if (!r->msgs[i].content) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!r->msgs[i].content) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }
     return 0;
 }
@@ -184,7 +184,7 @@ static int parse_messages(json_t *o, srv_request *r, srv_error *e) {
 static int parse_ids(json_t *a, const char *k, srv_request *r, srv_error *e) {
     size_t n = json_array_size(a);
     r->prompt_ids = malloc(sizeof(int32_t) * (n ? n : 1));
-    if (!r->prompt_ids) return srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!r->prompt_ids) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *x = json_array_get(a, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
@@ -202,7 +202,7 @@ static int parse_prompt(json_t *o, srv_request *r, srv_error *e) {
     if (json_is_string(p)) {
         if (strlen(json_string_value(p)) != json_string_length(p)) return BAD(e, "prompt", "'prompt' contains a NUL byte");
         r->prompt_text = dup_str(json_string_value(p));
-        return r->prompt_text ? 0 : srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return r->prompt_text ? 0 : sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }
     if (!json_is_array(p) || json_array_size(p) == 0)
         return BAD(e, "prompt", "'prompt' must be a string or a non-empty array of token ids");
@@ -218,7 +218,7 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     if (get_num(o, "temperature", 0, 2, &t, e) || get_num(o, "top_p", 0, 1, &tp, e) ||
         get_num(o, "min_p", 0, 1, &mp, e) || get_int(o, "top_k", 0, 1 << 30, &tk, e))
         return -1;
-    if (get_int(o, "n", 1, 1, &n, e)) return srv_error_set(e, 400, "invalid_request_error", NULL, "n", "only n = 1 is supported");
+    if (get_int(o, "n", 1, 1, &n, e)) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "n", "only n = 1 is supported");
     if (get_int(o, "best_of", 1, 1, &n, e)) return -1;
     json_t *sx = json_object_get(o, "seed");
     if (sx && !json_is_null(sx)) {
@@ -283,7 +283,7 @@ static int parse_completion(json_t *o, srv_request *r, srv_error *e) {
     return 0;
 }
 
-int srv_request_parse(srv_route route, const char *body, size_t len, srv_request *r, srv_error *e) {
+int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_request *r, srv_error *e) {
     memset(r, 0, sizeof *r);
     r->route = route;
     r->max_tokens = -1;
@@ -327,7 +327,7 @@ int srv_request_parse(srv_route route, const char *body, size_t len, srv_request
         else if (strlen(json_string_value(c)) != json_string_length(c)) BAD(e, "content", "'content' contains a NUL byte");
         else if (!get_bool(o, "add_special", &r->add_special, e) && !get_bool(o, "with_pieces", &pieces, e)) {
             r->content = dup_str(json_string_value(c));
-            rc = r->content ? 0 : srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            rc = r->content ? 0 : sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         }
     } else {
         json_t *t = json_object_get(o, "tokens");
@@ -336,11 +336,11 @@ int srv_request_parse(srv_route route, const char *body, size_t len, srv_request
     }
 done:
     json_decref(o);
-    if (rc) srv_request_free(r);
+    if (rc) sp_srv_request_free(r);
     return rc;
 }
 
-void srv_request_free(srv_request *r) {
+void sp_srv_request_free(srv_request *r) {
     if (!r) return;
     for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].role), free(r->msgs[i].content);
     free(r->msgs);

@@ -55,13 +55,13 @@ typedef struct {
     char message[512];
 } srv_error;
 
-/* Parse body[0, len) for route. Returns 0 with *r filled (free with srv_request_free), or -1 with
+/* Parse body[0, len) for route. Returns 0 with *r filled (free with sp_srv_request_free), or -1 with
  * *e set (*r then holds nothing to free). */
-int srv_request_parse(srv_route route, const char *body, size_t len, srv_request *r, srv_error *e);
-void srv_request_free(srv_request *r);
+int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_request *r, srv_error *e);
+void sp_srv_request_free(srv_request *r);
 
 /* Fill *e and return -1. */
-int srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
+int sp_srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
                   ...) __attribute__((format(printf, 6, 7)));
 
 #endif

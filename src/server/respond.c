@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *srv_error_json(const srv_error *e) {
+char *sp_srv_error_json(const srv_error *e) {
     json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", e->type, "param",
                           e->param[0] ? json_string(e->param) : json_null(), "code",
                           e->code[0] ? json_string(e->code) : json_null());
@@ -52,7 +52,7 @@ static json_t *timings_json(const srv_job *j) {
 
 static json_t *token_str(srv *s, int32_t id) {
     char *t = NULL;
-    if (tok_decode(s->tok, &id, 1, &t, NULL)) return json_string("");
+    if (sp_tok_decode(s->tok, &id, 1, &t, NULL)) return json_string("");
     json_t *v = json_string(t);
     if (!v) v = json_string("\xef\xbf\xbd");
     free(t);
@@ -109,7 +109,7 @@ static json_t *envelope(srv *s, srv_job *j, time_t created, const char *object) 
                      s->o.model_name);
 }
 
-char *srv_response_final(srv *s, srv_job *j, time_t created) {
+char *sp_srv_response_final(srv *s, srv_job *j, time_t created) {
     int chat = j->req.route == SRV_ROUTE_CHAT;
     json_t *o = envelope(s, j, created, chat ? "chat.completion" : "text_completion");
     json_t *choice = json_object();
@@ -119,10 +119,10 @@ char *srv_response_final(srv *s, srv_job *j, time_t created) {
                                                          j->text.p ? j->text.p : "", j->text.n));
     } else {
         srv_buf t = {0};
-        if (j->echo) srv_buf_add(&t, j->echo, strlen(j->echo));
-        srv_buf_add(&t, j->text.p ? j->text.p : "", j->text.n);
+        if (j->echo) sp_srv_buf_add(&t, j->echo, strlen(j->echo));
+        sp_srv_buf_add(&t, j->text.p ? j->text.p : "", j->text.n);
         json_object_set_new(choice, "text", json_stringn(t.p ? t.p : "", t.n));
-        srv_buf_free(&t);
+        sp_srv_buf_free(&t);
     }
     json_object_set_new(choice, "logprobs", logprobs_json(s, j, 0, j->n_toks));
     json_object_set_new(choice, "finish_reason", json_string(j->finish));
@@ -143,12 +143,12 @@ static int add_event(json_t *o, srv_buf *out) {
     char *txt = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(o);
     if (!txt) return -1;
-    int rc = srv_buf_printf(out, "data: %s\n\n", txt);
+    int rc = sp_srv_buf_printf(out, "data: %s\n\n", txt);
     free(txt);
     return rc;
 }
 
-int srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
+int sp_srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
                   const char *finish, int first, srv_buf *out) {
     int chat = j->req.route == SRV_ROUTE_CHAT;
     json_t *o = envelope(s, j, created, chat ? "chat.completion.chunk" : "text_completion");
@@ -170,7 +170,7 @@ int srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, in
     return add_event(o, out);
 }
 
-int srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out) {
+int sp_srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out) {
     int rc = 0;
     if (j->req.include_usage) {
         json_t *o = envelope(s, j, created, j->req.route == SRV_ROUTE_CHAT ? "chat.completion.chunk" : "text_completion");
@@ -178,5 +178,5 @@ int srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out) {
         json_object_set_new(o, "usage", usage_json(j));
         rc = add_event(o, out);
     }
-    return rc | srv_buf_add(out, "data: [DONE]\n\n", 14);
+    return rc | sp_srv_buf_add(out, "data: [DONE]\n\n", 14);
 }

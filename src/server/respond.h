@@ -9,15 +9,15 @@
 #include "server/server_internal.h"
 
 /* {"error": {"message", "type", "param", "code"}} as text (malloc'd) */
-char *srv_error_json(const srv_error *e);
+char *sp_srv_error_json(const srv_error *e);
 /* The complete response of a finished non-streaming job (malloc'd text). */
-char *srv_response_final(srv *s, srv_job *j, time_t created);
+char *sp_srv_response_final(srv *s, srv_job *j, time_t created);
 /* One SSE event "data: {...}\n\n" with the text delta j->text[from, to) and the logprobs of tokens
  * [tok_from, tok_to); finish: NULL or the finish_reason; first: the chat chunk that carries
  * the role. Appended to out. */
-int srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
+int sp_srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
                   const char *finish, int first, srv_buf *out);
 /* The last events: the usage chunk (when asked for) and "data: [DONE]". */
-int srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out);
+int sp_srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out);
 
 #endif

@@ -12,18 +12,18 @@
 #include "server/server_internal.h"
 #include "server/vlen.h"
 
-void srv_job_release(srv *s, srv_job *j) {
+void sp_srv_job_release(srv *s, srv_job *j) {
     (void)s;
     if (--j->refs > 0) return;
-    srv_request_free(&j->req);
+    sp_srv_request_free(&j->req);
     free(j->prompt), free(j->echo), free(j->toks), free(j->lp);
-    srv_buf_free(&j->text);
-    tok_stream_free(j->ts);
-    srv_stopper_free(&j->stopper);
+    sp_srv_buf_free(&j->text);
+    sp_tok_stream_free(j->ts);
+    sp_srv_stopper_free(&j->stopper);
     free(j);
 }
 
-int srv_job_submit(srv *s, srv_job *j) {
+int sp_srv_job_submit(srv *s, srv_job *j) {
     pthread_mutex_lock(&s->mu);
     int free_slots = s->o.parallel - s->n_active;
     if (s->stopping || !s->ready || s->n_queued >= s->o.max_queue + (free_slots > 0 ? free_slots : 0)) {
@@ -55,13 +55,13 @@ static void job_done(srv *s, srv_job *j, const char *finish) {
     double tau = st->target_calls ? (double)st->emitted / st->target_calls : 0;
     if (!strcmp(finish, "error")) s->m_errors++;
     else s->m_ok++;
-    if (st->target_calls) srv_hist_add(&s->h_tau, tau);
+    if (st->target_calls) sp_srv_hist_add(&s->h_tau, tau);
     sp_log(SP_LOG_INFO, "request %ld: prompt %d tokens, emitted %d, tau %.2f, %.1f ms, %s", j->id, j->n_prompt,
            st->emitted, tau, ms, finish);
     pthread_cond_broadcast(&s->progress);
 }
 
-/* scheduler thread, mu held: start a queued job in slot i (slot_begin runs with mu released; a
+/* scheduler thread, mu held: start a queued job in slot i (sp_slot_begin runs with mu released; a
  * speculative request's drafter is built only when its slot first verifies drafts) */
 static void admit(srv *s, int i, srv_job *j) {
     j->queued = 0;
@@ -74,29 +74,29 @@ static void admit(srv *s, int i, srv_job *j) {
     slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample, .max_new = j->max_new,
                      .ignore_eos = j->req.ignore_eos, .draft_max = s->o.draft_max, .draft_min = s->o.draft_min,
                      .top_logprobs = j->req.top_logprobs};
-    int rc = slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
-    j->ts = tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
+    int rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
+    j->ts = sp_tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
     j->stopper.stop = j->req.stop;
     j->stopper.n_stop = j->req.n_stop;
     pthread_mutex_lock(&s->mu);
     s->m_prompt_tokens += (unsigned long)j->n_prompt;
     if (rc || !j->ts) {
         snprintf(j->error, sizeof j->error, "%s", rc ? err.msg : "out of memory");
-        slot_reset(s->slots[i]);
+        sp_slot_reset(s->slots[i]);
         s->slot_job[i] = NULL;
         s->n_active--;
         job_done(s, j, "error");
-        srv_job_release(s, j);
+        sp_srv_job_release(s, j);
     }
 }
 
 /* mu held: free slot i (its job is finished or abandoned) */
 static void vacate(srv *s, int i) {
     srv_job *j = s->slot_job[i];
-    slot_reset(s->slots[i]);
+    sp_slot_reset(s->slots[i]);
     s->slot_job[i] = NULL;
     s->n_active--;
-    if (j) srv_job_release(s, j);
+    if (j) sp_srv_job_release(s, j);
 }
 
 /* mu held: append a step's kept tokens to the job; 1 when a stop string ended it */
@@ -117,14 +117,14 @@ static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n,
         if (j->lp) j->lp[j->n_toks] = t[i];
         j->n_toks++;
         char buf[1024];
-        int len = tok_stream_push(j->ts, t[i].token, buf, sizeof buf); /* what does not fit stays queued */
-        if (len > 0 && srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text) == 1) {
+        int len = sp_tok_stream_push(j->ts, t[i].token, buf, sizeof buf); /* what does not fit stays queued */
+        if (len > 0 && sp_srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text) == 1) {
             stopped = 1;
             kept = i + 1;
         }
-        srv_hist_add(&s->h_itl, dt_ms / n / 1000.0);
+        sp_srv_hist_add(&s->h_itl, dt_ms / n / 1000.0);
     }
-    if (stopped) slot_stop(sl, kept);
+    if (stopped) sp_slot_stop(sl, kept);
     s->m_gen_tokens += (unsigned long)kept;
     return stopped;
 }
@@ -133,9 +133,9 @@ static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n,
 static void finish_text(srv_job *j) {
     char buf[1024];
     int len;
-    while (!j->stopper.matched && (len = tok_stream_flush(j->ts, buf, sizeof buf)) > 0)
-        srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text);
-    srv_stopper_flush(&j->stopper, &j->text);
+    while (!j->stopper.matched && (len = sp_tok_stream_flush(j->ts, buf, sizeof buf)) > 0)
+        sp_srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text);
+    sp_srv_stopper_flush(&j->stopper, &j->text);
 }
 
 static const char *finish_name(sp_stop_reason r) {
@@ -149,17 +149,17 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
     int P = s->o.parallel, rows = 0;
     int done[P];
     memset(done, 0, sizeof done);
-    for (int i = 0; i < P; i++) { /* only drafters asked for drafts run (slot_wake_drafter told them) */
+    for (int i = 0; i < P; i++) { /* only drafters asked for drafts run (sp_slot_wake_drafter told them) */
         nd[i] = 0;
-        done[i] = !dec[i] || g[i] <= 0 || !slot_drafter(s->slots[i]);
+        done[i] = !dec[i] || g[i] <= 0 || !sp_slot_drafter(s->slots[i]);
     }
     for (int i = 0; i < P; i++) {
         if (done[i]) continue;
-        sp_drafter *d = slot_drafter(s->slots[i]);
+        sp_drafter *d = sp_slot_drafter(s->slots[i]);
         rows += g[i];
         if (!d->propose_batch || !d->batch_key) { /* one by one */
             done[i] = 1;
-            nd[i] = d->propose(d, g[i], slot_draft_buf(s->slots[i]), slot_q_buf(s->slots[i]), err);
+            nd[i] = d->propose(d, g[i], sp_slot_draft_buf(s->slots[i]), sp_slot_q_buf(s->slots[i]), err);
             if (nd[i] < 0) failed[i] = 1, nd[i] = 0;
             continue;
         }
@@ -169,11 +169,11 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         int32_t *dr[P];
         float *q[P];
         for (int k = i; k < P; k++) {
-            if (done[k] || slot_drafter(s->slots[k])->batch_key != d->batch_key) continue;
+            if (done[k] || sp_slot_drafter(s->slots[k])->batch_key != d->batch_key) continue;
             if (k > i) rows += g[k];
             done[k] = 1;
-            ds[n] = slot_drafter(s->slots[k]), who[n] = k, mg[n] = g[k];
-            dr[n] = slot_draft_buf(s->slots[k]), q[n] = slot_q_buf(s->slots[k]);
+            ds[n] = sp_slot_drafter(s->slots[k]), who[n] = k, mg[n] = g[k];
+            dr[n] = sp_slot_draft_buf(s->slots[k]), q[n] = sp_slot_q_buf(s->slots[k]);
             n++;
         }
         int rc = d->propose_batch(ds, n, mg, dr, q, got, err);
@@ -196,16 +196,16 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
         g[i] = 0;
         if (!dec[i]) continue;
         srv_slot *sl = s->slots[i];
-        int greedy = slot_is_greedy(sl);
+        int greedy = sp_slot_is_greedy(sl);
         int fixed = !greedy || cap >= 0 || !s->vlen.fwd;
         if (fixed && (!greedy || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
         idx[n] = i, rm[n] = room[i], fx[n] = fixed, gg[n] = g[i];
-        wk[n] = slot_wake_rows(sl), lf[n] = slot_tokens_left(sl);
-        slot_accept_counts(sl, &off[n], &rch[n]);
+        wk[n] = sp_slot_wake_rows(sl), lf[n] = sp_slot_tokens_left(sl);
+        sp_slot_accept_counts(sl, &off[n], &rch[n]);
         n++;
     }
     if (cap >= 0 || !s->vlen.fwd) return;
-    srv_vlen_choose(&s->vlen, n, rm, fx, off, rch, wk, lf, base_rows, gg);
+    sp_srv_vlen_choose(&s->vlen, n, rm, fx, off, rch, wk, lf, base_rows, gg);
     for (int k = 0; k < n; k++) g[idx[k]] = gg[k];
 }
 
@@ -218,7 +218,7 @@ static void step(srv *s) {
     for (int i = 0; i < P; i++)
         if (s->slot_job[i] && s->slot_job[i]->cancelled) {
             srv_job *j = s->slot_job[i];
-            j->stats = *slot_get_stats(s->slots[i]);
+            j->stats = *sp_slot_get_stats(s->slots[i]);
             job_done(s, j, "cancelled");
             vacate(s, i);
         }
@@ -233,11 +233,11 @@ static void step(srv *s) {
     for (int i = 0; i < P; i++) {
         dec[i] = room[i] = 0;
         if (!s->slot_job[i]) continue;
-        int r = slot_plan(s->slots[i], s->max_rows - planned, &room[i], &err);
+        int r = sp_slot_plan(s->slots[i], s->max_rows - planned, &room[i], &err);
         if (r < 0) failed[i] = 1;
         dec[i] = r == 1;
         if (dec[i]) planned += 1 + room[i];
-        else if (slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += slot_rows_wanted(s->slots[i]);
+        else if (sp_slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += sp_slot_rows_wanted(s->slots[i]);
     }
     if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
     choose_lengths(s, dec, room, base_rows, g);
@@ -246,15 +246,15 @@ static void step(srv *s) {
      * timed proposal the drafting cost is learned from); slots given none leave their drafter alone */
     for (int i = 0; i < P; i++) {
         if (!dec[i] || g[i] <= 0) continue;
-        int wrows = slot_wake_rows(s->slots[i]), dormant = slot_drafter_dormant(s->slots[i]);
+        int wrows = sp_slot_wake_rows(s->slots[i]), dormant = sp_slot_drafter_dormant(s->slots[i]);
         double tw = sp_time_ms();
-        if (slot_wake_drafter(s->slots[i], &err)) {
+        if (sp_slot_wake_drafter(s->slots[i], &err)) {
             failed[i] = 1, dec[i] = 0;
             continue;
         }
         if (!dormant) continue;
         double ms = sp_time_ms() - tw;
-        if (s->vlen.fwd) srv_vlen_observe_wake(&s->vlen, wrows, ms);
+        if (s->vlen.fwd) sp_srv_vlen_observe_wake(&s->vlen, wrows, ms);
         sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
     }
     double tp = sp_time_ms();
@@ -264,20 +264,20 @@ static void step(srv *s) {
     for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
         for (int i = 0; i < P; i++) {
             srv_slot *sl = s->slots[i];
-            if (!s->slot_job[i] || failed[i] || (slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
+            if (!s->slot_job[i] || failed[i] || (sp_slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
             if (pass == 0 && !dec[i]) continue;
-            if (pass == 1 && slot_rows_wanted(sl) > s->max_rows - rows) continue;
-            int r = slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, nd[i], &seqs[n], &err);
+            if (pass == 1 && sp_slot_rows_wanted(sl) > s->max_rows - rows) continue;
+            int r = sp_slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, nd[i], &seqs[n], &err);
             if (r < 0) failed[i] = 1;
             if (r <= 0) continue;
             if (seqs[n].out && seqs[n].out->logits) lrows += r;
             who[n++] = i;
             rows += r;
-            if (pass == 0 && slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
+            if (pass == 0 && sp_slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
                 slot_nodraft why = room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
                                    : g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
                                                 : SLOT_NODRAFT_DRAFTER_NONE;
-                slot_count_nodraft(sl, why);
+                sp_slot_count_nodraft(sl, why);
                 nodraft[why]++;
             }
         }
@@ -286,21 +286,21 @@ static void step(srv *s) {
     if (n > 0 && sp_model_forward_batch(s->m, s->scratch, seqs, n, &err)) fwd_failed = 1;
     double t2 = sp_time_ms();
     if (n > 0 && !fwd_failed && s->vlen.fwd) {
-        srv_vlen_observe_forward(&s->vlen, rows, t2 - t1);
+        sp_srv_vlen_observe_forward(&s->vlen, rows, t2 - t1);
         int draft_slots = 0;
         for (int i = 0; i < P; i++) draft_slots += dec[i] && g[i] > 0;
-        if (draft_rows > 0) srv_vlen_observe_draft(&s->vlen, draft_slots, draft_rows, t_prop);
+        if (draft_rows > 0) sp_srv_vlen_observe_draft(&s->vlen, draft_slots, draft_rows, t_prop);
     }
     const slot_token *toks[P];
     int n_toks[P];
     for (int k = 0; k < n; k++) {
         int i = who[k];
-        int was_decode = slot_get_phase(s->slots[i]) == SLOT_DECODE;
-        n_toks[i] = fwd_failed ? -1 : slot_finish(s->slots[i], &toks[i], &err);
+        int was_decode = sp_slot_get_phase(s->slots[i]) == SLOT_DECODE;
+        n_toks[i] = fwd_failed ? -1 : sp_slot_finish(s->slots[i], &toks[i], &err);
         if (n_toks[i] < 0) failed[i] = 1;
         int r_nd, r_acc;
-        slot_last_round(s->slots[i], &r_nd, &r_acc);
-        if (n_toks[i] > 0 && was_decode && r_nd > 0 && s->vlen.fwd) srv_vlen_observe_round(&s->vlen, r_nd, r_acc);
+        sp_slot_last_round(s->slots[i], &r_nd, &r_acc);
+        if (n_toks[i] > 0 && was_decode && r_nd > 0 && s->vlen.fwd) sp_srv_vlen_observe_round(&s->vlen, r_nd, r_acc);
     }
     double now = sp_time_ms();
     s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
@@ -310,8 +310,8 @@ static void step(srv *s) {
                "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f (8 rows %.2f, 32 rows %.2f ms), drafting "
                "%.3f ms per slot + %.3f ms per row",
                s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
-               s->t_verify / 50, s->vlen.load, s->vlen.fwd ? srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
-               s->vlen.fwd ? srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
+               s->t_verify / 50, s->vlen.load, s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
+               s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
                s->vlen.load * s->vlen.c_row),
             s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
     pthread_mutex_lock(&s->mu);
@@ -320,9 +320,9 @@ static void step(srv *s) {
         int i = who[k];
         srv_job *j = s->slot_job[i];
         if (failed[i] || n_toks[i] <= 0) continue;
-        const slot_stats *st = slot_get_stats(s->slots[i]);
+        const slot_stats *st = sp_slot_get_stats(s->slots[i]);
         double prev = j->stats.t_last > 0 ? j->stats.t_last : st->t_first;
-        if (j->n_toks == 0) srv_hist_add(&s->h_ttft, (now - j->t_submit) / 1000.0);
+        if (j->n_toks == 0) sp_srv_hist_add(&s->h_ttft, (now - j->t_submit) / 1000.0);
         if (publish(s, j, s->slots[i], toks[i], n_toks[i], now - prev) < 0) failed[i] = 1;
         j->stats = *st;
         j->stats.t_last = now;
@@ -331,24 +331,24 @@ static void step(srv *s) {
     for (int i = 0; i < P; i++) {
         srv_job *j = s->slot_job[i];
         if (!j) continue;
-        slot_phase ph = slot_get_phase(s->slots[i]);
+        slot_phase ph = sp_slot_get_phase(s->slots[i]);
         if (failed[i]) {
             snprintf(j->error, sizeof j->error, "%s", err.msg);
-            j->stats = *slot_get_stats(s->slots[i]);
+            j->stats = *sp_slot_get_stats(s->slots[i]);
             job_done(s, j, "error");
             vacate(s, i);
         } else if (ph == SLOT_DONE) {
-            const slot_stats *st = slot_get_stats(s->slots[i]);
+            const slot_stats *st = sp_slot_get_stats(s->slots[i]);
             j->stats = *st;
             s->m_drafted += (unsigned long)st->drafted;
             s->m_drafters_built += (unsigned long)st->drafter_built;
             s->m_idle_drafter_rounds += (unsigned long)st->idle_drafter_rounds;
             s->m_accepted += (unsigned long)st->accepted;
             finish_text(j);
-            job_done(s, j, finish_name(slot_stop_reason(s->slots[i])));
+            job_done(s, j, finish_name(sp_slot_stop_reason(s->slots[i])));
             vacate(s, i);
         } else {
-            used += slot_kv_used(s->slots[i]);
+            used += sp_slot_kv_used(s->slots[i]);
         }
     }
     s->m_kv_used = used;
@@ -369,7 +369,7 @@ static void *sched_main(void *arg) {
             if (j->cancelled) {
                 s->n_queued--;
                 job_done(s, j, "cancelled");
-                srv_job_release(s, j);
+                sp_srv_job_release(s, j);
                 continue;
             }
             admit(s, i, j);
@@ -386,7 +386,7 @@ static void *sched_main(void *arg) {
     for (int i = 0; i < s->o.parallel; i++)
         if (s->slot_job[i]) {
             srv_job *j = s->slot_job[i];
-            j->stats = *slot_get_stats(s->slots[i]);
+            j->stats = *sp_slot_get_stats(s->slots[i]);
             finish_text(j);
             job_done(s, j, "cancelled");
             vacate(s, i);
@@ -396,7 +396,7 @@ static void *sched_main(void *arg) {
         s->q_head = j->next;
         s->n_queued--;
         job_done(s, j, "cancelled");
-        srv_job_release(s, j);
+        sp_srv_job_release(s, j);
     }
     s->q_tail = NULL;
     pthread_mutex_unlock(&s->mu);
@@ -407,7 +407,7 @@ static void *sched_main(void *arg) {
  * a dormant slot keeps them for the drafter it builds later. */
 static int drafter_src_init(srv *s, sp_err *err) {
     sp_sample_params greedy = sp_sample_params_default();
-    sp_drafter *d = s->o.make_drafter(s->o.drafter_ctx, &greedy, slot_kv_capacity(s->slots[0]), err);
+    sp_drafter *d = s->o.make_drafter(s->o.drafter_ctx, &greedy, sp_slot_kv_capacity(s->slots[0]), err);
     if (!d) return -1;
     int nt = d->n_taps > 0 ? d->n_taps : 0;
     s->dtaps = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
@@ -417,45 +417,45 @@ static int drafter_src_init(srv *s, sp_err *err) {
     return s->dtaps ? 0 : sp_err_set(err, "server: out of memory for the drafter's tap list");
 }
 
-int srv_sched_start(srv *s, sp_err *err) {
+int sp_srv_sched_start(srv *s, sp_err *err) {
     const sp_config *c = sp_model_config(s->m);
     int P = s->o.parallel, G1 = (s->o.make_drafter ? s->o.draft_max : 0) + 1;
     s->slots = calloc((size_t)P, sizeof *s->slots);
     s->slot_job = calloc((size_t)P, sizeof *s->slot_job);
     if (!s->slots || !s->slot_job) return sp_err_set(err, "server: out of memory for %d slots", P);
     for (int i = 0; i < P; i++) {
-        s->slots[i] = slot_create(s->m, s->o.ctx, s->o.prefill_chunk, err);
+        s->slots[i] = sp_slot_create(s->m, s->o.ctx, s->o.prefill_chunk, err);
         if (!s->slots[i]) return -1;
     }
-    s->m_kv_cap = (long)P * slot_kv_capacity(s->slots[0]);
+    s->m_kv_cap = (long)P * sp_slot_kv_capacity(s->slots[0]);
     if (s->o.make_drafter && drafter_src_init(s, err)) return -1;
     s->max_rows = P * G1 + (s->o.prefill_chunk > SP_SPEC_MAX_G + 1 ? s->o.prefill_chunk : SP_SPEC_MAX_G + 1);
     s->scratch = sp_kv_create(s->m, s->max_rows, s->max_rows, err);
     s->logits = malloc(sizeof(float) * (size_t)P * G1 * c->vocab_size);
     if (!s->scratch) return -1;
     if (!s->logits) return sp_err_set(err, "server: out of memory for the logits of %d rows", P * G1);
-    if (s->o.make_drafter && s->o.spec_max_slots < 0 && srv_vlen_init(&s->vlen, s->m, s->scratch, s->logits, P * G1, s->max_rows, err))
+    if (s->o.make_drafter && s->o.spec_max_slots < 0 && sp_srv_vlen_init(&s->vlen, s->m, s->scratch, s->logits, P * G1, s->max_rows, err))
         return -1;
     if (pthread_create(&s->sched, NULL, sched_main, s)) return sp_err_set(err, "server: cannot start the scheduler thread");
     s->sched_started = 1;
     return 0;
 }
 
-void srv_sched_stop(srv *s) {
+void sp_srv_sched_stop(srv *s) {
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
     if (s->sched_started) pthread_join(s->sched, NULL);
     s->sched_started = 0;
-    for (int i = 0; s->slots && i < s->o.parallel; i++) slot_free(s->slots[i]);
+    for (int i = 0; s->slots && i < s->o.parallel; i++) sp_slot_free(s->slots[i]);
     free(s->slots), free(s->slot_job);
     s->slots = NULL, s->slot_job = NULL;
     sp_kv_free(s->scratch);
     s->scratch = NULL;
     free(s->logits);
     s->logits = NULL;
-    srv_vlen_free(&s->vlen);
+    sp_srv_vlen_free(&s->vlen);
     free(s->dtaps);
     s->dtaps = NULL;
 }

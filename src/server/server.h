@@ -25,7 +25,7 @@ typedef sp_drafter *(*srv_drafter_fn)(void *ctx, const sp_sample_params *sample,
 
 typedef struct {
     const char *host;        /* address to bind (default 127.0.0.1) */
-    int port;                /* 0: any free port (srv_port tells which) */
+    int port;                /* 0: any free port (sp_srv_port tells which) */
     int parallel;            /* slots (default 4) */
     int ctx;                 /* KV positions per slot (default 4096) */
     const char *api_key;     /* NULL: no authentication */
@@ -45,22 +45,22 @@ typedef struct {
     void *drafter_ctx;
 } srv_opts;
 
-srv_opts srv_opts_default(void);
+srv_opts sp_srv_opts_default(void);
 
 typedef struct srv srv;
 
-/* Start listening (the model may come later: until srv_set_model, /health and generation answer
+/* Start listening (the model may come later: until sp_srv_set_model, /health and generation answer
  * 503). Returns 0 with *out, or -1 with err (e.g. the port is taken). */
-int srv_start(srv **out, const srv_opts *o, sp_err *err);
-/* The per-request drafter factory (before srv_set_model; without one, plain decoding). */
-void srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx);
+int sp_srv_start(srv **out, const srv_opts *o, sp_err *err);
+/* The per-request drafter factory (before sp_srv_set_model; without one, plain decoding). */
+void sp_srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx);
 /* Attach the loaded model and tokenizer (borrowed: they must outlive the server), load the chat
  * template of model_dir (o.chat_template overrides it) and start the scheduler. Returns 0, or -1
  * with err. */
-int srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err);
-int srv_port(const srv *s);
+int sp_srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err);
+int sp_srv_port(const srv *s);
 /* Stop accepting connections, cancel queued and in-flight requests (their clients get what was
  * generated, finish_reason "cancelled"), wait for every connection and the scheduler, free. */
-void srv_stop(srv *s);
+void sp_srv_stop(srv *s);
 
 #endif

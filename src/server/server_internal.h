@@ -22,8 +22,8 @@ typedef struct {
     unsigned long total;
 } srv_hist;
 
-void srv_hist_init(srv_hist *h, const double *le, int n);
-void srv_hist_add(srv_hist *h, double v);
+void sp_srv_hist_init(srv_hist *h, const double *le, int n);
+void sp_srv_hist_add(srv_hist *h, double v);
 
 typedef struct srv_job srv_job;
 struct srv_job {
@@ -59,7 +59,7 @@ struct srv {
     int port;
     sp_model *m;
     tok_tokenizer *tok;
-    struct chat_template *chat; /* NULL: the model has no chat template (see srv_chat_tokens) */
+    struct chat_template *chat; /* NULL: the model has no chat template (see sp_srv_chat_tokens) */
     pthread_mutex_t chat_mu;    /* chat rendering is serialized */
     int ready, stopping;
     pthread_t sched;
@@ -91,14 +91,14 @@ struct srv {
 };
 
 /* scheduler (sched.c) */
-int srv_sched_start(srv *s, sp_err *err);
-void srv_sched_stop(srv *s);
+int sp_srv_sched_start(srv *s, sp_err *err);
+void sp_srv_sched_stop(srv *s);
 /* Queue a job (takes a reference). Returns 0, or -1 when the queue is full or the server stops. */
-int srv_job_submit(srv *s, srv_job *j);
+int sp_srv_job_submit(srv *s, srv_job *j);
 /* Drop the caller's reference (the job is freed when no one holds it). Call with mu held. */
-void srv_job_release(srv *s, srv_job *j);
+void sp_srv_job_release(srv *s, srv_job *j);
 
 /* metrics text (metrics.c), mu held */
-int srv_metrics_text(srv *s, srv_buf *out);
+int sp_srv_metrics_text(srv *s, srv_buf *out);
 
 #endif

@@ -32,7 +32,7 @@ struct srv_slot {
      * rounds that asked for no drafts, told to it by extend() before it next proposes. Either way a
      * round without drafts costs the drafter nothing: the forward writes its row straight here. */
     int dormant, n_ctx_tok, cap_rows;
-    int asked;             /* the drafter was asked to propose this round (slot_wake_drafter) */
+    int asked;             /* the drafter was asked to propose this round (sp_slot_wake_drafter) */
     int hold_round;        /* this round's row goes to the held rows */
     /* decode */
     int32_t pending;
@@ -42,14 +42,14 @@ struct srv_slot {
     float *probs, *q, *taps, *hidden;
     sp_forward_out out;
     int n_emit, last_acc;
-    int g_room;             /* drafts this step may verify (slot_plan), -1 before planning */
+    int g_room;             /* drafts this step may verify (sp_slot_plan), -1 before planning */
     long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* rounds verifying >= k drafts / accepting >= k */
     slot_token emit[SP_SPEC_MAX_G + 1];
     sp_stop_reason stop;
     slot_stats st;
 };
 
-srv_slot *slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err) {
+srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err) {
     srv_slot *s = calloc(1, sizeof *s);
     if (!s) {
         sp_err_set(err, "server: out of memory for a slot");
@@ -65,13 +65,13 @@ srv_slot *slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err) 
     s->probs = malloc(sizeof(float) * (size_t)s->V);
     if (!s->kv || !s->probs) {
         if (s->kv) sp_err_set(err, "server: out of memory for a slot");
-        slot_free(s);
+        sp_slot_free(s);
         return NULL;
     }
     return s;
 }
 
-void slot_reset(srv_slot *s) {
+void sp_slot_reset(srv_slot *s) {
     if (!s) return;
     sp_drafter_free(s->d);
     sp_sampler_free(s->smp);
@@ -82,16 +82,16 @@ void slot_reset(srv_slot *s) {
     s->dormant = s->spec = s->asked = s->hold_round = 0;
 }
 
-void slot_free(srv_slot *s) {
+void sp_slot_free(srv_slot *s) {
     if (!s) return;
-    slot_reset(s);
+    sp_slot_reset(s);
     sp_kv_free(s->kv);
     free(s->probs);
     free(s);
 }
 
-int slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err) {
-    slot_reset(s);
+int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err) {
+    sp_slot_reset(s);
     s->spec = src != NULL;
     s->src = src ? *src : (slot_drafter_src){0};
     s->p = *p;
@@ -137,13 +137,13 @@ int slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, s
     return 0;
 }
 
-slot_phase slot_get_phase(const srv_slot *s) { return s->phase; }
-sp_stop_reason slot_stop_reason(const srv_slot *s) { return s->stop; }
-const slot_stats *slot_get_stats(const srv_slot *s) { return &s->st; }
-int slot_kv_used(const srv_slot *s) { return s->phase == SLOT_IDLE ? 0 : sp_kv_len(s->kv); }
-int slot_kv_capacity(const srv_slot *s) { return s->cap; }
+slot_phase sp_slot_get_phase(const srv_slot *s) { return s->phase; }
+sp_stop_reason sp_slot_stop_reason(const srv_slot *s) { return s->stop; }
+const slot_stats *sp_slot_get_stats(const srv_slot *s) { return &s->st; }
+int sp_slot_kv_used(const srv_slot *s) { return s->phase == SLOT_IDLE ? 0 : sp_kv_len(s->kv); }
+int sp_slot_kv_capacity(const srv_slot *s) { return s->cap; }
 
-int slot_rows_wanted(const srv_slot *s) {
+int sp_slot_rows_wanted(const srv_slot *s) {
     if (s->phase == SLOT_PREFILL) {
         int left = s->p.n_prompt - 1 - s->n_prefilled;
         return left > 0 ? (left < s->chunk ? left : s->chunk) : 1 + s->G;
@@ -162,10 +162,10 @@ static int begin_drafter(srv_slot *s, sp_err *err) {
     return 0;
 }
 
-int slot_drafter_dormant(const srv_slot *s) { return s->dormant; }
-int slot_is_speculative(const srv_slot *s) { return s->spec; }
-int slot_wake_rows(const srv_slot *s) { return s->dormant ? s->n_ctx_tok - 1 : 0; }
-int slot_tokens_left(const srv_slot *s) { return s->p.max_new - s->st.emitted; }
+int sp_slot_drafter_dormant(const srv_slot *s) { return s->dormant; }
+int sp_slot_is_speculative(const srv_slot *s) { return s->spec; }
+int sp_slot_wake_rows(const srv_slot *s) { return s->dormant ? s->n_ctx_tok - 1 : 0; }
+int sp_slot_tokens_left(const srv_slot *s) { return s->p.max_new - s->st.emitted; }
 
 /* Tell the drafter the held rows: a dormant one is built and begun on the context so far (spec.c
  * prefill() hands it the prompt the same way; a context of prompt + generated tokens is a longer
@@ -196,7 +196,7 @@ static int drafter_tell(srv_slot *s, sp_err *err) {
     return 0;
 }
 
-int slot_wake_drafter(srv_slot *s, sp_err *err) {
+int sp_slot_wake_drafter(srv_slot *s, sp_err *err) {
     if (!s->spec) return 0;
     s->asked = 1;
     return drafter_tell(s, err);
@@ -220,7 +220,7 @@ static int hold_reserve(srv_slot *s, sp_err *err) {
     return 0;
 }
 
-/* A round without drafts asked for: its row is already held (slot_prepare pointed the forward at it);
+/* A round without drafts asked for: its row is already held (sp_slot_prepare pointed the forward at it);
  * hold its new pending token. Past HOLD_MAX held rounds the drafter is told (a dormant one begun),
  * and later rounds go on as before (bounded memory). */
 #define HOLD_MAX 512
@@ -230,7 +230,7 @@ static int hold_append(srv_slot *s, int32_t next, sp_err *err) {
     return s->n_ctx_tok - base > HOLD_MAX ? drafter_tell(s, err) : 0;
 }
 
-int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
+int sp_slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
     *g_room = 0;
     s->T = 0;
     s->g_room = -1;
@@ -252,26 +252,26 @@ int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
     return 1;
 }
 
-sp_drafter *slot_drafter(const srv_slot *s) { return s->d; }
-int slot_is_greedy(const srv_slot *s) { return s->greedy; }
-int32_t *slot_draft_buf(srv_slot *s) { return s->blk + 1; }
-float *slot_q_buf(srv_slot *s) { return s->q; }
+sp_drafter *sp_slot_drafter(const srv_slot *s) { return s->d; }
+int sp_slot_is_greedy(const srv_slot *s) { return s->greedy; }
+int32_t *sp_slot_draft_buf(srv_slot *s) { return s->blk + 1; }
+float *sp_slot_q_buf(srv_slot *s) { return s->q; }
 
-void slot_last_round(const srv_slot *s, int *nd, int *acc) {
+void sp_slot_last_round(const srv_slot *s, int *nd, int *acc) {
     *nd = s->nd;
     *acc = s->last_acc;
 }
 
-void slot_count_nodraft(srv_slot *s, slot_nodraft why) {
+void sp_slot_count_nodraft(srv_slot *s, slot_nodraft why) {
     if ((unsigned)why < SLOT_NODRAFT_N) s->st.rounds_nodraft[why]++;
 }
 
-void slot_accept_counts(const srv_slot *s, const long **offered, const long **reached) {
+void sp_slot_accept_counts(const srv_slot *s, const long **offered, const long **reached) {
     *offered = s->offered;
     *reached = s->reached;
 }
 
-int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err) {
+int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err) {
     if (s->phase == SLOT_PREFILL) {
         s->T = 0;
         int left = s->p.n_prompt - 1 - s->n_prefilled;
@@ -338,7 +338,7 @@ static void fill_logprobs(slot_token *e, const float *lg, int V, int k) {
     }
 }
 
-int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
+int sp_slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
     *out = s->emit;
     s->n_emit = 0;
     if (s->T == 0) return 0;
@@ -416,7 +416,7 @@ int slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
     return s->n_emit;
 }
 
-void slot_stop(srv_slot *s, int kept) {
+void sp_slot_stop(srv_slot *s, int kept) {
     if (kept < s->n_emit) s->st.emitted -= s->n_emit - kept;
     s->n_emit = kept;
     s->stop = SP_STOP_CALLBACK;

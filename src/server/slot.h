@@ -4,12 +4,12 @@
  * forward so that the forwards of all active slots can run as one batched forward
  * (sp_model_forward_batch):
  *
- *     slot_plan     → how many drafts it could verify this step (the scheduler picks g per slot
+ *     sp_slot_plan     → how many drafts it could verify this step (the scheduler picks g per slot
  *                     and has the slots' drafters propose, batched when they share a checkpoint)
- *     slot_prepare  → the rows this slot adds to the next forward: a chunk of the prompt while
+ *     sp_slot_prepare  → the rows this slot adds to the next forward: a chunk of the prompt while
  *                     prefilling, else [pending, d_1 .. d_g]
  *     (the scheduler runs one sp_model_forward_batch over every slot's rows)
- *     slot_finish   → verify the drafts against the logits (same rule, same RNG counters as
+ *     sp_slot_finish   → verify the drafts against the logits (same rule, same RNG counters as
  *                     spec.c), trim the cache, commit to the drafter, emit the kept tokens
  *
  * The verify rule, the RNG streams and counters, the draft-length limits and the stop rules are
@@ -30,7 +30,7 @@
 
 /* What one request asks of its slot. */
 typedef struct {
-    const int32_t *prompt; /* [n_prompt] (copied by slot_begin) */
+    const int32_t *prompt; /* [n_prompt] (copied by sp_slot_begin) */
     int n_prompt;
     sp_sample_params sample;
     int max_new;
@@ -73,7 +73,7 @@ typedef struct srv_slot srv_slot;
 typedef sp_drafter *(*slot_drafter_fn)(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err);
 
 /* Where a speculative request's drafter comes from. The slot builds it with make(ctx, sample,
- * capacity) only when it first verifies drafts (slot_wake_drafter); until then it keeps the target
+ * capacity) only when it first verifies drafts (sp_slot_wake_drafter); until then it keeps the target
  * rows the drafter will begin on: n_taps rows of tap_layers[] and, with wants_hidden, the final
  * hidden row, per committed token. Every drafter make builds must want exactly these rows. */
 typedef struct {
@@ -86,67 +86,67 @@ typedef struct {
 
 /* A slot with its own KV cache of max_ctx positions; prefill_chunk: most prompt rows it adds to one
  * forward. The model is borrowed. */
-srv_slot *slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err);
-void slot_free(srv_slot *s);
+srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err);
+void sp_slot_free(srv_slot *s);
 
 /* Start a request. src: where its drafter comes from (NULL: plain decoding; borrowed, must outlive
  * the request). The prompt must leave room for one token in the cache. */
-int slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err);
+int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err);
 /* Drop the request (finished or cancelled): frees its drafter, clears the cache. */
-void slot_reset(srv_slot *s);
+void sp_slot_reset(srv_slot *s);
 
-slot_phase slot_get_phase(const srv_slot *s);
+slot_phase sp_slot_get_phase(const srv_slot *s);
 /* Rows this slot would add to the next forward (0 when idle or done). */
-int slot_rows_wanted(const srv_slot *s);
+int sp_slot_rows_wanted(const srv_slot *s);
 
-/* A step in three calls. slot_plan: a decoding slot (a slot whose prompt is all in starts decoding
+/* A step in three calls. sp_slot_plan: a decoding slot (a slot whose prompt is all in starts decoding
  * here, its drafter dormant) tells how many drafts it could verify this step, *g_room (its G capped
  * by the context, max_new and max_rows - 1; 0 for a plain request); returns 1 when it decodes this
  * step, 0 when not (prefilling, done, or no room), -1 with err. Then the caller proposes up to
- * g <= *g_room drafts with the slot's drafter (after slot_wake_drafter) into slot_draft_buf / slot_q_buf (q only for sampled
- * requests with a q-providing drafter, else NULL), or none, and slot_prepare fills *seq with its
+ * g <= *g_room drafts with the slot's drafter (after sp_slot_wake_drafter) into sp_slot_draft_buf / sp_slot_q_buf (q only for sampled
+ * requests with a q-providing drafter, else NULL), or none, and sp_slot_prepare fills *seq with its
  * rows: a prompt chunk (at most max_rows rows) while prefilling, else [pending, the nd drafts].
  * logits: where its [T, V] logits go. Greedy output does not depend on nd; a sampled request must
  * be given its full *g_room proposal each step so that its seed reproduces whatever the load.
- * slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
-int slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
-/* The slot's drafter: NULL until it is built (by slot_wake_drafter) and for plain requests. */
-sp_drafter *slot_drafter(const srv_slot *s);
+ * sp_slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
+int sp_slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
+/* The slot's drafter: NULL until it is built (by sp_slot_wake_drafter) and for plain requests. */
+sp_drafter *sp_slot_drafter(const srv_slot *s);
 /* 1 for a request with a drafter source (built or not). */
-int slot_is_speculative(const srv_slot *s);
+int sp_slot_is_speculative(const srv_slot *s);
 /* 1 while a speculative slot's drafter is dormant: not built, not begun. */
-int slot_drafter_dormant(const srv_slot *s);
+int sp_slot_drafter_dormant(const srv_slot *s);
 /* Before the slot's drafter is asked to propose this step (a speculative slot only): a dormant one is
  * built and begun on the prompt and every token since; a built one is told, by extend(), the rounds
  * since it last proposed. Rounds that ask for no drafts cost the drafter nothing: their rows are held
  * in the slot. 0, or -1 with err. */
-int slot_wake_drafter(srv_slot *s, sp_err *err);
+int sp_slot_wake_drafter(srv_slot *s, sp_err *err);
 /* The context rows a dormant drafter would be begun on (0 when begun or none); the tokens the
  * request may still emit. */
-int slot_wake_rows(const srv_slot *s);
-int slot_tokens_left(const srv_slot *s);
-int slot_is_greedy(const srv_slot *s);
-int32_t *slot_draft_buf(srv_slot *s); /* [G] */
-float *slot_q_buf(srv_slot *s);       /* [G, V] or NULL */
-int slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err);
+int sp_slot_wake_rows(const srv_slot *s);
+int sp_slot_tokens_left(const srv_slot *s);
+int sp_slot_is_greedy(const srv_slot *s);
+int32_t *sp_slot_draft_buf(srv_slot *s); /* [G] */
+float *sp_slot_q_buf(srv_slot *s);       /* [G, V] or NULL */
+int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err);
 /* This request's verify history: offered[k] rounds verified at least k drafts, reached[k] of them
  * accepted at least k (k = 1 .. SP_SPEC_MAX_G; index 0 unused). */
-void slot_accept_counts(const srv_slot *s, const long **offered, const long **reached);
+void sp_slot_accept_counts(const srv_slot *s, const long **offered, const long **reached);
 /* The last decode round: drafts verified and accepted. */
-void slot_last_round(const srv_slot *s, int *nd, int *acc);
+void sp_slot_last_round(const srv_slot *s, int *nd, int *acc);
 /* Count a prepared decoding round of a speculative request that verifies no drafts, for `why`. */
-void slot_count_nodraft(srv_slot *s, slot_nodraft why);
+void sp_slot_count_nodraft(srv_slot *s, slot_nodraft why);
 /* After the forward: verify, trim, commit, emit. The tokens kept by this step are in *out
  * (valid until the next call), their count returned; -1 with err. */
-int slot_finish(srv_slot *s, const slot_token **out, sp_err *err);
+int sp_slot_finish(srv_slot *s, const slot_token **out, sp_err *err);
 /* Mark the request done after the caller consumed only the first `kept` tokens of the last step
  * (a stop string matched): the rest are dropped from the statistics. */
-void slot_stop(srv_slot *s, int kept);
+void sp_slot_stop(srv_slot *s, int kept);
 
-sp_stop_reason slot_stop_reason(const srv_slot *s);
-const slot_stats *slot_get_stats(const srv_slot *s);
+sp_stop_reason sp_slot_stop_reason(const srv_slot *s);
+const slot_stats *sp_slot_get_stats(const srv_slot *s);
 /* KV positions in use and the capacity (for the cache-use metric) */
-int slot_kv_used(const srv_slot *s);
-int slot_kv_capacity(const srv_slot *s);
+int sp_slot_kv_used(const srv_slot *s);
+int sp_slot_kv_capacity(const srv_slot *s);
 
 #endif

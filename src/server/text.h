@@ -15,9 +15,9 @@ typedef struct {
 } srv_buf;
 
 /* Append n bytes (keeps a NUL after them). Returns 0, or -1 when out of memory. */
-int srv_buf_add(srv_buf *b, const char *s, size_t n);
-int srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void srv_buf_free(srv_buf *b);
+int sp_srv_buf_add(srv_buf *b, const char *s, size_t n);
+int sp_srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sp_srv_buf_free(srv_buf *b);
 
 /* Stop strings: text goes in as it is decoded; what comes out is the text that can no longer be
  * part of a stop string. The longest tail of the pending text that is a prefix of some stop string
@@ -31,18 +31,18 @@ typedef struct {
 } srv_stopper;
 
 /* Returns 1 when a stop string matched (out got the text before it), 0 otherwise, -1 on OOM. */
-int srv_stopper_push(srv_stopper *s, const char *text, size_t n, srv_buf *out);
+int sp_srv_stopper_push(srv_stopper *s, const char *text, size_t n, srv_buf *out);
 /* End of generation: release what was held. */
-int srv_stopper_flush(srv_stopper *s, srv_buf *out);
-void srv_stopper_free(srv_stopper *s);
+int sp_srv_stopper_flush(srv_stopper *s, srv_buf *out);
+void sp_srv_stopper_free(srv_stopper *s);
 
-/* The prompt tokens of a chat: rendered with the model's chat template (ct, from chat_template_load:
+/* The prompt tokens of a chat: rendered with the model's chat template (ct, from sp_chat_template_load:
  * the model's own Jinja template, else the tokenizer's hand-written renderer) and encoded as the
  * template text asks (no BOS added, special tokens parsed). ct NULL (a model with no template at
  * all): the message contents joined by blank lines, encoded as plain text with BOS. *ids
  * malloc'd. Returns 0, or -1 with err. */
 struct chat_template;
-int srv_chat_tokens(const struct chat_template *ct, tok_tokenizer *t, const srv_msg *msgs, int n, int32_t **ids,
+int sp_srv_chat_tokens(const struct chat_template *ct, tok_tokenizer *t, const srv_msg *msgs, int n, int32_t **ids,
                     int *n_ids, sp_err *err);
 
 #endif

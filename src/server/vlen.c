@@ -25,7 +25,7 @@ static void draft_fit(srv_vlen *v);
 
 static double clampd(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-int srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms_in, int np, int n_rows, sp_err *err) {
+int sp_srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms_in, int np, int n_rows, sp_err *err) {
     memset(v, 0, sizeof *v);
     if (np < 1 || np > 16 || n_rows < 1)
         return sp_err_set(err, "server: verify-cost table of %d rows from %d points (expected 1..16)", n_rows, np);
@@ -68,7 +68,7 @@ int srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms_in, int np
     return 0;
 }
 
-int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int calib_rows, int n_rows, sp_err *err) {
+int sp_srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int calib_rows, int n_rows, sp_err *err) {
     memset(v, 0, sizeof *v);
     if (calib_rows < 1 || n_rows < calib_rows)
         return sp_err_set(err, "server: verify-cost table of %d rows calibrated to %d", n_rows, calib_rows);
@@ -102,17 +102,17 @@ int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int c
         }
     for (int i = 0; i < np; i++)
         if (!(ms[i] > 1e-6)) ms[i] = 1e-6; /* a timer too coarse for the smallest forwards */
-    if ((rc = srv_vlen_init_table(v, pts, ms, np, n_rows, err))) goto done;
+    if ((rc = sp_srv_vlen_init_table(v, pts, ms, np, n_rows, err))) goto done;
     sp_log(SP_LOG_DEBUG, "server: forward cost 1 row %.2f ms, %d rows %.2f ms, %d rows %.2f ms", v->fwd[1],
            pts[np > 3 ? 3 : np - 1], v->fwd[pts[np > 3 ? 3 : np - 1]], calib_rows, v->fwd[calib_rows]);
 done:
     free(tok);
     sp_kv_free(kv);
-    if (rc) srv_vlen_free(v);
+    if (rc) sp_srv_vlen_free(v);
     return rc;
 }
 
-void srv_vlen_free(srv_vlen *v) {
+void sp_srv_vlen_free(srv_vlen *v) {
     free(v->fwd);
     v->fwd = NULL;
 }
@@ -149,7 +149,7 @@ static double raw_ms(const srv_vlen *v, int rows) {
 }
 
 /* never less than at a smaller row count: more rows are never cheaper */
-double srv_vlen_forward_ms(const srv_vlen *v, int rows) {
+double sp_srv_vlen_forward_ms(const srv_vlen *v, int rows) {
     if (rows <= 0) return 0;
     double ms = raw_ms(v, rows);
     for (int p = 1; p < rows && p > 0; p *= 2) {
@@ -159,12 +159,12 @@ double srv_vlen_forward_ms(const srv_vlen *v, int rows) {
     return ms;
 }
 
-double srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows) {
+double sp_srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows) {
     if (slots <= 0) return 0;
     return v->load * (v->c_slot * slots + v->c_row * rows);
 }
 
-void srv_vlen_observe_forward(srv_vlen *v, int rows, double ms) {
+void sp_srv_vlen_observe_forward(srv_vlen *v, int rows, double ms) {
     double t = table_ms(v, rows);
     if (!(t > 0) || !(ms > 0)) return;
     double x = clampd(ms / t, 0.1, 20.0);
@@ -201,7 +201,7 @@ static void draft_fit(srv_vlen *v) {
     v->c_row = cr > 0 ? cr : 0;
 }
 
-void srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double ms) {
+void sp_srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double ms) {
     if (draft_slots <= 0 || draft_rows <= 0 || !(ms > 0) || !(v->load > 0)) return;
     double x[2] = {draft_slots, draft_rows}, y = ms / v->load;
     double model = v->c_slot * draft_slots + v->c_row * draft_rows;
@@ -213,12 +213,12 @@ void srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double
     draft_fit(v);
 }
 
-void srv_vlen_observe_wake(srv_vlen *v, int rows, double ms) {
+void sp_srv_vlen_observe_wake(srv_vlen *v, int rows, double ms) {
     if (rows < 16 || !(ms > 0) || !(v->load > 0)) return; /* short contexts: fixed costs dominate */
     v->c_ctx = 0.8 * v->c_ctx + 0.2 * clampd(ms / v->load / rows, 0.2 * v->c_ctx, 5 * v->c_ctx);
 }
 
-void srv_vlen_observe_round(srv_vlen *v, int nd, int acc) {
+void sp_srv_vlen_observe_round(srv_vlen *v, int nd, int acc) {
     for (int k = 1; k <= nd && k <= SP_SPEC_MAX_G; k++) v->offered[k]++;
     for (int k = 1; k <= acc && k <= SP_SPEC_MAX_G; k++) v->reached[k]++;
 }
@@ -231,7 +231,7 @@ static double step_ms(const srv_vlen *v, int n, const int *g, const slot_row *W,
     int rows = base_rows, R = 0;
     double own = 0;
     for (int i = 0; i < n; i++) rows += g[i] + 1, R += g[i], own += W[i][g[i]];
-    return srv_vlen_forward_ms(v, rows) - srv_vlen_forward_ms(v, base_rows) + own + v->load * v->c_row * R;
+    return sp_srv_vlen_forward_ms(v, rows) - sp_srv_vlen_forward_ms(v, base_rows) + own + v->load * v->c_row * R;
 }
 
 static double step_tokens(int n, const int *g, const slot_row *E) {
@@ -272,10 +272,10 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
     }
     /* the R-dependent part: the forward over every row, the per-row drafting, the fixed slots' */
     int bestR = 0;
-    double bestv = -INFINITY, fbase = srv_vlen_forward_ms(v, base_rows);
+    double bestv = -INFINITY, fbase = sp_srv_vlen_forward_ms(v, base_rows);
     for (int R = 0; R <= top; R++) {
         if (dp[R] == -INFINITY) continue;
-        double ms = srv_vlen_forward_ms(v, rows0 + R) - fbase + w0 + v->load * v->c_row * (R0 + R);
+        double ms = sp_srv_vlen_forward_ms(v, rows0 + R) - fbase + w0 + v->load * v->c_row * (R0 + R);
         double val = dp[R] + e0 - J * ms;
         if (val > bestv) bestv = val, bestR = R;
     }
@@ -289,7 +289,7 @@ static void best_for(const srv_vlen *v, int n, const int *room, const int *fixed
     }
 }
 
-void srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
+void sp_srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
                      const long *const *reached, const int *wake_rows, const int *left, int base_rows, int *g) {
     if (n <= 0) return;
     int Rmax = 0;

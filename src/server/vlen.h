@@ -44,38 +44,38 @@ typedef struct {
     double c_slot, c_row, c0_slot, c0_row;
     double c_ctx; /* ms (per load) per context row of a dormant drafter's begin, from timed begins */
     double sxx[2][2], sxy[2];
-    long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* server-wide, as slot_accept_counts */
+    long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* server-wide, as sp_slot_accept_counts */
 } srv_vlen;
 
 /* Time batched forwards of 1, 2, 4, .. 32 rows (at most calib_rows; with logits, after a 64-token
- * context, in a temporary cache) and fill the table up to n_rows (srv_vlen_init_table).
+ * context, in a temporary cache) and fill the table up to n_rows (sp_srv_vlen_init_table).
  * scratch: a cache with max_batch >= calib_rows; logits: [calib_rows, V]. 0, or -1 with err. */
-int srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int calib_rows, int n_rows, sp_err *err);
+int sp_srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, int calib_rows, int n_rows, sp_err *err);
 /* The model from measured forward times ms[i] of pts[i] rows (np points, pts increasing): the
  * table up to n_rows, linear between the points and continued past the last; no observations
  * yet. 0, or -1 with err (bad points, out of memory). */
-int srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms, int np, int n_rows, sp_err *err);
-void srv_vlen_free(srv_vlen *v);
+int sp_srv_vlen_init_table(srv_vlen *v, const int *pts, const double *ms, int np, int n_rows, sp_err *err);
+void sp_srv_vlen_free(srv_vlen *v);
 
 /* The model's cost of a forward over `rows` rows, in ms (learned load included). */
-double srv_vlen_forward_ms(const srv_vlen *v, int rows);
+double sp_srv_vlen_forward_ms(const srv_vlen *v, int rows);
 /* The model's cost of proposing `rows` block rows for `slots` drafting slots, in ms. */
-double srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows);
+double sp_srv_vlen_draft_ms(const srv_vlen *v, int slots, int rows);
 
 /* Choose g[i] for n decoding slots: room[i] the most it may verify, fixed[i] 1 when g[i] = room[i]
  * is imposed (sampled), offered[i] / reached[i] its counts (NULL: none yet); wake_rows[i] the
  * context rows its dormant drafter would be begun on if it drafts (0: begun; NULL: all begun), a
  * one-off cost spread over the rounds left to its left[i] tokens (NULL: one round); base_rows: rows
  * of prompt chunks in the same forward. */
-void srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
+void sp_srv_vlen_choose(const srv_vlen *v, int n, const int *room, const int *fixed, const long *const *offered,
                      const long *const *reached, const int *wake_rows, const int *left, int base_rows, int *g);
 
 /* Observations after a step: a forward over rows took ms; a proposal of draft_rows block rows for
  * draft_slots slots took ms; a slot verified nd drafts and accepted acc. */
-void srv_vlen_observe_forward(srv_vlen *v, int rows, double ms);
-void srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double ms);
-void srv_vlen_observe_round(srv_vlen *v, int nd, int acc);
+void sp_srv_vlen_observe_forward(srv_vlen *v, int rows, double ms);
+void sp_srv_vlen_observe_draft(srv_vlen *v, int draft_slots, int draft_rows, double ms);
+void sp_srv_vlen_observe_round(srv_vlen *v, int nd, int acc);
 /* A dormant drafter was begun over `rows` context rows in ms. */
-void srv_vlen_observe_wake(srv_vlen *v, int rows, double ms);
+void sp_srv_vlen_observe_wake(srv_vlen *v, int rows, double ms);
 
 #endif

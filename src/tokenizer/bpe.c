@@ -37,13 +37,13 @@ struct tok_bpe_scratch {
     tok_buf mapped;
 };
 
-tok_bpe_scratch *tok_bpe_scratch_new(void) { return calloc(1, sizeof(tok_bpe_scratch)); }
+tok_bpe_scratch *sp_tok_bpe_scratch_new(void) { return calloc(1, sizeof(tok_bpe_scratch)); }
 
-void tok_bpe_scratch_free(tok_bpe_scratch *s) {
+void sp_tok_bpe_scratch_free(tok_bpe_scratch *s) {
     if (!s) return;
     free(s->s);
     free(s->h);
-    tok_buf_free(&s->mapped);
+    sp_tok_buf_free(&s->mapped);
     free(s);
 }
 
@@ -109,9 +109,9 @@ static int32_t merged_id(const tok_tokenizer *t, const tok_bpe_scratch *sc, cons
     const sym *a = &sc->s[l], *b = &sc->s[r];
     int32_t id;
     if (t->model == TOK_MODEL_SPM) {
-        id = tok_vocab_find(t, w + a->start, a->len + b->len);
+        id = sp_tok_vocab_find(t, w + a->start, a->len + b->len);
     } else {
-        const tok_merge *m = tok_merges_find(t, a->id, b->id);
+        const tok_merge *m = sp_tok_merges_find(t, a->id, b->id);
         id = m ? m->id : -1;
     }
     return id < 0 || (t->attr[id] & NOT_FROM_TEXT) ? -1 : id;
@@ -127,7 +127,7 @@ static int try_pair(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, 
     if (t->model == TOK_MODEL_SPM) {
         c.key = (uint64_t)(~float_key(t->score[id])) << 32 | (uint32_t)l;
     } else {
-        c.key = (uint64_t)(uint32_t)tok_merges_find(t, a->id, b->id)->rank << 32 | (uint32_t)l;
+        c.key = (uint64_t)(uint32_t)sp_tok_merges_find(t, a->id, b->id)->rank << 32 | (uint32_t)l;
     }
     return heap_push(sc, c);
 }
@@ -167,10 +167,10 @@ static int build_symbols(const tok_tokenizer *t, tok_bpe_scratch *sc, const char
             k = lead_len((uint8_t)w[i]);
             if (k > n - i) k = n - i;
         } else {
-            k = (uint32_t)tok_utf8_valid_len((const uint8_t *)w + i, n - i);
+            k = (uint32_t)sp_tok_utf8_valid_len((const uint8_t *)w + i, n - i);
             if (!k) k = 1;
         }
-        int32_t id = k == 1 && (uint8_t)w[i] < 128 ? t->ascii_tok[(uint8_t)w[i]] : tok_vocab_find(t, w + i, k);
+        int32_t id = k == 1 && (uint8_t)w[i] < 128 ? t->ascii_tok[(uint8_t)w[i]] : sp_tok_vocab_find(t, w + i, k);
         if (id >= 0 || t->model == TOK_MODEL_SPM) {
             if (sym_push(sc, id, i, k)) return -1;
         } else {
@@ -191,7 +191,7 @@ static int build_symbols(const tok_tokenizer *t, tok_bpe_scratch *sc, const char
     return 0;
 }
 
-int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, size_t n,
+int sp_tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, size_t n,
                  int32_t **out, int *n_out, int *cap_out, sp_err *err) {
     if (!n) return 0;
     if (n > UINT32_MAX / 2) return sp_err_set(err, "%s: word too long", t->source);
@@ -203,13 +203,13 @@ int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *sc, const char *w, siz
             sc->mapped.n = 0;
             for (size_t i = 0; i < n; i++) {
                 char u[4];
-                int k = tok_utf8_put(u, tok_bytelevel_cp((uint8_t)w[i]));
-                if (tok_buf_put(&sc->mapped, u, (size_t)k)) return sp_err_set(err, "out of memory");
+                int k = sp_tok_utf8_put(u, sp_tok_bytelevel_cp((uint8_t)w[i]));
+                if (sp_tok_buf_put(&sc->mapped, u, (size_t)k)) return sp_err_set(err, "out of memory");
             }
             key = sc->mapped.p;
             klen = sc->mapped.n;
         }
-        int32_t id = tok_vocab_find(t, key, klen);
+        int32_t id = sp_tok_vocab_find(t, key, klen);
         if (id >= 0 && !(t->attr[id] & NOT_FROM_TEXT)) return out_push(out, n_out, cap_out, id) ? sp_err_set(err, "out of memory") : 0;
     }
     if (build_symbols(t, sc, w, (uint32_t)n)) return sp_err_set(err, "out of memory");

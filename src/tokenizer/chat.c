@@ -17,13 +17,13 @@
 
 #include "tok_internal.h"
 
-static int put(tok_buf *b, const char *s) { return tok_buf_put(b, s, strlen(s)); }
+static int put(tok_buf *b, const char *s) { return sp_tok_buf_put(b, s, strlen(s)); }
 
 static int put_trimmed(tok_buf *b, const char *s) {
     size_t n = strlen(s), a = 0;
     while (a < n && (s[a] == ' ' || (s[a] >= '\t' && s[a] <= '\r'))) a++;
     while (n > a && (s[n - 1] == ' ' || (s[n - 1] >= '\t' && s[n - 1] <= '\r'))) n--;
-    return tok_buf_put(b, s + a, n - a);
+    return sp_tok_buf_put(b, s + a, n - a);
 }
 
 static int render_qwen3(const tok_msg *m, int n, int gen, tok_buf *b) {
@@ -57,7 +57,7 @@ static int render_qwen3(const tok_msg *m, int n, int gen, tok_buf *b) {
         }
         rc = put(b, "<|im_start|>assistant\n");
         if (!rc && i > last_query && (i == n - 1 || reason_len)) {
-            rc = put(b, "<think>\n") || tok_buf_put(b, reason, reason_len) || put(b, "\n</think>\n\n");
+            rc = put(b, "<think>\n") || sp_tok_buf_put(b, reason, reason_len) || put(b, "\n</think>\n\n");
             while (*content == '\n') content++;
         }
         rc = rc || put(b, content) || put(b, "<|im_end|>\n");
@@ -104,7 +104,7 @@ static int render_gemma4(const tok_msg *m, int n, int gen, tok_buf *b) {
     return rc;
 }
 
-const char *tok_chat_detect(const tok_tokenizer *t) {
+const char *sp_tok_chat_detect(const tok_tokenizer *t) {
     const char *ct = t->chat_template;
     if (!ct) return NULL;
     if (strstr(ct, "<|turn>")) return "gemma4";
@@ -114,11 +114,11 @@ const char *tok_chat_detect(const tok_tokenizer *t) {
     return NULL;
 }
 
-int tok_chat_render(tok_tokenizer *t, const char *name, const tok_msg *msgs, int n,
+int sp_tok_chat_render(tok_tokenizer *t, const char *name, const tok_msg *msgs, int n,
                     int add_generation_prompt, char **out, sp_err *err) {
     *out = NULL;
     if (!name) {
-        name = tok_chat_detect(t);
+        name = sp_tok_chat_detect(t);
         if (!name)
             return sp_err_set(err, "%s: %s; choose one with --chat-template NAME (gemma4, gemma3, "
                               "qwen3, llama3)", t->source,
@@ -139,11 +139,11 @@ int tok_chat_render(tok_tokenizer *t, const char *name, const tok_msg *msgs, int
                           "qwen3, llama3)", name);
     }
     if (rc) {
-        tok_buf_free(&b);
+        sp_tok_buf_free(&b);
         if (err && !strstr(err->msg, "chat template")) sp_err_set(err, "out of memory rendering chat");
         return -1;
     }
-    if (!b.p && tok_buf_put(&b, "", 0)) return sp_err_set(err, "out of memory");
+    if (!b.p && sp_tok_buf_put(&b, "", 0)) return sp_err_set(err, "out of memory");
     *out = b.p;
     return 0;
 }

@@ -6,7 +6,7 @@
 
 #include "tok_internal.h"
 
-void tok_dec_free(tok_dec *d) {
+void sp_tok_dec_free(tok_dec *d) {
     free(d->a);
     free(d->b);
     memset(d, 0, sizeof *d);
@@ -27,20 +27,20 @@ static int sl_add(strlist *l, const char *s, size_t n) {
         l->p = p;
         l->cap = cap;
     }
-    if (tok_buf_reserve(&l->arena, n)) return -1;
+    if (sp_tok_buf_reserve(&l->arena, n)) return -1;
     l->p[l->n++] = (tok_piece){(uint32_t)l->arena.n, (uint32_t)n};
-    return tok_buf_put(&l->arena, s, n);
+    return sp_tok_buf_put(&l->arena, s, n);
 }
 
 /* start a new string; append to it with sl_cat */
 static int sl_begin(strlist *l) { return sl_add(l, "", 0); }
 static int sl_cat(strlist *l, const char *s, size_t n) {
-    if (tok_buf_put(&l->arena, s, n)) return -1;
+    if (sp_tok_buf_put(&l->arena, s, n)) return -1;
     l->p[l->n - 1].len += (uint32_t)n;
     return 0;
 }
 static void sl_free(strlist *l) {
-    tok_buf_free(&l->arena);
+    sp_tok_buf_free(&l->arena);
     free(l->p);
 }
 #define SL_STR(l, i) ((l)->arena.p + (l)->p[i].off)
@@ -122,7 +122,7 @@ static int apply(const tok_dec *d, strlist *in, strlist *o) {
             }
             int ok = 1;
             for (int k = 0; k < nb && ok;) {
-                int l = tok_utf8_valid_len(bytes + k, (size_t)(nb - k));
+                int l = sp_tok_utf8_valid_len(bytes + k, (size_t)(nb - k));
                 ok = l > 0;
                 k += l;
             }
@@ -143,30 +143,30 @@ static int apply(const tok_dec *d, strlist *in, strlist *o) {
             size_t n = in->p[i].len, start = raw.n;
             for (size_t k = 0; k < n && !rc;) {
                 int l;
-                uint32_t cp = tok_utf8_get(s + k, n - k, &l);
-                int b = tok_bytelevel_byte(cp);
+                uint32_t cp = sp_tok_utf8_get(s + k, n - k, &l);
+                int b = sp_tok_bytelevel_byte(cp);
                 if (b < 0) { /* not in the alphabet: the token's text as is */
                     raw.n = start;
-                    rc = tok_buf_put(&raw, s, n);
+                    rc = sp_tok_buf_put(&raw, s, n);
                     break;
                 }
                 uint8_t c = (uint8_t)b;
-                rc = tok_buf_put(&raw, &c, 1);
+                rc = sp_tok_buf_put(&raw, &c, 1);
                 k += (size_t)l;
             }
         }
         tok_buf fixed = {0};
-        if (!rc) rc = tok_utf8_lossy(&fixed, raw.p ? raw.p : "", raw.n, 0);
+        if (!rc) rc = sp_tok_utf8_lossy(&fixed, raw.p ? raw.p : "", raw.n, 0);
         if (!rc) rc = sl_add(o, fixed.p ? fixed.p : "", fixed.n);
-        tok_buf_free(&raw);
-        tok_buf_free(&fixed);
+        sp_tok_buf_free(&raw);
+        sp_tok_buf_free(&fixed);
         return rc;
     }
     }
     return 0;
 }
 
-int tok_decode_into(const tok_tokenizer *t, const int32_t *ids, int n, int flags, tok_buf *out,
+int sp_tok_decode_into(const tok_tokenizer *t, const int32_t *ids, int n, int flags, tok_buf *out,
                     sp_err *err) {
     strlist a = {0}, b = {0};
     int rc = 0;
@@ -190,30 +190,30 @@ int tok_decode_into(const tok_tokenizer *t, const int32_t *ids, int n, int flags
         b = tmp;
     }
     for (int i = 0; i < a.n && !rc; i++) {
-        if (!t->n_dec && i > 0 && tok_buf_put(out, " ", 1)) rc = -1; /* HF: no decoder joins with spaces */
-        if (!rc && tok_buf_put(out, SL_STR(&a, i), a.p[i].len)) rc = -1;
+        if (!t->n_dec && i > 0 && sp_tok_buf_put(out, " ", 1)) rc = -1; /* HF: no decoder joins with spaces */
+        if (!rc && sp_tok_buf_put(out, SL_STR(&a, i), a.p[i].len)) rc = -1;
     }
-    if (!rc && !out->p && tok_buf_put(out, "", 0)) rc = -1;
+    if (!rc && !out->p && sp_tok_buf_put(out, "", 0)) rc = -1;
     if (rc && err && !err->msg[0]) sp_err_set(err, "out of memory");
     sl_free(&a);
     sl_free(&b);
     return rc ? -1 : 0;
 }
 
-int tok_decode_ex(tok_tokenizer *t, const int32_t *ids, int n, int flags, char **text,
+int sp_tok_decode_ex(tok_tokenizer *t, const int32_t *ids, int n, int flags, char **text,
                   sp_err *err) {
     tok_buf out = {0};
     *text = NULL;
-    if (tok_decode_into(t, ids, n, flags, &out, err)) {
-        tok_buf_free(&out);
+    if (sp_tok_decode_into(t, ids, n, flags, &out, err)) {
+        sp_tok_buf_free(&out);
         return -1;
     }
     *text = out.p;
     return 0;
 }
 
-int tok_decode(tok_tokenizer *t, const int32_t *ids, int n, char **text, sp_err *err) {
-    return tok_decode_ex(t, ids, n, 0, text, err);
+int sp_tok_decode(tok_tokenizer *t, const int32_t *ids, int n, char **text, sp_err *err) {
+    return sp_tok_decode_ex(t, ids, n, 0, text, err);
 }
 
 /* ---- streaming ------------------------------------------------------------------------ */
@@ -227,20 +227,20 @@ struct tok_stream {
     size_t pending_off;
 };
 
-tok_stream *tok_stream_new_ex(tok_tokenizer *t, int flags) {
+tok_stream *sp_tok_stream_new_ex(tok_tokenizer *t, int flags) {
     tok_stream *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->t = t;
     s->flags = flags;
     return s;
 }
-tok_stream *tok_stream_new(tok_tokenizer *t) { return tok_stream_new_ex(t, 0); }
+tok_stream *sp_tok_stream_new(tok_tokenizer *t) { return sp_tok_stream_new_ex(t, 0); }
 
-void tok_stream_free(tok_stream *s) {
+void sp_tok_stream_free(tok_stream *s) {
     if (!s) return;
     free(s->ids);
-    tok_buf_free(&s->prefix);
-    tok_buf_free(&s->pending);
+    sp_tok_buf_free(&s->prefix);
+    sp_tok_buf_free(&s->pending);
     free(s);
 }
 
@@ -263,7 +263,7 @@ static int drain(tok_stream *s, char *out, size_t cap) {
     return (int)k;
 }
 
-int tok_stream_push(tok_stream *s, int32_t id, char *out, size_t cap) {
+int sp_tok_stream_push(tok_stream *s, int32_t id, char *out, size_t cap) {
     if (id < 0 || id >= s->t->n_vocab) return -1;
     if (s->n == s->cap) {
         int c = s->cap ? s->cap * 2 : 16;
@@ -274,15 +274,15 @@ int tok_stream_push(tok_stream *s, int32_t id, char *out, size_t cap) {
     }
     s->ids[s->n++] = id;
     tok_buf cur = {0};
-    if (tok_decode_into(s->t, s->ids, s->n, s->flags, &cur, NULL)) {
-        tok_buf_free(&cur);
+    if (sp_tok_decode_into(s->t, s->ids, s->n, s->flags, &cur, NULL)) {
+        sp_tok_buf_free(&cur);
         s->n--;
         return -1;
     }
     if (cur.n > s->prefix.n && !ends_with_fffd(&cur)) {
         /* HF DecodeStream: the new text is what follows the previous decode */
-        if (tok_buf_put(&s->pending, cur.p + s->prefix.n, cur.n - s->prefix.n)) {
-            tok_buf_free(&cur);
+        if (sp_tok_buf_put(&s->pending, cur.p + s->prefix.n, cur.n - s->prefix.n)) {
+            sp_tok_buf_free(&cur);
             return -1;
         }
         /* keep the ids after the old prefix as context for the next step */
@@ -290,22 +290,22 @@ int tok_stream_push(tok_stream *s, int32_t id, char *out, size_t cap) {
         memmove(s->ids, s->ids + keep_from, (size_t)(s->n - keep_from) * sizeof *s->ids);
         s->n -= keep_from;
         s->prefix.n = 0;
-        if (tok_decode_into(s->t, s->ids, s->n, s->flags, &s->prefix, NULL)) {
-            tok_buf_free(&cur);
+        if (sp_tok_decode_into(s->t, s->ids, s->n, s->flags, &s->prefix, NULL)) {
+            sp_tok_buf_free(&cur);
             return -1;
         }
         s->prefix_index = new_prefix;
     }
-    tok_buf_free(&cur);
+    sp_tok_buf_free(&cur);
     return drain(s, out, cap);
 }
 
-int tok_stream_flush(tok_stream *s, char *out, size_t cap) {
+int sp_tok_stream_flush(tok_stream *s, char *out, size_t cap) {
     if (s->n) {
         tok_buf cur = {0};
-        if (tok_decode_into(s->t, s->ids, s->n, s->flags, &cur, NULL) == 0 && cur.n > s->prefix.n)
-            tok_buf_put(&s->pending, cur.p + s->prefix.n, cur.n - s->prefix.n);
-        tok_buf_free(&cur);
+        if (sp_tok_decode_into(s->t, s->ids, s->n, s->flags, &cur, NULL) == 0 && cur.n > s->prefix.n)
+            sp_tok_buf_put(&s->pending, cur.p + s->prefix.n, cur.n - s->prefix.n);
+        sp_tok_buf_free(&cur);
         s->n = s->prefix_index = 0;
         s->prefix.n = 0;
     }

@@ -44,7 +44,7 @@ static int utf8_all_valid(const char *s, size_t n) {
             i++;
             continue;
         }
-        int k = tok_utf8_valid_len((const uint8_t *)s + i, n - i);
+        int k = sp_tok_utf8_valid_len((const uint8_t *)s + i, n - i);
         if (!k) return 0;
         i += (size_t)k;
     }
@@ -53,7 +53,7 @@ static int utf8_all_valid(const char *s, size_t n) {
 
 /* encode one word through the cache */
 static int encode_cached(const tok_tokenizer *t, enc_ctx *c, const char *w, size_t n, sp_err *err) {
-    if (n > CACHE_MAX_WORD) return tok_bpe_word(t, c->bpe, w, n, &c->ids, &c->n, &c->cap, err);
+    if (n > CACHE_MAX_WORD) return sp_tok_bpe_word(t, c->bpe, w, n, &c->ids, &c->n, &c->cap, err);
     if (!c->cache && !(c->cache = calloc(CACHE_SLOTS, sizeof *c->cache))) return sp_err_set(err, "out of memory");
     uint64_t h = tok_hash(w, n) | 1, i;
     for (i = h & (CACHE_SLOTS - 1); c->cache[i].hash; i = (i + 1) & (CACHE_SLOTS - 1)) {
@@ -65,7 +65,7 @@ static int encode_cached(const tok_tokenizer *t, enc_ctx *c, const char *w, size
         }
     }
     int before = c->n;
-    if (tok_bpe_word(t, c->bpe, w, n, &c->ids, &c->n, &c->cap, err)) return -1;
+    if (sp_tok_bpe_word(t, c->bpe, w, n, &c->ids, &c->n, &c->cap, err)) return -1;
     if (c->cache_used >= CACHE_SLOTS / 2) { /* full: start over */
         memset(c->cache, 0, CACHE_SLOTS * sizeof *c->cache);
         c->cache_used = 0;
@@ -82,7 +82,7 @@ static int encode_cached(const tok_tokenizer *t, enc_ctx *c, const char *w, size
         c->cache_cap = cap;
     }
     cache_entry e = {h, (uint32_t)c->cache_keys.n, (uint32_t)n, (uint32_t)c->cache_nids, (uint32_t)k};
-    if (tok_buf_put(&c->cache_keys, w, n)) return 0;
+    if (sp_tok_buf_put(&c->cache_keys, w, n)) return 0;
     if (k > 0) /* a word may encode to no id; cache_ids is still NULL then */
         memcpy(c->cache_ids + c->cache_nids, c->ids + before, (size_t)k * sizeof *c->ids);
     c->cache_nids += k;
@@ -102,8 +102,8 @@ static int encode_word(const tok_tokenizer *t, enc_ctx *c, const char *w, size_t
         size_t cl = i - j;
         if (cl == 3 && (uint8_t)w[j] == 0xE2 && (uint8_t)w[j + 1] == 0x96 && (uint8_t)w[j + 2] == 0x81)
             continue; /* inside a run of marks */
-        int ok = tok_utf8_valid_len((const uint8_t *)w + j, cl) == (int)cl &&
-                 tok_vocab_find(t, w + j, cl) >= 0; /* a byte-fallback char never precedes a cut */
+        int ok = sp_tok_utf8_valid_len((const uint8_t *)w + j, cl) == (int)cl &&
+                 sp_tok_vocab_find(t, w + j, cl) >= 0; /* a byte-fallback char never precedes a cut */
         for (int k = 0; k < t->n_cut_bad && ok; k++)
             ok = !(t->cut_bad_len[k] == cl && !memcmp(t->cut_bad[k], w + j, cl));
         if (!ok) continue;
@@ -144,7 +144,7 @@ static int match_added(const tok_tokenizer *t, const char *s, size_t n, size_t i
 /* pre-tokenize and encode one normalized piece */
 static int encode_piece(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t n, int first, sp_err *err) {
     if (!n) return 0;
-    if (tok_pretokenize(t, s, n, first, &c->words, err)) return -1;
+    if (sp_tok_pretokenize(t, s, n, first, &c->words, err)) return -1;
     for (int i = 0; i < c->words.n; i++) {
         const tok_piece *p = &c->words.p[i];
         if (encode_word(t, c, c->words.arena.p + p->off, p->len, err)) return -1;
@@ -159,11 +159,11 @@ static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t 
     if (!n) return 0;
     if (t->sanitize_utf8 && !utf8_all_valid(s, n)) {
         c->clean.n = 0;
-        if (tok_utf8_lossy(&c->clean, s, n, 1)) return sp_err_set(err, "out of memory");
+        if (sp_tok_utf8_lossy(&c->clean, s, n, 1)) return sp_err_set(err, "out of memory");
         s = c->clean.p;
         n = c->clean.n;
     }
-    if (tok_normalize(t, s, n, &c->norm, err)) return -1;
+    if (sp_tok_normalize(t, s, n, &c->norm, err)) return -1;
     const char *ns = c->norm.p;
     size_t nn = c->norm.n, gap = 0;
     for (size_t i = 0; t->n_norm_added && i < nn; i++) {
@@ -183,14 +183,14 @@ static int encode_gap(const tok_tokenizer *t, enc_ctx *c, const char *s, size_t 
     return encode_piece(t, c, ns + gap, nn - gap, first && gap == 0, err);
 }
 
-int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
+int sp_tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, int *n, sp_err *err) {
     *ids = NULL;
     *n = 0;
-    if (!text && len) return sp_err_set(err, "tok_encode: NULL text");
+    if (!text && len) return sp_err_set(err, "sp_tok_encode: NULL text");
     if (len > (size_t)INT32_MAX / 2) return sp_err_set(err, "%s: text too long (%zu bytes)", t->source, len);
     enc_ctx c = {0};
-    c.bpe = tok_bpe_scratch_new();
+    c.bpe = sp_tok_bpe_scratch_new();
     int rc = c.bpe ? 0 : sp_err_set(err, "out of memory");
     for (int i = 0; add_bos && i < t->n_post_pre && !rc; i++) rc = push_id(&c, t->post_pre[i]);
     size_t gap = 0, i = 0;
@@ -214,13 +214,13 @@ int tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int 
     for (int k = 0; add_bos && k < t->n_post_post && !rc; k++) rc = push_id(&c, t->post_post[k]);
     if (!rc && !c.ids && push_id(&c, 0) == 0) c.n = 0; /* non-NULL even when empty */
     if (rc && c.ids && rc != -1) rc = -1;
-    tok_buf_free(&c.clean);
-    tok_buf_free(&c.norm);
-    tok_pieces_free(&c.words);
-    tok_bpe_scratch_free(c.bpe);
+    sp_tok_buf_free(&c.clean);
+    sp_tok_buf_free(&c.norm);
+    sp_tok_pieces_free(&c.words);
+    sp_tok_bpe_scratch_free(c.bpe);
     free(c.cache);
     free(c.cache_ids);
-    tok_buf_free(&c.cache_keys);
+    sp_tok_buf_free(&c.cache_keys);
     if (rc) {
         free(c.ids);
         if (!err || !err->msg[0]) sp_err_set(err, "%s: out of memory while encoding", t->source);

@@ -8,7 +8,7 @@
 
 #include "tok_internal.h"
 
-void tok_norm_free(tok_norm *n) {
+void sp_tok_norm_free(tok_norm *n) {
     free(n->a);
     free(n->b);
     if (n->re) pcre2_code_free(n->re);
@@ -33,14 +33,14 @@ static int unicode_form(tok_norm_kind k, const char *s, size_t n, tok_buf *out) 
         ascii &= c < 0x80;
         below300 &= c < 0xCC;
     }
-    if (ascii || (k == NORM_NFC && below300)) return tok_buf_put(out, s, n);
+    if (ascii || (k == NORM_NFC && below300)) return sp_tok_buf_put(out, s, n);
     utf8proc_uint8_t *dst = NULL;
     int opts = UTF8PROC_STABLE | (compose ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
                (compat ? UTF8PROC_COMPAT : 0);
     utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
                                       (utf8proc_option_t)opts);
-    if (m < 0) return tok_buf_put(out, s, n); /* invalid UTF-8: leave as is */
-    int rc = tok_buf_put(out, dst, (size_t)m);
+    if (m < 0) return sp_tok_buf_put(out, s, n); /* invalid UTF-8: leave as is */
+    int rc = sp_tok_buf_put(out, dst, (size_t)m);
     free(dst);
     return rc;
 }
@@ -49,15 +49,15 @@ static int unicode_form(tok_norm_kind k, const char *s, size_t n, tok_buf *out) 
 static int lowercase(const char *s, size_t n, tok_buf *out) {
     for (size_t i = 0; i < n;) {
         int k;
-        uint32_t c = tok_utf8_get(s + i, n - i, &k);
+        uint32_t c = sp_tok_utf8_get(s + i, n - i, &k);
         if (c == 0xFFFD && k == 1 && (uint8_t)s[i] >= 0x80) { /* invalid byte: keep */
-            if (tok_buf_put(out, s + i, 1)) return -1;
+            if (sp_tok_buf_put(out, s + i, 1)) return -1;
         } else if (c == 0x130) {
-            if (tok_buf_put(out, "i\xCC\x87", 3)) return -1;
+            if (sp_tok_buf_put(out, "i\xCC\x87", 3)) return -1;
         } else {
             char u[4];
-            int m = tok_utf8_put(u, (uint32_t)utf8proc_tolower((utf8proc_int32_t)c));
-            if (tok_buf_put(out, u, (size_t)m)) return -1;
+            int m = sp_tok_utf8_put(u, (uint32_t)utf8proc_tolower((utf8proc_int32_t)c));
+            if (sp_tok_buf_put(out, u, (size_t)m)) return -1;
         }
         i += (size_t)k;
     }
@@ -67,9 +67,9 @@ static int lowercase(const char *s, size_t n, tok_buf *out) {
 static int strip_accents(const char *s, size_t n, tok_buf *out) {
     for (size_t i = 0; i < n;) {
         int k;
-        uint32_t c = tok_utf8_get(s + i, n - i, &k);
+        uint32_t c = sp_tok_utf8_get(s + i, n - i, &k);
         if (utf8proc_category((utf8proc_int32_t)c) != UTF8PROC_CATEGORY_MN)
-            if (tok_buf_put(out, s + i, (size_t)k)) return -1;
+            if (sp_tok_buf_put(out, s + i, (size_t)k)) return -1;
         i += (size_t)k;
     }
     return 0;
@@ -89,7 +89,7 @@ static int bert(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
     int rc = 0;
     for (size_t i = 0; i < n && !rc;) {
         int k;
-        uint32_t c = tok_utf8_get(s + i, n - i, &k);
+        uint32_t c = sp_tok_utf8_get(s + i, n - i, &k);
         const char *src = s + i;
         i += (size_t)k;
         if (op->clean_text) {
@@ -99,30 +99,30 @@ static int bert(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
                            cat == UTF8PROC_CATEGORY_CO);
             if (c == 0 || c == 0xFFFD || control) continue;
             if (c == '\t' || c == '\n' || c == '\r' || is_ws(c)) {
-                rc = tok_buf_put(&a, " ", 1);
+                rc = sp_tok_buf_put(&a, " ", 1);
                 continue;
             }
         }
-        if (op->chinese && is_cjk(c)) rc = tok_buf_put(&a, " ", 1) || tok_buf_put(&a, src, (size_t)k) || tok_buf_put(&a, " ", 1);
-        else rc = tok_buf_put(&a, src, (size_t)k);
+        if (op->chinese && is_cjk(c)) rc = sp_tok_buf_put(&a, " ", 1) || sp_tok_buf_put(&a, src, (size_t)k) || sp_tok_buf_put(&a, " ", 1);
+        else rc = sp_tok_buf_put(&a, src, (size_t)k);
     }
     tok_buf b = {0};
     if (!rc && op->strip_accents) {
         rc = unicode_form(NORM_NFD, a.p ? a.p : "", a.n, &b) || (a.n = 0, strip_accents(b.p ? b.p : "", b.n, &a));
     }
-    if (!rc) rc = op->lowercase ? lowercase(a.p ? a.p : "", a.n, out) : tok_buf_put(out, a.p ? a.p : "", a.n);
-    tok_buf_free(&a);
-    tok_buf_free(&b);
+    if (!rc) rc = op->lowercase ? lowercase(a.p ? a.p : "", a.n, out) : sp_tok_buf_put(out, a.p ? a.p : "", a.n);
+    sp_tok_buf_free(&a);
+    sp_tok_buf_free(&b);
     return rc;
 }
 
 static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
     size_t i = 0, start = 0;
     if (!op->re) {
-        if (!op->alen) return tok_buf_put(out, s, n);
+        if (!op->alen) return sp_tok_buf_put(out, s, n);
         while (i + op->alen <= n) {
             if (s[i] == op->a[0] && !memcmp(s + i, op->a, op->alen)) {
-                if (tok_buf_put(out, s + start, i - start) || tok_buf_put(out, op->b, op->blen))
+                if (sp_tok_buf_put(out, s + start, i - start) || sp_tok_buf_put(out, op->b, op->blen))
                     return -1;
                 i += op->alen;
                 start = i;
@@ -130,19 +130,19 @@ static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
                 i++;
             }
         }
-        return tok_buf_put(out, s + start, n - start);
+        return sp_tok_buf_put(out, s + start, n - start);
     }
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(op->re, NULL);
     if (!md) return -1;
     while (i <= n) {
-        int rc = tok_regex_match(op->re, md, s, n, i);
+        int rc = sp_tok_regex_match(op->re, md, s, n, i);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             pcre2_match_data_free(md);
             return -2;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        if (tok_buf_put(out, s + start, ov[0] - start) || tok_buf_put(out, op->b, op->blen)) {
+        if (sp_tok_buf_put(out, s + start, ov[0] - start) || sp_tok_buf_put(out, op->b, op->blen)) {
             pcre2_match_data_free(md);
             return -1;
         }
@@ -150,8 +150,8 @@ static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
         if (ov[1] == ov[0]) { /* empty match: step one character */
             if (ov[1] >= n) break;
             int k;
-            tok_utf8_get(s + ov[1], n - ov[1], &k);
-            if (tok_buf_put(out, s + ov[1], (size_t)k)) {
+            sp_tok_utf8_get(s + ov[1], n - ov[1], &k);
+            if (sp_tok_buf_put(out, s + ov[1], (size_t)k)) {
                 pcre2_match_data_free(md);
                 return -1;
             }
@@ -160,14 +160,14 @@ static int replace(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
         i = start;
     }
     pcre2_match_data_free(md);
-    return tok_buf_put(out, s + (start < n ? start : n), start < n ? n - start : 0);
+    return sp_tok_buf_put(out, s + (start < n ? start : n), start < n ? n - start : 0);
 }
 
 static int strip(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
     size_t a = 0, b = n;
     while (op->left && a < b) {
         int k;
-        uint32_t c = tok_utf8_get(s + a, b - a, &k);
+        uint32_t c = sp_tok_utf8_get(s + a, b - a, &k);
         if (!is_ws(c)) break;
         a += (size_t)k;
     }
@@ -175,18 +175,18 @@ static int strip(const tok_norm *op, const char *s, size_t n, tok_buf *out) {
         size_t j = b - 1;
         while (j > a && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
         int k;
-        uint32_t c = tok_utf8_get(s + j, b - j, &k);
+        uint32_t c = sp_tok_utf8_get(s + j, b - j, &k);
         if (!is_ws(c)) break;
         b = j;
     }
-    return tok_buf_put(out, s + a, b - a);
+    return sp_tok_buf_put(out, s + a, b - a);
 }
 
-int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out, sp_err *err) {
+int sp_tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out, sp_err *err) {
     out->n = 0;
-    if (!t->n_norm) return tok_buf_put(out, s, n) ? sp_err_set(err, "out of memory") : 0;
+    if (!t->n_norm) return sp_tok_buf_put(out, s, n) ? sp_err_set(err, "out of memory") : 0;
     tok_buf tmp = {0};
-    int rc = tok_buf_put(&tmp, s, n);
+    int rc = sp_tok_buf_put(&tmp, s, n);
     for (int i = 0; i < t->n_norm && !rc; i++) {
         const tok_norm *op = &t->norm[i];
         out->n = 0;
@@ -199,8 +199,8 @@ int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out,
         case NORM_STRIP_ACCENTS: rc = strip_accents(tmp.p, tmp.n, out); break;
         case NORM_REPLACE: rc = replace(op, tmp.p, tmp.n, out); break;
         case NORM_PREPEND:
-            rc = tmp.n ? (tok_buf_put(out, op->a, op->alen) || tok_buf_put(out, tmp.p, tmp.n))
-                       : tok_buf_put(out, "", 0);
+            rc = tmp.n ? (sp_tok_buf_put(out, op->a, op->alen) || sp_tok_buf_put(out, tmp.p, tmp.n))
+                       : sp_tok_buf_put(out, "", 0);
             break;
         case NORM_STRIP: rc = strip(op, tmp.p, tmp.n, out); break;
         case NORM_BERT: rc = bert(op, tmp.p, tmp.n, out); break;
@@ -210,9 +210,9 @@ int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out,
         *out = swap;
     }
     /* the result is in tmp; hand it over */
-    tok_buf_free(out);
+    sp_tok_buf_free(out);
     *out = tmp;
-    if (!out->p) rc = rc || tok_buf_put(out, "", 0);
+    if (!out->p) rc = rc || sp_tok_buf_put(out, "", 0);
     if (rc == -2) return sp_err_set(err, "%s: a Replace normalizer's regex failed on %zu bytes", t->source, n);
     return rc ? sp_err_set(err, "%s: out of memory while normalizing", t->source) : 0;
 }

@@ -11,16 +11,16 @@
 #include "tok_internal.h"
 
 /* GPT-2 (also llama.cpp "gpt-2"), Qwen2 and Llama-3 patterns (docs/TOKENIZER.md §5) */
-const char TOK_REGEX_GPT2[] =
+const char SP_TOK_REGEX_GPT2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char TOK_REGEX_QWEN2[] =
+const char SP_TOK_REGEX_QWEN2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const char TOK_REGEX_LLAMA3[] =
+const char SP_TOK_REGEX_LLAMA3[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-pcre2_code *tok_regex_compile(const char *pattern, size_t len, sp_err *err) {
+pcre2_code *sp_tok_regex_compile(const char *pattern, size_t len, sp_err *err) {
     int ec;
     PCRE2_SIZE eo;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len,
@@ -36,14 +36,14 @@ pcre2_code *tok_regex_compile(const char *pattern, size_t len, sp_err *err) {
     return re;
 }
 
-void tok_pre_free(tok_pre *p) {
+void sp_tok_pre_free(tok_pre *p) {
     if (p->re) pcre2_code_free(p->re);
     free(p->lit);
     memset(p, 0, sizeof *p);
 }
 
-void tok_pieces_free(tok_pieces *w) {
-    tok_buf_free(&w->arena);
+void sp_tok_pieces_free(tok_pieces *w) {
+    sp_tok_buf_free(&w->arena);
     free(w->p);
     memset(w, 0, sizeof *w);
 }
@@ -65,7 +65,7 @@ static int push(tok_pieces *w, uint32_t off, uint32_t len) {
  * limit (10 M backtracking steps: a 10 MB run of spaces against "\s*[\r\n]+|\s+(?!\S)" takes
  * one step per byte) is retried once with a limit proportional to the rest of the subject, so
  * a long run costs time linear in its length instead of failing. */
-int tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from) {
+int sp_tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from) {
     int rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, 0, md, NULL);
     if (rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_JIT_STACKLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT &&
         rc != PCRE2_ERROR_HEAPLIMIT)
@@ -83,7 +83,7 @@ int tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, s
 /* next match of re in s[from..n): 1 found (ms, me), 0 none, -1 error */
 static int regex_next(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
                       size_t from, size_t *ms, size_t *me) {
-    int rc = tok_regex_match(re, md, s, n, from);
+    int rc = sp_tok_regex_match(re, md, s, n, from);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) return -1;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -133,7 +133,7 @@ static int find_spans(const tok_pre *op, pcre2_match_data *md, const char *base,
                 if (ms > prev) prev = (uint32_t)ms;
                 if (ms >= len) break;
                 int k;
-                tok_utf8_get(s + ms, len - ms, &k);
+                sp_tok_utf8_get(s + ms, len - ms, &k);
                 pos = ms + (size_t)k;
                 continue;
             }
@@ -229,7 +229,7 @@ static int class_spans(const char *base, uint32_t off, uint32_t len, int kind, s
     int cur = -1;
     while (i < len) {
         int k;
-        uint32_t c = tok_utf8_get(s + i, len - i, &k);
+        uint32_t c = sp_tok_utf8_get(s + i, len - i, &k);
         int cls = (kind == 0 || kind == 3) ? is_numeric(c) : kind == 1 ? is_space_char(c) : c == '\n';
         if (cur >= 0 && (cls != cur || (kind == 3 && cls))) {
             if (span_push(out, off + start, off + i, cur)) return -1;
@@ -242,12 +242,12 @@ static int class_spans(const char *base, uint32_t off, uint32_t len, int kind, s
     return 0;
 }
 
-int tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, tok_pieces *w,
+int sp_tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, tok_pieces *w,
                     sp_err *err) {
     w->n = 0;
     w->arena.n = 0;
     if (n > UINT32_MAX / 4) return sp_err_set(err, "%s: text too long (%zu bytes)", t->source, n);
-    if (tok_buf_put(&w->arena, s, n) || push(w, 0, (uint32_t)n)) return sp_err_set(err, "out of memory");
+    if (sp_tok_buf_put(&w->arena, s, n) || push(w, 0, (uint32_t)n)) return sp_err_set(err, "out of memory");
     tok_pieces next = {0};
     spans sp = {0};
     pcre2_match_data *md = NULL;
@@ -275,9 +275,9 @@ int tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, 
             case PRE_BYTELEVEL:
                 if (op->add_prefix_space && w->arena.p[off] != ' ') {
                     uint32_t noff = (uint32_t)w->arena.n;
-                    if (tok_buf_reserve(&w->arena, (size_t)len + 1) || /* no realloc below */
-                        tok_buf_put(&w->arena, " ", 1) ||
-                        tok_buf_put(&w->arena, w->arena.p + off, len)) {
+                    if (sp_tok_buf_reserve(&w->arena, (size_t)len + 1) || /* no realloc below */
+                        sp_tok_buf_put(&w->arena, " ", 1) ||
+                        sp_tok_buf_put(&w->arena, w->arena.p + off, len)) {
                         rc = sp_err_set(err, "out of memory");
                         break;
                     }
@@ -294,18 +294,18 @@ int tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, 
                 break;
             case PRE_METASPACE: {
                 uint32_t noff = (uint32_t)w->arena.n;
-                if (tok_buf_reserve(&w->arena, ((size_t)len + 1) * (op->lit_len + 1))) {
+                if (sp_tok_buf_reserve(&w->arena, ((size_t)len + 1) * (op->lit_len + 1))) {
                     rc = sp_err_set(err, "out of memory");
                     break;
                 }
                 int prepend = op->prepend_scheme == PREPEND_ALWAYS ||
                               (op->prepend_scheme == PREPEND_FIRST && first && i == 0);
                 if (prepend && !(len >= op->lit_len && !memcmp(w->arena.p + off, op->lit, op->lit_len)))
-                    rc = tok_buf_put(&w->arena, op->lit, op->lit_len);
+                    rc = sp_tok_buf_put(&w->arena, op->lit, op->lit_len);
                 for (uint32_t j = 0; j < len && !rc; j++) {
                     char c = w->arena.p[off + j];
-                    rc = c == ' ' ? tok_buf_put(&w->arena, op->lit, op->lit_len)
-                                  : tok_buf_put(&w->arena, &c, 1);
+                    rc = c == ' ' ? sp_tok_buf_put(&w->arena, op->lit, op->lit_len)
+                                  : sp_tok_buf_put(&w->arena, &c, 1);
                 }
                 if (rc) {
                     rc = sp_err_set(err, "out of memory");

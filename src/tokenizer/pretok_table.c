@@ -186,12 +186,12 @@ static int has_name(const char *names, const char *s, size_t n) {
     return 0;
 }
 
-const tok_pre_family *tok_pre_family_find(const char *name, size_t n) {
+const tok_pre_family *sp_tok_pre_family_find(const char *name, size_t n) {
     for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
         if (has_name(FAMILIES[i].names, name, n)) return &FAMILIES[i];
     return NULL;
 }
 
-const tok_pre_family *tok_pre_family_at(int i) {
+const tok_pre_family *sp_tok_pre_family_at(int i) {
     return i >= 0 && (size_t)i < sizeof FAMILIES / sizeof FAMILIES[0] ? &FAMILIES[i] : NULL;
 }

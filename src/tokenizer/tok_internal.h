@@ -29,9 +29,9 @@ typedef struct {
     char *p;
     size_t n, cap;
 } tok_buf;
-int tok_buf_reserve(tok_buf *b, size_t extra);
-int tok_buf_put(tok_buf *b, const void *s, size_t n);
-void tok_buf_free(tok_buf *b);
+int sp_tok_buf_reserve(tok_buf *b, size_t extra);
+int sp_tok_buf_put(tok_buf *b, const void *s, size_t n);
+void sp_tok_buf_free(tok_buf *b);
 
 /* ---- hashing ---------------------------------------------------------------------------- */
 static inline uint64_t tok_hash(const void *s, size_t n) {
@@ -153,7 +153,7 @@ struct tok_tokenizer {
     uint64_t *map; /* hash slots: hash high bits << 32 | id; UINT64_MAX empty */
     int32_t ascii_tok[128]; /* id of each one-byte token, -1 absent (fast path) */
     uint64_t map_mask;
-    int n_dups;     /* ids whose text an earlier id already has (tok_vocab_finish) */
+    int n_dups;     /* ids whose text an earlier id already has (sp_tok_vocab_finish) */
     int32_t dup_id; /* the first such id */
     /* merges */
     tok_merge *merges;
@@ -198,48 +198,48 @@ struct tok_tokenizer {
 
 /* ---- vocab.c ---------------------------------------------------------------------------- */
 /* Allocate the id tables for n ids; all ids start as holes. */
-int tok_vocab_init(tok_tokenizer *t, int n, sp_err *err);
+int sp_tok_vocab_init(tok_tokenizer *t, int n, sp_err *err);
 /* Set the text of id (copied). Duplicate texts are kept; the map keeps the first. */
-int tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err *err);
+int sp_tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err *err);
 /* Build the text->id map and byte tables once all ids are set. */
-int tok_vocab_finish(tok_tokenizer *t, sp_err *err);
-/* insert one more id into the map (after tok_vocab_finish); refresh the byte tables after */
-void tok_vocab_insert(tok_tokenizer *t, int32_t id);
-void tok_vocab_tables(tok_tokenizer *t);
-/* work out cut_ok / cut_bad from the vocabulary (after tok_vocab_finish) */
-void tok_vocab_find_cuts(tok_tokenizer *t);
-int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n);
-int tok_merges_init(tok_tokenizer *t, int n, sp_err *err);
+int sp_tok_vocab_finish(tok_tokenizer *t, sp_err *err);
+/* insert one more id into the map (after sp_tok_vocab_finish); refresh the byte tables after */
+void sp_tok_vocab_insert(tok_tokenizer *t, int32_t id);
+void sp_tok_vocab_tables(tok_tokenizer *t);
+/* work out cut_ok / cut_bad from the vocabulary (after sp_tok_vocab_finish) */
+void sp_tok_vocab_find_cuts(tok_tokenizer *t);
+int32_t sp_tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n);
+int sp_tok_merges_init(tok_tokenizer *t, int n, sp_err *err);
 /* rank = insertion order; merged token text must be in the vocab */
-int tok_merges_add(tok_tokenizer *t, int32_t a, int32_t b, int32_t rank, sp_err *err);
-const tok_merge *tok_merges_find(const tok_tokenizer *t, int32_t a, int32_t b);
-int tok_added_add(tok_tokenizer *t, const tok_added *a, sp_err *err); /* copies text */
-int tok_added_finish(tok_tokenizer *t, sp_err *err);
-void tok_add_eog(tok_tokenizer *t, int32_t id);
+int sp_tok_merges_add(tok_tokenizer *t, int32_t a, int32_t b, int32_t rank, sp_err *err);
+const tok_merge *sp_tok_merges_find(const tok_tokenizer *t, int32_t a, int32_t b);
+int sp_tok_added_add(tok_tokenizer *t, const tok_added *a, sp_err *err); /* copies text */
+int sp_tok_added_finish(tok_tokenizer *t, sp_err *err);
+void sp_tok_add_eog(tok_tokenizer *t, int32_t id);
 /* append a pipeline stage (the struct is copied; its strings/regex become t's) */
-int tok_push_norm(tok_tokenizer *t, const tok_norm *op, sp_err *err);
-int tok_push_pre(tok_tokenizer *t, const tok_pre *op, sp_err *err);
-int tok_push_dec(tok_tokenizer *t, const tok_dec *op, sp_err *err);
-char *tok_strndup(const char *s, size_t n);
+int sp_tok_push_norm(tok_tokenizer *t, const tok_norm *op, sp_err *err);
+int sp_tok_push_pre(tok_tokenizer *t, const tok_pre *op, sp_err *err);
+int sp_tok_push_dec(tok_tokenizer *t, const tok_dec *op, sp_err *err);
+char *sp_tok_strndup(const char *s, size_t n);
 /* EOS plus the usual end-of-turn texts present in the vocab */
-void tok_collect_eog(tok_tokenizer *t);
+void sp_tok_collect_eog(tok_tokenizer *t);
 
 /* ---- utf8 helpers (decode.c) -------------------------------------------------------------- */
 /* length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid/truncated */
-int tok_utf8_valid_len(const uint8_t *s, size_t n);
+int sp_tok_utf8_valid_len(const uint8_t *s, size_t n);
 /* Append s with invalid sequences replaced by U+FFFD. per_byte: one U+FFFD per invalid byte
  * (llama.cpp input rule); else one per maximal invalid subpart (Rust from_utf8_lossy). */
-int tok_utf8_lossy(tok_buf *out, const char *s, size_t n, int per_byte);
+int sp_tok_utf8_lossy(tok_buf *out, const char *s, size_t n, int per_byte);
 /* GPT-2 byte <-> char table (docs/TOKENIZER.md §5) */
-uint32_t tok_bytelevel_cp(uint8_t b);
-int tok_bytelevel_byte(uint32_t cp); /* -1 when cp is not in the table */
-int tok_utf8_put(char *out, uint32_t cp); /* bytes written (1..4) */
-uint32_t tok_utf8_get(const char *s, size_t n, int *len); /* cp and its length; invalid: len 1, 0xFFFD */
+uint32_t sp_tok_bytelevel_cp(uint8_t b);
+int sp_tok_bytelevel_byte(uint32_t cp); /* -1 when cp is not in the table */
+int sp_tok_utf8_put(char *out, uint32_t cp); /* bytes written (1..4) */
+uint32_t sp_tok_utf8_get(const char *s, size_t n, int *len); /* cp and its length; invalid: len 1, 0xFFFD */
 
 /* ---- normalize.c -------------------------------------------------------------------------- */
 /* Apply the normalizers to s; result in out (replaced). */
-int tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out, sp_err *err);
-void tok_norm_free(tok_norm *n);
+int sp_tok_normalize(const tok_tokenizer *t, const char *s, size_t n, tok_buf *out, sp_err *err);
+void sp_tok_norm_free(tok_norm *n);
 
 /* ---- pretok.c ----------------------------------------------------------------------------- */
 typedef struct {
@@ -251,15 +251,15 @@ typedef struct {
     int n, cap;
 } tok_pieces;
 /* Split s into words (stored in w, which is reset). first: the gap is the first of the text. */
-int tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, tok_pieces *w,
+int sp_tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, tok_pieces *w,
                     sp_err *err);
-void tok_pieces_free(tok_pieces *w);
-pcre2_code *tok_regex_compile(const char *pattern, size_t len, sp_err *err);
+void sp_tok_pieces_free(tok_pieces *w);
+pcre2_code *sp_tok_regex_compile(const char *pattern, size_t len, sp_err *err);
 /* pcre2_match that retries a match hitting PCRE2's default limits with limits proportional to
  * the subject (long runs cost linear time, not an error); returns pcre2_match's code */
-int tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from);
-void tok_pre_free(tok_pre *p);
-extern const char TOK_REGEX_GPT2[], TOK_REGEX_QWEN2[], TOK_REGEX_LLAMA3[];
+int sp_tok_regex_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from);
+void sp_tok_pre_free(tok_pre *p);
+extern const char SP_TOK_REGEX_GPT2[], SP_TOK_REGEX_QWEN2[], SP_TOK_REGEX_LLAMA3[];
 
 /* ---- pretok_table.c: GGUF tokenizer.ggml.pre families --------------------------------------- */
 enum {
@@ -275,23 +275,23 @@ typedef struct {
     int flags;                 /* TOK_PRE_* */
 } tok_pre_family;
 /* the family of a tokenizer.ggml.pre name, NULL when unknown */
-const tok_pre_family *tok_pre_family_find(const char *name, size_t n);
-const tok_pre_family *tok_pre_family_at(int i); /* i-th row, NULL past the end */
+const tok_pre_family *sp_tok_pre_family_find(const char *name, size_t n);
+const tok_pre_family *sp_tok_pre_family_at(int i); /* i-th row, NULL past the end */
 
 /* ---- bpe.c -------------------------------------------------------------------------------- */
 typedef struct tok_bpe_scratch tok_bpe_scratch;
-tok_bpe_scratch *tok_bpe_scratch_new(void);
-void tok_bpe_scratch_free(tok_bpe_scratch *s);
+tok_bpe_scratch *sp_tok_bpe_scratch_new(void);
+void sp_tok_bpe_scratch_free(tok_bpe_scratch *s);
 /* Encode one word (raw bytes when t->byte_level, else UTF-8) and append ids to out. */
-int tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *s, const char *w, size_t n,
+int sp_tok_bpe_word(const tok_tokenizer *t, tok_bpe_scratch *s, const char *w, size_t n,
                  int32_t **out, int *n_out, int *cap_out, sp_err *err);
 
 /* ---- decode.c ----------------------------------------------------------------------------- */
-int tok_decode_into(const tok_tokenizer *t, const int32_t *ids, int n, int flags, tok_buf *out,
+int sp_tok_decode_into(const tok_tokenizer *t, const int32_t *ids, int n, int flags, tok_buf *out,
                     sp_err *err);
-void tok_dec_free(tok_dec *d);
+void sp_tok_dec_free(tok_dec *d);
 
 /* ---- tokjson.c / tokgguf.c ----------------------------------------------------------------- */
-tok_tokenizer *tok_alloc(const char *source);
+tok_tokenizer *sp_tok_alloc(const char *source);
 
 #endif

@@ -90,7 +90,7 @@ static int parse_norm(ld *L, json_t *o, const char *where, int depth) {
         if (!p) return FAIL(L, "%s.prepend must be a string", where);
         op.kind = NORM_PREPEND;
         op.alen = strlen(p);
-        op.a = tok_strndup(p, op.alen);
+        op.a = sp_tok_strndup(p, op.alen);
     } else if (!strcmp(type, "Replace")) {
         const char *pat, *content = str_of(o, "content");
         size_t n;
@@ -98,10 +98,10 @@ static int parse_norm(ld *L, json_t *o, const char *where, int depth) {
         if (pattern_of(L, o, where, &pat, &n, &is_re)) return -1;
         if (!content) return FAIL(L, "%s.content must be a string", where);
         op.kind = NORM_REPLACE;
-        if (is_re && !(op.re = tok_regex_compile(pat, n, L->err))) return sp_err_wrap(L->err, "%s: %s", L->t->source, where);
-        if (!is_re) op.a = tok_strndup(pat, n), op.alen = n;
+        if (is_re && !(op.re = sp_tok_regex_compile(pat, n, L->err))) return sp_err_wrap(L->err, "%s: %s", L->t->source, where);
+        if (!is_re) op.a = sp_tok_strndup(pat, n), op.alen = n;
         op.blen = strlen(content);
-        op.b = tok_strndup(content, op.blen);
+        op.b = sp_tok_strndup(content, op.blen);
     } else if (!strcmp(type, "BertNormalizer")) {
         op.kind = NORM_BERT;
         json_t *sa = json_object_get(o, "strip_accents");
@@ -114,7 +114,7 @@ static int parse_norm(ld *L, json_t *o, const char *where, int depth) {
     } else {
         return FAIL(L, "%s: normalizer type '%s' is not supported", where, type);
     }
-    return tok_push_norm(L->t, &op, L->err);
+    return sp_tok_push_norm(L->t, &op, L->err);
 }
 
 /* ---- pre-tokenizers ------------------------------------------------------------------------ */
@@ -160,23 +160,23 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
         op.kind = PRE_SPLIT;
         op.behavior = (tok_split_behavior)k;
         if ((op.invert = opt_bool(L, o, "invert", 0, where)) < 0) return -1;
-        if (is_re && !(op.re = tok_regex_compile(pat, n, L->err))) return sp_err_wrap(L->err, "%s: %s", L->t->source, where);
-        if (!is_re) op.lit = tok_strndup(pat, n), op.lit_len = n;
+        if (is_re && !(op.re = sp_tok_regex_compile(pat, n, L->err))) return sp_err_wrap(L->err, "%s: %s", L->t->source, where);
+        if (!is_re) op.lit = sp_tok_strndup(pat, n), op.lit_len = n;
     } else if (!strcmp(type, "ByteLevel")) {
         op.kind = PRE_BYTELEVEL;
         int use_regex = opt_bool(L, o, "use_regex", 1, where);
         if ((op.add_prefix_space = opt_bool(L, o, "add_prefix_space", 1, where)) < 0 || use_regex < 0) return -1;
-        if (use_regex && !(op.re = tok_regex_compile(TOK_REGEX_GPT2, strlen(TOK_REGEX_GPT2), L->err))) return -1;
+        if (use_regex && !(op.re = sp_tok_regex_compile(SP_TOK_REGEX_GPT2, strlen(SP_TOK_REGEX_GPT2), L->err))) return -1;
         L->t->byte_level = 1;
     } else if (!strcmp(type, "Metaspace")) {
         const char *r = str_of(o, "replacement");
         op.kind = PRE_METASPACE;
         if (!r) r = "\xE2\x96\x81";
         op.lit_len = strlen(r);
-        op.lit = tok_strndup(r, op.lit_len);
+        op.lit = sp_tok_strndup(r, op.lit_len);
         if ((op.prepend_scheme = prepend_scheme(L, o, where)) < 0 ||
             (op.split = opt_bool(L, o, "split", 1, where)) < 0) {
-            tok_pre_free(&op);
+            sp_tok_pre_free(&op);
             return -1;
         }
     } else if (!strcmp(type, "Digits")) {
@@ -195,29 +195,29 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
         if (k < 0) return FAIL(L, "%s.behavior '%s' is not a split behavior", where, beh);
         if (!strcmp(type, "BertPreTokenizer")) {
             tok_pre ws = {.kind = PRE_WHITESPACE_SPLIT};
-            if (tok_push_pre(L->t, &ws, L->err)) return -1;
+            if (sp_tok_push_pre(L->t, &ws, L->err)) return -1;
         }
         static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
         op.kind = PRE_SPLIT;
         op.behavior = (tok_split_behavior)k;
-        if (!(op.re = tok_regex_compile(punct, strlen(punct), L->err))) return -1;
+        if (!(op.re = sp_tok_regex_compile(punct, strlen(punct), L->err))) return -1;
     } else if (!strcmp(type, "CharDelimiterSplit")) {
         const char *d = str_of(o, "delimiter");
         if (!d || !*d) return FAIL(L, "%s.delimiter must be a one-character string", where);
         op.kind = PRE_SPLIT;
         op.behavior = SPLIT_REMOVED;
         op.lit_len = strlen(d);
-        op.lit = tok_strndup(d, op.lit_len);
+        op.lit = sp_tok_strndup(d, op.lit_len);
     } else if (!strcmp(type, "Whitespace")) {
         op.kind = PRE_SPLIT;
         op.behavior = SPLIT_REMOVED;
         op.invert = 1;
         static const char words[] = "\\w+|[^\\w\\s]+";
-        if (!(op.re = tok_regex_compile(words, strlen(words), L->err))) return -1;
+        if (!(op.re = sp_tok_regex_compile(words, strlen(words), L->err))) return -1;
     } else {
         return FAIL(L, "%s: pre_tokenizer type '%s' is not supported", where, type);
     }
-    return tok_push_pre(L->t, &op, L->err);
+    return sp_tok_push_pre(L->t, &op, L->err);
 }
 
 /* ---- decoders ------------------------------------------------------------------------------ */
@@ -248,9 +248,9 @@ static int parse_dec(ld *L, json_t *o, const char *where, int depth) {
         if (is_re) return FAIL(L, "%s: a Replace decoder with a Regex pattern is not supported", where);
         if (!content) return FAIL(L, "%s.content must be a string", where);
         op.kind = DEC_REPLACE;
-        op.a = tok_strndup(pat, n), op.alen = n;
+        op.a = sp_tok_strndup(pat, n), op.alen = n;
         op.blen = strlen(content);
-        op.b = tok_strndup(content, op.blen);
+        op.b = sp_tok_strndup(content, op.blen);
     } else if (!strcmp(type, "Strip")) {
         const char *c = str_of(o, "content");
         json_t *st = json_object_get(o, "start"), *sp = json_object_get(o, "stop");
@@ -259,7 +259,7 @@ static int parse_dec(ld *L, json_t *o, const char *where, int depth) {
             return FAIL(L, "%s: Strip needs content (string), start and stop (small integers)", where);
         op.kind = DEC_STRIP;
         op.alen = strlen(c);
-        op.a = tok_strndup(c, op.alen);
+        op.a = sp_tok_strndup(c, op.alen);
         op.start = (int)json_integer_value(st);
         op.stop = (int)json_integer_value(sp);
     } else if (!strcmp(type, "Metaspace")) {
@@ -267,15 +267,15 @@ static int parse_dec(ld *L, json_t *o, const char *where, int depth) {
         if (!r) r = "\xE2\x96\x81";
         op.kind = DEC_METASPACE;
         op.alen = strlen(r);
-        op.a = tok_strndup(r, op.alen);
+        op.a = sp_tok_strndup(r, op.alen);
         if ((op.prepend_scheme = prepend_scheme(L, o, where)) < 0) {
-            tok_dec_free(&op);
+            sp_tok_dec_free(&op);
             return -1;
         }
     } else {
         return FAIL(L, "%s: decoder type '%s' is not supported", where, type);
     }
-    return tok_push_dec(L->t, &op, L->err);
+    return sp_tok_push_dec(L->t, &op, L->err);
 }
 
 /* ---- post-processor ------------------------------------------------------------------------ */
@@ -372,18 +372,18 @@ static int vocab_add(void *ctx, const char *s, size_t n, long long id) {
     v->len[v->n] = (uint32_t)n;
     v->id[v->n++] = (int32_t)id;
     if (id > v->max_id) v->max_id = id;
-    return tok_buf_put(&v->arena, s, n) ? FAIL(v->L, "out of memory") : 0;
+    return sp_tok_buf_put(&v->arena, s, n) ? FAIL(v->L, "out of memory") : 0;
 }
 
 static int merge_add(void *ctx, long long i, const char *a, size_t la, const char *b, size_t lb) {
     ld *L = ctx;
     tok_tokenizer *t = L->t;
-    int32_t ia = tok_vocab_find(t, a, la), ib = tok_vocab_find(t, b, lb);
+    int32_t ia = sp_tok_vocab_find(t, a, la), ib = sp_tok_vocab_find(t, b, lb);
     if (ia < 0 || ib < 0)
         return FAIL(L, "model.merges[%lld] names '%.*s', which is not in model.vocab", i,
                     (int)(ia < 0 ? (la > 60 ? 60 : la) : (lb > 60 ? 60 : lb)), ia < 0 ? a : b);
     if (i > INT32_MAX / 2) return FAIL(L, "model.merges is too long");
-    if (tok_merges_add(t, ia, ib, (int32_t)i, L->err)) return sp_err_wrap(L->err, "model.merges[%lld]", i);
+    if (sp_tok_merges_add(t, ia, ib, (int32_t)i, L->err)) return sp_err_wrap(L->err, "model.merges[%lld]", i);
     return 0;
 }
 
@@ -401,7 +401,7 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
     int rc = 0;
     size_t bad = 0;
     if (vs) {
-        int r = tj_vocab_each(vs->base + vs->a, vs->base + vs->b, vocab_add, &vl, &bad);
+        int r = sp_tj_vocab_each(vs->base + vs->a, vs->base + vs->b, vocab_add, &vl, &bad);
         if (r == -1) rc = FAIL(L, "model.vocab must be {\"token\": id, ...}: malformed at byte %zu", vs->a + bad);
         else if (r) rc = -1;
     } else {
@@ -430,14 +430,14 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
     if (!rc && (size_t)vl.max_id >= 2 * n_tokens + 65536)
         rc = FAIL(L, "token id %lld with only %zu tokens: ids must be dense (at most %zu ids for this file)",
                   vl.max_id, n_tokens, 2 * n_tokens + 65536);
-    if (!rc) rc = tok_vocab_init(t, (int)vl.max_id + 1, L->err);
+    if (!rc) rc = sp_tok_vocab_init(t, (int)vl.max_id + 1, L->err);
     for (size_t i = 0; !rc && i < vl.n; i++)
-        if (tok_vocab_set(t, vl.id[i], vl.arena.p + vl.off[i], vl.len[i], L->err)) rc = sp_err_wrap(L->err, "model.vocab");
-    tok_buf_free(&vl.arena);
+        if (sp_tok_vocab_set(t, vl.id[i], vl.arena.p + vl.off[i], vl.len[i], L->err)) rc = sp_err_wrap(L->err, "model.vocab");
+    sp_tok_buf_free(&vl.arena);
     free(vl.off);
     free(vl.len);
     free(vl.id);
-    if (rc || tok_vocab_finish(t, L->err)) return -1;
+    if (rc || sp_tok_vocab_finish(t, L->err)) return -1;
     if (t->n_dups)
         return FAIL(L, "model.vocab has the token '%.*s' twice", (int)(t->len[t->dup_id] > 60 ? 60 : t->len[t->dup_id]),
                     t->text.p + t->off[t->dup_id]);
@@ -465,14 +465,14 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
             return FAIL(L, "%s: id %d is '%.*s' in model.vocab but '%.*s' here", where, id,
                         (int)(t->len[id] > 40 ? 40 : t->len[id]), t->text.p + t->off[id], (int)(n > 40 ? 40 : n), s);
         if (t->attr[id] & TOK_ATTR_HOLE) {
-            if (tok_vocab_set(t, id, s, n, L->err)) return -1;
-            tok_vocab_insert(t, id);
+            if (sp_tok_vocab_set(t, id, s, n, L->err)) return -1;
+            sp_tok_vocab_insert(t, id);
         }
         t->attr[id] = ad.special ? TOK_ATTR_CONTROL : TOK_ATTR_USER;
-        if (tok_added_add(t, &ad, L->err)) return -1;
+        if (sp_tok_added_add(t, &ad, L->err)) return -1;
     }
-    tok_vocab_tables(t);
-    if (tok_added_finish(t, L->err)) return -1;
+    sp_tok_vocab_tables(t);
+    if (sp_tok_added_finish(t, L->err)) return -1;
     for (int b = 0; b < 256; b++)
         if (t->byte_tok[b] >= 0) t->attr[t->byte_tok[b]] |= TOK_ATTR_BYTE;
     /* merges: "a b" strings or ["a", "b"] pairs; rank = index (docs/TOKENIZER.md §1) */
@@ -484,15 +484,15 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
         for (const char *p = ms->base + ms->a; (p = memchr(p, '"', (size_t)(ms->base + ms->b - p))); p++) quotes++;
         size_t bound = quotes / (p0 < ms->base + ms->b && *p0 == '[' ? 4 : 2);
         if (bound > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
-        if (tok_merges_init(t, (int)bound, L->err)) return -1;
-        int r = tj_merges_each(ms->base + ms->a, ms->base + ms->b, merge_add, L, &bad);
+        if (sp_tok_merges_init(t, (int)bound, L->err)) return -1;
+        int r = sp_tj_merges_each(ms->base + ms->a, ms->base + ms->b, merge_add, L, &bad);
         if (r == -1) return FAIL(L, "model.merges must be [\"a b\", ...] or [[\"a\", \"b\"], ...]: malformed at byte %zu", ms->a + bad);
         if (r == -3) return FAIL(L, "model.merges: a string merge is not 'left right' (byte %zu)", ms->a + bad);
         if (r) return -1;
     } else {
         size_t nm = json_array_size(merges);
         if (nm > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
-        if (tok_merges_init(t, (int)nm, L->err)) return -1;
+        if (sp_tok_merges_init(t, (int)nm, L->err)) return -1;
         for (size_t i = 0; i < nm; i++) {
             json_t *m = json_array_get(merges, i);
             if (json_is_string(m)) {
@@ -523,7 +523,7 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
     json_t *unk = json_object_get(model, "unk_token");
     if (unk && !json_is_null(unk)) {
         if (!json_is_string(unk)) return FAIL(L, "model.unk_token must be a string or null");
-        t->unk_id = tok_vocab_find(t, json_string_value(unk), json_string_length(unk));
+        t->unk_id = sp_tok_vocab_find(t, json_string_value(unk), json_string_length(unk));
         if (t->unk_id < 0) return FAIL(L, "model.unk_token '%.60s' is not in model.vocab", json_string_value(unk));
         t->attr[t->unk_id] |= TOK_ATTR_UNKNOWN;
     }
@@ -544,12 +544,12 @@ static int32_t config_token(const tok_tokenizer *t, json_t *cfg, const char *key
     json_t *v = json_object_get(cfg, key);
     if (json_is_object(v)) v = json_object_get(v, "content");
     if (!json_is_string(v)) return -1;
-    return tok_vocab_find(t, json_string_value(v), json_string_length(v));
+    return sp_tok_vocab_find(t, json_string_value(v), json_string_length(v));
 }
 
 static int apply_config(ld *L, const char *cfg_text, int has_post) {
     tok_tokenizer *t = L->t;
-    json_t *cfg = hf_json_loadb(cfg_text, strlen(cfg_text), 0, "tokenizer_config.json", L->err);
+    json_t *cfg = sp_hf_json_loadb(cfg_text, strlen(cfg_text), 0, "tokenizer_config.json", L->err);
     if (!cfg) return sp_err_wrap(L->err, "%s", t->source);
     if (!json_is_object(cfg)) {
         json_decref(cfg);
@@ -582,7 +582,7 @@ static int apply_config(ld *L, const char *cfg_text, int has_post) {
         const char *name = str_of(e, "name");
         if (name && !strcmp(name, "default")) tmpl = str_of(e, "template");
     }
-    if (tmpl && !(t->chat_template = tok_strndup(tmpl, strlen(tmpl)))) {
+    if (tmpl && !(t->chat_template = sp_tok_strndup(tmpl, strlen(tmpl)))) {
         json_decref(cfg);
         return sp_err_set(L->err, "out of memory");
     }
@@ -590,9 +590,9 @@ static int apply_config(ld *L, const char *cfg_text, int has_post) {
     return 0;
 }
 
-tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *config_json,
+tok_tokenizer *sp_tok_load_json_mem(const char *text, size_t len, const char *config_json,
                                  const char *what, sp_err *err) {
-    tok_tokenizer *t = tok_alloc(what);
+    tok_tokenizer *t = sp_tok_alloc(what);
     if (!t) {
         sp_err_set(err, "out of memory");
         return NULL;
@@ -602,7 +602,7 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
     tj_span vs, ms;
     char *rest = NULL;
     size_t rest_len = 0;
-    if (tj_find_model_members(text, len, &vs, &ms) == 0 && vs.b && ms.b && (rest = malloc(len))) {
+    if (sp_tj_find_model_members(text, len, &vs, &ms) == 0 && vs.b && ms.b && (rest = malloc(len))) {
         /* the document without the two big values: [.. vocab {} .. merges [] ..] */
         const tj_span *first = vs.a < ms.a ? &vs : &ms, *second = vs.a < ms.a ? &ms : &vs;
         const char *fill1 = first == &vs ? "{}" : "[]", *fill2 = first == &vs ? "[]" : "{}";
@@ -612,7 +612,7 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
         memcpy(rest + rest_len, fill2, 2), rest_len += 2;
         memcpy(rest + rest_len, text + second->b, len - second->b), rest_len += len - second->b;
     }
-    json_t *root = hf_json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, what, err);
+    json_t *root = sp_hf_json_loadb(rest ? rest : text, rest ? rest_len : len, JSON_REJECT_DUPLICATES, what, err);
     int rc = root ? 0 : -1;
     if (root && !json_is_object(root)) rc = sp_err_set(err, "%s: the top level must be an object", what);
     if (!rc)
@@ -636,13 +636,13 @@ tok_tokenizer *tok_load_json_mem(const char *text, size_t len, const char *confi
     if (!rc) {
         if (t->eos_id < 0) { /* the usual names */
             static const char *eos[] = {"</s>", "<eos>", "<|endoftext|>", "<|end_of_text|>"};
-            for (size_t i = 0; i < 4 && t->eos_id < 0; i++) t->eos_id = tok_vocab_find(t, eos[i], strlen(eos[i]));
+            for (size_t i = 0; i < 4 && t->eos_id < 0; i++) t->eos_id = sp_tok_vocab_find(t, eos[i], strlen(eos[i]));
         }
-        tok_collect_eog(t);
-        tok_vocab_find_cuts(t);
+        sp_tok_collect_eog(t);
+        sp_tok_vocab_find_cuts(t);
         return t;
     }
-    tok_free(t);
+    sp_tok_free(t);
     return NULL;
 }
 
@@ -654,13 +654,13 @@ static tok_tokenizer *load_with_config(const char *json_path, const char *cfg_pa
         free(text);
         return NULL;
     }
-    tok_tokenizer *t = tok_load_json_mem(text, n, cfg, json_path, err);
+    tok_tokenizer *t = sp_tok_load_json_mem(text, n, cfg, json_path, err);
     free(text);
     free(cfg);
     return t;
 }
 
-tok_tokenizer *tok_load_json(const char *path, sp_err *err) {
+tok_tokenizer *sp_tok_load_json(const char *path, sp_err *err) {
     char dir[1024], cfg[1100];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -670,7 +670,7 @@ tok_tokenizer *tok_load_json(const char *path, sp_err *err) {
     return load_with_config(path, cfg, err);
 }
 
-tok_tokenizer *tok_load_dir(const char *model_dir, sp_err *err) {
+tok_tokenizer *sp_tok_load_dir(const char *model_dir, sp_err *err) {
     char json[1100], cfg[1100];
     sp_path_join(json, sizeof json, model_dir, "tokenizer.json");
     sp_path_join(cfg, sizeof cfg, model_dir, "tokenizer_config.json");

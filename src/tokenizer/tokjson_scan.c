@@ -44,7 +44,7 @@ static int tj_string(const char **pp, const char *e, tok_buf *out) {
     while (p < e) {
         char c = *p;
         if (c == '"') {
-            if (tok_buf_put(out, run, (size_t)(p - run))) return -1;
+            if (sp_tok_buf_put(out, run, (size_t)(p - run))) return -1;
             *pp = p + 1;
             return 0;
         }
@@ -53,7 +53,7 @@ static int tj_string(const char **pp, const char *e, tok_buf *out) {
             p++;
             continue;
         }
-        if (tok_buf_put(out, run, (size_t)(p - run)) || ++p >= e) return -1;
+        if (sp_tok_buf_put(out, run, (size_t)(p - run)) || ++p >= e) return -1;
         char u[4];
         int k = 1;
         switch (*p) {
@@ -77,12 +77,12 @@ static int tj_string(const char **pp, const char *e, tok_buf *out) {
             } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
                 return -1;
             }
-            k = tok_utf8_put(u, cp);
+            k = sp_tok_utf8_put(u, cp);
             break;
         }
         default: return -1;
         }
-        if (tok_buf_put(out, u, (size_t)k)) return -1;
+        if (sp_tok_buf_put(out, u, (size_t)k)) return -1;
         run = ++p;
     }
     return -1;
@@ -149,17 +149,17 @@ static int walk_object(const char *p, const char *e, const char *k1, tj_span *s1
         if (hit) hit->a = (size_t)(v - hit->base), hit->b = (size_t)(ve - hit->base);
         p = ws(ve, e);
         if (p < e && *p == '}') {
-            tok_buf_free(&key);
+            sp_tok_buf_free(&key);
             return 0;
         }
         if (p >= e || *p != ',') break;
         p++;
     }
-    tok_buf_free(&key);
+    sp_tok_buf_free(&key);
     return -1;
 }
 
-int tj_find_model_members(const char *s, size_t n, tj_span *vocab, tj_span *merges) {
+int sp_tj_find_model_members(const char *s, size_t n, tj_span *vocab, tj_span *merges) {
     tj_span model = {s, 0, 0};
     vocab->base = merges->base = s;
     vocab->a = vocab->b = merges->a = merges->b = 0;
@@ -167,7 +167,7 @@ int tj_find_model_members(const char *s, size_t n, tj_span *vocab, tj_span *merg
     return walk_object(s + model.a, s + model.b, "vocab", vocab, "merges", merges);
 }
 
-int tj_vocab_each(const char *p, const char *e, tj_vocab_fn fn, void *ctx, size_t *bad_at) {
+int sp_tj_vocab_each(const char *p, const char *e, tj_vocab_fn fn, void *ctx, size_t *bad_at) {
     const char *start = p;
     tok_buf key = {0};
     int rc = -1;
@@ -203,11 +203,11 @@ int tj_vocab_each(const char *p, const char *e, tj_vocab_fn fn, void *ctx, size_
     }
 out:
     if (rc == -1 && bad_at) *bad_at = (size_t)(p - start);
-    tok_buf_free(&key);
+    sp_tok_buf_free(&key);
     return rc;
 }
 
-int tj_merges_each(const char *p, const char *e, tj_merge_fn fn, void *ctx, size_t *bad_at) {
+int sp_tj_merges_each(const char *p, const char *e, tj_merge_fn fn, void *ctx, size_t *bad_at) {
     const char *start = p;
     tok_buf a = {0}, b = {0};
     int rc = -1;
@@ -262,7 +262,7 @@ int tj_merges_each(const char *p, const char *e, tj_merge_fn fn, void *ctx, size
     }
 out:
     if (rc == -1 && bad_at) *bad_at = (size_t)(p - start);
-    tok_buf_free(&a);
-    tok_buf_free(&b);
+    sp_tok_buf_free(&a);
+    sp_tok_buf_free(&b);
     return rc;
 }

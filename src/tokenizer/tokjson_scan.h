@@ -12,7 +12,7 @@ typedef struct {
 
 /* Spans of model.vocab and model.merges in the document; -1 when the document is not a
  * well-formed object with a "model" object (the caller then lets jansson report why). */
-int tj_find_model_members(const char *s, size_t n, tj_span *vocab, tj_span *merges);
+int sp_tj_find_model_members(const char *s, size_t n, tj_span *vocab, tj_span *merges);
 
 /* callbacks return non-zero to stop with an error they have already reported */
 typedef int (*tj_vocab_fn)(void *ctx, const char *tok, size_t len, long long id);
@@ -20,7 +20,7 @@ typedef int (*tj_merge_fn)(void *ctx, long long idx, const char *a, size_t la, c
 
 /* 0 ok; -1 malformed at *bad_at (offset in the span); -2 the callback failed;
  * -3 (merges) a string merge without a space */
-int tj_vocab_each(const char *p, const char *e, tj_vocab_fn fn, void *ctx, size_t *bad_at);
-int tj_merges_each(const char *p, const char *e, tj_merge_fn fn, void *ctx, size_t *bad_at);
+int sp_tj_vocab_each(const char *p, const char *e, tj_vocab_fn fn, void *ctx, size_t *bad_at);
+int sp_tj_merges_each(const char *p, const char *e, tj_merge_fn fn, void *ctx, size_t *bad_at);
 
 #endif

@@ -1,5 +1,5 @@
 /* train.c — train a SentencePiece-style BPE tokenizer with byte fallback (Gemma's family,
- * docs/TOKENIZER.md §4) and write it as a tokenizer.json that tok_load_json reads back.
+ * docs/TOKENIZER.md §4) and write it as a tokenizer.json that sp_tok_load_json reads back.
  *
  * Layout of the ids: <pad> 0, <eos> 1, <bos> 2, <unk> 3, <mask> 4, the 256 byte tokens
  * <0x00>..<0xFF>, then the characters that cover char_coverage of the corpus (most frequent
@@ -60,14 +60,14 @@ static int wt_add(word_table *w, const char *s, size_t n) {
     }
     w->slots[h] = (word_slot){hv, (uint32_t)w->text.n, (uint32_t)n, 1};
     w->used++;
-    return tok_buf_put(&w->text, s, n);
+    return sp_tok_buf_put(&w->text, s, n);
 }
 
 /* normalize (" " -> "▁") and cut into words; max_len bounds a word in bytes */
 static int count_words(word_table *w, const char *s, size_t n) {
     tok_buf norm = {0};
     for (size_t i = 0; i < n; i++)
-        if (s[i] == ' ' ? tok_buf_put(&norm, MARK, 3) : tok_buf_put(&norm, s + i, 1)) return -1;
+        if (s[i] == ' ' ? sp_tok_buf_put(&norm, MARK, 3) : sp_tok_buf_put(&norm, s + i, 1)) return -1;
     const char *p = norm.p ? norm.p : "";
     size_t m = norm.n, start = 0;
     for (size_t i = 0; i < m;) {
@@ -84,7 +84,7 @@ static int count_words(word_table *w, const char *s, size_t n) {
         i += is_mark ? 3 : 1;
     }
     int rc = wt_add(w, p + start, m - start);
-    tok_buf_free(&norm);
+    sp_tok_buf_free(&norm);
     return rc;
 }
 
@@ -212,7 +212,7 @@ static int vb_add(vocab_b *v, const char *s, size_t n, uint32_t chars) {
     v->off[v->n] = (uint32_t)v->text.n;
     v->len[v->n] = (uint32_t)n;
     v->chars[v->n++] = chars;
-    return tok_buf_put(&v->text, s, n);
+    return sp_tok_buf_put(&v->text, s, n);
 }
 
 typedef struct {
@@ -243,7 +243,7 @@ static int write_json(const vocab_b *v, const int32_t (*merges)[2], int n_merges
         json_array_append_new(added, a);
     }
     for (int i = 0; i < v->n; i++) {
-        char *k = tok_strndup(v->text.p + v->off[i], v->len[i]);
+        char *k = sp_tok_strndup(v->text.p + v->off[i], v->len[i]);
         if (!k) return sp_err_set(err, "out of memory");
         json_object_set_new(vocab, k, json_integer(i));
         free(k);
@@ -293,7 +293,7 @@ static int write_json(const vocab_b *v, const int32_t (*merges)[2], int n_merges
 }
 
 /* ---- training ------------------------------------------------------------------------------- */
-int tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, const tok_train_opts *o,
+int sp_tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, const tok_train_opts *o,
                   const char *out_path, sp_err *err) {
     double coverage = o->char_coverage > 0 && o->char_coverage <= 1 ? o->char_coverage : 0.9995;
     int max_chars = o->max_token_chars > 0 ? o->max_token_chars : 16;
@@ -317,13 +317,13 @@ int tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, con
         if (!e->hash) continue;
         const char *p = wt.text.p + e->off;
         for (uint32_t i = 0; i < e->len && !rc;) {
-            int k = tok_utf8_valid_len((const uint8_t *)p + i, e->len - i);
+            int k = sp_tok_utf8_valid_len((const uint8_t *)p + i, e->len - i);
             if (!k) {
                 i++;
                 continue;
             }
             int kk;
-            uint32_t cp = tok_utf8_get(p + i, e->len - i, &kk);
+            uint32_t cp = sp_tok_utf8_get(p + i, e->len - i, &kk);
             i += (uint32_t)k;
             total_chars += e->count;
             uint64_t h = tok_hash_u64(cp) & cmask;
@@ -377,16 +377,16 @@ int tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, con
     for (size_t i = 0; i < n_cc && !rc && vb.n < o->vocab_size; i++) {
         if (covered >= (int64_t)(coverage * (double)total_chars) && i > 0) break;
         char u[4];
-        int k = tok_utf8_put(u, cc[i].cp);
+        int k = sp_tok_utf8_put(u, cc[i].cp);
         rc = vb_add(&vb, u, (size_t)k, 1);
         covered += cc[i].count;
     }
     if (rc && !err->msg[0]) sp_err_set(err, "out of memory");
     /* char id lookup through a temporary tokenizer map */
-    tok_tokenizer *tmp = rc ? NULL : tok_alloc("train");
-    if (!rc && (!tmp || tok_vocab_init(tmp, vb.n, err))) rc = -1;
-    for (int i = 0; i < vb.n && !rc; i++) rc = tok_vocab_set(tmp, i, vb.text.p + vb.off[i], vb.len[i], err);
-    if (!rc) rc = tok_vocab_finish(tmp, err);
+    tok_tokenizer *tmp = rc ? NULL : sp_tok_alloc("train");
+    if (!rc && (!tmp || sp_tok_vocab_init(tmp, vb.n, err))) rc = -1;
+    for (int i = 0; i < vb.n && !rc; i++) rc = sp_tok_vocab_set(tmp, i, vb.text.p + vb.off[i], vb.len[i], err);
+    if (!rc) rc = sp_tok_vocab_finish(tmp, err);
     /* words as symbol arrays */
     int n_words = (int)wt.used;
     int32_t **sym = rc ? NULL : calloc((size_t)n_words + 1, sizeof *sym);
@@ -404,9 +404,9 @@ int tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, con
             break;
         }
         for (uint32_t i = 0; i < e->len;) {
-            int k = tok_utf8_valid_len((const uint8_t *)p + i, e->len - i);
+            int k = sp_tok_utf8_valid_len((const uint8_t *)p + i, e->len - i);
             if (!k) k = 1;
-            sym[wi][nsym[wi]++] = tok_vocab_find(tmp, p + i, (size_t)k); /* -1: uncovered */
+            sym[wi][nsym[wi]++] = sp_tok_vocab_find(tmp, p + i, (size_t)k); /* -1: uncovered */
             i += (uint32_t)k;
         }
         wcount[wi++] = e->count;
@@ -498,14 +498,14 @@ int tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, con
         if (pt.s[i].key != UINT64_MAX) free(pt.s[i].words);
     free(pt.s);
     free(hp.v);
-    tok_free(tmp);
-    tok_buf_free(&vb.text);
+    sp_tok_free(tmp);
+    sp_tok_buf_free(&vb.text);
     free(vb.off);
     free(vb.len);
     free(vb.chars);
     free(cc);
     free(cidx);
     free(wt.slots);
-    tok_buf_free(&wt.text);
+    sp_tok_buf_free(&wt.text);
     return rc ? -1 : 0;
 }

@@ -2,7 +2,7 @@
  * Validation is strict (no overlongs, no surrogates, nothing above U+10FFFF). */
 #include "tok_internal.h"
 
-int tok_utf8_valid_len(const uint8_t *s, size_t n) {
+int sp_tok_utf8_valid_len(const uint8_t *s, size_t n) {
     if (!n) return 0;
     uint8_t c = s[0];
     if (c < 0x80) return 1;
@@ -45,29 +45,29 @@ static int maximal_subpart(const uint8_t *s, size_t n) {
     return k;
 }
 
-int tok_utf8_lossy(tok_buf *out, const char *s, size_t n, int per_byte) {
+int sp_tok_utf8_lossy(tok_buf *out, const char *s, size_t n, int per_byte) {
     static const char fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0, start = 0;
-    if (tok_buf_reserve(out, n)) return -1;
+    if (sp_tok_buf_reserve(out, n)) return -1;
     while (i < n) {
         if (u[i] < 0x80) {
             i++;
             continue;
         }
-        int k = tok_utf8_valid_len(u + i, n - i);
+        int k = sp_tok_utf8_valid_len(u + i, n - i);
         if (k) {
             i += (size_t)k;
             continue;
         }
-        if (tok_buf_put(out, s + start, i - start) || tok_buf_put(out, fffd, 3)) return -1;
+        if (sp_tok_buf_put(out, s + start, i - start) || sp_tok_buf_put(out, fffd, 3)) return -1;
         i += per_byte ? 1 : (size_t)maximal_subpart(u + i, n - i);
         start = i;
     }
-    return tok_buf_put(out, s + start, n - start);
+    return sp_tok_buf_put(out, s + start, n - start);
 }
 
-int tok_utf8_put(char *out, uint32_t cp) {
+int sp_tok_utf8_put(char *out, uint32_t cp) {
     if (cp < 0x80) {
         out[0] = (char)cp;
         return 1;
@@ -90,9 +90,9 @@ int tok_utf8_put(char *out, uint32_t cp) {
     return 4;
 }
 
-uint32_t tok_utf8_get(const char *s, size_t n, int *len) {
+uint32_t sp_tok_utf8_get(const char *s, size_t n, int *len) {
     const uint8_t *u = (const uint8_t *)s;
-    int k = tok_utf8_valid_len(u, n);
+    int k = sp_tok_utf8_valid_len(u, n);
     if (!k) {
         *len = 1;
         return 0xFFFD;
@@ -114,14 +114,14 @@ static int printable(int b) {
 }
 
 /* the 68 non-printable bytes in order: 0x00..0x20 (k 0..32), 0x7F..0xA0 (k 33..66), 0xAD (67) */
-uint32_t tok_bytelevel_cp(uint8_t b) {
+uint32_t sp_tok_bytelevel_cp(uint8_t b) {
     if (printable(b)) return b;
     if (b <= 0x20) return 0x100u + b;
     if (b >= 0x7F && b <= 0xA0) return 0x100u + 33 + (b - 0x7Fu);
     return 0x100u + 67; /* 0xAD */
 }
 
-int tok_bytelevel_byte(uint32_t cp) {
+int sp_tok_bytelevel_byte(uint32_t cp) {
     if (cp < 0x100) return printable((int)cp) ? (int)cp : -1;
     uint32_t k = cp - 0x100;
     if (k <= 32) return (int)k;

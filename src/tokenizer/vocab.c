@@ -1,6 +1,6 @@
 /* vocab.c — the tokenizer's tables: id <-> text (one arena + an open-addressing hash), the
  * merge table ((left, right) -> rank, merged id), the added-token matcher index, the
- * end-of-generation ids, tok_free and the small public getters. Loaders (tokjson.c,
+ * end-of-generation ids, sp_tok_free and the small public getters. Loaders (tokjson.c,
  * tokgguf.c) fill these; bpe.c / encode.c read them. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "tok_internal.h"
 
 /* ---- byte buffer ------------------------------------------------------------------------ */
-int tok_buf_reserve(tok_buf *b, size_t extra) {
+int sp_tok_buf_reserve(tok_buf *b, size_t extra) {
     if (b->n + extra + 1 <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + extra + 1) cap *= 2;
@@ -19,21 +19,21 @@ int tok_buf_reserve(tok_buf *b, size_t extra) {
     return 0;
 }
 
-int tok_buf_put(tok_buf *b, const void *s, size_t n) {
-    if (tok_buf_reserve(b, n)) return -1;
+int sp_tok_buf_put(tok_buf *b, const void *s, size_t n) {
+    if (sp_tok_buf_reserve(b, n)) return -1;
     if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
     return 0;
 }
 
-void tok_buf_free(tok_buf *b) {
+void sp_tok_buf_free(tok_buf *b) {
     free(b->p);
     memset(b, 0, sizeof *b);
 }
 
 /* ---- vocabulary ------------------------------------------------------------------------- */
-tok_tokenizer *tok_alloc(const char *source) {
+tok_tokenizer *sp_tok_alloc(const char *source) {
     tok_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     snprintf(t->source, sizeof t->source, "%s", source ? source : "tokenizer");
@@ -42,7 +42,7 @@ tok_tokenizer *tok_alloc(const char *source) {
     return t;
 }
 
-int tok_vocab_init(tok_tokenizer *t, int n, sp_err *err) {
+int sp_tok_vocab_init(tok_tokenizer *t, int n, sp_err *err) {
     if (n <= 0 || n > (1 << 26))
         return sp_err_set(err, "%s: vocabulary size %d out of range (1..%d)", t->source, n, 1 << 26);
     t->n_vocab = n;
@@ -54,7 +54,7 @@ int tok_vocab_init(tok_tokenizer *t, int n, sp_err *err) {
     return 0;
 }
 
-int tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err *err) {
+int sp_tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err *err) {
     if (id < 0 || id >= t->n_vocab)
         return sp_err_set(err, "%s: token id %d out of range [0, %d)", t->source, id, t->n_vocab);
     if (n > 65535) return sp_err_set(err, "%s: token %d is %zu bytes long", t->source, id, n);
@@ -66,7 +66,7 @@ int tok_vocab_set(tok_tokenizer *t, int32_t id, const char *s, size_t n, sp_err 
     t->off[id] = (uint32_t)t->text.n;
     t->len[id] = (uint32_t)n;
     t->attr[id] = TOK_ATTR_NORMAL;
-    if (tok_buf_put(&t->text, s, n)) return sp_err_set(err, "%s: out of memory", t->source);
+    if (sp_tok_buf_put(&t->text, s, n)) return sp_err_set(err, "%s: out of memory", t->source);
     return 0;
 }
 
@@ -76,7 +76,7 @@ static uint64_t pow2_at_least(uint64_t n) {
     return c;
 }
 
-int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n) {
+int32_t sp_tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n) {
     if (!t->map) return -1;
     uint64_t h = tok_hash(s, n), fp = h >> 32;
     for (h &= t->map_mask;; h = (h + 1) & t->map_mask) {
@@ -88,7 +88,7 @@ int32_t tok_vocab_find(const tok_tokenizer *t, const char *s, size_t n) {
     }
 }
 
-void tok_vocab_insert(tok_tokenizer *t, int32_t id) {
+void sp_tok_vocab_insert(tok_tokenizer *t, int32_t id) {
     if (t->attr[id] & TOK_ATTR_HOLE) return;
     const char *s = t->text.p + t->off[id];
     size_t n = t->len[id];
@@ -105,36 +105,36 @@ void tok_vocab_insert(tok_tokenizer *t, int32_t id) {
     t->map[h] = fp << 32 | (uint32_t)id;
 }
 
-void tok_vocab_tables(tok_tokenizer *t) {
+void sp_tok_vocab_tables(tok_tokenizer *t) {
     for (int b = 0; b < 256; b++) {
         char hex[7];
         snprintf(hex, sizeof hex, "<0x%02X>", b); /* byte tokens, uppercase hex (docs/TOKENIZER.md §3) */
-        t->byte_tok[b] = tok_vocab_find(t, hex, 6);
+        t->byte_tok[b] = sp_tok_vocab_find(t, hex, 6);
         char u[4];
-        int k = tok_utf8_put(u, tok_bytelevel_cp((uint8_t)b)); /* byte-level alphabet */
-        t->bl_tok[b] = tok_vocab_find(t, u, (size_t)k);
+        int k = sp_tok_utf8_put(u, sp_tok_bytelevel_cp((uint8_t)b)); /* byte-level alphabet */
+        t->bl_tok[b] = sp_tok_vocab_find(t, u, (size_t)k);
     }
     for (int c = 0; c < 128; c++) {
         char ch = (char)c;
-        t->ascii_tok[c] = tok_vocab_find(t, &ch, 1);
+        t->ascii_tok[c] = sp_tok_vocab_find(t, &ch, 1);
     }
 }
 
-int tok_vocab_finish(tok_tokenizer *t, sp_err *err) {
+int sp_tok_vocab_finish(tok_tokenizer *t, sp_err *err) {
     free(t->map);
     t->map_mask = pow2_at_least((uint64_t)t->n_vocab * 2) - 1;
     t->map = malloc((t->map_mask + 1) * sizeof *t->map);
     if (!t->map) return sp_err_set(err, "%s: out of memory", t->source);
     memset(t->map, 0xff, (t->map_mask + 1) * sizeof *t->map);
     t->n_dups = 0;
-    for (int32_t id = 0; id < t->n_vocab; id++) tok_vocab_insert(t, id);
-    tok_vocab_tables(t);
+    for (int32_t id = 0; id < t->n_vocab; id++) sp_tok_vocab_insert(t, id);
+    sp_tok_vocab_tables(t);
     return 0;
 }
 
-void tok_vocab_find_cuts(tok_tokenizer *t) {
+void sp_tok_vocab_find_cuts(tok_tokenizer *t) {
     static const char mark[3] = {(char)0xE2, (char)0x96, (char)0x81};
-    t->cut_ok = !t->byte_level && tok_vocab_find(t, mark, 3) >= 0;
+    t->cut_ok = !t->byte_level && sp_tok_vocab_find(t, mark, 3) >= 0;
     t->n_cut_bad = 0;
     for (int32_t id = 0; id < t->n_vocab && t->cut_ok; id++) {
         const char *s = t->text.p + t->off[id];
@@ -160,7 +160,7 @@ void tok_vocab_find_cuts(tok_tokenizer *t) {
 }
 
 /* ---- merges ------------------------------------------------------------------------------- */
-int tok_merges_init(tok_tokenizer *t, int n, sp_err *err) {
+int sp_tok_merges_init(tok_tokenizer *t, int n, sp_err *err) {
     free(t->merges);
     t->merge_mask = pow2_at_least((uint64_t)(n > 0 ? n : 1) * 2) - 1;
     t->merges = malloc((t->merge_mask + 1) * sizeof *t->merges);
@@ -170,7 +170,7 @@ int tok_merges_init(tok_tokenizer *t, int n, sp_err *err) {
     return 0;
 }
 
-const tok_merge *tok_merges_find(const tok_tokenizer *t, int32_t a, int32_t b) {
+const tok_merge *sp_tok_merges_find(const tok_tokenizer *t, int32_t a, int32_t b) {
     if (!t->merges || a < 0 || b < 0) return NULL;
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     for (uint64_t h = tok_hash_u64(key) & t->merge_mask;; h = (h + 1) & t->merge_mask) {
@@ -180,7 +180,7 @@ const tok_merge *tok_merges_find(const tok_tokenizer *t, int32_t a, int32_t b) {
     }
 }
 
-int tok_merges_add(tok_tokenizer *t, int32_t a, int32_t b, int32_t rank, sp_err *err) {
+int sp_tok_merges_add(tok_tokenizer *t, int32_t a, int32_t b, int32_t rank, sp_err *err) {
     if ((uint64_t)t->n_merges * 2 > t->merge_mask)
         return sp_err_set(err, "%s: merge table full", t->source);
     size_t la = t->len[a], lb = t->len[b];
@@ -188,7 +188,7 @@ int tok_merges_add(tok_tokenizer *t, int32_t a, int32_t b, int32_t rank, sp_err 
     if (!cat) return sp_err_set(err, "%s: out of memory", t->source);
     memcpy(cat, t->text.p + t->off[a], la);
     memcpy(cat + la, t->text.p + t->off[b], lb);
-    int32_t id = tok_vocab_find(t, cat, la + lb);
+    int32_t id = sp_tok_vocab_find(t, cat, la + lb);
     if (id < 0) {
         sp_err_set(err, "%s: merge #%d ('%.*s' + '%.*s') makes '%.*s', which is not in the "
                    "vocabulary", t->source, rank, (int)(la > 40 ? 40 : la), t->text.p + t->off[a],
@@ -213,7 +213,7 @@ int tok_merges_add(tok_tokenizer *t, int32_t a, int32_t b, int32_t rank, sp_err 
 }
 
 /* ---- added tokens ----------------------------------------------------------------------- */
-int tok_added_add(tok_tokenizer *t, const tok_added *a, sp_err *err) {
+int sp_tok_added_add(tok_tokenizer *t, const tok_added *a, sp_err *err) {
     if (a->len == 0) return sp_err_set(err, "%s: added token %d has empty content", t->source, a->id);
     tok_added *na = realloc(t->added, (size_t)(t->n_added + 1) * sizeof *na);
     if (!na) return sp_err_set(err, "%s: out of memory", t->source);
@@ -233,7 +233,7 @@ static int cmp_u16_desc(const void *a, const void *b) {
     return (int)*(const uint16_t *)b - (int)*(const uint16_t *)a;
 }
 
-int tok_added_finish(tok_tokenizer *t, sp_err *err) {
+int sp_tok_added_finish(tok_tokenizer *t, sp_err *err) {
     free(t->added_map);
     t->added_map = NULL;
     for (int b = 0; b < 256; b++) {
@@ -274,26 +274,26 @@ int tok_added_finish(tok_tokenizer *t, sp_err *err) {
 }
 
 /* ---- end of generation -------------------------------------------------------------------- */
-void tok_add_eog(tok_tokenizer *t, int32_t id) {
+void sp_tok_add_eog(tok_tokenizer *t, int32_t id) {
     if (id < 0 || id >= t->n_vocab || t->n_eog >= TOK_MAX_EOG) return;
     for (int i = 0; i < t->n_eog; i++)
         if (t->eog[i] == id) return;
     t->eog[t->n_eog++] = id;
 }
 
-void tok_collect_eog(tok_tokenizer *t) {
+void sp_tok_collect_eog(tok_tokenizer *t) {
     static const char *texts[] = {"<eos>",       "<end_of_turn>", "<turn|>",     "<|eot_id|>",
                                   "<|eom_id|>",  "<|end_of_text|>", "<|im_end|>", "<|endoftext|>",
                                   "</s>",        "<|end|>"};
-    tok_add_eog(t, t->eos_id);
+    sp_tok_add_eog(t, t->eos_id);
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-        int32_t id = tok_vocab_find(t, texts[i], strlen(texts[i]));
-        if (id >= 0 && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_USER))) tok_add_eog(t, id);
+        int32_t id = sp_tok_vocab_find(t, texts[i], strlen(texts[i]));
+        if (id >= 0 && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_USER))) sp_tok_add_eog(t, id);
     }
 }
 
 /* ---- pipeline stages -------------------------------------------------------------------- */
-char *tok_strndup(const char *s, size_t n) {
+char *sp_tok_strndup(const char *s, size_t n) {
     char *d = malloc(n + 1);
     if (!d) return NULL;
     memcpy(d, s, n);
@@ -310,25 +310,25 @@ char *tok_strndup(const char *s, size_t n) {
         return 0;                                                                         \
     } while (0)
 
-int tok_push_norm(tok_tokenizer *t, const tok_norm *op, sp_err *err) { PUSH_STAGE(norm, n_norm, op); }
-int tok_push_pre(tok_tokenizer *t, const tok_pre *op, sp_err *err) { PUSH_STAGE(pre, n_pre, op); }
-int tok_push_dec(tok_tokenizer *t, const tok_dec *op, sp_err *err) { PUSH_STAGE(dec, n_dec, op); }
+int sp_tok_push_norm(tok_tokenizer *t, const tok_norm *op, sp_err *err) { PUSH_STAGE(norm, n_norm, op); }
+int sp_tok_push_pre(tok_tokenizer *t, const tok_pre *op, sp_err *err) { PUSH_STAGE(pre, n_pre, op); }
+int sp_tok_push_dec(tok_tokenizer *t, const tok_dec *op, sp_err *err) { PUSH_STAGE(dec, n_dec, op); }
 
 /* ---- free and getters --------------------------------------------------------------------- */
-void tok_free(tok_tokenizer *t) {
+void sp_tok_free(tok_tokenizer *t) {
     if (!t) return;
-    tok_buf_free(&t->text);
+    sp_tok_buf_free(&t->text);
     free(t->off);
     free(t->len);
     free(t->attr);
     free(t->score);
     free(t->map);
     free(t->merges);
-    for (int i = 0; i < t->n_norm; i++) tok_norm_free(&t->norm[i]);
+    for (int i = 0; i < t->n_norm; i++) sp_tok_norm_free(&t->norm[i]);
     free(t->norm);
-    for (int i = 0; i < t->n_pre; i++) tok_pre_free(&t->pre[i]);
+    for (int i = 0; i < t->n_pre; i++) sp_tok_pre_free(&t->pre[i]);
     free(t->pre);
-    for (int i = 0; i < t->n_dec; i++) tok_dec_free(&t->dec[i]);
+    for (int i = 0; i < t->n_dec; i++) sp_tok_dec_free(&t->dec[i]);
     free(t->dec);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].text);
     free(t->added);
@@ -338,32 +338,32 @@ void tok_free(tok_tokenizer *t) {
     free(t);
 }
 
-int tok_vocab_size(const tok_tokenizer *t) { return t->n_vocab; }
-int tok_bos(const tok_tokenizer *t) { return t->bos_id; }
-int tok_eos(const tok_tokenizer *t) { return t->eos_id; }
-int tok_n_eog(const tok_tokenizer *t) { return t->n_eog; }
-int tok_eog(const tok_tokenizer *t, int i) { return i >= 0 && i < t->n_eog ? t->eog[i] : -1; }
-int tok_adds_bos(const tok_tokenizer *t) {
+int sp_tok_vocab_size(const tok_tokenizer *t) { return t->n_vocab; }
+int sp_tok_bos(const tok_tokenizer *t) { return t->bos_id; }
+int sp_tok_eos(const tok_tokenizer *t) { return t->eos_id; }
+int sp_tok_n_eog(const tok_tokenizer *t) { return t->n_eog; }
+int sp_tok_eog(const tok_tokenizer *t, int i) { return i >= 0 && i < t->n_eog ? t->eog[i] : -1; }
+int sp_tok_adds_bos(const tok_tokenizer *t) {
     return t->n_post_pre > 0 && t->bos_id >= 0 && t->post_pre[0] == t->bos_id;
 }
-const char *tok_chat_template(const tok_tokenizer *t) { return t->chat_template; }
+const char *sp_tok_chat_template(const tok_tokenizer *t) { return t->chat_template; }
 
-int tok_is_eog(const tok_tokenizer *t, int32_t id) {
+int sp_tok_is_eog(const tok_tokenizer *t, int32_t id) {
     for (int i = 0; i < t->n_eog; i++)
         if (t->eog[i] == id) return 1;
     return 0;
 }
 
-const char *tok_token_text(const tok_tokenizer *t, int32_t id, size_t *len) {
+const char *sp_tok_token_text(const tok_tokenizer *t, int32_t id, size_t *len) {
     if (id < 0 || id >= t->n_vocab || (t->attr[id] & TOK_ATTR_HOLE)) return NULL;
     if (len) *len = t->len[id];
     return t->text.p + t->off[id];
 }
 
-int32_t tok_token_id(const tok_tokenizer *t, const char *text, size_t len) {
-    return tok_vocab_find(t, text, len);
+int32_t sp_tok_token_id(const tok_tokenizer *t, const char *text, size_t len) {
+    return sp_tok_vocab_find(t, text, len);
 }
 
-int tok_is_special(const tok_tokenizer *t, int32_t id) {
+int sp_tok_is_special(const tok_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)) != 0;
 }

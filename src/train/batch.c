@@ -8,7 +8,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 
-int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
+int sp_tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
                     int zlab, double gamma, int full_block, int anchors_per_seq, uint64_t seed, int max_elems,
                     sp_err *err) {
     memset(bt, 0, sizeof *bt);
@@ -49,7 +49,7 @@ int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, i
             }
             if (!bt->items || !bt->perm || !bt->ustart || !bt->seq_first || !bt->hrows ||
                 (bt->A > 1 && (!bt->tmp || !bt->uoff || !bt->uperm))) {
-                tr_batcher_free(bt);
+                sp_tr_batcher_free(bt);
                 return sp_err_set(err, "anchors: out of memory (%lld)", (long long)n);
             }
         }
@@ -60,7 +60,7 @@ int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, i
     return 0;
 }
 
-void tr_batcher_free(tr_batcher *bt) {
+void sp_tr_batcher_free(tr_batcher *bt) {
     free(bt->items); free(bt->perm); free(bt->ustart); free(bt->seq_first); free(bt->tmp); free(bt->uoff);
     free(bt->uperm); free(bt->hrows);
     memset(bt, 0, sizeof *bt);
@@ -110,7 +110,7 @@ static void build_epoch(tr_batcher *bt, int64_t epoch) {
     }
 }
 
-const tr_anchor *tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start) {
+const tr_anchor *sp_tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start) {
     int64_t epoch = i / bt->n, j = i % bt->n;
     if (epoch != bt->perm_epoch) {
         build_epoch(bt, epoch);
@@ -120,20 +120,20 @@ const tr_anchor *tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start) {
     return &bt->items[bt->perm[j]];
 }
 
-void tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
+void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
     const tr_shardset *ds = bt->data;
     int B = bt->B, C = bt->C, H = ds->H, mH = ds->m * H, V = b->V;
     SP_ASSERT(n <= b->cap && b->C == C && b->B == B && n * B <= bt->max_rows);
-    tr_batch_clear(b);
+    sp_tr_batch_clear(b);
     for (int i = 0; i < n; i++) {
         int ustart, e, row0, q0;
-        const tr_anchor *an = tr_batcher_anchor(bt, i0 + i, &ustart);
+        const tr_anchor *an = sp_tr_batcher_anchor(bt, i0 + i, &ustart);
         const tr_shard *sh = &ds->shards[an->shard];
         int S = sh->seq_lens[an->seq], p = an->p;
         int64_t base = sh->seq_off[an->seq];
         const int32_t *x = sh->ids + base;
         /* context: the window p−C .. p−1, its rows not yet in the group (left padding when A = 1) */
-        int nr = tr_batch_push(b, p, ustart, bt->A == 1, &e, &row0, &q0);
+        int nr = sp_tr_batch_push(b, p, ustart, bt->A == 1, &e, &row0, &q0);
         for (int j = 0; j < nr; j++) {
             int q = q0 + j;
             float *f = b->F + ((size_t)row0 + j) * mH;

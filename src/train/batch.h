@@ -54,14 +54,14 @@ typedef struct {
 } tr_batcher;
 
 /* anchors_per_seq: A ≥ 1 (see the file comment). */
-int tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
+int sp_tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target, int B, int C, int mask_id,
                     int zlab, double gamma, int full_block, int anchors_per_seq, uint64_t seed, int max_elems,
                     sp_err *err);
-void tr_batcher_free(tr_batcher *bt);
+void sp_tr_batcher_free(tr_batcher *bt);
 /* the i-th anchor of the global stream; *unit_start (when not NULL) = 1 where its unit starts */
-const tr_anchor *tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start);
+const tr_anchor *sp_tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start);
 /* Fill b (allocated for at least n elements) with anchors i0 .. i0+n−1 of the stream: one group
  * per run of anchors of one unit. b->P is filled when b->P != NULL. */
-void tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n);
+void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n);
 
 #endif

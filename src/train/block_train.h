@@ -9,7 +9,7 @@
  *   x1 = x + [norm_attn_post](attn(q, k, v) · Woᵀ)
  *   y  = (x1 + [norm_ffn_post](down(act(gate(n)) ⊙ up(n)))) · layer_scalar,  n = norm_ffn(x1)
  *
- * Attention is tr_attention_forward with io.shape (causal / sliding / non-causal with a key mask),
+ * Attention is sp_tr_attention_forward with io.shape (causal / sliding / non-causal with a key mask),
  * or the caller's io.attn_forward when the keys of a query are not one contiguous run (the
  * DFlash / DSpark block's shared context rows). The backward ACCUMULATES into the gradients it is
  * given (NULL: frozen) and turns dL/dy into dL/dx in place. layer_scalar is frozen.
@@ -75,24 +75,24 @@ typedef struct { TR_BLOCK_SCRATCH(float) } tr_block_scratch;
 typedef struct { TR_BLOCK_IO(float) } tr_block_io;
 
 /* y [R,H] = the layer on x [R,H] (x is kept: backward reads it). */
-void tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
+void sp_tr_block_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
                       const float *x, float *y, const tr_block_acts *a);
 /* dx [R,H]: dL/dy on entry, dL/dx on return. Gradients accumulate into g. */
-void tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
+void sp_tr_block_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
                        const tr_block_io *io, const float *x, const tr_block_acts *a, const tr_block_scratch *s,
                        float *dx);
-/* The two halves tr_block_forward / backward run, for a layer whose attention half is its own
+/* The two halves sp_tr_block_forward / backward run, for a layer whose attention half is its own
  * (EAGLE-3): the attention sublayer x → a->x1, and the MLP sublayer x1 [R,H] → y (it reads
  * a->xn2 … a->rstd_dn, and w / g's ffn_norm, ffn_post_norm, w_gate, w_up, w_down, layer_scalar).
  * The backwards turn dL/dy into dL/dx1 and dL/dx1 into dL/dx, in place in dx. */
-void tr_block_attn_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
+void sp_tr_block_attn_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_io *io,
                            const float *x, const tr_block_acts *a);
-void tr_block_mlp_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, int R, const float *x1, float *y,
+void sp_tr_block_mlp_forward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, int R, const float *x1, float *y,
                           const tr_block_acts *a);
-void tr_block_attn_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
+void sp_tr_block_attn_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g,
                             const tr_block_io *io, const float *x, const tr_block_acts *a, const tr_block_scratch *s,
                             float *dx);
-void tr_block_mlp_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g, int R,
+void sp_tr_block_mlp_backward(sp_pool *pool, const sp_block_desc *d, const tr_block_w *w, const tr_block_g *g, int R,
                            const float *x1, const tr_block_acts *a, const tr_block_scratch *s, float *dx);
 
 /* double: the finite-difference reference */
@@ -107,19 +107,19 @@ typedef struct { TR_BLOCK_ACTS(double) } tr_block_acts_f64;
 typedef struct { TR_BLOCK_SCRATCH(double) } tr_block_scratch_f64;
 typedef struct { TR_BLOCK_IO(double) } tr_block_io_f64;
 
-void tr_block_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_io_f64 *io,
+void sp_tr_block_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_io_f64 *io,
                           const double *x, double *y, const tr_block_acts_f64 *a);
-void tr_block_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_g_f64 *g,
+void sp_tr_block_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_g_f64 *g,
                            const tr_block_io_f64 *io, const double *x, const tr_block_acts_f64 *a,
                            const tr_block_scratch_f64 *s, double *dx);
-void tr_block_attn_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w,
+void sp_tr_block_attn_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w,
                                const tr_block_io_f64 *io, const double *x, const tr_block_acts_f64 *a);
-void tr_block_mlp_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, int R, const double *x1,
+void sp_tr_block_mlp_forward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, int R, const double *x1,
                               double *y, const tr_block_acts_f64 *a);
-void tr_block_attn_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w,
+void sp_tr_block_attn_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w,
                                 const tr_block_g_f64 *g, const tr_block_io_f64 *io, const double *x,
                                 const tr_block_acts_f64 *a, const tr_block_scratch_f64 *s, double *dx);
-void tr_block_mlp_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_g_f64 *g,
+void sp_tr_block_mlp_backward_f64(sp_pool *pool, const sp_block_desc *d, const tr_block_w_f64 *w, const tr_block_g_f64 *g,
                                int R, const double *x1, const tr_block_acts_f64 *a, const tr_block_scratch_f64 *s,
                                double *dx);
 

@@ -10,8 +10,8 @@
 #include "formats/safetensors.h"
 #include "formats/hfjson.h"
 
-int tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
-    json_t *c = hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
+int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
+    json_t *c = sp_hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!c) return -1;
     if (!json_is_object(c)) {
         json_decref(c);
@@ -65,7 +65,7 @@ int tr_config_json(char **out, const char *target_config, const tr_dims *d, int 
     json_object_set_new(c, "layer_types", types);
     json_object_set_new(c, "tie_word_embeddings", json_false());
     json_object_set_new(c, "markov_rank", json_integer(d->r));
-    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string(tr_markov_name(d->markov)));
+    if (d->r > 0) json_object_set_new(c, "markov_head_type", json_string(sp_tr_markov_name(d->markov)));
     else json_object_del(c, "markov_head_type");
     json_object_set_new(c, "enable_confidence_head", json_boolean(d->conf));
     json_object_set_new(c, "confidence_head_with_markov", json_boolean(d->conf && d->conf_with_markov));
@@ -84,7 +84,7 @@ static int write_text(const char *dir, const char *name, const char *text, sp_er
     return sp_write_file_atomic(path, text, strlen(text), err);
 }
 
-int tr_drafter_ckpt_tensors(const tr_model *m, tr_ckpt_tensor *t) {
+int sp_tr_drafter_ckpt_tensors(const tr_model *m, tr_ckpt_tensor *t) {
     for (int i = 0; i < m->n_params; i++) {
         const tr_param *p = &m->params[i];
         t[i] = (tr_ckpt_tensor){.name = p->name, .ndim = p->ndim, .shape = p->shape, .off = p->off, .n = p->n};
@@ -102,14 +102,14 @@ static int add_vocab_map(st_writer *w, const tr_model *m, int64_t **d2t, uint8_t
         (*t2d)[m->d2t[i]] = 1;
     }
     int64_t s1[1] = {m->d.Vd}, s2[1] = {m->d.V};
-    return st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, *d2t, err) ||
-           st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
+    return sp_st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, *d2t, err) ||
+           sp_st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
 }
 
-int tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err) {
+int sp_tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err) {
     if (sp_mkdir_p(dir, err)) return -1;
     char path[4096];
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     uint16_t *bf = malloc(m->n * sizeof(uint16_t));
     int64_t *d2t = NULL;
     uint8_t *t2d = NULL;
@@ -117,69 +117,69 @@ int tr_drafter_export(const char *dir, const tr_model *m, const char *config_jso
     for (size_t i = 0; !bad && i < m->n; i++) bf[i] = sp_f32_to_bf16(m->w[i]);
     for (int i = 0; i < m->n_params && !bad; i++) {
         const tr_param *p = &m->params[i];
-        bad = st_writer_add_ref(w, p->name, SP_DT_BF16, p->ndim, p->shape, bf + p->off, err);
+        bad = sp_st_writer_add_ref(w, p->name, SP_DT_BF16, p->ndim, p->shape, bf + p->off, err);
     }
     if (!bad && m->d2t) bad = add_vocab_map(w, m, &d2t, &t2d, err);
     sp_path_join(path, sizeof path, dir, "model.safetensors");
-    if (!bad) bad = st_writer_save(w, path, err);
-    st_writer_free(w);
+    if (!bad) bad = sp_st_writer_save(w, path, err);
+    sp_st_writer_free(w);
     free(bf);
     free(d2t);
     free(t2d);
     return bad ? -1 : write_text(dir, "config.json", config_json, err);
 }
 
-int tr_optimizer_save(const char *dir, const tr_ckpt_tensor *t, int nt, const float *w, const float *m,
+int sp_tr_optimizer_save(const char *dir, const tr_ckpt_tensor *t, int nt, const float *w, const float *m,
                       const float *v, long step, const char *run, sp_err *err) {
     char path[4096], name[160], stepbuf[32];
-    st_writer *wr = st_writer_create();
+    st_writer *wr = sp_st_writer_create();
     if (!wr) return sp_err_set(err, "%s: out of memory", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    int rc = st_writer_set_metadata(wr, "step", stepbuf, err) || st_writer_set_metadata(wr, "run", run, err) ? -1 : 0;
+    int rc = sp_st_writer_set_metadata(wr, "step", stepbuf, err) || sp_st_writer_set_metadata(wr, "run", run, err) ? -1 : 0;
     const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
     const float *src[3] = {w, m, v};
     for (int k = 0; k < 3 && !rc; k++)
         for (int i = 0; i < nt && !rc; i++) {
             snprintf(name, sizeof name, "%s%s", pfx[k], t[i].name);
-            rc = st_writer_add_ref(wr, name, SP_DT_F32, t[i].ndim, t[i].shape, src[k] + t[i].off, err);
+            rc = sp_st_writer_add_ref(wr, name, SP_DT_F32, t[i].ndim, t[i].shape, src[k] + t[i].off, err);
         }
     sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
-    if (!rc) rc = st_writer_save(wr, path, err);
-    st_writer_free(wr);
+    if (!rc) rc = sp_st_writer_save(wr, path, err);
+    sp_st_writer_free(wr);
     return rc;
 }
 
-int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
+int sp_tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
                        const char *run, const char *config_json, const char *state_json, sp_err *err) {
     /* optimizer.safetensors last: everything resume needs, the step in its metadata. Written
      * after the files derived from it, so a run killed part-way through a checkpoint resumes
      * from the previous one and rewrites them all (a finished run's model.safetensors can never
      * lag behind its optimizer state). */
-    if (tr_drafter_export(dir, m, config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
+    if (sp_tr_drafter_export(dir, m, config_json, err) || write_text(dir, "trainer_state.json", state_json, err))
         return -1;
     tr_ckpt_tensor t[sizeof m->params / sizeof m->params[0]];
-    int nt = tr_drafter_ckpt_tensors(m, t);
-    return tr_optimizer_save(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
+    int nt = sp_tr_drafter_ckpt_tensors(m, t);
+    return sp_tr_optimizer_save(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
 }
 
-int tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w, float *m, float *v, long *step,
+int sp_tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w, float *m, float *v, long *step,
                       const char *run, sp_err *err) {
     char path[4096], name[160];
     sp_path_join(path, sizeof path, dir, "optimizer.safetensors");
     st_set *s;
-    if (st_open_file(&s, path, err)) return -1;
-    const char *sv = st_metadata(s, "step");
+    if (sp_st_open_file(&s, path, err)) return -1;
+    const char *sv = sp_st_metadata(s, "step");
     char *end = NULL;
     long st = sv ? strtol(sv, &end, 10) : -1;
     if (!sv || *end || st < 0) {
-        st_close(s);
+        sp_st_close(s);
         return sp_err_set(err, "%s: metadata \"step\" missing or not a non-negative integer", path);
     }
-    const char *stored = st_metadata(s, "run");
+    const char *stored = sp_st_metadata(s, "run");
     if (!stored || strcmp(stored, run) != 0) {
         sp_err_set(err, "%s: made by a run with other settings (%s) than this one (%s); resume needs the same "
                         "arguments", path, stored ? stored : "none recorded", run);
-        st_close(s);
+        sp_st_close(s);
         return -1;
     }
     const char *pfx[3] = {"master.", "adam_m.", "adam_v."};
@@ -188,20 +188,20 @@ int tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w
         for (int i = 0; i < nt; i++) {
             const st_tensor *tt;
             snprintf(name, sizeof name, "%s%s", pfx[k], t[i].name);
-            if (st_get(s, name, SP_DT_F32, t[i].ndim, t[i].shape, &tt, err)) {
-                st_close(s);
+            if (sp_st_get(s, name, SP_DT_F32, t[i].ndim, t[i].shape, &tt, err)) {
+                sp_st_close(s);
                 return sp_err_wrap(err, "resume (the checkpoint was made with other model settings?)");
             }
             memcpy(dst[k] + t[i].off, tt->data, t[i].n * sizeof(float));
         }
-    st_close(s);
+    sp_st_close(s);
     *step = st;
     return 0;
 }
 
-int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
+int sp_tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
                        sp_err *err) {
     tr_ckpt_tensor t[sizeof m->params / sizeof m->params[0]];
-    int nt = tr_drafter_ckpt_tensors(m, t);
-    return tr_optimizer_load(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
+    int nt = sp_tr_drafter_ckpt_tensors(m, t);
+    return sp_tr_optimizer_load(dir, t, nt, m->w, adam_m, adam_v, step, run, err);
 }

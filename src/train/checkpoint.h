@@ -17,7 +17,7 @@
 
 /* config.json text for the drafter: the target's config.json (its text, sp_model_config_json)
  * with the overrides of docs/DSPARK.md §1. *out is malloc'd (caller frees). */
-int tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err);
+int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err);
 
 /* One tensor of a flat parameter array: its name in the optimizer file (after the prefix), its
  * shape, its offset and count in floats. */
@@ -31,27 +31,27 @@ typedef struct {
 /* DIR/optimizer.safetensors: "master." / "adam_m." / "adam_v." + name of each of the nt tensors
  * of w, m, v (f32), metadata "step" and "run" (a string naming every setting the training
  * trajectory depends on). Written last in a checkpoint: resume reads only this file. */
-int tr_optimizer_save(const char *dir, const tr_ckpt_tensor *t, int nt, const float *w, const float *m,
+int sp_tr_optimizer_save(const char *dir, const tr_ckpt_tensor *t, int nt, const float *w, const float *m,
                       const float *v, long step, const char *run, sp_err *err);
 /* Read w, m, v and the step back (every tensor's shape checked). A file made by a run with
  * another run string is refused, naming both: resume would not repeat the uninterrupted run. */
-int tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w, float *m, float *v, long *step,
+int sp_tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float *w, float *m, float *v, long *step,
                       const char *run, sp_err *err);
 
-/* The drafter's tensor table for tr_optimizer_save / load: t[m->n_params] (caller's array of
+/* The drafter's tensor table for sp_tr_optimizer_save / load: t[m->n_params] (caller's array of
  * at least that many). Returns m->n_params. */
-int tr_drafter_ckpt_tensors(const tr_model *m, tr_ckpt_tensor *t);
+int sp_tr_drafter_ckpt_tensors(const tr_model *m, tr_ckpt_tensor *t);
 
 /* DIR/model.safetensors (bf16 under the published names; EAGLE-3's d2t / t2d) and
  * DIR/config.json (config_json verbatim): the drafter as inference loads it. */
-int tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err);
+int sp_tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err);
 
-/* The four files, optimizer last: tr_drafter_export, trainer_state.json (state_json verbatim),
- * tr_optimizer_save. */
-int tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
+/* The four files, optimizer last: sp_tr_drafter_export, trainer_state.json (state_json verbatim),
+ * sp_tr_optimizer_save. */
+int sp_tr_checkpoint_save(const char *dir, const tr_model *m, const float *adam_m, const float *adam_v, long step,
                        const char *run, const char *config_json, const char *state_json, sp_err *err);
-/* tr_optimizer_load of a drafter checkpoint made for the same dims. */
-int tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
+/* sp_tr_optimizer_load of a drafter checkpoint made for the same dims. */
+int sp_tr_checkpoint_load(const char *dir, tr_model *m, float *adam_m, float *adam_v, long *step, const char *run,
                        sp_err *err);
 
 #endif

@@ -7,9 +7,9 @@
 #ifdef SP_HAVE_MPI
 #include <mpi.h>
 
-int tr_dist_available(void) { return 1; }
+int sp_tr_dist_available(void) { return 1; }
 
-void tr_dist_init(tr_dist *d) {
+void sp_tr_dist_init(tr_dist *d) {
     memset(d, 0, sizeof *d);
     d->size = 1;
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE")) return;
@@ -24,7 +24,7 @@ void tr_dist_init(tr_dist *d) {
     d->active = 1;
 }
 
-void tr_dist_finalize(tr_dist *d) {
+void sp_tr_dist_finalize(tr_dist *d) {
     if (d->active) MPI_Finalize();
     d->active = 0;
 }
@@ -42,28 +42,28 @@ static void sum(const tr_dist *d, void *buf, size_t n, MPI_Datatype t, size_t es
     }
 }
 
-void tr_dist_sum_f32(const tr_dist *d, float *buf, size_t n) { sum(d, buf, n, MPI_FLOAT, 4); }
-void tr_dist_sum_f64(const tr_dist *d, double *buf, size_t n) { sum(d, buf, n, MPI_DOUBLE, 8); }
+void sp_tr_dist_sum_f32(const tr_dist *d, float *buf, size_t n) { sum(d, buf, n, MPI_FLOAT, 4); }
+void sp_tr_dist_sum_f64(const tr_dist *d, double *buf, size_t n) { sum(d, buf, n, MPI_DOUBLE, 8); }
 
-void tr_dist_bcast_i64(const tr_dist *d, long long *v) {
+void sp_tr_dist_bcast_i64(const tr_dist *d, long long *v) {
     if (d && d->active && d->size > 1) MPI_Bcast(v, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
 }
 
-void tr_dist_barrier(const tr_dist *d) {
+void sp_tr_dist_barrier(const tr_dist *d) {
     if (d && d->active && d->size > 1) MPI_Barrier(MPI_COMM_WORLD);
 }
 
 #else
 
-int tr_dist_available(void) { return 0; }
-void tr_dist_init(tr_dist *d) {
+int sp_tr_dist_available(void) { return 0; }
+void sp_tr_dist_init(tr_dist *d) {
     memset(d, 0, sizeof *d);
     d->size = 1;
 }
-void tr_dist_finalize(tr_dist *d) { (void)d; }
-void tr_dist_sum_f32(const tr_dist *d, float *buf, size_t n) { (void)d; (void)buf; (void)n; }
-void tr_dist_sum_f64(const tr_dist *d, double *buf, size_t n) { (void)d; (void)buf; (void)n; }
-void tr_dist_bcast_i64(const tr_dist *d, long long *v) { (void)d; (void)v; }
-void tr_dist_barrier(const tr_dist *d) { (void)d; }
+void sp_tr_dist_finalize(tr_dist *d) { (void)d; }
+void sp_tr_dist_sum_f32(const tr_dist *d, float *buf, size_t n) { (void)d; (void)buf; (void)n; }
+void sp_tr_dist_sum_f64(const tr_dist *d, double *buf, size_t n) { (void)d; (void)buf; (void)n; }
+void sp_tr_dist_bcast_i64(const tr_dist *d, long long *v) { (void)d; (void)v; }
+void sp_tr_dist_barrier(const tr_dist *d) { (void)d; }
 
 #endif

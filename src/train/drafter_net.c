@@ -29,7 +29,7 @@ static void add_param(tr_model *m, const char *name, int64_t rows, int64_t cols)
     m->n += p->n;
 }
 
-int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
+int sp_tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     memset(m, 0, sizeof *m);
     m->d = *d;
     if (d->L < 1 || d->L > TR_MAX_LAYERS || d->m < 1 || d->m > TR_MAX_TAPS || d->B < 1 || d->NH % d->KVH)
@@ -83,7 +83,7 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     m->inv_freq = malloc((size_t)d->D / 2 * sizeof(float));
     m->ones = malloc((size_t)(d->D > H ? d->D : H) * sizeof(float));
     if (!m->w || !m->inv_freq || !m->ones) {
-        tr_model_free(m);
+        sp_tr_model_free(m);
         return sp_err_set(err, "drafter: out of memory for %zu parameters", m->n);
     }
     sp_rope_inv_freq(m->inv_freq, d->D, &d->rope);
@@ -100,7 +100,7 @@ int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err) {
     return 0;
 }
 
-void tr_model_free(tr_model *m) {
+void sp_tr_model_free(tr_model *m) {
     free(m->w);
     free(m->inv_freq);
     free(m->ones);
@@ -109,7 +109,7 @@ void tr_model_free(tr_model *m) {
     m->ones = NULL;
 }
 
-tr_view tr_model_view(const tr_model *m, float *base) {
+tr_view sp_tr_model_view(const tr_model *m, float *base) {
     tr_view v;
     memset(&v, 0, sizeof v);
     int i = 0;
@@ -150,7 +150,7 @@ tr_view tr_model_view(const tr_model *m, float *base) {
 }
 
 /* ---- batch ---------------------------------------------------------------------------------- */
-int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err) {
+int sp_tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err) {
     memset(b, 0, sizeof *b);
     b->NB = NB; b->cap = NB; b->C = C; b->B = B; b->V = V; b->H = H; b->mH = mH;
     size_t T = (size_t)NB * B, R = (size_t)NB * C;
@@ -168,26 +168,26 @@ int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int 
     if (with_P) b->P = calloc(T * V, sizeof(float));
     if (!b->F || !b->rpos || !b->g_row || !b->g_elem || !b->ctx_row || !b->bpos || !b->kmask || !b->x0 ||
         !b->prev || !b->labels || !b->wt || (with_P && !b->P)) {
-        tr_batch_free(b);
+        sp_tr_batch_free(b);
         return sp_err_set(err, "batch: out of memory (%d elements, context %d, block %d)", NB, C, B);
     }
-    tr_batch_unshared(b, NB);
+    sp_tr_batch_unshared(b, NB);
     return 0;
 }
 
-void tr_batch_free(tr_batch *b) {
+void sp_tr_batch_free(tr_batch *b) {
     free(b->F); free(b->rpos); free(b->g_row); free(b->g_elem); free(b->ctx_row); free(b->bpos);
     free(b->kmask); free(b->x0); free(b->prev); free(b->labels); free(b->wt); free(b->P);
     memset(b, 0, sizeof *b);
 }
 
-void tr_batch_clear(tr_batch *b) {
+void sp_tr_batch_clear(tr_batch *b) {
     b->NB = b->NR = b->NG = 0;
     b->g_row[0] = 0;
     b->g_elem[0] = 0;
 }
 
-int tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0, int *q0) {
+int sp_tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0, int *q0) {
     int C = b->C, B = b->B, lo = pad || p - C >= 0 ? p - C : 0;
     SP_ASSERT(b->NB < b->cap);
     if (new_group || b->NG == 0) {
@@ -213,7 +213,7 @@ int tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0,
     return n;
 }
 
-void tr_batch_unshared(tr_batch *b, int NB) {
+void sp_tr_batch_unshared(tr_batch *b, int NB) {
     SP_ASSERT(NB <= b->cap);
     int C = b->C;
     b->NB = b->NG = NB;
@@ -278,7 +278,7 @@ static float *take(tr_acts *a, size_t n, int *ok) {
     return p;
 }
 
-tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
+tr_acts *sp_tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     tr_acts *a = calloc(1, sizeof *a);
     if (!a) { sp_err_set(err, "activations: out of memory"); return NULL; }
     a->all = calloc(64 + 32 * TR_MAX_LAYERS, sizeof(void *));
@@ -332,14 +332,14 @@ tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     a->n_scr = 1;
     if (!a->scr) ok = 0;
     if (!ok) {
-        tr_acts_free(a);
+        sp_tr_acts_free(a);
         sp_err_set(err, "activations: out of memory for %d elements of context %d", NB, C);
         return NULL;
     }
     return a;
 }
 
-void tr_acts_free(tr_acts *a) {
+void sp_tr_acts_free(tr_acts *a) {
     if (!a) return;
     free(a->scr);
     for (int i = 0; i < a->n_all; i++) free(a->all[i]);
@@ -347,7 +347,7 @@ void tr_acts_free(tr_acts *a) {
     free(a);
 }
 
-void tr_loss_alpha(tr_arch arch, double alpha[3]) {
+void sp_tr_loss_alpha(tr_arch arch, double alpha[3]) {
     alpha[0] = arch == TR_ARCH_DSPARK ? 0.1 : 1.0;
     alpha[1] = arch == TR_ARCH_DSPARK ? 0.9 : 0.0;
     alpha[2] = arch == TR_ARCH_DSPARK ? 1.0 : 0.0;
@@ -356,27 +356,27 @@ void tr_loss_alpha(tr_arch arch, double alpha[3]) {
 static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
 
 /* ---- Markov head (docs/DSPARK.md §4): bias [T, V] from code = W1[prev] (teacher forced) -------- */
-const char *tr_markov_name(tr_markov_type t) {
+const char *sp_tr_markov_name(tr_markov_type t) {
     return t == TR_MARKOV_GATED ? "gated" : t == TR_MARKOV_RNN ? "rnn" : "vanilla";
 }
 
-const float *tr_acts_logits(const tr_acts *a) { return a->Z; }
-const float *tr_acts_conf(const tr_acts *a) { return a->conf; }
+const float *sp_tr_acts_logits(const tr_acts *a) { return a->Z; }
+const float *sp_tr_acts_conf(const tr_acts *a) { return a->conf; }
 
 static void markov_head_forward(sp_pool *pool, const tr_dims *d, tr_acts *a, const tr_batch *b, const tr_view *w,
                                 int T) {
     int r = d->r, V = d->V, H = d->H;
     markov_acts *k = &a->mk;
     if (d->markov == TR_MARKOV_VANILLA) {
-        tr_markov_forward(pool, a->bias, a->code, b->prev, w->mw1, w->mw2, T, V, r);
+        sp_tr_markov_forward(pool, a->bias, a->code, b->prev, w->mw1, w->mw2, T, V, r);
         return;
     }
-    tr_gather_forward(a->code, b->prev, w->mw1, T, r);
+    sp_tr_gather_forward(a->code, b->prev, w->mw1, T, r);
     if (d->markov == TR_MARKOV_GATED)
-        tr_gated_forward(pool, k->mix, k->save, k->in, a->h, a->code, w->mpw, w->mpb, T, H, r);
+        sp_tr_gated_forward(pool, k->mix, k->save, k->in, a->h, a->code, w->mpw, w->mpb, T, H, r);
     else
-        tr_rnn_forward(pool, k->mix, k->save, k->in, a->h, a->code, w->mpw, w->mpb, T / d->B, d->B, H, r);
-    tr_linear_forward(pool, a->bias, k->mix, w->mw2, T, r, V); /* bias = W2 · mix */
+        sp_tr_rnn_forward(pool, k->mix, k->save, k->in, a->h, a->code, w->mpw, w->mpb, T / d->B, d->B, H, r);
+    sp_tr_linear_forward(pool, a->bias, k->mix, w->mw2, T, r, V); /* bias = W2 · mix */
 }
 
 /* a->dcode holds the confidence head's share on entry; adds into a->dh and the head's grads */
@@ -385,18 +385,18 @@ static void markov_head_backward(sp_pool *pool, const tr_dims *d, tr_acts *a, co
     int r = d->r, V = d->V, H = d->H;
     markov_acts *k = &a->mk;
     if (d->markov == TR_MARKOV_VANILLA) {
-        tr_markov_backward(pool, g->mw1, g->mw2, a->dcode, a->dZ, a->code, b->prev, w->mw2, T, V, r);
+        sp_tr_markov_backward(pool, g->mw1, g->mw2, a->dcode, a->dZ, a->code, b->prev, w->mw2, T, V, r);
         return;
     }
     zero(k->dmix, (size_t)T * r);
-    tr_linear_backward(pool, k->dmix, g->mw2, a->dZ, k->mix, w->mw2, T, r, V);
+    sp_tr_linear_backward(pool, k->dmix, g->mw2, a->dZ, k->mix, w->mw2, T, r, V);
     if (d->markov == TR_MARKOV_GATED)
-        tr_gated_backward(pool, a->dh, a->dcode, g->mpw, g->mpb, k->dpre, k->din, k->dmix, k->in, k->save, a->code,
+        sp_tr_gated_backward(pool, a->dh, a->dcode, g->mpw, g->mpb, k->dpre, k->din, k->dmix, k->in, k->save, a->code,
                           w->mpw, T, H, r);
     else
-        tr_rnn_backward(pool, a->dh, a->dcode, g->mpw, g->mpb, k->dpre, k->din, k->ds, k->dmix, k->save, k->in,
+        sp_tr_rnn_backward(pool, a->dh, a->dcode, g->mpw, g->mpb, k->dpre, k->din, k->ds, k->dmix, k->save, k->in,
                         w->mpw, T / d->B, d->B, H, r);
-    tr_gather_backward(g->mw1, a->dcode, b->prev, T, r);
+    sp_tr_gather_backward(g->mw1, a->dcode, b->prev, T, r);
 }
 
 /* ---- kv rows -------------------------------------------------------------------------------
@@ -491,7 +491,7 @@ static void att_share(void *ctx, int i, int n) {
             tr_attn_shape sh = {.NB = 1, .Tq = B, .Tk = CB, .NH = d->NH, .KVH = d->KVH, .D = d->D, .kmask = km,
                                 .scale = j->scale};
             if (!j->bwd) {
-                tr_attention_forward(NULL, j->ao + (size_t)e * B * QD, j->att + att, j->q + (size_t)e * B * QD, kk, vv,
+                sp_tr_attention_forward(NULL, j->ao + (size_t)e * B * QD, j->att + att, j->q + (size_t)e * B * QD, kk, vv,
                                      &sh);
                 continue;
             }
@@ -500,7 +500,7 @@ static void att_share(void *ctx, int i, int n) {
                 zero(dvx, (size_t)CB * KD);
             }
             float *dk = direct ? j->dk + off : dkx, *dv = direct ? j->dv + off : dvx;
-            tr_attention_backward(NULL, j->dq + (size_t)e * B * QD, dk, dv, dp, j->dao + (size_t)e * B * QD,
+            sp_tr_attention_backward(NULL, j->dq + (size_t)e * B * QD, dk, dv, dp, j->dao + (size_t)e * B * QD,
                                   j->q + (size_t)e * B * QD, kk, vv, j->att_in + att, &sh);
             if (!direct) scatter_add_kv(j->dk, j->dv, dkx, dvx, b, g, e, KD);
         }
@@ -612,11 +612,11 @@ static tr_block_io layer_io(layer_ctx *c, int T, int S) {
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
-void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+void sp_tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                 double denom, tr_stats *st, float *cstar) {
     const tr_dims *d = &m->d;
     SP_ASSERT(b->NB <= a->NB && b->NR <= a->Tc && b->C == a->C && b->B == d->B);
-    tr_view w = tr_model_view(m, m->w);
+    tr_view w = sp_tr_model_view(m, m->w);
     int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
     int T = NB * B, Tc = b->NR, S = Tc + T;
     float eps = (float)d->eps;
@@ -624,8 +624,8 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
     kv_positions(a, b);
     /* ctx = RMSNorm_hidden(F · W_fcᵀ), shared by every layer (docs/DFLASH.md §3) and every element of a group */
     if (Tc > 0) {
-        tr_linear_forward(pool, a->fcout, b->F, w.fc, Tc, d->m * H, H);
-        tr_rmsnorm_forward(a->ctx, a->rstd_c, a->fcout, w.hidden_norm, Tc, H, eps);
+        sp_tr_linear_forward(pool, a->fcout, b->F, w.fc, Tc, d->m * H, H);
+        sp_tr_rmsnorm_forward(a->ctx, a->rstd_c, a->fcout, w.hidden_norm, Tc, H, eps);
     }
     memcpy(a->l[0].x, b->x0, sizeof(float) * T * H);
     sp_block_desc bd = layer_desc(d);
@@ -633,24 +633,24 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
     tr_block_io io = layer_io(&lc, T, S);
     for (int l = 0; l < d->L; l++) {
         tr_block_w bw = layer_w(m, &w, l);
-        tr_block_forward(pool, &bd, &bw, &io, a->l[l].x, l + 1 < d->L ? a->l[l + 1].x : a->xL, &a->l[l].s);
+        sp_tr_block_forward(pool, &bd, &bw, &io, a->l[l].x, l + 1 < d->L ? a->l[l + 1].x : a->xL, &a->l[l].s);
     }
-    tr_rmsnorm_forward(a->h, a->rstd_h, a->xL, w.norm, T, H, eps);
+    sp_tr_rmsnorm_forward(a->h, a->rstd_h, a->xL, w.norm, T, H, eps);
     /* Z = h · W_lmᵀ (+ Markov bias W2 · W1[prev]), docs/DSPARK.md §3–4 */
-    tr_lmhead_forward(pool, a->Z, a->h, Wlm, T, H, V);
+    sp_tr_lmhead_forward(pool, a->Z, a->h, Wlm, T, H, V);
     if (d->softcap > 0) { /* U = c·tanh(U/c) before the Markov bias, as the inference path (docs/DSPARK.md §3) */
-        tr_softcap_forward(a->Z, a->Z, (size_t)T * V, d->softcap);
+        sp_tr_softcap_forward(a->Z, a->Z, (size_t)T * V, d->softcap);
         memcpy(a->U, a->Z, sizeof(float) * T * V);
     }
     if (r > 0) {
         markov_head_forward(pool, d, a, b, &w, T);
         for (size_t i = 0; i < (size_t)T * V; i++) a->Z[i] += a->bias[i];
     }
-    if (d->conf) tr_conf_forward(a->conf, a->h, d->conf_with_markov ? a->code : NULL, w.cw, w.cb, T, H,
+    if (d->conf) sp_tr_conf_forward(a->conf, a->h, d->conf_with_markov ? a->code : NULL, w.cw, w.cb, T, H,
                                  d->conf_with_markov ? r : 0);
     double alpha[3], terms[4];
-    tr_loss_alpha(d->arch, alpha);
-    st->loss = tr_spark_loss_forward(terms, a->q, a->cstar, a->Z, b->P, b->labels, d->conf ? a->conf : NULL,
+    sp_tr_loss_alpha(d->arch, alpha);
+    st->loss = sp_tr_spark_loss_forward(terms, a->q, a->cstar, a->Z, b->P, b->labels, d->conf ? a->conf : NULL,
                                      b->wt, T, V, alpha, denom);
     st->ce = terms[0]; st->l1 = terms[1]; st->bce = terms[2]; st->wsum = terms[3];
     if (d->conf && b->cstar_target) { /* swap the BCE term for one against the fixed targets */
@@ -668,34 +668,34 @@ void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b,
 
 /* ---- backward ------------------------------------------------------------------------------- */
 
-void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+void sp_tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                  double denom, float *grad) {
     const tr_dims *d = &m->d;
-    tr_view w = tr_model_view(m, m->w), g = tr_model_view(m, grad);
+    tr_view w = sp_tr_model_view(m, m->w), g = sp_tr_model_view(m, grad);
     int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
     int T = NB * B, Tc = b->NR, S = Tc + T;
     double alpha[3];
-    tr_loss_alpha(d->arch, alpha);
+    sp_tr_loss_alpha(d->arch, alpha);
 
     zero(a->dZ, (size_t)T * V);
     zero(a->dconf, T);
-    tr_spark_loss_backward(a->dZ, a->dconf, a->q, a->cstar, b->P, b->labels, d->conf ? a->conf : NULL, b->wt, T,
+    sp_tr_spark_loss_backward(a->dZ, a->dconf, a->q, a->cstar, b->P, b->labels, d->conf ? a->conf : NULL, b->wt, T,
                            V, alpha, denom);
     zero(a->dh, (size_t)T * H);
     zero(a->dcode, (size_t)T * r);
     int cr = d->conf_with_markov ? r : 0;
-    if (d->conf) tr_conf_backward(a->dh, cr ? a->dcode : NULL, g.cw, g.cb, a->dconf, a->h, cr ? a->code : NULL,
+    if (d->conf) sp_tr_conf_backward(a->dh, cr ? a->dcode : NULL, g.cw, g.cb, a->dconf, a->h, cr ? a->code : NULL,
                                   w.cw, T, H, cr);
     if (r > 0) markov_head_backward(pool, d, a, b, &w, &g, T);
     if (d->softcap > 0) {
         zero(a->dU, (size_t)T * V);
-        tr_softcap_backward(a->dU, a->dZ, a->U, (size_t)T * V, d->softcap);
-        tr_lmhead_backward(pool, a->dh, a->dU, Wlm, T, H, V);
+        sp_tr_softcap_backward(a->dU, a->dZ, a->U, (size_t)T * V, d->softcap);
+        sp_tr_lmhead_backward(pool, a->dh, a->dU, Wlm, T, H, V);
     } else {
-        tr_lmhead_backward(pool, a->dh, a->dZ, Wlm, T, H, V);
+        sp_tr_lmhead_backward(pool, a->dh, a->dZ, Wlm, T, H, V);
     }
     zero(a->dx, (size_t)T * H);
-    tr_rmsnorm_backward(a->dx, g.norm, a->dh, a->xL, w.norm, a->rstd_h, T, H);
+    sp_tr_rmsnorm_backward(a->dx, g.norm, a->dh, a->xL, w.norm, a->rstd_h, T, H);
 
     zero(a->dctx, (size_t)Tc * H);
     sp_block_desc bd = layer_desc(d);
@@ -704,11 +704,11 @@ void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b
     for (int l = d->L - 1; l >= 0; l--) {
         tr_block_w bw = layer_w(m, &w, l);
         tr_block_g bg = layer_g(d, &g, l);
-        tr_block_backward(pool, &bd, &bw, &bg, &io, a->l[l].x, &a->l[l].s, &a->bs, a->dx);
+        sp_tr_block_backward(pool, &bd, &bw, &bg, &io, a->l[l].x, &a->l[l].s, &a->bs, a->dx);
     }
     if (Tc > 0) {
         zero(a->dfc, (size_t)Tc * H);
-        tr_rmsnorm_backward(a->dfc, g.hidden_norm, a->dctx, a->fcout, w.hidden_norm, a->rstd_c, Tc, H);
-        tr_linear_backward(pool, NULL, g.fc, a->dfc, b->F, w.fc, Tc, d->m * H, H);
+        sp_tr_rmsnorm_backward(a->dfc, g.hidden_norm, a->dctx, a->fcout, w.hidden_norm, a->rstd_c, Tc, H);
+        sp_tr_linear_backward(pool, NULL, g.fc, a->dfc, b->F, w.fc, Tc, d->m * H, H);
     }
 }

@@ -17,7 +17,7 @@
  * hidden_norm and the per-layer K / V projections (+ k_norm, RoPE) run once per row; each
  * element's block attends to its own window and its own block, and in backward the elements'
  * dK / dV of a shared row add up before the projections' backward. One group of one element
- * with C rows (padding rows included) is the unshared layout: tr_batch_alloc sets it up.
+ * with C rows (padding rows included) is the unshared layout: sp_tr_batch_alloc sets it up.
  * Positions: a row at sequence position q has rpos = q − base, the block slot k has
  * bpos + k = p − base + k, with base = p_1 − C of the group's first element; RoPE only sees
  * differences, so this equals the absolute positions the inference path uses (an unshared
@@ -42,7 +42,7 @@ typedef enum { TR_ARCH_DSPARK = 0, TR_ARCH_DFLASH, TR_ARCH_DFLASH_ZLAB, TR_ARCH_
 typedef enum { TR_MARKOV_VANILLA = 0, TR_MARKOV_GATED, TR_MARKOV_RNN } tr_markov_type;
 
 /* "vanilla", "gated", "rnn" */
-const char *tr_markov_name(tr_markov_type t);
+const char *sp_tr_markov_name(tr_markov_type t);
 
 #define TR_MAX_LAYERS 32
 #define TR_MAX_TAPS 16
@@ -103,9 +103,9 @@ typedef struct {
 
 /* Fill the parameter table from d and allocate w (initialised: matrices N(0, 0.02) from the
  * counter RNG with `seed`, norms 1, biases 0). Returns 0 / -1. */
-int tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err);
-void tr_model_free(tr_model *m);
-tr_view tr_model_view(const tr_model *m, float *base);
+int sp_tr_model_init(tr_model *m, const tr_dims *d, uint64_t seed, sp_err *err);
+void sp_tr_model_free(tr_model *m);
+tr_view sp_tr_model_view(const tr_model *m, float *base);
 
 /* One batch of NB elements in NG groups over NR context rows (see the file comment). All arrays
  * are owned by the batch. */
@@ -129,39 +129,39 @@ typedef struct {
     const float *cstar_target; /* NULL (training: BCE targets are this forward's detached c*), or
                                   [NB·B] fixed BCE targets (tests hold c* fixed under finite
                                   differences, which is what "detached" means for the gradient) */
-    int gbase, glast;  /* layout builder state (tr_batch_push): the open group's base position and
+    int gbase, glast;  /* layout builder state (sp_tr_batch_push): the open group's base position and
                           the position of its last row */
 } tr_batch;
 
 /* Allocate for NB elements; the layout is the unshared one of NB elements (each its own group of
  * C rows, positions as the file comment says): callers may fill F / kmask directly. */
-int tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err);
-void tr_batch_free(tr_batch *b);
+int sp_tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, int with_P, sp_err *err);
+void sp_tr_batch_free(tr_batch *b);
 /* Start an empty layout (NB = NR = NG = 0). */
-void tr_batch_clear(tr_batch *b);
+void sp_tr_batch_clear(tr_batch *b);
 /* Append an element for anchor position p (window p−C .. p−1): in a new group when new_group
  * (always for the first element), else in the open group, whose elements must come in
  * increasing p. pad = 1: the rows of positions < 0 exist (zero taps, as the unshared layout);
  * pad = 0: they are left out. Sets the element's ctx_row, bpos, window kmask (block kmask 1)
  * and the new rows' rpos; the caller fills F rows [*row0, *row0 + n) with the taps of positions
  * *q0 .., n the return value, and the element's block arrays. Returns the element index in *e. */
-int tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0, int *q0);
-/* The unshared layout of NB elements (what tr_batch_alloc sets up). */
-void tr_batch_unshared(tr_batch *b, int NB);
+int sp_tr_batch_push(tr_batch *b, int p, int new_group, int pad, int *e, int *row0, int *q0);
+/* The unshared layout of NB elements (what sp_tr_batch_alloc sets up). */
+void sp_tr_batch_unshared(tr_batch *b, int NB);
 
 /* Saved activations and gradient scratch for batches of at most NB elements (and so at most
  * NB·C context rows) of context C. */
 typedef struct tr_acts tr_acts;
-tr_acts *tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err);
-void tr_acts_free(tr_acts *a);
+tr_acts *sp_tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err);
+void sp_tr_acts_free(tr_acts *a);
 
-/* The last tr_forward's Markov-corrected logits Z [T, V] and confidence logits [T] (rows e·B + k;
+/* The last sp_tr_forward's Markov-corrected logits Z [T, V] and confidence logits [T] (rows e·B + k;
  * owned by a). Tests compare them with the inference path. */
-const float *tr_acts_logits(const tr_acts *a);
-const float *tr_acts_conf(const tr_acts *a);
+const float *sp_tr_acts_logits(const tr_acts *a);
+const float *sp_tr_acts_conf(const tr_acts *a);
 
 /* Loss weights (docs/DSPARK.md §7): DSpark (0.1, 0.9, 1.0), DFlash (1, 0, 0). */
-void tr_loss_alpha(tr_arch arch, double alpha[3]);
+void sp_tr_loss_alpha(tr_arch arch, double alpha[3]);
 
 /* Per-step results. */
 typedef struct {
@@ -172,10 +172,10 @@ typedef struct {
 /* Forward over the batch; fills st and, when cstar != NULL, cstar[NB·B] = clamp(1 − ½·L1, 0, 1)
  * of each slot (needs b->P). Wlm: the target LM head [V, H] f32 (frozen). denom: the
  * normaliser of the loss (Σw over the global batch + 1e-6). */
-void tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+void sp_tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                 double denom, tr_stats *st, float *cstar);
-/* Backward of the last tr_forward; ACCUMULATES into grad (parameter layout). */
-void tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
+/* Backward of the last sp_tr_forward; ACCUMULATES into grad (parameter layout). */
+void sp_tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                  double denom, float *grad);
 
 #endif

@@ -27,7 +27,7 @@ static const char *const PNAMES[P_COUNT] = {
     "midlayer.self_attn.o_proj.weight", "midlayer.post_attention_layernorm.weight", "midlayer.mlp.gate_proj.weight",
     "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight", "norm.weight", "lm_head.weight"};
 
-int tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *Wlm, const int32_t *d2t,
+int sp_tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *Wlm, const int32_t *d2t,
                      sp_err *err) {
     memset(m, 0, sizeof *m);
     m->d = *d;
@@ -50,7 +50,7 @@ int tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *
     m->w = malloc(m->n * sizeof(float));
     m->inv_freq = malloc((size_t)d->D / 2 * sizeof(float));
     if (!m->w || !m->inv_freq) {
-        tr_model_free(m);
+        sp_tr_model_free(m);
         return sp_err_set(err, "eagle3: out of memory for %zu parameters", m->n);
     }
     sp_rope_inv_freq(m->inv_freq, d->D, &d->rope);
@@ -83,7 +83,7 @@ static int id_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *err) {
+int sp_tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *err) {
     vc_t *c = calloc((size_t)V, sizeof *c);
     if (!c) return sp_err_set(err, "eagle3: out of memory");
     for (int v = 0; v < V; v++) c[v].id = v;
@@ -100,8 +100,8 @@ int tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *er
 }
 
 /* ---- config ----------------------------------------------------------------------------------- */
-int tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err) {
-    json_t *t = hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
+int sp_tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err) {
+    json_t *t = sp_hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!t) return -1;
     json_t *c = json_object(), *ids = json_array();
     for (int i = 0; i < 3; i++) json_array_append_new(ids, json_integer(d->tap_layers[i] + 1)); /* layer inputs */
@@ -134,7 +134,7 @@ int tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, s
 }
 
 /* ---- windows ---------------------------------------------------------------------------------- */
-int tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *target, int S, int K, double decay,
+int sp_tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *target, int S, int K, double decay,
                        const int32_t *d2t, int Vd, uint64_t seed, sp_err *err) {
     memset(s, 0, sizeof *s);
     s->data = data;
@@ -159,7 +159,7 @@ int tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *targ
             s->shard = malloc(sizeof(int32_t) * (size_t)n);
             s->seq = malloc(sizeof(int32_t) * (size_t)n);
             s->start = malloc(sizeof(int32_t) * (size_t)n);
-            if (!s->shard || !s->seq || !s->start) return tr_e3_sampler_free(s), sp_err_set(err, "out of memory");
+            if (!s->shard || !s->seq || !s->start) return sp_tr_e3_sampler_free(s), sp_err_set(err, "out of memory");
         }
     }
     s->n = n;
@@ -174,12 +174,12 @@ int tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *targ
     s->Wd = malloc(sizeof(float) * (size_t)Vd * H);
     s->hid = malloc(sizeof(float) * (size_t)H);
     s->logit = malloc(sizeof(float) * (size_t)sp_model_config(target)->vocab_size);
-    if (!s->Wd || !s->hid || !s->logit) return tr_e3_sampler_free(s), sp_err_set(err, "out of memory");
+    if (!s->Wd || !s->hid || !s->logit) return sp_tr_e3_sampler_free(s), sp_err_set(err, "out of memory");
     for (int r = 0; r < Vd; r++) sp_mat_row_f32(sp_model_lm_head(target), d2t[r], s->Wd + (size_t)r * H);
     return 0;
 }
 
-void tr_e3_sampler_free(tr_e3_sampler *s) {
+void sp_tr_e3_sampler_free(tr_e3_sampler *s) {
     free(s->shard);
     free(s->seq);
     free(s->start);
@@ -189,7 +189,7 @@ void tr_e3_sampler_free(tr_e3_sampler *s) {
     memset(s, 0, sizeof *s);
 }
 
-int tr_e3_batch_alloc(tr_e3_batch *b, int cap, int S, int K, int H, int mH, int Vd, sp_err *err) {
+int sp_tr_e3_batch_alloc(tr_e3_batch *b, int cap, int S, int K, int H, int mH, int Vd, sp_err *err) {
     memset(b, 0, sizeof *b);
     size_t T = (size_t)cap * S;
     *b = (tr_e3_batch){.cap = cap, .S = S, .K = K, .H = H, .mH = mH, .Vd = Vd};
@@ -198,11 +198,11 @@ int tr_e3_batch_alloc(tr_e3_batch *b, int cap, int S, int K, int H, int mH, int 
     b->P = malloc(sizeof(float) * K * T * Vd);
     b->mass = malloc(sizeof(float) * K * T);
     b->wt = malloc(sizeof(float) * K * T);
-    if (!b->F || !b->x0 || !b->P || !b->mass || !b->wt) return tr_e3_batch_free(b), sp_err_set(err, "out of memory");
+    if (!b->F || !b->x0 || !b->P || !b->mass || !b->wt) return sp_tr_e3_batch_free(b), sp_err_set(err, "out of memory");
     return 0;
 }
 
-void tr_e3_batch_free(tr_e3_batch *b) {
+void sp_tr_e3_batch_free(tr_e3_batch *b) {
     free(b->F);
     free(b->x0);
     free(b->P);
@@ -233,7 +233,7 @@ static float target_probs(tr_e3_sampler *s, const tr_shard *sh, int64_t row, flo
     return (float)(in / all);
 }
 
-void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
+void sp_tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n) {
     int S = s->S, K = s->K, H = b->H, mH = b->mH, Vd = s->Vd;
     size_t T = (size_t)b->cap * S; /* the stride of a step's rows */
     b->NW = n;
@@ -290,7 +290,7 @@ struct tr_e3_acts {
     double *lse;
 };
 
-void tr_e3_acts_free(tr_e3_acts *a) {
+void sp_tr_e3_acts_free(tr_e3_acts *a) {
     if (!a) return;
     float **f[] = {&a->fc, &a->en, &a->re, &a->hn, &a->rh, &a->q, &a->kr, &a->v, &a->att, &a->ao, &a->h, &a->n,
                    &a->rn, &a->g, &a->u, &a->out, &a->fn, &a->rf, &a->prob, &a->A, &a->tq, &a->tk, &a->tH, &a->act,
@@ -302,7 +302,7 @@ void tr_e3_acts_free(tr_e3_acts *a) {
     free(a);
 }
 
-tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err) {
+tr_e3_acts *sp_tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err) {
     tr_e3_acts *a = calloc(1, sizeof *a);
     if (!a) return sp_err_set(err, "out of memory"), NULL;
     size_t K = (size_t)d->B, T = (size_t)cap * S, H = d->H, QD = (size_t)d->NH * d->D, KD = (size_t)d->KVH * d->D;
@@ -324,13 +324,13 @@ tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err) {
 #undef AL
     ok &= (a->lse = malloc(sizeof(double) * T)) != NULL;
     if (!ok) {
-        tr_e3_acts_free(a);
+        sp_tr_e3_acts_free(a);
         return sp_err_set(err, "eagle3: out of memory for the activations of %zu rows", T), NULL;
     }
     return a;
 }
 
-const float *tr_e3_acts_probs(const tr_e3_acts *a) { return a->prob; }
+const float *sp_tr_e3_acts_probs(const tr_e3_acts *a) { return a->prob; }
 
 #define W(i) (m->w + m->params[i].off)
 #define G(i) (grad + m->params[i].off)
@@ -384,7 +384,7 @@ static tr_block_acts mlp_acts(const tr_e3_acts *a, size_t k, size_t T, size_t H,
                            .u = a->u + k * T * I, .gu = a->act, .dn = a->tH};
 }
 
-void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom, tr_stats *st,
+void sp_tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom, tr_stats *st,
                    float *cstar) {
     const tr_dims *d = &m->d;
     int S = b->S, K = b->K, Tn = b->NW * S, H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I, Vd = d->Vd;
@@ -395,40 +395,40 @@ void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_
     tr_block_w mw = {.ffn_norm = W(P_POST), .w_gate = W(P_GATE), .w_up = W(P_UP), .w_down = W(P_DOWN),
                      .layer_scalar = 1.0f};
     memset(st, 0, sizeof *st);
-    tr_linear_forward(pool, a->fc, b->F, W(P_FC), Tn, 3 * H, H);
+    sp_tr_linear_forward(pool, a->fc, b->F, W(P_FC), Tn, 3 * H, H);
     for (int k = 0; k < K; k++) {
         positions(pos, Tn, S, k);
         size_t oH = (size_t)k * T * H;
         const float *gin = k ? a->out + (size_t)(k - 1) * T * H : a->fc;
         float *en = a->en + oH, *hn = a->hn + oH;
-        tr_rmsnorm_forward(en, a->re + (size_t)k * T, b->x0 + (size_t)k * T * H, W(P_IN), Tn, H, d->eps);
-        tr_rmsnorm_forward(hn, a->rh + (size_t)k * T, gin, W(P_HN), Tn, H, d->eps);
+        sp_tr_rmsnorm_forward(en, a->re + (size_t)k * T, b->x0 + (size_t)k * T * H, W(P_IN), Tn, H, d->eps);
+        sp_tr_rmsnorm_forward(hn, a->rh + (size_t)k * T, gin, W(P_HN), Tn, H, d->eps);
         for (int t = 0; t < Tn; t++) { /* A = [input_layernorm(embed) ; hidden_norm(g)] */
             memcpy(a->A + (size_t)t * 2 * H, en + (size_t)t * H, sizeof(float) * H);
             memcpy(a->A + (size_t)t * 2 * H + H, hn + (size_t)t * H, sizeof(float) * H);
         }
         float *q = a->q + (size_t)k * T * QD, *kr = a->kr + (size_t)k * T * KD, *v = a->v + (size_t)k * T * KD;
-        tr_linear_forward(pool, a->tq, a->A, W(P_Q), Tn, 2 * H, (int)QD);
-        tr_rope_forward(q, a->tq, Tn, NH, D, pos, m->inv_freq);
-        tr_linear_forward(pool, a->tk, a->A, W(P_K), Tn, 2 * H, (int)KD);
-        tr_rope_forward(kr, a->tk, Tn, KVH, D, pos, m->inv_freq);
-        tr_linear_forward(pool, v, a->A, W(P_V), Tn, 2 * H, (int)KD);
+        sp_tr_linear_forward(pool, a->tq, a->A, W(P_Q), Tn, 2 * H, (int)QD);
+        sp_tr_rope_forward(q, a->tq, Tn, NH, D, pos, m->inv_freq);
+        sp_tr_linear_forward(pool, a->tk, a->A, W(P_K), Tn, 2 * H, (int)KD);
+        sp_tr_rope_forward(kr, a->tk, Tn, KVH, D, pos, m->inv_freq);
+        sp_tr_linear_forward(pool, v, a->A, W(P_V), Tn, 2 * H, (int)KD);
         float *ao = a->ao + (size_t)k * T * QD;
         for (int t = 0; t < Tn; t++) {
             int nk = gather(a, a->kr, a->v, T, KD, t / S, t % S, k);
             tr_attn_shape sh = {.NB = 1, .Tq = 1, .Tk = nk, .NH = NH, .KVH = KVH, .D = D, .scale = scale};
-            tr_attention_forward(NULL, ao + t * QD, a->att + ((size_t)k * T + t) * NH * TK, q + t * QD, a->Kg, a->Vg,
+            sp_tr_attention_forward(NULL, ao + t * QD, a->att + ((size_t)k * T + t) * NH * TK, q + t * QD, a->Kg, a->Vg,
                                  &sh);
         }
         float *h = a->h + oH, *out = a->out + oH, *fn = a->fn + oH;
-        tr_linear_forward(pool, a->tH, ao, W(P_O), Tn, (int)QD, H);
+        sp_tr_linear_forward(pool, a->tH, ao, W(P_O), Tn, (int)QD, H);
         for (size_t i = 0; i < (size_t)Tn * H; i++) h[i] = gin[i] + a->tH[i];
         /* out = h + down(silu(gate(n)) ⊙ up(n)),  n = post_attention_layernorm(h) */
         tr_block_acts ma = mlp_acts(a, (size_t)k, T, (size_t)H, (size_t)I);
-        tr_block_mlp_forward(pool, &md, &mw, Tn, h, out, &ma);
-        tr_rmsnorm_forward(fn, a->rf + (size_t)k * T, out, W(P_NORM), Tn, H, d->eps);
+        sp_tr_block_mlp_forward(pool, &md, &mw, Tn, h, out, &ma);
+        sp_tr_rmsnorm_forward(fn, a->rf + (size_t)k * T, out, W(P_NORM), Tn, H, d->eps);
         float *prob = a->prob + (size_t)k * T * Vd;
-        tr_linear_forward(pool, prob, fn, W(P_LM), Tn, H, Vd);
+        sp_tr_linear_forward(pool, prob, fn, W(P_LM), Tn, H, Vd);
         for (int t = 0; t < Tn; t++) { /* log-sum-exp of Z, then q = softmax(Z) in place */
             const float *z = prob + (size_t)t * Vd;
             float mx = z[0];
@@ -446,7 +446,7 @@ void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_
                 st->wsum += wt;
             }
         }
-        tr_softmax_rows(prob, prob, Tn, Vd);
+        sp_tr_softmax_rows(prob, prob, Tn, Vd);
         if (cstar)
             for (int t = 0; t < Tn; t++) {
                 size_t kt = (size_t)k * T + t;
@@ -460,7 +460,7 @@ void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_
     free(pos);
 }
 
-void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom,
+void sp_tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom,
                     float *grad) {
     const tr_dims *d = &m->d;
     int S = b->S, K = b->K, Tn = b->NW * S, H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I, Vd = d->Vd;
@@ -488,51 +488,51 @@ void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3
             for (int j = 0; j < Vd; j++) dz[j] = wt != 0 ? (float)(wt * ((double)qq[j] - P[j]) / denom) : 0.0f;
         }
         memset(a->dfn, 0, sizeof(float) * nH);
-        tr_linear_backward(pool, a->dfn, G(P_LM), a->dZ, a->fn + oH, W(P_LM), Tn, H, Vd);
+        sp_tr_linear_backward(pool, a->dfn, G(P_LM), a->dZ, a->fn + oH, W(P_LM), Tn, H, Vd);
         memcpy(a->dout, a->dcarry, sizeof(float) * nH);
-        tr_rmsnorm_backward(a->dout, G(P_NORM), a->dfn, a->out + oH, W(P_NORM), a->rf + (size_t)k * T, Tn, H);
+        sp_tr_rmsnorm_backward(a->dout, G(P_NORM), a->dfn, a->out + oH, W(P_NORM), a->rf + (size_t)k * T, Tn, H);
         /* out = h + down(silu(gate(n)) ⊙ up(n)): the block's MLP half, act recomputed */
         tr_block_acts ma = mlp_acts(a, (size_t)k, T, (size_t)H, (size_t)I);
-        tr_swiglu_forward(a->act, ma.g, ma.u, (size_t)Tn * I);
+        sp_tr_swiglu_forward(a->act, ma.g, ma.u, (size_t)Tn * I);
         memcpy(a->dh, a->dout, sizeof(float) * nH);
-        tr_block_mlp_backward(pool, &md, &mw, &mg, Tn, a->h + oH, &ma, &ms, a->dh);
+        sp_tr_block_mlp_backward(pool, &md, &mw, &mg, Tn, a->h + oH, &ma, &ms, a->dh);
         /* h = g_in + o_proj(attn) */
         memcpy(a->dgin, a->dh, sizeof(float) * nH);
         const float *ao = a->ao + (size_t)k * T * QD, *q = a->q + (size_t)k * T * QD;
         memset(a->dao, 0, sizeof(float) * (size_t)Tn * QD);
-        tr_linear_backward(pool, a->dao, G(P_O), a->dh, ao, W(P_O), Tn, (int)QD, H);
+        sp_tr_linear_backward(pool, a->dao, G(P_O), a->dh, ao, W(P_O), Tn, (int)QD, H);
         memset(a->dq, 0, sizeof(float) * (size_t)Tn * QD);
         for (int t = 0; t < Tn; t++) {
             int nk = gather(a, a->kr, a->v, T, KD, t / S, t % S, k);
             memset(a->dKg, 0, sizeof(float) * nk * KD);
             memset(a->dVg, 0, sizeof(float) * nk * KD);
             tr_attn_shape sh = {.NB = 1, .Tq = 1, .Tk = nk, .NH = NH, .KVH = KVH, .D = D, .scale = scale};
-            tr_attention_backward(NULL, a->dq + t * QD, a->dKg, a->dVg, a->dp, a->dao + t * QD, q + t * QD, a->Kg,
+            sp_tr_attention_backward(NULL, a->dq + t * QD, a->dKg, a->dVg, a->dp, a->dao + t * QD, q + t * QD, a->Kg,
                                   a->Vg, a->att + ((size_t)k * T + t) * NH * TK, &sh);
             scatter_add(a, a->dKall, a->dVall, T, KD, t / S, t % S, k);
         }
         /* step k's keys and values are complete: every query that sees them (steps >= k) is done */
         memset(a->dqp, 0, sizeof(float) * (size_t)Tn * QD);
-        tr_rope_backward(a->dqp, a->dq, Tn, NH, D, pos, m->inv_freq);
+        sp_tr_rope_backward(a->dqp, a->dq, Tn, NH, D, pos, m->inv_freq);
         memset(a->dkp, 0, sizeof(float) * (size_t)Tn * KD);
-        tr_rope_backward(a->dkp, a->dKall + (size_t)k * T * KD, Tn, KVH, D, pos, m->inv_freq);
+        sp_tr_rope_backward(a->dkp, a->dKall + (size_t)k * T * KD, Tn, KVH, D, pos, m->inv_freq);
         const float *en = a->en + oH, *hn = a->hn + oH;
         for (int t = 0; t < Tn; t++) {
             memcpy(a->A + (size_t)t * 2 * H, en + (size_t)t * H, sizeof(float) * H);
             memcpy(a->A + (size_t)t * 2 * H + H, hn + (size_t)t * H, sizeof(float) * H);
         }
         memset(a->dA, 0, sizeof(float) * (size_t)Tn * 2 * H);
-        tr_linear_backward(pool, a->dA, G(P_Q), a->dqp, a->A, W(P_Q), Tn, 2 * H, (int)QD);
-        tr_linear_backward(pool, a->dA, G(P_K), a->dkp, a->A, W(P_K), Tn, 2 * H, (int)KD);
-        tr_linear_backward(pool, a->dA, G(P_V), a->dVall + (size_t)k * T * KD, a->A, W(P_V), Tn, 2 * H, (int)KD);
+        sp_tr_linear_backward(pool, a->dA, G(P_Q), a->dqp, a->A, W(P_Q), Tn, 2 * H, (int)QD);
+        sp_tr_linear_backward(pool, a->dA, G(P_K), a->dkp, a->A, W(P_K), Tn, 2 * H, (int)KD);
+        sp_tr_linear_backward(pool, a->dA, G(P_V), a->dVall + (size_t)k * T * KD, a->A, W(P_V), Tn, 2 * H, (int)KD);
         for (int t = 0; t < Tn; t++) { /* split dA: the embedding half (frozen input) and the state half */
             memcpy(a->dfn + (size_t)t * H, a->dA + (size_t)t * 2 * H, sizeof(float) * H);
             memcpy(a->dhn + (size_t)t * H, a->dA + (size_t)t * 2 * H + H, sizeof(float) * H);
         }
-        tr_rmsnorm_backward(NULL, G(P_IN), a->dfn, b->x0 + (size_t)k * T * H, W(P_IN), a->re + (size_t)k * T, Tn, H);
-        tr_rmsnorm_backward(a->dgin, G(P_HN), a->dhn, gin, W(P_HN), a->rh + (size_t)k * T, Tn, H);
+        sp_tr_rmsnorm_backward(NULL, G(P_IN), a->dfn, b->x0 + (size_t)k * T * H, W(P_IN), a->re + (size_t)k * T, Tn, H);
+        sp_tr_rmsnorm_backward(a->dgin, G(P_HN), a->dhn, gin, W(P_HN), a->rh + (size_t)k * T, Tn, H);
         if (k > 0) memcpy(a->dcarry, a->dgin, sizeof(float) * nH); /* into the previous step's output */
-        else tr_linear_backward(pool, NULL, G(P_FC), a->dgin, b->F, W(P_FC), Tn, 3 * H, H);
+        else sp_tr_linear_backward(pool, NULL, G(P_FC), a->dgin, b->F, W(P_FC), Tn, 3 * H, H);
     }
     free(pos);
 }

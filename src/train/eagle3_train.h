@@ -21,17 +21,17 @@
 
 /* Fill m's table with the SpecForge tensors for d (d->arch TR_ARCH_EAGLE3, d->m 3, d->B = K
  * steps, d->Vd draft vocabulary) and allocate w: matrices N(0, 0.02), norms 1, lm_head the
- * target LM head's rows of the draft ids (Wlm [V, H], d2t [Vd]). tr_model_free releases it. */
-int tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *Wlm, const int32_t *d2t,
+ * target LM head's rows of the draft ids (Wlm [V, H], d2t [Vd]). sp_tr_model_free releases it. */
+int sp_tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *Wlm, const int32_t *d2t,
                      sp_err *err);
 
 /* The draft vocabulary: the Vd ids most frequent in the shards' tokens (ties: lower id first),
  * padded with the lowest unseen ids, in increasing order → d2t [Vd] (absolute ids). */
-int tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *err);
+int sp_tr_e3_vocab(const tr_shardset *data, int V, int Vd, int32_t *d2t, sp_err *err);
 
 /* config.json of the drafter (LlamaForCausalLMEagle3) for the target's config.json text
  * (sp_model_config_json). *out malloc'd. */
-int tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err);
+int sp_tr_e3_config_json(char **out, const char *target_config, const tr_dims *d, sp_err *err);
 
 typedef struct {
     int cap, NW, S, K, H, mH, Vd;
@@ -57,27 +57,27 @@ typedef struct {
     float *hid, *logit; /* scratch */
 } tr_e3_sampler;
 
-int tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *target, int S, int K, double decay,
+int sp_tr_e3_sampler_init(tr_e3_sampler *s, const tr_shardset *data, sp_model *target, int S, int K, double decay,
                        const int32_t *d2t, int Vd, uint64_t seed, sp_err *err);
-void tr_e3_sampler_free(tr_e3_sampler *s);
-int tr_e3_batch_alloc(tr_e3_batch *b, int cap, int S, int K, int H, int mH, int Vd, sp_err *err);
-void tr_e3_batch_free(tr_e3_batch *b);
+void sp_tr_e3_sampler_free(tr_e3_sampler *s);
+int sp_tr_e3_batch_alloc(tr_e3_batch *b, int cap, int S, int K, int H, int mH, int Vd, sp_err *err);
+void sp_tr_e3_batch_free(tr_e3_batch *b);
 /* windows i0 .. i0+n−1 (modulo the count) into b */
-void tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n);
+void sp_tr_e3_fill(tr_e3_sampler *s, tr_e3_batch *b, int64_t i0, int n);
 
 typedef struct tr_e3_acts tr_e3_acts;
-tr_e3_acts *tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err);
-void tr_e3_acts_free(tr_e3_acts *a);
+tr_e3_acts *sp_tr_e3_acts_create(const tr_dims *d, int cap, int S, sp_err *err);
+void sp_tr_e3_acts_free(tr_e3_acts *a);
 /* the last forward's draft distributions q [K, cap·S, Vd] (owned by a; tests compare them with
  * the inference drafter's) */
-const float *tr_e3_acts_probs(const tr_e3_acts *a);
+const float *sp_tr_e3_acts_probs(const tr_e3_acts *a);
 
 /* Forward over b: returns Σ w·CE (unnormalised terms in st->ce, loss = Σ w·CE / denom), and when
  * cstar != NULL, cstar [K, NW·S] = Σ_v min(P_target(v), q(v)) (the acceptance of that draft). */
-void tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom, tr_stats *st,
+void sp_tr_e3_forward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom, tr_stats *st,
                    float *cstar);
 /* Backward of the last forward; accumulates into grad. */
-void tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom,
+void sp_tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr_e3_batch *b, double denom,
                     float *grad);
 
 #endif

@@ -15,7 +15,7 @@
 #include "train/gemm_tile.h"
 
 
-void tr_gemm_nt(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
+void sp_tr_gemm_nt(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
     sp_mat w = {.data = B, .dt = SP_DT_F32, .n = N, .k = K};
     sp_matmul(pool, C, A, M, &w);
 }
@@ -50,8 +50,8 @@ static void kernel_4x64_portable(float *C, int ldc, const float *A, size_t sar, 
 static tr_gemm_tile_fn tile_kernel(void) {
     switch (sp_cpu_level()) {
 #if defined(__x86_64__)
-    case SP_CPU_AVX512: return tr_gemm_4x64_avx512;
-    case SP_CPU_AVX2: return tr_gemm_4x64_avx2;
+    case SP_CPU_AVX512: return sp_tr_gemm_4x64_avx512;
+    case SP_CPU_AVX2: return sp_tr_gemm_4x64_avx2;
 #endif
     default: return kernel_4x64_portable;
     }
@@ -99,12 +99,12 @@ static void tn_blocked(void *ctx, int share, int n_shares) {
     if (r1 > r0) block_acc(g->C, g->N, g->A, 1, (size_t)g->M, g->B, g->N, r0, r1, 0, g->N, g->K);
 }
 
-void tr_gemm_nn_acc(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
+void sp_tr_gemm_nn_acc(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
     gemm_job g = {C, A, B, M, K, N};
     sp_pool_run(pool, nn_blocked, &g);
 }
 
-void tr_gemm_tn_acc(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
+void sp_tr_gemm_tn_acc(sp_pool *pool, float *C, const float *A, const float *B, int M, int K, int N) {
     gemm_job g = {C, A, B, M, K, N};
     sp_pool_run(pool, tn_blocked, &g);
 }

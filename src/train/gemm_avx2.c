@@ -4,7 +4,7 @@
 
 #include "train/gemm_tile.h"
 
-void tr_gemm_4x64_avx2(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
+void sp_tr_gemm_4x64_avx2(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
                        int k1) {
     for (int h = 0; h < 64; h += 32) {
         __m256 acc[4][4];

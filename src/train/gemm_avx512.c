@@ -3,7 +3,7 @@
 
 #include "train/gemm_tile.h"
 
-void tr_gemm_4x64_avx512(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
+void sp_tr_gemm_4x64_avx512(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
                          int k1) {
     __m512 acc[4][4];
     for (int r = 0; r < 4; r++)

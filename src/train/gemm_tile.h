@@ -13,9 +13,9 @@
 
 typedef void (*tr_gemm_tile_fn)(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb,
                                 int k0, int k1);
-void tr_gemm_4x64_avx512(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
+void sp_tr_gemm_4x64_avx512(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
                          int k1);
-void tr_gemm_4x64_avx2(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
+void sp_tr_gemm_4x64_avx2(float *C, int ldc, const float *A, size_t sar, size_t sak, const float *B, int ldb, int k0,
                        int k1);
 
 #endif

@@ -13,7 +13,7 @@
 #include "train/block_train.h"
 #include "train/ops.h"
 
-int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp_err *err) {
+int sp_lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp_err *err) {
     memset(lay, 0, sizeof *lay);
     if (c->arch != SP_ARCH_GEMMA4) return sp_err_set(err, "train-lm: architecture %s: only gemma4 is supported", sp_arch_name(c->arch));
     if (c->ple_dim > 0) return sp_err_set(err, "train-lm: per-layer inputs (hidden_size_per_layer_input %d) are not supported; set 0", c->ple_dim);
@@ -26,7 +26,7 @@ int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp
         if (c->layers[i].n_kv_heads <= 0 || c->n_heads % c->layers[i].n_kv_heads)
             return sp_err_set(err, "train-lm: layer %d: %d heads not a multiple of %d KV heads", i, c->n_heads, c->layers[i].n_kv_heads);
     lay->cfg = *c;
-    if (hf_tensor_specs(c, &lay->specs, &lay->n_params, err)) return -1;
+    if (sp_hf_tensor_specs(c, &lay->specs, &lay->n_params, err)) return -1;
     int L = c->n_layers;
     lay->off = calloc((size_t)lay->n_params, sizeof *lay->off);
     lay->l = calloc((size_t)L, sizeof *lay->l);
@@ -42,9 +42,9 @@ int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp
 #define OFF(dst, ...)                                                                         \
     do {                                                                                      \
         snprintf(nm, sizeof nm, __VA_ARGS__);                                                 \
-        int k_ = lm_layout_find(lay, nm);                                                     \
+        int k_ = sp_lm_layout_find(lay, nm);                                                     \
         if (k_ < 0) {                                                                         \
-            lm_layout_free(lay);                                                              \
+            sp_lm_layout_free(lay);                                                              \
             return sp_err_set(err, "train-lm: tensor %s missing from the layout", nm);       \
         }                                                                                     \
         dst = lay->off[k_];                                                                   \
@@ -86,11 +86,11 @@ int lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp
     lay->embed_scale = export_dtype == SP_DT_BF16 ? sp_bf16_to_f32(sp_f32_to_bf16(sc)) : sc;
     return 0;
 oom:
-    lm_layout_free(lay);
+    sp_lm_layout_free(lay);
     return sp_err_set(err, "train-lm: out of memory building the parameter layout");
 }
 
-void lm_layout_free(lm_layout *lay) {
+void sp_lm_layout_free(lm_layout *lay) {
     if (lay->inv_freq)
         for (int i = 0; i < lay->cfg.n_layers; i++) free(lay->inv_freq[i]);
     free(lay->inv_freq);
@@ -100,16 +100,16 @@ void lm_layout_free(lm_layout *lay) {
     memset(lay, 0, sizeof *lay);
 }
 
-int lm_layout_find(const lm_layout *lay, const char *name) {
+int sp_lm_layout_find(const lm_layout *lay, const char *name) {
     for (int i = 0; i < lay->n_params; i++)
         if (!strcmp(lay->specs[i].name, name)) return i;
     return -1;
 }
 
-int lm_param_trained(const lm_layout *lay, int i) { return lay->specs[i].init != HF_INIT_SCALAR; }
-int lm_param_decayed(const lm_layout *lay, int i) { return lay->specs[i].ndim == 2; }
+int sp_lm_param_trained(const lm_layout *lay, int i) { return lay->specs[i].init != HF_INIT_SCALAR; }
+int sp_lm_param_decayed(const lm_layout *lay, int i) { return lay->specs[i].ndim == 2; }
 
-void lm_init_weights(const lm_layout *lay, float *w, uint64_t seed) {
+void sp_lm_init_weights(const lm_layout *lay, float *w, uint64_t seed) {
     for (int i = 0; i < lay->n_params; i++) {
         const hf_tensor_spec *s = &lay->specs[i];
         size_t n = (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1);

@@ -51,7 +51,7 @@ static int lm_scratch_bufs(tr_block_scratch *s, const lm_layout *lay, int NB, in
     return (int)(sizeof b / sizeof b[0]);
 }
 
-struct lm_acts *lm_acts_create(const lm_layout *lay, int NB, int T, sp_err *err) {
+struct lm_acts *sp_lm_acts_create(const lm_layout *lay, int NB, int T, sp_err *err) {
     const sp_config *c = &lay->cfg;
     struct lm_acts *a = calloc(1, sizeof *a);
     if (!a) goto oom;
@@ -88,12 +88,12 @@ struct lm_acts *lm_acts_create(const lm_layout *lay, int NB, int T, sp_err *err)
 #undef ALLOC
     if (ok) return a;
 oom:
-    lm_acts_free(a);
+    sp_lm_acts_free(a);
     sp_err_set(err, "training activations: out of memory for %d sequences of %d tokens", NB, T);
     return NULL;
 }
 
-void lm_acts_free(struct lm_acts *a) {
+void sp_lm_acts_free(struct lm_acts *a) {
     if (!a) return;
     lm_buf b[32];
     if (a->l)
@@ -139,7 +139,7 @@ static void lm_layer(const lm_layout *lay, int li, const real *w, real *grad, co
                                   .causal = 1, .window = d->window, .scale = d->attn_scale}};
 }
 
-double lm_forward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_acts *a, const int32_t *tokens,
+double sp_lm_forward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_acts *a, const int32_t *tokens,
                   const int32_t *labels, int NB, int T, real *logits) {
     const sp_config *c = &lay->cfg;
     SP_ASSERT(NB <= a->NB && T <= a->T && NB > 0 && T > 0);
@@ -164,19 +164,19 @@ double lm_forward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_
         tr_block_w bw;
         tr_block_io io;
         lm_layer(lay, li, w, NULL, a, &d, &bw, NULL, &io);
-        tr_block_forward(pool, &d, &bw, &io, a->x[li], a->x[li + 1], &a->l[li]);
+        sp_tr_block_forward(pool, &d, &bw, &io, a->x[li], a->x[li + 1], &a->l[li]);
     }
     /* the final norm with the float epsilon of inference, as the layers' */
-    tr_rmsnorm_forward(a->hf, a->rf, a->x[L], w + lay->final_norm, N, H, (float)c->rms_eps);
-    tr_linear_forward(pool, a->logits, a->hf, E, N, H, V); /* tied LM head */
+    sp_tr_rmsnorm_forward(a->hf, a->rf, a->x[L], w + lay->final_norm, N, H, (float)c->rms_eps);
+    sp_tr_linear_forward(pool, a->logits, a->hf, E, N, H, V); /* tied LM head */
     if (c->final_softcap > 0)
-        tr_softcap_forward(a->logits, a->logits, (size_t)N * V, (real)c->final_softcap);
+        sp_tr_softcap_forward(a->logits, a->logits, (size_t)N * V, (real)c->final_softcap);
     if (logits) memcpy(logits, a->logits, (size_t)N * V * sizeof(real));
     if (a->denom == 0) return 0;
-    return tr_ce_forward(a->probs, a->logits, a->labels, a->wt, N, V, a->denom);
+    return sp_tr_ce_forward(a->probs, a->logits, a->labels, a->wt, N, V, a->denom);
 }
 
-void lm_backward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_acts *a, real *grad) {
+void sp_lm_backward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_acts *a, real *grad) {
     const sp_config *c = &lay->cfg;
     int N = a->nb * a->t, H = c->hidden_size, V = c->vocab_size, L = c->n_layers;
     size_t NHs = (size_t)N * H;
@@ -186,24 +186,24 @@ void lm_backward(sp_pool *pool, const lm_layout *lay, const real *w, struct lm_a
 
     /* loss = CE(softcap(hf · Eᵀ)) */
     lm_zero(a->dZ, (size_t)N * V);
-    tr_ce_backward(a->dZ, a->probs, a->labels, a->wt, N, V, a->denom);
+    sp_tr_ce_backward(a->dZ, a->probs, a->labels, a->wt, N, V, a->denom);
     real *dlog = a->dZ;
     if (c->final_softcap > 0) { /* the probabilities are spent: reuse them for d(raw logits) */
         lm_zero(a->probs, (size_t)N * V);
-        tr_softcap_backward(a->probs, a->dZ, a->logits, (size_t)N * V, (real)c->final_softcap);
+        sp_tr_softcap_backward(a->probs, a->dZ, a->logits, (size_t)N * V, (real)c->final_softcap);
         dlog = a->probs;
     }
     lm_zero(a->dh, NHs);
-    tr_linear_backward(pool, a->dh, dE, dlog, a->hf, E, N, H, V); /* tied head: into dE too */
+    sp_tr_linear_backward(pool, a->dh, dE, dlog, a->hf, E, N, H, V); /* tied head: into dE too */
     lm_zero(a->dx, NHs);
-    tr_rmsnorm_backward(a->dx, grad + lay->final_norm, a->dh, a->x[L], w + lay->final_norm, a->rf, N, H);
+    sp_tr_rmsnorm_backward(a->dx, grad + lay->final_norm, a->dh, a->x[L], w + lay->final_norm, a->rf, N, H);
     for (int li = L - 1; li >= 0; li--) {
         sp_block_desc d;
         tr_block_w bw;
         tr_block_g bg;
         tr_block_io io;
         lm_layer(lay, li, w, grad, a, &d, &bw, &bg, &io);
-        tr_block_backward(pool, &d, &bw, &bg, &io, a->x[li], &a->l[li], &a->s, a->dx);
+        sp_tr_block_backward(pool, &d, &bw, &bg, &io, a->x[li], &a->l[li], &a->s, a->dx);
     }
     /* x0 = E[tok] · embed_scale */
     for (int i = 0; i < N; i++) {

@@ -1,6 +1,6 @@
 /* lm_train.c — the target-LM trainer (see lm_train.h): data, evaluation, export, and the
  * callbacks of the training loop (loop.h: schedule, AdamW, checkpoints, resume, log). The
- * training step itself is lm_forward / lm_backward (lm.h). */
+ * training step itself is sp_lm_forward / sp_lm_backward (lm.h). */
 #include "train/lm_train.h"
 
 #include <jansson.h>
@@ -15,12 +15,12 @@
 #include "tokenizer/tokenizer.h"
 #include "train/loop.h"
 
-void lm_train_defaults(lm_train_opts *o) {
+void sp_lm_train_defaults(lm_train_opts *o) {
     memset(o, 0, sizeof *o);
     o->steps = 1000;
     o->batch = 8;
     o->seq = 256;
-    o->warmup = -1; /* resolved: 4 % of the steps (tr_warmup_default) */
+    o->warmup = -1; /* resolved: 4 % of the steps (sp_tr_warmup_default) */
     o->lr = 1e-3;
     o->min_lr_frac = 0.1;
     o->weight_decay = 0.1;
@@ -33,7 +33,7 @@ void lm_train_defaults(lm_train_opts *o) {
     o->dtype = SP_DT_BF16;
 }
 
-long lm_warmup_steps(const lm_train_opts *o) { return o->warmup >= 0 ? o->warmup : tr_warmup_default(o->steps); }
+long sp_lm_warmup_steps(const lm_train_opts *o) { return o->warmup >= 0 ? o->warmup : sp_tr_warmup_default(o->steps); }
 
 /* ---- data -------------------------------------------------------------------------------- */
 typedef struct {
@@ -43,7 +43,7 @@ typedef struct {
 
 static int tokenize_files(tok_tokenizer *tk, const char *const *files, int n_files, tok_buf *out,
                           const char *what, int quiet, sp_err *err) {
-    int eos = tok_eos(tk);
+    int eos = sp_tok_eos(tk);
     if (eos < 0) return sp_err_set(err, "train-lm: the tokenizer has no EOS token (needed between files)");
     sp_progress pr;
     if (!quiet) sp_progress_start(&pr, what, n_files, "files");
@@ -53,7 +53,7 @@ static int tokenize_files(tok_tokenizer *tk, const char *const *files, int n_fil
         if (sp_read_file(files[i], &text, &len, err)) return -1;
         int32_t *ids;
         int n;
-        int rc = tok_encode(tk, text, len, 0, 0, &ids, &n, err);
+        int rc = sp_tok_encode(tk, text, len, 0, 0, &ids, &n, err);
         free(text);
         if (rc) return sp_err_wrap(err, "tokenizing %s", files[i]);
         if (out->n + n + 1 > out->cap) {
@@ -108,11 +108,11 @@ static int copy_file(const char *src, const char *dst, sp_err *err) {
     return rc;
 }
 
-int lm_export(const char *dir, const lm_layout *lay, const float *w, const char *config_text, sp_dtype dtype,
+int sp_lm_export(const char *dir, const lm_layout *lay, const float *w, const char *config_text, sp_dtype dtype,
               const char *tokenizer_path, sp_err *err) {
     char path[4096];
     if (sp_mkdir_p(dir, err)) return -1;
-    st_writer *wr = st_writer_create();
+    st_writer *wr = sp_st_writer_create();
     if (!wr) return sp_err_set(err, "out of memory");
     uint16_t *half = NULL;
     int rc = 0;
@@ -124,11 +124,11 @@ int lm_export(const char *dir, const lm_layout *lay, const float *w, const char 
     for (int i = 0; !rc && i < lay->n_params; i++) {
         const hf_tensor_spec *s = &lay->specs[i];
         const void *data = half ? (const void *)(half + lay->off[i]) : (const void *)(w + lay->off[i]);
-        rc = st_writer_add_ref(wr, s->name, half ? SP_DT_BF16 : SP_DT_F32, s->ndim, s->shape, data, err);
+        rc = sp_st_writer_add_ref(wr, s->name, half ? SP_DT_BF16 : SP_DT_F32, s->ndim, s->shape, data, err);
     }
     if (!rc && sp_path_join(path, sizeof path, dir, "model.safetensors")) rc = sp_err_set(err, "path too long: %s", dir);
-    if (!rc) rc = st_writer_save(wr, path, err);
-    st_writer_free(wr);
+    if (!rc) rc = sp_st_writer_save(wr, path, err);
+    sp_st_writer_free(wr);
     free(half);
     if (!rc) {
         sp_path_join(path, sizeof path, dir, "config.json");
@@ -152,7 +152,7 @@ static double evaluate(sp_pool *pool, const lm_layout *lay, const float *w, lm_a
     for (int s0 = 0; s0 < n_seq; s0 += B) {
         int nb = n_seq - s0 < B ? n_seq - s0 : B;
         for (int b = 0; b < nb; b++) make_seq(ev, (int64_t)(s0 + b) * T, T, bos, tokens + (size_t)b * T, labels + (size_t)b * T);
-        sum += lm_forward(pool, lay, w, a, tokens, labels, nb, T, NULL) * nb * T;
+        sum += sp_lm_forward(pool, lay, w, a, tokens, labels, nb, T, NULL) * nb * T;
         cnt += (int64_t)nb * T;
     }
     return cnt ? sum / cnt : 0;
@@ -179,12 +179,12 @@ static void lm_run_free(lm_run *r) {
     free(r->labels);
     free(r->w);
     free(r->tensors);
-    lm_acts_free(r->acts);
+    sp_lm_acts_free(r->acts);
     if (r->pool) sp_pool_free(r->pool);
     free(r->train.tok);
     free(r->eval.tok);
-    if (r->tk) tok_free(r->tk);
-    lm_layout_free(&r->lay);
+    if (r->tk) sp_tok_free(r->tk);
+    sp_lm_layout_free(&r->lay);
     free(r->config_text);
 }
 
@@ -193,8 +193,8 @@ static void lm_step(void *ctx, long step, float *grad, double *stats) {
     lm_run *r = ctx;
     const lm_train_opts *o = r->o;
     train_batch(&r->train, o, (int)(step - 1), r->bos, r->tokens, r->labels);
-    stats[0] = lm_forward(r->pool, &r->lay, r->w, r->acts, r->tokens, r->labels, o->batch, o->seq, NULL);
-    lm_backward(r->pool, &r->lay, r->w, r->acts, grad);
+    stats[0] = sp_lm_forward(r->pool, &r->lay, r->w, r->acts, r->tokens, r->labels, o->batch, o->seq, NULL);
+    sp_lm_backward(r->pool, &r->lay, r->w, r->acts, grad);
 }
 
 static int lm_has_eval(const lm_run *r) { return r->eval.n > r->o->seq; }
@@ -226,7 +226,7 @@ static void lm_progress_text(void *ctx, char *buf, size_t n, const tr_loop_row *
 /* OUT/config.json, model.safetensors (the export dtype), tokenizer.json */
 static int lm_export_model(void *ctx, const char *dir, sp_err *err) {
     lm_run *r = ctx;
-    return lm_export(dir, &r->lay, r->w, r->config_text, r->o->dtype, r->o->tokenizer_path, err);
+    return sp_lm_export(dir, &r->lay, r->w, r->config_text, r->o->dtype, r->o->tokenizer_path, err);
 }
 
 static int lm_state(void *ctx, json_t *j) {
@@ -246,10 +246,10 @@ static void lm_update(void *ctx, float *w, const float *g, float *m, float *v, l
     lm_run *r = ctx;
     tr_optim_cfg c = *oc;
     for (int i = 0; i < r->lay.n_params; i++) {
-        if (!lm_param_trained(&r->lay, i)) continue;
+        if (!sp_lm_param_trained(&r->lay, i)) continue;
         size_t off = r->tensors[i].off, n = r->tensors[i].n;
-        c.weight_decay = lm_param_decayed(&r->lay, i) ? oc->weight_decay : 0;
-        tr_adamw_step(w + off, g + off, m + off, v + off, n, step, lr, &c);
+        c.weight_decay = sp_lm_param_decayed(&r->lay, i) ? oc->weight_decay : 0;
+        sp_tr_adamw_step(w + off, g + off, m + off, v + off, n, step, lr, &c);
     }
 }
 
@@ -260,20 +260,20 @@ static int lm_load_inputs(lm_run *r, sp_err *err) {
     size_t clen;
     sp_config cfg;
     if (sp_read_file(o->config_path, &r->config_text, &clen, err) ||
-        sp_config_parse(&cfg, r->config_text, o->config_path, err) || lm_layout_init(&r->lay, &cfg, o->dtype, err))
+        sp_config_parse(&cfg, r->config_text, o->config_path, err) || sp_lm_layout_init(&r->lay, &cfg, o->dtype, err))
         return -1;
-    if (!(r->tk = tok_load_json(o->tokenizer_path, err))) return -1;
-    if (tok_vocab_size(r->tk) > cfg.vocab_size)
+    if (!(r->tk = sp_tok_load_json(o->tokenizer_path, err))) return -1;
+    if (sp_tok_vocab_size(r->tk) > cfg.vocab_size)
         return sp_err_set(err, "train-lm: tokenizer %s has %d ids but the config's vocab_size is %d",
-                          o->tokenizer_path, tok_vocab_size(r->tk), cfg.vocab_size);
-    r->bos = tok_bos(r->tk);
+                          o->tokenizer_path, sp_tok_vocab_size(r->tk), cfg.vocab_size);
+    r->bos = sp_tok_bos(r->tk);
     if (r->bos < 0 || r->bos != cfg.bos_id)
         return sp_err_set(err, "train-lm: tokenizer BOS %d differs from the config's bos_token_id %d", r->bos,
                           cfg.bos_id);
     int eos_ok = 0;
-    for (int i = 0; i < cfg.n_eos; i++) eos_ok |= cfg.eos_ids[i] == tok_eos(r->tk);
+    for (int i = 0; i < cfg.n_eos; i++) eos_ok |= cfg.eos_ids[i] == sp_tok_eos(r->tk);
     if (!eos_ok)
-        return sp_err_set(err, "train-lm: tokenizer EOS %d is not among the config's eos_token_id", tok_eos(r->tk));
+        return sp_err_set(err, "train-lm: tokenizer EOS %d is not among the config's eos_token_id", sp_tok_eos(r->tk));
     if (tokenize_files(r->tk, o->data, o->n_data, &r->train, "tokenize train", o->quiet, err) ||
         tokenize_files(r->tk, o->eval, o->n_eval, &r->eval, "tokenize eval", o->quiet, err))
         return -1;
@@ -292,7 +292,7 @@ static int lm_alloc(lm_run *r, sp_err *err) {
         return sp_err_set(err, "train-lm: threads: %d asked, at most %d allowed (%d per online CPU)", o->n_threads,
                           sp_pool_max_threads(), SP_POOL_THREADS_PER_CPU);
     if (!(r->pool = sp_pool_create(o->n_threads))) return sp_err_set(err, "train-lm: cannot start %d threads", o->n_threads);
-    r->acts = lm_acts_create(lay, o->batch, o->seq, err);
+    r->acts = sp_lm_acts_create(lay, o->batch, o->seq, err);
     if (!r->acts) return -1;
     r->w = malloc(lay->n * sizeof *r->w);
     r->tokens = malloc((size_t)o->batch * o->seq * sizeof *r->tokens);
@@ -305,14 +305,14 @@ static int lm_alloc(lm_run *r, sp_err *err) {
         size_t n = (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1);
         r->tensors[i] = (tr_ckpt_tensor){.name = s->name, .ndim = s->ndim, .shape = s->shape, .off = lay->off[i], .n = n};
     }
-    lm_init_weights(lay, r->w, o->seed);
+    sp_lm_init_weights(lay, r->w, o->seed);
     return 0;
 }
 
 static tr_loop_cfg lm_loop_cfg(const lm_train_opts *o, char *run, size_t n) {
     snprintf(run, n, "train-lm seed=%llu batch=%d seq=%d", (unsigned long long)o->seed, o->batch, o->seq);
     return (tr_loop_cfg){.oc = {.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps,
-                                .weight_decay = o->weight_decay, .warmup = lm_warmup_steps(o), .total = o->steps,
+                                .weight_decay = o->weight_decay, .warmup = sp_lm_warmup_steps(o), .total = o->steps,
                                 .min_lr_frac = o->min_lr_frac, .clip = o->clip},
                          .n_stats = 1, .out_dir = o->out_dir,
                          .log_header = "step,loss,lr,grad_norm,tokens_per_s,eval_loss,eval_ppl\n", .run = run,
@@ -321,7 +321,7 @@ static tr_loop_cfg lm_loop_cfg(const lm_train_opts *o, char *run, size_t n) {
                          .progress = o->quiet ? NULL : "train-lm"};
 }
 
-int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
+int sp_lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     memset(res, 0, sizeof *res);
     if (o->steps < 1 || o->batch < 1 || o->seq < 2 || o->lr <= 0)
         return sp_err_set(err, "train-lm: need steps >= 1, batch >= 1, seq >= 2, lr > 0");
@@ -338,7 +338,7 @@ int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err) {
     tr_loop_ops ops = {.step = lm_step, .eval = lm_eval, .log_row = lm_log_row, .progress_text = lm_progress_text,
                        .export_model = lm_export_model, .state = lm_state, .update = lm_update};
     tr_loop_result lr;
-    rc = tr_loop_run(&lc, &p, &ops, &r, &lr, err);
+    rc = sp_tr_loop_run(&lc, &p, &ops, &r, &lr, err);
     res->step = (int)lr.step;
     res->first_loss = lr.loss_first;
     res->last_loss = lr.loss_last;

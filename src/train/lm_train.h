@@ -1,5 +1,5 @@
 /* lm_train.h — the trainer of a target LM (`specula train-lm`): text files →
- * tokens → packed sequences → lm_forward / lm_backward → AdamW, with a warmup + cosine
+ * tokens → packed sequences → sp_lm_forward / sp_lm_backward → AdamW, with a warmup + cosine
  * schedule, global-norm gradient clipping, atomic checkpoints with optimizer state,
  * bit-identical resume, a CSV log, held-out perplexity, and the export of the trained model
  * in the Hugging Face layout the inference loader reads (config.json, model.safetensors,
@@ -51,7 +51,7 @@ typedef struct {
 } lm_train_opts;
 
 /* Defaults for everything but the paths. */
-void lm_train_defaults(lm_train_opts *o);
+void sp_lm_train_defaults(lm_train_opts *o);
 
 typedef struct {
     int step;                   /* last completed step */
@@ -62,14 +62,14 @@ typedef struct {
     int64_t train_tokens, eval_tokens;
 } lm_train_result;
 
-int lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err);
+int sp_lm_train_run(const lm_train_opts *o, lm_train_result *res, sp_err *err);
 
-/* the warm-up steps of o: o->warmup, or when negative 4 % of the steps (tr_warmup_default) */
-long lm_warmup_steps(const lm_train_opts *o);
+/* the warm-up steps of o: o->warmup, or when negative 4 % of the steps (sp_tr_warmup_default) */
+long sp_lm_warmup_steps(const lm_train_opts *o);
 
 /* Write dir/config.json (config_text verbatim), dir/model.safetensors (weights w in dtype,
  * HF names) and, when tokenizer_path is given, dir/tokenizer.json. Each file atomically. */
-int lm_export(const char *dir, const lm_layout *lay, const float *w, const char *config_text, sp_dtype dtype,
+int sp_lm_export(const char *dir, const lm_layout *lay, const float *w, const char *config_text, sp_dtype dtype,
               const char *tokenizer_path, sp_err *err);
 
 #endif

@@ -31,7 +31,7 @@ static int loop_resume(loop_state *s, long *step0, sp_err *err) {
     *step0 = 0;
     if (c->resume && sp_file_exists(path)) {
         const tr_loop_params *p = s->p;
-        if (tr_optimizer_load(c->out_dir, p->t, p->nt, p->w, s->m, s->v, step0, c->run, err)) return -1;
+        if (sp_tr_optimizer_load(c->out_dir, p->t, p->nt, p->w, s->m, s->v, step0, c->run, err)) return -1;
         if (*step0 > c->oc.total)
             return sp_err_set(err, "%s: step %ld is past this run's %ld steps", path, *step0, c->oc.total);
         sp_log(SP_LOG_INFO, "train: resuming %s at step %ld", c->out_dir, *step0);
@@ -49,7 +49,7 @@ static int loop_open_log(loop_state *s, long step0, sp_err *err) {
     if (s->rank != 0) return 0;
     if (c->log_path) snprintf(s->log_path, sizeof s->log_path, "%s", c->log_path);
     else sp_path_join(s->log_path, sizeof s->log_path, c->out_dir, "train_log.csv");
-    if (step0 > 0 && tr_log_truncate(s->log_path, step0, err)) return -1;
+    if (step0 > 0 && sp_tr_log_truncate(s->log_path, step0, err)) return -1;
     s->log = fopen(s->log_path, step0 > 0 && sp_file_exists(s->log_path) ? "a" : "w");
     if (!s->log) return sp_err_set(err, "%s: cannot open the log for writing", s->log_path);
     if (ftell(s->log) == 0) fputs(c->log_header, s->log);
@@ -91,7 +91,7 @@ static int loop_save(loop_state *s, long step, sp_err *err) {
     if (sp_mkdir_p(s->c->out_dir, err) || s->ops->export_model(s->ctx, s->c->out_dir, err) ||
         loop_write_state(s, step, err))
         return -1;
-    return tr_optimizer_save(s->c->out_dir, p->t, p->nt, p->w, s->m, s->v, step, s->c->run, err);
+    return sp_tr_optimizer_save(s->c->out_dir, p->t, p->nt, p->w, s->m, s->v, step, s->c->run, err);
 }
 
 /* one optimizer step: loss + gradient, sums over ranks, clipping, schedule, AdamW */
@@ -104,15 +104,15 @@ static int loop_step(loop_state *s, long step, tr_loop_row *r, sp_err *err) {
     r->step0 = s->step0;
     memset(s->grad, 0, sizeof(float) * p->n);
     s->ops->step(s->ctx, step, s->grad, r->stats);
-    tr_dist_sum_f64(c->dist, r->stats, (size_t)c->n_stats);
-    tr_dist_sum_f32(c->dist, s->grad, p->n);
-    r->grad_norm = tr_clip_grad(s->grad, p->n, c->oc.clip);
+    sp_tr_dist_sum_f64(c->dist, r->stats, (size_t)c->n_stats);
+    sp_tr_dist_sum_f32(c->dist, s->grad, p->n);
+    r->grad_norm = sp_tr_clip_grad(s->grad, p->n, c->oc.clip);
     if (!isfinite(r->stats[0]) || !isfinite(r->grad_norm))
         return sp_err_set(err, "step %ld: loss %g, gradient norm %g: training diverged (lower --lr); nothing "
                                "saved after the last checkpoint", step, r->stats[0], r->grad_norm);
-    r->lr = tr_lr_at(&c->oc, step);
+    r->lr = sp_tr_lr_at(&c->oc, step);
     if (s->ops->update) s->ops->update(s->ctx, p->w, s->grad, s->m, s->v, step, r->lr, &c->oc);
-    else tr_adamw_step(p->w, s->grad, s->m, s->v, p->n, step, r->lr, &c->oc);
+    else sp_tr_adamw_step(p->w, s->grad, s->m, s->v, p->n, step, r->lr, &c->oc);
     r->step_ms = sp_time_ms() - t0;
     return 0;
 }
@@ -152,7 +152,7 @@ static int loop_steps(loop_state *s, long step0, tr_loop_result *res, sp_err *er
     return 0;
 }
 
-int tr_loop_run(const tr_loop_cfg *c, const tr_loop_params *p, const tr_loop_ops *ops, void *ctx,
+int sp_tr_loop_run(const tr_loop_cfg *c, const tr_loop_params *p, const tr_loop_ops *ops, void *ctx,
                 tr_loop_result *res, sp_err *err) {
     memset(res, 0, sizeof *res);
     if (c->n_stats < 1 || c->n_stats > TR_LOOP_MAX_STATS) return sp_err_set(err, "train: %d loss terms", c->n_stats);

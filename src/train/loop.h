@@ -53,7 +53,7 @@ typedef struct {
     int (*export_model)(void *ctx, const char *dir, sp_err *err);
     /* the trainer's fields of trainer_state.json, added to state (may be NULL) */
     int (*state)(void *ctx, json_t *state);
-    /* AdamW of step `step` with learning rate lr over w, g, m, v (NULL: one tr_adamw_step over
+    /* AdamW of step `step` with learning rate lr over w, g, m, v (NULL: one sp_tr_adamw_step over
      * all n with the loop's optimizer settings) */
     void (*update)(void *ctx, float *w, const float *g, float *m, float *v, long step, double lr,
                    const tr_optim_cfg *oc);
@@ -97,7 +97,7 @@ typedef struct {
  * p->w (resume overwrites it); ctx is passed to every callback. Errors: a checkpoint that does
  * not match (run string, shapes), a diverged step (non-finite loss, gradient norm or weight; the
  * last checkpoint is kept), I/O. */
-int tr_loop_run(const tr_loop_cfg *c, const tr_loop_params *p, const tr_loop_ops *ops, void *ctx,
+int sp_tr_loop_run(const tr_loop_cfg *c, const tr_loop_params *p, const tr_loop_ops *ops, void *ctx,
                 tr_loop_result *res, sp_err *err);
 
 #endif

@@ -7,9 +7,9 @@
 #include "train/ops.h"
 
 #define real float
-#define MM_NT(pool, C, A, B, M, K, N) tr_gemm_nt(pool, C, A, B, M, K, N)
-#define MM_NN_ACC(pool, C, A, B, M, K, N) tr_gemm_nn_acc(pool, C, A, B, M, K, N)
-#define MM_TN_ACC(pool, C, A, B, M, K, N) tr_gemm_tn_acc(pool, C, A, B, M, K, N)
+#define MM_NT(pool, C, A, B, M, K, N) sp_tr_gemm_nt(pool, C, A, B, M, K, N)
+#define MM_NN_ACC(pool, C, A, B, M, K, N) sp_tr_gemm_nn_acc(pool, C, A, B, M, K, N)
+#define MM_TN_ACC(pool, C, A, B, M, K, N) sp_tr_gemm_tn_acc(pool, C, A, B, M, K, N)
 #define EXP expf
 #define COS cosf
 #define SIN sinf

@@ -1,5 +1,5 @@
 /* ops_f64.c — the double twins of the training ops (ops_impl.h renamed by ops_f64_names.h:
- * tr_linear_forward_f64, …) with naive matmuls: the reference the finite-difference tests
+ * sp_tr_linear_forward_f64, …) with naive matmuls: the reference the finite-difference tests
  * differentiate. Not used by the trainer. */
 #include <math.h>
 #include <string.h>

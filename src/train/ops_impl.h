@@ -2,7 +2,7 @@
  * and compiled twice: ops.c (real = float: the trainer's path, GEMMs and attention on the thread
  * pool) and ops_f64.c (real = double, naive GEMMs: the reference the finite-difference tests
  * differentiate; it renames every op to its _f64 twin with the list in ops_f64_names.h). Every
- * definition carries its float name, so `grep '^void tr_linear_forward'` finds it.
+ * definition carries its float name, so `grep '^void sp_tr_linear_forward'` finds it.
  *
  * Every op is a pair, llm.c style: `*_forward(out…, saved…, in…, weights…, dims)` and
  * `*_backward(d_in…, d_weights…, d_out, in/saved…, weights…, dims)`. Backward ACCUMULATES
@@ -18,17 +18,17 @@
  * D head dim, V vocab, r Markov rank, Tq / Tk query / key rows of one attention group. */
 
 /* ---- linear: out[T,N] = in[T,K] · W[N,K]ᵀ (PyTorch nn.Linear without bias) ---------------- */
-void tr_linear_forward(sp_pool *pool, real *out, const real *in, const real *W, int T, int K, int N) {
+void sp_tr_linear_forward(sp_pool *pool, real *out, const real *in, const real *W, int T, int K, int N) {
     MM_NT(pool, out, in, W, T, K, N);
 }
-void tr_linear_backward(sp_pool *pool, real *din, real *dW, const real *dout, const real *in,
+void sp_tr_linear_backward(sp_pool *pool, real *din, real *dW, const real *dout, const real *in,
                          const real *W, int T, int K, int N) {
     if (din) MM_NN_ACC(pool, din, dout, W, T, N, K);  /* din[T,K] += dout[T,N] · W[N,K] */
     if (dW) MM_TN_ACC(pool, dW, dout, in, N, T, K);   /* dW[N,K]  += dout[T,N]ᵀ · in[T,K] */
 }
 
 /* ---- RMSNorm over rows of width n: out = in · rstd · w, rstd = 1/sqrt(mean(in²) + eps) ---- */
-void tr_rmsnorm_forward(real *out, real *rstd, const real *in, const real *w, int T, int n, double eps) {
+void sp_tr_rmsnorm_forward(real *out, real *rstd, const real *in, const real *w, int T, int n, double eps) {
     for (int t = 0; t < T; t++) {
         const real *x = in + (size_t)t * n;
         real *y = out + (size_t)t * n;
@@ -40,7 +40,7 @@ void tr_rmsnorm_forward(real *out, real *rstd, const real *in, const real *w, in
     }
 }
 /* with xhat = x·r, g = dout·w:  din = r · (g − xhat · mean(g·xhat)),  dw = Σ_t dout·xhat */
-void tr_rmsnorm_backward(real *din, real *dw, const real *dout, const real *in, const real *w,
+void sp_tr_rmsnorm_backward(real *din, real *dw, const real *dout, const real *in, const real *w,
                           const real *rstd, int T, int n) {
     for (int t = 0; t < T; t++) {
         const real *x = in + (size_t)t * n, *dy = dout + (size_t)t * n;
@@ -76,10 +76,10 @@ static void tr_rope_rotate(real *out, const real *in, int T, int nh, int D, cons
             }
         }
 }
-void tr_rope_forward(real *out, const real *in, int T, int nh, int D, const int *pos, const float *inv_freq) {
+void sp_tr_rope_forward(real *out, const real *in, int T, int nh, int D, const int *pos, const float *inv_freq) {
     tr_rope_rotate(out, in, T, nh, D, pos, inv_freq, +1, 0);
 }
-void tr_rope_backward(real *din, const real *dout, int T, int nh, int D, const int *pos, const float *inv_freq) {
+void sp_tr_rope_backward(real *din, const real *dout, int T, int nh, int D, const int *pos, const float *inv_freq) {
     tr_rope_rotate(din, dout, T, nh, D, pos, inv_freq, -1, 1);
 }
 
@@ -145,7 +145,7 @@ static void tr_attn_fwd_share(void *ctx, int share, int n_shares) {
     for (int u = lo; u < hi; u++) tr_attn_fwd_one(g, u / NH, u % NH);
 }
 
-void tr_attention_forward(sp_pool *pool, real *out, real *att, const real *q, const real *k, const real *v,
+void sp_tr_attention_forward(sp_pool *pool, real *out, real *att, const real *q, const real *k, const real *v,
                           const tr_attn_shape *s) {
     tr_attn_job g = {.out = out, .att = att, .q = q, .k = k, .v = v, .s = s};
     sp_pool_run(pool, tr_attn_fwd_share, &g);
@@ -197,7 +197,7 @@ static void tr_attn_bwd_share(void *ctx, int share, int n_shares) {
             tr_attn_bwd_one(g, u / s->KVH, h, g->dp + (size_t)u * s->Tk);
 }
 
-void tr_attention_backward(sp_pool *pool, real *dq, real *dk, real *dv, real *dp, const real *dout, const real *q,
+void sp_tr_attention_backward(sp_pool *pool, real *dq, real *dk, real *dv, real *dp, const real *dout, const real *q,
                            const real *k, const real *v, const real *att, const tr_attn_shape *s) {
     tr_attn_job g = {.dq = dq, .dk = dk, .dv = dv, .dp = dp, .dout = dout, .q = q, .k = k, .v = v, .att_in = att,
                      .s = s};
@@ -205,11 +205,11 @@ void tr_attention_backward(sp_pool *pool, real *dq, real *dk, real *dv, real *dp
 }
 
 /* ---- SiLU-gated MLP glue: out = silu(gate) · up, n elements -------------------------------- */
-void tr_swiglu_forward(real *out, const real *gate, const real *up, size_t n) {
+void sp_tr_swiglu_forward(real *out, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1 + EXP(-gate[i])) * up[i];
 }
 /* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
-void tr_swiglu_backward(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
+void sp_tr_swiglu_backward(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         real s = 1 / (1 + EXP(-gate[i]));
         dgate[i] += dout[i] * up[i] * s * (1 + gate[i] * (1 - s));
@@ -221,10 +221,10 @@ void tr_swiglu_backward(real *dgate, real *dup, const real *dout, const real *ga
  * gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³): GELU_TANH of the includer (the
  * float build uses the inference kernel's sp_gelu_tanh, so the training forward is the inference
  * arithmetic). gelu_tanh'(g) = ½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·g²) */
-void tr_geglu_forward(real *out, const real *gate, const real *up, size_t n) {
+void sp_tr_geglu_forward(real *out, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = GELU_TANH(gate[i]) * up[i];
 }
-void tr_geglu_backward(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
+void sp_tr_geglu_backward(real *dgate, real *dup, const real *dout, const real *gate, const real *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         real x = gate[i], x3 = x * x * x;
         real th = TANH((real)SP_GELU_K * (x + (real)SP_GELU_A * x3));
@@ -238,14 +238,14 @@ void tr_geglu_backward(real *dgate, real *dup, const real *dout, const real *gat
 
 /* ---- vanilla low-rank Markov head (docs/DSPARK.md §4) ---------------------------------------
  * code[t] = W1[prev[t]] (r), bias[t] = W2 · code[t] (V): bias[T,V] = code[T,r] · W2[V,r]ᵀ. */
-void tr_markov_forward(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
+void sp_tr_markov_forward(sp_pool *pool, real *bias, real *code, const int32_t *prev, const real *W1,
                         const real *W2, int T, int V, int r) {
     for (int t = 0; t < T; t++) memcpy(code + (size_t)t * r, W1 + (size_t)prev[t] * r, sizeof(real) * r);
     MM_NT(pool, bias, code, W2, T, r, V);
 }
 /* dcode[T,r]: on entry the gradient other consumers of code (the confidence head) left there;
  * this adds dbias·W2 and scatters it into dW1 rows. */
-void tr_markov_backward(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,
+void sp_tr_markov_backward(sp_pool *pool, real *dW1, real *dW2, real *dcode, const real *dbias, const real *code,
                          const int32_t *prev, const real *W2, int T, int V, int r) {
     MM_NN_ACC(pool, dcode, dbias, W2, T, V, r);
     if (dW2) MM_TN_ACC(pool, dW2, dbias, code, V, T, r);
@@ -260,7 +260,7 @@ void tr_markov_backward(sp_pool *pool, real *dW1, real *dW2, real *dcode, const 
 /* ---- gated Markov head (docs/DSPARK.md §4, markov_head_type "gated") -----------------------
  * vec[t] = [h[t] ; code[t]] (H + r), gate[t] = σ(Wg·vec[t] + bg), mix[t] = gate[t] ⊙ code[t];
  * the bias is then W2 · mix (linear op). Wg [r, H + r], bg [r]. Saved: vec, gate. */
-void tr_gated_forward(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
+void sp_tr_gated_forward(sp_pool *pool, real *mix, real *gate, real *vec, const real *h, const real *code,
                        const real *Wg, const real *bg, int T, int H, int r) {
     size_t K = (size_t)H + r;
     for (int t = 0; t < T; t++) {
@@ -276,7 +276,7 @@ void tr_gated_forward(sp_pool *pool, real *mix, real *gate, real *vec, const rea
 }
 /* dpre [T, r] and dvec [T, H + r]: scratch. mix = g ⊙ code, g = σ(pre):
  * dcode += dmix ⊙ g + dvec[H:], dpre = dmix ⊙ code ⊙ g(1 − g), dvec = dpre · Wg, dh += dvec[:H] */
-void tr_gated_backward(sp_pool *pool, real *dh, real *dcode, real *dWg, real *dbg, real *dpre, real *dvec,
+void sp_tr_gated_backward(sp_pool *pool, real *dh, real *dcode, real *dWg, real *dbg, real *dpre, real *dvec,
                         const real *dmix, const real *vec, const real *gate, const real *code, const real *Wg,
                         int T, int H, int r) {
     size_t K = (size_t)H + r;
@@ -302,7 +302,7 @@ void tr_gated_backward(sp_pool *pool, real *dh, real *dcode, real *dWg, real *db
  *   s = σ(g) ⊙ s_prev + (1 − σ(g)) ⊙ tanh(c);  mix = tanh(o)   (the bias is W2 · mix).
  * Wj [3r, 2r + H], bj [3r]. Saved, SLOT-major (row k·NB + e, so one GEMM per slot): z [T, 2r+H]
  * and act [T, 3r] = (σ(g), tanh(c), tanh(o)). mix is element-major [T, r]. */
-void tr_rnn_forward(sp_pool *pool, real *mix, real *act, real *z, const real *h, const real *code,
+void sp_tr_rnn_forward(sp_pool *pool, real *mix, real *act, real *z, const real *h, const real *code,
                      const real *Wj, const real *bj, int NB, int B, int H, int r) {
     size_t K = 2 * (size_t)r + H, R3 = 3 * (size_t)r;
     for (int k = 0; k < B; k++) {
@@ -331,7 +331,7 @@ void tr_rnn_forward(sp_pool *pool, real *mix, real *act, real *z, const real *h,
  * ds = ∂L/∂s_k = ∂L/∂s_{k+1} ⊙ σ(g_{k+1}) + dz_{k+1}[:r] (0 for the last slot):
  *   d(pre o) = dmix ⊙ (1 − o²),  d(pre g) = ds ⊙ (s_prev − c) ⊙ g(1 − g),
  *   d(pre c) = ds ⊙ (1 − g)(1 − c²) */
-void tr_rnn_backward(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj, real *dpre, real *dz, real *ds,
+void sp_tr_rnn_backward(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj, real *dpre, real *dz, real *ds,
                       const real *dmix, const real *act, const real *z, const real *Wj, int NB, int B, int H,
                       int r) {
     size_t K = 2 * (size_t)r + H, R3 = 3 * (size_t)r, T = (size_t)NB * B;
@@ -368,17 +368,17 @@ void tr_rnn_backward(sp_pool *pool, real *dh, real *dcode, real *dWj, real *dbj,
 
 /* ---- rows of a table by index (the Markov code W1[prev]) ---------------------------------
  * out[t] = W[idx[t]] (n wide); backward scatter-adds. */
-void tr_gather_forward(real *out, const int32_t *idx, const real *W, int T, int n) {
+void sp_tr_gather_forward(real *out, const int32_t *idx, const real *W, int T, int n) {
     for (int t = 0; t < T; t++) memcpy(out + (size_t)t * n, W + (size_t)idx[t] * n, sizeof(real) * n);
 }
-void tr_gather_backward(real *dW, const real *dout, const int32_t *idx, int T, int n) {
+void sp_tr_gather_backward(real *dW, const real *dout, const int32_t *idx, int T, int n) {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < n; i++) dW[(size_t)idx[t] * n + i] += dout[(size_t)t * n + i];
 }
 
 /* ---- confidence head (docs/DSPARK.md §5): logit[t] = w · [h[t] ; code[t]] + b --------------
  * code may be NULL (r = 0: confidence_head_with_markov false). */
-void tr_conf_forward(real *logit, const real *h, const real *code, const real *w, const real *b,
+void sp_tr_conf_forward(real *logit, const real *h, const real *code, const real *w, const real *b,
                       int T, int H, int r) {
     for (int t = 0; t < T; t++) {
         real s = b[0];
@@ -387,7 +387,7 @@ void tr_conf_forward(real *logit, const real *h, const real *code, const real *w
         logit[t] = s;
     }
 }
-void tr_conf_backward(real *dh, real *dcode, real *dw, real *db, const real *dlogit, const real *h,
+void sp_tr_conf_backward(real *dh, real *dcode, real *dw, real *db, const real *dlogit, const real *h,
                        const real *code, const real *w, int T, int H, int r) {
     for (int t = 0; t < T; t++) {
         real g = dlogit[t];
@@ -404,19 +404,19 @@ void tr_conf_backward(real *dh, real *dcode, real *dw, real *db, const real *dlo
 }
 
 /* ---- frozen shared LM head: U[T,V] = h[T,H] · Wlm[V,H]ᵀ; gradient to h only --------------- */
-void tr_lmhead_forward(sp_pool *pool, real *U, const real *h, const real *Wlm, int T, int H, int V) {
+void sp_tr_lmhead_forward(sp_pool *pool, real *U, const real *h, const real *Wlm, int T, int H, int V) {
     MM_NT(pool, U, h, Wlm, T, H, V);
 }
-void tr_lmhead_backward(sp_pool *pool, real *dh, const real *dU, const real *Wlm, int T, int H, int V) {
+void sp_tr_lmhead_backward(sp_pool *pool, real *dh, const real *dU, const real *Wlm, int T, int H, int V) {
     MM_NN_ACC(pool, dh, dU, Wlm, T, V, H);
 }
 
 /* ---- final logit soft-cap (Gemma-4, docs/TRANSFORMER.md §5): y = c·tanh(x/c) over n logits (in
  * place allowed); backward from the capped values: dx += dy·(1 − (y/c)²). */
-void tr_softcap_forward(real *y, const real *x, size_t n, real c) {
+void sp_tr_softcap_forward(real *y, const real *x, size_t n, real c) {
     for (size_t i = 0; i < n; i++) y[i] = c * TANH(x[i] / c);
 }
-void tr_softcap_backward(real *dx, const real *dy, const real *y, size_t n, real c) {
+void sp_tr_softcap_backward(real *dx, const real *dy, const real *y, size_t n, real c) {
     for (size_t i = 0; i < n; i++) {
         real t = y[i] / c;
         dx[i] += dy[i] * ((real)1 - t * t);
@@ -424,7 +424,7 @@ void tr_softcap_backward(real *dx, const real *dy, const real *y, size_t n, real
 }
 
 /* ---- softmax of each row of Z[T,V] into q ------------------------------------------------- */
-void tr_softmax_rows(real *q, const real *Z, int T, int V) {
+void sp_tr_softmax_rows(real *q, const real *Z, int T, int V) {
     for (int t = 0; t < T; t++) {
         const real *z = Z + (size_t)t * V;
         real *p = q + (size_t)t * V, mx = z[0], sum = 0;
@@ -435,14 +435,14 @@ void tr_softmax_rows(real *q, const real *Z, int T, int V) {
 }
 
 /* ---- softmax cross-entropy: loss = Σ_t wt[t]·(−log softmax(Z_t)[label_t]) / denom ---------- */
-double tr_ce_forward(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
-    tr_softmax_rows(q, Z, T, V);
+double sp_tr_ce_forward(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
+    sp_tr_softmax_rows(q, Z, T, V);
     double L = 0;
     for (int t = 0; t < T; t++)
         if (wt[t] != 0) L -= (double)wt[t] * log((double)q[(size_t)t * V + labels[t]]);
     return L / denom;
 }
-void tr_ce_backward(real *dZ, const real *q, const int32_t *labels, const real *wt, int T, int V, double denom) {
+void sp_tr_ce_backward(real *dZ, const real *q, const int32_t *labels, const real *wt, int T, int V, double denom) {
     for (int t = 0; t < T; t++) {
         if (wt[t] == 0) continue;
         real g = (real)(wt[t] / denom);
@@ -463,10 +463,10 @@ void tr_ce_backward(real *dZ, const real *q, const int32_t *labels, const real *
  * conf may be NULL (no confidence head: the BCE term is skipped). P may be NULL when a_l1 = 0
  * and conf is NULL (DFlash: CE only). terms[4] receives Σw·CE, Σw·L1, Σw·BCE, Σw (unnormalised).
  * cstar[T] receives c*_t (computed whenever P is given). Returns L. */
-double tr_spark_loss_forward(double *terms, real *q, real *cstar, const real *Z, const real *P,
+double sp_tr_spark_loss_forward(double *terms, real *q, real *cstar, const real *Z, const real *P,
                               const int32_t *labels, const real *conf, const real *wt, int T, int V,
                               const double *alpha, double denom) {
-    tr_softmax_rows(q, Z, T, V);
+    sp_tr_softmax_rows(q, Z, T, V);
     double sce = 0, sl1 = 0, sbce = 0, sw = 0;
     for (int t = 0; t < T; t++) {
         const real *qt = q + (size_t)t * V;
@@ -492,7 +492,7 @@ double tr_spark_loss_forward(double *terms, real *q, real *cstar, const real *Z,
 }
 /* dZ_u += w/denom · (a_ce·(q_u − 1[u = label]) + a_l1·q_u·(s_u − Σ_v q_v·s_v)), s = sign(q − P);
  * dconf += w/denom · a_conf · (σ(conf) − c*). */
-void tr_spark_loss_backward(real *dZ, real *dconf, const real *q, const real *cstar, const real *P,
+void sp_tr_spark_loss_backward(real *dZ, real *dconf, const real *q, const real *cstar, const real *P,
                              const int32_t *labels, const real *conf, const real *wt, int T, int V,
                              const double *alpha, double denom) {
     for (int t = 0; t < T; t++) {

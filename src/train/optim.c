@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-double tr_lr_at(const tr_optim_cfg *c, long step) {
+double sp_tr_lr_at(const tr_optim_cfg *c, long step) {
     if (c->warmup > 0 && step <= c->warmup) return c->lr * (double)step / (double)c->warmup;
     long span = c->total - c->warmup;
     if (span <= 0) return c->lr;
@@ -13,9 +13,9 @@ double tr_lr_at(const tr_optim_cfg *c, long step) {
     return (c->lr - lo) * 0.5 * (1 + cos(M_PI * t)) + lo;
 }
 
-long tr_warmup_default(long total) { return (long)ceil(0.04 * (double)total); }
+long sp_tr_warmup_default(long total) { return (long)ceil(0.04 * (double)total); }
 
-double tr_clip_grad(float *g, size_t n, double max_norm) {
+double sp_tr_clip_grad(float *g, size_t n, double max_norm) {
     double ss = 0;
     for (size_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
     double norm = sqrt(ss);
@@ -27,7 +27,7 @@ double tr_clip_grad(float *g, size_t n, double max_norm) {
 }
 
 /* m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;  w −= lr·( m̂/(sqrt(v̂) + eps) + wd·w ) */
-void tr_adamw_step(float *w, const float *g, float *m, float *v, size_t n, long step, double lr,
+void sp_tr_adamw_step(float *w, const float *g, float *m, float *v, size_t n, long step, double lr,
                    const tr_optim_cfg *c) {
     float b1 = (float)c->beta1, b2 = (float)c->beta2;
     float bc1 = (float)(1 - pow(c->beta1, (double)step)), bc2 = (float)(1 - pow(c->beta2, (double)step));

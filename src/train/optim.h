@@ -19,13 +19,13 @@ typedef struct {
 
 /* learning rate of step `step` (1-based): lr·step/warmup up to step `warmup` (which has lr), then
  * lo + (lr − lo)·½(1 + cos(π·(step−warmup)/(total−warmup))) with lo = min_lr_frac·lr, lo at `total` */
-double tr_lr_at(const tr_optim_cfg *c, long step);
+double sp_tr_lr_at(const tr_optim_cfg *c, long step);
 /* the default warm-up: 4 % of the steps, rounded up */
-long tr_warmup_default(long total);
+long sp_tr_warmup_default(long total);
 /* global L2 norm of g[n]; scales g to norm max_norm when above it. Returns the norm before clipping. */
-double tr_clip_grad(float *g, size_t n, double max_norm);
+double sp_tr_clip_grad(float *g, size_t n, double max_norm);
 /* one AdamW update of w with bias correction for update number `step` (1-based) */
-void tr_adamw_step(float *w, const float *g, float *m, float *v, size_t n, long step, double lr,
+void sp_tr_adamw_step(float *w, const float *g, float *m, float *v, size_t n, long step, double lr,
                    const tr_optim_cfg *c);
 
 #endif

@@ -14,14 +14,14 @@
 #include "tokenizer/tokenizer.h"
 #include "train/shards.h"
 
-int tr_eagle3_taps(int *taps, int n_layers) {
+int sp_tr_eagle3_taps(int *taps, int n_layers) {
     int t[3] = {1, n_layers / 2 - 1, n_layers - 4};
     if (!(t[0] < t[1] && t[1] < t[2])) return 0;
     memcpy(taps, t, sizeof t);
     return 3;
 }
 
-int tr_auto_taps(int *taps, int n_layers) {
+int sp_tr_auto_taps(int *taps, int n_layers) {
     int n = 0;
     if (n_layers < 2) return 0;
     int start = 1, end = n_layers - 3 > start ? n_layers - 3 : start;
@@ -51,7 +51,7 @@ static int append_ids(record *r, const int32_t *ids, int n) {
 static int encode_into(record *r, tok_tokenizer *tok, const char *text, int add_bos, int special, sp_err *err) {
     int32_t *ids = NULL;
     int n = 0;
-    if (tok_encode(tok, text, strlen(text), add_bos, special, &ids, &n, err)) return -1;
+    if (sp_tok_encode(tok, text, strlen(text), add_bos, special, &ids, &n, err)) return -1;
     int rc = append_ids(r, ids, n);
     free(ids);
     return rc ? sp_err_set(err, "out of memory") : 0;
@@ -67,8 +67,8 @@ typedef struct {
 
 static int chat_text(chat_src *cs, const tok_msg *m, int n, int add_generation_prompt, char **out, sp_err *err) {
     *out = NULL;
-    if (!cs->ct && !(cs->ct = chat_template_load(cs->model_dir, cs->tok, NULL, err))) return -1;
-    return chat_render_msgs(cs->ct, m, n, add_generation_prompt, NULL, out, err);
+    if (!cs->ct && !(cs->ct = sp_chat_template_load(cs->model_dir, cs->tok, NULL, err))) return -1;
+    return sp_chat_render_msgs(cs->ct, m, n, add_generation_prompt, NULL, out, err);
 }
 
 static int parse_record(record *r, const char *line, size_t len, const char *what, chat_src *cs, int vocab,
@@ -228,7 +228,7 @@ static int parse_all(const char *text, const line_ref *lines, int n_lines, const
     return 0;
 }
 
-int tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
+int sp_tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
                            int vocab, int generate, int *n_records, sp_err *err) {
     line_ref *lines = NULL;
     int n_lines = 0;
@@ -239,7 +239,7 @@ int tr_regen_check_records(const char *text, size_t n, const char *path, const c
     for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
     free(recs);
     free(lines);
-    chat_template_free(cs.ct);
+    sp_chat_template_free(cs.ct);
     if (!rc && n_records) *n_records = n_lines;
     return rc;
 }
@@ -262,7 +262,7 @@ static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, i
     return 0;
 }
 
-int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *err) {
+int sp_tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *err) {
     tr_regen_cfg c = *cin;
     if (c.shard_records < 0 || c.shard_records > TR_REGEN_MAX_RECORDS || c.max_len < 0 ||
         c.max_len > TR_REGEN_MAX_TOKENS || c.generate < 0 || c.generate > TR_REGEN_MAX_TOKENS)
@@ -289,9 +289,9 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     if (sp_model_load(&m, c.model_dir, c.threads, err)) goto out;
     const sp_config *cfg = sp_model_config(m);
 
-    if (tok_model_has_tokenizer(c.model_dir) && !(tok = tok_load_model(c.model_dir, err))) goto out;
-    if (c.n_taps == 0) c.n_taps = tr_auto_taps(c.taps, cfg->n_layers);
-    if (c.n_taps < 0 && (c.n_taps = tr_eagle3_taps(c.taps, cfg->n_layers)) == 0) {
+    if (sp_tok_model_has_tokenizer(c.model_dir) && !(tok = sp_tok_load_model(c.model_dir, err))) goto out;
+    if (c.n_taps == 0) c.n_taps = sp_tr_auto_taps(c.taps, cfg->n_layers);
+    if (c.n_taps < 0 && (c.n_taps = sp_tr_eagle3_taps(c.taps, cfg->n_layers)) == 0) {
         sp_err_set(err, "--taps eagle3: the target's %d layers give no 3 distinct taps (inputs of 2, N/2, N-3); list "
                         "three layers", cfg->n_layers);
         goto out;
@@ -319,10 +319,10 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
     double tokens = 0, t0 = sp_time_ms();
     for (int s = 0; s < n_shards; s++) {
         char sd[4096];
-        tr_shard_dir(sd, sizeof sd, c.out_dir, s);
+        sp_tr_shard_dir(sd, sizeof sd, c.out_dir, s);
         if (c.dist && s % c.dist->size != c.dist->rank) continue;
         int r0 = s * c.shard_records, r1 = r0 + c.shard_records < n_lines ? r0 + c.shard_records : n_lines;
-        if (tr_shard_complete(sd)) {
+        if (sp_tr_shard_complete(sd)) {
             n_skipped++;
             continue;
         }
@@ -366,7 +366,7 @@ int tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *er
                 sp_progress_update(&pr, i + 1, extra);
             }
         }
-        if (!bad) bad = tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c.taps, err);
+        if (!bad) bad = sp_tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c.taps, err);
         free(ids); free(lens); free(rs); free(hid_bf); free(ml_bf);
         hid_bf = NULL; ml_bf = NULL;
         if (bad) goto out;
@@ -388,8 +388,8 @@ out:
     if (skipped) *skipped = n_skipped;
     for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
     free(recs); free(lines); free(text); free(hid); free(tap); free(gen); free(hid_bf); free(ml_bf);
-    chat_template_free(cs.ct);
-    tok_free(tok);
+    sp_chat_template_free(cs.ct);
+    sp_tok_free(tok);
     sp_model_free(m);
     return rc;
 }

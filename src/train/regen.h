@@ -40,19 +40,19 @@ typedef struct {
 
 /* The automatic tap layers for a target of n_layers: docs/DFLASH.md §1 with 5 draft layers
  * (round-half-even of 1 + i·(N−4)/4), duplicates dropped. Returns the count. */
-int tr_auto_taps(int *taps, int n_layers);
+int sp_tr_auto_taps(int *taps, int n_layers);
 /* EAGLE-3's published taps (docs/EAGLE3.md §1): the inputs of layers 2, N/2 and N−3, i.e. the
  * outputs of 1, N/2−1, N−4. Returns 3, or 0 when they are not distinct (N < 8). */
-int tr_eagle3_taps(int *taps, int n_layers);
+int sp_tr_eagle3_taps(int *taps, int n_layers);
 
-/* Parse and check the JSONL records of text[0, n) as tr_regen_run does before any work (path names
+/* Parse and check the JSONL records of text[0, n) as sp_tr_regen_run does before any work (path names
  * the source in messages; model_dir, whose chat template renders "messages" records, may be NULL;
  * tok may be NULL, then text records are an error; vocab bounds "ids"). Returns 0 with the record
  * count in *n_records (may be NULL), or -1 naming PATH:LINE. */
-int tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
+int sp_tr_regen_check_records(const char *text, size_t n, const char *path, const char *model_dir, tok_tokenizer *tok,
                            int vocab, int generate, int *n_records, sp_err *err);
 
 /* Returns 0, or -1 with err. *written / *skipped receive this rank's shard counts (may be NULL). */
-int tr_regen_run(const tr_regen_cfg *c, int *written, int *skipped, sp_err *err);
+int sp_tr_regen_run(const tr_regen_cfg *c, int *written, int *skipped, sp_err *err);
 
 #endif

@@ -10,7 +10,7 @@
 
 #include "core/core.h"
 
-void tr_shard_dir(char *out, size_t cap, const char *dir, int index) {
+void sp_tr_shard_dir(char *out, size_t cap, const char *dir, int index) {
     snprintf(out, cap, "%s/shard_%05d", dir, index);
 }
 
@@ -31,7 +31,7 @@ static int read_shard_json(const char *shard_dir, json_t **out, sp_err *err) {
     return 0;
 }
 
-int tr_shard_complete(const char *shard_dir) {
+int sp_tr_shard_complete(const char *shard_dir) {
     json_t *j = NULL;
     if (read_shard_json(shard_dir, &j, NULL)) return 0;
     json_decref(j);
@@ -40,7 +40,7 @@ int tr_shard_complete(const char *shard_dir) {
     return sp_file_exists(path);
 }
 
-int tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens, const int32_t *resp_starts,
+int sp_tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens, const int32_t *resp_starts,
                    const int32_t *ids, const uint16_t *hidden, const uint16_t *hidden_ml, int H, int m,
                    const int *tap_layers, sp_err *err) {
     if (sp_mkdir_p(shard_dir, err)) return -1;
@@ -50,17 +50,17 @@ int tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens, co
     /* a rewrite starts from nothing: an old shard.json must not vouch for a new, torn file */
     sp_path_join(path, sizeof path, shard_dir, "shard.json");
     remove(path);
-    st_writer *w = st_writer_create();
+    st_writer *w = sp_st_writer_create();
     if (!w) return sp_err_set(err, "%s: out of memory", shard_dir);
     int64_t sh_h[2] = {L, H}, sh_ml[2] = {L, (int64_t)m * H}, sh_l[1] = {L}, sh_n[1] = {n_seq};
-    int rc = st_writer_add_ref(w, "hidden", SP_DT_BF16, 2, sh_h, hidden, err) ||
-             st_writer_add_ref(w, "hidden_ml", SP_DT_BF16, 2, sh_ml, hidden_ml, err) ||
-             st_writer_add_ref(w, "ids", SP_DT_I32, 1, sh_l, ids, err) ||
-             st_writer_add_ref(w, "seq_lens", SP_DT_I32, 1, sh_n, seq_lens, err) ||
-             st_writer_add_ref(w, "resp_starts", SP_DT_I32, 1, sh_n, resp_starts, err);
+    int rc = sp_st_writer_add_ref(w, "hidden", SP_DT_BF16, 2, sh_h, hidden, err) ||
+             sp_st_writer_add_ref(w, "hidden_ml", SP_DT_BF16, 2, sh_ml, hidden_ml, err) ||
+             sp_st_writer_add_ref(w, "ids", SP_DT_I32, 1, sh_l, ids, err) ||
+             sp_st_writer_add_ref(w, "seq_lens", SP_DT_I32, 1, sh_n, seq_lens, err) ||
+             sp_st_writer_add_ref(w, "resp_starts", SP_DT_I32, 1, sh_n, resp_starts, err);
     sp_path_join(path, sizeof path, shard_dir, "model.safetensors");
-    if (!rc) rc = st_writer_save(w, path, err);
-    st_writer_free(w);
+    if (!rc) rc = sp_st_writer_save(w, path, err);
+    sp_st_writer_free(w);
     if (rc) return -1;
     json_t *j = json_object(), *taps = json_array();
     for (int i = 0; i < m; i++) json_array_append_new(taps, json_integer(tap_layers[i]));
@@ -129,18 +129,18 @@ static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int v
         return sp_err_set(err, "%s: hiddenSize / tapLayers differ from the first shard", what);
     char path[4096];
     sp_path_join(path, sizeof path, shard_dir, "model.safetensors");
-    if (st_open_file(&sh->st, path, err)) return -1;
+    if (sp_st_open_file(&sh->st, path, err)) return -1;
     const st_tensor *t;
     int64_t sh_h[2] = {n_tok, H}, sh_ml[2] = {n_tok, m * H}, sh_l[1] = {n_tok}, sh_n[1] = {n_seq};
-    if (st_get(sh->st, "hidden", SP_DT_BF16, 2, sh_h, &t, err)) goto fail;
+    if (sp_st_get(sh->st, "hidden", SP_DT_BF16, 2, sh_h, &t, err)) goto fail;
     sh->hidden = t->data;
-    if (st_get(sh->st, "hidden_ml", SP_DT_BF16, 2, sh_ml, &t, err)) goto fail;
+    if (sp_st_get(sh->st, "hidden_ml", SP_DT_BF16, 2, sh_ml, &t, err)) goto fail;
     sh->hidden_ml = t->data;
-    if (st_get(sh->st, "ids", SP_DT_I32, 1, sh_l, &t, err)) goto fail;
+    if (sp_st_get(sh->st, "ids", SP_DT_I32, 1, sh_l, &t, err)) goto fail;
     sh->ids = t->data;
-    if (st_get(sh->st, "seq_lens", SP_DT_I32, 1, sh_n, &t, err)) goto fail;
+    if (sp_st_get(sh->st, "seq_lens", SP_DT_I32, 1, sh_n, &t, err)) goto fail;
     sh->seq_lens = t->data;
-    if (st_get(sh->st, "resp_starts", SP_DT_I32, 1, sh_n, &t, err)) goto fail;
+    if (sp_st_get(sh->st, "resp_starts", SP_DT_I32, 1, sh_n, &t, err)) goto fail;
     sh->resp_starts = t->data;
     sh->n_seq = (int)n_seq;
     sh->n_tokens = n_tok;
@@ -167,7 +167,7 @@ static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int v
         }
     return 0;
 fail:
-    st_close(sh->st);
+    sp_st_close(sh->st);
     free(sh->seq_off);
     memset(sh, 0, sizeof *sh);
     return -1;
@@ -175,7 +175,7 @@ fail:
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err) {
+int sp_tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err) {
     memset(s, 0, sizeof *s);
     DIR *d = opendir(dir);
     if (!d) return sp_err_set(err, "%s: cannot open the shard directory", dir);
@@ -211,13 +211,13 @@ int tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err) {
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     if (!rc && s->n_shards == 0) rc = sp_err_set(err, "%s: no complete shard_NNNNN directory", dir);
-    if (rc) tr_shardset_close(s);
+    if (rc) sp_tr_shardset_close(s);
     return rc;
 }
 
-void tr_shardset_close(tr_shardset *s) {
+void sp_tr_shardset_close(tr_shardset *s) {
     for (int i = 0; i < s->n_shards; i++) {
-        st_close(s->shards[i].st);
+        sp_st_close(s->shards[i].st);
         free(s->shards[i].seq_off);
     }
     free(s->shards);

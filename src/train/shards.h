@@ -35,19 +35,19 @@ typedef struct {
 } tr_shardset;
 
 /* "DIR/shard_%05d" */
-void tr_shard_dir(char *out, size_t cap, const char *dir, int index);
+void sp_tr_shard_dir(char *out, size_t cap, const char *dir, int index);
 /* 1 if DIR/shard_NNNNN is complete (shard.json present and parseable) */
-int tr_shard_complete(const char *shard_dir);
+int sp_tr_shard_complete(const char *shard_dir);
 
 /* Write one shard directory (model.safetensors, then shard.json; each atomic). */
-int tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens, const int32_t *resp_starts,
+int sp_tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens, const int32_t *resp_starts,
                    const int32_t *ids, const uint16_t *hidden, const uint16_t *hidden_ml, int H, int m,
                    const int *tap_layers, sp_err *err);
 
 /* Open every complete shard_NNNNN under dir (incomplete ones are skipped with a warning).
  * vocab: ids must be < vocab (0: unchecked). Fails when there is none, or when shards
  * disagree on H / taps. */
-int tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err);
-void tr_shardset_close(tr_shardset *s);
+int sp_tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err);
+void sp_tr_shardset_close(tr_shardset *s);
 
 #endif

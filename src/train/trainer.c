@@ -20,7 +20,7 @@
 #include "train/loop.h"
 #include "train/shards.h"
 
-tr_train_cfg tr_train_defaults(void) {
+tr_train_cfg sp_tr_train_defaults(void) {
     tr_train_cfg c;
     memset(&c, 0, sizeof c);
     c.arch = TR_ARCH_DSPARK;
@@ -49,11 +49,11 @@ static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, 
     for (int k = 0; k < B; k++) acc[k] = 0;
     for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
         int n = eval_n - i0 < b->cap ? eval_n - i0 : b->cap;
-        tr_batcher_fill(ev, b, i0, n);
+        sp_tr_batcher_fill(ev, b, i0, n);
         double wsum = 1e-6;
         for (int t = 0; t < n * B; t++) wsum += b->wt[t];
         tr_stats st;
-        tr_forward(pool, m, a, b, Wlm, wsum, &st, cstar);
+        sp_tr_forward(pool, m, a, b, Wlm, wsum, &st, cstar);
         for (int e = 0; e < n; e++) {
             double prod = 1, te = 1;
             for (int k = k0; k < B; k++) {
@@ -68,12 +68,12 @@ static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, 
     for (int k = 0; k < B; k++) acc[k] /= eval_n;
 }
 
-const char *tr_arch_name(tr_arch a) {
+const char *sp_tr_arch_name(tr_arch a) {
     return a == TR_ARCH_DSPARK ? "dspark" : a == TR_ARCH_DFLASH ? "dflash" : a == TR_ARCH_EAGLE3 ? "eagle3"
                                                                                            : "dflash-zlab";
 }
 
-int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
+int sp_tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
                    char **config_json, sp_err *err) {
     const sp_config *tc = sp_model_config(target);
     *config_json = NULL;
@@ -89,7 +89,7 @@ int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const i
     memcpy(d.tap_layers, taps, sizeof(int) * 3);
     char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
     if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
-    int rc = tr_e3_config_json(config_json, tcfg, &d, err);
+    int rc = sp_tr_e3_config_json(config_json, tcfg, &d, err);
     free(tcfg);
     if (rc) return -1;
     sp_config dc;
@@ -113,9 +113,9 @@ static void e3_evaluate(sp_pool *pool, const tr_model *m, tr_e3_acts *a, tr_e3_b
     for (int k = 0; k < K; k++) acc[k] = 0;
     for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
         int n = eval_n - i0 < b->cap ? eval_n - i0 : b->cap, Tn = n * S;
-        tr_e3_fill(ev, b, i0, n);
+        sp_tr_e3_fill(ev, b, i0, n);
         tr_stats st;
-        tr_e3_forward(pool, m, a, b, 1.0, &st, cstar);
+        sp_tr_e3_forward(pool, m, a, b, 1.0, &st, cstar);
         for (int t = 0; t < Tn; t++) {
             double prod = 1, te = 1;
             int full = 1;
@@ -134,7 +134,7 @@ static void e3_evaluate(sp_pool *pool, const tr_model *m, tr_e3_acts *a, tr_e3_b
     for (int k = 0; k < K; k++) acc[k] = cnt[k] > 0 ? acc[k] / cnt[k] : 0;
 }
 
-double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P) {
+double sp_tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P) {
     double T = (double)NB * d->B, S = (double)NR + T, Tc = NR;
     double H = d->H, QD = (double)d->NH * d->D, KD = (double)d->KVH * d->D, I = d->I, V = d->V, r = d->r;
     /* multiply-adds of the forward; backward: ×2 for trained matmuls (input + weight grads) */
@@ -148,7 +148,7 @@ double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P) {
     return 2 * (fwd + bwd + target);
 }
 
-int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
+int sp_tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *dout,
                     char **config_json, sp_err *err) {
     const sp_config *tc = sp_model_config(target);
     int gemma = tc->arch == SP_ARCH_GEMMA4;
@@ -161,13 +161,13 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
                           c->model_dir);
     if (c->markov_head != TR_MARKOV_VANILLA && (c->arch != TR_ARCH_DSPARK || c->markov_rank < 1))
         return sp_err_set(err, "train: a %s Markov head needs --arch dspark and --markov-rank > 0",
-                          tr_markov_name(c->markov_head));
+                          sp_tr_markov_name(c->markov_head));
     if (m < 1 || m > TR_MAX_TAPS) return sp_err_set(err, "train: %d tapped layers (1..%d)", m, TR_MAX_TAPS);
     tr_dims d = {.arch = c->arch, .H = tc->hidden_size, .NH = tc->n_heads, .KVH = tc->n_kv_heads,
                  .D = tc->head_dim, .I = tc->ffn_dim, .L = c->layers, .V = tc->vocab_size, .m = m,
                  .B = c->block, .r = c->arch == TR_ARCH_DSPARK ? c->markov_rank : 0,
                  .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
-                 .mask_id = c->mask_id >= 0 ? c->mask_id : newdrafter_mask_id(tc), .n_target_layers = tc->n_layers,
+                 .mask_id = c->mask_id >= 0 ? c->mask_id : sp_newdrafter_mask_id(tc), .n_target_layers = tc->n_layers,
                  .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma, .markov = c->markov_head};
     for (int i = 0; i < m; i++)
         if (taps[i] < 0 || taps[i] >= tc->n_layers - 1 || (i > 0 && taps[i] <= taps[i - 1]))
@@ -177,7 +177,7 @@ int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const 
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
     if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
-    int rc = tr_config_json(config_json, tcfg, &d, 512, err);
+    int rc = sp_tr_config_json(config_json, tcfg, &d, 512, err);
     free(tcfg);
     if (rc) return -1;
     /* RoPE and eps as the inference loader reads them from the written config: a Llama target's
@@ -244,18 +244,18 @@ static void drafter_run_free(drafter_run *r) {
     free(r->Wlm);
     free(r->cstar);
     free(r->tensors);
-    tr_batch_free(&r->batch);
-    tr_acts_free(r->acts);
-    tr_model_free(&r->m);
-    tr_batcher_free(&r->bt);
-    tr_batcher_free(&r->ev);
-    tr_e3_sampler_free(&r->es);
-    tr_e3_sampler_free(&r->eev);
-    tr_e3_batch_free(&r->eb);
-    tr_e3_acts_free(r->eacts);
+    sp_tr_batch_free(&r->batch);
+    sp_tr_acts_free(r->acts);
+    sp_tr_model_free(&r->m);
+    sp_tr_batcher_free(&r->bt);
+    sp_tr_batcher_free(&r->ev);
+    sp_tr_e3_sampler_free(&r->es);
+    sp_tr_e3_sampler_free(&r->eev);
+    sp_tr_e3_batch_free(&r->eb);
+    sp_tr_e3_acts_free(r->eacts);
     free(r->d2t);
-    tr_shardset_close(&r->data);
-    tr_shardset_close(&r->held);
+    sp_tr_shardset_close(&r->data);
+    sp_tr_shardset_close(&r->held);
     sp_model_free(r->target);
 }
 
@@ -272,14 +272,14 @@ static int check_cfg(const tr_train_cfg *c, sp_err *err) {
 static int open_data(drafter_run *r, sp_err *err) {
     const tr_train_cfg *c = r->c;
     const sp_config *tc = sp_model_config(r->target);
-    if (tr_shardset_open(&r->data, c->data_dir, tc->vocab_size, err)) return -1;
+    if (sp_tr_shardset_open(&r->data, c->data_dir, tc->vocab_size, err)) return -1;
     if (r->data.H != tc->hidden_size)
         return sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, r->data.H,
                           tc->hidden_size);
     r->evdata = &r->data;
     if (!c->heldout_dir) return 0;
     const tr_shardset *d = &r->data, *h = &r->held;
-    if (tr_shardset_open(&r->held, c->heldout_dir, tc->vocab_size, err)) return -1;
+    if (sp_tr_shardset_open(&r->held, c->heldout_dir, tc->vocab_size, err)) return -1;
     if (h->H != d->H || h->m != d->m || memcmp(h->tap_layers, d->tap_layers, sizeof(int) * d->m))
         return sp_err_set(err, "%s: held-out shards have other taps / hidden size than %s", c->heldout_dir,
                           c->data_dir);
@@ -293,22 +293,22 @@ static int build_model(drafter_run *r, sp_err *err) {
     const tr_train_cfg *c = r->c;
     int e3 = c->arch == TR_ARCH_EAGLE3;
     tr_dims *d = &r->d;
-    if (e3 ? tr_eagle3_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err)
-           : tr_drafter_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err))
+    if (e3 ? sp_tr_eagle3_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err)
+           : sp_tr_drafter_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err))
         return -1;
     if (!(r->Wlm = malloc(sizeof(float) * d->V * d->H))) return sp_err_set(err, "train: out of memory");
     for (int i = 0; i < d->V; i++) sp_mat_row_f32(sp_model_lm_head(r->target), i, r->Wlm + (size_t)i * d->H);
     if (e3) { /* the draft vocabulary from the training shards' token counts; lm_head starts from its rows */
         if (!(r->d2t = malloc(sizeof(int32_t) * (size_t)d->Vd))) return sp_err_set(err, "train: out of memory");
-        if (tr_e3_vocab(&r->data, d->V, d->Vd, r->d2t, err) ||
-            tr_e3_model_init(&r->m, d, c->seed, r->Wlm, r->d2t, err))
+        if (sp_tr_e3_vocab(&r->data, d->V, d->Vd, r->d2t, err) ||
+            sp_tr_e3_model_init(&r->m, d, c->seed, r->Wlm, r->d2t, err))
             return -1;
         r->m.d2t = r->d2t;
-    } else if (tr_model_init(&r->m, d, c->seed, err)) return -1;
+    } else if (sp_tr_model_init(&r->m, d, c->seed, err)) return -1;
     r->tensors = malloc(sizeof *r->tensors * (size_t)r->m.n_params);
     r->cstar = malloc(sizeof(float) * c->batch * d->B * (e3 ? c->window : 1));
     if (!r->tensors || !r->cstar) return sp_err_set(err, "train: out of memory");
-    tr_drafter_ckpt_tensors(&r->m, r->tensors);
+    sp_tr_drafter_ckpt_tensors(&r->m, r->tensors);
     return 0;
 }
 
@@ -322,24 +322,24 @@ static int build_batches(drafter_run *r, sp_err *err) {
     r->cap = (c->batch + size - 1) / size;
     if (r->nloc < 1) return sp_err_set(err, "train: --batch %d is smaller than the %d ranks", c->batch, size);
     if (c->arch == TR_ARCH_EAGLE3) { /* windows of `window` positions, `block` training-time-test steps, weight 0.8^k */
-        if (tr_e3_sampler_init(&r->es, &r->data, r->target, c->window, d->B, 0.8, r->d2t, d->Vd, c->seed, err) ||
-            tr_e3_sampler_init(&r->eev, r->evdata, r->target, c->window, d->B, 0.8, r->d2t, d->Vd,
+        if (sp_tr_e3_sampler_init(&r->es, &r->data, r->target, c->window, d->B, 0.8, r->d2t, d->Vd, c->seed, err) ||
+            sp_tr_e3_sampler_init(&r->eev, r->evdata, r->target, c->window, d->B, 0.8, r->d2t, d->Vd,
                                c->seed ^ 0xe7a1u, err) ||
-            tr_e3_batch_alloc(&r->eb, r->cap, c->window, d->B, d->H, 3 * d->H, d->Vd, err) ||
-            !(r->eacts = tr_e3_acts_create(d, r->cap, c->window, err)))
+            sp_tr_e3_batch_alloc(&r->eb, r->cap, c->window, d->B, d->H, 3 * d->H, d->Vd, err) ||
+            !(r->eacts = sp_tr_e3_acts_create(d, r->cap, c->window, err)))
             return -1;
         r->n_units = r->es.n;
         r->eval_n = c->eval_blocks < r->eev.n ? c->eval_blocks : (int)r->eev.n;
     } else {
         int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
-        if (tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 0,
+        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 0,
                             c->anchors_per_seq, c->seed, r->cap, err))
             return -1;
         /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
-        if (tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 1, 1,
+        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 1, 1,
                             c->seed ^ 0xe7a1u, r->cap, err) ||
-            !(r->acts = tr_acts_create(d, r->cap, c->ctx, err)) ||
-            tr_batch_alloc(&r->batch, r->cap, c->ctx, d->B, d->V, d->H, d->m * d->H, 1, err))
+            !(r->acts = sp_tr_acts_create(d, r->cap, c->ctx, err)) ||
+            sp_tr_batch_alloc(&r->batch, r->cap, c->ctx, d->B, d->V, d->H, d->m * d->H, 1, err))
             return -1;
         r->n_units = r->bt.n;
         r->eval_n = c->eval_blocks < r->ev.n ? c->eval_blocks : (int)r->ev.n;
@@ -356,11 +356,11 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     snprintf(run, n,
              "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
              "total=%ld mask=%d anchors=%lld",
-             tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, c->gamma, c->lr,
+             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, c->gamma, c->lr,
              oc->warmup, oc->total, d->mask_id, (long long)r->n_units);
     if (c->arch == TR_ARCH_EAGLE3) snprintf(run + strlen(run), n - strlen(run), " window=%d draft_vocab=%d", c->window, d->Vd);
     if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
-        snprintf(run + strlen(run), n - strlen(run), " markov_head=%s", tr_markov_name(d->markov));
+        snprintf(run + strlen(run), n - strlen(run), " markov_head=%s", sp_tr_markov_name(d->markov));
     if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
         snprintf(run + strlen(run), n - strlen(run), " anchors_per_seq=%d", c->anchors_per_seq);
 }
@@ -374,24 +374,24 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     double wsum = 0;
     tr_stats st;
     if (c->arch == TR_ARCH_EAGLE3) {
-        tr_e3_fill(&r->es, &r->eb, i0, r->nloc);
+        sp_tr_e3_fill(&r->es, &r->eb, i0, r->nloc);
         for (int k = 0; k < d->B; k++)
             for (int t = 0; t < r->nloc * c->window; t++) wsum += r->eb.wt[(size_t)k * r->cap * c->window + t];
-        tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (docs/DSPARK.md §7) */
+        sp_tr_dist_sum_f64(c->dist, &wsum, 1); /* the normaliser is the global weight sum (docs/DSPARK.md §7) */
         wsum += 1e-6;
         double rows = (double)r->nloc * c->window * d->B, QD = (double)d->NH * d->D, KD = (double)d->KVH * d->D;
         r->flops += 6 * rows * (2.0 * d->H * (QD + 2 * KD) + QD * d->H + 3.0 * d->H * d->I + (double)d->Vd * d->H);
-        tr_e3_forward(r->pool, &r->m, r->eacts, &r->eb, wsum, &st, NULL);
-        tr_e3_backward(r->pool, &r->m, r->eacts, &r->eb, wsum, grad);
+        sp_tr_e3_forward(r->pool, &r->m, r->eacts, &r->eb, wsum, &st, NULL);
+        sp_tr_e3_backward(r->pool, &r->m, r->eacts, &r->eb, wsum, grad);
     } else {
         r->batch.P = c->arch == TR_ARCH_DSPARK ? r->P_keep : NULL;
-        tr_batcher_fill(&r->bt, &r->batch, i0, r->nloc);
+        sp_tr_batcher_fill(&r->bt, &r->batch, i0, r->nloc);
         for (int t = 0; t < r->nloc * d->B; t++) wsum += r->batch.wt[t];
-        tr_dist_sum_f64(c->dist, &wsum, 1);
+        sp_tr_dist_sum_f64(c->dist, &wsum, 1);
         wsum += 1e-6;
-        r->flops += tr_step_flops(d, r->nloc, c->ctx, r->batch.NR, c->arch == TR_ARCH_DSPARK);
-        tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, &st, NULL);
-        tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, grad);
+        r->flops += sp_tr_step_flops(d, r->nloc, c->ctx, r->batch.NR, c->arch == TR_ARCH_DSPARK);
+        sp_tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, &st, NULL);
+        sp_tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, grad);
         r->batch.P = r->P_keep;
     }
     r->wsum = wsum;
@@ -442,7 +442,7 @@ static void dr_progress_text(void *ctx, char *buf, size_t n, const tr_loop_row *
 
 static int dr_export(void *ctx, const char *dir, sp_err *err) {
     drafter_run *r = ctx;
-    return tr_drafter_export(dir, &r->m, r->config_json, err);
+    return sp_tr_drafter_export(dir, &r->m, r->config_json, err);
 }
 
 static int dr_state(void *ctx, json_t *j) {
@@ -451,7 +451,7 @@ static int dr_state(void *ctx, json_t *j) {
     char seed[24]; /* a u64: a JSON integer when it fits jansson's, else its decimal text */
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
     json_t *sj = c->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)c->seed) : json_string(seed);
-    json_t *more = json_pack("{s:s, s:o, s:i, s:i, s:i, s:f}", "arch", tr_arch_name(c->arch), "seed", sj, "batch",
+    json_t *more = json_pack("{s:s, s:o, s:i, s:i, s:i, s:f}", "arch", sp_tr_arch_name(c->arch), "seed", sj, "batch",
                              c->batch, "anchors_per_seq", c->anchors_per_seq, "block_size", r->d.B, "tau",
                              r->res->tau_last);
     int rc = more ? json_object_update(j, more) : -1;
@@ -464,7 +464,7 @@ static tr_loop_cfg loop_cfg(const drafter_run *r, char *run, size_t n, char *hea
     const tr_train_cfg *c = r->c;
     long total = c->steps > 0 ? c->steps : (long)c->epochs * (long)((r->n_units + c->batch - 1) / c->batch);
     tr_loop_cfg lc = {.oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
-                             .warmup = c->warmup >= 0 ? c->warmup : tr_warmup_default(total), .total = total,
+                             .warmup = c->warmup >= 0 ? c->warmup : sp_tr_warmup_default(total), .total = total,
                              .clip = 1.0},
                       .n_stats = 4, .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
                       .resume = c->resume, .save_every = c->save_every, .eval_every = c->eval_every,
@@ -477,7 +477,7 @@ static tr_loop_cfg loop_cfg(const drafter_run *r, char *run, size_t n, char *hea
     return lc;
 }
 
-int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
+int sp_tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     memset(res, 0, sizeof *res);
     drafter_run r = {.c = c, .res = res};
     int rc = -1;
@@ -490,7 +490,7 @@ int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     tr_loop_ops ops = {.step = dr_step, .eval = dr_eval, .log_row = dr_log_row, .progress_text = dr_progress_text,
                        .export_model = dr_export, .state = dr_state};
     tr_loop_result lr;
-    rc = tr_loop_run(&lc, &p, &ops, &r, &lr, err);
+    rc = sp_tr_loop_run(&lc, &p, &ops, &r, &lr, err);
     res->step = lr.step;
     res->loss_first = lr.loss_first;
     res->loss_last = lr.loss_last;

@@ -48,7 +48,7 @@ typedef struct {
 
 /* defaults of docs/DSPARK.md §8 scaled to a CPU: lr 6e-4, warmup 4 %, batch 16, block 7, 5 layers,
  * Markov rank 256, context 512, γ 4, seed 42 */
-tr_train_cfg tr_train_defaults(void);
+tr_train_cfg sp_tr_train_defaults(void);
 #define TR_ANCHORS_PER_SEQ_DEFAULT 4
 
 typedef struct {
@@ -62,25 +62,25 @@ typedef struct {
 } tr_train_result;
 
 /* "dspark", "dflash", "dflash-zlab" */
-const char *tr_arch_name(tr_arch a);
+const char *sp_tr_arch_name(tr_arch a);
 
 /* analytic FLOPs of one training step over NB anchors of context C whose groups have NR
  * context rows in all (NR = NB·C unshared; see gflops) */
-double tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P);
+double sp_tr_step_flops(const tr_dims *d, int NB, int C, int NR, int with_P);
 
-/* The drafter tr_train_run trains for `target` (c->model_dir) from c's arch, layers, block,
+/* The drafter sp_tr_train_run trains for `target` (c->model_dir) from c's arch, layers, block,
  * Markov rank / head and mask id, with m tapped layers taps[]: its dims as the inference loader
  * will read them back, and the config.json text of its checkpoint (*config_json malloc'd; the
  * caller frees it). Returns 0 / -1 (unsupported target or settings). */
-int tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
+int sp_tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
                     char **config_json, sp_err *err);
 
 /* The same for an EAGLE-3 drafter (eagle3_train.h): the SpecForge layer with the target's head
  * shape, c->block training-time-test steps, c->draft_vocab (0: min(V, 32000)), 3 taps; RoPE and
  * eps as the inference loader reads them back from the written config. */
-int tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
+int sp_tr_eagle3_dims(const tr_train_cfg *c, const sp_model *target, int m, const int *taps, tr_dims *d,
                    char **config_json, sp_err *err);
 
-int tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
+int sp_tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err);
 
 #endif

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-int tr_log_truncate(const char *path, long step, sp_err *err) {
+int sp_tr_log_truncate(const char *path, long step, sp_err *err) {
     char *text = NULL;
     size_t n = 0;
     if (!sp_file_exists(path)) return 0;

@@ -8,6 +8,6 @@
 /* On resume from the checkpoint of `step`: keep the header and the rows of steps <= step, drop
  * the rest and a torn last line (a run killed mid-write), so the resumed rows follow without
  * duplicates. A missing file is not an error. The file is rewritten atomically. */
-int tr_log_truncate(const char *path, long step, sp_err *err);
+int sp_tr_log_truncate(const char *path, long step, sp_err *err);
 
 #endif
