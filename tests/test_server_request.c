@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "server/request.h"
+#include "decode/stopstr.h"
 #include "server/text.h"
 
 static unsigned long long rng(unsigned long long *s) {
@@ -107,21 +108,25 @@ static void test_stop_strings(void) {
             char *f = strstr(text, stops[k]);
             if (f && (size_t)(f - text) < cut) cut = (size_t)(f - text);
         }
-        srv_stopper st = {.stop = sp, .n_stop = ns};
+        sp_err err = {{0}};
+        sp_stopstr *st = sp_stopstr_create((const char *const *)sp, ns, &err);
         srv_buf out = {0};
         int stopped = 0;
-        for (int at = 0; at < n && !stopped;) {
+        const char *rel;
+        size_t k;
+        for (int at = 0; st && at < n && !stopped;) {
             int piece = 1 + (int)(rng(&s) % 6);
             if (at + piece > n) piece = n - at;
-            stopped = sp_srv_stopper_push(&st, text + at, (size_t)piece, &out) == 1;
+            stopped = sp_stopstr_feed(st, text + at, (size_t)piece, &rel, &k, &err) == 1;
+            sp_srv_buf_add(&out, rel, k);
             at += piece;
             leaks += out.n > cut || (out.n && memcmp(out.p, text, out.n)); /* released beyond the cut */
         }
-        if (!stopped) sp_srv_stopper_flush(&st, &out);
+        if (st && !stopped) sp_stopstr_flush(st, &rel, &k), sp_srv_buf_add(&out, rel, k);
         matched += stopped;
-        wrong += out.n != cut || (cut && memcmp(out.p, text, cut)) || stopped != (cut < (size_t)n);
+        wrong += !st || out.n != cut || (cut && memcmp(out.p, text, cut)) || stopped != (cut < (size_t)n);
         sp_srv_buf_free(&out);
-        sp_srv_stopper_free(&st);
+        sp_stopstr_free(st);
     }
     CHECK(wrong == 0 && leaks == 0 && matched > 500, "%d wrong outputs, %d leaks, %d matched", wrong, leaks, matched);
 }

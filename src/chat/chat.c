@@ -196,19 +196,75 @@ int sp_chat_render(const chat_template *ct, json_t *messages, int add_generation
     return rc;
 }
 
-int sp_chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
-                     char **out, sp_err *err) {
+
+/* ct NULL: the message contents joined by blank lines, encoded as plain text with BOS */
+static int plain_tokens(tok_tokenizer *t, json_t *messages, int32_t **ids, int *n, sp_err *err) {
+    size_t len = 0, cap = 1;
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        const char *c = json_string_value(json_object_get(json_array_get(messages, i), "content"));
+        cap += (c ? strlen(c) : 0) + 2;
+    }
+    char *text = malloc(cap);
+    if (!text) return sp_err_set(err, "out of memory");
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        const char *c = json_string_value(json_object_get(json_array_get(messages, i), "content"));
+        size_t k = c ? strlen(c) : 0;
+        if (i) memcpy(text + len, "\n\n", 2), len += 2;
+        if (k) memcpy(text + len, c, k), len += k;
+    }
+    text[len] = 0;
+    int rc = sp_tok_encode(t, text, len, 1, 0, ids, n, err);
+    free(text);
+    return rc;
+}
+
+int sp_chat_tokens(const chat_template *ct, tok_tokenizer *t, json_t *messages, int add_generation_prompt, json_t *vars,
+                   int32_t **ids, int *n, sp_err *err) {
+    *ids = NULL;
+    *n = 0;
+    if (!json_is_array(messages)) return sp_err_set(err, "chat messages must be a JSON array");
+    if (!ct) return plain_tokens(t, messages, ids, n, err);
+    char *text = NULL;
+    int rc = sp_chat_render(ct, messages, add_generation_prompt, vars, &text, err);
+    if (!rc) rc = sp_tok_encode(t, text, strlen(text), 0, 1, ids, n, err);
+    free(text);
+    return rc;
+}
+
+/* role / content pairs as the JSON array the renderers take */
+static json_t *msgs_json(const tok_msg *msgs, int n, sp_err *err) {
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) {
         json_t *m = json_object();
         if (!m || json_object_set_new(m, "role", json_string(msgs[i].role ? msgs[i].role : "")) ||
             json_object_set_new(m, "content", json_string(msgs[i].content ? msgs[i].content : "")) ||
             json_array_append_new(arr, m)) {
+            json_decref(m);
             json_decref(arr);
-            return sp_err_set(err, "chat message %d is not valid UTF-8 text", i);
+            sp_err_set(err, "chat message %d is not valid UTF-8 text", i);
+            return NULL;
         }
     }
-    if (!arr) return sp_err_set(err, "out of memory");
+    if (!arr) sp_err_set(err, "out of memory");
+    return arr;
+}
+
+int sp_chat_tokens_msgs(const chat_template *ct, tok_tokenizer *t, const tok_msg *msgs, int n,
+                        int add_generation_prompt, json_t *vars, int32_t **ids, int *n_ids, sp_err *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    json_t *arr = msgs_json(msgs, n, err);
+    if (!arr) return -1;
+    int rc = sp_chat_tokens(ct, t, arr, add_generation_prompt, vars, ids, n_ids, err);
+    json_decref(arr);
+    return rc;
+}
+
+int sp_chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
+                        char **out, sp_err *err) {
+    *out = NULL;
+    json_t *arr = msgs_json(msgs, n, err);
+    if (!arr) return -1;
     int rc = sp_chat_render(ct, arr, add_generation_prompt, vars, out, err);
     json_decref(arr);
     return rc;

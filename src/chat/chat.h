@@ -46,4 +46,13 @@ int sp_chat_render(const chat_template *ct, json_t *messages, int add_generation
 int sp_chat_render_msgs(const chat_template *ct, const tok_msg *msgs, int n, int add_generation_prompt, json_t *vars,
                      char **out, sp_err *err);
 
+/* The prompt tokens of a conversation — the one way a chat becomes tokens (CLI, server, prompt
+ * files, the API): rendered with ct and encoded as the template text asks (no BOS added, special
+ * tokens parsed). ct NULL (a model with no template at all): the message contents joined by blank
+ * lines, encoded as plain text with BOS. *ids malloc'd. Returns 0, or -1 with err. */
+int sp_chat_tokens(const chat_template *ct, tok_tokenizer *t, json_t *messages, int add_generation_prompt, json_t *vars,
+                   int32_t **ids, int *n, sp_err *err);
+int sp_chat_tokens_msgs(const chat_template *ct, tok_tokenizer *t, const tok_msg *msgs, int n,
+                        int add_generation_prompt, json_t *vars, int32_t **ids, int *n_ids, sp_err *err);
+
 #endif

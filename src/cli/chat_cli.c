@@ -71,10 +71,7 @@ static int push_msg(json_t *msgs, const char *role, const char *content) {
 static int render_encode(const char *cmd, const chat_template *ct, tok_tokenizer *tok, json_t *msgs, json_t *vars,
                          int32_t **ids, int *n) {
     sp_err err = {{0}};
-    char *text = NULL;
-    int rc = sp_chat_render(ct, msgs, 1, vars, &text, &err) || sp_tok_encode(tok, text, strlen(text), 0, 1, ids, n, &err);
-    free(text);
-    if (rc) return cli_error(cmd, "%s", err.msg), -1;
+    if (sp_chat_tokens(ct, tok, msgs, 1, vars, ids, n, &err)) return cli_error(cmd, "%s", err.msg), -1;
     return 0;
 }
 

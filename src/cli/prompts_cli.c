@@ -61,15 +61,10 @@ static int encode_messages(reader *r, json_t *arr, cli_prompt *p) {
     sp_err err = {{0}};
     if (!r->tmpl && !(r->tmpl = sp_chat_template_load(r->model_dir, t, NULL, &err)))
         return cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg), -1;
-    char *text = NULL;
-    int rc = -1;
-    if (!sp_chat_render(r->tmpl, arr, 1, NULL, &text, &err) && !sp_tok_encode(t, text, strlen(text), 0, 1, &p->ids, &p->n, &err))
-        rc = 0;
-    else
-        cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg);
-    if (!rc) p->label = strdup(json_string_value(json_object_get(json_array_get(arr, n - 1), "content")));
-    free(text);
-    return rc;
+    if (sp_chat_tokens(r->tmpl, t, arr, 1, NULL, &p->ids, &p->n, &err))
+        return cli_error(r->cmd, "%s:%d: %s", r->path, r->line, err.msg), -1;
+    p->label = strdup(json_string_value(json_object_get(json_array_get(arr, n - 1), "content")));
+    return 0;
 }
 
 static int parse_json_line(reader *r, const char *line, cli_prompt *p) {

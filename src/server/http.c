@@ -183,9 +183,13 @@ static int prompt_tokens(srv *s, srv_job *j, srv_error *e) {
     srv_request *r = &j->req;
     int V = sp_model_config(s->m)->vocab_size;
     if (r->route == SRV_ROUTE_CHAT) {
+        tok_msg *m = malloc(sizeof *m * (size_t)(r->n_msgs ? r->n_msgs : 1));
+        if (!m) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        for (int i = 0; i < r->n_msgs; i++) m[i] = (tok_msg){r->msgs[i].role, r->msgs[i].content};
         pthread_mutex_lock(&s->chat_mu);
-        int rc = sp_srv_chat_tokens(s->chat, s->tok, r->msgs, r->n_msgs, &j->prompt, &j->n_prompt, &err);
+        int rc = sp_chat_tokens_msgs(s->chat, s->tok, m, r->n_msgs, 1, NULL, &j->prompt, &j->n_prompt, &err);
         pthread_mutex_unlock(&s->chat_mu);
+        free(m);
         if (rc) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
     } else if (r->prompt_text) {
         if (sp_tok_encode(s->tok, r->prompt_text, strlen(r->prompt_text), 1, 1, &j->prompt, &j->n_prompt, &err))

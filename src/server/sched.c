@@ -19,7 +19,7 @@ void sp_srv_job_release(srv *s, srv_job *j) {
     free(j->prompt), free(j->echo), free(j->toks), free(j->lp);
     sp_srv_buf_free(&j->text);
     sp_tok_stream_free(j->ts);
-    sp_srv_stopper_free(&j->stopper);
+    sp_stopstr_free(j->stop);
     free(j);
 }
 
@@ -76,8 +76,8 @@ static void admit(srv *s, int i, srv_job *j) {
                      .top_logprobs = j->req.top_logprobs};
     int rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
     j->ts = sp_tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
-    j->stopper.stop = j->req.stop;
-    j->stopper.n_stop = j->req.n_stop;
+    if (!rc && j->req.n_stop)
+        rc = !(j->stop = sp_stopstr_create((const char *const *)j->req.stop, j->req.n_stop, &err));
     pthread_mutex_lock(&s->mu);
     s->m_prompt_tokens += (unsigned long)j->n_prompt;
     if (rc || !j->ts) {
@@ -99,6 +99,20 @@ static void vacate(srv *s, int i) {
     if (j) sp_srv_job_release(s, j);
 }
 
+/* mu held: decoded text through the request's stop strings into the job's released text; 1 when a
+ * stop string appeared, -1 when out of memory */
+static int job_text(srv_job *j, const char *text, size_t n) {
+    if (j->stopped) return 1;
+    if (!j->stop) return sp_srv_buf_add(&j->text, text, n);
+    const char *out;
+    size_t k;
+    sp_err err = {{0}};
+    int r = sp_stopstr_feed(j->stop, text, n, &out, &k, &err);
+    if (r < 0 || sp_srv_buf_add(&j->text, out, k)) return -1;
+    j->stopped = r == 1;
+    return r;
+}
+
 /* mu held: append a step's kept tokens to the job; 1 when a stop string ended it */
 static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n, double dt_ms) {
     int stopped = 0, kept = n;
@@ -118,7 +132,7 @@ static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n,
         j->n_toks++;
         char buf[1024];
         int len = sp_tok_stream_push(j->ts, t[i].token, buf, sizeof buf); /* what does not fit stays queued */
-        if (len > 0 && sp_srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text) == 1) {
+        if (len > 0 && job_text(j, buf, (size_t)len) == 1) {
             stopped = 1;
             kept = i + 1;
         }
@@ -133,9 +147,13 @@ static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n,
 static void finish_text(srv_job *j) {
     char buf[1024];
     int len;
-    while (!j->stopper.matched && (len = sp_tok_stream_flush(j->ts, buf, sizeof buf)) > 0)
-        sp_srv_stopper_push(&j->stopper, buf, (size_t)len, &j->text);
-    sp_srv_stopper_flush(&j->stopper, &j->text);
+    while (!j->stopped && (len = sp_tok_stream_flush(j->ts, buf, sizeof buf)) > 0) job_text(j, buf, (size_t)len);
+    if (j->stop && !j->stopped) {
+        const char *rest;
+        size_t k;
+        sp_stopstr_flush(j->stop, &rest, &k);
+        sp_srv_buf_add(&j->text, rest, k);
+    }
 }
 
 static const char *finish_name(sp_stop_reason r) {

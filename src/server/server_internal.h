@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "decode/stopstr.h"
 #include "server/request.h"
 #include "server/server.h"
 #include "server/slot.h"
@@ -46,7 +47,8 @@ struct srv_job {
     slot_stats stats;
     /* the scheduler's own (no lock needed) */
     tok_stream *ts;
-    srv_stopper stopper;
+    sp_stopstr *stop;         /* the request's stop strings (NULL: none) */
+    int stopped;              /* a stop string appeared */
     /* set by the connection thread under srv.mu */
     int cancelled;
     int refs;                 /* connection + scheduler; freed at 0 */
