@@ -5,6 +5,7 @@
 #ifndef SPECULA_CLI_CHAT_H
 #define SPECULA_CLI_CHAT_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "sample/sample.h"
@@ -27,10 +28,13 @@ int cli_chat_opt_rows(void *rows /* cli_opt[CLI_CHAT_OPT_ROWS] */, cli_chat_opts
  * --chat-template-kwargs with -p TEXT */
 int cli_chat_wanted(const cli_chat_opts *o, int chat, const char *text);
 
-/* [system -sys,] user TEXT with the generation prompt, rendered and encoded (the text carries
- * its own BOS). Prints errors; returns 0/-1. *ids malloc'd. */
-int cli_chat_prompt(const char *cmd, const char *model_dir, const cli_chat_opts *o, const char *text, int32_t **ids,
-                    int *n);
+/* --chat-template-kwargs TEXT as a JSON object of template variables (*vars NULL when kwargs is
+ * NULL; the caller decrefs it). Prints errors; returns 0/-1. */
+int cli_chat_vars(const char *cmd, const char *kwargs, json_t **vars);
+
+/* Append {"role": role, "content": content} to the JSON array msgs; -1 when content is not valid
+ * UTF-8 (or out of memory). */
+int cli_chat_push(json_t *msgs, const char *role, const char *content);
 
 /* What -cnv needs from generate's other flags. */
 typedef struct {

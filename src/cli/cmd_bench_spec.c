@@ -12,10 +12,12 @@
 
 #include "args.h"
 #include "core/core.h"
+#include "compare_cli.h"
 #include "core/progress.h"
 #include "prompts_cli.h"
 #include "round_report.h"
 #include "sample_cli.h"
+#include "session_cli.h"
 #include "spec_cli.h"
 
 static const char *CMD = "bench-spec";
@@ -44,150 +46,149 @@ static void write_svg(const char *json_path, const double *acc, int G) {
     remove(dat);
 }
 
-int cmd_bench_spec(int argc, char **argv) {
-    const char *model = NULL, *prompts = NULL, *json_path = NULL;
-    int n_new = 128, threads = 0, text_prompts = 0, always = 0;
-    cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
-    cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
+typedef struct {
+    const char *model, *prompts, *json_path;
+    int n_new, threads, text_prompts;
+    cli_sample_opts pen;
+    cli_spec_opts so;
+    cli_tree_opts to;
+} bench_opts;
+
+/* The flags. Returns 0 to run, 1 when --help was printed, -1 on a usage error (printed). */
+static int bench_parse(bench_opts *o, int argc, char **argv) {
     cli_opt opts[CLI_OPTS_MAX] = {
-        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf"},
-        {NULL, "--prompts", CLI_STR, &prompts, "FILE", "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
-        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
-        {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 128)"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "threads"},
-        {NULL, "--json", CLI_STR, &json_path, "FILE", "write the JSON report here"},
-        {NULL, "--spec-always", CLI_FLAG, &always, NULL,
+        {"-m", "--model", CLI_STR, &o->model, "DIR", "target model directory or FILE.gguf"},
+        {NULL, "--prompts", CLI_STR, &o->prompts, "FILE", "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
+        {NULL, "--text-prompts", CLI_FLAG, &o->text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
+        {"-n", "--n-predict", CLI_INT, &o->n_new, "N", "tokens per prompt (default 128)"},
+        {"-t", "--threads", CLI_INT, &o->threads, "N", "threads"},
+        {NULL, "--json", CLI_STR, &o->json_path, "FILE", "write the JSON report here"},
+        {NULL, "--spec-always", CLI_FLAG, &o->so.always, NULL,
          "draft every round (default: stop drafting while it does not pay, probing now and then)"},
     };
-    int n = 7;
-    int spec_row = n;
-    n += cli_spec_opt_rows(opts + n, &so);
+    int n = 7, spec_row = n;
+    n += cli_spec_opt_rows(opts + n, &o->so);
     opts[spec_row].help = "ngram | draft | assistant | dflash | dspark (default ngram, or the kind -md's config.json names)";
-    n += cli_penalty_opt_rows(opts + n, &pen);
-    n += cli_tree_opt_rows(opts + n, &to);
+    n += cli_penalty_opt_rows(opts + n, &o->pen);
+    n += cli_tree_opt_rows(opts + n, &o->to);
     int rc = cli_parse(CMD, "-m TARGET --spec KIND [-md DIR] --prompts FILE.jsonl [-n N] [--json FILE]", opts, n, argc,
                        argv, NULL, NULL, 0);
-    if (rc) return rc > 0 ? 0 : 2;
-    if (!model || !prompts) return cli_error(CMD, "-m TARGET and --prompts FILE are required");
-    if (n_new < 1) return cli_error(CMD, "-n must be >= 1");
-    if (cli_spec_resolve(CMD, &so, "ngram")) return 2;
-    sp_err err = {{0}};
-    sp_model *m = NULL, *dm = NULL;
-    sp_drafter *d = NULL;
-    cli_prompt *ps = NULL;
-    int np = 0, status = 2;
-    if (sp_model_load(&m, model, threads, &err)) {
-        cli_error(CMD, "%s", err.msg);
-        goto out;
-    }
-    if (cli_prompts_read(CMD, prompts, model, text_prompts, &ps, &np)) goto out;
-    int maxp = 0;
-    for (int i = 0; i < np; i++) maxp = ps[i].n > maxp ? ps[i].n : maxp;
-    sp_spec_params sp = sp_spec_params_default();
-    sp_sample_params sdef = sp_sample_params_default();
-    if (cli_sample_resolve(CMD, &pen, model, &sdef, 0, &sp.gen)) goto out;
-    sp.gen.max_new = n_new;
-    sp.draft_max = so.draft_max;
-    sp.draft_min = so.draft_min;
-    sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
-    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
-    sp.policy_carry = &carry;
-    sp.profile = 1;
-    if (cli_tree_apply(CMD, &to, &sp)) goto out;
-    if (cli_make_drafter(CMD, &so, m, model, &sp.gen.sample, maxp + n_new + so.draft_max + 2, threads, &dm, &d))
-        goto out;
-    int32_t *a = malloc(sizeof(int32_t) * (size_t)n_new), *b = malloc(sizeof(int32_t) * (size_t)n_new);
-    json_t *rep = json_object(), *rows = json_array();
-    double tot_plain = 0, tot_spec = 0;
-    long tot_tok = 0, tot_drafted = 0, tot_acc = 0, tot_calls = 0, pos_d[SP_SPEC_MAX_G] = {0}, pos_a[SP_SPEC_MAX_G] = {0};
-    int G = so.draft_max, mismatches = 0;
-    cli_round_sums rsum = {0};
-    long plain_tok = 0;
+    if (rc) return rc > 0 ? 1 : -1;
+    if (!o->model || !o->prompts) return cli_error(CMD, "-m TARGET and --prompts FILE are required"), -1;
+    if (o->n_new < 1) return cli_error(CMD, "-n must be >= 1"), -1;
+    return cli_spec_resolve(CMD, &o->so, "ngram");
+}
+
+/* one prompt's line and its row of the report */
+static json_t *prompt_row(int idx, int n_prompt, const sp_session_out *o0, const sp_session_out *o1, int same, int G) {
+    const sp_spec_stats *s0 = &o0->spec, *s1 = &o1->spec;
+    double up = s1->decode_ms > 0 ? s0->decode_ms / s1->decode_ms : 0;
+    printf("%-4d %7d %9.2f %9.2f %7.2fx %6.2f %6.3f %s\n", idx, s1->emitted, s0->decode_tps, s1->decode_tps, up,
+           s1->mean_accept_len, s1->acceptance_rate, same ? "yes" : "NO");
+    json_t *row = json_object(), *pa = json_array();
+    for (int k = 0; k < G; k++) json_array_append_new(pa, json_real(s1->accept_per_position[k]));
+    json_object_set_new(row, "prompt_tokens", json_integer(n_prompt));
+    json_object_set_new(row, "emitted", json_integer(s1->emitted));
+    json_object_set_new(row, "plain_tps", json_real(s0->decode_tps));
+    json_object_set_new(row, "spec_tps", json_real(s1->decode_tps));
+    json_object_set_new(row, "speedup", json_real(up));
+    json_object_set_new(row, "tau", json_real(s1->mean_accept_len));
+    json_object_set_new(row, "acceptance_rate", json_real(s1->acceptance_rate));
+    json_object_set_new(row, "accept_per_position", pa);
+    json_object_set_new(row, "draft_ms", json_real(s1->draft_ms));
+    json_object_set_new(row, "verify_ms", json_real(s1->verify_ms));
+    json_object_set_new(row, "identical", json_boolean(same));
+    return row;
+}
+
+/* Every prompt, plain then speculative: a line each, the sums and the rows of the report. */
+static int bench_prompts(const bench_opts *o, sp_session *s, const sp_session_req *r, const cli_prompt *ps, int np,
+                         cli_compare_sums *c, json_t *rows) {
     sp_progress pr;
     sp_progress_start(&pr, CMD, np, "prompts");
     printf("%-4s %7s %9s %9s %8s %6s %6s %s\n", "#", "tokens", "plain/s", "decode/s", "speedup", "tau", "acc", "identical");
     for (int i = 0; i < np; i++) {
-        sp_spec_stats s0, s1;
-        if (sp_spec_generate(m, NULL, ps[i].ids, ps[i].n, &sp, a, n_new, &s0, &err) ||
-            sp_spec_generate(m, d, ps[i].ids, ps[i].n, &sp, b, n_new, &s1, &err)) {
-            cli_error(CMD, "prompt %d: %s", i + 1, err.msg);
-            goto out;
+        sp_session_out o0, o1;
+        sp_err err = {{0}};
+        if (cli_compare_prompt(s, r, ps[i].ids, ps[i].n, 0, &o0, &o1, &err)) {
+            sp_session_out_free(&o0);
+            sp_session_out_free(&o1);
+            return cli_error(CMD, "prompt %d: %s", i + 1, err.msg), -1;
         }
-        int same = s0.emitted == s1.emitted && !memcmp(a, b, sizeof(int32_t) * (size_t)s0.emitted);
-        mismatches += !same;
-        double sp_up = s1.decode_ms > 0 ? s0.decode_ms / s1.decode_ms : 0;
-        printf("%-4d %7d %9.2f %9.2f %7.2fx %6.2f %6.3f %s\n", i + 1, s1.emitted, s0.decode_tps, s1.decode_tps, sp_up,
-               s1.mean_accept_len, s1.acceptance_rate, same ? "yes" : "NO");
-        tot_plain += s0.decode_ms;
-        tot_spec += s1.decode_ms;
-        tot_tok += s1.emitted;
-        tot_drafted += s1.drafted;
-        tot_acc += s1.accepted;
-        tot_calls += s1.target_calls;
-        plain_tok += s0.emitted;
-        cli_round_sums_add(&rsum, &s1);
-        json_t *row = json_object(), *pa = json_array();
-        for (int k = 0; k < G; k++) {
-            pos_d[k] += s1.pos_drafted[k];
-            pos_a[k] += s1.pos_accepted[k];
-            json_array_append_new(pa, json_real(s1.accept_per_position[k]));
-        }
-        json_object_set_new(row, "prompt_tokens", json_integer(ps[i].n));
-        json_object_set_new(row, "emitted", json_integer(s1.emitted));
-        json_object_set_new(row, "plain_tps", json_real(s0.decode_tps));
-        json_object_set_new(row, "spec_tps", json_real(s1.decode_tps));
-        json_object_set_new(row, "speedup", json_real(sp_up));
-        json_object_set_new(row, "tau", json_real(s1.mean_accept_len));
-        json_object_set_new(row, "acceptance_rate", json_real(s1.acceptance_rate));
-        json_object_set_new(row, "accept_per_position", pa);
-        json_object_set_new(row, "draft_ms", json_real(s1.draft_ms));
-        json_object_set_new(row, "verify_ms", json_real(s1.verify_ms));
-        json_object_set_new(row, "identical", json_boolean(same));
-        json_array_append_new(rows, row);
+        int same = cli_compare_add(c, &o0, &o1, o->so.draft_max);
+        json_array_append_new(rows, prompt_row(i + 1, ps[i].n, &o0, &o1, same, o->so.draft_max));
+        sp_session_out_free(&o0);
+        sp_session_out_free(&o1);
         sp_progress_update(&pr, i + 1, NULL);
     }
     sp_progress_finish(&pr, np, NULL);
+    return 0;
+}
+
+/* the overall line, the profile, and the report written to --json */
+static void bench_report(const bench_opts *o, sp_session *s, const cli_compare_sums *c, json_t *rows) {
+    int G = o->so.draft_max;
     double acc[SP_SPEC_MAX_G];
-    json_t *pa = json_array();
-    printf("overall: speedup %.2fx, tau %.2f, acceptance %.3f, per position:", tot_spec > 0 ? tot_plain / tot_spec : 0,
-           tot_calls ? (double)tot_tok / tot_calls : 0, tot_drafted ? (double)tot_acc / tot_drafted : 0);
+    json_t *rep = json_object(), *pa = json_array();
+    double accept = c->drafted ? (double)c->accepted / c->drafted : 0;
+    printf("overall: speedup %.2fx, tau %.2f, acceptance %.3f, per position:", cli_compare_speedup(c),
+           cli_compare_tau(c), accept);
     for (int k = 0; k < G; k++) {
-        acc[k] = pos_d[k] ? (double)pos_a[k] / pos_d[k] : 0;
+        acc[k] = cli_compare_accept(c, k);
         printf(" %.2f", acc[k]);
         json_array_append_new(pa, json_real(acc[k]));
     }
-    printf("\noutputs identical: %s\n", mismatches ? "NO" : "yes");
-    double step = plain_tok ? tot_plain / plain_tok : 0;
-    cli_round_print(&rsum, step);
-    json_object_set_new(rep, "spec", json_string(so.spec));
+    printf("\noutputs identical: %s\n", c->mismatches ? "NO" : "yes");
+    double step = c->tok_plain ? c->plain_ms / c->tok_plain : 0;
+    cli_round_print(&c->spec, step);
+    json_object_set_new(rep, "spec", json_string(o->so.spec));
     json_object_set_new(rep, "draft_max", json_integer(G));
-    json_object_set_new(rep, "threads", json_integer(sp_model_threads(m)));
-    json_object_set_new(rep, "speedup", json_real(tot_spec > 0 ? tot_plain / tot_spec : 0));
-    json_object_set_new(rep, "tau", json_real(tot_calls ? (double)tot_tok / tot_calls : 0));
-    json_object_set_new(rep, "acceptance_rate", json_real(tot_drafted ? (double)tot_acc / tot_drafted : 0));
+    json_object_set_new(rep, "threads", json_integer(sp_model_threads(sp_session_model(s))));
+    json_object_set_new(rep, "speedup", json_real(cli_compare_speedup(c)));
+    json_object_set_new(rep, "tau", json_real(cli_compare_tau(c)));
+    json_object_set_new(rep, "acceptance_rate", json_real(accept));
     json_object_set_new(rep, "accept_per_position", pa);
-    json_object_set_new(rep, "identical", json_boolean(!mismatches));
-    json_object_set_new(rep, "policy", json_string(always ? "always" : "adaptive"));
-    json_object_set_new(rep, "rounds", json_integer(tot_calls));
-    json_object_set_new(rep, "rounds_without_drafts", cli_round_nodraft_json(&rsum));
-    json_object_set_new(rep, "profile", cli_round_profile_json(&rsum, step));
-    json_object_set_new(rep, "prompts", rows);
-    if (json_path) {
-        char *s = json_dumps(rep, JSON_INDENT(1));
-        if (sp_write_file_atomic(json_path, s, strlen(s), &err)) cli_error(CMD, "%s", err.msg);
-        free(s);
-        write_svg(json_path, acc, G);
+    json_object_set_new(rep, "identical", json_boolean(!c->mismatches));
+    json_object_set_new(rep, "policy", json_string(o->so.always ? "always" : "adaptive"));
+    json_object_set_new(rep, "rounds", json_integer(c->calls));
+    json_object_set_new(rep, "rounds_without_drafts", cli_round_nodraft_json(&c->spec));
+    json_object_set_new(rep, "profile", cli_round_profile_json(&c->spec, step));
+    json_object_set_new(rep, "prompts", json_incref(rows));
+    if (o->json_path) {
+        sp_err err = {{0}};
+        char *text = json_dumps(rep, JSON_INDENT(1));
+        if (sp_write_file_atomic(o->json_path, text, strlen(text), &err)) cli_error(CMD, "%s", err.msg);
+        free(text);
+        write_svg(o->json_path, acc, G);
     }
     json_decref(rep);
-    free(a);
-    free(b);
-    status = mismatches ? 1 : 0;
-    if (mismatches) cli_error(CMD, "%d prompt(s) produced output different from plain decoding", mismatches);
-out:
-    sp_drafter_free(d);
-    sp_model_free(dm);
-    sp_model_free(m);
+}
+
+int cmd_bench_spec(int argc, char **argv) {
+    bench_opts o = {.n_new = 128, .pen = CLI_SAMPLE_OPTS_UNSET, .so = CLI_SPEC_OPTS_DEFAULT, .to = CLI_TREE_OPTS_DEFAULT};
+    int rc = bench_parse(&o, argc, argv);
+    if (rc) return rc > 0 ? 0 : 2;
+    sp_session *s = NULL;
+    cli_prompt *ps = NULL;
+    int np = 0, status = 2;
+    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
+    sp_session_req r = sp_session_req_default();
+    r.policy_carry = &carry;
+    sp_sample_params sdef = sp_sample_params_default();
+    cli_compare_sums c = {0};
+    json_t *rows = json_array();
+    if (!cli_session_open(CMD, o.model, o.threads, &o.so, &o.to, NULL, 0, &s) &&
+        !cli_prompts_read(CMD, o.prompts, o.model, o.text_prompts, &ps, &np) &&
+        !cli_sample_resolve(CMD, &o.pen, o.model, &sdef, 0, &r.gen)) {
+        r.gen.max_new = o.n_new;
+        if (!bench_prompts(&o, s, &r, ps, np, &c, rows)) {
+            bench_report(&o, s, &c, rows);
+            status = c.mismatches ? 1 : 0;
+            if (c.mismatches) cli_error(CMD, "%d prompt(s) produced output different from plain decoding", c.mismatches);
+        }
+    }
+    json_decref(rows);
+    sp_session_free(s);
     cli_prompts_free(ps, np);
     return status;
 }

@@ -18,224 +18,231 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "compare_cli.h"
 #include "core/core.h"
 #include "prompts_cli.h"
-#include "round_report.h"
 #include "sample_cli.h"
+#include "session_cli.h"
 #include "spec_cli.h"
-#include "tokenizer/tokenizer.h"
 
 static const char *CMD = "run";
 
 typedef struct {
-    tok_stream *ts;
-    int stream;
-} run_stream;
+    const char *target, *prompts, *seed_arg;
+    int n_new, threads, json, quiet, text_prompts;
+    float temp;
+    uint64_t seed;
+    int seed_random, plain_only;
+    cli_sample_opts pen;
+    cli_spec_opts so;
+    cli_tree_opts to;
+    char root[4096], tdef[4300], pdef[4400], ddef[4400];
+} run_opts;
 
-static int on_token(void *ctx, int32_t tok) {
-    run_stream *s = ctx;
-    if (!s->stream) return 0;
-    char buf[512];
-    int n = s->ts ? sp_tok_stream_push(s->ts, tok, buf, sizeof buf) : snprintf(buf, sizeof buf, " %d", tok);
-    if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
-    fflush(stdout);
-    return 0;
-}
-
-int cmd_run(int argc, char **argv) {
-    const char *target = NULL, *prompts = NULL;
-    int n_new = 96, threads = 0, json = 0, quiet = 0, text_prompts = 0, always = 0;
-    float temp = 0.0f;
-    uint64_t seed = 1;
-    const char *seed_arg = NULL;
-    int seed_random = 0;
-    cli_sample_opts pen = CLI_SAMPLE_OPTS_UNSET;
-    cli_spec_opts so = CLI_SPEC_OPTS_DEFAULT;
-    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
-    so.draft_max = 7;
+/* The flags. Returns 0 to run, 1 when --help was printed, -1 on a usage error (printed). */
+static int run_parse(run_opts *o, int argc, char **argv) {
     cli_opt opts[CLI_OPTS_MAX] = {
-        {"-m", "--model", CLI_STR, &target, "DIR", "target (default: the embedded model, models/default/target)"},
-        {NULL, "--prompts", CLI_STR, &prompts, "FILE",
+        {"-m", "--model", CLI_STR, &o->target, "DIR", "target (default: the embedded model, models/default/target)"},
+        {NULL, "--prompts", CLI_STR, &o->prompts, "FILE",
          "JSONL prompts ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"}) (default TARGET/../prompts.jsonl)"},
-        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
-        {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens per prompt (default 96)"},
-        {NULL, "--temp", CLI_FLOAT, &temp, "T", "0 = greedy (default); > 0 uses the sampling verifier"},
-        {"-s", "--seed", CLI_STR, &seed_arg, "S", "sampling seed (default 1; -1 = random, printed)"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
-        {NULL, "--json", CLI_FLAG, &json, NULL, "print the figures as one JSON object"},
-        {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "do not stream the generated text"},
-        {NULL, "--spec-always", CLI_FLAG, &always, NULL,
+        {NULL, "--text-prompts", CLI_FLAG, &o->text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
+        {"-n", "--n-predict", CLI_INT, &o->n_new, "N", "tokens per prompt (default 96)"},
+        {NULL, "--temp", CLI_FLOAT, &o->temp, "T", "0 = greedy (default); > 0 uses the sampling verifier"},
+        {"-s", "--seed", CLI_STR, &o->seed_arg, "S", "sampling seed (default 1; -1 = random, printed)"},
+        {"-t", "--threads", CLI_INT, &o->threads, "N", "threads (default: all cores)"},
+        {NULL, "--json", CLI_FLAG, &o->json, NULL, "print the figures as one JSON object"},
+        {"-q", "--quiet", CLI_FLAG, &o->quiet, NULL, "do not stream the generated text"},
+        {NULL, "--spec-always", CLI_FLAG, &o->so.always, NULL,
          "draft every round (default: stop drafting while it does not pay, probing now and then)"},
     };
-    int n = 10;
-    int spec_row = n;
-    n += cli_spec_opt_rows(opts + n, &so);
+    int n = 10, spec_row = n;
+    n += cli_spec_opt_rows(opts + n, &o->so);
     opts[spec_row].help = "none (plain decoding only) | ngram | draft | assistant | dflash | dspark "
                           "(default dspark, or the kind -md's config.json names)";
     opts[spec_row + 1].help = "drafter directory (default TARGET/../drafter)";
     opts[spec_row + 2].help = "most drafts per verify (default 7, max 32)";
-    n += cli_penalty_opt_rows(opts + n, &pen);
-    n += cli_tree_opt_rows(opts + n, &to);
+    n += cli_penalty_opt_rows(opts + n, &o->pen);
+    n += cli_tree_opt_rows(opts + n, &o->to);
     int rc = cli_parse(CMD, "[-m TARGET] [--spec KIND -md DRAFTER] [--prompts FILE] [--temp T] [--json]", opts, n, argc,
                        argv, NULL, NULL, 0);
-    if (rc) return rc > 0 ? 0 : 2;
-    if (seed_arg && cli_seed_parse(CMD, seed_arg, &seed, &seed_random)) return 2;
-    char root[4096], tdef[4300], cfg[4096], pdef[4400], ddef[4400];
-    if (!target) {
-        snprintf(tdef, sizeof tdef, "%s/target", cli_default_root(root, sizeof root));
-        target = tdef;
+    if (rc) return rc > 0 ? 1 : -1;
+    if (o->seed_arg && cli_seed_parse(CMD, o->seed_arg, &o->seed, &o->seed_random)) return -1;
+    return 0;
+}
+
+/* The embedded pair's defaults: the target, its drafter and prompt file beside it (not in the
+ * working directory). Prints errors; returns 0 / -1. */
+static int run_defaults(run_opts *o) {
+    char cfg[4096];
+    if (!o->target) {
+        snprintf(o->tdef, sizeof o->tdef, "%s/target", cli_default_root(o->root, sizeof o->root));
+        o->target = o->tdef;
     }
     struct stat tst; /* a GGUF file, or a directory with config.json */
-    int target_file = stat(target, &tst) == 0 && S_ISREG(tst.st_mode);
-    if (!target_file && (sp_path_join(cfg, sizeof cfg, target, "config.json") || !sp_file_exists(cfg)))
+    int target_file = stat(o->target, &tst) == 0 && S_ISREG(tst.st_mode);
+    if (!target_file && (sp_path_join(cfg, sizeof cfg, o->target, "config.json") || !sp_file_exists(cfg)))
         return cli_error(CMD, "no model at %s (set SPECULA_DEFAULT_MODEL to the embedded model's directory, or "
-                              "pass -m DIR --spec ngram to run any model)", target);
-    if (cli_spec_resolve(CMD, &so, "dspark")) return 2;
-    int plain_only = !strcmp(so.spec, "none");
-    if (!so.draft_dir && strcmp(so.spec, "ngram") && !plain_only) {
-        snprintf(ddef, sizeof ddef, "%s/../drafter", target); /* beside the target, not in the cwd */
-        so.draft_dir = ddef;
+                              "pass -m DIR --spec ngram to run any model)", o->target), -1;
+    if (cli_spec_resolve(CMD, &o->so, "dspark")) return -1;
+    o->plain_only = !strcmp(o->so.spec, "none");
+    if (!o->so.draft_dir && strcmp(o->so.spec, "ngram") && !o->plain_only) {
+        snprintf(o->ddef, sizeof o->ddef, "%s/../drafter", o->target);
+        o->so.draft_dir = o->ddef;
     }
-    if (!prompts) {
-        snprintf(pdef, sizeof pdef, "%s/../prompts.jsonl", target);
-        prompts = pdef;
+    if (!o->prompts) {
+        snprintf(o->pdef, sizeof o->pdef, "%s/../prompts.jsonl", o->target);
+        o->prompts = o->pdef;
     }
+    return 0;
+}
+
+static int on_text(void *ctx, int32_t tok, const char *text, size_t n) {
+    fwrite(text, 1, n, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static int on_id(void *ctx, int32_t tok) {
+    printf(" %d", tok);
+    fflush(stdout);
+    return 0;
+}
+
+/* Every prompt, plain then speculative, into the sums; the speculative text streams. */
+static int run_prompts(run_opts *o, sp_session *s, const sp_session_req *r0, const cli_prompt *ps, int nl,
+                       cli_compare_sums *c) {
+    int stream = !o->json && !o->quiet;
+    sp_session_req r = *r0;
+    if (stream) {
+        if (sp_session_tokenizer(s)) r.on_text = on_text;
+        else r.gen.on_token = on_id;
+    }
+    for (int i = 0; i < nl; i++) {
+        if (stream) printf("\n--- prompt %d: %s\n", i + 1, ps[i].label);
+        sp_session_out o0, o1;
+        sp_err err = {{0}};
+        int fail = cli_compare_prompt(s, &r, ps[i].ids, ps[i].n, o->plain_only, &o0, &o1, &err);
+        if (!fail) cli_compare_add(c, &o0, &o1, o->so.draft_max);
+        sp_session_out_free(&o0);
+        sp_session_out_free(&o1);
+        if (fail) return cli_error(CMD, "prompt %d: %s", i + 1, err.msg), -1;
+        if (stream) putchar('\n');
+    }
+    return 0;
+}
+
+static void run_print_plain(const run_opts *o, const cli_compare_sums *c, int nl) {
+    double plain_tps = c->plain_ms > 0 ? c->tok_plain * 1000.0 / c->plain_ms : 0;
+    double step = c->tok_plain ? c->plain_ms / c->tok_plain : 0;
+    if (o->json) {
+        printf("{\"spec\":\"none\",\"plain_tps\":%.6g,\"tokens\":%ld,\"temperature\":%g,\"plain_ms_per_token\":%.6g}\n",
+               plain_tps, c->tok_plain, (double)o->temp, step);
+        return;
+    }
+    printf("\n%-34s %s\n", "target", o->target);
+    printf("%-34s none (plain decoding only)\n", "drafter");
+    printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_plain, nl, o->temp > 0 ? "sampling" : "greedy");
+    printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
+}
+
+/* the speculative figures: tok/s, speedup, τ and where a round's time goes against a plain step */
+typedef struct {
+    double plain_tps, spec_tps, speedup, tau, step, rd, rv, ro;
+} run_figures;
+
+static run_figures run_figures_of(const cli_compare_sums *c) {
+    run_figures f;
+    f.plain_tps = c->plain_ms > 0 ? c->tok_plain * 1000.0 / c->plain_ms : 0;
+    f.spec_tps = c->spec_ms > 0 ? c->tok_spec * 1000.0 / c->spec_ms : 0;
+    f.tau = cli_compare_tau(c);
+    f.speedup = f.plain_tps > 0 ? f.spec_tps / f.plain_tps : 0;
+    f.rd = c->calls ? c->draft_ms / c->calls : 0;
+    f.rv = c->calls ? c->verify_ms / c->calls : 0;
+    f.ro = c->calls ? (c->spec_ms - c->draft_ms - c->verify_ms) / c->calls : 0;
+    f.step = c->tok_plain ? c->plain_ms / c->tok_plain : 0;
+    return f;
+}
+
+static void run_print_json(const run_opts *o, const cli_compare_sums *c) {
+    run_figures f = run_figures_of(c);
+    json_t *j = json_object(), *ap = json_array();
+    for (int k = 0; k < o->so.draft_max; k++) json_array_append_new(ap, json_real(cli_compare_accept(c, k)));
+    json_object_set_new(j, "speedup", json_real(f.speedup));
+    json_object_set_new(j, "tau", json_real(f.tau));
+    if (o->temp == 0) json_object_set_new(j, "identical", json_boolean(!c->mismatches));
+    json_object_set_new(j, "plain_tps", json_real(f.plain_tps));
+    json_object_set_new(j, "spec_tps", json_real(f.spec_tps));
+    json_object_set_new(j, "accept_per_position", ap);
+    json_object_set_new(j, "tokens", json_integer(c->tok_spec));
+    json_object_set_new(j, "temperature", json_real(o->temp));
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "plain_ms_per_token", json_real(f.step));
+    json_object_set_new(j, "draft_ms_per_round", json_real(f.rd));
+    json_object_set_new(j, "verify_ms_per_round", json_real(f.rv));
+    json_object_set_new(j, "other_ms_per_round", json_real(f.ro));
+    json_object_set_new(j, "policy", json_string(o->so.always ? "always" : "adaptive"));
+    json_object_set_new(j, "rounds", json_integer(c->calls));
+    json_object_set_new(j, "rounds_without_drafts", cli_round_nodraft_json(&c->spec));
+    json_object_set_new(j, "profile", cli_round_profile_json(&c->spec, f.step));
+    json_object_set_new(j, "plain_profile", cli_round_profile_json(&c->plain, f.step));
+    char *s = json_dumps(j, JSON_COMPACT);
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl) {
+    run_figures f = run_figures_of(c);
+    int md = o->so.draft_dir && strcmp(o->so.spec, "ngram");
+    printf("\n%-34s %s\n", "target", o->target);
+    printf("%-34s %s%s%s\n", "drafter", o->so.spec, md ? " " : "", md ? o->so.draft_dir : "");
+    printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_spec, nl, o->temp > 0 ? "sampling" : "greedy");
+    if (o->temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)o->seed, o->seed_random ? " (random)" : "");
+    printf("%-34s %.2f tok/s\n", "plain decoding", f.plain_tps);
+    printf("%-34s %.2f tok/s\n", "speculative decoding", f.spec_tps);
+    printf("%-34s %.2fx\n", "speedup", f.speedup);
+    printf("%-34s %.2f tokens per target forward\n", "tau", f.tau);
+    printf("%-34s draft %.2f + verify %.2f + other %.2f ms (plain step %.2f ms)\n", "time per round", f.rd, f.rv, f.ro,
+           f.step);
+    cli_round_print(&c->spec, f.step);
+    printf("%-34s", "acceptance per position");
+    for (int k = 0; k < o->so.draft_max; k++) printf(" %.2f", cli_compare_accept(c, k));
+    printf("\n");
+    if (o->temp == 0) printf("%-34s %s\n", "outputs identical", c->mismatches ? "NO" : "yes");
+    else printf("%-34s %s\n", "outputs identical", "n/a (sampling: same distribution, not same tokens)");
+}
+
+/* the requests' common settings; prints errors */
+static int run_request(run_opts *o, sp_session_req *r, sp_policy *carry) {
+    *r = sp_session_req_default();
+    sp_sample_params sdef = {o->temp, 0, 1.0f, 0.0f, o->seed};
+    if (cli_sample_resolve(CMD, &o->pen, o->target, &sdef, 0, &r->gen)) return -1;
+    r->gen.max_new = o->n_new;
+    r->policy_carry = carry; /* the prompts run one after another: the policy's measurements carry over */
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o = {.n_new = 96, .seed = 1, .pen = CLI_SAMPLE_OPTS_UNSET, .so = CLI_SPEC_OPTS_DEFAULT,
+                  .to = CLI_TREE_OPTS_DEFAULT};
+    o.so.draft_max = 7;
+    int rc = run_parse(&o, argc, argv);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (run_defaults(&o)) return 2;
     cli_prompt *ps = NULL;
     int nl = 0, status = 2;
-    sp_err err = {{0}};
-    sp_model *m = NULL, *dm = NULL;
-    sp_drafter *d = NULL;
-    tok_tokenizer *tok = NULL;
-    sp_spec_params sp = sp_spec_params_default();
-    sp_sample_params sdef = {temp, 0, 1.0f, 0.0f, seed};
-    if (cli_sample_resolve(CMD, &pen, target, &sdef, 0, &sp.gen)) return 2;
-    if (cli_prompts_read(CMD, prompts, target, text_prompts, &ps, &nl)) return 2;
-    if (sp_model_load(&m, target, threads, &err)) {
-        cli_error(CMD, "%s", err.msg);
-        goto out;
+    sp_session *s = NULL;
+    sp_session_req r;
+    sp_policy carry = {0};
+    cli_compare_sums c = {0};
+    if (run_request(&o, &r, &carry) || cli_prompts_read(CMD, o.prompts, o.target, o.text_prompts, &ps, &nl)) return 2;
+    if (!cli_session_open(CMD, o.target, o.threads, &o.so, &o.to, NULL, 8192, &s) && !run_prompts(&o, s, &r, ps, nl, &c)) {
+        if (o.plain_only) run_print_plain(&o, &c, nl);
+        else if (o.json) run_print_json(&o, &c);
+        else run_print_table(&o, &c, nl);
+        status = o.temp == 0 && c.mismatches ? 1 : 0;
     }
-    sp.gen.max_new = n_new;
-    sp.draft_max = so.draft_max;
-    sp.draft_min = so.draft_min;
-    sp.policy = always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
-    sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
-    sp.policy_carry = &carry;
-    sp.profile = 1;
-    if (cli_tree_apply(CMD, &to, &sp)) goto out;
-    if (cli_make_drafter(CMD, &so, m, target, &sp.gen.sample, 8192, threads, &dm, &d)) goto out;
-    if (sp_tok_model_has_tokenizer(target)) {
-        tok = sp_tok_load_model(target, &err);
-        if (!tok) {
-            cli_error(CMD, "%s", err.msg);
-            goto out;
-        }
-    }
-    int32_t *a = malloc(sizeof(int32_t) * (size_t)n_new), *b = malloc(sizeof(int32_t) * (size_t)n_new);
-    double plain_ms = 0, spec_ms = 0, draft_ms = 0, verify_ms = 0;
-    long tok_plain = 0, tok_spec = 0, calls = 0, pd[SP_SPEC_MAX_G] = {0}, pa[SP_SPEC_MAX_G] = {0};
-    int identical = 1, G = so.draft_max;
-    cli_round_sums rsum = {0}, rplain = {0};
-    for (int i = 0; i < nl; i++) {
-        const int32_t *ids = ps[i].ids;
-        int nid = ps[i].n;
-        run_stream rs = {tok ? sp_tok_stream_new(tok) : NULL, !json && !quiet};
-        sp_spec_stats s0, s1 = {0};
-        sp_spec_params spp = sp;
-        if (rs.stream) printf("\n--- prompt %d: %s\n", i + 1, ps[i].label);
-        spp.gen.on_token = on_token;
-        spp.gen.cb_ctx = &rs;
-        /* plain only: the plain run streams; else the speculative one does */
-        int fail = sp_spec_generate(m, NULL, ids, nid, plain_only ? &spp : &sp, a, n_new, &s0, &err);
-        if (plain_only) s1 = s0;
-        else fail = fail || sp_spec_generate(m, d, ids, nid, &spp, b, n_new, &s1, &err);
-        if (rs.ts) {
-            char buf[512];
-            int k;
-            while (rs.stream && (k = sp_tok_stream_flush(rs.ts, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
-            sp_tok_stream_free(rs.ts);
-        }
-        if (fail) {
-            cli_error(CMD, "prompt %d: %s", i + 1, err.msg);
-            goto out;
-        }
-        if (rs.stream) putchar('\n');
-        identical &= plain_only || (s0.emitted == s1.emitted && !memcmp(a, b, sizeof(int32_t) * (size_t)s0.emitted));
-        plain_ms += s0.decode_ms;
-        spec_ms += s1.decode_ms;
-        draft_ms += s1.draft_ms;
-        verify_ms += s1.verify_ms;
-        tok_plain += s0.emitted;
-        tok_spec += s1.emitted;
-        calls += s1.target_calls;
-        cli_round_sums_add(&rsum, &s1);
-        cli_round_sums_add(&rplain, &s0);
-        for (int k = 0; k < G; k++) pd[k] += s1.pos_drafted[k], pa[k] += s1.pos_accepted[k];
-    }
-    double plain_tps = plain_ms > 0 ? tok_plain * 1000.0 / plain_ms : 0, spec_tps = spec_ms > 0 ? tok_spec * 1000.0 / spec_ms : 0;
-    double tau = calls ? (double)tok_spec / calls : 0, speedup = plain_tps > 0 ? spec_tps / plain_tps : 0;
-    /* where a speculative round's time goes, against one plain decoding step */
-    double rd = calls ? draft_ms / calls : 0, rv = calls ? verify_ms / calls : 0;
-    double ro = calls ? (spec_ms - draft_ms - verify_ms) / calls : 0, step = tok_plain ? plain_ms / tok_plain : 0;
-    if (plain_only && json) {
-        printf("{\"spec\":\"none\",\"plain_tps\":%.6g,\"tokens\":%ld,\"temperature\":%g,\"plain_ms_per_token\":%.6g}\n",
-               plain_tps, tok_plain, (double)temp, step);
-    } else if (plain_only) {
-        printf("\n%-34s %s\n", "target", target);
-        printf("%-34s none (plain decoding only)\n", "drafter");
-        printf("%-34s %ld (%d prompts, %s)\n", "tokens", tok_plain, nl, temp > 0 ? "sampling" : "greedy");
-        printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
-    } else if (json) {
-        json_t *o = json_object(), *ap = json_array();
-        for (int k = 0; k < G; k++) json_array_append_new(ap, json_real(pd[k] ? (double)pa[k] / pd[k] : 0));
-        json_object_set_new(o, "speedup", json_real(speedup));
-        json_object_set_new(o, "tau", json_real(tau));
-        if (temp == 0) json_object_set_new(o, "identical", json_boolean(identical));
-        json_object_set_new(o, "plain_tps", json_real(plain_tps));
-        json_object_set_new(o, "spec_tps", json_real(spec_tps));
-        json_object_set_new(o, "accept_per_position", ap);
-        json_object_set_new(o, "tokens", json_integer(tok_spec));
-        json_object_set_new(o, "temperature", json_real(temp));
-        json_object_set_new(o, "seed", json_integer((json_int_t)seed));
-        json_object_set_new(o, "plain_ms_per_token", json_real(step));
-        json_object_set_new(o, "draft_ms_per_round", json_real(rd));
-        json_object_set_new(o, "verify_ms_per_round", json_real(rv));
-        json_object_set_new(o, "other_ms_per_round", json_real(ro));
-        json_object_set_new(o, "policy", json_string(always ? "always" : "adaptive"));
-        json_object_set_new(o, "rounds", json_integer(calls));
-        json_object_set_new(o, "rounds_without_drafts", cli_round_nodraft_json(&rsum));
-        json_object_set_new(o, "profile", cli_round_profile_json(&rsum, step));
-        json_object_set_new(o, "plain_profile", cli_round_profile_json(&rplain, step));
-        char *s = json_dumps(o, JSON_COMPACT);
-        printf("%s\n", s);
-        free(s);
-        json_decref(o);
-    } else {
-        printf("\n%-34s %s\n", "target", target);
-        printf("%-34s %s%s%s\n", "drafter", so.spec, so.draft_dir && strcmp(so.spec, "ngram") ? " " : "",
-               so.draft_dir && strcmp(so.spec, "ngram") ? so.draft_dir : "");
-        printf("%-34s %ld (%d prompts, %s)\n", "tokens", tok_spec, nl, temp > 0 ? "sampling" : "greedy");
-        if (temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)seed, seed_random ? " (random)" : "");
-        printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
-        printf("%-34s %.2f tok/s\n", "speculative decoding", spec_tps);
-        printf("%-34s %.2fx\n", "speedup", speedup);
-        printf("%-34s %.2f tokens per target forward\n", "tau", tau);
-        printf("%-34s draft %.2f + verify %.2f + other %.2f ms (plain step %.2f ms)\n", "time per round", rd, rv, ro,
-               step);
-        cli_round_print(&rsum, step);
-        printf("%-34s", "acceptance per position");
-        for (int k = 0; k < G; k++) printf(" %.2f", pd[k] ? (double)pa[k] / pd[k] : 0);
-        printf("\n");
-        if (temp == 0) printf("%-34s %s\n", "outputs identical", identical ? "yes" : "NO");
-        else printf("%-34s %s\n", "outputs identical", "n/a (sampling: same distribution, not same tokens)");
-    }
-    free(a);
-    free(b);
-    status = temp == 0 && !identical ? 1 : 0;
-out:
     cli_prompts_free(ps, nl);
-    sp_tok_free(tok);
-    sp_drafter_free(d);
-    sp_model_free(dm);
-    sp_model_free(m);
+    sp_session_free(s);
     return status;
 }

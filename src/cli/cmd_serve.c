@@ -1,7 +1,7 @@
-/* cmd_serve.c — `specula serve`: the OpenAI-compatible HTTP server (src/server/). Loads the
- * target (by default the embedded pair under models/default/, speculating with its DSpark
- * drafter), builds each request's drafter from the --spec flags, serves until SIGINT / SIGTERM,
- * then stops accepting, cancels what is in flight and exits 0. */
+/* cmd_serve.c — `specula serve`: the OpenAI-compatible HTTP server (src/server/). Opens the engine
+ * session (by default the embedded pair under models/default/, speculating with its DSpark
+ * drafter; else the --spec flags), hands it to the server, serves until SIGINT / SIGTERM, then
+ * stops accepting, cancels what is in flight and exits 0. */
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -12,162 +12,137 @@
 #include "args.h"
 #include "core/core.h"
 #include "server/server.h"
+#include "session_cli.h"
 #include "spec_cli.h"
-#include "spec_cli_dflash.h"
-#include "drafters/assistant.h"
-#include "drafters/dflash.h"
-#include "drafters/eagle3.h"
 
 static const char *CMD = "serve";
 
 typedef struct {
+    const char *dir, *host, *api_key, *name, *chat_tpl;
+    int threads, port, parallel, ctx, max_queue, timeout, n_predict, verbose, spec_max_slots;
     cli_spec_opts so;
-    sp_model *target, *draft_model;
-    const char *target_dir;
-    sp_drafter *proto; /* dflash / dspark: the loaded checkpoint every request's drafter shares */
-} drafter_ctx;
+    char root[4096], tdef[4300], ddef[4400];
+} serve_opts;
 
-/* one request's drafter, for its sampling params (the draft model and a DFlash / DSpark checkpoint
- * are loaded once and shared: the scheduler steps drafters from one thread) */
-static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err) {
-    drafter_ctx *c = ctx;
-    const cli_spec_opts *o = &c->so;
-    sp_sample_params ds = *sample;
-    if (o->draft_temp > 0) ds.temperature = o->draft_temp;
-    if (!strcmp(o->spec, "ngram")) return sp_drafter_ngram(o->ngram_min, o->ngram_max, err);
-    if (!strcmp(o->spec, "draft"))
-        return sp_drafter_draft_model(c->draft_model, c->target, o->draft_dir, c->target_dir, max_ctx, &ds, err);
-    if (!strcmp(o->spec, "assistant")) return sp_drafter_assistant(o->draft_dir, c->target, &ds, err);
-    if (c->proto) return sp_dflash_clone(c->proto, &ds, err);
-    if (!strcmp(o->spec, "eagle3")) return sp_drafter_eagle3(o->draft_dir, c->target, &ds, o->draft_max, err);
-    return cli_make_dflash(o, c->target, c->target_dir, &ds, err);
-}
-
-int cmd_serve(int argc, char **argv) {
-    const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *chat_tpl = NULL;
-    int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
-    int verbose = 0, spec_max_slots = -1;
-    drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
-    const int default_draft_max = dc.so.draft_max;
-    dc.so.draft_max = INT_MIN; /* still INT_MIN after parsing: --draft-max not given */
+/* The flags. Returns 0 to run, 1 when --help was printed, -1 on a usage error (printed). */
+static int serve_parse(serve_opts *o, int argc, char **argv) {
     cli_opt opts[CLI_OPTS_MAX] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "target model (default: the embedded pair, models/default/)"},
-        {NULL, "--host", CLI_STR, &host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
-        {NULL, "--port", CLI_INT, &port, "N", "TCP port (default 8080; 0 = any free port)"},
-        {"-np", "--parallel", CLI_INT, &parallel, "N", "requests decoded at once, one slot each (default 4)"},
-        {"-c", "--ctx-size", CLI_INT, &ctx, "N", "KV cache positions per slot (default 4096)"},
-        {"-n", "--n-predict", CLI_INT, &n_predict, "N", "max_tokens when a request gives none (default 256)"},
-        {NULL, "--api-key", CLI_STR, &api_key, "KEY", "require Authorization: Bearer KEY"},
-        {NULL, "--max-queue", CLI_INT, &max_queue, "N", "requests waiting for a slot before 503 (default 64)"},
-        {NULL, "--timeout", CLI_INT, &timeout, "S", "idle connection timeout in seconds (default 60)"},
-        {NULL, "--alias", CLI_STR, &name, "NAME", "model id in responses (default: the directory name)"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
-        {"-v", "--verbose", CLI_FLAG, &verbose, NULL, "log one line per request (on by default; -v adds debug lines)"},
-        {NULL, "--chat-template", CLI_STR, &chat_tpl, "NAME|FILE",
+        {"-m", "--model", CLI_STR, &o->dir, "DIR", "target model (default: the embedded pair, models/default/)"},
+        {NULL, "--host", CLI_STR, &o->host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
+        {NULL, "--port", CLI_INT, &o->port, "N", "TCP port (default 8080; 0 = any free port)"},
+        {"-np", "--parallel", CLI_INT, &o->parallel, "N", "requests decoded at once, one slot each (default 4)"},
+        {"-c", "--ctx-size", CLI_INT, &o->ctx, "N", "KV cache positions per slot (default 4096)"},
+        {"-n", "--n-predict", CLI_INT, &o->n_predict, "N", "max_tokens when a request gives none (default 256)"},
+        {NULL, "--api-key", CLI_STR, &o->api_key, "KEY", "require Authorization: Bearer KEY"},
+        {NULL, "--max-queue", CLI_INT, &o->max_queue, "N", "requests waiting for a slot before 503 (default 64)"},
+        {NULL, "--timeout", CLI_INT, &o->timeout, "S", "idle connection timeout in seconds (default 60)"},
+        {NULL, "--alias", CLI_STR, &o->name, "NAME", "model id in responses (default: the directory name)"},
+        {"-t", "--threads", CLI_INT, &o->threads, "N", "threads (default: all cores)"},
+        {"-v", "--verbose", CLI_FLAG, &o->verbose, NULL, "log one line per request (on by default; -v adds debug lines)"},
+        {NULL, "--chat-template", CLI_STR, &o->chat_tpl, "NAME|FILE",
          "chat template: a Jinja file or gemma4 | gemma3 | qwen3 | chatml | llama3 (default: the model's)"},
-        {NULL, "--spec-max-slots", CLI_INT, &spec_max_slots, "N",
+        {NULL, "--spec-max-slots", CLI_INT, &o->spec_max_slots, "N",
          "greedy requests: -1 = drafts per step chosen by measured cost and acceptance (default); "
          "0 = always --draft-max; N = --draft-max while <= N slots are busy, else none"},
     };
     int n_opts = 14;
-    n_opts += cli_spec_opt_rows(opts + n_opts, &dc.so);
+    n_opts += cli_spec_opt_rows(opts + n_opts, &o->so);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
-    if (rc) return rc > 0 ? 0 : 2;
-    char root[4096], tdef[4300], ddef[4400];
-    int embedded = !dir;
-    if (!dir) { /* the embedded pair, speculating as `specula run` does */
-        snprintf(tdef, sizeof tdef, "%s/target", cli_default_root(root, sizeof root));
-        dir = tdef;
-        if (!dc.so.spec && !dc.so.draft_dir) {
-            snprintf(ddef, sizeof ddef, "%s/drafter", root);
-            dc.so.spec = "dspark";
-            dc.so.draft_dir = ddef;
-            if (dc.so.draft_max == INT_MIN) dc.so.draft_max = 7;
+    if (rc) return rc > 0 ? 1 : -1;
+    return 0;
+}
+
+/* The embedded pair when no -m is given (speculating as `specula run` does), the defaults, and
+ * the checks. Prints errors; returns 0 / -1. */
+static int serve_defaults(serve_opts *o, int default_draft_max) {
+    if (!o->dir) {
+        snprintf(o->tdef, sizeof o->tdef, "%s/target", cli_default_root(o->root, sizeof o->root));
+        o->dir = o->tdef;
+        if (!o->so.spec && !o->so.draft_dir) {
+            snprintf(o->ddef, sizeof o->ddef, "%s/drafter", o->root);
+            o->so.spec = "dspark";
+            o->so.draft_dir = o->ddef;
+            if (o->so.draft_max == INT_MIN) o->so.draft_max = 7;
+        }
+        if (!o->name) o->name = "specula-default";
+    }
+    if (o->so.draft_max == INT_MIN) o->so.draft_max = default_draft_max;
+    if (cli_spec_resolve(CMD, &o->so, "none")) return -1;
+    if (o->timeout < 1) return cli_error(CMD, "--timeout must be >= 1"), -1;
+    if (o->n_predict < 1) return cli_error(CMD, "-n must be >= 1"), -1;
+    if (o->so.draft_max < 1 || o->so.draft_max > SP_SPEC_MAX_G)
+        return cli_error(CMD, "--draft-max %d out of range 1..%d", o->so.draft_max, SP_SPEC_MAX_G), -1;
+    if (!o->name) {
+        const char *slash = strrchr(o->dir, '/');
+        o->name = slash && slash[1] ? slash + 1 : o->dir;
+    }
+    return 0;
+}
+
+static srv_opts server_opts(const serve_opts *o) {
+    srv_opts so = sp_srv_opts_default();
+    so.host = o->host;
+    so.port = o->port;
+    so.parallel = o->parallel;
+    so.ctx = o->ctx;
+    so.api_key = o->api_key;
+    so.max_queue = o->max_queue;
+    so.timeout_s = o->timeout;
+    so.n_predict = o->n_predict;
+    so.model_name = o->name;
+    so.spec_name = o->so.spec;
+    so.draft_max = o->so.draft_max;
+    so.draft_min = o->so.draft_min;
+    so.spec_max_slots = o->spec_max_slots;
+    return so;
+}
+
+/* Listen, load the session, serve until SIGINT / SIGTERM (blocked in every thread, taken by
+ * sigwait). The exit status. */
+static int serve(serve_opts *o, sigset_t *sigs) {
+    srv_opts so = server_opts(o);
+    sp_err err = {{0}};
+    srv *s = NULL;
+    if (sp_srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
+    fprintf(stderr, "specula serve: listening on http://%s:%d (loading %s)\n", o->host, sp_srv_port(s), o->dir);
+    if (strcmp(o->so.spec, "none"))
+        fprintf(stderr, "specula serve: speculating with %s, up to %d drafts per round\n", o->so.spec, o->so.draft_max);
+    sp_session *ss = NULL;
+    int rc = 2;
+    if (!cli_session_open(CMD, o->dir, o->threads, &o->so, NULL, o->chat_tpl, o->ctx, &ss)) {
+        if (sp_srv_set_session(s, ss, &err)) {
+            cli_error(CMD, "%s", err.msg);
+        } else {
+            fprintf(stderr, "specula serve: ready: model %s, spec %s, %d slots of %d positions, port %d\n", o->name,
+                    o->so.spec, o->parallel, o->ctx, sp_srv_port(s));
+            int sig = 0;
+            sigwait(sigs, &sig);
+            fprintf(stderr, "specula serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            rc = 0;
         }
     }
-    if (dc.so.draft_max == INT_MIN) dc.so.draft_max = default_draft_max;
-    if (cli_spec_resolve(CMD, &dc.so, "none")) return 2;
-    if (timeout < 1) return cli_error(CMD, "--timeout must be >= 1");
-    if (n_predict < 1) return cli_error(CMD, "-n must be >= 1");
-    if (dc.so.draft_max < 1 || dc.so.draft_max > SP_SPEC_MAX_G)
-        return cli_error(CMD, "--draft-max %d out of range 1..%d", dc.so.draft_max, SP_SPEC_MAX_G);
-    sp_log_level = verbose ? SP_LOG_DEBUG : SP_LOG_INFO;
-    if (!name) {
-        const char *slash = strrchr(dir, '/');
-        name = slash && slash[1] ? slash + 1 : dir;
-        if (embedded) name = "specula-default";
-    }
+    sp_srv_stop(s);
+    sp_session_free(ss);
+    return rc;
+}
 
+int cmd_serve(int argc, char **argv) {
+    serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .max_queue = 64, .timeout = 60,
+                    .n_predict = 256, .spec_max_slots = -1, .so = CLI_SPEC_OPTS_DEFAULT};
+    const int default_draft_max = o.so.draft_max;
+    o.so.draft_max = INT_MIN; /* still INT_MIN after parsing: --draft-max not given */
+    int rc = serve_parse(&o, argc, argv);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (serve_defaults(&o, default_draft_max)) return 2;
+    sp_log_level = o.verbose ? SP_LOG_DEBUG : SP_LOG_INFO;
     /* one thread per connection: a few malloc arenas are plenty, and keep the heap from spreading */
     mallopt(M_ARENA_MAX, 4);
-    /* SIGINT / SIGTERM are taken by sigwait below; every thread inherits the mask */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-
-    srv_opts so = sp_srv_opts_default();
-    so.host = host;
-    so.port = port;
-    so.parallel = parallel;
-    so.ctx = ctx;
-    so.api_key = api_key;
-    so.max_queue = max_queue;
-    so.timeout_s = timeout;
-    so.n_predict = n_predict;
-    so.model_name = name;
-    so.spec_name = dc.so.spec;
-    so.draft_max = dc.so.draft_max;
-    so.draft_min = dc.so.draft_min;
-    so.spec_max_slots = spec_max_slots;
-    so.chat_template = chat_tpl;
-    sp_err err = {{0}};
-    srv *s = NULL;
-    if (sp_srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
-    fprintf(stderr, "specula serve: listening on http://%s:%d (loading %s)\n", host, sp_srv_port(s), dir);
-    if (dc.so.spec && strcmp(dc.so.spec, "none"))
-        fprintf(stderr, "specula serve: speculating with %s, up to %d drafts per round\n", dc.so.spec, dc.so.draft_max);
-
-    tok_tokenizer *tok = NULL;
-    rc = 2;
-    if (sp_model_load(&dc.target, dir, threads, &err) || !(tok = sp_tok_load_model(dir, &err))) {
-        cli_error(CMD, "%s", err.msg);
-        goto done;
-    }
-    sp_model_set_bf16_dot(dc.target, dc.so.bf16_dot);
-    dc.target_dir = dir;
-    if (strcmp(dc.so.spec, "none")) {
-        /* build one drafter now so a bad --spec / -md fails at start, not per request */
-        sp_sample_params greedy = sp_sample_params_default();
-        sp_drafter *probe = NULL;
-        if (cli_make_drafter(CMD, &dc.so, dc.target, dir, &greedy, ctx, threads, &dc.draft_model, &probe)) goto done;
-        sp_dflash_info info;
-        if (sp_dflash_info_get(probe, &info) == 0) dc.proto = probe; /* requests clone it */
-        else sp_drafter_free(probe);
-        if (strcmp(dc.so.spec, "draft")) {
-            sp_model_free(dc.draft_model);
-            dc.draft_model = NULL;
-        }
-        sp_srv_set_drafter(s, make_drafter, &dc);
-    }
-    if (sp_srv_set_model(s, dc.target, tok, dir, &err)) {
-        cli_error(CMD, "%s", err.msg);
-        goto done;
-    }
-    fprintf(stderr, "specula serve: ready: model %s, spec %s, %d slots of %d positions, port %d\n", name, dc.so.spec,
-            parallel, ctx, sp_srv_port(s));
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "specula serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    rc = 0;
-done:
-    sp_srv_stop(s);
-    sp_drafter_free(dc.proto);
-    sp_tok_free(tok);
-    sp_model_free(dc.draft_model);
-    sp_model_free(dc.target);
-    return rc;
+    return serve(&o, &sigs);
 }

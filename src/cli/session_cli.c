@@ -43,37 +43,17 @@ int cli_session_open(const char *cmd, const char *model, int threads, const cli_
     return 0;
 }
 
-/* the extra template variables of --chat-template-kwargs (NULL when not given) */
-static int chat_vars(const char *cmd, const char *kwargs, json_t **vars) {
-    *vars = NULL;
-    if (!kwargs) return 0;
-    json_error_t je;
-    *vars = json_loads(kwargs, 0, &je);
-    if (json_is_object(*vars)) return 0;
-    json_decref(*vars);
-    *vars = NULL;
-    return cli_error(cmd, "--chat-template-kwargs: expected a JSON object, got '%s'", kwargs), -1;
-}
-
-static int push_msg(json_t *msgs, const char *role, const char *content) {
-    json_t *m = json_object();
-    if (!m || json_object_set_new(m, "role", json_string(role)) ||
-        json_object_set_new(m, "content", json_string(content)) || json_array_append_new(msgs, m))
-        return -1;
-    return 0;
-}
-
 int cli_session_chat_turn(const char *cmd, sp_session *s, const char *system, const char *text, const char *kwargs,
                           int32_t **ids, int *n) {
     *ids = NULL, *n = 0;
     json_t *vars, *msgs = json_array();
     sp_err err = {{0}};
-    if (chat_vars(cmd, kwargs, &vars)) {
+    if (cli_chat_vars(cmd, kwargs, &vars)) {
         json_decref(msgs);
         return -1;
     }
     int rc = -1;
-    if (!msgs || (system && push_msg(msgs, "system", system)) || push_msg(msgs, "user", text))
+    if (!msgs || (system && cli_chat_push(msgs, "system", system)) || cli_chat_push(msgs, "user", text))
         cli_error(cmd, "the prompt is not valid UTF-8 text");
     else if (sp_session_chat_tokens(s, msgs, vars, ids, n, &err))
         cli_error(cmd, "%s", err.msg);

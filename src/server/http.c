@@ -465,17 +465,22 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     return 0;
 }
 
-void sp_srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx) {
-    s->o.make_drafter = fn;
-    s->o.drafter_ctx = ctx;
+/* one request's drafter, from the session's drafter source (the scheduler's thread makes them) */
+static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err) {
+    return sp_drafter_src_make(sp_session_drafter_src(ctx), sample, max_ctx, err);
 }
 
-int sp_srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err) {
-    s->m = m;
-    s->tok = tok;
+int sp_srv_set_session(srv *s, sp_session *ss, sp_err *err) {
+    s->m = sp_session_model(ss);
+    s->tok = sp_session_tokenizer(ss);
+    if (!s->tok) return sp_err_set(err, "%s has no tokenizer (tokenizer.json / GGUF vocabulary)", sp_session_model_dir(ss));
+    if (sp_session_drafter_src(ss)) {
+        s->o.make_drafter = make_drafter;
+        s->o.drafter_ctx = ss;
+    }
     sp_err cerr = {{0}};
-    s->chat = sp_chat_template_load(model_dir, tok, s->o.chat_template, &cerr);
-    if (!s->chat && s->o.chat_template) return sp_err_set(err, "%s", cerr.msg);
+    s->chat = sp_session_chat_template(ss, &cerr);
+    if (!s->chat && sp_session_params_get(ss)->chat_template) return sp_err_set(err, "%s", cerr.msg);
     if (!s->chat) sp_log(SP_LOG_WARN, "server: %s; chats are the messages joined by blank lines", cerr.msg);
     if (sp_srv_sched_start(s, err)) return -1;
     pthread_mutex_lock(&s->mu);
@@ -499,6 +504,5 @@ void sp_srv_stop(srv *s) {
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->chat_mu);
-    sp_chat_template_free(s->chat);
     free(s);
 }

@@ -14,6 +14,7 @@
 #ifndef SPECULA_SERVER_H
 #define SPECULA_SERVER_H
 
+#include "api/session.h"
 #include "sample/sample.h"
 #include "decode/drafter.h"
 #include "specula.h"
@@ -36,12 +37,11 @@ typedef struct {
     int prefill_chunk;       /* most prompt rows a slot adds to one forward (default 128) */
     const char *model_name;  /* id reported by /v1/models */
     const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
-    const char *chat_template; /* NULL: the model's own; else a Jinja file or a built-in name */
     int draft_max, draft_min;
     int spec_max_slots;      /* greedy requests' drafts per step: -1 (default) chosen by the verify-length
                                 policy (vlen.h); 0 always the full G; N > 0 the full G while at most N
                                 slots are busy, else none. Sampled requests always draft the full G */
-    srv_drafter_fn make_drafter; /* NULL: plain decoding */
+    srv_drafter_fn make_drafter; /* set by sp_srv_set_session from its drafter source (NULL: plain) */
     void *drafter_ctx;
 } srv_opts;
 
@@ -49,15 +49,13 @@ srv_opts sp_srv_opts_default(void);
 
 typedef struct srv srv;
 
-/* Start listening (the model may come later: until sp_srv_set_model, /health and generation answer
- * 503). Returns 0 with *out, or -1 with err (e.g. the port is taken). */
+/* Start listening (the model may come later: until sp_srv_set_session, /health and generation
+ * answer 503). Returns 0 with *out, or -1 with err (e.g. the port is taken). */
 int sp_srv_start(srv **out, const srv_opts *o, sp_err *err);
-/* The per-request drafter factory (before sp_srv_set_model; without one, plain decoding). */
-void sp_srv_set_drafter(srv *s, srv_drafter_fn fn, void *ctx);
-/* Attach the loaded model and tokenizer (borrowed: they must outlive the server), load the chat
- * template of model_dir (o.chat_template overrides it) and start the scheduler. Returns 0, or -1
- * with err. */
-int sp_srv_set_model(srv *s, sp_model *m, tok_tokenizer *tok, const char *model_dir, sp_err *err);
+/* Serve the engine session (borrowed: it must outlive the server; it must have a tokenizer): its
+ * model, tokenizer, chat template and drafter source (each request's drafter is made from it;
+ * none: plain decoding). Starts the scheduler. Returns 0, or -1 with err. */
+int sp_srv_set_session(srv *s, sp_session *session, sp_err *err);
 int sp_srv_port(const srv *s);
 /* Stop accepting connections, cancel queued and in-flight requests (their clients get what was
  * generated, finish_reason "cancelled"), wait for every connection and the scheduler, free. */

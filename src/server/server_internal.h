@@ -61,7 +61,7 @@ struct srv {
     int port;
     sp_model *m;
     tok_tokenizer *tok;
-    struct chat_template *chat; /* NULL: the model has no chat template (see sp_srv_chat_tokens) */
+    const struct chat_template *chat; /* the session's; NULL: none (chats are the contents joined) */
     pthread_mutex_t chat_mu;    /* chat rendering is serialized */
     int ready, stopping;
     pthread_t sched;
