@@ -165,7 +165,7 @@ static void release(req_text *t, int32_t token, const char *p, size_t n) {
         if (rc < 0) t->failed = 1;
         if (rc == 1) t->stop_string = t->stopped = 1;
     }
-    if (n && t->r->on_text && t->r->on_text(t->r->cb_ctx, token, p, n)) t->stopped = 1;
+    if (t->r->on_text && (n || token >= 0) && t->r->on_text(t->r->cb_ctx, token, p, n)) t->stopped = 1;
 }
 
 static int on_token(void *ctx, int32_t tok) {
@@ -175,8 +175,9 @@ static int on_token(void *ctx, int32_t tok) {
     if (r->stop_at_eog && t->s->tok && sp_tok_is_eog(t->s->tok, tok)) return 1;
     if (t->ts) {
         char buf[4096];
-        int n = sp_tok_stream_push(t->ts, tok, buf, sizeof buf); /* what does not fit stays queued */
-        if (n > 0) release(t, tok, buf, (size_t)n);
+        int n = sp_tok_stream_push(t->ts, tok, buf, sizeof buf - 1); /* what does not fit stays queued */
+        buf[n > 0 ? n : 0] = 0; /* callers may read the piece as a C string */
+        release(t, tok, buf, n > 0 ? (size_t)n : 0);
     }
     return t->stopped;
 }
@@ -185,7 +186,10 @@ static void text_finish(req_text *t) {
     if (!t->ts || t->stop_string) return;
     char buf[4096];
     int n;
-    while (!t->stop_string && (n = sp_tok_stream_flush(t->ts, buf, sizeof buf)) > 0) release(t, -1, buf, (size_t)n);
+    while (!t->stop_string && (n = sp_tok_stream_flush(t->ts, buf, sizeof buf - 1)) > 0) {
+        buf[n] = 0;
+        release(t, -1, buf, (size_t)n);
+    }
     if (t->stop && !t->stop_string) {
         const char *rest;
         size_t k;
@@ -270,7 +274,7 @@ int sp_session_generate(sp_session *s, const int32_t *prompt, int n, const sp_se
         int need = gp.max_ctx > 0 ? gp.max_ctx + G + 1 : n + gp.max_new + G + 1;
         if (!(d = session_drafter(s, &gp.sample, need, err))) goto done;
     }
-    if (d || r->profile) rc = run_spec(s, d, prompt, n, r, gp, out, err);
+    if (d || r->profile || r->round_plain) rc = run_spec(s, d, prompt, n, r, gp, out, err);
     else rc = sp_generate(s->target, NULL, prompt, n, &gp, out->tokens, gp.max_new, &out->gen, err);
     out->n_tokens = out->gen.emitted;
     if (!rc) text_finish(&t);

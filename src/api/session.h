@@ -59,9 +59,9 @@ int sp_session_chat_tokens(sp_session *s, json_t *messages, json_t *vars, int32_
 /* Text as prompt tokens (BOS as the model adds it, special tokens parsed). */
 int sp_session_text_tokens(sp_session *s, const char *text, int32_t **ids, int *n, sp_err *err);
 
-/* Text released by a request, in order: complete UTF-8, never part of a stop string. Return
- * non-zero to end the request after this token. token: the token that completed the text (-1
- * for text flushed at the end). */
+/* Called for every token of a request (with a tokenizer) with the text that became final with it:
+ * complete UTF-8, never part of a stop string, possibly empty; then for text flushed at the end
+ * with token -1. Return non-zero to end the request after this token. */
 typedef int (*sp_session_text_cb)(void *ctx, int32_t token, const char *text, size_t n);
 
 typedef struct {
@@ -74,6 +74,8 @@ typedef struct {
     int skip_special;              /* 1: control tokens are left out of the text */
     int keep_text;                 /* 1: out->text holds the whole text (stop strings applied) */
     int profile;                   /* 1: round-cost profile in out->spec.prof (through the round even plain) */
+    int round_plain;               /* 1: without a drafter, plain decoding through the speculative round
+                                      (out->spec filled) rather than sp_generate */
     sp_policy *policy_carry;       /* NULL, or the adaptive policy's state carried between requests */
     sp_session_text_cb on_text;    /* NULL: no streamed text */
     void *cb_ctx;
