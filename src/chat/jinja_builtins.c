@@ -412,189 +412,267 @@ static int sort_list(jx_ctx *c, jv v, jv reverse, jv attribute, jv *out) {
     return 0;
 }
 
-int sp_jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found) {
-    jv v = args[0], *a = args + 1;
-    const char **k = kw + 1;
-    int n = nargs - 1;
+/* ---- filters: one function per filter (or per family), found by name in `filters` ---------- */
+typedef struct {
+    jx_ctx *c;
+    jv v;          /* the filtered value */
+    jv *a;         /* the arguments after it; k[i] names a[i] (NULL: positional) */
+    const char **k;
+    int n;
+    jv *args;      /* the value and the arguments together, as select_items reads them */
+    int nargs;
+    int mode;      /* the table's mode: which member of a family of filters */
+} fcall;
+
+static jv farg(const fcall *f, int pos, const char *key) { return arg(f->a, f->k, f->n, pos, key); }
+
+static int f_trim(const fcall *f, jv *out) {
+    jv chars = farg(f, 0, "chars");
+    return strip(f->c, f->v, chars.k == JV_STR ? chars.u.s : NULL, 3, out);
+}
+
+static int f_tojson(const fcall *f, jv *out) {
+    jv ind = farg(f, 0, "indent");
+    jbuf b = {0};
+    int rc = sp_jx_to_json(f->c, f->v, ind.k == JV_INT ? (int)(ind.u.i > 64 ? 64 : ind.u.i < 0 ? 0 : ind.u.i) : -1,
+                           sp_jv_truthy(farg(f, 99, "sort_keys")), &b) ||
+             sp_jx_str_val(f->c, b.p ? b.p : "", b.n, out);
+    free(b.p);
+    return rc ? -1 : 0;
+}
+
+static int f_length(const fcall *f, jv *out) {
     int64_t len = 0;
-    *found = 1;
-    /* the text filters read their value as str(value), as Jinja's do: undefined is "" */
-    int text_filter = NAMED("trim") || NAMED("upper") || NAMED("lower") || NAMED("capitalize") || NAMED("title") ||
-                      NAMED("replace") || NAMED("wordcount") || NAMED("indent");
-    if (text_filter && v.k != JV_STR && sp_jx_stringify(c, v, &v)) return -1;
-    if (NAMED("trim")) {
-        jv chars = arg(a, k, n, 0, "chars");
-        return strip(c, v, chars.k == JV_STR ? chars.u.s : NULL, 3, out);
+    return length_of(f->c, f->v, &len) ? -1 : (*out = sp_jv_int(len), 0);
+}
+
+static int f_case(const fcall *f, jv *out) { return map_case(f->c, f->v, f->mode, out); }
+
+static int f_replace(const fcall *f, jv *out) {
+    return replace(f->c, f->v, farg(f, 0, "old"), farg(f, 1, "new"), farg(f, 2, "count"), out);
+}
+
+static int f_split(const fcall *f, jv *out) { return split(f->c, f->v, farg(f, 0, "sep"), farg(f, 1, "maxsplit"), out); }
+
+static int f_join(const fcall *f, jv *out) { return join(f->c, f->v, farg(f, 0, "d"), farg(f, 1, "attribute"), out); }
+
+/* mode 0 first, 1 last */
+static int f_first_last(const fcall *f, jv *out) {
+    jlist *l;
+    if (to_list(f->c, f->v, &l)) return -1;
+    *out = l->n ? l->v[f->mode == 0 ? 0 : l->n - 1] : sp_jv_undef();
+    return 0;
+}
+
+static int f_default(const fcall *f, jv *out) {
+    int use = f->v.k == JV_UNDEF || (sp_jv_truthy(farg(f, 1, "boolean")) && !sp_jv_truthy(f->v));
+    if (!use) return *out = f->v, 0;
+    jv dv = farg(f, 0, "default_value");
+    if (dv.k == JV_UNDEF) return sp_jx_str_val(f->c, "", 0, out);
+    return *out = dv, 0;
+}
+
+static int f_items(const fcall *f, jv *out) { return items_of(f->c, f->v, out); }
+
+static int f_list(const fcall *f, jv *out) {
+    jlist *l;
+    if (to_list(f->c, f->v, &l)) return -1;
+    return *out = list_val(l), 0;
+}
+
+static int f_string(const fcall *f, jv *out) { return sp_jx_stringify(f->c, f->v, out); }
+
+static int f_int(const fcall *f, jv *out) { return to_int(f->c, f->v, farg(f, 0, "default"), out); }
+
+static int f_float(const fcall *f, jv *out) {
+    jv v = f->v, d = farg(f, 0, "default");
+    *out = d.k == JV_UNDEF ? sp_jv_float(0) : d;
+    if (v.k == JV_FLOAT) *out = v;
+    else if (v.k == JV_INT || v.k == JV_BOOL) *out = sp_jv_float(v.k == JV_INT ? (double)v.u.i : v.u.b);
+    else if (v.k == JV_STR && v.u.s->n < 64) {
+        char num[64], *end;
+        memcpy(num, v.u.s->p, v.u.s->n), num[v.u.s->n] = 0;
+        double x = strtod(num, &end);
+        if (end != num && !*end) *out = sp_jv_float(x);
     }
-    if (NAMED("tojson")) {
-        jv ind = arg(a, k, n, 0, "indent");
-        jbuf b = {0};
-        int rc = sp_jx_to_json(c, v, ind.k == JV_INT ? (int)(ind.u.i > 64 ? 64 : ind.u.i < 0 ? 0 : ind.u.i) : -1,
-                            sp_jv_truthy(arg(a, k, n, 99, "sort_keys")), &b) ||
-                 sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
-        free(b.p);
-        return rc ? -1 : 0;
-    }
-    if (NAMED("length") || NAMED("count")) return length_of(c, v, &len) ? -1 : (*out = sp_jv_int(len), 0);
-    if (NAMED("lower")) return map_case(c, v, 0, out);
-    if (NAMED("upper")) return map_case(c, v, 1, out);
-    if (NAMED("capitalize")) return map_case(c, v, 2, out);
-    if (NAMED("title")) return map_case(c, v, 3, out);
-    if (NAMED("replace")) return replace(c, v, arg(a, k, n, 0, "old"), arg(a, k, n, 1, "new"), arg(a, k, n, 2, "count"), out);
-    if (NAMED("split")) return split(c, v, arg(a, k, n, 0, "sep"), arg(a, k, n, 1, "maxsplit"), out);
-    if (NAMED("join")) return join(c, v, arg(a, k, n, 0, "d"), arg(a, k, n, 1, "attribute"), out);
-    if (NAMED("first") || NAMED("last")) {
-        jlist *l;
-        if (to_list(c, v, &l)) return -1;
-        *out = l->n ? l->v[NAMED("first") ? 0 : l->n - 1] : sp_jv_undef();
-        return 0;
-    }
-    if (NAMED("default") || NAMED("d")) {
-        int use = v.k == JV_UNDEF || (sp_jv_truthy(arg(a, k, n, 1, "boolean")) && !sp_jv_truthy(v));
-        if (!use) return *out = v, 0;
-        jv dv = arg(a, k, n, 0, "default_value");
-        if (dv.k == JV_UNDEF) return sp_jx_str_val(c, "", 0, out);
-        return *out = dv, 0;
-    }
-    if (NAMED("items")) return items_of(c, v, out);
-    if (NAMED("list")) {
-        jlist *l;
-        if (to_list(c, v, &l)) return -1;
-        return *out = list_val(l), 0;
-    }
-    if (NAMED("string")) return sp_jx_stringify(c, v, out);
-    if (NAMED("int")) return to_int(c, v, arg(a, k, n, 0, "default"), out);
-    if (NAMED("float")) {
-        jv d = arg(a, k, n, 0, "default");
-        *out = d.k == JV_UNDEF ? sp_jv_float(0) : d;
-        if (v.k == JV_FLOAT) *out = v;
-        else if (v.k == JV_INT || v.k == JV_BOOL) *out = sp_jv_float(v.k == JV_INT ? (double)v.u.i : v.u.b);
-        else if (v.k == JV_STR && v.u.s->n < 64) {
-            char num[64], *end;
-            memcpy(num, v.u.s->p, v.u.s->n), num[v.u.s->n] = 0;
-            double f = strtod(num, &end);
-            if (end != num && !*end) *out = sp_jv_float(f);
+    return 0;
+}
+
+static int f_abs(const fcall *f, jv *out) {
+    jv v = f->v;
+    if (v.k == JV_FLOAT) return *out = sp_jv_float(fabs(v.u.f)), 0;
+    if (v.k == JV_INT && v.u.i != INT64_MIN) return *out = sp_jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
+    return sp_jx_fail(f->c, "abs needs a number, not %s", sp_jv_kind_name(v));
+}
+
+static int f_round(const fcall *f, jv *out) {
+    jv v = f->v, pr = farg(f, 0, "precision"), method = farg(f, 1, "method");
+    double x = v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : 0, scale = pow(10, pr.k == JV_INT ? (double)pr.u.i : 0);
+    if (v.k != JV_FLOAT && v.k != JV_INT) return sp_jx_fail(f->c, "round needs a number, not %s", sp_jv_kind_name(v));
+    const char *m = method.k == JV_STR ? method.u.s->p : "common";
+    double r = !strcmp(m, "ceil") ? ceil(x * scale) : !strcmp(m, "floor") ? floor(x * scale) : round(x * scale);
+    return *out = sp_jv_float(r / scale), 0;
+}
+
+static int f_safe(const fcall *f, jv *out) { return *out = f->v, 0; }
+
+static int f_escape(const fcall *f, jv *out) { return html_escape(f->c, f->v, out); }
+
+/* mode: 2 when by attribute, + 1 when the matching items are kept */
+static int f_select(const fcall *f, jv *out) { return select_items(f->c, f->args, f->nargs, f->mode >> 1, f->mode & 1, out); }
+
+static int f_map(const fcall *f, jv *out) {
+    jx_ctx *c = f->c;
+    jlist *src, *l = sp_jx_list_new(c->a, 0);
+    jv attr = farg(f, 99, "attribute"), fname = farg(f, 0, NULL);
+    if (!l || to_list(c, f->v, &src)) return l ? -1 : oom(c);
+    for (int i = 0; i < src->n; i++) {
+        jv x = src->v[i];
+        if (attr.k == JV_STR) {
+            x = attr_path(x, attr.u.s);
+            if (x.k == JV_UNDEF) x = farg(f, 99, "default");
+        } else if (fname.k == JV_STR) {
+            jv fa[1] = {x};
+            const char *fk[1] = {NULL};
+            int found = 0;
+            if (sp_jx_filter(c, fname.u.s->p, fa, fk, 1, &x, &found)) return -1;
+            if (!found) return sp_jx_fail(c, "unknown filter '%s'", fname.u.s->p);
+        } else {
+            return sp_jx_fail(c, "map needs attribute='name' or a filter name");
         }
-        return 0;
+        if (sp_jx_list_push(c, l, x)) return -1;
     }
-    if (NAMED("abs")) {
-        if (v.k == JV_FLOAT) return *out = sp_jv_float(fabs(v.u.f)), 0;
-        if (v.k == JV_INT && v.u.i != INT64_MIN) return *out = sp_jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
-        return sp_jx_fail(c, "abs needs a number, not %s", sp_jv_kind_name(v));
+    return *out = list_val(l), 0;
+}
+
+static int f_reverse(const fcall *f, jv *out) {
+    jlist *l;
+    if (to_list(f->c, f->v, &l)) return -1;
+    for (int i = 0; i < l->n / 2; i++) {
+        jv t = l->v[i];
+        l->v[i] = l->v[l->n - 1 - i], l->v[l->n - 1 - i] = t;
     }
-    if (NAMED("round")) {
-        jv pr = arg(a, k, n, 0, "precision"), method = arg(a, k, n, 1, "method");
-        double x = v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : 0, scale = pow(10, pr.k == JV_INT ? (double)pr.u.i : 0);
-        if (v.k != JV_FLOAT && v.k != JV_INT) return sp_jx_fail(c, "round needs a number, not %s", sp_jv_kind_name(v));
-        const char *m = method.k == JV_STR ? method.u.s->p : "common";
-        double r = !strcmp(m, "ceil") ? ceil(x * scale) : !strcmp(m, "floor") ? floor(x * scale) : round(x * scale);
-        return *out = sp_jv_float(r / scale), 0;
+    if (f->v.k == JV_STR) return join(f->c, list_val(l), sp_jv_undef(), sp_jv_undef(), out);
+    return *out = list_val(l), 0;
+}
+
+static int f_sort(const fcall *f, jv *out) {
+    return sort_list(f->c, f->v, farg(f, 0, "reverse"), farg(f, 2, "attribute"), out);
+}
+
+static int f_unique(const fcall *f, jv *out) {
+    jx_ctx *c = f->c;
+    jlist *src, *l = sp_jx_list_new(c->a, 0);
+    if (!l || to_list(c, f->v, &src)) return l ? -1 : oom(c);
+    for (int i = 0; i < src->n; i++) {
+        int seen = 0;
+        for (int j = 0; j < l->n && !seen; j++) seen = sp_jv_equal(l->v[j], src->v[i]);
+        if (!seen && sp_jx_list_push(c, l, src->v[i])) return -1;
     }
-    if (NAMED("safe")) return *out = v, 0;
-    if (NAMED("escape") || NAMED("e")) return html_escape(c, v, out);
-    if (NAMED("selectattr")) return select_items(c, args, nargs, 1, 1, out);
-    if (NAMED("rejectattr")) return select_items(c, args, nargs, 1, 0, out);
-    if (NAMED("select")) return select_items(c, args, nargs, 0, 1, out);
-    if (NAMED("reject")) return select_items(c, args, nargs, 0, 0, out);
-    if (NAMED("map")) {
-        jlist *src, *l = sp_jx_list_new(c->a, 0);
-        jv attr = arg(a, k, n, 99, "attribute"), fname = arg(a, k, n, 0, NULL);
-        if (!l || to_list(c, v, &src)) return l ? -1 : oom(c);
-        for (int i = 0; i < src->n; i++) {
-            jv x = src->v[i];
-            if (attr.k == JV_STR) {
-                x = attr_path(x, attr.u.s);
-                if (x.k == JV_UNDEF) x = arg(a, k, n, 99, "default");
-            } else if (fname.k == JV_STR) {
-                jv fa[1] = {x};
-                const char *fk[1] = {NULL};
-                int f = 0;
-                if (sp_jx_filter(c, fname.u.s->p, fa, fk, 1, &x, &f)) return -1;
-                if (!f) return sp_jx_fail(c, "unknown filter '%s'", fname.u.s->p);
-            } else {
-                return sp_jx_fail(c, "map needs attribute='name' or a filter name");
-            }
-            if (sp_jx_list_push(c, l, x)) return -1;
+    return *out = list_val(l), 0;
+}
+
+static int f_sum(const fcall *f, jv *out) {
+    jlist *l;
+    if (to_list(f->c, f->v, &l)) return -1;
+    int64_t si = 0;
+    double sf = 0;
+    int is_f = 0;
+    for (int i = 0; i < l->n; i++) {
+        jv x = l->v[i];
+        if (x.k == JV_FLOAT) is_f = 1, sf += x.u.f;
+        else if (x.k == JV_INT) {
+            if (__builtin_add_overflow(si, x.u.i, &si)) return sp_jx_fail(f->c, "integer overflow in sum");
+        } else return sp_jx_fail(f->c, "sum needs numbers, not %s", sp_jv_kind_name(x));
+    }
+    return *out = is_f ? sp_jv_float(sf + (double)si) : sp_jv_int(si), 0;
+}
+
+/* mode 0 min, 1 max */
+static int f_min_max(const fcall *f, jv *out) {
+    jlist *l;
+    if (to_list(f->c, f->v, &l)) return -1;
+    *out = sp_jv_undef();
+    for (int i = 0; i < l->n; i++) {
+        int cmp = 0;
+        if (i && sp_jx_compare(f->c, l->v[i], *out, &cmp)) return -1;
+        if (!i || (f->mode == 0 ? cmp < 0 : cmp > 0)) *out = l->v[i];
+    }
+    return 0;
+}
+
+/* (key, value) pairs by key */
+static int f_dictsort(const fcall *f, jv *out) {
+    jv pairs, rev = farg(f, 2, "reverse");
+    if (items_of(f->c, f->v, &pairs)) return -1;
+    jstr *key0 = sp_jx_str_new(f->c->a, "0", 1); /* sort by item 0 of each pair */
+    if (!key0) return oom(f->c);
+    return sort_list(f->c, pairs, rev, sp_jv_str(key0), out);
+}
+
+/* "%s and %d" | format(a, b): printf-style with %s, %d, %i, %% */
+static int f_format(const fcall *f, jv *out) {
+    jx_ctx *c = f->c;
+    jv v = f->v;
+    if (need_str(c, v, "format")) return -1;
+    jbuf b = {0};
+    int rc = 0, next_arg = 0;
+    for (size_t i = 0; i < v.u.s->n && !rc; i++) {
+        char ch = v.u.s->p[i];
+        if (ch != '%' || i + 1 >= v.u.s->n) {
+            rc = sp_jbuf_put(c, &b, &ch, 1);
+            continue;
         }
-        return *out = list_val(l), 0;
+        char fc = v.u.s->p[++i];
+        if (fc == '%') rc = sp_jbuf_put(c, &b, "%", 1);
+        else if ((fc == 's' || fc == 'd' || fc == 'i') && next_arg < f->n) rc = sp_jx_to_str(c, f->a[next_arg++], &b);
+        else rc = sp_jx_fail(c, "format: unsupported or unmatched '%%%c'", fc);
     }
-    if (NAMED("reverse")) {
-        jlist *l;
-        if (to_list(c, v, &l)) return -1;
-        for (int i = 0; i < l->n / 2; i++) {
-            jv t = l->v[i];
-            l->v[i] = l->v[l->n - 1 - i], l->v[l->n - 1 - i] = t;
-        }
-        if (v.k == JV_STR) return join(c, list_val(l), sp_jv_undef(), sp_jv_undef(), out);
-        return *out = list_val(l), 0;
-    }
-    if (NAMED("sort")) return sort_list(c, v, arg(a, k, n, 0, "reverse"), arg(a, k, n, 2, "attribute"), out);
-    if (NAMED("unique")) {
-        jlist *src, *l = sp_jx_list_new(c->a, 0);
-        if (!l || to_list(c, v, &src)) return l ? -1 : oom(c);
-        for (int i = 0; i < src->n; i++) {
-            int seen = 0;
-            for (int j = 0; j < l->n && !seen; j++) seen = sp_jv_equal(l->v[j], src->v[i]);
-            if (!seen && sp_jx_list_push(c, l, src->v[i])) return -1;
-        }
-        return *out = list_val(l), 0;
-    }
-    if (NAMED("sum") || NAMED("min") || NAMED("max")) {
-        jlist *l;
-        if (to_list(c, v, &l)) return -1;
-        if (NAMED("sum")) {
-            int64_t si = 0;
-            double sf = 0;
-            int is_f = 0;
-            for (int i = 0; i < l->n; i++) {
-                jv x = l->v[i];
-                if (x.k == JV_FLOAT) is_f = 1, sf += x.u.f;
-                else if (x.k == JV_INT) {
-                    if (__builtin_add_overflow(si, x.u.i, &si)) return sp_jx_fail(c, "integer overflow in sum");
-                } else return sp_jx_fail(c, "sum needs numbers, not %s", sp_jv_kind_name(x));
-            }
-            return *out = is_f ? sp_jv_float(sf + (double)si) : sp_jv_int(si), 0;
-        }
-        *out = sp_jv_undef();
-        for (int i = 0; i < l->n; i++) {
-            int cmp = 0;
-            if (i && sp_jx_compare(c, l->v[i], *out, &cmp)) return -1;
-            if (!i || (NAMED("min") ? cmp < 0 : cmp > 0)) *out = l->v[i];
-        }
-        return 0;
-    }
-    if (NAMED("dictsort")) { /* (key, value) pairs by key */
-        jv pairs, rev = arg(a, k, n, 2, "reverse");
-        if (items_of(c, v, &pairs)) return -1;
-        jstr *key0 = sp_jx_str_new(c->a, "0", 1); /* sort by item 0 of each pair */
-        if (!key0) return oom(c);
-        return sort_list(c, pairs, rev, sp_jv_str(key0), out);
-    }
-    if (NAMED("format")) { /* "%s and %d" | format(a, b): printf-style with %s, %d, %i, %% */
-        if (need_str(c, v, "format")) return -1;
-        jbuf b = {0};
-        int rc = 0, next_arg = 0;
-        for (size_t i = 0; i < v.u.s->n && !rc; i++) {
-            char ch = v.u.s->p[i];
-            if (ch != '%' || i + 1 >= v.u.s->n) {
-                rc = sp_jbuf_put(c, &b, &ch, 1);
-                continue;
-            }
-            char f = v.u.s->p[++i];
-            if (f == '%') rc = sp_jbuf_put(c, &b, "%", 1);
-            else if ((f == 's' || f == 'd' || f == 'i') && next_arg < n) rc = sp_jx_to_str(c, a[next_arg++], &b);
-            else rc = sp_jx_fail(c, "format: unsupported or unmatched '%%%c'", f);
-        }
-        rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
-        free(b.p);
-        return rc ? -1 : 0;
-    }
-    if (NAMED("indent"))
-        return indent(c, v, arg(a, k, n, 0, "width"), arg(a, k, n, 1, "first"), arg(a, k, n, 2, "blank"), out);
-    if (NAMED("wordcount")) {
-        jv parts;
-        if (need_str(c, v, "wordcount") || split(c, v, sp_jv_undef(), sp_jv_undef(), &parts)) return -1;
-        return *out = sp_jv_int(parts.u.l->n), 0;
+    rc = rc || sp_jx_str_val(c, b.p ? b.p : "", b.n, out);
+    free(b.p);
+    return rc ? -1 : 0;
+}
+
+static int f_indent(const fcall *f, jv *out) {
+    return indent(f->c, f->v, farg(f, 0, "width"), farg(f, 1, "first"), farg(f, 2, "blank"), out);
+}
+
+static int f_wordcount(const fcall *f, jv *out) {
+    jv parts;
+    if (need_str(f->c, f->v, "wordcount") || split(f->c, f->v, sp_jv_undef(), sp_jv_undef(), &parts)) return -1;
+    return *out = sp_jv_int(parts.u.l->n), 0;
+}
+
+/* name, function, mode, text: a text filter reads its value as str(value), as Jinja's do
+ * (undefined is "") */
+static const struct {
+    const char *name;
+    int (*fn)(const fcall *f, jv *out);
+    int mode, text;
+} filters[] = {
+    {"trim", f_trim, 0, 1},          {"tojson", f_tojson, 0, 0},       {"length", f_length, 0, 0},
+    {"count", f_length, 0, 0},       {"lower", f_case, 0, 1},          {"upper", f_case, 1, 1},
+    {"capitalize", f_case, 2, 1},    {"title", f_case, 3, 1},          {"replace", f_replace, 0, 1},
+    {"split", f_split, 0, 0},        {"join", f_join, 0, 0},           {"first", f_first_last, 0, 0},
+    {"last", f_first_last, 1, 0},    {"default", f_default, 0, 0},     {"d", f_default, 0, 0},
+    {"items", f_items, 0, 0},        {"list", f_list, 0, 0},           {"string", f_string, 0, 0},
+    {"int", f_int, 0, 0},            {"float", f_float, 0, 0},         {"abs", f_abs, 0, 0},
+    {"round", f_round, 0, 0},        {"safe", f_safe, 0, 0},           {"escape", f_escape, 0, 0},
+    {"e", f_escape, 0, 0},           {"selectattr", f_select, 3, 0},   {"rejectattr", f_select, 2, 0},
+    {"select", f_select, 1, 0},      {"reject", f_select, 0, 0},       {"map", f_map, 0, 0},
+    {"reverse", f_reverse, 0, 0},    {"sort", f_sort, 0, 0},           {"unique", f_unique, 0, 0},
+    {"sum", f_sum, 0, 0},            {"min", f_min_max, 0, 0},         {"max", f_min_max, 1, 0},
+    {"dictsort", f_dictsort, 0, 0},  {"format", f_format, 0, 0},       {"indent", f_indent, 0, 1},
+    {"wordcount", f_wordcount, 0, 1},
+};
+
+int sp_jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found) {
+    for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
+        if (strcmp(name, filters[i].name)) continue;
+        fcall f = {c, args[0], args + 1, kw + 1, nargs - 1, args, nargs, filters[i].mode};
+        *found = 1;
+        if (filters[i].text && f.v.k != JV_STR && sp_jx_stringify(c, f.v, &f.v)) return -1;
+        return filters[i].fn(&f, out);
     }
     *found = 0;
     return 0;

@@ -203,8 +203,66 @@ static int eval_call(jx_ctx *c, jnode *e, jv *out) {
     return sp_jx_fail(c, "%s is not something to call", sp_jv_kind_name(fn));
 }
 
+static const char *arith_names[] = {"", "+", "-", "*", "/", "//", "%", "**"};
+
+/* a op b on integers (not '/'), as Python: floor division and modulo round toward -inf, a
+ * negative power is a float, an overflow is an error */
+static int arith_int(jx_ctx *c, int op, int64_t a, int64_t b, jv *out) {
+    int64_t r = 0;
+    int ovf = 0;
+    switch (op) {
+    case OP_ADD: ovf = __builtin_add_overflow(a, b, &r); break;
+    case OP_SUB: ovf = __builtin_sub_overflow(a, b, &r); break;
+    case OP_MUL: ovf = __builtin_mul_overflow(a, b, &r); break;
+    case OP_FLOORDIV: case OP_MOD:
+        if (b == 0) return sp_jx_fail(c, "division by zero");
+        if (a == INT64_MIN && b == -1) { ovf = 1; break; }
+        r = op == OP_MOD ? a % b : a / b;
+        if (op == OP_MOD && r != 0 && ((r < 0) != (b < 0))) r += b;
+        if (op == OP_FLOORDIV && (a % b != 0) && ((a < 0) != (b < 0))) r--;
+        break;
+    case OP_POW:
+        if (b < 0) {
+            *out = sp_jv_float(pow((double)a, (double)b));
+            return 0;
+        }
+        r = 1;
+        for (int64_t k = 0; k < b && !ovf; k++) ovf = __builtin_mul_overflow(r, a, &r);
+        if (b > 64 && (a == 0 || a == 1 || a == -1)) ovf = 0, r = a == 0 ? 0 : a == 1 ? 1 : (b % 2 ? -1 : 1);
+        break;
+    }
+    if (ovf) return sp_jx_fail(c, "integer overflow in '%s'", arith_names[op]);
+    *out = sp_jv_int(r);
+    return 0;
+}
+
+/* a op b on floats */
+static int arith_float(jx_ctx *c, int op, double a, double b, jv *out) {
+    double r = 0;
+    switch (op) {
+    case OP_ADD: r = a + b; break;
+    case OP_SUB: r = a - b; break;
+    case OP_MUL: r = a * b; break;
+    case OP_DIV:
+        if (b == 0) return sp_jx_fail(c, "division by zero");
+        r = a / b;
+        break;
+    case OP_FLOORDIV:
+        if (b == 0) return sp_jx_fail(c, "division by zero");
+        r = floor(a / b);
+        break;
+    case OP_MOD:
+        if (b == 0) return sp_jx_fail(c, "division by zero");
+        r = fmod(a, b);
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        break;
+    case OP_POW: r = pow(a, b); break;
+    }
+    *out = sp_jv_float(r);
+    return 0;
+}
+
 static int arith(jx_ctx *c, int op, jv x, jv y, jv *out) {
-    static const char *names[] = {"", "+", "-", "*", "/", "//", "%", "**"};
     int xi = x.k == JV_INT || x.k == JV_BOOL, yi = y.k == JV_INT || y.k == JV_BOOL;
     int xn = xi || x.k == JV_FLOAT, yn = yi || y.k == JV_FLOAT;
     if (op == OP_ADD && x.k == JV_STR && y.k == JV_STR) {
@@ -234,59 +292,12 @@ static int arith(jx_ctx *c, int op, jv x, jv y, jv *out) {
         return 0;
     }
     if (!xn || !yn)
-        return sp_jx_fail(c, "cannot apply '%s' to %s and %s", names[op], sp_jv_kind_name(x), sp_jv_kind_name(y));
-    if (xi && yi && op != OP_DIV) {
-        int64_t a = x.k == JV_INT ? x.u.i : x.u.b, b = y.k == JV_INT ? y.u.i : y.u.b, r = 0;
-        int ovf = 0;
-        switch (op) {
-        case OP_ADD: ovf = __builtin_add_overflow(a, b, &r); break;
-        case OP_SUB: ovf = __builtin_sub_overflow(a, b, &r); break;
-        case OP_MUL: ovf = __builtin_mul_overflow(a, b, &r); break;
-        case OP_FLOORDIV: case OP_MOD:
-            if (b == 0) return sp_jx_fail(c, "division by zero");
-            if (a == INT64_MIN && b == -1) { ovf = 1; break; }
-            r = op == OP_MOD ? a % b : a / b;
-            if (op == OP_MOD && r != 0 && ((r < 0) != (b < 0))) r += b;
-            if (op == OP_FLOORDIV && (a % b != 0) && ((a < 0) != (b < 0))) r--;
-            break;
-        case OP_POW:
-            if (b < 0) {
-                *out = sp_jv_float(pow((double)a, (double)b));
-                return 0;
-            }
-            r = 1;
-            for (int64_t k = 0; k < b && !ovf; k++) ovf = __builtin_mul_overflow(r, a, &r);
-            if (b > 64 && (a == 0 || a == 1 || a == -1)) ovf = 0, r = a == 0 ? 0 : a == 1 ? 1 : (b % 2 ? -1 : 1);
-            break;
-        }
-        if (ovf) return sp_jx_fail(c, "integer overflow in '%s'", names[op]);
-        *out = sp_jv_int(r);
-        return 0;
-    }
+        return sp_jx_fail(c, "cannot apply '%s' to %s and %s", arith_names[op], sp_jv_kind_name(x), sp_jv_kind_name(y));
+    if (xi && yi && op != OP_DIV)
+        return arith_int(c, op, x.k == JV_INT ? x.u.i : x.u.b, y.k == JV_INT ? y.u.i : y.u.b, out);
     double a = x.k == JV_FLOAT ? x.u.f : (double)(x.k == JV_INT ? x.u.i : x.u.b);
     double b = y.k == JV_FLOAT ? y.u.f : (double)(y.k == JV_INT ? y.u.i : y.u.b);
-    double r = 0;
-    switch (op) {
-    case OP_ADD: r = a + b; break;
-    case OP_SUB: r = a - b; break;
-    case OP_MUL: r = a * b; break;
-    case OP_DIV:
-        if (b == 0) return sp_jx_fail(c, "division by zero");
-        r = a / b;
-        break;
-    case OP_FLOORDIV:
-        if (b == 0) return sp_jx_fail(c, "division by zero");
-        r = floor(a / b);
-        break;
-    case OP_MOD:
-        if (b == 0) return sp_jx_fail(c, "division by zero");
-        r = fmod(a, b);
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;
-        break;
-    case OP_POW: r = pow(a, b); break;
-    }
-    *out = sp_jv_float(r);
-    return 0;
+    return arith_float(c, op, a, b, out);
 }
 
 static int contains(jx_ctx *c, jv item, jv box, int *res) {
@@ -339,6 +350,61 @@ static int eval_binary(jx_ctx *c, jnode *e, jv *out) {
     }
 }
 
+static int eval_list(jx_ctx *c, jnode *e, jv *out) {
+    jlist *l = sp_jx_list_new(c->a, e->nkids);
+    if (!l) return oom(c);
+    l->tuple = e->op;
+    for (int i = 0; i < e->nkids; i++)
+        if (sp_jx_eval(c, e->kids[i], &l->v[l->n++])) return -1;
+    *out = (jv){.k = JV_LIST, .u.l = l};
+    return 0;
+}
+
+static int eval_dict(jx_ctx *c, jnode *e, jv *out) {
+    jdict *d = sp_jx_dict_new(c->a);
+    if (!d) return oom(c);
+    for (int i = 0; i + 1 < e->nkids; i += 2) {
+        jv k, v;
+        if (sp_jx_eval(c, e->kids[i], &k) || sp_jx_eval(c, e->kids[i + 1], &v)) return -1;
+        if (k.k != JV_STR) return sp_jx_fail(c, "dict keys must be strings here, not %s", sp_jv_kind_name(k));
+        if (sp_jx_dict_set(c, d, k.u.s->p, k.u.s->n, v)) return -1;
+    }
+    *out = (jv){.k = JV_DICT, .u.d = d};
+    return 0;
+}
+
+/* `x is [not] name(args)` */
+static int eval_test(jx_ctx *c, jnode *e, jv *out) {
+    argbuf ab;
+    jv *args;
+    const char **kw;
+    int n, found = 0, res = 0;
+    if (eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
+    c->line = e->line;
+    if (sp_jx_test(c, e->s, args, n, &res, &found)) return -1;
+    if (!found) return sp_jx_fail(c, "unknown test '%s'", e->s);
+    *out = sp_jv_bool(e->op ? !res : res);
+    return 0;
+}
+
+/* not x, -x, +x */
+static int eval_unary(jx_ctx *c, jnode *e, jv *out) {
+    jv x;
+    if (sp_jx_eval(c, e->a, &x)) return -1;
+    if (e->op == 'n') {
+        *out = sp_jv_bool(!sp_jv_truthy(x));
+        return 0;
+    }
+    c->line = e->line;
+    if (x.k == JV_FLOAT) *out = sp_jv_float(e->op == '-' ? -x.u.f : x.u.f);
+    else if (x.k == JV_INT || x.k == JV_BOOL) {
+        int64_t v = x.k == JV_INT ? x.u.i : x.u.b;
+        if (e->op == '-' && v == INT64_MIN) return sp_jx_fail(c, "integer overflow in unary '-'");
+        *out = sp_jv_int(e->op == '-' ? -v : v);
+    } else return sp_jx_fail(c, "cannot apply unary '%c' to %s", e->op, sp_jv_kind_name(x));
+    return 0;
+}
+
 static int eval_node(jx_ctx *c, jnode *e, jv *out) {
     argbuf ab;
     jv x, *args;
@@ -347,27 +413,8 @@ static int eval_node(jx_ctx *c, jnode *e, jv *out) {
     switch (e->k) {
     case N_CONST: *out = e->v; return 0;
     case N_NAME: *out = lookup(c, e->s, e->sn); return 0;
-    case N_LIST: {
-        jlist *l = sp_jx_list_new(c->a, e->nkids);
-        if (!l) return oom(c);
-        l->tuple = e->op;
-        for (int i = 0; i < e->nkids; i++)
-            if (sp_jx_eval(c, e->kids[i], &l->v[l->n++])) return -1;
-        *out = (jv){.k = JV_LIST, .u.l = l};
-        return 0;
-    }
-    case N_DICT: {
-        jdict *d = sp_jx_dict_new(c->a);
-        if (!d) return oom(c);
-        for (int i = 0; i + 1 < e->nkids; i += 2) {
-            jv k, v;
-            if (sp_jx_eval(c, e->kids[i], &k) || sp_jx_eval(c, e->kids[i + 1], &v)) return -1;
-            if (k.k != JV_STR) return sp_jx_fail(c, "dict keys must be strings here, not %s", sp_jv_kind_name(k));
-            if (sp_jx_dict_set(c, d, k.u.s->p, k.u.s->n, v)) return -1;
-        }
-        *out = (jv){.k = JV_DICT, .u.d = d};
-        return 0;
-    }
+    case N_LIST: return eval_list(c, e, out);
+    case N_DICT: return eval_dict(c, e, out);
     case N_ATTR:
         if (sp_jx_eval(c, e->a, &x)) return -1;
         *out = get_attr(x, e->s, e->sn);
@@ -391,29 +438,8 @@ static int eval_node(jx_ctx *c, jnode *e, jv *out) {
         c->line = e->line;
         if (sp_jx_filter(c, e->s, args, kw, n, out, &found)) return -1;
         return found ? 0 : sp_jx_fail(c, "unknown filter '%s'", e->s);
-    case N_TEST: {
-        int res = 0;
-        if (eval_args(c, e, 0, &ab, &args, &kw, &n)) return -1;
-        c->line = e->line;
-        if (sp_jx_test(c, e->s, args, n, &res, &found)) return -1;
-        if (!found) return sp_jx_fail(c, "unknown test '%s'", e->s);
-        *out = sp_jv_bool(e->op ? !res : res);
-        return 0;
-    }
-    case N_UNARY:
-        if (sp_jx_eval(c, e->a, &x)) return -1;
-        if (e->op == 'n') {
-            *out = sp_jv_bool(!sp_jv_truthy(x));
-            return 0;
-        }
-        c->line = e->line;
-        if (x.k == JV_FLOAT) *out = sp_jv_float(e->op == '-' ? -x.u.f : x.u.f);
-        else if (x.k == JV_INT || x.k == JV_BOOL) {
-            int64_t v = x.k == JV_INT ? x.u.i : x.u.b;
-            if (e->op == '-' && v == INT64_MIN) return sp_jx_fail(c, "integer overflow in unary '-'");
-            *out = sp_jv_int(e->op == '-' ? -v : v);
-        } else return sp_jx_fail(c, "cannot apply unary '%c' to %s", e->op, sp_jv_kind_name(x));
-        return 0;
+    case N_TEST: return eval_test(c, e, out);
+    case N_UNARY: return eval_unary(c, e, out);
     case N_BINARY: return eval_binary(c, e, out);
     case N_COND:
         if (sp_jx_eval(c, e->a, &x)) return -1;

@@ -169,6 +169,43 @@ static int lex_string(lexer *L) {
 static const char *OPS2[] = {"//", "**", "==", "!=", "<=", ">="};
 static const char OPS1[] = "+-*/%~<>()[]{},.:|=!";
 
+/* an integer or float literal at p (left bytes to the tag's source end); '_' separates digits */
+static int lex_number(lexer *L, const char *p, size_t left) {
+    size_t k = 0;
+    int is_float = 0;
+    while (k < left && (is_digit(p[k]) || p[k] == '_')) k++;
+    if (k + 1 < left && p[k] == '.' && is_digit(p[k + 1])) {
+        is_float = 1, k++;
+        while (k < left && (is_digit(p[k]) || p[k] == '_')) k++;
+    }
+    if (k < left && (p[k] == 'e' || p[k] == 'E')) {
+        size_t e = k + 1;
+        if (e < left && (p[e] == '+' || p[e] == '-')) e++;
+        if (e < left && is_digit(p[e])) {
+            is_float = 1, k = e;
+            while (k < left && is_digit(p[k])) k++;
+        }
+    }
+    char num[64];
+    size_t m = 0;
+    for (size_t j = 0; j < k && m < sizeof num - 1; j++)
+        if (p[j] != '_') num[m++] = p[j];
+    num[m] = 0;
+    jtok *t = push(L, is_float ? TK_FLOAT : TK_INT);
+    if (!t) return -1;
+    char *end;
+    if (is_float) {
+        t->f = strtod(num, &end);
+    } else {
+        errno = 0;
+        long long v = strtoll(num, &end, 10);
+        if (errno || k >= sizeof num) return lex_fail(L, "integer literal %s is out of range", num);
+        t->i = v;
+    }
+    L->pos += k;
+    return 0;
+}
+
 /* the tokens of one tag up to its end marker; *strip_after / *no_trim from -%} / +%} */
 static int lex_tag(lexer *L, char kind, int *strip_after, int *no_trim) {
     const char close = kind == '{' ? '}' : '%';
@@ -201,38 +238,7 @@ static int lex_tag(lexer *L, char kind, int *strip_after, int *no_trim) {
             continue;
         }
         if (is_digit(p[0])) {
-            size_t k = 0;
-            int is_float = 0;
-            while (k < left && (is_digit(p[k]) || p[k] == '_')) k++;
-            if (k + 1 < left && p[k] == '.' && is_digit(p[k + 1])) {
-                is_float = 1, k++;
-                while (k < left && (is_digit(p[k]) || p[k] == '_')) k++;
-            }
-            if (k < left && (p[k] == 'e' || p[k] == 'E')) {
-                size_t e = k + 1;
-                if (e < left && (p[e] == '+' || p[e] == '-')) e++;
-                if (e < left && is_digit(p[e])) {
-                    is_float = 1, k = e;
-                    while (k < left && is_digit(p[k])) k++;
-                }
-            }
-            char num[64];
-            size_t m = 0;
-            for (size_t j = 0; j < k && m < sizeof num - 1; j++)
-                if (p[j] != '_') num[m++] = p[j];
-            num[m] = 0;
-            jtok *t = push(L, is_float ? TK_FLOAT : TK_INT);
-            if (!t) return -1;
-            char *end;
-            if (is_float) {
-                t->f = strtod(num, &end);
-            } else {
-                errno = 0;
-                long long v = strtoll(num, &end, 10);
-                if (errno || k >= sizeof num) return lex_fail(L, "integer literal %s is out of range", num);
-                t->i = v;
-            }
-            L->pos += k;
+            if (lex_number(L, p, left)) return -1;
             continue;
         }
         size_t k = 0;

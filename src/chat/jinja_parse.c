@@ -124,6 +124,72 @@ static int parse_args(parser *P, jnode *e, int first_kid) {
     return 0;
 }
 
+/* a string literal t and the ones right after it, joined: "a" "b" */
+static jnode *parse_strings(parser *P, const jtok *t) {
+    jnode *e = NULL;
+    size_t total = t->n;
+    int k = P->i;
+    while (P->t[k].k == TK_STRING) total += P->t[k++].n;
+    char *s = sp_jx_alloc(P->a, total + 1);
+    if (!s || !(e = node(P, N_CONST, t->line))) return sp_err_set(P->err, "%s: template too large", P->name), NULL;
+    memcpy(s, t->s, t->n);
+    size_t o = t->n;
+    while (peek(P)->k == TK_STRING) {
+        const jtok *u = next(P);
+        memcpy(s + o, u->s, u->n), o += u->n;
+    }
+    jstr *js = sp_jx_str_new(P->a, s, o);
+    if (!js) return sp_err_set(P->err, "%s: template too large", P->name), NULL;
+    e->v = sp_jv_str(js);
+    return e;
+}
+
+/* after "(" (token t): a parenthesised expression or a tuple */
+static jnode *parse_paren(parser *P, const jtok *t) {
+    jnode *e = NULL;
+    if (is_op(peek(P), ")")) {
+        next(P);
+        if ((e = node(P, N_LIST, t->line))) e->op = 1; /* () is an empty tuple */
+        return e;
+    }
+    jnode *x = parse_expr(P);
+    if (!x) return NULL;
+    if (is_op(peek(P), ",")) {
+        if (!(e = node(P, N_LIST, t->line))) return NULL;
+        e->op = 1; /* tuple */
+        int cap = 0;
+        if (grow(P, (void ***)&e->kids, &e->nkids, &cap, x)) return NULL;
+        while (is_op(peek(P), ",")) {
+            next(P);
+            if (is_op(peek(P), ")")) break;
+            jnode *y = parse_expr(P);
+            if (!y || grow(P, (void ***)&e->kids, &e->nkids, &cap, y)) return NULL;
+        }
+        x = e;
+    }
+    return expect_op(P, ")") ? NULL : x;
+}
+
+/* after "[" or "{" (token t): a list or dict display */
+static jnode *parse_collection(parser *P, const jtok *t) {
+    jnode *e = NULL;
+    int dict = is_op(t, "{"), cap = 0;
+    const char *close = dict ? "}" : "]";
+    if (!(e = node(P, dict ? N_DICT : N_LIST, t->line))) return NULL;
+    while (!is_op(peek(P), close)) {
+        jnode *x = parse_expr(P);
+        if (!x || grow(P, (void ***)&e->kids, &e->nkids, &cap, x)) return NULL;
+        if (dict) {
+            if (expect_op(P, ":")) return NULL;
+            jnode *y = parse_expr(P);
+            if (!y || grow(P, (void ***)&e->kids, &e->nkids, &cap, y)) return NULL;
+        }
+        if (!is_op(peek(P), ",")) break;
+        next(P);
+    }
+    return expect_op(P, close) ? NULL : e;
+}
+
 static jnode *parse_primary(parser *P) {
     const jtok *t = next(P);
     jnode *e = NULL;
@@ -134,23 +200,8 @@ static jnode *parse_primary(parser *P) {
     case TK_FLOAT:
         if ((e = node(P, N_CONST, t->line))) e->v = sp_jv_float(t->f);
         return e;
-    case TK_STRING: { /* adjacent literals join: "a" "b" */
-        size_t total = t->n;
-        int k = P->i;
-        while (P->t[k].k == TK_STRING) total += P->t[k++].n;
-        char *s = sp_jx_alloc(P->a, total + 1);
-        if (!s || !(e = node(P, N_CONST, t->line))) return sp_err_set(P->err, "%s: template too large", P->name), NULL;
-        memcpy(s, t->s, t->n);
-        size_t o = t->n;
-        while (peek(P)->k == TK_STRING) {
-            const jtok *u = next(P);
-            memcpy(s + o, u->s, u->n), o += u->n;
-        }
-        jstr *js = sp_jx_str_new(P->a, s, o);
-        if (!js) return sp_err_set(P->err, "%s: template too large", P->name), NULL;
-        e->v = sp_jv_str(js);
-        return e;
-    }
+    case TK_STRING:
+        return parse_strings(P, t);
     case TK_NAME:
         if (is_name(t, "true") || is_name(t, "True") || is_name(t, "false") || is_name(t, "False")) {
             if ((e = node(P, N_CONST, t->line))) e->v = sp_jv_bool(t->s[0] == 't' || t->s[0] == 'T');
@@ -162,46 +213,8 @@ static jnode *parse_primary(parser *P) {
         }
         return e;
     case TK_OP:
-        if (is_op(t, "(")) { /* parenthesised expression or tuple */
-            if (is_op(peek(P), ")")) {
-                next(P);
-                if ((e = node(P, N_LIST, t->line))) e->op = 1; /* () is an empty tuple */
-                return e;
-            }
-            jnode *x = parse_expr(P);
-            if (!x) return NULL;
-            if (is_op(peek(P), ",")) {
-                if (!(e = node(P, N_LIST, t->line))) return NULL;
-                e->op = 1; /* tuple */
-                int cap = 0;
-                if (grow(P, (void ***)&e->kids, &e->nkids, &cap, x)) return NULL;
-                while (is_op(peek(P), ",")) {
-                    next(P);
-                    if (is_op(peek(P), ")")) break;
-                    jnode *y = parse_expr(P);
-                    if (!y || grow(P, (void ***)&e->kids, &e->nkids, &cap, y)) return NULL;
-                }
-                x = e;
-            }
-            return expect_op(P, ")") ? NULL : x;
-        }
-        if (is_op(t, "[") || is_op(t, "{")) {
-            int dict = is_op(t, "{"), cap = 0;
-            const char *close = dict ? "}" : "]";
-            if (!(e = node(P, dict ? N_DICT : N_LIST, t->line))) return NULL;
-            while (!is_op(peek(P), close)) {
-                jnode *x = parse_expr(P);
-                if (!x || grow(P, (void ***)&e->kids, &e->nkids, &cap, x)) return NULL;
-                if (dict) {
-                    if (expect_op(P, ":")) return NULL;
-                    jnode *y = parse_expr(P);
-                    if (!y || grow(P, (void ***)&e->kids, &e->nkids, &cap, y)) return NULL;
-                }
-                if (!is_op(peek(P), ",")) break;
-                next(P);
-            }
-            return expect_op(P, close) ? NULL : e;
-        }
+        if (is_op(t, "(")) return parse_paren(P, t);
+        if (is_op(t, "[") || is_op(t, "{")) return parse_collection(P, t);
         break;
     default: break;
     }
@@ -475,98 +488,114 @@ static int parse_targets(parser *P, jnode *st) {
     return paren ? expect_op(P, ")") : 0;
 }
 
+/* {% if c %} ... {% elif c %} ... {% else %} ... {% endif %}: elif is a nested N_IF in the else slot */
+static jnode *parse_if(parser *P, int line) {
+    jnode *st = NULL;
+    if (!(st = node(P, N_IF, line)) || !(st->a = parse_expr(P)) || expect_block_end(P)) return NULL;
+    static const char *stops[] = {"elif", "else", "endif", NULL};
+    jnode *cur = st;
+    for (;;) {
+        if (parse_body(P, stops, &cur->body, &cur->nbody, "if", line)) return NULL;
+        int s = take_stop(P, stops);
+        if (s == 0) { /* elif: a nested N_IF in the else slot */
+            jnode *el = node(P, N_IF, peek(P)->line);
+            if (!el || !(el->a = parse_expr(P)) || expect_block_end(P)) return NULL;
+            cur->alt = el, cur = el;
+            continue;
+        }
+        if (expect_block_end(P)) return NULL;
+        if (s == 2) return st;
+        jnode *el = node(P, N_BLOCK, peek(P)->line); /* else */
+        static const char *endif[] = {"endif", NULL};
+        if (!el || parse_body(P, endif, &el->body, &el->nbody, "if", line)) return NULL;
+        cur->alt = el;
+        take_stop(P, endif);
+        return expect_block_end(P) ? NULL : st;
+    }
+}
+
+/* {% for targets in expr [if cond] %} ... [{% else %} ...] {% endfor %} */
+static jnode *parse_for(parser *P, int line) {
+    jnode *st = NULL;
+    if (!(st = node(P, N_FOR, line)) || parse_targets(P, st)) return NULL;
+    if (!is_name(peek(P), "in")) return fail_at(P, peek(P), "'in'"), NULL;
+    next(P);
+    if (!(st->a = parse_expr_nocond(P))) return NULL;
+    if (is_name(peek(P), "if") && !(next(P), st->b = parse_expr_nocond(P))) return NULL;
+    if (is_name(peek(P), "recursive"))
+        return sp_err_set(P->err, "%s:%d: recursive for loops are not supported", P->name, peek(P)->line), NULL;
+    if (expect_block_end(P)) return NULL;
+    static const char *stops[] = {"else", "endfor", NULL};
+    if (parse_body(P, stops, &st->body, &st->nbody, "for", line)) return NULL;
+    if (take_stop(P, stops) == 0) {
+        if (expect_block_end(P) || !(st->alt = node(P, N_BLOCK, line))) return NULL;
+        if (parse_body(P, stops + 1, &st->alt->body, &st->alt->nbody, "for", line)) return NULL;
+        take_stop(P, stops + 1);
+    }
+    return expect_block_end(P) ? NULL : st;
+}
+
+/* {% set targets = expr %}, {% set ns.attr = expr %} or {% set name %} ... {% endset %} */
+static jnode *parse_set(parser *P, int line) {
+    jnode *st = NULL;
+    if (!(st = node(P, N_SET, line)) || parse_targets(P, st)) return NULL;
+    if (st->nnames == 1 && is_op(peek(P), ".")) { /* ns.attr */
+        next(P);
+        const jtok *m = next(P);
+        int cap = 1;
+        const char *s = m->k == TK_NAME ? name_dup(P, m) : NULL;
+        if (m->k != TK_NAME) return P->i--, fail_at(P, m, "a member name after '.'"), NULL;
+        if (!s || grow(P, (void ***)&st->names, &st->nnames, &cap, (void *)s)) return NULL;
+        st->op = 1;
+    }
+    if (is_op(peek(P), "=")) {
+        next(P);
+        if (!(st->a = parse_expr(P))) return NULL;
+        return expect_block_end(P) ? NULL : st;
+    }
+    if (st->nnames != 1 || st->op) return fail_at(P, peek(P), "'='"), NULL;
+    static const char *stops[] = {"endset", NULL};
+    if (expect_block_end(P) || parse_body(P, stops, &st->body, &st->nbody, "set", line)) return NULL;
+    take_stop(P, stops);
+    return expect_block_end(P) ? NULL : st;
+}
+
+/* {% macro name(param, param=default, ...) %} ... {% endmacro %} */
+static jnode *parse_macro(parser *P, int line) {
+    jnode *st = NULL;
+    const jtok *n = next(P);
+    if (n->k != TK_NAME) return P->i--, fail_at(P, n, "a macro name"), NULL;
+    if (!(st = node(P, N_MACRO, line)) || !(st->s = name_dup(P, n)) || expect_op(P, "(")) return NULL;
+    int pcap = 0, dcap = 0;
+    while (!is_op(peek(P), ")")) {
+        const jtok *pn = next(P);
+        if (pn->k != TK_NAME) return P->i--, fail_at(P, pn, "a parameter name"), NULL;
+        jnode *def = NULL;
+        if (is_op(peek(P), "=") && (next(P), !(def = parse_expr(P)))) return NULL;
+        const char *s = name_dup(P, pn);
+        if (!s || grow(P, (void ***)&st->names, &st->nnames, &pcap, (void *)s) ||
+            grow(P, (void ***)&st->kids, &st->nkids, &dcap, def))
+            return NULL;
+        if (!is_op(peek(P), ",")) break;
+        next(P);
+    }
+    static const char *stops[] = {"endmacro", NULL};
+    if (expect_op(P, ")") || expect_block_end(P) || parse_body(P, stops, &st->body, &st->nbody, "macro", line))
+        return NULL;
+    take_stop(P, stops);
+    return expect_block_end(P) ? NULL : st;
+}
+
 static jnode *parse_statement(parser *P) {
     const jtok *open = next(P); /* '{%' */
     const jtok *kw = next(P);
     int line = open->line;
     jnode *st = NULL;
     if (kw->k != TK_NAME) return P->i--, fail_at(P, kw, "a statement name after '{%'"), NULL;
-    if (is_name(kw, "if")) {
-        if (!(st = node(P, N_IF, line)) || !(st->a = parse_expr(P)) || expect_block_end(P)) return NULL;
-        static const char *stops[] = {"elif", "else", "endif", NULL};
-        jnode *cur = st;
-        for (;;) {
-            if (parse_body(P, stops, &cur->body, &cur->nbody, "if", line)) return NULL;
-            int s = take_stop(P, stops);
-            if (s == 0) { /* elif: a nested N_IF in the else slot */
-                jnode *el = node(P, N_IF, peek(P)->line);
-                if (!el || !(el->a = parse_expr(P)) || expect_block_end(P)) return NULL;
-                cur->alt = el, cur = el;
-                continue;
-            }
-            if (expect_block_end(P)) return NULL;
-            if (s == 2) return st;
-            jnode *el = node(P, N_BLOCK, peek(P)->line); /* else */
-            static const char *endif[] = {"endif", NULL};
-            if (!el || parse_body(P, endif, &el->body, &el->nbody, "if", line)) return NULL;
-            cur->alt = el;
-            take_stop(P, endif);
-            return expect_block_end(P) ? NULL : st;
-        }
-    }
-    if (is_name(kw, "for")) {
-        if (!(st = node(P, N_FOR, line)) || parse_targets(P, st)) return NULL;
-        if (!is_name(peek(P), "in")) return fail_at(P, peek(P), "'in'"), NULL;
-        next(P);
-        if (!(st->a = parse_expr_nocond(P))) return NULL;
-        if (is_name(peek(P), "if") && !(next(P), st->b = parse_expr_nocond(P))) return NULL;
-        if (is_name(peek(P), "recursive"))
-            return sp_err_set(P->err, "%s:%d: recursive for loops are not supported", P->name, peek(P)->line), NULL;
-        if (expect_block_end(P)) return NULL;
-        static const char *stops[] = {"else", "endfor", NULL};
-        if (parse_body(P, stops, &st->body, &st->nbody, "for", line)) return NULL;
-        if (take_stop(P, stops) == 0) {
-            if (expect_block_end(P) || !(st->alt = node(P, N_BLOCK, line))) return NULL;
-            if (parse_body(P, stops + 1, &st->alt->body, &st->alt->nbody, "for", line)) return NULL;
-            take_stop(P, stops + 1);
-        }
-        return expect_block_end(P) ? NULL : st;
-    }
-    if (is_name(kw, "set")) {
-        if (!(st = node(P, N_SET, line)) || parse_targets(P, st)) return NULL;
-        if (st->nnames == 1 && is_op(peek(P), ".")) { /* ns.attr */
-            next(P);
-            const jtok *m = next(P);
-            int cap = 1;
-            const char *s = m->k == TK_NAME ? name_dup(P, m) : NULL;
-            if (m->k != TK_NAME) return P->i--, fail_at(P, m, "a member name after '.'"), NULL;
-            if (!s || grow(P, (void ***)&st->names, &st->nnames, &cap, (void *)s)) return NULL;
-            st->op = 1;
-        }
-        if (is_op(peek(P), "=")) {
-            next(P);
-            if (!(st->a = parse_expr(P))) return NULL;
-            return expect_block_end(P) ? NULL : st;
-        }
-        if (st->nnames != 1 || st->op) return fail_at(P, peek(P), "'='"), NULL;
-        static const char *stops[] = {"endset", NULL};
-        if (expect_block_end(P) || parse_body(P, stops, &st->body, &st->nbody, "set", line)) return NULL;
-        take_stop(P, stops);
-        return expect_block_end(P) ? NULL : st;
-    }
-    if (is_name(kw, "macro")) {
-        const jtok *n = next(P);
-        if (n->k != TK_NAME) return P->i--, fail_at(P, n, "a macro name"), NULL;
-        if (!(st = node(P, N_MACRO, line)) || !(st->s = name_dup(P, n)) || expect_op(P, "(")) return NULL;
-        int pcap = 0, dcap = 0;
-        while (!is_op(peek(P), ")")) {
-            const jtok *pn = next(P);
-            if (pn->k != TK_NAME) return P->i--, fail_at(P, pn, "a parameter name"), NULL;
-            jnode *def = NULL;
-            if (is_op(peek(P), "=") && (next(P), !(def = parse_expr(P)))) return NULL;
-            const char *s = name_dup(P, pn);
-            if (!s || grow(P, (void ***)&st->names, &st->nnames, &pcap, (void *)s) ||
-                grow(P, (void ***)&st->kids, &st->nkids, &dcap, def))
-                return NULL;
-            if (!is_op(peek(P), ",")) break;
-            next(P);
-        }
-        static const char *stops[] = {"endmacro", NULL};
-        if (expect_op(P, ")") || expect_block_end(P) || parse_body(P, stops, &st->body, &st->nbody, "macro", line))
-            return NULL;
-        take_stop(P, stops);
-        return expect_block_end(P) ? NULL : st;
-    }
+    if (is_name(kw, "if")) return parse_if(P, line);
+    if (is_name(kw, "for")) return parse_for(P, line);
+    if (is_name(kw, "set")) return parse_set(P, line);
+    if (is_name(kw, "macro")) return parse_macro(P, line);
     if (is_name(kw, "break") || is_name(kw, "continue")) {
         if (!(st = node(P, is_name(kw, "break") ? N_BREAK : N_CONTINUE, line))) return NULL;
         return expect_block_end(P) ? NULL : st;

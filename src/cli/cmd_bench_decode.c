@@ -69,6 +69,89 @@ static int run_gen(sp_model *m, int n_prompt, int n_new, uint64_t seed, sp_gen_s
     return rc;
 }
 
+/* the measured figures of one run */
+typedef struct {
+    sp_gen_stats dec, pre;
+    int nt, ncores, short_prompt;
+    double bw, bw1, bwall; /* read GB/s at nt threads, 1 thread, every core */
+    double wbytes, ceiling, frac, gflops;
+} decode_bench;
+
+static void print_json(const decode_bench *b) {
+    json_t *o = json_object();
+    json_object_set_new(o, "decode_tps", json_real(b->dec.decode_tps));
+    json_object_set_new(o, "prefill_tps", json_real(b->pre.prefill_tps));
+    json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)b->wbytes));
+    json_object_set_new(o, "read_bw_gbs", json_real(b->bw));
+    json_object_set_new(o, "read_bw_1t_gbs", json_real(b->bw1));
+    json_object_set_new(o, "read_bw_all_gbs", json_real(b->bwall));
+    json_object_set_new(o, "cores", json_integer(b->ncores));
+    json_object_set_new(o, "decode_gbs", json_real(b->dec.decode_tps * b->wbytes / 1e9));
+    json_object_set_new(o, "roofline_fraction", json_real(b->frac));
+    json_object_set_new(o, "prefill_gflops", json_real(b->gflops));
+    json_object_set_new(o, "threads", json_integer(b->nt));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(o);
+    if (s) puts(s);
+    free(s);
+}
+
+static void print_text(const char *dir, const sp_config *cfg, const decode_bench *b) {
+    printf("model      %s (%s), %d threads\n", dir, sp_arch_name(cfg->arch), b->nt);
+    printf("decode     %.2f tok/s (%d tokens after a %d-token prompt)\n", b->dec.decode_tps, b->dec.decode_steps,
+           b->short_prompt);
+    printf("prefill    %.1f tok/s (%d-token prompt), %.1f GFLOP/s\n", b->pre.prefill_tps, b->pre.prompt_tokens,
+           b->gflops);
+    printf("weights    %.1f MB read per decoded token\n", b->wbytes / 1e6);
+    printf("bandwidth  %.1f GB/s measured read at %d threads (1 thread %.1f, %d cores %.1f); "
+           "decoding reads %.1f GB/s\n",
+           b->bw, b->nt, b->bw1, b->ncores, b->bwall, b->dec.decode_tps * b->wbytes / 1e9);
+    printf("roofline   %.3f of the %.2f tok/s ceiling at %d threads\n", b->frac, b->ceiling, b->nt);
+}
+
+/* load, time decode and prefill, measure the read bandwidth, print; 0, or 2 after an error */
+static int run_bench_decode(const char *dir, int threads, int bf16_dot, int n_decode, int n_prefill, uint64_t seed,
+                            int json) {
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    if (sp_model_load(&m, dir, threads, &err)) return cli_error(CMD, "%s", err.msg);
+    sp_model_set_bf16_dot(m, bf16_dot);
+    const sp_config *cfg = sp_model_config(m);
+    decode_bench b = {.nt = sp_model_threads(m), .short_prompt = 16};
+    if (cfg->max_pos > 0 && n_prefill + 1 > cfg->max_pos) n_prefill = cfg->max_pos - 1;
+
+    /* warm-up: fault in the mmapped weights before anything is timed */
+    sp_gen_stats warm;
+    int rc = 2;
+    if (run_gen(m, 4, 4, seed + 2, &warm, &err) ||
+        run_gen(m, b.short_prompt, n_decode + 1, seed, &b.dec, &err) || /* +1: the first token comes from the prefill */
+        run_gen(m, n_prefill, 1, seed + 1, &b.pre, &err)) {
+        cli_error(CMD, "%s", err.msg);
+        goto done;
+    }
+    /* read bandwidth at 1 thread, at every core, and at nt threads (one of those two, or a third run) */
+    b.ncores = count_cores();
+    b.bw1 = measure_bw(1);
+    b.bwall = b.ncores > 1 ? measure_bw(b.ncores) : b.bw1;
+    b.bw = b.nt == 1 ? b.bw1 : b.nt == b.ncores ? b.bwall : measure_bw(b.nt);
+    if (b.bw1 <= 0 || b.bwall <= 0 || b.bw <= 0) {
+        cli_error(CMD, "could not measure the read bandwidth (out of memory for the 256 MiB buffer)");
+        goto done;
+    }
+    b.wbytes = (double)sp_model_weight_bytes(m);
+    b.ceiling = b.bw * 1e9 / b.wbytes;
+    b.frac = b.dec.decode_tps / b.ceiling;
+    /* every layer runs on all prompt tokens; the LM head only on the last one */
+    const double head = (double)cfg->vocab_size * cfg->hidden_size;
+    b.gflops = 2.0 * ((matmul_params(cfg) - head) * b.pre.prompt_tokens + head) / (b.pre.prefill_ms * 1e-3) / 1e9;
+    if (json) print_json(&b);
+    else print_text(dir, cfg, &b);
+    rc = 0;
+done:
+    sp_model_free(m);
+    return rc;
+}
+
 int cmd_bench_decode(int argc, char **argv) {
     const char *dir = NULL;
     int threads = 0, json = 0, n_decode = 64, n_prefill = 512;
@@ -88,71 +171,5 @@ int cmd_bench_decode(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (!dir) return cli_error(CMD, "-m DIR is required (see specula bench-decode --help)");
     if (n_decode < 1 || n_prefill < 1) return cli_error(CMD, "-n and --n-prefill must be >= 1");
-
-    sp_err err = {{0}};
-    sp_model *m = NULL;
-    if (sp_model_load(&m, dir, threads, &err)) return cli_error(CMD, "%s", err.msg);
-    sp_model_set_bf16_dot(m, bf16_dot);
-    const sp_config *cfg = sp_model_config(m);
-    const int nt = sp_model_threads(m);
-    if (cfg->max_pos > 0 && n_prefill + 1 > cfg->max_pos) n_prefill = cfg->max_pos - 1;
-    const int short_prompt = 16;
-
-    /* warm-up: fault in the mmapped weights before anything is timed */
-    sp_gen_stats warm, dec, pre;
-    rc = 2;
-    if (run_gen(m, 4, 4, seed + 2, &warm, &err) ||
-        run_gen(m, short_prompt, n_decode + 1, seed, &dec, &err) || /* +1: the first token comes from the prefill */
-        run_gen(m, n_prefill, 1, seed + 1, &pre, &err)) {
-        cli_error(CMD, "%s", err.msg);
-        goto done;
-    }
-    /* read bandwidth at 1 thread, at every core, and at nt threads (one of those two, or a third run) */
-    int ncores = count_cores();
-    double bw1 = measure_bw(1), bwall = ncores > 1 ? measure_bw(ncores) : bw1;
-    double bw = nt == 1 ? bw1 : nt == ncores ? bwall : measure_bw(nt);
-    if (bw1 <= 0 || bwall <= 0 || bw <= 0) {
-        cli_error(CMD, "could not measure the read bandwidth (out of memory for the 256 MiB buffer)");
-        goto done;
-    }
-    const double wbytes = (double)sp_model_weight_bytes(m);
-    const double ceiling = bw * 1e9 / wbytes;
-    const double frac = dec.decode_tps / ceiling;
-    /* every layer runs on all prompt tokens; the LM head only on the last one */
-    const double head = (double)cfg->vocab_size * cfg->hidden_size;
-    const double gflops =
-        2.0 * ((matmul_params(cfg) - head) * pre.prompt_tokens + head) / (pre.prefill_ms * 1e-3) / 1e9;
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "decode_tps", json_real(dec.decode_tps));
-        json_object_set_new(o, "prefill_tps", json_real(pre.prefill_tps));
-        json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)sp_model_weight_bytes(m)));
-        json_object_set_new(o, "read_bw_gbs", json_real(bw));
-        json_object_set_new(o, "read_bw_1t_gbs", json_real(bw1));
-        json_object_set_new(o, "read_bw_all_gbs", json_real(bwall));
-        json_object_set_new(o, "cores", json_integer(ncores));
-        json_object_set_new(o, "decode_gbs", json_real(dec.decode_tps * wbytes / 1e9));
-        json_object_set_new(o, "roofline_fraction", json_real(frac));
-        json_object_set_new(o, "prefill_gflops", json_real(gflops));
-        json_object_set_new(o, "threads", json_integer(nt));
-        char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
-        json_decref(o);
-        if (s) puts(s);
-        free(s);
-    } else {
-        printf("model      %s (%s), %d threads\n", dir, sp_arch_name(cfg->arch), nt);
-        printf("decode     %.2f tok/s (%d tokens after a %d-token prompt)\n", dec.decode_tps,
-               dec.decode_steps, short_prompt);
-        printf("prefill    %.1f tok/s (%d-token prompt), %.1f GFLOP/s\n", pre.prefill_tps,
-               pre.prompt_tokens, gflops);
-        printf("weights    %.1f MB read per decoded token\n", wbytes / 1e6);
-        printf("bandwidth  %.1f GB/s measured read at %d threads (1 thread %.1f, %d cores %.1f); "
-               "decoding reads %.1f GB/s\n",
-               bw, nt, bw1, ncores, bwall, dec.decode_tps * wbytes / 1e9);
-        printf("roofline   %.3f of the %.2f tok/s ceiling at %d threads\n", frac, ceiling, nt);
-    }
-    rc = 0;
-done:
-    sp_model_free(m);
-    return rc;
+    return run_bench_decode(dir, threads, bf16_dot, n_decode, n_prefill, seed, json);
 }

@@ -61,6 +61,32 @@ static int parse_temps(const char *s, float *t, int *n) {
     return 0;
 }
 
+/* the fit at temperature cal->t[ti]: per block position the verified rows, the draft
+ * temperature and mean sum min(p, q) at T, fitted and with a one-hot q; then the mean over the
+ * grid of draft temperatures and the expected drafts accepted per block */
+static void report_temperature(const sp_sampcal *cal, int ti, const sp_sampcal_data *data, const double *raw,
+                               const double *fit, const double *one) {
+    printf("temperature %g: per position, verified rows, draft temperature, mean sum min(p, q): at T, fitted, "
+           "one-hot q\n",
+           (double)cal->t[ti]);
+    double er = 0, ef = 0, eo = 0, pr = 1, pf = 1, po = 1; /* Σ_j Π_{i<=j} α_i: drafts accepted per block */
+    for (int j = 0; j < cal->B; j++) {
+        printf("%4d %8ld %8.3f   %.4f %.4f %.4f\n", j + 1, data->n[j], (double)cal->draft[ti][j], raw[j],
+               fit[j], one[j]);
+        er += pr *= raw[j], ef += pf *= fit[j], eo += po *= one[j];
+    }
+    printf("mean over all rows by draft temperature / T:");
+    for (int k = 0; k < SP_SAMPCAL_GRID; k++) {
+        double a = 0;
+        long n = 0;
+        for (int j = 0; j < cal->B; j++) a += data->alpha[j][k], n += data->n[j];
+        printf(" %.2f:%.4f", sp_sampcal_ratio(k), n ? a / n : 0);
+    }
+    printf("\n");
+    printf("expected drafts accepted per block (positions independent): at T %.3f, fitted %.3f, one-hot %.3f\n",
+           er, ef, eo);
+}
+
 /* --sampling: fit draft_temps.json on the prompts ps[np] */
 static int calibrate_sampling(sp_model *m, const char *drafter, const char *prompts, const cli_prompt *ps, int np,
                               const char *temps, int n_new, uint64_t seed, int dry) {
@@ -111,25 +137,7 @@ static int calibrate_sampling(sp_model *m, const char *drafter, const char *prom
         }
         fprintf(stderr, "\n");
         sp_sampcal_fit(&f->data, cal.draft[ti], raw[ti], fit[ti], one[ti]);
-        printf("temperature %g: per position, verified rows, draft temperature, mean sum min(p, q): at T, fitted, "
-               "one-hot q\n",
-               (double)cal.t[ti]);
-        double er = 0, ef = 0, eo = 0, pr = 1, pf = 1, po = 1; /* Σ_j Π_{i<=j} α_i: drafts accepted per block */
-        for (int j = 0; j < cal.B; j++) {
-            printf("%4d %8ld %8.3f   %.4f %.4f %.4f\n", j + 1, f->data.n[j], (double)cal.draft[ti][j], raw[ti][j],
-                   fit[ti][j], one[ti][j]);
-            er += pr *= raw[ti][j], ef += pf *= fit[ti][j], eo += po *= one[ti][j];
-        }
-        printf("mean over all rows by draft temperature / T:");
-        for (int k = 0; k < SP_SAMPCAL_GRID; k++) {
-            double a = 0;
-            long n = 0;
-            for (int j = 0; j < cal.B; j++) a += f->data.alpha[j][k], n += f->data.n[j];
-            printf(" %.2f:%.4f", sp_sampcal_ratio(k), n ? a / n : 0);
-        }
-        printf("\n");
-        printf("expected drafts accepted per block (positions independent): at T %.3f, fitted %.3f, one-hot %.3f\n",
-               er, ef, eo);
+        report_temperature(&cal, ti, &f->data, raw[ti], fit[ti], one[ti]);
         sp_sampcal_data_free(&f->data);
         sp_drafter_free(d);
         d = NULL;
@@ -153,83 +161,54 @@ done:
     return rc;
 }
 
-int cmd_calibrate(int argc, char **argv) {
-    const char *model = NULL, *drafter = NULL, *prompts = NULL, *temps = "0.6,0.8,1.0";
-    int n_new = 128, threads = 0, dry = 0, text_prompts = 0, sampling = 0;
-    float temp = 1.0f;
-    uint64_t seed = 1;
-    int bf16_dot = 0;
-    cli_opt opts[] = {
-        {"-m", "--model", CLI_STR, &model, "DIR", "target model directory"},
-        {"-md", "--model-draft", CLI_STR, &drafter, "DIR", "DSpark drafter directory (sts.json is written here)"},
-        {NULL, "--prompts", CLI_STR, &prompts, "FILE",
-         "held-out prompts, JSONL ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
-        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
-        {"-n", "--n-predict", CLI_INT, &n_new, "N", "tokens generated per prompt (default 128)"},
-        {NULL, "--temp", CLI_FLOAT, &temp, "T", "sampling temperature of the runs (default 1.0, as DeepSpec evaluates)"},
-        {"-s", "--seed", CLI_U64, &seed, "S", "sampling seed (default 1)"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "threads"},
-        {NULL, "--bf16-dot", CLI_FLAG, &bf16_dot, NULL, CLI_BF16_DOT_HELP},
-        {NULL, "--dry-run", CLI_FLAG, &dry, NULL, "print the fit, do not write sts.json / draft_temps.json"},
-        {NULL, "--sampling", CLI_FLAG, &sampling, NULL,
-         "fit the draft temperature of each block position for sampled targets (draft_temps.json; DFlash / DSpark)"},
-        {NULL, "--temps", CLI_STR, &temps, "LIST",
-         "--sampling: the target temperatures fitted (default 0.6,0.8,1.0); others interpolate"},
-    };
-    int rc = cli_parse(CMD, "-m TARGET -md DRAFTER --prompts FILE.jsonl [-n N] [--temp T | --sampling [--temps LIST]]", opts,
-                       (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
-    if (rc) return rc > 0 ? 0 : 2;
-    if (!model || !drafter || !prompts) return cli_error(CMD, "-m, -md and --prompts are required");
-    if (n_new < 1) return cli_error(CMD, "-n must be >= 1");
+/* the options of one run */
+typedef struct {
+    const char *model, *drafter, *prompts, *temps;
+    int n_new, threads, dry, text_prompts, sampling, bf16_dot;
+    float temp;
+    uint64_t seed;
+} calibrate_opts;
+
+/* sequential temperature scaling: run the drafter with raw confidences on the prompts, fit,
+ * print and (unless --dry-run) write DRAFTER/sts.json */
+static int calibrate_sts(sp_model *m, const calibrate_opts *c) {
     sp_err err = {{0}};
-    sp_model *m = NULL;
     sp_drafter *d = NULL;
     cli_prompt *ps = NULL;
-    int np = 0;
+    int np = 0, rc = 1;
     sp_sts_data data;
     sp_sts_data_init(&data, 0);
-    rc = 1;
-    if (sp_model_load(&m, model, threads, &err)) {
-        cli_error(CMD, "%s", err.msg);
-        goto done;
-    }
-    sp_model_set_bf16_dot(m, bf16_dot);
-    if (sampling) {
-        if (cli_prompts_read(CMD, prompts, model, text_prompts, &ps, &np)) goto done;
-        rc = calibrate_sampling(m, drafter, prompts, ps, np, temps, n_new, seed, dry);
-        goto done;
-    }
     sp_spec_params sp = sp_spec_params_default();
-    sp.gen.max_new = n_new;
-    sp.gen.sample.temperature = temp;
-    sp.gen.sample.seed = seed;
+    sp.gen.max_new = c->n_new;
+    sp.gen.sample.temperature = c->temp;
+    sp.gen.sample.seed = c->seed;
     sp_dflash_opts o = sp_dflash_opts_default();
     o.no_sts = 1; /* fit on raw confidences */
     o.on_round = on_round;
     o.on_round_ctx = &data;
-    if (!(d = sp_drafter_dflash(drafter, m, &sp.gen.sample, &o, &err))) {
+    if (!(d = sp_drafter_dflash(c->drafter, m, &sp.gen.sample, &o, &err))) {
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
     sp_dflash_info info;
     sp_dflash_info_get(d, &info);
     if (!info.has_conf) {
-        cli_error(CMD, "%s has no confidence head: nothing to calibrate", drafter);
+        cli_error(CMD, "%s has no confidence head: nothing to calibrate", c->drafter);
         goto done;
     }
     data.B = info.max_drafts;
     sp.draft_max = info.max_drafts;
-    if (cli_prompts_read(CMD, prompts, model, text_prompts, &ps, &np)) goto done;
-    int32_t *out = malloc(sizeof(int32_t) * (size_t)n_new);
+    if (cli_prompts_read(CMD, c->prompts, c->model, c->text_prompts, &ps, &np)) goto done;
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)c->n_new);
     if (!out) {
         cli_error(CMD, "out of memory");
         goto done;
     }
     for (int i = 0; i < np; i++) {
         sp_spec_stats st;
-        if (sp_spec_generate(m, d, ps[i].ids, ps[i].n, &sp, out, n_new, &st, &err)) {
+        if (sp_spec_generate(m, d, ps[i].ids, ps[i].n, &sp, out, c->n_new, &st, &err)) {
             free(out);
-            cli_error(CMD, "%s:%d: %s", prompts, ps[i].line, err.msg);
+            cli_error(CMD, "%s:%d: %s", c->prompts, ps[i].line, err.msg);
             goto done;
         }
         fprintf(stderr, "\rprompt %d: %d proposals so far", i + 1, data.n);
@@ -249,18 +228,67 @@ int cmd_calibrate(int argc, char **argv) {
     printf("slot  temperature  ECE raw  ECE calibrated\n");
     for (int k = 0; k < data.B; k++) printf("%4d  %11.3f  %7.4f  %14.4f\n", k + 1, T[k], eb[k], ea[k]);
     printf("%d proposals from %d prompts\n", data.n, np);
-    if (!dry) {
-        if (sp_sts_write(drafter, T, data.B, &err)) {
+    if (!c->dry) {
+        if (sp_sts_write(c->drafter, T, data.B, &err)) {
             cli_error(CMD, "%s", err.msg);
             goto done;
         }
-        fprintf(stderr, "wrote %s/sts.json\n", drafter);
+        fprintf(stderr, "wrote %s/sts.json\n", c->drafter);
     }
     rc = 0;
 done:
     cli_prompts_free(ps, np);
     sp_sts_data_free(&data);
     sp_drafter_free(d);
+    return rc;
+}
+
+/* load the target, then fit draft_temps.json (--sampling) or sts.json */
+static int run_calibrate(const calibrate_opts *c) {
+    sp_err err = {{0}};
+    sp_model *m = NULL;
+    int rc = 1;
+    if (sp_model_load(&m, c->model, c->threads, &err)) {
+        cli_error(CMD, "%s", err.msg);
+        return 1;
+    }
+    sp_model_set_bf16_dot(m, c->bf16_dot);
+    if (c->sampling) {
+        cli_prompt *ps = NULL;
+        int np = 0;
+        if (!cli_prompts_read(CMD, c->prompts, c->model, c->text_prompts, &ps, &np))
+            rc = calibrate_sampling(m, c->drafter, c->prompts, ps, np, c->temps, c->n_new, c->seed, c->dry);
+        cli_prompts_free(ps, np);
+    } else {
+        rc = calibrate_sts(m, c);
+    }
     sp_model_free(m);
     return rc;
+}
+
+int cmd_calibrate(int argc, char **argv) {
+    calibrate_opts c = {.temps = "0.6,0.8,1.0", .n_new = 128, .temp = 1.0f, .seed = 1};
+    cli_opt opts[] = {
+        {"-m", "--model", CLI_STR, &c.model, "DIR", "target model directory"},
+        {"-md", "--model-draft", CLI_STR, &c.drafter, "DIR", "DSpark drafter directory (sts.json is written here)"},
+        {NULL, "--prompts", CLI_STR, &c.prompts, "FILE",
+         "held-out prompts, JSONL ({\"prompt\"}, {\"prompt_ids\"} or {\"messages\"})"},
+        {NULL, "--text-prompts", CLI_FLAG, &c.text_prompts, NULL, "the prompt file is plain text, one prompt per line"},
+        {"-n", "--n-predict", CLI_INT, &c.n_new, "N", "tokens generated per prompt (default 128)"},
+        {NULL, "--temp", CLI_FLOAT, &c.temp, "T", "sampling temperature of the runs (default 1.0, as DeepSpec evaluates)"},
+        {"-s", "--seed", CLI_U64, &c.seed, "S", "sampling seed (default 1)"},
+        {"-t", "--threads", CLI_INT, &c.threads, "N", "threads"},
+        {NULL, "--bf16-dot", CLI_FLAG, &c.bf16_dot, NULL, CLI_BF16_DOT_HELP},
+        {NULL, "--dry-run", CLI_FLAG, &c.dry, NULL, "print the fit, do not write sts.json / draft_temps.json"},
+        {NULL, "--sampling", CLI_FLAG, &c.sampling, NULL,
+         "fit the draft temperature of each block position for sampled targets (draft_temps.json; DFlash / DSpark)"},
+        {NULL, "--temps", CLI_STR, &c.temps, "LIST",
+         "--sampling: the target temperatures fitted (default 0.6,0.8,1.0); others interpolate"},
+    };
+    int rc = cli_parse(CMD, "-m TARGET -md DRAFTER --prompts FILE.jsonl [-n N] [--temp T | --sampling [--temps LIST]]", opts,
+                       (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!c.model || !c.drafter || !c.prompts) return cli_error(CMD, "-m, -md and --prompts are required");
+    if (c.n_new < 1) return cli_error(CMD, "-n must be >= 1");
+    return run_calibrate(&c);
 }

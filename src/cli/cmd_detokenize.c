@@ -18,30 +18,9 @@ static void usage(FILE *f) {
                "--ids 1,2,3 [--skip-special] [--stream]\n");
 }
 
-int cmd_detokenize(int argc, char **argv) {
-    cli_tok_source src = {0};
-    const char *list = NULL;
-    int flags = 0, stream = 0;
-    for (int i = 1; i < argc; i++) {
-        int r = cli_tok_parse_flag(&src, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (!strcmp(argv[i], "--ids") && i + 1 < argc) list = argv[++i];
-        else if (!strcmp(argv[i], "--skip-special")) flags |= TOK_DECODE_SKIP_SPECIAL;
-        else if (!strcmp(argv[i], "--stream")) stream = 1;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "specula: error: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!list) {
-        fprintf(stderr, "specula: error: --ids is required\n");
-        return 2;
-    }
+/* "1,2 3" -> *ids[*n] (malloc'd); 0, 2 (an entry is not a token id) or 1 (out of memory),
+ * the error printed */
+static int parse_id_list(const char *list, int32_t **out, int *n_out) {
     int cap = 16, n = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     for (const char *p = list; ids && *p;) {
@@ -65,11 +44,13 @@ int cmd_detokenize(int argc, char **argv) {
         fprintf(stderr, "specula: error: out of memory\n");
         return 1;
     }
-    tok_tokenizer *t = cli_tok_load(&src);
-    if (!t) {
-        free(ids);
-        return 1;
-    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+/* the text of ids[n] on stdout, whole or through the streaming decoder, then a newline; 0 or 1 */
+static int print_text(tok_tokenizer *t, const int32_t *ids, int n, int flags, int stream) {
     int rc = 0;
     sp_err err = {0};
     if (stream) {
@@ -99,6 +80,43 @@ int cmd_detokenize(int argc, char **argv) {
         }
     }
     if (rc == 0) putchar('\n');
+    return rc;
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    cli_tok_source src = {0};
+    const char *list = NULL;
+    int flags = 0, stream = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_tok_parse_flag(&src, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (!strcmp(argv[i], "--ids") && i + 1 < argc) list = argv[++i];
+        else if (!strcmp(argv[i], "--skip-special")) flags |= TOK_DECODE_SKIP_SPECIAL;
+        else if (!strcmp(argv[i], "--stream")) stream = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "specula: error: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!list) {
+        fprintf(stderr, "specula: error: --ids is required\n");
+        return 2;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    int rc = parse_id_list(list, &ids, &n);
+    if (rc) return rc;
+    tok_tokenizer *t = cli_tok_load(&src);
+    if (!t) {
+        free(ids);
+        return 1;
+    }
+    rc = print_text(t, ids, n, flags, stream);
     sp_tok_free(t);
     free(ids);
     return rc;

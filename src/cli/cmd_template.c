@@ -83,55 +83,25 @@ static json_t *read_messages(const char *path, json_t *vars) {
     return msgs;
 }
 
-int cmd_template(int argc, char **argv) {
-    const char *dir = NULL, *messages = NULL, *choice = NULL, *set_help = NULL;
-    int no_gen = 0, ids = 0;
-    cli_opt opts[] = {
-        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (tokenizer files), or a .gguf file"},
-        {NULL, "--messages", CLI_STR, &messages, "FILE", "conversation: JSON array of {role, content} ('-': stdin)"},
-        {NULL, "--no-generation-prompt", CLI_FLAG, &no_gen, NULL, "render without add_generation_prompt"},
-        {NULL, "--ids", CLI_FLAG, &ids, NULL, "print the token ids of the text (as generate encodes it: 1,2,3)"},
-        {NULL, "--set", CLI_STR, &set_help, "KEY=VALUE", "template variable, repeatable (value read as JSON if it parses)"},
-        {NULL, "--chat-template", CLI_STR, &choice, "NAME|FILE",
-         "use this template: a Jinja file, or gemma4 / gemma3 / qwen3 / llama3 (default: the model's)"},
-    };
-    json_t *vars = json_object(), *msgs = NULL;
-    char **av = malloc((size_t)(argc + 1) * sizeof *av);
-    int ac = 0, rc = 2;
-    if (!vars || !av) {
-        free(av);
-        json_decref(vars);
-        return cli_error(CMD, "out of memory");
-    }
-    for (int i = 0; i < argc; i++) { /* --set may repeat: take those out before parsing */
+/* --set may repeat: take those out of argv into vars before parsing; the rest to av[*ac] */
+static int pull_sets(int argc, char **argv, json_t *vars, char **av, int *ac) {
+    for (int i = 0; i < argc; i++) {
         if (i > 0 && !strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) {
-                cli_error(CMD, "option '--set' needs KEY=VALUE");
-                goto out;
-            }
-            if (add_set(vars, argv[++i])) goto out;
+            if (i + 1 >= argc) return cli_error(CMD, "option '--set' needs KEY=VALUE"), -1;
+            if (add_set(vars, argv[++i])) return -1;
         } else if (i > 0 && !strncmp(argv[i], "--set=", 6)) {
-            if (add_set(vars, argv[i] + 6)) goto out;
+            if (add_set(vars, argv[i] + 6)) return -1;
         } else {
-            av[ac++] = argv[i];
+            av[(*ac)++] = argv[i];
         }
     }
-    int prc = cli_parse(CMD, "-m DIR --messages FILE.json [--no-generation-prompt] [--set KEY=VALUE ...]", opts,
-                        (int)(sizeof opts / sizeof *opts), ac, av, NULL, NULL, 0);
-    if (prc) {
-        rc = prc > 0 ? 0 : 2;
-        goto out;
-    }
-    if (!dir) {
-        cli_error(CMD, "-m DIR is required (see specula template --help)");
-        goto out;
-    }
-    if (!messages) {
-        cli_error(CMD, "--messages FILE.json is required (see specula template --help)");
-        goto out;
-    }
-    if (!(msgs = read_messages(messages, vars))) goto out;
+    return 0;
+}
 
+/* print the text of msgs rendered by the template of dir (a directory or a .gguf) or choice,
+ * or with ids its token ids; 0, or 2 after an error */
+static int render_template(const char *dir, const char *choice, json_t *msgs, json_t *vars, int no_gen, int ids) {
+    int rc = 2;
     sp_err err = {{0}};
     tok_tokenizer *tok = NULL;
     size_t dl = strlen(dir);
@@ -141,7 +111,7 @@ int cmd_template(int argc, char **argv) {
     else if (!sp_path_join(path, sizeof path, dir, "tokenizer.json") && sp_file_exists(path)) tok = sp_tok_load_dir(dir, &err);
     if (!tok && err.msg[0]) {
         cli_error(CMD, "%s", err.msg);
-        goto out;
+        return rc;
     }
     chat_template *ct = sp_chat_template_load(gguf ? NULL : dir, tok, choice, &err);
     char *text = NULL;
@@ -168,6 +138,46 @@ int cmd_template(int argc, char **argv) {
     free(text);
     sp_chat_template_free(ct);
     sp_tok_free(tok);
+    return rc;
+}
+
+int cmd_template(int argc, char **argv) {
+    const char *dir = NULL, *messages = NULL, *choice = NULL, *set_help = NULL;
+    int no_gen = 0, ids = 0;
+    cli_opt opts[] = {
+        {"-m", "--model", CLI_STR, &dir, "DIR", "model directory (tokenizer files), or a .gguf file"},
+        {NULL, "--messages", CLI_STR, &messages, "FILE", "conversation: JSON array of {role, content} ('-': stdin)"},
+        {NULL, "--no-generation-prompt", CLI_FLAG, &no_gen, NULL, "render without add_generation_prompt"},
+        {NULL, "--ids", CLI_FLAG, &ids, NULL, "print the token ids of the text (as generate encodes it: 1,2,3)"},
+        {NULL, "--set", CLI_STR, &set_help, "KEY=VALUE", "template variable, repeatable (value read as JSON if it parses)"},
+        {NULL, "--chat-template", CLI_STR, &choice, "NAME|FILE",
+         "use this template: a Jinja file, or gemma4 / gemma3 / qwen3 / llama3 (default: the model's)"},
+    };
+    json_t *vars = json_object(), *msgs = NULL;
+    char **av = malloc((size_t)(argc + 1) * sizeof *av);
+    int ac = 0, rc = 2;
+    if (!vars || !av) {
+        free(av);
+        json_decref(vars);
+        return cli_error(CMD, "out of memory");
+    }
+    if (pull_sets(argc, argv, vars, av, &ac)) goto out;
+    int prc = cli_parse(CMD, "-m DIR --messages FILE.json [--no-generation-prompt] [--set KEY=VALUE ...]", opts,
+                        (int)(sizeof opts / sizeof *opts), ac, av, NULL, NULL, 0);
+    if (prc) {
+        rc = prc > 0 ? 0 : 2;
+        goto out;
+    }
+    if (!dir) {
+        cli_error(CMD, "-m DIR is required (see specula template --help)");
+        goto out;
+    }
+    if (!messages) {
+        cli_error(CMD, "--messages FILE.json is required (see specula template --help)");
+        goto out;
+    }
+    if (!(msgs = read_messages(messages, vars))) goto out;
+    rc = render_template(dir, choice, msgs, vars, no_gen, ids);
 out:
     json_decref(msgs);
     json_decref(vars);

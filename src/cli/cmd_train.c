@@ -25,6 +25,37 @@ static int dir_has_files(const char *dir) {
     return any;
 }
 
+/* --arch and --markov-head into c; 0, or cli_error's status */
+static int set_arch(tr_train_cfg *c, const char *arch, const char *markov) {
+    if (!strcmp(arch, "dspark")) c->arch = TR_ARCH_DSPARK;
+    else if (!strcmp(arch, "dflash")) c->arch = TR_ARCH_DFLASH;
+    else if (!strcmp(arch, "dflash-zlab")) c->arch = TR_ARCH_DFLASH_ZLAB;
+    else if (!strcmp(arch, "eagle3")) c->arch = TR_ARCH_EAGLE3;
+    else return cli_error("train", "--arch must be dspark, dflash, dflash-zlab or eagle3, not '%s'", arch);
+    if (!strcmp(markov, "vanilla")) c->markov_head = TR_MARKOV_VANILLA;
+    else if (!strcmp(markov, "gated")) c->markov_head = TR_MARKOV_GATED;
+    else if (!strcmp(markov, "rnn")) c->markov_head = TR_MARKOV_RNN;
+    else return cli_error("train", "--markov-head must be vanilla, gated or rnn, not '%s'", markov);
+    return 0;
+}
+
+/* train (data parallel over the ranks under mpirun), then rank 0 prints a summary */
+static int run_train(tr_train_cfg *c) {
+    tr_dist dist;
+    sp_tr_dist_init(&dist); /* under mpirun: data parallel over the ranks */
+    c->dist = &dist;
+    sp_err err = {{0}};
+    tr_train_result r;
+    int rc = sp_tr_train_run(c, &r, &err);
+    sp_tr_dist_finalize(&dist);
+    if (rc) return cli_error("train", "%s", err.msg);
+    if (dist.rank != 0) return 0;
+    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, %s tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
+            r.step, r.loss_first, r.loss_last, c->heldout_dir ? "held-out" : "train-set", r.tau_first, r.tau_last,
+            r.tok_per_s, r.gflops);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla";
@@ -78,15 +109,7 @@ int cmd_train(int argc, char **argv) {
     if (!resume && !force && dir_has_files(c.out_dir))
         return cli_error("train", "%s already holds files (a checkpoint would be overwritten): --resume continues "
                                   "its training, --force starts over", c.out_dir);
-    if (!strcmp(arch, "dspark")) c.arch = TR_ARCH_DSPARK;
-    else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
-    else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
-    else if (!strcmp(arch, "eagle3")) c.arch = TR_ARCH_EAGLE3;
-    else return cli_error("train", "--arch must be dspark, dflash, dflash-zlab or eagle3, not '%s'", arch);
-    if (!strcmp(markov, "vanilla")) c.markov_head = TR_MARKOV_VANILLA;
-    else if (!strcmp(markov, "gated")) c.markov_head = TR_MARKOV_GATED;
-    else if (!strcmp(markov, "rnn")) c.markov_head = TR_MARKOV_RNN;
-    else return cli_error("train", "--markov-head must be vanilla, gated or rnn, not '%s'", markov);
+    if ((rc = set_arch(&c, arch, markov))) return rc;
     c.steps = steps;
     c.warmup = warmup;
     c.lr = lr;
@@ -94,17 +117,5 @@ int cmd_train(int argc, char **argv) {
     c.resume = resume;
     c.stop_after = stop_after;
     c.progress = !quiet;
-    tr_dist dist;
-    sp_tr_dist_init(&dist); /* under mpirun: data parallel over the ranks */
-    c.dist = &dist;
-    sp_err err = {{0}};
-    tr_train_result r;
-    rc = sp_tr_train_run(&c, &r, &err);
-    sp_tr_dist_finalize(&dist);
-    if (rc) return cli_error("train", "%s", err.msg);
-    if (dist.rank != 0) return 0;
-    fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, %s tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
-            r.step, r.loss_first, r.loss_last, c.heldout_dir ? "held-out" : "train-set", r.tau_first, r.tau_last,
-            r.tok_per_s, r.gflops);
-    return 0;
+    return run_train(&c);
 }

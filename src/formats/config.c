@@ -191,6 +191,96 @@ static int parse_llama_qwen(ctx_t *c, json_t *o, sp_config *cfg) {
 }
 
 /* ---- gemma4 text ------------------------------------------------------------------------ */
+/* rope per layer type (defaults from Gemma4TextConfig), then rope_parameters */
+static int gemma4_rope(ctx_t *c, json_t *o, sp_config *cfg) {
+    memset(&cfg->rope_swa, 0, sizeof cfg->rope_swa);
+    cfg->rope_swa = (sp_rope_params){SP_ROPE_DEFAULT, 10000.0, 1.0, 0, 0, 0, 1.0};
+    cfg->rope = (sp_rope_params){SP_ROPE_PROPORTIONAL, 1000000.0, 1.0, 0, 0, 0, 0.25};
+    json_t *rpar = json_object_get(o, "rope_parameters");
+    if (rpar && !json_is_null(rpar)) {
+        if (!json_is_object(rpar)) return sp_err_set(c->err, "%s: \"rope_parameters\" must be an object", c->what);
+        json_t *s = json_object_get(rpar, "sliding_attention"), *f = json_object_get(rpar, "full_attention");
+        if (s && json_is_object(s) && parse_rope_obj(c, s, &cfg->rope_swa, "rope_parameters.sliding_attention"))
+            return -1;
+        if (f && json_is_object(f) && parse_rope_obj(c, f, &cfg->rope, "rope_parameters.full_attention")) return -1;
+    }
+
+    return 0;
+}
+
+/* layer types: explicit list or the (i+1) % 6 default; the last layer is always full */
+static int gemma4_layer_types(ctx_t *c, json_t *o, sp_config *cfg, int L) {
+    json_t *lt = json_object_get(o, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || (int)json_array_size(lt) != L)
+            return sp_err_set(c->err, "%s: \"layer_types\" must be a list of %d entries", c->what, L);
+        for (int i = 0; i < L; i++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)i));
+            if (!t) return sp_err_set(c->err, "%s: \"layer_types\"[%d] is not a string", c->what, i);
+            if (!strcmp(t, "sliding_attention")) cfg->layers[i].sliding = 1;
+            else if (!strcmp(t, "full_attention")) cfg->layers[i].sliding = 0;
+            else return sp_err_set(c->err, "%s: \"layer_types\"[%d] = \"%s\" is not sliding_attention or full_attention",
+                                   c->what, i, t);
+        }
+    } else {
+        for (int i = 0; i < L; i++) cfg->layers[i].sliding = (i + 1) % 6 != 0;
+    }
+    if (cfg->layers[L - 1].sliding) {
+        sp_log(SP_LOG_WARN, "%s: last layer forced to full attention (as transformers does)", c->what);
+        cfg->layers[L - 1].sliding = 0;
+    }
+    return 0;
+}
+
+/* newer key form: per_layer_config {"idx": {"head_dim":..,"num_key_value_heads":..}} */
+static int gemma4_per_layer_config(ctx_t *c, json_t *o, sp_config *cfg, int L) {
+    json_t *plc = json_object_get(o, "per_layer_config");
+    if (plc && !json_is_null(plc)) {
+        if (!json_is_object(plc)) return sp_err_set(c->err, "%s: \"per_layer_config\" must be an object", c->what);
+        const char *k;
+        json_t *v;
+        json_object_foreach(plc, k, v) {
+            char *end;
+            long idx = strtol(k, &end, 10);
+            if (*end || idx < 0 || idx >= L || !json_is_object(v))
+                return sp_err_set(c->err, "%s: per_layer_config key \"%s\" is not a layer index", c->what, k);
+            if (get_int(c, v, "head_dim", 0, cfg->layers[idx].head_dim, &cfg->layers[idx].head_dim) ||
+                get_int(c, v, "num_key_value_heads", 0, cfg->layers[idx].n_kv_heads, &cfg->layers[idx].n_kv_heads))
+                return -1;
+            if (!cfg->layers[idx].sliding) {
+                cfg->global_head_dim = cfg->layers[idx].head_dim;
+                if (cfg->attention_k_eq_v) cfg->n_global_kv_heads = cfg->layers[idx].n_kv_heads;
+            }
+        }
+    }
+    return 0;
+}
+
+/* KV sharing: layers >= L - shared read the last non-shared layer of the same type */
+static int gemma4_kv_sharing(ctx_t *c, sp_config *cfg, int L) {
+    int first_shared = L - cfg->n_kv_shared;
+    if (cfg->n_kv_shared < 0 || first_shared < 1)
+        return sp_err_set(c->err, "%s: num_kv_shared_layers %d out of range for %d layers", c->what,
+                          cfg->n_kv_shared, L);
+    for (int i = 0; i < L; i++) {
+        sp_layer_config *l = &cfg->layers[i];
+        l->kv_source = i;
+        if (i < first_shared) continue;
+        int src = -1;
+        for (int j = first_shared - 1; j >= 0; j--)
+            if (cfg->layers[j].sliding == l->sliding) {
+                src = j;
+                break;
+            }
+        if (src < 0)
+            return sp_err_set(c->err, "%s: KV-shared layer %d has no earlier non-shared %s layer", c->what, i,
+                              l->sliding ? "sliding" : "full");
+        l->kv_source = src;
+        if (cfg->double_wide_mlp) l->ffn_dim = 2 * cfg->ffn_dim;
+    }
+    return 0;
+}
+
 static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
     int moe = 0;
     if (get_bool(c, o, "enable_moe_block", 0, &moe)) return -1;
@@ -230,42 +320,12 @@ static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
     cfg->qk_norm = 1;
     snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.language_model.");
 
-    /* rope per layer type (defaults from Gemma4TextConfig) */
-    memset(&cfg->rope_swa, 0, sizeof cfg->rope_swa);
-    cfg->rope_swa = (sp_rope_params){SP_ROPE_DEFAULT, 10000.0, 1.0, 0, 0, 0, 1.0};
-    cfg->rope = (sp_rope_params){SP_ROPE_PROPORTIONAL, 1000000.0, 1.0, 0, 0, 0, 0.25};
-    json_t *rpar = json_object_get(o, "rope_parameters");
-    if (rpar && !json_is_null(rpar)) {
-        if (!json_is_object(rpar)) return sp_err_set(c->err, "%s: \"rope_parameters\" must be an object", c->what);
-        json_t *s = json_object_get(rpar, "sliding_attention"), *f = json_object_get(rpar, "full_attention");
-        if (s && json_is_object(s) && parse_rope_obj(c, s, &cfg->rope_swa, "rope_parameters.sliding_attention"))
-            return -1;
-        if (f && json_is_object(f) && parse_rope_obj(c, f, &cfg->rope, "rope_parameters.full_attention")) return -1;
-    }
+    if (gemma4_rope(c, o, cfg)) return -1;
 
     int L = cfg->n_layers;
     if (L <= 0 || L > SP_MAX_LAYERS)
         return sp_err_set(c->err, "%s: num_hidden_layers %d out of range 1..%d", c->what, L, SP_MAX_LAYERS);
-    /* layer types: explicit list or the (i+1) % 6 default; the last layer is always full */
-    json_t *lt = json_object_get(o, "layer_types");
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt) || (int)json_array_size(lt) != L)
-            return sp_err_set(c->err, "%s: \"layer_types\" must be a list of %d entries", c->what, L);
-        for (int i = 0; i < L; i++) {
-            const char *t = json_string_value(json_array_get(lt, (size_t)i));
-            if (!t) return sp_err_set(c->err, "%s: \"layer_types\"[%d] is not a string", c->what, i);
-            if (!strcmp(t, "sliding_attention")) cfg->layers[i].sliding = 1;
-            else if (!strcmp(t, "full_attention")) cfg->layers[i].sliding = 0;
-            else return sp_err_set(c->err, "%s: \"layer_types\"[%d] = \"%s\" is not sliding_attention or full_attention",
-                                   c->what, i, t);
-        }
-    } else {
-        for (int i = 0; i < L; i++) cfg->layers[i].sliding = (i + 1) % 6 != 0;
-    }
-    if (cfg->layers[L - 1].sliding) {
-        sp_log(SP_LOG_WARN, "%s: last layer forced to full attention (as transformers does)", c->what);
-        cfg->layers[L - 1].sliding = 0;
-    }
+    if (gemma4_layer_types(c, o, cfg, L)) return -1;
     int n_global_kv = cfg->attention_k_eq_v && cfg->n_global_kv_heads > 0 ? cfg->n_global_kv_heads : cfg->n_kv_heads;
     for (int i = 0; i < L; i++) {
         sp_layer_config *l = &cfg->layers[i];
@@ -274,47 +334,8 @@ static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
         l->has_v_proj = !(cfg->attention_k_eq_v && !l->sliding);
         l->ffn_dim = cfg->ffn_dim;
     }
-    /* newer key form: per_layer_config {"idx": {"head_dim":..,"num_key_value_heads":..}} */
-    json_t *plc = json_object_get(o, "per_layer_config");
-    if (plc && !json_is_null(plc)) {
-        if (!json_is_object(plc)) return sp_err_set(c->err, "%s: \"per_layer_config\" must be an object", c->what);
-        const char *k;
-        json_t *v;
-        json_object_foreach(plc, k, v) {
-            char *end;
-            long idx = strtol(k, &end, 10);
-            if (*end || idx < 0 || idx >= L || !json_is_object(v))
-                return sp_err_set(c->err, "%s: per_layer_config key \"%s\" is not a layer index", c->what, k);
-            if (get_int(c, v, "head_dim", 0, cfg->layers[idx].head_dim, &cfg->layers[idx].head_dim) ||
-                get_int(c, v, "num_key_value_heads", 0, cfg->layers[idx].n_kv_heads, &cfg->layers[idx].n_kv_heads))
-                return -1;
-            if (!cfg->layers[idx].sliding) {
-                cfg->global_head_dim = cfg->layers[idx].head_dim;
-                if (cfg->attention_k_eq_v) cfg->n_global_kv_heads = cfg->layers[idx].n_kv_heads;
-            }
-        }
-    }
-    /* KV sharing: layers >= L - shared read the last non-shared layer of the same type */
-    int first_shared = L - cfg->n_kv_shared;
-    if (cfg->n_kv_shared < 0 || first_shared < 1)
-        return sp_err_set(c->err, "%s: num_kv_shared_layers %d out of range for %d layers", c->what,
-                          cfg->n_kv_shared, L);
-    for (int i = 0; i < L; i++) {
-        sp_layer_config *l = &cfg->layers[i];
-        l->kv_source = i;
-        if (i < first_shared) continue;
-        int src = -1;
-        for (int j = first_shared - 1; j >= 0; j--)
-            if (cfg->layers[j].sliding == l->sliding) {
-                src = j;
-                break;
-            }
-        if (src < 0)
-            return sp_err_set(c->err, "%s: KV-shared layer %d has no earlier non-shared %s layer", c->what, i,
-                              l->sliding ? "sliding" : "full");
-        l->kv_source = src;
-        if (cfg->double_wide_mlp) l->ffn_dim = 2 * cfg->ffn_dim;
-    }
+    if (gemma4_per_layer_config(c, o, cfg, L)) return -1;
+    if (gemma4_kv_sharing(c, cfg, L)) return -1;
     if (cfg->ple_dim < 0) return sp_err_set(c->err, "%s: hidden_size_per_layer_input must be >= 0", c->what);
     return 0;
 }

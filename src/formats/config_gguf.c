@@ -192,6 +192,76 @@ static int parse_llama_qwen(gctx *g, sp_config *c) {
     return 0;
 }
 
+/* full layers: proportional RoPE, the rotated part and its divisor read from rope_freqs */
+static int gemma4_rope_full(gctx *g, sp_config *c) {
+    const gguf_file *f = g->f;
+    c->rope.type = SP_ROPE_PROPORTIONAL;
+    c->rope.factor = 1.0;
+    c->rope.partial_rotary_factor = 1.0;
+    if (c->global_head_dim <= 0 || c->global_head_dim % 2)
+        return sp_err_set(g->err, "%s: gemma4.attention.key_length %d must be even and > 0", f->path, c->global_head_dim);
+    const float *div;
+    if (rope_freqs(g, c->global_head_dim / 2, &div)) return -1;
+    if (div) {
+        int half = c->global_head_dim / 2, n_rot = 0;
+        while (n_rot < half && div[n_rot] < GGUF_ROPE_FREQ_OFF_MIN) n_rot++;
+        for (int j = 0; j < half; j++)
+            if (j < n_rot ? div[j] != div[0] : div[j] < GGUF_ROPE_FREQ_OFF_MIN)
+                return sp_err_set(g->err, "%s: rope_freqs.weight is not a proportional rotation (one divisor, then 1e30)",
+                                  f->path);
+        if (n_rot > 0) c->rope.factor = div[0];
+        c->rope.partial_rotary_factor = (n_rot + 0.5) * 2.0 / c->global_head_dim; /* floor(ρ·Dg/2) = n_rot */
+    }
+    if (!(c->rope.theta > 0) || !(c->rope_swa.theta > 0) || !(c->rope.factor > 0))
+        return sp_err_set(g->err, "%s: gemma4 rope.freq_base(_swa) and rope_freqs.weight must be > 0", f->path);
+    return 0;
+}
+
+/* the per-layer table: sliding pattern, head dims, KV heads, V projections (absent on k_eq_v
+ * full layers) and, for the KV-shared layers from first_shared on, the layer they read */
+static int gemma4_layers(gctx *g, sp_config *c, const gguf_kv *pat, const int *kvh, const int *ffn, int first_shared) {
+    const gguf_file *f = g->f;
+    const int L = c->n_layers;
+    int n_full = 0;
+    for (int i = 0; i < L; i++) {
+        sp_layer_config *l = &c->layers[i];
+        l->sliding = sp_gguf_arr_i64(pat, (uint64_t)i) != 0;
+        l->head_dim = l->sliding ? c->head_dim : c->global_head_dim;
+        l->n_kv_heads = kvh[i];
+        l->ffn_dim = ffn[i];
+        l->kv_source = i;
+        l->has_v_proj = 1;
+        if (i < first_shared) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", i);
+            l->has_v_proj = sp_gguf_find_tensor(f, nm) != NULL || l->sliding;
+            if (!l->has_v_proj) c->attention_k_eq_v = 1;
+        }
+        if (!l->sliding && n_full++ == 0) c->n_global_kv_heads = kvh[i];
+    }
+    for (int i = first_shared; i < L; i++) /* as config.json reads: no V projection on k_eq_v full layers */
+        c->layers[i].has_v_proj = c->layers[i].sliding || !c->attention_k_eq_v;
+    c->n_kv_heads = kvh[0];
+    for (int i = 0; i < L; i++)
+        if (c->layers[i].sliding) {
+            c->n_kv_heads = kvh[i];
+            break;
+        }
+    c->ffn_dim = ffn[0];
+    for (int i = first_shared; i < L; i++) {
+        /* the last non-shared layer of the same type, which must be the layer llama.cpp reads */
+        int src = -1, want = c->layers[i].sliding ? first_shared - 2 : first_shared - 1;
+        for (int j = first_shared - 1; j >= 0 && src < 0; j--)
+            if (c->layers[j].sliding == c->layers[i].sliding) src = j;
+        if (src < 0 || src != want)
+            return sp_err_set(g->err, "%s: KV-shared layer %d would read layer %d but llama.cpp reads layer %d", f->path,
+                              i, src, want);
+        c->layers[i].kv_source = src;
+        c->double_wide_mlp |= ffn[i] != ffn[0];
+    }
+    return 0;
+}
+
 static int parse_gemma4(gctx *g, sp_config *c) {
     const gguf_file *f = g->f;
     const int L = c->n_layers;
@@ -227,69 +297,12 @@ static int parse_gemma4(gctx *g, sp_config *c) {
     c->rope_swa.type = SP_ROPE_DEFAULT;
     c->rope_swa.factor = 1.0;
     c->rope_swa.partial_rotary_factor = 1.0;
-    /* full layers: proportional RoPE, the rotated part and its divisor read from rope_freqs */
-    c->rope.type = SP_ROPE_PROPORTIONAL;
-    c->rope.factor = 1.0;
-    c->rope.partial_rotary_factor = 1.0;
-    if (c->global_head_dim <= 0 || c->global_head_dim % 2)
-        return sp_err_set(g->err, "%s: gemma4.attention.key_length %d must be even and > 0", f->path, c->global_head_dim);
-    const float *div;
-    if (rope_freqs(g, c->global_head_dim / 2, &div)) return -1;
-    if (div) {
-        int half = c->global_head_dim / 2, n_rot = 0;
-        while (n_rot < half && div[n_rot] < GGUF_ROPE_FREQ_OFF_MIN) n_rot++;
-        for (int j = 0; j < half; j++)
-            if (j < n_rot ? div[j] != div[0] : div[j] < GGUF_ROPE_FREQ_OFF_MIN)
-                return sp_err_set(g->err, "%s: rope_freqs.weight is not a proportional rotation (one divisor, then 1e30)",
-                                  f->path);
-        if (n_rot > 0) c->rope.factor = div[0];
-        c->rope.partial_rotary_factor = (n_rot + 0.5) * 2.0 / c->global_head_dim; /* floor(ρ·Dg/2) = n_rot */
-    }
-    if (!(c->rope.theta > 0) || !(c->rope_swa.theta > 0) || !(c->rope.factor > 0))
-        return sp_err_set(g->err, "%s: gemma4 rope.freq_base(_swa) and rope_freqs.weight must be > 0", f->path);
+    if (gemma4_rope_full(g, c)) return -1;
 
     const int first_shared = L - c->n_kv_shared;
     if (first_shared < 1) return sp_err_set(g->err, "%s: gemma4.attention.shared_kv_layers %d out of range for %d blocks",
                                             f->path, c->n_kv_shared, L);
-    int n_full = 0;
-    for (int i = 0; i < L; i++) {
-        sp_layer_config *l = &c->layers[i];
-        l->sliding = sp_gguf_arr_i64(pat, (uint64_t)i) != 0;
-        l->head_dim = l->sliding ? c->head_dim : c->global_head_dim;
-        l->n_kv_heads = kvh[i];
-        l->ffn_dim = ffn[i];
-        l->kv_source = i;
-        l->has_v_proj = 1;
-        if (i < first_shared) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", i);
-            l->has_v_proj = sp_gguf_find_tensor(f, nm) != NULL || l->sliding;
-            if (!l->has_v_proj) c->attention_k_eq_v = 1;
-        }
-        if (!l->sliding && n_full++ == 0) c->n_global_kv_heads = kvh[i];
-    }
-    for (int i = first_shared; i < L; i++) /* as config.json reads: no V projection on k_eq_v full layers */
-        c->layers[i].has_v_proj = c->layers[i].sliding || !c->attention_k_eq_v;
-    for (int i = first_shared; i < L; i++) /* as config.json reads: no V projection on k_eq_v full layers */
-        c->layers[i].has_v_proj = c->layers[i].sliding || !c->attention_k_eq_v;
-    c->n_kv_heads = kvh[0];
-    for (int i = 0; i < L; i++)
-        if (c->layers[i].sliding) {
-            c->n_kv_heads = kvh[i];
-            break;
-        }
-    c->ffn_dim = ffn[0];
-    for (int i = first_shared; i < L; i++) {
-        /* the last non-shared layer of the same type, which must be the layer llama.cpp reads */
-        int src = -1, want = c->layers[i].sliding ? first_shared - 2 : first_shared - 1;
-        for (int j = first_shared - 1; j >= 0 && src < 0; j--)
-            if (c->layers[j].sliding == c->layers[i].sliding) src = j;
-        if (src < 0 || src != want)
-            return sp_err_set(g->err, "%s: KV-shared layer %d would read layer %d but llama.cpp reads layer %d", f->path,
-                              i, src, want);
-        c->layers[i].kv_source = src;
-        c->double_wide_mlp |= ffn[i] != ffn[0];
-    }
+    if (gemma4_layers(g, c, pat, kvh, ffn, first_shared)) return -1;
     if (c->ple_dim > 0) {
         const gguf_tensor_info *t = sp_gguf_find_tensor(f, "per_layer_token_embd.weight");
         if (!t || t->n_dims != 2)

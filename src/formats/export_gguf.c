@@ -185,6 +185,85 @@ static int check_supported(const sp_config *c, sp_err *err) {
 
 /* ---- the export ---------------------------------------------------------------------------- */
 
+/* every tensor the config implies, with its shape; then nothing unclaimed */
+static int check_tensors(const char *dir, const sp_config *cfg, st_set *st, const hf_tensor_spec *specs, int n_specs,
+                         sp_err *err) {
+    for (int i = 0; i < n_specs; i++) {
+        const st_tensor *t;
+        if (sp_st_get(st, specs[i].name, SP_DT_UNKNOWN, specs[i].ndim, specs[i].shape, &t, err)) return -1;
+    }
+    for (int i = 0; i < sp_st_count(st); i++) {
+        const char *name = sp_st_at(st, i)->name;
+        int known = 0;
+        for (int j = 0; j < n_specs && !known; j++) known = !strcmp(specs[j].name, name);
+        if (known) continue;
+        if (droppable(cfg, name)) {
+            sp_log(SP_LOG_DEBUG, "export: dropping %s", name);
+            continue;
+        }
+        return sp_err_set(err, "%s: tensor %s is not part of a %s checkpoint with this config.json (llama.cpp would "
+                               "refuse it)",
+                          dir, name, sp_arch_name(cfg->arch));
+    }
+    return 0;
+}
+
+/* the weight tensors, filled from the checkpoint at save time through srcs[i]; tensor types:
+ * 1-D always F32 (docs/GGUF-FORMAT.md §4 rule 5); 2-D as asked or as stored, counted in
+ * n_2d_types (F32, F16, BF16) for general.file_type */
+static int add_weight_tensors(gguf_writer *w, const sp_config *cfg, st_set *st, const hf_tensor_spec *specs,
+                              int n_specs, const export_gguf_opts *o, export_tensor_src *srcs, int *n_2d_types,
+                              sp_err *err) {
+    size_t pl = strlen(cfg->tensor_prefix);
+    for (int i = 0; i < n_specs; i++) {
+        const hf_tensor_spec *s = &specs[i];
+        const st_tensor *t = sp_st_find(st, s->name);
+        const char *hf = strncmp(s->name, cfg->tensor_prefix, pl) ? s->name : s->name + pl;
+        char buf[96];
+        const char *gg = sp_gguf_tensor_name(cfg->arch, hf, buf, sizeof buf);
+        SP_ASSERT(gg != NULL); /* every spec name has a mapping */
+        ggml_type type = GGML_TYPE_F32;
+        if (s->ndim == 2) {
+            if (o->weight_type >= 0) type = (ggml_type)o->weight_type;
+            else type = t->dtype == SP_DT_BF16 ? GGML_TYPE_BF16 : t->dtype == SP_DT_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+            n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
+        }
+        srcs[i] = (export_tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
+        int li, role = sp_tensor_role_of(cfg->arch, hf, &li);
+        if (cfg->arch == SP_ARCH_LLAMA && (role == SP_TN_Q || role == SP_TN_K)) /* Q/K rows in llama.cpp's order */
+            srcs[i].perm_head_dim = cfg->layers[s->layer].head_dim;
+        int64_t ne[2] = {s->ndim == 2 ? s->shape[1] : s->shape[0], s->shape[0]};
+        if (sp_gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err)) return -1;
+    }
+    return 0;
+}
+
+/* rope_freqs.weight: llama3 divisors, or Gemma-4's proportional mask (1/factor x n_rot, 1e30
+ * after); *freqs (the caller frees it after the save) holds the values the writer points at */
+static int add_rope_freqs(gguf_writer *w, const sp_config *cfg, float **freqs, sp_err *err) {
+    int n_freqs = 0;
+    if (cfg->arch == SP_ARCH_LLAMA && cfg->rope.type == SP_ROPE_LLAMA3) {
+        n_freqs = cfg->head_dim / 2;
+        if (!(*freqs = malloc((size_t)n_freqs * sizeof(float)))) return sp_err_set(err, "out of memory");
+        sp_export_llama3_rope_freqs(&cfg->rope, cfg->head_dim, *freqs);
+    } else if (cfg->arch == SP_ARCH_GEMMA4) {
+        int Dg = -1;
+        for (int i = 0; i < cfg->n_layers; i++)
+            if (!cfg->layers[i].sliding) Dg = cfg->layers[i].head_dim;
+        if (Dg > 0) {
+            n_freqs = Dg / 2;
+            if (!(*freqs = malloc((size_t)n_freqs * sizeof(float)))) return sp_err_set(err, "out of memory");
+            sp_export_proportional_rope_freqs(&cfg->rope, Dg, *freqs);
+        }
+    }
+    if (n_freqs > 0) {
+        int64_t ne[1] = {n_freqs};
+        if (sp_gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, *freqs, NULL, NULL, err))
+            return -1;
+    }
+    return 0;
+}
+
 int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts *o, sp_err *err) {
     sp_config cfg;
     st_set *st = NULL;
@@ -198,25 +277,7 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_config_load(&cfg, path, err)) return -1;
     if (check_supported(&cfg, err) || sp_hf_tensor_specs(&cfg, &specs, &n_specs, err)) goto done;
     if (sp_st_open_dir(&st, dir, err)) goto done;
-
-    /* every tensor the config implies, with its shape; then nothing unclaimed */
-    for (int i = 0; i < n_specs; i++) {
-        const st_tensor *t;
-        if (sp_st_get(st, specs[i].name, SP_DT_UNKNOWN, specs[i].ndim, specs[i].shape, &t, err)) goto done;
-    }
-    for (int i = 0; i < sp_st_count(st); i++) {
-        const char *name = sp_st_at(st, i)->name;
-        int known = 0;
-        for (int j = 0; j < n_specs && !known; j++) known = !strcmp(specs[j].name, name);
-        if (known) continue;
-        if (droppable(&cfg, name)) {
-            sp_log(SP_LOG_DEBUG, "export: dropping %s", name);
-            continue;
-        }
-        sp_err_set(err, "%s: tensor %s is not part of a %s checkpoint with this config.json (llama.cpp would refuse it)",
-                   dir, name, sp_arch_name(cfg.arch));
-        goto done;
-    }
+    if (check_tensors(dir, &cfg, st, specs, n_specs, err)) goto done;
 
     w = sp_gguf_writer_create();
     srcs = calloc((size_t)n_specs, sizeof *srcs);
@@ -231,52 +292,9 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
     if (sp_gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
         sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || sp_export_arch_keys(w, sp_arch_name(cfg.arch), &cfg, err))
         goto done;
-
-    /* tensor types: 1-D always F32 (docs/GGUF-FORMAT.md §4 rule 5); 2-D as asked or as stored */
     int n_2d_types[3] = {0}; /* F32, F16, BF16 counts for general.file_type */
-    size_t pl = strlen(cfg.tensor_prefix);
-    for (int i = 0; i < n_specs; i++) {
-        const hf_tensor_spec *s = &specs[i];
-        const st_tensor *t = sp_st_find(st, s->name);
-        const char *hf = strncmp(s->name, cfg.tensor_prefix, pl) ? s->name : s->name + pl;
-        char buf[96];
-        const char *gg = sp_gguf_tensor_name(cfg.arch, hf, buf, sizeof buf);
-        SP_ASSERT(gg != NULL); /* every spec name has a mapping */
-        ggml_type type = GGML_TYPE_F32;
-        if (s->ndim == 2) {
-            if (o->weight_type >= 0) type = (ggml_type)o->weight_type;
-            else type = t->dtype == SP_DT_BF16 ? GGML_TYPE_BF16 : t->dtype == SP_DT_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-            n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
-        }
-        srcs[i] = (export_tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
-        int li, role = sp_tensor_role_of(cfg.arch, hf, &li);
-        if (cfg.arch == SP_ARCH_LLAMA && (role == SP_TN_Q || role == SP_TN_K)) /* Q/K rows in llama.cpp's order */
-            srcs[i].perm_head_dim = cfg.layers[s->layer].head_dim;
-        int64_t ne[2] = {s->ndim == 2 ? s->shape[1] : s->shape[0], s->shape[0]};
-        if (sp_gguf_writer_add_tensor(w, gg, type, s->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err)) goto done;
-    }
-
-    /* rope_freqs.weight: llama3 divisors, or Gemma-4's proportional mask (1/factor x n_rot, 1e30 after) */
-    int n_freqs = 0;
-    if (cfg.arch == SP_ARCH_LLAMA && cfg.rope.type == SP_ROPE_LLAMA3) {
-        n_freqs = cfg.head_dim / 2;
-        if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
-        sp_export_llama3_rope_freqs(&cfg.rope, cfg.head_dim, rope_freqs);
-    } else if (cfg.arch == SP_ARCH_GEMMA4) {
-        int Dg = -1;
-        for (int i = 0; i < cfg.n_layers; i++)
-            if (!cfg.layers[i].sliding) Dg = cfg.layers[i].head_dim;
-        if (Dg > 0) {
-            n_freqs = Dg / 2;
-            if (!(rope_freqs = malloc((size_t)n_freqs * sizeof(float)))) goto oom;
-            sp_export_proportional_rope_freqs(&cfg.rope, Dg, rope_freqs);
-        }
-    }
-    if (n_freqs > 0) {
-        int64_t ne[1] = {n_freqs};
-        if (sp_gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, rope_freqs, NULL, NULL, err))
-            goto done;
-    }
+    if (add_weight_tensors(w, &cfg, st, specs, n_specs, o, srcs, n_2d_types, err)) goto done;
+    if (add_rope_freqs(w, &cfg, &rope_freqs, err)) goto done;
 
     if (sp_export_tokenizer_keys(w, &cfg, dir, o, err)) goto done;
     /* general.file_type: 0 all F32, 1 mostly F16, 32 mostly BF16 (llama_ftype) */
@@ -286,9 +304,6 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
                             "(docs/GGUF-FORMAT.md §7): expect ~0.1%% differences");
     if (sp_gguf_writer_save(w, out_path, err)) goto done;
     rc = 0;
-    goto done;
-oom:
-    sp_err_set(err, "out of memory");
 done:
     sp_gguf_writer_free(w);
     free(srcs);

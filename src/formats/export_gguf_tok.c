@@ -188,140 +188,146 @@ static int is_byte_token(const char *s) {
            strchr("0123456789ABCDEF", s[4]);
 }
 
-static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *dir, const char *tj_path,
-                               sp_err *err) {
-    const int V = c->vocab_size;
-    json_t *root = sp_hf_json_load_file(tj_path, 0, err), *tcfg = NULL;
-    if (!root) return -1;
-    const char **tokens = calloc((size_t)V, sizeof *tokens);
-    char **pads = calloc((size_t)V, sizeof *pads);
-    int32_t *types = calloc((size_t)V, sizeof *types);
-    float *scores = calloc((size_t)V, sizeof *scores);
-    const char **merges = NULL;
-    char **merge_buf = NULL;
-    size_t n_merges = 0;
-    int rc = -1;
-    if (!tokens || !pads || !types || !scores) goto oom;
+/* a tokenizer.json being turned into tokenizer.* keys: V entries per table */
+typedef struct {
+    const char *path; /* the tokenizer.json, for messages */
+    int V, byte_level, gemma, unk;
+    const char *ggml_model;
+    json_t *root, *model, *vocab;
+    tok_maps maps;
+    const char **tokens;
+    char **pads; /* "[PAD{id}]" names owned here */
+    int32_t *types;
+    float *scores;
+    const char **merges;
+    char **merge_buf; /* "a b" strings built from [a, b] pairs, owned here */
+    size_t n_merges;
+} tj_export;
 
-    json_t *model = json_object_get(root, "model");
-    const char *mtype = json_string_value(json_object_get(model, "type"));
-    json_t *vocab = json_object_get(model, "vocab");
-    if (!mtype || strcmp(mtype, "BPE") || !json_is_object(vocab)) {
-        sp_err_set(err, "%s: model.type \"%s\" is not supported for GGUF export (BPE only)", tj_path,
-                   mtype ? mtype : "(none)");
-        goto out;
-    }
-    json_t *added = json_object_get(root, "added_tokens");
-    tok_maps maps = {vocab, added};
-    int byte_level = has_type(json_object_get(root, "pre_tokenizer"), "ByteLevel") ||
-                     has_type(json_object_get(root, "decoder"), "ByteLevel");
-    const int gemma = c->arch == SP_ARCH_GEMMA4;
-    const char *ggml_model = byte_level ? "gpt2" : gemma ? "gemma4" : "llama";
+static int tj_oom(const tj_export *x, sp_err *err) { return sp_err_set(err, "out of memory reading %s", x->path); }
 
+/* tokens and their types from model.vocab and added_tokens; ids without a token become
+ * "[PAD{id}]" (unused) */
+static int tj_tokens(tj_export *x, sp_err *err) {
+    const int V = x->V;
     const char *k;
     json_t *v;
-    json_object_foreach(vocab, k, v) {
+    json_object_foreach(x->vocab, k, v) {
         json_int_t id = json_integer_value(v);
-        if (!json_is_integer(v) || id < 0 || id >= V) {
-            sp_err_set(err, "%s: token \"%s\" has id %lld outside the model's vocab_size %d", tj_path, k,
-                       (long long)id, V);
-            goto out;
-        }
-        tokens[id] = k;
-        types[id] = !byte_level && is_byte_token(k) ? TT_BYTE : TT_NORMAL;
+        if (!json_is_integer(v) || id < 0 || id >= V)
+            return sp_err_set(err, "%s: token \"%s\" has id %lld outside the model's vocab_size %d", x->path, k,
+                              (long long)id, V);
+        x->tokens[id] = k;
+        x->types[id] = !x->byte_level && is_byte_token(k) ? TT_BYTE : TT_NORMAL;
     }
     size_t i;
-    json_array_foreach(added, i, v) {
+    json_array_foreach(x->maps.added, i, v) {
         json_int_t id = json_integer_value(json_object_get(v, "id"));
         const char *content = json_string_value(json_object_get(v, "content"));
-        if (!content || id < 0 || id >= V) {
-            sp_err_set(err, "%s: added_tokens[%zu] has no content or an id outside vocab_size %d", tj_path, i, V);
-            goto out;
-        }
-        tokens[id] = content;
-        types[id] = json_is_true(json_object_get(v, "special")) ? TT_CONTROL : TT_USER;
+        if (!content || id < 0 || id >= V)
+            return sp_err_set(err, "%s: added_tokens[%zu] has no content or an id outside vocab_size %d", x->path, i, V);
+        x->tokens[id] = content;
+        x->types[id] = json_is_true(json_object_get(v, "special")) ? TT_CONTROL : TT_USER;
         /* Gemma-4 renders these markers as text (converter marks them user-defined, docs/GGUF-FORMAT.md §6) */
         static const char *gemma_user[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
                                            "<|tool_response>", "<tool_response|>", "<|\"|>"};
-        for (size_t g = 0; gemma && g < sizeof gemma_user / sizeof gemma_user[0]; g++)
-            if (!strcmp(content, gemma_user[g])) types[id] = TT_USER;
+        for (size_t g = 0; x->gemma && g < sizeof gemma_user / sizeof gemma_user[0]; g++)
+            if (!strcmp(content, gemma_user[g])) x->types[id] = TT_USER;
     }
-    int unk = lookup_id(&maps, json_string_value(json_object_get(model, "unk_token")));
-    if (unk >= 0) types[unk] = TT_UNKNOWN;
+    x->unk = lookup_id(&x->maps, json_string_value(json_object_get(x->model, "unk_token")));
+    if (x->unk >= 0) x->types[x->unk] = TT_UNKNOWN;
     int n_pad = 0;
     for (int t = 0; t < V; t++)
-        if (!tokens[t]) {
+        if (!x->tokens[t]) {
             char tmp[32];
             snprintf(tmp, sizeof tmp, "[PAD%d]", t);
-            if (!(pads[t] = strdup(tmp))) goto oom;
-            tokens[t] = pads[t];
-            types[t] = TT_UNUSED;
+            if (!(x->pads[t] = strdup(tmp))) return tj_oom(x, err);
+            x->tokens[t] = x->pads[t];
+            x->types[t] = TT_UNUSED;
             n_pad++;
         }
     if (n_pad) sp_log(SP_LOG_INFO, "export: %d token ids without a token padded as [PAD{id}]", n_pad);
+    return 0;
+}
 
-    /* merges: "a b" strings or [a, b] pairs */
-    json_t *jm = json_object_get(model, "merges");
-    n_merges = json_is_array(jm) ? json_array_size(jm) : 0;
-    merges = calloc(n_merges + 1, sizeof *merges);
-    merge_buf = calloc(n_merges + 1, sizeof *merge_buf);
-    if (!merges || !merge_buf) goto oom;
+/* SPM score of merge i ("a b"): -rank for the token it makes, unless an earlier merge made it */
+static void tj_merge_score(tj_export *x, size_t i) {
+    const char *sp = strchr(x->merges[i], ' ');
+    if (!sp) return;
+    char joined[1024];
+    size_t la = (size_t)(sp - x->merges[i]), lb = strlen(sp + 1);
+    if (la + lb >= sizeof joined) return;
+    memcpy(joined, x->merges[i], la);
+    memcpy(joined + la, sp + 1, lb + 1);
+    json_t *id = json_object_get(x->vocab, joined);
+    if (json_is_integer(id) && x->scores[json_integer_value(id)] == 0.0f)
+        x->scores[json_integer_value(id)] = -(float)(i + 1);
+}
+
+/* merges: "a b" strings or [a, b] pairs; the "llama" model gets scores from their ranks */
+static int tj_merges(tj_export *x, sp_err *err) {
+    json_t *jm = json_object_get(x->model, "merges"), *v;
+    size_t i;
+    x->n_merges = json_is_array(jm) ? json_array_size(jm) : 0;
+    x->merges = calloc(x->n_merges + 1, sizeof *x->merges);
+    x->merge_buf = calloc(x->n_merges + 1, sizeof *x->merge_buf);
+    if (!x->merges || !x->merge_buf) return tj_oom(x, err);
     json_array_foreach(jm, i, v) {
         if (json_is_string(v)) {
-            merges[i] = json_string_value(v);
+            x->merges[i] = json_string_value(v);
         } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_string(json_array_get(v, 0)) &&
                    json_is_string(json_array_get(v, 1))) {
             const char *a = json_string_value(json_array_get(v, 0)), *b = json_string_value(json_array_get(v, 1));
             size_t la = strlen(a), lb = strlen(b);
-            if (!(merge_buf[i] = malloc(la + lb + 2))) goto oom;
-            memcpy(merge_buf[i], a, la);
-            merge_buf[i][la] = ' ';
-            memcpy(merge_buf[i] + la + 1, b, lb + 1);
-            merges[i] = merge_buf[i];
+            if (!(x->merge_buf[i] = malloc(la + lb + 2))) return tj_oom(x, err);
+            memcpy(x->merge_buf[i], a, la);
+            x->merge_buf[i][la] = ' ';
+            memcpy(x->merge_buf[i] + la + 1, b, lb + 1);
+            x->merges[i] = x->merge_buf[i];
         } else {
-            sp_err_set(err, "%s: model.merges[%zu] is neither \"a b\" nor [a, b]", tj_path, i);
-            goto out;
+            return sp_err_set(err, "%s: model.merges[%zu] is neither \"a b\" nor [a, b]", x->path, i);
         }
-        if (!strcmp(ggml_model, "llama")) { /* SPM score: -rank of the merge that makes the token */
-            const char *sp = strchr(merges[i], ' ');
-            if (!sp) continue;
-            char joined[1024];
-            size_t la = (size_t)(sp - merges[i]), lb = strlen(sp + 1);
-            if (la + lb >= sizeof joined) continue;
-            memcpy(joined, merges[i], la);
-            memcpy(joined + la, sp + 1, lb + 1);
-            json_t *id = json_object_get(vocab, joined);
-            if (json_is_integer(id) && scores[json_integer_value(id)] == 0.0f)
-                scores[json_integer_value(id)] = -(float)(i + 1);
-        }
+        if (!strcmp(x->ggml_model, "llama")) tj_merge_score(x, i);
     }
-    if (gemma && !byte_level)
-        for (int t = 0; t < V; t++) scores[t] = -1000.0f;
+    if (x->gemma && !x->byte_level)
+        for (int t = 0; t < x->V; t++) x->scores[t] = -1000.0f;
+    return 0;
+}
 
-    if (sp_gguf_writer_set_str(w, "tokenizer.ggml.model", ggml_model, err)) goto out;
-    if (byte_level && sp_gguf_writer_set_str(w, "tokenizer.ggml.pre",
-                                          c->arch == SP_ARCH_LLAMA   ? "llama-bpe"
-                                          : c->arch == SP_ARCH_QWEN3 ? "qwen2"
-                                                                     : "default",
-                                          err))
-        goto out;
-    if (sp_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, (size_t)V, err) ||
-        sp_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (size_t)V, err))
-        goto out;
-    if (!byte_level && sp_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (size_t)V, err))
-        goto out;
-    if (strcmp(ggml_model, "llama") && n_merges &&
-        sp_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, n_merges, err))
-        goto out;
+/* tokenizer.ggml.model / pre / tokens / token_type / scores / merges */
+static int tj_write_vocab(gguf_writer *w, const tj_export *x, const sp_config *c, sp_err *err) {
+    if (sp_gguf_writer_set_str(w, "tokenizer.ggml.model", x->ggml_model, err)) return -1;
+    if (x->byte_level && sp_gguf_writer_set_str(w, "tokenizer.ggml.pre",
+                                                c->arch == SP_ARCH_LLAMA   ? "llama-bpe"
+                                                : c->arch == SP_ARCH_QWEN3 ? "qwen2"
+                                                                           : "default",
+                                                err))
+        return -1;
+    if (sp_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", x->tokens, (size_t)x->V, err) ||
+        sp_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, x->types, (size_t)x->V, err))
+        return -1;
+    if (!x->byte_level &&
+        sp_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, x->scores, (size_t)x->V, err))
+        return -1;
+    if (strcmp(x->ggml_model, "llama") && x->n_merges &&
+        sp_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", x->merges, x->n_merges, err))
+        return -1;
+    return 0;
+}
 
-    /* special ids: tokenizer_config.json strings first, then config.json ids */
+/* special ids (tokenizer_config.json strings first, then config.json ids), add_bos / add_eos /
+ * add_space_prefix and the chat template */
+static int tj_write_specials(gguf_writer *w, const tj_export *x, const sp_config *c, const char *dir, sp_err *err) {
+    const int V = x->V;
+    json_t *tcfg = NULL;
     char path[4096];
     sp_path_join(path, sizeof path, dir, "tokenizer_config.json");
-    if (sp_file_exists(path) && !(tcfg = sp_hf_json_load_file(path, 0, err))) goto out;
-    int bos = lookup_id(&maps, token_content(json_object_get(tcfg, "bos_token")));
-    int eos = lookup_id(&maps, token_content(json_object_get(tcfg, "eos_token")));
-    int pad = lookup_id(&maps, token_content(json_object_get(tcfg, "pad_token")));
-    int unk2 = lookup_id(&maps, token_content(json_object_get(tcfg, "unk_token")));
+    if (sp_file_exists(path) && !(tcfg = sp_hf_json_load_file(path, 0, err))) return -1;
+    int rc = -1, unk = x->unk;
+    int bos = lookup_id(&x->maps, token_content(json_object_get(tcfg, "bos_token")));
+    int eos = lookup_id(&x->maps, token_content(json_object_get(tcfg, "eos_token")));
+    int pad = lookup_id(&x->maps, token_content(json_object_get(tcfg, "pad_token")));
+    int unk2 = lookup_id(&x->maps, token_content(json_object_get(tcfg, "unk_token")));
     if (unk < 0) unk = unk2;
     if (bos < 0) bos = c->bos_id;
     if (eos < 0 && c->n_eos > 0) eos = c->eos_ids[0];
@@ -338,7 +344,8 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     if (json_is_boolean(ae) && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), err))
         goto out;
     /* gemma4 never prefixes a space; llama.cpp's SPM ("llama") does unless told not to */
-    if (!byte_level && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", gemma ? 0 : adds_space_prefix(root), err))
+    if (!x->byte_level && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix",
+                                                  x->gemma ? 0 : adds_space_prefix(x->root), err))
         goto out;
     const char *tmpl = json_string_value(json_object_get(tcfg, "chat_template"));
     char *tmpl_file = NULL;
@@ -346,22 +353,53 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     if (!tmpl && sp_file_exists(path) && sp_read_file(path, &tmpl_file, NULL, err) == 0) tmpl = tmpl_file;
     int trc = tmpl ? sp_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl, err) : 0;
     free(tmpl_file);
-    if (trc) goto out;
-    rc = 0;
-    goto out;
-oom:
-    sp_err_set(err, "out of memory reading %s", tj_path);
+    if (!trc) rc = 0;
 out:
-    for (int t = 0; pads && t < V; t++) free(pads[t]);
-    for (size_t m = 0; merge_buf && m < n_merges; m++) free(merge_buf[m]);
-    free(pads);
-    free(tokens);
-    free(types);
-    free(scores);
-    free(merges);
-    free(merge_buf);
     json_decref(tcfg);
-    json_decref(root);
+    return rc;
+}
+
+static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *dir, const char *tj_path,
+                               sp_err *err) {
+    const int V = c->vocab_size;
+    tj_export x = {.path = tj_path, .V = V, .unk = -1};
+    x.root = sp_hf_json_load_file(tj_path, 0, err);
+    if (!x.root) return -1;
+    x.tokens = calloc((size_t)V, sizeof *x.tokens);
+    x.pads = calloc((size_t)V, sizeof *x.pads);
+    x.types = calloc((size_t)V, sizeof *x.types);
+    x.scores = calloc((size_t)V, sizeof *x.scores);
+    int rc = -1;
+    if (!x.tokens || !x.pads || !x.types || !x.scores) {
+        tj_oom(&x, err);
+        goto out;
+    }
+    x.model = json_object_get(x.root, "model");
+    const char *mtype = json_string_value(json_object_get(x.model, "type"));
+    x.vocab = json_object_get(x.model, "vocab");
+    if (!mtype || strcmp(mtype, "BPE") || !json_is_object(x.vocab)) {
+        sp_err_set(err, "%s: model.type \"%s\" is not supported for GGUF export (BPE only)", tj_path,
+                   mtype ? mtype : "(none)");
+        goto out;
+    }
+    x.maps = (tok_maps){x.vocab, json_object_get(x.root, "added_tokens")};
+    x.byte_level = has_type(json_object_get(x.root, "pre_tokenizer"), "ByteLevel") ||
+                   has_type(json_object_get(x.root, "decoder"), "ByteLevel");
+    x.gemma = c->arch == SP_ARCH_GEMMA4;
+    x.ggml_model = x.byte_level ? "gpt2" : x.gemma ? "gemma4" : "llama";
+    if (!tj_tokens(&x, err) && !tj_merges(&x, err) && !tj_write_vocab(w, &x, c, err) &&
+        !tj_write_specials(w, &x, c, dir, err))
+        rc = 0;
+out:
+    for (int t = 0; x.pads && t < V; t++) free(x.pads[t]);
+    for (size_t m = 0; x.merge_buf && m < x.n_merges; m++) free(x.merge_buf[m]);
+    free(x.pads);
+    free(x.tokens);
+    free(x.types);
+    free(x.scores);
+    free(x.merges);
+    free(x.merge_buf);
+    json_decref(x.root);
     return rc;
 }
 

@@ -147,6 +147,85 @@ static int fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err *er
 }
 
 /* ---- the whole file ------------------------------------------------------------------------- */
+/* metadata: every key as it is, but the file type and quantization version (written anew) and
+ * the alignment */
+static int copy_metadata(const gguf_file *f, gguf_writer *w, const char *in, gguf_mix mix, sp_err *err) {
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        char key[256];
+        if (kv->key.len >= sizeof key)
+            return sp_err_set(err, "%s: metadata key of %llu bytes is too long to copy", in,
+                              (unsigned long long)kv->key.len);
+        memcpy(key, kv->key.ptr, kv->key.len);
+        key[kv->key.len] = 0;
+        if (!strcmp(key, "general.file_type") || !strcmp(key, "general.quantization_version") ||
+            !strcmp(key, "general.alignment"))
+            continue;
+        if (sp_gguf_writer_set_raw(w, key, (gguf_type)kv->type, kv->raw, (size_t)kv->raw_len, err)) return -1;
+    }
+    if (sp_gguf_writer_set_u32(w, "general.quantization_version", 2, err) ||
+        sp_gguf_writer_set_u32(w, "general.file_type", mix_file_type(mix), err))
+        return -1;
+    return 0;
+}
+
+/* one job per tensor of f: its target type by llama.cpp's mix rule, added to w to be converted
+ * at save time; prog->total sums the output bytes */
+static int add_tensor_jobs(const gguf_file *f, gguf_writer *w, const char *in, const gguf_quantize_opts *o,
+                           tensor_job *jobs, sp_pool *pool, progress_state *prog, sp_err *err) {
+    /* the counters llama.cpp's rule reads */
+    int64_t n_layers = 0;
+    gguf_str arch;
+    if (sp_gguf_get_str(f, "general.architecture", &arch, err) == 0) {
+        char key[96];
+        snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        if (sp_gguf_get_i64(f, key, &n_layers, err) < 0) return -1;
+    }
+    int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0, n_requant = 0, tied = sp_gguf_find_tensor(f, "output.weight") == NULL;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_str *nm = &f->tensors[i].name;
+        n_attn_v += nm->len >= 13 && !memcmp(nm->ptr + nm->len - 13, "attn_v.weight", 13);
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        char name[GGUF_MAX_NAME + 1];
+        if (t->name.len > GGUF_MAX_NAME)
+            return sp_err_set(err, "%s: tensor name of %llu bytes", in, (unsigned long long)t->name.len);
+        memcpy(name, t->name.ptr, t->name.len);
+        name[t->name.len] = 0;
+        tensor_job *j = &jobs[i];
+        memcpy(j->name, name, sizeof name);
+        j->src_ggml = t->type;
+        j->src_dt = sp_gguf_ggml_to_dtype(t->type);
+        if (j->src_dt == SP_DT_UNKNOWN)
+            return sp_err_set(err, "%s: tensor %s has ggml type %s, which specula cannot read", in, name,
+                              sp_ggml_type_label(t->type));
+        if (t->dims[0] > INT32_MAX)
+            return sp_err_set(err, "%s: tensor %s: rows too long", in, name);
+        j->ne0 = (int64_t)t->dims[0];
+        j->dst = sp_gguf_mix_tensor_type(o->mix, name, (int)t->n_dims, j->ne0, (ggml_type)t->type, tied, i_attn_v,
+                                      n_attn_v, i_ffn_down, (int)n_layers);
+        if (strstr(name, "attn_v.weight") && t->n_dims >= 2) i_attn_v++;
+        if (strstr(name, "ffn_down") && t->n_dims >= 2) i_ffn_down++;
+        n_requant += sp_dtype_is_quant(j->src_dt) && (uint32_t)j->dst != t->type && j->dst != GGML_TYPE_F32;
+        j->src = sp_gguf_tensor_data(f, t, err);
+        if (!j->src) return -1;
+        j->in_row = sp_dtype_row_bytes(j->src_dt, (size_t)j->ne0);
+        j->out_row = sp_ggml_row_size(j->dst, j->ne0);
+        j->pool = pool;
+        j->prog = prog;
+        int64_t ne[GGUF_MAX_DIMS];
+        for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->dims[d];
+        if (sp_gguf_writer_add_tensor(w, name, j->dst, (int)t->n_dims, ne, NULL, fill_tensor, j, err)) return -1;
+        prog->total += (double)(j->out_row * (t->nbytes / (j->in_row ? j->in_row : 1)));
+        sp_log(SP_LOG_DEBUG, "quantize: %-32s %s -> %s", name, sp_ggml_type_label(t->type), sp_ggml_type_name(j->dst));
+    }
+    if (n_requant)
+        sp_log(SP_LOG_WARN, "quantize: %d tensors of %s are already quantized: dequantized and quantized again "
+                            "(the quality losses add up)", n_requant, in);
+    return 0;
+}
+
 static int quantize_file(const char *in, const char *out, const gguf_quantize_opts *o, sp_err *err) {
     gguf_file *f = sp_gguf_open(in, err);
     if (!f) return -1;
@@ -159,80 +238,7 @@ static int quantize_file(const char *in, const char *out, const gguf_quantize_op
         sp_err_set(err, "out of memory");
         goto done;
     }
-    /* metadata: every key as it is, but the file type and quantization version */
-    for (uint64_t i = 0; i < f->n_kv; i++) {
-        const gguf_kv *kv = &f->kv[i];
-        char key[256];
-        if (kv->key.len >= sizeof key) {
-            sp_err_set(err, "%s: metadata key of %llu bytes is too long to copy", in, (unsigned long long)kv->key.len);
-            goto done;
-        }
-        memcpy(key, kv->key.ptr, kv->key.len);
-        key[kv->key.len] = 0;
-        if (!strcmp(key, "general.file_type") || !strcmp(key, "general.quantization_version") ||
-            !strcmp(key, "general.alignment"))
-            continue;
-        if (sp_gguf_writer_set_raw(w, key, (gguf_type)kv->type, kv->raw, (size_t)kv->raw_len, err)) goto done;
-    }
-    if (sp_gguf_writer_set_u32(w, "general.quantization_version", 2, err) ||
-        sp_gguf_writer_set_u32(w, "general.file_type", mix_file_type(o->mix), err))
-        goto done;
-
-    /* the counters llama.cpp's rule reads */
-    int64_t n_layers = 0;
-    gguf_str arch;
-    if (sp_gguf_get_str(f, "general.architecture", &arch, err) == 0) {
-        char key[96];
-        snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
-        if (sp_gguf_get_i64(f, key, &n_layers, err) < 0) goto done;
-    }
-    int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0, n_requant = 0, tied = sp_gguf_find_tensor(f, "output.weight") == NULL;
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_str *nm = &f->tensors[i].name;
-        n_attn_v += nm->len >= 13 && !memcmp(nm->ptr + nm->len - 13, "attn_v.weight", 13);
-    }
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor_info *t = &f->tensors[i];
-        char name[GGUF_MAX_NAME + 1];
-        if (t->name.len > GGUF_MAX_NAME) {
-            sp_err_set(err, "%s: tensor name of %llu bytes", in, (unsigned long long)t->name.len);
-            goto done;
-        }
-        memcpy(name, t->name.ptr, t->name.len);
-        name[t->name.len] = 0;
-        tensor_job *j = &jobs[i];
-        memcpy(j->name, name, sizeof name);
-        j->src_ggml = t->type;
-        j->src_dt = sp_gguf_ggml_to_dtype(t->type);
-        if (j->src_dt == SP_DT_UNKNOWN) {
-            sp_err_set(err, "%s: tensor %s has ggml type %s, which specula cannot read", in, name, sp_ggml_type_label(t->type));
-            goto done;
-        }
-        if (t->dims[0] > INT32_MAX) {
-            sp_err_set(err, "%s: tensor %s: rows too long", in, name);
-            goto done;
-        }
-        j->ne0 = (int64_t)t->dims[0];
-        j->dst = sp_gguf_mix_tensor_type(o->mix, name, (int)t->n_dims, j->ne0, (ggml_type)t->type, tied, i_attn_v,
-                                      n_attn_v, i_ffn_down, (int)n_layers);
-        if (strstr(name, "attn_v.weight") && t->n_dims >= 2) i_attn_v++;
-        if (strstr(name, "ffn_down") && t->n_dims >= 2) i_ffn_down++;
-        n_requant += sp_dtype_is_quant(j->src_dt) && (uint32_t)j->dst != t->type && j->dst != GGML_TYPE_F32;
-        j->src = sp_gguf_tensor_data(f, t, err);
-        if (!j->src) goto done;
-        j->in_row = sp_dtype_row_bytes(j->src_dt, (size_t)j->ne0);
-        j->out_row = sp_ggml_row_size(j->dst, j->ne0);
-        j->pool = pool;
-        j->prog = &prog;
-        int64_t ne[GGUF_MAX_DIMS];
-        for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->dims[d];
-        if (sp_gguf_writer_add_tensor(w, name, j->dst, (int)t->n_dims, ne, NULL, fill_tensor, j, err)) goto done;
-        prog.total += (double)(j->out_row * (t->nbytes / (j->in_row ? j->in_row : 1)));
-        sp_log(SP_LOG_DEBUG, "quantize: %-32s %s -> %s", name, sp_ggml_type_label(t->type), sp_ggml_type_name(j->dst));
-    }
-    if (n_requant)
-        sp_log(SP_LOG_WARN, "quantize: %d tensors of %s are already quantized: dequantized and quantized again "
-                            "(the quality losses add up)", n_requant, in);
+    if (copy_metadata(f, w, in, o->mix, err) || add_tensor_jobs(f, w, in, o, jobs, pool, &prog, err)) goto done;
     if (prog.on) sp_progress_start(&prog.bar, "quantize", prog.total / 1048576.0, "MiB");
     if (sp_gguf_writer_save(w, out, err)) goto done;
     if (prog.on) sp_progress_finish(&prog.bar, prog.done / 1048576.0, NULL);

@@ -283,6 +283,39 @@ void sp_gguf_close(gguf_file *f) {
     free(f);
 }
 
+/* f->map, f->size: the whole regular file at path, mapped read-only */
+static int map_file(gguf_file *f, const char *path, sp_err *err) {
+    off_t size = 0;
+    int fd = sp_open_regular(path, &size, err);
+    if (fd < 0) return -1;
+    if (size < 24) {
+        close(fd);
+        return sp_err_set(err, "%s: not a GGUF file (too small)", path);
+    }
+    f->size = (size_t)size;
+    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return sp_err_set(err, "%s: mmap failed: %s", path, strerror(errno));
+    f->map = m;
+    return 0;
+}
+
+/* every tensor offset aligned and its data inside the file */
+static int check_tensor_bounds(const gguf_file *f, const char *path, sp_err *err) {
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        int nl = (int)(t->name.len > 64 ? 64 : t->name.len);
+        if (t->offset % f->alignment)
+            return sp_err_set(err, "%s: tensor '%.*s' offset %llu is not aligned to %llu", path, nl, t->name.ptr,
+                              (unsigned long long)t->offset, (unsigned long long)f->alignment);
+        if (f->n_tensors && (f->data_offset > f->size || t->offset > f->size - f->data_offset ||
+                             t->nbytes > f->size - f->data_offset - t->offset))
+            return sp_err_set(err, "%s: tensor '%.*s' data (offset %llu, %llu bytes) lies past the end of the file",
+                              path, nl, t->name.ptr, (unsigned long long)t->offset, (unsigned long long)t->nbytes);
+    }
+    return 0;
+}
+
 gguf_file *sp_gguf_open(const char *path, sp_err *err) {
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
@@ -290,22 +323,7 @@ gguf_file *sp_gguf_open(const char *path, sp_err *err) {
         return NULL;
     }
     snprintf(f->path, sizeof f->path, "%s", path);
-    off_t size = 0;
-    int fd = sp_open_regular(path, &size, err);
-    if (fd < 0) goto fail;
-    if (size < 24) {
-        close(fd);
-        sp_err_set(err, "%s: not a GGUF file (too small)", path);
-        goto fail;
-    }
-    f->size = (size_t)size;
-    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        sp_err_set(err, "%s: mmap failed: %s", path, strerror(errno));
-        goto fail;
-    }
-    f->map = m;
+    if (map_file(f, path, err)) goto fail;
     cursor c = {f->map, f->map + f->size, f->path, err};
     uint32_t magic = 0;
     rd_u32(&c, &magic, "magic");
@@ -350,23 +368,7 @@ gguf_file *sp_gguf_open(const char *path, sp_err *err) {
         if (read_tensor_info(&c, &f->tensors[i], i)) goto fail;
     uint64_t pos = (uint64_t)(c.p - f->map);
     f->data_offset = pos + (f->alignment - pos % f->alignment) % f->alignment;
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor_info *t = &f->tensors[i];
-        int nl = (int)(t->name.len > 64 ? 64 : t->name.len);
-        if (t->offset % f->alignment) {
-            sp_err_set(err, "%s: tensor '%.*s' offset %llu is not aligned to %llu", path, nl,
-                       t->name.ptr, (unsigned long long)t->offset,
-                       (unsigned long long)f->alignment);
-            goto fail;
-        }
-        if (f->n_tensors && (f->data_offset > f->size || t->offset > f->size - f->data_offset ||
-                             t->nbytes > f->size - f->data_offset - t->offset)) {
-            sp_err_set(err, "%s: tensor '%.*s' data (offset %llu, %llu bytes) lies past the end "
-                       "of the file", path, nl, t->name.ptr, (unsigned long long)t->offset,
-                       (unsigned long long)t->nbytes);
-            goto fail;
-        }
-    }
+    if (check_tensor_bounds(f, path, err)) goto fail;
     if (check_names_and_overlap(f, err)) goto fail;
     return f;
 fail:

@@ -310,56 +310,38 @@ static int write_index(const char *dir, const hf_tensor_spec *specs, const int *
     return rc;
 }
 
-/* sp_newmodel_write into dir, which the caller created and removes on failure */
-static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
-    const preset_info *pi = sp_preset_find(o->arch, o->preset);
-    sp_dtype dtype = o->dtype == SP_DT_UNKNOWN ? (pi && pi->real ? SP_DT_BF16 : SP_DT_F32) : o->dtype;
-    if (dtype != SP_DT_F32 && dtype != SP_DT_BF16) return sp_err_set(err, "new model: dtype must be f32 or bf16");
-
-    /* a tokenizer larger than the preset's vocabulary grows vocab_size (an explicit --set wins) */
-    const char **sets = calloc((size_t)o->n_sets + 4, sizeof *sets);
-    if (!sets) return sp_err_set(err, "out of memory");
-    int n_sets = 0;
-    char vocab_set[64], tok_sets[3][64];
-    sp_config cfg;
-    char *text = NULL;
-    hf_tensor_spec *specs = NULL;
-    int *shard_of = NULL;
-    int rc = -1;
+/* the --set list for the config: the tokenizer's special ids and, when the tokenizer is larger
+ * than the preset's vocabulary, vocab_size (an explicit --set, appended last, wins) */
+static int collect_sets(const newmodel_opts *o, const preset_info *pi, const char **sets, int *n_sets,
+                        char *vocab_set, size_t vocab_set_size, char (*tok_sets)[64], sp_err *err) {
     if (o->tokenizer) {
         int tv = 0;
-        if (tokenizer_info(o->tokenizer, &tv, tok_sets, err)) goto done;
+        sp_config cfg;
+        if (tokenizer_info(o->tokenizer, &tv, tok_sets, err)) return -1;
         /* the tokenizer's ids win; a null in its config clears an id of the tiny presets only
          * (a real shape keeps its model's id where the tokenizer names none, as Qwen3's bos) */
         for (int k = 0; k < 3; k++)
-            if (tok_sets[k][0] && (!strstr(tok_sets[k], "=null") || !(pi && pi->real))) sets[n_sets++] = tok_sets[k];
+            if (tok_sets[k][0] && (!strstr(tok_sets[k], "=null") || !(pi && pi->real))) sets[(*n_sets)++] = tok_sets[k];
         char *probe = sp_preset_config_json(o->arch, o->preset, "float32", o->sets, o->n_sets, err);
-        if (!probe) goto done;
+        if (!probe) return -1;
         int ok = sp_config_parse(&cfg, probe, "config.json", err);
         free(probe);
-        if (ok != 0) goto done;
+        if (ok != 0) return -1;
         if (tv > cfg.vocab_size) {
-            snprintf(vocab_set, sizeof vocab_set, "vocab_size=%d", tv);
-            sets[n_sets++] = vocab_set;
+            snprintf(vocab_set, vocab_set_size, "vocab_size=%d", tv);
+            sets[(*n_sets)++] = vocab_set;
             sp_log(SP_LOG_INFO, "vocab_size %d -> %d to fit %s", cfg.vocab_size, tv, o->tokenizer);
         }
     }
-    for (int i = 0; i < o->n_sets; i++) sets[n_sets++] = o->sets[i];
+    for (int i = 0; i < o->n_sets; i++) sets[(*n_sets)++] = o->sets[i];
+    return 0;
+}
 
-    text = sp_preset_config_json(o->arch, o->preset, dtype == SP_DT_F32 ? "float32" : "bfloat16", sets, n_sets, err);
-    if (!text) goto done;
-    if (sp_config_parse(&cfg, text, "generated config.json", err)) goto done;
-    int n;
-    if (sp_hf_tensor_specs(&cfg, &specs, &n, err)) goto done;
-
-    /* shards: consecutive tensors up to shard_bytes each (a bigger tensor gets its own) */
-    uint64_t limit = o->shard_bytes ? o->shard_bytes : DEFAULT_SHARD_BYTES, total = 0, cur = 0;
-    size_t es = sp_dtype_size(dtype);
-    shard_of = malloc((size_t)n * sizeof *shard_of);
-    if (!shard_of) {
-        sp_err_set(err, "out of memory");
-        goto done;
-    }
+/* shards: consecutive tensors up to limit bytes each (a bigger tensor gets its own); returns the
+ * number of shards, shard_of[i] the shard of tensor i, *total the bytes of all */
+static int plan_shards(const hf_tensor_spec *specs, int n, uint64_t limit, size_t es, int *shard_of,
+                       uint64_t *total) {
+    uint64_t cur = 0;
     int n_shards = 1;
     for (int i = 0; i < n; i++) {
         uint64_t b = (uint64_t)specs[i].shape[0] * (uint64_t)(specs[i].ndim > 1 ? specs[i].shape[1] : 1) * es;
@@ -368,24 +350,22 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
             cur = 0;
         }
         cur += b;
-        total += b;
+        *total += b;
         shard_of[i] = n_shards - 1;
     }
+    return n_shards;
+}
 
-    char path[4096];
-    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_write_file_atomic(path, text, strlen(text), err))
-        goto done;
-
+/* one shard at a time: generate its tensors, hand them to the writer by reference, save,
+ * free; memory peaks near one shard (or the largest tensor) */
+static int write_shards(const char *dir, const newmodel_opts *o, const hf_tensor_spec *specs, const int *shard_of,
+                        int n, int n_shards, sp_dtype dtype, float embed_std, sp_err *err) {
+    size_t es = sp_dtype_size(dtype);
     int n_threads = o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n_threads < 1) n_threads = 1;
-    float embed_std = pi && pi->real ? 4.0f / sqrtf((float)cfg.hidden_size) : 1.0f;
-    /* one shard at a time: generate its tensors, hand them to the writer by reference, save,
-     * free; memory peaks near one shard (or the largest tensor) */
+    char path[4096];
     void **bufs = calloc((size_t)n, sizeof *bufs);
-    if (!bufs) {
-        sp_err_set(err, "out of memory");
-        goto done;
-    }
+    if (!bufs) return sp_err_set(err, "out of memory");
     int next = 0, ok = 1;
     for (int s = 0; ok && s < n_shards; s++) {
         st_writer *w = sp_st_writer_create();
@@ -421,7 +401,45 @@ static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
     }
     for (int i = 0; i < n; i++) free(bufs[i]);
     free(bufs);
-    if (!ok) goto done;
+    return ok ? 0 : -1;
+}
+
+/* sp_newmodel_write into dir, which the caller created and removes on failure */
+static int write_into(const char *dir, const newmodel_opts *o, sp_err *err) {
+    const preset_info *pi = sp_preset_find(o->arch, o->preset);
+    sp_dtype dtype = o->dtype == SP_DT_UNKNOWN ? (pi && pi->real ? SP_DT_BF16 : SP_DT_F32) : o->dtype;
+    if (dtype != SP_DT_F32 && dtype != SP_DT_BF16) return sp_err_set(err, "new model: dtype must be f32 or bf16");
+
+    const char **sets = calloc((size_t)o->n_sets + 4, sizeof *sets);
+    if (!sets) return sp_err_set(err, "out of memory");
+    int n_sets = 0;
+    char vocab_set[64], tok_sets[3][64];
+    sp_config cfg;
+    char *text = NULL;
+    hf_tensor_spec *specs = NULL;
+    int *shard_of = NULL;
+    int rc = -1;
+    if (collect_sets(o, pi, sets, &n_sets, vocab_set, sizeof vocab_set, tok_sets, err)) goto done;
+
+    text = sp_preset_config_json(o->arch, o->preset, dtype == SP_DT_F32 ? "float32" : "bfloat16", sets, n_sets, err);
+    if (!text) goto done;
+    if (sp_config_parse(&cfg, text, "generated config.json", err)) goto done;
+    int n;
+    if (sp_hf_tensor_specs(&cfg, &specs, &n, err)) goto done;
+
+    uint64_t limit = o->shard_bytes ? o->shard_bytes : DEFAULT_SHARD_BYTES, total = 0;
+    shard_of = malloc((size_t)n * sizeof *shard_of);
+    if (!shard_of) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    int n_shards = plan_shards(specs, n, limit, sp_dtype_size(dtype), shard_of, &total);
+
+    char path[4096];
+    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_write_file_atomic(path, text, strlen(text), err))
+        goto done;
+    float embed_std = pi && pi->real ? 4.0f / sqrtf((float)cfg.hidden_size) : 1.0f;
+    if (write_shards(dir, o, specs, shard_of, n, n_shards, dtype, embed_std, err)) goto done;
     if (n_shards > 1 && write_index(dir, specs, shard_of, n, n_shards, total, err)) goto done;
     if (o->tokenizer && copy_tokenizer(o->tokenizer, dir, err)) goto done;
     rc = 0;

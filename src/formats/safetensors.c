@@ -426,6 +426,52 @@ static int plain_file_name(const char *name) {
     return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
+/* shards[0..*n_shards): the distinct shard names of weight_map (plain file names) */
+static int collect_shards(json_t *wm, const char *index, const char **shards, int *n_shards, sp_err *err) {
+    const char *name;
+    json_t *v;
+    json_object_foreach(wm, name, v) {
+        if (!json_is_string(v))
+            return sp_err_set(err, "%s: weight_map value for \"%.200s\" is not a string", index, name);
+        const char *sh = json_string_value(v);
+        if (!plain_file_name(sh))
+            return sp_err_set(err, "%s: weight_map shard \"%.200s\" is not a plain file name", index, sh);
+        int k = 0;
+        while (k < *n_shards && strcmp(shards[k], sh) != 0) k++;
+        if (k == *n_shards) shards[(*n_shards)++] = sh;
+    }
+    return 0;
+}
+
+/* every weight_map entry is in the shard it names; the tensors not listed and a metadata.total_size
+ * that differs from the shards' bytes are warnings */
+static int check_weight_map(const st_set *s, json_t *root, json_t *wm, const char *dir, const char *index,
+                            sp_err *err) {
+    const char *name;
+    json_t *v;
+    char path[4200];
+    uint64_t total = 0;
+    json_object_foreach(wm, name, v) {
+        const st_tensor *t = sp_st_find(s, name);
+        sp_path_join(path, sizeof path, dir, json_string_value(v));
+        if (!t)
+            return sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but that "
+                                   "shard has no such tensor", index, name, path);
+        if (strcmp(t->file, path) != 0)
+            return sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but it is in %s", index, name,
+                              path, t->file);
+    }
+    for (int i = 0; i < s->n; i++) total += s->ents[i].t.nbytes;
+    if ((size_t)s->n > json_object_size(wm))
+        sp_log(SP_LOG_WARN, "%s: %zu tensors in the shards are not listed in weight_map", index,
+               (size_t)s->n - json_object_size(wm));
+    json_t *ts = json_object_get(json_object_get(root, "metadata"), "total_size");
+    if (json_is_integer(ts) && (uint64_t)json_integer_value(ts) != total)
+        sp_log(SP_LOG_WARN, "%s: metadata.total_size %lld differs from the %llu tensor bytes in "
+               "the shards", index, (long long)json_integer_value(ts), (unsigned long long)total);
+    return 0;
+}
+
 /* docs/SAFETENSORS.md §4: open every distinct shard of the index once, then cross-check weight_map. */
 static int open_index(st_set *s, const char *dir, const char *index, sp_err *err) {
     char *txt = NULL;
@@ -453,24 +499,7 @@ static int open_index(st_set *s, const char *dir, const char *index, sp_err *err
         rc = sp_err_set(err, "%s: out of memory", index);
         goto done;
     }
-    const char *name;
-    json_t *v;
-    json_object_foreach(wm, name, v) {
-        if (!json_is_string(v)) {
-            rc = sp_err_set(err, "%s: weight_map value for \"%.200s\" is not a string", index,
-                            name);
-            goto done;
-        }
-        const char *sh = json_string_value(v);
-        if (!plain_file_name(sh)) {
-            rc = sp_err_set(err, "%s: weight_map shard \"%.200s\" is not a plain file name",
-                            index, sh);
-            goto done;
-        }
-        int k = 0;
-        while (k < n_shards && strcmp(shards[k], sh) != 0) k++;
-        if (k == n_shards) shards[n_shards++] = sh;
-    }
+    if ((rc = collect_shards(wm, index, shards, &n_shards, err))) goto done;
     for (int k = 0; k < n_shards; k++) {
         if (sp_path_join(path, sizeof path, dir, shards[k]) != 0) {
             rc = sp_err_set(err, "%s: path too long for shard %s", index, shards[k]);
@@ -482,29 +511,7 @@ static int open_index(st_set *s, const char *dir, const char *index, sp_err *err
         }
     }
     if ((rc = sort_entries(s, err))) goto done;
-    uint64_t total = 0;
-    json_object_foreach(wm, name, v) {
-        const st_tensor *t = sp_st_find(s, name);
-        sp_path_join(path, sizeof path, dir, json_string_value(v));
-        if (!t) {
-            rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but that "
-                            "shard has no such tensor", index, name, path);
-            goto done;
-        }
-        if (strcmp(t->file, path) != 0) {
-            rc = sp_err_set(err, "%s: weight_map names tensor \"%.200s\" in %s, but it is in %s",
-                            index, name, path, t->file);
-            goto done;
-        }
-    }
-    for (int i = 0; i < s->n; i++) total += s->ents[i].t.nbytes;
-    if ((size_t)s->n > json_object_size(wm))
-        sp_log(SP_LOG_WARN, "%s: %zu tensors in the shards are not listed in weight_map", index,
-               (size_t)s->n - json_object_size(wm));
-    json_t *ts = json_object_get(json_object_get(root, "metadata"), "total_size");
-    if (json_is_integer(ts) && (uint64_t)json_integer_value(ts) != total)
-        sp_log(SP_LOG_WARN, "%s: metadata.total_size %lld differs from the %llu tensor bytes in "
-               "the shards", index, (long long)json_integer_value(ts), (unsigned long long)total);
+    rc = check_weight_map(s, root, wm, dir, index, err);
 done:
     free(shards);
     json_decref(root);

@@ -73,8 +73,73 @@ static int replace_all(strlist *o, const char *s, size_t n, const char *a, size_
     return sl_cat(o, s + st, n - st);
 }
 
-static int apply(const tok_dec *d, strlist *in, strlist *o) {
+/* ByteFallback: a run of "<0xHH>" tokens becomes its bytes when they are valid UTF-8, else one
+ * U+FFFD per byte; other tokens pass through */
+static int dec_bytefallback(strlist *in, strlist *o) {
     static const char fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
+    for (int i = 0; i < in->n;) {
+        if (byte_token(SL_STR(in, i), in->p[i].len) < 0) {
+            if (sl_add(o, SL_STR(in, i), in->p[i].len)) return -1;
+            i++;
+            continue;
+        }
+        /* a run of byte tokens: valid UTF-8 as text, else one U+FFFD per byte */
+        uint8_t bytes[256];
+        int nb = 0, j = i;
+        while (j < in->n && nb < (int)sizeof bytes) {
+            int v = byte_token(SL_STR(in, j), in->p[j].len);
+            if (v < 0) break;
+            bytes[nb++] = (uint8_t)v;
+            j++;
+        }
+        int ok = 1;
+        for (int k = 0; k < nb && ok;) {
+            int l = sp_tok_utf8_valid_len(bytes + k, (size_t)(nb - k));
+            ok = l > 0;
+            k += l;
+        }
+        if (ok) {
+            if (sl_add(o, (const char *)bytes, (size_t)nb)) return -1;
+        } else {
+            for (int k = 0; k < nb; k++)
+                if (sl_add(o, fffd, 3)) return -1;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+/* ByteLevel: each token's characters mapped back to bytes (a token outside the alphabet as is),
+ * the whole as one piece of lossy UTF-8 */
+static int dec_bytelevel(strlist *in, strlist *o) {
+    tok_buf raw = {0};
+    int rc = 0;
+    for (int i = 0; i < in->n && !rc; i++) {
+        const char *s = SL_STR(in, i);
+        size_t n = in->p[i].len, start = raw.n;
+        for (size_t k = 0; k < n && !rc;) {
+            int l;
+            uint32_t cp = sp_tok_utf8_get(s + k, n - k, &l);
+            int b = sp_tok_bytelevel_byte(cp);
+            if (b < 0) { /* not in the alphabet: the token's text as is */
+                raw.n = start;
+                rc = sp_tok_buf_put(&raw, s, n);
+                break;
+            }
+            uint8_t c = (uint8_t)b;
+            rc = sp_tok_buf_put(&raw, &c, 1);
+            k += (size_t)l;
+        }
+    }
+    tok_buf fixed = {0};
+    if (!rc) rc = sp_tok_utf8_lossy(&fixed, raw.p ? raw.p : "", raw.n, 0);
+    if (!rc) rc = sl_add(o, fixed.p ? fixed.p : "", fixed.n);
+    sp_tok_buf_free(&raw);
+    sp_tok_buf_free(&fixed);
+    return rc;
+}
+
+static int apply(const tok_dec *d, strlist *in, strlist *o) {
     switch (d->kind) {
     case DEC_REPLACE:
         for (int i = 0; i < in->n; i++)
@@ -105,63 +170,9 @@ static int apply(const tok_dec *d, strlist *in, strlist *o) {
         }
         return 0;
     case DEC_BYTEFALLBACK:
-        for (int i = 0; i < in->n;) {
-            if (byte_token(SL_STR(in, i), in->p[i].len) < 0) {
-                if (sl_add(o, SL_STR(in, i), in->p[i].len)) return -1;
-                i++;
-                continue;
-            }
-            /* a run of byte tokens: valid UTF-8 as text, else one U+FFFD per byte */
-            uint8_t bytes[256];
-            int nb = 0, j = i;
-            while (j < in->n && nb < (int)sizeof bytes) {
-                int v = byte_token(SL_STR(in, j), in->p[j].len);
-                if (v < 0) break;
-                bytes[nb++] = (uint8_t)v;
-                j++;
-            }
-            int ok = 1;
-            for (int k = 0; k < nb && ok;) {
-                int l = sp_tok_utf8_valid_len(bytes + k, (size_t)(nb - k));
-                ok = l > 0;
-                k += l;
-            }
-            if (ok) {
-                if (sl_add(o, (const char *)bytes, (size_t)nb)) return -1;
-            } else {
-                for (int k = 0; k < nb; k++)
-                    if (sl_add(o, fffd, 3)) return -1;
-            }
-            i = j;
-        }
-        return 0;
-    case DEC_BYTELEVEL: {
-        tok_buf raw = {0};
-        int rc = 0;
-        for (int i = 0; i < in->n && !rc; i++) {
-            const char *s = SL_STR(in, i);
-            size_t n = in->p[i].len, start = raw.n;
-            for (size_t k = 0; k < n && !rc;) {
-                int l;
-                uint32_t cp = sp_tok_utf8_get(s + k, n - k, &l);
-                int b = sp_tok_bytelevel_byte(cp);
-                if (b < 0) { /* not in the alphabet: the token's text as is */
-                    raw.n = start;
-                    rc = sp_tok_buf_put(&raw, s, n);
-                    break;
-                }
-                uint8_t c = (uint8_t)b;
-                rc = sp_tok_buf_put(&raw, &c, 1);
-                k += (size_t)l;
-            }
-        }
-        tok_buf fixed = {0};
-        if (!rc) rc = sp_tok_utf8_lossy(&fixed, raw.p ? raw.p : "", raw.n, 0);
-        if (!rc) rc = sl_add(o, fixed.p ? fixed.p : "", fixed.n);
-        sp_tok_buf_free(&raw);
-        sp_tok_buf_free(&fixed);
-        return rc;
-    }
+        return dec_bytefallback(in, o);
+    case DEC_BYTELEVEL:
+        return dec_bytelevel(in, o);
     }
     return 0;
 }

@@ -242,6 +242,87 @@ static int class_spans(const char *base, uint32_t off, uint32_t len, int kind, s
     return 0;
 }
 
+/* ByteLevel on the piece off..off+len of w's arena: a space prefix (a copy of the piece at
+ * the arena's end), then the GPT-2 regex split when op->re */
+static int pre_bytelevel(const tok_pre *op, pcre2_match_data *md, tok_pieces *w, uint32_t off, uint32_t len,
+                         spans *sp, tok_pieces *next, sp_err *err) {
+    if (op->add_prefix_space && w->arena.p[off] != ' ') {
+        uint32_t noff = (uint32_t)w->arena.n;
+        if (sp_tok_buf_reserve(&w->arena, (size_t)len + 1) || /* no realloc below */
+            sp_tok_buf_put(&w->arena, " ", 1) ||
+            sp_tok_buf_put(&w->arena, w->arena.p + off, len))
+            return sp_err_set(err, "out of memory");
+        off = noff;
+        len++;
+    }
+    if (op->re) {
+        int rc = find_spans(op, md, w->arena.p, off, len, sp, err);
+        if (!rc && apply_behavior(SPLIT_ISOLATED, 0, sp, next)) rc = sp_err_set(err, "out of memory");
+        return rc;
+    }
+    return push(next, off, len) ? sp_err_set(err, "out of memory") : 0;
+}
+
+/* Metaspace on the piece off..off+len: a copy at the arena's end with " " replaced by op->lit
+ * (and op->lit prepended when prepend and the piece does not start with it), then split
+ * before each op->lit when op->split */
+static int pre_metaspace(const tok_pre *op, tok_pieces *w, uint32_t off, uint32_t len, int prepend, spans *sp,
+                         tok_pieces *next, sp_err *err) {
+    int rc = 0;
+    uint32_t noff = (uint32_t)w->arena.n;
+    if (sp_tok_buf_reserve(&w->arena, ((size_t)len + 1) * (op->lit_len + 1))) return sp_err_set(err, "out of memory");
+    if (prepend && !(len >= op->lit_len && !memcmp(w->arena.p + off, op->lit, op->lit_len)))
+        rc = sp_tok_buf_put(&w->arena, op->lit, op->lit_len);
+    for (uint32_t j = 0; j < len && !rc; j++) {
+        char c = w->arena.p[off + j];
+        rc = c == ' ' ? sp_tok_buf_put(&w->arena, op->lit, op->lit_len) : sp_tok_buf_put(&w->arena, &c, 1);
+    }
+    if (rc) return sp_err_set(err, "out of memory");
+    uint32_t nlen = (uint32_t)w->arena.n - noff;
+    if (op->split) {
+        tok_pre lit = {.kind = PRE_SPLIT, .lit = op->lit, .lit_len = op->lit_len};
+        rc = find_spans(&lit, NULL, w->arena.p, noff, nlen, sp, err);
+        if (!rc && apply_behavior(SPLIT_MERGED_NEXT, 0, sp, next)) rc = sp_err_set(err, "out of memory");
+        return rc;
+    }
+    return push(next, noff, nlen) ? sp_err_set(err, "out of memory") : 0;
+}
+
+/* apply pre-tokenizer op to piece i of w, appending the resulting pieces to next */
+static int pre_piece(const tok_pre *op, pcre2_match_data *md, tok_pieces *w, int i, int first, spans *sp,
+                     tok_pieces *next, sp_err *err) {
+    uint32_t off = w->p[i].off, len = w->p[i].len;
+    int rc = 0;
+    switch (op->kind) {
+    case PRE_SPLIT:
+        rc = find_spans(op, md, w->arena.p, off, len, sp, err);
+        if (!rc && apply_behavior(op->behavior, op->invert, sp, next)) rc = sp_err_set(err, "out of memory");
+        break;
+    case PRE_BYTELEVEL:
+        rc = pre_bytelevel(op, md, w, off, len, sp, next, err);
+        break;
+    case PRE_METASPACE: {
+        int prepend = op->prepend_scheme == PREPEND_ALWAYS || (op->prepend_scheme == PREPEND_FIRST && first && i == 0);
+        rc = pre_metaspace(op, w, off, len, prepend, sp, next, err);
+        break;
+    }
+    case PRE_DIGITS:
+        if (class_spans(w->arena.p, off, len, op->individual_digits ? 3 : 0, sp) ||
+            apply_behavior(op->individual_digits ? SPLIT_ISOLATED : SPLIT_CONTIGUOUS, 0, sp, next))
+            rc = sp_err_set(err, "out of memory");
+        break;
+    case PRE_WHITESPACE_SPLIT:
+        if (class_spans(w->arena.p, off, len, 1, sp) || apply_behavior(SPLIT_REMOVED, 0, sp, next))
+            rc = sp_err_set(err, "out of memory");
+        break;
+    case PRE_NEWLINE_RUNS:
+        if (class_spans(w->arena.p, off, len, 2, sp) || apply_behavior(SPLIT_ISOLATED, 0, sp, next))
+            rc = sp_err_set(err, "out of memory");
+        break;
+    }
+    return rc;
+}
+
 int sp_tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int first, tok_pieces *w,
                     sp_err *err) {
     w->n = 0;
@@ -264,82 +345,7 @@ int sp_tok_pretokenize(const tok_tokenizer *t, const char *s, size_t n, int firs
                 break;
             }
         }
-        for (int i = 0; i < w->n && !rc; i++) {
-            uint32_t off = w->p[i].off, len = w->p[i].len;
-            switch (op->kind) {
-            case PRE_SPLIT:
-                rc = find_spans(op, md, w->arena.p, off, len, &sp, err);
-                if (!rc && apply_behavior(op->behavior, op->invert, &sp, &next))
-                    rc = sp_err_set(err, "out of memory");
-                break;
-            case PRE_BYTELEVEL:
-                if (op->add_prefix_space && w->arena.p[off] != ' ') {
-                    uint32_t noff = (uint32_t)w->arena.n;
-                    if (sp_tok_buf_reserve(&w->arena, (size_t)len + 1) || /* no realloc below */
-                        sp_tok_buf_put(&w->arena, " ", 1) ||
-                        sp_tok_buf_put(&w->arena, w->arena.p + off, len)) {
-                        rc = sp_err_set(err, "out of memory");
-                        break;
-                    }
-                    off = noff;
-                    len++;
-                }
-                if (op->re) {
-                    rc = find_spans(op, md, w->arena.p, off, len, &sp, err);
-                    if (!rc && apply_behavior(SPLIT_ISOLATED, 0, &sp, &next))
-                        rc = sp_err_set(err, "out of memory");
-                } else if (push(&next, off, len)) {
-                    rc = sp_err_set(err, "out of memory");
-                }
-                break;
-            case PRE_METASPACE: {
-                uint32_t noff = (uint32_t)w->arena.n;
-                if (sp_tok_buf_reserve(&w->arena, ((size_t)len + 1) * (op->lit_len + 1))) {
-                    rc = sp_err_set(err, "out of memory");
-                    break;
-                }
-                int prepend = op->prepend_scheme == PREPEND_ALWAYS ||
-                              (op->prepend_scheme == PREPEND_FIRST && first && i == 0);
-                if (prepend && !(len >= op->lit_len && !memcmp(w->arena.p + off, op->lit, op->lit_len)))
-                    rc = sp_tok_buf_put(&w->arena, op->lit, op->lit_len);
-                for (uint32_t j = 0; j < len && !rc; j++) {
-                    char c = w->arena.p[off + j];
-                    rc = c == ' ' ? sp_tok_buf_put(&w->arena, op->lit, op->lit_len)
-                                  : sp_tok_buf_put(&w->arena, &c, 1);
-                }
-                if (rc) {
-                    rc = sp_err_set(err, "out of memory");
-                    break;
-                }
-                uint32_t nlen = (uint32_t)w->arena.n - noff;
-                if (op->split) {
-                    tok_pre lit = {.kind = PRE_SPLIT, .lit = op->lit, .lit_len = op->lit_len};
-                    rc = find_spans(&lit, NULL, w->arena.p, noff, nlen, &sp, err);
-                    if (!rc && apply_behavior(SPLIT_MERGED_NEXT, 0, &sp, &next))
-                        rc = sp_err_set(err, "out of memory");
-                } else if (push(&next, noff, nlen)) {
-                    rc = sp_err_set(err, "out of memory");
-                }
-                break;
-            }
-            case PRE_DIGITS:
-                if (class_spans(w->arena.p, off, len, op->individual_digits ? 3 : 0, &sp) ||
-                    apply_behavior(op->individual_digits ? SPLIT_ISOLATED : SPLIT_CONTIGUOUS, 0,
-                                   &sp, &next))
-                    rc = sp_err_set(err, "out of memory");
-                break;
-            case PRE_WHITESPACE_SPLIT:
-                if (class_spans(w->arena.p, off, len, 1, &sp) ||
-                    apply_behavior(SPLIT_REMOVED, 0, &sp, &next))
-                    rc = sp_err_set(err, "out of memory");
-                break;
-            case PRE_NEWLINE_RUNS:
-                if (class_spans(w->arena.p, off, len, 2, &sp) ||
-                    apply_behavior(SPLIT_ISOLATED, 0, &sp, &next))
-                    rc = sp_err_set(err, "out of memory");
-                break;
-            }
-        }
+        for (int i = 0; i < w->n && !rc; i++) rc = pre_piece(op, md, w, i, first, &sp, &next, err);
         /* next's ranges index w's arena: swap the lists, keep the arena */
         tok_piece *p = w->p;
         int cap = w->cap;

@@ -84,34 +84,9 @@ static int get_id(const gguf_file *g, tok_tokenizer *t, const char *key, int32_t
     return 0;
 }
 
-static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
-    gguf_str model;
-    int rc = sp_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
-    if (rc) return rc < 0 ? -1 : sp_err_set(err, "%s: no tokenizer.ggml.model key (not a vocab)", t->source);
-    int is_llama = model.len == 5 && !memcmp(model.ptr, "llama", 5);
-    int is_gpt2 = model.len == 4 && !memcmp(model.ptr, "gpt2", 4);
-    int is_gemma4 = model.len == 6 && !memcmp(model.ptr, "gemma4", 6);
-    if (!is_llama && !is_gpt2 && !is_gemma4)
-        return sp_err_set(err, "%s: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, gemma4)",
-                          t->source, (int)(model.len > 40 ? 40 : model.len), model.ptr);
-    const gguf_kv *tokens, *types = NULL, *scores = NULL, *merges = NULL;
-    rc = sp_gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err);
-    if (rc) return rc < 0 ? -1 : sp_err_set(err, "%s: tokenizer.ggml.tokens is missing", t->source);
-    if (tokens->arr_n == 0 || tokens->arr_n > (1u << 26))
-        return sp_err_set(err, "%s: tokenizer.ggml.tokens has %llu entries", t->source,
-                          (unsigned long long)tokens->arr_n);
-    int n = (int)tokens->arr_n;
-    if (sp_gguf_get_arr(g, "tokenizer.ggml.token_type", -1, &types, err) < 0) return -1;
-    if (sp_gguf_get_arr(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, err) < 0) return -1;
-    if (sp_gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err) < 0) return -1;
-    if (types && (types->arr_n != (uint64_t)n || types->arr_type == GGUF_TYPE_STRING ||
-                  types->arr_type == GGUF_TYPE_ARRAY))
-        return sp_err_set(err, "%s: tokenizer.ggml.token_type must be %d integers", t->source, n);
-    if (scores && scores->arr_n != (uint64_t)n)
-        return sp_err_set(err, "%s: tokenizer.ggml.scores has %llu entries for %d tokens", t->source,
-                          (unsigned long long)scores->arr_n, n);
-    if (is_llama && !scores) return sp_err_set(err, "%s: a llama vocab needs tokenizer.ggml.scores", t->source);
-    if (!is_llama && !merges) return sp_err_set(err, "%s: a BPE vocab needs tokenizer.ggml.merges", t->source);
+/* the tokens, their types (token_type) and, for llama, their scores */
+static int load_vocab(tok_tokenizer *t, int n, const gguf_kv *tokens, const gguf_kv *types, const gguf_kv *scores,
+                      int is_llama, sp_err *err) {
     if (sp_tok_vocab_init(t, n, err)) return -1;
     for (int i = 0; i < n; i++)
         if (sp_tok_vocab_set(t, i, tokens->arr_strs[i].ptr, tokens->arr_strs[i].len, err)) return -1;
@@ -135,24 +110,34 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
     /* byte tokens only count when typed BYTE (or when there are no types) */
     for (int b = 0; b < 256 && types; b++)
         if (t->byte_tok[b] >= 0 && !(t->attr[t->byte_tok[b]] & TOK_ATTR_BYTE)) t->byte_tok[b] = -1;
-    if (merges) {
-        if (merges->arr_n > (uint64_t)INT32_MAX) return sp_err_set(err, "%s: too many merges", t->source);
-        if (sp_tok_merges_init(t, (int)merges->arr_n, err)) return -1;
-        for (uint64_t i = 0; i < merges->arr_n; i++) {
-            const gguf_str *m = &merges->arr_strs[i];
-            const char *sp = m->len > 1 ? memchr(m->ptr + 1, ' ', m->len - 1) : NULL;
-            if (!sp)
-                return sp_err_set(err, "%s: tokenizer.ggml.merges[%llu] '%.*s' is not 'left right'",
-                                  t->source, (unsigned long long)i, (int)(m->len > 60 ? 60 : m->len), m->ptr);
-            size_t la = (size_t)(sp - m->ptr);
-            int32_t a = sp_tok_vocab_find(t, m->ptr, la), b = sp_tok_vocab_find(t, sp + 1, m->len - la - 1);
-            if (a < 0 || b < 0)
-                return sp_err_set(err, "%s: tokenizer.ggml.merges[%llu] '%.*s' names a token not in "
-                                  "the vocabulary", t->source, (unsigned long long)i,
-                                  (int)(m->len > 60 ? 60 : m->len), m->ptr);
-            if (sp_tok_merges_add(t, a, b, (int32_t)i, err)) return -1;
-        }
+    return 0;
+}
+
+/* tokenizer.ggml.merges: "left right" strings, rank = index */
+static int load_merges(tok_tokenizer *t, const gguf_kv *merges, sp_err *err) {
+    if (merges->arr_n > (uint64_t)INT32_MAX) return sp_err_set(err, "%s: too many merges", t->source);
+    if (sp_tok_merges_init(t, (int)merges->arr_n, err)) return -1;
+    for (uint64_t i = 0; i < merges->arr_n; i++) {
+        const gguf_str *m = &merges->arr_strs[i];
+        const char *sp = m->len > 1 ? memchr(m->ptr + 1, ' ', m->len - 1) : NULL;
+        if (!sp)
+            return sp_err_set(err, "%s: tokenizer.ggml.merges[%llu] '%.*s' is not 'left right'",
+                              t->source, (unsigned long long)i, (int)(m->len > 60 ? 60 : m->len), m->ptr);
+        size_t la = (size_t)(sp - m->ptr);
+        int32_t a = sp_tok_vocab_find(t, m->ptr, la), b = sp_tok_vocab_find(t, sp + 1, m->len - la - 1);
+        if (a < 0 || b < 0)
+            return sp_err_set(err, "%s: tokenizer.ggml.merges[%llu] '%.*s' names a token not in "
+                              "the vocabulary", t->source, (unsigned long long)i,
+                              (int)(m->len > 60 ? 60 : m->len), m->ptr);
+        if (sp_tok_merges_add(t, a, b, (int32_t)i, err)) return -1;
     }
+    return 0;
+}
+
+/* special ids, add_bos / add_eos / add_space_prefix, the pre-tokenizer family, then the
+ * normalizer / pre-tokenizer / decoder pipeline of the model type */
+static int load_pipeline(const gguf_file *g, tok_tokenizer *t, int is_llama, int is_gpt2, int is_gemma4,
+                         sp_err *err) {
     /* special ids and flags */
     if (get_id(g, t, "tokenizer.ggml.bos_token_id", &t->bos_id, err) ||
         get_id(g, t, "tokenizer.ggml.eos_token_id", &t->eos_id, err) ||
@@ -193,6 +178,40 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
         t->model = TOK_MODEL_BPE;
         if (bpe_pre(t, fam, err)) return -1;
     }
+    return 0;
+}
+
+static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
+    gguf_str model;
+    int rc = sp_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
+    if (rc) return rc < 0 ? -1 : sp_err_set(err, "%s: no tokenizer.ggml.model key (not a vocab)", t->source);
+    int is_llama = model.len == 5 && !memcmp(model.ptr, "llama", 5);
+    int is_gpt2 = model.len == 4 && !memcmp(model.ptr, "gpt2", 4);
+    int is_gemma4 = model.len == 6 && !memcmp(model.ptr, "gemma4", 6);
+    if (!is_llama && !is_gpt2 && !is_gemma4)
+        return sp_err_set(err, "%s: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, gemma4)",
+                          t->source, (int)(model.len > 40 ? 40 : model.len), model.ptr);
+    const gguf_kv *tokens, *types = NULL, *scores = NULL, *merges = NULL;
+    rc = sp_gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err);
+    if (rc) return rc < 0 ? -1 : sp_err_set(err, "%s: tokenizer.ggml.tokens is missing", t->source);
+    if (tokens->arr_n == 0 || tokens->arr_n > (1u << 26))
+        return sp_err_set(err, "%s: tokenizer.ggml.tokens has %llu entries", t->source,
+                          (unsigned long long)tokens->arr_n);
+    int n = (int)tokens->arr_n;
+    if (sp_gguf_get_arr(g, "tokenizer.ggml.token_type", -1, &types, err) < 0) return -1;
+    if (sp_gguf_get_arr(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, err) < 0) return -1;
+    if (sp_gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err) < 0) return -1;
+    if (types && (types->arr_n != (uint64_t)n || types->arr_type == GGUF_TYPE_STRING ||
+                  types->arr_type == GGUF_TYPE_ARRAY))
+        return sp_err_set(err, "%s: tokenizer.ggml.token_type must be %d integers", t->source, n);
+    if (scores && scores->arr_n != (uint64_t)n)
+        return sp_err_set(err, "%s: tokenizer.ggml.scores has %llu entries for %d tokens", t->source,
+                          (unsigned long long)scores->arr_n, n);
+    if (is_llama && !scores) return sp_err_set(err, "%s: a llama vocab needs tokenizer.ggml.scores", t->source);
+    if (!is_llama && !merges) return sp_err_set(err, "%s: a BPE vocab needs tokenizer.ggml.merges", t->source);
+    if (load_vocab(t, n, tokens, types, scores, is_llama, err)) return -1;
+    if (merges && load_merges(t, merges, err)) return -1;
+    if (load_pipeline(g, t, is_llama, is_gpt2, is_gemma4, err)) return -1;
     /* added tokens: control / unknown (special) and user-defined */
     for (int i = 0; i < n; i++) {
         if (!(t->attr[i] & (TOK_ATTR_CONTROL | TOK_ATTR_USER | TOK_ATTR_UNKNOWN)) || !t->len[i]) continue;

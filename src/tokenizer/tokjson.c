@@ -130,6 +130,45 @@ static int prepend_scheme(ld *L, json_t *o, const char *where) {
     return add < 0 ? -1 : add ? PREPEND_ALWAYS : PREPEND_NEVER;
 }
 
+static const char *split_names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+
+/* {"type": "Split", "pattern": ..., "behavior": ..., "invert": ...} */
+static int pre_split(ld *L, json_t *o, const char *where, tok_pre *op) {
+    const char *pat, *beh = str_of(o, "behavior");
+    size_t n;
+    int is_re, k = -1;
+    if (pattern_of(L, o, where, &pat, &n, &is_re)) return -1;
+    for (int i = 0; beh && i < 5; i++)
+        if (!strcmp(beh, split_names[i])) k = i;
+    if (k < 0) return FAIL(L, "%s.behavior must be one of Removed, Isolated, MergedWithPrevious, "
+                           "MergedWithNext, Contiguous", where);
+    op->kind = PRE_SPLIT;
+    op->behavior = (tok_split_behavior)k;
+    if ((op->invert = opt_bool(L, o, "invert", 0, where)) < 0) return -1;
+    if (is_re && !(op->re = sp_tok_regex_compile(pat, n, L->err))) return sp_err_wrap(L->err, "%s: %s", L->t->source, where);
+    if (!is_re) op->lit = sp_tok_strndup(pat, n), op->lit_len = n;
+    return 0;
+}
+
+/* Punctuation / BertPreTokenizer: each punctuation character (Unicode P* or ASCII punctuation)
+ * is a match; Bert first splits on whitespace (removed) and isolates punctuation */
+static int pre_punctuation(ld *L, json_t *o, const char *where, const char *type, tok_pre *op) {
+    const char *beh = str_of(o, "behavior");
+    int k = beh ? -1 : SPLIT_ISOLATED;
+    for (int i = 0; beh && i < 5; i++)
+        if (!strcmp(beh, split_names[i])) k = i;
+    if (k < 0) return FAIL(L, "%s.behavior '%s' is not a split behavior", where, beh);
+    if (!strcmp(type, "BertPreTokenizer")) {
+        tok_pre ws = {.kind = PRE_WHITESPACE_SPLIT};
+        if (sp_tok_push_pre(L->t, &ws, L->err)) return -1;
+    }
+    static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
+    op->kind = PRE_SPLIT;
+    op->behavior = (tok_split_behavior)k;
+    if (!(op->re = sp_tok_regex_compile(punct, strlen(punct), L->err))) return -1;
+    return 0;
+}
+
 static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
     if (!o || json_is_null(o)) return 0;
     const char *type = json_is_object(o) ? str_of(o, "type") : NULL;
@@ -147,21 +186,7 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
         return 0;
     }
     if (!strcmp(type, "Split")) {
-        static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
-                                      "Contiguous"};
-        const char *pat, *beh = str_of(o, "behavior");
-        size_t n;
-        int is_re, k = -1;
-        if (pattern_of(L, o, where, &pat, &n, &is_re)) return -1;
-        for (int i = 0; beh && i < 5; i++)
-            if (!strcmp(beh, names[i])) k = i;
-        if (k < 0) return FAIL(L, "%s.behavior must be one of Removed, Isolated, MergedWithPrevious, "
-                               "MergedWithNext, Contiguous", where);
-        op.kind = PRE_SPLIT;
-        op.behavior = (tok_split_behavior)k;
-        if ((op.invert = opt_bool(L, o, "invert", 0, where)) < 0) return -1;
-        if (is_re && !(op.re = sp_tok_regex_compile(pat, n, L->err))) return sp_err_wrap(L->err, "%s: %s", L->t->source, where);
-        if (!is_re) op.lit = sp_tok_strndup(pat, n), op.lit_len = n;
+        if (pre_split(L, o, where, &op)) return -1;
     } else if (!strcmp(type, "ByteLevel")) {
         op.kind = PRE_BYTELEVEL;
         int use_regex = opt_bool(L, o, "use_regex", 1, where);
@@ -185,22 +210,7 @@ static int parse_pre(ld *L, json_t *o, const char *where, int depth) {
     } else if (!strcmp(type, "WhitespaceSplit")) {
         op.kind = PRE_WHITESPACE_SPLIT;
     } else if (!strcmp(type, "Punctuation") || !strcmp(type, "BertPreTokenizer")) {
-        /* each punctuation character (Unicode P* or ASCII punctuation) is a match; Bert first
-         * splits on whitespace (removed) and isolates punctuation */
-        static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
-        const char *beh = str_of(o, "behavior");
-        int k = beh ? -1 : SPLIT_ISOLATED;
-        for (int i = 0; beh && i < 5; i++)
-            if (!strcmp(beh, names[i])) k = i;
-        if (k < 0) return FAIL(L, "%s.behavior '%s' is not a split behavior", where, beh);
-        if (!strcmp(type, "BertPreTokenizer")) {
-            tok_pre ws = {.kind = PRE_WHITESPACE_SPLIT};
-            if (sp_tok_push_pre(L->t, &ws, L->err)) return -1;
-        }
-        static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
-        op.kind = PRE_SPLIT;
-        op.behavior = (tok_split_behavior)k;
-        if (!(op.re = sp_tok_regex_compile(punct, strlen(punct), L->err))) return -1;
+        if (pre_punctuation(L, o, where, type, &op)) return -1;
     } else if (!strcmp(type, "CharDelimiterSplit")) {
         const char *d = str_of(o, "delimiter");
         if (!d || !*d) return FAIL(L, "%s.delimiter must be a one-character string", where);
@@ -387,16 +397,10 @@ static int merge_add(void *ctx, long long i, const char *a, size_t la, const cha
     return 0;
 }
 
-/* vocab / merges come from the fast scanner when their spans are known, else from jansson */
-static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, const tj_span *ms) {
+/* model.vocab (from the scanner span vs, else from jansson) and the ids of added_tokens: the
+ * dense id table of t, checked for duplicates */
+static int model_vocab(ld *L, json_t *vocab, json_t *added, const tj_span *vs) {
     tok_tokenizer *t = L->t;
-    if (!json_is_object(model)) return FAIL(L, "'model' must be an object");
-    const char *type = str_of(model, "type");
-    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
-    if (type && strcmp(type, "BPE")) return FAIL(L, "model type '%s' is not supported (only BPE)", type);
-    if (!vs && !json_is_object(vocab)) return FAIL(L, "model.vocab must be an object {token: id}");
-    if (!ms && !json_is_array(merges)) return FAIL(L, "model.merges must be an array");
-    if (added && !json_is_null(added) && !json_is_array(added)) return FAIL(L, "added_tokens must be an array");
     vocab_list vl = {.L = L, .max_id = -1};
     int rc = 0;
     size_t bad = 0;
@@ -441,78 +445,87 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
     if (t->n_dups)
         return FAIL(L, "model.vocab has the token '%.*s' twice", (int)(t->len[t->dup_id] > 60 ? 60 : t->len[t->dup_id]),
                     t->text.p + t->off[t->dup_id]);
-    for (size_t i = 0; added && i < json_array_size(added); i++) {
-        json_t *a = json_array_get(added, i);
-        int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
-        json_t *c = json_object_get(a, "content");
-        const char *s = json_string_value(c);
-        size_t n = json_string_length(c);
-        char where[64];
-        snprintf(where, sizeof where, "added_tokens[%zu]", i);
-        tok_added ad = {.id = id, .text = (char *)s, .len = n};
-        int v;
-        if ((v = opt_bool(L, a, "special", 0, where)) < 0) return -1;
-        ad.special = (uint8_t)v;
-        if ((v = opt_bool(L, a, "lstrip", 0, where)) < 0) return -1;
-        ad.lstrip = (uint8_t)v;
-        if ((v = opt_bool(L, a, "rstrip", 0, where)) < 0) return -1;
-        ad.rstrip = (uint8_t)v;
-        if ((v = opt_bool(L, a, "single_word", 0, where)) < 0) return -1;
-        ad.single_word = (uint8_t)v;
-        if ((v = opt_bool(L, a, "normalized", 0, where)) < 0) return -1;
-        ad.normalized = (uint8_t)v;
-        if (!(t->attr[id] & TOK_ATTR_HOLE) && (t->len[id] != n || memcmp(t->text.p + t->off[id], s, n)))
-            return FAIL(L, "%s: id %d is '%.*s' in model.vocab but '%.*s' here", where, id,
-                        (int)(t->len[id] > 40 ? 40 : t->len[id]), t->text.p + t->off[id], (int)(n > 40 ? 40 : n), s);
-        if (t->attr[id] & TOK_ATTR_HOLE) {
-            if (sp_tok_vocab_set(t, id, s, n, L->err)) return -1;
-            sp_tok_vocab_insert(t, id);
-        }
-        t->attr[id] = ad.special ? TOK_ATTR_CONTROL : TOK_ATTR_USER;
-        if (sp_tok_added_add(t, &ad, L->err)) return -1;
+    return 0;
+}
+
+/* added_tokens[i] (id and content already checked by model_vocab): its flags, its place in the
+ * vocabulary (a hole is filled, a present token must match) */
+static int model_added_token(ld *L, json_t *a, size_t i) {
+    tok_tokenizer *t = L->t;
+    int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
+    json_t *c = json_object_get(a, "content");
+    const char *s = json_string_value(c);
+    size_t n = json_string_length(c);
+    char where[64];
+    snprintf(where, sizeof where, "added_tokens[%zu]", i);
+    tok_added ad = {.id = id, .text = (char *)s, .len = n};
+    int v;
+    if ((v = opt_bool(L, a, "special", 0, where)) < 0) return -1;
+    ad.special = (uint8_t)v;
+    if ((v = opt_bool(L, a, "lstrip", 0, where)) < 0) return -1;
+    ad.lstrip = (uint8_t)v;
+    if ((v = opt_bool(L, a, "rstrip", 0, where)) < 0) return -1;
+    ad.rstrip = (uint8_t)v;
+    if ((v = opt_bool(L, a, "single_word", 0, where)) < 0) return -1;
+    ad.single_word = (uint8_t)v;
+    if ((v = opt_bool(L, a, "normalized", 0, where)) < 0) return -1;
+    ad.normalized = (uint8_t)v;
+    if (!(t->attr[id] & TOK_ATTR_HOLE) && (t->len[id] != n || memcmp(t->text.p + t->off[id], s, n)))
+        return FAIL(L, "%s: id %d is '%.*s' in model.vocab but '%.*s' here", where, id,
+                    (int)(t->len[id] > 40 ? 40 : t->len[id]), t->text.p + t->off[id], (int)(n > 40 ? 40 : n), s);
+    if (t->attr[id] & TOK_ATTR_HOLE) {
+        if (sp_tok_vocab_set(t, id, s, n, L->err)) return -1;
+        sp_tok_vocab_insert(t, id);
     }
-    sp_tok_vocab_tables(t);
-    if (sp_tok_added_finish(t, L->err)) return -1;
-    for (int b = 0; b < 256; b++)
-        if (t->byte_tok[b] >= 0) t->attr[t->byte_tok[b]] |= TOK_ATTR_BYTE;
-    /* merges: "a b" strings or ["a", "b"] pairs; rank = index (docs/TOKENIZER.md §1) */
-    if (ms) {
-        /* count bound: 2 quotes per "a b" merge, 4 per ["a", "b"] pair */
-        size_t quotes = 0;
-        const char *p0 = ms->base + ms->a + 1;
-        while (p0 < ms->base + ms->b && (*p0 == ' ' || *p0 == '\n' || *p0 == '\r' || *p0 == '\t')) p0++;
-        for (const char *p = ms->base + ms->a; (p = memchr(p, '"', (size_t)(ms->base + ms->b - p))); p++) quotes++;
-        size_t bound = quotes / (p0 < ms->base + ms->b && *p0 == '[' ? 4 : 2);
-        if (bound > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
-        if (sp_tok_merges_init(t, (int)bound, L->err)) return -1;
-        int r = sp_tj_merges_each(ms->base + ms->a, ms->base + ms->b, merge_add, L, &bad);
-        if (r == -1) return FAIL(L, "model.merges must be [\"a b\", ...] or [[\"a\", \"b\"], ...]: malformed at byte %zu", ms->a + bad);
-        if (r == -3) return FAIL(L, "model.merges: a string merge is not 'left right' (byte %zu)", ms->a + bad);
-        if (r) return -1;
-    } else {
-        size_t nm = json_array_size(merges);
-        if (nm > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
-        if (sp_tok_merges_init(t, (int)nm, L->err)) return -1;
-        for (size_t i = 0; i < nm; i++) {
-            json_t *m = json_array_get(merges, i);
-            if (json_is_string(m)) {
-                const char *s = json_string_value(m);
-                size_t n = json_string_length(m);
-                const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
-                if (!sp) return FAIL(L, "model.merges[%zu] '%.60s' is not 'left right'", i, s);
-                if (merge_add(L, (long long)i, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp - s) - 1)) return -1;
-            } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                       json_is_string(json_array_get(m, 1))) {
-                json_t *a = json_array_get(m, 0), *b = json_array_get(m, 1);
-                if (merge_add(L, (long long)i, json_string_value(a), json_string_length(a), json_string_value(b),
-                              json_string_length(b)))
-                    return -1;
-            } else {
-                return FAIL(L, "model.merges[%zu] must be a string 'a b' or a pair [\"a\", \"b\"]", i);
-            }
+    t->attr[id] = ad.special ? TOK_ATTR_CONTROL : TOK_ATTR_USER;
+    return sp_tok_added_add(t, &ad, L->err) ? -1 : 0;
+}
+
+/* model.merges from the scanner span ms */
+static int model_merges_span(ld *L, const tj_span *ms) {
+    /* count bound: 2 quotes per "a b" merge, 4 per ["a", "b"] pair */
+    size_t quotes = 0, bad = 0;
+    const char *p0 = ms->base + ms->a + 1;
+    while (p0 < ms->base + ms->b && (*p0 == ' ' || *p0 == '\n' || *p0 == '\r' || *p0 == '\t')) p0++;
+    for (const char *p = ms->base + ms->a; (p = memchr(p, '"', (size_t)(ms->base + ms->b - p))); p++) quotes++;
+    size_t bound = quotes / (p0 < ms->base + ms->b && *p0 == '[' ? 4 : 2);
+    if (bound > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
+    if (sp_tok_merges_init(L->t, (int)bound, L->err)) return -1;
+    int r = sp_tj_merges_each(ms->base + ms->a, ms->base + ms->b, merge_add, L, &bad);
+    if (r == -1) return FAIL(L, "model.merges must be [\"a b\", ...] or [[\"a\", \"b\"], ...]: malformed at byte %zu", ms->a + bad);
+    if (r == -3) return FAIL(L, "model.merges: a string merge is not 'left right' (byte %zu)", ms->a + bad);
+    return r ? -1 : 0;
+}
+
+/* model.merges as a jansson array */
+static int model_merges_json(ld *L, json_t *merges) {
+    size_t nm = json_array_size(merges);
+    if (nm > (size_t)INT32_MAX / 4) return FAIL(L, "model.merges is too long");
+    if (sp_tok_merges_init(L->t, (int)nm, L->err)) return -1;
+    for (size_t i = 0; i < nm; i++) {
+        json_t *m = json_array_get(merges, i);
+        if (json_is_string(m)) {
+            const char *s = json_string_value(m);
+            size_t n = json_string_length(m);
+            const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
+            if (!sp) return FAIL(L, "model.merges[%zu] '%.60s' is not 'left right'", i, s);
+            if (merge_add(L, (long long)i, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp - s) - 1)) return -1;
+        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {
+            json_t *a = json_array_get(m, 0), *b = json_array_get(m, 1);
+            if (merge_add(L, (long long)i, json_string_value(a), json_string_length(a), json_string_value(b),
+                          json_string_length(b)))
+                return -1;
+        } else {
+            return FAIL(L, "model.merges[%zu] must be a string 'a b' or a pair [\"a\", \"b\"]", i);
         }
     }
-    /* options */
+    return 0;
+}
+
+/* byte_fallback, fuse_unk, ignore_merges, unk_token; the unsupported options must be unset */
+static int model_options(ld *L, json_t *model) {
+    tok_tokenizer *t = L->t;
     int v;
     if ((v = opt_bool(L, model, "byte_fallback", 0, "model")) < 0) return -1;
     t->byte_fallback = v;
@@ -537,6 +550,28 @@ static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, c
     if (drop && !json_is_null(drop) && (!json_is_number(drop) || json_number_value(drop) != 0.0))
         return FAIL(L, "model.dropout must be null (BPE dropout is for training only)");
     return 0;
+}
+
+/* vocab / merges come from the fast scanner when their spans are known, else from jansson */
+static int parse_model(ld *L, json_t *model, json_t *added, const tj_span *vs, const tj_span *ms) {
+    tok_tokenizer *t = L->t;
+    if (!json_is_object(model)) return FAIL(L, "'model' must be an object");
+    const char *type = str_of(model, "type");
+    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
+    if (type && strcmp(type, "BPE")) return FAIL(L, "model type '%s' is not supported (only BPE)", type);
+    if (!vs && !json_is_object(vocab)) return FAIL(L, "model.vocab must be an object {token: id}");
+    if (!ms && !json_is_array(merges)) return FAIL(L, "model.merges must be an array");
+    if (added && !json_is_null(added) && !json_is_array(added)) return FAIL(L, "added_tokens must be an array");
+    if (model_vocab(L, vocab, added, vs)) return -1;
+    for (size_t i = 0; added && i < json_array_size(added); i++)
+        if (model_added_token(L, json_array_get(added, i), i)) return -1;
+    sp_tok_vocab_tables(t);
+    if (sp_tok_added_finish(t, L->err)) return -1;
+    for (int b = 0; b < 256; b++)
+        if (t->byte_tok[b] >= 0) t->attr[t->byte_tok[b]] |= TOK_ATTR_BYTE;
+    /* merges: "a b" strings or ["a", "b"] pairs; rank = index (docs/TOKENIZER.md §1) */
+    if (ms ? model_merges_span(L, ms) : model_merges_json(L, merges)) return -1;
+    return model_options(L, model);
 }
 
 /* "bos_token": "<s>" or {"content": "<s>", ...} */

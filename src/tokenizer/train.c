@@ -293,29 +293,100 @@ static int write_json(const vocab_b *v, const int32_t (*merges)[2], int n_merges
 }
 
 /* ---- training ------------------------------------------------------------------------------- */
-int sp_tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, const tok_train_opts *o,
-                  const char *out_path, sp_err *err) {
-    double coverage = o->char_coverage > 0 && o->char_coverage <= 1 ? o->char_coverage : 0.9995;
-    int max_chars = o->max_token_chars > 0 ? o->max_token_chars : 16;
-    if (o->vocab_size < N_SPECIAL + 256 + 1 || o->vocab_size > (1 << 22))
-        return sp_err_set(err, "vocab size %d out of range (%d..%d)", o->vocab_size, N_SPECIAL + 257, 1 << 22);
-    word_table wt = {.mask = 1023};
-    wt.slots = calloc(1024, sizeof *wt.slots);
-    int rc = wt.slots ? 0 : sp_err_set(err, "out of memory");
-    for (int i = 0; i < n_texts && !rc; i++)
-        if (count_words(&wt, texts[i], lens[i])) rc = sp_err_set(err, "out of memory counting words");
-    /* character counts (invalid bytes are not characters: they stay byte tokens) */
-    char_count *cc = NULL;
-    size_t n_cc = 0, cap_cc = 0;
-    uint64_t cmask = 4095;
-    int32_t *cidx = malloc((cmask + 1) * sizeof *cidx); /* cp hash -> index in cc */
-    if (!rc && !cidx) rc = sp_err_set(err, "out of memory");
-    if (cidx) memset(cidx, 0xff, (cmask + 1) * sizeof *cidx);
-    int64_t total_chars = 0;
-    for (uint64_t s = 0; !rc && s <= wt.mask; s++) {
-        const word_slot *e = &wt.slots[s];
+/* Everything one training run owns; trainer_free releases it all. */
+typedef struct {
+    word_table wt;
+    /* character counts: cc sorted later; cidx maps a code point's hash to its index in cc */
+    char_count *cc;
+    size_t n_cc, cap_cc;
+    uint64_t cmask;
+    int32_t *cidx;
+    int64_t total_chars;
+    vocab_b vb;
+    tok_tokenizer *tmp; /* the base vocabulary as a map, to look characters up */
+    /* words as symbol arrays: sym[w][0..nsym[w]), each word seen wcount[w] times */
+    int n_words;
+    int32_t **sym;
+    int *nsym;
+    int64_t *wcount;
+    pair_table pt;
+    maxheap hp;
+    int32_t (*merges)[2];
+    int n_merges, target;
+    int *seen; /* seen[w] == n_merges: word w already rewritten by this merge */
+} trainer;
+
+static void trainer_free(trainer *t) {
+    for (int w = 0; t->sym && w < t->n_words; w++) free(t->sym[w]);
+    free(t->sym);
+    free(t->nsym);
+    free(t->wcount);
+    free(t->seen);
+    free(t->merges);
+    for (uint64_t i = 0; t->pt.s && i <= t->pt.mask; i++)
+        if (t->pt.s[i].key != UINT64_MAX) free(t->pt.s[i].words);
+    free(t->pt.s);
+    free(t->hp.v);
+    sp_tok_free(t->tmp);
+    sp_tok_buf_free(&t->vb.text);
+    free(t->vb.off);
+    free(t->vb.len);
+    free(t->vb.chars);
+    free(t->cc);
+    free(t->cidx);
+    free(t->wt.slots);
+    sp_tok_buf_free(&t->wt.text);
+}
+
+/* double the code point index and return the free slot for cp in it */
+static int char_index_grow(trainer *t, uint32_t cp, uint64_t *h) {
+    uint64_t nm = t->cmask * 2 + 1;
+    int32_t *ni = malloc((nm + 1) * sizeof *ni);
+    if (!ni) return -1;
+    memset(ni, 0xff, (nm + 1) * sizeof *ni);
+    for (size_t j = 0; j < t->n_cc; j++) {
+        uint64_t hh = tok_hash_u64(t->cc[j].cp) & nm;
+        while (ni[hh] >= 0) hh = (hh + 1) & nm;
+        ni[hh] = (int32_t)j;
+    }
+    free(t->cidx);
+    t->cidx = ni;
+    t->cmask = nm;
+    *h = tok_hash_u64(cp) & t->cmask;
+    while (t->cidx[*h] >= 0) *h = (*h + 1) & t->cmask;
+    return 0;
+}
+
+/* add count occurrences of code point cp */
+static int char_add(trainer *t, uint32_t cp, int64_t count) {
+    uint64_t h = tok_hash_u64(cp) & t->cmask;
+    while (t->cidx[h] >= 0 && t->cc[t->cidx[h]].cp != cp) h = (h + 1) & t->cmask;
+    if (t->cidx[h] >= 0) {
+        t->cc[t->cidx[h]].count += count;
+        return 0;
+    }
+    if (t->n_cc == t->cap_cc) {
+        t->cap_cc = t->cap_cc ? t->cap_cc * 2 : 256;
+        char_count *ncc = realloc(t->cc, t->cap_cc * sizeof *ncc);
+        if (!ncc) return -1;
+        t->cc = ncc;
+    }
+    if ((t->n_cc + 1) * 2 > t->cmask + 1 && char_index_grow(t, cp, &h)) return -1;
+    t->cc[t->n_cc] = (char_count){cp, count};
+    t->cidx[h] = (int32_t)t->n_cc++;
+    return 0;
+}
+
+/* character counts (invalid bytes are not characters: they stay byte tokens) */
+static int count_chars(trainer *t, int rc, sp_err *err) {
+    t->cmask = 4095;
+    t->cidx = malloc((t->cmask + 1) * sizeof *t->cidx);
+    if (!rc && !t->cidx) rc = sp_err_set(err, "out of memory");
+    if (t->cidx) memset(t->cidx, 0xff, (t->cmask + 1) * sizeof *t->cidx);
+    for (uint64_t s = 0; !rc && s <= t->wt.mask; s++) {
+        const word_slot *e = &t->wt.slots[s];
         if (!e->hash) continue;
-        const char *p = wt.text.p + e->off;
+        const char *p = t->wt.text.p + e->off;
         for (uint32_t i = 0; i < e->len && !rc;) {
             int k = sp_tok_utf8_valid_len((const uint8_t *)p + i, e->len - i);
             if (!k) {
@@ -325,187 +396,180 @@ int sp_tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, 
             int kk;
             uint32_t cp = sp_tok_utf8_get(p + i, e->len - i, &kk);
             i += (uint32_t)k;
-            total_chars += e->count;
-            uint64_t h = tok_hash_u64(cp) & cmask;
-            while (cidx[h] >= 0 && cc[cidx[h]].cp != cp) h = (h + 1) & cmask;
-            if (cidx[h] >= 0) {
-                cc[cidx[h]].count += e->count;
-                continue;
-            }
-            if (n_cc == cap_cc) {
-                cap_cc = cap_cc ? cap_cc * 2 : 256;
-                char_count *ncc = realloc(cc, cap_cc * sizeof *ncc);
-                if (!ncc) {
-                    rc = sp_err_set(err, "out of memory");
-                    break;
-                }
-                cc = ncc;
-            }
-            if ((n_cc + 1) * 2 > cmask + 1) { /* grow the index */
-                uint64_t nm = cmask * 2 + 1;
-                int32_t *ni = malloc((nm + 1) * sizeof *ni);
-                if (!ni) {
-                    rc = sp_err_set(err, "out of memory");
-                    break;
-                }
-                memset(ni, 0xff, (nm + 1) * sizeof *ni);
-                for (size_t j = 0; j < n_cc; j++) {
-                    uint64_t hh = tok_hash_u64(cc[j].cp) & nm;
-                    while (ni[hh] >= 0) hh = (hh + 1) & nm;
-                    ni[hh] = (int32_t)j;
-                }
-                free(cidx);
-                cidx = ni;
-                cmask = nm;
-                h = tok_hash_u64(cp) & cmask;
-                while (cidx[h] >= 0) h = (h + 1) & cmask;
-            }
-            cc[n_cc] = (char_count){cp, e->count};
-            cidx[h] = (int32_t)n_cc++;
+            t->total_chars += e->count;
+            if (char_add(t, cp, e->count)) rc = sp_err_set(err, "out of memory");
         }
     }
-    /* vocabulary: specials, bytes, covered characters */
-    vocab_b vb = {0};
-    for (int i = 0; i < N_SPECIAL && !rc; i++) rc = vb_add(&vb, specials[i], strlen(specials[i]), 1);
+    return rc;
+}
+
+/* vocabulary: specials, bytes, the characters that reach the coverage; then its lookup map */
+static int base_vocab(trainer *t, int rc, int vocab_size, double coverage, sp_err *err) {
+    vocab_b *vb = &t->vb;
+    for (int i = 0; i < N_SPECIAL && !rc; i++) rc = vb_add(vb, specials[i], strlen(specials[i]), 1);
     for (int b = 0; b < 256 && !rc; b++) {
         char hex[7];
         snprintf(hex, sizeof hex, "<0x%02X>", b);
-        rc = vb_add(&vb, hex, 6, 1);
+        rc = vb_add(vb, hex, 6, 1);
     }
-    if (cc) qsort(cc, n_cc, sizeof *cc, cmp_char_count);
+    if (t->cc) qsort(t->cc, t->n_cc, sizeof *t->cc, cmp_char_count);
     int64_t covered = 0;
-    for (size_t i = 0; i < n_cc && !rc && vb.n < o->vocab_size; i++) {
-        if (covered >= (int64_t)(coverage * (double)total_chars) && i > 0) break;
+    for (size_t i = 0; i < t->n_cc && !rc && vb->n < vocab_size; i++) {
+        if (covered >= (int64_t)(coverage * (double)t->total_chars) && i > 0) break;
         char u[4];
-        int k = sp_tok_utf8_put(u, cc[i].cp);
-        rc = vb_add(&vb, u, (size_t)k, 1);
-        covered += cc[i].count;
+        int k = sp_tok_utf8_put(u, t->cc[i].cp);
+        rc = vb_add(vb, u, (size_t)k, 1);
+        covered += t->cc[i].count;
     }
     if (rc && !err->msg[0]) sp_err_set(err, "out of memory");
     /* char id lookup through a temporary tokenizer map */
-    tok_tokenizer *tmp = rc ? NULL : sp_tok_alloc("train");
-    if (!rc && (!tmp || sp_tok_vocab_init(tmp, vb.n, err))) rc = -1;
-    for (int i = 0; i < vb.n && !rc; i++) rc = sp_tok_vocab_set(tmp, i, vb.text.p + vb.off[i], vb.len[i], err);
-    if (!rc) rc = sp_tok_vocab_finish(tmp, err);
-    /* words as symbol arrays */
-    int n_words = (int)wt.used;
-    int32_t **sym = rc ? NULL : calloc((size_t)n_words + 1, sizeof *sym);
-    int *nsym = rc ? NULL : calloc((size_t)n_words + 1, sizeof *nsym);
-    int64_t *wcount = rc ? NULL : calloc((size_t)n_words + 1, sizeof *wcount);
-    if (!rc && (!sym || !nsym || !wcount)) rc = sp_err_set(err, "out of memory");
+    t->tmp = rc ? NULL : sp_tok_alloc("train");
+    if (!rc && (!t->tmp || sp_tok_vocab_init(t->tmp, vb->n, err))) rc = -1;
+    for (int i = 0; i < vb->n && !rc; i++) rc = sp_tok_vocab_set(t->tmp, i, vb->text.p + vb->off[i], vb->len[i], err);
+    if (!rc) rc = sp_tok_vocab_finish(t->tmp, err);
+    return rc;
+}
+
+/* words as symbol arrays (-1: a character outside the vocabulary), then the initial pair counts */
+static int words_to_pairs(trainer *t, int rc, sp_err *err) {
+    int n_words = t->n_words = (int)t->wt.used;
+    t->sym = rc ? NULL : calloc((size_t)n_words + 1, sizeof *t->sym);
+    t->nsym = rc ? NULL : calloc((size_t)n_words + 1, sizeof *t->nsym);
+    t->wcount = rc ? NULL : calloc((size_t)n_words + 1, sizeof *t->wcount);
+    if (!rc && (!t->sym || !t->nsym || !t->wcount)) rc = sp_err_set(err, "out of memory");
     int wi = 0;
-    for (uint64_t s = 0; !rc && s <= wt.mask; s++) {
-        const word_slot *e = &wt.slots[s];
+    for (uint64_t s = 0; !rc && s <= t->wt.mask; s++) {
+        const word_slot *e = &t->wt.slots[s];
         if (!e->hash) continue;
-        const char *p = wt.text.p + e->off;
-        sym[wi] = malloc((size_t)e->len * sizeof **sym);
-        if (!sym[wi]) {
+        const char *p = t->wt.text.p + e->off;
+        t->sym[wi] = malloc((size_t)e->len * sizeof **t->sym);
+        if (!t->sym[wi]) {
             rc = sp_err_set(err, "out of memory");
             break;
         }
         for (uint32_t i = 0; i < e->len;) {
             int k = sp_tok_utf8_valid_len((const uint8_t *)p + i, e->len - i);
             if (!k) k = 1;
-            sym[wi][nsym[wi]++] = sp_tok_vocab_find(tmp, p + i, (size_t)k); /* -1: uncovered */
+            t->sym[wi][t->nsym[wi]++] = sp_tok_vocab_find(t->tmp, p + i, (size_t)k); /* -1: uncovered */
             i += (uint32_t)k;
         }
-        wcount[wi++] = e->count;
+        t->wcount[wi++] = e->count;
     }
-    /* initial pair counts */
-    pair_table pt = {NULL, 1023, 0};
-    maxheap hp = {0};
+    t->pt = (pair_table){NULL, 1023, 0};
     if (!rc) {
-        pt.s = malloc(1024 * sizeof *pt.s);
-        if (!pt.s) rc = sp_err_set(err, "out of memory");
-        for (int i = 0; pt.s && i < 1024; i++) pt.s[i].key = UINT64_MAX;
+        t->pt.s = malloc(1024 * sizeof *t->pt.s);
+        if (!t->pt.s) rc = sp_err_set(err, "out of memory");
+        for (int i = 0; t->pt.s && i < 1024; i++) t->pt.s[i].key = UINT64_MAX;
     }
     for (int w = 0; w < n_words && !rc; w++)
-        for (int i = 0; i + 1 < nsym[w] && !rc; i++)
-            if (pair_add(&pt, &hp, sym[w][i], sym[w][i + 1], wcount[w], w)) rc = sp_err_set(err, "out of memory");
-    /* merge loop */
-    int32_t (*merges)[2] = NULL;
-    int n_merges = 0, target = o->vocab_size - vb.n;
-    if (!rc && target > 0 && !(merges = malloc((size_t)target * sizeof *merges))) rc = sp_err_set(err, "out of memory");
-    int *seen = rc ? NULL : calloc((size_t)n_words + 1, sizeof *seen);
-    if (!rc && !seen) rc = sp_err_set(err, "out of memory");
+        for (int i = 0; i + 1 < t->nsym[w] && !rc; i++)
+            if (pair_add(&t->pt, &t->hp, t->sym[w][i], t->sym[w][i + 1], t->wcount[w], w))
+                rc = sp_err_set(err, "out of memory");
+    return rc;
+}
+
+/* replace every (a, b) in word w by c, moving the neighbouring pair counts to c */
+static int rewrite_word(trainer *t, int w, int32_t a, int32_t b, int32_t c) {
+    int rc = 0;
+    int32_t *s = t->sym[w];
+    int64_t wc = t->wcount[w];
+    int n = t->nsym[w], o2 = 0;
+    for (int i = 0; i < n;) {
+        if (i + 1 < n && s[i] == a && s[i + 1] == b) {
+            int32_t prev = o2 > 0 ? s[o2 - 1] : -1, next = i + 2 < n ? s[i + 2] : -1;
+            if (prev >= 0 && (pair_add(&t->pt, &t->hp, prev, a, -wc, w) || pair_add(&t->pt, &t->hp, prev, c, wc, w)))
+                rc = -1;
+            if (next >= 0 && (pair_add(&t->pt, &t->hp, b, next, -wc, w) || pair_add(&t->pt, &t->hp, c, next, wc, w)))
+                rc = -1;
+            s[o2++] = c;
+            i += 2;
+        } else {
+            s[o2++] = s[i++];
+        }
+    }
+    t->nsym[w] = o2;
+    return rc;
+}
+
+/* apply the merge (a, b) held by pair slot p: a new token, then every word holding the pair */
+static int apply_merge(trainer *t, pair_slot *p, uint64_t key, sp_err *err) {
+    int rc = 0;
+    vocab_b *vb = &t->vb;
+    int32_t a = (int32_t)(key >> 32), b = (int32_t)(uint32_t)key;
+    int32_t c = vb->n;
+    size_t la = vb->len[a], lb = vb->len[b];
+    char *cat = malloc(la + lb); /* vb->text may move while it grows: copy first */
+    if (cat) memcpy(cat, vb->text.p + vb->off[a], la), memcpy(cat + la, vb->text.p + vb->off[b], lb);
+    if (!cat || vb_add(vb, cat, la + lb, vb->chars[a] + vb->chars[b])) {
+        free(cat);
+        return sp_err_set(err, "out of memory");
+    }
+    free(cat);
+    t->merges[t->n_merges][0] = a, t->merges[t->n_merges][1] = b, t->n_merges++;
+    /* rewrite every word holding (a, b); the list may hold repeats and stale entries */
+    int nw = p->n_words;
+    int32_t *list = p->words;
+    p->words = NULL, p->n_words = p->cap_words = 0;
+    for (int k = 0; k < nw && !rc; k++) {
+        int w = list[k];
+        if (t->seen[w] == t->n_merges) continue;
+        t->seen[w] = t->n_merges;
+        rc = rewrite_word(t, w, a, b, c);
+    }
+    free(list);
+    if ((p = pt_get(&t->pt, key, 0))) p->count = 0; /* every occurrence is merged now */
+    if (rc) sp_err_set(err, "out of memory");
+    return rc;
+}
+
+/* merge the most frequent pair until the vocabulary is full or no pair is left */
+static int merge_loop(trainer *t, int rc, const tok_train_opts *o, int max_chars, sp_err *err) {
+    t->target = o->vocab_size - t->vb.n;
+    if (!rc && t->target > 0 && !(t->merges = malloc((size_t)t->target * sizeof *t->merges)))
+        rc = sp_err_set(err, "out of memory");
+    t->seen = rc ? NULL : calloc((size_t)t->n_words + 1, sizeof *t->seen);
+    if (!rc && !t->seen) rc = sp_err_set(err, "out of memory");
     double t0 = sp_time_ms(), last_log = t0;
-    while (!rc && n_merges < target && hp.n) {
-        heap_e top = heap_pop(&hp);
-        pair_slot *p = pt_get(&pt, top.key, 0);
+    while (!rc && t->n_merges < t->target && t->hp.n) {
+        heap_e top = heap_pop(&t->hp);
+        pair_slot *p = pt_get(&t->pt, top.key, 0);
         if (!p || p->count != top.count || p->count <= 0) continue; /* stale */
         int32_t a = (int32_t)(top.key >> 32), b = (int32_t)(uint32_t)top.key;
-        if (vb.chars[a] + vb.chars[b] > (uint32_t)max_chars) {
+        if (t->vb.chars[a] + t->vb.chars[b] > (uint32_t)max_chars) {
             p->count = 0; /* too long: never again */
             continue;
         }
-        int32_t c = vb.n;
-        size_t la = vb.len[a], lb = vb.len[b];
-        char *cat = malloc(la + lb); /* vb.text may move while it grows: copy first */
-        if (cat) memcpy(cat, vb.text.p + vb.off[a], la), memcpy(cat + la, vb.text.p + vb.off[b], lb);
-        if (!cat || vb_add(&vb, cat, la + lb, vb.chars[a] + vb.chars[b])) {
-            free(cat);
-            rc = sp_err_set(err, "out of memory");
-            break;
-        }
-        free(cat);
-        merges[n_merges][0] = a, merges[n_merges][1] = b, n_merges++;
-        /* rewrite every word holding (a, b); the list may hold repeats and stale entries */
-        int nw = p->n_words;
-        int32_t *list = p->words;
-        p->words = NULL, p->n_words = p->cap_words = 0;
-        for (int k = 0; k < nw && !rc; k++) {
-            int w = list[k];
-            if (seen[w] == n_merges) continue;
-            seen[w] = n_merges;
-            int32_t *s = sym[w];
-            int n = nsym[w], o2 = 0;
-            for (int i = 0; i < n;) {
-                if (i + 1 < n && s[i] == a && s[i + 1] == b) {
-                    int32_t prev = o2 > 0 ? s[o2 - 1] : -1, next = i + 2 < n ? s[i + 2] : -1;
-                    if (prev >= 0 && (pair_add(&pt, &hp, prev, a, -wcount[w], w) || pair_add(&pt, &hp, prev, c, wcount[w], w)))
-                        rc = -1;
-                    if (next >= 0 && (pair_add(&pt, &hp, b, next, -wcount[w], w) || pair_add(&pt, &hp, c, next, wcount[w], w)))
-                        rc = -1;
-                    s[o2++] = c;
-                    i += 2;
-                } else {
-                    s[o2++] = s[i++];
-                }
-            }
-            nsym[w] = o2;
-        }
-        free(list);
-        if ((p = pt_get(&pt, top.key, 0))) p->count = 0; /* every occurrence is merged now */
-        if (rc) sp_err_set(err, "out of memory");
+        int before = t->n_merges;
+        rc = apply_merge(t, p, top.key, err);
+        if (rc && t->n_merges == before) break; /* no new token: stop without a progress line */
         if (o->log_progress && sp_time_ms() - last_log > 2000) {
             last_log = sp_time_ms();
-            fprintf(stderr, "train-tokenizer: %d/%d merges (%.0f merges/s)\n", n_merges, target,
-                    n_merges / ((last_log - t0) / 1000.0));
+            fprintf(stderr, "train-tokenizer: %d/%d merges (%.0f merges/s)\n", t->n_merges, t->target,
+                    t->n_merges / ((last_log - t0) / 1000.0));
         }
     }
-    if (!rc) rc = write_json(&vb, (const int32_t (*)[2])merges, n_merges, out_path, err);
+    return rc;
+}
+
+int sp_tok_train_bpe(const char *const *texts, const size_t *lens, int n_texts, const tok_train_opts *o,
+                  const char *out_path, sp_err *err) {
+    double coverage = o->char_coverage > 0 && o->char_coverage <= 1 ? o->char_coverage : 0.9995;
+    int max_chars = o->max_token_chars > 0 ? o->max_token_chars : 16;
+    if (o->vocab_size < N_SPECIAL + 256 + 1 || o->vocab_size > (1 << 22))
+        return sp_err_set(err, "vocab size %d out of range (%d..%d)", o->vocab_size, N_SPECIAL + 257, 1 << 22);
+    trainer t = {.wt = {.mask = 1023}};
+    t.wt.slots = calloc(1024, sizeof *t.wt.slots);
+    int rc = t.wt.slots ? 0 : sp_err_set(err, "out of memory");
+    for (int i = 0; i < n_texts && !rc; i++)
+        if (count_words(&t.wt, texts[i], lens[i])) rc = sp_err_set(err, "out of memory counting words");
+    rc = count_chars(&t, rc, err);
+    rc = base_vocab(&t, rc, o->vocab_size, coverage, err);
+    rc = words_to_pairs(&t, rc, err);
+    rc = merge_loop(&t, rc, o, max_chars, err);
+    if (!rc) rc = write_json(&t.vb, (const int32_t (*)[2])t.merges, t.n_merges, out_path, err);
     if (!rc && o->log_progress)
         fprintf(stderr, "train-tokenizer: %d words, %zu characters (%d kept), %d merges -> %s (%d ids)\n",
-                n_words, n_cc, vb.n - N_SPECIAL - 256 - n_merges, n_merges, out_path, vb.n);
-    /* cleanup */
-    for (int w = 0; sym && w < n_words; w++) free(sym[w]);
-    free(sym);
-    free(nsym);
-    free(wcount);
-    free(seen);
-    free(merges);
-    for (uint64_t i = 0; pt.s && i <= pt.mask; i++)
-        if (pt.s[i].key != UINT64_MAX) free(pt.s[i].words);
-    free(pt.s);
-    free(hp.v);
-    sp_tok_free(tmp);
-    sp_tok_buf_free(&vb.text);
-    free(vb.off);
-    free(vb.len);
-    free(vb.chars);
-    free(cc);
-    free(cidx);
-    free(wt.slots);
-    sp_tok_buf_free(&wt.text);
+                t.n_words, t.n_cc, t.vb.n - N_SPECIAL - 256 - t.n_merges, t.n_merges, out_path, t.vb.n);
+    trainer_free(&t);
     return rc ? -1 : 0;
 }

@@ -71,6 +71,83 @@ static int chat_text(chat_src *cs, const tok_msg *m, int n, int add_generation_p
     return sp_chat_render_msgs(cs->ct, m, n, add_generation_prompt, NULL, out, err);
 }
 
+/* {"ids": [...], "resp_start": k}: token ids as they are; with generate, only the prompt */
+static int parse_ids_record(record *r, json_t *j, json_t *ids, const char *what, int vocab, int generate,
+                            sp_err *err) {
+    json_t *rs = json_object_get(j, "resp_start");
+    if (!json_is_array(ids) || json_array_size(ids) == 0 || !json_is_integer(rs))
+        return sp_err_set(err, "%s: \"ids\" must be a non-empty array of token ids with an integer \"resp_start\"", what);
+    int n = (int)json_array_size(ids);
+    r->ids = malloc(sizeof(int32_t) * (n + 1));
+    if (!r->ids) return sp_err_set(err, "%s: out of memory", what);
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(ids, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab)
+            return sp_err_set(err, "%s: ids[%d] is not a token id in [0, %d)", what, i, vocab);
+        r->ids[i] = (int32_t)json_integer_value(v);
+    }
+    r->n = n;
+    r->resp_start = (int)json_integer_value(rs);
+    if (r->resp_start < 0 || r->resp_start > n)
+        return sp_err_set(err, "%s: resp_start %d outside [0, %d]", what, r->resp_start, n);
+    if (generate) r->n = r->resp_start;
+    return 0;
+}
+
+/* r = the prompt ids (pt, already encoded into r), then the rest of the conversation full: the
+ * ids after the prompt text when full extends it, else the whole with the response starting
+ * where the ids stop agreeing */
+static int append_conversation(record *r, tok_tokenizer *tok, const char *pt, const char *full, sp_err *err) {
+    size_t lp = strlen(pt);
+    if (strncmp(full, pt, lp) == 0) /* the conversation extends the prompt text: prompt ids, then the rest */
+        return encode_into(r, tok, full + lp, 0, 1, err) ? -1 : 0;
+    /* the template renders earlier turns differently once answered: encode the whole and start
+     * the response where the ids stop agreeing */
+    record w = {0};
+    int ok = !encode_into(&w, tok, full, 0, 1, err);
+    int common = 0;
+    while (ok && common < w.n && common < r->n && w.ids[common] == r->ids[common]) common++;
+    free(r->ids);
+    *r = w;
+    r->resp_start = common;
+    return ok ? 0 : -1;
+}
+
+/* {"messages": [{"role", "content"}, ...]} rendered with the target's chat template */
+static int parse_messages_record(record *r, json_t *msgs, const char *what, chat_src *cs, int generate, sp_err *err) {
+    tok_tokenizer *tok = cs->tok;
+    size_t nm = json_is_array(msgs) ? json_array_size(msgs) : 0;
+    tok_msg *m = calloc(nm ? nm : 1, sizeof(tok_msg));
+    int last_user = -1, ok = nm > 0 && m;
+    for (size_t i = 0; ok && i < nm; i++) {
+        json_t *role = json_object_get(json_array_get(msgs, i), "role");
+        json_t *content = json_object_get(json_array_get(msgs, i), "content");
+        ok = json_is_string(role) && json_is_string(content);
+        if (ok) {
+            m[i].role = json_string_value(role);
+            m[i].content = json_string_value(content);
+            if (strcmp(m[i].role, "assistant") != 0) last_user = (int)i;
+        }
+    }
+    /* prompt = the turns up to the last non-assistant one, with the generation prompt;
+     * the record = every turn (unless the response is to be generated) */
+    char *pt = NULL, *full = NULL;
+    if (!ok || last_user < 0) {
+        sp_err_set(err, "%s: \"messages\" must be a non-empty array of {\"role\", \"content\"} strings "
+                        "with a non-assistant turn", what);
+        ok = 0;
+    } else {
+        int whole = !generate && (size_t)last_user + 1 < nm;
+        ok = !chat_text(cs, m, last_user + 1, 1, &pt, err) && !encode_into(r, tok, pt, 0, 1, err);
+        r->resp_start = r->n;
+        if (ok && whole) ok = !chat_text(cs, m, (int)nm, 0, &full, err) && !append_conversation(r, tok, pt, full, err);
+    }
+    free(full);
+    free(pt);
+    free(m);
+    return ok ? 0 : -1;
+}
+
 static int parse_record(record *r, const char *line, size_t len, const char *what, chat_src *cs, int vocab,
                         int generate, sp_err *err) {
     tok_tokenizer *tok = cs->tok;
@@ -85,29 +162,7 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
         sp_err_set(err, "%s: a record must be a JSON object", what);
         goto out;
     } else if (ids) {
-        json_t *rs = json_object_get(j, "resp_start");
-        if (!json_is_array(ids) || json_array_size(ids) == 0 || !json_is_integer(rs)) {
-            sp_err_set(err, "%s: \"ids\" must be a non-empty array of token ids with an integer \"resp_start\"", what);
-            goto out;
-        }
-        int n = (int)json_array_size(ids);
-        r->ids = malloc(sizeof(int32_t) * (n + 1));
-        if (!r->ids) { sp_err_set(err, "%s: out of memory", what); goto out; }
-        for (int i = 0; i < n; i++) {
-            json_t *v = json_array_get(ids, i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab) {
-                sp_err_set(err, "%s: ids[%d] is not a token id in [0, %d)", what, i, vocab);
-                goto out;
-            }
-            r->ids[i] = (int32_t)json_integer_value(v);
-        }
-        r->n = n;
-        r->resp_start = (int)json_integer_value(rs);
-        if (r->resp_start < 0 || r->resp_start > n) {
-            sp_err_set(err, "%s: resp_start %d outside [0, %d]", what, r->resp_start, n);
-            goto out;
-        }
-        if (generate) r->n = r->resp_start;
+        if (parse_ids_record(r, j, ids, what, vocab, generate, err)) goto out;
     } else if (text || prompt || msgs) {
         if (!tok) { sp_err_set(err, "%s: text records need the target's tokenizer.json", what); goto out; }
         if (text) {
@@ -123,53 +178,8 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
             if (encode_into(r, tok, json_string_value(prompt), 1, 0, err)) goto out;
             r->resp_start = r->n;
             if (!generate && encode_into(r, tok, json_string_value(resp), 0, 0, err)) goto out;
-        } else {
-            size_t nm = json_is_array(msgs) ? json_array_size(msgs) : 0;
-            tok_msg *m = calloc(nm ? nm : 1, sizeof(tok_msg));
-            int last_user = -1, ok = nm > 0 && m;
-            for (size_t i = 0; ok && i < nm; i++) {
-                json_t *role = json_object_get(json_array_get(msgs, i), "role");
-                json_t *content = json_object_get(json_array_get(msgs, i), "content");
-                ok = json_is_string(role) && json_is_string(content);
-                if (ok) {
-                    m[i].role = json_string_value(role);
-                    m[i].content = json_string_value(content);
-                    if (strcmp(m[i].role, "assistant") != 0) last_user = (int)i;
-                }
-            }
-            /* prompt = the turns up to the last non-assistant one, with the generation prompt;
-             * the record = every turn (unless the response is to be generated) */
-            char *pt = NULL, *full = NULL;
-            if (!ok || last_user < 0) {
-                sp_err_set(err, "%s: \"messages\" must be a non-empty array of {\"role\", \"content\"} strings "
-                                "with a non-assistant turn", what);
-                ok = 0;
-            } else {
-                int whole = !generate && (size_t)last_user + 1 < nm;
-                ok = !chat_text(cs, m, last_user + 1, 1, &pt, err) &&
-                     !encode_into(r, tok, pt, 0, 1, err);
-                r->resp_start = r->n;
-                if (ok && whole) {
-                    ok = !chat_text(cs, m, (int)nm, 0, &full, err);
-                    size_t lp = strlen(pt);
-                    if (ok && strncmp(full, pt, lp) == 0) {
-                        /* the conversation extends the prompt text: prompt ids, then the rest */
-                        ok = !encode_into(r, tok, full + lp, 0, 1, err);
-                    } else if (ok) {
-                        /* the template renders earlier turns differently once answered: encode
-                         * the whole and start the response where the ids stop agreeing */
-                        record w = {0};
-                        ok = !encode_into(&w, tok, full, 0, 1, err);
-                        int common = 0;
-                        while (ok && common < w.n && common < r->n && w.ids[common] == r->ids[common]) common++;
-                        free(r->ids);
-                        *r = w;
-                        r->resp_start = common;
-                    }
-                }
-            }
-            free(full); free(pt); free(m);
-            if (!ok) goto out;
+        } else if (parse_messages_record(r, msgs, what, cs, generate, err)) {
+            goto out;
         }
     } else {
         sp_err_set(err, "%s: a record needs one of \"text\", \"prompt\"/\"response\", \"messages\" or \"ids\"", what);
@@ -262,6 +272,108 @@ static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, i
     return 0;
 }
 
+/* the tap layers: automatic (n_taps 0), EAGLE-3's three (n_taps < 0) or as listed, checked */
+static int resolve_taps(tr_regen_cfg *c, const sp_config *cfg, sp_err *err) {
+    if (c->n_taps == 0) c->n_taps = sp_tr_auto_taps(c->taps, cfg->n_layers);
+    if (c->n_taps < 0 && (c->n_taps = sp_tr_eagle3_taps(c->taps, cfg->n_layers)) == 0)
+        return sp_err_set(err, "--taps eagle3: the target's %d layers give no 3 distinct taps (inputs of 2, N/2, N-3); "
+                               "list three layers",
+                          cfg->n_layers);
+    for (int i = 0; i < c->n_taps; i++)
+        if (c->taps[i] < 0 || c->taps[i] >= cfg->n_layers - 1 || (i && c->taps[i] <= c->taps[i - 1]))
+            return sp_err_set(err, "--taps: layer %d: taps must be strictly increasing layers in [0, %d) (the final "
+                                   "layer is not used)",
+                              c->taps[i], cfg->n_layers - 1);
+    if (c->n_taps < 1) return sp_err_set(err, "%s: the target has too few layers for taps", c->model_dir);
+    return 0;
+}
+
+/* one regen run's model, records and scratch */
+typedef struct {
+    const tr_regen_cfg *c;
+    sp_model *m;
+    record *recs;
+    const line_ref *lines;
+    int n_lines, H, nt, chunk;
+    float *hid, *tap; /* [chunk, H], [chunk, nt·H]: one forward chunk */
+    int32_t *gen;     /* [generate + 1] */
+    sp_progress pr;
+    double tokens, t0;
+} regen_run;
+
+/* generate the responses of records r0..r1 (their lengths size the shard) */
+static int generate_responses(regen_run *R, int r0, int r1, sp_err *err) {
+    const tr_regen_cfg *c = R->c;
+    for (int i = r0; i < r1 && c->generate > 0; i++) {
+        record *rec = &R->recs[i];
+        sp_gen_params gp = sp_gen_params_default();
+        gp.max_new = c->generate;
+        gp.sample.temperature = c->temp;
+        gp.sample.seed = c->seed + (uint64_t)i;
+        int room = c->max_len - rec->n;
+        if (room < 1) continue;
+        if (gp.max_new > room) gp.max_new = room;
+        sp_gen_stats gs;
+        if (sp_generate(R->m, NULL, rec->ids, rec->n, &gp, R->gen, c->generate + 1, &gs, err))
+            return sp_err_wrap(err, "%s:%d: generating", c->data_path, R->lines[i].lineno);
+        rec->resp_start = rec->n;
+        if (append_ids(rec, R->gen, gs.emitted)) return sp_err_set(err, "out of memory");
+    }
+    return 0;
+}
+
+/* shard s (records r0..r1) into directory sd: the ids, then the target's hidden states and taps */
+static int write_shard(regen_run *R, int s, const char *sd, int r0, int r1, sp_err *err) {
+    const tr_regen_cfg *c = R->c;
+    int H = R->H, nt = R->nt;
+    int64_t L = 0;
+    for (int i = r0; i < r1; i++) L += R->recs[i].n;
+    int32_t *ids = malloc(sizeof(int32_t) * L), *lens = malloc(sizeof(int32_t) * (r1 - r0)),
+            *rs = malloc(sizeof(int32_t) * (r1 - r0));
+    uint16_t *hid_bf = malloc(sizeof(uint16_t) * L * H);
+    uint16_t *ml_bf = malloc(sizeof(uint16_t) * L * nt * H);
+    int bad = !ids || !lens || !rs || !hid_bf || !ml_bf;
+    if (bad) sp_err_set(err, "out of memory for shard %d (%lld tokens)", s, (long long)L);
+    int64_t off = 0;
+    for (int i = r0; i < r1 && !bad; i++) {
+        const record *rec = &R->recs[i];
+        memcpy(ids + off, rec->ids, sizeof(int32_t) * rec->n);
+        lens[i - r0] = rec->n;
+        rs[i - r0] = rec->resp_start;
+        bad = run_target(R->m, rec->ids, rec->n, c->taps, nt, hid_bf + off * H, ml_bf + off * nt * H, R->hid, R->tap,
+                         R->chunk, err);
+        off += rec->n;
+        R->tokens += rec->n;
+        if (c->progress) {
+            char extra[64];
+            snprintf(extra, sizeof extra, "%.0f tok/s", R->tokens / ((sp_time_ms() - R->t0) / 1000 + 1e-9));
+            sp_progress_update(&R->pr, i + 1, extra);
+        }
+    }
+    if (!bad) bad = sp_tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c->taps, err);
+    free(ids); free(lens); free(rs); free(hid_bf); free(ml_bf);
+    return bad ? -1 : 0;
+}
+
+/* every shard of this rank: skipped when complete, else generated and written */
+static int regen_shards(regen_run *R, int *n_written, int *n_skipped, sp_err *err) {
+    const tr_regen_cfg *c = R->c;
+    int n_shards = (int)(((int64_t)R->n_lines + c->shard_records - 1) / c->shard_records);
+    for (int s = 0; s < n_shards; s++) {
+        char sd[4096];
+        sp_tr_shard_dir(sd, sizeof sd, c->out_dir, s);
+        if (c->dist && s % c->dist->size != c->dist->rank) continue;
+        int r0 = s * c->shard_records, r1 = r0 + c->shard_records < R->n_lines ? r0 + c->shard_records : R->n_lines;
+        if (sp_tr_shard_complete(sd)) {
+            (*n_skipped)++;
+            continue;
+        }
+        if (generate_responses(R, r0, r1, err) || write_shard(R, s, sd, r0, r1, err)) return -1;
+        (*n_written)++;
+    }
+    return 0;
+}
+
 int sp_tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err *err) {
     tr_regen_cfg c = *cin;
     if (c.shard_records < 0 || c.shard_records > TR_REGEN_MAX_RECORDS || c.max_len < 0 ||
@@ -275,121 +387,50 @@ int sp_tr_regen_run(const tr_regen_cfg *cin, int *written, int *skipped, sp_err 
     char *text = NULL;
     size_t text_n = 0;
     line_ref *lines = NULL;
-    int n_lines = 0;
-    sp_model *m = NULL;
     tok_tokenizer *tok = NULL;
     chat_src cs = {0};
-    record *recs = NULL;
-    float *hid = NULL, *tap = NULL;
-    uint16_t *hid_bf = NULL, *ml_bf = NULL;
-    int32_t *gen = NULL;
+    regen_run R = {.c = &c, .chunk = 256};
     if (sp_read_file(c.data_path, &text, &text_n, err)) return -1;
-    if (split_lines(text, text_n, &lines, &n_lines)) { sp_err_set(err, "%s: out of memory", c.data_path); goto out; }
-    if (n_lines == 0) { sp_err_set(err, "%s: no record", c.data_path); goto out; }
-    if (sp_model_load(&m, c.model_dir, c.threads, err)) goto out;
-    const sp_config *cfg = sp_model_config(m);
+    if (split_lines(text, text_n, &lines, &R.n_lines)) { sp_err_set(err, "%s: out of memory", c.data_path); goto out; }
+    R.lines = lines;
+    if (R.n_lines == 0) { sp_err_set(err, "%s: no record", c.data_path); goto out; }
+    if (sp_model_load(&R.m, c.model_dir, c.threads, err)) goto out;
+    const sp_config *cfg = sp_model_config(R.m);
 
     if (sp_tok_model_has_tokenizer(c.model_dir) && !(tok = sp_tok_load_model(c.model_dir, err))) goto out;
-    if (c.n_taps == 0) c.n_taps = sp_tr_auto_taps(c.taps, cfg->n_layers);
-    if (c.n_taps < 0 && (c.n_taps = sp_tr_eagle3_taps(c.taps, cfg->n_layers)) == 0) {
-        sp_err_set(err, "--taps eagle3: the target's %d layers give no 3 distinct taps (inputs of 2, N/2, N-3); list "
-                        "three layers", cfg->n_layers);
-        goto out;
-    }
-    for (int i = 0; i < c.n_taps; i++)
-        if (c.taps[i] < 0 || c.taps[i] >= cfg->n_layers - 1 || (i && c.taps[i] <= c.taps[i - 1])) {
-            sp_err_set(err, "--taps: layer %d: taps must be strictly increasing layers in [0, %d) (the final layer "
-                            "is not used)", c.taps[i], cfg->n_layers - 1);
-            goto out;
-        }
-    if (c.n_taps < 1) { sp_err_set(err, "%s: the target has too few layers for taps", c.model_dir); goto out; }
+    if (resolve_taps(&c, cfg, err)) goto out;
     /* parse and check every record before any work */
     cs = (chat_src){c.model_dir, tok, NULL};
-    if (parse_all(text, lines, n_lines, c.data_path, &cs, cfg->vocab_size, c.generate, c.max_len, &recs, err))
+    if (parse_all(text, lines, R.n_lines, c.data_path, &cs, cfg->vocab_size, c.generate, c.max_len, &R.recs, err))
         goto out;
     if (sp_mkdir_p(c.out_dir, err)) goto out;
-    int H = cfg->hidden_size, nt = c.n_taps, chunk = 256;
-    hid = malloc(sizeof(float) * chunk * H);
-    tap = malloc(sizeof(float) * chunk * nt * H);
-    gen = malloc(sizeof(int32_t) * (c.generate + 1));
-    if (!hid || !tap || !gen) { sp_err_set(err, "out of memory"); goto out; }
-    int n_shards = (int)(((int64_t)n_lines + c.shard_records - 1) / c.shard_records);
-    sp_progress pr;
-    if (c.progress) sp_progress_start(&pr, "regen", n_lines, "rec");
-    double tokens = 0, t0 = sp_time_ms();
-    for (int s = 0; s < n_shards; s++) {
-        char sd[4096];
-        sp_tr_shard_dir(sd, sizeof sd, c.out_dir, s);
-        if (c.dist && s % c.dist->size != c.dist->rank) continue;
-        int r0 = s * c.shard_records, r1 = r0 + c.shard_records < n_lines ? r0 + c.shard_records : n_lines;
-        if (sp_tr_shard_complete(sd)) {
-            n_skipped++;
-            continue;
-        }
-        /* generate responses first (their lengths size the shard) */
-        for (int i = r0; i < r1 && c.generate > 0; i++) {
-            sp_gen_params gp = sp_gen_params_default();
-            gp.max_new = c.generate;
-            gp.sample.temperature = c.temp;
-            gp.sample.seed = c.seed + (uint64_t)i;
-            int room = c.max_len - recs[i].n;
-            if (room < 1) continue;
-            if (gp.max_new > room) gp.max_new = room;
-            sp_gen_stats gs;
-            if (sp_generate(m, NULL, recs[i].ids, recs[i].n, &gp, gen, c.generate + 1, &gs, err)) {
-                sp_err_wrap(err, "%s:%d: generating", c.data_path, lines[i].lineno);
-                goto out;
-            }
-            recs[i].resp_start = recs[i].n;
-            if (append_ids(&recs[i], gen, gs.emitted)) { sp_err_set(err, "out of memory"); goto out; }
-        }
-        int64_t L = 0;
-        for (int i = r0; i < r1; i++) L += recs[i].n;
-        int32_t *ids = malloc(sizeof(int32_t) * L), *lens = malloc(sizeof(int32_t) * (r1 - r0)),
-                *rs = malloc(sizeof(int32_t) * (r1 - r0));
-        hid_bf = malloc(sizeof(uint16_t) * L * H);
-        ml_bf = malloc(sizeof(uint16_t) * L * nt * H);
-        int bad = !ids || !lens || !rs || !hid_bf || !ml_bf;
-        if (bad) sp_err_set(err, "out of memory for shard %d (%lld tokens)", s, (long long)L);
-        int64_t off = 0;
-        for (int i = r0; i < r1 && !bad; i++) {
-            memcpy(ids + off, recs[i].ids, sizeof(int32_t) * recs[i].n);
-            lens[i - r0] = recs[i].n;
-            rs[i - r0] = recs[i].resp_start;
-            bad = run_target(m, recs[i].ids, recs[i].n, c.taps, nt, hid_bf + off * H, ml_bf + off * nt * H, hid, tap,
-                             chunk, err);
-            off += recs[i].n;
-            tokens += recs[i].n;
-            if (c.progress) {
-                char extra[64];
-                snprintf(extra, sizeof extra, "%.0f tok/s", tokens / ((sp_time_ms() - t0) / 1000 + 1e-9));
-                sp_progress_update(&pr, i + 1, extra);
-            }
-        }
-        if (!bad) bad = sp_tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c.taps, err);
-        free(ids); free(lens); free(rs); free(hid_bf); free(ml_bf);
-        hid_bf = NULL; ml_bf = NULL;
-        if (bad) goto out;
-        n_written++;
-    }
+    R.H = cfg->hidden_size;
+    R.nt = c.n_taps;
+    R.hid = malloc(sizeof(float) * R.chunk * R.H);
+    R.tap = malloc(sizeof(float) * R.chunk * R.nt * R.H);
+    R.gen = malloc(sizeof(int32_t) * (c.generate + 1));
+    if (!R.hid || !R.tap || !R.gen) { sp_err_set(err, "out of memory"); goto out; }
+    if (c.progress) sp_progress_start(&R.pr, "regen", R.n_lines, "rec");
+    R.t0 = sp_time_ms();
+    if (regen_shards(&R, &n_written, &n_skipped, err)) goto out;
     if (n_written + n_skipped == 0 && (!c.dist || c.dist->size <= 1)) {
-        sp_err_set(err, "%s: no shard written for %d records", c.out_dir, n_lines);
+        sp_err_set(err, "%s: no shard written for %d records", c.out_dir, R.n_lines);
         goto out;
     }
     if (c.progress) {
         char extra[64];
         snprintf(extra, sizeof extra, "%.0f tok/s, %d shards written, %d skipped",
-                 tokens / ((sp_time_ms() - t0) / 1000 + 1e-9), n_written, n_skipped);
-        sp_progress_finish(&pr, n_lines, extra);
+                 R.tokens / ((sp_time_ms() - R.t0) / 1000 + 1e-9), n_written, n_skipped);
+        sp_progress_finish(&R.pr, R.n_lines, extra);
     }
     rc = 0;
 out:
     if (written) *written = n_written;
     if (skipped) *skipped = n_skipped;
-    for (int i = 0; recs && i < n_lines; i++) free(recs[i].ids);
-    free(recs); free(lines); free(text); free(hid); free(tap); free(gen); free(hid_bf); free(ml_bf);
+    for (int i = 0; R.recs && i < R.n_lines; i++) free(R.recs[i].ids);
+    free(R.recs); free(lines); free(text); free(R.hid); free(R.tap); free(R.gen);
     sp_chat_template_free(cs.ct);
     sp_tok_free(tok);
-    sp_model_free(m);
+    sp_model_free(R.m);
     return rc;
 }

@@ -86,31 +86,27 @@ static int json_int(json_t *j, const char *key, int64_t *v, const char *what, sp
     return 0;
 }
 
-/* open and validate one shard; fills H / m / taps of s on the first shard, checks them after */
-static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int vocab, sp_err *err) {
-    memset(sh, 0, sizeof *sh);
-    char what[4200];
-    snprintf(what, sizeof what, "%s/shard.json", shard_dir);
+/* shard.json of shard_dir: the counts, hidden size, tap count m and tap layers tl[m], checked */
+static int read_shard_meta(const char *shard_dir, const char *what, int64_t *n_seq, int64_t *n_tok, int64_t *H,
+                           int64_t *m, int *tl, sp_err *err) {
     json_t *j = NULL;
     if (read_shard_json(shard_dir, &j, err)) return -1;
-    int64_t n_seq = 0, n_tok = 0, H = 0, m = 0;
-    if (json_int(j, "nSeq", &n_seq, what, err) || json_int(j, "nTokens", &n_tok, what, err) ||
-        json_int(j, "hiddenSize", &H, what, err) || json_int(j, "m", &m, what, err)) {
+    if (json_int(j, "nSeq", n_seq, what, err) || json_int(j, "nTokens", n_tok, what, err) ||
+        json_int(j, "hiddenSize", H, what, err) || json_int(j, "m", m, what, err)) {
         json_decref(j);
         return -1;
     }
     json_t *taps = json_object_get(j, "tapLayers");
-    if (!json_is_array(taps) || (int64_t)json_array_size(taps) != m || m < 1 || m > 16 || H < 1) {
+    if (!json_is_array(taps) || (int64_t)json_array_size(taps) != *m || *m < 1 || *m > 16 || *H < 1) {
         json_decref(j);
         return sp_err_set(err, "%s: \"tapLayers\" must list m (1..16) layers", what);
     }
-    if (H > SP_CONFIG_MAX_DIM || n_seq > INT32_MAX) {
+    if (*H > SP_CONFIG_MAX_DIM || *n_seq > INT32_MAX) {
         json_decref(j);
-        return sp_err_set(err, "%s: hiddenSize %lld (at most %d) or nSeq %lld out of range", what, (long long)H,
-                          SP_CONFIG_MAX_DIM, (long long)n_seq);
+        return sp_err_set(err, "%s: hiddenSize %lld (at most %d) or nSeq %lld out of range", what, (long long)*H,
+                          SP_CONFIG_MAX_DIM, (long long)*n_seq);
     }
-    int tl[16];
-    for (int i = 0; i < m; i++) {
+    for (int i = 0; i < *m; i++) {
         json_t *v = json_array_get(taps, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= SP_MAX_LAYERS ||
             (i > 0 && json_integer_value(v) <= tl[i - 1])) {
@@ -121,6 +117,37 @@ static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int v
         tl[i] = (int)json_integer_value(v);
     }
     json_decref(j);
+    return 0;
+}
+
+/* every sequence length and response start in range, the lengths summing to the ids, every id
+ * in the vocabulary (vocab 0: unchecked); fills seq_off */
+static int check_sequences(tr_shard *sh, const char *path, int vocab, sp_err *err) {
+    int64_t off = 0;
+    for (int i = 0; i < sh->n_seq; i++) {
+        if (sh->seq_lens[i] < 1 || sh->resp_starts[i] < 0 || sh->resp_starts[i] > sh->seq_lens[i])
+            return sp_err_set(err, "%s: sequence %d: length %d, response start %d", path, i, sh->seq_lens[i],
+                              sh->resp_starts[i]);
+        sh->seq_off[i] = off;
+        off += sh->seq_lens[i];
+    }
+    if (off != sh->n_tokens)
+        return sp_err_set(err, "%s: seq_lens sum to %lld, ids has %lld", path, (long long)off, (long long)sh->n_tokens);
+    for (int64_t i = 0; i < sh->n_tokens; i++)
+        if (sh->ids[i] < 0 || (vocab > 0 && sh->ids[i] >= vocab))
+            return sp_err_set(err, "%s: ids[%lld] = %d outside the vocabulary (%d)", path, (long long)i, sh->ids[i],
+                              vocab);
+    return 0;
+}
+
+/* open and validate one shard; fills H / m / taps of s on the first shard, checks them after */
+static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int vocab, sp_err *err) {
+    memset(sh, 0, sizeof *sh);
+    char what[4200];
+    snprintf(what, sizeof what, "%s/shard.json", shard_dir);
+    int64_t n_seq = 0, n_tok = 0, H = 0, m = 0;
+    int tl[16];
+    if (read_shard_meta(shard_dir, what, &n_seq, &n_tok, &H, &m, tl, err)) return -1;
     if (s->n_shards == 0) {
         s->H = (int)H;
         s->m = (int)m;
@@ -146,25 +173,7 @@ static int open_shard(tr_shardset *s, tr_shard *sh, const char *shard_dir, int v
     sh->n_tokens = n_tok;
     sh->seq_off = malloc(sizeof(int64_t) * (n_seq + 1));
     if (!sh->seq_off) { sp_err_set(err, "%s: out of memory", path); goto fail; }
-    int64_t off = 0;
-    for (int i = 0; i < n_seq; i++) {
-        if (sh->seq_lens[i] < 1 || sh->resp_starts[i] < 0 || sh->resp_starts[i] > sh->seq_lens[i]) {
-            sp_err_set(err, "%s: sequence %d: length %d, response start %d", path, i, sh->seq_lens[i],
-                       sh->resp_starts[i]);
-            goto fail;
-        }
-        sh->seq_off[i] = off;
-        off += sh->seq_lens[i];
-    }
-    if (off != n_tok) {
-        sp_err_set(err, "%s: seq_lens sum to %lld, ids has %lld", path, (long long)off, (long long)n_tok);
-        goto fail;
-    }
-    for (int64_t i = 0; i < n_tok; i++)
-        if (sh->ids[i] < 0 || (vocab > 0 && sh->ids[i] >= vocab)) {
-            sp_err_set(err, "%s: ids[%lld] = %d outside the vocabulary (%d)", path, (long long)i, sh->ids[i], vocab);
-            goto fail;
-        }
+    if (check_sequences(sh, path, vocab, err)) goto fail;
     return 0;
 fail:
     sp_st_close(sh->st);
