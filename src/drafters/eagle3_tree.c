@@ -4,8 +4,8 @@
  * position c + j (c = the last committed row). A tree node at depth j is the same step with its
  * parent's output as the state: its distribution is logits(layer(node's token, parent's
  * output)) at position c + j, attending to the committed rows and its own root path only (the
- * tree-masked attention the target's tree forward uses, sp_attention_tree_rows), so each node's
- * output is bit for bit what a chain over its root path computes. The depth-1 nodes' distribution
+ * layer over some nodes of a tree, sp_block_forward_tree_rows, whose attention is the target's
+ * tree-masked one), so each node's output is bit for bit what a chain over its root path computes. The depth-1 nodes' distribution
  * is the committed state's, as for draft 1.
  *
  * Which candidates are placed where is tree_place.c's (static / dynamic; top-k when greedy,
@@ -37,7 +37,7 @@ static void forward_depth(e3_t *s, const tp_node *nodes, int n, int depth) {
         rows[T] = i, toks[T] = x->tok;
         T++;
     }
-    sp_block_tree_rows tr = {.parent = parent, .n = n - 1, .rows = rows}; /* depth(node) = its position − n_ctx + 1 */
+    sp_block_tree_rows tr = {.parent = parent, .n = n - 1, .rows = rows};
     sp_e3_layer_forward(s, toks, s->g, T, s->n_ctx, &tr);
     for (int t = 0; t < T; t++) {
         memcpy(s->tout + (size_t)rows[t] * H, s->out + (size_t)t * H, sizeof(float) * H);
