@@ -118,7 +118,8 @@ static void test_eagle3_names(void) {
                 CHECK(role == r && layer == li, "layout %d: %s: role %d layer %d, expected %d %d", k, h, role, layer, r,
                       li);
             }
-    /* llama: 3 model-wide + 11 per layer; SpecForge adds fc, input_norm, d2t, t2d, hidden_norm; DeepSpec fc, hidden_norm */
+    /* llama: 3 model-wide + 11 per layer; SpecForge adds fc, input_norm, d2t, t2d, hidden_norm; DeepSpec fc and
+     * hidden_norm */
     CHECK(n_names[0] == 14 + 5 && n_names[1] == 14 + 5 && n_names[2] == 14 + 2, "%d / %d / %d names", n_names[0],
           n_names[1], n_names[2]);
     int layer;

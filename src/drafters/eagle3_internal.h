@@ -50,7 +50,8 @@ typedef struct {
     unsigned char tdone[SP_TREE_MAX_NODES]; /* node i's layer output is in tout */
     float *tout;                /* [SP_TREE_MAX_NODES, H] each node's layer output */
     /* scratch for E3_CHUNK rows */
-    sp_block_scratch bs;        /* the layer's: xn [R, 2H], q, att [R, NH·D], k, v [R, KVH·D], o [R, H], g, u [R, I] */
+    sp_block_scratch bs;        /* the layer's: xn [R, 2H], q, att [R, NH·D], k, v [R, KVH·D], o [R, H],
+                                 * g, u [R, I] */
     float *e, *g, *out, *tapn;  /* token embeddings, states, layer outputs [R, H]; normed taps [R, m·H] */
     float *h, *h_last, *dl, *full, *qrow; /* [H], [H], [Vd], [V], [V] */
     sp_eagle3_info info;

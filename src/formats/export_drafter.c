@@ -65,7 +65,8 @@ const char *sp_export_drafter_tensor_name(sp_arch block_arch, const char *hf, ch
 static int droppable(const char *name) {
     size_t n = strlen(name);
     char t2d[16];
-    return !strcmp(name, sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_T2D, -1, t2d, sizeof t2d)) || !strncmp(name, "masked_embedding.", 17) ||
+    sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_T2D, -1, t2d, sizeof t2d);
+    return !strcmp(name, t2d) || !strncmp(name, "masked_embedding.", 17) ||
            (n >= 19 && !strcmp(name + n - 19, "rotary_emb.inv_freq"));
 }
 
@@ -512,7 +513,8 @@ static int eagle3_prepare(exd_t *x, const char *text, json_t *root, const char *
 /* d2t as llama.cpp stores it: absolute target ids (stored offsets + draft id), each in range, no repeats */
 static int eagle3_d2t(exd_t *x, const char *dir, sp_err *err) {
     char d2t[16];
-    const exd_tensor *t = find(&x->list, sp_tensor_hf_name_in(x->eagle_names, SP_ARCH_LLAMA, SP_TN_D2T, -1, d2t, sizeof d2t));
+    sp_tensor_hf_name_in(x->eagle_names, SP_ARCH_LLAMA, SP_TN_D2T, -1, d2t, sizeof d2t);
+    const exd_tensor *t = find(&x->list, d2t);
     if (!t->t) return 0;
     int64_t Vd = x->draft_vocab, V = x->tc.vocab_size;
     uint8_t *seen = calloc((size_t)V, 1);
@@ -655,10 +657,8 @@ int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *
     if (x->d2t) {
         int64_t ne[1] = {x->draft_vocab};
         char gd[16];
-        if (sp_gguf_writer_add_tensor(w, sp_tensor_gguf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_D2T, -1, gd,
-                                                                sizeof gd),
-                                      GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err))
-            goto done;
+        sp_tensor_gguf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_D2T, -1, gd, sizeof gd);
+        if (sp_gguf_writer_add_tensor(w, gd, GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
     }
     if (x->n_freqs > 0) {
         int64_t ne[1] = {x->n_freqs};

@@ -113,7 +113,8 @@ int sp_tensor_role_of_in(sp_tn_layout lay, sp_arch arch, const char *hf, int *la
     if ((unsigned)lay >= SP_TN_LAYOUT_COUNT) return -1;
     for (int r = 0; r < SP_TN_COUNT; r++) {
         const tn_entry *t = entry(arch, r);
-        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || !layout_has(lay, r) || strcmp(rest, t->hf)) continue;
+        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || !layout_has(lay, r) || strcmp(rest, t->hf))
+            continue;
         *layer = li;
         return r;
     }
@@ -128,4 +129,6 @@ const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, ch
     return sp_tensor_gguf_name_in(SP_TN_MODEL, arch, role, layer, buf, cap);
 }
 
-int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer) { return sp_tensor_role_of_in(SP_TN_MODEL, arch, hf, layer); }
+int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer) {
+    return sp_tensor_role_of_in(SP_TN_MODEL, arch, hf, layer);
+}

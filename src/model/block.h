@@ -104,7 +104,8 @@ typedef struct {
 int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err);
 /* The same with the names of a given layout (an EAGLE-3 drafter's: SP_TN_EAGLE3_*);
  * sp_block_bind is this with SP_TN_MODEL. */
-int sp_block_bind_layout(sp_block_layer *l, sp_tn_layout layout, sp_arch arch, int li, const sp_block_binder *b, sp_err *err);
+int sp_block_bind_layout(sp_block_layer *l, sp_tn_layout layout, sp_arch arch, int li, const sp_block_binder *b,
+                         sp_err *err);
 
 /* One run of consecutive rows that share a cache (one sequence of a batch): T rows at positions
  * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). parent: NULL, or the
