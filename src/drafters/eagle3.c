@@ -138,10 +138,12 @@ static int parse_keys(e3_t *s, json_t *root, const char *what, sp_err *err) {
     return 0;
 }
 
-/* the checkpoint's name of a model-wide role (no layer) or of the layer's → buf [160] */
+/* the checkpoint's name of a model-wide role (no layer) or of the layer's → buf [160], returned;
+ * "(none)" for a role the layout lacks (d2t / t2d in DeepSpec's, which the loader never reads) */
 static const char *e3_name(const e3_t *s, sp_tensor_role role, char *buf) {
-    const char *n = sp_tensor_hf_name_in(s->names, s->dc.arch, role, role < SP_TN_FIRST_LAYER_ROLE ? -1 : 0, buf, 160);
-    return n ? n : "(none)"; /* every role asked for here is in every layout that reaches it */
+    if (!sp_tensor_hf_name_in(s->names, s->dc.arch, role, role < SP_TN_FIRST_LAYER_ROLE ? -1 : 0, buf, 160))
+        snprintf(buf, 160, "(none)");
+    return buf;
 }
 
 /* d2t [Vd] int64 offsets → absolute ids s->d2t, each in range (identity when absent: Vd == V) */
