@@ -14,6 +14,8 @@
  * position c+j. Those rows sit past n_ctx in the cache and are overwritten later, so a rejected
  * draft leaves nothing behind; commit() writes the committed rows with their real taps.
  *
+ * The layer is model/block.c's (sp_block_forward, attention input SP_ATTN_IN_EMBED_STATE), its
+ * tensors bound by name through the tensor table's EAGLE-3 layouts (formats/tensor_names.h).
  * Token trees (one layer step per depth over that depth's nodes) are eagle3_tree.c's.
  * What is not here: the llama.cpp p_min early stop (every proposal runs the
  * requested number of drafts), a draft hidden size different from the target's. */
@@ -118,7 +120,7 @@ static int parse_keys(e3_t *s, json_t *root, const char *what, sp_err *err) {
             s->m = 3;
             s->taps[0] = 1, s->taps[1] = N / 2 - 1, s->taps[2] = N - 4;
         }
-        if (json_bool(root, "norm_before_residual", &s->norm_before_residual, what, err)) return -1;
+        if (json_bool(root, "norm_before_residual", &s->layer.d.norm_residual, what, err)) return -1;
         if ((rc = json_int(root, "target_hidden_size", &th, what, err)) < 0) return -1;
     } else {
         if ((rc = json_int(root, "draft_num_hidden_layers", &n, what, err)) < 0) return -1;
@@ -136,92 +138,105 @@ static int parse_keys(e3_t *s, json_t *root, const char *what, sp_err *err) {
     return 0;
 }
 
-/* d2t [Vd] int64 offsets (target id = draft id + d2t[draft id]) → absolute ids, each in range and
- * used once; t2d [V] bool, when present, must mark exactly those ids. */
-static int bind_vocab(e3_t *s, const char *dir, sp_err *err) {
+/* the checkpoint's name of a model-wide role (no layer) or of the layer's → buf [160], returned;
+ * "(none)" for a role the layout lacks (d2t / t2d in DeepSpec's, which the loader never reads) */
+static const char *e3_name(const e3_t *s, sp_tensor_role role, char *buf) {
+    if (!sp_tensor_hf_name_in(s->names, s->dc.arch, role, role < SP_TN_FIRST_LAYER_ROLE ? -1 : 0, buf, 160))
+        snprintf(buf, 160, "(none)");
+    return buf;
+}
+
+/* d2t [Vd] int64 offsets → absolute ids s->d2t, each in range (identity when absent: Vd == V) */
+static int bind_d2t(e3_t *s, const char *dir, sp_err *err) {
     int Vd = s->Vd, V = s->V;
+    char d2t[160];
+    e3_name(s, SP_TN_D2T, d2t);
     if (!(s->d2t = own(s, sizeof(int32_t) * (size_t)Vd))) return sp_err_set(err, "out of memory");
-    const st_tensor *t = sp_st_find(s->st, "d2t");
+    const st_tensor *t = s->names == SP_TN_EAGLE3_DEEPSPEC ? NULL : sp_st_find(s->st, d2t);
     if (!t) {
         if (Vd != V)
-            return sp_err_set(err, "%s: missing tensor d2t (draft_vocab_size %d < vocab_size %d needs the draft → "
-                                   "target map)", dir, Vd, V);
+            return sp_err_set(err, "%s: missing tensor %s (draft_vocab_size %d < vocab_size %d needs the draft → "
+                                   "target map)", dir, d2t, Vd, V);
         for (int i = 0; i < Vd; i++) s->d2t[i] = i;
-    } else {
-        int64_t shape[1] = {Vd};
-        if (sp_st_get(s->st, "d2t", SP_DT_I64, 1, shape, &t, err)) return -1;
-        const int64_t *off = t->data;
-        for (int i = 0; i < Vd; i++) {
-            int64_t id = i + off[i];
-            if (off[i] < -(int64_t)V || off[i] > V || id < 0 || id >= V)
-                return sp_err_set(err, "%s: d2t[%d] = %lld maps draft id %d to target id %lld, outside 0..%d", dir, i,
-                                  (long long)off[i], i, (long long)id, V - 1);
-            s->d2t[i] = (int32_t)id;
-        }
+        return 0;
     }
+    int64_t shape[1] = {Vd};
+    if (sp_st_get(s->st, d2t, SP_DT_I64, 1, shape, &t, err)) return -1;
+    const int64_t *off = t->data;
+    for (int i = 0; i < Vd; i++) {
+        int64_t id = i + off[i];
+        if (off[i] < -(int64_t)V || off[i] > V || id < 0 || id >= V)
+            return sp_err_set(err, "%s: %s[%d] = %lld maps draft id %d to target id %lld, outside 0..%d", dir, d2t, i,
+                              (long long)off[i], i, (long long)id, V - 1);
+        s->d2t[i] = (int32_t)id;
+    }
+    return 0;
+}
+
+/* d2t (bind_d2t) used once per target id; t2d [V] bool, when present, must mark exactly those ids */
+static int bind_vocab(e3_t *s, const char *dir, sp_err *err) {
+    int Vd = s->Vd, V = s->V;
+    if (bind_d2t(s, dir, err)) return -1;
     unsigned char *seen = calloc((size_t)V, 1);
     if (!seen) return sp_err_set(err, "out of memory");
     int rc = 0;
+    char d2t[160], t2d[160];
+    e3_name(s, SP_TN_D2T, d2t);
+    e3_name(s, SP_TN_T2D, t2d);
     for (int i = 0; i < Vd && !rc; i++) {
-        if (seen[s->d2t[i]]) rc = sp_err_set(err, "%s: d2t maps two draft ids to target id %d (draft id %d)", dir,
+        if (seen[s->d2t[i]]) rc = sp_err_set(err, "%s: %s maps two draft ids to target id %d (draft id %d)", dir, d2t,
                                              s->d2t[i], i);
         seen[s->d2t[i]] = 1;
     }
-    const st_tensor *m = rc ? NULL : sp_st_find(s->st, "t2d");
+    const st_tensor *m = rc || s->names == SP_TN_EAGLE3_DEEPSPEC ? NULL : sp_st_find(s->st, t2d);
     if (m) {
         int64_t shape[1] = {V};
-        if (m->dtype == SP_DT_U8) rc = sp_st_get(s->st, "t2d", SP_DT_U8, 1, shape, &m, err);
-        else rc = sp_st_get(s->st, "t2d", SP_DT_BOOL, 1, shape, &m, err);
+        if (m->dtype == SP_DT_U8) rc = sp_st_get(s->st, t2d, SP_DT_U8, 1, shape, &m, err);
+        else rc = sp_st_get(s->st, t2d, SP_DT_BOOL, 1, shape, &m, err);
         const unsigned char *b = rc ? NULL : m->data;
         for (int i = 0; i < V && !rc; i++)
             if ((b[i] != 0) != seen[i])
-                rc = sp_err_set(err, "%s: t2d[%d] = %d but d2t %s target id %d", dir, i, b[i],
+                rc = sp_err_set(err, "%s: %s[%d] = %d but %s %s target id %d", dir, t2d, i, b[i], d2t,
                                 seen[i] ? "maps a draft id to" : "maps no draft id to", i);
     }
     free(seen);
     return rc;
 }
 
+/* sp_block_bind's readers over the drafter's safetensors (ctx: the e3_t) */
+static int bind_mat_cb(void *ctx, const char *name, int n, int k, sp_mat *out, sp_err *err) {
+    return get_mat(ctx, name, n, k, out, err);
+}
+
+static int bind_vec_cb(void *ctx, const char *name, int n, float **out, sp_err *err) {
+    return get_vec(ctx, name, n, out, err);
+}
+
+static int bind_scalar_cb(void *ctx, const char *name, float *out, sp_err *err) {
+    e3_t *s = ctx;
+    float *v;
+    if (!sp_st_find(s->st, name)) return 1;
+    if (get_vec(s, name, 1, &v, err)) return -1;
+    *out = v[0];
+    return 0;
+}
+
+/* the decoder layer (sp_block_bind by the layout's names), fc, the tap norm, the final norm, the
+ * head, the optional own embedding and the vocabulary map */
 static int bind(e3_t *s, const char *dir, int norm_before_fc, sp_err *err) {
-    int H = s->H, NH = s->NH, KVH = s->KVH, D = s->D, I = s->I, m = s->m;
+    int H = s->H;
     char nm[160];
-    const char *p = "layers.0.";
-    if (s->layout == SP_EAGLE3_SPECFORGE && !sp_st_find(s->st, "layers.0.hidden_norm.weight")) p = "midlayer.";
-#define NAME(suffix) (snprintf(nm, sizeof nm, "%s%s", p, suffix), nm)
-    if (get_mat(s, "fc.weight", H, m * H, &s->fc, err) || get_vec(s, NAME("hidden_norm.weight"), H, &s->hidden_norm, err) ||
-        get_vec(s, NAME("input_layernorm.weight"), H, &s->attn_norm, err) ||
-        get_mat(s, NAME("self_attn.q_proj.weight"), NH * D, 2 * H, &s->wq, err) ||
-        get_mat(s, NAME("self_attn.k_proj.weight"), KVH * D, 2 * H, &s->wk, err) ||
-        get_mat(s, NAME("self_attn.o_proj.weight"), H, NH * D, &s->wo, err) ||
-        get_vec(s, NAME("post_attention_layernorm.weight"), H, &s->post_attn_norm, err) ||
-        get_mat(s, NAME("mlp.gate_proj.weight"), I, H, &s->w_gate, err) ||
-        get_mat(s, NAME("mlp.up_proj.weight"), I, H, &s->w_up, err) ||
-        get_mat(s, NAME("mlp.down_proj.weight"), H, I, &s->w_down, err) ||
-        get_vec(s, "norm.weight", H, &s->final_norm, err))
-        return -1;
-    if (!(s->gemma && s->dc.attention_k_eq_v) && get_mat(s, NAME("self_attn.v_proj.weight"), KVH * D, 2 * H, &s->wv, err))
-        return -1;
-    if (s->layout == SP_EAGLE3_DEEPSPEC && (get_vec(s, NAME("self_attn.q_norm.weight"), D, &s->q_norm, err) ||
-                                            get_vec(s, NAME("self_attn.k_norm.weight"), D, &s->k_norm, err)))
-        return -1;
-    if (s->layout == SP_EAGLE3_SPECFORGE && sp_st_find(s->st, NAME("self_attn.q_norm.weight")))
+    if (s->layout == SP_EAGLE3_SPECFORGE && sp_st_find(s->st, e3_name(s, SP_TN_Q_NORM, nm)))
         return sp_err_set(err, "%s: %s present: the original EAGLE-3 layer has no q/k norms (a DeepSpec checkpoint "
                                "says Qwen3Eagle3Model)", dir, nm);
-    s->layer_scalar = 1.0f;
-    if (s->gemma) {
-        if (get_vec(s, NAME("pre_feedforward_layernorm.weight"), H, &s->pre_ffn_norm, err) ||
-            get_vec(s, NAME("post_feedforward_layernorm.weight"), H, &s->post_ffn_norm, err))
-            return -1;
-        float *sc;
-        if (sp_st_find(s->st, NAME("layer_scalar"))) {
-            if (get_vec(s, nm, 1, &sc, err)) return -1;
-            s->layer_scalar = sc[0];
-        }
-    }
-#undef NAME
-    if (norm_before_fc && get_vec(s, "input_norm.weight", m * H, &s->input_norm, err)) return -1;
-    if (get_mat(s, "lm_head.weight", s->Vd, H, &s->lm_head, err)) return -1;
-    if (sp_st_find(s->st, "embed_tokens.weight") && get_mat(s, "embed_tokens.weight", s->V, H, &s->embed, err)) return -1;
+    sp_block_binder b = {s, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
+    if (get_mat(s, e3_name(s, SP_TN_FC, nm), H, s->m * H, &s->fc, err) ||
+        sp_block_bind_layout(&s->layer, s->names, s->dc.arch, 0, &b, err) ||
+        get_vec(s, e3_name(s, SP_TN_FINAL_NORM, nm), H, &s->final_norm, err))
+        return -1;
+    if (norm_before_fc && get_vec(s, e3_name(s, SP_TN_TAP_NORM, nm), s->m * H, &s->input_norm, err)) return -1;
+    if (get_mat(s, e3_name(s, SP_TN_LM_HEAD, nm), s->Vd, H, &s->lm_head, err)) return -1;
+    if (sp_st_find(s->st, e3_name(s, SP_TN_EMBED, nm)) && get_mat(s, nm, s->V, H, &s->embed, err)) return -1;
     if (s->layout == SP_EAGLE3_DEEPSPEC) s->embed.data = NULL; /* the target's (scaled) embedding; the copy is checked */
     return bind_vocab(s, dir, err);
 }
@@ -232,7 +247,7 @@ int sp_e3_ensure_cap(e3_t *s, int rows, sp_err *err) {
     if (rows <= s->cap) return 0;
     int cap = s->cap ? s->cap : 256;
     while (cap < rows) cap *= 2;
-    size_t bytes = (size_t)cap * s->KVH * s->D * sizeof(float);
+    size_t bytes = (size_t)cap * s->layer.d.KVH * s->layer.d.D * sizeof(float);
     float *K = realloc(s->K, bytes);
     if (K) s->K = K;
     float *V = K ? realloc(s->Vc, bytes) : NULL;
@@ -247,53 +262,18 @@ static void embed_row(e3_t *s, float *out, int32_t tok) {
     else sp_mat_row_f32(s->embed.data ? &s->embed : sp_model_embed_table(s->target), tok, out); /* unscaled, as SpecForge */
 }
 
-void sp_e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr) {
-    int H = s->H, NH = s->NH, KVH = s->KVH, D = s->D, I = s->I;
-    size_t TH = (size_t)T * H, row = (size_t)KVH * D;
+void sp_e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0,
+                         const sp_block_tree_rows *tr) {
+    size_t H = (size_t)s->H;
     for (int t = 0; t < T; t++) embed_row(s, s->e + (size_t)t * H, tokens[t]);
-    sp_rmsnorm(s->xn, s->e, s->attn_norm, T, H, s->eps);
-    sp_rmsnorm(s->x, gin, s->hidden_norm, T, H, s->eps);
-    for (int t = 0; t < T; t++) { /* a = [input_layernorm(embed) ; hidden_norm(g)] */
-        memcpy(s->a + (size_t)t * 2 * H, s->xn + (size_t)t * H, sizeof(float) * (size_t)H);
-        memcpy(s->a + (size_t)t * 2 * H + H, s->x + (size_t)t * H, sizeof(float) * (size_t)H);
-    }
-    sp_matmul(s->pool, s->q, s->a, T, &s->wq);
-    sp_matmul(s->pool, s->k, s->a, T, &s->wk);
-    if (s->wv.data) sp_matmul(s->pool, s->v, s->a, T, &s->wv);
-    else memcpy(s->v, s->k, (size_t)T * row * sizeof(float)); /* k_eq_v: V = raw K */
-    if (s->q_norm) sp_rmsnorm(s->q, s->q, s->q_norm, T * NH, D, s->eps);
-    if (s->k_norm) sp_rmsnorm(s->k, s->k, s->k_norm, T * KVH, D, s->eps);
-    if (s->gemma) sp_rmsnorm(s->v, s->v, NULL, T * KVH, D, s->eps); /* weightless v_norm */
-    for (int t = 0; t < T; t++) { /* a tree node at depth j sits where chain draft j does */
-        int pos = tr ? pos0 + tr->depth[t] - 1 : pos0 + t;
-        sp_rope(s->q + (size_t)t * NH * D, NH, D, s->inv_freq, pos);
-        sp_rope(s->k + (size_t)t * row, KVH, D, s->inv_freq, pos);
-        size_t slot = (size_t)(tr ? pos0 + tr->rows[t] : pos0 + t) * row;
-        memcpy(s->K + slot, s->k + (size_t)t * row, row * sizeof(float));
-        memcpy(s->Vc + slot, s->v + (size_t)t * row, row * sizeof(float));
-    }
-    sp_attn_shape sh = {.T = tr ? tr->n : T, .pos0 = pos0, .NH = NH, .KVH = KVH, .D = D, .cap = s->cap,
-                        .scale = s->scale};
-    if (tr) sp_attention_tree_rows(s->pool, s->att, s->q, s->K, s->Vc, &sh, tr->parent, tr->rows, T);
-    else sp_attention(s->pool, s->att, s->q, s->K, s->Vc, &sh);
-    sp_matmul(s->pool, s->o, s->att, T, &s->wo);
-    if (s->gemma) sp_rmsnorm(s->o, s->o, s->post_attn_norm, T, H, s->eps);
-    const float *res = s->norm_before_residual ? s->x : gin;
-    for (size_t i = 0; i < TH; i++) s->out[i] = res[i] + s->o[i];
-    sp_rmsnorm(s->xn, s->out, s->gemma ? s->pre_ffn_norm : s->post_attn_norm, T, H, s->eps);
-    sp_matmul(s->pool, s->gt, s->xn, T, &s->w_gate);
-    sp_matmul(s->pool, s->up, s->xn, T, &s->w_up);
-    if (s->dc.act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->gt, s->gt, s->up, (size_t)T * I);
-    else sp_silu_mul(s->gt, s->gt, s->up, (size_t)T * I);
-    sp_matmul(s->pool, s->o, s->gt, T, &s->w_down);
-    if (s->gemma) sp_rmsnorm(s->o, s->o, s->post_ffn_norm, T, H, s->eps);
-    for (size_t i = 0; i < TH; i++) s->out[i] += s->o[i];
-    if (s->layer_scalar != 1.0f)
-        for (size_t i = 0; i < TH; i++) s->out[i] *= s->layer_scalar;
+    if (gin != s->out) memcpy(s->out, gin, sizeof(float) * (size_t)T * H);
+    sp_block_seg seg = {.T = T, .pos0 = pos0, .K = s->K, .V = s->Vc, .cap = s->cap};
+    if (tr) sp_block_forward_tree_rows(s->pool, &s->layer, s->out, T, &seg, tr, s->e, H, &s->bs);
+    else sp_block_forward(s->pool, &s->layer, s->out, T, &seg, 1, s->e, H, &s->bs);
 }
 
 void sp_e3_logits_row(e3_t *s, const float *h, float *out) {
-    sp_rmsnorm(s->g, h, s->final_norm, 1, s->H, s->eps);
+    sp_rmsnorm(s->g, h, s->final_norm, 1, s->H, s->layer.d.eps);
     sp_matmul(s->pool, s->dl, s->g, 1, &s->lm_head);
     if (s->softcap > 0) sp_softcap(s->dl, (size_t)s->Vd, s->softcap);
     if (s->Vd < s->V)
@@ -310,11 +290,11 @@ static int absorb(e3_t *s, const int32_t *tokens, const float *F, int R, sp_err 
         int T = R - i < E3_CHUNK ? R - i : E3_CHUNK;
         const float *f = F + (size_t)i * mH;
         if (s->input_norm) {
-            sp_rmsnorm(s->tapn, f, s->input_norm, T, mH, s->eps);
+            sp_rmsnorm(s->tapn, f, s->input_norm, T, mH, s->layer.d.eps);
             f = s->tapn;
         }
-        sp_matmul(s->pool, s->g, f, T, &s->fc);
-        sp_e3_layer_forward(s, tokens + i, s->g, T, s->n_ctx + i, NULL);
+        sp_matmul(s->pool, s->out, f, T, &s->fc); /* the states, run by the layer in place */
+        sp_e3_layer_forward(s, tokens + i, s->out, T, s->n_ctx + i, NULL);
         memcpy(s->h_last, s->out + (size_t)(T - 1) * H, sizeof(float) * (size_t)H);
     }
     s->n_ctx += R;
@@ -417,13 +397,101 @@ static void e3_destroy(sp_drafter *d) {
     free(d);
 }
 
+/* config.json → s->dc, the layout and its keys (parse_keys), norm_before_fc → *nbf */
+static int read_config(e3_t *s, const char *dir, int *nbf, sp_err *err) {
+    char path[4096], *text = NULL;
+    size_t tn;
+    json_t *root = NULL;
+    int rc = -1;
+    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto done;
+    if (sp_config_parse(&s->dc, text, path, err)) goto done;
+    root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
+    if (!root || parse_keys(s, root, path, err) || json_bool(root, "norm_before_fc", nbf, path, err)) goto done;
+    s->gemma = s->dc.arch == SP_ARCH_GEMMA4;
+    if (s->gemma && s->layout == SP_EAGLE3_SPECFORGE) {
+        sp_err_set(err, "%s: a LlamaForCausalLMEagle3 drafter must have model_type llama", path);
+        goto done;
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    free(text);
+    return rc;
+}
+
+/* The layer's description (docs/EAGLE3.md §2): the [embedding ; state] input, the target family's
+ * block (Gemma: four norms, v_norm, k_eq_v, the full-attention head shape, scale 1), one causal
+ * cache; and where its tensors' names come from. */
+static int describe(e3_t *s, const char *dir, sp_err *err) {
+    const sp_config *c = &s->dc;
+    int g = s->gemma, kev = g && c->attention_k_eq_v;
+    sp_block_desc d = {
+        .H = s->H, .NH = c->n_heads, .KVH = kev ? c->n_global_kv_heads : c->n_kv_heads,
+        .D = g ? c->global_head_dim : c->head_dim, .I = c->ffn_dim, .post_norms = g, .kv_proj = 1, .v_proj = !kev,
+        .qk_norm = s->layout == SP_EAGLE3_DEEPSPEC, .v_norm = g, .act = c->act, .attn = SP_ATTN_CAUSAL,
+        .eps = (float)c->rms_eps, .attn_in = SP_ATTN_IN_EMBED_STATE, .norm_residual = s->layer.d.norm_residual,
+    };
+    if (d.D < 2 || d.D > SP_BLOCK_MAX_HEAD_DIM || d.KVH < 1 || d.NH % d.KVH)
+        return sp_err_set(err, "%s: head_dim %d / heads %d / kv heads %d unusable", dir, d.D, d.NH, d.KVH);
+    d.attn_scale = g ? 1.0f : 1.0f / sqrtf((float)d.D);
+    s->layer.d = d;
+    s->softcap = s->layout == SP_EAGLE3_DEEPSPEC && g ? (float)c->final_softcap : 0.0f;
+    char nm[160];
+    if (s->layout == SP_EAGLE3_DEEPSPEC) s->names = SP_TN_EAGLE3_DEEPSPEC;
+    else if (sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECULATORS, c->arch, SP_TN_HIDDEN_NORM, 0, nm, sizeof nm) &&
+             sp_st_find(s->st, nm))
+        s->names = SP_TN_EAGLE3_SPECULATORS; /* the layer stored as layers.0.* */
+    else s->names = SP_TN_EAGLE3_SPECFORGE;
+    return 0;
+}
+
+/* the RoPE table and the scratch of E3_CHUNK rows; 0, or -1 out of memory */
+static int alloc_scratch(e3_t *s) {
+    const sp_block_desc *d = &s->layer.d;
+    size_t H = (size_t)s->H, R = E3_CHUNK, Dq = (size_t)d->NH * d->D, Dkv = (size_t)d->KVH * d->D, I = (size_t)d->I;
+    if (!(s->layer.inv_freq = own(s, sizeof(float) * (size_t)(d->D / 2)))) return -1;
+    sp_rope_inv_freq(s->layer.inv_freq, d->D, &s->dc.rope);
+    s->bs = (sp_block_scratch){.xn = own(s, sizeof(float) * R * 2 * H), .q = own(s, sizeof(float) * R * Dq),
+                               .k = own(s, sizeof(float) * R * Dkv), .v = own(s, sizeof(float) * R * Dkv),
+                               .att = own(s, sizeof(float) * R * Dq), .o = own(s, sizeof(float) * R * H),
+                               .g = own(s, sizeof(float) * R * I), .u = own(s, sizeof(float) * R * I)};
+    s->e = own(s, sizeof(float) * R * H);
+    s->g = own(s, sizeof(float) * R * H);
+    s->out = own(s, sizeof(float) * R * H);
+    s->tapn = own(s, sizeof(float) * R * (size_t)s->m * H);
+    s->h = own(s, sizeof(float) * H);
+    s->h_last = own(s, sizeof(float) * H);
+    s->dl = own(s, sizeof(float) * (size_t)s->Vd);
+    s->full = own(s, sizeof(float) * (size_t)s->V);
+    s->qrow = own(s, sizeof(float) * (size_t)s->V);
+    s->tout = own(s, sizeof(float) * SP_TREE_MAX_NODES * H);
+    const sp_block_scratch *b = &s->bs;
+    return b->xn && b->q && b->k && b->v && b->att && b->o && b->g && b->u && s->e && s->g && s->out && s->tapn &&
+                   s->h && s->h_last && s->dl && s->full && s->qrow && s->tout
+               ? 0
+               : -1;
+}
+
+/* the drafter interface over a loaded s */
+static void set_interface(sp_drafter *d, e3_t *s) {
+    s->info = (sp_eagle3_info){.layout = s->layout, .n_taps = s->m, .tap_layers = s->taps, .draft_vocab = s->Vd,
+                               .d2t = s->d2t};
+    d->name = "eagle3";
+    d->n_taps = s->m;
+    d->tap_layers = s->taps;
+    d->provides_q = !s->greedy;
+    d->begin = e3_begin;
+    d->propose = e3_propose;
+    d->commit = e3_commit;
+    d->extend = e3_extend;
+    d->propose_tree = sp_e3_propose_tree;
+    d->tree_accept = sp_e3_tree_accept;
+}
+
 sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample_params *sample, int max_drafts,
                               sp_err *err) {
     sp_drafter *d = calloc(1, sizeof *d);
     e3_t *s = calloc(1, sizeof *s);
-    char path[4096], *text = NULL;
-    size_t tn;
-    json_t *root = NULL;
     int nbf = 0;
     if (!d || !s) {
         free(d);
@@ -443,77 +511,19 @@ sp_drafter *sp_drafter_eagle3(const char *dir, sp_model *target, const sp_sample
         sp_err_set(err, "eagle3: %d drafts per proposal (allowed 1..%d)", s->max_drafts, SP_SPEC_MAX_G);
         goto fail;
     }
-    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto fail;
-    if (sp_config_parse(&s->dc, text, path, err)) goto fail;
-    root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
-    if (!root || parse_keys(s, root, path, err) || json_bool(root, "norm_before_fc", &nbf, path, err)) goto fail;
-    const sp_config *c = &s->dc;
-    s->gemma = c->arch == SP_ARCH_GEMMA4;
-    if (s->gemma && s->layout == SP_EAGLE3_SPECFORGE) {
-        sp_err_set(err, "%s: a LlamaForCausalLMEagle3 drafter must have model_type llama", path);
+    if (read_config(s, dir, &nbf, err) || sp_st_open_dir(&s->st, dir, err) || describe(s, dir, err) ||
+        bind(s, dir, nbf, err))
+        goto fail;
+    if (alloc_scratch(s)) {
+        sp_err_set(err, "eagle3: out of memory");
         goto fail;
     }
-    s->NH = c->n_heads;
-    s->D = s->gemma ? c->global_head_dim : c->head_dim; /* Gemma: the full-attention shape */
-    s->KVH = s->gemma && c->attention_k_eq_v ? c->n_global_kv_heads : c->n_kv_heads;
-    s->I = c->ffn_dim;
-    s->eps = (float)c->rms_eps;
-    s->scale = s->gemma ? 1.0f : 1.0f / sqrtf((float)s->D);
-    s->softcap = s->layout == SP_EAGLE3_DEEPSPEC && s->gemma ? (float)c->final_softcap : 0.0f;
-    if (s->D < 2 || s->D > 1024 || s->KVH < 1 || s->NH % s->KVH) {
-        sp_err_set(err, "%s: head_dim %d / heads %d / kv heads %d unusable", path, s->D, s->NH, s->KVH);
-        goto fail;
-    }
-    if (sp_st_open_dir(&s->st, dir, err) || bind(s, dir, nbf, err)) goto fail;
-    if (!(s->inv_freq = own(s, sizeof(float) * (size_t)(s->D / 2)))) goto oom;
-    sp_rope_inv_freq(s->inv_freq, s->D, &c->rope);
-    size_t H = (size_t)s->H, R = E3_CHUNK, Dq = (size_t)s->NH * s->D, Dkv = (size_t)s->KVH * s->D;
-    s->e = own(s, sizeof(float) * R * H);
-    s->a = own(s, sizeof(float) * R * 2 * H);
-    s->q = own(s, sizeof(float) * R * Dq);
-    s->att = own(s, sizeof(float) * R * Dq);
-    s->k = own(s, sizeof(float) * R * Dkv);
-    s->v = own(s, sizeof(float) * R * Dkv);
-    s->o = own(s, sizeof(float) * R * H);
-    s->x = own(s, sizeof(float) * R * H);
-    s->xn = own(s, sizeof(float) * R * H);
-    s->gt = own(s, sizeof(float) * R * (size_t)s->I);
-    s->up = own(s, sizeof(float) * R * (size_t)s->I);
-    s->g = own(s, sizeof(float) * R * H);
-    s->out = own(s, sizeof(float) * R * H);
-    s->tapn = own(s, sizeof(float) * R * (size_t)s->m * H);
-    s->h = own(s, sizeof(float) * H);
-    s->h_last = own(s, sizeof(float) * H);
-    s->dl = own(s, sizeof(float) * (size_t)s->Vd);
-    s->full = own(s, sizeof(float) * (size_t)s->V);
-    s->qrow = own(s, sizeof(float) * (size_t)s->V);
-    s->tout = own(s, sizeof(float) * SP_TREE_MAX_NODES * H);
-    if (!s->e || !s->a || !s->q || !s->att || !s->k || !s->v || !s->o || !s->x || !s->xn || !s->gt || !s->up ||
-        !s->g || !s->out || !s->tapn || !s->h || !s->h_last || !s->dl || !s->full || !s->qrow || !s->tout)
-        goto oom;
     if (sp_e3_ensure_cap(s, 256, err)) goto fail;
     s->greedy = sp_sample_is_greedy(sample);
     if (!(s->smp = sp_sampler_create(s->V, sample, err))) goto fail;
-    s->info = (sp_eagle3_info){.layout = s->layout, .n_taps = s->m, .tap_layers = s->taps, .draft_vocab = s->Vd,
-                               .d2t = s->d2t};
-    d->name = "eagle3";
-    d->n_taps = s->m;
-    d->tap_layers = s->taps;
-    d->provides_q = !s->greedy;
-    d->begin = e3_begin;
-    d->propose = e3_propose;
-    d->commit = e3_commit;
-    d->extend = e3_extend;
-    d->propose_tree = sp_e3_propose_tree;
-    d->tree_accept = sp_e3_tree_accept;
-    json_decref(root);
-    free(text);
+    set_interface(d, s);
     return d;
-oom:
-    sp_err_set(err, "eagle3: out of memory");
 fail:
-    json_decref(root);
-    free(text);
     e3_destroy(d);
     return NULL;
 }

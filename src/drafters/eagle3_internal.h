@@ -6,7 +6,9 @@
 #include "core/core.h"
 #include "drafters/eagle3.h"
 #include "formats/safetensors.h"
+#include "formats/tensor_names.h"
 #include "kernels/kernels.h"
+#include "model/block.h"
 #include "sample/penalty.h"
 #include "decode/spec.h"
 
@@ -15,26 +17,22 @@ _Static_assert(E3_CHUNK >= SP_TREE_MAX_NODES, "a tree depth runs in one pass");
 
 typedef struct {
     sp_eagle3_layout layout;
+    sp_tn_layout names;         /* the checkpoint's tensor names (formats/tensor_names.h) */
     sp_model *target;
     sp_pool *pool;
     st_set *st;
     sp_config dc;
-    int H, V, Vd, NH, KVH, D, I, m, gemma;
-    int norm_before_residual;
+    int H, V, Vd, m, gemma;
     int taps[SP_MAX_LAYERS]; /* target layers tapped (outputs) */
-    float eps, scale, softcap;
+    float softcap;
     /* weights; shapes in the comments, W [out, in] */
     sp_mat fc;                  /* [H, m·H] */
     float *input_norm;          /* [m·H] norm_before_fc, else NULL */
-    float *hidden_norm, *attn_norm, *post_attn_norm, *pre_ffn_norm, *post_ffn_norm, *final_norm; /* [H] */
-    float *q_norm, *k_norm;     /* [D] DeepSpec */
-    sp_mat wq, wk, wv, wo;      /* [NH·D, 2H], [KVH·D, 2H] ×2 (wv absent: k_eq_v), [H, NH·D] */
-    sp_mat w_gate, w_up, w_down; /* [I, H] ×2, [H, I] */
-    float layer_scalar;
+    float *final_norm;          /* [H] */
+    sp_block_layer layer;       /* the decoder layer, SP_ATTN_IN_EMBED_STATE (model/block.h): Q/K/V [·, 2H] */
     sp_mat embed;               /* [V, H] own table (SpecForge, optional) */
     sp_mat lm_head;             /* [Vd, H] */
     int32_t *d2t;               /* [Vd] absolute target ids */
-    float *inv_freq;            /* [D/2] */
     /* sampling */
     sp_sampler *smp;
     int greedy, max_drafts;
@@ -52,27 +50,22 @@ typedef struct {
     unsigned char tdone[SP_TREE_MAX_NODES]; /* node i's layer output is in tout */
     float *tout;                /* [SP_TREE_MAX_NODES, H] each node's layer output */
     /* scratch for E3_CHUNK rows */
-    float *e, *a, *q, *k, *v, *att, *o, *x, *xn, *gt, *up, *g, *out, *tapn;
+    sp_block_scratch bs;        /* the layer's: xn [R, 2H], q, att [R, NH·D], k, v [R, KVH·D], o [R, H],
+                                 * g, u [R, I] */
+    float *e, *g, *out, *tapn;  /* token embeddings, states, layer outputs [R, H]; normed taps [R, m·H] */
     float *h, *h_last, *dl, *full, *qrow; /* [H], [H], [Vd], [V], [V] */
     sp_eagle3_info info;
     sp_owner owned;
 } e3_t;
 
-/* Rows of a token tree for sp_e3_layer_forward: batch row t is tree node rows[t] of the n nodes
- * parent[] describes (parent[i] < i; -1: a child of the pending token), at depth depth[t]
- * (1: a child of the pending token). Node i's K/V live in cache slot n_ctx + i. */
-typedef struct {
-    const int32_t *parent;
-    int n;
-    const int32_t *rows;
-    const int *depth;
-} e3_tree_rows;
-
 /* The cache holds at least `rows` positions (grown, contents kept). 0, or -1 with err. */
 int sp_e3_ensure_cap(e3_t *s, int rows, sp_err *err);
-/* The layer on T rows (tokens[t], state gin[t]) → s->out [T, H]. tr NULL: a chain at positions
- * pos0 .., K/V written at pos0 ..; else the tree rows tr describes after pos0 committed rows. */
-void sp_e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0, const e3_tree_rows *tr);
+/* The layer (sp_block_forward) on T rows (tokens[t], state gin[t]) → s->out [T, H]; gin may be
+ * s->out. tr NULL: a chain at positions pos0 .., K/V written at pos0 ..; else row t is tree node
+ * tr->rows[t] after pos0 committed rows (node i: parent tr->parent[i], -1 for a child of the
+ * pending token; position pos0 + depth − 1, K/V in cache slot pos0 + i). */
+void sp_e3_layer_forward(e3_t *s, const int32_t *tokens, const float *gin, int T, int pos0,
+                         const sp_block_tree_rows *tr);
 /* out [V] = the draft logits of state h [H] at their target ids, -inf elsewhere */
 void sp_e3_logits_row(e3_t *s, const float *h, float *out);
 

@@ -4,8 +4,8 @@
  * position c + j (c = the last committed row). A tree node at depth j is the same step with its
  * parent's output as the state: its distribution is logits(layer(node's token, parent's
  * output)) at position c + j, attending to the committed rows and its own root path only (the
- * tree-masked attention the target's tree forward uses, sp_attention_tree_rows), so each node's
- * output is bit for bit what a chain over its root path computes. The depth-1 nodes' distribution
+ * layer over some nodes of a tree, sp_block_forward_tree_rows, whose attention is the target's
+ * tree-masked one), so each node's output is bit for bit what a chain over its root path computes. The depth-1 nodes' distribution
  * is the committed state's, as for draft 1.
  *
  * Which candidates are placed where is tree_place.c's (static / dynamic; top-k when greedy,
@@ -27,17 +27,17 @@
 static void forward_depth(e3_t *s, const tp_node *nodes, int n, int depth) {
     const size_t H = (size_t)s->H;
     int32_t parent[SP_TREE_MAX_NODES], rows[SP_TREE_MAX_NODES], toks[SP_TREE_MAX_NODES] = {0};
-    int dep[SP_TREE_MAX_NODES], T = 0;
+    int T = 0;
     for (int i = 0; i < n - 1; i++) {
         const tp_node *x = &nodes[i + 1];
         parent[i] = x->parent - 1;
         if (x->depth != depth || s->tdone[i]) continue;
         const float *gin = x->parent > 0 ? s->tout + (size_t)(x->parent - 1) * H : s->h_last;
         memcpy(s->g + (size_t)T * H, gin, sizeof(float) * H); /* the state input: the parent's output */
-        rows[T] = i, toks[T] = x->tok, dep[T] = depth;
+        rows[T] = i, toks[T] = x->tok;
         T++;
     }
-    e3_tree_rows tr = {.parent = parent, .n = n - 1, .rows = rows, .depth = dep};
+    sp_block_tree_rows tr = {.parent = parent, .n = n - 1, .rows = rows};
     sp_e3_layer_forward(s, toks, s->g, T, s->n_ctx, &tr);
     for (int t = 0; t < T; t++) {
         memcpy(s->tout + (size_t)rows[t] * H, s->out + (size_t)t * H, sizeof(float) * H);

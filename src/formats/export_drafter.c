@@ -26,6 +26,7 @@
 #include "newdrafter_assistant.h"
 #include "newmodel.h"
 #include "safetensors.h"
+#include "tensor_names.h"
 
 typedef enum { EXD_ZLAB = 0, EXD_DSPARK, EXD_ASSISTANT, EXD_EAGLE3 } exd_kind;
 
@@ -46,27 +47,26 @@ static const struct {
     {"confidence_head.proj.bias", "conf_proj.bias"},
     {"pre_projection.weight", "nextn.pre_projection.weight"},    /* assistant [d_a, 2 Hb] */
     {"post_projection.weight", "nextn.post_projection.weight"},  /* assistant [Hb, d_a] */
-    {"input_norm.weight", "enc.output_norm.weight"},             /* EAGLE-3: RMSNorm on the taps [3 Ht] */
-    {"layers.0.hidden_norm.weight", "blk.0.attn_norm_2.weight"}, /* EAGLE-3: norm of the fused state */
-    {"d2t", "d2t"},                                              /* EAGLE-3: draft id → target id (I64) */
 };
 
 const char *sp_export_drafter_tensor_name(sp_arch block_arch, const char *hf, char *buf, size_t cap) {
-    char tmp[160];
     if (!strncmp(hf, "model.", 6)) hf += 6;
-    if (!strncmp(hf, "midlayer.", 9)) { /* the EAGLE-3 layer's SpecForge name */
-        snprintf(tmp, sizeof tmp, "layers.0.%s", hf + 9);
-        hf = tmp;
-    }
     for (size_t i = 0; i < sizeof drafter_names / sizeof drafter_names[0]; i++)
         if (!strcmp(hf, drafter_names[i].hf)) return drafter_names[i].gg;
+    /* EAGLE-3's own tensors and its midlayer.* / layers.0.* layer: the table's eagle3 GGUF names */
+    int li, r = sp_tensor_role_of_in(SP_TN_EAGLE3_SPECFORGE, block_arch, hf, &li);
+    if (r < 0 && sp_tensor_role_of_in(SP_TN_EAGLE3_SPECULATORS, block_arch, hf, &li) == SP_TN_HIDDEN_NORM)
+        r = SP_TN_HIDDEN_NORM;
+    if (r >= 0) return sp_tensor_gguf_name_in(SP_TN_EAGLE3_SPECFORGE, block_arch, (sp_tensor_role)r, li, buf, cap);
     return sp_gguf_tensor_name(block_arch, hf, buf, cap);
 }
 
 /* Stored tensors dropped on purpose: unused at run time in llama.cpp (docs/EXPORT.md). */
 static int droppable(const char *name) {
     size_t n = strlen(name);
-    return !strcmp(name, "t2d") || !strncmp(name, "masked_embedding.", 17) ||
+    char t2d[16];
+    sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_T2D, -1, t2d, sizeof t2d);
+    return !strcmp(name, t2d) || !strncmp(name, "masked_embedding.", 17) ||
            (n >= 19 && !strcmp(name + n - 19, "rotary_emb.inv_freq"));
 }
 
@@ -269,7 +269,7 @@ typedef struct {
     exd_dflash k;
     sp_assistant_config ac;
     int eagle_taps[3], draft_vocab, norm_before_residual, norm_before_fc;
-    const char *eagle_prefix; /* "midlayer." or "layers.0." as stored */
+    sp_tn_layout eagle_names; /* SP_TN_EAGLE3_SPECFORGE (midlayer.*) or _SPECULATORS (layers.0.*), as stored */
     int64_t *d2t; /* EAGLE-3: absolute target ids [draft_vocab] */
     exd_list list;
     float *rope_freqs;
@@ -485,25 +485,21 @@ static int eagle3_prepare(exd_t *x, const char *text, json_t *root, const char *
     /* the layer is stored as midlayer.* (SpecForge) or layers.0.* (speculators): listed under the
      * name the checkpoint uses */
     char nm[112];
-    const char *p = x->eagle_prefix;
-#define NM(rest) (snprintf(nm, sizeof nm, "%s%s", p, rest), nm)
-    if (want(l, b, "fc.weight", 2, H, 3 * H, 0, err) ||
-        (x->norm_before_fc && want(l, b, "input_norm.weight", 1, 3 * H, 0, 0, err)) ||
-        want(l, b, NM("hidden_norm.weight"), 1, H, 0, 0, err) ||
-        want(l, b, NM("input_layernorm.weight"), 1, H, 0, 0, err) ||
-        want(l, b, NM("self_attn.q_proj.weight"), 2, NH * D, 2 * H, 0, err) ||
-        want(l, b, NM("self_attn.k_proj.weight"), 2, KVH * D, 2 * H, 0, err) ||
-        want(l, b, NM("self_attn.v_proj.weight"), 2, KVH * D, 2 * H, 0, err) ||
-        want(l, b, NM("self_attn.o_proj.weight"), 2, H, NH * D, 0, err) ||
-        want(l, b, NM("post_attention_layernorm.weight"), 1, H, 0, 0, err) ||
-        want(l, b, NM("mlp.gate_proj.weight"), 2, I, H, 0, err) || want(l, b, NM("mlp.up_proj.weight"), 2, I, H, 0, err) ||
-        want(l, b, NM("mlp.down_proj.weight"), 2, H, I, 0, err) || want(l, b, "norm.weight", 1, H, 0, 0, err) ||
-        want(l, b, "lm_head.weight", 2, Vd, H, 0, err) || want(l, b, "embed_tokens.weight", 2, V, H, 1, err) ||
-        want(l, b, "d2t", 1, Vd, 0, Vd == V, err))
+    const sp_tn_layout lay = x->eagle_names; /* names: tensor_names.h */
+#define NM(role) sp_tensor_hf_name_in(lay, b, role, (role) < SP_TN_FIRST_LAYER_ROLE ? -1 : 0, nm, sizeof nm)
+    if (want(l, b, NM(SP_TN_FC), 2, H, 3 * H, 0, err) ||
+        (x->norm_before_fc && want(l, b, NM(SP_TN_TAP_NORM), 1, 3 * H, 0, 0, err)) ||
+        want(l, b, NM(SP_TN_HIDDEN_NORM), 1, H, 0, 0, err) || want(l, b, NM(SP_TN_ATTN_NORM), 1, H, 0, 0, err) ||
+        want(l, b, NM(SP_TN_Q), 2, NH * D, 2 * H, 0, err) || want(l, b, NM(SP_TN_K), 2, KVH * D, 2 * H, 0, err) ||
+        want(l, b, NM(SP_TN_V), 2, KVH * D, 2 * H, 0, err) || want(l, b, NM(SP_TN_O), 2, H, NH * D, 0, err) ||
+        want(l, b, NM(SP_TN_FFN_NORM), 1, H, 0, 0, err) || want(l, b, NM(SP_TN_GATE), 2, I, H, 0, err) ||
+        want(l, b, NM(SP_TN_UP), 2, I, H, 0, err) || want(l, b, NM(SP_TN_DOWN), 2, H, I, 0, err) ||
+        want(l, b, NM(SP_TN_FINAL_NORM), 1, H, 0, 0, err) || want(l, b, NM(SP_TN_LM_HEAD), 2, Vd, H, 0, err) ||
+        want(l, b, NM(SP_TN_EMBED), 2, V, H, 1, err) || want(l, b, NM(SP_TN_D2T), 1, Vd, 0, Vd == V, err))
         return -1;
+    find(l, NM(SP_TN_D2T))->skip = 1; /* written as absolute ids, below */
+    find(l, NM(SP_TN_D2T))->dtype = SP_DT_I64;
 #undef NM
-    find(l, "d2t")->skip = 1; /* written as absolute ids, below */
-    find(l, "d2t")->dtype = SP_DT_I64;
     if (dc->rope.type == SP_ROPE_LLAMA3) {
         x->n_freqs = (int)D / 2;
         if (!(x->rope_freqs = malloc(sizeof(float) * (size_t)x->n_freqs))) return sp_err_set(err, "out of memory");
@@ -516,7 +512,9 @@ static int eagle3_prepare(exd_t *x, const char *text, json_t *root, const char *
 
 /* d2t as llama.cpp stores it: absolute target ids (stored offsets + draft id), each in range, no repeats */
 static int eagle3_d2t(exd_t *x, const char *dir, sp_err *err) {
-    const exd_tensor *t = find(&x->list, "d2t");
+    char d2t[16];
+    sp_tensor_hf_name_in(x->eagle_names, SP_ARCH_LLAMA, SP_TN_D2T, -1, d2t, sizeof d2t);
+    const exd_tensor *t = find(&x->list, d2t);
     if (!t->t) return 0;
     int64_t Vd = x->draft_vocab, V = x->tc.vocab_size;
     uint8_t *seen = calloc((size_t)V, 1);
@@ -529,7 +527,7 @@ static int eagle3_d2t(exd_t *x, const char *dir, sp_err *err) {
         int64_t id = x->d2t[j] + j;
         if (id < 0 || id >= V || seen[id]) {
             free(seen);
-            return sp_err_set(err, "%s: d2t[%lld] maps draft id %lld to target id %lld (%s)", dir, (long long)j,
+            return sp_err_set(err, "%s: %s[%lld] maps draft id %lld to target id %lld (%s)", dir, d2t, (long long)j,
                               (long long)j, (long long)id, id < 0 || id >= V ? "outside the vocabulary" : "twice");
         }
         seen[id] = 1;
@@ -604,7 +602,11 @@ int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *
         goto done;
     }
     if (sp_st_open_dir(&st, dir, err)) goto done;
-    x->eagle_prefix = sp_st_find(st, "layers.0.hidden_norm.weight") ? "layers.0." : "midlayer.";
+    char hn[64];
+    x->eagle_names = sp_st_find(st, sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECULATORS, SP_ARCH_LLAMA, SP_TN_HIDDEN_NORM, 0,
+                                                         hn, sizeof hn))
+                         ? SP_TN_EAGLE3_SPECULATORS
+                         : SP_TN_EAGLE3_SPECFORGE;
     if (x->kind == EXD_ASSISTANT ? assistant_prepare(x, text, path, err)
         : x->kind == EXD_EAGLE3  ? eagle3_prepare(x, text, root, path, err)
                                  : dflash_prepare(x, text, root, path, err))
@@ -654,7 +656,9 @@ int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *
     }
     if (x->d2t) {
         int64_t ne[1] = {x->draft_vocab};
-        if (sp_gguf_writer_add_tensor(w, "d2t", GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
+        char gd[16];
+        sp_tensor_gguf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_D2T, -1, gd, sizeof gd);
+        if (sp_gguf_writer_add_tensor(w, gd, GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
     }
     if (x->n_freqs > 0) {
         int64_t ne[1] = {x->n_freqs};

@@ -21,6 +21,7 @@
 #include "newmodel.h"
 #include "presets.h"
 #include "safetensors.h"
+#include "tensor_names.h"
 
 static char *config_text(const newdrafter_opts *o, const sp_config *tc, json_t *troot, int deepspec, sp_err *err) {
     int gemma = tc->arch == SP_ARCH_GEMMA4, N = tc->n_layers, H = tc->hidden_size, V = tc->vocab_size;
@@ -130,32 +131,34 @@ int sp_newdrafter_eagle3_write(const char *dir, const char *target_dir, const ne
                    tc.vocab_size, (long long)Vd, (long long)V);
         goto done;
     }
-    const char *p = deepspec ? "layers.0." : "midlayer.";
+    const sp_tn_layout lay = deepspec ? SP_TN_EAGLE3_DEEPSPEC : SP_TN_EAGLE3_SPECFORGE; /* names: tensor_names.h */
     spec_t sp[24];
     int n = 0;
-#define ADD(nm, s0, s1, nd, in) (sp[n] = (spec_t){"", {s0, s1}, nd, in}, snprintf(sp[n].name, 112, "%s", nm), n++)
-#define ADDL(nm, s0, s1, nd, in) (sp[n] = (spec_t){"", {s0, s1}, nd, in}, snprintf(sp[n].name, 112, "%s%s", p, nm), n++)
-    ADD("fc.weight", H, m * H, 2, HF_INIT_PROJ);
-    ADDL("hidden_norm.weight", H, 0, 1, HF_INIT_NORM);
-    ADDL("input_layernorm.weight", H, 0, 1, HF_INIT_NORM);
-    ADDL("self_attn.q_proj.weight", NH * D, 2 * H, 2, HF_INIT_PROJ);
-    ADDL("self_attn.k_proj.weight", KVH * D, 2 * H, 2, HF_INIT_PROJ);
-    if (!kev) ADDL("self_attn.v_proj.weight", KVH * D, 2 * H, 2, HF_INIT_PROJ);
-    ADDL("self_attn.o_proj.weight", H, NH * D, 2, HF_INIT_PROJ);
+#define ADD(role, s0, s1, nd, in) (sp[n] = (spec_t){"", {s0, s1}, nd, in}, \
+                                   sp_tensor_hf_name_in(lay, dc.arch, role, -1, sp[n].name, sizeof sp[n].name), n++)
+#define ADDL(role, s0, s1, nd, in) (sp[n] = (spec_t){"", {s0, s1}, nd, in}, \
+                                    sp_tensor_hf_name_in(lay, dc.arch, role, 0, sp[n].name, sizeof sp[n].name), n++)
+    ADD(SP_TN_FC, H, m * H, 2, HF_INIT_PROJ);
+    ADDL(SP_TN_HIDDEN_NORM, H, 0, 1, HF_INIT_NORM);
+    ADDL(SP_TN_ATTN_NORM, H, 0, 1, HF_INIT_NORM);
+    ADDL(SP_TN_Q, NH * D, 2 * H, 2, HF_INIT_PROJ);
+    ADDL(SP_TN_K, KVH * D, 2 * H, 2, HF_INIT_PROJ);
+    if (!kev) ADDL(SP_TN_V, KVH * D, 2 * H, 2, HF_INIT_PROJ);
+    ADDL(SP_TN_O, H, NH * D, 2, HF_INIT_PROJ);
     if (deepspec) {
-        ADDL("self_attn.q_norm.weight", D, 0, 1, HF_INIT_NORM);
-        ADDL("self_attn.k_norm.weight", D, 0, 1, HF_INIT_NORM);
+        ADDL(SP_TN_Q_NORM, D, 0, 1, HF_INIT_NORM);
+        ADDL(SP_TN_K_NORM, D, 0, 1, HF_INIT_NORM);
     }
-    ADDL("post_attention_layernorm.weight", H, 0, 1, HF_INIT_NORM);
+    ADDL(gemma ? SP_TN_ATTN_POST_NORM : SP_TN_FFN_NORM, H, 0, 1, HF_INIT_NORM); /* post_attention_layernorm */
     if (gemma) {
-        ADDL("pre_feedforward_layernorm.weight", H, 0, 1, HF_INIT_NORM);
-        ADDL("post_feedforward_layernorm.weight", H, 0, 1, HF_INIT_NORM);
+        ADDL(SP_TN_FFN_NORM, H, 0, 1, HF_INIT_NORM);
+        ADDL(SP_TN_FFN_POST_NORM, H, 0, 1, HF_INIT_NORM);
     }
-    ADDL("mlp.gate_proj.weight", I, H, 2, HF_INIT_PROJ);
-    ADDL("mlp.up_proj.weight", I, H, 2, HF_INIT_PROJ);
-    ADDL("mlp.down_proj.weight", H, I, 2, HF_INIT_PROJ);
-    ADD("norm.weight", H, 0, 1, HF_INIT_NORM);
-    if (!deepspec) ADD("lm_head.weight", Vd, H, 2, HF_INIT_EMBED);
+    ADDL(SP_TN_GATE, I, H, 2, HF_INIT_PROJ);
+    ADDL(SP_TN_UP, I, H, 2, HF_INIT_PROJ);
+    ADDL(SP_TN_DOWN, H, I, 2, HF_INIT_PROJ);
+    ADD(SP_TN_FINAL_NORM, H, 0, 1, HF_INIT_NORM);
+    if (!deepspec) ADD(SP_TN_LM_HEAD, Vd, H, 2, HF_INIT_EMBED);
 #undef ADD
 #undef ADDL
     sp_dtype dt = !strcmp(dc.torch_dtype, "float32") ? SP_DT_F32 : SP_DT_BF16;
@@ -192,19 +195,24 @@ int sp_newdrafter_eagle3_write(const char *dir, const char *target_dir, const ne
             t2d[id] = 1;
         }
         int64_t s1[1] = {Vd}, s2[1] = {V};
-        if (sp_st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, d2t, err) ||
-            sp_st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, t2d, err))
+        char n1[32], n2[32];
+        if (sp_st_writer_add_ref(w, sp_tensor_hf_name_in(lay, dc.arch, SP_TN_D2T, -1, n1, sizeof n1), SP_DT_I64, 1, s1,
+                                 d2t, err) ||
+            sp_st_writer_add_ref(w, sp_tensor_hf_name_in(lay, dc.arch, SP_TN_T2D, -1, n2, sizeof n2), SP_DT_BOOL, 1, s2,
+                                 t2d, err))
             goto done;
     } else { /* DeepSpec ships copies of the target's embedding and LM head */
         if (sp_st_open_dir(&ts, target_dir, err)) goto done;
-        char en[160];
-        snprintf(en, sizeof en, "%sembed_tokens.weight", tc.tensor_prefix);
+        char en[160], rel[160], lm[160], names[2][64];
+        snprintf(en, sizeof en, "%s%s", tc.tensor_prefix, sp_tensor_hf_name(tc.arch, SP_TN_EMBED, -1, rel, sizeof rel));
+        sp_tensor_hf_name(tc.arch, SP_TN_LM_HEAD, -1, lm, sizeof lm); /* never prefixed */
         const st_tensor *src[2];
         int64_t shape[2] = {V, H};
         if (sp_st_get(ts, en, SP_DT_UNKNOWN, 2, shape, &src[0], err)) goto done;
         if (tc.tie_embeddings) src[1] = src[0];
-        else if (sp_st_get(ts, "lm_head.weight", SP_DT_UNKNOWN, 2, shape, &src[1], err)) goto done;
-        const char *names[2] = {"embed_tokens.weight", "lm_head.weight"};
+        else if (sp_st_get(ts, lm, SP_DT_UNKNOWN, 2, shape, &src[1], err)) goto done;
+        sp_tensor_hf_name_in(lay, dc.arch, SP_TN_EMBED, -1, names[0], sizeof names[0]);
+        sp_tensor_hf_name_in(lay, dc.arch, SP_TN_LM_HEAD, -1, names[1], sizeof names[1]);
         for (int i = 0; i < 2; i++) {
             float *f = malloc((size_t)(V * H) * sizeof(float));
             if (!f) {

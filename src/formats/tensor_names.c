@@ -1,4 +1,4 @@
-/* tensor_names.c — the tensor-name table (see tensor_names.h, docs/TRANSFORMER.md §2). */
+/* tensor_names.c — the tensor-name table (see tensor_names.h, docs/TRANSFORMER.md §2, docs/EAGLE3.md §1). */
 #include "tensor_names.h"
 
 #include <stdio.h>
@@ -23,6 +23,12 @@ static const tn_entry common_names[SP_TN_COUNT] = {
     [SP_TN_GATE] = {"mlp.gate_proj.weight", "ffn_gate.weight"},
     [SP_TN_UP] = {"mlp.up_proj.weight", "ffn_up.weight"},
     [SP_TN_DOWN] = {"mlp.down_proj.weight", "ffn_down.weight"},
+    /* EAGLE-3 only (layout_has); GGUF: llama.cpp's eagle3 names */
+    [SP_TN_FC] = {"fc.weight", "fc.weight"},
+    [SP_TN_TAP_NORM] = {"input_norm.weight", "enc.output_norm.weight"},
+    [SP_TN_D2T] = {"d2t", "d2t"},
+    [SP_TN_T2D] = {"t2d", NULL},
+    [SP_TN_HIDDEN_NORM] = {"hidden_norm.weight", "attn_norm_2.weight"},
 };
 
 /* Llama-3 and Qwen3: post_attention_layernorm is the pre-MLP norm */
@@ -50,34 +56,79 @@ static const tn_entry *entry(sp_arch arch, int role) {
     return own[role].hf ? &own[role] : &common_names[role];
 }
 
-static const char *format(const char *name, const char *layer_prefix, sp_tensor_role role, int layer, char *buf,
+/* whether a checkpoint of layout lay can hold a tensor of role r */
+static int layout_has(sp_tn_layout lay, int r) {
+    int specforge = lay == SP_TN_EAGLE3_SPECFORGE || lay == SP_TN_EAGLE3_SPECULATORS;
+    switch (r) {
+    case SP_TN_FC:
+    case SP_TN_HIDDEN_NORM: return lay != SP_TN_MODEL;
+    case SP_TN_TAP_NORM:
+    case SP_TN_D2T:
+    case SP_TN_T2D: return specforge;
+    case SP_TN_PLE_EMBED:
+    case SP_TN_PLE_MODEL_PROJ:
+    case SP_TN_PLE_PROJ_NORM:
+    case SP_TN_PLE_GATE:
+    case SP_TN_PLE_PROJ:
+    case SP_TN_PLE_POST_NORM: return lay == SP_TN_MODEL; /* the EAGLE-3 layer has no per-layer input */
+    default: return 1;
+    }
+}
+
+/* name for role in layer (per-layer roles: after the layer's prefix, "midlayer." in the SpecForge
+ * layout's HF names, else `layers` + ".N.") into buf */
+static const char *format(const char *name, sp_tn_layout lay, int hf, sp_tensor_role role, int layer, char *buf,
                           size_t cap) {
-    if (!name || (unsigned)role >= SP_TN_COUNT) return NULL;
-    int n = role >= SP_TN_FIRST_LAYER_ROLE ? snprintf(buf, cap, "%s.%d.%s", layer_prefix, layer, name)
-                                           : snprintf(buf, cap, "%s", name);
+    if (!name || (unsigned)role >= SP_TN_COUNT || (unsigned)lay >= SP_TN_LAYOUT_COUNT || !layout_has(lay, role))
+        return NULL;
+    int n;
+    if (role < SP_TN_FIRST_LAYER_ROLE) n = snprintf(buf, cap, "%s", name);
+    else if (hf && lay == SP_TN_EAGLE3_SPECFORGE) n = layer == 0 ? snprintf(buf, cap, "midlayer.%s", name) : -1;
+    else n = snprintf(buf, cap, "%s.%d.%s", hf ? "layers" : "blk", layer, name);
     return n >= 0 && (size_t)n < cap ? buf : NULL;
 }
 
-const char *sp_tensor_hf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap) {
+const char *sp_tensor_hf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,
+                                 size_t cap) {
     if ((unsigned)role >= SP_TN_COUNT) return NULL;
-    return format(entry(arch, role)->hf, "layers", role, layer, buf, cap);
+    return format(entry(arch, role)->hf, lay, 1, role, layer, buf, cap);
 }
 
-const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap) {
+const char *sp_tensor_gguf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,
+                                   size_t cap) {
     if ((unsigned)role >= SP_TN_COUNT) return NULL;
-    return format(entry(arch, role)->gguf, "blk", role, layer, buf, cap);
+    return format(entry(arch, role)->gguf, lay, 0, role, layer, buf, cap);
 }
 
-int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer) {
+int sp_tensor_role_of_in(sp_tn_layout lay, sp_arch arch, const char *hf, int *layer) {
     int li = -1, used = 0;
     const char *rest = hf;
-    if (sscanf(hf, "layers.%d.%n", &li, &used) == 1 && used > 0) rest = hf + used;
-    else li = -1;
+    if (lay == SP_TN_EAGLE3_SPECFORGE) {
+        if (!strncmp(hf, "midlayer.", 9)) li = 0, rest = hf + 9;
+    } else if (sscanf(hf, "layers.%d.%n", &li, &used) == 1 && used > 0) {
+        rest = hf + used;
+    } else {
+        li = -1;
+    }
+    if ((unsigned)lay >= SP_TN_LAYOUT_COUNT) return -1;
     for (int r = 0; r < SP_TN_COUNT; r++) {
         const tn_entry *t = entry(arch, r);
-        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || strcmp(rest, t->hf)) continue;
+        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || !layout_has(lay, r) || strcmp(rest, t->hf))
+            continue;
         *layer = li;
         return r;
     }
     return -1;
+}
+
+const char *sp_tensor_hf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap) {
+    return sp_tensor_hf_name_in(SP_TN_MODEL, arch, role, layer, buf, cap);
+}
+
+const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap) {
+    return sp_tensor_gguf_name_in(SP_TN_MODEL, arch, role, layer, buf, cap);
+}
+
+int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer) {
+    return sp_tensor_role_of_in(SP_TN_MODEL, arch, hf, layer);
 }

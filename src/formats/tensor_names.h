@@ -17,6 +17,10 @@ typedef enum {
     SP_TN_PLE_EMBED,      /* gemma4 per-layer input: [V_ple, L·P] */
     SP_TN_PLE_MODEL_PROJ, /* [L·P, H] */
     SP_TN_PLE_PROJ_NORM,  /* [P] */
+    SP_TN_FC,             /* [H, m·H] EAGLE-3: the m taps fused into the state */
+    SP_TN_TAP_NORM,       /* [m·H] EAGLE-3 norm_before_fc: RMSNorm on the taps */
+    SP_TN_D2T,            /* [Vd] int64 EAGLE-3: draft id → target id, as an offset */
+    SP_TN_T2D,            /* [V] bool EAGLE-3: the target ids of the draft vocabulary */
     /* per layer */
     SP_TN_ATTN_NORM,      /* [H] */
     SP_TN_Q,              /* [NH·D, H] */
@@ -35,10 +39,21 @@ typedef enum {
     SP_TN_PLE_GATE,       /* [P, H] gemma4 */
     SP_TN_PLE_PROJ,       /* [H, P] */
     SP_TN_PLE_POST_NORM,  /* [H] */
+    SP_TN_HIDDEN_NORM,    /* [H] EAGLE-3: norm of the state half of the [embedding ; state] input */
     SP_TN_COUNT
 } sp_tensor_role;
 
 #define SP_TN_FIRST_LAYER_ROLE SP_TN_ATTN_NORM
+
+/* Whose checkpoint the names are of (docs/EAGLE3.md §1). The EAGLE-3 roles (fc, the tap norm,
+ * d2t, t2d, hidden_norm) exist only in the EAGLE-3 layouts, the per-layer input only in models. */
+typedef enum {
+    SP_TN_MODEL = 0,          /* a target, a DFlash / DSpark drafter, an assistant: "layers.N." */
+    SP_TN_EAGLE3_SPECFORGE,   /* LlamaForCausalLMEagle3: the layer as "midlayer.", fc, input_norm, d2t, t2d */
+    SP_TN_EAGLE3_SPECULATORS, /* the same tensors with the layer as "layers.0." */
+    SP_TN_EAGLE3_DEEPSPEC,    /* Qwen3Eagle3Model / Gemma4Eagle3Model: fc, hidden_norm, the block as "layers.0." */
+    SP_TN_LAYOUT_COUNT
+} sp_tn_layout;
 
 /* The Hugging Face name of `role` in layer `layer` (ignored for model-wide roles) of an `arch`
  * checkpoint, without the checkpoint's prefix ("layers.3.mlp.up_proj.weight", "norm.weight"):
@@ -52,5 +67,15 @@ const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, ch
 /* The role of an HF name (without prefix) in an `arch` checkpoint and its layer (-1 for
  * model-wide tensors); -1 when the name is not in the table. */
 int sp_tensor_role_of(sp_arch arch, const char *hf, int *layer);
+
+/* The same three in a given layout; the functions above are these with SP_TN_MODEL. In the
+ * SpecForge layout the layer's names are "midlayer.…" and only layer 0 has names; GGUF names are
+ * llama.cpp's eagle3 ones ("blk.0.attn_norm_2.weight" for hidden_norm, "enc.output_norm.weight"
+ * for the tap norm; t2d has none). */
+const char *sp_tensor_hf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,
+                                 size_t cap);
+const char *sp_tensor_gguf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,
+                                   size_t cap);
+int sp_tensor_role_of_in(sp_tn_layout lay, sp_arch arch, const char *hf, int *layer);
 
 #endif

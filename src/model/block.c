@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "formats/tensor_names.h"
 
 sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn) {
@@ -39,58 +40,72 @@ static void heads_from_interleaved(float *x, int n_heads, int D) {
     }
 }
 
-/* b's name for `role` in layer li → nm */
-static const char *tensor_name(const sp_block_binder *b, sp_arch arch, sp_tensor_role role, int li, char *nm,
-                               size_t cap) {
+/* b's name for `role` in layer li of a `lay` checkpoint → nm */
+static const char *tensor_name(const sp_block_binder *b, sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int li,
+                               char *nm, size_t cap) {
     char rel[160];
-    if (!sp_tensor_hf_name(arch, role, li, rel, sizeof rel)) return NULL;
+    if (!sp_tensor_hf_name_in(lay, arch, role, li, rel, sizeof rel)) return NULL;
     snprintf(nm, cap, "%s%s", b->prefix ? b->prefix : "", rel);
     return nm;
 }
 
-static int bind_mat(const sp_block_binder *b, sp_arch arch, sp_tensor_role role, int li, int n, int k, sp_mat *out,
-                    sp_err *err) {
+/* where a binding reads its names: the binder, the layout and architecture, the layer */
+typedef struct {
+    const sp_block_binder *b;
+    sp_tn_layout lay;
+    sp_arch arch;
+    int li;
+} bind_at;
+
+static int bind_mat(const bind_at *at, sp_tensor_role role, int n, int k, sp_mat *out, sp_err *err) {
     char nm[256];
-    if (!tensor_name(b, arch, role, li, nm, sizeof nm))
-        return sp_err_set(err, "layer %d: %s checkpoints have no tensor of role %d", li, sp_arch_name(arch), (int)role);
-    return b->mat(b->ctx, nm, n, k, out, err);
+    if (!tensor_name(at->b, at->lay, at->arch, role, at->li, nm, sizeof nm))
+        return sp_err_set(err, "layer %d: %s checkpoints have no tensor of role %d", at->li, sp_arch_name(at->arch),
+                          (int)role);
+    return at->b->mat(at->b->ctx, nm, n, k, out, err);
 }
 
-static int bind_vec(const sp_block_binder *b, sp_arch arch, sp_tensor_role role, int li, int n, float **out,
-                    sp_err *err) {
+static int bind_vec(const bind_at *at, sp_tensor_role role, int n, float **out, sp_err *err) {
     char nm[256];
-    if (!tensor_name(b, arch, role, li, nm, sizeof nm))
-        return sp_err_set(err, "layer %d: %s checkpoints have no tensor of role %d", li, sp_arch_name(arch), (int)role);
-    return b->vec(b->ctx, nm, n, out, err);
+    if (!tensor_name(at->b, at->lay, at->arch, role, at->li, nm, sizeof nm))
+        return sp_err_set(err, "layer %d: %s checkpoints have no tensor of role %d", at->li, sp_arch_name(at->arch),
+                          (int)role);
+    return at->b->vec(at->b->ctx, nm, n, out, err);
 }
 
-int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err) {
+int sp_block_bind_layout(sp_block_layer *l, sp_tn_layout layout, sp_arch arch, int li, const sp_block_binder *b,
+                         sp_err *err) {
     const sp_block_desc *d = &l->d;
-    int H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I;
-    if (bind_vec(b, arch, SP_TN_ATTN_NORM, li, H, &l->attn_norm, err) ||
-        bind_mat(b, arch, SP_TN_Q, li, NH * D, H, &l->wq, err) ||
-        bind_mat(b, arch, SP_TN_O, li, H, NH * D, &l->wo, err) ||
-        (d->post_norms && bind_vec(b, arch, SP_TN_ATTN_POST_NORM, li, H, &l->attn_post_norm, err)) ||
-        bind_vec(b, arch, SP_TN_FFN_NORM, li, H, &l->ffn_norm, err) ||
-        bind_mat(b, arch, SP_TN_GATE, li, I, H, &l->w_gate, err) ||
-        bind_mat(b, arch, SP_TN_UP, li, I, H, &l->w_up, err) ||
-        bind_mat(b, arch, SP_TN_DOWN, li, H, I, &l->w_down, err) ||
-        (d->post_norms && bind_vec(b, arch, SP_TN_FFN_POST_NORM, li, H, &l->ffn_post_norm, err)) ||
-        (d->qk_norm && bind_vec(b, arch, SP_TN_Q_NORM, li, D, &l->q_norm, err)))
+    const bind_at at = {b, layout, arch, li};
+    int H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I, pair = d->attn_in == SP_ATTN_IN_EMBED_STATE;
+    int Hin = pair ? 2 * H : H; /* what Q/K/V read */
+    if (bind_vec(&at, SP_TN_ATTN_NORM, H, &l->attn_norm, err) ||
+        (pair && bind_vec(&at, SP_TN_HIDDEN_NORM, H, &l->hidden_norm, err)) ||
+        bind_mat(&at, SP_TN_Q, NH * D, Hin, &l->wq, err) || bind_mat(&at, SP_TN_O, H, NH * D, &l->wo, err) ||
+        (d->post_norms && bind_vec(&at, SP_TN_ATTN_POST_NORM, H, &l->attn_post_norm, err)) ||
+        bind_vec(&at, SP_TN_FFN_NORM, H, &l->ffn_norm, err) || bind_mat(&at, SP_TN_GATE, I, H, &l->w_gate, err) ||
+        bind_mat(&at, SP_TN_UP, I, H, &l->w_up, err) || bind_mat(&at, SP_TN_DOWN, H, I, &l->w_down, err) ||
+        (d->post_norms && bind_vec(&at, SP_TN_FFN_POST_NORM, H, &l->ffn_post_norm, err)) ||
+        (d->qk_norm && bind_vec(&at, SP_TN_Q_NORM, D, &l->q_norm, err)))
         return -1;
-    if (d->kv_proj && (bind_mat(b, arch, SP_TN_K, li, KVH * D, H, &l->wk, err) ||
-                       (d->v_proj && bind_mat(b, arch, SP_TN_V, li, KVH * D, H, &l->wv, err)) ||
-                       (d->qk_norm && bind_vec(b, arch, SP_TN_K_NORM, li, D, &l->k_norm, err))))
+    if (d->kv_proj && (bind_mat(&at, SP_TN_K, KVH * D, Hin, &l->wk, err) ||
+                       (d->v_proj && bind_mat(&at, SP_TN_V, KVH * D, Hin, &l->wv, err)) ||
+                       (d->qk_norm && bind_vec(&at, SP_TN_K_NORM, D, &l->k_norm, err))))
         return -1;
-    if (d->ple_dim > 0 && (bind_mat(b, arch, SP_TN_PLE_GATE, li, d->ple_dim, H, &l->ple_gate, err) ||
-                           bind_mat(b, arch, SP_TN_PLE_PROJ, li, H, d->ple_dim, &l->ple_proj, err) ||
-                           bind_vec(b, arch, SP_TN_PLE_POST_NORM, li, H, &l->ple_post_norm, err)))
+    if (d->ple_dim > 0 && (bind_mat(&at, SP_TN_PLE_GATE, d->ple_dim, H, &l->ple_gate, err) ||
+                           bind_mat(&at, SP_TN_PLE_PROJ, H, d->ple_dim, &l->ple_proj, err) ||
+                           bind_vec(&at, SP_TN_PLE_POST_NORM, H, &l->ple_post_norm, err)))
         return -1;
     l->layer_scalar = 1.0f;
     char nm[256];
-    if (tensor_name(b, arch, SP_TN_LAYER_SCALAR, li, nm, sizeof nm) && b->scalar(b->ctx, nm, &l->layer_scalar, err) < 0)
+    if (tensor_name(b, layout, arch, SP_TN_LAYER_SCALAR, li, nm, sizeof nm) &&
+        b->scalar(b->ctx, nm, &l->layer_scalar, err) < 0)
         return -1;
     return 0;
+}
+
+int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err) {
+    return sp_block_bind_layout(l, SP_TN_MODEL, arch, li, b, err);
 }
 
 /* the position of each row of g: pos0 + t, or pos0 + depth(t) for a token tree */
@@ -114,6 +129,9 @@ struct block_rows {
     int n_segs, R;
     const sp_block_scratch *s;
     float *x; /* the residual rows [R, H] */
+    const float *side;  /* the second input per row (block.h), side_stride floats apart */
+    size_t side_stride;
+    const sp_block_tree_rows *tree; /* NULL, or the one segment's rows are these nodes of a tree */
     block_rows_fn fn;
 };
 
@@ -130,6 +148,25 @@ static void block_rows_run(sp_pool *pool, block_rows *c, block_rows_fn fn) {
     else fn(c, 0, c->R);
 }
 
+/* the position and cache slot of row t of segment g (pos: seg_positions' or tree_positions'
+ * result when the rows are a tree) */
+static void row_place(const block_rows *c, const sp_block_seg *g, int t, const int *pos, int *p, int *slot) {
+    if (c->tree) {
+        int node = c->tree->rows[t];
+        *p = pos[node];
+        *slot = g->pos0 + node;
+        return;
+    }
+    *p = g->parent ? pos[t] : g->pos0 + t;
+    int q = g->pos0 + t; /* a tree row's slot is still pos0 + t */
+    *slot = g->ring ? q % g->cap : q;
+}
+
+/* the position of each node of tr: pos0 + its number of ancestors */
+static void tree_positions(const sp_block_tree_rows *tr, int pos0, int *pos) {
+    for (int i = 0; i < tr->n; i++) pos[i] = tr->parent[i] < 0 ? pos0 : pos[tr->parent[i]] + 1;
+}
+
 /* rows [lo, hi) of each segment: RoPE of `n_heads` heads of `row` floats at each row's position;
  * cache: also write K (x) and V rows to the segment's cache slots */
 static void seg_rows_rope(const block_rows *c, int lo, int hi, float *x, int n_heads, size_t row, int cache) {
@@ -139,11 +176,13 @@ static void seg_rows_rope(const block_rows *c, int lo, int hi, float *x, int n_h
         int t0 = lo > r0 ? lo - r0 : 0, t1 = hi < r0 + g->T ? hi - r0 : g->T;
         if (t0 >= t1) continue;
         int pos[SP_ATTN_TREE_MAX];
-        if (g->parent) seg_positions(g, pos);
+        if (c->tree) tree_positions(c->tree, g->pos0, pos);
+        else if (g->parent) seg_positions(g, pos);
         for (int t = t0; t < t1; t++) {
-            int p = g->pos0 + t, slot = g->ring ? p % g->cap : p; /* a tree row's slot is still pos0 + t */
+            int p, slot;
+            row_place(c, g, t, pos, &p, &slot);
             float *xr = x + (size_t)(r0 + t) * row;
-            sp_rope(xr, n_heads, l->d.D, l->inv_freq, g->parent ? pos[t] : p);
+            sp_rope(xr, n_heads, l->d.D, l->inv_freq, p);
             if (!cache) continue;
             memcpy(g->K + (size_t)slot * row, xr, row * sizeof(float));
             memcpy(g->V + (size_t)slot * row, c->s->v + (size_t)(r0 + t) * row, row * sizeof(float));
@@ -183,7 +222,7 @@ void sp_block_kv_write(sp_pool *pool, const sp_block_layer *l, const float *xn, 
     const sp_mat *w[2] = {&l->wk, &l->wv};
     float *y[2] = {s->k, s->v};
     sp_matmul_multi(pool, y, xn, R, w, l->d.v_proj ? 2 : 1);
-    block_rows c = {l, segs, n_segs, R, s, NULL, NULL};
+    block_rows c = {.l = l, .segs = segs, .n_segs = n_segs, .R = R, .s = s};
     block_rows_run(pool, &c, kv_rows);
 }
 
@@ -208,17 +247,35 @@ static void attention(sp_pool *pool, block_rows *c) {
             .D = D, .cap = g->cap, .ring = g->ring, .window = d->window, .scale = d->attn_scale,
             .noncausal = d->attn == SP_ATTN_BLOCK,
         };
-        if (g->parent) sp_attention_tree(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh, g->parent);
-        else sp_attention(pool, s->att + (size_t)r0 * qrow, q, g->K, g->V, &sh);
+        float *att = s->att + (size_t)r0 * qrow;
+        if (c->tree) {
+            sh.T = c->tree->n;
+            sp_attention_tree_rows(pool, att, q, g->K, g->V, &sh, c->tree->parent, c->tree->rows, g->T);
+        } else if (g->parent) {
+            sp_attention_tree(pool, att, q, g->K, g->V, &sh, g->parent);
+        } else {
+            sp_attention(pool, att, q, g->K, g->V, &sh);
+        }
     }
     sp_matmul(pool, s->o, s->att, R, &l->wo);
 }
 
-/* rows [lo, hi) of x: the attention norm into s->xn */
+/* rows [lo, hi) of x: the attention norm into s->xn; for SP_ATTN_IN_EMBED_STATE the pair
+ * [attn_norm(e) ; hidden_norm(x)] of each row (2H), e the row's side input, and x ← hidden_norm(x)
+ * when the residual is the normed state */
 static void attn_norm_rows(const block_rows *c, int lo, int hi) {
     const sp_block_desc *d = &c->l->d;
-    size_t o = (size_t)lo * d->H;
-    sp_rmsnorm(c->s->xn + o, c->x + o, c->l->attn_norm, hi - lo, d->H, d->eps);
+    size_t H = (size_t)d->H, o = (size_t)lo * H;
+    if (d->attn_in != SP_ATTN_IN_EMBED_STATE) {
+        sp_rmsnorm(c->s->xn + o, c->x + o, c->l->attn_norm, hi - lo, d->H, d->eps);
+        return;
+    }
+    for (int t = lo; t < hi; t++) {
+        float *a = c->s->xn + (size_t)t * 2 * H, *x = c->x + (size_t)t * H;
+        sp_rmsnorm(a, c->side + (size_t)t * c->side_stride, c->l->attn_norm, 1, d->H, d->eps);
+        sp_rmsnorm(a + H, x, c->l->hidden_norm, 1, d->H, d->eps);
+        if (d->norm_residual) memcpy(x, a + H, H * sizeof(float));
+    }
 }
 
 /* x += (post-norm of) the attention output; the MLP's input norm into s->xn */
@@ -248,34 +305,53 @@ static void mlp_out_rows(const block_rows *c, int lo, int hi) {
     sp_add(c->x + o, so, (size_t)(hi - lo) * d->H);
 }
 
-void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *segs, int n_segs,
-                      const float *ple, size_t ple_stride, const sp_block_scratch *s) {
+/* the layer on c's rows (sp_block_forward, sp_block_forward_tree_rows) */
+static void block_run(sp_pool *pool, block_rows *c) {
+    const sp_block_layer *l = c->l;
     const sp_block_desc *d = &l->d;
-    int H = d->H;
+    const sp_block_scratch *s = c->s;
+    int H = d->H, R = c->R;
     size_t RH = (size_t)R * H;
-    float eps = d->eps;
-    block_rows c = {l, segs, n_segs, R, s, x, NULL};
+    float *x = c->x;
+    SP_ASSERT(d->attn_in != SP_ATTN_IN_EMBED_STATE || (d->ple_dim == 0 && c->side));
 
-    block_rows_run(pool, &c, attn_norm_rows);
-    attention(pool, &c);
-    block_rows_run(pool, &c, attn_out_rows);
+    block_rows_run(pool, c, attn_norm_rows);
+    attention(pool, c);
+    block_rows_run(pool, c, attn_out_rows);
 
     const sp_mat *gu[2] = {&l->w_gate, &l->w_up};
     float *gu_out[2] = {s->g, s->u};
     sp_matmul_multi(pool, gu_out, s->xn, R, gu, 2);
-    block_rows_run(pool, &c, act_rows);
+    block_rows_run(pool, c, act_rows);
     sp_matmul(pool, s->o, s->g, R, &l->w_down);
-    block_rows_run(pool, &c, mlp_out_rows);
+    block_rows_run(pool, c, mlp_out_rows);
 
     if (d->ple_dim > 0) { /* gemma4 per-layer input */
         int P = d->ple_dim;
         sp_matmul(pool, s->g, x, R, &l->ple_gate); /* [R, P] */
         for (int t = 0; t < R; t++)
-            sp_gelu_tanh_mul(s->g + (size_t)t * P, s->g + (size_t)t * P, ple + (size_t)t * ple_stride, (size_t)P);
+            sp_gelu_tanh_mul(s->g + (size_t)t * P, s->g + (size_t)t * P, c->side + (size_t)t * c->side_stride,
+                             (size_t)P);
         sp_matmul(pool, s->o, s->g, R, &l->ple_proj);
-        sp_rmsnorm(s->o, s->o, l->ple_post_norm, R, H, eps);
+        sp_rmsnorm(s->o, s->o, l->ple_post_norm, R, H, d->eps);
         sp_add(x, s->o, RH);
     }
     if (l->layer_scalar != 1.0f)
         for (size_t i = 0; i < RH; i++) x[i] *= l->layer_scalar;
+}
+
+void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *segs, int n_segs,
+                      const float *side, size_t side_stride, const sp_block_scratch *s) {
+    block_rows c = {.l = l, .segs = segs, .n_segs = n_segs, .R = R, .s = s, .x = x, .side = side,
+                    .side_stride = side_stride};
+    block_run(pool, &c);
+}
+
+void sp_block_forward_tree_rows(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *seg,
+                                const sp_block_tree_rows *tr, const float *side, size_t side_stride,
+                                const sp_block_scratch *s) {
+    SP_ASSERT(seg->T == R && !seg->parent && !seg->ring && tr->n <= SP_ATTN_TREE_MAX && R <= tr->n);
+    block_rows c = {.l = l, .segs = seg, .n_segs = 1, .R = R, .s = s, .x = x, .side = side,
+                    .side_stride = side_stride, .tree = tr};
+    block_run(pool, &c);
 }

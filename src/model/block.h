@@ -8,7 +8,13 @@
  *                   h += norm_ple(ple_proj(gelu(ple_gate(h)) ⊙ ple))   (per-layer input, if any)
  *                   h *= layer_scalar
  *
- * and attention reads and writes K/V in one of three ways (sp_attn_mode). The caller owns the
+ * and attention reads and writes K/V in one of three ways (sp_attn_mode). Its input is the normed
+ * residual, or for EAGLE-3 (sp_attn_input) the pair [attn_norm(embedding) ; hidden_norm(h)]:
+ *
+ *   eagle3:         a = [norm_attn(e) ; norm_hidden(h)]   (2H; h ← norm_hidden(h) first when norm_residual)
+ *                   h += o_proj(attn(a));  h += mlp(norm_ffn(h))      (gemma4: its post norms too)
+ *
+ * The caller owns the
  * caches and the scratch; block.c only runs the float operations, the same ones in the same order
  * for every executor, so a drafter layer and a target layer with the same weights give the same
  * bits (tests/test_train_infer.c, tests/test_model.c). */
@@ -16,6 +22,7 @@
 #define SPECULA_MODEL_BLOCK_H
 
 #include "core/pool.h"
+#include "formats/tensor_names.h"
 #include "kernels/kernels.h"
 #include "specula.h"
 
@@ -26,6 +33,13 @@ typedef enum {
     SP_ATTN_BLOCK,      /* non-causal block: every row sees the cache up to the block's last row */
     SP_ATTN_BORROWED,   /* Q only; another model's cache holding positions < pos0 (the assistant) */
 } sp_attn_mode;
+
+/* What attention's Q/K/V projections read */
+typedef enum {
+    SP_ATTN_IN_HIDDEN = 0,  /* attn_norm(x), H wide */
+    SP_ATTN_IN_EMBED_STATE, /* EAGLE-3: [attn_norm(e) ; hidden_norm(x)], 2H wide; e = the row's token embedding,
+                             * the forward's side input (docs/EAGLE3.md §2) */
+} sp_attn_input;
 
 /* What a layer is. Norm weights are required exactly where the flags say so (the binders check). */
 typedef struct {
@@ -42,14 +56,17 @@ typedef struct {
     float attn_scale;     /* on q·k: 1/sqrt(D), or 1 for gemma4 (q_norm / k_norm do the scaling) */
     float eps;            /* RMSNorm epsilon */
     int ple_dim;          /* P: per-layer input width (0: none) */
+    sp_attn_input attn_in;
+    int norm_residual;    /* SP_ATTN_IN_EMBED_STATE: the attention residual is hidden_norm(x), not x */
 } sp_block_desc;
 
 /* A layer's weights as the executor reads them (f32 vectors owned by the loader). */
 typedef struct {
     sp_block_desc d;
     float *attn_norm;      /* [H] input_layernorm */
-    sp_mat wq;             /* [NH·D, H] */
-    sp_mat wk, wv;         /* [KVH·D, H] when kv_proj (wv when v_proj) */
+    float *hidden_norm;    /* [H] SP_ATTN_IN_EMBED_STATE: the state's norm */
+    sp_mat wq;             /* [NH·D, Hin]; Hin = H, or 2H for SP_ATTN_IN_EMBED_STATE */
+    sp_mat wk, wv;         /* [KVH·D, Hin] when kv_proj (wv when v_proj) */
     sp_mat wo;             /* [H, NH·D] */
     float *q_norm, *k_norm; /* [D] */
     float *attn_post_norm; /* [H] gemma4's post_attention_layernorm */
@@ -85,6 +102,10 @@ typedef struct {
  * for layer li: the norms, projections and per-layer input the description has, the layer scalar
  * when the checkpoint carries one (1 otherwise). inv_freq is the caller's. */
 int sp_block_bind(sp_block_layer *l, sp_arch arch, int li, const sp_block_binder *b, sp_err *err);
+/* The same with the names of a given layout (an EAGLE-3 drafter's: SP_TN_EAGLE3_*);
+ * sp_block_bind is this with SP_TN_MODEL. */
+int sp_block_bind_layout(sp_block_layer *l, sp_tn_layout layout, sp_arch arch, int li, const sp_block_binder *b,
+                         sp_err *err);
 
 /* One run of consecutive rows that share a cache (one sequence of a batch): T rows at positions
  * pos0.., K/V [cap, KVH, D] with position p in slot (ring ? p % cap : p). parent: NULL, or the
@@ -98,16 +119,36 @@ typedef struct {
     const int32_t *parent;
 } sp_block_seg;
 
-/* Scratch for R rows: xn, o [R, H]; q, att [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. */
+/* Scratch for R rows: xn [R, Hin] (Hin: H, or 2H for SP_ATTN_IN_EMBED_STATE), o [R, H]; q, att
+ * [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. */
 typedef struct {
     float *xn, *q, *k, *v, *att, *o, *g, *u;
 } sp_block_scratch;
 
 /* The layer on x [R, H] in place. The rows are the segments' rows, segment by segment; a layer
- * that projects K/V (wk present) appends each segment's rows to its cache first. ple: the layer's
- * per-layer input rows (P floats each, ple_stride apart), NULL when ple_dim is 0. */
+ * that projects K/V (wk present) appends each segment's rows to its cache first. side: the
+ * layer's second input per row, side_stride floats apart: the per-layer input (P floats) when
+ * ple_dim > 0, the token embedding (H floats) for SP_ATTN_IN_EMBED_STATE, else NULL (a layer has
+ * at most one of the two). */
 void sp_block_forward(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *segs, int n_segs,
-                      const float *ple, size_t ple_stride, const sp_block_scratch *s);
+                      const float *side, size_t side_stride, const sp_block_scratch *s);
+
+/* Some rows of a token tree whose other rows' K/V are cached already (a tree grown one depth per
+ * call, drafters/eagle3_tree.c): call row t is node rows[t] of the n nodes parent[] describes
+ * (parent[i] < i; -1: a root), n <= SP_ATTN_TREE_MAX. */
+typedef struct {
+    const int32_t *parent;
+    int n;
+    const int32_t *rows;
+} sp_block_tree_rows;
+
+/* sp_block_forward on R rows of a tree in one segment (seg->T = R, seg->parent NULL, no ring):
+ * node i rotated for position seg->pos0 + its number of ancestors, its K/V in slot seg->pos0 + i, attending
+ * the cache before pos0 and its root path (sp_attention_tree_rows). Bit for bit each row's result
+ * in sp_block_forward over the whole tree. */
+void sp_block_forward_tree_rows(sp_pool *pool, const sp_block_layer *l, float *x, int R, const sp_block_seg *seg,
+                                const sp_block_tree_rows *tr, const float *side, size_t side_stride,
+                                const sp_block_scratch *s);
 
 /* K/V of R normalized rows xn into the segments' caches (RoPE at each row's position): the part of
  * sp_block_forward a drafter also runs alone for its context rows. Uses s->k and s->v. */

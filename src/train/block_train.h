@@ -17,7 +17,8 @@
  * Like the ops, everything here exists in float (tr_block_*) and double (tr_block_*_f64,
  * block_train_f64.c: the same source renamed by ops_f64_names.h), the double twin being the
  * finite-difference reference of the LM test. Not supported: per-layer inputs (ple_dim), layers
- * without their own K/V (kv_proj 0), interleaved Q/K rows. */
+ * without their own K/V (kv_proj 0), interleaved Q/K rows, the [embedding ; state] attention input
+ * (SP_ATTN_IN_EMBED_STATE: EAGLE-3's trainer runs its own attention half and this MLP half). */
 #ifndef SPECULA_TRAIN_BLOCK_TRAIN_H
 #define SPECULA_TRAIN_BLOCK_TRAIN_H
 

@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "formats/safetensors.h"
 #include "formats/hfjson.h"
+#include "formats/tensor_names.h"
 
 int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
     json_t *c = sp_hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
@@ -102,8 +103,11 @@ static int add_vocab_map(st_writer *w, const tr_model *m, int64_t **d2t, uint8_t
         (*t2d)[m->d2t[i]] = 1;
     }
     int64_t s1[1] = {m->d.Vd}, s2[1] = {m->d.V};
-    return sp_st_writer_add_ref(w, "d2t", SP_DT_I64, 1, s1, *d2t, err) ||
-           sp_st_writer_add_ref(w, "t2d", SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
+    char n1[16], n2[16]; /* the SpecForge names (formats/tensor_names.h) */
+    sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_D2T, -1, n1, sizeof n1);
+    sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_T2D, -1, n2, sizeof n2);
+    return sp_st_writer_add_ref(w, n1, SP_DT_I64, 1, s1, *d2t, err) ||
+           sp_st_writer_add_ref(w, n2, SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
 }
 
 int sp_tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err) {

@@ -15,17 +15,16 @@
 
 #include "core/core.h"
 #include "formats/hfjson.h"
+#include "formats/tensor_names.h"
 #include "model/model.h"
 #include "train/block_train.h"
 #include "train/ops.h"
 
-/* parameter order (SpecForge names) */
+/* parameter order; each named by the tensor table's SpecForge layout (formats/tensor_names.h) */
 enum { P_FC, P_HN, P_IN, P_Q, P_K, P_V, P_O, P_POST, P_GATE, P_UP, P_DOWN, P_NORM, P_LM, P_COUNT };
-static const char *const PNAMES[P_COUNT] = {
-    "fc.weight", "midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight",
-    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
-    "midlayer.self_attn.o_proj.weight", "midlayer.post_attention_layernorm.weight", "midlayer.mlp.gate_proj.weight",
-    "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight", "norm.weight", "lm_head.weight"};
+static const sp_tensor_role PROLES[P_COUNT] = {
+    SP_TN_FC, SP_TN_HIDDEN_NORM, SP_TN_ATTN_NORM, SP_TN_Q, SP_TN_K, SP_TN_V, SP_TN_O,
+    SP_TN_FFN_NORM, SP_TN_GATE, SP_TN_UP, SP_TN_DOWN, SP_TN_FINAL_NORM, SP_TN_LM_HEAD};
 
 int sp_tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const float *Wlm, const int32_t *d2t,
                      sp_err *err) {
@@ -39,7 +38,11 @@ int sp_tr_e3_model_init(tr_model *m, const tr_dims *d, uint64_t seed, const floa
                                         {H, 0},     {I, H},  {I, H}, {H, I},      {H, 0},      {d->Vd, H}};
     for (int i = 0; i < P_COUNT; i++) {
         tr_param *p = &m->params[m->n_params++];
-        snprintf(p->name, sizeof p->name, "%s", PNAMES[i]);
+        int li = PROLES[i] < SP_TN_FIRST_LAYER_ROLE ? -1 : 0;
+        if (!sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, PROLES[i], li, p->name, sizeof p->name)) {
+            sp_tr_model_free(m);
+            return sp_err_set(err, "eagle3: no SpecForge name for parameter %d", i);
+        }
         p->ndim = shapes[i][1] ? 2 : 1;
         p->shape[0] = shapes[i][0];
         p->shape[1] = shapes[i][1];
