@@ -347,3 +347,16 @@ done:
     free(text);
     return rc;
 }
+
+/* the new-drafter writers of the dflash and dspark kinds (the table of kinds, src/api/drafter_kinds.c) */
+int sp_newdrafter_dflash_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
+    newdrafter_opts k = *o;
+    k.arch = "dflash";
+    return sp_newdrafter_write(dir, target_dir, &k, err);
+}
+
+int sp_newdrafter_dspark_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
+    newdrafter_opts k = *o;
+    k.arch = "dspark";
+    return sp_newdrafter_write(dir, target_dir, &k, err);
+}

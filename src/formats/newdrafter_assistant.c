@@ -391,3 +391,12 @@ done:
     json_decref(root);
     return rc;
 }
+
+/* the assistant kind's new-drafter writer: the preset names the head ("centroid", default, or "tied") */
+int sp_newdrafter_assistant_kind_write(const char *dir, const char *target_dir, const newdrafter_opts *o,
+                                       sp_err *err) {
+    const char *head = o->preset ? o->preset : "centroid";
+    if (strcmp(head, "centroid") && strcmp(head, "tied"))
+        return sp_err_set(err, "new drafter: unknown preset \"%s\" for --arch gemma4_assistant (centroid, tied)", head);
+    return sp_newdrafter_assistant_write(dir, target_dir, head, o->seed, o->sets, o->n_sets, err);
+}
