@@ -19,7 +19,7 @@ const sp_drafter_kind sp_drafter_kinds[] = {
     {.name = "dspark", .identity = "architectures Qwen3DSparkModel / Gemma4DSparkModel (DeepSpec)", .needs_dir = 1,
      .detect = sp_dspark_kind_detect, .open = sp_dspark_kind_open, .make = sp_dflash_kind_make,
      .close = sp_dflash_kind_close, .write = sp_newdrafter_dspark_write},
-    {.name = "eagle3", .identity = "architectures *Eagle3* (SpecForge, DeepSpec)", .needs_dir = 1,
+    {.name = "eagle3", .identity = "architectures LlamaForCausalLMEagle3 / Eagle3LlamaForCausalLM (SpecForge), Qwen3Eagle3Model / Gemma4Eagle3Model (DeepSpec)", .needs_dir = 1,
      .detect = sp_eagle3_kind_detect, .make = sp_eagle3_kind_make,
      .write = sp_newdrafter_eagle3_write},
     {.name = "assistant", .alias = "gemma4_assistant",

@@ -21,7 +21,9 @@ typedef struct {
 
 int sp_dflash_kind_detect(const sp_drafter_ident *id) { return id->arch && !strcmp(id->arch, "DFlashDraftModel"); }
 
-int sp_dspark_kind_detect(const sp_drafter_ident *id) { return id->arch && strstr(id->arch, "DSpark") != NULL; }
+int sp_dspark_kind_detect(const sp_drafter_ident *id) {
+    return id->arch && (!strcmp(id->arch, "Qwen3DSparkModel") || !strcmp(id->arch, "Gemma4DSparkModel"));
+}
 
 /* --schedule auto: check that the checkpoint has a confidence head, then profile (or read the
  * cached) verify cost table, and have the prototype schedule by it */
