@@ -23,7 +23,7 @@
 
 #include "chat/chat.h"
 #include "decode/spec.h"
-#include "drafters/kind.h"
+#include "api/drafter_kinds.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {

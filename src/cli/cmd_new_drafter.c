@@ -4,11 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/newdrafter.h"
-
-/* written by the Gemma-4 assistant's module (src/formats/newdrafter_assistant.c) */
-int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
-                               const char *const *sets, int n_sets, sp_err *err) __attribute__((weak));
+#include "api/drafter_kinds.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -79,9 +75,9 @@ int cmd_new_drafter(int argc, char **argv) {
     o.sets = sets;
     sp_err err = {{0}};
     int wrc;
-    if (!strcmp(o.arch, "gemma4_assistant") && !sp_newdrafter_assistant_write) {
-        fprintf(stderr, "specula: error: new-drafter: --arch gemma4_assistant is not built into this specula\n");
-        rc = 1;
+    const sp_drafter_kind *kind = sp_drafter_kind_find(o.arch); /* the kind's own writer */
+    if (!kind || !kind->write) {
+        fprintf(stderr, "specula: error: new-drafter: --arch %s: no drafter kind writes that (see --help)\n", o.arch);
         goto done;
     }
     /* written into OUT.tmp.PID, then published whole (sp_dir_publish): a failed or killed run
@@ -93,10 +89,7 @@ int cmd_new_drafter(int argc, char **argv) {
     }
     sp_remove_stale_tmp(out);
     sp_remove_tree(tmp);
-    if (!strcmp(o.arch, "gemma4_assistant"))
-        wrc = sp_newdrafter_assistant_write(tmp, target, o.preset ? o.preset : "centroid", o.seed, sets, o.n_sets, &err);
-    else
-        wrc = sp_newdrafter_write(tmp, target, &o, &err);
+    wrc = kind->write(tmp, target, &o, &err);
     if (!wrc) wrc = sp_dir_publish(tmp, out, &err);
     if (wrc) sp_remove_tree(tmp);
     if (wrc) {

@@ -1,19 +1,13 @@
 /* spec_cli.c — shared pieces of the speculative subcommands (see spec_cli.h). */
 #include "spec_cli.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "args.h"
-#include "spec_cli_dflash.h"
 #include "core/core.h"
-#include "drafters/assistant.h"
-#include "drafters/eagle3.h"
-#include "formats/hfjson.h"
 #include "tokenizer/tokenizer.h"
 
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
@@ -64,27 +58,57 @@ int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind) {
         o->spec = def_kind;
         return 0;
     }
-    char path[4096];
     sp_err err = {{0}};
-    struct stat st;
-    if (stat(o->draft_dir, &st) == 0 && S_ISREG(st.st_mode)) { /* a GGUF file: a draft model */
-        o->spec = "draft";
-        return 0;
-    }
-    if (sp_path_join(path, sizeof path, o->draft_dir, "config.json") || !sp_file_exists(path))
-        return cli_error(cmd, "-md %s: no config.json there (give --spec KIND for a drafter without one)",
-                         o->draft_dir), -1;
-    json_t *root = sp_hf_json_load_file(path, 0, &err);
-    if (!root) return cli_error(cmd, "%s", err.msg), -1;
-    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
-    if (!a) o->spec = "draft"; /* a plain causal LM config */
-    else if (strstr(a, "DSpark")) o->spec = "dspark";
-    else if (strstr(a, "Eagle3")) o->spec = "eagle3"; /* LlamaForCausalLMEagle3, Qwen3Eagle3Model, ... */
-    else if (strstr(a, "DFlash")) o->spec = "dflash";
-    else if (strstr(a, "Assistant")) o->spec = "assistant";
-    else o->spec = "draft";
-    json_decref(root);
+    if (sp_drafter_kind_detect(o->draft_dir, &o->spec, &err)) return cli_error(cmd, "-md: %s", err.msg), -1;
     return 0;
+}
+
+sp_drafter_opts cli_drafter_opts(const cli_spec_opts *o) {
+    sp_drafter_opts d = sp_drafter_opts_default();
+    d.kind = o->spec ? o->spec : "none";
+    d.dir = o->draft_dir;
+    d.draft_max = o->draft_max;
+    d.draft_min = o->draft_min;
+    d.ngram_min = o->ngram_min;
+    d.ngram_max = o->ngram_max;
+    d.draft_temp = o->draft_temp;
+    d.conf_threshold = o->conf_threshold;
+    d.schedule = o->schedule;
+    d.bf16_dot = o->bf16_dot;
+    return d;
+}
+
+/* The sources of the drafters handed out by cli_make_drafter / cli_make_dflash: a drafter borrows
+ * its source (a DFlash / DSpark clone the loaded checkpoint), and these callers free only the
+ * drafter, so the sources live until the process exits. */
+#define CLI_MAX_SRCS 16
+static sp_drafter_src *cli_srcs[CLI_MAX_SRCS];
+static int cli_n_srcs;
+
+static void cli_free_srcs(void) {
+    while (cli_n_srcs > 0) sp_drafter_src_free(cli_srcs[--cli_n_srcs]);
+}
+
+sp_drafter *cli_src_drafter(const cli_spec_opts *o, sp_model *target, const char *target_dir,
+                            const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
+                            sp_err *err) {
+    sp_drafter_opts so = cli_drafter_opts(o);
+    sp_drafter_src *src = NULL;
+    if (cli_n_srcs == CLI_MAX_SRCS) {
+        sp_err_set(err, "more than %d drafter sources in one process", CLI_MAX_SRCS);
+        return NULL;
+    }
+    if (sp_drafter_src_open(&src, &so, target, target_dir, threads, max_ctx, err) || !src) return NULL;
+    sp_drafter *d = sp_drafter_src_make(src, sample, max_ctx, err);
+    if (!d) {
+        sp_drafter_src_free(src);
+        return NULL;
+    }
+    sp_model *m = sp_drafter_src_take_model(src);
+    if (draft_model) *draft_model = m;
+    if (cli_n_srcs == 0) atexit(cli_free_srcs);
+    cli_srcs[cli_n_srcs++] = src;
+    return d;
 }
 
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
@@ -97,32 +121,8 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
     if (!o->spec || !strcmp(o->spec, "none")) return 0;
-    sp_sample_params ds = *sample; /* what a sampling drafter draws its q from */
-    if (o->draft_temp > 0) ds.temperature = o->draft_temp;
-    if (!strcmp(o->spec, "ngram")) {
-        *drafter = sp_drafter_ngram(o->ngram_min, o->ngram_max, &err);
-    } else if (!strcmp(o->spec, "draft")) {
-        if (!o->draft_dir) return cli_error(cmd, "--spec draft needs -md DRAFT_DIR"), -1;
-        if (sp_model_load(draft_model, o->draft_dir, threads, &err)) return cli_error(cmd, "%s", err.msg), -1;
-        *drafter = sp_drafter_draft_model(*draft_model, target, o->draft_dir, target_dir, max_ctx, &ds, &err);
-    } else if (!strcmp(o->spec, "assistant")) { /* Gemma-4 assistant: -md is its directory */
-        if (!o->draft_dir) return cli_error(cmd, "--spec assistant needs -md ASSISTANT_DIR"), -1;
-        *drafter = sp_drafter_assistant(o->draft_dir, target, &ds, &err);
-    } else if (!strcmp(o->spec, "dflash") || !strcmp(o->spec, "dspark")) {
-        *drafter = cli_make_dflash(o, target, target_dir, &ds, &err);
-    } else if (!strcmp(o->spec, "eagle3")) {
-        if (!o->draft_dir) return cli_error(cmd, "--spec eagle3 needs -md EAGLE3_DIR"), -1;
-        *drafter = sp_drafter_eagle3(o->draft_dir, target, &ds, o->draft_max, &err);
-    } else {
-        return cli_error(cmd, "--spec %s: unknown drafter (none, ngram, draft, assistant, dflash, dspark, eagle3)",
-                         o->spec),
-               -1;
-    }
-    if (!*drafter) {
-        sp_model_free(*draft_model);
-        *draft_model = NULL;
-        return cli_error(cmd, "%s", err.msg), -1;
-    }
+    *drafter = cli_src_drafter(o, target, target_dir, sample, max_ctx, threads, draft_model, &err);
+    if (!*drafter) return cli_error(cmd, "%s", err.msg), -1;
     return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "api/drafter_kinds.h"
 #include "drafters/drafters.h"
 #include "decode/spec.h"
 
@@ -39,8 +40,9 @@ int cli_tree_opt_rows(void *rows /* cli_opt[CLI_TREE_OPT_ROWS] */, cli_tree_opts
 int cli_tree_apply(const char *cmd, const cli_tree_opts *o, sp_spec_params *p);
 
 /* Settle o->spec when --spec was not given: -md DIR alone turns speculation on with the kind its
- * config.json names (a DSpark / DFlash drafter, a Gemma-4 assistant, else a draft model, as
- * llama.cpp's -md does); without -md, def_kind. Prints errors; returns 0/-1. */
+ * config.json names (sp_drafter_kind_detect: a DSpark / DFlash / EAGLE-3 drafter, a Gemma-4
+ * assistant, a draft model; a FILE.gguf is a draft model, as llama.cpp's -md takes); without
+ * -md, def_kind. Prints errors; returns 0/-1. */
 int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind);
 
 /* Build the drafter named by o->spec for `target` (NULL drafter for "none"). First sets the
@@ -50,6 +52,17 @@ int cli_spec_resolve(const char *cmd, cli_spec_opts *o, const char *def_kind);
 int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, const char *target_dir,
                      const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
                      sp_drafter **drafter);
+
+/* The factory's options (api/drafter_kinds.h) for these flags; spec NULL is "none". */
+sp_drafter_opts cli_drafter_opts(const cli_spec_opts *o);
+
+/* A drafter from a drafter source opened for these flags (sp_drafter_src_open, then one
+ * sp_drafter_src_make for sample); the source lives until the process exits. A "draft" source's
+ * model goes to *draft_model (the caller frees it after the drafter; draft_model may be NULL only
+ * for other kinds). NULL with err (also for kind "none"). */
+sp_drafter *cli_src_drafter(const cli_spec_opts *o, sp_model *target, const char *target_dir,
+                            const sp_sample_params *sample, int max_ctx, int threads, sp_model **draft_model,
+                            sp_err *err);
 
 /* The prompt from -p TEXT (tokenized with the model's tokenizer, BOS as the model adds it) or
  * --prompt-ids; chat prompts go through cli_chat_prompt (chat_cli.h). Prints errors; returns 0/-1.

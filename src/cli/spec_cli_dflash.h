@@ -1,4 +1,4 @@
-/* spec_cli_dflash.h — the --spec dflash | dspark case of cli_make_drafter (spec_cli.c). */
+/* spec_cli_dflash.h — a DFlash / DSpark drafter from the --spec flags (spec_cli_dflash.c). */
 #ifndef SPECULA_CLI_SPEC_DFLASH_H
 #define SPECULA_CLI_SPEC_DFLASH_H
 

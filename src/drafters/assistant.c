@@ -29,11 +29,13 @@
  * rejection rule receives, so verification stays lossless. Draws use stream SP_RNG_STREAM_DRAFT at
  * the draft's absolute position. A round stops early after an EOS draft (as HF does). */
 #include "drafters/assistant.h"
+#include "drafters/kind.h"
 #include "drafters/weights.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "core/prof.h"
@@ -562,4 +564,15 @@ fail:
     free(text);
     asst_destroy(d);
     return NULL;
+}
+
+/* ---- the assistant kind (kind.h): each drafter maps the checkpoint itself ------------------- */
+
+int sp_assistant_kind_detect(const sp_drafter_ident *id) {
+    return (id->model_type && !strcmp(id->model_type, "gemma4_assistant")) || (id->arch && strstr(id->arch, "Assistant"));
+}
+
+sp_drafter *sp_assistant_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample,
+                                   int max_ctx, sp_err *err) {
+    return sp_drafter_assistant(env->o->dir, env->target, sample, err);
 }

@@ -30,6 +30,7 @@
  * Not here: sliding-window draft layers, the llama.cpp "bonus anchor" layout, reduced vocabularies. */
 #include "drafters/dflash.h"
 #include "drafters/dflash_internal.h"
+#include "drafters/kind.h"
 #include "drafters/weights.h"
 
 #include <jansson.h>
@@ -149,19 +150,22 @@ static int json_get_int(json_t *o, const char *key, int *out, const char *what, 
     return 0;
 }
 
-/* the drafter-specific keys of config.json (docs/DFLASH.md §1, docs/DSPARK.md §1) */
-static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
-    const sp_config *tc = sp_model_config(s->target);
-    json_t *arch = json_array_get(json_object_get(root, "architectures"), 0);
-    const char *a = json_string_value(arch);
-    if (!a) return sp_err_set(err, "%s: missing \"architectures\" (expected DFlashDraftModel, Qwen3DSparkModel or "
-                                   "Gemma4DSparkModel)", what);
-    if (!strcmp(a, "DFlashDraftModel")) s->kind = SP_DFLASH_ZLAB;
-    else if (!strcmp(a, "Qwen3DSparkModel") || !strcmp(a, "Gemma4DSparkModel")) s->kind = SP_DFLASH_DSPARK;
+/* z-lab or DeepSpec, by the identity the dflash and dspark kinds detect (dflash_kind.c) */
+static int parse_identity(df_t *s, json_t *root, const char *what, sp_err *err) {
+    sp_drafter_ident id = {json_string_value(json_object_get(root, "model_type")),
+                           json_string_value(json_array_get(json_object_get(root, "architectures"), 0))};
+    if (!id.arch) return sp_err_set(err, "%s: missing \"architectures\" (expected DFlashDraftModel, Qwen3DSparkModel or "
+                                      "Gemma4DSparkModel)", what);
+    if (sp_dflash_kind_detect(&id)) s->kind = SP_DFLASH_ZLAB;
+    else if (sp_dspark_kind_detect(&id)) s->kind = SP_DFLASH_DSPARK;
     else return sp_err_set(err, "%s: architectures[0] \"%s\" is not a DFlash / DSpark drafter (DFlashDraftModel, "
-                                "Qwen3DSparkModel, Gemma4DSparkModel)", what, a);
-    json_t *dfc = json_object_get(root, "dflash_config");
-    if (dfc && !json_is_object(dfc)) return sp_err_set(err, "%s: \"dflash_config\" must be an object", what);
+                                "Qwen3DSparkModel, Gemma4DSparkModel)", what, id.arch);
+    return 0;
+}
+
+/* mask token, block size, and the target depth the drafter was made for */
+static int parse_block(df_t *s, json_t *root, json_t *dfc, const char *what, sp_err *err) {
+    const sp_config *tc = sp_model_config(s->target);
     int rc;
     /* mask token */
     rc = dfc ? json_get_int(dfc, "mask_token_id", &s->mask_id, what, err) : 1;
@@ -188,7 +192,12 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
     if (rc == 0 && ntl != tc->n_layers)
         return sp_err_set(err, "%s: num_target_layers %d but the target has %d layers (drafter for another target?)",
                           what, ntl, tc->n_layers);
-    /* tap layers */
+    return 0;
+}
+
+/* the target layers tapped (target_layer_ids; z-lab's default rule when absent) */
+static int parse_taps(df_t *s, json_t *root, json_t *dfc, const char *what, sp_err *err) {
+    const sp_config *tc = sp_model_config(s->target);
     json_t *ids = dfc ? json_object_get(dfc, "target_layer_ids") : NULL;
     if (!ids) ids = json_object_get(root, "target_layer_ids");
     if (!ids || json_is_null(ids)) {
@@ -221,9 +230,12 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
             return sp_err_set(err, "%s: target_layer_ids must be strictly increasing (entry %d = %d after %d)", what, i,
                               s->taps[i], s->taps[i - 1]);
     }
-    if (s->kind == SP_DFLASH_ZLAB) return 0;
-    /* DSpark heads: declared by the config, confirmed by the tensors */
-    int rank = 0;
+    return 0;
+}
+
+/* DSpark heads: declared by the config, confirmed by the tensors */
+static int parse_heads(df_t *s, json_t *root, const char *what, sp_err *err) {
+    int rc, rank = 0;
     if ((rc = json_get_int(root, "markov_rank", &rank, what, err)) < 0) return -1;
     if (rank < 0) return sp_err_set(err, "%s: markov_rank %d must be >= 0", what, rank);
     s->r = rank;
@@ -243,6 +255,15 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
     s->conf_markov = cm ? json_is_true(cm) : 1;
     if (s->conf_markov && rank == 0) s->conf_markov = 0;
     return 0;
+}
+
+/* the drafter-specific keys of config.json (docs/DFLASH.md §1, docs/DSPARK.md §1) */
+static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
+    if (parse_identity(s, root, what, err)) return -1;
+    json_t *dfc = json_object_get(root, "dflash_config");
+    if (dfc && !json_is_object(dfc)) return sp_err_set(err, "%s: \"dflash_config\" must be an object", what);
+    if (parse_block(s, root, dfc, what, err) || parse_taps(s, root, dfc, what, err)) return -1;
+    return s->kind == SP_DFLASH_ZLAB ? 0 : parse_heads(s, root, what, err);
 }
 
 static int bind_heads(df_t *s, sp_err *err) {
@@ -695,6 +716,49 @@ int sp_df_scratch_alloc(df_t *s) {
                : 0;
 }
 
+/* the drafter's block against the target's: width, vocabulary, no Gemma-4 extras */
+static int check_config(df_t *s, const char *path, sp_err *err) {
+    const sp_config *c = &s->dc;
+    if (c->hidden_size != s->H || c->vocab_size != s->V)
+        return sp_err_set(err, "%s: hidden_size %d / vocab_size %d must equal the target's (%d / %d)", path,
+                          c->hidden_size, c->vocab_size, s->H, s->V);
+    if (c->arch == SP_ARCH_GEMMA4 && (c->ple_dim > 0 || c->n_kv_shared > 0))
+        return sp_err_set(err, "%s: a Gemma-4 drafter must have hidden_size_per_layer_input 0 and num_kv_shared_layers 0",
+                          path);
+    s->gemma = c->arch == SP_ARCH_GEMMA4;
+    s->L = c->n_layers;
+    s->NH = c->n_heads;
+    return 0;
+}
+
+/* every tensor of dir bound: the layers, then fc, the norms and the heads */
+static int bind_all(df_t *s, const char *dir, sp_err *err) {
+    if (sp_st_open_dir(&s->st, dir, err) || qk_norm_decide(s, dir, err)) return -1;
+    if (!(s->layers = own(s, sizeof(df_layer) * (size_t)s->L))) return sp_err_set(err, "dflash: out of memory");
+    for (int i = 0; i < s->L; i++) {
+        if (bind_layer(s, i, err)) return -1;
+        if (s->layers[i].b.d.I > s->I_max) s->I_max = s->layers[i].b.d.I;
+    }
+    return bind_heads(s, err);
+}
+
+/* drafts per block, the verify policy and the confidence threshold, checked against the heads */
+static int apply_opts(df_t *s, const char *path, sp_err *err) {
+    int def = s->kind == SP_DFLASH_ZLAB ? s->block_size - 1 : s->block_size;
+    s->max_drafts = s->o.max_drafts > 0 && !(s->o.clamp_to_block && s->o.max_drafts > def) ? s->o.max_drafts : def;
+    if (s->max_drafts > SP_SPEC_MAX_G)
+        return sp_err_set(err, "dflash: %d drafts per block (allowed 1..%d)", s->max_drafts, SP_SPEC_MAX_G);
+    if (s->o.policy != SP_VERIFY_ALL) {
+        if (!s->conf)
+            return sp_err_set(err, "%s: a verify schedule needs a confidence head (enable_confidence_head)", path);
+        if (!s->o.sps || s->o.sps->n < 1) return sp_err_set(err, "dflash: the verify schedule needs an SPS table");
+        s->sps = *s->o.sps;
+    }
+    if (s->o.conf_threshold > 0 && !s->conf)
+        return sp_err_set(err, "%s: --conf-threshold needs a confidence head (enable_confidence_head)", path);
+    return 0;
+}
+
 sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample_params *sample,
                               const sp_dflash_opts *o, sp_err *err) {
     sp_drafter *d = calloc(1, sizeof *d);
@@ -719,52 +783,9 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto fail;
     if (sp_config_parse(&s->dc, text, path, err)) goto fail;
     root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err);
-    if (!root || parse_keys(s, root, path, err)) goto fail;
-    const sp_config *c = &s->dc;
-    if (c->hidden_size != s->H || c->vocab_size != s->V) {
-        sp_err_set(err, "%s: hidden_size %d / vocab_size %d must equal the target's (%d / %d)", path, c->hidden_size,
-                   c->vocab_size, s->H, s->V);
-        goto fail;
-    }
-    if (c->arch == SP_ARCH_GEMMA4 && (c->ple_dim > 0 || c->n_kv_shared > 0)) {
-        sp_err_set(err, "%s: a Gemma-4 drafter must have hidden_size_per_layer_input 0 and num_kv_shared_layers 0",
-                   path);
-        goto fail;
-    }
-    s->gemma = c->arch == SP_ARCH_GEMMA4;
-    s->L = c->n_layers;
-    s->NH = c->n_heads;
-    if (sp_st_open_dir(&s->st, dir, err) || qk_norm_decide(s, dir, err)) goto fail;
-    if (!(s->layers = own(s, sizeof(df_layer) * (size_t)s->L))) {
-        sp_err_set(err, "dflash: out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < s->L; i++) {
-        if (bind_layer(s, i, err)) goto fail;
-        if (s->layers[i].b.d.I > s->I_max) s->I_max = s->layers[i].b.d.I;
-    }
-    if (bind_heads(s, err) || load_sts(s, dir, err) || load_draft_temps(s, dir, err)) goto fail;
-    int def = s->kind == SP_DFLASH_ZLAB ? s->block_size - 1 : s->block_size;
-    s->max_drafts = s->o.max_drafts > 0 && !(s->o.clamp_to_block && s->o.max_drafts > def) ? s->o.max_drafts : def;
-    if (s->max_drafts > SP_SPEC_MAX_G) {
-        sp_err_set(err, "dflash: %d drafts per block (allowed 1..%d)", s->max_drafts, SP_SPEC_MAX_G);
-        goto fail;
-    }
-    if (s->o.policy != SP_VERIFY_ALL) {
-        if (!s->conf) {
-            sp_err_set(err, "%s: a verify schedule needs a confidence head (enable_confidence_head)", path);
-            goto fail;
-        }
-        if (!s->o.sps || s->o.sps->n < 1) {
-            sp_err_set(err, "dflash: the verify schedule needs an SPS table");
-            goto fail;
-        }
-        s->sps = *s->o.sps;
-    }
-    if (s->o.conf_threshold > 0 && !s->conf) {
-        sp_err_set(err, "%s: --conf-threshold needs a confidence head (enable_confidence_head)", path);
-        goto fail;
-    }
+    if (!root || parse_keys(s, root, path, err) || check_config(s, path, err)) goto fail;
+    if (bind_all(s, dir, err) || load_sts(s, dir, err) || load_draft_temps(s, dir, err)) goto fail;
+    if (apply_opts(s, path, err)) goto fail;
     /* scratch */
     if (sp_df_scratch_alloc(s)) {
         sp_err_set(err, "dflash: out of memory");

@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "drafters/drafters.h"
+#include "drafters/kind.h"
 #include "decode/spec.h"
 
 #define FEED_CHUNK 256
@@ -178,3 +179,28 @@ sp_drafter *sp_drafter_draft_model(sp_model *draft, const sp_model *target, cons
     d->commit = dm_commit;
     return d;
 }
+
+/* ---- the draft kind (kind.h) ---------------------------------------------------------------- */
+
+/* a causal LM of an architecture the target loader runs; the table asks the block drafters first */
+int sp_draft_model_kind_detect(const sp_drafter_ident *id) {
+    const char *mt = id->model_type, *a = id->arch;
+    if (!mt || (strcmp(mt, "llama") && strcmp(mt, "qwen3") && strcmp(mt, "gemma4") && strcmp(mt, "gemma4_text")))
+        return 0;
+    return !a || strstr(a, "ForCausalLM") || strstr(a, "ForConditionalGeneration");
+}
+
+/* the draft model every request's drafter borrows (its own KV cache per drafter) */
+int sp_draft_model_kind_open(void **state, const sp_drafter_env *env, sp_err *err) {
+    sp_model *m = NULL;
+    if (sp_model_load(&m, env->o->dir, env->n_threads, err)) return -1;
+    *state = m;
+    return 0;
+}
+
+sp_drafter *sp_draft_model_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample,
+                                     int max_ctx, sp_err *err) {
+    return sp_drafter_draft_model(state, env->target, env->o->dir, env->target_dir, max_ctx, sample, err);
+}
+
+void sp_draft_model_kind_close(void *state) { sp_model_free(state); }

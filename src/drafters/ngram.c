@@ -9,6 +9,7 @@
 
 #include "core/core.h"
 #include "drafters/drafters.h"
+#include "drafters/kind.h"
 #include "decode/spec.h"
 
 typedef struct {
@@ -98,4 +99,10 @@ sp_drafter *sp_drafter_ngram(int n_min, int n_max, sp_err *err) {
     d->commit = ng_commit;
     d->destroy = ng_destroy;
     return d;
+}
+
+/* the ngram kind (kind.h): nothing shared, nothing detected from a checkpoint */
+sp_drafter *sp_ngram_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample, int max_ctx,
+                               sp_err *err) {
+    return sp_drafter_ngram(env->o->ngram_min, env->o->ngram_max, err);
 }

@@ -45,6 +45,10 @@ int sp_newdrafter_write(const char *dir, const char *target_dir, const newdrafte
  * draft vocabulary with d2t / t2d) or "deepspec" (Qwen3Eagle3Model / Gemma4Eagle3Model). */
 int sp_newdrafter_eagle3_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 
+/* The writers of the dflash and dspark kinds: sp_newdrafter_write with o->arch set to the kind. */
+int sp_newdrafter_dflash_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+int sp_newdrafter_dspark_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+
 /* The default tap layers for a target of N layers: m ids (m <= N-1), strictly increasing, never
  * the last layer. docs/DFLASH.md §1 rule when it yields distinct ids, else spread over 0..N-2. */
 void sp_newdrafter_tap_ids(int N, int m, int *ids);

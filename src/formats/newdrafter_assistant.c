@@ -266,29 +266,97 @@ static int assistant_specs(const sp_assistant_config *ac, int centroid, specs_t 
     return rc;
 }
 
+/* the target's config (a Gemma-4 model) → the assistant's config.json object; *dt the weight
+ * dtype (the target's) */
+static json_t *asst_config(const char *target_dir, int centroid, sp_config *tc, sp_dtype *dt, sp_err *err) {
+    char path[4096];
+    if (sp_path_join(path, sizeof path, target_dir, "config.json"))
+        return sp_err_set(err, "target path too long: %s", target_dir), NULL;
+    if (sp_config_load(tc, path, err)) return sp_err_wrap(err, "new assistant: target"), NULL;
+    if (tc->arch != SP_ARCH_GEMMA4)
+        return sp_err_set(err, "new assistant: target %s is %s, expected a Gemma-4 model", target_dir,
+                          sp_arch_name(tc->arch)), NULL;
+    json_t *traw_root = sp_hf_json_load_file(path, 0, err);
+    if (!traw_root) return sp_err_wrap(err, "new assistant"), NULL;
+    json_t *traw = json_object_get(traw_root, "text_config");
+    if (!json_is_object(traw)) traw = traw_root;
+    const char *dtype = strcmp(tc->torch_dtype, "bfloat16") ? "float32" : "bfloat16";
+    *dt = strcmp(dtype, "bfloat16") ? SP_DT_F32 : SP_DT_BF16;
+    json_t *root = build_config(tc, traw, centroid, dtype);
+    json_decref(traw_root);
+    return root;
+}
+
+/* random weights for sp (tensor k's values depend on (seed, k) only), into bufs[sp->n] */
+static int asst_random(st_writer *w, const specs_t *sp, void **bufs, sp_dtype dt, float embed_std, uint64_t seed,
+                       sp_err *err) {
+    size_t es = sp_dtype_size(dt);
+    for (int k = 0; k < sp->n; k++) {
+        const hf_tensor_spec *t = &sp->v[k];
+        int64_t numel = t->shape[0] * (t->ndim > 1 ? t->shape[1] : 1);
+        float *f = malloc((size_t)numel * sizeof(float));
+        if (!f) return sp_err_set(err, "out of memory for tensor %s", t->name);
+        sp_hf_tensor_fill(t, k, seed, embed_std, f, 0, numel);
+        if (dt == SP_DT_BF16) {
+            uint16_t *b = malloc((size_t)numel * es);
+            if (!b) {
+                free(f);
+                return sp_err_set(err, "out of memory for tensor %s", t->name);
+            }
+            for (int64_t i = 0; i < numel; i++) b[i] = sp_f32_to_bf16(f[i]);
+            free(f);
+            bufs[k] = b;
+        } else {
+            bufs[k] = f;
+        }
+        if (sp_st_writer_add_ref(w, t->name, dt, t->ndim, t->shape, bufs[k], err)) return -1;
+    }
+    return 0;
+}
+
+/* token_ordering: a random permutation of the vocabulary (Fisher-Yates, stream n_specs) */
+static int asst_ordering(st_writer *w, int64_t V, int n_specs, uint64_t seed, int64_t **order, sp_err *err) {
+    *order = malloc((size_t)V * sizeof **order);
+    if (!*order) return sp_err_set(err, "out of memory");
+    int64_t *o = *order;
+    for (int64_t i = 0; i < V; i++) o[i] = i;
+    for (int64_t i = V - 1; i > 0; i--) {
+        int64_t j = (int64_t)(sp_rng_u64(seed, (uint64_t)n_specs, (uint64_t)i) % (uint64_t)(i + 1));
+        int64_t x = o[i];
+        o[i] = o[j];
+        o[j] = x;
+    }
+    int64_t shape[1] = {V};
+    return sp_st_writer_add_ref(w, "masked_embedding.token_ordering", SP_DT_I64, 1, shape, o, err);
+}
+
+/* config.json (text + newline) and model.safetensors into dir */
+static int asst_save(const char *dir, const char *text, st_writer *w, sp_err *err) {
+    char path[4096];
+    if (sp_mkdir_p(dir, err)) return -1;
+    size_t n = strlen(text);
+    if (sp_path_join(path, sizeof path, dir, "config.json")) return sp_err_set(err, "path too long: %s", dir);
+    char *with_nl = malloc(n + 2);
+    if (!with_nl) return sp_err_set(err, "out of memory");
+    memcpy(with_nl, text, n);
+    with_nl[n] = '\n';
+    int wrc = sp_write_file_atomic(path, with_nl, n + 1, err);
+    free(with_nl);
+    if (wrc) return -1;
+    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || sp_st_writer_save(w, path, err)) return -1;
+    return 0;
+}
+
 int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head, uint64_t seed,
                                const char *const *sets, int n_sets, sp_err *err) {
     int centroid;
     if (head && !strcmp(head, "centroid")) centroid = 1;
     else if (head && !strcmp(head, "tied")) centroid = 0;
     else return sp_err_set(err, "new assistant: head '%s': expected centroid or tied", head ? head : "(null)");
-    char path[4096];
-    if (sp_path_join(path, sizeof path, target_dir, "config.json"))
-        return sp_err_set(err, "target path too long: %s", target_dir);
     sp_config tc;
-    if (sp_config_load(&tc, path, err)) return sp_err_wrap(err, "new assistant: target");
-    if (tc.arch != SP_ARCH_GEMMA4)
-        return sp_err_set(err, "new assistant: target %s is %s, expected a Gemma-4 model", target_dir,
-                          sp_arch_name(tc.arch));
-    json_t *traw_root = sp_hf_json_load_file(path, 0, err);
-    if (!traw_root) return sp_err_wrap(err, "new assistant");
-    json_t *traw = json_object_get(traw_root, "text_config");
-    if (!json_is_object(traw)) traw = traw_root;
-    const char *dtype = strcmp(tc.torch_dtype, "bfloat16") ? "float32" : "bfloat16";
-    sp_dtype dt = strcmp(dtype, "bfloat16") ? SP_DT_F32 : SP_DT_BF16;
-    json_t *root = build_config(&tc, traw, centroid, dtype);
-    json_decref(traw_root);
-
+    sp_dtype dt;
+    json_t *root = asst_config(target_dir, centroid, &tc, &dt, err);
+    if (!root) return -1;
     int rc = -1;
     char *text = NULL;
     specs_t sp = {0};
@@ -319,67 +387,10 @@ int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const
         sp_err_set(err, "out of memory");
         goto done;
     }
-    size_t es = sp_dtype_size(dt);
     float embed_std = tc.hidden_size >= 1024 ? 4.0f / sqrtf((float)ac.text.hidden_size) : 1.0f;
-    for (int k = 0; k < sp.n; k++) {
-        const hf_tensor_spec *t = &sp.v[k];
-        int64_t numel = t->shape[0] * (t->ndim > 1 ? t->shape[1] : 1);
-        float *f = malloc((size_t)numel * sizeof(float));
-        if (!f) {
-            sp_err_set(err, "out of memory for tensor %s", t->name);
-            goto done;
-        }
-        sp_hf_tensor_fill(t, k, seed, embed_std, f, 0, numel);
-        if (dt == SP_DT_BF16) {
-            uint16_t *b = malloc((size_t)numel * es);
-            if (!b) {
-                free(f);
-                sp_err_set(err, "out of memory for tensor %s", t->name);
-                goto done;
-            }
-            for (int64_t i = 0; i < numel; i++) b[i] = sp_f32_to_bf16(f[i]);
-            free(f);
-            bufs[k] = b;
-        } else {
-            bufs[k] = f;
-        }
-        if (sp_st_writer_add_ref(w, t->name, dt, t->ndim, t->shape, bufs[k], err)) goto done;
-    }
-    if (centroid) { /* token_ordering: a random permutation of the vocabulary (Fisher-Yates) */
-        int64_t V = ac.text.vocab_size;
-        order = malloc((size_t)V * sizeof *order);
-        if (!order) {
-            sp_err_set(err, "out of memory");
-            goto done;
-        }
-        for (int64_t i = 0; i < V; i++) order[i] = i;
-        for (int64_t i = V - 1; i > 0; i--) {
-            int64_t j = (int64_t)(sp_rng_u64(seed, (uint64_t)sp.n, (uint64_t)i) % (uint64_t)(i + 1));
-            int64_t x = order[i];
-            order[i] = order[j];
-            order[j] = x;
-        }
-        int64_t shape[1] = {V};
-        if (sp_st_writer_add_ref(w, "masked_embedding.token_ordering", SP_DT_I64, 1, shape, order, err)) goto done;
-    }
-    if (sp_mkdir_p(dir, err)) goto done;
-    size_t n = strlen(text);
-    if (sp_path_join(path, sizeof path, dir, "config.json")) {
-        sp_err_set(err, "path too long: %s", dir);
-        goto done;
-    }
-    char *with_nl = malloc(n + 2);
-    if (!with_nl) {
-        sp_err_set(err, "out of memory");
-        goto done;
-    }
-    memcpy(with_nl, text, n);
-    with_nl[n] = '\n';
-    int wrc = sp_write_file_atomic(path, with_nl, n + 1, err);
-    free(with_nl);
-    if (wrc) goto done;
-    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || sp_st_writer_save(w, path, err)) goto done;
-    rc = 0;
+    if (asst_random(w, &sp, bufs, dt, embed_std, seed, err)) goto done;
+    if (centroid && asst_ordering(w, ac.text.vocab_size, sp.n, seed, &order, err)) goto done;
+    rc = asst_save(dir, text, w, err);
 done:
     if (rc) sp_err_wrap(err, "new assistant %s", dir);
     sp_st_writer_free(w);
@@ -390,4 +401,13 @@ done:
     free(text);
     json_decref(root);
     return rc;
+}
+
+/* the assistant kind's new-drafter writer: the preset names the head ("centroid", default, or "tied") */
+int sp_newdrafter_assistant_kind_write(const char *dir, const char *target_dir, const newdrafter_opts *o,
+                                       sp_err *err) {
+    const char *head = o->preset ? o->preset : "centroid";
+    if (strcmp(head, "centroid") && strcmp(head, "tied"))
+        return sp_err_set(err, "new drafter: unknown preset \"%s\" for --arch gemma4_assistant (centroid, tied)", head);
+    return sp_newdrafter_assistant_write(dir, target_dir, head, o->seed, o->sets, o->n_sets, err);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "../core/core.h"
+#include "newdrafter.h"
 
 /* Write dir/config.json and dir/model.safetensors (dir created if needed; files atomic).
  * target_dir: the Gemma-4 target (its config.json is read, weights are not).
@@ -27,6 +28,11 @@
  * Weights use the target's dtype (bf16 or f32) and are a function of seed only. */
 int sp_newdrafter_assistant_write(const char *dir, const char *target_dir, const char *head /* "centroid"|"tied" */,
                                uint64_t seed, const char *const *sets, int n_sets, sp_err *err);
+
+/* The assistant kind's writer (the table of kinds): o->preset is the head ("centroid" when NULL),
+ * o->seed, o->sets / n_sets as above; o->dtype is not used (the target's). */
+int sp_newdrafter_assistant_kind_write(const char *dir, const char *target_dir, const newdrafter_opts *o,
+                                       sp_err *err);
 
 /* ---- assistant config.json (shared with the loader, drafters/assistant.c) ------------------ */
 typedef struct {

@@ -1,0 +1,48 @@
+/* drafter_kinds.c — the one table of drafter kinds (drafters/kind.h). A row names a kind and
+ * points at its hooks, each in the kind's own files: detection and runtime in src/drafters/,
+ * the random-checkpoint writer and GGUF export in src/formats/, training in src/train/. This
+ * file sits in src/api/, above every layer a hook comes from. Adding a kind: its files plus one
+ * row here (docs/DRAFTER_KINDS.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/drafter_kinds.h"
+#include "formats/newdrafter_assistant.h"
+
+/* Detection order: the first row whose detect() accepts a config.json wins, so the draft model
+ * (any llama / qwen3 / gemma4 causal LM) comes after the block drafters. */
+const sp_drafter_kind sp_drafter_kinds[] = {
+    {.name = "ngram", .identity = "prompt lookup, no checkpoint", .make = sp_ngram_kind_make},
+    {.name = "dflash", .identity = "architectures DFlashDraftModel (z-lab)", .needs_dir = 1,
+     .detect = sp_dflash_kind_detect, .open = sp_dflash_kind_open, .make = sp_dflash_kind_make,
+     .close = sp_dflash_kind_close, .write = sp_newdrafter_dflash_write},
+    {.name = "dspark", .identity = "architectures Qwen3DSparkModel / Gemma4DSparkModel (DeepSpec)", .needs_dir = 1,
+     .detect = sp_dspark_kind_detect, .open = sp_dspark_kind_open, .make = sp_dflash_kind_make,
+     .close = sp_dflash_kind_close, .write = sp_newdrafter_dspark_write},
+    {.name = "eagle3", .identity = "architectures LlamaForCausalLMEagle3 / Eagle3LlamaForCausalLM (SpecForge), Qwen3Eagle3Model / Gemma4Eagle3Model (DeepSpec)", .needs_dir = 1,
+     .detect = sp_eagle3_kind_detect, .make = sp_eagle3_kind_make,
+     .write = sp_newdrafter_eagle3_write},
+    {.name = "assistant", .alias = "gemma4_assistant",
+     .identity = "model_type gemma4_assistant (Gemma4AssistantForCausalLM)", .needs_dir = 1,
+     .detect = sp_assistant_kind_detect, .make = sp_assistant_kind_make,
+     .write = sp_newdrafter_assistant_kind_write},
+    {.name = "draft", .identity = "a llama / qwen3 / gemma4 causal LM, or a FILE.gguf", .needs_dir = 1,
+     .detect = sp_draft_model_kind_detect, .open = sp_draft_model_kind_open, .make = sp_draft_model_kind_make,
+     .close = sp_draft_model_kind_close},
+};
+const int sp_drafter_n_kinds = (int)(sizeof sp_drafter_kinds / sizeof sp_drafter_kinds[0]);
+
+const sp_drafter_kind *sp_drafter_kind_find(const char *name) {
+    for (int i = 0; name && i < sp_drafter_n_kinds; i++) {
+        const sp_drafter_kind *k = &sp_drafter_kinds[i];
+        if (!strcmp(name, k->name) || (k->alias && !strcmp(name, k->alias))) return k;
+    }
+    return NULL;
+}
+
+const char *sp_drafter_kind_names(char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "none");
+    for (int i = 0; i < sp_drafter_n_kinds && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, ", %s", sp_drafter_kinds[i].name);
+    return buf;
+}
