@@ -1,24 +1,22 @@
-/* jinja_builtins.c — the filters, tests, methods and global functions the engine knows: the
- * ones the published chat templates of the Gemma, Qwen, Llama, Mistral, Phi and DeepSeek
- * families call (list in docs/CHAT_TEMPLATES.md). Each behaves as Jinja2 / Python do, e.g.
- * `trim` and `split()` treat Unicode whitespace as Python's str.isspace does, `upper` / `lower`
- * map every code point, and `length` counts code points. A name not here is reported by the
- * caller as an unknown filter / test / method with its line. */
+/* jinja_builtins.c — the filters the engine knows and the string / list helpers they share
+ * with the tests, methods and global functions (jinja_methods.c): the ones the published chat
+ * templates of the Gemma, Qwen, Llama, Mistral, Phi and DeepSeek families call (list in
+ * docs/CHAT_TEMPLATES.md). Each behaves as Jinja2 / Python do, e.g. `trim` and `split()` treat
+ * Unicode whitespace as Python's str.isspace does, `upper` / `lower` map every code point, and
+ * `length` counts code points. A name not here is reported by the caller as an unknown filter
+ * with its line. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <utf8proc.h>
 
 #include "jinja_internal.h"
 
-static int oom(jx_ctx *c) { return sp_jx_fail(c, "the template needs more memory than allowed"); }
-
-#define NAMED(s) (!strcmp(name, s))
+int sp_jx_oom(jx_ctx *c) { return sp_jx_fail(c, "the template needs more memory than allowed"); }
 
 /* keyword argument `key`, else positional argument `pos` (counting from 0 after the value) */
-static jv arg(jv *args, const char **kw, int n, int pos, const char *key) {
+jv sp_jx_arg(jv *args, const char **kw, int n, int pos, const char *key) {
     for (int i = 0; i < n; i++)
         if (kw && kw[i] && key && !strcmp(kw[i], key)) return args[i];
     int p = 0;
@@ -29,12 +27,12 @@ static jv arg(jv *args, const char **kw, int n, int pos, const char *key) {
     return sp_jv_undef();
 }
 
-static int need_str(jx_ctx *c, jv v, const char *what) {
+int sp_jx_need_str(jx_ctx *c, jv v, const char *what) {
     if (v.k == JV_STR) return 0;
     return sp_jx_fail(c, "%s needs a string, not %s", what, sp_jv_kind_name(v));
 }
 
-static jv list_val(jlist *l) { return (jv){.k = JV_LIST, .u.l = l}; }
+jv sp_jx_list_val(jlist *l) { return (jv){.k = JV_LIST, .u.l = l}; }
 
 /* ---- Unicode helpers --------------------------------------------------------------------- */
 static int is_space_cp(int32_t cp) {
@@ -71,8 +69,8 @@ static int in_set(const jstr *chars, const char *p, size_t len) {
 }
 
 /* strip: which 1 left, 2 right, 3 both; chars NULL = whitespace */
-static int strip(jx_ctx *c, jv v, const jstr *chars, int which, jv *out) {
-    if (need_str(c, v, "strip")) return -1;
+int sp_jx_strip(jx_ctx *c, jv v, const jstr *chars, int which, jv *out) {
+    if (sp_jx_need_str(c, v, "strip")) return -1;
     const char *p = v.u.s->p;
     size_t a = 0, b = v.u.s->n, k;
     if (which & 1)
@@ -98,8 +96,8 @@ static int strip(jx_ctx *c, jv v, const jstr *chars, int which, jv *out) {
     return sp_jx_str_val(c, p + a, b - a, out);
 }
 
-static int map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 title */, jv *out) {
-    if (need_str(c, v, mode == 0 ? "lower" : mode == 1 ? "upper" : mode == 2 ? "capitalize" : "title")) return -1;
+int sp_jx_map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 title */, jv *out) {
+    if (sp_jx_need_str(c, v, mode == 0 ? "lower" : mode == 1 ? "upper" : mode == 2 ? "capitalize" : "title")) return -1;
     jbuf b = {0};
     const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)v.u.s->p;
     utf8proc_ssize_t n = (utf8proc_ssize_t)v.u.s->n, i = 0;
@@ -131,8 +129,9 @@ static int map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 
     return rc ? -1 : 0;
 }
 
-static int replace(jx_ctx *c, jv v, jv old, jv new_, jv count, jv *out) {
-    if (need_str(c, v, "replace") || need_str(c, old, "replace") || need_str(c, new_, "replace")) return -1;
+int sp_jx_replace(jx_ctx *c, jv v, jv old, jv new_, jv count, jv *out) {
+    if (sp_jx_need_str(c, v, "replace") || sp_jx_need_str(c, old, "replace") || sp_jx_need_str(c, new_, "replace"))
+        return -1;
     int64_t left = count.k == JV_INT ? count.u.i : -1;
     const jstr *s = v.u.s, *o = old.u.s;
     jbuf b = {0};
@@ -163,12 +162,12 @@ static int replace(jx_ctx *c, jv v, jv old, jv new_, jv count, jv *out) {
 }
 
 /* str.split(sep=None, maxsplit=-1) */
-static int split(jx_ctx *c, jv v, jv sep, jv maxsplit, jv *out) {
-    if (need_str(c, v, "split")) return -1;
-    if (sep.k != JV_UNDEF && sep.k != JV_NONE && need_str(c, sep, "split")) return -1;
+int sp_jx_split(jx_ctx *c, jv v, jv sep, jv maxsplit, jv *out) {
+    if (sp_jx_need_str(c, v, "split")) return -1;
+    if (sep.k != JV_UNDEF && sep.k != JV_NONE && sp_jx_need_str(c, sep, "split")) return -1;
     int64_t left = maxsplit.k == JV_INT ? maxsplit.u.i : -1;
     jlist *l = sp_jx_list_new(c->a, 0);
-    if (!l) return oom(c);
+    if (!l) return sp_jx_oom(c);
     const char *p = v.u.s->p;
     size_t n = v.u.s->n, i = 0;
     jv piece;
@@ -199,21 +198,7 @@ static int split(jx_ctx *c, jv v, jv sep, jv maxsplit, jv *out) {
             i = e;
         }
     }
-    *out = list_val(l);
-    return 0;
-}
-
-static int affix(jx_ctx *c, jv v, jv what, int end, jv *out) {
-    if (need_str(c, v, end ? "endswith" : "startswith")) return -1;
-    int hit = 0;
-    int n = what.k == JV_LIST ? what.u.l->n : 1;
-    for (int i = 0; i < n && !hit; i++) {
-        jv w = what.k == JV_LIST ? what.u.l->v[i] : what;
-        if (need_str(c, w, end ? "endswith" : "startswith")) return -1;
-        size_t wn = w.u.s->n, sn = v.u.s->n;
-        hit = wn <= sn && !memcmp(v.u.s->p + (end ? sn - wn : 0), w.u.s->p, wn);
-    }
-    *out = sp_jv_bool(hit);
+    *out = sp_jx_list_val(l);
     return 0;
 }
 
@@ -251,26 +236,26 @@ static jv attr_path(jv v, const jstr *path) {
     return v;
 }
 
-static int items_of(jx_ctx *c, jv v, jv *out) {
+int sp_jx_items_of(jx_ctx *c, jv v, jv *out) {
     jlist *l = sp_jx_list_new(c->a, 0);
-    if (!l) return oom(c);
+    if (!l) return sp_jx_oom(c);
     if (v.k == JV_DICT || v.k == JV_NS) {
         for (int i = 0; i < v.u.d->n; i++) {
             jlist *pair = sp_jx_list_new(c->a, 2);
-            if (!pair) return oom(c);
+            if (!pair) return sp_jx_oom(c);
             pair->v[0] = sp_jv_str(v.u.d->key[i]), pair->v[1] = v.u.d->val[i], pair->n = 2, pair->tuple = 1;
-            if (sp_jx_list_push(c, l, list_val(pair))) return -1;
+            if (sp_jx_list_push(c, l, sp_jx_list_val(pair))) return -1;
         }
     } else if (v.k != JV_UNDEF) {
         return sp_jx_fail(c, "items: %s is not a dict", sp_jv_kind_name(v));
     }
-    *out = list_val(l);
+    *out = sp_jx_list_val(l);
     return 0;
 }
 
 static int to_list(jx_ctx *c, jv v, jlist **out) {
     jlist *l = sp_jx_list_new(c->a, 0);
-    if (!l) return oom(c);
+    if (!l) return sp_jx_oom(c);
     if (v.k == JV_LIST) {
         for (int i = 0; i < v.u.l->n; i++)
             if (sp_jx_list_push(c, l, v.u.l->v[i])) return -1;
@@ -295,14 +280,14 @@ static int to_list(jx_ctx *c, jv v, jlist **out) {
 /* select / reject / selectattr / rejectattr: items whose (attribute) passes the test */
 static int select_items(jx_ctx *c, jv *args, int nargs, int by_attr, int keep, jv *out) {
     jlist *src, *l = sp_jx_list_new(c->a, 0);
-    if (!l || to_list(c, args[0], &src)) return l ? -1 : oom(c);
+    if (!l || to_list(c, args[0], &src)) return l ? -1 : sp_jx_oom(c);
     int first = 1 + by_attr;
     if (by_attr && (nargs < 2 || args[1].k != JV_STR)) return sp_jx_fail(c, "selectattr / rejectattr need an attribute name");
     if (nargs > first && args[first].k != JV_STR) return sp_jx_fail(c, "select / reject: the test name must be a string");
     const char *test = nargs > first ? args[first].u.s->p : NULL;
     int ntest_args = nargs > first + 1 ? nargs - first - 1 : 0;
     jv *targs = sp_jx_alloc(c->a, (size_t)(ntest_args + 1) * sizeof *targs);
-    if (!targs) return oom(c);
+    if (!targs) return sp_jx_oom(c);
     for (int i = 0; i < src->n; i++) {
         jv v = by_attr ? attr_path(src->v[i], args[1].u.s) : src->v[i];
         int res = sp_jv_truthy(v), found = 1;
@@ -314,14 +299,14 @@ static int select_items(jx_ctx *c, jv *args, int nargs, int by_attr, int keep, j
         }
         if (res == keep && sp_jx_list_push(c, l, src->v[i])) return -1;
     }
-    *out = list_val(l);
+    *out = sp_jx_list_val(l);
     return 0;
 }
 
-static int join(jx_ctx *c, jv v, jv sep, jv attribute, jv *out) {
+int sp_jx_join(jx_ctx *c, jv v, jv sep, jv attribute, jv *out) {
     jlist *l;
     if (to_list(c, v, &l)) return -1;
-    if (sep.k != JV_UNDEF && need_str(c, sep, "join")) return -1;
+    if (sep.k != JV_UNDEF && sp_jx_need_str(c, sep, "join")) return -1;
     jbuf b = {0};
     int rc = 0;
     for (int i = 0; i < l->n && !rc; i++) {
@@ -408,7 +393,7 @@ static int sort_list(jx_ctx *c, jv v, jv reverse, jv attribute, jv *out) {
             l->v[j - 1] = b, l->v[j] = a;
             if (++c->steps > c->max_steps) return sp_jx_fail(c, "the template ran for too many steps");
         }
-    *out = list_val(l);
+    *out = sp_jx_list_val(l);
     return 0;
 }
 
@@ -424,11 +409,11 @@ typedef struct {
     int mode;      /* the table's mode: which member of a family of filters */
 } fcall;
 
-static jv farg(const fcall *f, int pos, const char *key) { return arg(f->a, f->k, f->n, pos, key); }
+static jv farg(const fcall *f, int pos, const char *key) { return sp_jx_arg(f->a, f->k, f->n, pos, key); }
 
 static int f_trim(const fcall *f, jv *out) {
     jv chars = farg(f, 0, "chars");
-    return strip(f->c, f->v, chars.k == JV_STR ? chars.u.s : NULL, 3, out);
+    return sp_jx_strip(f->c, f->v, chars.k == JV_STR ? chars.u.s : NULL, 3, out);
 }
 
 static int f_tojson(const fcall *f, jv *out) {
@@ -446,15 +431,19 @@ static int f_length(const fcall *f, jv *out) {
     return length_of(f->c, f->v, &len) ? -1 : (*out = sp_jv_int(len), 0);
 }
 
-static int f_case(const fcall *f, jv *out) { return map_case(f->c, f->v, f->mode, out); }
+static int f_case(const fcall *f, jv *out) { return sp_jx_map_case(f->c, f->v, f->mode, out); }
 
 static int f_replace(const fcall *f, jv *out) {
-    return replace(f->c, f->v, farg(f, 0, "old"), farg(f, 1, "new"), farg(f, 2, "count"), out);
+    return sp_jx_replace(f->c, f->v, farg(f, 0, "old"), farg(f, 1, "new"), farg(f, 2, "count"), out);
 }
 
-static int f_split(const fcall *f, jv *out) { return split(f->c, f->v, farg(f, 0, "sep"), farg(f, 1, "maxsplit"), out); }
+static int f_split(const fcall *f, jv *out) {
+    return sp_jx_split(f->c, f->v, farg(f, 0, "sep"), farg(f, 1, "maxsplit"), out);
+}
 
-static int f_join(const fcall *f, jv *out) { return join(f->c, f->v, farg(f, 0, "d"), farg(f, 1, "attribute"), out); }
+static int f_join(const fcall *f, jv *out) {
+    return sp_jx_join(f->c, f->v, farg(f, 0, "d"), farg(f, 1, "attribute"), out);
+}
 
 /* mode 0 first, 1 last */
 static int f_first_last(const fcall *f, jv *out) {
@@ -472,12 +461,12 @@ static int f_default(const fcall *f, jv *out) {
     return *out = dv, 0;
 }
 
-static int f_items(const fcall *f, jv *out) { return items_of(f->c, f->v, out); }
+static int f_items(const fcall *f, jv *out) { return sp_jx_items_of(f->c, f->v, out); }
 
 static int f_list(const fcall *f, jv *out) {
     jlist *l;
     if (to_list(f->c, f->v, &l)) return -1;
-    return *out = list_val(l), 0;
+    return *out = sp_jx_list_val(l), 0;
 }
 
 static int f_string(const fcall *f, jv *out) { return sp_jx_stringify(f->c, f->v, out); }
@@ -519,13 +508,15 @@ static int f_safe(const fcall *f, jv *out) { return *out = f->v, 0; }
 static int f_escape(const fcall *f, jv *out) { return html_escape(f->c, f->v, out); }
 
 /* mode: 2 when by attribute, + 1 when the matching items are kept */
-static int f_select(const fcall *f, jv *out) { return select_items(f->c, f->args, f->nargs, f->mode >> 1, f->mode & 1, out); }
+static int f_select(const fcall *f, jv *out) {
+    return select_items(f->c, f->args, f->nargs, f->mode >> 1, f->mode & 1, out);
+}
 
 static int f_map(const fcall *f, jv *out) {
     jx_ctx *c = f->c;
     jlist *src, *l = sp_jx_list_new(c->a, 0);
     jv attr = farg(f, 99, "attribute"), fname = farg(f, 0, NULL);
-    if (!l || to_list(c, f->v, &src)) return l ? -1 : oom(c);
+    if (!l || to_list(c, f->v, &src)) return l ? -1 : sp_jx_oom(c);
     for (int i = 0; i < src->n; i++) {
         jv x = src->v[i];
         if (attr.k == JV_STR) {
@@ -542,7 +533,7 @@ static int f_map(const fcall *f, jv *out) {
         }
         if (sp_jx_list_push(c, l, x)) return -1;
     }
-    return *out = list_val(l), 0;
+    return *out = sp_jx_list_val(l), 0;
 }
 
 static int f_reverse(const fcall *f, jv *out) {
@@ -552,8 +543,8 @@ static int f_reverse(const fcall *f, jv *out) {
         jv t = l->v[i];
         l->v[i] = l->v[l->n - 1 - i], l->v[l->n - 1 - i] = t;
     }
-    if (f->v.k == JV_STR) return join(f->c, list_val(l), sp_jv_undef(), sp_jv_undef(), out);
-    return *out = list_val(l), 0;
+    if (f->v.k == JV_STR) return sp_jx_join(f->c, sp_jx_list_val(l), sp_jv_undef(), sp_jv_undef(), out);
+    return *out = sp_jx_list_val(l), 0;
 }
 
 static int f_sort(const fcall *f, jv *out) {
@@ -563,13 +554,13 @@ static int f_sort(const fcall *f, jv *out) {
 static int f_unique(const fcall *f, jv *out) {
     jx_ctx *c = f->c;
     jlist *src, *l = sp_jx_list_new(c->a, 0);
-    if (!l || to_list(c, f->v, &src)) return l ? -1 : oom(c);
+    if (!l || to_list(c, f->v, &src)) return l ? -1 : sp_jx_oom(c);
     for (int i = 0; i < src->n; i++) {
         int seen = 0;
         for (int j = 0; j < l->n && !seen; j++) seen = sp_jv_equal(l->v[j], src->v[i]);
         if (!seen && sp_jx_list_push(c, l, src->v[i])) return -1;
     }
-    return *out = list_val(l), 0;
+    return *out = sp_jx_list_val(l), 0;
 }
 
 static int f_sum(const fcall *f, jv *out) {
@@ -604,9 +595,9 @@ static int f_min_max(const fcall *f, jv *out) {
 /* (key, value) pairs by key */
 static int f_dictsort(const fcall *f, jv *out) {
     jv pairs, rev = farg(f, 2, "reverse");
-    if (items_of(f->c, f->v, &pairs)) return -1;
+    if (sp_jx_items_of(f->c, f->v, &pairs)) return -1;
     jstr *key0 = sp_jx_str_new(f->c->a, "0", 1); /* sort by item 0 of each pair */
-    if (!key0) return oom(f->c);
+    if (!key0) return sp_jx_oom(f->c);
     return sort_list(f->c, pairs, rev, sp_jv_str(key0), out);
 }
 
@@ -614,7 +605,7 @@ static int f_dictsort(const fcall *f, jv *out) {
 static int f_format(const fcall *f, jv *out) {
     jx_ctx *c = f->c;
     jv v = f->v;
-    if (need_str(c, v, "format")) return -1;
+    if (sp_jx_need_str(c, v, "format")) return -1;
     jbuf b = {0};
     int rc = 0, next_arg = 0;
     for (size_t i = 0; i < v.u.s->n && !rc; i++) {
@@ -639,7 +630,8 @@ static int f_indent(const fcall *f, jv *out) {
 
 static int f_wordcount(const fcall *f, jv *out) {
     jv parts;
-    if (need_str(f->c, f->v, "wordcount") || split(f->c, f->v, sp_jv_undef(), sp_jv_undef(), &parts)) return -1;
+    if (sp_jx_need_str(f->c, f->v, "wordcount") || sp_jx_split(f->c, f->v, sp_jv_undef(), sp_jv_undef(), &parts))
+        return -1;
     return *out = sp_jv_int(parts.u.l->n), 0;
 }
 
@@ -676,189 +668,4 @@ int sp_jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nar
     }
     *found = 0;
     return 0;
-}
-
-int sp_jx_test(jx_ctx *c, const char *name, jv *args, int nargs, int *res, int *found) {
-    jv v = args[0], o = nargs > 1 ? args[1] : sp_jv_undef();
-    int cmp;
-    *found = 1;
-    if (NAMED("defined")) *res = v.k != JV_UNDEF;
-    else if (NAMED("undefined")) *res = v.k == JV_UNDEF;
-    else if (NAMED("none")) *res = v.k == JV_NONE;
-    else if (NAMED("string")) *res = v.k == JV_STR;
-    else if (NAMED("mapping")) *res = v.k == JV_DICT;
-    else if (NAMED("iterable")) *res = v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT;
-    else if (NAMED("sequence")) *res = v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT;
-    else if (NAMED("number")) *res = v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL;
-    else if (NAMED("integer")) *res = v.k == JV_INT;
-    else if (NAMED("float")) *res = v.k == JV_FLOAT;
-    else if (NAMED("boolean")) *res = v.k == JV_BOOL;
-    else if (NAMED("true")) *res = v.k == JV_BOOL && v.u.b;
-    else if (NAMED("false")) *res = v.k == JV_BOOL && !v.u.b;
-    else if (NAMED("callable")) *res = v.k == JV_MACRO || v.k == JV_FUNC;
-    else if (NAMED("equalto") || NAMED("eq") || NAMED("==")) *res = sp_jv_equal(v, o);
-    else if (NAMED("ne") || NAMED("!=")) *res = !sp_jv_equal(v, o);
-    else if (NAMED("sameas")) *res = v.k == o.k && sp_jv_equal(v, o);
-    else if (NAMED("lt") || NAMED("le") || NAMED("gt") || NAMED("ge") || NAMED("lessthan") || NAMED("greaterthan")) {
-        if (sp_jx_compare(c, v, o, &cmp)) return -1;
-        *res = NAMED("lt") || NAMED("lessthan") ? cmp < 0 : NAMED("le") ? cmp <= 0 : NAMED("ge") ? cmp >= 0 : cmp > 0;
-    } else if (NAMED("in")) {
-        *res = 0;
-        if (o.k == JV_LIST)
-            for (int i = 0; i < o.u.l->n && !*res; i++) *res = sp_jv_equal(v, o.u.l->v[i]);
-        else if (o.k == JV_STR && v.k == JV_STR) *res = memmem(o.u.s->p, o.u.s->n, v.u.s->p, v.u.s->n) != NULL || !v.u.s->n;
-        else if (o.k == JV_DICT && v.k == JV_STR) *res = sp_jx_dict_find(o.u.d, v.u.s->p, v.u.s->n) >= 0;
-    } else if (NAMED("odd") || NAMED("even") || NAMED("divisibleby")) {
-        if (v.k != JV_INT) return sp_jx_fail(c, "test '%s' needs an integer, not %s", name, sp_jv_kind_name(v));
-        if (NAMED("divisibleby")) {
-            if (o.k != JV_INT || o.u.i == 0) return sp_jx_fail(c, "divisibleby needs a non-zero integer");
-            *res = o.u.i == -1 || v.u.i % o.u.i == 0;
-        } else {
-            *res = (v.u.i % 2 != 0) == NAMED("odd");
-        }
-    } else if (NAMED("lower") || NAMED("upper")) {
-        jv m;
-        if (need_str(c, v, name) || map_case(c, v, NAMED("upper"), &m)) return -1;
-        *res = sp_jv_equal(m, v);
-    } else {
-        *found = 0;
-    }
-    return 0;
-}
-
-int sp_jx_method(jx_ctx *c, jv self, const char *name, jv *a, const char **k, int n, jv *out, int *found) {
-    *found = 1;
-    if (self.k == JV_STR) {
-        if (NAMED("strip") || NAMED("lstrip") || NAMED("rstrip")) {
-            jv chars = arg(a, k, n, 0, "chars");
-            if (chars.k != JV_UNDEF && chars.k != JV_NONE && need_str(c, chars, name)) return -1;
-            return strip(c, self, chars.k == JV_STR ? chars.u.s : NULL, name[0] == 'l' ? 1 : name[0] == 'r' ? 2 : 3, out);
-        }
-        if (NAMED("split")) return split(c, self, arg(a, k, n, 0, "sep"), arg(a, k, n, 1, "maxsplit"), out);
-        if (NAMED("startswith") || NAMED("endswith")) return affix(c, self, arg(a, k, n, 0, NULL), name[0] == 'e', out);
-        if (NAMED("upper")) return map_case(c, self, 1, out);
-        if (NAMED("lower")) return map_case(c, self, 0, out);
-        if (NAMED("capitalize")) return map_case(c, self, 2, out);
-        if (NAMED("title")) return map_case(c, self, 3, out);
-        if (NAMED("replace")) return replace(c, self, arg(a, k, n, 0, NULL), arg(a, k, n, 1, NULL), arg(a, k, n, 2, "count"), out);
-        if (NAMED("find") || NAMED("rfind") || NAMED("count")) {
-            jv sub = arg(a, k, n, 0, NULL);
-            if (need_str(c, sub, name)) return -1;
-            const jstr *s = self.u.s;
-            int64_t pos = -1, count = 0;
-            jx_charge(c, s->n);
-            for (size_t i = 0; i + sub.u.s->n <= s->n;) {
-                if (!memcmp(s->p + i, sub.u.s->p, sub.u.s->n)) {
-                    if (pos < 0 || name[0] == 'r') pos = (int64_t)sp_jx_utf8_len(s->p, i);
-                    count++;
-                    if (name[0] == 'f') break;
-                    i += sub.u.s->n ? sub.u.s->n : 1;
-                } else i++;
-            }
-            return *out = sp_jv_int(NAMED("count") ? count : pos), 0;
-        }
-        if (NAMED("join")) return join(c, arg(a, k, n, 0, NULL), self, sp_jv_undef(), out);
-        if (NAMED("splitlines")) {
-            jlist *l = sp_jx_list_new(c->a, 0);
-            if (!l) return oom(c);
-            const jstr *s = self.u.s;
-            for (size_t i = 0; i < s->n;) {
-                const char *e = memchr(s->p + i, '\n', s->n - i);
-                size_t end = e ? (size_t)(e - s->p) : s->n;
-                size_t cut = end > i && s->p[end - 1] == '\r' ? end - 1 : end;
-                jv line;
-                if (sp_jx_str_val(c, s->p + i, cut - i, &line) || sp_jx_list_push(c, l, line)) return -1;
-                i = end + 1;
-            }
-            return *out = list_val(l), 0;
-        }
-    }
-    if (self.k == JV_LOOP && NAMED("cycle")) { /* loop.cycle('odd', 'even') */
-        if (n < 1) return sp_jx_fail(c, "loop.cycle needs at least one value");
-        *out = a[self.u.lp->index0 % n];
-        return 0;
-    }
-    if (self.k == JV_DICT || self.k == JV_NS) {
-        if (NAMED("get")) {
-            jv key = arg(a, k, n, 0, NULL);
-            int i = key.k == JV_STR ? sp_jx_dict_find(self.u.d, key.u.s->p, key.u.s->n) : -1;
-            if (i >= 0) return *out = self.u.d->val[i], 0;
-            jv d = arg(a, k, n, 1, "default");
-            return *out = d.k == JV_UNDEF ? sp_jv_none() : d, 0;
-        }
-        if (NAMED("items")) return items_of(c, self, out);
-        if (NAMED("keys") || NAMED("values")) {
-            jlist *l = sp_jx_list_new(c->a, self.u.d->n);
-            if (!l) return oom(c);
-            for (int i = 0; i < self.u.d->n; i++) l->v[l->n++] = NAMED("keys") ? sp_jv_str(self.u.d->key[i]) : self.u.d->val[i];
-            return *out = list_val(l), 0;
-        }
-    }
-    *found = 0;
-    return 0;
-}
-
-int sp_jx_global_fn(const char *name) {
-    if (NAMED("range")) return JX_FN_RANGE;
-    if (NAMED("namespace")) return JX_FN_NAMESPACE;
-    if (NAMED("dict")) return JX_FN_DICT;
-    if (NAMED("raise_exception")) return JX_FN_RAISE;
-    if (NAMED("strftime_now")) return JX_FN_STRFTIME;
-    return 0;
-}
-
-int sp_jx_call_global(jx_ctx *c, int fn, jv *args, const char **kw, int n, jv *out) {
-    if (fn == JX_FN_RANGE) {
-        int64_t r[3] = {0, 0, 1};
-        int np = 0;
-        for (int i = 0; i < n; i++) {
-            if (kw[i] || args[i].k != JV_INT || np == 3) return sp_jx_fail(c, "range takes 1 to 3 integers");
-            r[np++] = args[i].u.i;
-        }
-        if (np == 0) return sp_jx_fail(c, "range takes 1 to 3 integers");
-        if (np == 1) r[1] = r[0], r[0] = 0;
-        if (r[2] == 0) return sp_jx_fail(c, "range step cannot be zero");
-        jlist *l = sp_jx_list_new(c->a, 0);
-        if (!l) return oom(c);
-        for (int64_t x = r[0]; r[2] > 0 ? x < r[1] : x > r[1]; x += r[2]) {
-            if (l->n >= 1000000) return sp_jx_fail(c, "range of more than 1000000 numbers");
-            if (sp_jx_list_push(c, l, sp_jv_int(x))) return -1;
-            if ((r[2] > 0 && x > INT64_MAX - r[2]) || (r[2] < 0 && x < INT64_MIN - r[2])) break;
-        }
-        *out = list_val(l);
-        return 0;
-    }
-    if (fn == JX_FN_NAMESPACE || fn == JX_FN_DICT) {
-        jdict *d = sp_jx_dict_new(c->a);
-        if (!d) return oom(c);
-        for (int i = 0; i < n; i++) {
-            if (!kw[i] && (args[i].k == JV_DICT || args[i].k == JV_NS)) { /* namespace(some_dict) */
-                for (int j = 0; j < args[i].u.d->n; j++)
-                    if (sp_jx_dict_set(c, d, args[i].u.d->key[j]->p, args[i].u.d->key[j]->n, args[i].u.d->val[j])) return -1;
-                continue;
-            }
-            if (!kw[i]) return sp_jx_fail(c, "%s() takes keyword arguments", fn == JX_FN_DICT ? "dict" : "namespace");
-            if (sp_jx_dict_set(c, d, kw[i], strlen(kw[i]), args[i])) return -1;
-        }
-        *out = (jv){.k = fn == JX_FN_DICT ? JV_DICT : JV_NS, .u.d = d};
-        return 0;
-    }
-    if (fn == JX_FN_RAISE) {
-        jbuf b = {0};
-        if (n > 0 && sp_jx_to_str(c, args[0], &b)) return free(b.p), -1;
-        sp_jx_fail(c, "the template raised an error: %s", b.p ? b.p : "");
-        free(b.p);
-        return -1;
-    }
-    if (fn == JX_FN_STRFTIME) {
-        if (n < 1 || args[0].k != JV_STR || args[0].u.s->n > 200) return sp_jx_fail(c, "strftime_now takes a format string");
-        char fmt[256], buf[512];
-        memcpy(fmt, args[0].u.s->p, args[0].u.s->n), fmt[args[0].u.s->n] = 0;
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        size_t len = strftime(buf, sizeof buf, fmt, &tm);
-        return sp_jx_str_val(c, buf, len, out);
-    }
-    return sp_jx_fail(c, "unknown function");
 }

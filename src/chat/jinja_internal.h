@@ -229,6 +229,20 @@ int sp_jx_eval(jx_ctx *c, jnode *e, jv *out);
 int sp_jx_render_body(jx_ctx *c, jnode **body, int n, jbuf *out);
 int sp_jx_call_macro(jx_ctx *c, jnode *mac, jv *args, const char **kw, int nargs, jv *out);
 
+/* helpers shared by the filters (jinja_builtins.c) and the methods (jinja_methods.c); each
+ * returns 0, or -1 with the error set */
+int sp_jx_oom(jx_ctx *c); /* the out-of-memory error; returns -1 */
+/* keyword argument `key`, else positional argument `pos` (counting from 0 after the value) */
+jv sp_jx_arg(jv *args, const char **kw, int n, int pos, const char *key);
+int sp_jx_need_str(jx_ctx *c, jv v, const char *what); /* -1 with "WHAT needs a string" unless v is one */
+jv sp_jx_list_val(jlist *l);
+int sp_jx_strip(jx_ctx *c, jv v, const jstr *chars, int which /* 1 left 2 right 3 both */, jv *out);
+int sp_jx_map_case(jx_ctx *c, jv v, int mode /* 0 lower 1 upper 2 capitalize 3 title */, jv *out);
+int sp_jx_replace(jx_ctx *c, jv v, jv old, jv new_, jv count, jv *out);
+int sp_jx_split(jx_ctx *c, jv v, jv sep, jv maxsplit, jv *out);
+int sp_jx_join(jx_ctx *c, jv v, jv sep, jv attribute, jv *out);
+int sp_jx_items_of(jx_ctx *c, jv v, jv *out); /* a dict's (key, value) pairs */
+
 /* built-ins (jinja_builtins.c): each returns 0, or -1 with the error set; *found = 0 when the
  * name is not one the engine has (the caller reports it). */
 int sp_jx_filter(jx_ctx *c, const char *name, jv *args, const char **kw, int nargs, jv *out, int *found);
