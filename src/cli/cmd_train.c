@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/drafter_kinds.h"
 #include "cli/args.h"
 #include "train/trainer.h"
 
@@ -78,11 +79,10 @@ int cmd_train(int argc, char **argv) {
     if (!resume && !force && dir_has_files(c.out_dir))
         return cli_error("train", "%s already holds files (a checkpoint would be overwritten): --resume continues "
                                   "its training, --force starts over", c.out_dir);
-    if (!strcmp(arch, "dspark")) c.arch = TR_ARCH_DSPARK;
-    else if (!strcmp(arch, "dflash")) c.arch = TR_ARCH_DFLASH;
-    else if (!strcmp(arch, "dflash-zlab")) c.arch = TR_ARCH_DFLASH_ZLAB;
-    else if (!strcmp(arch, "eagle3")) c.arch = TR_ARCH_EAGLE3;
-    else return cli_error("train", "--arch must be dspark, dflash, dflash-zlab or eagle3, not '%s'", arch);
+    int tr_arch_id;
+    sp_err aerr = {{0}};
+    if (sp_drafter_train_arch(arch, &tr_arch_id, &aerr)) return cli_error("train", "%s", aerr.msg);
+    c.arch = (tr_arch)tr_arch_id;
     if (!strcmp(markov, "vanilla")) c.markov_head = TR_MARKOV_VANILLA;
     else if (!strcmp(markov, "gated")) c.markov_head = TR_MARKOV_GATED;
     else if (!strcmp(markov, "rnn")) c.markov_head = TR_MARKOV_RNN;

@@ -10,7 +10,7 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
     X(logits, "write raw float32 logits of every position")                              \
     X(bench_decode, "decode / prefill speed vs the memory roofline")                     \
     X(new_model, "write a random-weight checkpoint in the Hugging Face layout")          \
-    X(sp_export_gguf, "convert a model directory to GGUF for llama.cpp")                    \
+    X(export_gguf, "convert a model directory to GGUF for llama.cpp")                    \
     X(quantize, "quantize a model to GGUF: q8_0, q4_0, q4_k_m (llama.cpp's mix), q6_k")   \
     X(tokenize, "text -> token ids")                                                     \
     X(detokenize, "token ids -> text")                                                   \
