@@ -15,14 +15,14 @@
  * (any llama / qwen3 / gemma4 causal LM) comes after the block drafters. */
 const sp_drafter_kind sp_drafter_kinds[] = {
     {.name = "ngram", .identity = "prompt lookup, no checkpoint", .make = sp_ngram_kind_make},
-    {.name = "dflash", .identity = "architectures DFlashDraftModel (z-lab)", .needs_dir = 1,
-     .detect = sp_dflash_kind_detect, .open = sp_dflash_kind_open, .make = sp_dflash_kind_make,
-     .close = sp_dflash_kind_close, .write = sp_newdrafter_dflash_write,
-     .export_gguf = sp_export_dflash_gguf, .train = &sp_tr_hooks_dflash},
     {.name = "dspark", .identity = "architectures Qwen3DSparkModel / Gemma4DSparkModel (DeepSpec)", .needs_dir = 1,
      .detect = sp_dspark_kind_detect, .open = sp_dspark_kind_open, .make = sp_dflash_kind_make,
      .close = sp_dflash_kind_close, .write = sp_newdrafter_dspark_write,
      .export_gguf = sp_export_dspark_gguf, .train = &sp_tr_hooks_dspark},
+    {.name = "dflash", .identity = "architectures DFlashDraftModel (z-lab)", .needs_dir = 1,
+     .detect = sp_dflash_kind_detect, .open = sp_dflash_kind_open, .make = sp_dflash_kind_make,
+     .close = sp_dflash_kind_close, .write = sp_newdrafter_dflash_write,
+     .export_gguf = sp_export_dflash_gguf, .train = &sp_tr_hooks_dflash},
     {.name = "eagle3", .identity = "architectures LlamaForCausalLMEagle3 / Eagle3LlamaForCausalLM (SpecForge), Qwen3Eagle3Model / Gemma4Eagle3Model (DeepSpec)", .needs_dir = 1,
      .detect = sp_eagle3_kind_detect, .make = sp_eagle3_kind_make,
      .write = sp_newdrafter_eagle3_write, .export_gguf = sp_export_eagle3_gguf,
@@ -68,8 +68,8 @@ int sp_drafter_export_gguf(const char *dir, const char *target_dir, const char *
 }
 
 int sp_drafter_train_arch(const char *name, int *arch, sp_err *err) {
-    char names[256] = "";
-    size_t n = 0;
+    const char *all[16];
+    int n = 0;
     for (int i = 0; i < sp_drafter_n_kinds; i++) {
         const struct sp_tr_kind_hooks *h = sp_drafter_kinds[i].train;
         for (int j = 0; h && j < h->n; j++) {
@@ -77,9 +77,12 @@ int sp_drafter_train_arch(const char *name, int *arch, sp_err *err) {
                 *arch = (int)h->v[j].arch;
                 return 0;
             }
-            if (n < sizeof names) n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", h->v[j].name);
+            if (n < 16) all[n++] = h->v[j].name;
         }
     }
-    return sp_err_set(err, "--arch must be one of %s, not '%s'", names, name ? name : "(none)");
+    char names[256] = "";
+    size_t at = 0;
+    for (int i = 0; i < n && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", all[i]);
+    return sp_err_set(err, "--arch must be %s, not '%s'", names, name ? name : "(none)");
 }
-
