@@ -21,6 +21,16 @@ const char *sp_drafter_kind_names(char *buf, size_t cap);
  * or an identity no kind claims is -1 with a message naming the file and what it says. */
 int sp_drafter_kind_detect(const char *dir, const char **kind, sp_err *err);
 
+/* `specula export-gguf -m DIR --target T`: the drafter's kind detected, then its export hook
+ * (formats/export_drafter.h). A kind without one is an error naming it. 0, or -1 with err. */
+int sp_drafter_export_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
+                           sp_err *err);
+
+/* `specula train --arch NAME`: the network (a tr_arch of train/drafter_net.h) of the training
+ * variant NAME some kind lists in its training hooks (train/kind_hooks.h). An unknown name is -1
+ * with a message listing every variant. */
+int sp_drafter_train_arch(const char *name, int *arch, sp_err *err);
+
 typedef struct sp_drafter_src sp_drafter_src;
 
 /* Load what every request's drafter shares and validate the options and the files now (one

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "formats/export_drafter.h"
+#include "api/drafter_kinds.h"
 #include "formats/export_gguf.h"
 
 static void usage(FILE *f) {
@@ -64,7 +64,7 @@ int cmd_export_gguf(int argc, char **argv) {
         fprintf(stderr, "specula: error: --no-tokenizer with --target: llama.cpp needs the target's vocabulary in a drafter\n");
         return 2;
     }
-    if (target ? sp_export_drafter_gguf(dir, target, out, &o, &err) : sp_export_gguf(dir, out, &o, &err)) {
+    if (target ? sp_drafter_export_gguf(dir, target, out, &o, &err) : sp_export_gguf(dir, out, &o, &err)) {
         fprintf(stderr, "specula: error: %s\n", err.msg);
         return 1;
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/drafter_kinds.h"
 #include "cli/args.h"
 #include "train/trainer.h"
 
@@ -27,11 +28,10 @@ static int dir_has_files(const char *dir) {
 
 /* --arch and --markov-head into c; 0, or cli_error's status */
 static int set_arch(tr_train_cfg *c, const char *arch, const char *markov) {
-    if (!strcmp(arch, "dspark")) c->arch = TR_ARCH_DSPARK;
-    else if (!strcmp(arch, "dflash")) c->arch = TR_ARCH_DFLASH;
-    else if (!strcmp(arch, "dflash-zlab")) c->arch = TR_ARCH_DFLASH_ZLAB;
-    else if (!strcmp(arch, "eagle3")) c->arch = TR_ARCH_EAGLE3;
-    else return cli_error("train", "--arch must be dspark, dflash, dflash-zlab or eagle3, not '%s'", arch);
+    int id;
+    sp_err aerr = {{0}};
+    if (sp_drafter_train_arch(arch, &id, &aerr)) return cli_error("train", "%s", aerr.msg);
+    c->arch = (tr_arch)id;
     if (!strcmp(markov, "vanilla")) c->markov_head = TR_MARKOV_VANILLA;
     else if (!strcmp(markov, "gated")) c->markov_head = TR_MARKOV_GATED;
     else if (!strcmp(markov, "rnn")) c->markov_head = TR_MARKOV_RNN;

@@ -276,16 +276,9 @@ typedef struct {
     int n_freqs;
 } exd_t;
 
-static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *what, sp_err *err) {
-    sp_config *dc = &x->dc;
-    const sp_config *tc = &x->tc;
-    if (sp_config_parse(dc, text, what, err)) return -1;
-    dc->tensor_prefix[0] = 0; /* drafter tensors carry no prefix */
-    if (dflash_keys(&x->k, root, x->kind, tc, what, err)) return -1;
-    if (x->k.n_taps == 0) {
-        if (x->kind != EXD_ZLAB) return sp_err_set(err, "%s: missing \"target_layer_ids\"", what);
-        zlab_default_taps(&x->k, tc->n_layers, dc->n_layers);
-    }
+/* what llama.cpp's dflash graph runs: the drafter's block against the target's */
+static int dflash_check(const exd_t *x, const char *what, sp_err *err) {
+    const sp_config *dc = &x->dc, *tc = &x->tc;
     if (dc->hidden_size != tc->hidden_size || dc->vocab_size != tc->vocab_size)
         return sp_err_set(err, "%s: hidden_size %d / vocab_size %d must equal the target's (%d / %d)", what,
                           dc->hidden_size, dc->vocab_size, tc->hidden_size, tc->vocab_size);
@@ -312,7 +305,20 @@ static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *
         sp_log(SP_LOG_WARN, "export: %s declares final_logit_softcapping %g; llama.cpp's dflash graph never caps "
                             "DSpark logits (specula caps before the Markov bias), so drafts can differ", what,
                dc->final_softcap);
+    return 0;
+}
 
+static int dflash_prepare(exd_t *x, const char *text, json_t *root, const char *what, sp_err *err) {
+    sp_config *dc = &x->dc;
+    const sp_config *tc = &x->tc;
+    if (sp_config_parse(dc, text, what, err)) return -1;
+    dc->tensor_prefix[0] = 0; /* drafter tensors carry no prefix */
+    if (dflash_keys(&x->k, root, x->kind, tc, what, err)) return -1;
+    if (x->k.n_taps == 0) {
+        if (x->kind != EXD_ZLAB) return sp_err_set(err, "%s: missing \"target_layer_ids\"", what);
+        zlab_default_taps(&x->k, tc->n_layers, dc->n_layers);
+    }
+    if (dflash_check(x, what, err)) return -1;
     /* tensors: the decoder layers new-drafter writes, then the drafter's own */
     hf_tensor_spec *specs = NULL;
     int n = 0;
@@ -568,57 +574,43 @@ static int check_stored(exd_t *x, st_set *st, const char *dir, sp_err *err) {
     return 0;
 }
 
-int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
-                        sp_err *err) {
-    exd_t *x = calloc(1, sizeof *x);
-    char path[4096], *text = NULL;
+/* what one export holds besides x: the drafter's config text and JSON, its tensors, the writer */
+typedef struct {
+    char *text;
+    json_t *root;
+    st_set *st;
+    gguf_writer *w;
+    export_tensor_src *srcs;
+} exd_io;
+
+/* the target's config, the drafter's config and tensors, checked against the layout of `kind` */
+static int exd_load(exd_t *x, exd_io *io, const char *dir, const char *target_dir, sp_err *err) {
+    char path[4096];
     size_t tn;
-    json_t *root = NULL;
-    st_set *st = NULL;
-    gguf_writer *w = NULL;
-    export_tensor_src *srcs = NULL;
-    int rc = -1;
-    if (!x) return sp_err_set(err, "out of memory");
-    if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_config_load(&x->tc, path, err)) goto done;
-    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &text, &tn, err)) goto done;
-    if (!(root = sp_hf_json_loadb(text, tn, JSON_REJECT_DUPLICATES, path, err))) goto done;
-    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
-    if (!a) {
-        sp_err_set(err, "%s: missing \"architectures\" (expected a drafter: DFlashDraftModel, Qwen3DSparkModel, "
-                        "Gemma4DSparkModel or Gemma4AssistantForCausalLM)", path);
-        goto done;
-    }
-    if (!strcmp(a, "DFlashDraftModel")) x->kind = EXD_ZLAB;
-    else if (!strcmp(a, "Qwen3DSparkModel") || !strcmp(a, "Gemma4DSparkModel")) x->kind = EXD_DSPARK;
-    else if (!strcmp(a, "Gemma4AssistantForCausalLM")) x->kind = EXD_ASSISTANT;
-    else if (!strcmp(a, "LlamaForCausalLMEagle3") || !strcmp(a, "Eagle3LlamaForCausalLM")) x->kind = EXD_EAGLE3;
-    else if (!strcmp(a, "Qwen3Eagle3Model") || !strcmp(a, "Gemma4Eagle3Model")) {
-        sp_err_set(err, "%s: %s (DeepSpec EAGLE-3: q/k norms, %s taps) is not exported: llama.cpp's eagle3 runs only "
-                        "the three-tap Llama-block layout (LlamaForCausalLMEagle3)", path, a, "any number of");
-        goto done;
-    } else {
-        sp_err_set(err, "%s: architectures[0] \"%s\" is not a drafter export-gguf knows (DFlashDraftModel, "
-                        "Qwen3DSparkModel, Gemma4DSparkModel, Gemma4AssistantForCausalLM, LlamaForCausalLMEagle3)", path, a);
-        goto done;
-    }
-    if (sp_st_open_dir(&st, dir, err)) goto done;
+    if (sp_path_join(path, sizeof path, target_dir, "config.json") || sp_config_load(&x->tc, path, err)) return -1;
+    if (sp_path_join(path, sizeof path, dir, "config.json") || sp_read_file(path, &io->text, &tn, err)) return -1;
+    if (!(io->root = sp_hf_json_loadb(io->text, tn, JSON_REJECT_DUPLICATES, path, err))) return -1;
+    const char *a = json_string_value(json_array_get(json_object_get(io->root, "architectures"), 0));
+    if (x->kind == EXD_EAGLE3 && a && (!strcmp(a, "Qwen3Eagle3Model") || !strcmp(a, "Gemma4Eagle3Model")))
+        return sp_err_set(err, "%s: %s (DeepSpec EAGLE-3: q/k norms, %s taps) is not exported: llama.cpp's eagle3 runs "
+                               "only the three-tap Llama-block layout (LlamaForCausalLMEagle3)", path, a,
+                          "any number of");
+    if (sp_st_open_dir(&io->st, dir, err)) return -1;
     char hn[64];
-    x->eagle_names = sp_st_find(st, sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECULATORS, SP_ARCH_LLAMA, SP_TN_HIDDEN_NORM, 0,
-                                                         hn, sizeof hn))
+    x->eagle_names = sp_st_find(io->st, sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECULATORS, SP_ARCH_LLAMA, SP_TN_HIDDEN_NORM, 0,
+                                                             hn, sizeof hn))
                          ? SP_TN_EAGLE3_SPECULATORS
                          : SP_TN_EAGLE3_SPECFORGE;
-    if (x->kind == EXD_ASSISTANT ? assistant_prepare(x, text, path, err)
-        : x->kind == EXD_EAGLE3  ? eagle3_prepare(x, text, root, path, err)
-                                 : dflash_prepare(x, text, root, path, err))
-        goto done;
-    if (check_stored(x, st, dir, err) || (x->kind == EXD_EAGLE3 && eagle3_d2t(x, dir, err))) goto done;
+    if (x->kind == EXD_ASSISTANT ? assistant_prepare(x, io->text, path, err)
+        : x->kind == EXD_EAGLE3  ? eagle3_prepare(x, io->text, io->root, path, err)
+                                 : dflash_prepare(x, io->text, io->root, path, err))
+        return -1;
+    if (check_stored(x, io->st, dir, err) || (x->kind == EXD_EAGLE3 && eagle3_d2t(x, dir, err))) return -1;
+    return 0;
+}
 
-    w = sp_gguf_writer_create();
-    srcs = calloc((size_t)x->list.n, sizeof *srcs);
-    if (!w || !srcs) {
-        sp_err_set(err, "out of memory");
-        goto done;
-    }
+/* general.* and the kind's metadata keys */
+static int exd_keys(gguf_writer *w, exd_t *x, const char *dir, const export_gguf_opts *o, sp_err *err) {
     char base_buf[256]; /* general.name default: the drafter directory's base name */
     snprintf(base_buf, sizeof base_buf, "%s", dir);
     for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
@@ -626,13 +618,17 @@ int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *
     int has_conf = find(&x->list, "confidence_head.proj.weight") != NULL;
     const char *arch = x->kind == EXD_ASSISTANT ? "gemma4-assistant" : x->kind == EXD_EAGLE3 ? "eagle3" : "dflash";
     if (sp_gguf_writer_set_str(w, "general.architecture", arch, err) ||
-        sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) ||
-        (x->kind == EXD_ASSISTANT ? assistant_gguf_keys(w, x, err)
-         : x->kind == EXD_EAGLE3  ? eagle3_gguf_keys(w, x, err)
-                                  : dflash_gguf_keys(w, x->kind, &x->dc, &x->k, has_conf, err)))
-        goto done;
+        sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err))
+        return -1;
+    return x->kind == EXD_ASSISTANT ? assistant_gguf_keys(w, x, err)
+           : x->kind == EXD_EAGLE3  ? eagle3_gguf_keys(w, x, err)
+                                    : dflash_gguf_keys(w, x->kind, &x->dc, &x->k, has_conf, err);
+}
 
-    int n_2d[3] = {0};
+/* every tensor of the list in its GGUF type (2-D weights: o->weight_type or as stored; counted
+ * in n_2d[f32, f16, bf16]), then d2t and the RoPE divisors */
+static int exd_tensors(gguf_writer *w, exd_t *x, export_tensor_src *srcs, const char *dir, const export_gguf_opts *o,
+                       int *n_2d, sp_err *err) {
     for (int i = 0; i < x->list.n; i++) {
         const exd_tensor *t = &x->list.v[i];
         if (!t->t || t->skip) continue;
@@ -643,45 +639,84 @@ int sp_export_drafter_gguf(const char *dir, const char *target_dir, const char *
             else type = dt == SP_DT_BF16 ? GGML_TYPE_BF16 : dt == SP_DT_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
             n_2d[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
         }
-        if (t->t->dtype != SP_DT_F32 && t->t->dtype != SP_DT_F16 && t->t->dtype != SP_DT_BF16) {
-            sp_err_set(err, "%s: tensor %s is stored as %s (export takes f32 / f16 / bf16)", dir, t->hf,
-                       sp_dtype_name(t->t->dtype));
-            goto done;
-        }
+        if (t->t->dtype != SP_DT_F32 && t->t->dtype != SP_DT_F16 && t->t->dtype != SP_DT_BF16)
+            return sp_err_set(err, "%s: tensor %s is stored as %s (export takes f32 / f16 / bf16)", dir, t->hf,
+                              sp_dtype_name(t->t->dtype));
         int64_t row = t->ndim == 2 ? t->shape[1] : t->shape[0], ne[2] = {row, t->shape[0]};
         srcs[i] = (export_tensor_src){t->t, type, row, 0};
         if (x->kind == EXD_EAGLE3 && (strstr(t->hf, "self_attn.q_proj.") || strstr(t->hf, "self_attn.k_proj.")))
             srcs[i].perm_head_dim = x->dc.layers[0].head_dim; /* llama.cpp's adjacent-pair RoPE */
-        if (sp_gguf_writer_add_tensor(w, t->gg, type, t->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err)) goto done;
+        if (sp_gguf_writer_add_tensor(w, t->gg, type, t->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err))
+            return -1;
     }
     if (x->d2t) {
         int64_t ne[1] = {x->draft_vocab};
         char gd[16];
         sp_tensor_gguf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_D2T, -1, gd, sizeof gd);
-        if (sp_gguf_writer_add_tensor(w, gd, GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) goto done;
+        if (sp_gguf_writer_add_tensor(w, gd, GGML_TYPE_I64, 1, ne, x->d2t, NULL, NULL, err)) return -1;
     }
     if (x->n_freqs > 0) {
         int64_t ne[1] = {x->n_freqs};
         if (sp_gguf_writer_add_tensor(w, "rope_freqs.weight", GGML_TYPE_F32, 1, ne, x->rope_freqs, NULL, NULL, err))
-            goto done;
+            return -1;
     }
-    /* the target's vocabulary: llama.cpp sizes token_embd / output by its token list */
-    if (sp_export_tokenizer_keys(w, &x->tc, target_dir, o, err)) goto done;
-    if ((x->kind == EXD_ZLAB || x->kind == EXD_DSPARK) &&
-        sp_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)x->k.mask_id, err))
+    return 0;
+}
+
+static int export_kind(exd_kind kind, const char *dir, const char *target_dir, const char *out_path,
+                       const export_gguf_opts *o, sp_err *err) {
+    exd_t *x = calloc(1, sizeof *x);
+    exd_io io = {0};
+    int rc = -1, n_2d[3] = {0};
+    if (!x) return sp_err_set(err, "out of memory");
+    x->kind = kind;
+    if (exd_load(x, &io, dir, target_dir, err)) goto done;
+    io.w = sp_gguf_writer_create();
+    io.srcs = calloc((size_t)x->list.n, sizeof *io.srcs);
+    if (!io.w || !io.srcs) {
+        sp_err_set(err, "out of memory");
         goto done;
-    if (sp_gguf_writer_set_u32(w, "general.file_type", sp_export_file_type(n_2d), err)) goto done;
-    if (sp_gguf_writer_save(w, out_path, err)) goto done;
+    }
+    if (exd_keys(io.w, x, dir, o, err) || exd_tensors(io.w, x, io.srcs, dir, o, n_2d, err)) goto done;
+    /* the target's vocabulary: llama.cpp sizes token_embd / output by its token list */
+    if (sp_export_tokenizer_keys(io.w, &x->tc, target_dir, o, err)) goto done;
+    if ((x->kind == EXD_ZLAB || x->kind == EXD_DSPARK) &&
+        sp_gguf_writer_set_u32(io.w, "tokenizer.ggml.mask_token_id", (uint32_t)x->k.mask_id, err))
+        goto done;
+    if (sp_gguf_writer_set_u32(io.w, "general.file_type", sp_export_file_type(n_2d), err)) goto done;
+    if (sp_gguf_writer_save(io.w, out_path, err)) goto done;
     rc = 0;
 done:
-    sp_gguf_writer_free(w);
-    free(srcs);
-    if (st) sp_st_close(st);
-    json_decref(root);
-    free(text);
+    sp_gguf_writer_free(io.w);
+    free(io.srcs);
+    if (io.st) sp_st_close(io.st);
+    json_decref(io.root);
+    free(io.text);
     free(x->list.v);
     free(x->rope_freqs);
     free(x->d2t);
     free(x);
     return rc;
+}
+
+/* ---- the export entries of the drafter kinds (the table of kinds, src/api/drafter_kinds.c) ---- */
+
+int sp_export_dflash_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
+                          sp_err *err) {
+    return export_kind(EXD_ZLAB, dir, target_dir, out_path, o, err);
+}
+
+int sp_export_dspark_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
+                          sp_err *err) {
+    return export_kind(EXD_DSPARK, dir, target_dir, out_path, o, err);
+}
+
+int sp_export_assistant_gguf(const char *dir, const char *target_dir, const char *out_path,
+                             const export_gguf_opts *o, sp_err *err) {
+    return export_kind(EXD_ASSISTANT, dir, target_dir, out_path, o, err);
+}
+
+int sp_export_eagle3_gguf(const char *dir, const char *target_dir, const char *out_path, const export_gguf_opts *o,
+                          sp_err *err) {
+    return export_kind(EXD_EAGLE3, dir, target_dir, out_path, o, err);
 }

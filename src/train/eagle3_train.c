@@ -6,6 +6,7 @@
  * keys it may see, gathered into one contiguous block (the ops of ops.h, finite-difference tested
  * in test_train_ops.c); its MLP half is the training block's (block_train.h). */
 #include "train/eagle3_train.h"
+#include "train/kind_hooks.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -539,3 +540,6 @@ void sp_tr_e3_backward(sp_pool *pool, const tr_model *m, tr_e3_acts *a, const tr
     }
     free(pos);
 }
+
+/* the training hooks of the eagle3 kind (kind_hooks.h) */
+const struct sp_tr_kind_hooks sp_tr_hooks_eagle3 = {1, {{"eagle3", TR_ARCH_EAGLE3, sp_tr_eagle3_dims}}};

@@ -17,6 +17,7 @@
 #include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/eagle3_train.h"
+#include "train/kind_hooks.h"
 #include "train/loop.h"
 #include "train/shards.h"
 
@@ -500,3 +501,8 @@ out:
     drafter_run_free(&r);
     return rc;
 }
+
+/* the training hooks of the dflash and dspark kinds (kind_hooks.h) */
+const struct sp_tr_kind_hooks sp_tr_hooks_dflash = {1, {{"dflash-zlab", TR_ARCH_DFLASH_ZLAB, sp_tr_drafter_dims}}};
+const struct sp_tr_kind_hooks sp_tr_hooks_dspark = {
+    2, {{"dspark", TR_ARCH_DSPARK, sp_tr_drafter_dims}, {"dflash", TR_ARCH_DFLASH, sp_tr_drafter_dims}}};
