@@ -286,7 +286,7 @@ int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward
             s->out.taps = s->ptaps + r0 * s->nt * s->H;
         }
         if (s->wh) s->out.hidden = s->phid + r0 * s->H;
-        *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out};
+        *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out, NULL};
         return s->T = b;
     }
     if (s->phase != SLOT_DECODE || s->g_room < 0) return 0;
@@ -312,7 +312,7 @@ int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward
     }
     s->out = (sp_forward_out){.logits = logits, .tap_layers = s->nt ? s->src.tap_layers : NULL, .n_taps = s->nt,
                               .taps = taps, .hidden = hidden};
-    *seq = (sp_forward_seq){s->kv, s->blk, nd + 1, &s->out};
+    *seq = (sp_forward_seq){s->kv, s->blk, nd + 1, &s->out, NULL};
     return s->T = nd + 1;
 }
 
