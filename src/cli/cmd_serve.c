@@ -48,6 +48,7 @@ int cmd_serve(int argc, char **argv) {
     int threads = 0, port = 8080, parallel = 4, ctx = 4096, max_queue = 64, timeout = 60, n_predict = 256;
     int verbose = 0, spec_max_slots = -1;
     drafter_ctx dc = {.so = CLI_SPEC_OPTS_DEFAULT};
+    cli_tree_opts to = CLI_TREE_OPTS_DEFAULT;
     const int default_draft_max = dc.so.draft_max;
     dc.so.draft_max = INT_MIN; /* still INT_MIN after parsing: --draft-max not given */
     cli_opt opts[CLI_OPTS_MAX] = {
@@ -71,6 +72,7 @@ int cmd_serve(int argc, char **argv) {
     };
     int n_opts = 14;
     n_opts += cli_spec_opt_rows(opts + n_opts, &dc.so);
+    n_opts += cli_tree_opt_rows(opts + n_opts, &to);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
@@ -92,6 +94,9 @@ int cmd_serve(int argc, char **argv) {
     if (n_predict < 1) return cli_error(CMD, "-n must be >= 1");
     if (dc.so.draft_max < 1 || dc.so.draft_max > SP_SPEC_MAX_G)
         return cli_error(CMD, "--draft-max %d out of range 1..%d", dc.so.draft_max, SP_SPEC_MAX_G);
+    sp_spec_params tp = sp_spec_params_default(); /* --tree: the tree shape, draft_max levels */
+    tp.draft_max = dc.so.draft_max;
+    if (cli_tree_apply(CMD, &to, &tp)) return 2;
     sp_log_level = verbose ? SP_LOG_DEBUG : SP_LOG_INFO;
     if (!name) {
         const char *slash = strrchr(dir, '/');
@@ -122,6 +127,7 @@ int cmd_serve(int argc, char **argv) {
     so.spec_name = dc.so.spec;
     so.draft_max = dc.so.draft_max;
     so.draft_min = dc.so.draft_min;
+    so.tree = tp.tree;
     so.spec_max_slots = spec_max_slots;
     so.chat_template = chat_tpl;
     sp_err err = {{0}};

@@ -71,8 +71,9 @@ static void admit(srv *s, int i, srv_job *j) {
     s->slot_job[i] = j;
     pthread_mutex_unlock(&s->mu);
     sp_err err = {{0}};
-    slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample, .max_new = j->max_new,
-                     .ignore_eos = j->req.ignore_eos, .draft_max = s->o.draft_max, .draft_min = s->o.draft_min,
+    slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample,
+                     .penalty = j->req.penalty, .max_new = j->max_new, .ignore_eos = j->req.ignore_eos,
+                     .draft_max = s->o.draft_max, .draft_min = s->o.draft_min, .tree = s->o.tree,
                      .top_logprobs = j->req.top_logprobs};
     int rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
     j->ts = sp_tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
@@ -143,8 +144,9 @@ static const char *finish_name(sp_stop_reason r) {
 }
 
 /* The drafts of this step: g[i] for each decoding slot i (dec[i]), proposed through each slot's
- * drafter: drafters that share a batch_key propose together (one batched block forward), the
- * others one by one. nd[i]: drafts proposed; failed[i] set on error. Returns the drafts asked. */
+ * drafter: chain drafters that share a batch_key propose together (one batched block forward),
+ * the others (and every token tree) one by one through the slot's round. nd[i]: drafts (tree
+ * nodes) proposed; failed[i] set on error. Returns the drafts asked. */
 static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *failed, sp_err *err) {
     int P = s->o.parallel, rows = 0;
     int done[P];
@@ -157,9 +159,9 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         if (done[i]) continue;
         sp_drafter *d = sp_slot_drafter(s->slots[i]);
         rows += g[i];
-        if (!d->propose_batch || !d->batch_key) { /* one by one */
+        if (!d->propose_batch || !d->batch_key || sp_slot_is_tree(s->slots[i])) { /* one by one */
             done[i] = 1;
-            nd[i] = d->propose(d, g[i], sp_slot_draft_buf(s->slots[i]), sp_slot_q_buf(s->slots[i]), err);
+            nd[i] = sp_slot_propose(s->slots[i], g[i], err);
             if (nd[i] < 0) failed[i] = 1, nd[i] = 0;
             continue;
         }
@@ -169,7 +171,8 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         int32_t *dr[P];
         float *q[P];
         for (int k = i; k < P; k++) {
-            if (done[k] || sp_slot_drafter(s->slots[k])->batch_key != d->batch_key) continue;
+            if (done[k] || sp_slot_is_tree(s->slots[k]) || sp_slot_drafter(s->slots[k])->batch_key != d->batch_key)
+                continue;
             if (k > i) rows += g[k];
             done[k] = 1;
             ds[n] = sp_slot_drafter(s->slots[k]), who[n] = k, mg[n] = g[k];
@@ -185,9 +188,9 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
     return rows;
 }
 
-/* The drafts each decoding slot verifies this step (g[i] <= room[i]): sampled requests their full
- * room; greedy ones by the verify-length policy (vlen.h), or, with --spec-max-slots N > 0, their
- * full room while at most N slots are busy, or always with N = 0. */
+/* The drafts each decoding slot verifies this step (g[i] <= room[i]): sampled requests and token
+ * trees their full room; greedy chains by the verify-length policy (vlen.h), or, with
+ * --spec-max-slots N > 0, their full room while at most N slots are busy, or always with N = 0. */
 static void choose_lengths(srv *s, const int *dec, const int *room, int base_rows, int *g) {
     int P = s->o.parallel, n = 0, idx[P], rm[P], fx[P], gg[P], wk[P], lf[P];
     const long *off[P], *rch[P];
@@ -196,7 +199,7 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
         g[i] = 0;
         if (!dec[i]) continue;
         srv_slot *sl = s->slots[i];
-        int greedy = sp_slot_is_greedy(sl);
+        int greedy = sp_slot_is_greedy(sl) && !sp_slot_is_tree(sl);
         int fixed = !greedy || cap >= 0 || !s->vlen.fwd;
         if (fixed && (!greedy || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
         idx[n] = i, rm[n] = room[i], fx[n] = fixed, gg[n] = g[i];
@@ -236,7 +239,7 @@ static void step(srv *s) {
         int r = sp_slot_plan(s->slots[i], s->max_rows - planned, &room[i], &err);
         if (r < 0) failed[i] = 1;
         dec[i] = r == 1;
-        if (dec[i]) planned += 1 + room[i];
+        if (dec[i]) planned += sp_slot_plan_rows(s->slots[i]);
         else if (sp_slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += sp_slot_rows_wanted(s->slots[i]);
     }
     if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
@@ -409,6 +412,11 @@ static int drafter_src_init(srv *s, sp_err *err) {
     sp_sample_params greedy = sp_sample_params_default();
     sp_drafter *d = s->o.make_drafter(s->o.drafter_ctx, &greedy, sp_slot_kv_capacity(s->slots[0]), err);
     if (!d) return -1;
+    if (s->o.tree.nodes > 0 && !d->propose_tree) {
+        sp_err_set(err, "tree: drafter %s proposes no trees", d->name);
+        sp_drafter_free(d);
+        return -1;
+    }
     int nt = d->n_taps > 0 ? d->n_taps : 0;
     s->dtaps = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
     if (s->dtaps && nt) memcpy(s->dtaps, d->tap_layers, sizeof(int) * (size_t)nt);
@@ -419,7 +427,8 @@ static int drafter_src_init(srv *s, sp_err *err) {
 
 int sp_srv_sched_start(srv *s, sp_err *err) {
     const sp_config *c = sp_model_config(s->m);
-    int P = s->o.parallel, G1 = (s->o.make_drafter ? s->o.draft_max : 0) + 1;
+    int G = s->o.make_drafter ? s->o.draft_max : 0, TN = s->o.make_drafter ? s->o.tree.nodes : 0;
+    int P = s->o.parallel, G1 = (TN > G ? TN : G) + 1; /* a slot's most rows in one step */
     s->slots = calloc((size_t)P, sizeof *s->slots);
     s->slot_job = calloc((size_t)P, sizeof *s->slot_job);
     if (!s->slots || !s->slot_job) return sp_err_set(err, "server: out of memory for %d slots", P);
