@@ -39,6 +39,8 @@ static int req_start(pending *p, int port, const char *path, const char *body) {
     return p->f ? 0 : -1;
 }
 
+static int DRAFTED, ACCEPTED; /* the timings of the replies req_finish read: drafts verified, accepted */
+
 /* the reply's token ids into ids (at most cap); returns their count, -1 on a failed request */
 static int req_finish(pending *p, int32_t *ids, int cap) {
     char *out = malloc(MAXOUT);
@@ -53,6 +55,9 @@ static int req_finish(pending *p, int32_t *ids, int cap) {
         json_t *o = json_loads(out, 0, NULL), *a = json_object_get(o, "tokens");
         k = 0;
         for (size_t i = 0; i < json_array_size(a) && k < cap; i++) ids[k++] = (int32_t)json_integer_value(json_array_get(a, i));
+        json_t *tm = json_object_get(o, "timings");
+        DRAFTED += (int)json_integer_value(json_object_get(tm, "draft_n"));
+        ACCEPTED += (int)json_integer_value(json_object_get(tm, "draft_n_accepted"));
         json_decref(o);
     } else {
         fprintf(stderr, "  request failed: %s\n", out);
@@ -111,8 +116,9 @@ static void make_prompts(void) {
     }
 }
 
-/* Start a server with args, send every prompt at once (greedy, speculative), compare with REF. */
-static void concurrent_identity(const char *what, const char *args) {
+/* Start a server with args, send every prompt at once (greedy, speculative), compare with REF;
+ * the drafter must have had drafts verified, and accepted when must_accept. */
+static void concurrent_identity(const char *what, const char *args, int must_accept) {
     test_server s;
     char full[1024];
     snprintf(full, sizeof full, "-m %s -np %d -c 512 -t 2 --spec-max-slots 0 %s", TARGET, NP, args);
@@ -120,6 +126,7 @@ static void concurrent_identity(const char *what, const char *args) {
     CHECK(up, "%s: server did not start (log %s)", what, s.log);
     if (!up) return;
     pending p[NP];
+    DRAFTED = ACCEPTED = 0;
     for (int i = 0; i < NP; i++) {
         char *b = body_of(PROMPT[i], NPROMPT[i], 40, 0.0, 0, 1, "");
         req_start(&p[i], s.port, "/v1/completions", b);
@@ -135,6 +142,8 @@ static void concurrent_identity(const char *what, const char *args) {
         }
     }
     CHECK(bad == 0, "%s: %d of %d concurrent requests differ from plain greedy", what, bad, NP);
+    printf("  %s: %d drafts verified, %d accepted\n", what, DRAFTED, ACCEPTED);
+    CHECK(DRAFTED > 0 && (!must_accept || ACCEPTED > 0), "%s: %d drafts verified, %d accepted", what, DRAFTED, ACCEPTED);
     int rc = server_stop(&s);
     CHECK(rc == 0 && !server_log_has(&s, "Sanitizer"), "%s: exit %d (log %s)", what, rc, s.log);
     if (rc == 0 && !bad) unlink(s.log);
@@ -152,23 +161,24 @@ static void test_drafter_kinds(void) {
                  K[k].preset, TARGET, 5 + k, TMP, K[k].kind);
         CHECK(harness_run(cmd, out, sizeof out) == 0, "new-drafter %s: %s", K[k].kind, out);
         snprintf(args, sizeof args, "--spec %s -md %s/%s --draft-max 5", K[k].kind, TMP, K[k].kind);
-        concurrent_identity(K[k].kind, args);
+        concurrent_identity(K[k].kind, args, 0);
     }
-    concurrent_identity("ngram", "--spec ngram --draft-max 5");
-    snprintf(args, sizeof args, "--spec draft -md %s --draft-max 4", TARGET);
-    concurrent_identity("draft model", args);
+    concurrent_identity("ngram", "--spec ngram --draft-max 5", 0);
+    snprintf(args, sizeof args, "--spec draft -md %s --draft-max 4", TARGET); /* the target drafts for itself */
+    concurrent_identity("draft model", args, 1);
 }
 
 /* token trees verified inside the batched forward == plain greedy (dspark, dflash, eagle3) */
 static void test_trees(void) {
     char args[1024];
-    concurrent_identity("tree dspark", "--spec dspark -md models/default/drafter --draft-max 7 --tree 12 --tree-k 3");
+    concurrent_identity("tree dspark", "--spec dspark -md models/default/drafter --draft-max 7 --tree 12 --tree-k 3", 1);
     concurrent_identity("tree dspark static",
-                        "--spec dspark -md models/default/drafter --draft-max 5 --tree 10 --tree-k 2 --tree-shape static");
+                        "--spec dspark -md models/default/drafter --draft-max 5 --tree 10 --tree-k 2 --tree-shape static",
+                        1);
     snprintf(args, sizeof args, "--spec dflash -md %s/dflash --draft-max 6 --tree 16 --tree-k 4", TMP);
-    concurrent_identity("tree dflash", args);
+    concurrent_identity("tree dflash", args, 0);
     snprintf(args, sizeof args, "--spec eagle3 -md %s/eagle3 --draft-max 5 --tree 8 --tree-k 2", TMP);
-    concurrent_identity("tree eagle3", args);
+    concurrent_identity("tree eagle3", args, 0);
 }
 
 /* penalties: the server == specula generate with the same flags */
