@@ -212,11 +212,124 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
     for (int k = 0; k < n; k++) g[idx[k]] = gg[k];
 }
 
+/* Plan the step: which slots decode (dec), the drafts each could verify (room); failed[i] on error.
+ * Returns the rows the prompt chunks of prefilling slots would take beside the decode rows. */
+static int plan_slots(srv *s, int *dec, int *room, int *failed, sp_err *err) {
+    int planned = 0, base_rows = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        dec[i] = room[i] = 0;
+        if (!s->slot_job[i]) continue;
+        int r = sp_slot_plan(s->slots[i], s->max_rows - planned, &room[i], err);
+        if (r < 0) failed[i] = 1;
+        dec[i] = r == 1;
+        if (dec[i]) planned += sp_slot_plan_rows(s->slots[i]);
+        else if (sp_slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += sp_slot_rows_wanted(s->slots[i]);
+    }
+    return base_rows > s->max_rows - planned ? s->max_rows - planned : base_rows;
+}
+
+/* A slot given drafts tells its drafter the rounds it held: a slot that verifies drafts for the
+ * first time builds and begins its drafter on the context so far (a one-off cost, kept out of the
+ * timed proposal the drafting cost is learned from); slots given none leave their drafter alone. */
+static void wake_drafters(srv *s, int *dec, const int *g, int *failed, sp_err *err) {
+    for (int i = 0; i < s->o.parallel; i++) {
+        if (!dec[i] || g[i] <= 0) continue;
+        int wrows = sp_slot_wake_rows(s->slots[i]), dormant = sp_slot_drafter_dormant(s->slots[i]);
+        double tw = sp_time_ms();
+        if (sp_slot_wake_drafter(s->slots[i], err)) {
+            failed[i] = 1, dec[i] = 0;
+            continue;
+        }
+        if (!dormant) continue;
+        double ms = sp_time_ms() - tw;
+        if (s->vlen.fwd) sp_srv_vlen_observe_wake(&s->vlen, wrows, ms);
+        sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
+    }
+}
+
+/* The step's plan per slot (arrays of s->o.parallel). */
+typedef struct {
+    const int *dec, *room, *g, *nd;
+    int *failed;
+} step_plan;
+
+/* The sequences of the batched forward: decode blocks first, then prompt chunks; who[k]: the slot of
+ * seqs[k]; *rows: their rows; nodraft counts the speculative rounds without drafts by reason.
+ * Returns the sequence count. */
+static int prepare_all(srv *s, const step_plan *sp, sp_forward_seq *seqs, int *who, int *rows,
+                       unsigned long *nodraft, sp_err *err) {
+    int n = 0, lrows = 0, V = sp_model_config(s->m)->vocab_size;
+    for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
+        for (int i = 0; i < s->o.parallel; i++) {
+            srv_slot *sl = s->slots[i];
+            if (!s->slot_job[i] || sp->failed[i] || (sp_slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
+            if (pass == 0 && !sp->dec[i]) continue;
+            if (pass == 1 && sp_slot_rows_wanted(sl) > s->max_rows - *rows) continue;
+            int r = sp_slot_prepare(sl, s->max_rows - *rows, s->logits + (size_t)lrows * V, sp->nd[i], &seqs[n], err);
+            if (r < 0) sp->failed[i] = 1;
+            if (r <= 0) continue;
+            if (seqs[n].out && seqs[n].out->logits) lrows += r;
+            who[n++] = i;
+            *rows += r;
+            if (pass == 0 && sp_slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
+                slot_nodraft why = sp->room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
+                                   : sp->g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
+                                                    : SLOT_NODRAFT_DRAFTER_NONE;
+                sp_slot_count_nodraft(sl, why);
+                nodraft[why]++;
+            }
+        }
+    return n;
+}
+
+/* the debug line over the last 50 steps; the counters start again */
+static void log_steps(srv *s) {
+    sp_log(SP_LOG_DEBUG,
+           "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
+           "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f (8 rows %.2f, 32 rows %.2f ms), drafting "
+           "%.3f ms per slot + %.3f ms per row",
+           s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
+           s->t_verify / 50, s->vlen.load, s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
+           s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
+           s->vlen.load * s->vlen.c_row);
+    s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
+}
+
+/* mu held, after a step: failed slots end with an error, finished ones with their reason; the
+ * cache-use metric from the others */
+static void retire_all(srv *s, const int *failed, const sp_err *err) {
+    long used = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        srv_job *j = s->slot_job[i];
+        if (!j) continue;
+        slot_phase ph = sp_slot_get_phase(s->slots[i]);
+        if (failed[i]) {
+            snprintf(j->error, sizeof j->error, "%s", err->msg);
+            j->stats = *sp_slot_get_stats(s->slots[i]);
+            job_done(s, j, "error");
+            vacate(s, i);
+        } else if (ph == SLOT_DONE) {
+            const slot_stats *st = sp_slot_get_stats(s->slots[i]);
+            j->stats = *st;
+            s->m_drafted += (unsigned long)st->drafted;
+            s->m_drafters_built += (unsigned long)st->drafter_built;
+            s->m_idle_drafter_rounds += (unsigned long)st->idle_drafter_rounds;
+            s->m_accepted += (unsigned long)st->accepted;
+            finish_text(j);
+            job_done(s, j, finish_name(sp_slot_stop_reason(s->slots[i])));
+            vacate(s, i);
+        } else {
+            used += sp_slot_kv_used(s->slots[i]);
+        }
+    }
+    s->m_kv_used = used;
+}
+
 /* one step over every active slot; mu held on entry and exit, released for the forward */
 static void step(srv *s) {
-    int P = s->o.parallel, V = sp_model_config(s->m)->vocab_size;
+    int P = s->o.parallel;
     sp_forward_seq seqs[P];
-    int who[P], n = 0, rows = 0, lrows = 0;
+    int who[P], n = 0, rows = 0;
     /* abandoned jobs leave first */
     for (int i = 0; i < P; i++)
         if (s->slot_job[i] && s->slot_job[i]->cancelled) {
@@ -231,59 +344,14 @@ static void step(srv *s) {
     int failed[P], dec[P], room[P], g[P], nd[P];
     unsigned long nodraft[SLOT_NODRAFT_N] = {0};
     memset(failed, 0, sizeof failed);
-    /* plan: which slots decode, how many drafts each could verify; prompt chunks fill the rest */
-    int planned = 0, base_rows = 0;
-    for (int i = 0; i < P; i++) {
-        dec[i] = room[i] = 0;
-        if (!s->slot_job[i]) continue;
-        int r = sp_slot_plan(s->slots[i], s->max_rows - planned, &room[i], &err);
-        if (r < 0) failed[i] = 1;
-        dec[i] = r == 1;
-        if (dec[i]) planned += sp_slot_plan_rows(s->slots[i]);
-        else if (sp_slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += sp_slot_rows_wanted(s->slots[i]);
-    }
-    if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
-    choose_lengths(s, dec, room, base_rows, g);
-    /* a slot given drafts tells its drafter the rounds it held: a slot that verifies drafts for the
-     * first time builds and begins its drafter on the context so far (a one-off cost, kept out of the
-     * timed proposal the drafting cost is learned from); slots given none leave their drafter alone */
-    for (int i = 0; i < P; i++) {
-        if (!dec[i] || g[i] <= 0) continue;
-        int wrows = sp_slot_wake_rows(s->slots[i]), dormant = sp_slot_drafter_dormant(s->slots[i]);
-        double tw = sp_time_ms();
-        if (sp_slot_wake_drafter(s->slots[i], &err)) {
-            failed[i] = 1, dec[i] = 0;
-            continue;
-        }
-        if (!dormant) continue;
-        double ms = sp_time_ms() - tw;
-        if (s->vlen.fwd) sp_srv_vlen_observe_wake(&s->vlen, wrows, ms);
-        sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
-    }
+    choose_lengths(s, dec, room, plan_slots(s, dec, room, failed, &err), g);
+    wake_drafters(s, dec, g, failed, &err);
     double tp = sp_time_ms();
     int draft_rows = propose_all(s, dec, g, nd, failed, &err);
     double t_prop = sp_time_ms() - tp;
     for (int i = 0; i < P; i++) s->n_dec += dec[i], s->n_drafts += dec[i] ? nd[i] : 0;
-    for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
-        for (int i = 0; i < P; i++) {
-            srv_slot *sl = s->slots[i];
-            if (!s->slot_job[i] || failed[i] || (sp_slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
-            if (pass == 0 && !dec[i]) continue;
-            if (pass == 1 && sp_slot_rows_wanted(sl) > s->max_rows - rows) continue;
-            int r = sp_slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, nd[i], &seqs[n], &err);
-            if (r < 0) failed[i] = 1;
-            if (r <= 0) continue;
-            if (seqs[n].out && seqs[n].out->logits) lrows += r;
-            who[n++] = i;
-            rows += r;
-            if (pass == 0 && sp_slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
-                slot_nodraft why = room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
-                                   : g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
-                                                : SLOT_NODRAFT_DRAFTER_NONE;
-                sp_slot_count_nodraft(sl, why);
-                nodraft[why]++;
-            }
-        }
+    step_plan sp = {dec, room, g, nd, failed};
+    n = prepare_all(s, &sp, seqs, who, &rows, nodraft, &err);
     double t1 = sp_time_ms();
     int fwd_failed = 0;
     if (n > 0 && sp_model_forward_batch(s->m, s->scratch, seqs, n, &err)) fwd_failed = 1;
@@ -307,16 +375,7 @@ static void step(srv *s) {
     }
     double now = sp_time_ms();
     s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
-    if (s->n_steps % 50 == 0)
-        sp_log(SP_LOG_DEBUG,
-               "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
-               "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f (8 rows %.2f, 32 rows %.2f ms), drafting "
-               "%.3f ms per slot + %.3f ms per row",
-               s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
-               s->t_verify / 50, s->vlen.load, s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
-               s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
-               s->vlen.load * s->vlen.c_row),
-            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
+    if (s->n_steps % 50 == 0) log_steps(s);
     pthread_mutex_lock(&s->mu);
     for (int w = 0; w < SLOT_NODRAFT_N; w++) s->m_nodraft[w] += nodraft[w];
     for (int k = 0; k < n; k++) {
@@ -330,31 +389,7 @@ static void step(srv *s) {
         j->stats = *st;
         j->stats.t_last = now;
     }
-    long used = 0;
-    for (int i = 0; i < P; i++) {
-        srv_job *j = s->slot_job[i];
-        if (!j) continue;
-        slot_phase ph = sp_slot_get_phase(s->slots[i]);
-        if (failed[i]) {
-            snprintf(j->error, sizeof j->error, "%s", err.msg);
-            j->stats = *sp_slot_get_stats(s->slots[i]);
-            job_done(s, j, "error");
-            vacate(s, i);
-        } else if (ph == SLOT_DONE) {
-            const slot_stats *st = sp_slot_get_stats(s->slots[i]);
-            j->stats = *st;
-            s->m_drafted += (unsigned long)st->drafted;
-            s->m_drafters_built += (unsigned long)st->drafter_built;
-            s->m_idle_drafter_rounds += (unsigned long)st->idle_drafter_rounds;
-            s->m_accepted += (unsigned long)st->accepted;
-            finish_text(j);
-            job_done(s, j, finish_name(sp_slot_stop_reason(s->slots[i])));
-            vacate(s, i);
-        } else {
-            used += sp_slot_kv_used(s->slots[i]);
-        }
-    }
-    s->m_kv_used = used;
+    retire_all(s, failed, &err);
     if (n > 0) pthread_cond_broadcast(&s->progress);
 }
 
