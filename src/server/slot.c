@@ -337,7 +337,8 @@ int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward
     return s->T = sp_round_rows(s->R, logits, taps, hidden, &s->out, seq);
 }
 
-/* log-softmax of the raw logits row at token tok, plus the k most likely alternatives */
+/* log-softmax of the logits row (penalised when penalties are on) at token tok, plus the k most
+ * likely alternatives */
 static void fill_logprobs(slot_token *e, const float *lg, int V, int k) {
     float mx = lg[0];
     for (int i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;

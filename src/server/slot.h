@@ -44,7 +44,8 @@ typedef struct {
     int top_logprobs;         /* -1: no logprobs; 0..SRV_MAX_TOP_LOGPROBS: logprobs + that many alternatives */
 } slot_params;
 
-/* One emitted token with its log-probability under the target's raw distribution. */
+/* One emitted token with its log-probability under the target's raw distribution (the logits before
+ * temperature and truncation; with repetition penalties, after them). */
 typedef struct {
     int32_t token;
     float logprob;
