@@ -170,7 +170,9 @@ typedef struct {
     sp_kv *kv;
     const int32_t *tokens;
     int T;
-    sp_forward_out *out; /* may be NULL */
+    sp_forward_out *out;   /* may be NULL */
+    const int32_t *parent; /* NULL: a chain; else the rows are a token tree, as sp_model_forward_tree
+                              takes them (parent[t] < t, -1: follows the cache; T <= SP_TREE_MAX_ROWS) */
 } sp_forward_seq;
 
 /* Forward n sequences in one pass: every matmul and norm runs once over the rows of all of them
@@ -178,7 +180,8 @@ typedef struct {
  * are bit-identical to sp_model_forward on it alone. scratch: a cache of this model whose
  * max_batch >= Σ T (only its scratch buffers are used; it may be one of the sequences). When the
  * logits buffers of consecutive sequences follow one another in memory, the LM head runs once
- * over them. Each kv must be distinct. Returns 0, or -1 with err (nothing is appended then). */
+ * over them. A sequence with parent rows is a token tree, attended with the tree mask, and gets
+ * exactly the results of sp_model_forward_tree on it alone. Each kv must be distinct. Returns 0, or -1 with err (nothing is appended then). */
 int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *seqs, int n, sp_err *err);
 /* logits[T, V] from post-norm hidden states [T, H] through the LM head (+ softcap). */
 void sp_model_logits(sp_model *m, float *logits, const float *hidden, int T);

@@ -67,7 +67,7 @@ static void run_arch(const char *arch) {
             fails += sp_model_forward(m, solo[s], toks[s], T, &o, &err) != 0;
             outs[n] = (sp_forward_out){.logits = lg_batch + (size_t)r0 * V, .hidden = hid_batch + (size_t)r0 * H,
                                        .tap_layers = taps_l, .n_taps = 2, .taps = tap_batch + (size_t)r0 * 2 * H};
-            seqs[n] = (sp_forward_seq){batch[s], toks[s], T, &outs[n]};
+            seqs[n] = (sp_forward_seq){batch[s], toks[s], T, &outs[n], NULL};
             n++;
             r0 += T;
         }
@@ -96,11 +96,11 @@ static void run_arch(const char *arch) {
     int32_t t2[2] = {1, 2}, bad[1] = {V};
     int len0 = sp_kv_len(batch[0]);
     sp_kv *small = sp_kv_create(m, 4, 2, &err);
-    sp_forward_seq a[2] = {{batch[0], t2, 2, NULL}, {batch[1], t2, 2, NULL}};
+    sp_forward_seq a[2] = {{batch[0], t2, 2, NULL, NULL}, {batch[1], t2, 2, NULL, NULL}};
     CHECK(sp_model_forward_batch(m, small, a, 2, &err) == -1 && strstr(err.msg, "scratch"), "scratch: %s", err.msg);
-    sp_forward_seq dup[2] = {{batch[0], t2, 1, NULL}, {batch[0], t2, 1, NULL}};
+    sp_forward_seq dup[2] = {{batch[0], t2, 1, NULL, NULL}, {batch[0], t2, 1, NULL, NULL}};
     CHECK(sp_model_forward_batch(m, scratch, dup, 2, &err) == -1 && strstr(err.msg, "share"), "dup: %s", err.msg);
-    sp_forward_seq b[2] = {{batch[0], t2, 1, NULL}, {batch[1], bad, 1, NULL}};
+    sp_forward_seq b[2] = {{batch[0], t2, 1, NULL, NULL}, {batch[1], bad, 1, NULL, NULL}};
     CHECK(sp_model_forward_batch(m, scratch, b, 2, &err) == -1 && strstr(err.msg, "out of range"), "tok: %s", err.msg);
     CHECK(sp_kv_len(batch[0]) == len0, "a failed batch appended to a cache");
     sp_kv_free(small);

@@ -39,7 +39,7 @@ static void test_parse_valid(void) {
           "completion fields");
     sp_srv_request_free(&r);
     const char *bad[] = {"{\"prompt\":\"x\",\"max_tokens\":0}", "{\"prompt\":\"x\",\"n\":3}", "{\"prompt\":\"x\",\"suffix\":\"y\"}",
-                         "{\"prompt\":\"x\",\"presence_penalty\":1}", "{\"prompt\":\"x\",\"top_p\":1.5}", "{\"prompt\":\"x\"}x"};
+                         "{\"prompt\":\"x\",\"presence_penalty\":3}", "{\"prompt\":\"x\",\"top_p\":1.5}", "{\"prompt\":\"x\"}x"};
     for (int i = 0; i < 6; i++)
         CHECK(sp_srv_request_parse(SRV_ROUTE_COMPLETION, bad[i], strlen(bad[i]), &r, &e) == -1 && e.status == 400 && e.message[0],
               "bad %d accepted", i);

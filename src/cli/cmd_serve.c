@@ -21,6 +21,8 @@ typedef struct {
     const char *dir, *host, *api_key, *name, *chat_tpl;
     int threads, port, parallel, ctx, max_queue, timeout, n_predict, verbose, spec_max_slots;
     cli_spec_opts so;
+    cli_tree_opts to;
+    sp_tree_shape tree; /* --tree: the shape, draft_max levels */
     char root[4096], tdef[4300], ddef[4400];
 } serve_opts;
 
@@ -47,6 +49,7 @@ static int serve_parse(serve_opts *o, int argc, char **argv) {
     };
     int n_opts = 14;
     n_opts += cli_spec_opt_rows(opts + n_opts, &o->so);
+    n_opts += cli_tree_opt_rows(opts + n_opts, &o->to);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;
@@ -73,6 +76,10 @@ static int serve_defaults(serve_opts *o, int default_draft_max) {
     if (o->n_predict < 1) return cli_error(CMD, "-n must be >= 1"), -1;
     if (o->so.draft_max < 1 || o->so.draft_max > SP_SPEC_MAX_G)
         return cli_error(CMD, "--draft-max %d out of range 1..%d", o->so.draft_max, SP_SPEC_MAX_G), -1;
+    sp_spec_params tp = sp_spec_params_default();
+    tp.draft_max = o->so.draft_max;
+    if (cli_tree_apply(CMD, &o->to, &tp)) return -1;
+    o->tree = tp.tree;
     if (!o->name) {
         const char *slash = strrchr(o->dir, '/');
         o->name = slash && slash[1] ? slash + 1 : o->dir;
@@ -95,6 +102,7 @@ static srv_opts server_opts(const serve_opts *o) {
     so.draft_max = o->so.draft_max;
     so.draft_min = o->so.draft_min;
     so.spec_max_slots = o->spec_max_slots;
+    so.tree = o->tree;
     return so;
 }
 
@@ -129,7 +137,8 @@ static int serve(serve_opts *o, sigset_t *sigs) {
 
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .max_queue = 64, .timeout = 60,
-                    .n_predict = 256, .spec_max_slots = -1, .so = CLI_SPEC_OPTS_DEFAULT};
+                    .n_predict = 256, .spec_max_slots = -1, .so = CLI_SPEC_OPTS_DEFAULT,
+                    .to = CLI_TREE_OPTS_DEFAULT};
     const int default_draft_max = o.so.draft_max;
     o.so.draft_max = INT_MIN; /* still INT_MIN after parsing: --draft-max not given */
     int rc = serve_parse(&o, argc, argv);

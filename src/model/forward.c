@@ -69,14 +69,20 @@ static int check_seq(const sp_model *m, const sp_forward_seq *q, int i, sp_err *
         if (q->out->tap_layers[j] < 0 || q->out->tap_layers[j] >= c->n_layers)
             return sp_err_set(err, "forward: tap layer %d out of range 0..%d", q->out->tap_layers[j],
                               c->n_layers - 1);
+    if (!q->parent) return 0;
+    if (q->T > SP_TREE_MAX_ROWS)
+        return sp_err_set(err, "forward: sequence %d: a tree of %d rows (at most %d)", i, q->T, SP_TREE_MAX_ROWS);
+    for (int t = 0; t < q->T; t++)
+        if (q->parent[t] < -1 || q->parent[t] >= t)
+            return sp_err_set(err, "forward: sequence %d: tree row %d has parent %d (expected -1 .. %d)", i, t,
+                              q->parent[t], t - 1);
     return 0;
 }
 
 /* The forward of n sequences whose R rows (sequence by sequence) run through S's scratch; segs
- * holds n entries for the layers' cache views. parent: NULL, or the rows of a token tree (n = 1;
- * sp_model_forward_tree). */
+ * holds n entries for the layers' cache views. A sequence with parent rows is a token tree. */
 static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n, int R, const int32_t *tokens,
-                        sp_block_seg *segs, const int32_t *parent) {
+                        sp_block_seg *segs) {
     const sp_config *c = &m->cfg;
     int H = c->hidden_size, L = c->n_layers;
     float eps = (float)c->rms_eps;
@@ -89,7 +95,8 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
         int src = c->layers[li].kv_source; /* KV-shared layers read an earlier layer's cache */
         for (int s = 0; s < n; s++) {
             sp_kv *kv = seqs[s].kv;
-            segs[s] = (sp_block_seg){seqs[s].T, kv->len, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], parent};
+            segs[s] = (sp_block_seg){seqs[s].T, kv->len, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src],
+                                     seqs[s].parent};
         }
         int P = m->layers[li].d.ple_dim;
         sp_block_forward(m->pool, &m->layers[li], S->x, R, segs, n, P ? S->ple + (size_t)li * P : NULL,
@@ -157,29 +164,25 @@ int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *se
         return sp_err_set(err, "forward: out of memory for %d tokens", R);
     }
     for (int i = 0, r = 0; i < n; r += seqs[i].T, i++) memcpy(tokens + r, seqs[i].tokens, (size_t)seqs[i].T * 4);
-    int rc = forward_rows(m, scratch, seqs, n, R, tokens, segs, NULL);
+    int rc = forward_rows(m, scratch, seqs, n, R, tokens, segs);
     free(tokens);
     free(segs);
     return rc;
 }
 
 int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out, sp_err *err) {
-    sp_forward_seq q = {kv, tokens, T, out};
+    sp_forward_seq q = {kv, tokens, T, out, NULL};
     sp_block_seg seg;
     if (check_seq(m, &q, 0, err)) return -1;
-    return forward_rows(m, kv, &q, 1, T, tokens, &seg, NULL);
+    return forward_rows(m, kv, &q, 1, T, tokens, &seg);
 }
 
 int sp_model_forward_tree(sp_model *m, sp_kv *kv, const int32_t *tokens, const int32_t *parent, int T,
                           sp_forward_out *out, sp_err *err) {
     _Static_assert(SP_TREE_MAX_ROWS <= SP_ATTN_TREE_MAX, "tree rows beyond the tree attention kernel's bound");
-    sp_forward_seq q = {kv, tokens, T, out};
+    if (!parent) return sp_err_set(err, "forward tree: no parent rows");
+    sp_forward_seq q = {kv, tokens, T, out, parent};
     sp_block_seg seg;
     if (check_seq(m, &q, 0, err)) return -1;
-    if (!parent) return sp_err_set(err, "forward tree: no parent rows");
-    if (T > SP_TREE_MAX_ROWS) return sp_err_set(err, "forward tree: %d rows (at most %d)", T, SP_TREE_MAX_ROWS);
-    for (int t = 0; t < T; t++)
-        if (parent[t] < -1 || parent[t] >= t)
-            return sp_err_set(err, "forward tree: row %d has parent %d (expected -1 .. %d)", t, parent[t], t - 1);
-    return forward_rows(m, kv, &q, 1, T, tokens, &seg, parent);
+    return forward_rows(m, kv, &q, 1, T, tokens, &seg);
 }

@@ -24,7 +24,8 @@ int sp_srv_error_set(srv_error *e, int status, const char *type, const char *cod
 
 #define BAD(e, param, ...) sp_srv_error_set(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
-/* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos (llama-server's), return_tokens
+/* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos, repeat_penalty, repeat_last_n /
+ * penalty_last_n (llama-server's), return_tokens
  * (the emitted ids in the response) and speculative (false: this request decodes without the
  * drafter); tokenize / detokenize follow llama-server. */
 static const char *CHAT_FIELDS[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
@@ -32,12 +33,14 @@ static const char *CHAT_FIELDS[] = {"model", "messages", "max_tokens", "max_comp
                                     "logprobs", "top_logprobs", "response_format", "frequency_penalty",
                                     "presence_penalty", "logit_bias", "user", "tools", "tool_choice",
                                     "parallel_tool_calls", "store", "metadata", "service_tier", "ignore_eos",
-                                    "return_tokens", "speculative", NULL};
+                                    "return_tokens", "speculative", "repeat_penalty", "repeat_last_n",
+                                    "penalty_last_n", NULL};
 static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
                                           "seed", "stop", "n", "stream", "stream_options", "logprobs", "echo",
                                           "best_of", "suffix", "frequency_penalty", "presence_penalty",
                                           "logit_bias", "user", "ignore_eos", "return_tokens",
-                                          "speculative", NULL};
+                                          "speculative", "repeat_penalty", "repeat_last_n", "penalty_last_n",
+                                          NULL};
 static const char *TOKENIZE_FIELDS[] = {"content", "add_special", "with_pieces", "model", NULL};
 static const char *DETOKENIZE_FIELDS[] = {"tokens", "model", NULL};
 
@@ -211,6 +214,27 @@ static int parse_prompt(json_t *o, srv_request *r, srv_error *e) {
     return parse_ids(p, "prompt", r, e);
 }
 
+/* repetition penalties (penalty.h): OpenAI's presence_penalty / frequency_penalty in [-2, 2],
+ * llama-server's repeat_penalty (> 0, 1 = off) and its window repeat_last_n or penalty_last_n
+ * (-1: the whole sequence, 0: penalties off; default 64) */
+static int parse_penalties(json_t *o, srv_request *r, srv_error *e) {
+    double rp = 1.0, pp = 0.0, fp = 0.0;
+    long long n = 64;
+    r->penalty = sp_penalty_params_default();
+    if (get_num(o, "presence_penalty", -2, 2, &pp, e) || get_num(o, "frequency_penalty", -2, 2, &fp, e) ||
+        get_num(o, "repeat_penalty", 0, 1e6, &rp, e))
+        return -1;
+    if (!(rp > 0)) return BAD(e, "repeat_penalty", "'repeat_penalty' must be > 0 (1 = off)");
+    int two = json_object_get(o, "repeat_last_n") && json_object_get(o, "penalty_last_n");
+    if (two) return BAD(e, "penalty_last_n", "give one of 'repeat_last_n' and 'penalty_last_n'");
+    if (get_int(o, "repeat_last_n", -1, 1 << 30, &n, e) || get_int(o, "penalty_last_n", -1, 1 << 30, &n, e)) return -1;
+    r->penalty.repeat = (float)rp;
+    r->penalty.presence = (float)pp;
+    r->penalty.frequency = (float)fp;
+    r->penalty.last_n = (int)n;
+    return 0;
+}
+
 /* the sampling and output fields shared by chat and completions */
 static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     double t = 1.0, tp = 1.0, mp = 0.0;
@@ -251,8 +275,7 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
         }
         if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
     }
-    if (neutral(o, "frequency_penalty", e) || neutral(o, "presence_penalty", e) || neutral(o, "logit_bias", e))
-        return -1;
+    if (parse_penalties(o, r, e) || neutral(o, "logit_bias", e)) return -1;
     return 0;
 }
 

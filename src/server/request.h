@@ -2,8 +2,8 @@
  * the server's one entry point for untrusted bytes, so it can be fuzzed on its own.
  *
  * Every field is type-checked and range-checked; fields OpenAI's API defines but the server
- * does not implement are accepted only at their neutral value (n = 1, penalties 0, no tools, no
- * logit_bias, response_format "text"), and fields OpenAI does not define are rejected as OpenAI
+ * does not implement are accepted only at their neutral value (n = 1, no tools, no logit_bias,
+ * response_format "text"), and fields OpenAI does not define are rejected as OpenAI
  * rejects them (400 naming the field), except the llama-server extensions listed in request.c.
  * Errors carry the HTTP status and an OpenAI error type / code / message. */
 #ifndef SPECULA_SERVER_REQUEST_H
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sample/penalty.h"
 #include "sample/sample.h"
 
 typedef enum { SRV_ROUTE_CHAT = 0, SRV_ROUTE_COMPLETION, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE } srv_route;
@@ -37,6 +38,7 @@ typedef struct {
     int echo;                   /* completions: prepend the prompt text to the output */
     int max_tokens;             /* -1: the server's default */
     sp_sample_params sample;    /* temperature default 1 (OpenAI), top_p 1, top_k 0, min_p 0 */
+    sp_penalty_params penalty;  /* presence / frequency / repeat_penalty, window repeat_last_n (default 64) */
     int seed_given;
     char *stop[SRV_MAX_STOP];
     int n_stop;

@@ -71,8 +71,9 @@ static void admit(srv *s, int i, srv_job *j) {
     s->slot_job[i] = j;
     pthread_mutex_unlock(&s->mu);
     sp_err err = {{0}};
-    slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample, .max_new = j->max_new,
-                     .ignore_eos = j->req.ignore_eos, .draft_max = s->o.draft_max, .draft_min = s->o.draft_min,
+    slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample,
+                     .penalty = j->req.penalty, .max_new = j->max_new, .ignore_eos = j->req.ignore_eos,
+                     .draft_max = s->o.draft_max, .draft_min = s->o.draft_min, .tree = s->o.tree,
                      .top_logprobs = j->req.top_logprobs};
     int rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
     j->ts = sp_tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
@@ -161,8 +162,9 @@ static const char *finish_name(sp_stop_reason r) {
 }
 
 /* The drafts of this step: g[i] for each decoding slot i (dec[i]), proposed through each slot's
- * drafter: drafters that share a batch_key propose together (one batched block forward), the
- * others one by one. nd[i]: drafts proposed; failed[i] set on error. Returns the drafts asked. */
+ * drafter: chain drafters that share a batch_key propose together (one batched block forward),
+ * the others (and every token tree) one by one through the slot's round. nd[i]: drafts (tree
+ * nodes) proposed; failed[i] set on error. Returns the drafts asked. */
 static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *failed, sp_err *err) {
     int P = s->o.parallel, rows = 0;
     int done[P];
@@ -175,9 +177,9 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         if (done[i]) continue;
         sp_drafter *d = sp_slot_drafter(s->slots[i]);
         rows += g[i];
-        if (!d->propose_batch || !d->batch_key) { /* one by one */
+        if (!d->propose_batch || !d->batch_key || sp_slot_is_tree(s->slots[i])) { /* one by one */
             done[i] = 1;
-            nd[i] = d->propose(d, g[i], sp_slot_draft_buf(s->slots[i]), sp_slot_q_buf(s->slots[i]), err);
+            nd[i] = sp_slot_propose(s->slots[i], g[i], err);
             if (nd[i] < 0) failed[i] = 1, nd[i] = 0;
             continue;
         }
@@ -187,7 +189,8 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         int32_t *dr[P];
         float *q[P];
         for (int k = i; k < P; k++) {
-            if (done[k] || sp_slot_drafter(s->slots[k])->batch_key != d->batch_key) continue;
+            if (done[k] || sp_slot_is_tree(s->slots[k]) || sp_slot_drafter(s->slots[k])->batch_key != d->batch_key)
+                continue;
             if (k > i) rows += g[k];
             done[k] = 1;
             ds[n] = sp_slot_drafter(s->slots[k]), who[n] = k, mg[n] = g[k];
@@ -203,9 +206,9 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
     return rows;
 }
 
-/* The drafts each decoding slot verifies this step (g[i] <= room[i]): sampled requests their full
- * room; greedy ones by the verify-length policy (vlen.h), or, with --spec-max-slots N > 0, their
- * full room while at most N slots are busy, or always with N = 0. */
+/* The drafts each decoding slot verifies this step (g[i] <= room[i]): sampled requests and token
+ * trees their full room; greedy chains by the verify-length policy (vlen.h), or, with
+ * --spec-max-slots N > 0, their full room while at most N slots are busy, or always with N = 0. */
 static void choose_lengths(srv *s, const int *dec, const int *room, int base_rows, int *g) {
     int P = s->o.parallel, n = 0, idx[P], rm[P], fx[P], gg[P], wk[P], lf[P];
     const long *off[P], *rch[P];
@@ -214,7 +217,7 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
         g[i] = 0;
         if (!dec[i]) continue;
         srv_slot *sl = s->slots[i];
-        int greedy = sp_slot_is_greedy(sl);
+        int greedy = sp_slot_is_greedy(sl) && !sp_slot_is_tree(sl);
         int fixed = !greedy || cap >= 0 || !s->vlen.fwd;
         if (fixed && (!greedy || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
         idx[n] = i, rm[n] = room[i], fx[n] = fixed, gg[n] = g[i];
@@ -227,11 +230,124 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
     for (int k = 0; k < n; k++) g[idx[k]] = gg[k];
 }
 
+/* Plan the step: which slots decode (dec), the drafts each could verify (room); failed[i] on error.
+ * Returns the rows the prompt chunks of prefilling slots would take beside the decode rows. */
+static int plan_slots(srv *s, int *dec, int *room, int *failed, sp_err *err) {
+    int planned = 0, base_rows = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        dec[i] = room[i] = 0;
+        if (!s->slot_job[i]) continue;
+        int r = sp_slot_plan(s->slots[i], s->max_rows - planned, &room[i], err);
+        if (r < 0) failed[i] = 1;
+        dec[i] = r == 1;
+        if (dec[i]) planned += sp_slot_plan_rows(s->slots[i]);
+        else if (sp_slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += sp_slot_rows_wanted(s->slots[i]);
+    }
+    return base_rows > s->max_rows - planned ? s->max_rows - planned : base_rows;
+}
+
+/* A slot given drafts tells its drafter the rounds it held: a slot that verifies drafts for the
+ * first time builds and begins its drafter on the context so far (a one-off cost, kept out of the
+ * timed proposal the drafting cost is learned from); slots given none leave their drafter alone. */
+static void wake_drafters(srv *s, int *dec, const int *g, int *failed, sp_err *err) {
+    for (int i = 0; i < s->o.parallel; i++) {
+        if (!dec[i] || g[i] <= 0) continue;
+        int wrows = sp_slot_wake_rows(s->slots[i]), dormant = sp_slot_drafter_dormant(s->slots[i]);
+        double tw = sp_time_ms();
+        if (sp_slot_wake_drafter(s->slots[i], err)) {
+            failed[i] = 1, dec[i] = 0;
+            continue;
+        }
+        if (!dormant) continue;
+        double ms = sp_time_ms() - tw;
+        if (s->vlen.fwd) sp_srv_vlen_observe_wake(&s->vlen, wrows, ms);
+        sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
+    }
+}
+
+/* The step's plan per slot (arrays of s->o.parallel). */
+typedef struct {
+    const int *dec, *room, *g, *nd;
+    int *failed;
+} step_plan;
+
+/* The sequences of the batched forward: decode blocks first, then prompt chunks; who[k]: the slot of
+ * seqs[k]; *rows: their rows; nodraft counts the speculative rounds without drafts by reason.
+ * Returns the sequence count. */
+static int prepare_all(srv *s, const step_plan *sp, sp_forward_seq *seqs, int *who, int *rows,
+                       unsigned long *nodraft, sp_err *err) {
+    int n = 0, lrows = 0, V = sp_model_config(s->m)->vocab_size;
+    for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
+        for (int i = 0; i < s->o.parallel; i++) {
+            srv_slot *sl = s->slots[i];
+            if (!s->slot_job[i] || sp->failed[i] || (sp_slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
+            if (pass == 0 && !sp->dec[i]) continue;
+            if (pass == 1 && sp_slot_rows_wanted(sl) > s->max_rows - *rows) continue;
+            int r = sp_slot_prepare(sl, s->max_rows - *rows, s->logits + (size_t)lrows * V, sp->nd[i], &seqs[n], err);
+            if (r < 0) sp->failed[i] = 1;
+            if (r <= 0) continue;
+            if (seqs[n].out && seqs[n].out->logits) lrows += r;
+            who[n++] = i;
+            *rows += r;
+            if (pass == 0 && sp_slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
+                slot_nodraft why = sp->room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
+                                   : sp->g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
+                                                    : SLOT_NODRAFT_DRAFTER_NONE;
+                sp_slot_count_nodraft(sl, why);
+                nodraft[why]++;
+            }
+        }
+    return n;
+}
+
+/* the debug line over the last 50 steps; the counters start again */
+static void log_steps(srv *s) {
+    sp_log(SP_LOG_DEBUG,
+           "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
+           "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f (8 rows %.2f, 32 rows %.2f ms), drafting "
+           "%.3f ms per slot + %.3f ms per row",
+           s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
+           s->t_verify / 50, s->vlen.load, s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
+           s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
+           s->vlen.load * s->vlen.c_row);
+    s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
+}
+
+/* mu held, after a step: failed slots end with an error, finished ones with their reason; the
+ * cache-use metric from the others */
+static void retire_all(srv *s, const int *failed, const sp_err *err) {
+    long used = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        srv_job *j = s->slot_job[i];
+        if (!j) continue;
+        slot_phase ph = sp_slot_get_phase(s->slots[i]);
+        if (failed[i]) {
+            snprintf(j->error, sizeof j->error, "%s", err->msg);
+            j->stats = *sp_slot_get_stats(s->slots[i]);
+            job_done(s, j, "error");
+            vacate(s, i);
+        } else if (ph == SLOT_DONE) {
+            const slot_stats *st = sp_slot_get_stats(s->slots[i]);
+            j->stats = *st;
+            s->m_drafted += (unsigned long)st->drafted;
+            s->m_drafters_built += (unsigned long)st->drafter_built;
+            s->m_idle_drafter_rounds += (unsigned long)st->idle_drafter_rounds;
+            s->m_accepted += (unsigned long)st->accepted;
+            finish_text(j);
+            job_done(s, j, finish_name(sp_slot_stop_reason(s->slots[i])));
+            vacate(s, i);
+        } else {
+            used += sp_slot_kv_used(s->slots[i]);
+        }
+    }
+    s->m_kv_used = used;
+}
+
 /* one step over every active slot; mu held on entry and exit, released for the forward */
 static void step(srv *s) {
-    int P = s->o.parallel, V = sp_model_config(s->m)->vocab_size;
+    int P = s->o.parallel;
     sp_forward_seq seqs[P];
-    int who[P], n = 0, rows = 0, lrows = 0;
+    int who[P], n = 0, rows = 0;
     /* abandoned jobs leave first */
     for (int i = 0; i < P; i++)
         if (s->slot_job[i] && s->slot_job[i]->cancelled) {
@@ -246,59 +362,14 @@ static void step(srv *s) {
     int failed[P], dec[P], room[P], g[P], nd[P];
     unsigned long nodraft[SLOT_NODRAFT_N] = {0};
     memset(failed, 0, sizeof failed);
-    /* plan: which slots decode, how many drafts each could verify; prompt chunks fill the rest */
-    int planned = 0, base_rows = 0;
-    for (int i = 0; i < P; i++) {
-        dec[i] = room[i] = 0;
-        if (!s->slot_job[i]) continue;
-        int r = sp_slot_plan(s->slots[i], s->max_rows - planned, &room[i], &err);
-        if (r < 0) failed[i] = 1;
-        dec[i] = r == 1;
-        if (dec[i]) planned += 1 + room[i];
-        else if (sp_slot_get_phase(s->slots[i]) == SLOT_PREFILL) base_rows += sp_slot_rows_wanted(s->slots[i]);
-    }
-    if (base_rows > s->max_rows - planned) base_rows = s->max_rows - planned;
-    choose_lengths(s, dec, room, base_rows, g);
-    /* a slot given drafts tells its drafter the rounds it held: a slot that verifies drafts for the
-     * first time builds and begins its drafter on the context so far (a one-off cost, kept out of the
-     * timed proposal the drafting cost is learned from); slots given none leave their drafter alone */
-    for (int i = 0; i < P; i++) {
-        if (!dec[i] || g[i] <= 0) continue;
-        int wrows = sp_slot_wake_rows(s->slots[i]), dormant = sp_slot_drafter_dormant(s->slots[i]);
-        double tw = sp_time_ms();
-        if (sp_slot_wake_drafter(s->slots[i], &err)) {
-            failed[i] = 1, dec[i] = 0;
-            continue;
-        }
-        if (!dormant) continue;
-        double ms = sp_time_ms() - tw;
-        if (s->vlen.fwd) sp_srv_vlen_observe_wake(&s->vlen, wrows, ms);
-        sp_log(SP_LOG_DEBUG, "request %ld: drafter built and begun on %d rows in %.2f ms", s->slot_job[i]->id, wrows, ms);
-    }
+    choose_lengths(s, dec, room, plan_slots(s, dec, room, failed, &err), g);
+    wake_drafters(s, dec, g, failed, &err);
     double tp = sp_time_ms();
     int draft_rows = propose_all(s, dec, g, nd, failed, &err);
     double t_prop = sp_time_ms() - tp;
     for (int i = 0; i < P; i++) s->n_dec += dec[i], s->n_drafts += dec[i] ? nd[i] : 0;
-    for (int pass = 0; pass < 2; pass++) /* decode blocks, then prompt chunks */
-        for (int i = 0; i < P; i++) {
-            srv_slot *sl = s->slots[i];
-            if (!s->slot_job[i] || failed[i] || (sp_slot_get_phase(sl) == SLOT_PREFILL) != pass) continue;
-            if (pass == 0 && !dec[i]) continue;
-            if (pass == 1 && sp_slot_rows_wanted(sl) > s->max_rows - rows) continue;
-            int r = sp_slot_prepare(sl, s->max_rows - rows, s->logits + (size_t)lrows * V, nd[i], &seqs[n], &err);
-            if (r < 0) failed[i] = 1;
-            if (r <= 0) continue;
-            if (seqs[n].out && seqs[n].out->logits) lrows += r;
-            who[n++] = i;
-            rows += r;
-            if (pass == 0 && sp_slot_is_speculative(sl) && r == 1) { /* a speculative round without drafts: why */
-                slot_nodraft why = room[i] == 0 ? SLOT_NODRAFT_NO_ROOM
-                                   : g[i] == 0  ? SLOT_NODRAFT_NOT_PAYING
-                                                : SLOT_NODRAFT_DRAFTER_NONE;
-                sp_slot_count_nodraft(sl, why);
-                nodraft[why]++;
-            }
-        }
+    step_plan sp = {dec, room, g, nd, failed};
+    n = prepare_all(s, &sp, seqs, who, &rows, nodraft, &err);
     double t1 = sp_time_ms();
     int fwd_failed = 0;
     if (n > 0 && sp_model_forward_batch(s->m, s->scratch, seqs, n, &err)) fwd_failed = 1;
@@ -322,16 +393,7 @@ static void step(srv *s) {
     }
     double now = sp_time_ms();
     s->t_draft += t1 - t0, s->t_forward += t2 - t1, s->t_verify += now - t2, s->n_rows += rows, s->n_steps++;
-    if (s->n_steps % 50 == 0)
-        sp_log(SP_LOG_DEBUG,
-               "scheduler: last 50 steps: %.1f rows, %.2f drafts per decoding slot, plan+propose %.2f ms, forward "
-               "%.2f ms, verify+commit %.2f ms per step; policy: load %.2f (8 rows %.2f, 32 rows %.2f ms), drafting "
-               "%.3f ms per slot + %.3f ms per row",
-               s->n_rows / 50.0, s->n_dec ? (double)s->n_drafts / s->n_dec : 0.0, s->t_draft / 50, s->t_forward / 50,
-               s->t_verify / 50, s->vlen.load, s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 8) : 0.0,
-               s->vlen.fwd ? sp_srv_vlen_forward_ms(&s->vlen, 32) : 0.0, s->vlen.load * s->vlen.c_slot,
-               s->vlen.load * s->vlen.c_row),
-            s->t_draft = s->t_forward = s->t_verify = 0, s->n_rows = s->n_dec = s->n_drafts = 0;
+    if (s->n_steps % 50 == 0) log_steps(s);
     pthread_mutex_lock(&s->mu);
     for (int w = 0; w < SLOT_NODRAFT_N; w++) s->m_nodraft[w] += nodraft[w];
     for (int k = 0; k < n; k++) {
@@ -345,31 +407,7 @@ static void step(srv *s) {
         j->stats = *st;
         j->stats.t_last = now;
     }
-    long used = 0;
-    for (int i = 0; i < P; i++) {
-        srv_job *j = s->slot_job[i];
-        if (!j) continue;
-        slot_phase ph = sp_slot_get_phase(s->slots[i]);
-        if (failed[i]) {
-            snprintf(j->error, sizeof j->error, "%s", err.msg);
-            j->stats = *sp_slot_get_stats(s->slots[i]);
-            job_done(s, j, "error");
-            vacate(s, i);
-        } else if (ph == SLOT_DONE) {
-            const slot_stats *st = sp_slot_get_stats(s->slots[i]);
-            j->stats = *st;
-            s->m_drafted += (unsigned long)st->drafted;
-            s->m_drafters_built += (unsigned long)st->drafter_built;
-            s->m_idle_drafter_rounds += (unsigned long)st->idle_drafter_rounds;
-            s->m_accepted += (unsigned long)st->accepted;
-            finish_text(j);
-            job_done(s, j, finish_name(sp_slot_stop_reason(s->slots[i])));
-            vacate(s, i);
-        } else {
-            used += sp_slot_kv_used(s->slots[i]);
-        }
-    }
-    s->m_kv_used = used;
+    retire_all(s, failed, &err);
     if (n > 0) pthread_cond_broadcast(&s->progress);
 }
 
@@ -427,6 +465,11 @@ static int drafter_src_init(srv *s, sp_err *err) {
     sp_sample_params greedy = sp_sample_params_default();
     sp_drafter *d = s->o.make_drafter(s->o.drafter_ctx, &greedy, sp_slot_kv_capacity(s->slots[0]), err);
     if (!d) return -1;
+    if (s->o.tree.nodes > 0 && !d->propose_tree) {
+        sp_err_set(err, "tree: drafter %s proposes no trees", d->name);
+        sp_drafter_free(d);
+        return -1;
+    }
     int nt = d->n_taps > 0 ? d->n_taps : 0;
     s->dtaps = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
     if (s->dtaps && nt) memcpy(s->dtaps, d->tap_layers, sizeof(int) * (size_t)nt);
@@ -437,7 +480,8 @@ static int drafter_src_init(srv *s, sp_err *err) {
 
 int sp_srv_sched_start(srv *s, sp_err *err) {
     const sp_config *c = sp_model_config(s->m);
-    int P = s->o.parallel, G1 = (s->o.make_drafter ? s->o.draft_max : 0) + 1;
+    int G = s->o.make_drafter ? s->o.draft_max : 0, TN = s->o.make_drafter ? s->o.tree.nodes : 0;
+    int P = s->o.parallel, G1 = (TN > G ? TN : G) + 1; /* a slot's most rows in one step */
     s->slots = calloc((size_t)P, sizeof *s->slots);
     s->slot_job = calloc((size_t)P, sizeof *s->slot_job);
     if (!s->slots || !s->slot_job) return sp_err_set(err, "server: out of memory for %d slots", P);

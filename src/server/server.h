@@ -38,6 +38,8 @@ typedef struct {
     const char *model_name;  /* id reported by /v1/models */
     const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
     int draft_max, draft_min;
+    sp_tree_shape tree;      /* tree.nodes > 0: speculative requests verify token trees of that many nodes and
+                                draft_max levels, verified inside the batched forward (docs/TREE.md) */
     int spec_max_slots;      /* greedy requests' drafts per step: -1 (default) chosen by the verify-length
                                 policy (vlen.h); 0 always the full G; N > 0 the full G while at most N
                                 slots are busy, else none. Sampled requests always draft the full G */

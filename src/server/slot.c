@@ -1,7 +1,8 @@
-/* slot.c — one request's speculative loop, stepped by the scheduler (see slot.h). Each piece
- * mirrors a piece of sp_spec_generate in spec.c: prefill of all prompt tokens but the pending one
- * (taps / hidden rows kept for the drafter's begin), then rounds of propose → forward over
- * [pending, drafts] → verify left to right → trim → commit. */
+/* slot.c — one request's speculative loop, stepped by the scheduler (see slot.h): prefill of all
+ * prompt tokens but the pending one (taps / hidden rows kept for the drafter's begin), then rounds
+ * of decode/round.h (propose → forward over [pending, drafts] → accept → trim → emit → commit),
+ * whose forward is the scheduler's batched one. What is the server's own lives here: prefill
+ * chunking, the dormant drafter and the rows held for it, logprobs, statistics. */
 #include "server/slot.h"
 
 #include <math.h>
@@ -21,8 +22,8 @@ struct srv_slot {
     int spec;              /* a speculative request: src is its drafter's source */
     slot_drafter_src src;
     sp_drafter *d;         /* built when the slot first verifies drafts */
-    sp_sampler *smp;
-    int G, greedy, nt, wh, max_ctx;
+    sp_round *R;           /* the request's speculative round (decode/round.h) */
+    int G, TN, greedy, nt, wh, max_ctx;
     /* prefill */
     int n_prefilled;       /* prompt rows forwarded (of n_prompt - 1) */
     float *ptaps, *phid;   /* [cap_rows, nt·H], [cap_rows, H]: held rows (below) */
@@ -33,16 +34,14 @@ struct srv_slot {
      * round without drafts costs the drafter nothing: the forward writes its row straight here. */
     int dormant, n_ctx_tok, cap_rows;
     int asked;             /* the drafter was asked to propose this round (sp_slot_wake_drafter) */
+    int proposed;          /* the round proposed itself this step (sp_slot_propose) */
     int hold_round;        /* this round's row goes to the held rows */
     /* decode */
     int32_t pending;
-    int nd, pos, T;         /* drafts in the block, position of pending, rows added */
-    int32_t blk[SP_SPEC_MAX_G + 1];
-    float *logits;          /* where the forward put this slot's logits (the scheduler's buffer) */
-    float *probs, *q, *taps, *hidden;
+    int pos, T;             /* position of pending, rows added */
     sp_forward_out out;
-    int n_emit, last_acc;
-    int g_room;             /* drafts this step may verify (sp_slot_plan), -1 before planning */
+    int n_emit, last_nd, last_acc;
+    int g_room, row_room;   /* drafts / rows after pending this step may verify (sp_slot_plan), -1 before */
     long offered[SP_SPEC_MAX_G + 1], reached[SP_SPEC_MAX_G + 1]; /* rounds verifying >= k drafts / accepting >= k */
     slot_token emit[SP_SPEC_MAX_G + 1];
     sp_stop_reason stop;
@@ -61,10 +60,9 @@ srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *er
     s->H = c->hidden_size;
     s->cap = c->max_pos > 0 && max_ctx > c->max_pos ? c->max_pos : max_ctx;
     s->chunk = prefill_chunk > SP_SPEC_MAX_G + 1 ? prefill_chunk : SP_SPEC_MAX_G + 1;
-    s->kv = sp_kv_create(m, s->cap, s->chunk, err);
-    s->probs = malloc(sizeof(float) * (size_t)s->V);
-    if (!s->kv || !s->probs) {
-        if (s->kv) sp_err_set(err, "server: out of memory for a slot");
+    /* a forward holds a prompt chunk, a chain block or a tree of up to SP_TREE_MAX_NODES nodes */
+    s->kv = sp_kv_create(m, s->cap, s->chunk > SP_TREE_MAX_NODES + 1 ? s->chunk : SP_TREE_MAX_NODES + 1, err);
+    if (!s->kv) {
         sp_slot_free(s);
         return NULL;
     }
@@ -73,21 +71,49 @@ srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *er
 
 void sp_slot_reset(srv_slot *s) {
     if (!s) return;
+    sp_round_free(s->R);
     sp_drafter_free(s->d);
-    sp_sampler_free(s->smp);
-    free(s->prompt), free(s->ptaps), free(s->phid), free(s->q), free(s->taps), free(s->hidden);
-    s->d = NULL, s->smp = NULL, s->prompt = NULL, s->ptaps = s->phid = s->q = s->taps = s->hidden = NULL;
+    free(s->prompt), free(s->ptaps), free(s->phid);
+    s->R = NULL, s->d = NULL, s->prompt = NULL, s->ptaps = s->phid = NULL;
     if (s->kv) sp_kv_clear(s->kv);
     s->phase = SLOT_IDLE;
-    s->dormant = s->spec = s->asked = s->hold_round = 0;
+    s->dormant = s->spec = s->asked = s->proposed = s->hold_round = 0;
 }
 
 void sp_slot_free(srv_slot *s) {
     if (!s) return;
     sp_slot_reset(s);
     sp_kv_free(s->kv);
-    free(s->probs);
     free(s);
+}
+
+/* The request's round: its sampling, penalties, drafts (a tree: nodes) and the rows its drafter takes. */
+static int round_make(srv_slot *s, sp_err *err) {
+    const slot_params *p = &s->p;
+    sp_round_params rp = {.sample = p->sample, .penalty = p->penalty, .draft_max = s->G, .draft_min = p->draft_min,
+                          .n_taps = s->nt, .tap_layers = s->nt ? s->src.tap_layers : NULL, .wants_hidden = s->wh};
+    if (s->TN) rp.tree = p->tree;
+    if (!(s->R = sp_round_create(s->m, s->kv, &rp, err))) return -1;
+    return sp_round_push(s->R, p->prompt, p->n_prompt, err);
+}
+
+/* The request's checks: prompt, lengths, sampling and penalty params, draft and tree sizes. */
+static int begin_check(srv_slot *s, const slot_params *p, sp_err *err) {
+    if (p->n_prompt < 1) return sp_err_set(err, "the prompt is empty");
+    if (p->max_new < 1) return sp_err_set(err, "max_tokens must be >= 1");
+    if (sp_sample_params_check(&p->sample, err) || sp_penalty_params_check(&p->penalty, err)) return -1;
+    if (s->spec && (s->G < 1 || s->G > SP_SPEC_MAX_G))
+        return sp_err_set(err, "draft_max %d out of range 1..%d", s->G, SP_SPEC_MAX_G);
+    if (s->TN > SP_TREE_MAX_NODES) return sp_err_set(err, "a tree of %d nodes (at most %d)", s->TN, SP_TREE_MAX_NODES);
+    long want = (long)p->n_prompt + p->max_new + (s->TN > s->G ? s->TN : s->G) + 1;
+    s->max_ctx = want < s->cap ? (int)want : s->cap;
+    if (p->n_prompt >= s->max_ctx)
+        return sp_err_set(err, "the prompt (%d tokens) does not fit the context (%d)", p->n_prompt, s->cap);
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->V)
+            return sp_err_set(err, "prompt token %d at index %d is outside the vocabulary [0, %d)", p->prompt[i], i,
+                              s->V);
+    return 0;
 }
 
 int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err) {
@@ -98,37 +124,25 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
     memset(&s->st, 0, sizeof s->st);
     memset(s->offered, 0, sizeof s->offered);
     memset(s->reached, 0, sizeof s->reached);
-    s->g_room = -1;
+    s->g_room = s->row_room = -1;
     s->stop = SP_STOP_NONE;
     s->n_emit = 0;
-    if (p->n_prompt < 1) return sp_err_set(err, "the prompt is empty");
-    if (p->max_new < 1) return sp_err_set(err, "max_tokens must be >= 1");
-    if (sp_sample_params_check(&p->sample, err)) return -1;
     s->G = s->spec ? p->draft_max : 0;
-    if (s->spec && (s->G < 1 || s->G > SP_SPEC_MAX_G))
-        return sp_err_set(err, "draft_max %d out of range 1..%d", s->G, SP_SPEC_MAX_G);
-    long want = (long)p->n_prompt + p->max_new + s->G + 1;
-    s->max_ctx = want < s->cap ? (int)want : s->cap;
-    if (p->n_prompt >= s->max_ctx)
-        return sp_err_set(err, "the prompt (%d tokens) does not fit the context (%d)", p->n_prompt, s->cap);
-    for (int i = 0; i < p->n_prompt; i++)
-        if (p->prompt[i] < 0 || p->prompt[i] >= s->V)
-            return sp_err_set(err, "prompt token %d at index %d is outside the vocabulary [0, %d)", p->prompt[i], i,
-                              s->V);
+    s->TN = s->spec && p->tree.nodes > 0 ? p->tree.nodes : 0;
+    if (begin_check(s, p, err)) return -1;
     s->greedy = sp_sample_is_greedy(&p->sample);
     s->nt = s->spec ? s->src.n_taps : 0;
     s->wh = s->spec && s->src.wants_hidden;
-    size_t rows = (size_t)(p->n_prompt > 1 ? p->n_prompt - 1 : 1), G1 = (size_t)s->G + 1;
+    size_t rows = (size_t)(p->n_prompt > 1 ? p->n_prompt - 1 : 1);
     s->cap_rows = (int)rows;
     s->prompt = malloc(sizeof(int32_t) * (rows + 1));
-    s->smp = sp_sampler_create(s->V, &p->sample, err);
-    if (!s->smp) return -1;
-    if (s->nt) s->ptaps = malloc(sizeof(float) * rows * s->nt * s->H), s->taps = malloc(sizeof(float) * G1 * s->nt * s->H);
-    if (s->wh) s->phid = malloc(sizeof(float) * rows * s->H), s->hidden = malloc(sizeof(float) * G1 * s->H);
-    if (!s->prompt || (s->nt && (!s->ptaps || !s->taps)) || (s->wh && (!s->phid || !s->hidden)))
+    if (s->nt) s->ptaps = malloc(sizeof(float) * rows * s->nt * s->H);
+    if (s->wh) s->phid = malloc(sizeof(float) * rows * s->H);
+    if (!s->prompt || (s->nt && !s->ptaps) || (s->wh && !s->phid))
         return sp_err_set(err, "out of memory for a request of %d prompt tokens", p->n_prompt);
     memcpy(s->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
     s->p.prompt = s->prompt;
+    if (round_make(s, err)) return -1;
     s->n_prefilled = 0;
     s->pending = s->prompt[p->n_prompt - 1];
     s->st.prompt_tokens = p->n_prompt;
@@ -146,10 +160,13 @@ int sp_slot_kv_capacity(const srv_slot *s) { return s->cap; }
 int sp_slot_rows_wanted(const srv_slot *s) {
     if (s->phase == SLOT_PREFILL) {
         int left = s->p.n_prompt - 1 - s->n_prefilled;
-        return left > 0 ? (left < s->chunk ? left : s->chunk) : 1 + s->G;
+        return left > 0 ? (left < s->chunk ? left : s->chunk) : 1 + (s->TN > s->G ? s->TN : s->G);
     }
-    return s->phase == SLOT_DECODE ? 1 + s->G : 0;
+    return s->phase == SLOT_DECODE ? 1 + (s->TN > s->G ? s->TN : s->G) : 0;
 }
+
+int sp_slot_plan_rows(const srv_slot *s) { return s->row_room < 0 ? 0 : 1 + s->row_room; }
+int sp_slot_is_tree(const srv_slot *s) { return s->TN > 0; }
 
 /* The prompt is in the cache: decoding starts, the drafter (if any) dormant — not built — with the
  * prompt and its rows as its context. */
@@ -183,10 +200,10 @@ static int drafter_tell(srv_slot *s, sp_err *err) {
         if (!same)
             return sp_err_set(err, "drafter %s wants other target rows (%d taps%s) than the server keeps (%d taps%s)",
                               d->name, d->n_taps, d->wants_hidden ? " + hidden" : "", s->nt, s->wh ? " + hidden" : "");
-        if (d->provides_q && !s->greedy && !(s->q = malloc(sizeof(float) * (size_t)s->G * s->V)))
-            return sp_err_set(err, "out of memory for the draft distributions of %d drafts", s->G);
+        if (sp_round_set_drafter(s->R, d, err)) return -1;
         s->st.drafter_built = 1;
-        sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed, .penalty = NULL};
+        sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed,
+                              .penalty = sp_round_penalty(s->R)};
         if (d->begin(d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err)) return -1;
     } else if (n > 0 && s->d->extend(s->d, s->prompt + 1, n, s->nt ? s->ptaps : NULL, s->wh ? s->phid : NULL, err)) {
         return -1;
@@ -233,32 +250,43 @@ static int hold_append(srv_slot *s, int32_t next, sp_err *err) {
 int sp_slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
     *g_room = 0;
     s->T = 0;
-    s->g_room = -1;
+    s->g_room = s->row_room = -1;
+    s->proposed = 0;
     if (s->phase == SLOT_PREFILL && s->p.n_prompt - 1 - s->n_prefilled <= 0 && begin_drafter(s, err)) return -1;
     if (s->phase != SLOT_DECODE) return 0;
-    /* one round of spec.c's loop up to the proposal */
+    /* the round's length: G capped by the context and max_new, then by the batch's rows */
     s->pos = sp_kv_len(s->kv);
-    int g = s->G;
-    if (g > s->max_ctx - s->pos - 1) g = s->max_ctx - s->pos - 1;
-    if (g > s->p.max_new - s->st.emitted - 1) g = s->p.max_new - s->st.emitted - 1;
+    int g = sp_round_plan(s->R, s->pos, s->max_ctx, s->p.max_new - s->st.emitted);
     if (g < 0) { /* no room for the pending token */
         s->stop = SP_STOP_CTX;
         s->phase = SLOT_DONE;
         return 0;
     }
-    if (g > max_rows - 1) g = max_rows - 1;
+    int rows = s->TN ? s->TN : g; /* a tree's nodes: capped by the context's room only */
+    if (rows > s->max_ctx - s->pos - 1) rows = s->max_ctx - s->pos - 1;
+    if (rows > max_rows - 1) rows = max_rows - 1;
+    if (g > rows) g = rows;
     if (g < 0) return 0; /* waits for the next forward */
     s->g_room = *g_room = s->spec ? g : 0;
+    s->row_room = s->spec ? rows : 0;
+    sp_round_begin(s->R, s->pending, s->row_room);
     return 1;
 }
 
 sp_drafter *sp_slot_drafter(const srv_slot *s) { return s->d; }
 int sp_slot_is_greedy(const srv_slot *s) { return s->greedy; }
-int32_t *sp_slot_draft_buf(srv_slot *s) { return s->blk + 1; }
-float *sp_slot_q_buf(srv_slot *s) { return s->q; }
+int32_t *sp_slot_draft_buf(srv_slot *s) { return sp_round_draft_buf(s->R); }
+float *sp_slot_q_buf(srv_slot *s) { return sp_round_q_buf(s->R); }
+
+int sp_slot_propose(srv_slot *s, int g, sp_err *err) {
+    if (g > s->g_room) g = s->g_room;
+    if (sp_round_propose(s->R, g, err)) return -1;
+    s->proposed = 1;
+    return sp_round_get_result(s->R)->nd;
+}
 
 void sp_slot_last_round(const srv_slot *s, int *nd, int *acc) {
-    *nd = s->nd;
+    *nd = s->last_nd;
     *acc = s->last_acc;
 }
 
@@ -271,52 +299,46 @@ void sp_slot_accept_counts(const srv_slot *s, const long **offered, const long *
     *reached = s->reached;
 }
 
-int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err) {
-    if (s->phase == SLOT_PREFILL) {
-        s->T = 0;
-        int left = s->p.n_prompt - 1 - s->n_prefilled;
-        int b = left < s->chunk ? left : s->chunk;
-        if (b > max_rows) b = max_rows;
-        if (b <= 0) return 0;
-        size_t r0 = (size_t)s->n_prefilled;
-        s->out = (sp_forward_out){0};
-        if (s->nt) {
-            s->out.tap_layers = s->src.tap_layers;
-            s->out.n_taps = s->nt;
-            s->out.taps = s->ptaps + r0 * s->nt * s->H;
-        }
-        if (s->wh) s->out.hidden = s->phid + r0 * s->H;
-        *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out};
-        return s->T = b;
+/* A prompt chunk's rows (at most max_rows), their taps / hidden rows into the held rows. */
+static int prepare_chunk(srv_slot *s, int max_rows, sp_forward_seq *seq) {
+    s->T = 0;
+    int left = s->p.n_prompt - 1 - s->n_prefilled;
+    int b = left < s->chunk ? left : s->chunk;
+    if (b > max_rows) b = max_rows;
+    if (b <= 0) return 0;
+    size_t r0 = (size_t)s->n_prefilled;
+    s->out = (sp_forward_out){0};
+    if (s->nt) {
+        s->out.tap_layers = s->src.tap_layers;
+        s->out.n_taps = s->nt;
+        s->out.taps = s->ptaps + r0 * s->nt * s->H;
     }
+    if (s->wh) s->out.hidden = s->phid + r0 * s->H;
+    *seq = (sp_forward_seq){s->kv, s->prompt + r0, b, &s->out, NULL};
+    return s->T = b;
+}
+
+int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err) {
+    if (s->phase == SLOT_PREFILL) return prepare_chunk(s, max_rows, seq);
     if (s->phase != SLOT_DECODE || s->g_room < 0) return 0;
-    if (nd > s->g_room) nd = s->g_room;
-    if (nd < 0) nd = 0;
-    for (int i = 1; i <= nd; i++)
-        if (s->blk[i] < 0 || s->blk[i] >= s->V)
-            return sp_err_set(err, "drafter %s proposed token %d outside the vocabulary", s->d->name, s->blk[i]);
-    if (nd < s->p.draft_min) nd = 0;
+    if (!s->proposed && sp_round_set_drafts(s->R, s->g_room, nd, err)) return -1;
+    nd = sp_round_get_result(s->R)->nd;
     if (1 + nd > max_rows) return 0; /* waits for the next forward */
     s->g_room = -1;
-    s->nd = nd;
-    s->blk[0] = s->pending;
-    s->logits = logits;
     /* a round that asked for no drafts writes its row straight into the held rows (none for plain) */
     s->hold_round = s->spec && nd == 0 && !s->asked && (s->dormant || s->d->extend);
-    float *taps = s->taps, *hidden = s->hidden;
+    float *taps = NULL, *hidden = NULL;
     if (s->hold_round) {
         if (hold_reserve(s, err)) return -1;
         size_t r = (size_t)s->n_ctx_tok - 1;
         taps = s->nt ? s->ptaps + r * s->nt * s->H : NULL;
         hidden = s->wh ? s->phid + r * s->H : NULL;
     }
-    s->out = (sp_forward_out){.logits = logits, .tap_layers = s->nt ? s->src.tap_layers : NULL, .n_taps = s->nt,
-                              .taps = taps, .hidden = hidden};
-    *seq = (sp_forward_seq){s->kv, s->blk, nd + 1, &s->out};
-    return s->T = nd + 1;
+    return s->T = sp_round_rows(s->R, logits, taps, hidden, &s->out, seq);
 }
 
-/* log-softmax of the raw logits row at token tok, plus the k most likely alternatives */
+/* log-softmax of the logits row (penalised when penalties are on) at token tok, plus the k most
+ * likely alternatives */
 static void fill_logprobs(slot_token *e, const float *lg, int V, int k) {
     float mx = lg[0];
     for (int i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
@@ -338,6 +360,48 @@ static void fill_logprobs(slot_token *e, const float *lg, int V, int k) {
     }
 }
 
+/* sp_round_emit's stop test: the token (with its logprobs) into the step's output, then EOS / max_new */
+static int emit_token(void *ctx, int32_t tok, int i) {
+    srv_slot *s = ctx;
+    slot_token *e = &s->emit[s->n_emit++];
+    e->token = tok;
+    e->n_top = 0;
+    e->logprob = 0;
+    if (s->p.top_logprobs >= 0) fill_logprobs(e, sp_round_logits_row(s->R, i), s->V, s->p.top_logprobs);
+    s->st.emitted++;
+    if (!s->p.ignore_eos && sp_is_eos(sp_model_config(s->m), tok)) s->stop = SP_STOP_EOS;
+    else if (s->st.emitted >= s->p.max_new) s->stop = SP_STOP_MAX_NEW;
+    else return 0;
+    return 1;
+}
+
+/* After a decode round's forward: accept, emit, then commit to the drafter (or hold the row). */
+static int finish_round(srv_slot *s, sp_err *err) {
+    s->st.target_calls++;
+    if (sp_round_accept(s->R, err)) return -1;
+    const sp_round_result *r = sp_round_get_result(s->R);
+    s->st.drafted += r->nd;
+    s->st.accepted += r->acc;
+    for (int k = 1; k <= r->depth; k++) s->offered[k]++;
+    for (int k = 1; k <= r->acc; k++) s->reached[k]++;
+    if (sp_round_emit(s->R, emit_token, s, err) < 0) return -1;
+    s->last_nd = r->depth;
+    s->last_acc = r->acc;
+    double now = sp_time_ms();
+    if (s->st.t_first == 0) s->st.t_first = now;
+    s->st.t_last = now;
+    if (r->stopped) {
+        s->phase = SLOT_DONE;
+        return 0;
+    }
+    s->pending = r->next;
+    if (!s->spec) return 0;
+    int hold = s->hold_round;
+    if (!hold && !s->asked) s->st.idle_drafter_rounds++; /* a drafter without extend commits every round */
+    s->asked = s->hold_round = 0;
+    return hold ? hold_append(s, r->next, err) : sp_round_commit(s->R, err);
+}
+
 int sp_slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
     *out = s->emit;
     s->n_emit = 0;
@@ -349,71 +413,7 @@ int sp_slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
         return 0;
     }
     s->T = 0;
-    s->st.target_calls++;
-    int acc = 0, next = -1, nd = s->nd, V = s->V;
-    uint64_t seed = s->p.sample.seed;
-    for (int i = 0; i <= nd; i++) { /* verify drafts left to right (spec.c) */
-        const float *lg = s->logits + (size_t)i * V;
-        uint64_t tpos = (uint64_t)(s->pos + 1 + i);
-        if (s->greedy) {
-            int best = sp_sample_argmax(lg, V);
-            if (i < nd && s->blk[i + 1] == best) {
-                acc++;
-                continue;
-            }
-            next = best;
-            break;
-        }
-        if (sp_sampler_probs(s->smp, s->probs, lg, err)) return -1;
-        if (i == nd) {
-            next = sp_sample_probs(s->probs, V, sp_rng_uniform(seed, SP_RNG_STREAM_SAMPLE, tpos));
-            break;
-        }
-        int ok;
-        int tok = sp_spec_verify_one(s->probs, s->q ? s->q + (size_t)i * V : NULL, V, s->blk[i + 1],
-                                     sp_rng_uniform(seed, SP_RNG_STREAM_ACCEPT, tpos),
-                                     sp_rng_uniform(seed, SP_RNG_STREAM_RESIDUAL, tpos), 0, &ok);
-        if (ok) {
-            acc++;
-            continue;
-        }
-        next = tok;
-        break;
-    }
-    if (next < 0) return sp_err_set(err, "sampling failed (empty distribution)");
-    s->st.drafted += nd;
-    s->st.accepted += acc;
-    for (int k = 1; k <= nd; k++) s->offered[k]++;
-    for (int k = 1; k <= acc; k++) s->reached[k]++;
-    if (sp_kv_trim(s->kv, nd - acc, err)) return -1;
-    const sp_config *cfg = sp_model_config(s->m);
-    int stop = 0;
-    for (int i = 0; i <= acc && !stop; i++) {
-        slot_token *e = &s->emit[s->n_emit++];
-        e->token = i < acc ? s->blk[i + 1] : next;
-        e->n_top = 0;
-        e->logprob = 0;
-        if (s->p.top_logprobs >= 0) fill_logprobs(e, s->logits + (size_t)i * V, V, s->p.top_logprobs);
-        s->st.emitted++;
-        if (!s->p.ignore_eos && sp_is_eos(cfg, e->token)) s->stop = SP_STOP_EOS, stop = 1;
-        else if (s->st.emitted >= s->p.max_new) s->stop = SP_STOP_MAX_NEW, stop = 1;
-    }
-    s->last_acc = acc;
-    double now = sp_time_ms();
-    if (s->st.t_first == 0) s->st.t_first = now;
-    s->st.t_last = now;
-    if (stop) {
-        s->phase = SLOT_DONE;
-        return s->n_emit;
-    }
-    s->pending = next;
-    if (s->spec) {
-        int hold = s->hold_round;
-        if (!hold && !s->asked) s->st.idle_drafter_rounds++; /* a drafter without extend commits every round */
-        s->asked = s->hold_round = 0;
-        if (hold ? hold_append(s, next, err) : s->d->commit(s->d, acc, next, s->taps, s->hidden, err)) return -1;
-    }
-    return s->n_emit;
+    return finish_round(s, err) ? -1 : s->n_emit;
 }
 
 void sp_slot_stop(srv_slot *s, int kept) {

@@ -1,19 +1,21 @@
 /* slot.h — one request's decoding state in the server, stepped by the scheduler.
  *
- * A slot runs exactly the speculative loop of sp_spec_generate (spec.c), cut at the target
- * forward so that the forwards of all active slots can run as one batched forward
- * (sp_model_forward_batch):
+ * A slot steps the speculative round of sp_spec_generate (decode/round.h, the one acceptance
+ * code), cut at the target forward so that the forwards of all active slots can run as one
+ * batched forward (sp_model_forward_batch); what is the server's own stays here: prefill
+ * chunking, the dormant drafter and its held rows, logprobs, statistics:
  *
  *     sp_slot_plan     → how many drafts it could verify this step (the scheduler picks g per slot
  *                     and has the slots' drafters propose, batched when they share a checkpoint)
  *     sp_slot_prepare  → the rows this slot adds to the next forward: a chunk of the prompt while
- *                     prefilling, else [pending, d_1 .. d_g]
+ *                     prefilling, else [pending, d_1 .. d_g] (a token tree: its nodes, tree-masked)
  *     (the scheduler runs one sp_model_forward_batch over every slot's rows)
- *     sp_slot_finish   → verify the drafts against the logits (same rule, same RNG counters as
- *                     spec.c), trim the cache, commit to the drafter, emit the kept tokens
+ *     sp_slot_finish   → the round's accept (same rule, same RNG counters and penalties as
+ *                     spec.c), cache trim, emit of the kept tokens, drafter commit
  *
- * The verify rule, the RNG streams and counters, the draft-length limits and the stop rules are
- * those of spec.c, and the forward of each slot's rows is bit-identical to its own forward, so a
+ * The verify rule, the RNG streams and counters, the draft-length limits, the repetition
+ * penalties and the stop rules are round.c's, and the forward of each slot's rows is
+ * bit-identical to its own forward, so a
  * request's tokens are those `specula generate` gives for the same prompt, params and drafter,
  * whatever else runs beside it. Without a drafter the slot is plain decoding (one token per
  * forward) through the same loop. Not thread-safe: one scheduler thread owns every slot. */
@@ -24,6 +26,7 @@
 
 #include "decode/drafter.h"
 #include "decode/generate.h"
+#include "decode/round.h"
 #include "decode/spec.h"
 
 #define SRV_MAX_TOP_LOGPROBS 20
@@ -33,13 +36,16 @@ typedef struct {
     const int32_t *prompt; /* [n_prompt] (copied by sp_slot_begin) */
     int n_prompt;
     sp_sample_params sample;
+    sp_penalty_params penalty; /* repetition penalties (inactive: none) */
     int max_new;
     int ignore_eos;
     int draft_max, draft_min; /* G of the drafter (ignored without one) */
+    sp_tree_shape tree;       /* tree.nodes > 0: token trees of that many nodes (a drafter with propose_tree) */
     int top_logprobs;         /* -1: no logprobs; 0..SRV_MAX_TOP_LOGPROBS: logprobs + that many alternatives */
 } slot_params;
 
-/* One emitted token with its log-probability under the target's raw distribution. */
+/* One emitted token with its log-probability under the target's raw distribution (the logits before
+ * temperature and truncation; with repetition penalties, after them). */
 typedef struct {
     int32_t token;
     float logprob;
@@ -98,6 +104,13 @@ void sp_slot_reset(srv_slot *s);
 slot_phase sp_slot_get_phase(const srv_slot *s);
 /* Rows this slot would add to the next forward (0 when idle or done). */
 int sp_slot_rows_wanted(const srv_slot *s);
+/* After sp_slot_plan returned 1: the most rows this step's round may add (1 + its drafts or tree nodes). */
+int sp_slot_plan_rows(const srv_slot *s);
+/* 1 when this request verifies token trees (its drafts are proposed by sp_slot_propose). */
+int sp_slot_is_tree(const srv_slot *s);
+/* Propose g drafts (a tree: g levels) with the slot's own drafter (after sp_slot_wake_drafter), when
+ * they are not proposed in a batch; returns the drafts (tree nodes) proposed, or -1 with err. */
+int sp_slot_propose(srv_slot *s, int g, sp_err *err);
 
 /* A step in three calls. sp_slot_plan: a decoding slot (a slot whose prompt is all in starts decoding
  * here, its drafter dormant) tells how many drafts it could verify this step, *g_room (its G capped
@@ -105,7 +118,8 @@ int sp_slot_rows_wanted(const srv_slot *s);
  * step, 0 when not (prefilling, done, or no room), -1 with err. Then the caller proposes up to
  * g <= *g_room drafts with the slot's drafter (after sp_slot_wake_drafter) into sp_slot_draft_buf / sp_slot_q_buf (q only for sampled
  * requests with a q-providing drafter, else NULL), or none, and sp_slot_prepare fills *seq with its
- * rows: a prompt chunk (at most max_rows rows) while prefilling, else [pending, the nd drafts].
+ * rows: a prompt chunk (at most max_rows rows) while prefilling, else [pending, the nd drafts] (nd is
+ * ignored after sp_slot_propose: the round holds its proposal).
  * logits: where its [T, V] logits go. Greedy output does not depend on nd; a sampled request must
  * be given its full *g_room proposal each step so that its seed reproduces whatever the load.
  * sp_slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
@@ -132,7 +146,7 @@ int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward
 /* This request's verify history: offered[k] rounds verified at least k drafts, reached[k] of them
  * accepted at least k (k = 1 .. SP_SPEC_MAX_G; index 0 unused). */
 void sp_slot_accept_counts(const srv_slot *s, const long **offered, const long **reached);
-/* The last decode round: drafts verified and accepted. */
+/* The last decode round: positions verified (a chain's drafts, a tree's depth) and drafts accepted. */
 void sp_slot_last_round(const srv_slot *s, int *nd, int *acc);
 /* Count a prepared decoding round of a speculative request that verifies no drafts, for `why`. */
 void sp_slot_count_nodraft(srv_slot *s, slot_nodraft why);

@@ -94,7 +94,7 @@ int sp_srv_vlen_init(srv_vlen *v, sp_model *m, sp_kv *scratch, float *logits, in
     for (int rep = 0; rep < 5; rep++)
         for (int i = 0; i < np; i++) {
             sp_forward_out out = {.logits = logits};
-            sp_forward_seq seq = {kv, tok + CALIB_CTX, pts[i], &out};
+            sp_forward_seq seq = {kv, tok + CALIB_CTX, pts[i], &out, NULL};
             double t0 = sp_time_ms();
             if ((rc = sp_model_forward_batch(m, scratch, &seq, 1, err)) || (rc = sp_kv_trim(kv, pts[i], err))) goto done;
             double t = sp_time_ms() - t0;
