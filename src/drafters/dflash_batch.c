@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/prof.h"
 #include "drafters/dflash_internal.h"
 #include "model/block.h"
 #include "decode/spec.h"
@@ -151,6 +152,7 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
     double t0 = sp_time_ms();
     for (int i = 0; i < n; i++)
         if (ss[i]->n_lazy && sp_df_ensure_cap(ss[i], ss[i]->n_ctx + ss[i]->n_lazy + ss[i]->max_drafts + 1, err)) return -1;
+    int prof = sp_prof_enter(SP_PROF_CTX_KV);
     int si = 0, r0 = 0; /* next row: drafter si, its row r0 */
     while (si < n) {
         /* a pass: segments (drafter, first row, rows) gathered up to R rows */
@@ -184,6 +186,7 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
         ss[i]->n_ctx += ss[i]->n_lazy;
         ss[i]->n_lazy = 0;
     }
+    sp_prof_leave(prof);
     w->info.ms_inject += sp_time_ms() - t0;
     return 0;
 }
@@ -192,7 +195,7 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
  * n_ctx ..), in w's scratch (Σ T ≤ w->R rows): each drafter's s->hid [T, H] and s->logits [T, V],
  * its block K/V in its own cache (dropped by not advancing n_ctx, as in block_forward). */
 static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[SP_SPEC_MAX_G + 2], const int *T) {
-    int H = w->H, N = 0;
+    int H = w->H, N = 0, prof = sp_prof_enter(SP_PROF_BLOCK);
     float eps = (float)w->dc.rms_eps;
     int off[n];
     for (int i = 0; i < n; i++) {
@@ -212,6 +215,7 @@ static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[
     }
     /* final norm into xn (w->hid is w's own output, and a later group must not overwrite it) */
     sp_rmsnorm(w->xn, w->x, w->final_norm, N, H, eps);
+    sp_prof_leave(prof);
     for (int i = 0; i < n; i++) {
         df_t *s = ss[i];
         if (T[i] <= 0) continue;
