@@ -13,7 +13,7 @@ S="$BUILD/specula"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$OUT"
-for t in safetensors config tokenizer gguf shards regen cli jinja request; do mkdir -p "$OUT/$t"; done
+for t in safetensors config tokenizer gguf load shards regen cli jinja request; do mkdir -p "$OUT/$t"; done
 
 # a tokenizer trained on a few lines, and tiny checkpoints of each architecture with it
 printf 'the quick brown fox jumps over the lazy dog\nspeculative decoding drafts tokens and verifies them\n0123456789 hello world, HELLO WORLD!\n' > "$tmp/corpus.txt"
@@ -52,6 +52,8 @@ J
 # GGUF: the qwen3 checkpoint exported with its vocabulary, and without one
 "$S" export-gguf -m "$tmp/qwen3" -o "$OUT/gguf/qwen3.gguf" 2>/dev/null
 "$S" export-gguf -m "$tmp/llama" -o "$OUT/gguf/llama-notok.gguf" --no-tokenizer 2>/dev/null
+# the loader's tensor binding (fuzz_load): the same models, whole
+cp "$OUT/gguf/qwen3.gguf" "$OUT/gguf/llama-notok.gguf" "$OUT/load/"
 
 # a regen shard: shard.json, a newline, model.safetensors
 printf '{"ids": [1, 5, 6, 7], "resp_start": 2}\n{"ids": [1, 9, 8], "resp_start": 1}\n' > "$tmp/c.jsonl"

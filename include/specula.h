@@ -117,6 +117,10 @@ typedef struct sp_kv sp_kv;
  * n_threads <= 0 means all cores. Weights are mmapped read-only. */
 int sp_model_load(sp_model **out, const char *dir, int n_threads, sp_err *err);
 void sp_model_free(sp_model *m);
+/* Validate path (a model directory or GGUF file) exactly as sp_model_load does (config, every
+ * tensor present with its type and shape, no tensor left unbound) without keeping anything:
+ * 0, or -1 with the same error sp_model_load gives. */
+int sp_model_check(const char *path, sp_err *err);
 const sp_config *sp_model_config(const sp_model *m);
 int sp_model_threads(const sp_model *m);
 /* bytes of weights streamed per decoded token (all matmul weights + LM head) */

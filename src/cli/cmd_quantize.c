@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "specula.h"
 #include "formats/gguf_quantize.h"
 #include "formats/st_quantize.h"
 
@@ -39,6 +40,8 @@ int cmd_quantize(int argc, char **argv) {
     }
     gguf_quantize_opts o = {.n_threads = threads, .progress = !quiet};
     if (sp_gguf_mix_parse(type, &o.mix)) return cli_error(CMD, "--type %s: expected q8_0, q4_0, q4_k_m, q6_k or f32", type);
+    /* the model must load as generate loads it: the one validator, before anything is written */
+    if (sp_model_check(in, &err)) return cli_error(CMD, "%s", err.msg);
     if (sp_gguf_quantize(in, out, &o, &err)) return cli_error(CMD, "%s", err.msg);
     fprintf(stderr, "wrote %s (%s)\n", out, sp_gguf_mix_name(o.mix));
     return 0;

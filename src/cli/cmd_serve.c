@@ -20,6 +20,7 @@ static const char *CMD = "serve";
 typedef struct {
     const char *dir, *host, *api_key, *name, *chat_tpl;
     int threads, port, parallel, ctx, max_queue, timeout, n_predict, verbose, spec_max_slots;
+    int read_timeout, max_conns, max_conn_ip; /* the connection guard (src/server/conn.c) */
     cli_spec_opts so;
     cli_tree_opts to;
     sp_tree_shape tree; /* --tree: the shape, draft_max levels */
@@ -38,6 +39,12 @@ static int serve_parse(serve_opts *o, int argc, char **argv) {
         {NULL, "--api-key", CLI_STR, &o->api_key, "KEY", "require Authorization: Bearer KEY"},
         {NULL, "--max-queue", CLI_INT, &o->max_queue, "N", "requests waiting for a slot before 503 (default 64)"},
         {NULL, "--timeout", CLI_INT, &o->timeout, "S", "idle connection timeout in seconds (default 60)"},
+        {NULL, "--read-timeout", CLI_INT, &o->read_timeout, "S",
+         "a request's line, headers and body must arrive within S seconds, however slowly they trickle "
+         "(default 30)"},
+        {NULL, "--max-connections", CLI_INT, &o->max_conns, "N",
+         "connections at once (default 512); near the limit the oldest unfinished requests are dropped"},
+        {NULL, "--max-conn-per-ip", CLI_INT, &o->max_conn_ip, "N", "connections from one client address (default 128; 0: no cap)"},
         {NULL, "--alias", CLI_STR, &o->name, "NAME", "model id in responses (default: the directory name)"},
         {"-t", "--threads", CLI_INT, &o->threads, "N", "threads (default: all cores)"},
         {"-v", "--verbose", CLI_FLAG, &o->verbose, NULL, "log one line per request (on by default; -v adds debug lines)"},
@@ -96,6 +103,9 @@ static srv_opts server_opts(const serve_opts *o) {
     so.api_key = o->api_key;
     so.max_queue = o->max_queue;
     so.timeout_s = o->timeout;
+    so.read_timeout_s = o->read_timeout;
+    so.max_connections = o->max_conns;
+    so.max_conn_per_ip = o->max_conn_ip;
     so.n_predict = o->n_predict;
     so.model_name = o->name;
     so.spec_name = o->so.spec;
@@ -137,7 +147,8 @@ static int serve(serve_opts *o, sigset_t *sigs) {
 
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .max_queue = 64, .timeout = 60,
-                    .n_predict = 256, .spec_max_slots = -1, .so = CLI_SPEC_OPTS_DEFAULT,
+                    .n_predict = 256, .spec_max_slots = -1, .read_timeout = 30, .max_conns = 512, .max_conn_ip = 128,
+                    .so = CLI_SPEC_OPTS_DEFAULT,
                     .to = CLI_TREE_OPTS_DEFAULT};
     const int default_draft_max = o.so.draft_max;
     o.so.draft_max = INT_MIN; /* still INT_MIN after parsing: --draft-max not given */

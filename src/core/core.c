@@ -356,22 +356,55 @@ int sp_dir_publish(const char *tmp, const char *dir, sp_err *err) {
 
 enum { AFILE_BUF = 1 << 20 };
 
-int sp_afile_open(sp_afile *f, const char *path, sp_err *err) {
+/* what already sits at path: 0 nothing or a regular file (temp + rename), 1 a character device
+ * or FIFO (written in place), -1 something no file may replace (err set) */
+static int afile_target_kind(const char *path, sp_err *err) {
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return 1;
+    const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
+    return sp_err_set(err, "output %s is %s: refusing to write over it", path, what);
+}
+
+static int afile_start(sp_afile *f, const char *path, sp_afile_mode mode, sp_err *err) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
-        sp_tmp_name(f->tmp, sizeof f->tmp, path))
+    f->mode = mode;
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return sp_err_set(err, "path too long: %s", path);
-    sp_remove_stale_tmp(path);
+    if (mode == SP_AFILE_RENAME) {
+        if (sp_tmp_name(f->tmp, sizeof f->tmp, path)) return sp_err_set(err, "path too long: %s", path);
+        sp_remove_stale_tmp(path);
+    } else {
+        snprintf(f->tmp, sizeof f->tmp, "%s", path);
+    }
     f->buf = malloc(AFILE_BUF);
     if (!f->buf) return sp_err_set(err, "out of memory writing %s", path);
-    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* a FIFO's open waits for a reader, as cp's does */
+    int flags = mode == SP_AFILE_DEVICE ? O_WRONLY : O_WRONLY | O_CREAT | O_TRUNC;
+    f->fd = open(f->tmp, flags | O_CLOEXEC, 0644);
     if (f->fd < 0) {
         free(f->buf);
         f->buf = NULL;
-        return sp_err_set(err, "cannot create %s: %s", f->tmp, strerror(errno));
+        return sp_err_set(err, "cannot %s %s: %s", mode == SP_AFILE_DEVICE ? "open" : "create", f->tmp,
+                          strerror(errno));
     }
     return 0;
+}
+
+int sp_afile_open(sp_afile *f, const char *path, sp_err *err) {
+    int kind = afile_target_kind(path, err);
+    if (kind < 0) {
+        memset(f, 0, sizeof *f);
+        f->fd = -1;
+        return -1;
+    }
+    return afile_start(f, path, kind ? SP_AFILE_DEVICE : SP_AFILE_RENAME, err);
+}
+
+int sp_afile_open_direct(sp_afile *f, const char *path, sp_err *err) {
+    return afile_start(f, path, SP_AFILE_IN_PLACE, err);
 }
 
 static void afile_drain(sp_afile *f, const unsigned char *p, size_t n) {
@@ -403,7 +436,7 @@ void sp_afile_write(sp_afile *f, const void *data, size_t n) {
 
 void sp_afile_abort(sp_afile *f) {
     if (f->fd >= 0) close(f->fd);
-    if (f->fd >= 0) unlink(f->tmp);
+    if (f->fd >= 0 && f->mode != SP_AFILE_DEVICE) unlink(f->tmp);
     f->fd = -1;
     free(f->buf);
     f->buf = NULL;
@@ -422,7 +455,9 @@ void sp_fsync_parent_dir(const char *path) {
 int sp_afile_commit(sp_afile *f, sp_err *err) {
     afile_drain(f, f->buf, f->used);
     f->used = 0;
-    if (!f->failed && fsync(f->fd) != 0) f->failed = errno;
+    /* a terminal, pipe or /dev/null cannot be synced (EINVAL): nothing is lost */
+    if (!f->failed && fsync(f->fd) != 0 && !(f->mode == SP_AFILE_DEVICE && (errno == EINVAL || errno == EROFS)))
+        f->failed = errno;
     if (f->failed) {
         sp_err_set(err, "cannot write %s: %s", f->tmp, strerror(f->failed));
         sp_afile_abort(f);
@@ -432,6 +467,10 @@ int sp_afile_commit(sp_afile *f, sp_err *err) {
     f->fd = -1;
     free(f->buf);
     f->buf = NULL;
+    if (f->mode != SP_AFILE_RENAME) {
+        if (rc != 0) return sp_err_set(err, "cannot write %s: %s", f->path, strerror(errno));
+        return 0;
+    }
     if (rc != 0 || rename(f->tmp, f->path) != 0) {
         sp_err_set(err, "cannot move %s to %s: %s", f->tmp, f->path, strerror(errno));
         unlink(f->tmp);

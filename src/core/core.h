@@ -92,15 +92,22 @@ void sp_owner_free(sp_owner *o);
 /* Crash-safe streaming write: data goes to path.tmp.PID; commit fsyncs it, renames it over path
  * and fsyncs the directory, so readers see the old file or the whole new one, never a torn one.
  * Writes are buffered; the first failure is remembered and reported by commit. abort (or a
- * failed commit) removes the temp file. */
+ * failed commit) removes the temp file.
+ * When path already names a character device or a FIFO (/dev/null, /dev/stdout on a pipe), the
+ * data is written to it directly, as cp does, and nothing is renamed over it; a block device or a
+ * socket is refused with an error naming it. sp_afile_open_direct writes path itself in place (a
+ * scratch file of the caller's: no temp name, no rename; abort removes it). */
+typedef enum { SP_AFILE_RENAME, SP_AFILE_IN_PLACE, SP_AFILE_DEVICE } sp_afile_mode;
 typedef struct {
     int fd;
     int failed;           /* errno of the first failed write, 0 if none */
+    sp_afile_mode mode;
     size_t used;
     unsigned char *buf;   /* 1 MiB write buffer */
-    char path[4096], tmp[4200];
+    char path[4096], tmp[4200]; /* tmp: the file written (path itself unless mode is RENAME) */
 } sp_afile;
 int sp_afile_open(sp_afile *f, const char *path, sp_err *err);
+int sp_afile_open_direct(sp_afile *f, const char *path, sp_err *err);
 void sp_afile_write(sp_afile *f, const void *data, size_t n);
 int sp_afile_commit(sp_afile *f, sp_err *err);
 void sp_afile_abort(sp_afile *f);

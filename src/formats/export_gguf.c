@@ -302,7 +302,8 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
     if (cfg.arch == SP_ARCH_GEMMA4 && !strcmp(cfg.torch_dtype, "bfloat16"))
         sp_log(SP_LOG_INFO, "gemma4: llama.cpp scales embeddings by sqrtf(H) in f32, HF by bf16(sqrt(H)) "
                             "(docs/GGUF-FORMAT.md §7): expect ~0.1%% differences");
-    if (sp_gguf_writer_save(w, out_path, err)) goto done;
+    if (o->in_place ? sp_gguf_writer_save_in_place(w, out_path, err) : sp_gguf_writer_save(w, out_path, err))
+        goto done;
     rc = 0;
 done:
     sp_gguf_writer_free(w);

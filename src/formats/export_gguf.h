@@ -23,6 +23,7 @@ typedef struct {
     int no_tokenizer;           /* 1: write without tokenizer keys when DIR has no tokenizer.json */
     const char *tokenizer_gguf; /* copy tokenizer.* keys from this GGUF instead of tokenizer.json */
     const char *name;           /* general.name; NULL = the directory's base name */
+    int in_place;               /* 1: write out_path itself (a scratch file), no temp name + rename */
 } export_gguf_opts;
 
 /* Read DIR (config.json + safetensors) and write out_path atomically. */

@@ -7,7 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../core/pool.h"
@@ -226,8 +231,11 @@ static int add_tensor_jobs(const gguf_file *f, gguf_writer *w, const char *in, c
     return 0;
 }
 
-static int quantize_file(const char *in, const char *out, const gguf_quantize_opts *o, sp_err *err) {
+/* in: a GGUF file. scratch: 1 when in is this run's own intermediate, removed as soon as it is
+ * mapped (the mapping keeps its pages), so a killed run leaves nothing of it behind */
+static int quantize_file(const char *in, const char *out, const gguf_quantize_opts *o, int scratch, sp_err *err) {
     gguf_file *f = sp_gguf_open(in, err);
+    if (scratch) remove(in);
     if (!f) return -1;
     gguf_writer *w = sp_gguf_writer_create();
     tensor_job *jobs = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *jobs);
@@ -251,16 +259,100 @@ done:
     return rc;
 }
 
+/* ---- a model directory: through a scratch GGUF ------------------------------------------------ */
+/* The scratch GGUF of out: OUT.export.tmp.PID beside the output, or in $TMPDIR (else /tmp) when
+ * the output is not a regular file (a device such as /dev/null, a FIFO). */
+static int scratch_name(char *buf, size_t cap, const char *out) {
+    struct stat st;
+    char base[4200];
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(base, sizeof base, "%s/specula-quantize.export", dir);
+    } else if (snprintf(base, sizeof base, "%s.export", out) >= (int)sizeof base) {
+        return -1;
+    }
+    return sp_tmp_name(buf, cap, base);
+}
+
+/* Remove what killed runs left beside scratch (SCRATCH_BASE.tmp.N, and the names
+ * BASE.N.tmp / BASE.N.tmp.tmp.N of older writers) when process N no longer runs. */
+static void remove_stale_scratch(const char *scratch) {
+    char base[4200], dirbuf[4200];
+    snprintf(base, sizeof base, "%s", scratch);
+    char *t = strrchr(base, '.');
+    if (t && t - base > 4 && !strncmp(t - 4, ".tmp", 4)) t[-4] = 0; /* BASE.tmp.PID -> BASE */
+    sp_remove_stale_tmp(base);
+    snprintf(dirbuf, sizeof dirbuf, "%s", base);
+    char *slash = strrchr(dirbuf, '/');
+    const char *name = slash ? slash + 1 : dirbuf;
+    if (slash) *slash = 0;
+    DIR *d = opendir(slash ? (*dirbuf ? dirbuf : "/") : ".");
+    if (!d) return;
+    size_t nl = strlen(name);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *p = e->d_name;
+        if (strncmp(p, name, nl) || p[nl] != '.') continue;
+        char *end;
+        long pid = strtol(p + nl + 1, &end, 10);
+        if (end == p + nl + 1 || pid <= 0 || (strcmp(end, ".tmp") && strncmp(end, ".tmp.tmp.", 9))) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char full[8400];
+        snprintf(full, sizeof full, "%s/%s", slash ? (*dirbuf ? dirbuf : "") : ".", p);
+        if (remove(full) == 0) sp_log(SP_LOG_WARN, "removed %s, left by process %ld that no longer runs", full, pid);
+    }
+    closedir(d);
+}
+
+/* bytes of the *.safetensors files in dir (what the scratch GGUF will about take) */
+static double safetensors_bytes(const char *dir) {
+    double sum = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        char p[8400];
+        struct stat st;
+        if (n < 12 || strcmp(e->d_name + n - 12, ".safetensors")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &st) == 0) sum += (double)st.st_size;
+    }
+    closedir(d);
+    return sum;
+}
+
+/* The scratch GGUF and the output (on the same file system) must fit in its free space: say so
+ * before anything is written. */
+static int check_free_space(const char *dir, const char *scratch, const char *out, gguf_mix mix, sp_err *err) {
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s", scratch);
+    const char *sdir = dirname(buf);
+    struct statvfs vs;
+    struct stat ss, os;
+    if (statvfs(sdir, &vs) != 0 || stat(sdir, &ss) != 0) return 0; /* unknown: let the writes tell */
+    double in = safetensors_bytes(dir), need = in;
+    /* the output: at most the input's size, twice it for f32 from 16-bit weights */
+    int out_here = stat(out, &os) != 0 ? 1 : S_ISREG(os.st_mode) && os.st_dev == ss.st_dev;
+    if (out_here) need += mix == GGUF_MIX_F32 ? 2 * in : in;
+    double avail = (double)vs.f_bavail * (double)vs.f_frsize;
+    if (need <= avail) return 0;
+    return sp_err_set(err, "quantize from a model directory writes a scratch GGUF (%s, about %.0f MiB)%s: about "
+                      "%.0f MiB needed in %s, %.0f MiB free (quantize an exported GGUF instead, or free space)",
+                      scratch, in / 1048576.0, out_here ? " beside the output" : "", need / 1048576.0, sdir,
+                      avail / 1048576.0);
+}
+
 int sp_gguf_quantize(const char *in_path, const char *out_path, const gguf_quantize_opts *o, sp_err *err) {
     struct stat st;
     if (stat(in_path, &st) != 0) return sp_err_set(err, "cannot open %s", in_path);
-    if (S_ISREG(st.st_mode)) return quantize_file(in_path, out_path, o, err);
-    /* a model directory: export it to a temporary GGUF beside the output, quantize, remove it */
+    if (S_ISREG(st.st_mode)) return quantize_file(in_path, out_path, o, 0, err);
+    /* a model directory: exported to a scratch GGUF, which is unlinked once mapped */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.export.%ld.tmp", out_path, (long)getpid());
-    export_gguf_opts eo = {.weight_type = -1, .no_tokenizer = 1};
+    if (scratch_name(tmp, sizeof tmp, out_path)) return sp_err_set(err, "path too long: %s", out_path);
+    remove_stale_scratch(tmp);
+    if (check_free_space(in_path, tmp, out_path, o->mix, err)) return -1;
+    export_gguf_opts eo = {.weight_type = -1, .no_tokenizer = 1, .in_place = 1};
     if (sp_export_gguf(in_path, tmp, &eo, err)) return -1;
-    int rc = quantize_file(tmp, out_path, o, err);
-    remove(tmp);
-    return rc;
+    return quantize_file(tmp, out_path, o, 1, err);
 }

@@ -208,6 +208,7 @@ static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
     char what[96];
     snprintf(what, sizeof what, "tensor info #%llu", (unsigned long long)idx);
     if (rd_str(c, &t->name, what)) return -1;
+    if (t->name.len == 0) return sp_err_set(c->err, "%s: %s has an empty name", c->path, what);
     if (rd_u32(c, &t->n_dims, what)) return -1;
     if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
         return sp_err_set(c->err, "%s: tensor '%.*s' has %u dims (1..%d allowed)", c->path,
@@ -216,6 +217,9 @@ static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
     uint64_t numel = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         if (rd_u64(c, &t->dims[d], what)) return -1;
+        if (t->dims[d] == 0)
+            return sp_err_set(c->err, "%s: tensor '%.*s': dimension %u is 0", c->path,
+                              (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr, d);
         if (t->dims[d] && numel > UINT64_MAX / t->dims[d])
             return sp_err_set(c->err, "%s: tensor '%.*s' element count overflows", c->path,
                               (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr);
@@ -237,6 +241,15 @@ static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
         t->nbytes = numel / bv * bb;
     }
     return 0;
+}
+
+/* add to err that entry i failed of the n the header's n_tensors declares */
+static void tensor_count_hint(sp_err *err, uint64_t i, uint64_t n) {
+    if (!err) return;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%.700s (tensor info #%llu of the n_tensors = %llu the header declares; %llu read "
+             "before it)", err->msg, (unsigned long long)i, (unsigned long long)n, (unsigned long long)i);
+    memcpy(err->msg, msg, sizeof msg);
 }
 
 static int cmp_by_offset(const void *a, const void *b) {
@@ -365,7 +378,11 @@ gguf_file *sp_gguf_open(const char *path, sp_err *err) {
         f->alignment = al->v.u;
     }
     for (uint64_t i = 0; i < f->n_tensors; i++)
-        if (read_tensor_info(&c, &f->tensors[i], i)) goto fail;
+        if (read_tensor_info(&c, &f->tensors[i], i)) {
+            /* past the first, a bad entry most often means n_tensors counts more than are described */
+            if (i > 0) tensor_count_hint(err, i, f->n_tensors);
+            goto fail;
+        }
     uint64_t pos = (uint64_t)(c.p - f->map);
     f->data_offset = pos + (f->alignment - pos % f->alignment) % f->alignment;
     if (check_tensor_bounds(f, path, err)) goto fail;

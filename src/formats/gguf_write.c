@@ -371,13 +371,19 @@ static int write_all(gguf_writer *w, gout *o, sp_err *err) {
     return 0;
 }
 
-int sp_gguf_writer_save(gguf_writer *w, const char *path, sp_err *err) {
+static int writer_save(gguf_writer *w, const char *path, int in_place, sp_err *err) {
     sp_afile f;
-    if (sp_afile_open(&f, path, err)) return -1;
+    if (in_place ? sp_afile_open_direct(&f, path, err) : sp_afile_open(&f, path, err)) return -1;
     gout o = {&f, 0};
     if (write_all(w, &o, err)) {
         sp_afile_abort(&f);
         return -1;
     }
     return sp_afile_commit(&f, err);
+}
+
+int sp_gguf_writer_save(gguf_writer *w, const char *path, sp_err *err) { return writer_save(w, path, 0, err); }
+
+int sp_gguf_writer_save_in_place(gguf_writer *w, const char *path, sp_err *err) {
+    return writer_save(w, path, 1, err);
 }

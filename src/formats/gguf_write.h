@@ -109,5 +109,8 @@ int sp_gguf_writer_n_kv(const gguf_writer *w);
 /* Write the file atomically: PATH.tmp.PID, fsync, rename. On failure no file appears at
  * path. Memory used while writing: one chunk (<= 64 MiB) of tensor data. */
 int sp_gguf_writer_save(gguf_writer *w, const char *path, sp_err *err);
+/* Write path itself, in place (a scratch file of the caller's): no temp name, no rename; on
+ * failure the file is removed. */
+int sp_gguf_writer_save_in_place(gguf_writer *w, const char *path, sp_err *err);
 
 #endif

@@ -100,7 +100,7 @@ static int check_shape(const wt *t, int ndim, int64_t n, int64_t k, sp_err *err)
 /* W's copy in the fast tier's layout, when that tier has one (matrices a matmul reads; a lookup
  * table stays as it is) */
 static int pack_mat(sp_model *m, sp_mat *W, const char *what, sp_err *err) {
-    size_t pb = sp_mat_pack_bytes(W);
+    size_t pb = m->check_only ? 0 : sp_mat_pack_bytes(W);
     if (!pb) return 0;
     void *p = sp_owner_alloc64(&m->owned, pb); /* 64-byte rows and registers */
     if (!p) return sp_err_set(err, "out of memory repacking %s (%zu bytes)", what, pb);
@@ -260,20 +260,39 @@ static int open_dir(sp_model *m, const char *dir, sp_err *err) {
     return sp_config_load(&m->cfg, path, err) || sp_st_open_dir(&m->st, dir, err) || bind_model(m, err) ? -1 : 0;
 }
 
-int sp_model_load(sp_model **out, const char *path, int n_threads, sp_err *err) {
-    *out = NULL;
-    if (n_threads > sp_pool_max_threads())
-        return sp_err_set(err, "threads: %d asked, at most %d allowed (%d per online CPU)", n_threads,
-                          sp_pool_max_threads(), SP_POOL_THREADS_PER_CPU);
+/* the config read and every tensor bound (check_only: without the packed copies); NULL with err
+ * set on any failure */
+static sp_model *open_model(const char *path, int check_only, sp_err *err) {
     sp_model *m = calloc(1, sizeof *m);
-    if (!m) return sp_err_set(err, "out of memory");
+    if (!m) {
+        sp_err_set(err, "out of memory");
+        return NULL;
+    }
+    m->check_only = check_only;
     struct stat st;
     int is_file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     if (is_file ? open_gguf(m, path, err) : open_dir(m, path, err)) {
         sp_err_wrap(err, "loading model %s", path);
         sp_model_free(m);
-        return -1;
+        return NULL;
     }
+    return m;
+}
+
+int sp_model_check(const char *path, sp_err *err) {
+    sp_model *m = open_model(path, 1, err);
+    if (!m) return -1;
+    sp_model_free(m);
+    return 0;
+}
+
+int sp_model_load(sp_model **out, const char *path, int n_threads, sp_err *err) {
+    *out = NULL;
+    if (n_threads > sp_pool_max_threads())
+        return sp_err_set(err, "threads: %d asked, at most %d allowed (%d per online CPU)", n_threads,
+                          sp_pool_max_threads(), SP_POOL_THREADS_PER_CPU);
+    sp_model *m = open_model(path, 0, err);
+    if (!m) return -1;
     m->pool = sp_pool_create(n_threads);
     if (!m->pool) {
         sp_model_free(m);

@@ -22,6 +22,7 @@ struct sp_model {
     gguf_file *gg;             /* a GGUF file, or NULL (exactly one of st / gg) */
     unsigned char *gg_bound;   /* [gg->n_tensors] 1 once a tensor is bound (all must be) */
     int qk_interleaved;        /* llama GGUF: attn_q / attn_k rows in llama.cpp's pair order */
+    int check_only;            /* sp_model_check: bind and validate, no packed copies */
     sp_pool *pool;
     int n_threads;
     sp_mat embed;              /* [V, H] token embedding; rows converted to f32 per lookup */

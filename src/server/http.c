@@ -26,6 +26,9 @@ srv_opts sp_srv_opts_default(void) {
     o.ctx = 4096;
     o.max_queue = 64;
     o.timeout_s = 60;
+    o.read_timeout_s = 30;
+    o.max_connections = 512;
+    o.max_conn_per_ip = 128;
     o.max_body = 1 << 20;
     o.n_predict = 256;
     o.prefill_chunk = 128;
@@ -347,6 +350,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         *con_cls = cs;
+        sp_srv_conn_reading(s, c, 1);
         pthread_mutex_lock(&s->mu);
         s->n_requests_live++;
         pthread_mutex_unlock(&s->mu);
@@ -358,6 +362,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    sp_srv_conn_reading(s, c, 0); /* the whole request is here: no read deadline while it is answered */
     int found = -1, path_known = 0;
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
         if (!strcmp(url, ROUTES[i].path)) {
@@ -417,6 +422,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)c, (void)toe;
     conn_state *cs = *con_cls;
     if (!cs) return;
+    sp_srv_conn_reading(s, c, 1); /* a kept-alive connection waits for its next request */
     pthread_mutex_lock(&s->mu);
     s->n_requests_live--;
     pthread_cond_broadcast(&s->progress);
@@ -426,6 +432,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+/* the daemon's connection notifications, to the connection guard (conn.c) */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) sp_srv_conn_started(cls, c, socket_context);
+    else sp_srv_conn_closed(cls, socket_context);
+}
+
 /* ---- lifetime ------------------------------------------------------------------------- */
 int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     *out = NULL;
@@ -433,6 +446,10 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     if (o->ctx < 8) return sp_err_set(err, "server: -c %d is too small", o->ctx);
     if (o->max_queue < 0) return sp_err_set(err, "server: --max-queue must be >= 0");
     if (o->port < 0 || o->port > 65535) return sp_err_set(err, "server: --port %d out of range 0..65535", o->port);
+    if (o->read_timeout_s < 1) return sp_err_set(err, "server: --read-timeout must be >= 1");
+    if (o->max_connections < 2 || o->max_connections > 65536)
+        return sp_err_set(err, "server: --max-connections %d out of range 2..65536", o->max_connections);
+    if (o->max_conn_per_ip < 0) return sp_err_set(err, "server: --max-conn-per-ip must be >= 0");
     srv *s = calloc(1, sizeof *s);
     if (!s) return sp_err_set(err, "server: out of memory");
     s->o = *o;
@@ -451,11 +468,18 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
         free(s);
         return sp_err_set(err, "server: --host %s is not an IPv4 address", o->host);
     }
+    if (sp_srv_conns_start(s, err)) {
+        free(s);
+        return -1;
+    }
     s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL,
                               NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)512, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+                              (unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                              (unsigned)o->max_conn_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) {
+        sp_srv_conns_stop(s);
         free(s);
         return sp_err_set(err, "server: cannot listen on %s:%d (address in use or not permitted)", o->host, o->port);
     }
@@ -499,6 +523,7 @@ void sp_srv_stop(srv *s) {
     for (int i = 0; i < 100 && s->n_requests_live > 0; i++) wait_progress(s, 100);
     pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->mhd);
+    sp_srv_conns_stop(s);
     if (ls != MHD_INVALID_SOCKET) close(ls);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);

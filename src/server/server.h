@@ -32,6 +32,9 @@ typedef struct {
     const char *api_key;     /* NULL: no authentication */
     int max_queue;           /* requests waiting for a slot before 503 (default 64) */
     int timeout_s;           /* idle connection timeout (default 60) */
+    int read_timeout_s;      /* a request's line, headers and body must arrive within this (default 30) */
+    int max_connections;     /* connections at once (default 512); an eighth is kept free for new requests */
+    int max_conn_per_ip;     /* connections from one client address (default 128; 0: no cap) */
     size_t max_body;         /* bytes (default 1 MiB; larger: 413) */
     int n_predict;           /* max_tokens when a request gives none (default 256) */
     int prefill_chunk;       /* most prompt rows a slot adds to one forward (default 128) */

@@ -55,6 +55,8 @@ struct srv_job {
     srv_job *next;            /* queue link */
 };
 
+typedef struct srv_conns srv_conns;
+
 struct srv {
     srv_opts o;
     struct MHD_Daemon *mhd;
@@ -90,7 +92,19 @@ struct srv {
     unsigned long m_nodraft[SLOT_NODRAFT_N]; /* rounds of speculative requests verifying no drafts, by reason */
     long m_kv_used, m_kv_cap;
     srv_hist h_tau, h_ttft, h_itl;
+    srv_conns *conns;         /* the connection guard (conn.c) */
 };
+
+/* connection guard (conn.c): read deadlines and room for new requests. started / closed are
+ * called from the daemon's connection notifications (socket_context: the connection's slot for
+ * the guard's record); reading marks whether a connection is receiving a request (1) or has one
+ * complete (0). */
+struct MHD_Connection;
+int sp_srv_conns_start(srv *s, sp_err *err);
+void sp_srv_conns_stop(srv *s);
+void sp_srv_conn_started(srv *s, struct MHD_Connection *c, void **socket_context);
+void sp_srv_conn_closed(srv *s, void **socket_context);
+void sp_srv_conn_reading(srv *s, struct MHD_Connection *c, int reading);
 
 /* scheduler (sched.c) */
 int sp_srv_sched_start(srv *s, sp_err *err);
