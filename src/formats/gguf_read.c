@@ -204,19 +204,21 @@ size_t sp_ggml_type_block_values(uint32_t t) {
     return i < 0 ? 0 : ggml_blocks[i].values;
 }
 
+/* -1 on a bad entry; -2 when the entry cannot be read as one (truncated, no name, a dims count
+ * out of range): what a header whose n_tensors counts more entries than it holds gives */
 static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
     char what[96];
     snprintf(what, sizeof what, "tensor info #%llu", (unsigned long long)idx);
-    if (rd_str(c, &t->name, what)) return -1;
-    if (t->name.len == 0) return sp_err_set(c->err, "%s: %s has an empty name", c->path, what);
-    if (rd_u32(c, &t->n_dims, what)) return -1;
+    if (rd_str(c, &t->name, what)) return -2;
+    if (t->name.len == 0) return sp_err_set(c->err, "%s: %s has an empty name", c->path, what), -2;
+    if (rd_u32(c, &t->n_dims, what)) return -2;
     if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
         return sp_err_set(c->err, "%s: tensor '%.*s' has %u dims (1..%d allowed)", c->path,
                           (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr, t->n_dims,
-                          GGUF_MAX_DIMS);
+                          GGUF_MAX_DIMS), -2;
     uint64_t numel = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
-        if (rd_u64(c, &t->dims[d], what)) return -1;
+        if (rd_u64(c, &t->dims[d], what)) return -2;
         if (t->dims[d] == 0)
             return sp_err_set(c->err, "%s: tensor '%.*s': dimension %u is 0", c->path,
                               (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr, d);
@@ -226,7 +228,7 @@ static int read_tensor_info(cursor *c, gguf_tensor_info *t, uint64_t idx) {
         numel *= t->dims[d];
     }
     for (uint32_t d = t->n_dims; d < GGUF_MAX_DIMS; d++) t->dims[d] = 1;
-    if (rd_u32(c, &t->type, what) || rd_u64(c, &t->offset, what)) return -1;
+    if (rd_u32(c, &t->type, what) || rd_u64(c, &t->offset, what)) return -2;
     size_t bv = sp_ggml_type_block_values(t->type), bb = sp_ggml_type_block_bytes(t->type);
     t->nbytes = 0;
     if (bv) {
@@ -377,10 +379,11 @@ gguf_file *sp_gguf_open(const char *path, sp_err *err) {
         }
         f->alignment = al->v.u;
     }
+    int rc;
     for (uint64_t i = 0; i < f->n_tensors; i++)
-        if (read_tensor_info(&c, &f->tensors[i], i)) {
-            /* past the first, a bad entry most often means n_tensors counts more than are described */
-            if (i > 0) tensor_count_hint(err, i, f->n_tensors);
+        if ((rc = read_tensor_info(&c, &f->tensors[i], i)) != 0) {
+            /* an unreadable entry past the first: n_tensors most likely counts more than are described */
+            if (rc == -2 && i > 0) tensor_count_hint(err, i, f->n_tensors);
             goto fail;
         }
     uint64_t pos = (uint64_t)(c.p - f->map);
