@@ -54,7 +54,8 @@ static int serve_parse(serve_opts *o, int argc, char **argv) {
          "greedy requests: -1 = drafts per step chosen by measured cost and acceptance (default); "
          "0 = always --draft-max; N = --draft-max while <= N slots are busy, else none"},
     };
-    int n_opts = 14;
+    int n_opts = 0; /* the rows above; the speculative and tree rows follow them */
+    while (n_opts < CLI_OPTS_MAX && opts[n_opts].long_name) n_opts++;
     n_opts += cli_spec_opt_rows(opts + n_opts, &o->so);
     n_opts += cli_tree_opt_rows(opts + n_opts, &o->to);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
