@@ -2,8 +2,9 @@
  * connections that send a request line and a header and then trickle a byte now and then, from
  * several client addresses (127.0.0.2..; Linux routes all of 127/8 to the loopback), while
  * /health is asked from 127.0.0.1:
- * - /health answers in under a second (3 s for 150 connections under ASan) although the slow connections outnumber the connection
- *   pool (--max-connections): the oldest unfinished requests make room for new ones;
+ * - /health answers in under a second (3 s for 150 connections under ASan) although the slow
+ *   connections outnumber the connection pool (--max-connections): the oldest unfinished
+ *   requests make room for new ones;
  * - every slow connection is closed at the read deadline (--read-timeout) although it keeps
  *   sending, i.e. the deadline does not restart on activity;
  * - one client address gets at most --max-conn-per-ip connections; the rest are closed at once.
