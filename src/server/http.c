@@ -430,8 +430,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     *out = NULL;
     if (o->parallel < 1 || o->parallel > 64) return sp_err_set(err, "server: --parallel %d out of range 1..64", o->parallel);
-    if (o->ctx < 8) return sp_err_set(err, "server: -c %d is too small", o->ctx);
-    if (o->max_queue < 0) return sp_err_set(err, "server: --max-queue must be >= 0");
+    if (o->ctx < 8 || o->ctx > SRV_MAX_CTX) return sp_err_set(err, "server: -c %d out of range 8..%d", o->ctx, SRV_MAX_CTX);
+    if (o->max_queue < 0 || o->max_queue > SRV_MAX_QUEUE)
+        return sp_err_set(err, "server: --max-queue %d out of range 0..%d", o->max_queue, SRV_MAX_QUEUE);
     if (o->port < 0 || o->port > 65535) return sp_err_set(err, "server: --port %d out of range 0..65535", o->port);
     srv *s = calloc(1, sizeof *s);
     if (!s) return sp_err_set(err, "server: out of memory");
