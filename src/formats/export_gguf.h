@@ -23,6 +23,10 @@ typedef struct {
     int no_tokenizer;           /* 1: write without tokenizer keys when DIR has no tokenizer.json */
     const char *tokenizer_gguf; /* copy tokenizer.* keys from this GGUF instead of tokenizer.json */
     const char *name;           /* general.name; NULL = the directory's base name */
+    int tok_adds_known;         /* 1: tok_add_bos / tok_add_eos say what the source tokenizer adds to raw
+                                   text (its post-processor, as specula encodes); 0: from
+                                   tokenizer_config.json, else the architecture's default */
+    int tok_add_bos, tok_add_eos;
 } export_gguf_opts;
 
 /* Read DIR (config.json + safetensors) and write out_path atomically. */
