@@ -160,6 +160,13 @@ static int parse_identity(df_t *s, json_t *root, const char *what, sp_err *err) 
     else if (sp_dspark_kind_detect(&id)) s->kind = SP_DFLASH_DSPARK;
     else return sp_err_set(err, "%s: architectures[0] \"%s\" is not a DFlash / DSpark drafter (DFlashDraftModel, "
                                 "Qwen3DSparkModel, Gemma4DSparkModel)", what, id.arch);
+    /* a DeepSpec drafter names its target's family: Gemma4DSparkModel reads a Gemma-4 target's taps */
+    int gemma_drafter = !strcmp(id.arch, "Gemma4DSparkModel");
+    int gemma_target = sp_model_config(s->target)->arch == SP_ARCH_GEMMA4;
+    if (s->kind == SP_DFLASH_DSPARK && gemma_drafter != gemma_target)
+        return sp_err_set(err, "%s: a %s drafter is made for a %s target, and this target is %s (drafter for another "
+                               "target?)", what, id.arch, gemma_drafter ? "Gemma-4" : "Qwen3 / Llama",
+                          sp_arch_name(sp_model_config(s->target)->arch));
     return 0;
 }
 
