@@ -52,6 +52,9 @@ static void test_auth_nul(void) {
     st = raw_str(SRV.port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY "\r\nConnection: close\r\n\r\n",
                  out, sizeof out);
     CHECK(st == 200, "the plain key: %d %.300s", st, out);
+    st = raw_str(SRV.port, "GET /v1/models HTTP/1.1\nAuthorization: Bearer " KEY "\nHost: x\nConnection: close\n\n", out,
+                 sizeof out);
+    CHECK(st == 200, "the key on a bare-LF line before another header: %d %.300s", st, out);
 }
 
 /* HEAD /health answers as GET does (without a body); other methods get 405 with Allow */

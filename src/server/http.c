@@ -355,13 +355,34 @@ static const struct {
     {"/detokenize", "POST", R_DETOKENIZE},
 };
 
-/* the whole header value, by its length: a NUL inside makes it wrong, never shorter */
+/* header iterator: clears *cls (a const char *) when a header's key starts there */
+static enum MHD_Result key_at(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    const char **p = cls;
+    if (key == *p) *p = NULL;
+    return *p ? MHD_YES : MHD_NO;
+}
+
+/* A NUL inside a header value: libmicrohttpd ends the value at it (its length is the C string's)
+ * and leaves the rest of the line after it in its read buffer, where it zeroes the CR LF that
+ * end a line. So the byte after the value's end is 0 (CR LF), CR or LF (the empty line after a
+ * bare-LF line), the first byte of the next header's key (a bare-LF line), or else the rest of
+ * a line cut by a NUL. */
+static int nul_inside(struct MHD_Connection *c, const char *v, size_t n) {
+    char next = v[n + 1];
+    if (next == 0 || next == '\r' || next == '\n') return 0;
+    const char *p = v + n + 1;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, key_at, &p);
+    return p != NULL;
+}
+
+/* the whole header value: one that a NUL cuts short is wrong, never a shorter key */
 static int authorized(srv *s, struct MHD_Connection *c) {
     if (!s->o.api_key || !*s->o.api_key) return 1;
     const char *h = NULL;
     size_t hn = 0;
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Authorization", 13, &h, &hn) != MHD_YES || !h) return 0;
-    if (hn < 7 || strncmp(h, "Bearer ", 7) || memchr(h, 0, hn)) return 0;
+    if (hn < 7 || strncmp(h, "Bearer ", 7) || memchr(h, 0, hn) || nul_inside(c, h, hn)) return 0;
     const char *k = h + 7, *want = s->o.api_key;
     size_t a = hn - 7, b = strlen(want);
     unsigned diff = (unsigned)(a != b);
