@@ -83,6 +83,17 @@ static void test_train_refusals(void) {
               err_has("incomplete shard (no shard.json)"), "a shard without shard.json");
 }
 
+/* a tied Qwen3 of width 128: its random head spreads the logits so far that the label's softmax
+ * probability underflows to 0; the loss is computed from the logits, so it stays finite */
+static void test_train_wide_tied(void) {
+    CHECK(run("%s new-model --arch qwen3 --preset tiny --seed 1 --tokenizer " TOK " --set hidden_size=128 -o %s/h128 && "
+              "%s regen -m %s/h128 --data %s/six.jsonl -o %s/sh128 --generate 8 --taps 0 -q",
+              bin, root, bin, root, root, root) == 0, "setup h128");
+    CHECK(run("%s train -m %s/h128 --data %s/sh128 -o %s/d128 --steps 2 --batch 4 --block-size 3 --layers 1 "
+              "--markov-rank 8 --ctx 8 -q -t 1", bin, root, root, root) == 0, "train on a tied width-128 qwen3");
+    CHECK(err_has("train: step 2, loss"), "train output");
+}
+
 /* ---- items 10, 11: drafters --------------------------------------------------------------- */
 static void test_drafters(void) {
     /* a Gemma-4 DSpark drafter and a Qwen3 target of the same width, vocabulary and depth */
@@ -303,6 +314,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_flag_ranges);
     RUN(test_train_refusals);
+    RUN(test_train_wide_tied);
     RUN(test_drafters);
     RUN(test_export_bos);
     RUN(test_load_refusals);
