@@ -468,7 +468,7 @@ static tr_loop_cfg loop_cfg(const drafter_run *r, char *run, size_t n, char *hea
                              .warmup = c->warmup >= 0 ? c->warmup : sp_tr_warmup_default(total), .total = total,
                              .clip = 1.0},
                       .n_stats = 4, .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
-                      .resume = c->resume, .resume_needs_checkpoint = 1, .save_every = c->save_every, .eval_every = c->eval_every,
+                      .resume = c->resume, .save_every = c->save_every, .eval_every = c->eval_every,
                       .eval_at_start = 1, .kill_after = c->stop_after, .progress = c->progress ? "train" : NULL,
                       .dist = c->dist};
     run_string(r, &lc.oc, run, n);
