@@ -101,9 +101,9 @@ static const jcase CASES[] = {
      NULL,
      "bc fedcba [2, 3, 4] [3, 4] [1, 3] \303\251 c [5, 3]"},
     {"subscript and attribute",
-     "{{ messages[0]['role'] }} {{ messages[-1].content }} {{ messages[5] }}|{{ messages[0].nope }}|{{ nope.deeper.still }}|{{ d.k[0] }}",
+     "{{ messages[0]['role'] }} {{ messages[-1].content }} {{ messages[5] }}|{{ messages[0].nope }}|{{ d.k[0] }}",
      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}], \"d\": {\"k\": [\"K0\"]}}",
-     "user yo |||K0"},
+     "user yo ||K0"},
     {"string filters",
      "{{ '  hi \\n' | trim }}|{{ 'Hello' | upper }}|{{ 'HeLLo' | lower }}|{{ 'hello world' | capitalize }}|{{ 'hello world' | title }}|{{ 'a-b-c' | replace('-', '+') }}|{{ 'xx' | trim('x') }}",
      NULL,
@@ -306,10 +306,19 @@ static void test_bounds(void) {
           "%s", err.msg);
     CHECK(!render("{{ range(100000000) | length }}", NULL, &err) && strstr(err.msg, "range of more than"), "%s", err.msg);
     CHECK(!render("{{ 'ab' * 1000000000000 }}", NULL, &err) && strstr(err.msg, "too large"), "%s", err.msg);
-    /* bytes that are not text: NULs and invalid UTF-8 pass through or give an error, never a crash */
-    const char bin[] = "a\0b{{ '\xff\xfe' | upper }}{{ '\xc3' | length }}";
-    CHECK(sp_jinja_render_bytes(bin, sizeof bin - 1, NULL, 0, &out, &n, &err) == 0 && n == 6 && !memcmp(out, "a\0b\xff\xfe" "1", 6),
+    /* bytes that are not text: invalid UTF-8 passes through, a NUL is an error (a C string would
+     * end there), never a crash */
+    const char bin[] = "ab{{ '\xff\xfe' | upper }}{{ '\xc3' | length }}";
+    CHECK(sp_jinja_render_bytes(bin, sizeof bin - 1, NULL, 0, &out, &n, &err) == 0 && n == 5 && !memcmp(out, "ab\xff\xfe" "1", 5),
           "%s", err.msg);
+    free(out);
+    out = NULL;
+    const char nul[] = "a\0b{{ 1 }}";
+    CHECK(sp_jinja_render_bytes(nul, sizeof nul - 1, NULL, 0, &out, &n, &err) == -1 && strstr(err.msg, "NUL byte at offset 1"),
+          "%s", err.msg);
+    /* a member of an undefined member raises, as in Jinja */
+    CHECK(!render("{{ nope.deeper.still }}", NULL, &err) && strstr(err.msg, "'nope' is undefined (reading .deeper)"), "%s",
+          err.msg);
     free(out);
 }
 

@@ -108,9 +108,8 @@ static void test_rerun_and_torn_shard(void) {
     snprintf(p, sizeof p, "%s/model.safetensors.tmp.999", sd);
     write_text(p, "garbage");
     tr_shardset set;
-    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 2, "torn shard not skipped: %s",
-          err.msg);
-    sp_tr_shardset_close(&set);
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) != 0 && strstr(err.msg, "incomplete shard (no shard.json)"),
+          "a torn shard must be an error, not skipped: %s", err.msg);
     CHECK(sp_tr_regen_run(&c, &w, &s, &err) == 0 && w == 1 && s == 2, "torn: written %d skipped %d", w, s);
     CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0 && set.n_shards == 3, "after rewrite: %s", err.msg);
     sp_tr_shardset_close(&set);

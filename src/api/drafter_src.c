@@ -98,6 +98,11 @@ int sp_drafter_src_open(sp_drafter_src **out, const sp_drafter_opts *o, sp_model
     sp_model_set_bf16_dot(target, o->bf16_dot);
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return sp_err_set(err, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G);
+    if (o->draft_min < 0 || o->draft_min > o->draft_max)
+        return sp_err_set(err, "--draft-min %d out of range 0..%d (it cannot exceed --draft-max)", o->draft_min,
+                          o->draft_max);
+    if (!(o->conf_threshold >= 0.0f && o->conf_threshold <= 1.0f))
+        return sp_err_set(err, "--conf-threshold %g out of range 0..1 (a probability)", (double)o->conf_threshold);
     const sp_drafter_kind *k;
     if (resolve_kind(o, &k, err)) return -1;
     if (!k) return 0;

@@ -74,6 +74,12 @@ int sp_session_open(sp_session **out, const sp_session_params *p, sp_err *err) {
     if (copy_strings(s, err) || sp_model_load(&s->target, s->model_dir, p->n_threads, err)) goto fail;
     sp_model_set_bf16_dot(s->target, o->bf16_dot);
     if (sp_tok_model_has_tokenizer(s->model_dir) && !(s->tok = sp_tok_load_model(s->model_dir, err))) goto fail;
+    if (s->tok && sp_tok_vocab_size(s->tok) > sp_model_config(s->target)->vocab_size) {
+        sp_err_set(err, "%s: the tokenizer has %d tokens but the model's token table has %d rows (vocab_size): "
+                        "tokens past it have no embedding", s->model_dir, sp_tok_vocab_size(s->tok),
+                   sp_model_config(s->target)->vocab_size);
+        goto fail;
+    }
     int ctx = p->drafter_ctx > 0 ? p->drafter_ctx : SESSION_DEFAULT_CTX;
     if (sp_drafter_src_open(&s->src, &s->p.drafter, s->target, s->model_dir, p->n_threads, ctx, err)) goto fail;
     *out = s;
@@ -125,7 +131,10 @@ int sp_session_text_tokens(sp_session *s, const char *text, int32_t **ids, int *
     if (!s->tok)
         return sp_err_set(err, "text needs a tokenizer, and %s has none (no tokenizer.json / GGUF vocabulary): use token ids",
                           s->model_dir);
-    if (sp_tok_encode(s->tok, text, strlen(text), 1, 1, ids, n, err)) return -1;
+    int most = sp_model_config(s->target)->max_pos; /* a longer prompt can never run */
+    if (most <= 0) most = 1 << 24;
+    if (sp_tok_encode_max(s->tok, text, strlen(text), 1, 1, most, ids, n, err))
+        return sp_err_wrap(err, "the prompt (the model's context is %d positions)", most);
     if (*n == 0) return sp_err_set(err, "the prompt encodes to no tokens");
     return 0;
 }

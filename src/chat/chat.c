@@ -114,10 +114,11 @@ chat_template *sp_chat_template_load(const char *model_dir, const tok_tokenizer 
         if (!json_is_string(tv)) {
             rc = sp_err_set(err, "%s: expected an object with a \"chat_template\" string%s%s", path, doc ? "" : ": ",
                             doc ? "" : je.text);
-        } else if (!(ct->text = strdup(json_string_value(tv)))) {
+        } else if (!(ct->text = malloc(json_string_length(tv) + 1))) {
             rc = sp_err_set(err, "out of memory");
-        } else {
-            ct->len = strlen(ct->text);
+        } else { /* the whole string: a \u0000 inside reaches the engine, which refuses it */
+            ct->len = json_string_length(tv);
+            memcpy(ct->text, json_string_value(tv), ct->len + 1);
             snprintf(ct->source, sizeof ct->source, "%s", path);
         }
         json_decref(doc);

@@ -323,6 +323,8 @@ static int to_int(jx_ctx *c, jv v, jv dflt, jv *out) {
     if (v.k == JV_INT) *out = v;
     else if (v.k == JV_BOOL) *out = sp_jv_int(v.u.b);
     else if (v.k == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18) *out = sp_jv_int((int64_t)v.u.f);
+    else if (v.k == JV_FLOAT && !isnan(v.u.f)) /* Python's int() is exact: no 64-bit integer holds it */
+        return sp_jx_fail(c, "int: %g does not fit a 64-bit integer", v.u.f);
     else if (v.k == JV_STR && v.u.s->n < 64) {
         char num[64], *end;
         memcpy(num, v.u.s->p, v.u.s->n), num[v.u.s->n] = 0;
@@ -331,9 +333,10 @@ static int to_int(jx_ctx *c, jv v, jv dflt, jv *out) {
         else {
             double f = strtod(num, &end);
             if (end != num && !*end && isfinite(f) && fabs(f) < 9.2e18) *out = sp_jv_int((int64_t)f);
+            else if (end != num && !*end && !isnan(f))
+                return sp_jx_fail(c, "int: '%s' does not fit a 64-bit integer", num);
         }
     }
-    (void)c;
     return 0;
 }
 
@@ -499,7 +502,15 @@ static int f_round(const fcall *f, jv *out) {
     double x = v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : 0, scale = pow(10, pr.k == JV_INT ? (double)pr.u.i : 0);
     if (v.k != JV_FLOAT && v.k != JV_INT) return sp_jx_fail(f->c, "round needs a number, not %s", sp_jv_kind_name(v));
     const char *m = method.k == JV_STR ? method.u.s->p : "common";
-    double r = !strcmp(m, "ceil") ? ceil(x * scale) : !strcmp(m, "floor") ? floor(x * scale) : round(x * scale);
+    int common = strcmp(m, "ceil") && strcmp(m, "floor");
+    if (!isfinite(x * scale) || scale == 0) {
+        /* Python's round keeps a value without digits that far down (and gives 0 above its digits);
+         * ceil / floor of value * 10**precision overflow there, an error in Jinja too */
+        if (!common) return sp_jx_fail(f->c, "round: %g with precision %lld overflows", x,
+                                        (long long)(pr.k == JV_INT ? pr.u.i : 0));
+        return *out = sp_jv_float(scale == 0 && isfinite(x) ? copysign(0.0, x) : x), 0;
+    }
+    double r = !common ? (!strcmp(m, "ceil") ? ceil(x * scale) : floor(x * scale)) : round(x * scale);
     return *out = sp_jv_float(r / scale), 0;
 }
 

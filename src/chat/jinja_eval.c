@@ -95,6 +95,17 @@ static int get_item(jx_ctx *c, jv obj, jv key, jv *out) {
     return 0;
 }
 
+/* a member or item of an undefined value (e->a evaluated to one): an error, as in Jinja, which
+ * lets `x.missing` be undefined but raises on `x.missing.more` */
+static int undefined_member(jx_ctx *c, const jnode *e) {
+    c->line = e->line;
+    const jnode *a = e->a;
+    const char *what = e->k == N_ATTR ? e->s : "[...]";
+    if (a->k == N_NAME) return sp_jx_fail(c, "'%s' is undefined (reading %s%s)", a->s, e->k == N_ATTR ? "." : "", what);
+    if (a->k == N_ATTR) return sp_jx_fail(c, "'%s' is undefined (reading %s%s)", a->s, e->k == N_ATTR ? "." : "", what);
+    return sp_jx_fail(c, "reading %s%s of an undefined value", e->k == N_ATTR ? "." : "", what);
+}
+
 /* obj[start:stop:step] on a list or string (code points), Python's rules */
 static int get_slice(jx_ctx *c, jv obj, jv *parts, jv *out) {
     int64_t idx[3] = {0, 0, 1};
@@ -417,11 +428,13 @@ static int eval_node(jx_ctx *c, jnode *e, jv *out) {
     case N_DICT: return eval_dict(c, e, out);
     case N_ATTR:
         if (sp_jx_eval(c, e->a, &x)) return -1;
+        if (x.k == JV_UNDEF) return undefined_member(c, e);
         *out = get_attr(x, e->s, e->sn);
         return 0;
     case N_INDEX: {
         jv k;
         if (sp_jx_eval(c, e->a, &x) || sp_jx_eval(c, e->b, &k)) return -1;
+        if (x.k == JV_UNDEF) return undefined_member(c, e);
         return get_item(c, x, k, out);
     }
     case N_SLICE: {
@@ -612,6 +625,8 @@ int sp_jx_call_macro(jx_ctx *c, jnode *mac, jv *args, const char **kw, int nargs
         if (kw[i]) {
             int k = 0;
             while (k < mac->nnames && strcmp(mac->names[k], kw[i])) k++;
+            c->steps += k; /* the scan counts: a macro of many parameters called with many keywords */
+            if (c->steps > c->max_steps) return c->scope = saved, sp_jx_fail(c, "the template ran for too many steps");
             if (k == mac->nnames) return c->scope = saved, sp_jx_fail(c, "macro '%s' has no parameter '%s'", mac->s, kw[i]);
             if (sp_jx_dict_set(c, s->vars, kw[i], strlen(kw[i]), args[i])) return c->scope = saved, -1;
         } else {

@@ -73,7 +73,12 @@ struct jdict { /* insertion order kept, as Python's dict */
     int n, cap;
     jstr **key;
     jv *val;
+    /* past JX_DICT_SCAN keys, an open-addressing index: slot -> position + 1 (0: empty), hcap
+     * slots (a power of two), covering key[0, hn); used only while hn == n */
+    int *hidx;
+    int hcap, hn;
 };
+#define JX_DICT_SCAN 16
 struct jloop {
     int index0, length;
     const jlist *items;

@@ -113,7 +113,9 @@ static size_t put_utf8(char *o, uint32_t cp) {
 static int lex_string(lexer *L) {
     char q = L->src[L->pos];
     size_t i = L->pos + 1, start_line = (size_t)L->line;
-    char *o = sp_jx_alloc(L->a, L->len - L->pos + 1);
+    size_t end = i; /* the closing quote (or the end): the unescaped text is never longer than the raw */
+    while (end < L->len && L->src[end] != q) end += L->src[end] == '\\' && end + 1 < L->len ? 2 : 1;
+    char *o = sp_jx_alloc(L->a, end - i + 1);
     if (!o) return sp_err_set(L->err, "%s: template too large", L->name);
     size_t n = 0;
     for (;;) {
@@ -293,6 +295,12 @@ int sp_jx_lex(jx_arena *a, const char *src, size_t len, const char *name, jtok *
     /* Jinja drops one newline at the very end of a template (keep_trailing_newline off) */
     if (len && src[len - 1] == '\n') len -= len > 1 && src[len - 2] == '\r' ? 2 : 1;
     lexer L = {.a = a, .src = src, .name = name, .len = len, .line = 1, .err = err};
+    const char *nul = len ? memchr(src, 0, len) : NULL;
+    if (nul) { /* Jinja reads the whole text; a C string would end here, so refuse it */
+        count_lines(&L, 0, (size_t)(nul - src));
+        return sp_err_set(err, "%s:%d: a NUL byte at offset %zu (a template is text)", name, L.line,
+                          (size_t)(nul - src));
+    }
     int strip_next = 0; /* the previous tag ended with '-' */
     while (L.pos < len) {
         char kind = 0;

@@ -101,10 +101,48 @@ int sp_jx_list_push(jx_ctx *c, jlist *l, jv v) {
 
 jdict *sp_jx_dict_new(jx_arena *a) { return sp_jx_alloc(a, sizeof(jdict)); }
 
+static uint32_t key_hash(const char *k, size_t n) { /* FNV-1a */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 16777619u;
+    return h;
+}
+
 int sp_jx_dict_find(const jdict *d, const char *k, size_t kn) {
+    if (d->hidx && d->hn == d->n) {
+        for (uint32_t h = key_hash(k, kn) & (uint32_t)(d->hcap - 1);; h = (h + 1) & (uint32_t)(d->hcap - 1)) {
+            int i = d->hidx[h] - 1;
+            if (i < 0) return -1;
+            if (d->key[i]->n == kn && !memcmp(d->key[i]->p, k, kn)) return i;
+        }
+    }
     for (int i = 0; i < d->n; i++)
         if (d->key[i]->n == kn && !memcmp(d->key[i]->p, k, kn)) return i;
     return -1;
+}
+
+static void index_put(jdict *d, int i) {
+    uint32_t h = key_hash(d->key[i]->p, d->key[i]->n) & (uint32_t)(d->hcap - 1);
+    while (d->hidx[h]) h = (h + 1) & (uint32_t)(d->hcap - 1);
+    d->hidx[h] = i + 1;
+}
+
+/* after appending key[n - 1]: keep the index of a dict past JX_DICT_SCAN keys (at most half full;
+ * rebuilt when it grows, or when the dict was emptied for reuse and refilled) */
+static int dict_index(jx_ctx *c, jdict *d) {
+    if (d->n < JX_DICT_SCAN) return 0;
+    if (d->hidx && d->hn == d->n - 1 && 2 * d->n <= d->hcap) {
+        index_put(d, d->n - 1);
+        d->hn = d->n;
+        return 0;
+    }
+    int cap = 64;
+    while (cap < 4 * d->n) cap *= 2;
+    int *idx = sp_jx_alloc(c->a, (size_t)cap * sizeof *idx); /* zeroed: every slot empty */
+    if (!idx) return sp_jx_fail(c, "the template needs more memory than allowed");
+    d->hidx = idx, d->hcap = cap;
+    for (int i = 0; i < d->n; i++) index_put(d, i);
+    d->hn = d->n;
+    return 0;
 }
 
 /* append key k (not already in d) */
@@ -123,7 +161,7 @@ static int dict_append(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {
     if (!ks) return sp_jx_fail(c, "the template needs more memory than allowed");
     d->key[d->n] = ks;
     d->val[d->n++] = v;
-    return 0;
+    return dict_index(c, d);
 }
 
 int sp_jx_dict_set(jx_ctx *c, jdict *d, const char *k, size_t kn, jv v) {

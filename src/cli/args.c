@@ -85,6 +85,16 @@ static int store(const cli_opt *o, const char *text) {
     return -1;
 }
 
+/* values that parse but that no command accepts: a thread count below 1 (0 and -1 do not mean
+ * "all cores" here; leaving -t out does). 0, or -1 with the error printed. */
+static int check_value(const char *cmd, const cli_opt *o, const char *val) {
+    if (o->kind == CLI_INT && o->long_name && !strcmp(o->long_name, "--threads") && *(const int *)o->dst < 1) {
+        cli_error(cmd, "--threads must be at least 1, got '%s' (leave -t out for every core)", val);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opts, int argc,
               char **argv, const char **positional, int *n_positional, int max_positional) {
     SP_ASSERT(n_opts <= CLI_OPTS_MAX); /* a table that outgrew CLI_OPTS_MAX */
@@ -139,6 +149,7 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opt
             cli_error(cmd, "option '%.*s' expects %s, got '%s'", (int)len, a, kind_name(o->kind), val);
             return -1;
         }
+        if (check_value(cmd, o, val)) return -1;
     }
     return 0;
 }

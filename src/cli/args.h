@@ -67,6 +67,8 @@ int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **ou
 /* the most tokens a flag may ask to generate or hold in context (-n, -c, --generate, --max-len):
  * far above any real model's context, far below where int token counts overflow */
 #define CLI_MAX_TOKENS (1 << 24)
+/* the largest prompt file: CLI_MAX_TOKENS tokens of 16 bytes, far more text than any context */
+#define CLI_MAX_PROMPT_BYTES (CLI_MAX_TOKENS * 16)
 
 /* Turn the escapes \n \t \r \\ \" \' of s into their characters, in place (llama.cpp processes
  * them in its reverse prompts); other backslashes are kept. */

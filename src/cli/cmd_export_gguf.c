@@ -2,10 +2,13 @@
  * llama.cpp (docs/GGUF.md); with --target, a drafter directory and its target → the drafter GGUF
  * llama.cpp speculates with (docs/EXPORT.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/drafter_kinds.h"
+#include "core/core.h"
 #include "formats/export_gguf.h"
+#include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -17,6 +20,28 @@ static void usage(FILE *f) {
             "  --type            type of 2-D weights (default: as stored); norms etc. are always f32\n"
             "  --tokenizer-gguf  copy the tokenizer.* keys of another GGUF (when DIR has no tokenizer.json)\n"
             "  --no-tokenizer    allow a file without tokenizer keys (llama.cpp will not load it)\n");
+}
+
+/* what the tokenizer of DIR adds to raw text (BOS, EOS), as specula encodes it: the empty text
+ * encodes to exactly those ids. 0 (nothing to learn without a tokenizer.json) or -1 (printed). */
+static int tokenizer_adds(const char *tok_dir, export_gguf_opts *o) {
+    char path[4096];
+    if (sp_path_join(path, sizeof path, tok_dir, "tokenizer.json") || !sp_file_exists(path)) return 0;
+    sp_err err = {{0}};
+    tok_tokenizer *t = sp_tok_load_dir(tok_dir, &err);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!t || sp_tok_encode(t, "", 0, 1, 0, &ids, &n, &err)) {
+        sp_tok_free(t);
+        fprintf(stderr, "specula: error: %s: %s\n", tok_dir, err.msg);
+        return -1;
+    }
+    o->tok_adds_known = 1;
+    o->tok_add_bos = sp_tok_adds_bos(t);
+    o->tok_add_eos = n > o->tok_add_bos;
+    free(ids);
+    sp_tok_free(t);
+    return 0;
 }
 
 int cmd_export_gguf(int argc, char **argv) {
@@ -64,6 +89,7 @@ int cmd_export_gguf(int argc, char **argv) {
         fprintf(stderr, "specula: error: --no-tokenizer with --target: llama.cpp needs the target's vocabulary in a drafter\n");
         return 2;
     }
+    if (!o.tokenizer_gguf && tokenizer_adds(target ? target : dir, &o)) return 1;
     if (target ? sp_drafter_export_gguf(dir, target, out, &o, &err) : sp_export_gguf(dir, out, &o, &err)) {
         fprintf(stderr, "specula: error: %s\n", err.msg);
         return 1;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "chat_cli.h"
@@ -83,6 +84,13 @@ static int gen_read_file(gen_opts *g, char **buf) {
     if (g->text) return cli_error(CMD, "give either -p TEXT or -f FILE, not both"), -1;
     size_t len = 0;
     sp_err err = {{0}};
+    off_t size = 0;
+    int fd = sp_open_regular(g->file, &size, &err);
+    if (fd < 0) return cli_error(CMD, "-f: %s", err.msg), -1;
+    close(fd);
+    if ((uint64_t)size > CLI_MAX_PROMPT_BYTES) /* more text than any context holds: refused unread */
+        return cli_error(CMD, "-f: %s is %lld bytes; a prompt may be at most %d bytes (more than any context holds)",
+                         g->file, (long long)size, CLI_MAX_PROMPT_BYTES), -1;
     if (sp_read_file(g->file, buf, &len, &err)) return cli_error(CMD, "-f: %s", err.msg), -1;
     if (len && (*buf)[len - 1] == '\n') (*buf)[--len] = 0;
     g->text = *buf;

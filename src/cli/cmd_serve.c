@@ -82,6 +82,10 @@ static int serve_defaults(serve_opts *o, int default_draft_max) {
     if (cli_spec_resolve(CMD, &o->so, "none")) return -1;
     if (o->timeout < 1) return cli_error(CMD, "--timeout must be >= 1"), -1;
     if (o->n_predict < 1) return cli_error(CMD, "-n must be >= 1"), -1;
+    if (o->ctx < 8 || o->ctx > CLI_MAX_TOKENS)
+        return cli_error(CMD, "-c must be in [8, %d], got %d", CLI_MAX_TOKENS, o->ctx), -1;
+    if (o->max_queue < 0 || o->max_queue > SRV_MAX_QUEUE)
+        return cli_error(CMD, "--max-queue must be in [0, %d], got %d", SRV_MAX_QUEUE, o->max_queue), -1;
     if (o->so.draft_max < 1 || o->so.draft_max > SP_SPEC_MAX_G)
         return cli_error(CMD, "--draft-max %d out of range 1..%d", o->so.draft_max, SP_SPEC_MAX_G), -1;
     sp_spec_params tp = sp_spec_params_default();

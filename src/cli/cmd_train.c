@@ -4,6 +4,7 @@
  * what to do with it. Without --held-out the τ monitor runs on training blocks and is reported as
  * "train-set tau". */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -59,7 +60,7 @@ static int run_train(tr_train_cfg *c) {
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla";
-    int steps = 0, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
+    int steps = INT_MIN, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, gamma = (float)c.gamma;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab|eagle3",
@@ -109,8 +110,10 @@ int cmd_train(int argc, char **argv) {
     if (!resume && !force && dir_has_files(c.out_dir))
         return cli_error("train", "%s already holds files (a checkpoint would be overwritten): --resume continues "
                                   "its training, --force starts over", c.out_dir);
+    if (steps != INT_MIN && steps < 1) return cli_error("train", "--steps must be at least 1, got %d", steps);
+    if (c.epochs < 1) return cli_error("train", "--epochs must be at least 1, got %d", c.epochs);
     if ((rc = set_arch(&c, arch, markov))) return rc;
-    c.steps = steps;
+    c.steps = steps == INT_MIN ? 0 : steps;
     c.warmup = warmup;
     c.lr = lr;
     c.gamma = gamma;

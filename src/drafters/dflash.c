@@ -163,6 +163,19 @@ static int parse_identity(df_t *s, json_t *root, const char *what, sp_err *err) 
     return 0;
 }
 
+/* a DeepSpec drafter names its target's family: Gemma4DSparkModel reads a Gemma-4 target's taps
+ * (checked after the depth, whose message is the more telling one) */
+static int check_family(const df_t *s, json_t *root, const char *what, sp_err *err) {
+    const char *arch = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    int gemma_drafter = arch && !strcmp(arch, "Gemma4DSparkModel");
+    int gemma_target = sp_model_config(s->target)->arch == SP_ARCH_GEMMA4;
+    if (s->kind == SP_DFLASH_DSPARK && gemma_drafter != gemma_target)
+        return sp_err_set(err, "%s: a %s drafter is made for a %s target, and this target is %s (drafter for another "
+                               "target?)", what, arch, gemma_drafter ? "Gemma-4" : "Qwen3 / Llama",
+                          sp_arch_name(sp_model_config(s->target)->arch));
+    return 0;
+}
+
 /* mask token, block size, and the target depth the drafter was made for */
 static int parse_block(df_t *s, json_t *root, json_t *dfc, const char *what, sp_err *err) {
     const sp_config *tc = sp_model_config(s->target);
@@ -262,7 +275,8 @@ static int parse_keys(df_t *s, json_t *root, const char *what, sp_err *err) {
     if (parse_identity(s, root, what, err)) return -1;
     json_t *dfc = json_object_get(root, "dflash_config");
     if (dfc && !json_is_object(dfc)) return sp_err_set(err, "%s: \"dflash_config\" must be an object", what);
-    if (parse_block(s, root, dfc, what, err) || parse_taps(s, root, dfc, what, err)) return -1;
+    if (parse_block(s, root, dfc, what, err) || check_family(s, root, what, err) || parse_taps(s, root, dfc, what, err))
+        return -1;
     return s->kind == SP_DFLASH_ZLAB ? 0 : parse_heads(s, root, what, err);
 }
 

@@ -24,6 +24,10 @@ typedef struct {
     const char *tokenizer_gguf; /* copy tokenizer.* keys from this GGUF instead of tokenizer.json */
     const char *name;           /* general.name; NULL = the directory's base name */
     int in_place;               /* 1: write out_path itself (a scratch file), no temp name + rename */
+    int tok_adds_known;         /* 1: tok_add_bos / tok_add_eos say what the source tokenizer adds to raw
+                                   text (its post-processor, as specula encodes); 0: from
+                                   tokenizer_config.json, else the architecture's default */
+    int tok_add_bos, tok_add_eos;
 } export_gguf_opts;
 
 /* Read DIR (config.json + safetensors) and write out_path atomically. */

@@ -317,7 +317,8 @@ static int tj_write_vocab(gguf_writer *w, const tj_export *x, const sp_config *c
 
 /* special ids (tokenizer_config.json strings first, then config.json ids), add_bos / add_eos /
  * add_space_prefix and the chat template */
-static int tj_write_specials(gguf_writer *w, const tj_export *x, const sp_config *c, const char *dir, sp_err *err) {
+static int tj_write_specials(gguf_writer *w, const tj_export *x, const sp_config *c, const char *dir,
+                             const export_gguf_opts *o, sp_err *err) {
     const int V = x->V;
     json_t *tcfg = NULL;
     char path[4096];
@@ -337,11 +338,14 @@ static int tj_write_specials(gguf_writer *w, const tj_export *x, const sp_config
     int ids[4] = {bos, eos, unk, pad};
     for (int t = 0; t < 4; t++)
         if (ids[t] >= 0 && ids[t] < V && sp_gguf_writer_set_u32(w, id_keys[t], (uint32_t)ids[t], err)) goto out;
-    json_t *ab = json_object_get(tcfg, "add_bos_token");
-    int add_bos = json_is_boolean(ab) ? json_is_true(ab) : c->arch != SP_ARCH_QWEN3;
-    if (sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos, err)) goto out;
-    json_t *ae = json_object_get(tcfg, "add_eos_token");
-    if (json_is_boolean(ae) && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), err))
+    /* what the tokenizer adds to raw text, so that llama.cpp adds the same (its default for a
+     * missing key differs by vocabulary type) */
+    json_t *ab = json_object_get(tcfg, "add_bos_token"), *ae = json_object_get(tcfg, "add_eos_token");
+    int known = o && o->tok_adds_known;
+    int add_bos = known ? o->tok_add_bos : json_is_boolean(ab) ? json_is_true(ab) : c->arch != SP_ARCH_QWEN3;
+    int add_eos = known ? o->tok_add_eos : json_is_true(ae);
+    if (sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos, err) ||
+        sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", add_eos, err))
         goto out;
     /* gemma4 never prefixes a space; llama.cpp's SPM ("llama") does unless told not to */
     if (!x->byte_level && sp_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix",
@@ -360,7 +364,7 @@ out:
 }
 
 static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *dir, const char *tj_path,
-                               sp_err *err) {
+                               const export_gguf_opts *o, sp_err *err) {
     const int V = c->vocab_size;
     tj_export x = {.path = tj_path, .V = V, .unk = -1};
     x.root = sp_hf_json_load_file(tj_path, 0, err);
@@ -388,7 +392,7 @@ static int from_tokenizer_json(gguf_writer *w, const sp_config *c, const char *d
     x.gemma = c->arch == SP_ARCH_GEMMA4;
     x.ggml_model = x.byte_level ? "gpt2" : x.gemma ? "gemma4" : "llama";
     if (!tj_tokens(&x, err) && !tj_merges(&x, err) && !tj_write_vocab(w, &x, c, err) &&
-        !tj_write_specials(w, &x, c, dir, err))
+        !tj_write_specials(w, &x, c, dir, o, err))
         rc = 0;
 out:
     for (int t = 0; x.pads && t < V; t++) free(x.pads[t]);
@@ -408,7 +412,7 @@ int sp_export_tokenizer_keys(gguf_writer *w, const sp_config *cfg, const char *d
     if (o->tokenizer_gguf) return copy_gguf_tokenizer(w, o->tokenizer_gguf, cfg->vocab_size, err);
     char path[4096];
     sp_path_join(path, sizeof path, dir, "tokenizer.json");
-    if (sp_file_exists(path)) return from_tokenizer_json(w, cfg, dir, path, err);
+    if (sp_file_exists(path)) return from_tokenizer_json(w, cfg, dir, path, o, err);
     if (o->no_tokenizer) {
         sp_log(SP_LOG_WARN, "export: %s has no tokenizer.json: writing no tokenizer keys (llama.cpp will not load "
                             "this file)", dir);

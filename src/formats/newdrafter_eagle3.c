@@ -5,7 +5,8 @@
  *   and the target's RoPE, tensors midlayer.* / fc / norm / lm_head [draft_vocab, H] / d2t / t2d,
  *   no embedding (the target's is used). draft_vocab_size: 32000 capped at V, a quarter of V on
  *   tiny targets (so the reduced map is exercised); the draft ids map to evenly spaced target ids.
- *   No eagle_aux_hidden_state_layer_ids: the loader's default taps apply.
+ *   No eagle_aux_hidden_state_layer_ids (the loader's default taps apply), except for a target of
+ *   fewer than 4 layers, where the default is invalid: three ids spread over 1..N.
  * preset "deepspec": Qwen3Eagle3Model / Gemma4Eagle3Model, a copy of the target (text) config with
  *   target_layer_ids (sp_newdrafter_tap_ids, up to 5), ttt_length 7, step_loss_decay 0.8,
  *   draft_num_hidden_layers 1; tensors layers.0.* (q/k norms; Gemma's four norms, no v_proj when
@@ -50,6 +51,11 @@ static char *config_text(const newdrafter_opts *o, const sp_config *tc, json_t *
         json_object_set_new(d, "hidden_act", json_string("silu"));
         json_object_set_new(d, "tie_word_embeddings", json_false());
         json_object_set_new(d, "torch_dtype", json_string(dtype));
+        if (N < 4) { /* the loader's default taps (inputs of layers 2, N/2, N-3) need 4 layers: three spread over 1..N */
+            json_t *a = json_array();
+            for (int i = 0; i < 3; i++) json_array_append_new(a, json_integer(1 + i * (N - 1) / 2));
+            json_object_set_new(d, "eagle_aux_hidden_state_layer_ids", a);
+        }
     } else {
         json_t *src = troot;
         if (gemma && json_is_object(json_object_get(troot, "text_config"))) src = json_object_get(troot, "text_config");

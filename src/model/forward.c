@@ -144,6 +144,40 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
     return 0;
 }
 
+/* the first non-finite value of x[0, n), or -1: the sum of x·0 is NaN exactly when one is
+ * (inf·0 and NaN·0 are NaN), and vectorizes */
+static long first_non_finite(const float *x, size_t n) {
+    float z = 0.0f;
+    for (size_t i = 0; i < n; i++) z += x[i] * 0.0f;
+    if (z == 0.0f) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return (long)i;
+    return -1;
+}
+
+/* every logit a forward computed must be finite: a NaN or inf there (broken or mis-typed weights)
+ * is an error naming the position, never a token */
+static int check_logits(const sp_model *m, const sp_forward_seq *seqs, int n, sp_err *err) {
+    size_t V = (size_t)m->cfg.vocab_size;
+    for (int s = 0; s < n; s++) {
+        const sp_forward_out *out = seqs[s].out;
+        int T = seqs[s].T, pos0 = seqs[s].kv->len - T;
+        for (int t = 0; out && out->logits && t < T; t++) {
+            long i = first_non_finite(out->logits + (size_t)t * V, V);
+            if (i >= 0)
+                return sp_err_set(err, "forward: the logits of position %d are not finite (token %ld is %g): the "
+                                       "model's weights or activations overflow or hold NaN", pos0 + t, i,
+                                  (double)out->logits[(size_t)t * V + (size_t)i]);
+        }
+        long i = out && out->last_logits ? first_non_finite(out->last_logits, V) : -1;
+        if (i >= 0)
+            return sp_err_set(err, "forward: the logits of position %d are not finite (token %ld is %g): the model's "
+                                   "weights or activations overflow or hold NaN", pos0 + T - 1, i,
+                              (double)out->last_logits[i]);
+    }
+    return 0;
+}
+
 int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *seqs, int n, sp_err *err) {
     if (n <= 0) return sp_err_set(err, "forward: no sequences");
     int R = 0;
@@ -167,14 +201,14 @@ int sp_model_forward_batch(sp_model *m, sp_kv *scratch, const sp_forward_seq *se
     int rc = forward_rows(m, scratch, seqs, n, R, tokens, segs);
     free(tokens);
     free(segs);
-    return rc;
+    return rc ? rc : check_logits(m, seqs, n, err);
 }
 
 int sp_model_forward(sp_model *m, sp_kv *kv, const int32_t *tokens, int T, sp_forward_out *out, sp_err *err) {
     sp_forward_seq q = {kv, tokens, T, out, NULL};
     sp_block_seg seg;
     if (check_seq(m, &q, 0, err)) return -1;
-    return forward_rows(m, kv, &q, 1, T, tokens, &seg);
+    return forward_rows(m, kv, &q, 1, T, tokens, &seg) || check_logits(m, &q, 1, err) ? -1 : 0;
 }
 
 int sp_model_forward_tree(sp_model *m, sp_kv *kv, const int32_t *tokens, const int32_t *parent, int T,
@@ -184,5 +218,5 @@ int sp_model_forward_tree(sp_model *m, sp_kv *kv, const int32_t *tokens, const i
     sp_forward_seq q = {kv, tokens, T, out, parent};
     sp_block_seg seg;
     if (check_seq(m, &q, 0, err)) return -1;
-    return forward_rows(m, kv, &q, 1, T, tokens, &seg);
+    return forward_rows(m, kv, &q, 1, T, tokens, &seg) || check_logits(m, &q, 1, err) ? -1 : 0;
 }

@@ -130,6 +130,9 @@ static int get_mat(sp_model *m, const char *rel, int n, int k, sp_mat *out, sp_e
 static int get_vec(sp_model *m, const char *rel, int n, float **out, sp_err *err) {
     wt t;
     if (require(m, rel, &t, err) || check_shape(&t, 1, n, 1, err)) return -1;
+    if (t.dt != SP_DT_F32 && t.dt != SP_DT_F16 && t.dt != SP_DT_BF16) /* as llama.cpp: vectors are never quantized */
+        return sp_err_set(err, "tensor %s in %s: a vector (norm weight) must be F32, F16 or BF16, not %s", t.name, t.file,
+                          sp_dtype_name(t.dt));
     float *x = own(m, (size_t)n * sizeof(float));
     if (!x) return sp_err_set(err, "out of memory loading %s", t.name);
     if (sp_row_to_f32(x, t.data, t.dt, (size_t)n, err)) return sp_err_wrap(err, "tensor %s in %s", t.name, t.file);

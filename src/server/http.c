@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,6 +121,30 @@ typedef struct {
     int started, ended, finished;
 } stream_state;
 
+/* a job that ended without its answer: an error, or the server stopping (queued or running) */
+static int job_failed(const srv_job *j) {
+    return j->finish && (!strcmp(j->finish, "error") || !strcmp(j->finish, "shutdown"));
+}
+
+/* the error of a failed job (job_failed): 503 when the server stopped, else 500 */
+static void job_error(const srv_job *j, srv_error *e) {
+    if (!strcmp(j->finish, "shutdown"))
+        sp_srv_error_set(e, 503, "server_error", "unavailable", NULL, "the server stopped before the request finished");
+    else
+        sp_srv_error_set(e, 500, "server_error", NULL, NULL, "%s", j->error);
+}
+
+/* the SSE event of a failed job: data: {"error": {...}} */
+static int sse_error(const srv_job *j, srv_buf *out) {
+    srv_error e;
+    job_error(j, &e);
+    char *txt = sp_srv_error_json(&e);
+    if (!txt) return -1;
+    int rc = sp_srv_buf_printf(out, "data: %s\n\n", txt);
+    free(txt);
+    return rc;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     stream_state *st = cls;
     srv *s = st->s;
@@ -153,9 +178,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             st->toks_sent = tt;
             st->started = 1;
         }
-        if (j->done && !rc) {
-            const char *fin = j->finish && !strcmp(j->finish, "error") ? "stop" : j->finish;
-            rc = sp_srv_sse_chunk(s, j, st->created, j->text.n, j->text.n, j->n_toks, j->n_toks, fin, 0, &st->out);
+        if (j->done && !rc && job_failed(j)) { /* an error event, no finish_reason: the answer is cut */
+            rc = sse_error(j, &st->out);
+            st->finished = 1;
+        } else if (j->done && !rc) {
+            rc = sp_srv_sse_chunk(s, j, st->created, j->text.n, j->text.n, j->n_toks, j->n_toks, j->finish, 0, &st->out);
             if (!rc) rc = sp_srv_sse_end(s, j, st->created, &st->out);
             st->finished = 1;
         }
@@ -263,9 +290,9 @@ static enum MHD_Result handle_generate(srv *s, struct MHD_Connection *c, srv_rou
         wait_progress(s, 100);
     }
     char *out = NULL;
-    if (!strcmp(j->finish, "error")) sp_srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->error);
+    int err = job_failed(j);
+    if (err) job_error(j, &e);
     else out = sp_srv_response_final(s, j, created);
-    int err = !strcmp(j->finish, "error");
     sp_srv_job_release(s, j);
     pthread_mutex_unlock(&s->mu);
     if (err) return send_error(c, &e, NULL, NULL);
@@ -323,6 +350,7 @@ static const struct {
     route_id id;
 } ROUTES[] = {
     {"/health", "GET", R_HEALTH},           {"/v1/health", "GET", R_HEALTH},
+    {"/health", "HEAD", R_HEALTH},          {"/v1/health", "HEAD", R_HEALTH},
     {"/v1/models", "GET", R_MODELS},        {"/models", "GET", R_MODELS},
     {"/metrics", "GET", R_METRICS},         {"/v1/chat/completions", "POST", R_CHAT},
     {"/chat/completions", "POST", R_CHAT},  {"/v1/completions", "POST", R_COMPLETION},
@@ -330,15 +358,69 @@ static const struct {
     {"/detokenize", "POST", R_DETOKENIZE},
 };
 
+/* header iterator: clears *cls (a const char *) when a header's key starts there */
+static enum MHD_Result key_at(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    const char **p = cls;
+    if (key == *p) *p = NULL;
+    return *p ? MHD_YES : MHD_NO;
+}
+
+/* A NUL inside a header value: libmicrohttpd ends the value at it (its length is the C string's)
+ * and leaves the rest of the line after it in its read buffer, where it zeroes the CR LF that
+ * end a line. So the byte after the value's end is 0 (CR LF), CR or LF (the empty line after a
+ * bare-LF line), the first byte of the next header's key (a bare-LF line), or else the rest of
+ * a line cut by a NUL. */
+static int nul_inside(struct MHD_Connection *c, const char *v, size_t n) {
+    char next = v[n + 1];
+    if (next == 0 || next == '\r' || next == '\n') return 0;
+    const char *p = v + n + 1;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, key_at, &p);
+    return p != NULL;
+}
+
+/* the whole header value: one that a NUL cuts short is wrong, never a shorter key */
 static int authorized(srv *s, struct MHD_Connection *c) {
     if (!s->o.api_key || !*s->o.api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    const char *h = NULL;
+    size_t hn = 0;
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Authorization", 13, &h, &hn) != MHD_YES || !h) return 0;
+    if (hn < 7 || strncmp(h, "Bearer ", 7) || memchr(h, 0, hn) || nul_inside(c, h, hn)) return 0;
     const char *k = h + 7, *want = s->o.api_key;
-    size_t a = strlen(k), b = strlen(want);
+    size_t a = hn - 7, b = strlen(want);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < b; i++) diff |= (unsigned)(unsigned char)want[i] ^ (unsigned)(unsigned char)(i < a ? k[i] : 0);
     return diff == 0;
+}
+
+/* Content-Length headers that disagree (RFC 9112 §6.3: an error, a request smuggled past a proxy
+ * otherwise): MHD would read the first */
+typedef struct {
+    const char *first;
+    int conflict;
+} length_scan;
+
+static enum MHD_Result scan_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    length_scan *ls = cls;
+    (void)kind;
+    if (!key || strcasecmp(key, "Content-Length")) return MHD_YES;
+    if (!ls->first) ls->first = value ? value : "";
+    else if (strcmp(ls->first, value ? value : "")) ls->conflict = 1;
+    return MHD_YES;
+}
+
+static int conflicting_lengths(struct MHD_Connection *c) {
+    length_scan ls = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_length, &ls);
+    return ls.conflict;
+}
+
+/* the methods a known path allows, for the Allow header of a 405 */
+static void allowed_methods(const char *url, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0] && n < cap; i++)
+        if (!strcmp(url, ROUTES[i].path)) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", ROUTES[i].method);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -354,6 +436,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_lock(&s->mu);
         s->n_requests_live++;
         pthread_mutex_unlock(&s->mu);
+        if (conflicting_lengths(c))
+            return fail(c, 400, "invalid_request_error", "bad_request", "conflicting Content-Length headers");
         return MHD_YES;
     }
     if (*upload_size) { /* a piece of the body */
@@ -369,13 +453,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             path_known = 1;
             if (!strcmp(method, ROUTES[i].method)) found = (int)i;
         }
+    if (!path_known && !authorized(s, c)) /* which paths exist is not told without the key */
+        return fail(c, 401, "invalid_request_error", "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
     if (!path_known) return fail(c, 404, "invalid_request_error", "not_found", "no such route");
     if (found < 0) {
         srv_error e;
         sp_srv_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "method %s is not allowed here", method);
-        const char *allow = "GET";
-        for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
-            if (!strcmp(url, ROUTES[i].path)) allow = ROUTES[i].method;
+        char allow[64];
+        allowed_methods(url, allow, sizeof allow);
         return send_error(c, &e, "Allow", allow);
     }
     route_id id = ROUTES[found].id;
@@ -443,8 +528,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     *out = NULL;
     if (o->parallel < 1 || o->parallel > 64) return sp_err_set(err, "server: --parallel %d out of range 1..64", o->parallel);
-    if (o->ctx < 8) return sp_err_set(err, "server: -c %d is too small", o->ctx);
-    if (o->max_queue < 0) return sp_err_set(err, "server: --max-queue must be >= 0");
+    if (o->ctx < 8 || o->ctx > SRV_MAX_CTX) return sp_err_set(err, "server: -c %d out of range 8..%d", o->ctx, SRV_MAX_CTX);
+    if (o->max_queue < 0 || o->max_queue > SRV_MAX_QUEUE)
+        return sp_err_set(err, "server: --max-queue %d out of range 0..%d", o->max_queue, SRV_MAX_QUEUE);
     if (o->port < 0 || o->port > 65535) return sp_err_set(err, "server: --port %d out of range 0..65535", o->port);
     if (o->read_timeout_s < 1) return sp_err_set(err, "server: --read-timeout must be >= 1");
     if (o->max_connections < 2 || o->max_connections > 65536)

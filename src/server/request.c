@@ -235,6 +235,19 @@ static int parse_penalties(json_t *o, srv_request *r, srv_error *e) {
     return 0;
 }
 
+/* max_tokens and max_completion_tokens: each checked when given (a null one hides no error in
+ * the other); max_completion_tokens wins. *v stays -1 when neither gives a number. */
+static int max_tokens_field(json_t *o, long long *v, srv_error *e) {
+    static const char *keys[] = {"max_tokens", "max_completion_tokens"};
+    for (int i = 0; i < 2; i++) {
+        json_t *mx = json_object_get(o, keys[i]);
+        if (mx && json_is_integer(mx) && json_integer_value(mx) < 1)
+            return BAD(e, keys[i], "'%s' must be at least 1, got %lld", keys[i], (long long)json_integer_value(mx));
+        if (get_int(o, keys[i], 1, 1 << 30, v, e)) return -1;
+    }
+    return 0;
+}
+
 /* the sampling and output fields shared by chat and completions */
 static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     double t = 1.0, tp = 1.0, mp = 0.0;
@@ -250,11 +263,7 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
         seed = json_integer_value(sx);
         r->seed_given = 1;
     }
-    const char *mt = json_object_get(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    json_t *mx = json_object_get(o, mt);
-    if (mx && !json_is_null(mx) && json_is_integer(mx) && json_integer_value(mx) < 1)
-        return BAD(e, mt, "'%s' must be at least 1, got %lld", mt, (long long)json_integer_value(mx));
-    if (get_int(o, mt, 1, 1 << 30, &v, e)) return -1;
+    if (max_tokens_field(o, &v, e)) return -1;
     r->max_tokens = (int)v;
     r->sample = sp_sample_params_default();
     r->sample.temperature = (float)t;

@@ -53,7 +53,7 @@ static void job_done(srv *s, srv_job *j, const char *finish) {
     const slot_stats *st = &j->stats;
     double ms = sp_time_ms() - j->t_submit;
     double tau = st->target_calls ? (double)st->emitted / st->target_calls : 0;
-    if (!strcmp(finish, "error")) s->m_errors++;
+    if (!strcmp(finish, "error") || !strcmp(finish, "shutdown")) s->m_errors++;
     else s->m_ok++;
     if (st->target_calls) sp_srv_hist_add(&s->h_tau, tau);
     sp_log(SP_LOG_INFO, "request %ld: prompt %d tokens, emitted %d, tau %.2f, %.1f ms, %s", j->id, j->n_prompt,
@@ -438,20 +438,20 @@ static void *sched_main(void *arg) {
         }
         step(s);
     }
-    /* stopping: cancel what is queued or running */
+    /* stopping: end what is queued or running without its answer (503, or an error event) */
     for (int i = 0; i < s->o.parallel; i++)
         if (s->slot_job[i]) {
             srv_job *j = s->slot_job[i];
             j->stats = *sp_slot_get_stats(s->slots[i]);
             finish_text(j);
-            job_done(s, j, "cancelled");
+            job_done(s, j, "shutdown");
             vacate(s, i);
         }
     while (s->q_head) {
         srv_job *j = s->q_head;
         s->q_head = j->next;
         s->n_queued--;
-        job_done(s, j, "cancelled");
+        job_done(s, j, "shutdown");
         sp_srv_job_release(s, j);
     }
     s->q_tail = NULL;

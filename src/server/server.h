@@ -24,6 +24,10 @@
  * err on failure. */
 typedef sp_drafter *(*srv_drafter_fn)(void *ctx, const sp_sample_params *sample, int max_ctx, sp_err *err);
 
+/* the largest -c (KV positions per slot) and --max-queue a server accepts */
+#define SRV_MAX_CTX (1 << 24)
+#define SRV_MAX_QUEUE 65536
+
 typedef struct {
     const char *host;        /* address to bind (default 127.0.0.1) */
     int port;                /* 0: any free port (sp_srv_port tells which) */

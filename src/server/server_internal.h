@@ -42,7 +42,7 @@ struct srv_job {
     slot_token *lp;           /* with logprobs: one entry per emitted token */
     int n_toks, cap_toks;
     int queued, running, done;
-    const char *finish;       /* "stop", "length", "cancelled", "error" */
+    const char *finish;       /* "stop", "length", "cancelled" (the client left), "error", "shutdown" */
     char error[1024];
     slot_stats stats;
     /* the scheduler's own (no lock needed) */

@@ -230,3 +230,35 @@ int sp_tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, i
     *n = c.n;
     return 0;
 }
+
+/* The longest token's text in bytes: a token never covers more input than that (its stored text
+ * is at least as long as the bytes it stands for: byte-level BPE spells a byte in one or two
+ * bytes, SentencePiece a space as three), so a text of len bytes is at least len / longest
+ * tokens, short of normalizers that delete text. */
+static size_t longest_token(const tok_tokenizer *t) {
+    size_t m = 1;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        size_t k = 0;
+        if (sp_tok_token_text(t, id, &k) && k > m) m = k;
+    }
+    return m;
+}
+
+int sp_tok_encode_max(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special, int max_tokens,
+                      int32_t **ids, int *n, sp_err *err) {
+    *ids = NULL;
+    *n = 0;
+    size_t longest = longest_token(t);
+    if (max_tokens > 0 && len / longest > (size_t)max_tokens)
+        return sp_err_set(err, "the text is %zu bytes, at least %zu tokens (the longest token is %zu bytes): more "
+                               "than the %d that fit", len, len / longest, longest, max_tokens);
+    if (sp_tok_encode(t, text, len, add_bos, parse_special, ids, n, err)) return -1;
+    if (max_tokens > 0 && *n > max_tokens) {
+        sp_err_set(err, "the text is %d tokens: more than the %d that fit", *n, max_tokens);
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}

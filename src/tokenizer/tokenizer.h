@@ -47,6 +47,12 @@ void sp_tok_free(tok_tokenizer *t);
  * On success *ids is malloc'd (caller frees; non-NULL even when *n == 0). */
 int sp_tok_encode(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, int *n, sp_err *err);
+/* sp_tok_encode of a text that must fit max_tokens (> 0; 0: no limit): a text too long for that
+ * by its length alone (more than max_tokens times the longest token's bytes) is an error before
+ * any encoding, so a huge text costs no memory; otherwise encoded, and more than max_tokens ids
+ * are an error too. */
+int sp_tok_encode_max(tok_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special, int max_tokens,
+                      int32_t **ids, int *n, sp_err *err);
 /* ids -> UTF-8 text (special tokens rendered as their text). *text is malloc'd and
  * NUL-terminated (caller frees). Invalid byte sequences become U+FFFD as the model's
  * decoder specifies. Ids out of range are an error. */

@@ -39,6 +39,14 @@ static int loop_resume(loop_state *s, long *step0, sp_err *err) {
     }
     if (c->resume && c->resume_needs_checkpoint)
         return sp_err_set(err, "--resume: %s: no checkpoint to resume from", path);
+    /* no checkpoint: a run killed before its first one left its log, and starts over; without
+     * even that, nothing was ever started here (a mistyped directory) */
+    char log[4096];
+    if (c->log_path) snprintf(log, sizeof log, "%s", c->log_path);
+    else sp_path_join(log, sizeof log, c->out_dir, "train_log.csv");
+    if (c->resume && !sp_file_exists(log))
+        return sp_err_set(err, "--resume: %s: no checkpoint to resume from, and no run was started there (no %s); "
+                               "leave out --resume to start one", path, log);
     return s->rank == 0 ? sp_mkdir_p(c->out_dir, err) : 0;
 }
 

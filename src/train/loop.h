@@ -75,7 +75,7 @@ typedef struct {
     const char *log_header; /* the CSV header line, newline included */
     const char *run;       /* every setting the trajectory depends on (resume refuses others) */
     int resume;            /* continue from OUT's checkpoint when there is one */
-    int resume_needs_checkpoint; /* 1: resume without a checkpoint is an error; 0: a fresh start */
+    int resume_needs_checkpoint; /* 1: resume without a checkpoint is an error; 0: a fresh start where the run's log shows one began */
     int save_every;        /* 0: only at `total` (and at stop_at / the time limit) */
     int eval_every;        /* 0: only at `total` (and before step 1 when eval_at_start) */
     int eval_at_start;     /* evaluate before step 1; a fresh run logs it as row 0 */

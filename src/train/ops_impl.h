@@ -434,12 +434,22 @@ void sp_tr_softmax_rows(real *q, const real *Z, int T, int V) {
     }
 }
 
+/* −log softmax(z)[label] = logsumexp(z) − z[label], in double from the logits: the probability
+ * itself underflows to 0 (and its log to −inf) once the label's logit is ~100 below the row's
+ * largest, which a wide random head reaches at the first step */
+static double tr_row_nll(const real *z, int V, int label) {
+    double mx = z[0], s = 0;
+    for (int v = 1; v < V; v++) if (z[v] > mx) mx = z[v];
+    for (int v = 0; v < V; v++) s += exp((double)z[v] - mx);
+    return mx + log(s) - (double)z[label];
+}
+
 /* ---- softmax cross-entropy: loss = Σ_t wt[t]·(−log softmax(Z_t)[label_t]) / denom ---------- */
 double sp_tr_ce_forward(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
     sp_tr_softmax_rows(q, Z, T, V);
     double L = 0;
     for (int t = 0; t < T; t++)
-        if (wt[t] != 0) L -= (double)wt[t] * log((double)q[(size_t)t * V + labels[t]]);
+        if (wt[t] != 0) L += (double)wt[t] * tr_row_nll(Z + (size_t)t * V, V, labels[t]);
     return L / denom;
 }
 void sp_tr_ce_backward(real *dZ, const real *q, const int32_t *labels, const real *wt, int T, int V, double denom) {
@@ -480,7 +490,7 @@ double sp_tr_spark_loss_forward(double *terms, real *q, real *cstar, const real 
         double w = wt[t];
         sw += w;
         if (w == 0) continue;
-        sce += w * -log((double)qt[labels[t]]);
+        sce += w * tr_row_nll(Z + (size_t)t * V, V, labels[t]);
         sl1 += w * l1;
         if (conf) {
             double z = conf[t], y = cstar[t];

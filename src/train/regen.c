@@ -87,9 +87,9 @@ static int parse_ids_record(record *r, json_t *j, json_t *ids, const char *what,
         r->ids[i] = (int32_t)json_integer_value(v);
     }
     r->n = n;
-    r->resp_start = (int)json_integer_value(rs);
-    if (r->resp_start < 0 || r->resp_start > n)
-        return sp_err_set(err, "%s: resp_start %d outside [0, %d]", what, r->resp_start, n);
+    json_int_t k = json_integer_value(rs);
+    if (k < 0 || k > n) return sp_err_set(err, "%s: resp_start %lld outside [0, %d]", what, (long long)k, n);
+    r->resp_start = (int)k;
     if (generate) r->n = r->resp_start;
     return 0;
 }

@@ -211,8 +211,9 @@ int sp_tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err)
         char sj[4200];
         snprintf(sj, sizeof sj, "%s/shard.json", sd);
         if (!sp_file_exists(sj)) { /* shard.json is written last: without it the shard is unfinished */
-            sp_log(SP_LOG_WARN, "%s: incomplete shard (no shard.json), skipped", sd);
-            continue;
+            rc = sp_err_set(err, "%s: incomplete shard (no shard.json): finish it with `specula regen` (same "
+                                 "flags) or remove it", sd);
+            break;
         }
         rc = open_shard(s, &s->shards[s->n_shards], sd, vocab, err);
         if (!rc) s->n_shards++;
