@@ -45,6 +45,11 @@
  * that fit, and one row of K <= SP_QUANT_MAX_K always does */
 #define SP_QX_SCRATCH (96 * 1024)
 
+/* 1 for Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL and IQ4_XS (their kernels: quant_lowbit_*.c) */
+static inline int sp_quant_is_lowbit(sp_dtype dt) { return dt >= SP_DT_Q5_K && dt <= SP_DT_IQ4_XS; }
+/* 1 when dt's dot product reads Q8_K activation rows (the 256-blocks), 0 for Q8_0 blocks */
+static inline int qx_is_q8_K(sp_dtype dt) { return sp_dtype_block_elems(dt) == 256; }
+
 /* One activation row quantized for a weight type. Scratch layout per row: q[K] int8, then
  * d[K / block] f32 (the block scales as the dot product uses them: a Q8_0 block's f16 scale
  * widened), then for Q8_K bsums[K / 16] int16; rows start at 64-byte multiples. */
@@ -139,9 +144,17 @@ static inline qx_row qx_at(const qmm_ctx *c, int t) {
     const uint8_t *p = c->XQ + (size_t)t * c->xrow;
     size_t nb = (size_t)c->K / sp_dtype_block_elems(c->dt);
     qx_row r = {(const int8_t *)p, (const float *)(p + c->K), NULL};
-    if (c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K) r.bsums = (const int16_t *)(p + c->K + 4 * nb);
+    if (qx_is_q8_K(c->dt)) r.bsums = (const int16_t *)(p + c->K + 4 * nb);
     return r;
 }
+
+/* llama.cpp's nearest_int: half to even (quant.c) */
+int sp_quant_round_even(float f);
+/* the weighted scale-and-min fit of the K-quants with a min (quant.c) */
+float sp_quant_fit_scale_min(const float *x, const float *w, int n, int nmax, float rmin, int nstep, int use_abs,
+                             uint8_t *L, float *mn);
+/* Q3_K's 16 signed scales s[g] − 32 from its 12 packed bytes (quant_lowbit.c) */
+void sp_q3_K_scales(const uint8_t *packed, int8_t sc[16]);
 
 /* sub-block j's 6-bit scale and min of a Q4_K block's packed `scales` (quant.c) */
 void sp_q4_K_scale_min(int j, const uint8_t *s, int *sc, int *m);
@@ -175,6 +188,7 @@ void sp_qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from sp_qmm_rows_avx512 */
+void sp_qmm_rows_lowbit_avx2(const qmm_ctx *c, int n0, int n1); /* sp_quant_is_lowbit types, AVX2 and AVX-512 tiers */
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);
