@@ -76,6 +76,34 @@ static void test_mix_rule(void) {
         {GGUF_MIX_Q6_K, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q8_0},
         {GGUF_MIX_Q4_0, "blk.0.attn_q.weight", 2, 1, 0, 0, 16, GGML_TYPE_F16},
         {GGUF_MIX_F32, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_F32},
+        /* llama.cpp's other mixes (n_gqa = 2) */
+        {GGUF_MIX_Q5_K_M, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q5_K_M, "blk.3.attn_v.weight", 2, 1, 3, 3, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q5_K_M, "blk.8.ffn_down.weight", 2, 1, 8, 8, 3072, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q5_K_S, "blk.8.ffn_down.weight", 2, 1, 8, 8, 3072, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_M, "blk.1.attn_v.weight", 2, 1, 1, 1, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_M, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q3_K_M, "blk.0.ffn_down.weight", 2, 1, 0, 0, 3072, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_M, "blk.5.ffn_down.weight", 2, 1, 5, 5, 3072, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q3_K_M, "blk.5.attn_output.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q3_K_M, "blk.5.attn_q.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q3_K_L, "blk.5.attn_output.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_S, "blk.0.attn_v.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q2_K, "blk.5.attn_v.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q2_K, "blk.5.ffn_down.weight", 2, 1, 5, 5, 3072, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q2_K, "blk.5.ffn_up.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q2_K},
+        {GGUF_MIX_Q2_K, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_S, "blk.3.attn_v.weight", 2, 1, 3, 3, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q4_K_S, "blk.4.attn_v.weight", 2, 1, 4, 4, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_IQ4_XS, "blk.0.ffn_down.weight", 2, 1, 0, 0, 3072, GGML_TYPE_Q5_K},
+        {GGUF_MIX_IQ4_XS, "blk.9.ffn_down.weight", 2, 1, 9, 9, 3072, GGML_TYPE_IQ4_XS},
+        {GGUF_MIX_IQ4_XS, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_IQ4_NL}, /* IQ4_XS's fallback */
+        {GGUF_MIX_IQ4_NL, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q5_K_S, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q5_1}, /* Q5_K's fallback */
+        {GGUF_MIX_Q3_K_S, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q4_0}, /* Q3_K's fallback */
+        {GGUF_MIX_Q5_1, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q5_1},
+        {GGUF_MIX_F16, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_F16},
+        {GGUF_MIX_BF16, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_BF16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ggml_type got = sp_gguf_mix_tensor_type(cases[i].mix, cases[i].name, cases[i].n_dims, cases[i].ne0,
@@ -86,6 +114,13 @@ static void test_mix_rule(void) {
     }
     gguf_mix m;
     CHECK(sp_gguf_mix_parse("q4_k_m", &m) == 0 && m == GGUF_MIX_Q4_K_M && sp_gguf_mix_parse("q5_k_x", &m) < 0, "parse");
+    static const struct { const char *s; gguf_mix m; } names[] = {
+        {"Q4_K_M", GGUF_MIX_Q4_K_M}, {"q5_k_m", GGUF_MIX_Q5_K_M}, {"Q4_k_s", GGUF_MIX_Q4_K_S}, {"Q5_0", GGUF_MIX_Q5_0},
+        {"f16", GGUF_MIX_F16},       {"BF16", GGUF_MIX_BF16},     {"Q3_K", GGUF_MIX_Q3_K_M},   {"q4_k", GGUF_MIX_Q4_K_M},
+        {"Q5_K", GGUF_MIX_Q5_K_M},   {"iq4_xs", GGUF_MIX_IQ4_XS}, {"IQ4_NL", GGUF_MIX_IQ4_NL}, {"Q3_K_L", GGUF_MIX_Q3_K_L},
+        {"q2_k", GGUF_MIX_Q2_K},     {"Q3_K_S", GGUF_MIX_Q3_K_S}, {"Q5_K_S", GGUF_MIX_Q5_K_S}, {"Q5_1", GGUF_MIX_Q5_1}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        CHECK(sp_gguf_mix_parse(names[i].s, &m) == 0 && m == names[i].m, "parse %s", names[i].s);
 }
 
 /* ---- quantized tiny models -------------------------------------------------------------- */
