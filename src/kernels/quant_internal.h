@@ -22,13 +22,24 @@
  *     for b:  isum = Σ_g sc[g] · (Σ_{e in g} u[e] · xq[e] − 32 · bsum[g])
  *             acc = fma(f16(W.d) · xd[b], (float)isum, acc)
  *     y = acc
+ *   Q5_K as Q4_K with q in 0..31. Q2_K (groups g of 16, 4-bit sc[g] and m[g]) as Q4_K with
+ *     isum = Σ_g sc[g] · Σ_{e in g} q[e] · xq[e] and imin = Σ_g m[g] · bsum[g].
+ *   Q3_K (groups g of 16, signed s[g], u = 2 bits | third bit << 2 in 0..7):
+ *     isum = Σ_g s[g] · (Σ_{e in g} u[e] · xq[e] − 4 · bsum[g]);  acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *   IQ4_XS (sub-blocks j of 32, table values T[q], 6-bit ls[j]):
+ *     isum = Σ_j (ls[j] − 32) · Σ_{e in j} T[q[e]] · xq[e];  acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *   IQ4_NL, Q5_1 (blocks b of 32 against Q8_0 activations, one accumulator, blocks in order):
+ *     acc = fma(f16(W.d) · xd[b], (float)Σ v[e] · xq[e], acc)   (v = T[q], or q in 0..31 for Q5_1)
+ *     Q5_1 then: acc = fma(f16(W.m) · xd[b], (float)Σ xq[e], acc)
  * The 16-lane layout of the 32-blocks matches every SIMD width: an AVX2 register of 8 int32
  * lanes from one block (lane i = elements 4i..4i+3), an AVX-512 register holding two blocks,
  * NEON pairs of 4-lane registers. int32 sums never overflow: |isum| < 2^28 for the K-quants.
  *
  * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c;
  * its Q4_K / Q6_K tiles in quant_k_avx512.c),
- * NEON with dotprod (quant_neon.c). Each file is entered only after sp_cpu_level() selects
+ * NEON with dotprod (quant_neon.c); Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS in quant_lowbit_avx2.c
+ * (the AVX2 and AVX-512 tiers) and quant_lowbit_neon.c, in the order written out by the scalar
+ * kernels of quant_matmul.c. Each file is entered only after sp_cpu_level() selects
  * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without
  * dotprod the scalar path). */
 #ifndef SPECULA_QUANT_INTERNAL_H
@@ -192,6 +203,7 @@ void sp_qmm_rows_lowbit_avx2(const qmm_ctx *c, int n0, int n1); /* sp_quant_is_l
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);
+void sp_qmm_rows_lowbit_neon(const qmm_ctx *c, int n0, int n1); /* sp_quant_is_lowbit types */
 #endif
 
 /* sp_matmul for quantized W on tier `tier` (SP_CPU_SCALAR for the portable twin) */

@@ -324,6 +324,7 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return sp_qmm_rows_avx512;
     if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return sp_qmm_rows_avx2;
 #elif defined(__aarch64__)
+    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && sp_quant_is_lowbit(dt)) return sp_qmm_rows_lowbit_neon;
     if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && dt != SP_DT_Q5_0) return qmm_rows_neon;
 #endif
     (void)f, (void)tier, (void)dt;
