@@ -42,6 +42,12 @@ typedef enum {
     SP_DT_Q6_K, /* 256 values in 210 bytes: 6-bit values, 16 int8 sub-scales, f16 scale */
     SP_DT_Q8_K, /* 256 values in 292 bytes: f32 scale, 256 int8, 16 int16 group sums (activations) */
     SP_DT_Q5_0, /* 32 values in 22 bytes: f16 scale, 32 fifth bits, 32 nibbles */
+    SP_DT_Q5_K, /* 256 values in 176 bytes: Q4_K's scales and nibbles plus 32 bytes of fifth bits */
+    SP_DT_Q3_K, /* 256 values in 110 bytes: high-bit mask, 2-bit values, 16 × 6-bit scales, f16 scale */
+    SP_DT_Q2_K, /* 256 values in 84 bytes: 16 × 4-bit scales and mins, 2-bit values, f16 scale and min */
+    SP_DT_Q5_1, /* 32 values in 24 bytes: f16 scale and min, 32 fifth bits, 32 nibbles */
+    SP_DT_IQ4_NL, /* 32 values in 18 bytes: f16 scale, 32 nibbles indexing a fixed 16-value table */
+    SP_DT_IQ4_XS, /* 256 values in 136 bytes: f16 scale, 8 × 6-bit scales, nibbles into IQ4_NL's table */
     SP_DT_UNKNOWN
 } sp_dtype;
 

@@ -76,16 +76,51 @@ static void test_mix_rule(void) {
         {GGUF_MIX_Q6_K, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q8_0},
         {GGUF_MIX_Q4_0, "blk.0.attn_q.weight", 2, 1, 0, 0, 16, GGML_TYPE_F16},
         {GGUF_MIX_F32, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_F32},
+        /* llama.cpp's other mixes (n_gqa = 2) */
+        {GGUF_MIX_Q5_K_M, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q5_K_M, "blk.3.attn_v.weight", 2, 1, 3, 3, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q5_K_M, "blk.8.ffn_down.weight", 2, 1, 8, 8, 3072, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q5_K_S, "blk.8.ffn_down.weight", 2, 1, 8, 8, 3072, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_M, "blk.1.attn_v.weight", 2, 1, 1, 1, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_M, "blk.2.attn_v.weight", 2, 1, 2, 2, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q3_K_M, "blk.0.ffn_down.weight", 2, 1, 0, 0, 3072, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_M, "blk.5.ffn_down.weight", 2, 1, 5, 5, 3072, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q3_K_M, "blk.5.attn_output.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_Q3_K_M, "blk.5.attn_q.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q3_K_L, "blk.5.attn_output.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q3_K_S, "blk.0.attn_v.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q2_K, "blk.5.attn_v.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q2_K, "blk.5.ffn_down.weight", 2, 1, 5, 5, 3072, GGML_TYPE_Q3_K},
+        {GGUF_MIX_Q2_K, "blk.5.ffn_up.weight", 2, 1, 5, 5, 1024, GGML_TYPE_Q2_K},
+        {GGUF_MIX_Q2_K, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q4_K_S, "blk.3.attn_v.weight", 2, 1, 3, 3, 1024, GGML_TYPE_Q5_K},
+        {GGUF_MIX_Q4_K_S, "blk.4.attn_v.weight", 2, 1, 4, 4, 1024, GGML_TYPE_Q4_K},
+        {GGUF_MIX_IQ4_XS, "blk.0.ffn_down.weight", 2, 1, 0, 0, 3072, GGML_TYPE_Q5_K},
+        {GGUF_MIX_IQ4_XS, "blk.9.ffn_down.weight", 2, 1, 9, 9, 3072, GGML_TYPE_IQ4_XS},
+        {GGUF_MIX_IQ4_XS, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_IQ4_NL}, /* IQ4_XS's fallback */
+        {GGUF_MIX_IQ4_NL, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_Q6_K},
+        {GGUF_MIX_Q5_K_S, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q5_1}, /* Q5_K's fallback */
+        {GGUF_MIX_Q3_K_S, "blk.0.attn_q.weight", 2, 1, 0, 0, 96, GGML_TYPE_Q4_0}, /* Q3_K's fallback */
+        {GGUF_MIX_Q5_1, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_Q5_1},
+        {GGUF_MIX_F16, "output.weight", 2, 0, 0, 0, 1024, GGML_TYPE_F16},
+        {GGUF_MIX_BF16, "blk.0.attn_q.weight", 2, 1, 0, 0, 1024, GGML_TYPE_BF16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ggml_type got = sp_gguf_mix_tensor_type(cases[i].mix, cases[i].name, cases[i].n_dims, cases[i].ne0,
-                                             GGML_TYPE_BF16, cases[i].tied, cases[i].i_v, L, cases[i].i_down, L);
+                                             GGML_TYPE_BF16, cases[i].tied, cases[i].i_v, L, cases[i].i_down, L, 2);
         if (cases[i].n_dims == 1 && got == GGML_TYPE_BF16) got = GGML_TYPE_F32; /* kept: the source type */
         CHECK(got == cases[i].want, "case %zu (%s, %s): got %s, want %s", i, sp_gguf_mix_name(cases[i].mix),
               cases[i].name, sp_ggml_type_name(got), sp_ggml_type_name(cases[i].want));
     }
     gguf_mix m;
-    CHECK(sp_gguf_mix_parse("q4_k_m", &m) == 0 && m == GGUF_MIX_Q4_K_M && sp_gguf_mix_parse("q5_k_m", &m) < 0, "parse");
+    CHECK(sp_gguf_mix_parse("q4_k_m", &m) == 0 && m == GGUF_MIX_Q4_K_M && sp_gguf_mix_parse("q5_k_x", &m) < 0, "parse");
+    static const struct { const char *s; gguf_mix m; } names[] = {
+        {"Q4_K_M", GGUF_MIX_Q4_K_M}, {"q5_k_m", GGUF_MIX_Q5_K_M}, {"Q4_k_s", GGUF_MIX_Q4_K_S}, {"Q5_0", GGUF_MIX_Q5_0},
+        {"f16", GGUF_MIX_F16},       {"BF16", GGUF_MIX_BF16},     {"Q3_K", GGUF_MIX_Q3_K_M},   {"q4_k", GGUF_MIX_Q4_K_M},
+        {"Q5_K", GGUF_MIX_Q5_K_M},   {"iq4_xs", GGUF_MIX_IQ4_XS}, {"IQ4_NL", GGUF_MIX_IQ4_NL}, {"Q3_K_L", GGUF_MIX_Q3_K_L},
+        {"q2_k", GGUF_MIX_Q2_K},     {"Q3_K_S", GGUF_MIX_Q3_K_S}, {"Q5_K_S", GGUF_MIX_Q5_K_S}, {"Q5_1", GGUF_MIX_Q5_1}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        CHECK(sp_gguf_mix_parse(names[i].s, &m) == 0 && m == names[i].m, "parse %s", names[i].s);
 }
 
 /* ---- quantized tiny models -------------------------------------------------------------- */
@@ -277,11 +312,52 @@ static void test_q5_0_model(void) {
     CHECK(plain[0] && !strcmp(plain, dm), "Q5_0: draft-model output differs: %s | %s", plain, dm);
 }
 
+/* Q5_K_M, Q3_K_M, Q2_K, Q5_1, IQ4_NL, IQ4_XS files of the qwen3 model, written through the
+ * binary with llama-quantize's argument order and type names (any case): each holds its mix's
+ * types, loads, gives logits within 0.03 of its dequantized f32 twin (the kernels against exact
+ * weights: only the activation quantization differs) and within the type's bound of the
+ * unquantized f32 model, and speculative output (n-gram, draft model) equals plain. */
+static void test_lowbit_models(void) {
+    static const struct { const char *type; unsigned base; double bound; } T[] = {
+        {"Q5_K_M", 13, 0.05}, {"q3_k_m", 11, 0.15}, {"Q2_K", 10, 0.35},
+        {"q5_1", 7, 0.05},    {"IQ4_NL", 20, 0.08}, {"iq4_xs", 23, 0.08}};
+    char ref[600], q[600], d[600], cmd[1600], out[4096], plain[4096], ng[4096], dm[4096], extra[800];
+    snprintf(ref, sizeof ref, "%s-ref-f32.gguf", tmppath("qwen3"));
+    gguf_quantize_opts o = {.n_threads = 2, .mix = GGUF_MIX_F32};
+    sp_err err = {{0}};
+    CHECK(sp_gguf_quantize(tmppath("qwen3"), ref, &o, &err) == 0, "f32: %s", err.msg);
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        snprintf(q, sizeof q, "%s-%s.gguf", tmppath("qwen3"), T[t].type);
+        snprintf(d, sizeof d, "%s-%s-f32.gguf", tmppath("qwen3"), T[t].type);
+        snprintf(cmd, sizeof cmd, "%s quantize %s %s %s -q 2>&1", cli, tmppath("qwen3"), q, T[t].type);
+        CHECK(harness_run(cmd, out, sizeof out) == 0, "%s: %s", T[t].type, out);
+        gguf_file *f = sp_gguf_open(q, &err);
+        CHECK(f && tensor_type(f, "blk.0.attn_q.weight") == T[t].base, "%s: attn_q type %u", T[t].type,
+              f ? tensor_type(f, "blk.0.attn_q.weight") : 0);
+        if (f) sp_gguf_close(f);
+        o.mix = GGUF_MIX_F32;
+        CHECK(sp_gguf_quantize(q, d, &o, &err) == 0, "%s f32: %s", T[t].type, err.msg);
+        char what[64];
+        snprintf(what, sizeof what, "qwen3 %-6s vs its f32 twin", T[t].type);
+        logits_close(q, d, 0.03, what);
+        snprintf(what, sizeof what, "qwen3 %-6s vs the f32 model", T[t].type);
+        logits_close(q, ref, T[t].bound, what);
+        gen_tokens(q, "", plain, sizeof plain);
+        gen_tokens(q, "--spec ngram --draft-max 6", ng, sizeof ng);
+        snprintf(extra, sizeof extra, "--spec draft -md %s --draft-max 5", q);
+        gen_tokens(q, extra, dm, sizeof dm);
+        CHECK(plain[0] && !strcmp(plain, ng), "%s: ngram output differs: %s | %s", T[t].type, plain, ng);
+        CHECK(plain[0] && !strcmp(plain, dm), "%s: draft-model output differs: %s | %s", T[t].type, plain, dm);
+    }
+}
+
 static void test_cli_errors(void) {
     char cmd[1200], out[4096];
-    snprintf(cmd, sizeof cmd, "%s quantize -m %s -o %s --type q5_k_m 2>&1", cli, tmppath("qwen3"),
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s -o %s --type q7_k 2>&1", cli, tmppath("qwen3"),
              tmppath("x.gguf"));
-    CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "q5_k_m"), "bad type: %s", out);
+    CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "q7_k") && strstr(out, "IQ4_XS"), "bad type: %s", out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s q8_0 q8_0 2>&1", cli, tmppath("qwen3"), tmppath("x.gguf"));
+    CHECK(harness_run(cmd, out, sizeof out) == 2 && strstr(out, "IN OUT TYPE"), "4 positionals: %s", out);
     snprintf(cmd, sizeof cmd, "%s quantize -m %s/none -o %s --type q8_0 2>&1", cli, tmp_root,
              tmppath("x.gguf"));
     CHECK(harness_run(cmd, out, sizeof out) != 0 && strstr(out, "none"), "missing input: %s", out);
@@ -402,6 +478,7 @@ int main(int argc, char **argv) {
     RUN(test_quantized_close);
     RUN(test_spec_identical);
     RUN(test_q5_0_model);
+    RUN(test_lowbit_models);
     RUN(test_cli_errors);
     RUN(test_drafter_q8);
     RUN(test_drop_pages);

@@ -21,8 +21,9 @@
 #include "kernels/quant_internal.h"
 
 static sp_pool *pool1, *pool2;
-static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K, SP_DT_Q5_0};
-#define NWT 5
+static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K, SP_DT_Q5_0, SP_DT_Q5_K,
+                                  SP_DT_Q3_K, SP_DT_Q2_K, SP_DT_Q5_1, SP_DT_IQ4_NL, SP_DT_IQ4_XS};
+#define NWT 11
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -235,7 +236,7 @@ static void test_round_trip(void) {
             sp_err err;
             CHECK(sp_quantize_row(q, x, dt, n, &err) == 0, "%s", err.msg);
             CHECK(sp_dequantize_row(y, q, dt, n, &err) == 0, "%s", err.msg);
-            size_t be = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0 ? 32 : 16; /* check unit */
+            size_t be = qx_is_q8_K(dt) ? 16 : 32; /* check unit */
             for (size_t b0 = 0; b0 < n; b0 += be) {
                 float amax = 0;
                 double se = 0, sx = 0;
@@ -288,7 +289,13 @@ static void test_bytes_match_llama(void) {
         {SP_DT_Q5_0, {0xe5cf6ab5a8b27bcdull, 0xbafd2b42bee1edc6ull, 0x73b16fa0cb84fe67ull}},
         {SP_DT_Q4_K, {0xc0b450ac25653295ull, 0xc92a2e25fb0024f8ull, 0xfd3ae4983531848bull}},
         {SP_DT_Q6_K, {0x99266c4c7038fa60ull, 0xbe0a784606717b83ull, 0xc7d41e1bdb7cc8c9ull}},
-        {SP_DT_Q8_K, {0x69f00be05544946cull, 0xc9aec5cd8d848f8eull, 0xa642cf9767ec9e22ull}}};
+        {SP_DT_Q8_K, {0x69f00be05544946cull, 0xc9aec5cd8d848f8eull, 0xa642cf9767ec9e22ull}},
+        {SP_DT_Q5_K, {0xb4e74be33359e4a1ull, 0x97c9cfde43b49da7ull, 0x3be4a16cb2192badull}},
+        {SP_DT_Q3_K, {0xb2daecdb92ccf337ull, 0x222fe0b29ecaaea7ull, 0x12ac9d5a5b2d380dull}},
+        {SP_DT_Q2_K, {0xca2feecb6513a3f8ull, 0xe68c706e9b8cbdc7ull, 0x7c9953ed64d74207ull}},
+        {SP_DT_Q5_1, {0x3d65e49348eba1b2ull, 0x89ae84a250c584b2ull, 0x9ffcd049bb89d2e1ull}},
+        {SP_DT_IQ4_NL, {0xac7cf272876ca0c6ull, 0x85812b4a2e73d718ull, 0x2dfcb713123ad1e4ull}},
+        {SP_DT_IQ4_XS, {0xecfbbd18cdf2fe00ull, 0x22671b6877ce4950ull, 0xe351a807029f944eull}}};
     const size_t n = 4096;
     float *x = xmalloc(n * 4);
     void *q = xmalloc(sp_dtype_row_bytes(SP_DT_Q8_K, n));
@@ -330,7 +337,7 @@ static void qmat_free(qmat *m) { free(m->w), free(m->wf); }
 
 /* x quantized as sp_matmul does for weight type dt, then dequantized */
 static void act_dequant(float *xh, const float *x, sp_dtype dt, int K) {
-    sp_dtype at = dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0 ? SP_DT_Q8_0 : SP_DT_Q8_K;
+    sp_dtype at = qx_is_q8_K(dt) ? SP_DT_Q8_K : SP_DT_Q8_0;
     void *q = xmalloc(sp_dtype_row_bytes(at, (size_t)K));
     sp_quantize_row(q, x, at, (size_t)K, NULL);
     sp_dequantize_row(xh, q, at, (size_t)K, NULL);

@@ -385,6 +385,12 @@ sp_dtype sp_gguf_ggml_to_dtype(uint32_t t) {
     case 8: return SP_DT_Q8_0;
     case 12: return SP_DT_Q4_K;
     case 14: return SP_DT_Q6_K;
+    case 7: return SP_DT_Q5_1;
+    case 10: return SP_DT_Q2_K;
+    case 11: return SP_DT_Q3_K;
+    case 13: return SP_DT_Q5_K;
+    case 20: return SP_DT_IQ4_NL;
+    case 23: return SP_DT_IQ4_XS;
     default: return SP_DT_UNKNOWN;
     }
 }

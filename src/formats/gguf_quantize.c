@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -21,30 +22,44 @@
 #include "export_gguf.h"
 #include "gguf_model.h"
 
+/* each mix: llama-quantize's name, its llama_ftype (general.file_type) and its base type */
+static const struct {
+    const char *name;
+    uint32_t file_type;
+    ggml_type base;
+} MIXES[GGUF_MIX_COUNT] = {
+    [GGUF_MIX_Q8_0] = {"Q8_0", 7, GGML_TYPE_Q8_0},       [GGUF_MIX_Q4_0] = {"Q4_0", 2, GGML_TYPE_Q4_0},
+    [GGUF_MIX_Q4_K_M] = {"Q4_K_M", 15, GGML_TYPE_Q4_K},  [GGUF_MIX_Q6_K] = {"Q6_K", 18, GGML_TYPE_Q6_K},
+    [GGUF_MIX_F32] = {"F32", 0, GGML_TYPE_F32},          [GGUF_MIX_Q2_K] = {"Q2_K", 10, GGML_TYPE_Q2_K},
+    [GGUF_MIX_Q3_K_S] = {"Q3_K_S", 11, GGML_TYPE_Q3_K},  [GGUF_MIX_Q3_K_M] = {"Q3_K_M", 12, GGML_TYPE_Q3_K},
+    [GGUF_MIX_Q3_K_L] = {"Q3_K_L", 13, GGML_TYPE_Q3_K},  [GGUF_MIX_Q4_K_S] = {"Q4_K_S", 14, GGML_TYPE_Q4_K},
+    [GGUF_MIX_Q5_K_S] = {"Q5_K_S", 16, GGML_TYPE_Q5_K},  [GGUF_MIX_Q5_K_M] = {"Q5_K_M", 17, GGML_TYPE_Q5_K},
+    [GGUF_MIX_Q5_0] = {"Q5_0", 8, GGML_TYPE_Q5_0},       [GGUF_MIX_Q5_1] = {"Q5_1", 9, GGML_TYPE_Q5_1},
+    [GGUF_MIX_IQ4_NL] = {"IQ4_NL", 25, GGML_TYPE_IQ4_NL}, [GGUF_MIX_IQ4_XS] = {"IQ4_XS", 30, GGML_TYPE_IQ4_XS},
+    [GGUF_MIX_F16] = {"F16", 1, GGML_TYPE_F16},          [GGUF_MIX_BF16] = {"BF16", 32, GGML_TYPE_BF16},
+};
+
 int sp_gguf_mix_parse(const char *s, gguf_mix *out) {
-    static const char *names[] = {"q8_0", "q4_0", "q4_k_m", "q6_k", "f32"};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(s, names[i])) {
+    static const struct { const char *alias; gguf_mix mix; } aliases[] = {
+        {"Q3_K", GGUF_MIX_Q3_K_M}, {"Q4_K", GGUF_MIX_Q4_K_M}, {"Q5_K", GGUF_MIX_Q5_K_M}};
+    for (int i = 0; i < GGUF_MIX_COUNT; i++)
+        if (!strcasecmp(s, MIXES[i].name)) {
             *out = (gguf_mix)i;
+            return 0;
+        }
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcasecmp(s, aliases[i].alias)) {
+            *out = aliases[i].mix;
             return 0;
         }
     return -1;
 }
 
-const char *sp_gguf_mix_name(gguf_mix m) {
-    static const char *names[] = {"Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "F32"};
-    return (unsigned)m < 5 ? names[m] : "?";
-}
+const char *sp_gguf_mix_name(gguf_mix m) { return (unsigned)m < GGUF_MIX_COUNT ? MIXES[m].name : "?"; }
 
-/* llama_ftype of each mix (general.file_type) */
-static uint32_t mix_file_type(gguf_mix m) {
-    static const uint32_t ft[] = {7, 2, 15, 18, 0};
-    return ft[m];
-}
-
-static ggml_type mix_base(gguf_mix m) {
-    static const ggml_type t[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F32};
-    return t[m];
+const char *sp_gguf_mix_names(void) {
+    return "Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_0, Q4_K_S, Q4_K_M, Q5_0, Q5_1, Q5_K_S, Q5_K_M, Q6_K, Q8_0, IQ4_NL, "
+           "IQ4_XS, F16, BF16 or F32 (any case)";
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -55,28 +70,73 @@ static int ends_with(const char *s, const char *suffix) {
 /* layers that get more bits in llama.cpp's *_M mixes: the first and last eighth, every third between */
 static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
+/* llama.cpp's choice for attn_v (i: its index, n: their count) */
+static ggml_type mix_attn_v(gguf_mix mix, ggml_type t, int i, int n, int n_gqa) {
+    switch (mix) {
+    case GGUF_MIX_Q2_K: return n_gqa >= 4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K;
+    case GGUF_MIX_Q3_K_M: return i < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
+    case GGUF_MIX_Q3_K_L: return GGML_TYPE_Q5_K;
+    case GGUF_MIX_IQ4_NL: case GGUF_MIX_IQ4_XS: return n_gqa >= 4 ? GGML_TYPE_Q5_K : t;
+    case GGUF_MIX_Q4_K_M: case GGUF_MIX_Q5_K_M: return more_bits(i, n) ? GGML_TYPE_Q6_K : t;
+    case GGUF_MIX_Q4_K_S: return i < 4 ? GGML_TYPE_Q5_K : t;
+    default: return t;
+    }
+}
+
+/* llama.cpp's choice for ffn_down of layer i of n */
+static ggml_type mix_ffn_down(gguf_mix mix, ggml_type t, int i, int n) {
+    switch (mix) {
+    case GGUF_MIX_Q2_K: return GGML_TYPE_Q3_K;
+    case GGUF_MIX_Q3_K_M: return i < n / 16 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
+    case GGUF_MIX_Q3_K_L: return GGML_TYPE_Q5_K;
+    case GGUF_MIX_Q4_K_M: case GGUF_MIX_Q5_K_M: return more_bits(i, n) ? GGML_TYPE_Q6_K : t;
+    case GGUF_MIX_IQ4_NL: case GGUF_MIX_IQ4_XS: case GGUF_MIX_Q4_K_S: return i < n / 8 ? GGML_TYPE_Q5_K : t;
+    default: return t;
+    }
+}
+
+/* llama.cpp's choice for attn_output */
+static ggml_type mix_attn_output(gguf_mix mix, ggml_type t) {
+    return mix == GGUF_MIX_Q2_K ? GGML_TYPE_Q3_K : mix == GGUF_MIX_Q3_K_M ? GGML_TYPE_Q4_K
+         : mix == GGUF_MIX_Q3_K_L ? GGML_TYPE_Q5_K : t;
+}
+
+/* a type whose block does not divide the rows: llama.cpp's next choice, then F16 */
+static ggml_type mix_fallback(ggml_type t, int64_t ne0) {
+    if (sp_ggml_row_size(t, ne0)) return t;
+    switch (t) {
+    case GGML_TYPE_IQ4_XS: t = GGML_TYPE_IQ4_NL; break;
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: t = GGML_TYPE_Q4_0; break;
+    case GGML_TYPE_Q4_K: t = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: t = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: t = GGML_TYPE_Q8_0; break;
+    default: break;
+    }
+    return sp_ggml_row_size(t, ne0) ? t : GGML_TYPE_F16;
+}
+
 ggml_type sp_gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, int64_t ne0, ggml_type src_type, int tied,
-                               int i_attn_v, int n_attn_v, int i_ffn_down, int n_layers) {
+                               int i_attn_v, int n_attn_v, int i_ffn_down, int n_layers, int n_gqa) {
     if (mix == GGUF_MIX_F32) return GGML_TYPE_F32;
     /* not quantized: vectors, non-weights, norms, the Gemma-4 per-layer model projection */
     if (n_dims < 2 || !ends_with(name, "weight") || strstr(name, "_norm.weight") || strstr(name, "per_layer_model_proj"))
         return src_type;
-    ggml_type base = mix_base(mix), t = base;
+    ggml_type base = MIXES[mix].base, t = base;
+    if (mix == GGUF_MIX_F16 || mix == GGUF_MIX_BF16) return t;
     int embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
     if (!strcmp(name, "output.weight") || (tied && embd)) {
-        if (sp_ggml_row_size(base, ne0) == 0) t = GGML_TYPE_Q8_0;
+        if (ne0 % (int64_t)sp_dtype_block_elems(sp_gguf_ggml_to_dtype(base))) t = GGML_TYPE_Q8_0;
         else if (base != GGML_TYPE_Q8_0) t = GGML_TYPE_Q6_K;
     } else if (embd) {
         t = base;
-    } else if (strstr(name, "attn_v.weight")) {
-        if (mix == GGUF_MIX_Q4_K_M && more_bits(i_attn_v, n_attn_v)) t = GGML_TYPE_Q6_K;
+    } else if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight")) {
+        t = mix_attn_v(mix, base, i_attn_v, n_attn_v, n_gqa);
+    } else if (strstr(name, "attn_output.weight")) {
+        t = mix_attn_output(mix, base);
     } else if (strstr(name, "ffn_down")) {
-        if (mix == GGUF_MIX_Q4_K_M && more_bits(i_ffn_down, n_layers)) t = GGML_TYPE_Q6_K;
+        t = mix_ffn_down(mix, base, i_ffn_down, n_layers);
     }
-    /* rows that are not whole blocks: as llama.cpp, Q5_0 for Q4_K, Q8_0 for Q6_K, else F16 */
-    if (sp_ggml_row_size(t, ne0) == 0) t = t == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
-    if (sp_ggml_row_size(t, ne0) == 0) t = GGML_TYPE_F16;
-    return t;
+    return mix_fallback(t, ne0);
 }
 
 /* ---- streaming one tensor ------------------------------------------------------------------ */
@@ -169,7 +229,7 @@ static int copy_metadata(const gguf_file *f, gguf_writer *w, const char *in, ggu
         if (sp_gguf_writer_set_raw(w, key, (gguf_type)kv->type, kv->raw, (size_t)kv->raw_len, err)) return -1;
     }
     if (sp_gguf_writer_set_u32(w, "general.quantization_version", 2, err) ||
-        sp_gguf_writer_set_u32(w, "general.file_type", mix_file_type(mix), err))
+        sp_gguf_writer_set_u32(w, "general.file_type", MIXES[mix].file_type, err))
         return -1;
     return 0;
 }
@@ -179,17 +239,25 @@ static int copy_metadata(const gguf_file *f, gguf_writer *w, const char *in, ggu
 static int add_tensor_jobs(const gguf_file *f, gguf_writer *w, const char *in, const gguf_quantize_opts *o,
                            tensor_job *jobs, sp_pool *pool, progress_state *prog, sp_err *err) {
     /* the counters llama.cpp's rule reads */
-    int64_t n_layers = 0;
+    int64_t n_layers = 0, n_head = 0, n_head_kv = 0;
     gguf_str arch;
     if (sp_gguf_get_str(f, "general.architecture", &arch, err) == 0) {
         char key[96];
-        snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        int al = (int)(arch.len > 64 ? 64 : arch.len);
+        snprintf(key, sizeof key, "%.*s.block_count", al, arch.ptr);
         if (sp_gguf_get_i64(f, key, &n_layers, err) < 0) return -1;
+        /* heads per KV head, as llama.cpp's n_gqa() (Gemma-4 stores per-layer arrays: 0 here) */
+        snprintf(key, sizeof key, "%.*s.attention.head_count", al, arch.ptr);
+        if (sp_gguf_get_i64(f, key, &n_head, NULL) < 0) n_head = 0;
+        snprintf(key, sizeof key, "%.*s.attention.head_count_kv", al, arch.ptr);
+        if (sp_gguf_get_i64(f, key, &n_head_kv, NULL) < 0) n_head_kv = 0;
     }
+    int n_gqa = n_head > 0 && n_head_kv > 0 ? (int)(n_head / n_head_kv) : 0;
     int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0, n_requant = 0, tied = sp_gguf_find_tensor(f, "output.weight") == NULL;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_str *nm = &f->tensors[i].name;
-        n_attn_v += nm->len >= 13 && !memcmp(nm->ptr + nm->len - 13, "attn_v.weight", 13);
+        n_attn_v += (nm->len >= 13 && !memcmp(nm->ptr + nm->len - 13, "attn_v.weight", 13)) ||
+                    (nm->len >= 15 && !memcmp(nm->ptr + nm->len - 15, "attn_qkv.weight", 15));
     }
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor_info *t = &f->tensors[i];
@@ -209,8 +277,8 @@ static int add_tensor_jobs(const gguf_file *f, gguf_writer *w, const char *in, c
             return sp_err_set(err, "%s: tensor %s: rows too long", in, name);
         j->ne0 = (int64_t)t->dims[0];
         j->dst = sp_gguf_mix_tensor_type(o->mix, name, (int)t->n_dims, j->ne0, (ggml_type)t->type, tied, i_attn_v,
-                                      n_attn_v, i_ffn_down, (int)n_layers);
-        if (strstr(name, "attn_v.weight") && t->n_dims >= 2) i_attn_v++;
+                                      n_attn_v, i_ffn_down, (int)n_layers, n_gqa);
+        if ((strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight")) && t->n_dims >= 2) i_attn_v++;
         if (strstr(name, "ffn_down") && t->n_dims >= 2) i_ffn_down++;
         n_requant += sp_dtype_is_quant(j->src_dt) && (uint32_t)j->dst != t->type && j->dst != GGML_TYPE_F32;
         j->src = sp_gguf_tensor_data(f, t, err);

@@ -102,6 +102,12 @@ const char *sp_ggml_type_name(ggml_type t) {
     case GGML_TYPE_Q8_0: return "Q8_0";
     case GGML_TYPE_Q4_K: return "Q4_K";
     case GGML_TYPE_Q6_K: return "Q6_K";
+    case GGML_TYPE_Q5_1: return "Q5_1";
+    case GGML_TYPE_Q2_K: return "Q2_K";
+    case GGML_TYPE_Q3_K: return "Q3_K";
+    case GGML_TYPE_Q5_K: return "Q5_K";
+    case GGML_TYPE_IQ4_NL: return "IQ4_NL";
+    case GGML_TYPE_IQ4_XS: return "IQ4_XS";
     default: return "?";
     }
 }
@@ -117,6 +123,12 @@ size_t sp_ggml_row_size(ggml_type t, int64_t ne0) {
     case GGML_TYPE_Q8_0: per = 32, bytes = 34; break;
     case GGML_TYPE_Q4_K: per = 256, bytes = 144; break;
     case GGML_TYPE_Q6_K: per = 256, bytes = 210; break;
+    case GGML_TYPE_Q5_1: per = 32, bytes = 24; break;
+    case GGML_TYPE_IQ4_NL: per = 32, bytes = 18; break;
+    case GGML_TYPE_Q2_K: per = 256, bytes = 84; break;
+    case GGML_TYPE_Q3_K: per = 256, bytes = 110; break;
+    case GGML_TYPE_Q5_K: per = 256, bytes = 176; break;
+    case GGML_TYPE_IQ4_XS: per = 256, bytes = 136; break;
     default: return 0;
     }
     if (ne0 < 1 || (uint64_t)ne0 % per) return 0;

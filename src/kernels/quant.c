@@ -14,6 +14,7 @@
 
 #include "kernels_internal.h"
 #include "quant.h"
+#include "quant_internal.h"
 
 /* below this a group's largest magnitude counts as zero (K-quant quantizers) */
 #define GROUP_MAX_EPS 1e-15f
@@ -29,6 +30,8 @@ static int round_even(float f) {
 }
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int sp_quant_round_even(float f) { return round_even(f); }
 
 /* The hot rounding of the activation quantizers, without libm calls: valid for |v| < 2^22
  * (their arguments are at most 127 in magnitude by construction); NaN or a larger |v| gives 0.
@@ -168,15 +171,17 @@ void sp_q4_K_scale_min(int j, const uint8_t *s, int *sc, int *m) {
     }
 }
 
-/* Fit x[0..32) ≈ scale · L − mn with L in 0..15 by weighted least squares over a small grid
- * of trial inverse scales (llama.cpp's search for Q4_K: 21 trials, first error squared).
- * Returns the scale; *mn gets the (non-negative) offset. */
-static float fit_scale_min(const float *x, const float *w, uint8_t *L, float *mn) {
-    enum { NS = 32, NMAX = 15, NSTEP = 20 };
-    const float rmin = -1.0f, rdelta = 0.1f;
-    uint8_t Laux[NS];
+/* Fit x[0..n) ≈ scale · L − mn with L in 0..nmax by weighted least squares over a small grid
+ * of nstep + 1 trial inverse scales from (nmax + rmin) / range in steps of 0.1 (llama.cpp's
+ * search for the K-quants with a min: Q4_K 15, -1, 20; Q5_K 31, -0.5, 15; Q2_K 3, -0.5, 15 with
+ * the absolute error instead of its square, use_abs). Returns the scale; *mn gets the
+ * (non-negative) offset. n is at most 32. */
+float sp_quant_fit_scale_min(const float *x, const float *w, int n, int nmax, float rmin, int nstep, int use_abs,
+                             uint8_t *L, float *mn) {
+    const float rdelta = 0.1f;
+    uint8_t Laux[32];
     float lo = x[0], hi = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-    for (int i = 1; i < NS; i++) {
+    for (int i = 1; i < n; i++) {
         if (x[i] < lo) lo = x[i];
         if (x[i] > hi) hi = x[i];
         sum_w += w[i];
@@ -184,21 +189,21 @@ static float fit_scale_min(const float *x, const float *w, uint8_t *L, float *mn
     }
     if (lo > 0) lo = 0;
     if (hi == lo) {
-        memset(L, 0, NS);
+        memset(L, 0, (size_t)n);
         *mn = -lo;
         return 0.0f;
     }
-    float iscale = NMAX / (hi - lo), scale = 1 / iscale, best = 0;
-    for (int i = 0; i < NS; i++) {
-        L[i] = (uint8_t)clampi(round_even(iscale * (x[i] - lo)), 0, NMAX);
+    float iscale = nmax / (hi - lo), scale = 1 / iscale, best = 0;
+    for (int i = 0; i < n; i++) {
+        L[i] = (uint8_t)clampi(round_even(iscale * (x[i] - lo)), 0, nmax);
         float diff = scale * L[i] + lo - x[i];
-        best += w[i] * (diff * diff);
+        best += w[i] * (use_abs ? fabsf(diff) : diff * diff);
     }
-    for (int is = 0; is <= NSTEP; is++) {
-        iscale = (rmin + rdelta * is + NMAX) / (hi - lo);
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * is + nmax) / (hi - lo);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < NS; i++) {
-            int l = clampi(round_even(iscale * (x[i] - lo)), 0, NMAX);
+        for (int i = 0; i < n; i++) {
+            int l = clampi(round_even(iscale * (x[i] - lo)), 0, nmax);
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
             sum_l2 += w[i] * l * l;
@@ -213,12 +218,12 @@ static float fit_scale_min(const float *x, const float *w, uint8_t *L, float *mn
                 s = sum_xl / sum_l2;
             }
             float err = 0;
-            for (int i = 0; i < NS; i++) {
+            for (int i = 0; i < n; i++) {
                 float diff = s * Laux[i] + m - x[i];
-                err += w[i] * (diff * diff);
+                err += w[i] * (use_abs ? fabsf(diff) : diff * diff);
             }
             if (err < best) {
-                memcpy(L, Laux, NS);
+                memcpy(L, Laux, (size_t)n);
                 best = err;
                 scale = s;
                 lo = m;
@@ -242,7 +247,7 @@ void sp_quantize_row_q4_K(sp_block_q4_K *dst, const float *x, size_t n) {
             for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
             float av_x = sqrtf(sum_x2 / 32);
             for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-            scales[j] = fit_scale_min(x + 32 * j, w, L + 32 * j, &mins[j]);
+            scales[j] = sp_quant_fit_scale_min(x + 32 * j, w, 32, 15, -1.0f, 20, 0, L + 32 * j, &mins[j]);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -441,6 +446,12 @@ int sp_quantize_row(void *dst, const float *x, sp_dtype dt, size_t n, sp_err *er
     case SP_DT_Q5_0: sp_quantize_row_q5_0(dst, x, n); break;
     case SP_DT_Q4_K: sp_quantize_row_q4_K(dst, x, n); break;
     case SP_DT_Q6_K: sp_quantize_row_q6_K(dst, x, n); break;
+    case SP_DT_Q5_K: sp_quantize_row_q5_K(dst, x, n); break;
+    case SP_DT_Q3_K: sp_quantize_row_q3_K(dst, x, n); break;
+    case SP_DT_Q2_K: sp_quantize_row_q2_K(dst, x, n); break;
+    case SP_DT_Q5_1: sp_quantize_row_q5_1(dst, x, n); break;
+    case SP_DT_IQ4_NL: sp_quantize_row_iq4_nl(dst, x, n); break;
+    case SP_DT_IQ4_XS: sp_quantize_row_iq4_xs(dst, x, n); break;
     default: sp_quantize_row_q8_K(dst, x, n); break;
     }
     return 0;
@@ -454,6 +465,12 @@ int sp_dequantize_row(float *y, const void *src, sp_dtype dt, size_t n, sp_err *
     case SP_DT_Q5_0: sp_dequantize_row_q5_0(y, src, n); break;
     case SP_DT_Q4_K: sp_dequantize_row_q4_K(y, src, n); break;
     case SP_DT_Q6_K: sp_dequantize_row_q6_K(y, src, n); break;
+    case SP_DT_Q5_K: sp_dequantize_row_q5_K(y, src, n); break;
+    case SP_DT_Q3_K: sp_dequantize_row_q3_K(y, src, n); break;
+    case SP_DT_Q2_K: sp_dequantize_row_q2_K(y, src, n); break;
+    case SP_DT_Q5_1: sp_dequantize_row_q5_1(y, src, n); break;
+    case SP_DT_IQ4_NL: sp_dequantize_row_iq4_nl(y, src, n); break;
+    case SP_DT_IQ4_XS: sp_dequantize_row_iq4_xs(y, src, n); break;
     default: sp_dequantize_row_q8_K(y, src, n); break;
     }
     return 0;
@@ -473,7 +490,7 @@ int sp_mat_check(const sp_mat *W, const char *what, sp_err *err) {
     if (W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16) return 0;
     if (!sp_dtype_is_quant(W->dt) || W->dt == SP_DT_Q8_K)
         return sp_err_set(err, "%s: weight type %s is not supported by matmul (expected F32, BF16, F16, Q8_0, Q4_0, "
-                          "Q5_0, Q4_K or Q6_K)", what, sp_dtype_name(W->dt));
+                          "Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS)", what, sp_dtype_name(W->dt));
     size_t be = sp_dtype_block_elems(W->dt);
     if ((size_t)W->k % be)
         return sp_err_set(err, "%s: %s rows of %d elements; must be a multiple of the %zu-element block", what,

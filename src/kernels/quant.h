@@ -1,5 +1,5 @@
 /* quant.h — block-quantized weight types with llama.cpp's exact byte layouts (Q8_0, Q4_0,
- * Q4_K, Q6_K, and Q8_K for activations), their row quantizers and dequantizers, and the
+ * Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, and Q8_K for activations), their row quantizers and dequantizers, and the
  * rules sp_matmul follows for quantized weights. docs/QUANT.md describes the layouts, the
  * quantizers and the order of operations of the dot products in our words.
  *
@@ -7,12 +7,11 @@
  * importance matrix), dequantizers follow its definitions operation for operation, so a row
  * dequantizes to the same floats in both programs.
  *
- * sp_matmul (kernels.h) takes an sp_mat whose dt is SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K or
- * SP_DT_Q6_K: W[N, K] as N rows of sp_dtype_row_bytes(dt, K) bytes, each row K / block
+ * sp_matmul (kernels.h) takes an sp_mat whose dt is any of these weight types: W[N, K] as N rows of sp_dtype_row_bytes(dt, K) bytes, each row K / block
  * blocks. K must be a multiple of the block (32, or 256 for the K-quants) and at most
  * SP_QUANT_MAX_K; sp_mat_check says so with an error at load time. The activation row is
  * quantized once per call the way llama.cpp does for that weight type (Q8_0 blocks for
- * Q8_0 / Q4_0 weights, Q8_K for the K-quants), the dot products run in integers per block,
+ * the 32-blocks, Q8_K for the 256-blocks), the dot products run in integers per block,
  * and the block scales are applied in float in one fixed order per output, the same in
  * every SIMD tier — so results are batch-invariant and tier-invariant. */
 #ifndef SPECULA_QUANT_H
@@ -71,6 +70,61 @@ typedef struct {
     uint16_t d; /* f16 super-scale */
 } sp_block_q6_K;
 
+/* Q4_K's d, dmin, scales and nibbles, plus bit j of qh[l] the fifth bit of value 32j + l:
+ * value = (d · sc) · q − (dmin · m), q in 0..31 */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[SP_K_SCALE_SIZE];
+    uint8_t qh[SP_QK_K / 8];
+    uint8_t qs[SP_QK_K / 2];
+} sp_block_q5_K;
+
+/* 16 groups of 16 with 6-bit scales s[g] (12 packed bytes, docs/QUANT.md); value
+ * 128h + 32j + l (h < 2, j < 4, l < 32) has 2 bits at bit 2j of qs[32h + l] and its third bit
+ * at bit 4h + j of hmask[l]; value = (d · (s[g] − 32)) · (q − 4 · (1 − bit)) */
+typedef struct {
+    uint8_t hmask[SP_QK_K / 8];
+    uint8_t qs[SP_QK_K / 4];
+    uint8_t scales[SP_K_SCALE_SIZE];
+    uint16_t d;
+} sp_block_q3_K;
+
+/* 16 groups of 16, scales[g] = 4-bit scale | 4-bit min << 4; 2-bit values laid out as Q3_K's
+ * qs; value = (d · sc) · q − (dmin · m) */
+typedef struct {
+    uint8_t scales[SP_QK_K / 16];
+    uint8_t qs[SP_QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+} sp_block_q2_K;
+
+/* Q5_0's layout with a min: value = d · q + m, q in 0..31 */
+typedef struct {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[SP_QK5_0 / 2];
+} sp_block_q5_1;
+
+/* the 16 values a 4-bit IQ4_NL / IQ4_XS index selects */
+extern const int8_t sp_kvalues_iq4nl[16];
+
+/* value j = d · T[qs[j] & 15], value j + 16 = d · T[qs[j] >> 4] (T = sp_kvalues_iq4nl) */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[SP_QK5_0 / 2];
+} sp_block_iq4_nl;
+
+/* 8 sub-blocks of 32, each laid out as an IQ4_NL block's nibbles, with 6-bit scale ls[j] = low
+ * nibble j % 2 of scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4; value = d · (ls − 32) · T[q] */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[SP_QK_K / 64];
+    uint8_t qs[SP_QK_K / 2];
+} sp_block_iq4_xs;
+
 /* the activation side of the K-quant dot products: value j = d · qs[j]; bsums[g] is the sum
  * of qs[16g .. 16g + 16) */
 typedef struct {
@@ -85,6 +139,12 @@ _Static_assert(sizeof(sp_block_q5_0) == 22, "Q5_0 block is 22 bytes");
 _Static_assert(sizeof(sp_block_q4_K) == 144, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(sp_block_q6_K) == 210, "Q6_K block is 210 bytes");
 _Static_assert(sizeof(sp_block_q8_K) == 292, "Q8_K block is 292 bytes");
+_Static_assert(sizeof(sp_block_q5_K) == 176, "Q5_K block is 176 bytes");
+_Static_assert(sizeof(sp_block_q3_K) == 110, "Q3_K block is 110 bytes");
+_Static_assert(sizeof(sp_block_q2_K) == 84, "Q2_K block is 84 bytes");
+_Static_assert(sizeof(sp_block_q5_1) == 24, "Q5_1 block is 24 bytes");
+_Static_assert(sizeof(sp_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+_Static_assert(sizeof(sp_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
 
 /* ---- rows -----------------------------------------------------------------------------
  * n is the number of elements; it must be a multiple of the type's block (ASSERT in the
@@ -96,6 +156,12 @@ void sp_quantize_row_q5_0(sp_block_q5_0 *dst, const float *x, size_t n);
 void sp_quantize_row_q4_K(sp_block_q4_K *dst, const float *x, size_t n);
 void sp_quantize_row_q6_K(sp_block_q6_K *dst, const float *x, size_t n);
 void sp_quantize_row_q8_K(sp_block_q8_K *dst, const float *x, size_t n);
+void sp_quantize_row_q5_K(sp_block_q5_K *dst, const float *x, size_t n);
+void sp_quantize_row_q3_K(sp_block_q3_K *dst, const float *x, size_t n);
+void sp_quantize_row_q2_K(sp_block_q2_K *dst, const float *x, size_t n);
+void sp_quantize_row_q5_1(sp_block_q5_1 *dst, const float *x, size_t n);
+void sp_quantize_row_iq4_nl(sp_block_iq4_nl *dst, const float *x, size_t n);
+void sp_quantize_row_iq4_xs(sp_block_iq4_xs *dst, const float *x, size_t n);
 
 void sp_dequantize_row_q8_0(float *y, const sp_block_q8_0 *src, size_t n);
 void sp_dequantize_row_q4_0(float *y, const sp_block_q4_0 *src, size_t n);
@@ -103,6 +169,12 @@ void sp_dequantize_row_q5_0(float *y, const sp_block_q5_0 *src, size_t n);
 void sp_dequantize_row_q4_K(float *y, const sp_block_q4_K *src, size_t n);
 void sp_dequantize_row_q6_K(float *y, const sp_block_q6_K *src, size_t n);
 void sp_dequantize_row_q8_K(float *y, const sp_block_q8_K *src, size_t n);
+void sp_dequantize_row_q5_K(float *y, const sp_block_q5_K *src, size_t n);
+void sp_dequantize_row_q3_K(float *y, const sp_block_q3_K *src, size_t n);
+void sp_dequantize_row_q2_K(float *y, const sp_block_q2_K *src, size_t n);
+void sp_dequantize_row_q5_1(float *y, const sp_block_q5_1 *src, size_t n);
+void sp_dequantize_row_iq4_nl(float *y, const sp_block_iq4_nl *src, size_t n);
+void sp_dequantize_row_iq4_xs(float *y, const sp_block_iq4_xs *src, size_t n);
 
 /* Quantize n floats into dt (any quantized type). -1 with a message when dt is not a
  * quantized type or n is not a multiple of its block. */

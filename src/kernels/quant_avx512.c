@@ -422,7 +422,7 @@ static void qx_q8_K_block(int8_t *q, float *d, int16_t *bsums, const float *x) {
 void sp_qx_quantize_avx512(uint8_t *row, const float *x, sp_dtype dt, int K) {
     int8_t *q = (int8_t *)row;
     float *d = (float *)(row + K);
-    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0) {
+    if (!qx_is_q8_K(dt)) {
         for (int b = 0; b < K / SP_QK8_0; b++) qx_q8_0_block(q + (size_t)b * SP_QK8_0, d + b, x + (size_t)b * SP_QK8_0);
     } else {
         int16_t *bs = (int16_t *)(row + K + 4 * (size_t)(K / SP_QK_K));

@@ -22,13 +22,24 @@
  *     for b:  isum = Σ_g sc[g] · (Σ_{e in g} u[e] · xq[e] − 32 · bsum[g])
  *             acc = fma(f16(W.d) · xd[b], (float)isum, acc)
  *     y = acc
+ *   Q5_K as Q4_K with q in 0..31. Q2_K (groups g of 16, 4-bit sc[g] and m[g]) as Q4_K with
+ *     isum = Σ_g sc[g] · Σ_{e in g} q[e] · xq[e] and imin = Σ_g m[g] · bsum[g].
+ *   Q3_K (groups g of 16, signed s[g], u = 2 bits | third bit << 2 in 0..7):
+ *     isum = Σ_g s[g] · (Σ_{e in g} u[e] · xq[e] − 4 · bsum[g]);  acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *   IQ4_XS (sub-blocks j of 32, table values T[q], 6-bit ls[j]):
+ *     isum = Σ_j (ls[j] − 32) · Σ_{e in j} T[q[e]] · xq[e];  acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *   IQ4_NL, Q5_1 (blocks b of 32 against Q8_0 activations, one accumulator, blocks in order):
+ *     acc = fma(f16(W.d) · xd[b], (float)Σ v[e] · xq[e], acc)   (v = T[q], or q in 0..31 for Q5_1)
+ *     Q5_1 then: acc = fma(f16(W.m) · xd[b], (float)Σ xq[e], acc)
  * The 16-lane layout of the 32-blocks matches every SIMD width: an AVX2 register of 8 int32
  * lanes from one block (lane i = elements 4i..4i+3), an AVX-512 register holding two blocks,
  * NEON pairs of 4-lane registers. int32 sums never overflow: |isum| < 2^28 for the K-quants.
  *
  * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c;
  * its Q4_K / Q6_K tiles in quant_k_avx512.c),
- * NEON with dotprod (quant_neon.c). Each file is entered only after sp_cpu_level() selects
+ * NEON with dotprod (quant_neon.c); Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS in quant_lowbit_avx2.c
+ * (the AVX2 and AVX-512 tiers) and quant_lowbit_neon.c, in the order written out by the scalar
+ * kernels of quant_matmul.c. Each file is entered only after sp_cpu_level() selects
  * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without
  * dotprod the scalar path). */
 #ifndef SPECULA_QUANT_INTERNAL_H
@@ -44,6 +55,11 @@
 /* bytes of sp_matmul's stack scratch for quantized activations: tokens go through in chunks
  * that fit, and one row of K <= SP_QUANT_MAX_K always does */
 #define SP_QX_SCRATCH (96 * 1024)
+
+/* 1 for Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL and IQ4_XS (their kernels: quant_lowbit_*.c) */
+static inline int sp_quant_is_lowbit(sp_dtype dt) { return dt >= SP_DT_Q5_K && dt <= SP_DT_IQ4_XS; }
+/* 1 when dt's dot product reads Q8_K activation rows (the 256-blocks), 0 for Q8_0 blocks */
+static inline int qx_is_q8_K(sp_dtype dt) { return sp_dtype_block_elems(dt) == 256; }
 
 /* One activation row quantized for a weight type. Scratch layout per row: q[K] int8, then
  * d[K / block] f32 (the block scales as the dot product uses them: a Q8_0 block's f16 scale
@@ -139,9 +155,17 @@ static inline qx_row qx_at(const qmm_ctx *c, int t) {
     const uint8_t *p = c->XQ + (size_t)t * c->xrow;
     size_t nb = (size_t)c->K / sp_dtype_block_elems(c->dt);
     qx_row r = {(const int8_t *)p, (const float *)(p + c->K), NULL};
-    if (c->dt == SP_DT_Q4_K || c->dt == SP_DT_Q6_K) r.bsums = (const int16_t *)(p + c->K + 4 * nb);
+    if (qx_is_q8_K(c->dt)) r.bsums = (const int16_t *)(p + c->K + 4 * nb);
     return r;
 }
+
+/* llama.cpp's nearest_int: half to even (quant.c) */
+int sp_quant_round_even(float f);
+/* the weighted scale-and-min fit of the K-quants with a min (quant.c) */
+float sp_quant_fit_scale_min(const float *x, const float *w, int n, int nmax, float rmin, int nstep, int use_abs,
+                             uint8_t *L, float *mn);
+/* Q3_K's 16 signed scales s[g] − 32 from its 12 packed bytes (quant_lowbit.c) */
+void sp_q3_K_scales(const uint8_t *packed, int8_t sc[16]);
 
 /* sub-block j's 6-bit scale and min of a Q4_K block's packed `scales` (quant.c) */
 void sp_q4_K_scale_min(int j, const uint8_t *s, int *sc, int *m);
@@ -175,9 +199,11 @@ void sp_qmm_rows_scalar(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from sp_qmm_rows_avx512 */
+void sp_qmm_rows_lowbit_avx2(const qmm_ctx *c, int n0, int n1); /* sp_quant_is_lowbit types, AVX2 and AVX-512 tiers */
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);
+void sp_qmm_rows_lowbit_neon(const qmm_ctx *c, int n0, int n1); /* sp_quant_is_lowbit types */
 #endif
 
 /* sp_matmul for quantized W on tier `tier` (SP_CPU_SCALAR for the portable twin) */

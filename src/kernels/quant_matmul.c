@@ -31,14 +31,14 @@ static inline float rd_f16(const uint8_t *p) {
 /* ---- activation rows ------------------------------------------------------------------- */
 size_t sp_qx_row_bytes(sp_dtype dt, int K) {
     size_t nb = (size_t)K / sp_dtype_block_elems(dt);
-    size_t bytes = (size_t)K + 4 * nb + (dt == SP_DT_Q4_K || dt == SP_DT_Q6_K ? 2 * (size_t)K / 16 : 0);
+    size_t bytes = (size_t)K + 4 * nb + (qx_is_q8_K(dt) ? 2 * (size_t)K / 16 : 0);
     return (bytes + 63) / 64 * 64;
 }
 
 void sp_qx_quantize(uint8_t *row, const float *x, sp_dtype dt, int K) {
     int8_t *q = (int8_t *)row;
     float *d = (float *)(row + K);
-    if (dt == SP_DT_Q8_0 || dt == SP_DT_Q4_0 || dt == SP_DT_Q5_0) {
+    if (!qx_is_q8_K(dt)) {
         sp_block_q8_0 blk;
         for (int b = 0; b < K / SP_QK8_0; b++) {
             sp_quantize_row_q8_0(&blk, x + (size_t)b * SP_QK8_0, SP_QK8_0);
@@ -150,20 +150,137 @@ static float dot_q6_K_scalar(const uint8_t *w, qx_row x, int K) {
     return acc;
 }
 
+/* Q5_1 and IQ4_NL (32-blocks against Q8_0 activations): one accumulator, blocks in order */
+static float dot_q5_1_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / 32; b++, w += 24) {
+        const uint8_t *qs = w + 8;
+        const int8_t *xq = x.q + 32 * b;
+        uint32_t qh = w[4] | (uint32_t)w[5] << 8 | (uint32_t)w[6] << 16 | (uint32_t)w[7] << 24;
+        int p = 0, sx = 0;
+        for (int e = 0; e < 32; e++) {
+            p += ((e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | (int)(qh >> e & 1) << 4) * xq[e];
+            sx += xq[e];
+        }
+        acc = fmaf(rd_f16(w) * x.d[b], (float)p, acc);
+        acc = fmaf(rd_f16(w + 2) * x.d[b], (float)sx, acc);
+    }
+    return acc;
+}
+
+static float dot_iq4_nl_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / 32; b++, w += 18) {
+        const uint8_t *qs = w + 2;
+        const int8_t *xq = x.q + 32 * b;
+        int p = 0;
+        for (int e = 0; e < 32; e++) p += sp_kvalues_iq4nl[e < 16 ? qs[e] & 15 : qs[e - 16] >> 4] * xq[e];
+        acc = fmaf(rd_f16(w) * x.d[b], (float)p, acc);
+    }
+    return acc;
+}
+
+static float dot_q5_K_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / SP_QK_K; b++, w += 176) {
+        const uint8_t *sc8 = w + 4, *qh = w + 16, *qs = w + 48;
+        const int8_t *xq = x.q + SP_QK_K * b;
+        const int16_t *bs = x.bsums + 16 * b;
+        int isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m, s = 0;
+            sp_q4_K_scale_min(j, sc8, &sc, &m);
+            const uint8_t *q = qs + 32 * (j / 2);
+            for (int l = 0; l < 32; l++) s += ((j & 1 ? q[l] >> 4 : q[l] & 15) | (qh[l] >> j & 1) << 4) * xq[32 * j + l];
+            isum += sc * s;
+            imin += m * (bs[2 * j] + bs[2 * j + 1]);
+        }
+        acc = fmaf(rd_f16(w) * x.d[b], (float)isum, acc);
+        acc = fmaf(-(rd_f16(w + 2) * x.d[b]), (float)imin, acc);
+    }
+    return acc;
+}
+
+static float dot_q3_K_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    int8_t sc[16];
+    for (int b = 0; b < K / SP_QK_K; b++, w += 110) {
+        const uint8_t *hm = w, *qs = w + 32;
+        const int8_t *xq = x.q + SP_QK_K * b;
+        const int16_t *bs = x.bsums + 16 * b;
+        sp_q3_K_scales(w + 96, sc);
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int e = 16 * g; e < 16 * g + 16; e++) {
+                int u = (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3) | (hm[e % 32] >> (e / 32) & 1) << 2;
+                s += u * xq[e];
+            }
+            isum += sc[g] * (s - 4 * bs[g]);
+        }
+        acc = fmaf(rd_f16(w + 108) * x.d[b], (float)isum, acc);
+    }
+    return acc;
+}
+
+static float dot_q2_K_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / SP_QK_K; b++, w += 84) {
+        const uint8_t *sc = w, *qs = w + 16;
+        const int8_t *xq = x.q + SP_QK_K * b;
+        const int16_t *bs = x.bsums + 16 * b;
+        int isum = 0, imin = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int e = 16 * g; e < 16 * g + 16; e++) s += (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3) * xq[e];
+            isum += (sc[g] & 15) * s;
+            imin += (sc[g] >> 4) * bs[g];
+        }
+        acc = fmaf(rd_f16(w + 80) * x.d[b], (float)isum, acc);
+        acc = fmaf(-(rd_f16(w + 82) * x.d[b]), (float)imin, acc);
+    }
+    return acc;
+}
+
+static float dot_iq4_xs_scalar(const uint8_t *w, qx_row x, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / SP_QK_K; b++, w += 136) {
+        unsigned sh = w[2] | (unsigned)w[3] << 8;
+        const uint8_t *sl = w + 4, *qs = w + 8;
+        const int8_t *xq = x.q + SP_QK_K * b;
+        int isum = 0;
+        for (int j = 0; j < 8; j++) {
+            int ls = (sl[j / 2] >> (4 * (j % 2)) & 15) | (int)(sh >> (2 * j) & 3) << 4, s = 0;
+            const uint8_t *q = qs + 16 * j;
+            for (int e = 0; e < 32; e++) s += sp_kvalues_iq4nl[e < 16 ? q[e] & 15 : q[e - 16] >> 4] * xq[32 * j + e];
+            isum += (ls - 32) * s;
+        }
+        acc = fmaf(rd_f16(w) * x.d[b], (float)isum, acc);
+    }
+    return acc;
+}
+
+static float dot_scalar(const uint8_t *w, qx_row x, sp_dtype dt, int K) {
+    switch (dt) {
+    case SP_DT_Q8_0: return dot_q8_0_scalar(w, x, K);
+    case SP_DT_Q4_0: return dot_q4_0_scalar(w, x, K);
+    case SP_DT_Q5_0: return dot_q5_0_scalar(w, x, K);
+    case SP_DT_Q4_K: return dot_q4_K_scalar(w, x, K);
+    case SP_DT_Q5_K: return dot_q5_K_scalar(w, x, K);
+    case SP_DT_Q3_K: return dot_q3_K_scalar(w, x, K);
+    case SP_DT_Q2_K: return dot_q2_K_scalar(w, x, K);
+    case SP_DT_Q5_1: return dot_q5_1_scalar(w, x, K);
+    case SP_DT_IQ4_NL: return dot_iq4_nl_scalar(w, x, K);
+    case SP_DT_IQ4_XS: return dot_iq4_xs_scalar(w, x, K);
+    default: return dot_q6_K_scalar(w, x, K);
+    }
+}
+
 void sp_qmm_rows_scalar(const qmm_ctx *c, int n0, int n1) {
     for (int n = n0; n < n1; n++) {
         const uint8_t *w = c->W + (size_t)n * c->wrow;
         for (int t = 0; t < c->T; t++) {
-            qx_row x = qx_at(c, t);
-            float y;
-            switch (c->dt) {
-            case SP_DT_Q8_0: y = dot_q8_0_scalar(w, x, c->K); break;
-            case SP_DT_Q4_0: y = dot_q4_0_scalar(w, x, c->K); break;
-            case SP_DT_Q5_0: y = dot_q5_0_scalar(w, x, c->K); break;
-            case SP_DT_Q4_K: y = dot_q4_K_scalar(w, x, c->K); break;
-            default: y = dot_q6_K_scalar(w, x, c->K); break;
-            }
-            c->Y[(size_t)t * c->N + n] = y;
+            c->Y[(size_t)t * c->N + n] = dot_scalar(w, qx_at(c, t), c->dt, c->K);
         }
     }
 }
@@ -202,9 +319,12 @@ static void qmm_task(void *arg, int i, int n) {
 static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     unsigned f = sp_cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
+    /* Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS: the AVX2 kernels on both x86 tiers */
+    if (sp_quant_is_lowbit(dt)) return tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2 ? sp_qmm_rows_lowbit_avx2 : sp_qmm_rows_scalar;
     if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return sp_qmm_rows_avx512;
     if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return sp_qmm_rows_avx2;
 #elif defined(__aarch64__)
+    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && sp_quant_is_lowbit(dt)) return sp_qmm_rows_lowbit_neon;
     if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && dt != SP_DT_Q5_0) return qmm_rows_neon;
 #endif
     (void)f, (void)tier, (void)dt;
@@ -212,7 +332,7 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
 }
 
 /* the activation format a weight type's dot product reads: 0 Q8_0 blocks, 1 Q8_K */
-static int qx_format(sp_dtype dt) { return dt == SP_DT_Q4_K || dt == SP_DT_Q6_K; }
+static int qx_format(sp_dtype dt) { return qx_is_q8_K(dt); }
 
 int sp_matmul_quant_shares_x(const sp_mat *const *W, int n) {
     if (n < 1 || n > SP_MATMUL_MULTI_MAX) return 0;
