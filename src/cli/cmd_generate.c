@@ -25,9 +25,11 @@ static const char *CMD = "generate";
 
 typedef struct {
     const char *dir, *text, *ids_arg, *file;
-    int n_predict, threads, ignore_eos, json, ctx, chat;
+    int n_predict, threads, ignore_eos, json, ctx, chat, escape;
     cli_sample_opts samp;
-    cli_list stops;
+    cli_list stops, bias_list;
+    int32_t bias_ids[CLI_LIST_MAX]; /* -l: the logit biases (gp.penalty points here) */
+    float bias[CLI_LIST_MAX];
     cli_spec_opts spec;
     cli_tree_opts tree;
     cli_chat_opts chat_o;
@@ -54,8 +56,11 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         {NULL, "--chat", CLI_FLAG, &g->chat, NULL, "wrap the prompt in the model's chat template"},
         {NULL, "--spec-always", CLI_FLAG, &g->spec.always, NULL,
          "draft every round (default: stop drafting while it does not pay, probing now and then)"},
+        {"-e", "--escape", CLI_FLAG, &g->escape, NULL, "process \\n \\t \\\\ escapes in the prompt (-p / -f), as llama.cpp"},
+        {"-l", "--logit-bias", CLI_LIST, &g->bias_list, "ID(+|-)B",
+         "add B to token ID's logit (15043+1, 15043-inf bans it; repeatable), as llama.cpp"},
     };
-    int n_opts = 13;
+    int n_opts = 15;
     n_opts += cli_sample_opt_rows(opts + n_opts, &g->samp);
     n_opts += cli_spec_opt_rows(opts + n_opts, &g->spec);
     n_opts += cli_tree_opt_rows(opts + n_opts, &g->tree);
@@ -71,7 +76,9 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         return cli_error(CMD, "-c must be in [0, %d], got %d", CLI_MAX_TOKENS, g->ctx), -1;
     g->gp = sp_gen_params_default();
     sp_sample_params def = sp_sample_params_default();
-    if (cli_sample_resolve(CMD, &g->samp, g->dir, &def, 1, &g->gp) || cli_spec_resolve(CMD, &g->spec, "none")) return -1;
+    if (cli_sample_resolve(CMD, &g->samp, g->dir, &def, 1, &g->gp) || cli_spec_resolve(CMD, &g->spec, "none") ||
+        cli_logit_bias_parse(CMD, &g->bias_list, g->bias_ids, g->bias, &g->gp))
+        return -1;
     for (int i = 0; i < g->stops.n; i++) cli_unescape((char *)g->stops.v[i]); /* argv's own storage */
     return 0;
 }
@@ -85,6 +92,15 @@ static int gen_read_file(gen_opts *g, char **buf) {
     sp_err err = {{0}};
     if (sp_read_file(g->file, buf, &len, &err)) return cli_error(CMD, "-f: %s", err.msg), -1;
     if (len && (*buf)[len - 1] == '\n') (*buf)[--len] = 0;
+    g->text = *buf;
+    return 0;
+}
+
+/* -e: the prompt's escapes into their characters (a copy in *buf when the text is -p's) */
+static int gen_escape(gen_opts *g, char **buf) {
+    if (!g->escape || !g->text) return 0;
+    if (!*buf && !(*buf = strdup(g->text))) return cli_error(CMD, "out of memory"), -1;
+    cli_unescape(*buf);
     g->text = *buf;
     return 0;
 }
@@ -233,7 +249,10 @@ int cmd_generate(int argc, char **argv) {
     int rc = gen_parse(&g, argc, argv);
     if (rc) return rc > 0 ? 0 : 2;
     char *file_text = NULL;
-    if (gen_read_file(&g, &file_text)) return 2;
+    if (gen_read_file(&g, &file_text) || gen_escape(&g, &file_text)) {
+        free(file_text);
+        return 2;
+    }
     if (g.chat_o.cnv) { /* -n -1 in a chat: replies of up to 1024 tokens, each ending at its end of turn */
         rc = cli_chat_run(CMD, &g.chat_o,
                           &(cli_chat_run_opts){g.dir, g.text, g.n_predict > 0 ? g.n_predict : 1024, g.threads, g.ctx,
