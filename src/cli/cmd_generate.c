@@ -44,7 +44,7 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         {"-f", "--file", CLI_STR, &g->file, "FILE", "read the prompt text from FILE (one trailing newline dropped)"},
         {NULL, "--prompt-ids", CLI_STR, &g->ids_arg, "IDS", "prompt as comma-separated token ids"},
         {"-n", "--n-predict", CLI_INT, &g->n_predict, "N",
-         "most tokens to generate (default 64; -1 = until EOS or the context is full)"},
+         "most tokens to generate (default 64, in -cnv until the end of the turn; -1 = until EOS or the context is full)"},
         {"-t", "--threads", CLI_INT, &g->threads, "N", "threads (default: all cores)"},
         {"-c", "--ctx-size", CLI_INT, &g->ctx, "N",
          "KV cache size (default: prompt + N; with -n -1 the model's context, at most " CLI_CTX_AUTO_MAX_STR ")"},
@@ -69,6 +69,9 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;
     if (!g->dir) return cli_error(CMD, "-m DIR is required (see specula generate --help)"), -1;
+    if (g->n_predict == INT_MIN) g->n_predict = g->chat_o.cnv ? -1 : 64; /* -n not given */
+    if (g->chat_o.cnv && g->json)
+        return cli_error(CMD, "--json does not go with -cnv (an interactive chat streams its replies as text)"), -1;
     if ((g->n_predict < 1 && g->n_predict != -1) || g->n_predict > CLI_MAX_TOKENS)
         return cli_error(CMD, "-n must be in [1, %d], or -1 (until EOS or the context is full), got %d",
                          CLI_MAX_TOKENS, g->n_predict), -1;
@@ -211,6 +214,11 @@ static int gen_auto_len(gen_opts *g, sp_session *s, int n_prompt) {
 
 /* One request on an open session; the exit status. */
 static int gen_request(gen_opts *g, sp_session *s, const int32_t *prompt, int n_prompt) {
+    int mp = sp_model_config(sp_session_model(s))->max_pos;
+    if (mp > 0 && g->ctx > mp) {
+        fprintf(stderr, "specula: note: %s: -c %d is above the model's context (%d): using %d\n", CMD, g->ctx, mp, mp);
+        g->ctx = mp;
+    }
     if (gen_auto_len(g, s, n_prompt)) return 2;
     gen_stream gs = {.stream = !g->json, .ids = !sp_session_tokenizer(s)};
     sp_session_req r = sp_session_req_default();
@@ -244,7 +252,7 @@ static int gen_request(gen_opts *g, sp_session *s, const int32_t *prompt, int n_
 }
 
 int cmd_generate(int argc, char **argv) {
-    gen_opts g = {.n_predict = 64, .samp = CLI_SAMPLE_OPTS_UNSET, .spec = CLI_SPEC_OPTS_DEFAULT,
+    gen_opts g = {.n_predict = INT_MIN, .samp = CLI_SAMPLE_OPTS_UNSET, .spec = CLI_SPEC_OPTS_DEFAULT,
                   .tree = CLI_TREE_OPTS_DEFAULT};
     int rc = gen_parse(&g, argc, argv);
     if (rc) return rc > 0 ? 0 : 2;
@@ -253,10 +261,10 @@ int cmd_generate(int argc, char **argv) {
         free(file_text);
         return 2;
     }
-    if (g.chat_o.cnv) { /* -n -1 in a chat: replies of up to 1024 tokens, each ending at its end of turn */
+    if (g.chat_o.cnv) { /* -n -1 in a chat: each reply ends at its end of turn (or the context) */
         rc = cli_chat_run(CMD, &g.chat_o,
-                          &(cli_chat_run_opts){g.dir, g.text, g.n_predict > 0 ? g.n_predict : 1024, g.threads, g.ctx,
-                                               g.gp.sample, &g.spec, &g.gp});
+                          &(cli_chat_run_opts){g.dir, g.text, g.n_predict, g.threads, g.ctx, g.gp.sample, &g.spec, &g.gp,
+                                               g.stops.v, g.stops.n});
         free(file_text);
         return rc;
     }
