@@ -480,13 +480,13 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     *out = NULL;
     if (o->parallel < 1 || o->parallel > 64) return sp_err_set(err, "server: --parallel %d out of range 1..64", o->parallel);
     if (o->ctx != 0 && o->ctx < 8) return sp_err_set(err, "server: -c %d is too small", o->ctx);
-    json_t *vars = NULL;
-    if (o->chat_template_kwargs && !json_is_object(vars = json_loads(o->chat_template_kwargs, 0, NULL))) {
+    if (o->max_queue < 0) return sp_err_set(err, "server: --max-queue must be >= 0");
+    if (o->port < 0 || o->port > 65535) return sp_err_set(err, "server: --port %d out of range 0..65535", o->port);
+    json_t *vars = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    if (o->chat_template_kwargs && !json_is_object(vars)) { /* json_is_object evaluates its argument twice */
         json_decref(vars);
         return sp_err_set(err, "server: --chat-template-kwargs: expected a JSON object, got '%s'", o->chat_template_kwargs);
     }
-    if (o->max_queue < 0) return sp_err_set(err, "server: --max-queue must be >= 0");
-    if (o->port < 0 || o->port > 65535) return sp_err_set(err, "server: --port %d out of range 0..65535", o->port);
     srv *s = calloc(1, sizeof *s);
     if (!s) return json_decref(vars), sp_err_set(err, "server: out of memory");
     s->o = *o;
