@@ -1,9 +1,10 @@
-/* test_args.c — the CLI flag parser (src/cli/args.c, compiled in: it is not part of
+/* test_args.c — the CLI flag parser (src/cli/args.c and its llama.cpp flag table llama_flags.c, compiled in: it is not part of
  * libspecula): short/long/--name=value forms, strict values, unknown flags, id lists. */
 #include <stdint.h>
 #include <string.h>
 
 #include "../src/cli/args.c"
+#include "../src/cli/llama_flags.c"
 #include "harness.h"
 
 typedef struct {

@@ -111,7 +111,7 @@ static const char *PROMPTS[] = {
 #define NP 4
 
 static int tokenize(const char *text, int32_t *ids, int cap) {
-    json_t *o = json_pack("{s:s}", "content", text);
+    json_t *o = json_pack("{s:s, s:b}", "content", text, "add_special", 1);
     char *body = json_dumps(o, 0), *out = malloc(MAXOUT);
     json_decref(o);
     int n = -1;
@@ -208,7 +208,7 @@ static void test_identity_auto(void) {
         nref[i] = generate_ref(prompt[i], np[i], 40, "", ref[i], 64);
     }
     test_server s2;
-    CHECK(server_start(&s2, BIN, "-np 8 -c 512 -t 2") == 0, "policy server did not start");
+    CHECK(server_start(&s2, BIN, "-np 8 -c 4096 -t 2") == 0, "policy server did not start");
     if (!s2.port) {
         free(out);
         return;
@@ -264,7 +264,7 @@ static void test_idle_spec_slot(void) {
     for (int i = 0; i < NP; i++) np[i] = tokenize(PROMPTS[i], prompt[i], 256);
     for (int r = 0; r < 3; r++) nref[r] = ASAN ? -1 : generate_ref(prompt[r], np[r], lens[r], "--ignore-eos", ref[r], 512);
     test_server s2;
-    CHECK(server_start(&s2, BIN, "-np 4 -c 512 -t 2 --spec-max-slots 1 --draft-max 6") == 0, "server did not start");
+    CHECK(server_start(&s2, BIN, "-np 4 -c 2048 -t 2 --spec-max-slots 1 --draft-max 6") == 0, "server did not start");
     if (!s2.port) {
         free(out);
         return;
@@ -680,7 +680,7 @@ int main(int argc, char **argv) {
     (void)argc;
     server_bin(BIN, sizeof BIN, argv[0]);
     char args[256];
-    snprintf(args, sizeof args, "-np 4 -c 512 -t 2 --spec-max-slots 0 --api-key %s", KEY); /* always draft */
+    snprintf(args, sizeof args, "-np 4 -c 2048 -t 2 --spec-max-slots 0 --api-key %s", KEY); /* always draft */
     if (server_start(&SRV, BIN, args)) {
         printf("FAIL server_start (log %s)\n", SRV.log);
         return 1;

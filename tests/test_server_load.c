@@ -194,8 +194,8 @@ int main(int argc, char **argv) {
     if (strstr(BIN, "asan")) SECONDS_ = 15, MAX_TOKENS = 6;
     if (getenv("SPECULA_LOAD_SECONDS")) SECONDS_ = atoi(getenv("SPECULA_LOAD_SECONDS"));
     /* under ASan the n-gram drafter stands in for DSpark, whose block forward is ~100 ms there */
-    const char *args = strstr(BIN, "asan") ? "-np 8 -c 1024 -t 2 --max-queue 64 --timeout 3 --spec ngram"
-                                           : "-np 8 -c 1024 -t 2 --max-queue 64 --timeout 3";
+    const char *args = strstr(BIN, "asan") ? "-np 8 -c 8192 -t 2 --max-queue 64 --timeout 3 --spec ngram"
+                                           : "-np 8 -c 8192 -t 2 --max-queue 64 --timeout 3";
     if (server_start(&SRV, BIN, args)) {
         printf("FAIL server_start (log %s)\n", SRV.log);
         return 1;

@@ -123,7 +123,7 @@ static void make_prompts(void) {
 static void concurrent_identity(const char *what, const char *args, int must_accept) {
     test_server s;
     char full[1024];
-    snprintf(full, sizeof full, "-m %s -np %d -c 512 -t 2 --spec-max-slots 0 %s", TARGET, NP, args);
+    snprintf(full, sizeof full, "-m %s -np %d -c %d -t 2 --spec-max-slots 0 %s", TARGET, NP, NP * 512, args);
     int up = server_start(&s, BIN, full) == 0;
     CHECK(up, "%s: server did not start (log %s)", what, s.log);
     if (!up) return;
@@ -188,7 +188,7 @@ static void test_trees(void) {
 static void test_penalties(void) {
     test_server s;
     char full[1024];
-    snprintf(full, sizeof full, "-m %s -np 4 -c 512 -t 2 --spec-max-slots 0 --spec dspark -md models/default/drafter "
+    snprintf(full, sizeof full, "-m %s -np 4 -c 2048 -t 2 --spec-max-slots 0 --spec dspark -md models/default/drafter "
              "--draft-max 7", TARGET);
     int up = server_start(&s, BIN, full) == 0;
     CHECK(up, "penalty server did not start (log %s)", s.log);

@@ -1,5 +1,6 @@
 /* args.c — see args.h. */
 #include "args.h"
+#include "llama_flags.h"
 
 #include "core/core.h"
 #include "specula.h"
@@ -37,6 +38,11 @@ void cli_usage(const char *cmd, const char *usage, const cli_opt *opts, int n_op
         fprintf(f, "  %-28s %s\n", names, opts[i].help ? opts[i].help : "");
     }
     fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+    for (int i = 0; i < n_opts; i++)
+        if (opts[i].short_name && !strcmp(opts[i].short_name, "-m")) {
+            cli_llama_flags_usage(f);
+            break;
+        }
 }
 
 static const char *kind_name(cli_kind k) {
@@ -127,12 +133,23 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opt
             if ((s && strlen(s) == len && !strncmp(a, s, len)) || (l && strlen(l) == len && !strncmp(a, l, len)))
                 o = &opts[j];
         }
+        const char *val = NULL;
+        int llama = 0;
+        if (!o) { /* one of llama.cpp's flags: an alias of a row of ours, or a no-op */
+            llama = cli_llama_flag(cmd, opts, n_opts, argc, argv, &i, len, eq, &o, &val);
+            if (llama < 0) return -1;
+            if (llama == 2) continue;
+        }
         if (!o) {
             cli_error(cmd, "unknown option '%.*s' (see specula %s --help)", (int)len, a, cmd);
             return -1;
         }
-        const char *val = NULL;
-        if (o->kind == CLI_FLAG) {
+        if (llama) {
+            if (o->kind == CLI_FLAG && val) {
+                cli_error(cmd, "option '%.*s' takes no value", (int)len, a);
+                return -1;
+            }
+        } else if (o->kind == CLI_FLAG) {
             if (eq) {
                 cli_error(cmd, "option '%.*s' takes no value", (int)len, a);
                 return -1;

@@ -2,15 +2,18 @@
 #include "chat_cli.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "chat/chat.h"
 #include "core/core.h"
 #include "decode/generate.h"
 #include "decode/spec.h"
+#include "decode/stopstr.h"
 #include "session_cli.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,12 +53,37 @@ int cli_chat_push(json_t *msgs, const char *role, const char *content) {
 }
 
 /* ---- -cnv --------------------------------------------------------------------------------- */
+/* Ctrl-C: during a reply it ends the reply (the callbacks below see the flag); at the prompt, or
+ * a second time before the reply has ended, it ends the chat */
+static volatile sig_atomic_t chat_in_reply, chat_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (chat_in_reply && !chat_interrupted) {
+        chat_interrupted = 1;
+        return;
+    }
+    ssize_t w = write(STDERR_FILENO, "\n", 1);
+    (void)w;
+    _exit(130);
+}
+
+static void chat_catch_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 /* streams the reply (control tokens unprinted; the end-of-turn token ends it) */
 static int on_reply_text(void *ctx, int32_t id, const char *text, size_t n) {
     fwrite(text, 1, n, stdout);
     fflush(stdout);
-    return 0;
+    return chat_interrupted;
 }
+
+static int on_reply_token(void *ctx, int32_t tok) { return chat_interrupted; }
 
 /* one user turn from stdin: a line; a trailing '\' joins the next line. NULL at end of input. */
 static char *read_turn(void) {
@@ -111,30 +139,69 @@ typedef struct {
     int max_ctx;
 } chat_state;
 
-/* One reply to the conversation so far, streamed, then kept as the assistant's turn. */
+/* The conversation as tokens, the oldest turns dropped (the system prompt kept, a notice on
+ * stderr) while it and room for a reply do not fit the context: llama-cli's context shift, by
+ * whole turns. 0, 1 when even the new turn alone does not fit (it is dropped, the chat goes on),
+ * or -1 (printed). */
+static int chat_fit(chat_state *c, int32_t **ids, int *n) {
+    const cli_chat_run_opts *r = c->r;
+    int want = r->n_predict > 0 ? r->n_predict : c->max_ctx / 4;
+    if (want > c->max_ctx / 2) want = c->max_ctx / 2;
+    int reserve = want + r->spec->draft_max + 1, dropped = 0;
+    sp_err err = {{0}};
+    for (;;) {
+        if (sp_session_chat_tokens(c->s, c->msgs, c->vars, ids, n, &err)) return cli_error(c->cmd, "%s", err.msg), -1;
+        if (*n + reserve <= c->max_ctx) break;
+        free(*ids);
+        *ids = NULL;
+        const char *role0 = json_string_value(json_object_get(json_array_get(c->msgs, 0), "role"));
+        size_t first = role0 && !strcmp(role0, "system") ? 1 : 0;
+        size_t size = json_array_size(c->msgs);
+        if (size - first <= 1) { /* only the new turn is left */
+            json_array_remove(c->msgs, size - 1);
+            cli_error(c->cmd, "this turn (%d tokens) and a reply of up to %d tokens do not fit the context of %d "
+                              "(-c N); it was dropped", *n, want, c->max_ctx);
+            return 1;
+        }
+        json_array_remove(c->msgs, first), dropped++;
+        const char *role = json_string_value(json_object_get(json_array_get(c->msgs, first), "role"));
+        if (first + 1 < json_array_size(c->msgs) && role && !strcmp(role, "assistant"))
+            json_array_remove(c->msgs, first), dropped++;
+    }
+    if (dropped)
+        fprintf(stderr, "[context full: dropped the %d oldest messages; the conversation is now %d tokens of %d]\n",
+                dropped, *n, c->max_ctx);
+    return 0;
+}
+
+/* One reply to the conversation so far, streamed, then kept as the assistant's turn. 0, 1 when
+ * the turn was dropped (it does not fit), -1 (printed). */
 static int chat_reply(chat_state *c) {
     const cli_chat_run_opts *r = c->r;
     sp_err err = {{0}};
     int32_t *ids = NULL;
-    int n = 0;
-    if (sp_session_chat_tokens(c->s, c->msgs, c->vars, &ids, &n, &err)) return cli_error(c->cmd, "%s", err.msg), -1;
-    if (n + r->n_predict + r->spec->draft_max + 1 > c->max_ctx) {
-        free(ids);
-        return cli_error(c->cmd, "the conversation (%d tokens) and a reply of up to %d no longer fit the context of %d "
-                                 "(-c N)", n, r->n_predict, c->max_ctx), -1;
-    }
+    int n = 0, fit = chat_fit(c, &ids, &n);
+    if (fit) return fit;
+    int room = c->max_ctx - n - r->spec->draft_max - 1;
     sp_session_req q = sp_session_req_default();
     if (r->gen) q.gen = *r->gen; /* repetition penalties, generation_config.json's eos ids */
-    q.gen.max_new = r->n_predict;
+    q.gen.max_new = r->n_predict > 0 && r->n_predict < room ? r->n_predict : room;
     q.gen.sample = r->sample;
     q.gen.max_ctx = c->max_ctx;
+    q.gen.on_token = on_reply_token;
+    q.stops = r->stops;
+    q.n_stops = r->n_stops;
     q.stop_at_eog = q.skip_special = 1;
     q.on_text = on_reply_text;
     sp_session_out o;
+    chat_interrupted = 0, chat_in_reply = 1;
     int rc = sp_session_generate(c->s, ids, n, &q, &o, &err);
+    chat_in_reply = 0;
     free(ids);
     fputc('\n', stdout);
     fflush(stdout);
+    if (chat_interrupted) fprintf(stderr, "[reply interrupted; Ctrl-C at the prompt ends the chat]\n");
+    chat_interrupted = 0;
     if (rc) {
         sp_session_out_free(&o);
         return cli_error(c->cmd, "%s", err.msg), -1;
@@ -144,6 +211,7 @@ static int chat_reply(chat_state *c) {
     while (kept > 0 && sp_tok_is_eog(tok, o.tokens[kept - 1])) kept--;
     char *reply = NULL;
     rc = sp_tok_decode_ex(tok, o.tokens, kept, TOK_DECODE_SKIP_SPECIAL, &reply, &err);
+    if (!rc && r->n_stops) reply[sp_stopstr_cut(reply, strlen(reply), r->stops, r->n_stops)] = 0;
     if (rc) cli_error(c->cmd, "%s", err.msg);
     else if ((rc = cli_chat_push(c->msgs, "assistant", reply))) cli_error(c->cmd, "out of memory");
     free(reply);
@@ -168,7 +236,7 @@ static int chat_loop(chat_state *c, const cli_chat_opts *o) {
         int bad = cli_chat_push(c->msgs, "user", user);
         free(user);
         if (bad) return cli_error(c->cmd, "the input is not valid UTF-8 text"), -1;
-        if (chat_reply(c)) return -1;
+        if (chat_reply(c) < 0) return -1;
     }
     return 0;
 }
@@ -180,10 +248,18 @@ int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opt
         cli_error(cmd, "out of memory");
     } else if (!cli_chat_vars(cmd, o->kwargs, &c.vars) && !cli_session_open(cmd, r->model_dir, r->threads, r->spec, NULL, o->tmpl,
                                                                 c.max_ctx, &c.s)) {
-        if (!sp_session_tokenizer(c.s))
+        int mp = sp_model_config(sp_session_model(c.s))->max_pos;
+        if (mp > 0 && c.max_ctx > mp) {
+            if (r->ctx > 0)
+                fprintf(stderr, "specula: note: %s: -c %d is above the model's context (%d): using %d\n", cmd, r->ctx, mp, mp);
+            c.max_ctx = mp;
+        }
+        if (!sp_session_tokenizer(c.s)) {
             cli_error(cmd, "chat needs a tokenizer, and %s has none (tokenizer.json / GGUF vocabulary)", r->model_dir);
-        else
+        } else {
+            chat_catch_sigint();
             rc = chat_loop(&c, o) ? 2 : 0;
+        }
     }
     json_decref(c.msgs);
     json_decref(c.vars);

@@ -40,18 +40,24 @@ int cli_chat_push(json_t *msgs, const char *role, const char *content);
 typedef struct {
     const char *model_dir;
     const char *first; /* -p TEXT: the first user turn, or NULL */
-    int n_predict;     /* most tokens per reply */
-    int threads, ctx;  /* ctx 0: 4096 */
+    int n_predict;     /* most tokens per reply; -1: until the end of the turn (or the context) */
+    int threads, ctx;  /* ctx 0: 4096; above the model's context: capped to it, with a note */
     sp_sample_params sample;
     const cli_spec_opts *spec;
     const sp_gen_params *gen; /* penalties and extra eos ids (generate's flags), or NULL */
+    const char *const *stops; /* --stop strings: a reply ends before the first (unprinted) */
+    int n_stops;
 } cli_chat_run_opts;
 
 /* -cnv: read user turns from stdin (a line each; a line ending in '\' continues on the next;
  * "/exit" or end of input ends the chat), stream each reply to stdout without control tokens
- * (the end-of-turn token ends it), keep the conversation and re-render it with the template
- * every turn (the whole conversation is prefilled again each turn). "> " prompts go to stderr.
- * Speculative decoding works as in generate. Returns the exit status. */
+ * (the end-of-turn token or a --stop string ends it), keep the conversation and re-render it
+ * with the template every turn (the whole conversation is prefilled again each turn). "> "
+ * prompts go to stderr. Ctrl-C during a reply ends the reply (what was said is kept) and the
+ * chat goes on; Ctrl-C at the prompt, or a second one while the reply winds down, ends the chat
+ * (exit status 130). When the conversation and room for a reply no longer fit the context, the
+ * oldest turns are dropped (the system prompt stays) with a notice on stderr. Speculative
+ * decoding works as in generate. Returns the exit status. */
 int cli_chat_run(const char *cmd, const cli_chat_opts *o, const cli_chat_run_opts *r);
 
 #endif

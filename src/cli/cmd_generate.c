@@ -26,9 +26,11 @@ static const char *CMD = "generate";
 
 typedef struct {
     const char *dir, *text, *ids_arg, *file;
-    int n_predict, threads, ignore_eos, json, ctx, chat;
+    int n_predict, threads, ignore_eos, json, ctx, chat, escape;
     cli_sample_opts samp;
-    cli_list stops;
+    cli_list stops, bias_list;
+    int32_t bias_ids[CLI_LIST_MAX]; /* -l: the logit biases (gp.penalty points here) */
+    float bias[CLI_LIST_MAX];
     cli_spec_opts spec;
     cli_tree_opts tree;
     cli_chat_opts chat_o;
@@ -43,7 +45,7 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         {"-f", "--file", CLI_STR, &g->file, "FILE", "read the prompt text from FILE (one trailing newline dropped)"},
         {NULL, "--prompt-ids", CLI_STR, &g->ids_arg, "IDS", "prompt as comma-separated token ids"},
         {"-n", "--n-predict", CLI_INT, &g->n_predict, "N",
-         "most tokens to generate (default 64; -1 = until EOS or the context is full)"},
+         "most tokens to generate (default 64, in -cnv until the end of the turn; -1 = until EOS or the context is full)"},
         {"-t", "--threads", CLI_INT, &g->threads, "N", "threads (default: all cores)"},
         {"-c", "--ctx-size", CLI_INT, &g->ctx, "N",
          "KV cache size (default: prompt + N; with -n -1 the model's context, at most " CLI_CTX_AUTO_MAX_STR ")"},
@@ -55,8 +57,11 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         {NULL, "--chat", CLI_FLAG, &g->chat, NULL, "wrap the prompt in the model's chat template"},
         {NULL, "--spec-always", CLI_FLAG, &g->spec.always, NULL,
          "draft every round (default: stop drafting while it does not pay, probing now and then)"},
+        {"-e", "--escape", CLI_FLAG, &g->escape, NULL, "process \\n \\t \\\\ escapes in the prompt (-p / -f), as llama.cpp"},
+        {"-l", "--logit-bias", CLI_LIST, &g->bias_list, "ID(+|-)B",
+         "add B to token ID's logit (15043+1, 15043-inf bans it; repeatable), as llama.cpp"},
     };
-    int n_opts = 13;
+    int n_opts = 15;
     n_opts += cli_sample_opt_rows(opts + n_opts, &g->samp);
     n_opts += cli_spec_opt_rows(opts + n_opts, &g->spec);
     n_opts += cli_tree_opt_rows(opts + n_opts, &g->tree);
@@ -65,6 +70,9 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;
     if (!g->dir) return cli_error(CMD, "-m DIR is required (see specula generate --help)"), -1;
+    if (g->n_predict == INT_MIN) g->n_predict = g->chat_o.cnv ? -1 : 64; /* -n not given */
+    if (g->chat_o.cnv && g->json)
+        return cli_error(CMD, "--json does not go with -cnv (an interactive chat streams its replies as text)"), -1;
     if ((g->n_predict < 1 && g->n_predict != -1) || g->n_predict > CLI_MAX_TOKENS)
         return cli_error(CMD, "-n must be in [1, %d], or -1 (until EOS or the context is full), got %d",
                          CLI_MAX_TOKENS, g->n_predict), -1;
@@ -72,7 +80,9 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         return cli_error(CMD, "-c must be in [0, %d], got %d", CLI_MAX_TOKENS, g->ctx), -1;
     g->gp = sp_gen_params_default();
     sp_sample_params def = sp_sample_params_default();
-    if (cli_sample_resolve(CMD, &g->samp, g->dir, &def, 1, &g->gp) || cli_spec_resolve(CMD, &g->spec, "none")) return -1;
+    if (cli_sample_resolve(CMD, &g->samp, g->dir, &def, 1, &g->gp) || cli_spec_resolve(CMD, &g->spec, "none") ||
+        cli_logit_bias_parse(CMD, &g->bias_list, g->bias_ids, g->bias, &g->gp))
+        return -1;
     for (int i = 0; i < g->stops.n; i++) cli_unescape((char *)g->stops.v[i]); /* argv's own storage */
     return 0;
 }
@@ -93,6 +103,15 @@ static int gen_read_file(gen_opts *g, char **buf) {
                          g->file, (long long)size, CLI_MAX_PROMPT_BYTES), -1;
     if (sp_read_file(g->file, buf, &len, &err)) return cli_error(CMD, "-f: %s", err.msg), -1;
     if (len && (*buf)[len - 1] == '\n') (*buf)[--len] = 0;
+    g->text = *buf;
+    return 0;
+}
+
+/* -e: the prompt's escapes into their characters (a copy in *buf when the text is -p's) */
+static int gen_escape(gen_opts *g, char **buf) {
+    if (!g->escape || !g->text) return 0;
+    if (!*buf && !(*buf = strdup(g->text))) return cli_error(CMD, "out of memory"), -1;
+    cli_unescape(*buf);
     g->text = *buf;
     return 0;
 }
@@ -203,6 +222,11 @@ static int gen_auto_len(gen_opts *g, sp_session *s, int n_prompt) {
 
 /* One request on an open session; the exit status. */
 static int gen_request(gen_opts *g, sp_session *s, const int32_t *prompt, int n_prompt) {
+    int mp = sp_model_config(sp_session_model(s))->max_pos;
+    if (mp > 0 && g->ctx > mp) {
+        fprintf(stderr, "specula: note: %s: -c %d is above the model's context (%d): using %d\n", CMD, g->ctx, mp, mp);
+        g->ctx = mp;
+    }
     if (gen_auto_len(g, s, n_prompt)) return 2;
     gen_stream gs = {.stream = !g->json, .ids = !sp_session_tokenizer(s)};
     sp_session_req r = sp_session_req_default();
@@ -236,16 +260,19 @@ static int gen_request(gen_opts *g, sp_session *s, const int32_t *prompt, int n_
 }
 
 int cmd_generate(int argc, char **argv) {
-    gen_opts g = {.n_predict = 64, .samp = CLI_SAMPLE_OPTS_UNSET, .spec = CLI_SPEC_OPTS_DEFAULT,
+    gen_opts g = {.n_predict = INT_MIN, .samp = CLI_SAMPLE_OPTS_UNSET, .spec = CLI_SPEC_OPTS_DEFAULT,
                   .tree = CLI_TREE_OPTS_DEFAULT};
     int rc = gen_parse(&g, argc, argv);
     if (rc) return rc > 0 ? 0 : 2;
     char *file_text = NULL;
-    if (gen_read_file(&g, &file_text)) return 2;
-    if (g.chat_o.cnv) { /* -n -1 in a chat: replies of up to 1024 tokens, each ending at its end of turn */
+    if (gen_read_file(&g, &file_text) || gen_escape(&g, &file_text)) {
+        free(file_text);
+        return 2;
+    }
+    if (g.chat_o.cnv) { /* -n -1 in a chat: each reply ends at its end of turn (or the context) */
         rc = cli_chat_run(CMD, &g.chat_o,
-                          &(cli_chat_run_opts){g.dir, g.text, g.n_predict > 0 ? g.n_predict : 1024, g.threads, g.ctx,
-                                               g.gp.sample, &g.spec, &g.gp});
+                          &(cli_chat_run_opts){g.dir, g.text, g.n_predict, g.threads, g.ctx, g.gp.sample, &g.spec, &g.gp,
+                                               g.stops.v, g.stops.n});
         free(file_text);
         return rc;
     }

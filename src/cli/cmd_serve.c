@@ -18,7 +18,7 @@
 static const char *CMD = "serve";
 
 typedef struct {
-    const char *dir, *host, *api_key, *name, *chat_tpl;
+    const char *dir, *host, *api_key, *name, *chat_tpl, *tpl_kwargs;
     int threads, port, parallel, ctx, max_queue, timeout, n_predict, verbose, spec_max_slots;
     int read_timeout, max_conns, max_conn_ip; /* the connection guard (src/server/conn.c) */
     cli_spec_opts so;
@@ -31,10 +31,13 @@ typedef struct {
 static int serve_parse(serve_opts *o, int argc, char **argv) {
     cli_opt opts[CLI_OPTS_MAX] = {
         {"-m", "--model", CLI_STR, &o->dir, "DIR", "target model (default: the embedded pair, models/default/)"},
-        {NULL, "--host", CLI_STR, &o->host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
+        {NULL, "--host", CLI_STR, &o->host, "ADDR",
+         "address or host name to listen on: IPv4, IPv6 (::1) or a name (localhost) (default 127.0.0.1)"},
         {NULL, "--port", CLI_INT, &o->port, "N", "TCP port (default 8080; 0 = any free port)"},
         {"-np", "--parallel", CLI_INT, &o->parallel, "N", "requests decoded at once, one slot each (default 4)"},
-        {"-c", "--ctx-size", CLI_INT, &o->ctx, "N", "KV cache positions per slot (default 4096)"},
+        {"-c", "--ctx-size", CLI_INT, &o->ctx, "N",
+         "KV cache positions in all, split evenly across the -np slots as llama-server does "
+         "(default 4096 per slot; 0 = the model's context)"},
         {"-n", "--n-predict", CLI_INT, &o->n_predict, "N", "max_tokens when a request gives none (default 256)"},
         {NULL, "--api-key", CLI_STR, &o->api_key, "KEY", "require Authorization: Bearer KEY"},
         {NULL, "--max-queue", CLI_INT, &o->max_queue, "N", "requests waiting for a slot before 503 (default 64)"},
@@ -50,6 +53,9 @@ static int serve_parse(serve_opts *o, int argc, char **argv) {
         {"-v", "--verbose", CLI_FLAG, &o->verbose, NULL, "log one line per request (on by default; -v adds debug lines)"},
         {NULL, "--chat-template", CLI_STR, &o->chat_tpl, "NAME|FILE",
          "chat template: a Jinja file or gemma4 | gemma3 | qwen3 | chatml | llama3 (default: the model's)"},
+        {NULL, "--chat-template-kwargs", CLI_STR, &o->tpl_kwargs, "JSON",
+         "template variables for every chat request, e.g. '{\"enable_thinking\": false}' "
+         "(a request's chat_template_kwargs add to them)"},
         {NULL, "--spec-max-slots", CLI_INT, &o->spec_max_slots, "N",
          "greedy requests: -1 = drafts per step chosen by measured cost and acceptance (default); "
          "0 = always --draft-max; N = --draft-max while <= N slots are busy, else none"},
@@ -82,8 +88,12 @@ static int serve_defaults(serve_opts *o, int default_draft_max) {
     if (cli_spec_resolve(CMD, &o->so, "none")) return -1;
     if (o->timeout < 1) return cli_error(CMD, "--timeout must be >= 1"), -1;
     if (o->n_predict < 1) return cli_error(CMD, "-n must be >= 1"), -1;
-    if (o->ctx < 8 || o->ctx > CLI_MAX_TOKENS)
-        return cli_error(CMD, "-c must be in [8, %d], got %d", CLI_MAX_TOKENS, o->ctx), -1;
+    if (o->parallel < 1 || o->parallel > 64) return cli_error(CMD, "-np %d out of range 1..64", o->parallel), -1;
+    if (o->ctx == -1) o->ctx = 4096 * o->parallel; /* -c not given */
+    if (o->ctx < 0 || o->ctx > CLI_MAX_TOKENS) return cli_error(CMD, "-c must be in [0, %d], got %d", CLI_MAX_TOKENS, o->ctx), -1;
+    if (o->ctx > 0 && o->ctx / o->parallel < 8)
+        return cli_error(CMD, "-c %d split across %d slots leaves %d positions per slot; give at least %d", o->ctx,
+                         o->parallel, o->ctx / o->parallel, 8 * o->parallel), -1;
     if (o->max_queue < 0 || o->max_queue > SRV_MAX_QUEUE)
         return cli_error(CMD, "--max-queue must be in [0, %d], got %d", SRV_MAX_QUEUE, o->max_queue), -1;
     if (o->so.draft_max < 1 || o->so.draft_max > SP_SPEC_MAX_G)
@@ -104,7 +114,8 @@ static srv_opts server_opts(const serve_opts *o) {
     so.host = o->host;
     so.port = o->port;
     so.parallel = o->parallel;
-    so.ctx = o->ctx;
+    so.ctx = o->ctx / o->parallel; /* 0: the model's context, split by the server */
+    so.chat_template_kwargs = o->tpl_kwargs;
     so.api_key = o->api_key;
     so.max_queue = o->max_queue;
     so.timeout_s = o->timeout;
@@ -128,17 +139,20 @@ static int serve(serve_opts *o, sigset_t *sigs) {
     sp_err err = {{0}};
     srv *s = NULL;
     if (sp_srv_start(&s, &so, &err)) return cli_error(CMD, "%s", err.msg);
-    fprintf(stderr, "specula serve: listening on http://%s:%d (loading %s)\n", o->host, sp_srv_port(s), o->dir);
+    int v6 = strchr(o->host, ':') != NULL;
+    fprintf(stderr, "specula serve: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "", o->host, v6 ? "]" : "",
+            sp_srv_port(s), o->dir);
     if (strcmp(o->so.spec, "none"))
         fprintf(stderr, "specula serve: speculating with %s, up to %d drafts per round\n", o->so.spec, o->so.draft_max);
     sp_session *ss = NULL;
     int rc = 2;
-    if (!cli_session_open(CMD, o->dir, o->threads, &o->so, NULL, o->chat_tpl, o->ctx, &ss)) {
+    if (!cli_session_open(CMD, o->dir, o->threads, &o->so, NULL, o->chat_tpl, so.ctx, &ss)) {
         if (sp_srv_set_session(s, ss, &err)) {
             cli_error(CMD, "%s", err.msg);
         } else {
-            fprintf(stderr, "specula serve: ready: model %s, spec %s, %d slots of %d positions, port %d\n", o->name,
-                    o->so.spec, o->parallel, o->ctx, sp_srv_port(s));
+            int per_slot = sp_srv_slot_ctx(s);
+            fprintf(stderr, "specula serve: ready: model %s, spec %s, %d slots of %d positions (-c %d), port %d\n",
+                    o->name, o->so.spec, o->parallel, per_slot, per_slot * o->parallel, sp_srv_port(s));
             int sig = 0;
             sigwait(sigs, &sig);
             fprintf(stderr, "specula serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -151,7 +165,7 @@ static int serve(serve_opts *o, sigset_t *sigs) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .max_queue = 64, .timeout = 60,
+    serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = -1, .max_queue = 64, .timeout = 60,
                     .n_predict = 256, .spec_max_slots = -1, .read_timeout = 30, .max_conns = 512, .max_conn_ip = 128,
                     .so = CLI_SPEC_OPTS_DEFAULT,
                     .to = CLI_TREE_OPTS_DEFAULT};

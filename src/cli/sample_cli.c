@@ -102,3 +102,24 @@ int cli_sample_resolve(const char *cmd, cli_sample_opts *o, const char *model_di
     gp->penalty = pp;
     return 0;
 }
+
+int cli_logit_bias_parse(const char *cmd, const cli_list *l, int32_t *ids, float *bias, sp_gen_params *gp) {
+    for (int i = 0; i < l->n; i++) {
+        const char *v = l->v[i];
+        char *end = NULL;
+        errno = 0;
+        long id = strtol(v, &end, 10);
+        if (end == v || errno || id < 0 || id > INT32_MAX || (*end != '+' && *end != '-'))
+            return cli_error(cmd, "--logit-bias expects TOKEN_ID(+|-)BIAS (e.g. 15043+1 or 15043-inf), got '%s'", v), -1;
+        const char *b = end;
+        float x = strtof(b, &end);
+        if (end == b || *end || isnan(x) || x == INFINITY)
+            return cli_error(cmd, "--logit-bias expects TOKEN_ID(+|-)BIAS (e.g. 15043+1 or 15043-inf), got '%s'", v), -1;
+        ids[i] = (int32_t)id;
+        bias[i] = x;
+    }
+    gp->penalty.n_bias = l->n;
+    gp->penalty.bias_ids = l->n ? ids : NULL;
+    gp->penalty.bias = l->n ? bias : NULL;
+    return 0;
+}

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "args.h"
 #include "decode/generate.h"
 
 typedef struct {
@@ -36,6 +37,11 @@ int cli_penalty_opt_rows(void *rows, cli_sample_opts *o);
 /* --seed text: a non-negative integer, or -1 for a random seed (*random = 1). Prints errors;
  * returns 0 / -1. */
 int cli_seed_parse(const char *cmd, const char *text, uint64_t *seed, int *random);
+
+/* -l / --logit-bias TOKEN_ID(+|-)BIAS values (llama.cpp's form: 15043+1, 15043-1, 15043-inf) into
+ * ids[i] / bias[i] (room for l->n each) and gp->penalty's bias list, which points at them.
+ * Prints errors; returns 0 / -1. */
+int cli_logit_bias_parse(const char *cmd, const cli_list *l, int32_t *ids, float *bias, sp_gen_params *gp);
 
 /* Fill gp->sample, gp->penalty and gp->extra_eos: the user's values, else (use_gc and not
  * --ignore-generation-config) model_dir's generation_config.json (its eos ids always join

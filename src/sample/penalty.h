@@ -25,14 +25,20 @@ typedef struct {
     int last_n;      /* window: the last N tokens (0: penalties off; -1: the whole sequence) */
     float presence;  /* subtracted once from every token in the window (0: off) */
     float frequency; /* subtracted per occurrence in the window (0: off) */
+    /* logit bias (OpenAI's logit_bias, llama.cpp's --logit-bias): bias[i] added to the logit of
+     * token bias_ids[i] before the penalties (llama.cpp's order), at every position whatever the window. The arrays
+     * are borrowed until sp_penalty_create copies them. */
+    int n_bias;
+    const int32_t *bias_ids;
+    const float *bias;
 } sp_penalty_params;
 
 /* llama.cpp's defaults: repeat 1 (off), last_n 64, presence 0, frequency 0 */
 sp_penalty_params sp_penalty_params_default(void);
-/* 1 when these params change any logit */
+/* 1 when these params change any logit (a penalty or a logit bias) */
 int sp_penalty_active(const sp_penalty_params *pp);
 /* 0 if the values are in range (repeat > 0 and finite, last_n >= -1, finite presence and
- * frequency), else -1 naming the bad field */
+ * frequency, finite biases of ids >= 0), else -1 naming the bad field */
 int sp_penalty_params_check(const sp_penalty_params *pp, sp_err *err);
 
 typedef struct sp_penalty sp_penalty;

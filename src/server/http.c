@@ -5,7 +5,9 @@
  * from the response's content callback. A client that goes away is noticed by peeking at its
  * socket while waiting, and its job is cancelled: the slot is freed at the next step. */
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -216,9 +218,15 @@ static int prompt_tokens(srv *s, srv_job *j, srv_error *e) {
         tok_msg *m = malloc(sizeof *m * (size_t)(r->n_msgs ? r->n_msgs : 1));
         if (!m) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         for (int i = 0; i < r->n_msgs; i++) m[i] = (tok_msg){r->msgs[i].role, r->msgs[i].content};
+        json_t *vars = NULL;
+        if (sp_srv_chat_vars(s, r->tmpl_kwargs, &vars, e)) {
+            free(m);
+            return -1;
+        }
         pthread_mutex_lock(&s->chat_mu);
-        int rc = sp_chat_tokens_msgs(s->chat, s->tok, m, r->n_msgs, 1, NULL, &j->prompt, &j->n_prompt, &err);
+        int rc = sp_chat_tokens_msgs(s->chat, s->tok, m, r->n_msgs, 1, vars, &j->prompt, &j->n_prompt, &err);
         pthread_mutex_unlock(&s->chat_mu);
+        json_decref(vars);
         free(m);
         if (rc) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
     } else if (r->prompt_text) {
@@ -236,6 +244,10 @@ static int prompt_tokens(srv *s, srv_job *j, srv_error *e) {
             return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
     }
     if (j->n_prompt < 1) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+    for (int i = 0; i < r->n_bias; i++)
+        if (r->bias_ids[i] >= V)
+            return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "logit_bias",
+                                    "'logit_bias' names token %d, outside the vocabulary [0, %d)", r->bias_ids[i], V);
     int cap = s->o.ctx, maxp = sp_model_config(s->m)->max_pos;
     if (maxp > 0 && cap > maxp) cap = maxp;
     if (j->n_prompt >= cap)
@@ -310,8 +322,8 @@ static enum MHD_Result handle_tokenize(srv *s, struct MHD_Connection *c, srv_rou
         int32_t *ids = NULL;
         int k = 0;
         if (!sp_tok_encode(s->tok, r.content, strlen(r.content), r.add_special, 1, &ids, &k, &err)) {
-            json_t *a = json_array();
-            for (int i = 0; i < k; i++) json_array_append_new(a, json_integer(ids[i]));
+            json_t *a = r.with_pieces ? sp_srv_token_pieces(s, ids, k) : json_array();
+            for (int i = 0; !r.with_pieces && i < k; i++) json_array_append_new(a, json_integer(ids[i]));
             o = json_pack("{s:o}", "tokens", a);
         }
         free(ids);
@@ -344,7 +356,9 @@ static enum MHD_Result handle_models(srv *s, struct MHD_Connection *c) {
 }
 
 /* ---- routing -------------------------------------------------------------------------- */
-typedef enum { R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETION, R_TOKENIZE, R_DETOKENIZE } route_id;
+typedef enum {
+    R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETION, R_TOKENIZE, R_DETOKENIZE, R_NATIVE, R_PROPS, R_SLOTS, R_APPLY
+} route_id;
 static const struct {
     const char *path, *method;
     route_id id;
@@ -356,6 +370,8 @@ static const struct {
     {"/chat/completions", "POST", R_CHAT},  {"/v1/completions", "POST", R_COMPLETION},
     {"/completions", "POST", R_COMPLETION}, {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},
+    {"/completion", "POST", R_NATIVE},      {"/props", "GET", R_PROPS},
+    {"/slots", "GET", R_SLOTS},             {"/apply-template", "POST", R_APPLY},
 };
 
 /* header iterator: clears *cls (a const char *) when a header's key starts there */
@@ -377,6 +393,21 @@ static int nul_inside(struct MHD_Connection *c, const char *v, size_t n) {
     const char *p = v + n + 1;
     MHD_get_connection_values(c, MHD_HEADER_KIND, key_at, &p);
     return p != NULL;
+}
+
+/* GET /props, GET /slots, POST /apply-template (native.c) */
+static enum MHD_Result handle_native(srv *s, struct MHD_Connection *c, int id, const char *body, size_t n) {
+    srv_error e;
+    char *txt;
+    if (id == R_APPLY) {
+        if (!(txt = sp_srv_apply_template(s, body, n, &e))) return send_error(c, &e, NULL, NULL);
+        return send_json(c, 200, txt);
+    }
+    if (id == R_PROPS) return send_json(c, 200, sp_srv_props_json(s));
+    pthread_mutex_lock(&s->mu);
+    txt = sp_srv_slots_json(s);
+    pthread_mutex_unlock(&s->mu);
+    return send_json(c, 200, txt);
 }
 
 /* the whole header value: one that a NUL cuts short is wrong, never a shorter key */
@@ -497,6 +528,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_COMPLETION: return handle_generate(s, c, SRV_ROUTE_COMPLETION, body, cs->body.n);
     case R_TOKENIZE: return handle_tokenize(s, c, SRV_ROUTE_TOKENIZE, body, cs->body.n);
     case R_DETOKENIZE: return handle_tokenize(s, c, SRV_ROUTE_DETOKENIZE, body, cs->body.n);
+    case R_NATIVE: return handle_generate(s, c, SRV_ROUTE_NATIVE, body, cs->body.n);
+    case R_PROPS:
+    case R_SLOTS:
+    case R_APPLY: return handle_native(s, c, id, body, cs->body.n);
     default: break;
     }
     return fail(c, 404, "invalid_request_error", "not_found", "no such route");
@@ -525,10 +560,25 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 }
 
 /* ---- lifetime ------------------------------------------------------------------------- */
+/* --host: an IPv4 or IPv6 address or a host name (its first address) into *addr; 0 / -1 */
+static int resolve_host(const char *host, int port, struct sockaddr_storage *addr, int *v6, sp_err *err) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc || !res) return sp_err_set(err, "server: --host %s: %s", host, rc ? gai_strerror(rc) : "no address");
+    memset(addr, 0, sizeof *addr);
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *v6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    if (*v6) ((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)port);
+    else ((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)port);
+    return 0;
+}
+
 int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     *out = NULL;
     if (o->parallel < 1 || o->parallel > 64) return sp_err_set(err, "server: --parallel %d out of range 1..64", o->parallel);
-    if (o->ctx < 8 || o->ctx > SRV_MAX_CTX) return sp_err_set(err, "server: -c %d out of range 8..%d", o->ctx, SRV_MAX_CTX);
+    if (o->ctx != 0 && (o->ctx < 8 || o->ctx > SRV_MAX_CTX))
+        return sp_err_set(err, "server: -c %d out of range 8..%d (0: the model's context)", o->ctx, SRV_MAX_CTX);
     if (o->max_queue < 0 || o->max_queue > SRV_MAX_QUEUE)
         return sp_err_set(err, "server: --max-queue %d out of range 0..%d", o->max_queue, SRV_MAX_QUEUE);
     if (o->port < 0 || o->port > 65535) return sp_err_set(err, "server: --port %d out of range 0..65535", o->port);
@@ -536,9 +586,15 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     if (o->max_connections < 2 || o->max_connections > 65536)
         return sp_err_set(err, "server: --max-connections %d out of range 2..65536", o->max_connections);
     if (o->max_conn_per_ip < 0) return sp_err_set(err, "server: --max-conn-per-ip must be >= 0");
+    json_t *vars = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    if (o->chat_template_kwargs && !json_is_object(vars)) { /* json_is_object evaluates its argument twice */
+        json_decref(vars);
+        return sp_err_set(err, "server: --chat-template-kwargs: expected a JSON object, got '%s'", o->chat_template_kwargs);
+    }
     srv *s = calloc(1, sizeof *s);
-    if (!s) return sp_err_set(err, "server: out of memory");
+    if (!s) return json_decref(vars), sp_err_set(err, "server: out of memory");
     s->o = *o;
+    s->tmpl_vars = vars;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->chat_mu, NULL);
     pthread_cond_init(&s->work, NULL);
@@ -549,16 +605,20 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
     sp_srv_hist_init(&s->h_tau, TAU_LE, 11);
     sp_srv_hist_init(&s->h_ttft, TTFT_LE, 11);
     sp_srv_hist_init(&s->h_itl, ITL_LE, 10);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
-    if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
-        free(s);
-        return sp_err_set(err, "server: --host %s is not an IPv4 address", o->host);
-    }
-    if (sp_srv_conns_start(s, err)) {
+    struct sockaddr_storage addr;
+    int v6 = 0;
+    if (resolve_host(o->host, o->port, &addr, &v6, err)) {
+        json_decref(s->tmpl_vars);
         free(s);
         return -1;
     }
-    s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL,
+    if (sp_srv_conns_start(s, err)) {
+        json_decref(s->tmpl_vars);
+        free(s);
+        return -1;
+    }
+    s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                                  (v6 ? MHD_USE_IPv6 : 0), 0, NULL,
                               NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
                               (unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -566,6 +626,7 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err) {
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) {
         sp_srv_conns_stop(s);
+        json_decref(s->tmpl_vars);
         free(s);
         return sp_err_set(err, "server: cannot listen on %s:%d (address in use or not permitted)", o->host, o->port);
     }
@@ -582,6 +643,11 @@ static sp_drafter *make_drafter(void *ctx, const sp_sample_params *sample, int m
 
 int sp_srv_set_session(srv *s, sp_session *ss, sp_err *err) {
     s->m = sp_session_model(ss);
+    if (s->o.ctx == 0) { /* -c 0: the model's context, split across the slots */
+        int mp = sp_model_config(s->m)->max_pos;
+        s->o.ctx = (mp > 0 ? mp : 4096) / s->o.parallel;
+        if (s->o.ctx < 8) return sp_err_set(err, "server: the model's context (%d) split across %d slots is too small", mp, s->o.parallel);
+    }
     s->tok = sp_session_tokenizer(ss);
     if (!s->tok) return sp_err_set(err, "%s has no tokenizer (tokenizer.json / GGUF vocabulary)", sp_session_model_dir(ss));
     if (sp_session_drafter_src(ss)) {
@@ -601,6 +667,8 @@ int sp_srv_set_session(srv *s, sp_session *ss, sp_err *err) {
 
 int sp_srv_port(const srv *s) { return s->port; }
 
+int sp_srv_slot_ctx(const srv *s) { return s->o.ctx; }
+
 void sp_srv_stop(srv *s) {
     if (!s) return;
     MHD_socket ls = MHD_quiesce_daemon(s->mhd); /* no new connections */
@@ -615,5 +683,6 @@ void sp_srv_stop(srv *s) {
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->chat_mu);
+    json_decref(s->tmpl_vars);
     free(s);
 }

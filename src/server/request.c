@@ -3,6 +3,7 @@
 #include "server/request.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,24 @@ static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temp
                                           "logit_bias", "user", "ignore_eos", "return_tokens",
                                           "speculative", "repeat_penalty", "repeat_last_n", "penalty_last_n",
                                           NULL};
+static const char *NATIVE_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
+                                      "stop", "stream", "frequency_penalty", "presence_penalty", "logit_bias",
+                                      "ignore_eos", "return_tokens", "speculative", "repeat_penalty",
+                                      "repeat_last_n", "penalty_last_n", "n_probs", NULL};
+/* llama-server's fields on every generation route (chat, completions, /completion): n_predict
+ * (= max_tokens; -1: until the end or the context), chat_template_kwargs (chat); the sampling
+ * extensions it has and specula has not, accepted at their neutral value only (NEUTRAL_FIELDS);
+ * and fields that change nothing here, accepted and ignored (README, "llama-server fields"). */
+static const char *LLAMA_FIELDS[] = {"n_predict", "chat_template_kwargs", "samplers", "id_slot", "n_keep",
+                                     "timings_per_token", "return_progress", "reasoning_format", "t_max_predict_ms",
+                                     "t_max_prompt_ms", "dry_base", "dry_allowed_length", "dry_penalty_last_n",
+                                     "dry_sequence_breakers", "xtc_threshold", "mirostat_tau", "mirostat_eta",
+                                     "dynatemp_exponent", "post_sampling_probs", "n_indent", NULL};
+static const struct {
+    const char *name;
+    double neutral;
+} NEUTRAL_FIELDS[] = {{"typical_p", 1},      {"mirostat", 0},       {"dry_multiplier", 0},
+                      {"xtc_probability", 0}, {"dynatemp_range", 0}, {"top_n_sigma", -1}};
 static const char *TOKENIZE_FIELDS[] = {"content", "add_special", "with_pieces", "model", NULL};
 static const char *DETOKENIZE_FIELDS[] = {"tokens", "model", NULL};
 
@@ -48,6 +67,26 @@ static int in_list(const char *k, const char **list) {
     for (int i = 0; list[i]; i++)
         if (!strcmp(k, list[i])) return 1;
     return 0;
+}
+
+static int is_neutral_field(const char *k) {
+    for (size_t i = 0; i < sizeof NEUTRAL_FIELDS / sizeof NEUTRAL_FIELDS[0]; i++)
+        if (!strcmp(k, NEUTRAL_FIELDS[i].name)) return 1;
+    return 0;
+}
+
+/* 1 when route accepts field k */
+static int route_accepts(srv_route route, const char *k) {
+    static const char *APPLY_FIELDS[] = {"messages", "model", "chat_template_kwargs", NULL};
+    switch (route) {
+    case SRV_ROUTE_TOKENIZE: return in_list(k, TOKENIZE_FIELDS);
+    case SRV_ROUTE_DETOKENIZE: return in_list(k, DETOKENIZE_FIELDS);
+    case SRV_ROUTE_APPLY_TEMPLATE: return in_list(k, APPLY_FIELDS) || in_list(k, CHAT_FIELDS) || in_list(k, LLAMA_FIELDS);
+    default: break;
+    }
+    const char **own = route == SRV_ROUTE_CHAT ? CHAT_FIELDS : route == SRV_ROUTE_COMPLETION ? COMPLETION_FIELDS : NATIVE_FIELDS;
+    if (route != SRV_ROUTE_CHAT && !strcmp(k, "chat_template_kwargs")) return 0;
+    return in_list(k, own) || in_list(k, LLAMA_FIELDS) || is_neutral_field(k);
 }
 
 static char *dup_str(const char *s) {
@@ -248,6 +287,84 @@ static int max_tokens_field(json_t *o, long long *v, srv_error *e) {
     return 0;
 }
 
+#define OOM(e) sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
+
+/* one logit_bias entry: id, and a number or false (the token banned: -inf) */
+static int bias_entry(srv_request *r, long long id, json_t *v, const char *what, srv_error *e) {
+    if (id < 0 || id > INT32_MAX) return BAD(e, "logit_bias", "'logit_bias': %s is not a token id", what);
+    float b;
+    if (json_is_false(v)) b = -INFINITY;
+    else if (json_is_number(v) && isfinite(json_number_value(v))) b = (float)json_number_value(v);
+    else return BAD(e, "logit_bias", "'logit_bias' of token %lld must be a number (or false: banned)", id);
+    r->bias_ids[r->n_bias] = (int32_t)id;
+    r->bias[r->n_bias++] = b;
+    return 0;
+}
+
+/* OpenAI's {"ID": bias, ...} or llama-server's [[ID, bias | false], ...]; ids are checked against
+ * the vocabulary by the server */
+static int parse_logit_bias(json_t *o, srv_request *r, srv_error *e) {
+    json_t *x = json_object_get(o, "logit_bias");
+    if (!x || json_is_null(x)) return 0;
+    size_t n = json_is_object(x) ? json_object_size(x) : json_is_array(x) ? json_array_size(x) : 0;
+    if (!json_is_object(x) && !json_is_array(x))
+        return BAD(e, "logit_bias", "'logit_bias' must be an object {\"token id\": bias} or an array [[id, bias], ...]");
+    if (n > 4096) return BAD(e, "logit_bias", "'logit_bias' has %zu entries, at most 4096 are allowed", n);
+    if (!n) return 0;
+    r->bias_ids = malloc(sizeof *r->bias_ids * n);
+    r->bias = malloc(sizeof *r->bias * n);
+    if (!r->bias_ids || !r->bias) return OOM(e);
+    if (json_is_object(x)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(x, k, v) {
+            char *end;
+            long long id = strtoll(k, &end, 10);
+            if (!*k || *end) return BAD(e, "logit_bias", "'logit_bias' key '%s' is not a token id", k);
+            if (bias_entry(r, id, v, k, e)) return -1;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            json_t *p = json_array_get(x, i), *id = json_array_get(p, 0);
+            if (!json_is_array(p) || json_array_size(p) != 2 || !json_is_integer(id))
+                return BAD(e, "logit_bias", "'logit_bias[%zu]' must be [token id, bias]", i);
+            if (bias_entry(r, json_integer_value(id), json_array_get(p, 1), "an entry", e)) return -1;
+        }
+    }
+    r->penalty.n_bias = r->n_bias;
+    r->penalty.bias_ids = r->bias_ids;
+    r->penalty.bias = r->bias;
+    return 0;
+}
+
+/* llama-server's fields: n_predict (-1: until the end or the context), chat_template_kwargs, and
+ * the sampling extensions at their neutral value */
+static int parse_llama_fields(json_t *o, srv_request *r, srv_error *e) {
+    long long np = -2;
+    if (get_int(o, "n_predict", -1, 1 << 30, &np, e)) return -1;
+    if (np == 0) return BAD(e, "n_predict", "'n_predict' must be at least 1, or -1 (until the end)");
+    if (np != -2 && r->max_tokens < 0) r->max_tokens = np < 0 ? 1 << 30 : (int)np;
+    for (size_t i = 0; i < sizeof NEUTRAL_FIELDS / sizeof NEUTRAL_FIELDS[0]; i++) {
+        const char *k = NEUTRAL_FIELDS[i].name;
+        json_t *x = json_object_get(o, k);
+        if (!x || json_is_null(x)) continue;
+        if (!json_is_number(x)) return BAD(e, k, "'%s' must be a number", k);
+        double v = json_number_value(x), z = NEUTRAL_FIELDS[i].neutral;
+        if (v != z && !(z < 0 && v <= 0))
+            return BAD(e, k, "'%s' is not supported by this server: only %g (off) is accepted", k, z);
+    }
+    json_t *kw = json_object_get(o, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw)) return BAD(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (!(r->tmpl_kwargs = json_dumps(kw, JSON_COMPACT))) return OOM(e);
+    }
+    json_t *sm = json_object_get(o, "samplers");
+    if (sm && !json_is_null(sm) && !json_is_array(sm) && !json_is_string(sm))
+        return BAD(e, "samplers", "'samplers' must be an array of names or a string");
+    long long slot = -1;
+    return get_int(o, "id_slot", -1, 1 << 20, &slot, e);
+}
+
 /* the sampling and output fields shared by chat and completions */
 static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     double t = 1.0, tp = 1.0, mp = 0.0;
@@ -284,7 +401,7 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
         }
         if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
     }
-    if (parse_penalties(o, r, e) || neutral(o, "logit_bias", e)) return -1;
+    if (parse_penalties(o, r, e) || parse_logit_bias(o, r, e) || parse_llama_fields(o, r, e)) return -1;
     return 0;
 }
 
@@ -320,7 +437,7 @@ int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_requ
     r->route = route;
     r->max_tokens = -1;
     r->top_logprobs = -1;
-    r->add_special = 1;
+    r->add_special = 0;
     r->speculative = 1;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -330,14 +447,10 @@ int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_requ
         BAD(e, NULL, "the body must be a JSON object");
         goto done;
     }
-    const char **fields = route == SRV_ROUTE_CHAT         ? CHAT_FIELDS
-                          : route == SRV_ROUTE_COMPLETION ? COMPLETION_FIELDS
-                          : route == SRV_ROUTE_TOKENIZE   ? TOKENIZE_FIELDS
-                                                          : DETOKENIZE_FIELDS;
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        if (!in_list(k, fields)) {
+        if (!route_accepts(route, k)) {
             BAD(e, k, "Unrecognized request argument supplied: %s", k);
             goto done;
         }
@@ -351,13 +464,13 @@ int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_requ
         r->model = dup_str(json_string_value(model));
     }
     if (route == SRV_ROUTE_CHAT) rc = parse_chat(o, r, e);
-    else if (route == SRV_ROUTE_COMPLETION) rc = parse_completion(o, r, e);
+    else if (route == SRV_ROUTE_COMPLETION || route == SRV_ROUTE_NATIVE) rc = parse_completion(o, r, e);
+    else if (route == SRV_ROUTE_APPLY_TEMPLATE) rc = parse_messages(o, r, e) || parse_llama_fields(o, r, e) ? -1 : 0;
     else if (route == SRV_ROUTE_TOKENIZE) {
         json_t *c = json_object_get(o, "content");
-        int pieces = 0;
         if (!json_is_string(c)) BAD(e, "content", "'content' must be a string");
         else if (strlen(json_string_value(c)) != json_string_length(c)) BAD(e, "content", "'content' contains a NUL byte");
-        else if (!get_bool(o, "add_special", &r->add_special, e) && !get_bool(o, "with_pieces", &pieces, e)) {
+        else if (!get_bool(o, "add_special", &r->add_special, e) && !get_bool(o, "with_pieces", &r->with_pieces, e)) {
             r->content = dup_str(json_string_value(c));
             rc = r->content ? 0 : sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         }
@@ -378,5 +491,6 @@ void sp_srv_request_free(srv_request *r) {
     free(r->msgs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->model), free(r->prompt_text), free(r->prompt_ids), free(r->content);
+    free(r->tmpl_kwargs), free(r->bias_ids), free(r->bias);
     memset(r, 0, sizeof *r);
 }

@@ -2,9 +2,11 @@
  * the server's one entry point for untrusted bytes, so it can be fuzzed on its own.
  *
  * Every field is type-checked and range-checked; fields OpenAI's API defines but the server
- * does not implement are accepted only at their neutral value (n = 1, no tools, no logit_bias,
- * response_format "text"), and fields OpenAI does not define are rejected as OpenAI
- * rejects them (400 naming the field), except the llama-server extensions listed in request.c.
+ * does not implement are accepted only at their neutral value (n = 1, no tools, response_format
+ * "text"), and fields OpenAI does not define are rejected as OpenAI rejects them (400 naming the
+ * field), except llama-server's fields listed in request.c: those with a meaning here work, the
+ * others are accepted and ignored (or, where they would change the sampling, accepted at their
+ * neutral value only).
  * Errors carry the HTTP status and an OpenAI error type / code / message. */
 #ifndef SPECULA_SERVER_REQUEST_H
 #define SPECULA_SERVER_REQUEST_H
@@ -15,7 +17,15 @@
 #include "sample/penalty.h"
 #include "sample/sample.h"
 
-typedef enum { SRV_ROUTE_CHAT = 0, SRV_ROUTE_COMPLETION, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE } srv_route;
+/* NATIVE: llama-server's POST /completion; APPLY_TEMPLATE: its POST /apply-template (a chat body) */
+typedef enum {
+    SRV_ROUTE_CHAT = 0,
+    SRV_ROUTE_COMPLETION,
+    SRV_ROUTE_TOKENIZE,
+    SRV_ROUTE_DETOKENIZE,
+    SRV_ROUTE_NATIVE,
+    SRV_ROUTE_APPLY_TEMPLATE
+} srv_route;
 
 #define SRV_MAX_STOP 16
 #define SRV_MAX_STOP_LEN 256
@@ -34,7 +44,12 @@ typedef struct {
     int32_t *prompt_ids;        /* completions: token-id prompt, or NULL; detokenize: the tokens */
     int n_prompt_ids;
     char *content;              /* tokenize */
-    int add_special;            /* tokenize: add BOS as the tokenizer does (default 1) */
+    int add_special;            /* tokenize: add BOS as the tokenizer does (default 0, as llama-server) */
+    int with_pieces;            /* tokenize: each token as {"id", "piece"} */
+    char *tmpl_kwargs;          /* chat_template_kwargs as JSON object text, or NULL */
+    int32_t *bias_ids;          /* logit_bias: n_bias token ids and their biases (penalty.bias_* point here) */
+    float *bias;
+    int n_bias;
     int echo;                   /* completions: prepend the prompt text to the output */
     int max_tokens;             /* -1: the server's default */
     sp_sample_params sample;    /* temperature default 1 (OpenAI), top_p 1, top_k 0, min_p 0 */

@@ -22,7 +22,7 @@ static json_t *usage_json(const srv_job *j) {
 }
 
 /* llama-server style timings plus the speculative figures */
-static json_t *timings_json(const srv_job *j) {
+json_t *sp_srv_timings_json(const srv_job *j) {
     const slot_stats *st = &j->stats;
     double t0 = st->t_begin, t1 = st->t_prefilled > 0 ? st->t_prefilled : t0, t2 = st->t_last > 0 ? st->t_last : t1;
     double pms = t1 - t0, gms = t2 - t1;
@@ -110,6 +110,7 @@ static json_t *envelope(srv *s, srv_job *j, time_t created, const char *object) 
 }
 
 char *sp_srv_response_final(srv *s, srv_job *j, time_t created) {
+    if (j->req.route == SRV_ROUTE_NATIVE) return sp_srv_native_final(s, j);
     int chat = j->req.route == SRV_ROUTE_CHAT;
     json_t *o = envelope(s, j, created, chat ? "chat.completion" : "text_completion");
     json_t *choice = json_object();
@@ -128,7 +129,7 @@ char *sp_srv_response_final(srv *s, srv_job *j, time_t created) {
     json_object_set_new(choice, "finish_reason", json_string(j->finish));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_json(j));
-    json_object_set_new(o, "timings", timings_json(j));
+    json_object_set_new(o, "timings", sp_srv_timings_json(j));
     if (j->req.return_tokens) {
         json_t *a = json_array();
         for (int i = 0; i < j->n_toks; i++) json_array_append_new(a, json_integer(j->toks[i]));
@@ -150,6 +151,7 @@ static int add_event(json_t *o, srv_buf *out) {
 
 int sp_srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
                   const char *finish, int first, srv_buf *out) {
+    if (j->req.route == SRV_ROUTE_NATIVE) return sp_srv_native_chunk(s, j, from, to, finish != NULL, out);
     int chat = j->req.route == SRV_ROUTE_CHAT;
     json_t *o = envelope(s, j, created, chat ? "chat.completion.chunk" : "text_completion");
     json_t *choice = json_object();
@@ -166,12 +168,13 @@ int sp_srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to,
     json_object_set_new(choice, "logprobs", tok_to > tok_from ? logprobs_json(s, j, tok_from, tok_to) : json_null());
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(o, "choices", json_pack("[o]", choice));
-    if (finish) json_object_set_new(o, "timings", timings_json(j));
+    if (finish) json_object_set_new(o, "timings", sp_srv_timings_json(j));
     return add_event(o, out);
 }
 
 int sp_srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out) {
     int rc = 0;
+    if (j->req.route == SRV_ROUTE_NATIVE) return 0; /* llama-server's /completion stream ends at "stop": true */
     if (j->req.include_usage) {
         json_t *o = envelope(s, j, created, j->req.route == SRV_ROUTE_CHAT ? "chat.completion.chunk" : "text_completion");
         json_object_set_new(o, "choices", json_array());

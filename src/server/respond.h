@@ -10,6 +10,8 @@
 
 /* {"error": {"message", "type", "param", "code"}} as text (malloc'd) */
 char *sp_srv_error_json(const srv_error *e);
+/* llama-server style timings of a job, with the speculative figures */
+json_t *sp_srv_timings_json(const srv_job *j);
 /* The complete response of a finished non-streaming job (malloc'd text). */
 char *sp_srv_response_final(srv *s, srv_job *j, time_t created);
 /* One SSE event "data: {...}\n\n" with the text delta j->text[from, to) and the logprobs of tokens

@@ -8,7 +8,8 @@
  * between steps; beyond the slots they wait in a bounded queue (past max_queue: 503).
  *
  * Endpoints: POST /v1/chat/completions, /v1/completions (streaming as Server-Sent Events),
- * /tokenize, /detokenize; GET /v1/models, /health, /metrics (Prometheus text). Errors are
+ * /tokenize, /detokenize; GET /v1/models, /health, /metrics (Prometheus text); llama-server's
+ * native POST /completion, /apply-template and GET /props, /slots (native.c). Errors are
  * OpenAI-style JSON. The library prints nothing to stdout: one line per request goes to stderr
  * through sp_log. */
 #ifndef SPECULA_SERVER_H
@@ -32,7 +33,7 @@ typedef struct {
     const char *host;        /* address to bind (default 127.0.0.1) */
     int port;                /* 0: any free port (sp_srv_port tells which) */
     int parallel;            /* slots (default 4) */
-    int ctx;                 /* KV positions per slot (default 4096) */
+    int ctx;                 /* KV positions per slot (default 4096; 0: the model's context split across the slots) */
     const char *api_key;     /* NULL: no authentication */
     int max_queue;           /* requests waiting for a slot before 503 (default 64) */
     int timeout_s;           /* idle connection timeout (default 60) */
@@ -43,6 +44,8 @@ typedef struct {
     int n_predict;           /* max_tokens when a request gives none (default 256) */
     int prefill_chunk;       /* most prompt rows a slot adds to one forward (default 128) */
     const char *model_name;  /* id reported by /v1/models */
+    const char *chat_template_kwargs; /* JSON object text: template variables of every chat (a request's
+                                         chat_template_kwargs add to them), or NULL */
     const char *spec_name;   /* drafter kind, for /v1/models and the log ("none" = plain) */
     int draft_max, draft_min;
     sp_tree_shape tree;      /* tree.nodes > 0: speculative requests verify token trees of that many nodes and
@@ -66,6 +69,8 @@ int sp_srv_start(srv **out, const srv_opts *o, sp_err *err);
  * none: plain decoding). Starts the scheduler. Returns 0, or -1 with err. */
 int sp_srv_set_session(srv *s, sp_session *session, sp_err *err);
 int sp_srv_port(const srv *s);
+/* KV positions per slot (opts.ctx, or what 0 resolved to once the session is set) */
+int sp_srv_slot_ctx(const srv *s);
 /* Stop accepting connections, cancel queued and in-flight requests (their clients get what was
  * generated, finish_reason "cancelled"), wait for every connection and the scheduler, free. */
 void sp_srv_stop(srv *s);

@@ -64,6 +64,7 @@ struct srv {
     sp_model *m;
     tok_tokenizer *tok;
     const struct chat_template *chat; /* the session's; NULL: none (chats are the contents joined) */
+    struct json_t *tmpl_vars;   /* --chat-template-kwargs as a JSON object, or NULL */
     pthread_mutex_t chat_mu;    /* chat rendering is serialized */
     int ready, stopping;
     pthread_t sched;
@@ -116,5 +117,22 @@ void sp_srv_job_release(srv *s, srv_job *j);
 
 /* metrics text (metrics.c), mu held */
 int sp_srv_metrics_text(srv *s, srv_buf *out);
+
+/* llama-server's native routes and formats (native.c). */
+/* The template variables of a chat: the server's --chat-template-kwargs with the request's
+ * chat_template_kwargs (JSON text or NULL) over them; *vars NULL when there are none (caller
+ * decrefs). -1 with a 400 error. */
+int sp_srv_chat_vars(srv *s, const char *req_kwargs, struct json_t **vars, srv_error *e);
+/* GET /props and GET /slots bodies (malloc'd text; /slots with mu held) */
+char *sp_srv_props_json(srv *s);
+char *sp_srv_slots_json(srv *s);
+/* POST /apply-template: {"prompt": the rendered conversation} (malloc'd text), or NULL with *e */
+char *sp_srv_apply_template(srv *s, const char *body, size_t n, srv_error *e);
+/* /tokenize with with_pieces: [{"id", "piece"}] (a piece that is not UTF-8 text: its bytes) */
+struct json_t *sp_srv_token_pieces(srv *s, const int32_t *ids, int n);
+/* POST /completion: the finished job's body (malloc'd), and one SSE event of text [from, to)
+ * (final: the closing event, with stop true and the timings) appended to out */
+char *sp_srv_native_final(srv *s, srv_job *j);
+int sp_srv_native_chunk(srv *s, srv_job *j, size_t from, size_t to, int final, srv_buf *out);
 
 #endif
