@@ -51,11 +51,13 @@ static int run_parse(run_opts *o, int argc, char **argv) {
         {"-s", "--seed", CLI_STR, &o->seed_arg, "S", "sampling seed (default 1; -1 = random, printed)"},
         {"-t", "--threads", CLI_INT, &o->threads, "N", "threads (default: all cores)"},
         {NULL, "--json", CLI_FLAG, &o->json, NULL, "print the figures as one JSON object"},
-        {"-q", "--quiet", CLI_FLAG, &o->quiet, NULL, "do not stream the generated text"},
+        {"-q", "--quiet", CLI_FLAG, &o->quiet, NULL, "do not stream the generated text; no model summary"},
         {NULL, "--spec-always", CLI_FLAG, &o->so.always, NULL,
          "draft every round (default: stop drafting while it does not pay, probing now and then)"},
+        {"-v", "--verbose", CLI_FLAG, &cli_log_verbose, NULL, "a longer model summary on load"},
+        {NULL, "--log-disable", CLI_FLAG, &cli_log_quiet, NULL, "no model summary on load"},
     };
-    int n = 10, spec_row = n;
+    int n = 12, spec_row = n;
     n += cli_spec_opt_rows(opts + n, &o->so);
     opts[spec_row].help = "none (plain decoding only) | ngram | draft | assistant | dflash | dspark "
                           "(default dspark, or the kind -md's config.json names)";
@@ -67,6 +69,7 @@ static int run_parse(run_opts *o, int argc, char **argv) {
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;
     if (o->seed_arg && cli_seed_parse(CMD, o->seed_arg, &o->seed, &o->seed_random)) return -1;
+    if (o->quiet) cli_log_quiet = 1;
     return 0;
 }
 
@@ -191,6 +194,21 @@ static void run_print_json(const run_opts *o, const cli_compare_sums *c) {
     json_decref(j);
 }
 
+/* a warning on stderr when speculation was slower than plain decoding: how many rounds drafted
+ * nothing, and why */
+static void run_warn_slow(const run_opts *o, const cli_compare_sums *c, const run_figures *f) {
+    if (f->speedup <= 0 || f->speedup >= 1.0) return;
+    long none = 0;
+    for (int r = 0; r < SP_NODRAFT_N; r++) none += c->spec.nodraft[r];
+    fprintf(stderr, "warning: speculative decoding was slower than plain here (%.2fx; per prompt %.2fx .. %.2fx): "
+                    "%ld of %ld rounds drafted nothing", f->speedup, c->speedup_min, c->speedup_max, none,
+            c->spec.rounds);
+    for (int r = 0; r < SP_NODRAFT_N; r++)
+        if (c->spec.nodraft[r]) fprintf(stderr, ", %s %ld", sp_nodraft_reason_name(r), c->spec.nodraft[r]);
+    fprintf(stderr, ". This drafter does not pay on these prompts%s; use --spec none for plain decoding\n",
+            o->so.always ? "" : " (the policy stopped drafting where it lost)");
+}
+
 static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl) {
     run_figures f = run_figures_of(c);
     int md = o->so.draft_dir && strcmp(o->so.spec, "ngram");
@@ -200,7 +218,7 @@ static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl
     if (o->temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)o->seed, o->seed_random ? " (random)" : "");
     printf("%-34s %.2f tok/s\n", "plain decoding", f.plain_tps);
     printf("%-34s %.2f tok/s\n", "speculative decoding", f.spec_tps);
-    printf("%-34s %.2fx\n", "speedup", f.speedup);
+    printf("%-34s %.2fx (per prompt %.2fx .. %.2fx)\n", "speedup", f.speedup, c->speedup_min, c->speedup_max);
     printf("%-34s %.2f tokens per target forward\n", "tau", f.tau);
     printf("%-34s draft %.2f + verify %.2f + other %.2f ms (plain step %.2f ms)\n", "time per round", f.rd, f.rv, f.ro,
            f.step);
@@ -210,6 +228,7 @@ static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl
     printf("\n");
     if (o->temp == 0) printf("%-34s %s\n", "outputs identical", c->mismatches ? "NO" : "yes");
     else printf("%-34s %s\n", "outputs identical", "n/a (sampling: same distribution, not same tokens)");
+    run_warn_slow(o, c, &f);
 }
 
 /* the requests' common settings; prints errors */
