@@ -52,7 +52,7 @@ check $? "pkg-config finds specula at the header's version"
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror examples/generate.c $(pkg-config --cflags --libs specula) -o "$prefix/generate"
 check $? "examples/generate.c builds against the installed library"
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/generate" "$prefix/share/specula/default/target" \
-    "$prefix/share/specula/default/drafter" "def add(a, b):" >"$prefix/out.txt" 2>"$prefix/err.txt"
+    "$prefix/share/specula/default/drafter" "$(printf 'class Stack:\n    def __init__(self):\n        self.')" >"$prefix/out.txt" 2>"$prefix/err.txt"
 rc=$?
 cat "$prefix/err.txt"
 check $rc "the example generates speculatively, output identical to plain decoding"

@@ -134,6 +134,15 @@ static int run_prompts(run_opts *o, sp_session *s, const sp_session_req *r0, con
     return 0;
 }
 
+/* the table's target line; the embedded model says what it is */
+static void run_print_target(const run_opts *o) {
+    printf("\n%-34s %s\n", "target", o->target);
+    if (o->target == o->tdef)
+        printf("%-34s the embedded model: a tiny Python code model (36M parameters) trained here to show\n"
+               "%-34s speed and lossless identity on any machine; its text is code-shaped, not meaningful\n",
+               "", "");
+}
+
 static void run_print_plain(const run_opts *o, const cli_compare_sums *c, int nl) {
     double plain_tps = c->plain_ms > 0 ? c->tok_plain * 1000.0 / c->plain_ms : 0;
     double step = c->tok_plain ? c->plain_ms / c->tok_plain : 0;
@@ -142,7 +151,7 @@ static void run_print_plain(const run_opts *o, const cli_compare_sums *c, int nl
                plain_tps, c->tok_plain, (double)o->temp, step);
         return;
     }
-    printf("\n%-34s %s\n", "target", o->target);
+    run_print_target(o);
     printf("%-34s none (plain decoding only)\n", "drafter");
     printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_plain, nl, o->temp > 0 ? "sampling" : "greedy");
     printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
@@ -212,7 +221,7 @@ static void run_warn_slow(const run_opts *o, const cli_compare_sums *c, const ru
 static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl) {
     run_figures f = run_figures_of(c);
     int md = o->so.draft_dir && strcmp(o->so.spec, "ngram");
-    printf("\n%-34s %s\n", "target", o->target);
+    run_print_target(o);
     printf("%-34s %s%s%s\n", "drafter", o->so.spec, md ? " " : "", md ? o->so.draft_dir : "");
     printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_spec, nl, o->temp > 0 ? "sampling" : "greedy");
     if (o->temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)o->seed, o->seed_random ? " (random)" : "");
@@ -255,6 +264,9 @@ int cmd_run(int argc, char **argv) {
     sp_policy carry = {0};
     cli_compare_sums c = {0};
     if (run_request(&o, &r, &carry) || cli_prompts_read(CMD, o.prompts, o.target, o.text_prompts, &ps, &nl)) return 2;
+    if (!o.json && o.target == o.tdef)
+        printf("specula run: the embedded model, a tiny Python code model trained here to show speed and lossless "
+               "identity (its text is code-shaped, not meaningful)\n");
     if (!cli_session_open(CMD, o.target, o.threads, &o.so, &o.to, NULL, 8192, &s) && !run_prompts(&o, s, &r, ps, nl, &c)) {
         if (o.plain_only) run_print_plain(&o, &c, nl);
         else if (o.json) run_print_json(&o, &c);

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "core/core.h"
@@ -25,9 +26,17 @@ sp_drafter_opts cli_spec_drafter_opts(const cli_spec_opts *so) {
     return o;
 }
 
+int cli_model_path_check(const char *cmd, const char *path) {
+    struct stat st;
+    if (path && stat(path, &st) != 0)
+        return cli_error(cmd, "-m %s: no such file or directory (-m takes a model directory or a FILE.gguf)", path), -1;
+    return 0;
+}
+
 int cli_session_open(const char *cmd, const char *model, int threads, const cli_spec_opts *so,
                      const cli_tree_opts *tree, const char *chat_tmpl, int drafter_ctx, sp_session **out) {
     *out = NULL;
+    if (cli_model_path_check(cmd, model)) return -1;
     sp_session_params p = sp_session_params_default();
     p.model = model;
     p.n_threads = threads;

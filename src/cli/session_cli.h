@@ -21,6 +21,10 @@ sp_drafter_opts cli_spec_drafter_opts(const cli_spec_opts *so);
 int cli_session_open(const char *cmd, const char *model, int threads, const cli_spec_opts *so,
                      const cli_tree_opts *tree, const char *chat_tmpl, int drafter_ctx, sp_session **out);
 
+/* A model path (-m) that does not exist: the error "-m PATH: no such file or directory" is
+ * printed and -1 returned (before any message about what the model lacks); 0 otherwise. */
+int cli_model_path_check(const char *cmd, const char *path);
+
 /* The model summary printed on load (one block on stderr: architecture, parameters, tensor
  * types, context, load time, CPU tier; -v adds the rest of the configuration; -q /
  * --log-disable none). cli_log_opt_rows fills 3 rows of a command's table with those flags. */
