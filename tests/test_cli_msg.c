@@ -27,7 +27,7 @@ static void test_model_typo(void) {
         char a[64], rest[128];
         sscanf(cmds[i], "%63s %127[^\n]", a, rest);
         int rc = run("%s %s -m %s/no-such-model %s 2>&1", cli, a, root, rest);
-        CHECK(rc != 0 && strstr(out, "no such file") && !strstr(out, "tokenizer") && !strstr(out, "template"),
+        CHECK(rc != 0 && strcasestr(out, "no such file") && !strstr(out, "tokenizer") && !strstr(out, "template"),
               "%s: rc %d: %s", cmds[i], rc, out);
     }
     write_file("conv.json", "[{\"role\": \"user\", \"content\": \"hi\"}]");
@@ -91,20 +91,18 @@ static void test_eos_not_printed(void) {
         char ids[256] = "";
         for (int i = 0; i < first; i++) snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", t[i]);
         run("%s detokenize -m %s --ids %s 2>/dev/null", cli, DEF, ids);
-        snprintf(want, sizeof want, "%s", out);
+        snprintf(want, sizeof want, "%.4000s", out);
         size_t l = strlen(want);
         if (l && want[l - 1] == '\n') want[l - 1] = 0;
     }
     CHECK(run("%s generate -m %s/eos -p \"$(printf '%s')\" -n 8 -t 1 --json 2>/dev/null", cli, root, PROMPT) == 0 &&
               (n = json_ids(out, t, 16)) == first + 1 && strstr(out, "\"stop\":\"eos\""),
           "eos run: %d tokens (want %d): %s", n, first + 1, out);
-    char needle[4200];
-    snprintf(needle, sizeof needle, "\"text\":\"");
-    const char *tx = strstr(out, needle);
+    const char *tx = strstr(out, "\"text\":\"");
     CHECK(tx && tx[8] != 0, "text: %s", out);
     char streamed[4096];
     run("%s generate -m %s/eos -p \"$(printf '%s')\" -n 8 -t 1 -q 2>/dev/null", cli, root, PROMPT);
-    snprintf(streamed, sizeof streamed, "%s", out);
+    snprintf(streamed, sizeof streamed, "%.4000s", out);
     size_t l = strlen(streamed);
     if (l && streamed[l - 1] == '\n') streamed[l - 1] = 0;
     CHECK(!strcmp(streamed, want), "streamed '%s', want the text before the EOS '%s'", streamed, want);
@@ -114,7 +112,7 @@ static void test_stop_ctx(void) {
     for (int spec = 0; spec < 2; spec++) {
         int rc = run("%s generate -m %s -p \"$(printf '%s')\" -n -1 -c 24 -t 1 %s 2>&1 >/dev/null", cli, DEF, PROMPT,
                      spec ? "--spec ngram" : "");
-        CHECK(rc == 0 && strstr(out, "stop: ctx"), "%s: %s", spec ? "ngram" : "plain", out);
+        CHECK(rc == 0 && strstr(out, "stop: context"), "%s: %s", spec ? "ngram" : "plain", out);
     }
 }
 
@@ -123,7 +121,7 @@ static void test_run_report(void) {
                             "{\"prompt\": \"import os\\nimport sys\\n\"}\n");
     int rc = run("%s run -n 8 -t 1 -q --prompts %s/two.jsonl 2>&1", cli, root);
     CHECK(rc == 0 && strstr(out, "the embedded model") && strstr(out, "Python code model") &&
-              strstr(out, "per prompt") && !strstr(out, "model: "),
+              strstr(out, "per prompt") && !strstr(out, "M params"),
           "run (embedded): %s", out);
     /* the target as its own draft model, drafting every round: slower than plain, always */
     rc = run("%s run -m %s --spec draft -md %s --spec-always -n 12 -t 1 -q --prompts %s/two.jsonl 2>&1", cli, DEF, DEF,
