@@ -1,6 +1,7 @@
 /* test_cli_msg.c — what the user sees, through the `specula` binary: errors that name the real
  * cause (a -m that does not exist, export-gguf of a drafter without --target, -md given a drafter
- * GGUF written for llama.cpp, regen records without responses, ShareGPT records), the model
+ * GGUF written for llama.cpp, regen records without responses, ShareGPT records, calibrate at
+ * the end of its temperature grid), the model
  * summary on load (-v longer, -q / --log-disable none), an EOS that is an ordinary token never
  * printed, the stop reason when the context fills, and `run`'s report (the embedded model named,
  * the per-prompt spread, the warning when speculation is slower than plain). */
@@ -43,6 +44,18 @@ static void test_export_drafter(void) {
     rc = run("%s generate -m %s -md %s/d.gguf -p x -n 2 2>&1", cli, DEF, root);
     CHECK(rc != 0 && strstr(out, "drafter written for llama.cpp") && strstr(out, "directory"),
           "-md drafter.gguf: rc %d: %s", rc, out);
+}
+
+/* a random DSpark drafter: its confidences predict nothing, so every slot's fit reaches the
+ * grid's upper end, and calibrate says so */
+static void test_calibrate_bound(void) {
+    write_file("cal.jsonl", "{\"prompt\": \"class Stack:\\n    def __init__(self):\\n        self.\"}\n"
+                            "{\"prompt\": \"import os\\nimport sys\\n\"}\n");
+    int rc = run("%s new-drafter --arch dspark -m %s --seed 1 -o %s/rd 2>&1", cli, DEF, root);
+    CHECK(rc == 0, "new-drafter: %s", out);
+    rc = run("%s calibrate -m %s -md %s/rd --prompts %s/cal.jsonl -n 16 --temp 0 --dry-run -t 1 2>&1", cli, DEF, root,
+             root);
+    CHECK(rc == 0 && strstr(out, "hit the upper bound 20") && strstr(out, "20.000"), "calibrate: rc %d: %s", rc, out);
 }
 
 static void test_summary(void) {
@@ -163,6 +176,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_model_typo);
     RUN(test_export_drafter);
+    RUN(test_calibrate_bound);
     RUN(test_summary);
     RUN(test_eos_not_printed);
     RUN(test_stop_ctx);
