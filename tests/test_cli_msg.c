@@ -3,18 +3,22 @@
  * GGUF written for llama.cpp, regen records without responses, ShareGPT records, calibrate at
  * the end of its temperature grid), the model
  * summary on load (-v longer, -q / --log-disable none), an EOS that is an ordinary token never
- * printed, the stop reason when the context fills, and `run`'s report (the embedded model named,
+ * printed (generate and serve; serve's drafter lines at debug level), the stop reason when the context fills, and `run`'s report (the embedded model named,
  * the per-prompt spread, the warning when speculation is slower than plain). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include <jansson.h>
+
+#include "server_harness.h"
 
 static char cli[4096], root[256];
 static const char *DEF = "models/default/target", *DRAFTER = "models/default/drafter";
 static char out[1 << 16];
+static char eos_want[4096]; /* test_eos_not_printed: the text before the EOS */
+static int eos_ok, eos_id;
 
 #define run(...) harness_runf(out, sizeof out, __VA_ARGS__)
 #define write_file(name, text) harness_write_file(root, name, text)
@@ -119,6 +123,37 @@ static void test_eos_not_printed(void) {
     size_t l = strlen(streamed);
     if (l && streamed[l - 1] == '\n') streamed[l - 1] = 0;
     CHECK(!strcmp(streamed, want), "streamed '%s', want the text before the EOS '%s'", streamed, want);
+    snprintf(eos_want, sizeof eos_want, "%s", want);
+    eos_ok = first > 0 && !strcmp(streamed, want);
+    eos_id = eos;
+}
+
+/* serve: the same EOS is not in the completion's text; the drafter's per-request line is a
+ * debug line (serve -v), not an info line */
+static void test_serve(void) {
+    if (!eos_ok) return;
+    /* the serve target: config.json's own eos_token_id lists the ordinary token */
+    CHECK(run("mkdir -p %s/eos2 && for f in %s/*; do ln -sf \"$PWD/$f\" %s/eos2/; done && rm %s/eos2/config.json && "
+              "sed 's/\"eos_token_id\": 1,/\"eos_token_id\": [1, %d],/' %s/config.json > %s/eos2/config.json && "
+              "grep -c '\"eos_token_id\": \\[1, %d\\]' %s/eos2/config.json",
+              root, DEF, root, root, eos_id, DEF, root, eos_id, root) == 0,
+          "eos2: %s", out);
+    for (int verbose = 0; verbose < 2; verbose++) {
+        test_server srv;
+        char args[1024];
+        snprintf(args, sizeof args, "-m %s/eos2 -md %s --parallel 1 --spec-max-slots 0 -t 1 %s", root, DRAFTER, verbose ? "-v" : "");
+        CHECK(server_start(&srv, cli, args) == 0, "serve %s did not start", args);
+        if (srv.port <= 0) continue;
+        run("curl -s http://127.0.0.1:%d/v1/completions -H 'Content-Type: application/json' "
+            "-d '{\"prompt\": \"%s\", \"max_tokens\": 8, \"temperature\": 0}'", srv.port, PROMPT);
+        json_t *o = json_loads(out, 0, NULL);
+        const char *text = json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "text"));
+        CHECK(text && !strcmp(text, eos_want), "serve text '%s', want '%s' (%s)", text ? text : "", eos_want, out);
+        json_decref(o);
+        server_stop(&srv);
+        CHECK(server_log_has(&srv, "proposals,") == verbose, "drafter line with%s -v", verbose ? "" : "out");
+        unlink(srv.log);
+    }
 }
 
 static void test_stop_ctx(void) {
@@ -179,6 +214,7 @@ int main(int argc, char **argv) {
     RUN(test_calibrate_bound);
     RUN(test_summary);
     RUN(test_eos_not_printed);
+    RUN(test_serve);
     RUN(test_stop_ctx);
     RUN(test_run_report);
     RUN(test_regen_records);
