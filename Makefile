@@ -4,6 +4,8 @@
 
 CC       ?= cc
 BUILD    ?= build
+# the library's version (include/specula.h): the .so's file name and SONAME, specula.pc
+VERSION := $(shell sed -n 's/^\#define SPECULA_VERSION "\([^"]*\)".*/\1/p' include/specula.h)
 # One binary per architecture, for every processor of it: ordinary files target a portable
 # baseline (x86-64-v2: SSE4.2, any x86-64 of the last 15 years; aarch64: armv8-a), tuned for
 # this machine; the SIMD kernels are in *_avx512.c / *_avx2.c / *_neon.c files (below),
@@ -18,15 +20,19 @@ OPT      ?= -O3 $(ARCH_FLAGS) -fno-math-errno
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
                -fPIC -pthread -g -Iinclude -Isrc $(shell pkg-config --cflags jansson libpcre2-8 libutf8proc libmicrohttpd 2>/dev/null)
 CFLAGS   += $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS   += $(shell pkg-config --libs jansson libpcre2-8 libutf8proc libmicrohttpd 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd) -lm -pthread
+LIB_LDLIBS := $(shell pkg-config --libs jansson libpcre2-8 libutf8proc libmicrohttpd 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd) -lm -pthread
+LDLIBS   += $(LIB_LDLIBS)
 
-# MPI (optional): with `mpicc` present, src/train/dist.c is built with SP_HAVE_MPI and everything
-# links Open MPI (`mpirun -np N specula train|regen`). NO_MPI=1 builds without it.
+# MPI (optional): with `mpicc` present, src/train/dist.c is built with SP_HAVE_MPI and the
+# `specula` binary, libspecula.a's users and the tests link Open MPI (`mpirun -np N specula
+# train|regen`). libspecula.so never does: it is linked with a one-rank dist.o (below).
+# NO_MPI=1 builds without it.
 ifeq ($(NO_MPI),)
 MPICC    := $(shell command -v mpicc 2>/dev/null)
 endif
 ifneq ($(MPICC),)
-CFLAGS   += -DSP_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null)
+MPI_CFLAGS := -DSP_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null)
+CFLAGS   += $(MPI_CFLAGS)
 LDLIBS   += $(shell mpicc --showme:link 2>/dev/null)
 endif
 
@@ -86,8 +92,28 @@ $(BUILD)/libspecula.map: include/specula.h tools/public-symbols.sh
 	@mkdir -p $(dir $@)
 	sh tools/public-symbols.sh include/specula.h > $@
 
-$(BUILD)/libspecula.so: $(LIB_OBJ) $(BUILD)/libspecula.map
-	$(CC) -shared -Wl,--version-script=$(BUILD)/libspecula.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+# It is libspecula.so.MAJOR.MINOR.PATCH with the SONAME libspecula.so.MAJOR and the two links
+# libspecula.so.MAJOR and libspecula.so; it links no MPI (the one-rank dist.o of nompi/).
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SO_FULL  := libspecula.so.$(VERSION)
+SO_NAME  := libspecula.so.$(SO_MAJOR)
+SO_OBJ   := $(filter-out $(BUILD)/src/train/dist.o,$(LIB_OBJ)) $(BUILD)/nompi/dist.o
+
+$(BUILD)/nompi/dist.o: src/train/dist.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(MPI_CFLAGS),$(CFLAGS)) -c $< -o $@
+
+$(BUILD)/$(SO_FULL): $(SO_OBJ) $(BUILD)/libspecula.map
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=$(BUILD)/libspecula.map -o $@ $(SO_OBJ) $(LDFLAGS) $(LIB_LDLIBS)
+
+# The installed static library: the same objects, no MPI either.
+$(BUILD)/nompi/libspecula.a: $(SO_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libspecula.so: $(BUILD)/$(SO_FULL)
+	ln -sf $(SO_FULL) $(BUILD)/$(SO_NAME)
+	ln -sf $(SO_NAME) $@
 
 $(BUILD)/specula: $(CLI_OBJ) $(BUILD)/libspecula.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libspecula.a $(LDFLAGS) $(LDLIBS)
@@ -170,16 +196,18 @@ test-aarch64:
 	SPECULA_TEST_EXEC=$(QEMU_AARCH64) SPECULA_TESTS_test_spec=test_greedy_identity,test_eos_in_block \
 	    sh tests/run.sh --exec $(QEMU_AARCH64) build-aarch64 $(AARCH64_TESTS)
 
-# `make install PREFIX=DIR`: the library (static and shared), the public header, the `specula`
+# `make install PREFIX=DIR`: the library (static and shared, neither linking MPI; the shared one
+# versioned with its links), the public header, the `specula`
 # binary, specula.pc for pkg-config and the embedded default model (PREFIX/share/specula/default,
 # where `specula run` finds it).
 PREFIX  ?= /usr/local
-VERSION := $(shell sed -n 's/^\#define SPECULA_VERSION "\([^"]*\)".*/\1/p' include/specula.h)
-install: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula
+install: $(BUILD)/nompi/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 	           $(DESTDIR)$(PREFIX)/share/specula
-	install -m 644 $(BUILD)/libspecula.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libspecula.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/nompi/libspecula.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/$(SO_FULL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SO_FULL) $(DESTDIR)$(PREFIX)/lib/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(PREFIX)/lib/libspecula.so
 	install -m 644 include/specula.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/specula $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/specula.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/specula.pc

@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *model = argv[1], *drafter = argc > 2 ? argv[2] : NULL;
-    const char *text = argc > 3 ? argv[3] : "def fibonacci(n):";
+    /* the embedded model is a tiny Python code model: it continues code, so the default prompt is code */
+    const char *text = argc > 3 ? argv[3] : "class Stack:\n    def __init__(self):\n        self.";
     fprintf(stderr, "libspecula %s\n", sp_version());
     int32_t *plain = NULL, *spec = NULL;
     int n_plain = 0, n_spec = 0;

@@ -182,6 +182,8 @@ static int on_token(void *ctx, int32_t tok) {
     const sp_session_req *r = t->r;
     if (r->gen.on_token && r->gen.on_token(r->gen.cb_ctx, tok)) t->stopped = 1;
     if (r->stop_at_eog && t->s->tok && sp_tok_is_eog(t->s->tok, tok)) return 1;
+    /* the EOS that ends the generation is not text (it may be an ordinary token such as " is") */
+    if (!r->gen.ignore_eos && sp_gen_is_eos(sp_model_config(t->s->target), &r->gen, tok)) return t->stopped;
     if (t->ts) {
         char buf[4096];
         int n = sp_tok_stream_push(t->ts, tok, buf, sizeof buf - 1); /* what does not fit stays queued */
@@ -230,7 +232,9 @@ static void text_free(req_text *t) {
 /* keep_text: the whole text of the tokens, cut at the first stop string (as the stream was) */
 static int whole_text(sp_session *s, const sp_session_req *r, sp_session_out *out, sp_err *err) {
     if (!r->keep_text || !s->tok) return 0;
-    if (sp_tok_decode(s->tok, out->tokens, out->n_tokens, &out->text, err)) return -1;
+    int n = out->n_tokens; /* without the EOS that ended it, as streamed */
+    if (n > 0 && out->gen.stop == SP_STOP_EOS) n--;
+    if (sp_tok_decode(s->tok, out->tokens, n, &out->text, err)) return -1;
     if (r->n_stops) out->text[sp_stopstr_cut(out->text, strlen(out->text), r->stops, r->n_stops)] = 0;
     return 0;
 }

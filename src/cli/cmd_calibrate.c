@@ -169,6 +169,26 @@ typedef struct {
     uint64_t seed;
 } calibrate_opts;
 
+/* a warning naming the slots whose fitted temperature is an end of the search grid */
+static void warn_bound(const float *T, int B) {
+    char hi[256] = "", lo[256] = "";
+    size_t nh = 0, nl = 0;
+    for (int k = 0; k < B; k++) {
+        if (T[k] >= SP_STS_T_MAX * 0.999 && nh < sizeof hi)
+            nh += (size_t)snprintf(hi + nh, sizeof hi - nh, "%s%d", nh ? "," : "", k + 1);
+        if (T[k] <= SP_STS_T_MIN * 1.001 && nl < sizeof lo)
+            nl += (size_t)snprintf(lo + nl, sizeof lo - nl, "%s%d", nl ? "," : "", k + 1);
+    }
+    if (nh)
+        fprintf(stderr, "warning: slot%s %s hit the upper bound %g of the temperature search (%g..%g): the "
+                        "fit wants those confidences flatter than the grid allows (they barely predict acceptance); "
+                        "more prompts or a better-trained drafter give a real fit\n", strchr(hi, ',') ? "s" : "", hi,
+                SP_STS_T_MAX, SP_STS_T_MIN, SP_STS_T_MAX);
+    if (nl)
+        fprintf(stderr, "warning: slot%s %s hit the lower bound %g of the temperature search (%g..%g)\n",
+                strchr(lo, ',') ? "s" : "", lo, SP_STS_T_MIN, SP_STS_T_MIN, SP_STS_T_MAX);
+}
+
 /* sequential temperature scaling: run the drafter with raw confidences on the prompts, fit,
  * print and (unless --dry-run) write DRAFTER/sts.json */
 static int calibrate_sts(sp_model *m, const calibrate_opts *c) {
@@ -228,6 +248,7 @@ static int calibrate_sts(sp_model *m, const calibrate_opts *c) {
     printf("slot  temperature  ECE raw  ECE calibrated\n");
     for (int k = 0; k < data.B; k++) printf("%4d  %11.3f  %7.4f  %14.4f\n", k + 1, T[k], eb[k], ea[k]);
     printf("%d proposals from %d prompts\n", data.n, np);
+    warn_bound(T, data.B);
     if (!c->dry) {
         if (sp_sts_write(c->drafter, T, data.B, &err)) {
             cli_error(CMD, "%s", err.msg);

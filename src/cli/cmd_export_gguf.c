@@ -89,6 +89,13 @@ int cmd_export_gguf(int argc, char **argv) {
         fprintf(stderr, "specula: error: --no-tokenizer with --target: llama.cpp needs the target's vocabulary in a drafter\n");
         return 2;
     }
+    const char *kind = NULL;
+    sp_err kerr = {{0}};
+    if (!target && !sp_drafter_kind_detect(dir, &kind, &kerr) && sp_drafter_kind_find(kind)->export_gguf) {
+        fprintf(stderr, "specula: error: %s is a %s drafter: give its target with --target TARGET_DIR "
+                        "(the drafter GGUF carries the target's tokenizer)\n", dir, kind);
+        return 2;
+    }
     if (!o.tokenizer_gguf && tokenizer_adds(target ? target : dir, &o)) return 1;
     if (target ? sp_drafter_export_gguf(dir, target, out, &o, &err) : sp_export_gguf(dir, out, &o, &err)) {
         fprintf(stderr, "specula: error: %s\n", err.msg);

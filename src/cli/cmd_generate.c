@@ -66,6 +66,7 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
     n_opts += cli_spec_opt_rows(opts + n_opts, &g->spec);
     n_opts += cli_tree_opt_rows(opts + n_opts, &g->tree);
     n_opts += cli_chat_opt_rows(opts + n_opts, &g->chat_o);
+    n_opts += cli_log_opt_rows(opts + n_opts);
     int rc = cli_parse(CMD, "-m DIR (-p TEXT | -f FILE | --prompt-ids 1,2,3) [options]", opts, n_opts, argc, argv,
                        NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;

@@ -15,7 +15,7 @@ int cmd_regen(int argc, char **argv) {
     uint64_t seed = 0;
     cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &model, "DIR", "target model directory or FILE.gguf (required)"},
-        {NULL, "--data", CLI_STR, &data, "FILE.jsonl", "records: text | prompt+response | messages | ids+resp_start"},
+        {NULL, "--data", CLI_STR, &data, "FILE.jsonl", "records: text | prompt+response | messages | conversations (ShareGPT) | ids+resp_start"},
         {"-o", "--out", CLI_STR, &out, "SHARDS", "output directory of shard_NNNNN/ (required)"},
         {NULL, "--taps", CLI_STR, &taps, "auto|eagle3|l1,l2,..",
          "tapped target layers (default auto: docs/DFLASH.md §1; eagle3: EAGLE-3's three, docs/EAGLE3.md)"},

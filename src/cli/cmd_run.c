@@ -51,11 +51,13 @@ static int run_parse(run_opts *o, int argc, char **argv) {
         {"-s", "--seed", CLI_STR, &o->seed_arg, "S", "sampling seed (default 1; -1 = random, printed)"},
         {"-t", "--threads", CLI_INT, &o->threads, "N", "threads (default: all cores)"},
         {NULL, "--json", CLI_FLAG, &o->json, NULL, "print the figures as one JSON object"},
-        {"-q", "--quiet", CLI_FLAG, &o->quiet, NULL, "do not stream the generated text"},
+        {"-q", "--quiet", CLI_FLAG, &o->quiet, NULL, "do not stream the generated text; no model summary"},
         {NULL, "--spec-always", CLI_FLAG, &o->so.always, NULL,
          "draft every round (default: stop drafting while it does not pay, probing now and then)"},
+        {"-v", "--verbose", CLI_FLAG, &cli_log_verbose, NULL, "a longer model summary on load"},
+        {NULL, "--log-disable", CLI_FLAG, &cli_log_quiet, NULL, "no model summary on load"},
     };
-    int n = 10, spec_row = n;
+    int n = 12, spec_row = n;
     n += cli_spec_opt_rows(opts + n, &o->so);
     opts[spec_row].help = "none (plain decoding only) | ngram | draft | assistant | dflash | dspark "
                           "(default dspark, or the kind -md's config.json names)";
@@ -67,6 +69,7 @@ static int run_parse(run_opts *o, int argc, char **argv) {
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;
     if (o->seed_arg && cli_seed_parse(CMD, o->seed_arg, &o->seed, &o->seed_random)) return -1;
+    if (o->quiet) cli_log_quiet = 1;
     return 0;
 }
 
@@ -131,6 +134,15 @@ static int run_prompts(run_opts *o, sp_session *s, const sp_session_req *r0, con
     return 0;
 }
 
+/* the table's target line; the embedded model says what it is */
+static void run_print_target(const run_opts *o) {
+    printf("\n%-34s %s\n", "target", o->target);
+    if (o->target == o->tdef)
+        printf("%-34s the embedded model: a tiny Python code model (36M parameters) trained here to show\n"
+               "%-34s speed and lossless identity on any machine; its text is code-shaped, not meaningful\n",
+               "", "");
+}
+
 static void run_print_plain(const run_opts *o, const cli_compare_sums *c, int nl) {
     double plain_tps = c->plain_ms > 0 ? c->tok_plain * 1000.0 / c->plain_ms : 0;
     double step = c->tok_plain ? c->plain_ms / c->tok_plain : 0;
@@ -139,7 +151,7 @@ static void run_print_plain(const run_opts *o, const cli_compare_sums *c, int nl
                plain_tps, c->tok_plain, (double)o->temp, step);
         return;
     }
-    printf("\n%-34s %s\n", "target", o->target);
+    run_print_target(o);
     printf("%-34s none (plain decoding only)\n", "drafter");
     printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_plain, nl, o->temp > 0 ? "sampling" : "greedy");
     printf("%-34s %.2f tok/s\n", "plain decoding", plain_tps);
@@ -191,16 +203,32 @@ static void run_print_json(const run_opts *o, const cli_compare_sums *c) {
     json_decref(j);
 }
 
+/* a warning on stderr when speculation was slower than plain decoding (by more than timing noise,
+ * RUN_SLOW): how many rounds drafted nothing, and why */
+#define RUN_SLOW 0.95
+static void run_warn_slow(const run_opts *o, const cli_compare_sums *c, const run_figures *f) {
+    if (f->speedup <= 0 || f->speedup >= RUN_SLOW) return;
+    long none = 0;
+    for (int r = 0; r < SP_NODRAFT_N; r++) none += c->spec.nodraft[r];
+    fprintf(stderr, "warning: speculative decoding was slower than plain here (%.2fx; per prompt %.2fx .. %.2fx): "
+                    "%ld of %ld rounds drafted nothing", f->speedup, c->speedup_min, c->speedup_max, none,
+            c->spec.rounds);
+    for (int r = 0; r < SP_NODRAFT_N; r++)
+        if (c->spec.nodraft[r]) fprintf(stderr, ", %s %ld", sp_nodraft_reason_name(r), c->spec.nodraft[r]);
+    fprintf(stderr, ". This drafter does not pay on these prompts%s; use --spec none for plain decoding\n",
+            o->so.always ? "" : " (the policy stopped drafting where it lost)");
+}
+
 static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl) {
     run_figures f = run_figures_of(c);
     int md = o->so.draft_dir && strcmp(o->so.spec, "ngram");
-    printf("\n%-34s %s\n", "target", o->target);
+    run_print_target(o);
     printf("%-34s %s%s%s\n", "drafter", o->so.spec, md ? " " : "", md ? o->so.draft_dir : "");
     printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_spec, nl, o->temp > 0 ? "sampling" : "greedy");
     if (o->temp > 0) printf("%-34s %llu%s\n", "seed", (unsigned long long)o->seed, o->seed_random ? " (random)" : "");
     printf("%-34s %.2f tok/s\n", "plain decoding", f.plain_tps);
     printf("%-34s %.2f tok/s\n", "speculative decoding", f.spec_tps);
-    printf("%-34s %.2fx\n", "speedup", f.speedup);
+    printf("%-34s %.2fx (per prompt %.2fx .. %.2fx)\n", "speedup", f.speedup, c->speedup_min, c->speedup_max);
     printf("%-34s %.2f tokens per target forward\n", "tau", f.tau);
     printf("%-34s draft %.2f + verify %.2f + other %.2f ms (plain step %.2f ms)\n", "time per round", f.rd, f.rv, f.ro,
            f.step);
@@ -210,6 +238,7 @@ static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl
     printf("\n");
     if (o->temp == 0) printf("%-34s %s\n", "outputs identical", c->mismatches ? "NO" : "yes");
     else printf("%-34s %s\n", "outputs identical", "n/a (sampling: same distribution, not same tokens)");
+    run_warn_slow(o, c, &f);
 }
 
 /* the requests' common settings; prints errors */
@@ -236,6 +265,9 @@ int cmd_run(int argc, char **argv) {
     sp_policy carry = {0};
     cli_compare_sums c = {0};
     if (run_request(&o, &r, &carry) || cli_prompts_read(CMD, o.prompts, o.target, o.text_prompts, &ps, &nl)) return 2;
+    if (!o.json && o.target == o.tdef)
+        printf("specula run: the embedded model, a tiny Python code model trained here to show speed and lossless "
+               "identity (its text is code-shaped, not meaningful)\n");
     if (!cli_session_open(CMD, o.target, o.threads, &o.so, &o.to, NULL, 8192, &s) && !run_prompts(&o, s, &r, ps, nl, &c)) {
         if (o.plain_only) run_print_plain(&o, &c, nl);
         else if (o.json) run_print_json(&o, &c);

@@ -175,6 +175,7 @@ int cmd_serve(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (serve_defaults(&o, default_draft_max)) return 2;
     sp_log_level = o.verbose ? SP_LOG_DEBUG : SP_LOG_INFO;
+    cli_log_verbose = o.verbose;
     /* one thread per connection: a few malloc arenas are plenty, and keep the heap from spreading */
     mallopt(M_ARENA_MAX, 4);
     sigset_t sigs;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "session_cli.h"
 #include "chat/chat.h"
 #include "core/core.h"
 #include "tokenizer/tokenizer.h"
@@ -176,6 +177,7 @@ int cmd_template(int argc, char **argv) {
         cli_error(CMD, "--messages FILE.json is required (see specula template --help)");
         goto out;
     }
+    if (cli_model_path_check(CMD, dir)) goto out;
     if (!(msgs = read_messages(messages, vars))) goto out;
     rc = render_template(dir, choice, msgs, vars, no_gen, ids);
 out:

@@ -36,6 +36,11 @@ tok_tokenizer *cli_tok_load(const cli_tok_source *src) {
         fprintf(stderr, "specula: error: give exactly one of -m DIR, --tokenizer FILE.json, --vocab FILE.gguf\n");
         return NULL;
     }
+    if (src->model_dir && !sp_file_exists(src->model_dir)) {
+        fprintf(stderr, "specula: error: -m %s: no such file or directory (-m takes a model directory or a FILE.gguf)\n",
+                src->model_dir);
+        return NULL;
+    }
     if (src->json) t = sp_tok_load_json(src->json, &err);
     else if (src->gguf) t = sp_tok_load_gguf(src->gguf, &err);
     else {

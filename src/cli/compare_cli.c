@@ -25,6 +25,10 @@ int cli_compare_add(cli_compare_sums *c, const sp_session_out *o0, const sp_sess
     int same = !o1->tokens || (s0->emitted == s1->emitted &&
                                !memcmp(o0->tokens, o1->tokens, sizeof(int32_t) * (size_t)s0->emitted));
     c->mismatches += !same;
+    double sp = s1->decode_ms > 0 ? s0->decode_ms / s1->decode_ms : 0;
+    if (c->n_prompts == 0 || sp < c->speedup_min) c->speedup_min = sp;
+    if (c->n_prompts == 0 || sp > c->speedup_max) c->speedup_max = sp;
+    c->n_prompts++;
     c->plain_ms += s0->decode_ms;
     c->spec_ms += s1->decode_ms;
     c->draft_ms += s1->draft_ms;

@@ -13,6 +13,8 @@ typedef struct {
     long pos_drafted[SP_SPEC_MAX_G], pos_accepted[SP_SPEC_MAX_G];
     cli_round_sums spec, plain; /* round-cost profiles */
     int mismatches;             /* prompts whose speculative tokens differ from the plain ones */
+    int n_prompts;
+    double speedup_min, speedup_max; /* the spread of the per-prompt speedups (plain ms ÷ speculative ms) */
 } cli_compare_sums;
 
 /* One prompt: a plain run (profiled through the round) and, unless plain_only, a speculative

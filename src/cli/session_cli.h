@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "api/session.h"
+#include "args.h"
 #include "chat_cli.h"
 #include "spec_cli.h"
 
@@ -19,6 +20,17 @@ sp_drafter_opts cli_spec_drafter_opts(const cli_spec_opts *so);
  * first built for (0: 4096). Prints errors; returns 0 / -1. */
 int cli_session_open(const char *cmd, const char *model, int threads, const cli_spec_opts *so,
                      const cli_tree_opts *tree, const char *chat_tmpl, int drafter_ctx, sp_session **out);
+
+/* A model path (-m) that does not exist: the error "-m PATH: no such file or directory" is
+ * printed and -1 returned (before any message about what the model lacks); 0 otherwise. */
+int cli_model_path_check(const char *cmd, const char *path);
+
+/* The model summary printed on load (one block on stderr: architecture, parameters, tensor
+ * types, context, load time, CPU tier; -v adds the rest of the configuration; -q /
+ * --log-disable none). cli_log_opt_rows fills 3 rows of a command's table with those flags. */
+extern int cli_log_verbose, cli_log_quiet;
+int cli_log_opt_rows(cli_opt *rows);
+void cli_session_summary(sp_session *s, const cli_spec_opts *so, double load_ms);
 
 /* The prompt: -p TEXT (rendered as a chat turn with -sys / --chat / --chat-template[-kwargs]) or
  * --prompt-ids. Prints errors; returns 0 / -1. *ids malloc'd. */

@@ -134,6 +134,9 @@ int cli_load_prompt(const char *cmd, const char *model_dir, const char *text, co
     if (ids_str) return cli_parse_ids(cmd, "--prompt-ids", ids_str, ids, n);
     if (!text) return cli_error(cmd, "no prompt: give -p TEXT or --prompt-ids 1,2,3"), -1;
     sp_err err = {{0}};
+    if (!sp_file_exists(model_dir))
+        return cli_error(cmd, "-m %s: no such file or directory (-m takes a model directory or a FILE.gguf)",
+                         model_dir), -1;
     if (!sp_tok_model_has_tokenizer(model_dir))
         return cli_error(cmd, "-p needs a tokenizer, and %s has none (no tokenizer.json / GGUF vocabulary): use --prompt-ids",
                          model_dir), -1;

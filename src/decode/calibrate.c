@@ -95,7 +95,7 @@ int sp_sts_fit(const sp_sts_data *d, float *T, double *ece_before, double *ece_a
         if (ece_before) ece_before[k - 1] = sp_ece(pred, y, m);
         double best = INFINITY, bestT = 1;
         for (int g = 0; g < GRID; g++) {
-            double t = 0.05 * pow(400.0, (double)g / (GRID - 1)); /* 0.05 .. 20 */
+            double t = SP_STS_T_MIN * pow(SP_STS_T_MAX / SP_STS_T_MIN, (double)g / (GRID - 1));
             for (int j = 0; j < m; j++) pred[j] = prefix[rows[j]] * sigmoid(d->z[(size_t)rows[j] * B + k - 1] / t);
             double e = sp_ece(pred, y, m);
             if (e < best - 1e-12 || (fabs(e - best) <= 1e-12 && fabs(log(t)) < fabs(log(bestT)))) best = e, bestT = t;

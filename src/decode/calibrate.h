@@ -15,6 +15,10 @@
 
 #include "specula.h"
 
+/* the temperature grid's ends; a fit at an end means the search was cut there */
+#define SP_STS_T_MIN 0.05
+#define SP_STS_T_MAX 20.0
+
 typedef struct {
     int B;          /* slots per proposal */
     int n, cap;     /* proposals recorded */

@@ -55,6 +55,8 @@ typedef struct {
     int pos_drafted[SP_SPEC_MAX_G], pos_accepted[SP_SPEC_MAX_G];
     double accept_per_position[SP_SPEC_MAX_G]; /* accepted / drafted at draft index k */
     int verify_len_hist[SP_SPEC_MAX_G + 1];    /* rounds by number of drafts verified (the chosen length) */
+    /* prefill_ms: up to the first emitted token, as plain decoding's (the prompt but its last
+     * token, then the first round); decode_ms: from the end of that prompt forward to the end */
     double prefill_ms, decode_ms, decode_tps, draft_ms, verify_ms;
     int rounds;                             /* target forwards of the decode (= target_calls) */
     int rounds_nodraft[SP_NODRAFT_N];       /* rounds that verified no drafts, by reason */

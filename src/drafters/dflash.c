@@ -659,13 +659,13 @@ static int df_extend(sp_drafter *d, const int32_t *tokens, int n, const float *t
 
 static void df_destroy(sp_drafter *d) {
     df_t *s = d ? d->self : NULL;
-    if (s && s->info.proposals > 0) { /* the CLI's view of the confidences and verify lengths */
+    if (s && s->info.proposals > 0) { /* per request: debug level (serve -v, generate -v) */
         char hist[512];
         int at = 0;
         for (int i = 0; i <= s->max_drafts && i <= SP_SPS_MAX && at < (int)sizeof hist - 32; i++)
             if (s->info.len_hist[i])
                 at += snprintf(hist + at, sizeof hist - (size_t)at, " %d:%ld", i, s->info.len_hist[i]);
-        sp_log(SP_LOG_INFO,
+        sp_log(SP_LOG_DEBUG,
                "%s: %ld proposals, %.2f drafts each, mean confidence %s%.3f, proposal lengths%s; per proposal: block "
                "%.2f ms, heads %.2f ms, context %.2f ms",
                d->name, s->info.proposals, (double)s->info.drafted / s->info.proposals, s->info.conf_n ? "" : "n/a ",

@@ -332,6 +332,10 @@ int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
     if (!strcmp(arch, "llama")) cfg->arch = SP_ARCH_LLAMA;
     else if (!strcmp(arch, "qwen3")) cfg->arch = SP_ARCH_QWEN3;
     else if (!strcmp(arch, "gemma4")) cfg->arch = SP_ARCH_GEMMA4;
+    else if (!strcmp(arch, "dflash") || !strcmp(arch, "dspark") || !strcmp(arch, "eagle3") ||
+             !strcmp(arch, "gemma4-assistant"))
+        return sp_err_set(err, "%s is a %s drafter written for llama.cpp (export-gguf --target); specula reads a "
+                               "drafter from its checkpoint directory: give that directory to -md", f->path, arch);
     else
         return sp_err_set(err, "%s: unsupported architecture \"%.*s\" (supported: llama, qwen3, gemma4)", f->path,
                           (int)(a.len > 64 ? 64 : a.len), a.ptr);

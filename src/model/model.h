@@ -17,6 +17,23 @@ const float *sp_model_final_norm(const sp_model *m); /* [H] */
 /* layer's RoPE inverse frequencies [D/2], D its head dim; NULL for a layer out of range */
 const float *sp_model_rope_inv_freq(const sp_model *m, int layer, int *D);
 
+/* What a target's file holds, per tensor type: the model summary printed on load. */
+#define SP_CENSUS_MAX_TYPES 16
+typedef struct {
+    const char *name; /* "BF16", "Q4_K", ... (static) */
+    int tensors;
+    int64_t params;
+    uint64_t bytes;
+} sp_model_type_count;
+typedef struct {
+    const char *format; /* "safetensors" or "gguf" */
+    int64_t params;     /* every tensor's elements */
+    uint64_t bytes;
+    int n_types;
+    sp_model_type_count types[SP_CENSUS_MAX_TYPES]; /* in the order first met */
+} sp_model_census;
+void sp_model_census_of(const sp_model *m, sp_model_census *c);
+
 /* row r of W [N, K] as K floats */
 void sp_mat_row_f32(const sp_mat *w, int r, float *out);
 

@@ -132,7 +132,9 @@ static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n,
         if (j->lp) j->lp[j->n_toks] = t[i];
         j->n_toks++;
         char buf[1024];
-        int len = sp_tok_stream_push(j->ts, t[i].token, buf, sizeof buf); /* what does not fit stays queued */
+        /* the EOS that ends the request is not text (it may be an ordinary token such as " is") */
+        int eos = !j->req.ignore_eos && sp_is_eos(sp_model_config(s->m), t[i].token);
+        int len = eos ? 0 : sp_tok_stream_push(j->ts, t[i].token, buf, sizeof buf); /* the rest stays queued */
         if (len > 0 && job_text(j, buf, (size_t)len) == 1) {
             stopped = 1;
             kept = i + 1;

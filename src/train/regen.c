@@ -136,6 +136,10 @@ static int parse_messages_record(record *r, json_t *msgs, const char *what, chat
         sp_err_set(err, "%s: \"messages\" must be a non-empty array of {\"role\", \"content\"} strings "
                         "with a non-assistant turn", what);
         ok = 0;
+    } else if (!generate && (size_t)last_user + 1 == nm) {
+        sp_err_set(err, "%s: the conversation ends with a %s turn and has no assistant reply to train on: "
+                        "add --generate N to have the target write the replies", what, m[last_user].role);
+        ok = 0;
     } else {
         int whole = !generate && (size_t)last_user + 1 < nm;
         ok = !chat_text(cs, m, last_user + 1, 1, &pt, err) && !encode_into(r, tok, pt, 0, 1, err);
@@ -148,6 +152,33 @@ static int parse_messages_record(record *r, json_t *msgs, const char *what, chat
     return ok ? 0 : -1;
 }
 
+/* ShareGPT / SpecForge "conversations": [{"from": "human"|"gpt"|"system", "value"} or {"role",
+ * "content"}, ...] as a new "messages" array ({"role", "content"}); NULL when a turn is neither */
+static json_t *conversations_to_messages(json_t *conv, const char *what, sp_err *err) {
+    static const char *const names[][2] = {{"human", "user"}, {"gpt", "assistant"}, {"chatgpt", "assistant"},
+                                            {"bing", "assistant"}, {"bard", "assistant"}, {"model", "assistant"}};
+    json_t *msgs = json_is_array(conv) ? json_array() : NULL;
+    for (size_t i = 0; msgs && i < json_array_size(conv); i++) {
+        json_t *t = json_array_get(conv, i);
+        json_t *role = json_object_get(t, "from"), *content = json_object_get(t, "value");
+        if (!role) role = json_object_get(t, "role");
+        if (!content) content = json_object_get(t, "content");
+        if (!json_is_string(role) || !json_is_string(content)) {
+            json_decref(msgs);
+            msgs = NULL;
+            break;
+        }
+        const char *r = json_string_value(role);
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (!strcmp(r, names[k][0])) r = names[k][1];
+        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", r, "content", content));
+    }
+    if (!msgs)
+        sp_err_set(err, "%s: \"conversations\" must be an array of {\"from\", \"value\"} (ShareGPT) or "
+                        "{\"role\", \"content\"} turns", what);
+    return msgs;
+}
+
 static int parse_record(record *r, const char *line, size_t len, const char *what, chat_src *cs, int vocab,
                         int generate, sp_err *err) {
     tok_tokenizer *tok = cs->tok;
@@ -158,6 +189,8 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
     int rc = -1;
     json_t *ids = json_object_get(j, "ids"), *text = json_object_get(j, "text");
     json_t *prompt = json_object_get(j, "prompt"), *msgs = json_object_get(j, "messages");
+    json_t *conv = json_object_get(j, "conversations"), *conv_msgs = NULL;
+    if (!msgs && conv && !(msgs = conv_msgs = conversations_to_messages(conv, what, err))) goto out;
     if (!json_is_object(j)) {
         sp_err_set(err, "%s: a record must be a JSON object", what);
         goto out;
@@ -171,6 +204,11 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
             r->resp_start = 0;
         } else if (prompt) {
             json_t *resp = json_object_get(j, "response");
+            if (!generate && json_is_string(prompt) && !resp) {
+                sp_err_set(err, "%s: a \"prompt\" without a \"response\": add --generate N to have the "
+                                "target write the responses", what);
+                goto out;
+            }
             if (!json_is_string(prompt) || (!generate && !json_is_string(resp))) {
                 sp_err_set(err, "%s: \"prompt\" and \"response\" must be strings", what);
                 goto out;
@@ -182,12 +220,14 @@ static int parse_record(record *r, const char *line, size_t len, const char *wha
             goto out;
         }
     } else {
-        sp_err_set(err, "%s: a record needs one of \"text\", \"prompt\"/\"response\", \"messages\" or \"ids\"", what);
+        sp_err_set(err, "%s: a record needs one of \"text\", \"prompt\"/\"response\", \"messages\", "
+                        "\"conversations\" or \"ids\"", what);
         goto out;
     }
     if (r->n < 1) { sp_err_set(err, "%s: the record has no tokens", what); goto out; }
     rc = 0;
 out:
+    json_decref(conv_msgs);
     json_decref(j);
     if (rc) { free(r->ids); r->ids = NULL; }
     return rc;
