@@ -73,6 +73,7 @@ int sp_session_open(sp_session **out, const sp_session_params *p, sp_err *err) {
     s->p = *p;
     if (copy_strings(s, err) || sp_model_load(&s->target, s->model_dir, p->n_threads, err)) goto fail;
     sp_model_set_bf16_dot(s->target, o->bf16_dot);
+    if (sp_model_set_kv_types(s->target, p->kv_k, p->kv_v, err)) goto fail;
     if (sp_tok_model_has_tokenizer(s->model_dir) && !(s->tok = sp_tok_load_model(s->model_dir, err))) goto fail;
     int ctx = p->drafter_ctx > 0 ? p->drafter_ctx : SESSION_DEFAULT_CTX;
     if (sp_drafter_src_open(&s->src, &s->p.drafter, s->target, s->model_dir, p->n_threads, ctx, err)) goto fail;
