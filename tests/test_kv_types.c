@@ -6,7 +6,8 @@
  *   drafts trimmed away, then the true tokens give exactly the logits of a fresh cache fed the
  *   final sequence one token at a time;
  * - the logits stay within a stated tolerance of the f32 cache's (largest difference over the
- *   largest |logit|: f16 and bf16 under 2%, q8_0 under 5% on these random-weight fixtures);
+ *   largest |logit|: f16 under 0.5%, bf16 under 2%, q8_0 under 5% on these fixtures; measured 0.13%,
+ *   0.69% and 1.8% at most);
  * - a bad type name and q8_0 on a shape it cannot hold are errors that name the problem. */
 #include <math.h>
 #include <stdint.h>
@@ -16,7 +17,7 @@
 #include "specula.h"
 
 #define NSEQ 3
-#define STEPS 16
+#define STEPS 40
 
 static sp_model *load(const char *arch) {
     char dir[256];
@@ -118,7 +119,7 @@ static void run_arch(const char *arch) {
     if (!m) return;
     int V = sp_model_config(m)->vocab_size;
     float *f32_out = malloc(sizeof(float) * V), *out = malloc(sizeof(float) * V), *ref = malloc(sizeof(float) * V);
-    static const double tol[] = {0, 0.02, 0.02, 0.05};
+    static const double tol[] = {0, 0.005, 0.02, 0.05};
     sp_err err = {{0}};
     for (int t = 0; t < 4; t++) {
         char what[64];
