@@ -5,7 +5,8 @@
  *   and a new user part), sent turn by turn side by side on a 2-slot server, once with the cache
  *   and once with "cache_prompt": false, give identical tokens and text, on a sliding-window target
  *   (gemma4 tiny: window 16) whose ring wraps, for plain decoding, DSpark, EAGLE-3 and n-gram;
- *   one chat greedy, the other sampled with a seed;
+ *   one chat greedy, the other sampled with a seed; and the embedded pair (window 128, a trained
+ *   DSpark drafter, whose drafts depend on the context rows the slot keeps with its cache);
  * - turn 4 of the first chat edits the last reply (the cache is cut back within the ring's
  *   rollback reach: some positions reused), turn 6 of the second goes back to its first prompt
  *   (the ring recycled what the cut would expose: nothing reused, the slot starts over);
@@ -178,10 +179,10 @@ static double metric_value(int port, const char *name) {
 }
 
 /* the conversations with the cache == without, for the server started with args */
-static void cache_identity(const char *what, const char *args, int spec) {
+static void cache_identity(const char *what, const char *model, const char *args, int spec) {
     test_server s;
     char full[2048];
-    snprintf(full, sizeof full, "-m %s/swa -np 2 -c 512 -t 2 %s", TMP, args);
+    snprintf(full, sizeof full, "-m %s -np 2 -c 512 -t 2 %s", model, args);
     int up = server_start(&s, BIN, full) == 0;
     CHECK(up, "%s: server did not start (log %s)", what, s.log);
     if (!up) return;
@@ -226,8 +227,10 @@ static void test_sliding_conversations(void) {
              "-o %s/swa 2>&1",
              BIN, TMP);
     CHECK(harness_run(cmd, out, sizeof out) == 0, "new-model: %s", out);
-    cache_identity("plain", "", 0);
-    cache_identity("ngram", "--spec ngram --draft-max 5", 1);
+    char swa[128];
+    snprintf(swa, sizeof swa, "%s/swa", TMP);
+    cache_identity("plain", swa, "", 0);
+    cache_identity("ngram", swa, "--spec ngram --draft-max 5", 1);
     static const struct {
         const char *kind, *arch, *preset;
     } K[] = {{"dspark", "dspark", "b7"}, {"eagle3", "eagle3", "specforge"}};
@@ -236,8 +239,12 @@ static void test_sliding_conversations(void) {
                  K[k].arch, K[k].preset, TMP, 5 + k, TMP, K[k].kind);
         CHECK(harness_run(cmd, out, sizeof out) == 0, "new-drafter %s: %s", K[k].kind, out);
         snprintf(args, sizeof args, "--spec %s -md %s/%s --draft-max 5 --spec-max-slots 0", K[k].kind, TMP, K[k].kind);
-        cache_identity(K[k].kind, args, 1);
+        cache_identity(K[k].kind, swa, args, 1);
     }
+    /* the embedded pair: a trained DSpark drafter, whose drafts (and so the sampled chat's tokens)
+     * follow the context rows it is begun on */
+    cache_identity("dspark (embedded pair)", "models/default/target",
+                   "--spec dspark -md models/default/drafter --draft-max 7 --spec-max-slots 0", 1);
 }
 
 /* the chat route: turn 2 reuses turn 1's prompt through the chat template; usage and timings say so */
