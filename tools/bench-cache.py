@@ -74,7 +74,7 @@ def main():
     ttft = {True: [], False: []}
     for rep in range(a.reps):
         for cache in (True, False):  # interleaved
-            t, _, cached, prompt = conversation(a.port, 100 + rep * 2 + int(cache), a.turns, a.history, cache)
+            t, _, cached, prompt = conversation(a.port, 100 + rep, a.turns, a.history, cache)
             ttft[cache].append(t)
             print("rep %d cache %-5s: turn %d TTFT %.0f ms (prompt %d tokens, %d cached)" %
                   (rep, cache, a.turns, t, prompt, cached), flush=True)
@@ -83,7 +83,7 @@ def main():
     for cache in (True, False):
         toks = [0] * a.clients
         def run(i):
-            toks[i] = conversation(a.port, 1000 + i * 17 + int(cache), a.turns, a.history, cache)[1]
+            toks[i] = conversation(a.port, 1000 + i * 17, a.turns, a.history, cache)[1]
         th = [threading.Thread(target=run, args=(i,)) for i in range(a.clients)]
         t0 = time.time()
         for t in th:

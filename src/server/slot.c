@@ -125,9 +125,9 @@ static int hist_reserve(srv_slot *s, int n, sp_err *err) {
     while (cap < n) cap *= 2;
     if (cap > s->cap) cap = s->cap;
     size_t wt = (size_t)s->nt * s->H;
-    float *a = s->nt ? realloc(s->hist_taps, sizeof(float) * (size_t)cap * wt) : s->hist_taps;
+    float *a = s->nt ? realloc(s->hist_taps, sizeof(float) * (size_t)cap * wt) : NULL;
     if (a) s->hist_taps = a;
-    float *h = s->wh && a ? realloc(s->hist_hid, sizeof(float) * (size_t)cap * s->H) : s->hist_hid;
+    float *h = s->wh && (a || !s->nt) ? realloc(s->hist_hid, sizeof(float) * (size_t)cap * s->H) : NULL;
     if (h) s->hist_hid = h;
     if ((s->nt && !a) || (s->wh && !h)) return sp_err_set(err, "out of memory for the cached rows of %d positions", n);
     s->hist_cap_rows = cap;
