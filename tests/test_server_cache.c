@@ -6,7 +6,8 @@
  *   and once with "cache_prompt": false, give identical tokens and text, on a sliding-window target
  *   (gemma4 tiny: window 16) whose ring wraps, for plain decoding, DSpark, EAGLE-3 and n-gram;
  *   one chat greedy, the other sampled with a seed; and the embedded pair (window 128, a trained
- *   DSpark drafter, whose drafts depend on the context rows the slot keeps with its cache);
+ *   DSpark drafter, whose drafts depend on the context rows the slot keeps with its cache), and
+ *   DSpark with q8_0 K / f16 V caches (-ctk / -ctv);
  * - turn 4 of the first chat edits the last reply (the cache is cut back within the ring's
  *   rollback reach: some positions reused), turn 6 of the second goes back to its first prompt
  *   (the ring recycled what the cut would expose: nothing reused, the slot starts over);
@@ -241,6 +242,9 @@ static void test_sliding_conversations(void) {
         snprintf(args, sizeof args, "--spec %s -md %s/%s --draft-max 5 --spec-max-slots 0", K[k].kind, TMP, K[k].kind);
         cache_identity(K[k].kind, swa, args, 1);
     }
+    /* typed KV caches (q8_0 K, f16 V) under the same cuts, wraps and fallbacks */
+    snprintf(args, sizeof args, "--spec dspark -md %s/dspark --draft-max 5 -ctk q8_0 -ctv f16", TMP);
+    cache_identity("dspark, -ctk q8_0 -ctv f16", swa, args, 1);
     /* the embedded pair: a trained DSpark drafter, whose drafts (and so the sampled chat's tokens)
      * follow the context rows it is begun on */
     cache_identity("dspark (embedded pair)", "models/default/target",
