@@ -140,6 +140,19 @@ size_t sp_model_weight_bytes(const sp_model *m);
 void sp_model_set_bf16_dot(sp_model *m, int on);
 int sp_model_bf16_dot(const sp_model *m);
 
+/* The element type of KV caches (llama.cpp's -ctk / -ctv names: f32, f16, bf16, q8_0). A cache
+ * of a type other than f32 stores every K / V row rounded to it when the row is written, and
+ * attention reads the rounded rows (dequantized per layer into an f32 view), so a row's value does
+ * not depend on the batch that wrote it: batched == solo and prefill == steps still hold bit for bit.
+ * q8_0 needs KV heads × head dim a multiple of 32 in every layer. */
+typedef enum { SP_KV_F32 = 0, SP_KV_F16, SP_KV_BF16, SP_KV_Q8_0 } sp_kv_type;
+const char *sp_kv_type_name(sp_kv_type t);
+/* "f32" | "f16" | "bf16" | "q8_0" → *t; -1 with err naming the accepted values. */
+int sp_kv_type_parse(const char *name, sp_kv_type *t, sp_err *err);
+/* The types of the K and V caches that sp_kv_create makes for this model from now on (default f32);
+ * -1 with err when the model's shapes do not allow one. */
+int sp_model_set_kv_types(sp_model *m, sp_kv_type k, sp_kv_type v, sp_err *err);
+
 /* KV cache for one sequence. max_ctx: longest sequence; max_batch: most tokens in one
  * forward (bounds trim across a sliding-window ring wrap: trim(n) works for n <= max_batch). */
 sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err);

@@ -73,6 +73,7 @@ int sp_session_open(sp_session **out, const sp_session_params *p, sp_err *err) {
     s->p = *p;
     if (copy_strings(s, err) || sp_model_load(&s->target, s->model_dir, p->n_threads, err)) goto fail;
     sp_model_set_bf16_dot(s->target, o->bf16_dot);
+    if (sp_model_set_kv_types(s->target, p->kv_k, p->kv_v, err)) goto fail;
     if (sp_tok_model_has_tokenizer(s->model_dir) && !(s->tok = sp_tok_load_model(s->model_dir, err))) goto fail;
     if (s->tok && sp_tok_vocab_size(s->tok) > sp_model_config(s->target)->vocab_size) {
         sp_err_set(err, "%s: the tokenizer has %d tokens but the model's token table has %d rows (vocab_size): "

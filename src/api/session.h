@@ -34,6 +34,7 @@ typedef struct {
     int policy;                /* SP_SPEC_POLICY_ADAPTIVE (the CLI's default) or SP_SPEC_POLICY_ALWAYS */
     const char *chat_template; /* NULL: the model's own (chat/chat.h) */
     int drafter_ctx;           /* KV positions a draft model is first built for (0: 4096); grows with requests */
+    sp_kv_type kv_k, kv_v;     /* the target's KV cache types (sp_model_set_kv_types; default f32) */
 } sp_session_params;
 
 sp_session_params sp_session_params_default(void);

@@ -44,6 +44,7 @@ int cli_session_open(const char *cmd, const char *model, int threads, const cli_
     p.policy = so->always ? SP_SPEC_POLICY_ALWAYS : SP_SPEC_POLICY_ADAPTIVE;
     p.chat_template = chat_tmpl;
     p.drafter_ctx = drafter_ctx;
+    if (cli_kv_types(cmd, so, &p.kv_k, &p.kv_v)) return -1;
     if (tree) {
         sp_spec_params sp = sp_spec_params_default();
         sp.draft_max = so->draft_max;

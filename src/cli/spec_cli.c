@@ -26,7 +26,20 @@ int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     r[7] = (cli_opt){NULL, "--schedule", CLI_STR, &o->schedule, "auto",
                      "dspark: verify length by the hardware-aware prefix scheduler"};
     r[8] = (cli_opt){NULL, "--bf16-dot", CLI_FLAG, &o->bf16_dot, NULL, CLI_BF16_DOT_HELP};
+    r[9] = (cli_opt){"-ctk", "--cache-type-k", CLI_STR, &o->cache_type_k, "TYPE",
+                     "KV cache type of K: f32 (default) | f16 | bf16 | q8_0"};
+    r[10] = (cli_opt){"-ctv", "--cache-type-v", CLI_STR, &o->cache_type_v, "TYPE",
+                      "KV cache type of V: f32 (default) | f16 | bf16 | q8_0"};
     return CLI_SPEC_OPT_ROWS;
+}
+
+int cli_kv_types(const char *cmd, const cli_spec_opts *o, sp_kv_type *k, sp_kv_type *v) {
+    sp_err err = {{0}};
+    *k = *v = SP_KV_F32;
+    if ((o->cache_type_k && sp_kv_type_parse(o->cache_type_k, k, &err)) ||
+        (o->cache_type_v && sp_kv_type_parse(o->cache_type_v, v, &err)))
+        return cli_error(cmd, "%s", err.msg), -1;
+    return 0;
 }
 
 int cli_tree_opt_rows(void *rows, cli_tree_opts *o) {
@@ -118,6 +131,9 @@ int cli_make_drafter(const char *cmd, const cli_spec_opts *o, sp_model *target, 
     *draft_model = NULL;
     *drafter = NULL;
     sp_model_set_bf16_dot(target, o->bf16_dot);
+    sp_kv_type kt, vt;
+    if (cli_kv_types(cmd, o, &kt, &vt)) return -1;
+    if (sp_model_set_kv_types(target, kt, vt, &err)) return cli_error(cmd, "%s", err.msg), -1;
     if (o->draft_max < 1 || o->draft_max > SP_SPEC_MAX_G)
         return cli_error(cmd, "--draft-max %d out of range 1..%d", o->draft_max, SP_SPEC_MAX_G), -1;
     if (!o->spec || !strcmp(o->spec, "none")) return 0;

@@ -19,10 +19,13 @@ typedef struct {
     const char *schedule;  /* dspark: "auto" = the docs/DSPARK.md §10 prefix scheduler, NULL / "none" = off */
     int always;            /* --spec-always (generate, chat): draft every round, no never-slower policy */
     int bf16_dot;          /* --bf16-dot: the bf16-dot numerics for the target's and drafter's bf16 matmuls */
+    const char *cache_type_k, *cache_type_v; /* -ctk / -ctv: the target's KV cache types (NULL: f32) */
 } cli_spec_opts;
 
-#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL, 0, 0}
-#define CLI_SPEC_OPT_ROWS 9
+#define CLI_SPEC_OPTS_DEFAULT {NULL, NULL, 8, 0, 1, 4, 0.0f, 0.0f, NULL, 0, 0, NULL, NULL}
+#define CLI_SPEC_OPT_ROWS 11
+/* -ctk / -ctv into *k / *v (NULL: f32). Prints errors; returns 0/-1. */
+int cli_kv_types(const char *cmd, const cli_spec_opts *o, sp_kv_type *k, sp_kv_type *v);
 
 /* The option rows for these flags (to append to a command's cli_opt table); returns the count. */
 int cli_spec_opt_rows(void *rows /* cli_opt[CLI_SPEC_OPT_ROWS] */, cli_spec_opts *o);

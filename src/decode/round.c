@@ -256,6 +256,8 @@ int sp_round_accept(sp_round *r, sp_err *err) {
     return sp_tree_keep(&r->tree, r->kv, r->d, r->res.acc, r->taps, r->p.n_taps, r->hidden, r->H, err);
 }
 
+const int32_t *sp_round_accepted(const sp_round *r) { return r->acc_tok; }
+
 const float *sp_round_logits_row(const sp_round *r, int i) {
     int row = r->res.tree ? r->tree.rows[i] : i;
     return r->logits + (size_t)row * r->V;

@@ -101,6 +101,8 @@ int sp_round_accept(sp_round *r, sp_err *err);
  * given to stop(ctx, tok, i), which returns 1 to end the request (res.stopped is then set). Returns
  * the tokens emitted, or -1 with err. */
 int sp_round_emit(sp_round *r, int (*stop)(void *ctx, int32_t tok, int i), void *ctx, sp_err *err);
+/* After sp_round_accept: the accepted drafts, [res.acc] (now in the cache after the pending token). */
+const int32_t *sp_round_accepted(const sp_round *r);
 /* The logits row that decided emitted token i (penalised when penalties are on), [V]. */
 const float *sp_round_logits_row(const sp_round *r, int i);
 /* Tell the drafter the round (a no-draft round with hold_plain: held for extend). 0, or -1. */

@@ -377,7 +377,7 @@ int sp_df_sampling_setup(df_t *s, const sp_sample_params *sample, sp_err *err) {
 
 /* layer li as the block executor sees it: the drafter's cache, rows from pos0 */
 static sp_block_seg layer_seg(const df_t *s, const df_layer *l, int T, int pos0) {
-    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0, NULL};
+    return (sp_block_seg){T, pos0, l->K, l->V, s->cap, 0, NULL, NULL, NULL};
 }
 
 static sp_block_scratch scratch_of(const df_t *s) {

@@ -177,7 +177,7 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
         for (int li = 0; li < w->L; li++) { /* write_kv over every segment, each into its own cache */
             for (int k = 0; k < ns; k++) {
                 df_t *s = ss[seg_s[k]];
-                segs[k] = (sp_block_seg){seg_c[k], s->n_ctx + seg_r[k], s->layers[li].K, s->layers[li].V, s->cap, 0, NULL};
+                segs[k] = (sp_block_seg){seg_c[k], s->n_ctx + seg_r[k], s->layers[li].K, s->layers[li].V, s->cap, 0, NULL, NULL, NULL};
             }
             sp_block_kv_write(w->pool, &w->layers[li].b, w->x, N, segs, ns, &scr);
         }
@@ -210,7 +210,7 @@ static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[
         ns = 0;
         for (int i = 0; i < n; i++)
             if (T[i] > 0)
-                segs[ns++] = (sp_block_seg){T[i], ss[i]->n_ctx, ss[i]->layers[li].K, ss[i]->layers[li].V, ss[i]->cap, 0, NULL};
+                segs[ns++] = (sp_block_seg){T[i], ss[i]->n_ctx, ss[i]->layers[li].K, ss[i]->layers[li].V, ss[i]->cap, 0, NULL, NULL, NULL};
         sp_block_forward(w->pool, &w->layers[li].b, w->x, N, segs, ns, NULL, 0, &scr);
     }
     /* final norm into xn (w->hid is w's own output, and a later group must not overwrite it) */

@@ -186,6 +186,7 @@ static void seg_rows_rope(const block_rows *c, int lo, int hi, float *x, int n_h
             if (!cache) continue;
             memcpy(g->K + (size_t)slot * row, xr, row * sizeof(float));
             memcpy(g->V + (size_t)slot * row, c->s->v + (size_t)(r0 + t) * row, row * sizeof(float));
+            if (g->store) g->store(g->store_ctx, slot, g->K + (size_t)slot * row, g->V + (size_t)slot * row);
         }
     }
 }

@@ -117,6 +117,11 @@ typedef struct {
     float *K, *V;
     int cap, ring;
     const int32_t *parent;
+    /* NULL: K / V are the cache. Else they are an f32 view of a typed cache: each row the layer
+     * writes at slot goes through store(store_ctx, slot, k_row, v_row), which stores it in the
+     * cache's type and rounds the view's rows to what the cache holds. */
+    void (*store)(const void *ctx, int slot, float *k, float *v);
+    const void *store_ctx;
 } sp_block_seg;
 
 /* Scratch for R rows: xn [R, Hin] (Hin: H, or 2H for SP_ATTN_IN_EMBED_STATE), o [R, H]; q, att

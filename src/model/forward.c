@@ -95,8 +95,8 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
         int src = c->layers[li].kv_source; /* KV-shared layers read an earlier layer's cache */
         for (int s = 0; s < n; s++) {
             sp_kv *kv = seqs[s].kv;
-            segs[s] = (sp_block_seg){seqs[s].T, kv->len, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src],
-                                     seqs[s].parent};
+            segs[s] = sp_kv_layer_seg(kv, src, seqs[s].T, kv->len);
+            segs[s].parent = seqs[s].parent;
         }
         int P = m->layers[li].d.ple_dim;
         sp_block_forward(m->pool, &m->layers[li], S->x, R, segs, n, P ? S->ple + (size_t)li * P : NULL,

@@ -6,10 +6,16 @@
  * max_batch tokens overwrites only positions older than any query of the batch — or of the
  * sequence after trimming up to max_batch of them — can see, so trim(n) only moves `len` back.
  * `high` records the furthest position ever written; trim refuses to expose a slot that a
- * later write already recycled. KV-shared layers (Gemma-4) own no cache. */
+ * later write already recycled. KV-shared layers (Gemma-4) own no cache.
+ *
+ * Typed caches (f16, bf16, q8_0: sp_model_set_kv_types) hold each row in that type. A forward sees
+ * a layer's cache through an f32 view (stK / stV) that sp_kv_layer_seg fills from the rows written
+ * so far; a row the forward writes is stored in the type and rounded in the view at once (the
+ * segment's store hook), so attention reads the same values whichever forward wrote a row. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/quant.h"
 #include "model_internal.h"
 
 /* zeroed, 64-byte aligned floats: kernels then never split a vector load across cache lines */
@@ -18,6 +24,99 @@ static float *falloc(size_t n) {
     if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) return NULL;
     memset(p, 0, (n ? n : 1) * sizeof(float));
     return p;
+}
+
+/* zeroed, 64-byte aligned bytes */
+static void *balloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 1) != 0) return NULL;
+    memset(p, 0, n ? n : 1);
+    return p;
+}
+
+const char *sp_kv_type_name(sp_kv_type t) {
+    static const char *names[] = {"f32", "f16", "bf16", "q8_0"};
+    return (unsigned)t < 4 ? names[t] : "?";
+}
+
+int sp_kv_type_parse(const char *name, sp_kv_type *t, sp_err *err) {
+    for (int i = 0; i < 4; i++)
+        if (name && !strcmp(name, sp_kv_type_name((sp_kv_type)i))) {
+            *t = (sp_kv_type)i;
+            return 0;
+        }
+    return sp_err_set(err, "KV cache type '%s' (expected f32, f16, bf16 or q8_0)", name ? name : "");
+}
+
+int sp_model_set_kv_types(sp_model *m, sp_kv_type k, sp_kv_type v, sp_err *err) {
+    if ((unsigned)k > SP_KV_Q8_0 || (unsigned)v > SP_KV_Q8_0) return sp_err_set(err, "KV cache type out of range");
+    for (int i = 0; (k == SP_KV_Q8_0 || v == SP_KV_Q8_0) && i < m->cfg.n_layers; i++) {
+        const sp_layer_config *l = &m->cfg.layers[i];
+        if ((l->n_kv_heads * l->head_dim) % SP_QK8_0)
+            return sp_err_set(err, "KV cache type q8_0: layer %d has %d x %d = %d K/V values per row, not a multiple of %d",
+                              i, l->n_kv_heads, l->head_dim, l->n_kv_heads * l->head_dim, SP_QK8_0);
+    }
+    m->kv_k = k, m->kv_v = v;
+    return 0;
+}
+
+/* bytes of n values of type t (n a multiple of SP_QK8_0 for q8_0) */
+static size_t type_bytes(sp_kv_type t, size_t n) {
+    if (t == SP_KV_Q8_0) return n / SP_QK8_0 * sizeof(sp_block_q8_0);
+    return n * (t == SP_KV_F32 ? 4 : 2);
+}
+
+/* x [n] stored into dst in type t; x rounded in place to the stored values */
+static void row_put(sp_kv_type t, void *dst, float *x, size_t n) {
+    uint16_t *h = dst;
+    if (t == SP_KV_F16)
+        for (size_t i = 0; i < n; i++) h[i] = sp_f32_to_f16(x[i]), x[i] = sp_f16_to_f32(h[i]);
+    else if (t == SP_KV_BF16)
+        for (size_t i = 0; i < n; i++) h[i] = sp_f32_to_bf16(x[i]), x[i] = sp_bf16_to_f32(h[i]);
+    else if (t == SP_KV_Q8_0) {
+        sp_quantize_row_q8_0(dst, x, n);
+        sp_dequantize_row_q8_0(x, dst, n);
+    } else {
+        memcpy(dst, x, n * sizeof(float));
+    }
+}
+
+/* n values of type t from src as f32 into y */
+static void rows_get(sp_kv_type t, float *y, const void *src, size_t n) {
+    const uint16_t *h = src;
+    if (t == SP_KV_F16)
+        for (size_t i = 0; i < n; i++) y[i] = sp_f16_to_f32(h[i]);
+    else if (t == SP_KV_BF16)
+        for (size_t i = 0; i < n; i++) y[i] = sp_bf16_to_f32(h[i]);
+    else if (t == SP_KV_Q8_0)
+        sp_dequantize_row_q8_0(y, src, n);
+    else
+        memcpy(y, src, n * sizeof(float));
+}
+
+/* the store hook of a typed layer's segment (block.h): the rows at slot into the cache, rounded */
+static void kv_store(const void *ctx, int slot, float *k, float *v) {
+    const sp_kv_store_ctx *c = ctx;
+    const sp_kv *kv = c->kv;
+    const sp_layer_config *l = &kv->m->cfg.layers[c->layer];
+    size_t row = (size_t)l->n_kv_heads * l->head_dim;
+    row_put(kv->kt, (char *)kv->Kc[c->layer] + type_bytes(kv->kt, row) * (size_t)slot, k, row);
+    row_put(kv->vt, (char *)kv->Vc[c->layer] + type_bytes(kv->vt, row) * (size_t)slot, v, row);
+}
+
+/* layer i's cache of cap rows of `row` values: f32 arrays, or typed ones (and the view's size) */
+static int layer_alloc(sp_kv *kv, int i, int cap, size_t row, size_t *view) {
+    size_t n = (size_t)cap * row;
+    kv->store[i] = (sp_kv_store_ctx){kv, i};
+    if (kv->kt == SP_KV_F32 && kv->vt == SP_KV_F32) {
+        kv->K[i] = falloc(n);
+        kv->V[i] = falloc(n);
+        return kv->K[i] && kv->V[i] ? 0 : -1;
+    }
+    if (n > *view) *view = n;
+    kv->Kc[i] = balloc(type_bytes(kv->kt, n));
+    kv->Vc[i] = balloc(type_bytes(kv->vt, n));
+    return kv->Kc[i] && kv->Vc[i] ? 0 : -1;
 }
 
 /* each scratch buffer starts on a 64-byte boundary */
@@ -62,7 +161,12 @@ sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) 
     kv->ring = calloc((size_t)L, sizeof(int));
     kv->K = calloc((size_t)L, sizeof(float *));
     kv->V = calloc((size_t)L, sizeof(float *));
-    if (!kv->cap || !kv->ring || !kv->K || !kv->V) goto oom;
+    kv->Kc = calloc((size_t)L, sizeof(void *));
+    kv->Vc = calloc((size_t)L, sizeof(void *));
+    kv->store = calloc((size_t)L, sizeof *kv->store);
+    if (!kv->cap || !kv->ring || !kv->K || !kv->V || !kv->Kc || !kv->Vc || !kv->store) goto oom;
+    kv->kt = m->kv_k, kv->vt = m->kv_v;
+    size_t view = 0;
     for (int i = 0; i < L; i++) {
         const sp_layer_config *l = &c->layers[i];
         if (l->kv_source != i) continue;
@@ -72,11 +176,9 @@ sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) 
             kv->ring[i] = 1;
         }
         kv->cap[i] = cap;
-        size_t n = (size_t)cap * l->n_kv_heads * l->head_dim;
-        kv->K[i] = falloc(n);
-        kv->V[i] = falloc(n);
-        if (!kv->K[i] || !kv->V[i]) goto oom;
+        if (layer_alloc(kv, i, cap, (size_t)l->n_kv_heads * l->head_dim, &view)) goto oom;
     }
+    if (view && (!(kv->stK = falloc(view)) || !(kv->stV = falloc(view)))) goto oom;
     float *s = falloc(kv_scratch_floats(c, max_batch));
     if (!s) goto oom;
     int maxD, maxKV, maxI;
@@ -106,8 +208,11 @@ void sp_kv_free(sp_kv *kv) {
     int L = kv->m->cfg.n_layers;
     for (int i = 0; kv->K && i < L; i++) free(kv->K[i]);
     for (int i = 0; kv->V && i < L; i++) free(kv->V[i]);
+    for (int i = 0; kv->Kc && i < L; i++) free(kv->Kc[i]);
+    for (int i = 0; kv->Vc && i < L; i++) free(kv->Vc[i]);
     free(kv->K);
     free(kv->V);
+    free(kv->Kc), free(kv->Vc), free(kv->store), free(kv->stK), free(kv->stV);
     free(kv->cap);
     free(kv->ring);
     free(kv->x);
@@ -138,7 +243,14 @@ int sp_kv_trim(sp_kv *kv, int n, sp_err *err) {
 
 sp_block_seg sp_kv_layer_seg(const sp_kv *kv, int layer, int T, int pos0) {
     int src = kv->m->cfg.layers[layer].kv_source;
-    return (sp_block_seg){T, pos0, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], NULL};
+    if (!kv->Kc[src]) return (sp_block_seg){T, pos0, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], NULL, NULL, NULL};
+    /* a typed cache: its written slots into the f32 view */
+    const sp_layer_config *l = &kv->m->cfg.layers[src];
+    size_t row = (size_t)l->n_kv_heads * l->head_dim;
+    int n = kv->high < kv->cap[src] ? kv->high : kv->cap[src];
+    rows_get(kv->kt, kv->stK, kv->Kc[src], (size_t)n * row);
+    rows_get(kv->vt, kv->stV, kv->Vc[src], (size_t)n * row);
+    return (sp_block_seg){T, pos0, kv->stK, kv->stV, kv->cap[src], kv->ring[src], NULL, kv_store, &kv->store[src]};
 }
 
 int sp_kv_high(const sp_kv *kv) { return kv->high; }
@@ -155,14 +267,16 @@ int sp_kv_keep_rows(sp_kv *kv, int n_tree, const int32_t *rows, int k, sp_err *e
     /* rows[i] >= i, so copying in increasing i never overwrites a row still to be moved */
     const sp_config *c = &kv->m->cfg;
     for (int li = 0; li < c->n_layers; li++) {
-        if (!kv->K[li]) continue; /* KV-shared layer */
+        if (!kv->cap[li]) continue; /* KV-shared layer */
         size_t row = (size_t)c->layers[li].n_kv_heads * c->layers[li].head_dim;
+        size_t kb = type_bytes(kv->kt, row), vb = type_bytes(kv->vt, row);
+        char *K = kv->K[li] ? (char *)kv->K[li] : kv->Kc[li], *V = kv->V[li] ? (char *)kv->V[li] : kv->Vc[li];
         for (int i = 0; i < k; i++) {
             if (rows[i] == i) continue;
-            int from = pos0 + rows[i], to = pos0 + i;
-            if (kv->ring[li]) from %= kv->cap[li], to %= kv->cap[li];
-            memcpy(kv->K[li] + (size_t)to * row, kv->K[li] + (size_t)from * row, row * sizeof(float));
-            memcpy(kv->V[li] + (size_t)to * row, kv->V[li] + (size_t)from * row, row * sizeof(float));
+            size_t from = (size_t)(pos0 + rows[i]), to = (size_t)(pos0 + i);
+            if (kv->ring[li]) from %= (size_t)kv->cap[li], to %= (size_t)kv->cap[li];
+            memcpy(K + to * kb, K + from * kb, kb);
+            memcpy(V + to * vb, V + from * vb, vb);
         }
     }
     kv->len = pos0 + k;

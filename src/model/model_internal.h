@@ -38,7 +38,14 @@ struct sp_model {
     sp_owner owned;             /* every small f32 array above (freed with the model) */
     size_t weight_bytes;
     int bf16_dot;               /* the numerics of bf16 matmuls (sp_model_set_bf16_dot) */
+    sp_kv_type kv_k, kv_v;      /* element types of the caches sp_kv_create makes */
 };
+
+/* A typed cache layer's store hook context (sp_block_seg.store). */
+typedef struct {
+    const sp_kv *kv;
+    int layer;
+} sp_kv_store_ctx;
 
 /* Per-sequence state: KV caches plus the scratch of a forward over up to max_batch tokens. */
 struct sp_kv {
@@ -48,7 +55,11 @@ struct sp_kv {
     int high;      /* highest position count ever written (bounds trim across a ring wrap) */
     int *cap;      /* [L] slots per layer's cache; 0 for KV-shared layers */
     int *ring;     /* [L] 1 if the cache is a ring (sliding layer with window + max_batch < max_ctx) */
-    float **K, **V; /* [L] → [cap, KVH, D] */
+    float **K, **V; /* [L] → [cap, KVH, D] (f32 caches; NULL for typed ones) */
+    sp_kv_type kt, vt; /* element types (f32: K / V above; else Kc / Vc) */
+    void **Kc, **Vc;   /* [L] → cap rows of the type (typed caches) */
+    float *stK, *stV;  /* typed: the f32 view of one layer, [max cap, max KVH·D] each */
+    sp_kv_store_ctx *store; /* [L] */
     /* scratch, sized for max_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *ple, *pg, *hid;
 };

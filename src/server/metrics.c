@@ -46,6 +46,7 @@ int sp_srv_metrics_text(srv *s, srv_buf *o) {
     rc |= metric(o, "specula_requests_active", "gauge", "Requests decoding in a slot.", s->n_active);
     rc |= metric(o, "specula_requests_queued", "gauge", "Requests waiting for a slot.", s->n_queued);
     rc |= metric(o, "specula_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", (double)s->m_prompt_tokens);
+    rc |= metric(o, "specula_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's KV cache (not forwarded again).", (double)s->m_cached_tokens);
     rc |= metric(o, "specula_generated_tokens_total", "counter", "Tokens generated.", (double)s->m_gen_tokens);
     rc |= metric(o, "specula_draft_tokens_total", "counter", "Draft tokens verified by the target (finished requests).", (double)s->m_drafted);
     rc |= metric(o, "specula_draft_tokens_accepted_total", "counter", "Draft tokens accepted (finished requests).", (double)s->m_accepted);

@@ -27,15 +27,15 @@ int sp_srv_error_set(srv_error *e, int status, const char *type, const char *cod
 
 /* Fields each route accepts. Beyond OpenAI's: top_k, min_p, ignore_eos, repeat_penalty, repeat_last_n /
  * penalty_last_n (llama-server's), return_tokens
- * (the emitted ids in the response) and speculative (false: this request decodes without the
- * drafter); tokenize / detokenize follow llama-server. */
+ * (the emitted ids in the response), speculative (false: this request decodes without the
+ * drafter) and cache_prompt (false: no reuse of a slot's cached prefix); tokenize / detokenize follow llama-server. */
 static const char *CHAT_FIELDS[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
                                     "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
                                     "logprobs", "top_logprobs", "response_format", "frequency_penalty",
                                     "presence_penalty", "logit_bias", "user", "tools", "tool_choice",
                                     "parallel_tool_calls", "store", "metadata", "service_tier", "ignore_eos",
                                     "return_tokens", "speculative", "repeat_penalty", "repeat_last_n",
-                                    "penalty_last_n", NULL};
+                                    "penalty_last_n", "cache_prompt", NULL};
 static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
                                           "seed", "stop", "n", "stream", "stream_options", "logprobs", "echo",
                                           "best_of", "suffix", "frequency_penalty", "presence_penalty",
@@ -45,7 +45,7 @@ static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temp
 static const char *NATIVE_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
                                       "stop", "stream", "frequency_penalty", "presence_penalty", "logit_bias",
                                       "ignore_eos", "return_tokens", "speculative", "repeat_penalty",
-                                      "repeat_last_n", "penalty_last_n", "n_probs", NULL};
+                                      "repeat_last_n", "penalty_last_n", "n_probs", "cache_prompt", NULL};
 /* llama-server's fields on every generation route (chat, completions, /completion): n_predict
  * (= max_tokens; -1: until the end or the context), chat_template_kwargs (chat); the sampling
  * extensions it has and specula has not, accepted at their neutral value only (NEUTRAL_FIELDS);
@@ -389,7 +389,8 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     r->sample.top_k = (int)tk;
     r->sample.seed = (uint64_t)seed;
     if (parse_stop(o, r, e) || get_bool(o, "stream", &r->stream, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
-        get_bool(o, "return_tokens", &r->return_tokens, e) || get_bool(o, "speculative", &r->speculative, e))
+        get_bool(o, "return_tokens", &r->return_tokens, e) || get_bool(o, "speculative", &r->speculative, e) ||
+        get_bool(o, "cache_prompt", &r->cache_prompt, e))
         return -1;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
@@ -439,6 +440,7 @@ int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_requ
     r->top_logprobs = -1;
     r->add_special = 0;
     r->speculative = 1;
+    r->cache_prompt = 1;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) return BAD(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);

@@ -62,6 +62,7 @@ typedef struct {
     int return_tokens;          /* extension: the emitted token ids in the response */
     int ignore_eos;             /* extension */
     int speculative;            /* extension: 0 decodes this request without the drafter (default 1) */
+    int cache_prompt;           /* llama-server's: 0 forwards the whole prompt, not reusing a slot's cache (default 1) */
 } srv_request;
 
 typedef struct {

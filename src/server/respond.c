@@ -17,8 +17,8 @@ static const char *obj_id(const srv_job *j) { return j->req.route == SRV_ROUTE_C
 
 static json_t *usage_json(const srv_job *j) {
     int c = j->n_toks;
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
-                     j->n_prompt + c);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
+                     j->n_prompt + c, "prompt_tokens_details", "cached_tokens", j->stats.cached_tokens);
 }
 
 /* llama-server style timings plus the speculative figures */
@@ -26,9 +26,10 @@ json_t *sp_srv_timings_json(const srv_job *j) {
     const slot_stats *st = &j->stats;
     double t0 = st->t_begin, t1 = st->t_prefilled > 0 ? st->t_prefilled : t0, t2 = st->t_last > 0 ? st->t_last : t1;
     double pms = t1 - t0, gms = t2 - t1;
-    int pn = j->n_prompt, gn = j->n_toks;
+    int pn = j->n_prompt - st->cached_tokens, gn = j->n_toks; /* prompt_n: the prompt tokens forwarded */
     json_t *o = json_object();
     json_object_set_new(o, "queue_ms", json_real(t0 > 0 ? t0 - j->t_submit : 0));
+    json_object_set_new(o, "cache_n", json_integer(st->cached_tokens));
     json_object_set_new(o, "prompt_n", json_integer(pn));
     json_object_set_new(o, "prompt_ms", json_real(pms));
     json_object_set_new(o, "prompt_per_token_ms", json_real(pn ? pms / pn : 0));

@@ -74,13 +74,14 @@ static void admit(srv *s, int i, srv_job *j) {
     slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample,
                      .penalty = j->req.penalty, .max_new = j->max_new, .ignore_eos = j->req.ignore_eos,
                      .draft_max = s->o.draft_max, .draft_min = s->o.draft_min, .tree = s->o.tree,
-                     .top_logprobs = j->req.top_logprobs};
+                     .top_logprobs = j->req.top_logprobs, .cache_prompt = j->req.cache_prompt};
     int rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
     j->ts = sp_tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
     if (!rc && j->req.n_stop)
         rc = !(j->stop = sp_stopstr_create((const char *const *)j->req.stop, j->req.n_stop, &err));
     pthread_mutex_lock(&s->mu);
     s->m_prompt_tokens += (unsigned long)j->n_prompt;
+    if (!rc) s->m_cached_tokens += (unsigned long)sp_slot_get_stats(s->slots[i])->cached_tokens;
     if (rc || !j->ts) {
         snprintf(j->error, sizeof j->error, "%s", rc ? err.msg : "out of memory");
         sp_slot_reset(s->slots[i]);
@@ -326,6 +327,7 @@ static void retire_all(srv *s, const int *failed, const sp_err *err) {
         if (failed[i]) {
             snprintf(j->error, sizeof j->error, "%s", err->msg);
             j->stats = *sp_slot_get_stats(s->slots[i]);
+            sp_slot_forget(s->slots[i]); /* a failed step may leave the cache unlike its tokens */
             job_done(s, j, "error");
             vacate(s, i);
         } else if (ph == SLOT_DONE) {
@@ -413,13 +415,28 @@ static void step(srv *s) {
     if (n > 0) pthread_cond_broadcast(&s->progress);
 }
 
+/* mu held: the free slot for job j: the one whose cache holds the longest prefix of its prompt, then
+ * the one holding the fewest positions (the least to lose); -1 when none is free */
+static int pick_slot(srv *s, const srv_job *j) {
+    const slot_drafter_src *src = s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL;
+    int best = -1, best_k = -1, best_n = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        if (s->slot_job[i]) continue;
+        int k = j->req.cache_prompt ? sp_slot_cached_prefix(s->slots[i], j->prompt, j->n_prompt, src) : 0;
+        int n = sp_slot_cached_len(s->slots[i]);
+        if (k > best_k || (k == best_k && n < best_n)) best = i, best_k = k, best_n = n;
+    }
+    return best;
+}
+
 static void *sched_main(void *arg) {
     srv *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (s->stopping) break;
-        for (int i = 0; i < s->o.parallel && s->q_head; i++) {
-            if (s->slot_job[i]) continue;
+        for (int f = 0; f < s->o.parallel && s->q_head; f++) {
+            int i = pick_slot(s, s->q_head);
+            if (i < 0) break;
             srv_job *j = s->q_head;
             s->q_head = j->next;
             if (!s->q_head) s->q_tail = NULL;

@@ -90,6 +90,7 @@ struct srv {
     /* metrics (under mu) */
     unsigned long m_requests, m_ok, m_errors, m_rejected, m_prompt_tokens, m_gen_tokens, m_drafted, m_accepted;
     unsigned long m_drafters_built, m_idle_drafter_rounds; /* drafter work of speculative requests */
+    unsigned long m_cached_tokens; /* prompt tokens whose KV rows came from a slot's cache */
     unsigned long m_nodraft[SLOT_NODRAFT_N]; /* rounds of speculative requests verifying no drafts, by reason */
     long m_kv_used, m_kv_cap;
     srv_hist h_tau, h_ttft, h_itl;

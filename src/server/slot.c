@@ -46,6 +46,13 @@ struct srv_slot {
     slot_token emit[SP_SPEC_MAX_G + 1];
     sp_stop_reason stop;
     slot_stats st;
+    /* The cache kept across requests: the tokens at KV positions [0, hist_n) (hist_n follows
+     * sp_kv_len after every forward) and, for the first hist_rows of them, the target rows a drafter
+     * begins on: taps of hist_layers[0 .. hist_nt) and, with hist_wh, the hidden rows. */
+    int32_t *hist_tok;             /* [cap] */
+    float *hist_taps, *hist_hid;   /* [hist_cap_rows, hist_nt·H], [hist_cap_rows, H] */
+    int hist_n, hist_rows, hist_cap_rows, hist_nt, hist_wh;
+    int *hist_layers;              /* [hist_nt] */
 };
 
 srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *err) {
@@ -62,7 +69,9 @@ srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *er
     s->chunk = prefill_chunk > SP_SPEC_MAX_G + 1 ? prefill_chunk : SP_SPEC_MAX_G + 1;
     /* a forward holds a prompt chunk, a chain block or a tree of up to SP_TREE_MAX_NODES nodes */
     s->kv = sp_kv_create(m, s->cap, s->chunk > SP_TREE_MAX_NODES + 1 ? s->chunk : SP_TREE_MAX_NODES + 1, err);
-    if (!s->kv) {
+    s->hist_tok = malloc(sizeof(int32_t) * (size_t)s->cap);
+    if (!s->kv || !s->hist_tok) {
+        if (s->kv) sp_err_set(err, "server: out of memory for a slot's cached tokens");
         sp_slot_free(s);
         return NULL;
     }
@@ -75,16 +84,92 @@ void sp_slot_reset(srv_slot *s) {
     sp_drafter_free(s->d);
     free(s->prompt), free(s->ptaps), free(s->phid);
     s->R = NULL, s->d = NULL, s->prompt = NULL, s->ptaps = s->phid = NULL;
-    if (s->kv) sp_kv_clear(s->kv);
     s->phase = SLOT_IDLE;
     s->dormant = s->spec = s->asked = s->proposed = s->hold_round = 0;
+}
+
+void sp_slot_forget(srv_slot *s) {
+    if (s->kv) sp_kv_clear(s->kv);
+    s->hist_n = s->hist_rows = 0;
 }
 
 void sp_slot_free(srv_slot *s) {
     if (!s) return;
     sp_slot_reset(s);
     sp_kv_free(s->kv);
+    free(s->hist_tok), free(s->hist_taps), free(s->hist_hid), free(s->hist_layers);
     free(s);
+}
+
+/* 1 when the rows kept in the cache are the rows src's drafter begins on (or it begins on none) */
+static int hist_rows_fit(const srv_slot *s, const slot_drafter_src *src) {
+    if (!src || (!src->n_taps && !src->wants_hidden)) return 1;
+    if (src->n_taps != s->hist_nt || !src->wants_hidden != !s->hist_wh) return 0;
+    return !src->n_taps || !memcmp(src->tap_layers, s->hist_layers, sizeof(int) * (size_t)src->n_taps);
+}
+
+int sp_slot_cached_len(const srv_slot *s) { return s->hist_n; }
+
+int sp_slot_cached_prefix(const srv_slot *s, const int32_t *prompt, int n, const slot_drafter_src *src) {
+    int lim = s->hist_n < n - 1 ? s->hist_n : n - 1;
+    if (src && (src->n_taps || src->wants_hidden)) lim = !hist_rows_fit(s, src) ? 0 : lim < s->hist_rows ? lim : s->hist_rows;
+    int k = 0;
+    while (k < lim && s->hist_tok[k] == prompt[k]) k++;
+    return k;
+}
+
+/* Room for the rows of n positions in the cache's row history (the request's nt / wh). */
+static int hist_reserve(srv_slot *s, int n, sp_err *err) {
+    if ((!s->nt && !s->wh) || n <= s->hist_cap_rows) return 0;
+    int cap = s->hist_cap_rows ? s->hist_cap_rows : 64;
+    while (cap < n) cap *= 2;
+    if (cap > s->cap) cap = s->cap;
+    size_t wt = (size_t)s->nt * s->H;
+    float *a = s->nt ? realloc(s->hist_taps, sizeof(float) * (size_t)cap * wt) : NULL;
+    if (a) s->hist_taps = a;
+    float *h = s->wh && (a || !s->nt) ? realloc(s->hist_hid, sizeof(float) * (size_t)cap * s->H) : NULL;
+    if (h) s->hist_hid = h;
+    if ((s->nt && !a) || (s->wh && !h)) return sp_err_set(err, "out of memory for the cached rows of %d positions", n);
+    s->hist_cap_rows = cap;
+    return 0;
+}
+
+/* Record n positions from pos on: their tokens and (a request with drafter rows) taps / hidden rows. */
+static int hist_put(srv_slot *s, int pos, const int32_t *tok, int n, const float *taps, const float *hid,
+                    sp_err *err) {
+    if (hist_reserve(s, pos + n, err)) return -1;
+    memcpy(s->hist_tok + pos, tok, sizeof(int32_t) * (size_t)n);
+    size_t wt = (size_t)s->nt * s->H;
+    if (s->nt) memcpy(s->hist_taps + (size_t)pos * wt, taps, sizeof(float) * (size_t)n * wt);
+    if (s->wh) memcpy(s->hist_hid + (size_t)pos * s->H, hid, sizeof(float) * (size_t)n * s->H);
+    s->hist_n = pos + n;
+    if (s->nt || s->wh) s->hist_rows = s->hist_n;
+    return 0;
+}
+
+/* The prefix of the new prompt kept from the cache (p->cache_prompt): the cache is cut back to it (a
+ * sliding-window ring that recycled the slots the cut would expose: cleared instead). Returns the
+ * positions kept. The row history switches to this request's taps when they differ. */
+static int cache_keep(srv_slot *s, const slot_params *p, sp_err *err) {
+    const slot_drafter_src *src = s->spec ? &s->src : NULL;
+    if (sp_kv_len(s->kv) != s->hist_n) sp_slot_forget(s);
+    int keep = p->cache_prompt ? sp_slot_cached_prefix(s, p->prompt, p->n_prompt, src) : 0;
+    sp_err terr = {{0}};
+    if (keep == 0 || sp_kv_trim(s->kv, sp_kv_len(s->kv) - keep, &terr)) {
+        sp_kv_clear(s->kv);
+        keep = 0;
+    }
+    s->hist_n = keep;
+    if (s->hist_rows > keep) s->hist_rows = keep;
+    if ((s->nt || s->wh) && !hist_rows_fit(s, src)) {
+        int *l = s->nt ? malloc(sizeof(int) * (size_t)s->nt) : NULL;
+        if (s->nt && !l) return sp_err_set(err, "out of memory for a slot's tap layers");
+        if (s->nt) memcpy(l, src->tap_layers, sizeof(int) * (size_t)s->nt);
+        free(s->hist_layers), free(s->hist_taps), free(s->hist_hid);
+        s->hist_layers = l, s->hist_taps = s->hist_hid = NULL;
+        s->hist_nt = s->nt, s->hist_wh = s->wh, s->hist_cap_rows = s->hist_rows = 0;
+    }
+    return keep;
 }
 
 /* The request's round: its sampling, penalties, drafts (a tree: nodes) and the rows its drafter takes. */
@@ -142,10 +227,15 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
         return sp_err_set(err, "out of memory for a request of %d prompt tokens", p->n_prompt);
     memcpy(s->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
     s->p.prompt = s->prompt;
-    if (round_make(s, err)) return -1;
-    s->n_prefilled = 0;
+    int keep = cache_keep(s, p, err);
+    if (keep < 0 || hist_reserve(s, p->n_prompt, err) || round_make(s, err)) return -1;
+    /* the kept prefix's rows are those its prefill would give (batch invariance) */
+    if (s->nt) memcpy(s->ptaps, s->hist_taps, sizeof(float) * (size_t)keep * s->nt * s->H);
+    if (s->wh) memcpy(s->phid, s->hist_hid, sizeof(float) * (size_t)keep * s->H);
+    s->n_prefilled = keep;
     s->pending = s->prompt[p->n_prompt - 1];
     s->st.prompt_tokens = p->n_prompt;
+    s->st.cached_tokens = keep;
     s->st.t_begin = sp_time_ms();
     s->phase = SLOT_PREFILL;
     return 0;
@@ -380,6 +470,11 @@ static int finish_round(srv_slot *s, sp_err *err) {
     s->st.target_calls++;
     if (sp_round_accept(s->R, err)) return -1;
     const sp_round_result *r = sp_round_get_result(s->R);
+    /* the cache now holds [pending, the accepted drafts] at pos ..: their tokens and rows */
+    int32_t kept[SP_TREE_MAX_NODES + 1];
+    kept[0] = s->pending;
+    memcpy(kept + 1, sp_round_accepted(s->R), sizeof(int32_t) * (size_t)r->acc);
+    if (hist_put(s, s->pos, kept, r->acc + 1, s->out.taps, s->out.hidden, err)) return -1;
     s->st.drafted += r->nd;
     s->st.accepted += r->acc;
     for (int k = 1; k <= r->depth; k++) s->offered[k]++;
@@ -407,6 +502,10 @@ int sp_slot_finish(srv_slot *s, const slot_token **out, sp_err *err) {
     s->n_emit = 0;
     if (s->T == 0) return 0;
     if (s->phase == SLOT_PREFILL) { /* a prompt chunk went through */
+        size_t r0 = (size_t)s->n_prefilled;
+        if (hist_put(s, s->n_prefilled, s->prompt + r0, s->T, s->nt ? s->ptaps + r0 * s->nt * s->H : NULL,
+                     s->wh ? s->phid + r0 * s->H : NULL, err))
+            return -1;
         s->n_prefilled += s->T;
         s->T = 0;
         if (s->n_prefilled == s->p.n_prompt - 1 && begin_drafter(s, err)) return -1;

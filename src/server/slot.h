@@ -42,6 +42,7 @@ typedef struct {
     int draft_max, draft_min; /* G of the drafter (ignored without one) */
     sp_tree_shape tree;       /* tree.nodes > 0: token trees of that many nodes (a drafter with propose_tree) */
     int top_logprobs;         /* -1: no logprobs; 0..SRV_MAX_TOP_LOGPROBS: logprobs + that many alternatives */
+    int cache_prompt;         /* 1: reuse the slot's cached prefix of the prompt (0: prefill it all) */
 } slot_params;
 
 /* One emitted token with its log-probability under the target's raw distribution (the logits before
@@ -66,6 +67,7 @@ typedef enum {
 
 typedef struct {
     int prompt_tokens, emitted, drafted, accepted, target_calls;
+    int cached_tokens;                  /* prompt tokens whose KV rows the slot kept from earlier requests */
     int rounds_nodraft[SLOT_NODRAFT_N]; /* rounds verifying no drafts, by reason (speculative requests) */
     int drafter_built;                  /* 1 once the request's drafter was built and begun */
     int idle_drafter_rounds;            /* rounds that asked for no drafts in which the drafter still ran
@@ -96,10 +98,21 @@ srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *er
 void sp_slot_free(srv_slot *s);
 
 /* Start a request. src: where its drafter comes from (NULL: plain decoding; borrowed, must outlive
- * the request). The prompt must leave room for one token in the cache. */
+ * the request). The prompt must leave room for one token in the cache. With p->cache_prompt the
+ * KV rows of the longest prefix the slot still holds (sp_slot_cached_prefix) are kept and only the
+ * rest of the prompt is forwarded; the cache is cut back to that prefix, or cleared when a sliding
+ * window ring no longer holds what the cut would expose. */
 int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src, sp_err *err);
-/* Drop the request (finished or cancelled): frees its drafter, clears the cache. */
+/* Drop the request (finished or cancelled): frees its drafter. The KV cache and the tokens it holds
+ * stay for the next request's prefix (sp_slot_forget drops them too). */
 void sp_slot_reset(srv_slot *s);
+void sp_slot_forget(srv_slot *s);
+/* The prompt tokens a request with this prompt and drafter source would reuse from the slot's cache
+ * (at most n - 1: the last prompt token is always forwarded). A request whose drafter begins on target
+ * rows (taps / hidden) reuses only positions whose rows the slot kept for the same taps. */
+int sp_slot_cached_prefix(const srv_slot *s, const int32_t *prompt, int n, const slot_drafter_src *src);
+/* Positions the slot's cache holds (the tokens of finished requests included). */
+int sp_slot_cached_len(const srv_slot *s);
 
 slot_phase sp_slot_get_phase(const srv_slot *s);
 /* Rows this slot would add to the next forward (0 when idle or done). */
