@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sample/grammar.h"
 #include "sample/penalty.h"
 #include "sample/sample.h"
 
@@ -47,6 +48,8 @@ typedef struct {
     int return_tokens;          /* extension: the emitted token ids in the response */
     int ignore_eos;             /* extension */
     int speculative;            /* extension: 0 decodes this request without the drafter (default 1) */
+    sp_grammar *grammar;        /* response_format json_object / json_schema, or llama-server's json_schema /
+                                   grammar: the compiled grammar the output follows (NULL: none) */
 } srv_request;
 
 typedef struct {

@@ -61,6 +61,7 @@ struct srv {
     int port;
     sp_model *m;
     tok_tokenizer *tok;
+    struct sp_gvocab *gv;     /* the vocabulary's token bytes for grammars (scheduler thread; built at the first) */
     const struct chat_template *chat; /* the session's; NULL: none (chats are the contents joined) */
     pthread_mutex_t chat_mu;    /* chat rendering is serialized */
     int ready, stopping;
