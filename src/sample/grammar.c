@@ -288,17 +288,28 @@ static int advance(sp_gstate *s, const gset *in, uint32_t cp, gset *o) {
 /* A byte: *cp / *need carry a partial character. Returns 1 when the set goes on (o filled: a new
  * set, or *o = *in for a partial character that some top may still match), 0 when it dies. */
 static int step_byte(sp_gstate *s, const gset *in, uint8_t b, uint32_t *cp, uint32_t *need, gset *o) {
-    if (*need == 0) {
+    /* *need: continuation bytes still due (low 4 bits) and the character's length (the bits above) */
+    uint32_t rem = *need & 15, len = *need >> 4;
+    if (rem == 0) {
         if (b < 0x80) return advance(s, in, b, o) ? -1 : o->n > 0 || o->accept;
         int n = (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2 : (b & 0xF8) == 0xF0 ? 3 : 0;
-        if (!n) return 0;
-        *cp = b & (0x3F >> n), *need = (uint32_t)n;
+        if (!n || b == 0xC0 || b == 0xC1 || b > 0xF4) return 0; /* overlong or past U+10FFFF */
+        *cp = b & (0x3F >> n), rem = (uint32_t)n, len = (uint32_t)n + 1;
     } else {
         if ((b & 0xC0) != 0x80) return 0;
+        /* the first continuation byte: no overlong form, no surrogate, nothing past U+10FFFF */
+        if (len == 3 && rem == 2 && ((*cp == 0 && b < 0xA0) || (*cp == 0x0D && b >= 0xA0))) return 0;
+        if (len == 4 && rem == 3 && ((*cp == 0 && b < 0x90) || (*cp == 4 && b >= 0x90))) return 0;
         *cp = (*cp << 6) | (b & 0x3F);
-        if (--*need == 0) return advance(s, in, *cp, o) ? -1 : o->n > 0 || o->accept;
+        if (--rem == 0) {
+            *need = 0;
+            return advance(s, in, *cp, o) ? -1 : o->n > 0 || o->accept;
+        }
     }
-    uint32_t sh = 6 * *need, lo = *cp << sh, hi = lo | ((1u << sh) - 1);
+    *need = rem | len << 4;
+    uint32_t sh = 6 * rem, lo = *cp << sh, hi = lo | ((1u << sh) - 1);
+    uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    if (lo < min) lo = min;
     for (int i = 0; i < in->n; i++)
         if (chr_match(s->g, s->g->el + s->nd[s->sb[in->off + i]].pos, lo, hi)) {
             *o = *in;

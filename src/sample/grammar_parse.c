@@ -385,11 +385,24 @@ static int check_left_recursion(const sp_grammar *g, sp_err *err) {
             if (!live) gone[r] = 1, changed = 1;
         }
     }
-    for (int r = 0; r < n && !rc; r++)
-        if (!gone[r])
-            rc = sp_err_set(err, "grammar: rule '%s' is left-recursive (it can reach itself without matching a "
-                            "character, e.g. through an empty alternative or a repetition of something empty)",
-                            g->names[r]);
+    int r = 0;
+    while (r < n && gone[r]) r++;
+    /* walk edges between remaining rules until one repeats: that rule is on a cycle */
+    for (int step = 0; r < n && step < n && gone[r] != 2; step++) {
+        gone[r] = 2;
+        int nx = -1;
+        for (int a = 0; a < g->n_alt[r] && nx < 0; a++)
+            for (const sp_gel *e = g->el + g->alt_start[g->alt0[r] + a]; e->type == GE_REF && nx < 0; e++) {
+                if (gone[e->a] != 1) nx = (int)e->a;
+                if (!nul[e->a]) break;
+            }
+        if (nx < 0) break;
+        r = nx;
+    }
+    if (r < n)
+        rc = sp_err_set(err, "grammar: rule '%s' is left-recursive (it can reach itself without matching a "
+                        "character, e.g. through an empty alternative or a repetition of something empty)",
+                        g->names[r]);
     free(nul), free(gone);
     return rc;
 }

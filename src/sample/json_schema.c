@@ -164,11 +164,11 @@ static int gen_object(gbuf *b, const json_t *s, int depth, int id) {
     for (size_t j = 0; !rc && j <= n; j++) {
         rc = putf(b, "o%d-%zu ::= ", id, j);
         if (!rc && j < n && !isreq[j]) rc = put(b, "( \",\" ws ", 9) || put_kv(b, keys[j], rules[j]) || put(b, " ws )? ", 7);
-        if (!rc) rc = j < n ? putf(b, "o%d-%zu\n", id, j + 1) : put(b, "\n", 1);
+        if (!rc) rc = j < n ? putf(b, "o%d-%zu\n", id, j + 1) : put(b, "\"\"\n", 3);
         if (!rc && nr == 0) {
             rc = putf(b, "f%d-%zu ::= ", id, j);
             if (!rc && j < n) rc = put_kv(b, keys[j], rules[j]) || putf(b, " ws o%d-%zu | f%d-%zu", id, j + 1, id, j + 1);
-            if (!rc) rc = put(b, "\n", 1);
+            if (!rc) rc = j < n ? put(b, "\n", 1) : put(b, "\"\"\n", 3);
         }
     }
     if (!rc) rc = putf(b, "r%d ::= \"{\" ws ", id);
@@ -255,7 +255,7 @@ static const char JSON_RULES[] =
     "string ::= \"\\\"\" char* \"\\\"\"\n"
     "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
-    "number ::= integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
+    "number ::= integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
     "boolean ::= \"true\" | \"false\"\n"
     "null ::= \"null\"\n"
     "ws ::= | \" \" | \"\\n\"\n";
