@@ -94,8 +94,8 @@ static sp_grammar *schema_grammar(const char *schema, sp_err *err) {
 }
 
 static void test_schema_text(void) {
-    static const char *ok[] = {"{\"name\":\"bob\",\"age\":3}", "{\"inner\": {\"x\": -1.5e3}}", "12",
-                               "[\"ab\", \"\"]", "{\"a\":\"two\",\"b\":null}"};
+    static const char *ok[] = {"{\"name\":\"bob\",\"age\":3}", "{\"inner\":{\"x\":-1.5e3}}", "12",
+                               "[\"ab\",\"\"]", "{\"a\":\"two\",\"b\":null}"};
     static const char *bad[] = {"{\"age\":3,\"name\":\"bob\"}", "{\"inner\":{\"ok\":true}}", "1.5", "[]",
                                 "{\"a\":2}"};
     for (int i = 0; i < 5; i++) {
@@ -183,7 +183,7 @@ static void test_mask_matches_allows(void) {
     sp_grammar *g = schema_grammar(SCHEMAS[0], &err);
     sp_gstate *st = g && gv ? sp_gstate_create(g, gv, &err) : NULL;
     int32_t *ids = NULL, n = 0;
-    const char *pre = "{\"name\": \"ab";
+    const char *pre = "{\"name\":\"ab";
     CHECK(st && sp_tok_encode(tk, pre, strlen(pre), 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
     for (int i = 0; st && i < n; i++) CHECK(sp_gstate_accept(st, ids[i], &err) == 0, "prefix token %d", i);
     uint8_t *allowed = malloc((size_t)V);

@@ -486,6 +486,23 @@ static int mask_walk(sp_gstate *s, int32_t t, const gset *in, uint32_t cp, uint3
     return 0;
 }
 
+/* The token to draft when the text ahead is forced: every allowed token's bytes (no end of
+ * generation among them) are a prefix of the longest one's, which is returned; else -1. */
+static int32_t forced_token(const sp_gvocab *v, const uint8_t *allowed, int count) {
+    if (count < 1 || count > 64) return -1;
+    int32_t best = -1, list[64];
+    int n = 0;
+    for (int32_t k = 0; k < v->V && n < count; k++) {
+        if (!allowed[k]) continue;
+        if (v->eog[k] || v->tok_node[k] < 0) return -1;
+        list[n++] = k;
+        if (best < 0 || v->len[k] > v->len[best]) best = k;
+    }
+    for (int i = 0; i < n; i++)
+        if (memcmp(v->bytes + v->off[list[i]], v->bytes + v->off[best], (size_t)v->len[list[i]])) return -1;
+    return best;
+}
+
 int sp_gstate_mask(sp_gstate *s, uint8_t *allowed, int32_t *only, sp_err *err) {
     s->err = err;
     *only = -1;
@@ -498,7 +515,7 @@ int sp_gstate_mask(sp_gstate *s, uint8_t *allowed, int32_t *only, sp_err *err) {
         for (int32_t k = 0; k < s->v->V; k++)
             if (s->v->eog[k]) allowed[k] = 1, count++, *only = k;
     if ((cur.n > 0 || s->need) && mask_walk(s, 0, &cur, s->cp, s->need, allowed, &count, only)) return -1;
-    if (count != 1) *only = -1;
+    *only = forced_token(s->v, allowed, count);
     return count;
 }
 

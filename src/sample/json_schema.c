@@ -3,9 +3,10 @@
  *
  * Each sub-schema becomes one rule rN; the shared rules (value, object, array, string, number,
  * integer, boolean, null, ws) close the text. Objects list the required properties first (in the
- * schema's order), then each optional one as optional; no other property is generated. Whitespace
- * between tokens is at most one space or newline, and numbers have at most 16 digits per part, so
- * every string of the grammar is short unless a string or array is unbounded in the schema. */
+ * schema's order), then each optional one as optional; no other property is generated. The JSON is
+ * compact (no whitespace between tokens, so the text between values is forced) and numbers have at
+ * most 16 digits per part and 2 of exponent, so every string of the grammar is short unless a
+ * string or array is unbounded in the schema. */
 #include "sample/json_schema.h"
 
 #include <stdarg.h>
@@ -258,7 +259,7 @@ static const char JSON_RULES[] =
     "number ::= integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
     "boolean ::= \"true\" | \"false\"\n"
     "null ::= \"null\"\n"
-    "ws ::= | \" \" | \"\\n\"\n";
+    "ws ::= \"\"\n";
 
 char *sp_json_schema_gbnf(const json_t *schema, sp_err *err) {
     gbuf b = {.err = err};
