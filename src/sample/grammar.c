@@ -98,8 +98,18 @@ sp_gvocab *sp_gvocab_create(const tok_tokenizer *tk, int V, const int *eog, int 
         for (int i = 0; i < n && node >= 0; i++) node = trie_child(v, node, (uint8_t)buf[i]);
         if (node < 0 || bytes_add(v, id, buf, n)) goto oom;
         v->tok_node[id] = node;
-        v->tok_next[id] = v->t[node].tok;
-        v->t[node].tok = id;
+        /* the head of a node's tokens is the one the tokenizer writes the bytes with: a byte-fallback
+         * token ("<0x21>") goes behind a token of the same bytes ("!") */
+        size_t tl;
+        const char *tt = sp_tok_token_text(tk, id, &tl);
+        int head = v->t[node].tok, byte_tok = tt && tl == 6 && !memcmp(tt, "<0x", 3);
+        if (head >= 0 && byte_tok) {
+            v->tok_next[id] = v->tok_next[head];
+            v->tok_next[head] = id;
+        } else {
+            v->tok_next[id] = head;
+            v->t[node].tok = id;
+        }
     }
     for (int i = 0; i < n_eog; i++)
         if (eog[i] >= 0 && eog[i] < V) v->eog[eog[i]] = 1;
@@ -467,6 +477,8 @@ int sp_gstate_accept(sp_gstate *s, int32_t tok, sp_err *err) {
 /* The trie walk under node t from set *in (partial character cp / need): marks allowed tokens. */
 static int mask_walk(sp_gstate *s, int32_t t, const gset *in, uint32_t cp, uint32_t need, uint8_t *allowed,
                      int *count, int32_t *only) {
+    /* *count: tokens allowed; *only: the head token of the last allowed byte string, and count[1]
+     * the number of distinct byte strings allowed */
     const sp_gvocab *v = s->v;
     for (int32_t c = v->t[t].child; c >= 0; c = v->t[c].next) {
         int mark_n = s->nn, mark_sb = s->nsb;
@@ -475,8 +487,9 @@ static int mask_walk(sp_gstate *s, int32_t t, const gset *in, uint32_t cp, uint3
         int ok = step_byte(s, in, v->t[c].byte, &cp2, &need2, &o);
         if (ok < 0) return -1;
         if (ok) {
+            if (v->t[c].tok >= 0) count[1]++, *only = v->t[c].tok;
             for (int32_t k = v->t[c].tok; k >= 0; k = v->tok_next[k]) {
-                if (!allowed[k]) (*count)++, *only = k;
+                if (!allowed[k]) count[0]++;
                 allowed[k] = 1;
             }
             if (v->t[c].child >= 0 && mask_walk(s, c, &o, cp2, need2, allowed, count, only)) return -1;
@@ -486,37 +499,20 @@ static int mask_walk(sp_gstate *s, int32_t t, const gset *in, uint32_t cp, uint3
     return 0;
 }
 
-/* The token to draft when the text ahead is forced: every allowed token's bytes (no end of
- * generation among them) are a prefix of the longest one's, which is returned; else -1. */
-static int32_t forced_token(const sp_gvocab *v, const uint8_t *allowed, int count) {
-    if (count < 1 || count > 64) return -1;
-    int32_t best = -1, list[64];
-    int n = 0;
-    for (int32_t k = 0; k < v->V && n < count; k++) {
-        if (!allowed[k]) continue;
-        if (v->eog[k] || v->tok_node[k] < 0) return -1;
-        list[n++] = k;
-        if (best < 0 || v->len[k] > v->len[best]) best = k;
-    }
-    for (int i = 0; i < n; i++)
-        if (memcmp(v->bytes + v->off[list[i]], v->bytes + v->off[best], (size_t)v->len[list[i]])) return -1;
-    return best;
-}
-
 int sp_gstate_mask(sp_gstate *s, uint8_t *allowed, int32_t *only, sp_err *err) {
     s->err = err;
     *only = -1;
     if (!s->v) return sp_err_set(err, "grammar: a state without a vocabulary has no token mask");
     memset(allowed, 0, (size_t)s->v->V);
-    int count = 0;
+    int count[2] = {0, 0}; /* tokens, distinct byte strings (each end-of-generation token one) */
     gset cur;
     if (load(s, &cur)) return -1;
     if (sp_gstate_can_end(s))
         for (int32_t k = 0; k < s->v->V; k++)
-            if (s->v->eog[k]) allowed[k] = 1, count++, *only = k;
-    if ((cur.n > 0 || s->need) && mask_walk(s, 0, &cur, s->cp, s->need, allowed, &count, only)) return -1;
-    *only = forced_token(s->v, allowed, count);
-    return count;
+            if (s->v->eog[k]) allowed[k] = 1, count[0]++, count[1]++, *only = k;
+    if ((cur.n > 0 || s->need) && mask_walk(s, 0, &cur, s->cp, s->need, allowed, count, only)) return -1;
+    if (count[1] != 1) *only = -1;
+    return count[0];
 }
 
 int sp_grammar_match_text(const sp_grammar *g, const char *text, size_t len, sp_err *err) {

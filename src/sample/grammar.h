@@ -51,8 +51,8 @@ void sp_gstate_free(sp_gstate *s);
 /* dst = src (same grammar and vocabulary). 0, or -1 with err. */
 int sp_gstate_copy(sp_gstate *dst, const sp_gstate *src, sp_err *err);
 /* allowed[V] = 1 for each token the grammar allows next (an end-of-generation token where the text
- * may end). Returns the count; *only = the token to draft when the text ahead is forced (every
- * allowed token is a prefix of the longest one, which is *only: the forced text's greedy token),
+ * may end). Returns the count; *only = the token when exactly one is allowed (tokens of identical
+ * bytes count as one: a byte-fallback token "<0x21>" beside "!"; *only is the tokenizer's own, "!"),
  * else -1. -1 with err when a bound is hit. */
 int sp_gstate_mask(sp_gstate *s, uint8_t *allowed, int32_t *only, sp_err *err);
 /* 1 when token tok is allowed next, 0 when not; -1 with err. */
