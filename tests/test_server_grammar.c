@@ -101,6 +101,7 @@ static void test_schema_sampled(void) {
     }
     CHECK(ok == N, "%d of %d valid", ok, N);
     printf("  50 sampled requests: %d drafts forced by the grammar\n", forced);
+    CHECK(forced > 0, "no draft was forced by the grammar");
 }
 
 static char *tokens_of(const char *out) {
@@ -147,14 +148,15 @@ static void test_cli_spec_is_plain(void) {
     CHECK(v && sp_json_schema_validate(schema, v), "CLI text '%s'", b);
     json_decref(v), json_decref(schema), json_decref(oa), json_decref(ob);
     free(ta), free(tb);
-    /* a grammar whose '!' has one token: drafted without the drafter, and still the plain tokens */
+    /* the last '!' is the one text the grammar allows there: drafted without the drafter, and the
+     * tokens are still the plain ones */
     const char *g3 = "--grammar 'root ::= ([a-z] \"!\"){3}'";
     ra = harness_runf(a, MAXOUT, "%s %s %s --spec dspark -md models/default/drafter --spec-always 2>&1", BIN, base, g3);
     rb = harness_runf(b, MAXOUT, "%s %s %s 2>&1", BIN, base, g3);
     oa = json_loads(a, 0, NULL), ob = json_loads(b, 0, NULL);
     ta = json_dumps(json_object_get(oa, "tokens"), JSON_COMPACT), tb = json_dumps(json_object_get(ob, "tokens"), JSON_COMPACT);
     CHECK(ra == 0 && rb == 0 && ta && tb && !strcmp(ta, tb), "spec %s vs plain %s", a, b);
-    CHECK(json_integer_value(json_object_get(json_object_get(oa, "stats"), "grammar_forced")) >= 3, "forced: %s", a);
+    CHECK(json_integer_value(json_object_get(json_object_get(oa, "stats"), "grammar_forced")) >= 1, "forced: %s", a);
     const char *txt = json_string_value(json_object_get(ob, "text"));
     CHECK(txt && strlen(txt) >= 6 && txt[1] == '!' && txt[3] == '!' && txt[5] == '!', "text %s", b);
     json_decref(oa), json_decref(ob);

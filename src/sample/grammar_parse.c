@@ -444,7 +444,7 @@ static sp_grammar *flatten(pstate *P, sp_err *err) {
         g->alt0[r] = ia, g->n_alt[r] = P->r[r].n;
         for (int a = 0; a < P->r[r].n; a++) {
             g->alt_start[ia++] = ie;
-            memcpy(g->el + ie, P->r[r].alts[a].e, sizeof(sp_gel) * (size_t)P->r[r].alts[a].n);
+            if (P->r[r].alts[a].n) memcpy(g->el + ie, P->r[r].alts[a].e, sizeof(sp_gel) * (size_t)P->r[r].alts[a].n);
             ie += P->r[r].alts[a].n;
             g->el[ie++] = (sp_gel){GE_END, 0, 0, 0};
         }
