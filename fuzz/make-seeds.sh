@@ -13,7 +13,7 @@ S="$BUILD/specula"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$OUT"
-for t in safetensors config tokenizer gguf load shards regen cli jinja request; do mkdir -p "$OUT/$t"; done
+for t in safetensors config tokenizer gguf load shards regen cli jinja request grammar schema; do mkdir -p "$OUT/$t"; done
 
 # a tokenizer trained on a few lines, and tiny checkpoints of each architecture with it
 printf 'the quick brown fox jumps over the lazy dog\nspeculative decoding drafts tokens and verifies them\n0123456789 hello world, HELLO WORLD!\n' > "$tmp/corpus.txt"
@@ -94,6 +94,11 @@ J
 { printf '\1'; printf '%s' '{"prompt": "Once upon", "max_tokens": 2, "frequency_penalty": 0, "response_format": {"type": "text"}}'; } > "$OUT/request/completion-text.bin"
 { printf '\2'; printf '%s' '{"content": "hello world", "add_special": false}'; } > "$OUT/request/tokenize.bin"
 { printf '\3'; printf '%s' '{"tokens": [1, 2, 3]}'; } > "$OUT/request/detokenize.bin"
+# GBNF grammars (fuzz_grammar: the grammar, a NUL, a text) and JSON schemas (fuzz_schema)
+{ printf '%s\n%s\n' 'root ::= "a" b+ ("x" | [0-9]{2,3})? c # comment' 'b ::= [b-d]'; printf 'c ::= "\\n" | [^"\\\\]*\n'; printf '\0abbb12\n'; } > "$OUT/grammar/basic.bin"
+{ printf 'root ::= x\nx ::= "(" x ")" | ""\n'; printf '\0((()))'; } > "$OUT/grammar/nest.bin"
+printf '%s' '{"type":"object","properties":{"name":{"type":"string","maxLength":8},"tags":{"type":"array","items":{"enum":["a",1,null]},"minItems":1,"maxItems":3},"v":{"anyOf":[{"type":"integer"},{"type":["null","boolean"]}]}},"required":["name"],"additionalProperties":false}' > "$OUT/schema/object.json"
+printf '%s' '{"oneOf":[{"const":"x"},{"type":"array","items":{"type":"number"}}]}' > "$OUT/schema/oneof.json"
 [ -f models/default/target/chat_template.jinja ] && cp models/default/target/chat_template.jinja "$OUT/jinja/default.jinja"
 n=0; for d in "$OUT"/*; do n=$((n + $(ls "$d" | wc -l))); done
 echo "make-seeds: $n seeds in $OUT"

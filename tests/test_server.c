@@ -525,7 +525,7 @@ static void test_errors(void) {
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-5}", 400, "at least 1"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"bogus\":1}", 400, "bogus"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "boolean"},
-        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400, "response_format"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}", 400, "response_format"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", 400, "stop"},
         {"/v1/completions", "{\"prompt\":[1,99999999]}", 400, "vocabulary"},
         {"/v1/completions", "{\"prompt\":[1,-3]}", 400, "non-negative"},

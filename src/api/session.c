@@ -26,6 +26,7 @@ struct sp_session {
     sp_drafter *d;                /* the last drafter made, for built_for / built_ctx */
     sp_sample_params built_for;
     int built_ctx;
+    sp_gvocab *gv;                /* token bytes for grammars (sp_session_gvocab) */
 };
 
 sp_session_params sp_session_params_default(void) {
@@ -93,6 +94,7 @@ fail:
 void sp_session_free(sp_session *s) {
     if (!s) return;
     sp_drafter_free(s->d);
+    sp_gvocab_free(s->gv);
     sp_drafter_src_free(s->src);
     sp_chat_template_free(s->chat);
     sp_tok_free(s->tok);
@@ -124,6 +126,17 @@ int sp_session_chat_tokens(sp_session *s, json_t *messages, json_t *vars, int32_
     const chat_template *ct = sp_session_chat_template(s, err);
     if (!ct) return -1;
     return sp_chat_tokens(ct, s->tok, messages, 1, vars, ids, n, err);
+}
+
+const sp_gvocab *sp_session_gvocab(sp_session *s, sp_err *err) {
+    if (s->gv) return s->gv;
+    if (!s->tok) {
+        sp_err_set(err, "a grammar needs the model's tokenizer, and %s has none", s->model_dir);
+        return NULL;
+    }
+    const sp_config *c = sp_model_config(s->target);
+    s->gv = sp_gvocab_create(s->tok, c->vocab_size, c->eos_ids, c->n_eos, err);
+    return s->gv;
 }
 
 int sp_session_text_tokens(sp_session *s, const char *text, int32_t **ids, int *n, sp_err *err) {
@@ -256,7 +269,14 @@ static int run_spec(sp_session *s, sp_drafter *d, const int32_t *prompt, int n, 
         spp.tree = s->p.tree;
         spp.tree.max_depth = o->draft_max;
     }
+    sp_grammar *g = NULL;
+    if (r->grammar) {
+        spp.gvocab = sp_session_gvocab(s, err);
+        if (!spp.gvocab || !(g = sp_grammar_parse(r->grammar, strlen(r->grammar), NULL, err))) return -1;
+        spp.grammar = g;
+    }
     int rc = sp_spec_generate(s->target, d, prompt, n, &spp, out->tokens, gp.max_new, &out->spec, err);
+    sp_grammar_free(g);
     sp_spec_stats *ss = &out->spec;
     out->gen = (sp_gen_stats){.prompt_tokens = ss->prompt_tokens, .emitted = ss->emitted, .prefill_ms = ss->prefill_ms,
                               .decode_ms = ss->decode_ms, .decode_tps = ss->decode_tps, .stop = ss->stop};
@@ -288,7 +308,7 @@ int sp_session_generate(sp_session *s, const int32_t *prompt, int n, const sp_se
         int need = gp.max_ctx > 0 ? gp.max_ctx + G + 1 : n + gp.max_new + G + 1;
         if (!(d = session_drafter(s, &gp.sample, need, err))) goto done;
     }
-    if (d || r->profile || r->round_plain) rc = run_spec(s, d, prompt, n, r, gp, out, err);
+    if (d || r->profile || r->round_plain || r->grammar) rc = run_spec(s, d, prompt, n, r, gp, out, err);
     else rc = sp_generate(s->target, NULL, prompt, n, &gp, out->tokens, gp.max_new, &out->gen, err);
     out->n_tokens = out->gen.emitted;
     if (!rc) text_finish(&t);

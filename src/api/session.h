@@ -57,6 +57,9 @@ const chat_template *sp_session_chat_template(sp_session *s, sp_err *err);
 /* A conversation (JSON array of {role, content}) as prompt tokens, with the generation prompt:
  * the one chat-to-token path (sp_chat_tokens). vars: extra template variables or NULL. */
 int sp_session_chat_tokens(sp_session *s, json_t *messages, json_t *vars, int32_t **ids, int *n, sp_err *err);
+/* The token bytes of the model's vocabulary for grammars (built at the first call, owned by the
+ * session); NULL with err when the model has no tokenizer. */
+const sp_gvocab *sp_session_gvocab(sp_session *s, sp_err *err);
 /* Text as prompt tokens (BOS as the model adds it, special tokens parsed). */
 int sp_session_text_tokens(sp_session *s, const char *text, int32_t **ids, int *n, sp_err *err);
 
@@ -78,6 +81,7 @@ typedef struct {
     int round_plain;               /* 1: without a drafter, plain decoding through the speculative round
                                       (out->spec filled) rather than sp_generate */
     sp_policy *policy_carry;       /* NULL, or the adaptive policy's state carried between requests */
+    const char *grammar;           /* NULL, or GBNF the output follows (compiled per request) */
     sp_session_text_cb on_text;    /* NULL: no streamed text */
     void *cb_ctx;
 } sp_session_req;

@@ -14,6 +14,8 @@
 #include "args.h"
 #include "chat_cli.h"
 #include "core/core.h"
+#include "sample/grammar.h"
+#include "sample/json_schema.h"
 #include "sample_cli.h"
 #include "session_cli.h"
 #include "spec_cli.h"
@@ -26,6 +28,8 @@ static const char *CMD = "generate";
 
 typedef struct {
     const char *dir, *text, *ids_arg, *file;
+    const char *grammar, *grammar_file, *json_schema; /* structured output (one of them) */
+    char *gbnf;                                       /* the grammar they give, resolved */
     int n_predict, threads, ignore_eos, json, ctx, chat, escape;
     cli_sample_opts samp;
     cli_list stops, bias_list;
@@ -60,8 +64,12 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         {"-e", "--escape", CLI_FLAG, &g->escape, NULL, "process \\n \\t \\\\ escapes in the prompt (-p / -f), as llama.cpp"},
         {"-l", "--logit-bias", CLI_LIST, &g->bias_list, "ID(+|-)B",
          "add B to token ID's logit (15043+1, 15043-inf bans it; repeatable), as llama.cpp"},
+        {NULL, "--grammar", CLI_STR, &g->grammar, "GBNF", "the output follows this GBNF grammar (llama.cpp's syntax)"},
+        {NULL, "--grammar-file", CLI_STR, &g->grammar_file, "FILE", "the output follows the GBNF grammar in FILE"},
+        {"-j", "--json-schema", CLI_STR, &g->json_schema, "SCHEMA",
+         "the output is JSON following this JSON Schema (inline JSON, or a FILE holding it)"},
     };
-    int n_opts = 15;
+    int n_opts = 18;
     n_opts += cli_sample_opt_rows(opts + n_opts, &g->samp);
     n_opts += cli_spec_opt_rows(opts + n_opts, &g->spec);
     n_opts += cli_tree_opt_rows(opts + n_opts, &g->tree);
@@ -85,6 +93,33 @@ static int gen_parse(gen_opts *g, int argc, char **argv) {
         cli_logit_bias_parse(CMD, &g->bias_list, g->bias_ids, g->bias, &g->gp))
         return -1;
     for (int i = 0; i < g->stops.n; i++) cli_unescape((char *)g->stops.v[i]); /* argv's own storage */
+    return 0;
+}
+
+/* --grammar / --grammar-file / --json-schema into g->gbnf (checked by compiling it). Prints errors;
+ * returns 0 / -1. */
+static int gen_grammar(gen_opts *g) {
+    int n = !!g->grammar + !!g->grammar_file + !!g->json_schema;
+    if (n == 0) return 0;
+    if (n > 1) return cli_error(CMD, "give one of --grammar, --grammar-file and --json-schema"), -1;
+    sp_err err = {{0}};
+    char *buf = NULL;
+    size_t len = 0;
+    const char *src = g->grammar_file ? g->grammar_file : g->json_schema;
+    if (g->grammar) buf = strdup(g->grammar);
+    else if (g->json_schema && g->json_schema[strspn(g->json_schema, " \t\n")] == '{') buf = strdup(g->json_schema);
+    else if (sp_read_file(src, &buf, &len, &err)) return cli_error(CMD, "%s: %s", src, err.msg), -1;
+    if (!buf) return cli_error(CMD, "out of memory"), -1;
+    if (g->json_schema) {
+        g->gbnf = sp_json_schema_gbnf_text(buf, strlen(buf), &err);
+        free(buf);
+        if (!g->gbnf) return cli_error(CMD, "--json-schema: %s", err.msg), -1;
+    } else {
+        g->gbnf = buf;
+    }
+    sp_grammar *gr = sp_grammar_parse(g->gbnf, strlen(g->gbnf), NULL, &err);
+    sp_grammar_free(gr);
+    if (!gr) return cli_error(CMD, "%s: %s", g->json_schema ? "--json-schema" : "--grammar", err.msg), -1;
     return 0;
 }
 
@@ -163,6 +198,8 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
         json_object_set_new(js, "mean_accept_len", json_real(spec->mean_accept_len));
         json_object_set_new(js, "accept_per_position", pos);
         json_object_set_new(js, "draft_ms", json_real(spec->draft_ms));
+        json_object_set_new(js, "grammar_forced", json_integer(spec->forced));
+        json_object_set_new(js, "grammar_cut", json_integer(spec->cut));
         json_object_set_new(js, "verify_ms", json_real(spec->verify_ms));
         json_t *nd = json_object();
         for (int r = 0; r < SP_NODRAFT_N; r++)
@@ -207,6 +244,8 @@ static void print_summary(const gen_opts *g, sp_session *s, const sp_session_out
         if (ss->rounds_nodraft[r])
             fprintf(stderr, " | no drafts (%s): %d rounds", sp_nodraft_reason_name(r), ss->rounds_nodraft[r]);
     if (o->mean_conf >= 0) fprintf(stderr, " | mean confidence %.3f", o->mean_conf);
+    if (g->gbnf)
+        fprintf(stderr, " | grammar: %d drafts forced (no drafter call), %d drafts cut", ss->forced, ss->cut);
     fprintf(stderr, "\n");
 }
 
@@ -240,6 +279,7 @@ static int gen_request(gen_opts *g, sp_session *s, const int32_t *prompt, int n_
     r.stops = g->stops.v;
     r.n_stops = g->stops.n;
     r.keep_text = 1;
+    r.grammar = g->gbnf;
     r.on_text = on_text;
     r.cb_ctx = &gs;
     sp_session_out o;
@@ -266,8 +306,10 @@ int cmd_generate(int argc, char **argv) {
     int rc = gen_parse(&g, argc, argv);
     if (rc) return rc > 0 ? 0 : 2;
     char *file_text = NULL;
+    if (gen_grammar(&g)) return 2;
     if (gen_read_file(&g, &file_text) || gen_escape(&g, &file_text)) {
         free(file_text);
+        free(g.gbnf);
         return 2;
     }
     if (g.chat_o.cnv) { /* -n -1 in a chat: each reply ends at its end of turn (or the context) */
@@ -275,6 +317,7 @@ int cmd_generate(int argc, char **argv) {
                           &(cli_chat_run_opts){g.dir, g.text, g.n_predict, g.threads, g.ctx, g.gp.sample, &g.spec, &g.gp,
                                                g.stops.v, g.stops.n});
         free(file_text);
+        free(g.gbnf);
         return rc;
     }
     if (!g.text && !g.ids_arg) { /* before loading anything */
@@ -290,6 +333,7 @@ int cmd_generate(int argc, char **argv) {
         !cli_session_prompt(CMD, s, &g.chat_o, g.chat, g.text, g.ids_arg, &prompt, &n_prompt))
         rc = gen_request(&g, s, prompt, n_prompt);
     free(file_text);
+    free(g.gbnf);
     free(prompt);
     sp_session_free(s);
     return rc;

@@ -28,6 +28,11 @@ struct sp_round {
     int hold, n_hold;
     int32_t hold_tok[HOLD_ROWS];
     float *hold_taps, *hold_hid; /* [HOLD_ROWS, n_taps·H], [HOLD_ROWS, H] */
+    /* the grammar (p.grammar): the position after the committed tokens, a working copy, the allowed
+     * tokens of this round's rows [rows_max, V] (rows 0 .. n_gmask computed) */
+    sp_gstate *gs, *gw;
+    uint8_t *gmask;
+    int n_gmask, forced_round;
     sp_round_result res;
 };
 
@@ -65,6 +70,18 @@ sp_round *sp_round_create(sp_model *m, sp_kv *kv, const sp_round_params *p, sp_e
     int rc = 0;
     if (!(r->smp = sp_sampler_create(r->V, &p->sample, err))) rc = -1;
     if (!rc && sp_penalty_active(&p->penalty) && !(r->pen = sp_penalty_create(r->V, &p->penalty, err))) rc = -1;
+    if (!rc && p->grammar) {
+        r->p.tree.nodes = 0; /* chains only under a grammar */
+        r->rows_max = 1 + p->draft_max;
+        r->gmask = malloc((size_t)r->rows_max * V);
+        if (!p->gvocab) rc = sp_err_set(err, "round: a grammar without the vocabulary's token bytes");
+        else if (sp_gvocab_size(p->gvocab) != r->V)
+            rc = sp_err_set(err, "round: grammar vocabulary of %d tokens for a model of %d", sp_gvocab_size(p->gvocab), r->V);
+        else if (!r->gmask) rc = sp_err_set(err, "round: out of memory for the grammar's masks");
+        else if (!(r->gs = sp_gstate_create(p->grammar, p->gvocab, err)) || !(r->gw = sp_gstate_create(p->grammar, p->gvocab, err)))
+            rc = -1;
+        R = (size_t)r->rows_max;
+    }
     if (rc) {
         sp_round_free(r);
         return NULL;
@@ -91,6 +108,7 @@ void sp_round_free(sp_round *r) {
     sp_penalty_free(r->pen);
     free(r->probs), free(r->own_logits), free(r->q), free(r->taps), free(r->hidden);
     free(r->hold_taps), free(r->hold_hid);
+    sp_gstate_free(r->gs), sp_gstate_free(r->gw), free(r->gmask);
     free(r);
 }
 
@@ -133,6 +151,57 @@ void sp_round_begin(sp_round *r, int32_t pending, int room) {
     r->blk[0] = pending;
     r->room = room;
     r->pos = sp_kv_len(r->kv);
+    r->n_gmask = r->forced_round = 0;
+}
+
+/* ---- the grammar -------------------------------------------------------------------------- */
+/* The masks of rows 0 .. nd along the chain drafts (rows the forced proposal computed are kept); a
+ * draft the grammar forbids ends the chain there. Returns the drafts kept. */
+static int gram_chain(sp_round *r, int nd, sp_err *err) {
+    if (sp_gstate_copy(r->gw, r->gs, err)) return -1;
+    for (int i = 0;; i++) {
+        uint8_t *m = r->gmask + (size_t)i * r->V;
+        int32_t only;
+        if (i >= r->n_gmask && sp_gstate_mask(r->gw, m, &only, err) < 0) return -1;
+        if (i >= r->n_gmask) r->n_gmask = i + 1;
+        if (i == nd) return nd;
+        if (!m[r->blk[i + 1]]) {
+            r->res.cut = nd - i;
+            return i;
+        }
+        if (sp_gstate_accept(r->gw, r->blk[i + 1], err)) return -1;
+    }
+}
+
+/* The drafts the grammar forces from the pending token on (exactly one token allowed), at most k:
+ * drafted without the drafter. Their rows' masks stay computed. Returns the count. */
+static int gram_forced(sp_round *r, int k, sp_err *err) {
+    if (sp_gstate_copy(r->gw, r->gs, err)) return -1;
+    int j = 0;
+    for (;; j++) {
+        int32_t only;
+        if (sp_gstate_mask(r->gw, r->gmask + (size_t)j * r->V, &only, err) < 0) return -1;
+        r->n_gmask = j + 1;
+        if (j == k || only < 0 || sp_gstate_done(r->gw)) return j;
+        r->blk[j + 1] = only;
+        if (sp_gstate_accept(r->gw, only, err)) return -1;
+    }
+}
+
+/* A draft distribution row q[V] restricted to the tokens allowed (m) and renormalised; one-hot at the
+ * draft x when nothing allowed is left. */
+static void gram_mask_q(float *q, const uint8_t *m, int V, int32_t x) {
+    double z = 0;
+    for (int v = 0; v < V; v++) {
+        if (!m[v]) q[v] = 0;
+        z += q[v];
+    }
+    if (z <= 0) {
+        memset(q, 0, sizeof(float) * (size_t)V);
+        q[x] = 1;
+        return;
+    }
+    for (int v = 0; v < V; v++) q[v] = (float)(q[v] / z);
 }
 
 /* Tell the drafter the plain rounds held since its last propose / commit. */
@@ -152,13 +221,29 @@ int sp_round_set_drafts(sp_round *r, int k, int nd, sp_err *err) {
     if (nd < 0) nd = 0;
     for (int i = 1; i <= nd; i++)
         if (r->blk[i] < 0 || r->blk[i] >= r->V)
-            return sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", r->d->name, r->blk[i]);
-    r->res.nd = r->res.depth = nd < r->p.draft_min ? 0 : nd;
+            return sp_err_set(err, "spec: drafter %s proposed token %d outside the vocabulary", r->d ? r->d->name : "(grammar)", r->blk[i]);
+    if (r->gs && (nd = gram_chain(r, nd, err)) < 0) return -1;
+    if (nd < r->p.draft_min && !r->forced_round) nd = 0;
+    for (int i = 0; r->gs && r->q_chain && i < nd; i++) {
+        float *q = r->q + (size_t)i * r->V;
+        if (r->forced_round) memset(q, 0, sizeof(float) * (size_t)r->V), q[r->blk[i + 1]] = 1;
+        else gram_mask_q(q, r->gmask + (size_t)i * r->V, r->V, r->blk[i + 1]);
+    }
+    r->res.nd = r->res.depth = nd;
     return 0;
 }
 
 int sp_round_propose(sp_round *r, int k, sp_err *err) {
     r->res.k = k;
+    if (r->gs && k > 0) { /* tokens the grammar forces cost no drafter call */
+        int f = gram_forced(r, k < r->room ? k : r->room, err);
+        if (f < 0) return -1;
+        if (f > 0) {
+            r->forced_round = 1;
+            r->res.forced = f;
+            return sp_round_set_drafts(r, k, f, err);
+        }
+    }
     if (!r->d || k <= 0) return 0;
     /* the held rows' update is a one-time cost of turning drafting on: apart from draft_ms */
     double t0 = sp_time_ms();
@@ -224,6 +309,7 @@ static int chain_accept(sp_round *r, sp_err *err) {
             pushed += i > 0;
             sp_penalty_apply(r->pen, lg);
         }
+        if (r->gs) sp_grammar_apply(r->gmask + (size_t)i * r->V, lg, r->V);
         if (r->greedy) {
             int best = sp_sample_argmax(lg, r->V);
             if (i < nd && r->blk[i + 1] == best) {
@@ -248,6 +334,7 @@ static int chain_accept(sp_round *r, sp_err *err) {
 }
 
 int sp_round_accept(sp_round *r, sp_err *err) {
+    if (r->gs && r->n_gmask < r->res.nd + 1 && gram_chain(r, r->res.nd, err) < 0) return -1; /* a plain step's row */
     if (!r->res.tree) return chain_accept(r, err);
     sp_tree_walk_in in = {.logits = r->logits, .q = r->greedy ? NULL : r->q, .probs = r->probs, .smp = r->smp,
                           .V = r->V, .greedy = r->greedy, .broken = r->p.broken_residual, .seed = r->p.sample.seed,
@@ -268,6 +355,8 @@ int sp_round_emit(sp_round *r, int (*stop)(void *ctx, int32_t tok, int i), void 
     for (int i = 0; i <= r->res.acc && !r->res.stopped; i++) {
         int32_t tok = i < r->res.acc ? r->acc_tok[i] : r->res.next;
         if (r->pen && sp_penalty_push(r->pen, tok, err)) return -1;
+        int bad = r->gs ? sp_gstate_accept(r->gs, tok, err) : 0;
+        if (bad) return bad < 0 ? -1 : sp_err_set(err, "grammar: token %d emitted where the grammar forbids it", tok);
         n++;
         if (stop(ctx, tok, i)) r->res.stopped = 1;
     }
@@ -283,11 +372,35 @@ static int hold_row(sp_round *r, sp_err *err) {
     return r->n_hold == HOLD_ROWS ? hold_flush(r, err) : 0;
 }
 
+/* A round the grammar drafted: to the drafter it is acc + 1 plain steps, each token held for extend
+ * or committed with its own row. */
+static int forced_commit(sp_round *r, sp_err *err) {
+    int nt = r->p.n_taps, H = r->H;
+    for (int j = 0; j <= r->res.acc; j++) {
+        int32_t tok = j < r->res.acc ? r->acc_tok[j] : r->res.next;
+        const float *taps = nt ? r->taps + (size_t)j * nt * H : NULL;
+        const float *hid = r->p.wants_hidden ? r->hidden + (size_t)j * H : NULL;
+        if (!r->hold) {
+            if (r->d->commit(r->d, 0, tok, taps, hid, err)) return -1;
+            continue;
+        }
+        if (nt) memcpy(r->hold_taps + (size_t)r->n_hold * nt * H, taps, sizeof(float) * (size_t)nt * H);
+        if (hid) memcpy(r->hold_hid + (size_t)r->n_hold * H, hid, sizeof(float) * (size_t)H);
+        r->hold_tok[r->n_hold++] = tok;
+        if (r->n_hold == HOLD_ROWS && hold_flush(r, err)) return -1;
+    }
+    return 0;
+}
+
 int sp_round_commit(sp_round *r, sp_err *err) {
     if (!r->d) return 0;
     double t0 = sp_time_ms();
     int rc;
-    if (r->res.k > 0 || !r->hold) {
+    if (r->forced_round) {
+        int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
+        rc = forced_commit(r, err);
+        sp_prof_phase_leave(prof);
+    } else if (r->res.k > 0 || !r->hold) {
         int prof = sp_prof_phase_enter(SP_PROF_DRAFT);
         rc = r->d->commit(r->d, r->res.acc, r->res.next, r->taps, r->hidden, err);
         sp_prof_phase_leave(prof);

@@ -26,6 +26,7 @@
 #include "decode/drafter.h"
 #include "decode/spec.h"
 #include "decode/tree.h"
+#include "sample/grammar.h"
 #include "sample/penalty.h"
 #include "sample/sample.h"
 
@@ -44,6 +45,13 @@ typedef struct {
     int broken_residual;       /* the audit's test hook (spec.h) */
     void (*on_verify)(void *ctx, int i, const float *p, int V); /* spec.h; NULL: none */
     void *on_verify_ctx;
+    /* A grammar the output follows (NULL: none; both borrowed). Each verified row's logits and each
+     * draft's q are masked to the tokens the grammar allows there, so greedy speculative output is
+     * plain constrained output and sampled output has the constrained target distribution; a draft
+     * the grammar forbids ends the block; where exactly one token is allowed it is drafted without
+     * asking the drafter. Token trees are turned off under a grammar (chains only). */
+    const sp_grammar *grammar;
+    const sp_gvocab *gvocab;
 } sp_round_params;
 
 /* What the last round did. */
@@ -59,6 +67,8 @@ typedef struct {
     double hold_ms;              /* the held rows' extend() before the proposal */
     double draft_ms;             /* the drafter's propose and commit */
     int stopped;                 /* sp_round_emit: the caller's stop test ended the request */
+    int forced;                  /* drafts the grammar forced (drafted without the drafter) */
+    int cut;                     /* drafts dropped because the grammar forbids them */
 } sp_round_result;
 
 typedef struct sp_round sp_round;

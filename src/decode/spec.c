@@ -132,6 +132,8 @@ static int verify(loop_t *L, int why, double *forward_ms, sp_err *err) {
     st->verify_ms += sp_time_ms() - tv;
     if (res->tree) *forward_ms = sp_time_ms() - tv;
     count_positions(st, res->nd, res->depth, res->acc);
+    st->forced += res->forced;
+    st->cut += res->cut;
     return 0;
 }
 
@@ -174,7 +176,8 @@ static int loop_init(loop_t *L, int G, int TN, sp_err *err) {
                           .wants_hidden = d && d->wants_hidden, .own_logits = 1,
                           .hold_plain = p->policy == SP_SPEC_POLICY_ADAPTIVE,
                           .want_alpha = p->policy == SP_SPEC_POLICY_ADAPTIVE, .broken_residual = p->broken_residual,
-                          .on_verify = p->on_verify, .on_verify_ctx = p->on_verify_ctx};
+                          .on_verify = p->on_verify, .on_verify_ctx = p->on_verify_ctx, .grammar = p->grammar,
+                          .gvocab = p->gvocab};
     if (TN) {
         rp.tree = p->tree;
         if (rp.tree.nodes < 1 || rp.tree.nodes > SP_TREE_MAX_NODES || rp.tree.k < 1)
@@ -224,7 +227,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     if (!st) st = &s_local;
     memset(st, 0, sizeof *st);
     int G = d ? p->draft_max : 0;
-    int TN = d && p->tree.nodes > 0 ? p->tree.nodes : 0; /* tree nodes per round (0: chains) */
+    int TN = d && p->tree.nodes > 0 && !p->grammar ? p->tree.nodes : 0; /* tree nodes per round (0: chains) */
     loop_t L = {.m = m, .d = d, .p = p, .H = sp_model_config(m)->hidden_size, .out = out, .st = st};
     if (check_args(m, n_prompt, p, out_cap, G, TN, &L.max_ctx, &L.chunk, err)) return -1;
     int rc = -1;

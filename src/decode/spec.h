@@ -19,6 +19,7 @@
 #include "decode/drafter.h"
 #include "decode/generate.h"
 #include "decode/policy.h"
+#include "sample/grammar.h"
 
 #define SP_SPEC_MAX_G 32
 
@@ -42,6 +43,10 @@ typedef struct {
      * row that verifies draft i (0-based) of the round, before its accept test (calibrate) */
     void (*on_verify)(void *ctx, int i, const float *p, int V);
     void *on_verify_ctx;
+    /* NULL, or the grammar the output follows and the token bytes of the model's vocabulary (both
+     * borrowed; round.h: masked rows and drafts, forced drafts, chains only) */
+    const sp_grammar *grammar;
+    const sp_gvocab *gvocab;
 } sp_spec_params;
 
 sp_spec_params sp_spec_params_default(void);
@@ -62,6 +67,8 @@ typedef struct {
     int rounds_nodraft[SP_NODRAFT_N];       /* rounds that verified no drafts, by reason */
     sp_prof_totals prof;                    /* params.profile: ms by (phase, part) over the decode */
     sp_stop_reason stop;
+    int forced;                             /* drafts the grammar forced (no drafter call) */
+    int cut;                                /* drafts dropped because the grammar forbids them */
 } sp_spec_stats;
 
 /* Speculative generation after prompt[0, n_prompt) with drafter d (NULL: plain decoding through

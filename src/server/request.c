@@ -2,6 +2,8 @@
  * looked up in one table of what the route accepts, so an unknown field is found by one loop. */
 #include "server/request.h"
 
+#include "sample/json_schema.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,17 +37,17 @@ static const char *CHAT_FIELDS[] = {"model", "messages", "max_tokens", "max_comp
                                     "presence_penalty", "logit_bias", "user", "tools", "tool_choice",
                                     "parallel_tool_calls", "store", "metadata", "service_tier", "ignore_eos",
                                     "return_tokens", "speculative", "repeat_penalty", "repeat_last_n",
-                                    "penalty_last_n", "cache_prompt", NULL};
+                                    "penalty_last_n", "cache_prompt", "json_schema", "grammar", NULL};
 static const char *COMPLETION_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
                                           "seed", "stop", "n", "stream", "stream_options", "logprobs", "echo",
                                           "best_of", "suffix", "frequency_penalty", "presence_penalty",
                                           "logit_bias", "user", "ignore_eos", "return_tokens",
                                           "speculative", "repeat_penalty", "repeat_last_n", "penalty_last_n",
-                                          NULL};
+                                          "cache_prompt", "json_schema", "grammar", NULL};
 static const char *NATIVE_FIELDS[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
                                       "stop", "stream", "frequency_penalty", "presence_penalty", "logit_bias",
                                       "ignore_eos", "return_tokens", "speculative", "repeat_penalty",
-                                      "repeat_last_n", "penalty_last_n", "n_probs", "cache_prompt", NULL};
+                                      "repeat_last_n", "penalty_last_n", "n_probs", "cache_prompt", "json_schema", "grammar", NULL};
 /* llama-server's fields on every generation route (chat, completions, /completion): n_predict
  * (= max_tokens; -1: until the end or the context), chat_template_kwargs (chat); the sampling
  * extensions it has and specula has not, accepted at their neutral value only (NEUTRAL_FIELDS);
@@ -406,6 +408,42 @@ static int parse_generation(json_t *o, srv_request *r, srv_error *e) {
     return 0;
 }
 
+/* Structured output, one of: response_format {"type": "json_object"} or {"type": "json_schema",
+ * "json_schema": {"schema": S}} (OpenAI; chat only), llama-server's json_schema (S) or grammar (GBNF
+ * text). The schema becomes GBNF (sample/json_schema.h) and the GBNF is compiled into r->grammar; an
+ * unsupported keyword or a grammar error is a 400 naming the field. */
+static int parse_structured(json_t *o, srv_request *r, srv_error *e) {
+    json_t *rf = json_object_get(o, "response_format"), *js = json_object_get(o, "json_schema");
+    json_t *gr = json_object_get(o, "grammar"), *schema = NULL;
+    const char *param = NULL;
+    if (rf && !json_is_null(rf)) {
+        json_t *ty = json_object_get(rf, "type");
+        const char *t = json_is_object(rf) && json_is_string(ty) ? json_string_value(ty) : "";
+        if (!strcmp(t, "json_schema")) {
+            json_t *w = json_object_get(rf, "json_schema");
+            if (!json_is_object(w) || !(schema = json_object_get(w, "schema")))
+                return BAD(e, "response_format", "'response_format' of type json_schema needs json_schema.schema");
+        } else if (strcmp(t, "json_object") && strcmp(t, "text")) {
+            return BAD(e, "response_format", "'response_format' type must be \"text\", \"json_object\" or \"json_schema\"");
+        }
+        if (strcmp(t, "text")) param = "response_format";
+    }
+    int n_given = !!param + (js && !json_is_null(js)) + (gr && !json_is_null(gr));
+    if (n_given > 1) return BAD(e, "grammar", "give one of response_format, json_schema and grammar");
+    if (js && !json_is_null(js)) schema = js, param = "json_schema";
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) return BAD(e, "grammar", "'grammar' must be a string (GBNF)");
+        param = "grammar";
+    }
+    if (!param) return 0;
+    sp_err err = {{0}};
+    char *text = gr && !json_is_null(gr) ? dup_str(json_string_value(gr)) : sp_json_schema_gbnf(schema, &err);
+    if (!text) return BAD(e, param, "'%s': %s", param, err.msg[0] ? err.msg : "out of memory");
+    r->grammar = sp_grammar_parse(text, strlen(text), NULL, &err);
+    free(text);
+    return r->grammar ? 0 : BAD(e, param, "'%s': %s", param, err.msg);
+}
+
 static int parse_chat(json_t *o, srv_request *r, srv_error *e) {
     if (parse_messages(o, r, e) || parse_generation(o, r, e)) return -1;
     int lp = 0;
@@ -413,12 +451,7 @@ static int parse_chat(json_t *o, srv_request *r, srv_error *e) {
     if (get_bool(o, "logprobs", &lp, e) || get_int(o, "top_logprobs", 0, 20, &top, e)) return -1;
     if (top >= 0 && !lp) return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = lp ? (top >= 0 ? (int)top : 0) : -1;
-    json_t *rf = json_object_get(o, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *ty = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(ty) || strcmp(json_string_value(ty), "text"))
-            return BAD(e, "response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
-    }
+    if (parse_structured(o, r, e)) return -1;
     if (neutral(o, "tools", e) || neutral(o, "tool_choice", e)) return -1;
     return 0;
 }
@@ -426,7 +459,7 @@ static int parse_chat(json_t *o, srv_request *r, srv_error *e) {
 static int parse_completion(json_t *o, srv_request *r, srv_error *e) {
     if (parse_prompt(o, r, e) || parse_generation(o, r, e) || get_bool(o, "echo", &r->echo, e)) return -1;
     long long lp = -1;
-    if (get_int(o, "logprobs", 0, 5, &lp, e)) return -1;
+    if (get_int(o, "logprobs", 0, 5, &lp, e) || parse_structured(o, r, e)) return -1;
     r->top_logprobs = (int)lp;
     json_t *sfx = json_object_get(o, "suffix");
     if (sfx && !json_is_null(sfx)) return BAD(e, "suffix", "'suffix' is not supported");
@@ -494,5 +527,6 @@ void sp_srv_request_free(srv_request *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->model), free(r->prompt_text), free(r->prompt_ids), free(r->content);
     free(r->tmpl_kwargs), free(r->bias_ids), free(r->bias);
+    sp_grammar_free(r->grammar);
     memset(r, 0, sizeof *r);
 }

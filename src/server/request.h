@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sample/grammar.h"
 #include "sample/penalty.h"
 #include "sample/sample.h"
 
@@ -63,6 +64,8 @@ typedef struct {
     int ignore_eos;             /* extension */
     int speculative;            /* extension: 0 decodes this request without the drafter (default 1) */
     int cache_prompt;           /* llama-server's: 0 forwards the whole prompt, not reusing a slot's cache (default 1) */
+    sp_grammar *grammar;        /* response_format json_object / json_schema, or llama-server's json_schema /
+                                   grammar: the compiled grammar the output follows (NULL: none) */
 } srv_request;
 
 typedef struct {

@@ -40,6 +40,8 @@ json_t *sp_srv_timings_json(const srv_job *j) {
     json_object_set_new(o, "predicted_per_second", json_real(gms > 0 ? gn * 1000.0 / gms : 0));
     json_object_set_new(o, "draft_n", json_integer(st->drafted));
     json_object_set_new(o, "draft_n_accepted", json_integer(st->accepted));
+    json_object_set_new(o, "draft_n_grammar_forced", json_integer(st->forced));
+    json_object_set_new(o, "draft_n_grammar_cut", json_integer(st->cut));
     json_object_set_new(o, "target_calls", json_integer(st->target_calls));
     json_object_set_new(o, "tau", json_real(st->target_calls ? (double)st->emitted / st->target_calls : 0));
     json_object_set_new(o, "rounds_without_drafts",

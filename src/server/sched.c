@@ -74,8 +74,15 @@ static void admit(srv *s, int i, srv_job *j) {
     slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample,
                      .penalty = j->req.penalty, .max_new = j->max_new, .ignore_eos = j->req.ignore_eos,
                      .draft_max = s->o.draft_max, .draft_min = s->o.draft_min, .tree = s->o.tree,
-                     .top_logprobs = j->req.top_logprobs, .cache_prompt = j->req.cache_prompt};
-    int rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
+                     .top_logprobs = j->req.top_logprobs, .cache_prompt = j->req.cache_prompt, .grammar = j->req.grammar};
+    int rc = 0;
+    if (p.grammar && !s->gv) { /* the vocabulary's token bytes, once */
+        const sp_config *c = sp_model_config(s->m);
+        if (!s->tok) rc = sp_err_set(&err, "a grammar needs the model's tokenizer");
+        else rc = !(s->gv = sp_gvocab_create(s->tok, c->vocab_size, c->eos_ids, c->n_eos, &err));
+    }
+    p.gvocab = s->gv;
+    if (!rc) rc = sp_slot_begin(s->slots[i], &p, s->o.make_drafter && j->req.speculative ? &s->dsrc : NULL, &err);
     j->ts = sp_tok_stream_new_ex(s->tok, TOK_DECODE_SKIP_SPECIAL);
     if (!rc && j->req.n_stop)
         rc = !(j->stop = sp_stopstr_create((const char *const *)j->req.stop, j->req.n_stop, &err));
@@ -180,7 +187,8 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         if (done[i]) continue;
         sp_drafter *d = sp_slot_drafter(s->slots[i]);
         rows += g[i];
-        if (!d->propose_batch || !d->batch_key || sp_slot_is_tree(s->slots[i])) { /* one by one */
+        if (!d->propose_batch || !d->batch_key || sp_slot_is_tree(s->slots[i]) || sp_slot_has_grammar(s->slots[i])) {
+            /* one by one (trees, and grammars: their forced drafts skip the drafter) */
             done[i] = 1;
             nd[i] = sp_slot_propose(s->slots[i], g[i], err);
             if (nd[i] < 0) failed[i] = 1, nd[i] = 0;
@@ -192,7 +200,8 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
         int32_t *dr[P];
         float *q[P];
         for (int k = i; k < P; k++) {
-            if (done[k] || sp_slot_is_tree(s->slots[k]) || sp_slot_drafter(s->slots[k])->batch_key != d->batch_key)
+            if (done[k] || sp_slot_is_tree(s->slots[k]) || sp_slot_has_grammar(s->slots[k]) ||
+                sp_slot_drafter(s->slots[k])->batch_key != d->batch_key)
                 continue;
             if (k > i) rows += g[k];
             done[k] = 1;
@@ -533,6 +542,8 @@ void sp_srv_sched_stop(srv *s) {
     free(s->slots), free(s->slot_job);
     s->slots = NULL, s->slot_job = NULL;
     sp_kv_free(s->scratch);
+    sp_gvocab_free(s->gv);
+    s->gv = NULL;
     s->scratch = NULL;
     free(s->logits);
     s->logits = NULL;

@@ -63,6 +63,7 @@ struct srv {
     int port;
     sp_model *m;
     tok_tokenizer *tok;
+    struct sp_gvocab *gv;     /* the vocabulary's token bytes for grammars (scheduler thread; built at the first) */
     const struct chat_template *chat; /* the session's; NULL: none (chats are the contents joined) */
     struct json_t *tmpl_vars;   /* --chat-template-kwargs as a JSON object, or NULL */
     pthread_mutex_t chat_mu;    /* chat rendering is serialized */

@@ -176,7 +176,8 @@ static int cache_keep(srv_slot *s, const slot_params *p, sp_err *err) {
 static int round_make(srv_slot *s, sp_err *err) {
     const slot_params *p = &s->p;
     sp_round_params rp = {.sample = p->sample, .penalty = p->penalty, .draft_max = s->G, .draft_min = p->draft_min,
-                          .n_taps = s->nt, .tap_layers = s->nt ? s->src.tap_layers : NULL, .wants_hidden = s->wh};
+                          .n_taps = s->nt, .tap_layers = s->nt ? s->src.tap_layers : NULL, .wants_hidden = s->wh,
+                          .grammar = p->grammar, .gvocab = p->gvocab};
     if (s->TN) rp.tree = p->tree;
     if (!(s->R = sp_round_create(s->m, s->kv, &rp, err))) return -1;
     return sp_round_push(s->R, p->prompt, p->n_prompt, err);
@@ -213,7 +214,7 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
     s->stop = SP_STOP_NONE;
     s->n_emit = 0;
     s->G = s->spec ? p->draft_max : 0;
-    s->TN = s->spec && p->tree.nodes > 0 ? p->tree.nodes : 0;
+    s->TN = s->spec && p->tree.nodes > 0 && !p->grammar ? p->tree.nodes : 0; /* chains under a grammar */
     if (begin_check(s, p, err)) return -1;
     s->greedy = sp_sample_is_greedy(&p->sample);
     s->nt = s->spec ? s->src.n_taps : 0;
@@ -257,6 +258,7 @@ int sp_slot_rows_wanted(const srv_slot *s) {
 
 int sp_slot_plan_rows(const srv_slot *s) { return s->row_room < 0 ? 0 : 1 + s->row_room; }
 int sp_slot_is_tree(const srv_slot *s) { return s->TN > 0; }
+int sp_slot_has_grammar(const srv_slot *s) { return s->p.grammar != NULL; }
 
 /* The prompt is in the cache: decoding starts, the drafter (if any) dormant — not built — with the
  * prompt and its rows as its context. */
@@ -477,6 +479,8 @@ static int finish_round(srv_slot *s, sp_err *err) {
     if (hist_put(s, s->pos, kept, r->acc + 1, s->out.taps, s->out.hidden, err)) return -1;
     s->st.drafted += r->nd;
     s->st.accepted += r->acc;
+    s->st.forced += r->forced;
+    s->st.cut += r->cut;
     for (int k = 1; k <= r->depth; k++) s->offered[k]++;
     for (int k = 1; k <= r->acc; k++) s->reached[k]++;
     if (sp_round_emit(s->R, emit_token, s, err) < 0) return -1;

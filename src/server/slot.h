@@ -43,6 +43,8 @@ typedef struct {
     sp_tree_shape tree;       /* tree.nodes > 0: token trees of that many nodes (a drafter with propose_tree) */
     int top_logprobs;         /* -1: no logprobs; 0..SRV_MAX_TOP_LOGPROBS: logprobs + that many alternatives */
     int cache_prompt;         /* 1: reuse the slot's cached prefix of the prompt (0: prefill it all) */
+    const sp_grammar *grammar; /* NULL, or the grammar the output follows (borrowed; chains only) */
+    const sp_gvocab *gvocab;
 } slot_params;
 
 /* One emitted token with its log-probability under the target's raw distribution (the logits before
@@ -73,6 +75,7 @@ typedef struct {
     int idle_drafter_rounds;            /* rounds that asked for no drafts in which the drafter still ran
                                            (commit: a drafter without extend); 0 with DFlash / DSpark */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
+    int forced, cut;                    /* drafts the grammar forced / dropped */
 } slot_stats;
 
 typedef struct srv_slot srv_slot;
@@ -121,6 +124,8 @@ int sp_slot_rows_wanted(const srv_slot *s);
 int sp_slot_plan_rows(const srv_slot *s);
 /* 1 when this request verifies token trees (its drafts are proposed by sp_slot_propose). */
 int sp_slot_is_tree(const srv_slot *s);
+/* 1 when the request follows a grammar (its drafts are proposed by sp_slot_propose). */
+int sp_slot_has_grammar(const srv_slot *s);
 /* Propose g drafts (a tree: g levels) with the slot's own drafter (after sp_slot_wake_drafter), when
  * they are not proposed in a batch; returns the drafts (tree nodes) proposed, or -1 with err. */
 int sp_slot_propose(srv_slot *s, int g, sp_err *err);

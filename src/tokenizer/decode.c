@@ -211,6 +211,58 @@ int sp_tok_decode_into(const tok_tokenizer *t, const int32_t *ids, int n, int fl
     return rc ? -1 : 0;
 }
 
+/* One token's bytes as it adds them in the middle of a text: the decoders applied to it alone without
+ * what acts on a whole text (Strip, Metaspace's leading-space rule, the lossy UTF-8 repair), so a
+ * token holding half of a character gives its raw bytes. */
+int sp_tok_token_bytes(const tok_tokenizer *t, int32_t id, char *out, size_t cap) {
+    if (id < 0 || id >= t->n_vocab || (t->attr[id] & (TOK_ATTR_HOLE | TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) return -1;
+    strlist a = {0}, b = {0};
+    int rc = sl_add(&a, t->text.p + t->off[id], t->len[id]);
+    for (int d = 0; d < t->n_dec && !rc; d++) {
+        const tok_dec *dc = &t->dec[d];
+        b.n = 0;
+        b.arena.n = 0;
+        const char *s = SL_STR(&a, 0);
+        size_t n = a.p[0].len;
+        if (dc->kind == DEC_REPLACE || dc->kind == DEC_METASPACE) {
+            rc = dc->kind == DEC_REPLACE ? replace_all(&b, s, n, dc->a, dc->alen, dc->b, dc->blen)
+                                         : replace_all(&b, s, n, dc->a, dc->alen, " ", 1);
+        } else if (dc->kind == DEC_BYTEFALLBACK && byte_token(s, n) >= 0) {
+            char c = (char)byte_token(s, n);
+            rc = sl_add(&b, &c, 1);
+        } else if (dc->kind == DEC_BYTELEVEL) {
+            rc = sl_begin(&b);
+            for (size_t k = 0; k < n && !rc;) {
+                int l, v = sp_tok_bytelevel_byte(sp_tok_utf8_get(s + k, n - k, &l));
+                if (v < 0) { /* not in the alphabet: the token's text as is */
+                    b.arena.n = 0, b.p[0].len = 0;
+                    rc = sl_cat(&b, s, n);
+                    break;
+                }
+                char c = (char)v;
+                rc = sl_cat(&b, &c, 1);
+                k += (size_t)l;
+            }
+        } else {
+            rc = sl_add(&b, s, n);
+        }
+        if (!rc && b.n != 1) { /* replace_all may split; join */
+            size_t len = 0;
+            for (int i = 0; i < b.n; i++) len += b.p[i].len;
+            b.p[0] = (tok_piece){b.p[0].off, (uint32_t)len};
+            b.n = 1;
+        }
+        strlist tmp = a;
+        a = b;
+        b = tmp;
+    }
+    int n = rc || a.n < 1 ? -1 : (int)a.p[0].len;
+    if (n >= 0 && (size_t)n <= cap) memcpy(out, SL_STR(&a, 0), (size_t)n);
+    sl_free(&a);
+    sl_free(&b);
+    return n;
+}
+
 int sp_tok_decode_ex(tok_tokenizer *t, const int32_t *ids, int n, int flags, char **text,
                   sp_err *err) {
     tok_buf out = {0};

@@ -86,6 +86,10 @@ int sp_tok_adds_bos(const tok_tokenizer *t); /* 1 when encode(add_bos=1) prepend
 const char *sp_tok_token_text(const tok_tokenizer *t, int32_t id, size_t *len);
 int32_t sp_tok_token_id(const tok_tokenizer *t, const char *text, size_t len); /* -1 if absent */
 int sp_tok_is_special(const tok_tokenizer *t, int32_t id); /* control / special added token */
+/* The bytes token id adds in the middle of a text (raw: half of a UTF-8 character stays half) into
+ * out (cap bytes); returns their count (copied only when it fits cap), -1 for a special token or a
+ * bad id. */
+int sp_tok_token_bytes(const tok_tokenizer *t, int32_t id, char *out, size_t cap);
 /* chat_template text from tokenizer_config.json or GGUF tokenizer.chat_template; NULL if none */
 const char *sp_tok_chat_template(const tok_tokenizer *t);
 

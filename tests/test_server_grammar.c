@@ -1,0 +1,225 @@
+/* test_server_grammar.c — structured output through `specula serve` and `specula generate`: seeded
+ * sampled requests against five JSON schemas all give JSON the schema accepts (checked by
+ * sp_json_schema_validate), greedy speculative output equals plain constrained output (server and
+ * CLI), llama-server's grammar field, and bad grammars / schemas are 400s naming what is wrong. */
+#include <jansson.h>
+
+#include "sample/json_schema.h"
+#include "server_harness.h"
+
+#define MAXOUT (1 << 20)
+static char BIN[4096];
+static test_server SRV;
+
+static const char *SCHEMAS[] = {
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":8},\"age\":{\"type\":\"integer\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"maxItems\":3}},\"required\":[\"name\",\"age\"],"
+    "\"additionalProperties\":false}",
+    "{\"type\":\"object\",\"properties\":{\"inner\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},"
+    "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"x\"]}},\"required\":[\"inner\"]}",
+    "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"pt\"},"
+    "\"v\":{\"type\":[\"null\",\"boolean\"]}},\"required\":[\"kind\"]}]}",
+    "{\"type\":\"object\",\"properties\":{\"list\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":3},"
+    "\"minItems\":1,\"maxItems\":2}},\"required\":[\"list\"]}",
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[1,\"two\",null]},\"b\":{\"oneOf\":[{\"type\":\"null\"},"
+    "{\"type\":\"string\",\"maxLength\":4}]}},\"required\":[\"a\",\"b\"]}",
+};
+#define NS 5
+
+typedef struct {
+    FILE *f;
+    char body[96];
+} pending;
+
+static int post_start(pending *p, const char *path, const char *body) {
+    static int n;
+    snprintf(p->body, sizeof p->body, "/tmp/specula-gram-body-%d-%d.json", (int)getpid(), n++);
+    FILE *f = fopen(p->body, "w");
+    if (!f) return -1;
+    fputs(body, f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "curl -s -X POST -H 'Content-Type: application/json' --data-binary @%s -w '\\n%%{http_code}' "
+             "http://127.0.0.1:%d%s", p->body, SRV.port, path);
+    p->f = popen(cmd, "r");
+    return p->f ? 0 : -1;
+}
+
+/* the reply (malloc'd, the status line cut off) and its status */
+static char *post_finish(pending *p, int *status) {
+    char *out = malloc(MAXOUT);
+    size_t n = p->f ? fread(out, 1, MAXOUT - 1, p->f) : 0;
+    out[n] = 0;
+    if (p->f) pclose(p->f);
+    unlink(p->body);
+    char *nl = strrchr(out, '\n');
+    *status = nl ? atoi(nl + 1) : 0;
+    if (nl) *nl = 0;
+    return out;
+}
+
+static char *chat_body(int si, double temp, int seed, int spec) {
+    char *b = malloc(8192);
+    snprintf(b, 8192,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Describe item %d as JSON.\"}],\"max_tokens\":160,"
+             "\"temperature\":%g,\"seed\":%d,\"speculative\":%s,\"return_tokens\":true,"
+             "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"schema\":%s}}}",
+             seed, temp, seed, spec ? "true" : "false", SCHEMAS[si]);
+    return b;
+}
+
+static const char *reply_content(json_t *o) {
+    return json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message"),
+                                             "content"));
+}
+
+/* 50 seeded sampled speculative requests (10 per schema, 8 at a time): each content validates */
+static void test_schema_sampled(void) {
+    enum { N = 50, W = 8 };
+    pending p[N];
+    int ok = 0, forced = 0;
+    for (int b = 0; b < N; b += W) {
+        for (int i = b; i < N && i < b + W; i++) {
+            char *body = chat_body(i % NS, 1.0, 100 + i, 1);
+            CHECK(post_start(&p[i], "/v1/chat/completions", body) == 0, "curl");
+            free(body);
+        }
+        for (int i = b; i < N && i < b + W; i++) {
+            int st;
+            char *out = post_finish(&p[i], &st);
+            json_t *o = json_loads(out, 0, NULL), *schema = json_loads(SCHEMAS[i % NS], 0, NULL);
+            const char *c = reply_content(o);
+            json_t *v = c ? json_loads(c, JSON_DECODE_ANY, NULL) : NULL;
+            int good = st == 200 && v && sp_json_schema_validate(schema, v);
+            CHECK(good, "request %d (schema %d): status %d content '%s'", i, i % NS, st, c ? c : out);
+            ok += good;
+            forced += (int)json_integer_value(json_object_get(json_object_get(o, "timings"), "draft_n_grammar_forced"));
+            json_decref(v), json_decref(schema), json_decref(o);
+            free(out);
+        }
+    }
+    CHECK(ok == N, "%d of %d valid", ok, N);
+    printf("  50 sampled requests: %d drafts forced by the grammar\n", forced);
+    CHECK(forced > 0, "no draft was forced by the grammar");
+}
+
+static char *tokens_of(const char *out) {
+    json_t *o = json_loads(out, 0, NULL);
+    char *t = json_dumps(json_object_get(o, "tokens"), JSON_COMPACT);
+    json_decref(o);
+    return t;
+}
+
+/* greedy: speculative == plain, per schema */
+static void test_greedy_spec_is_plain(void) {
+    for (int si = 0; si < NS; si++) {
+        pending a, b;
+        char *ba = chat_body(si, 0, 1, 1), *bb = chat_body(si, 0, 1, 0);
+        post_start(&a, "/v1/chat/completions", ba);
+        post_start(&b, "/v1/chat/completions", bb);
+        int sa, sb;
+        char *oa = post_finish(&a, &sa), *ob = post_finish(&b, &sb);
+        char *ta = tokens_of(oa), *tb = tokens_of(ob);
+        CHECK(sa == 200 && sb == 200 && ta && tb && !strcmp(ta, tb), "schema %d: spec %s vs plain %s", si,
+              ta ? ta : oa, tb ? tb : ob);
+        free(ta), free(tb), free(oa), free(ob), free(ba), free(bb);
+    }
+}
+
+/* the CLI: --json-schema with the drafter gives the tokens of the plain run, and reports forced drafts */
+static void test_cli_spec_is_plain(void) {
+    char *a = malloc(MAXOUT), *b = malloc(MAXOUT), *sf = "/tmp/specula-gram-schema.json";
+    FILE *f = fopen(sf, "w");
+    fputs(SCHEMAS[0], f);
+    fclose(f);
+    const char *base = "generate -m models/default/target -p 'Person:' -n 80 -t 2 --temp 0 --json";
+    int ra = harness_runf(a, MAXOUT, "%s %s -j %s --spec dspark -md models/default/drafter --spec-always 2>&1", BIN,
+                          base, sf);
+    int rb = harness_runf(b, MAXOUT, "%s %s -j %s 2>&1", BIN, base, sf);
+    json_t *oa = json_loads(a, 0, NULL), *ob = json_loads(b, 0, NULL);
+    char *ta = json_dumps(json_object_get(oa, "tokens"), JSON_COMPACT), *tb = json_dumps(json_object_get(ob, "tokens"), JSON_COMPACT);
+    CHECK(ra == 0 && rb == 0 && ta && tb && !strcmp(ta, tb), "spec %s vs plain %s", a, b);
+    char text[4096]; /* the text without the closing end-of-generation token's own text */
+    snprintf(text, sizeof text, "%s", json_string_value(json_object_get(ob, "text")) ? json_string_value(json_object_get(ob, "text")) : "");
+    char *eos = strstr(text, "<eos>");
+    if (eos) *eos = 0;
+    json_t *schema = json_loads(SCHEMAS[0], 0, NULL), *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    CHECK(v && sp_json_schema_validate(schema, v), "CLI text '%s'", b);
+    json_decref(v), json_decref(schema), json_decref(oa), json_decref(ob);
+    free(ta), free(tb);
+    /* the last '!' is the one text the grammar allows there: drafted without the drafter, and the
+     * tokens are still the plain ones */
+    const char *g3 = "--grammar 'root ::= ([a-z] \"!\"){3}'";
+    ra = harness_runf(a, MAXOUT, "%s %s %s --spec dspark -md models/default/drafter --spec-always 2>&1", BIN, base, g3);
+    rb = harness_runf(b, MAXOUT, "%s %s %s 2>&1", BIN, base, g3);
+    oa = json_loads(a, 0, NULL), ob = json_loads(b, 0, NULL);
+    ta = json_dumps(json_object_get(oa, "tokens"), JSON_COMPACT), tb = json_dumps(json_object_get(ob, "tokens"), JSON_COMPACT);
+    CHECK(ra == 0 && rb == 0 && ta && tb && !strcmp(ta, tb), "spec %s vs plain %s", a, b);
+    CHECK(json_integer_value(json_object_get(json_object_get(oa, "stats"), "grammar_forced")) >= 1, "forced: %s", a);
+    const char *txt = json_string_value(json_object_get(ob, "text"));
+    CHECK(txt && strlen(txt) >= 6 && txt[1] == '!' && txt[3] == '!' && txt[5] == '!', "text %s", b);
+    json_decref(oa), json_decref(ob);
+    free(ta), free(tb);
+    /* errors: exit 2 with a message */
+    int rc = harness_runf(a, MAXOUT, "%s %s --grammar 'root ::= root \"x\"' 2>&1", BIN, base);
+    CHECK(rc != 0 && strstr(a, "left-recursive"), "%d %s", rc, a);
+    rc = harness_runf(a, MAXOUT, "%s %s -j '{\"type\":\"string\",\"pattern\":\"x\"}' 2>&1", BIN, base);
+    CHECK(rc != 0 && strstr(a, "'pattern' is not supported"), "%d %s", rc, a);
+    unlink(sf);
+    free(a), free(b);
+}
+
+/* llama-server's grammar field on a completion */
+static void test_grammar_field(void) {
+    pending p;
+    post_start(&p, "/v1/completions",
+               "{\"prompt\":\"Answer:\",\"max_tokens\":20,\"temperature\":1,\"seed\":3,"
+               "\"grammar\":\"root ::= (\\\"yes\\\" | \\\"no\\\") \\\"!\\\"\"}");
+    int st;
+    char *out = post_finish(&p, &st);
+    json_t *o = json_loads(out, 0, NULL);
+    const char *t = json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "text"));
+    CHECK(st == 200 && t && (!strcmp(t, "yes!") || !strcmp(t, "no!")), "%d %s", st, out);
+    json_decref(o);
+    free(out);
+}
+
+static void expect_400(const char *path, const char *body, const char *want) {
+    pending p;
+    post_start(&p, path, body);
+    int st;
+    char *out = post_finish(&p, &st);
+    CHECK(st == 400 && strstr(out, want), "%s: %d %s", body, st, out);
+    free(out);
+}
+
+static void test_errors(void) {
+    expect_400("/v1/completions", "{\"prompt\":\"a\",\"grammar\":\"root ::= x\\nx ::= x \\\"a\\\"\"}", "left-recursive");
+    expect_400("/v1/completions", "{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"a\"}", "unterminated string");
+    expect_400("/v1/completions", "{\"prompt\":\"a\",\"json_schema\":{\"type\":\"integer\",\"minimum\":1}}",
+               "'minimum' is not supported");
+    expect_400("/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+               "\"json_schema\":{\"schema\":{\"$ref\":\"#/a\"}}}}",
+               "'$ref' is not supported");
+    expect_400("/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}",
+               "response_format");
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    server_bin(BIN, sizeof BIN, argv[0]);
+    if (server_start(&SRV, BIN, "-np 4 -c 1024 -t 2 --spec-max-slots 0")) {
+        printf("FAIL server_start (log %s)\n", SRV.log);
+        return 1;
+    }
+    RUN(test_errors);
+    RUN(test_grammar_field);
+    RUN(test_greedy_spec_is_plain);
+    RUN(test_schema_sampled);
+    RUN(test_cli_spec_is_plain);
+    CHECK(server_stop(&SRV) == 0, "server exit");
+    return harness_done("test_server_grammar");
+}
