@@ -183,7 +183,7 @@ static double metric_value(int port, const char *name) {
 static void cache_identity(const char *what, const char *model, const char *args, int spec) {
     test_server s;
     char full[2048];
-    snprintf(full, sizeof full, "-m %s -np 2 -c 512 -t 2 %s", model, args);
+    snprintf(full, sizeof full, "-m %s -np 2 -c 1024 -t 2 %s", model, args);
     int up = server_start(&s, BIN, full) == 0;
     CHECK(up, "%s: server did not start (log %s)", what, s.log);
     if (!up) return;

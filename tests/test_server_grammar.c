@@ -133,7 +133,7 @@ static void test_cli_spec_is_plain(void) {
     FILE *f = fopen(sf, "w");
     fputs(SCHEMAS[0], f);
     fclose(f);
-    const char *base = "generate -m models/default/target -p 'Person:' -n 80 -t 2 --temp 0 --json";
+    const char *base = "generate -m models/default/target -p 'Person:' -n 80 -t 2 --temp 0 --json -q";
     int ra = harness_runf(a, MAXOUT, "%s %s -j %s --spec dspark -md models/default/drafter --spec-always 2>&1", BIN,
                           base, sf);
     int rb = harness_runf(b, MAXOUT, "%s %s -j %s 2>&1", BIN, base, sf);

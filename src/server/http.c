@@ -529,12 +529,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_TOKENIZE: return handle_tokenize(s, c, SRV_ROUTE_TOKENIZE, body, cs->body.n);
     case R_DETOKENIZE: return handle_tokenize(s, c, SRV_ROUTE_DETOKENIZE, body, cs->body.n);
     case R_NATIVE: return handle_generate(s, c, SRV_ROUTE_NATIVE, body, cs->body.n);
-    case R_PROPS:
+    case R_PROPS: /* fall through: GET /props, GET /slots, POST /apply-template */
     case R_SLOTS:
     case R_APPLY: return handle_native(s, c, id, body, cs->body.n);
-    default: break;
+    default: return fail(c, 404, "invalid_request_error", "not_found", "no such route");
     }
-    return fail(c, 404, "invalid_request_error", "not_found", "no such route");
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
