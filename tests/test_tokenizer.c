@@ -86,6 +86,33 @@ static void vectors(const char *name) {
 static void test_vectors_llama_spm(void) { vectors("llama-spm"); }
 static void test_vectors_qwen2(void) { vectors("qwen2"); }
 static void test_vectors_gpt2(void) { vectors("gpt-2"); }
+static void test_vectors_phi3(void) { vectors("phi-3"); }
+
+/* ids of text under the phi-3 vocab equal want[0..nw) */
+static void phi3_case(tok_tokenizer *t, const char *text, int parse_special, const int32_t *want, int nw) {
+    sp_err err = {0};
+    int32_t *ids = NULL;
+    int n = 0;
+    CHECK(sp_tok_encode(t, text, strlen(text), 0, parse_special, &ids, &n, &err) == 0, "%s", err.msg);
+    int same = n == nw && (n == 0 || !memcmp(ids, want, (size_t)n * sizeof *ids));
+    CHECK(same, "phi-3 \"%s\" (parse_special %d): %d ids, first %d", text, parse_special, n, n ? ids[0] : -1);
+    free(ids);
+}
+
+/* general.name "Phi-3": added tokens strip the whitespace after them, except <unk>, <s> and
+ * <|endoftext|> (llama.cpp's per-model attributes); the user-defined </s> is matched even
+ * without parse_special, the control <|end|> only with it */
+static void test_phi3_rstrip(void) {
+    sp_err err = {0};
+    tok_tokenizer *t = sp_tok_load_gguf(DIR "ggml-vocab-phi-3.gguf", &err);
+    CHECK(t != NULL, "%s", err.msg);
+    if (!t) return;
+    phi3_case(t, "Hello </s> world", 0, (const int32_t[]){15043, 29871, 2, 3186}, 4);
+    phi3_case(t, "</s>  world", 0, (const int32_t[]){2, 3186}, 2);
+    phi3_case(t, "a<|end|>  b", 1, (const int32_t[]){263, 32007, 289}, 3);
+    phi3_case(t, "a<|endoftext|> b", 1, (const int32_t[]){263, 32000, 29871, 289}, 4);
+    sp_tok_free(t);
+}
 
 /* every tokenizer.ggml.pre family specula knows loads (its regexes compile) and round-trips
  * mixed text on a bare byte-level vocab (256 tokens, no merges); unknown names are errors */
@@ -172,5 +199,7 @@ int main(int argc, char **argv) {
     RUN(test_vectors_llama_spm);
     RUN(test_vectors_qwen2);
     RUN(test_vectors_gpt2);
+    RUN(test_vectors_phi3);
+    RUN(test_phi3_rstrip);
     return harness_done("test_tokenizer");
 }

@@ -10,10 +10,13 @@
  *   gemma4  BPE over UTF-8 with "▁" for space and "<0xHH>" byte fallback, split into runs of
  *           newline / non-newline characters.
  * Control and unknown tokens are matched in text only with parse_special; user-defined ones
- * always (llama.cpp tokenizer_st_partition). */
+ * always (llama.cpp tokenizer_st_partition). A model whose general.name names Phi-3 strips the
+ * whitespace after its added tokens except <unk>, <s> and <|endoftext|> (docs/TOKENIZER.md). */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "../formats/gguf.h"
 #include "tok_internal.h"
@@ -181,6 +184,27 @@ static int load_pipeline(const gguf_file *g, tok_tokenizer *t, int is_llama, int
     return 0;
 }
 
+/* 1 when general.name contains "phi-3" or "phi3" in any case: llama.cpp then gives every added
+ * token but <unk>, <s> and <|endoftext|> the right-strip attribute */
+static int names_phi3(const gguf_file *g) {
+    sp_err ignored = {0};
+    gguf_str name = {0};
+    if (sp_gguf_get_str(g, "general.name", &name, &ignored) != 0) return 0;
+    for (uint64_t i = 0; i < name.len; i++) {
+        const char *s = name.ptr + i;
+        size_t left = (size_t)(name.len - i);
+        if ((left >= 5 && !strncasecmp(s, "phi-3", 5)) || (left >= 4 && !strncasecmp(s, "phi3", 4))) return 1;
+    }
+    return 0;
+}
+
+static int phi3_keeps_space(const char *s, size_t n) {
+    static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
+        if (n == strlen(keep[k]) && !memcmp(s, keep[k], n)) return 1;
+    return 0;
+}
+
 static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
     gguf_str model;
     int rc = sp_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
@@ -213,10 +237,12 @@ static int load(const gguf_file *g, tok_tokenizer *t, sp_err *err) {
     if (merges && load_merges(t, merges, err)) return -1;
     if (load_pipeline(g, t, is_llama, is_gpt2, is_gemma4, err)) return -1;
     /* added tokens: control / unknown (special) and user-defined */
+    int phi3 = names_phi3(g);
     for (int i = 0; i < n; i++) {
         if (!(t->attr[i] & (TOK_ATTR_CONTROL | TOK_ATTR_USER | TOK_ATTR_UNKNOWN)) || !t->len[i]) continue;
         tok_added a = {.id = i, .text = t->text.p + t->off[i], .len = t->len[i],
                        .special = !(t->attr[i] & TOK_ATTR_USER)};
+        a.rstrip = (uint8_t)(phi3 && !phi3_keeps_space(a.text, a.len));
         if (sp_tok_added_add(t, &a, err)) return -1;
     }
     if (sp_tok_added_finish(t, err)) return -1;
