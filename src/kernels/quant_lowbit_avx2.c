@@ -1,6 +1,6 @@
 /* quant_lowbit_avx2.c — the row kernels of Q5_K, Q3_K, Q2_K, IQ4_XS (against Q8_K activation
  * rows) and Q5_1, IQ4_NL (against Q8_0 blocks) for AVX2 + FMA, entered on the AVX2 and the
- * AVX-512 tiers (these types have no AVX-512 tiles of their own).
+ * AVX-512 tiers (packed Q5_K, Q3_K and IQ4_XS matrices take quant_lowbit_avx512.c there).
  *
  * Each weight block is unpacked once into its values in element order (256 bytes for the
  * super-blocks, 32 for the 32-blocks) and dotted with up to 4 tokens' activations by maddubs
