@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "formats/gguf.h"
+#include "formats/gguf_model.h"
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -328,11 +329,7 @@ static int bench_gguf(sp_pool *p2, const char *path) {
         if (f->tensors[i].name.len == 13 && !memcmp(f->tensors[i].name.ptr, "output.weight", 13)) has_output = 1;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor_info *t = &f->tensors[i];
-        static const struct { uint32_t id; sp_dtype dt; } ty[] = {{0, SP_DT_F32}, {1, SP_DT_F16}, {30, SP_DT_BF16},
-            {8, SP_DT_Q8_0}, {2, SP_DT_Q4_0}, {12, SP_DT_Q4_K}, {14, SP_DT_Q6_K}};
-        sp_dtype dt = SP_DT_UNKNOWN;
-        for (size_t k = 0; k < sizeof ty / sizeof ty[0]; k++)
-            if (ty[k].id == t->type) dt = ty[k].dt;
+        sp_dtype dt = sp_gguf_ggml_to_dtype(t->type);
         int embd = t->name.len == 17 && !memcmp(t->name.ptr, "token_embd.weight", 17);
         if (t->n_dims != 2 || dt == SP_DT_UNKNOWN || (embd && has_output)) continue;
         m[nm] = (sp_mat){f->map + f->data_offset + t->offset, dt, (int)t->dims[1], (int)t->dims[0], 0, NULL};

@@ -649,6 +649,135 @@ static void test_packed_k(sp_dtype dt) {
 static void test_packed_q4_K(void) { test_packed_k(SP_DT_Q4_K); }
 static void test_packed_q6_K(void) { test_packed_k(SP_DT_Q6_K); }
 
+/* the integer quant of element e of a super-block in the file's layout (docs/QUANT.md): Q5_K
+ * q in 0..31, Q3_K u in 0..7 (value u − 4), IQ4_XS the table index */
+static int lowbit_file_q(sp_dtype dt, const uint8_t *blk, int e) {
+    int j = e / 32, l = e % 32;
+    if (dt == SP_DT_Q5_K) {
+        uint8_t b = blk[48 + 32 * (e / 64) + l];
+        return (e % 64 < 32 ? b & 15 : b >> 4) | (blk[16 + l] >> j & 1) << 4;
+    }
+    if (dt == SP_DT_Q3_K) return (blk[32 + 32 * (e / 128) + l] >> (2 * (j % 4)) & 3) | (blk[l] >> j & 1) << 2;
+    uint8_t b = blk[8 + 16 * j + l % 16];
+    return l < 16 ? b & 15 : b >> 4;
+}
+
+/* the same from row r of a packed record (quant_internal.h) */
+static int lowbit_packed_q(sp_dtype dt, const uint8_t *rec, int r, int e) {
+    int g = e / 16, s = e % 16 / 4, k = e % 4, i = e % 16 / 4, hi = e % 32 >= 16;
+    if (dt == SP_DT_Q3_K)
+        return (rec[64 * g + 4 * r + k] >> (2 * s) & 3) | (rec[Q3KX_H + 64 * (g / 2) + 4 * r + k] >> (4 * (g % 2) + s) & 1) << 2;
+    int nib = rec[(dt == SP_DT_Q5_K ? 320 : 0) + 64 * (4 * (e / 32) + i) + 4 * r + k] >> (4 * hi) & 15;
+    if (dt == SP_DT_IQ4_XS) return nib;
+    return nib | (rec[Q5KX_H + 64 * (e / 32) + 4 * r + k] >> (i + 4 * hi) & 1) << 4;
+}
+
+/* the number of scale / d fields of row r of a record that differ from the file's block src
+ * (NULL: a padding row, every field 0) */
+static int lowbit_packed_scales_bad(sp_dtype dt, const uint8_t *rec, int r, const uint8_t *src) {
+    int bad = 0;
+    if (dt == SP_DT_Q5_K) {
+        bad += rd_u16(rec + 2 * r) != (src ? rd_u16(src) : 0) || rd_u16(rec + 32 + 2 * r) != (src ? rd_u16(src + 2) : 0);
+        for (int j = 0; j < 8; j++) {
+            int sc = 0, mn = 0;
+            if (src) sp_q4_K_scale_min(j, src + 4, &sc, &mn);
+            bad += rec[64 + 16 * j + r] != sc || rec[192 + 32 * (j / 2) + 2 * r + j % 2] != mn;
+        }
+    } else if (dt == SP_DT_Q3_K) {
+        int8_t sc[16] = {0};
+        if (src) sp_q3_K_scales(src + 96, sc);
+        bad += rd_u16(rec + Q3KX_D + 2 * r) != (src ? rd_u16(src + 108) : 0);
+        for (int g = 0; g < 16; g++) bad += (int8_t)rec[Q3KX_SC + 16 * g + r] != sc[g];
+    } else {
+        bad += rd_u16(rec + IQ4XSX_D + 2 * r) != (src ? rd_u16(src) : 0);
+        for (int j = 0; j < 8; j++) {
+            int ls = src ? ((src[4 + j / 2] >> (4 * (j % 2)) & 15) | (rd_u16(src + 2) >> (2 * j) & 3) << 4) - 32 : 0;
+            bad += (int8_t)rec[IQ4XSX_SC + 16 * j + r] != ls;
+        }
+    }
+    return bad;
+}
+
+/* row 5's super-blocks made extreme: Q5_K every quant 31 and scale and min 63; Q3_K every u 7
+ * and every scale −32; IQ4_XS every index 0 (T = −127) and every scale −32. Returns the value
+ * of each of its elements. */
+static double lowbit_extreme_row(sp_dtype dt, uint8_t *row, int nsb) {
+    const size_t bsz = dt == SP_DT_Q5_K ? 176 : dt == SP_DT_Q3_K ? 110 : 136;
+    uint16_t d = f16(0.01f), dmin = f16(0.02f);
+    for (int b = 0; b < nsb; b++) {
+        uint8_t *blk = row + bsz * b;
+        if (dt == SP_DT_Q5_K) memcpy(blk, &d, 2), memcpy(blk + 2, &dmin, 2), memset(blk + 4, 0xFF, 172);
+        if (dt == SP_DT_Q3_K) memset(blk, 0xFF, 96), memset(blk + 96, 0, 12), memcpy(blk + 108, &d, 2);
+        if (dt == SP_DT_IQ4_XS) memcpy(blk, &d, 2), memset(blk + 2, 0, 134);
+    }
+    double fd = sp_f16_to_f32(d), fm = sp_f16_to_f32(dmin);
+    return dt == SP_DT_Q5_K ? 63 * 31 * fd - 63 * fm : dt == SP_DT_Q3_K ? fd * -32 * 3 : fd * -32 * -127;
+}
+
+/* Packed Q5_K / Q3_K / IQ4_XS (quant_internal.h): every quant, scale and d of the 16-row groups
+ * sits where the layout says, zeros in the padding rows (N = 23: a full group and a part), and
+ * sp_matmul on the packed form gives the bits of the file's rows (the AVX2 kernels and the
+ * scalar ones) for T = 1..16, batch offsets, 1 and 2 threads; row 5 holds the largest integer
+ * sums (lowbit_extreme_row) against token 2, constant. */
+static void test_packed_lowbit(sp_dtype dt) {
+    const int Ks[] = {256 * 1, 256 * 5, 256 * 12};
+    const size_t bsz = sp_dtype_block_bytes(dt), rec_bytes = kx_record_bytes(dt);
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        int K = Ks[ki], N = 23, T = 16, nsb = K / 256;
+        qmat m = qmat_make(dt, N, K, 61 + (unsigned)ki, 1.0f);
+        size_t wrow = sp_dtype_row_bytes(dt, (size_t)K);
+        double want = K * lowbit_extreme_row(dt, (uint8_t *)m.w + 5 * wrow, nsb);
+        sp_mat W = {m.w, dt, N, K, 0, NULL};
+        size_t pb = sp_mat_pack_bytes(&W);
+        if (pb == 0) {
+            printf("# no packed %s on tier %s: nothing to compare\n", sp_dtype_name(dt), sp_cpu_tier_name(sp_cpu_level()));
+            CHECK(sp_cpu_level() != SP_CPU_AVX512 || !(sp_cpu_features() & SP_CPU_HAS_AVX512_VNNI),
+                  "AVX-512 VNNI tier without a packed %s form", sp_dtype_name(dt));
+            qmat_free(&m);
+            return;
+        }
+        CHECK(pb == (size_t)(N + 15) / 16 * nsb * rec_bytes, "%s K=%d: packed bytes %zu", sp_dtype_name(dt), K, pb);
+        uint8_t *pk = xmalloc(pb);
+        memset(pk, 0xA5, pb);
+        sp_mat_pack(&W, pk);
+        int bad = 0;
+        for (int n = 0; n < (N + 15) / 16 * 16; n++)
+            for (int b = 0; b < nsb; b++) {
+                const uint8_t *rec = pk + ((size_t)(n / 16) * nsb + b) * rec_bytes;
+                const uint8_t *src = n < N ? (const uint8_t *)m.w + n * wrow + bsz * b : NULL;
+                bad += lowbit_packed_scales_bad(dt, rec, n % 16, src);
+                for (int e = 0; e < 256; e++) bad += lowbit_packed_q(dt, rec, n % 16, e) != (src ? lowbit_file_q(dt, src, e) : 0);
+            }
+        CHECK(bad == 0, "%s K=%d: %d packed values differ from the rows", sp_dtype_name(dt), K, bad);
+        sp_mat Wp = W;
+        Wp.pack = pk;
+        float *X = xmalloc((size_t)T * K * 4), *Y = xmalloc((size_t)T * N * 4), *P = xmalloc((size_t)T * N * 4);
+        float *S = xmalloc((size_t)T * N * 4);
+        harness_fill(X, (size_t)T * K, 1.0f, 71 + (unsigned)ki);
+        tricky_row(X + 3 * (size_t)K, (size_t)K, 9);
+        for (int k = 0; k < K; k++) X[2 * (size_t)K + k] = 1.0f;
+        sp_matmul(pool1, Y, X, T, &W);
+        sp_matmul_quant(NULL, S, X, T, &W, SP_CPU_SCALAR);
+        CHECK(memcmp(S, Y, (size_t)T * N * 4) == 0, "%s K=%d: the file's rows differ from the scalar kernel",
+              sp_dtype_name(dt), K);
+        for (int tt = 1; tt <= T; tt++)
+            for (int off = 0; off + tt <= T; off += 3) {
+                memset(P, 0xff, (size_t)tt * N * 4);
+                sp_matmul(off & 1 ? pool2 : pool1, P, X + (size_t)off * K, tt, &Wp);
+                if (memcmp(P, Y + (size_t)off * N, (size_t)tt * N * 4) != 0) bad++;
+            }
+        CHECK(bad == 0, "%s K=%d: %d (T, offset) calls on the packed form differ from the rows", sp_dtype_name(dt), K, bad);
+        CHECK(fabs(Y[2 * (size_t)N + 5] - want) <= 1e-4 * fabs(want), "%s K=%d: extreme row gives %g, expected %g",
+              sp_dtype_name(dt), K, Y[2 * (size_t)N + 5], want);
+        free(X), free(Y), free(P), free(S), free(pk);
+        qmat_free(&m);
+    }
+}
+
+static void test_packed_q5_K(void) { test_packed_lowbit(SP_DT_Q5_K); }
+static void test_packed_q3_K(void) { test_packed_lowbit(SP_DT_Q3_K); }
+static void test_packed_iq4_xs(void) { test_packed_lowbit(SP_DT_IQ4_XS); }
+
 /* The activation rows sp_matmul quantizes: the AVX-512 quantizer writes the scalar one's bytes,
  * on tricky rows and on the cases where rounding rules, the first-maximum rule or the scalar
  * fallback would show (ties at .5, ±equal magnitudes, NaN / inf, |x| above 3.4e38, subnormals). */
@@ -736,6 +865,9 @@ int main(void) {
     RUN(test_packed_q4_0);
     RUN(test_packed_q4_K);
     RUN(test_packed_q6_K);
+    RUN(test_packed_q5_K);
+    RUN(test_packed_q3_K);
+    RUN(test_packed_iq4_xs);
     RUN(test_activation_rows);
     RUN(test_errors);
     sp_pool_free(pool1);

@@ -104,8 +104,38 @@ static inline size_t q4p_row_bytes(int K) {
 #define Q6KX_SB_BYTES 3360
 #define Q6KX_D 3072
 #define Q6KX_SC 3104
+/* PACKED Q5_K, Q3_K AND IQ4_XS (sp_mat_pack; read by quant_lowbit_avx512.c only): the same
+ * 16-row groups and records, with r the row in the group, i, k, s = 0..3:
+ *   Q5_K (Q5KX_SB_BYTES = 2880, 180 per row): bytes 0 .. 2367 are the packed Q4_K record of the
+ *     low 4 bits (d, dmin, sc, m, nibbles), then the fifth bits of sub-block j at
+ *     Q5KX_H + 64j + 4r + k: bit i of element 32j + 4i + k, bit 4 + i of element 32j + 16 + 4i + k
+ *   Q3_K (Q3KX_SB_BYTES = 1824, 114 per row): group g = elements 16g + 0..15;
+ *     64g + 4r + k: bits 2s, 2s + 1 = the low 2 bits of element 16g + 4s + k
+ *     Q3KX_H + 64 (g / 2) + 4r + k: bit 4 (g % 2) + s = the hmask bit of element 16g + 4s + k
+ *     Q3KX_SC + 16g + r: int8 s[g] − 32 (−32..31);  Q3KX_D + 2r: f16 d
+ *   IQ4_XS (IQ4XSX_SB_BYTES = 2208, 138 per row): 64 (4j + i) + 4r + k: the table index of
+ *     element 32j + 4i + k in the low nibble, of 32j + 16 + 4i + k in the high nibble;
+ *     IQ4XSX_SC + 16j + r: int8 ls[j] − 32;  IQ4XSX_D + 2r: f16 d */
+#define Q5KX_SB_BYTES 2880
+#define Q5KX_H 2368
+#define Q3KX_SB_BYTES 1824
+#define Q3KX_H 1024
+#define Q3KX_SC 1536
+#define Q3KX_D 1792
+#define IQ4XSX_SB_BYTES 2208
+#define IQ4XSX_SC 2048
+#define IQ4XSX_D 2176
+/* 1 for the low-bit types with a packed form (above) */
+static inline int sp_lowbit_packs(sp_dtype dt) { return dt == SP_DT_Q5_K || dt == SP_DT_Q3_K || dt == SP_DT_IQ4_XS; }
+/* bytes of one packed record (16 rows, one super-block) of Q4_K, Q5_K, Q3_K or IQ4_XS */
+static inline size_t kx_record_bytes(sp_dtype dt) {
+    return dt == SP_DT_Q4_K ? Q4KX_SB_BYTES : dt == SP_DT_Q5_K ? Q5KX_SB_BYTES : dt == SP_DT_Q3_K ? Q3KX_SB_BYTES
+                                                                                                   : IQ4XSX_SB_BYTES;
+}
 /* bytes per row of packed Q4_K (for Q6_K: the file's row bytes) */
 static inline size_t q4kx_row_bytes(int K) { return (size_t)(K / 256) * (Q4KX_SB_BYTES / KX_ROWS); }
+/* bytes per row of packed Q5_K, Q3_K or IQ4_XS */
+static inline size_t kx_lowbit_row_bytes(sp_dtype dt, int K) { return (size_t)(K / 256) * (kx_record_bytes(dt) / KX_ROWS); }
 static inline size_t kx_bytes(int N, size_t row_bytes) { return (size_t)((N + KX_ROWS - 1) / KX_ROWS) * KX_ROWS * row_bytes; }
 /* byte of a Q4_K record holding element e (0..255) of row r; the high nibble when e % 32 >= 16 */
 static inline int q4kx_pos(int r, int e) { return 320 + 64 * (4 * (e / 32) + e % 16 / 4) + 4 * r + e % 4; }
@@ -113,7 +143,7 @@ static inline int q4kx_pos(int r, int e) { return 320 + 64 * (4 * (e / 32) + e %
 typedef struct {
     float *Y;          /* [T, N] */
     const uint8_t *W;  /* N rows of wrow bytes (the packed rows when packed) */
-    int packed;        /* W is packed Q4_0, Q4_K or Q6_K (above); packed Q4_K: wrow is q4kx_row_bytes */
+    int packed;        /* W is packed Q4_0, Q4_K, Q6_K, Q5_K, Q3_K or IQ4_XS (above); wrow is the packed row's bytes */
     const uint8_t *XQ; /* T quantized activation rows of xrow bytes */
     sp_dtype dt;
     int T, N, K;
@@ -200,6 +230,8 @@ void sp_qmm_rows_avx2(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx512(const qmm_ctx *c, int n0, int n1);
 void sp_qmm_rows_avx512_k(const qmm_ctx *c, int n0, int n1); /* Q4_K / Q6_K, from sp_qmm_rows_avx512 */
 void sp_qmm_rows_lowbit_avx2(const qmm_ctx *c, int n0, int n1); /* sp_quant_is_lowbit types, AVX2 and AVX-512 tiers */
+/* AVX-512 VNNI: packed Q5_K / Q3_K / IQ4_XS in 16-row tiles; everything else goes to the AVX2 kernels */
+void sp_qmm_rows_lowbit_avx512(const qmm_ctx *c, int n0, int n1);
 #endif
 #if defined(__aarch64__)
 void qmm_rows_neon(const qmm_ctx *c, int n0, int n1);

@@ -1,6 +1,6 @@
 /* quant_lowbit_avx2.c — the row kernels of Q5_K, Q3_K, Q2_K, IQ4_XS (against Q8_K activation
  * rows) and Q5_1, IQ4_NL (against Q8_0 blocks) for AVX2 + FMA, entered on the AVX2 and the
- * AVX-512 tiers (these types have no AVX-512 tiles of their own).
+ * AVX-512 tiers (packed Q5_K, Q3_K and IQ4_XS matrices take quant_lowbit_avx512.c there).
  *
  * Each weight block is unpacked once into its values in element order (256 bytes for the
  * super-blocks, 32 for the 32-blocks) and dotted with up to 4 tokens' activations by maddubs
@@ -16,6 +16,13 @@
 
 /* tokens per pass over a row's blocks */
 #define LB_TB 4
+
+/* Decode's software prefetch along each weight row (the first token pass of a row requests it;
+ * past a row's end that is the next rows, which are contiguous): super-blocks ahead, and bytes
+ * ahead for the 32-blocks (one request per two blocks), the distances of quant_avx2.c's
+ * Q4_K / Q4_0 tiles. */
+#define LB_PF_AHEAD_K 12
+#define LB_PF_AHEAD_32 7680
 
 static SP_ALWAYS_INLINE float rd_f16(const uint8_t *p) {
     uint16_t h;
@@ -130,6 +137,8 @@ static SP_ALWAYS_INLINE void rows_k(const qmm_ctx *c, int n, int t0, int tb, con
     int m[16];
     int8_t sc3[16];
     for (int b = 0; b < c->K / SP_QK_K; b++, w += bb) {
+        if (t0 == 0)
+            for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)w + LB_PF_AHEAD_K * bb + o, _MM_HINT_T0);
         float d = rd_f16(dt == SP_DT_Q3_K ? w + 108 : dt == SP_DT_Q2_K ? w + 80 : w), dmin = 0;
         if (dt == SP_DT_Q5_K) unpack_q5_K(w, &s, m), dmin = rd_f16(w + 2);
         if (dt == SP_DT_IQ4_XS) unpack_iq4_xs(w, &s);
@@ -169,6 +178,7 @@ static SP_ALWAYS_INLINE void rows_32(const qmm_ctx *c, int n, int t0, int tb, co
     qx_row x[LB_TB];
     for (int i = 0; i < tb; i++) x[i] = qx_at(c, t0 + i);
     for (int b = 0; b < c->K / 32; b++, w += bb) {
+        if (t0 == 0 && b % 2 == 0) _mm_prefetch((const char *)w + LB_PF_AHEAD_32, _MM_HINT_T0);
         float d = rd_f16(w);
         __m256i u = dt == SP_DT_Q5_1 ? _mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4)) : iq4_lookup(nibbles32(w + 2));
         for (int i = 0; i < tb; i++) {

@@ -319,7 +319,10 @@ static void qmm_task(void *arg, int i, int n) {
 static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     unsigned f = sp_cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
-    /* Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS: the AVX2 kernels on both x86 tiers */
+    /* Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS: the AVX2 kernels on both x86 tiers, except the
+     * packed Q5_K, Q3_K and IQ4_XS tiles of AVX-512 VNNI */
+    if (sp_quant_is_lowbit(dt) && tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI) && sp_lowbit_packs(dt))
+        return sp_qmm_rows_lowbit_avx512;
     if (sp_quant_is_lowbit(dt)) return tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2 ? sp_qmm_rows_lowbit_avx2 : sp_qmm_rows_scalar;
     if (tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)) return sp_qmm_rows_avx512;
     if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return sp_qmm_rows_avx2;
@@ -390,6 +393,11 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
             if (W[m]->dt == SP_DT_Q4_K) c->wrow = q4kx_row_bytes(K);
             c->packed = 1;
         }
+        if (W[m]->pack && job.rows[m] == sp_qmm_rows_lowbit_avx512) {
+            c->W = W[m]->pack;
+            c->wrow = kx_lowbit_row_bytes(W[m]->dt, K);
+            c->packed = 1;
+        }
 #endif
         int rows = (W[m]->n + chunks - 1) / chunks;
         long cap = (long)(QMM_CHUNK_BYTES / c->wrow);
@@ -404,7 +412,7 @@ void sp_matmul_quant_multi(sp_pool *pool, float *const *Y, const float *X, int T
     /* the activation rows: the same bytes from either quantizer */
     qx_job qj = {sp_qx_quantize, scratch, X, W[0]->dt, 0, K, xrow};
 #if defined(__x86_64__) || defined(__i386__)
-    if (job.rows[0] == sp_qmm_rows_avx512) qj.quantize = sp_qx_quantize_avx512;
+    if (job.rows[0] == sp_qmm_rows_avx512 || job.rows[0] == sp_qmm_rows_lowbit_avx512) qj.quantize = sp_qx_quantize_avx512;
 #endif
     for (int t0 = 0; t0 < T; t0 += tc) {
         int tn = T - t0 < tc ? T - t0 : tc;
@@ -431,9 +439,11 @@ void sp_matmul_quant(sp_pool *pool, float *Y, const float *X, int T, const sp_ma
 size_t sp_mat_pack_bytes(const sp_mat *W) {
     if (W->n <= 0 || !W->data) return 0;
     if (!(W->dt == SP_DT_Q4_0 && W->k % 32 == 0) &&
-        !((W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) && W->k % SP_QK_K == 0))
+        !((W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K || sp_lowbit_packs(W->dt)) && W->k % SP_QK_K == 0))
         return 0;
 #if defined(__x86_64__) || defined(__i386__)
+    if (sp_lowbit_packs(W->dt))
+        return qmm_pick(sp_cpu_level(), W->dt) == sp_qmm_rows_lowbit_avx512 ? kx_bytes(W->n, kx_lowbit_row_bytes(W->dt, W->k)) : 0;
     if (qmm_pick(sp_cpu_level(), W->dt) == sp_qmm_rows_avx512)
         return W->dt == SP_DT_Q4_0   ? (size_t)W->n * q4p_row_bytes(W->k)
                : W->dt == SP_DT_Q4_K ? kx_bytes(W->n, q4kx_row_bytes(W->k))
@@ -453,29 +463,92 @@ static inline uint64_t ld64(const uint8_t *p) {
 /* Q4_K in groups of 16 rows (quant_internal.h). Sub-block j's 32 nibbles are the low (even j) or
  * high (odd j) nibbles of the file's qs bytes 32 (j / 2) .. + 31; eight output bytes at a time
  * take elements l .. l + 7 (low nibbles) and 16 + l .. (high nibbles), l = 0 or 8, and go out as
- * two int32 lanes, for i = l / 4 and l / 4 + 1. */
+ * two int32 lanes, for i = l / 4 and l / 4 + 1. src: d, dmin, the 12 scale bytes (Q4_K and
+ * Q5_K alike), qs: the 128 nibble bytes. */
+static void q4kx_put(uint8_t *dst, int r, const uint8_t *src, const uint8_t *qs) {
+    memcpy(dst + 2 * r, src, 2), memcpy(dst + 32 + 2 * r, src + 2, 2);
+    uint64_t sc8, m8;
+    q4k_scales8(src + 4, &sc8, &m8);
+    for (int j = 0; j < 8; j++) {
+        dst[64 + 16 * j + r] = (uint8_t)(sc8 >> 8 * j);
+        dst[192 + 32 * (j / 2) + 2 * r + j % 2] = (uint8_t)(m8 >> 8 * j);
+        const uint8_t *q = qs + 32 * (j / 2);
+        for (int l = 0; l < 16; l += 8) {
+            uint64_t a = ld64(q + l), h = ld64(q + 16 + l);
+            uint64_t v = j % 2 == 0 ? (a & LO4_64) | (h & LO4_64) << 4 : (a >> 4 & LO4_64) | (h & ~LO4_64);
+            uint32_t v0 = (uint32_t)v, v1 = (uint32_t)(v >> 32);
+            memcpy(dst + 320 + 64 * (4 * j + l / 4) + 4 * r, &v0, 4);
+            memcpy(dst + 320 + 64 * (4 * j + l / 4 + 1) + 4 * r, &v1, 4);
+        }
+    }
+}
+
+/* Q5_K's fifth bits (quant_internal.h): bit j of qh[l] is element 32j + l's */
+static void q5kx_put_h(uint8_t *dst, int r, const uint8_t *qh) {
+    for (int j = 0; j < 8; j++)
+        for (int k = 0; k < 4; k++) {
+            uint8_t v = 0;
+            for (int i = 0; i < 4; i++)
+                v |= (uint8_t)((qh[4 * i + k] >> j & 1) << i | (qh[16 + 4 * i + k] >> j & 1) << (4 + i));
+            dst[Q5KX_H + 64 * j + 4 * r + k] = v;
+        }
+}
+
 static void pack_q4_K(const sp_mat *W, uint8_t *dst) {
+    const int nsb = W->k / SP_QK_K, q5 = W->dt == SP_DT_Q5_K;
+    const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k), bb = q5 ? 176 : 144, rec = kx_record_bytes(W->dt);
+    for (int g = 0; g < (W->n + KX_ROWS - 1) / KX_ROWS; g++)
+        for (int b = 0; b < nsb; b++, dst += rec) {
+            memset(dst, 0, rec);
+            for (int r = 0; r < KX_ROWS && KX_ROWS * g + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * g + r) * wrow + bb * b;
+                q4kx_put(dst, r, src, src + (q5 ? 48 : 16));
+                if (q5) q5kx_put_h(dst, r, src + 16);
+            }
+        }
+}
+
+/* Q3_K in groups of 16 rows (quant_internal.h): element e = 128h + 32j + l has its low 2 bits
+ * at bits 2j of qs[32h + l] and its third bit at bit e / 32 of hmask[l] */
+static void pack_q3_K(const sp_mat *W, uint8_t *dst) {
     const int nsb = W->k / SP_QK_K;
     const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
-    for (int g = 0; g < (W->n + KX_ROWS - 1) / KX_ROWS; g++)
-        for (int b = 0; b < nsb; b++, dst += Q4KX_SB_BYTES) {
-            memset(dst, 0, Q4KX_SB_BYTES);
-            for (int r = 0; r < KX_ROWS && KX_ROWS * g + r < W->n; r++) {
-                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * g + r) * wrow + (size_t)144 * b;
-                memcpy(dst + 2 * r, src, 2), memcpy(dst + 32 + 2 * r, src + 2, 2);
-                uint64_t sc8, m8;
-                q4k_scales8(src + 4, &sc8, &m8);
+    for (int G = 0; G < (W->n + KX_ROWS - 1) / KX_ROWS; G++)
+        for (int b = 0; b < nsb; b++, dst += Q3KX_SB_BYTES) {
+            memset(dst, 0, Q3KX_SB_BYTES);
+            for (int r = 0; r < KX_ROWS && KX_ROWS * G + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * G + r) * wrow + (size_t)110 * b;
+                int8_t sc[16];
+                sp_q3_K_scales(src + 96, sc);
+                memcpy(dst + Q3KX_D + 2 * r, src + 108, 2);
+                for (int e = 0; e < 256; e++) {
+                    int g = e / 16, s = e % 16 / 4, k = e % 4, l = e % 32;
+                    int lo = src[32 + 32 * (e / 128) + l] >> (2 * (e % 128 / 32)) & 3, hb = src[l] >> (e / 32) & 1;
+                    dst[64 * g + 4 * r + k] |= (uint8_t)(lo << 2 * s);
+                    dst[Q3KX_H + 64 * (g / 2) + 4 * r + k] |= (uint8_t)(hb << (4 * (g % 2) + s));
+                }
+                for (int g = 0; g < 16; g++) dst[Q3KX_SC + 16 * g + r] = (uint8_t)sc[g];
+            }
+        }
+}
+
+/* IQ4_XS in groups of 16 rows (quant_internal.h): sub-block j's 16 bytes are laid out as an
+ * IQ4_NL block's (element l < 16 the low nibble of byte l, 16 + l its high nibble) */
+static void pack_iq4_xs(const sp_mat *W, uint8_t *dst) {
+    const int nsb = W->k / SP_QK_K;
+    const size_t wrow = sp_dtype_row_bytes(W->dt, (size_t)W->k);
+    for (int G = 0; G < (W->n + KX_ROWS - 1) / KX_ROWS; G++)
+        for (int b = 0; b < nsb; b++, dst += IQ4XSX_SB_BYTES) {
+            memset(dst, 0, IQ4XSX_SB_BYTES);
+            for (int r = 0; r < KX_ROWS && KX_ROWS * G + r < W->n; r++) {
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(KX_ROWS * G + r) * wrow + (size_t)136 * b;
+                unsigned sh = src[2] | (unsigned)src[3] << 8;
+                memcpy(dst + IQ4XSX_D + 2 * r, src, 2);
                 for (int j = 0; j < 8; j++) {
-                    dst[64 + 16 * j + r] = (uint8_t)(sc8 >> 8 * j);
-                    dst[192 + 32 * (j / 2) + 2 * r + j % 2] = (uint8_t)(m8 >> 8 * j);
-                    const uint8_t *q = src + 16 + 32 * (j / 2);
-                    for (int l = 0; l < 16; l += 8) {
-                        uint64_t a = ld64(q + l), h = ld64(q + 16 + l);
-                        uint64_t v = j % 2 == 0 ? (a & LO4_64) | (h & LO4_64) << 4 : (a >> 4 & LO4_64) | (h & ~LO4_64);
-                        uint32_t v0 = (uint32_t)v, v1 = (uint32_t)(v >> 32);
-                        memcpy(dst + 320 + 64 * (4 * j + l / 4) + 4 * r, &v0, 4);
-                        memcpy(dst + 320 + 64 * (4 * j + l / 4 + 1) + 4 * r, &v1, 4);
-                    }
+                    int ls = (src[4 + j / 2] >> (4 * (j % 2)) & 15) | (int)(sh >> (2 * j) & 3) << 4;
+                    dst[IQ4XSX_SC + 16 * j + r] = (uint8_t)(int8_t)(ls - 32);
+                    /* the file's sub-block bytes are already the packed nibble pairs, 4 at a time */
+                    for (int i = 0; i < 4; i++) memcpy(dst + 64 * (4 * j + i) + 4 * r, src + 8 + 16 * j + 4 * i, 4);
                 }
             }
         }
@@ -514,8 +587,8 @@ static void pack_q6_K(const sp_mat *W, uint8_t *dst) {
 }
 
 void sp_mat_pack(const sp_mat *W, void *dst) {
-    if (W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q6_K) {
-        (W->dt == SP_DT_Q4_K ? pack_q4_K : pack_q6_K)(W, dst);
+    if (W->dt == SP_DT_Q4_K || W->dt == SP_DT_Q5_K || W->dt == SP_DT_Q6_K || W->dt == SP_DT_Q3_K || W->dt == SP_DT_IQ4_XS) {
+        (W->dt == SP_DT_Q6_K ? pack_q6_K : W->dt == SP_DT_Q3_K ? pack_q3_K : W->dt == SP_DT_IQ4_XS ? pack_iq4_xs : pack_q4_K)(W, dst);
         return;
     }
     const int nb = W->k / 32;
