@@ -1,0 +1,271 @@
+/* test_moe.c — Qwen3-MoE targets (docs/TRANSFORMER.md §5a).
+ *
+ * - logits of every position vs tests/data/ref-logits/qwen3moe/logits.ref.f32 (an independent
+ *   float64 forward, make_fixture.py): max|Δ| <= 1e-5 · max|logit| and the same argmax, prefill
+ *   and token by token;
+ * - batch invariance: blocks of 1..7 rows == single steps bit for bit, 1 thread == 2 threads, and
+ *   one sequence in a batched forward beside another == its solo forward;
+ * - the config: dense layers from mlp_only_layers / decoder_sparse_step, bad MoE keys refused
+ *   with the key named;
+ * - greedy speculative == plain with the n-gram drafter and two draft models (a dense qwen3 of the
+ *   same vocabulary, and the MoE itself);
+ * - new-model's qwen3_moe tiny preset loads and runs. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "decode/spec.h"
+#include "drafters/drafters.h"
+#include "formats/newmodel.h"
+#include "model/model.h"
+#include "harness.h"
+#include "specula.h"
+
+#define FIX "tests/data/ref-logits/qwen3moe"
+#define NTOK 24
+
+static sp_model *load(const char *dir, int threads) {
+    sp_err err = {{0}};
+    sp_model *m;
+    if (sp_model_load(&m, dir, threads, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+static int load_tokens(int32_t *tok) {
+    char *text;
+    if (sp_read_file(FIX "/tokens.json", &text, NULL, NULL)) return -1;
+    int n = 0;
+    for (char *p = text; *p && n < NTOK;) {
+        if (*p >= '0' && *p <= '9') tok[n++] = (int32_t)strtol(p, &p, 10);
+        else p++;
+    }
+    free(text);
+    return n;
+}
+
+/* relative max error of [NTOK, V] logits against the reference; argmax misses counted */
+static double compare(const float *got, const float *ref, int V, int *miss) {
+    double maxref = 0, maxd = 0;
+    *miss = 0;
+    for (size_t i = 0; i < (size_t)NTOK * V; i++) {
+        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+        if (fabs((double)got[i] - ref[i]) > maxd) maxd = fabs((double)got[i] - ref[i]);
+    }
+    for (int t = 0; t < NTOK; t++)
+        if (sp_argmax(got + (size_t)t * V, V) != sp_argmax(ref + (size_t)t * V, V)) (*miss)++;
+    return maxd / maxref;
+}
+
+static void test_config(void) {
+    sp_model *m = load(FIX, 1);
+    CHECK(m != NULL, "load the fixture");
+    if (!m) return;
+    const sp_config *c = sp_model_config(m);
+    CHECK(c->arch == SP_ARCH_QWEN3 && c->n_experts == 8 && c->n_experts_used == 2 && c->moe_ffn_dim == 24 &&
+              c->norm_topk_prob == 1,
+          "MoE keys: %d experts, %d used, width %d, norm %d", c->n_experts, c->n_experts_used, c->moe_ffn_dim,
+          c->norm_topk_prob);
+    CHECK(c->layers[0].moe && !c->layers[1].moe && c->layers[2].moe, "mlp_only_layers [1]: layer 1 dense");
+    sp_model_free(m);
+    static const struct {
+        const char *extra, *want;
+    } bad[] = {
+        {"\"num_experts\": 8, \"num_experts_per_tok\": 9, \"moe_intermediate_size\": 8", "num_experts_per_tok"},
+        {"\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8", "num_experts"},
+        {"\"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 0", "moe_intermediate_size"},
+        {"\"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8, \"mlp_only_layers\": [5]",
+         "mlp_only_layers"},
+        {"\"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8, \"decoder_sparse_step\": 0",
+         "decoder_sparse_step"},
+        {"\"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8, "
+         "\"shared_expert_intermediate_size\": 16",
+         "shared"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 64, \"hidden_size\": 16, \"intermediate_size\": 32,"
+                 " \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"head_dim\": 8, %s}",
+                 bad[i].extra);
+        sp_config cfg;
+        sp_err err = {{0}};
+        CHECK(sp_config_parse(&cfg, json, "config.json", &err) != 0 && strstr(err.msg, bad[i].want),
+              "bad config %zu accepted or unclear: %s", i, err.msg);
+    }
+}
+
+static void test_reference_logits(void) {
+    sp_model *m = load(FIX, 2);
+    CHECK(m != NULL, "load");
+    if (!m) return;
+    int V = sp_model_config(m)->vocab_size;
+    int32_t tok[NTOK];
+    CHECK(load_tokens(tok) == NTOK, "tokens");
+    char *ref;
+    size_t nref = 0;
+    CHECK(sp_read_file(FIX "/logits.ref.f32", &ref, &nref, NULL) == 0 && nref == (size_t)NTOK * V * 4,
+          "reference logits");
+    float *pre = malloc((size_t)NTOK * V * 4), *step = malloc((size_t)NTOK * V * 4);
+    sp_err err = {{0}};
+    sp_kv *kv = sp_kv_create(m, 64, NTOK, &err), *kv1 = sp_kv_create(m, 64, 1, &err);
+    sp_forward_out o = {.logits = pre};
+    CHECK(sp_model_forward(m, kv, tok, NTOK, &o, &err) == 0, "%s", err.msg);
+    for (int t = 0; t < NTOK; t++) {
+        sp_forward_out o1 = {.logits = step + (size_t)t * V};
+        CHECK(sp_model_forward(m, kv1, tok + t, 1, &o1, &err) == 0, "%s", err.msg);
+    }
+    if (ref && nref == (size_t)NTOK * V * 4) {
+        int mp, ms;
+        double rp = compare(pre, (const float *)ref, V, &mp), rs = compare(step, (const float *)ref, V, &ms);
+        printf("  qwen3moe prefill rel err %.2e (argmax misses %d), decode rel err %.2e (misses %d)\n", rp, mp, rs,
+               ms);
+        CHECK(rp <= 1e-5 && mp == 0, "prefill rel %.3g misses %d", rp, mp);
+        CHECK(rs <= 1e-5 && ms == 0, "decode rel %.3g misses %d", rs, ms);
+    }
+    CHECK(memcmp(pre, step, (size_t)NTOK * V * 4) == 0, "prefill != single steps bitwise");
+    sp_kv_free(kv);
+    sp_kv_free(kv1);
+    free(pre);
+    free(step);
+    free(ref);
+    sp_model_free(m);
+}
+
+/* blocks of 1..7 rows over a stream == single steps (1 thread), bitwise; then a batched forward of
+ * two sequences gives the first its solo logits */
+static void test_batch_invariance(void) {
+    sp_model *m1 = load(FIX, 1), *m2 = load(FIX, 2);
+    CHECK(m1 && m2, "load");
+    if (!m1 || !m2) goto done;
+    int V = sp_model_config(m1)->vocab_size, N = 48;
+    int32_t tok[48], other[7];
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
+    for (int i = 0; i < 7; i++) other[i] = (int32_t)((i * 389 + 101) % V);
+    float *a1 = malloc((size_t)N * V * 4), *a2 = malloc((size_t)N * V * 4), *ob = malloc((size_t)7 * V * 4);
+    sp_err err = {{0}};
+    sp_kv *k1 = sp_kv_create(m1, 128, 1, &err), *k2 = sp_kv_create(m2, 128, 16, &err);
+    sp_kv *k3 = sp_kv_create(m2, 128, 16, &err);
+    for (int t = 0; t < N; t++) {
+        sp_forward_out o = {.logits = a1 + (size_t)t * V};
+        CHECK(sp_model_forward(m1, k1, tok + t, 1, &o, &err) == 0, "%s", err.msg);
+    }
+    for (int t = 0, b = 1; t < N; t += b, b = b % 7 + 1) {
+        int n = t + b > N ? N - t : b;
+        if (n == 5) { /* this block shares its forward with another sequence's 7 rows */
+            sp_forward_out o = {.logits = a2 + (size_t)t * V}, oo = {.logits = ob};
+            sp_forward_seq seqs[2] = {{.kv = k2, .tokens = tok + t, .T = n, .out = &o},
+                                      {.kv = k3, .tokens = other, .T = 7, .out = &oo}};
+            CHECK(sp_model_forward_batch(m2, k2, seqs, 2, &err) == 0, "%s", err.msg);
+            sp_kv_trim(k3, 0, &err);
+        } else {
+            sp_forward_out o = {.logits = a2 + (size_t)t * V};
+            CHECK(sp_model_forward(m2, k2, tok + t, n, &o, &err) == 0, "%s", err.msg);
+        }
+    }
+    CHECK(memcmp(a1, a2, (size_t)N * V * 4) == 0, "blocks / batches on 2 threads != single steps on 1");
+    sp_kv_free(k1);
+    sp_kv_free(k2);
+    sp_kv_free(k3);
+    free(a1);
+    free(a2);
+    free(ob);
+done:
+    sp_model_free(m1);
+    sp_model_free(m2);
+}
+
+/* a dense qwen3 of the fixture's vocabulary (a draft model that disagrees sometimes) into dir */
+static int write_dense_draft(char *dir) {
+    if (!mkdtemp(dir)) return -1;
+    const char *sets[] = {"vocab_size=512"};
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .sets = sets, .n_sets = 1, .dtype = SP_DT_F32, .seed = 5};
+    sp_err err = {{0}};
+    if (sp_newmodel_write(dir, &o, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_greedy_identity(void) {
+    char dir[] = "/tmp/specula-moe-XXXXXX";
+    sp_model *m = load(FIX, 2), *dm = NULL;
+    CHECK(m != NULL && write_dense_draft(dir) == 0 && (dm = load(dir, 1)) != NULL, "load");
+    if (!m || !dm) goto done;
+    int32_t prompt[21], ref[64], out[64];
+    for (int i = 0; i < 21; i++) prompt[i] = (int32_t)(((i % 7) * 977 + 31) % 512);
+    int N = 40;
+    sp_err err = {{0}};
+    sp_gen_params gp = sp_gen_params_default();
+    gp.max_new = N;
+    gp.ignore_eos = 1;
+    sp_gen_stats gs;
+    CHECK(sp_generate(m, NULL, prompt, 21, &gp, ref, 64, &gs, &err) == 0 && gs.emitted == N, "%s", err.msg);
+    const char *names[3] = {"ngram", "dense draft", "self draft"};
+    for (int kind = 0; kind < 3; kind++)
+        for (int G = 1; G <= 8; G += kind == 0 ? 1 : 3) {
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen = gp;
+            sp.draft_max = G;
+            sp_drafter *d = kind == 0   ? sp_drafter_ngram(1, 3, &err)
+                            : kind == 1 ? sp_drafter_draft_model(dm, m, NULL, NULL, 128, &sp.gen.sample, &err)
+                                        : sp_drafter_draft_model(m, m, NULL, NULL, 128, &sp.gen.sample, &err);
+            CHECK(d != NULL, "%s: %s", names[kind], err.msg);
+            sp_spec_stats st;
+            memset(out, 0xff, sizeof out);
+            CHECK(sp_spec_generate(m, d, prompt, 21, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+            CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N), "%s G %d: speculative != plain",
+                  names[kind], G);
+            if (kind == 2) CHECK(st.accepted == st.drafted && st.drafted > 0, "self draft must accept all");
+            sp_drafter_free(d);
+        }
+done:
+    sp_model_free(m);
+    sp_model_free(dm);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+/* new-model --preset qwen3_moe:tiny: a checkpoint the loader takes, whose forward runs */
+static void test_preset(void) {
+    char dir[] = "/tmp/specula-moe-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    newmodel_opts o = {.arch = "qwen3_moe", .preset = "tiny", .dtype = SP_DT_F32, .seed = 7};
+    sp_err err = {{0}};
+    CHECK(sp_newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
+    sp_model *m = load(dir, 2);
+    CHECK(m != NULL, "load the tiny preset");
+    if (m) {
+        const sp_config *c = sp_model_config(m);
+        CHECK(c->n_experts > c->n_experts_used && c->n_experts_used > 1, "preset experts %d / %d", c->n_experts,
+              c->n_experts_used);
+        int32_t p[4] = {1, 2, 3, 4};
+        float *lg = malloc((size_t)4 * c->vocab_size * 4);
+        sp_kv *kv = sp_kv_create(m, 32, 4, &err);
+        sp_forward_out fo = {.logits = lg};
+        CHECK(kv && sp_model_forward(m, kv, p, 4, &fo, &err) == 0, "%s", err.msg);
+        int finite = 1;
+        for (size_t i = 0; i < (size_t)4 * c->vocab_size; i++) finite &= isfinite(lg[i]) != 0;
+        CHECK(finite, "tiny preset logits not finite");
+        free(lg);
+        sp_kv_free(kv);
+        sp_model_free(m);
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+int main(void) {
+    RUN(test_config);
+    RUN(test_reference_logits);
+    RUN(test_batch_invariance);
+    RUN(test_greedy_identity);
+    RUN(test_preset);
+    return harness_done("test_moe");
+}
