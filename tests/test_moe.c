@@ -9,7 +9,13 @@
  *   with the key named;
  * - greedy speculative == plain with the n-gram drafter and two draft models (a dense qwen3 of the
  *   same vocabulary, and the MoE itself);
- * - new-model's qwen3_moe tiny preset loads and runs. */
+ * - new-model's qwen3_moe tiny preset loads and runs;
+ * - through the binary: export-gguf writes llama.cpp's qwen3moe layout (stacked ffn_*_exps, the
+ *   router ffn_gate_inp) whose logits equal the safetensors model's bit for bit; quantize q4_k_m
+ *   stores the experts in Q4_K / Q6_K and keeps the router f32; its logits stay close to the same
+ *   file dequantized to f32 (the activations' 8-bit quantization is the only difference; it can
+ *   flip a near-tied routing choice, so the bound is per position: >= 9 of 12 positions within 3%
+ *   of max|logit|); greedy speculative output (n-gram, self-drafting draft model) equals plain. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +23,7 @@
 
 #include "decode/spec.h"
 #include "drafters/drafters.h"
+#include "formats/gguf.h"
 #include "formats/newmodel.h"
 #include "model/model.h"
 #include "harness.h"
@@ -24,6 +31,8 @@
 
 #define FIX "tests/data/ref-logits/qwen3moe"
 #define NTOK 24
+
+static char cli[256]; /* the specula binary beside this test's build folder */
 
 static sp_model *load(const char *dir, int threads) {
     sp_err err = {{0}};
@@ -261,11 +270,108 @@ static void test_preset(void) {
     CHECK(system(cmd) == 0, "cleanup");
 }
 
-int main(void) {
+/* logits of the 12 tokens p in model path (a directory or GGUF) into lg [12, V]; V returned, 0 on failure */
+static int logits_of(const char *path, const int32_t *p, float *lg) {
+    sp_model *m = load(path, 2);
+    if (!m) return 0;
+    int V = sp_model_config(m)->vocab_size;
+    sp_err err = {{0}};
+    sp_kv *kv = sp_kv_create(m, 32, 12, &err);
+    sp_forward_out o = {.logits = lg};
+    int ok = kv && sp_model_forward(m, kv, p, 12, &o, &err) == 0;
+    sp_kv_free(kv);
+    sp_model_free(m);
+    return ok ? V : 0;
+}
+
+/* the ggml type of tensor `name` in a GGUF file, or -1 */
+static int tensor_type(const char *path, const char *name, int *n_dims) {
+    sp_err err = {{0}};
+    gguf_file *f = sp_gguf_open(path, &err);
+    const gguf_tensor_info *t = f ? sp_gguf_find_tensor(f, name) : NULL;
+    int ty = t ? (int)t->type : -1;
+    *n_dims = t ? (int)t->n_dims : 0;
+    sp_gguf_close(f);
+    return ty;
+}
+
+/* greedy tokens of `generate ... --json` (the "tokens" array), or "" on failure */
+static void gen_tokens(const char *model, const char *extra, char *out, size_t cap) {
+    char cmd[1600], buf[8192];
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 24 -t 2 --json %s 2>/dev/null",
+             cli, model, extra);
+    out[0] = 0;
+    if (harness_run(cmd, buf, sizeof buf) != 0) return;
+    char *s = strstr(buf, "\"tokens\""), *e = s ? strchr(s, ']') : NULL;
+    if (s && e && (size_t)(e - s) < cap) snprintf(out, cap, "%.*s", (int)(e - s), s);
+}
+
+static void test_gguf(void) {
+    char dir[] = "/tmp/specula-moe-XXXXXX", cmd[4096], out[4096], f32[64], q4[64], dq[64], mdir[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(mdir, sizeof mdir, "%s/m", dir);
+    snprintf(f32, sizeof f32, "%s/m.gguf", dir);
+    snprintf(q4, sizeof q4, "%s/m-q4_k_m.gguf", dir);
+    snprintf(dq, sizeof dq, "%s/m-dq.gguf", dir);
+    /* widths of whole K-quant blocks; every layer MoE (llama.cpp's qwen3moe has no dense layers) */
+    snprintf(cmd, sizeof cmd,
+             "%s new-model --arch qwen3_moe --preset tiny --set hidden_size=256 --set moe_intermediate_size=256 "
+             "--set 'mlp_only_layers=[]' --tokenizer models/default/target/tokenizer.json --seed 3 -o %s 2>&1 && "
+             "%s export-gguf -m %s -o %s 2>&1 && %s quantize %s %s q4_k_m -q 2>&1 && %s quantize %s %s f32 -q 2>&1",
+             cli, mdir, cli, mdir, f32, cli, f32, q4, cli, q4, dq);
+    CHECK(harness_run(cmd, out, sizeof out) == 0, "new-model / export-gguf / quantize: %s", out);
+    int nd = 0;
+    CHECK(tensor_type(f32, "blk.0.ffn_gate_exps.weight", &nd) == GGML_TYPE_F32 && nd == 3, "stacked experts (f32)");
+    CHECK(tensor_type(q4, "blk.0.ffn_up_exps.weight", &nd) == GGML_TYPE_Q4_K && nd == 3, "q4_k_m experts: Q4_K");
+    int down = tensor_type(q4, "blk.0.ffn_down_exps.weight", &nd);
+    CHECK(down == GGML_TYPE_Q4_K || down == GGML_TYPE_Q6_K, "q4_k_m ffn_down_exps type %d", down);
+    CHECK(tensor_type(q4, "blk.1.ffn_gate_inp.weight", &nd) == GGML_TYPE_F32, "the router stays f32");
+    int32_t p[12];
+    for (int i = 0; i < 12; i++) p[i] = (int32_t)((i * 977 + 31) % 8192);
+    size_t n = (size_t)12 * 8192;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4), *d = malloc(n * 4);
+    int V = logits_of(mdir, p, a);
+    CHECK(V == 8192 && logits_of(f32, p, b) == V && logits_of(q4, p, c) == V && logits_of(dq, p, d) == V,
+          "load the four models");
+    if (V == 8192) {
+        CHECK(memcmp(a, b, n * 4) == 0, "the f32 GGUF's logits differ from the safetensors model's");
+        double mx = 0;
+        for (size_t i = 0; i < n; i++) mx = fabs(d[i]) > mx ? fabs(d[i]) : mx;
+        int close = 0;
+        for (int t = 0; t < 12; t++) {
+            double md = 0;
+            for (int i = 0; i < V; i++) md = fmax(md, fabs(c[(size_t)t * V + i] - d[(size_t)t * V + i]));
+            close += md <= 0.03 * mx;
+        }
+        printf("  q4_k_m vs its f32 dequantization: %d of 12 positions within 3%% of max|logit| %.3g\n", close, mx);
+        CHECK(close >= 9, "q4_k_m logits too far from the dequantized model's (%d of 12 positions close)", close);
+    }
+    char plain[4096], ng[4096], dm[4096], extra[800];
+    gen_tokens(q4, "", plain, sizeof plain);
+    gen_tokens(q4, "--spec ngram --draft-max 6", ng, sizeof ng);
+    snprintf(extra, sizeof extra, "--spec draft -md %s --draft-max 5", q4);
+    gen_tokens(q4, extra, dm, sizeof dm);
+    CHECK(plain[0] && !strcmp(plain, ng), "ngram differs: %s | %s", plain, ng);
+    CHECK(plain[0] && !strcmp(plain, dm), "draft model differs: %s | %s", plain, dm);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_moe → BUILD/specula */
+    char *slash = strrchr(cli, '/');
+    if (slash) *slash = 0;
+    snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
     RUN(test_config);
     RUN(test_reference_logits);
     RUN(test_batch_invariance);
     RUN(test_greedy_identity);
     RUN(test_preset);
+    RUN(test_gguf);
     return harness_done("test_moe");
 }
