@@ -29,16 +29,16 @@ static const tn_entry common_names[SP_TN_COUNT] = {
     [SP_TN_D2T] = {"d2t", "d2t"},
     [SP_TN_T2D] = {"t2d", NULL},
     [SP_TN_HIDDEN_NORM] = {"hidden_norm.weight", "attn_norm_2.weight"},
-    /* MoE (qwen3_moe); an expert's HF name is "mlp.experts.E." + this (sp_tensor_hf_expert_name) */
-    [SP_TN_ROUTER] = {"mlp.gate.weight", "ffn_gate_inp.weight"},
-    [SP_TN_EXP_GATE] = {"gate_proj.weight", "ffn_gate_exps.weight"},
-    [SP_TN_EXP_UP] = {"up_proj.weight", "ffn_up_exps.weight"},
-    [SP_TN_EXP_DOWN] = {"down_proj.weight", "ffn_down_exps.weight"},
 };
 
 /* Llama-3 and Qwen3: post_attention_layernorm is the pre-MLP norm */
 static const tn_entry llama_names[SP_TN_COUNT] = {
     [SP_TN_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    /* Qwen3-MoE; an expert's HF name is "mlp.experts.E." + this (sp_tensor_hf_expert_name) */
+    [SP_TN_ROUTER] = {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    [SP_TN_EXP_GATE] = {"gate_proj.weight", "ffn_gate_exps.weight"},
+    [SP_TN_EXP_UP] = {"up_proj.weight", "ffn_up_exps.weight"},
+    [SP_TN_EXP_DOWN] = {"down_proj.weight", "ffn_down_exps.weight"},
 };
 
 /* Gemma-4 text: norms on the sublayer outputs, the layer scalar, per-layer inputs */
@@ -107,7 +107,7 @@ const char *sp_tensor_hf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role 
 
 const char *sp_tensor_hf_expert_name(sp_arch arch, sp_tensor_role role, int layer, int expert, char *buf,
                                      size_t cap) {
-    if (!is_expert_role(role) || expert < 0 || layer < 0) return NULL;
+    if (!is_expert_role(role) || expert < 0 || layer < 0 || !entry(arch, role)->hf) return NULL;
     int n = snprintf(buf, cap, "layers.%d.mlp.experts.%d.%s", layer, expert, entry(arch, role)->hf);
     return n >= 0 && (size_t)n < cap ? buf : NULL;
 }
@@ -116,7 +116,7 @@ int sp_tensor_expert_of(sp_arch arch, const char *hf, int *layer, int *expert) {
     int li, e, used = 0;
     if (sscanf(hf, "layers.%d.mlp.experts.%d.%n", &li, &e, &used) != 2 || used == 0 || li < 0 || e < 0) return -1;
     for (int r = SP_TN_EXP_GATE; r <= SP_TN_EXP_DOWN; r++)
-        if (!strcmp(hf + used, entry(arch, r)->hf)) {
+        if (entry(arch, r)->hf && !strcmp(hf + used, entry(arch, r)->hf)) {
             *layer = li;
             *expert = e;
             return r;
