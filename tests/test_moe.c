@@ -9,6 +9,9 @@
  *   with the key named;
  * - greedy speculative == plain with the n-gram drafter and two draft models (a dense qwen3 of the
  *   same vocabulary, and the MoE itself);
+ * - through the binary: every drafter kind that runs on a Qwen3 target (n-gram, DSpark, DFlash,
+ *   EAGLE-3 drafters made by new-drafter for the MoE fixture, the MoE as its own draft model) gives
+ *   the plain greedy tokens, with a repetition penalty so the output is not one repeated token;
  * - new-model's qwen3_moe tiny preset loads and runs;
  * - through the binary: export-gguf writes llama.cpp's qwen3moe layout (stacked ffn_*_exps, the
  *   router ffn_gate_inp) whose logits equal the safetensors model's bit for bit; quantize q4_k_m
@@ -361,6 +364,38 @@ static void test_gguf(void) {
     CHECK(system(cmd) == 0, "cleanup");
 }
 
+static void test_every_drafter(void) {
+    char dir[] = "/tmp/specula-moe-XXXXXX", cmd[2048], out[4096], ref[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    const char *kinds[] = {"", "ngram", "dspark", "dflash", "eagle3", "draft"};
+    for (int i = 0; i < 6; i++) {
+        char extra[512] = "";
+        if (i >= 2 && i <= 4) {
+            snprintf(cmd, sizeof cmd, "%s new-drafter --arch %s -m %s --seed 3 -o %s/%s 2>&1", cli, kinds[i], FIX, dir,
+                     kinds[i]);
+            CHECK(harness_run(cmd, out, sizeof out) == 0, "new-drafter %s: %s", kinds[i], out);
+            snprintf(extra, sizeof extra, "--spec %s -md %s/%s --draft-max 4", kinds[i], dir, kinds[i]);
+        } else if (i == 1) {
+            snprintf(extra, sizeof extra, "--spec ngram --draft-max 6");
+        } else if (i == 5) {
+            snprintf(extra, sizeof extra, "--spec draft -md %s --draft-max 5", FIX);
+        }
+        snprintf(cmd, sizeof cmd,
+                 "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 40 -t 2 --json --repeat-penalty 1.3 %s "
+                 "2>/dev/null",
+                 cli, FIX, extra);
+        char *s = NULL, *e = NULL;
+        if (harness_run(cmd, out, sizeof out) == 0 && (s = strstr(out, "\"tokens\"")) != NULL) e = strchr(s, ']');
+        CHECK(s && e, "%s: no tokens", i ? kinds[i] : "plain");
+        if (!s || !e) continue;
+        *e = 0;
+        if (i == 0) snprintf(ref, sizeof ref, "%s", s);
+        else CHECK(!strcmp(ref, s), "%s: speculative != plain: %s | %s", kinds[i], s, ref);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_moe → BUILD/specula */
@@ -371,6 +406,7 @@ int main(int argc, char **argv) {
     RUN(test_reference_logits);
     RUN(test_batch_invariance);
     RUN(test_greedy_identity);
+    RUN(test_every_drafter);
     RUN(test_preset);
     RUN(test_gguf);
     return harness_done("test_moe");
