@@ -164,6 +164,10 @@ int sp_model_set_kv_types(sp_model *m, sp_kv_type k, sp_kv_type v, sp_err *err);
 sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err);
 void sp_kv_free(sp_kv *kv);
 int sp_kv_len(const sp_kv *kv);
+/* Mixture-of-experts models: the mean number of distinct experts each MoE layer ran in the last
+ * forward whose scratch was this cache (a verify block of k rows runs up to k × experts per token);
+ * 0 for a dense model or before any forward. */
+double sp_kv_moe_experts(const sp_kv *kv);
 /* Remove the newest n entries of every layer (rollback of rejected drafts). */
 int sp_kv_trim(sp_kv *kv, int n, sp_err *err);
 void sp_kv_clear(sp_kv *kv);

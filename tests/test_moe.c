@@ -12,6 +12,8 @@
  * - through the binary: every drafter kind that runs on a Qwen3 target (n-gram, DSpark, DFlash,
  *   EAGLE-3 drafters made by new-drafter for the MoE fixture, the MoE as its own draft model) gives
  *   the plain greedy tokens, with a repetition penalty so the output is not one repeated token;
+ * - the distinct-expert count (sp_kv_moe_experts): k per layer for one token, growing with the
+ *   block and at most E, 0 on a dense model; bench-verify --json reports it per block size;
  * - new-model's qwen3_moe tiny preset loads and runs;
  * - through the binary: export-gguf writes llama.cpp's qwen3moe layout (stacked ffn_*_exps, the
  *   router ffn_gate_inp) whose logits equal the safetensors model's bit for bit; quantize q4_k_m
@@ -396,6 +398,37 @@ static void test_every_drafter(void) {
     CHECK(system(cmd) == 0, "cleanup");
 }
 
+static void test_expert_count(void) {
+    sp_model *m = load(FIX, 1), *dense = load("tests/data/ref-logits/qwen3", 1);
+    CHECK(m && dense, "load");
+    if (m && dense) {
+        sp_err err = {{0}};
+        int32_t tok[16];
+        for (int i = 0; i < 16; i++) tok[i] = (int32_t)((i * 7919 + 13) % 512);
+        double prev = 0;
+        for (int k = 1; k <= 16; k *= 2) {
+            sp_kv *kv = sp_kv_create(m, 64, 16, &err);
+            CHECK(kv && sp_model_forward(m, kv, tok, k, NULL, &err) == 0, "%s", err.msg);
+            double ex = kv ? sp_kv_moe_experts(kv) : 0;
+            CHECK(k > 1 || ex == 2.0, "one token runs k = 2 experts per layer, not %.2f", ex);
+            CHECK(ex >= prev && ex <= 8.0, "block of %d: %.2f distinct experts (previous %.2f)", k, ex, prev);
+            prev = ex;
+            sp_kv_free(kv);
+        }
+        CHECK(prev > 2.0, "a block of 16 tokens should touch more than one token's experts (%.2f)", prev);
+        sp_kv *kd = sp_kv_create(dense, 64, 4, &err);
+        CHECK(kd && sp_model_forward(dense, kd, tok, 4, NULL, &err) == 0 && sp_kv_moe_experts(kd) == 0.0,
+              "a dense model reports no experts");
+        sp_kv_free(kd);
+    }
+    sp_model_free(m);
+    sp_model_free(dense);
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s bench-verify -m %s -t 1 --k-max 4 --reps 1 --ctx 8 --json 2>&1", cli, FIX);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "\"experts\":[2.0,") != NULL,
+          "bench-verify --json has no experts array starting at 2: %s", out);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_moe → BUILD/specula */
@@ -406,6 +439,7 @@ int main(int argc, char **argv) {
     RUN(test_reference_logits);
     RUN(test_batch_invariance);
     RUN(test_greedy_identity);
+    RUN(test_expert_count);
     RUN(test_every_drafter);
     RUN(test_preset);
     RUN(test_gguf);

@@ -394,6 +394,7 @@ static void moe_mlp(sp_pool *pool, block_rows *c) {
     for (int e = 0; e < d->n_experts; e++) {
         int n = expert_rows(c, e, wr);
         if (!n) continue;
+        if (s->moe_touched) ++*s->moe_touched;
         for (int i = 0; i < n; i++)
             memcpy(s->ex + (size_t)i * H, s->xn + (size_t)s->erow[i] * H, (size_t)H * sizeof(float));
         const sp_mat *gu[2] = {&l->e_gate[e], &l->e_up[e]};

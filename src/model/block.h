@@ -141,6 +141,7 @@ typedef struct {
     float *xn, *q, *k, *v, *att, *o, *g, *u;
     float *ex, *ey, *router, *ew;
     int32_t *esel, *erow;
+    int *moe_touched; /* NULL, or += the number of distinct experts each MoE layer runs */
 } sp_block_scratch;
 
 /* The layer on x [R, H] in place. The rows are the segments' rows, segment by segment; a layer

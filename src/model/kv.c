@@ -299,3 +299,7 @@ int sp_kv_keep_rows(sp_kv *kv, int n_tree, const int32_t *rows, int k, sp_err *e
     kv->len = pos0 + k;
     return 0;
 }
+
+double sp_kv_moe_experts(const sp_kv *kv) {
+    return kv->moe_layers > 0 ? (double)kv->moe_touched / kv->moe_layers : 0.0;
+}
