@@ -39,7 +39,7 @@ static int find_expert(sp_model *m, sp_tensor_role role, int li, int e, wt *out,
     const gguf_tensor_info *t =
         sp_tensor_gguf_name(m->cfg.arch, role, li, gn, sizeof gn) ? sp_gguf_find_tensor(m->gg, gn) : NULL;
     if (!t) return 1;
-    snprintf(out->name, sizeof out->name, "%s[%d]", gn, e & 0xffff);
+    snprintf(out->name, sizeof out->name, "%s[%d]", gn, e);
     out->file = m->gg->path;
     out->dt = sp_gguf_ggml_to_dtype(t->type);
     if (t->n_dims != 3 || t->dims[2] != (uint64_t)m->cfg.n_experts || t->dims[0] > INT32_MAX || t->dims[1] > INT32_MAX)
