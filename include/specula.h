@@ -135,7 +135,8 @@ void sp_model_free(sp_model *m);
 int sp_model_check(const char *path, sp_err *err);
 const sp_config *sp_model_config(const sp_model *m);
 int sp_model_threads(const sp_model *m);
-/* bytes of weights streamed per decoded token (all matmul weights + LM head) */
+/* bytes of weights streamed per decoded token (all matmul weights + LM head; of an MoE layer's
+ * experts, the n_experts_used a token runs) */
 size_t sp_model_weight_bytes(const sp_model *m);
 /* The numerics of the model's bf16 matmuls: 0 (default) the f32 order, every activation kept
  * in f32; 1 the bf16-dot order, activations rounded to bf16 and products accumulated in pairs

@@ -212,6 +212,14 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
     }
     sp_block_binder b = {m, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
     if (sp_block_bind(l, c->arch, i, &b, err)) return -1;
+    if (l->d.n_experts > 0) { /* a decoded token streams only its n_experts_used experts */
+        size_t eb = 0;
+        for (int e = 0; e < l->d.n_experts; e++) {
+            const sp_mat *em[3] = {&l->e_gate[e], &l->e_up[e], &l->e_down[e]};
+            for (int j = 0; j < 3; j++) eb += (size_t)em[j]->n * sp_dtype_row_bytes(em[j]->dt, (size_t)em[j]->k);
+        }
+        m->weight_bytes -= eb - eb / (size_t)l->d.n_experts * (size_t)l->d.n_experts_used;
+    }
     if (!l->d.kv_proj && m->gg) { /* a KV-shared layer may still carry unused K/V tensors (llama.cpp allows them) */
         wt unused;
         const sp_tensor_role kv_roles[] = {SP_TN_K, SP_TN_V, SP_TN_K_NORM};
