@@ -14,6 +14,8 @@
  *   the plain greedy tokens, with a repetition penalty so the output is not one repeated token;
  * - the distinct-expert count (sp_kv_moe_experts): k per layer for one token, growing with the
  *   block and at most E, 0 on a dense model; bench-verify --json reports it per block size;
+ * - drafter training against the MoE: regen, then train a DSpark drafter (a dense Qwen3 block:
+ *   the draft config carries no MoE keys), whose greedy output equals plain;
  * - new-model's qwen3_moe tiny preset loads and runs;
  * - through the binary: export-gguf writes llama.cpp's qwen3moe layout (stacked ffn_*_exps, the
  *   router ffn_gate_inp) whose logits equal the safetensors model's bit for bit; quantize q4_k_m
@@ -429,6 +431,41 @@ static void test_expert_count(void) {
           "bench-verify --json has no experts array starting at 2: %s", out);
 }
 
+static void test_train_drafter(void) {
+    char dir[] = "/tmp/specula-moe-XXXXXX", cmd[4096], out[8192], p[128];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(p, sizeof p, "%s/ok.jsonl", dir);
+    FILE *f = fopen(p, "w");
+    for (int i = 0; f && i < 6; i++) fprintf(f, "{\"ids\": [1, %d, %d, %d], \"resp_start\": 4}\n", 50 + i, 60 + i, 50 + i);
+    if (f) fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "%s regen -m %s --data %s -o %s/sh --generate 20 -q 2>&1 && %s train --arch dspark -m %s --data %s/sh "
+             "-o %s/d --steps 6 --batch 4 --block-size 3 --layers 1 --markov-rank 8 --ctx 8 -q -t 1 2>&1",
+             cli, FIX, p, dir, cli, FIX, dir, dir);
+    CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "train: step 6"), "regen + train: %s", out);
+    char *cfg = NULL;
+    snprintf(p, sizeof p, "%s/d/config.json", dir);
+    CHECK(sp_read_file(p, &cfg, NULL, NULL) == 0 && !strstr(cfg, "num_experts") && !strstr(cfg, "qwen3_moe"),
+          "the drafter's config carries MoE keys");
+    free(cfg);
+    char ref[4096] = "";
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 40 -t 2 --json --repeat-penalty 1.3 %s%s%s "
+                 "2>/dev/null",
+                 cli, FIX, i ? "--spec dspark -md " : "", i ? dir : "", i ? "/d" : "");
+        char *s = NULL, *e = NULL;
+        if (harness_run(cmd, out, sizeof out) == 0 && (s = strstr(out, "\"tokens\"")) != NULL) e = strchr(s, ']');
+        CHECK(s && e, "no tokens");
+        if (!s || !e) break;
+        *e = 0;
+        if (!i) snprintf(ref, sizeof ref, "%s", s);
+        else CHECK(!strcmp(ref, s), "trained DSpark: speculative != plain");
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_moe → BUILD/specula */
@@ -441,6 +478,7 @@ int main(int argc, char **argv) {
     RUN(test_greedy_identity);
     RUN(test_expert_count);
     RUN(test_every_drafter);
+    RUN(test_train_drafter);
     RUN(test_preset);
     RUN(test_gguf);
     return harness_done("test_moe");
