@@ -4,7 +4,8 @@
  *   float64 forward, make_fixture.py): max|Δ| <= 1e-5 · max|logit| and the same argmax, prefill
  *   and token by token;
  * - batch invariance: blocks of 1..7 rows == single steps bit for bit, 1 thread == 2 threads, and
- *   one sequence in a batched forward beside another == its solo forward;
+ *   one sequence in a batched forward beside another == its solo forward; each node of a
+ *   tree-masked forward == a chain forward over its root path;
  * - the config: dense layers from mlp_only_layers / decoder_sparse_step, bad MoE keys refused
  *   with the key named;
  * - greedy speculative == plain with the n-gram drafter and two draft models (a dense qwen3 of the
@@ -192,6 +193,46 @@ static void test_batch_invariance(void) {
 done:
     sp_model_free(m1);
     sp_model_free(m2);
+}
+
+/* a binary tree of 15 nodes after an 8-token prompt: node t's logits == the chain over its root path */
+static void test_tree(void) {
+    sp_model *m = load(FIX, 2);
+    CHECK(m != NULL, "load");
+    if (!m) return;
+    int V = 512, T = 15;
+    int32_t prompt[8], tok[15], parent[15];
+    for (int i = 0; i < 8; i++) prompt[i] = (int32_t)((i * 389 + 7) % V);
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)((t * 7919 + 11) % V), parent[t] = t ? (t - 1) / 2 : -1;
+    float *tree = malloc((size_t)T * V * 4), *chain = malloc((size_t)8 * V * 4);
+    sp_err err = {{0}};
+    sp_kv *kv = sp_kv_create(m, 64, 16, &err);
+    sp_forward_out o = {.logits = tree};
+    CHECK(kv && sp_model_forward(m, kv, prompt, 8, NULL, &err) == 0 &&
+              sp_model_forward_tree(m, kv, tok, parent, T, &o, &err) == 0,
+          "%s", err.msg);
+    for (int t = 0; t < T && kv; t++) {
+        int32_t path[8];
+        int n = 0;
+        for (int u = t; u >= 0; u = parent[u]) path[n++] = tok[u];
+        for (int i = 0; i < n / 2; i++) {
+            int32_t x = path[i];
+            path[i] = path[n - 1 - i];
+            path[n - 1 - i] = x;
+        }
+        sp_kv *kc = sp_kv_create(m, 64, 16, &err);
+        sp_forward_out oc = {.logits = chain};
+        CHECK(kc && sp_model_forward(m, kc, prompt, 8, NULL, &err) == 0 &&
+                  sp_model_forward(m, kc, path, n, &oc, &err) == 0,
+              "%s", err.msg);
+        CHECK(!memcmp(tree + (size_t)t * V, chain + (size_t)(n - 1) * V, (size_t)V * 4),
+              "tree node %d != the chain over its root path", t);
+        sp_kv_free(kc);
+    }
+    sp_kv_free(kv);
+    free(tree);
+    free(chain);
+    sp_model_free(m);
 }
 
 /* a dense qwen3 of the fixture's vocabulary (a draft model that disagrees sometimes) into dir */
@@ -475,6 +516,7 @@ int main(int argc, char **argv) {
     RUN(test_config);
     RUN(test_reference_logits);
     RUN(test_batch_invariance);
+    RUN(test_tree);
     RUN(test_greedy_identity);
     RUN(test_expert_count);
     RUN(test_every_drafter);
