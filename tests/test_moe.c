@@ -235,6 +235,8 @@ static void test_tree(void) {
     sp_model_free(m);
 }
 
+static int logits_of(const char *path, const int32_t *p, float *lg);
+
 /* a dense qwen3 of the fixture's vocabulary (a draft model that disagrees sometimes) into dir */
 static int write_dense_draft(char *dir) {
     if (!mkdtemp(dir)) return -1;
@@ -288,13 +290,30 @@ done:
     CHECK(system(cmd) == 0, "cleanup");
 }
 
-/* new-model --preset qwen3_moe:tiny: a checkpoint the loader takes, whose forward runs */
+/* new-model --preset qwen3_moe:tiny: a checkpoint the loader takes, whose forward runs; written
+ * again in 256 KB shards (experts split across files), it gives the same logits */
 static void test_preset(void) {
-    char dir[] = "/tmp/specula-moe-XXXXXX";
+    char dir[] = "/tmp/specula-moe-XXXXXX", sharded[64];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     newmodel_opts o = {.arch = "qwen3_moe", .preset = "tiny", .dtype = SP_DT_F32, .seed = 7};
     sp_err err = {{0}};
     CHECK(sp_newmodel_write(dir, &o, &err) == 0, "%s", err.msg);
+    snprintf(sharded, sizeof sharded, "%s/sharded", dir);
+    o.shard_bytes = 256 << 10;
+    CHECK(sp_newmodel_write(sharded, &o, &err) == 0, "%s", err.msg);
+    char idx[128];
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", sharded);
+    CHECK(sp_file_exists(idx), "no shard index written");
+    {
+        int32_t p[12];
+        for (int i = 0; i < 12; i++) p[i] = (int32_t)(i * 613 + 5);
+        float *a = malloc((size_t)12 * 8192 * 4), *b = malloc((size_t)12 * 8192 * 4);
+        CHECK(logits_of(dir, p, a) == 8192 && logits_of(sharded, p, b) == 8192 &&
+                  !memcmp(a, b, (size_t)12 * 8192 * 4),
+              "the sharded checkpoint's logits differ");
+        free(a);
+        free(b);
+    }
     sp_model *m = load(dir, 2);
     CHECK(m != NULL, "load the tiny preset");
     if (m) {
