@@ -71,6 +71,7 @@ typedef struct {
  * SP_CONFIG_MAX_DIM, vocabularies at most SP_CONFIG_MAX_VOCAB */
 #define SP_CONFIG_MAX_DIM (1 << 20)
 #define SP_CONFIG_MAX_VOCAB (1 << 24)
+#define SP_CONFIG_MAX_EXPERTS 1024 /* experts per MoE layer */
 #define SP_MAX_EOS 8
 
 typedef struct {
@@ -80,6 +81,7 @@ typedef struct {
     int ffn_dim;     /* MLP width of this layer */
     int has_v_proj;  /* 0 on Gemma-4 k_eq_v full layers: V = raw K */
     int kv_source;   /* layer whose K/V cache this layer reads (itself unless KV-shared) */
+    int moe;         /* 1: a mixture-of-experts MLP (the config's n_experts, moe_ffn_dim), else dense */
 } sp_layer_config;
 
 typedef struct {
@@ -99,6 +101,10 @@ typedef struct {
     int ple_dim, ple_vocab; /* Gemma-4 per-layer inputs; ple_dim 0 = none */
     int n_kv_shared;
     int double_wide_mlp;
+    /* mixture of experts (qwen3_moe; n_experts 0 = dense): each MoE layer routes a token to the
+     * top n_experts_used of n_experts SwiGLU experts of width moe_ffn_dim (docs/TRANSFORMER.md §5a) */
+    int n_experts, n_experts_used, moe_ffn_dim;
+    int norm_topk_prob;     /* renormalise the chosen experts' probabilities to sum 1 */
     int bos_id, pad_id;
     int eos_ids[SP_MAX_EOS];
     int n_eos;
@@ -107,7 +113,7 @@ typedef struct {
     sp_layer_config layers[SP_MAX_LAYERS];
 } sp_config;
 
-/* Parse a Hugging Face config.json (llama, qwen3, gemma4 / gemma4_text). */
+/* Parse a Hugging Face config.json (llama, qwen3, qwen3_moe, gemma4 / gemma4_text). */
 int sp_config_load(sp_config *cfg, const char *config_json_path, sp_err *err);
 int sp_config_parse(sp_config *cfg, const char *json_text, const char *what, sp_err *err);
 /* The invariants every loaded config satisfies (positive sizes, heads divisible by KV heads,
@@ -129,7 +135,8 @@ void sp_model_free(sp_model *m);
 int sp_model_check(const char *path, sp_err *err);
 const sp_config *sp_model_config(const sp_model *m);
 int sp_model_threads(const sp_model *m);
-/* bytes of weights streamed per decoded token (all matmul weights + LM head) */
+/* bytes of weights streamed per decoded token (all matmul weights + LM head; of an MoE layer's
+ * experts, the n_experts_used a token runs) */
 size_t sp_model_weight_bytes(const sp_model *m);
 /* The numerics of the model's bf16 matmuls: 0 (default) the f32 order, every activation kept
  * in f32; 1 the bf16-dot order, activations rounded to bf16 and products accumulated in pairs
@@ -158,6 +165,10 @@ int sp_model_set_kv_types(sp_model *m, sp_kv_type k, sp_kv_type v, sp_err *err);
 sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err);
 void sp_kv_free(sp_kv *kv);
 int sp_kv_len(const sp_kv *kv);
+/* Mixture-of-experts models: the mean number of distinct experts each MoE layer ran in the last
+ * forward whose scratch was this cache (a verify block of k rows runs up to k × experts per token);
+ * 0 for a dense model or before any forward. */
+double sp_kv_moe_experts(const sp_kv *kv);
 /* Remove the newest n entries of every layer (rollback of rejected drafts). */
 int sp_kv_trim(sp_kv *kv, int n, sp_err *err);
 void sp_kv_clear(sp_kv *kv);

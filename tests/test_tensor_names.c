@@ -35,6 +35,23 @@ static void test_norm_roles(void) {
     CHECK(!sp_tensor_hf_name(SP_ARCH_QWEN3, SP_TN_COUNT, 0, small, sizeof small), "role out of range accepted");
 }
 
+/* Qwen3-MoE experts: one HF tensor per expert, one stacked GGUF tensor per role */
+static void test_expert_names(void) {
+    char buf[160];
+    const char *s = sp_tensor_hf_expert_name(SP_ARCH_QWEN3, SP_TN_EXP_UP, 3, 17, buf, sizeof buf);
+    CHECK(s && !strcmp(s, "layers.3.mlp.experts.17.up_proj.weight"), "%s", s ? s : "(null)");
+    int li = -1, e = -1;
+    CHECK(sp_tensor_expert_of(SP_ARCH_QWEN3, "layers.3.mlp.experts.17.down_proj.weight", &li, &e) == SP_TN_EXP_DOWN &&
+              li == 3 && e == 17,
+          "expert name parsed as layer %d expert %d", li, e);
+    CHECK(sp_tensor_expert_of(SP_ARCH_QWEN3, "layers.3.mlp.experts.17.bias", &li, &e) < 0, "not an expert tensor");
+    CHECK(!sp_tensor_hf_name(SP_ARCH_QWEN3, SP_TN_EXP_GATE, 0, buf, sizeof buf), "an expert role has no single name");
+    CHECK((s = gg(SP_ARCH_QWEN3, SP_TN_EXP_GATE, 2)) && !strcmp(s, "blk.2.ffn_gate_exps.weight"), "%s", s);
+    CHECK((s = gg(SP_ARCH_QWEN3, SP_TN_ROUTER, 2)) && !strcmp(s, "blk.2.ffn_gate_inp.weight"), "%s", s);
+    CHECK(!sp_tensor_hf_expert_name(SP_ARCH_GEMMA4, SP_TN_EXP_UP, 0, 0, buf, sizeof buf),
+          "gemma4's MoE is not this layout");
+}
+
 /* every name of every architecture maps back to its role and layer, and to its GGUF name */
 static void test_round_trip(void) {
     const sp_arch archs[] = {SP_ARCH_LLAMA, SP_ARCH_QWEN3, SP_ARCH_GEMMA4};
@@ -51,7 +68,7 @@ static void test_round_trip(void) {
             const char *m = sp_gguf_tensor_name(archs[a], h, buf, sizeof buf);
             CHECK(m && !strcmp(m, g), "%s → %s, expected %s", h, m ? m : "(null)", g);
         }
-    CHECK(n_names == 14 + 14 + 23, "%d names in the tables", n_names);
+    CHECK(n_names == 15 + 15 + 23, "%d names in the tables", n_names); /* llama / qwen3 with the MoE router */
     int layer;
     CHECK(sp_tensor_role_of(SP_ARCH_QWEN3, "layers.1.mlp.experts.weight", &layer) < 0, "unknown name has a role");
     CHECK(sp_tensor_role_of(SP_ARCH_QWEN3, "input_layernorm.weight", &layer) < 0, "layer name without a layer");
@@ -133,6 +150,7 @@ static void test_eagle3_names(void) {
 int main(void) {
     RUN(test_norm_roles);
     RUN(test_round_trip);
+    RUN(test_expert_names);
     RUN(test_eagle3_names);
     return harness_done("test_tensor_names");
 }

@@ -5,7 +5,10 @@
  * row t's parent is (t − 1) / 2; docs/TREE.md), the cost of verifying a token tree of k nodes.
  * --slots N times what a server step does with N busy slots: one batched forward over N
  * sequences of k rows each (sp_model_forward_batch), relative to the N-slot forward of one row
- * each (docs/server-batching.md). */
+ * each (docs/server-batching.md).
+ * On a mixture-of-experts target the table adds the mean number of distinct experts an MoE layer
+ * ran for the block (sp_kv_moe_experts): the verify cost follows it rather than k alone
+ * (docs/TRANSFORMER.md §5a). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +55,7 @@ typedef struct {
  * verifier needs, then a trim) and of a tree-masked forward over k rows, over R repetitions.
  * Repetitions are interleaved over k so drift on a shared machine hits every k alike. */
 static int time_blocks(const verify_opts *v, sp_model *m, sp_kv **kvs, const int32_t *tok, float *logits, int R,
-                       double *ms, double *tms, sp_err *err) {
+                       double *ms, double *tms, double *ex, sp_err *err) {
     const sp_config *c = sp_model_config(m);
     sp_kv *kv = kvs[0];
     sp_forward_out o = {.logits = logits};
@@ -64,6 +67,7 @@ static int time_blocks(const verify_opts *v, sp_model *m, sp_kv **kvs, const int
             double t0 = now_ms();
             if (verify_forward(m, kvs, v->slots, tok + v->ctx, k, logits, c->vocab_size, err)) return -1;
             double dt = now_ms() - t0;
+            ex[k] = sp_kv_moe_experts(kvs[0]); /* the same tokens every repetition */
             if (dt < ms[k]) ms[k] = dt;
             if (!v->tree) continue;
             t0 = now_ms();
@@ -76,13 +80,16 @@ static int time_blocks(const verify_opts *v, sp_model *m, sp_kv **kvs, const int
     return 0;
 }
 
-static void print_json(const verify_opts *v, int threads, const double *ms, const double *tms) {
-    json_t *jo = json_object(), *jk = json_array(), *jr = json_array(), *jm = json_array();
+static void print_json(const verify_opts *v, int threads, const double *ms, const double *tms, const double *ex) {
+    json_t *jo = json_object(), *jk = json_array(), *jr = json_array(), *jm = json_array(), *je = json_array();
     for (int k = 1; k <= v->kmax; k++) {
         json_array_append_new(jk, json_integer(k));
         json_array_append_new(jr, json_real(ms[k] / ms[1]));
         json_array_append_new(jm, json_real(ms[k]));
+        json_array_append_new(je, json_real(ex[k]));
     }
+    if (ex[1] > 0) json_object_set_new(jo, "experts", je);
+    else json_decref(je);
     if (v->tree) {
         json_t *jt = json_array();
         for (int k = 1; k <= v->kmax; k++) json_array_append_new(jt, json_real(tms[k] / ms[1]));
@@ -99,7 +106,8 @@ static void print_json(const verify_opts *v, int threads, const double *ms, cons
     json_decref(jo);
 }
 
-static void print_table(const verify_opts *v, int threads, int R, const double *ms, const double *tms) {
+static void print_table(const verify_opts *v, int threads, int R, const double *ms, const double *tms,
+                        const double *ex) {
     if (v->slots > 1)
         printf("batched verify of %d slots, k rows each, vs %d slots of one row (%s, %d threads, context %d, best "
                "of %d%s)\n",
@@ -107,9 +115,11 @@ static void print_table(const verify_opts *v, int threads, int R, const double *
     else
         printf("verify cost vs one decode step (%s, %d threads, context %d, best of %d%s)\n", v->model, threads,
                v->ctx, R, use_cpu_time ? ", process CPU time" : "");
-    printf("   k      ms   ratio   ms/token%s\n", v->tree ? "   tree ms  tree ratio" : "");
+    int moe = ex[1] > 0;
+    printf("   k      ms   ratio   ms/token%s%s\n", moe ? "  experts" : "", v->tree ? "   tree ms  tree ratio" : "");
     for (int k = 1; k <= v->kmax; k++) {
         printf("  %2d %8.2f %7.3f %10.3f", k, ms[k], ms[k] / ms[1], ms[k] / k);
+        if (moe) printf(" %8.2f", ex[k]);
         if (v->tree) printf(" %9.2f %11.3f", tms[k], tms[k] / ms[1]);
         printf("\n");
     }
@@ -133,7 +143,8 @@ static int run_bench_verify(const verify_opts *v) {
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(ctx + kmax));
     float *logits = malloc(sizeof(float) * (size_t)slots * kmax * c->vocab_size);
     double *ms = calloc((size_t)kmax + 1, sizeof(double)), *tms = calloc((size_t)kmax + 1, sizeof(double));
-    if (!kv || !tok || !logits || !ms || !tms) {
+    double *ex = calloc((size_t)kmax + 1, sizeof(double));
+    if (!kv || !tok || !logits || !ms || !tms || !ex) {
         cli_error(CMD, "%s", kv ? "out of memory" : err.msg);
         return 1;
     }
@@ -149,17 +160,18 @@ static int run_bench_verify(const verify_opts *v) {
         if (R < 3) R = 3;
         if (R > 50) R = 50;
     }
-    if (time_blocks(v, m, kvs, tok, logits, R, ms, tms, &err)) {
+    if (time_blocks(v, m, kvs, tok, logits, R, ms, tms, ex, &err)) {
         cli_error(CMD, "%s", err.msg);
         return 1;
     }
-    if (v->json) print_json(v, sp_model_threads(m), ms, tms);
-    else print_table(v, sp_model_threads(m), R, ms, tms);
+    if (v->json) print_json(v, sp_model_threads(m), ms, tms, ex);
+    else print_table(v, sp_model_threads(m), R, ms, tms, ex);
     for (int i = 0; i < slots; i++) sp_kv_free(kvs[i]);
     free(tok);
     free(logits);
     free(ms);
     free(tms);
+    free(ex);
     sp_model_free(m);
     return 0;
 }

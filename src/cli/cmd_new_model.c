@@ -9,7 +9,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specula new-model --arch {llama,qwen3,gemma4} --preset NAME [--set key=value ...]\n"
+            "usage: specula new-model --arch {llama,qwen3,qwen3_moe,gemma4} --preset NAME [--set key=value ...]\n"
             "                         [--dtype f32|bf16] [--tokenizer tokenizer.json] --seed S -o DIR\n"
             "  --set key=value  override a config key (value parsed as JSON, else a string;\n"
             "                   dotted keys reach nested objects; gemma4: keys of text_config)\n"

@@ -381,7 +381,8 @@ static sp_block_seg layer_seg(const df_t *s, const df_layer *l, int T, int pos0)
 }
 
 static sp_block_scratch scratch_of(const df_t *s) {
-    return (sp_block_scratch){s->xn, s->q, s->k, s->v, s->att, s->o2, s->g, s->u};
+    return (sp_block_scratch){.xn = s->xn, .q = s->q, .k = s->k, .v = s->v,
+                              .att = s->att, .o = s->o2, .g = s->g, .u = s->u};
 }
 
 /* K/V of T rows xn (already normalized) at positions pos0.. into layer l's cache rows pos0.. */

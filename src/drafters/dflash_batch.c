@@ -172,7 +172,8 @@ static int inject_batch(df_t *const *ss, int n, sp_err *err) {
         if (N == 0) break;
         sp_matmul(w->pool, w->x, w->gather, N, &w->fc);
         sp_rmsnorm(w->x, w->x, w->hidden_norm, N, H, eps);
-        sp_block_scratch scr = {w->xn, w->q, w->k, w->v, w->att, w->o2, w->g, w->u};
+        sp_block_scratch scr = {.xn = w->xn, .q = w->q, .k = w->k, .v = w->v,
+                            .att = w->att, .o = w->o2, .g = w->g, .u = w->u};
         sp_block_seg segs[n];
         for (int li = 0; li < w->L; li++) { /* write_kv over every segment, each into its own cache */
             for (int k = 0; k < ns; k++) {
@@ -203,7 +204,8 @@ static void block_forward_batch(df_t *w, df_t *const *ss, int n, int32_t (*blk)[
         for (int t = 0; t < T[i]; t++) sp_model_embed(w->target, w->x + (size_t)(N + t) * H, blk[i][t]);
         N += T[i];
     }
-    sp_block_scratch scr = {w->xn, w->q, w->k, w->v, w->att, w->o2, w->g, w->u};
+    sp_block_scratch scr = {.xn = w->xn, .q = w->q, .k = w->k, .v = w->v,
+                            .att = w->att, .o = w->o2, .g = w->g, .u = w->u};
     sp_block_seg segs[n];
     int ns = 0;
     for (int li = 0; li < w->L; li++) { /* the shared layer over every block; each its own cache */

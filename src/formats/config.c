@@ -1,4 +1,4 @@
-/* config.c — Hugging Face config.json → sp_config for llama, qwen3 and gemma4 (docs/TRANSFORMER.md).
+/* config.c — Hugging Face config.json → sp_config for llama, qwen3, qwen3_moe and gemma4 (docs/TRANSFORMER.md).
  *
  * Reads both key forms where transformers versions differ (rope_theta vs rope_parameters;
  * global_head_dim vs per_layer_config). Shape keys without an HF default are required; a
@@ -186,6 +186,48 @@ static int parse_llama_qwen(ctx_t *c, json_t *o, sp_config *cfg) {
         l->ffn_dim = cfg->ffn_dim;
         l->has_v_proj = 1;
         l->kv_source = i;
+    }
+    return 0;
+}
+
+/* ---- qwen3_moe: the MoE keys on top of qwen3's ------------------------------------------ */
+/* Layer i is MoE when it is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
+ * (Qwen3MoeDecoderLayer); the others keep the dense MLP of intermediate_size. */
+static int parse_qwen3_moe(ctx_t *c, json_t *o, sp_config *cfg) {
+    int step = 1, shared = 0;
+    if (get_int(c, o, "num_experts", 1, 0, &cfg->n_experts) ||
+        get_int(c, o, "num_experts_per_tok", 1, 0, &cfg->n_experts_used) ||
+        get_int(c, o, "moe_intermediate_size", 1, 0, &cfg->moe_ffn_dim) ||
+        get_bool(c, o, "norm_topk_prob", 0, &cfg->norm_topk_prob) ||
+        get_int(c, o, "decoder_sparse_step", 0, 1, &step) ||
+        get_int(c, o, "shared_expert_intermediate_size", 0, 0, &shared))
+        return -1;
+    if (shared > 0)
+        return sp_err_set(c->err, "%s: a shared expert (shared_expert_intermediate_size %d) is not supported", c->what,
+                          shared);
+    if (cfg->n_experts <= 0 || cfg->n_experts > SP_CONFIG_MAX_EXPERTS)
+        return sp_err_set(c->err, "%s: num_experts %d out of range 1..%d", c->what, cfg->n_experts,
+                          SP_CONFIG_MAX_EXPERTS);
+    if (cfg->n_experts_used <= 0 || cfg->n_experts_used > cfg->n_experts)
+        return sp_err_set(c->err, "%s: num_experts_per_tok %d out of range 1..num_experts (%d)", c->what,
+                          cfg->n_experts_used, cfg->n_experts);
+    if (cfg->moe_ffn_dim <= 0 || cfg->moe_ffn_dim > SP_CONFIG_MAX_DIM)
+        return sp_err_set(c->err, "%s: moe_intermediate_size %d out of range 1..%d", c->what, cfg->moe_ffn_dim,
+                          SP_CONFIG_MAX_DIM);
+    if (step <= 0) return sp_err_set(c->err, "%s: decoder_sparse_step %d must be > 0", c->what, step);
+    for (int i = 0; i < cfg->n_layers; i++) cfg->layers[i].moe = (i + 1) % step == 0;
+    json_t *dense = json_object_get(o, "mlp_only_layers");
+    if (dense && !json_is_null(dense)) {
+        if (!json_is_array(dense)) return sp_err_set(c->err, "%s: \"mlp_only_layers\" must be a list", c->what);
+        size_t i;
+        json_t *e;
+        json_array_foreach(dense, i, e) {
+            json_int_t li = json_is_integer(e) ? json_integer_value(e) : -1;
+            if (li < 0 || li >= cfg->n_layers)
+                return sp_err_set(c->err, "%s: \"mlp_only_layers\"[%zu] is not a layer index (0..%d)", c->what, i,
+                                  cfg->n_layers - 1);
+            cfg->layers[li].moe = 0;
+        }
     }
     return 0;
 }
@@ -422,6 +464,10 @@ int sp_config_parse(sp_config *cfg, const char *text, const char *what, sp_err *
     } else if (!strcmp(mt, "qwen3")) {
         cfg->arch = SP_ARCH_QWEN3;
         rc = parse_llama_qwen(&c, o, cfg);
+    } else if (!strcmp(mt, "qwen3_moe")) {
+        cfg->arch = SP_ARCH_QWEN3;
+        rc = parse_llama_qwen(&c, o, cfg);
+        if (!rc) rc = parse_qwen3_moe(&c, o, cfg);
     } else if (!strcmp(mt, "gemma4") || !strcmp(mt, "gemma4_text")) {
         cfg->arch = SP_ARCH_GEMMA4;
         int bare = !strcmp(mt, "gemma4_text");
@@ -442,7 +488,7 @@ int sp_config_parse(sp_config *cfg, const char *text, const char *what, sp_err *
         /* top-level eos/bos may live outside text_config */
         if (!rc && cfg->n_eos == 0 && o != root) rc = get_eos(&c, root, cfg);
     } else {
-        sp_err_set(err, "%s: unknown architecture: model_type \"%s\"%s%s%s (supported: llama, qwen3, gemma4)", what,
+        sp_err_set(err, "%s: unknown architecture: model_type \"%s\"%s%s%s (supported: llama, qwen3, qwen3_moe, gemma4)", what,
                    mt, archs0 ? " (" : "", archs0 ? archs0 : "", archs0 ? ")" : "");
         goto done;
     }

@@ -1,4 +1,4 @@
-/* config_gguf.c — GGUF metadata → sp_config for llama / qwen3 / gemma4 (docs/GGUF.md).
+/* config_gguf.c — GGUF metadata → sp_config for llama / qwen3 / qwen3moe / gemma4 (docs/GGUF.md).
  *
  * Keys are read as llama.cpp writes and reads them: `{arch}.embedding_length` etc., per-layer
  * values either one integer or an array of block_count integers, Gemma-4's sliding pattern a
@@ -192,6 +192,24 @@ static int parse_llama_qwen(gctx *g, sp_config *c) {
     return 0;
 }
 
+/* qwen3moe: every layer is MoE (llama.cpp's layout has no dense layers), the chosen experts'
+ * weights renormalised unless expert_weights_norm says otherwise */
+static int parse_qwen3moe(gctx *g, sp_config *c) {
+    char key[KEYBUF];
+    if (key_int(g, "expert_count", 1, 0, &c->n_experts) || key_int(g, "expert_used_count", 1, 0, &c->n_experts_used) ||
+        key_int(g, "expert_feed_forward_length", 1, 0, &c->moe_ffn_dim))
+        return -1;
+    c->norm_topk_prob = 1;
+    if (sp_gguf_get_bool(g->f, akey(key, g, "expert_weights_norm"), &c->norm_topk_prob, g->err) < 0) return -1;
+    if (c->n_experts <= 0 || c->n_experts > SP_CONFIG_MAX_EXPERTS || c->n_experts_used <= 0 ||
+        c->n_experts_used > c->n_experts || c->moe_ffn_dim <= 0 || c->moe_ffn_dim > SP_CONFIG_MAX_DIM)
+        return sp_err_set(g->err, "%s: qwen3moe.expert_count %d, expert_used_count %d, expert_feed_forward_length %d: "
+                          "expected 1 <= used <= count <= %d and a width in 1..%d", g->f->path, c->n_experts,
+                          c->n_experts_used, c->moe_ffn_dim, SP_CONFIG_MAX_EXPERTS, SP_CONFIG_MAX_DIM);
+    for (int i = 0; i < c->n_layers; i++) c->layers[i].moe = 1;
+    return 0;
+}
+
 /* full layers: proportional RoPE, the rotated part and its divisor read from rope_freqs */
 static int gemma4_rope_full(gctx *g, sp_config *c) {
     const gguf_file *f = g->f;
@@ -329,17 +347,18 @@ int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
     if (rc == 1) return sp_err_set(err, "%s: missing required key general.architecture", f->path);
     char arch[32];
     snprintf(arch, sizeof arch, "%.*s", (int)(a.len < sizeof arch - 1 ? a.len : sizeof arch - 1), a.ptr);
+    int moe = !strcmp(arch, "qwen3moe");
     if (!strcmp(arch, "llama")) cfg->arch = SP_ARCH_LLAMA;
-    else if (!strcmp(arch, "qwen3")) cfg->arch = SP_ARCH_QWEN3;
+    else if (!strcmp(arch, "qwen3") || moe) cfg->arch = SP_ARCH_QWEN3;
     else if (!strcmp(arch, "gemma4")) cfg->arch = SP_ARCH_GEMMA4;
     else if (!strcmp(arch, "dflash") || !strcmp(arch, "dspark") || !strcmp(arch, "eagle3") ||
              !strcmp(arch, "gemma4-assistant"))
         return sp_err_set(err, "%s is a %s drafter written for llama.cpp (export-gguf --target); specula reads a "
                                "drafter from its checkpoint directory: give that directory to -md", f->path, arch);
     else
-        return sp_err_set(err, "%s: unsupported architecture \"%.*s\" (supported: llama, qwen3, gemma4)", f->path,
+        return sp_err_set(err, "%s: unsupported architecture \"%.*s\" (supported: llama, qwen3, qwen3moe, gemma4)", f->path,
                           (int)(a.len > 64 ? 64 : a.len), a.ptr);
-    gctx g = {f, sp_arch_name(cfg->arch), err};
+    gctx g = {f, moe ? "qwen3moe" : sp_arch_name(cfg->arch), err};
     if (key_int(&g, "embedding_length", 1, 0, &cfg->hidden_size) || key_int(&g, "block_count", 1, 0, &cfg->n_layers) ||
         key_int(&g, "context_length", 0, 4096, &cfg->max_pos) ||
         key_num(&g, "attention.layer_norm_rms_epsilon", 1, 0, &cfg->rms_eps))
@@ -352,6 +371,7 @@ int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
         if (nh[i] != nh[0]) return sp_err_set(err, "%s: %s.attention.head_count differs between layers", f->path, g.A);
     cfg->n_heads = nh[0];
     if ((cfg->arch == SP_ARCH_GEMMA4 ? parse_gemma4(&g, cfg) : parse_llama_qwen(&g, cfg))) return -1;
+    if (moe && parse_qwen3moe(&g, cfg)) return -1;
 
     const gguf_tensor_info *emb = sp_gguf_find_tensor(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->dims[0] != (uint64_t)cfg->hidden_size || emb->dims[1] > 0x7fffffff)

@@ -643,7 +643,7 @@ static int exd_tensors(gguf_writer *w, exd_t *x, export_tensor_src *srcs, const 
             return sp_err_set(err, "%s: tensor %s is stored as %s (export takes f32 / f16 / bf16)", dir, t->hf,
                               sp_dtype_name(t->t->dtype));
         int64_t row = t->ndim == 2 ? t->shape[1] : t->shape[0], ne[2] = {row, t->shape[0]};
-        srcs[i] = (export_tensor_src){t->t, type, row, 0};
+        srcs[i] = (export_tensor_src){.src = t->t, .type = type, .row = row};
         if (x->kind == EXD_EAGLE3 && (strstr(t->hf, "self_attn.q_proj.") || strstr(t->hf, "self_attn.k_proj.")))
             srcs[i].perm_head_dim = x->dc.layers[0].head_dim; /* llama.cpp's adjacent-pair RoPE */
         if (sp_gguf_writer_add_tensor(w, t->gg, type, t->ndim, ne, NULL, sp_export_fill_tensor, &srcs[i], err))

@@ -68,8 +68,14 @@ int sp_export_fill_tensor(void *ctx, void *dst, size_t offset, size_t n, sp_err 
     if (!tmp) return sp_err_set(err, "out of memory converting %s", t->src->name);
     for (size_t r = offset / out_row, k = 0; k < n / out_row; r++, k++) {
         int64_t sr = t->perm_head_dim > 0 ? sp_export_llama_qk_src_row((int64_t)r, t->perm_head_dim) : (int64_t)r;
-        convert_row((char *)dst + k * out_row, t->type, (const char *)t->src->data + (size_t)sr * in_row,
-                    t->src->dtype, t->row, tmp);
+        const st_tensor *src = t->src;
+        if (t->experts) { /* expert r / rows, its row r % rows */
+            src = t->experts[r / (size_t)t->rows];
+            sr = (int64_t)(r % (size_t)t->rows);
+            in_row = (size_t)t->row * sp_dtype_size(src->dtype);
+        }
+        convert_row((char *)dst + k * out_row, t->type, (const char *)src->data + (size_t)sr * in_row, src->dtype,
+                    t->row, tmp);
     }
     free(tmp);
     return 0;
@@ -121,6 +127,11 @@ int sp_export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_er
         sp_gguf_writer_set_f32(w, KEY(k, "attention.layer_norm_rms_epsilon"), (float)c->rms_eps, err) ||
         sp_gguf_writer_set_f32(w, KEY(k, "rope.freq_base"), (float)c->rope.theta, err))
         return -1;
+    if (c->n_experts > 0 &&
+        (sp_gguf_writer_set_u32(w, KEY(k, "expert_count"), (uint32_t)c->n_experts, err) ||
+         sp_gguf_writer_set_u32(w, KEY(k, "expert_used_count"), (uint32_t)c->n_experts_used, err) ||
+         sp_gguf_writer_set_u32(w, KEY(k, "expert_feed_forward_length"), (uint32_t)c->moe_ffn_dim, err)))
+        return -1;
     if (c->arch != SP_ARCH_GEMMA4) {
         /* key_length: llama.cpp's default H/nH is wrong whenever head_dim is set (Qwen3-4B) */
         return sp_gguf_writer_set_u32(w, KEY(k, "vocab_size"), (uint32_t)c->vocab_size, err) ||
@@ -164,6 +175,13 @@ int sp_export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_er
 static int check_supported(const sp_config *c, sp_err *err) {
     if (c->arch == SP_ARCH_QWEN3 && c->rope.type != SP_ROPE_DEFAULT)
         return sp_err_set(err, "qwen3: rope scaling is not exported (llama.cpp's qwen3 reads no rope_freqs)");
+    for (int i = 0; c->n_experts > 0 && i < c->n_layers; i++)
+        if (!c->layers[i].moe)
+            return sp_err_set(err, "qwen3_moe: layer %d is dense (mlp_only_layers / decoder_sparse_step), which "
+                                   "llama.cpp's qwen3moe cannot hold", i);
+    if (c->n_experts > 0 && !c->norm_topk_prob)
+        return sp_err_set(err, "qwen3_moe: norm_topk_prob = false is not exported (llama.cpp's qwen3moe always "
+                               "renormalises the chosen experts' weights)");
     if (c->arch == SP_ARCH_LLAMA && c->rope.type == SP_ROPE_DEFAULT && c->rope.factor != 1.0)
         return sp_err_set(err, "llama: rope factor %g without llama3 scaling is not exported", c->rope.factor);
     if (c->arch != SP_ARCH_GEMMA4) return 0;
@@ -208,18 +226,49 @@ static int check_tensors(const char *dir, const sp_config *cfg, st_set *st, cons
     return 0;
 }
 
+/* A stacked MoE tensor (llama.cpp's ffn_*_exps, ggml dims [k, n, E]) of `role` in layer li, its
+ * rows from each expert's HF tensor (s: expert 0's spec); ex[li·3·E + ...] holds the sources. */
+static int add_expert_tensor(gguf_writer *w, const sp_config *cfg, st_set *st, const hf_tensor_spec *s,
+                             sp_tensor_role role, int li, const export_gguf_opts *o, export_tensor_src *src,
+                             const st_tensor **ex, int *n_2d_types, sp_err *err) {
+    int E = cfg->n_experts;
+    const st_tensor **srcs = ex + ((size_t)li * 3 + (size_t)(role - SP_TN_EXP_GATE)) * (size_t)E;
+    for (int e = 0; e < E; e++) {
+        char rel[160], nm[256];
+        sp_tensor_hf_expert_name(cfg->arch, role, li, e, rel, sizeof rel);
+        snprintf(nm, sizeof nm, "%s%s", cfg->tensor_prefix, rel);
+        if (!(srcs[e] = sp_st_find(st, nm))) return sp_err_set(err, "missing tensor %s", nm);
+    }
+    ggml_type type = o->weight_type >= 0                  ? (ggml_type)o->weight_type
+                     : srcs[0]->dtype == SP_DT_BF16 ? GGML_TYPE_BF16
+                     : srcs[0]->dtype == SP_DT_F16  ? GGML_TYPE_F16
+                                                    : GGML_TYPE_F32;
+    n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
+    *src = (export_tensor_src){srcs[0], type, s->shape[1], 0, srcs, s->shape[0]};
+    char gg[96];
+    if (!sp_tensor_gguf_name(cfg->arch, role, li, gg, sizeof gg)) return sp_err_set(err, "no GGUF name for %s", s->name);
+    int64_t ne[3] = {s->shape[1], s->shape[0], E};
+    return sp_gguf_writer_add_tensor(w, gg, type, 3, ne, NULL, sp_export_fill_tensor, src, err);
+}
+
 /* the weight tensors, filled from the checkpoint at save time through srcs[i]; tensor types:
  * 1-D always F32 (docs/GGUF-FORMAT.md §4 rule 5); 2-D as asked or as stored, counted in
  * n_2d_types (F32, F16, BF16) for general.file_type */
 static int add_weight_tensors(gguf_writer *w, const sp_config *cfg, st_set *st, const hf_tensor_spec *specs,
-                              int n_specs, const export_gguf_opts *o, export_tensor_src *srcs, int *n_2d_types,
-                              sp_err *err) {
+                              int n_specs, const export_gguf_opts *o, export_tensor_src *srcs,
+                              const st_tensor **ex, int *n_2d_types, sp_err *err) {
     size_t pl = strlen(cfg->tensor_prefix);
     for (int i = 0; i < n_specs; i++) {
         const hf_tensor_spec *s = &specs[i];
         const st_tensor *t = sp_st_find(st, s->name);
         const char *hf = strncmp(s->name, cfg->tensor_prefix, pl) ? s->name : s->name + pl;
         char buf[96];
+        int eli, ee, er = sp_tensor_expert_of(cfg->arch, hf, &eli, &ee);
+        if (er >= 0) { /* expert 0's spec adds the stacked tensor of every expert; the others add nothing */
+            if (ee == 0 && add_expert_tensor(w, cfg, st, s, (sp_tensor_role)er, eli, o, &srcs[i], ex, n_2d_types, err))
+                return -1;
+            continue;
+        }
         const char *gg = sp_gguf_tensor_name(cfg->arch, hf, buf, sizeof buf);
         SP_ASSERT(gg != NULL); /* every spec name has a mapping */
         ggml_type type = GGML_TYPE_F32;
@@ -228,7 +277,7 @@ static int add_weight_tensors(gguf_writer *w, const sp_config *cfg, st_set *st, 
             else type = t->dtype == SP_DT_BF16 ? GGML_TYPE_BF16 : t->dtype == SP_DT_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
             n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
         }
-        srcs[i] = (export_tensor_src){t, type, s->ndim == 2 ? s->shape[1] : s->shape[0], 0};
+        srcs[i] = (export_tensor_src){.src = t, .type = type, .row = s->ndim == 2 ? s->shape[1] : s->shape[0]};
         int li, role = sp_tensor_role_of(cfg->arch, hf, &li);
         if (cfg->arch == SP_ARCH_LLAMA && (role == SP_TN_Q || role == SP_TN_K)) /* Q/K rows in llama.cpp's order */
             srcs[i].perm_head_dim = cfg->layers[s->layer].head_dim;
@@ -270,6 +319,7 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
     gguf_writer *w = NULL;
     hf_tensor_spec *specs = NULL;
     export_tensor_src *srcs = NULL;
+    const st_tensor **ex = NULL; /* each stacked MoE tensor's sources */
     float *rope_freqs = NULL;
     int n_specs = 0, rc = -1;
     char path[4096];
@@ -289,11 +339,17 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
     snprintf(base_buf, sizeof base_buf, "%s", dir);
     for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
     const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
-    if (sp_gguf_writer_set_str(w, "general.architecture", sp_arch_name(cfg.arch), err) ||
-        sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || sp_export_arch_keys(w, sp_arch_name(cfg.arch), &cfg, err))
+    const char *A = cfg.n_experts > 0 ? "qwen3moe" : sp_arch_name(cfg.arch); /* llama.cpp's architecture */
+    if (sp_gguf_writer_set_str(w, "general.architecture", A, err) ||
+        sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || sp_export_arch_keys(w, A, &cfg, err))
         goto done;
     int n_2d_types[3] = {0}; /* F32, F16, BF16 counts for general.file_type */
-    if (add_weight_tensors(w, &cfg, st, specs, n_specs, o, srcs, n_2d_types, err)) goto done;
+    ex = calloc((size_t)cfg.n_layers * 3 * (size_t)(cfg.n_experts > 0 ? cfg.n_experts : 1), sizeof *ex);
+    if (!ex) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
+    if (add_weight_tensors(w, &cfg, st, specs, n_specs, o, srcs, ex, n_2d_types, err)) goto done;
     if (add_rope_freqs(w, &cfg, &rope_freqs, err)) goto done;
 
     if (sp_export_tokenizer_keys(w, &cfg, dir, o, err)) goto done;
@@ -308,6 +364,7 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
 done:
     sp_gguf_writer_free(w);
     free(srcs);
+    free(ex);
     free(specs);
     free(rope_freqs);
     if (st) sp_st_close(st);

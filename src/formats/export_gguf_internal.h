@@ -11,6 +11,8 @@ typedef struct {
     ggml_type type;
     int64_t row;       /* elements per row (ne[0]) */
     int perm_head_dim; /* > 0: Llama Q/K row permutation with this head dim */
+    const st_tensor *const *experts; /* non-NULL: a stacked MoE tensor, row r from experts[r / rows] */
+    int64_t rows;      /* rows per expert */
 } export_tensor_src;
 
 /* gguf_fill_fn over an export_tensor_src: rows converted to t->type (and permuted) */

@@ -119,7 +119,9 @@ ggml_type sp_gguf_mix_tensor_type(gguf_mix mix, const char *name, int n_dims, in
                                int i_attn_v, int n_attn_v, int i_ffn_down, int n_layers, int n_gqa) {
     if (mix == GGUF_MIX_F32) return GGML_TYPE_F32;
     /* not quantized: vectors, non-weights, norms, the Gemma-4 per-layer model projection */
-    if (n_dims < 2 || !ends_with(name, "weight") || strstr(name, "_norm.weight") || strstr(name, "per_layer_model_proj"))
+    /* and, as llama.cpp, the MoE router (ffn_gate_inp) */
+    if (n_dims < 2 || !ends_with(name, "weight") || strstr(name, "_norm.weight") || strstr(name, "per_layer_model_proj") ||
+        strstr(name, "ffn_gate_inp.weight"))
         return src_type;
     ggml_type base = MIXES[mix].base, t = base;
     if (mix == GGUF_MIX_F16 || mix == GGUF_MIX_BF16) return t;

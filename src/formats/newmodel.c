@@ -70,6 +70,22 @@ static void add_role(spec_list *l, const sp_config *c, sp_tensor_role role, int 
     add(l, layer, init, ndim, d0, d1, "%s%s", role == SP_TN_LM_HEAD ? "" : c->tensor_prefix, rel);
 }
 
+/* an MoE layer's MLP: the router, then each expert's gate, up and down (HF's order) */
+static void add_experts(spec_list *l, const sp_config *c, int i) {
+    const int64_t H = c->hidden_size, Ie = c->moe_ffn_dim;
+    add_role(l, c, SP_TN_ROUTER, i, HF_INIT_PROJ, 2, c->n_experts, H);
+    const sp_tensor_role roles[3] = {SP_TN_EXP_GATE, SP_TN_EXP_UP, SP_TN_EXP_DOWN};
+    for (int e = 0; e < c->n_experts; e++)
+        for (int j = 0; j < 3; j++) {
+            char rel[160];
+            if (!sp_tensor_hf_expert_name(c->arch, roles[j], i, e, rel, sizeof rel)) {
+                l->oom = 1;
+                return;
+            }
+            add(l, i, HF_INIT_PROJ, 2, j == 2 ? H : Ie, j == 2 ? Ie : H, "%s%s", c->tensor_prefix, rel);
+        }
+}
+
 int sp_hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err *err) {
     spec_list l = {0};
     const int64_t H = c->hidden_size, V = c->vocab_size, L = c->n_layers, nH = c->n_heads;
@@ -99,9 +115,12 @@ int sp_hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err 
         }
         add_role(&l, c, gemma ? SP_TN_ATTN_POST_NORM : SP_TN_FFN_NORM, i, HF_INIT_NORM, 1, H, 0);
         if (gemma) add_role(&l, c, SP_TN_FFN_NORM, i, HF_INIT_NORM, 1, H, 0);
-        add_role(&l, c, SP_TN_GATE, i, HF_INIT_PROJ, 2, I, H);
-        add_role(&l, c, SP_TN_UP, i, HF_INIT_PROJ, 2, I, H);
-        add_role(&l, c, SP_TN_DOWN, i, HF_INIT_PROJ, 2, H, I);
+        if (lc->moe && c->n_experts > 0) add_experts(&l, c, i);
+        else {
+            add_role(&l, c, SP_TN_GATE, i, HF_INIT_PROJ, 2, I, H);
+            add_role(&l, c, SP_TN_UP, i, HF_INIT_PROJ, 2, I, H);
+            add_role(&l, c, SP_TN_DOWN, i, HF_INIT_PROJ, 2, H, I);
+        }
         if (gemma) {
             add_role(&l, c, SP_TN_FFN_POST_NORM, i, HF_INIT_NORM, 1, H, 0);
             add_role(&l, c, SP_TN_LAYER_SCALAR, i, HF_INIT_SCALAR, 1, 1, 0);

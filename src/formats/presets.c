@@ -20,6 +20,8 @@ typedef struct {
     /* gemma4 */
     int Dg, nKVg, k_eq_v, shared, ple, window, full_period, double_wide;
     double softcap;
+    /* qwen3_moe: experts, experts per token, expert width, the one dense layer (-1: none) */
+    int E, k, Ie, dense_layer;
 } preset_dims;
 
 /* The tiny presets keep V small (8192) so a checkpoint is a few MB; sizes are unequal on
@@ -42,6 +44,16 @@ static const preset_dims presets[] = {
     {.info = {"qwen3", "qwen3-4b", 1, "Qwen3-4B shape (tied)"},
      .V = 151936, .H = 2560, .L = 36, .nH = 32, .nKV = 8, .D = 128, .I = 9728, .max_pos = 40960, .tied = 1,
      .eps = 1e-6, .theta = 1000000.0, .bos = 151643, .eos = {151645}, .n_eos = 1},
+    /* tiny qwen3_moe: layer 1 dense (mlp_only_layers), 8 experts of which 2 per token */
+    {.info = {"qwen3_moe", "tiny", 0, "H 64, 3 layers (layer 1 dense), 8 experts, 2 per token, width 48"},
+     .V = 8192, .H = 64, .L = 3, .nH = 4, .nKV = 2, .D = 32, .I = 160, .max_pos = 4096, .tied = 1,
+     .eps = 1e-6, .theta = 1000000.0, .bos = 1, .eos = {2}, .n_eos = 1, .E = 8, .k = 2, .Ie = 48,
+     .dense_layer = 1},
+    /* Qwen3-30B-A3B's layout (128 experts, 8 per token) scaled to ~1.5B total, ~0.4B active */
+    {.info = {"qwen3_moe", "qwen3-moe-2b", 1, "Qwen3-30B-A3B layout at ~1.5B total / ~0.4B active (bench)"},
+     .V = 151936, .H = 1024, .L = 16, .nH = 16, .nKV = 4, .D = 128, .I = 3072, .max_pos = 40960, .tied = 1,
+     .eps = 1e-6, .theta = 1000000.0, .bos = 151643, .eos = {151645}, .n_eos = 1, .E = 64, .k = 8, .Ie = 384,
+     .dense_layer = -1},
     /* tiny gemma4: layers S,S,F,S,S,F; the last 3 share KV (non-shared layers end S,F as
      * llama.cpp's reuse rule needs, docs/GGUF-FORMAT.md §7); k_eq_v; PLE 16; window 16. */
     {.info = {"gemma4", "tiny", 0,
@@ -84,10 +96,12 @@ static json_t *eos_value(const preset_dims *p) {
 
 /* keys shared by LlamaForCausalLM and Qwen3ForCausalLM, in HF's order */
 static json_t *build_decoder(const preset_dims *p, const char *dtype) {
-    int is_llama = !strcmp(p->info.arch, "llama");
+    int is_llama = !strcmp(p->info.arch, "llama"), moe = p->E > 0;
     json_t *o = json_object();
     json_t *archs = json_array();
-    json_array_append_new(archs, json_string(is_llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM"));
+    json_array_append_new(archs, json_string(is_llama ? "LlamaForCausalLM"
+                                             : moe  ? "Qwen3MoeForCausalLM"
+                                                    : "Qwen3ForCausalLM"));
     set(o, "architectures", archs);
     set(o, "attention_bias", json_false());
     set(o, "attention_dropout", json_real(0.0));
@@ -127,6 +141,18 @@ static json_t *build_decoder(const preset_dims *p, const char *dtype) {
     set(o, "torch_dtype", json_string(dtype));
     set(o, "use_cache", json_true());
     set(o, "vocab_size", json_integer(p->V));
+    if (moe) {
+        set(o, "num_experts", json_integer(p->E));
+        set(o, "num_experts_per_tok", json_integer(p->k));
+        set(o, "moe_intermediate_size", json_integer(p->Ie));
+        set(o, "norm_topk_prob", json_true());
+        set(o, "decoder_sparse_step", json_integer(1));
+        json_t *dense = json_array();
+        if (p->dense_layer >= 0) json_array_append_new(dense, json_integer(p->dense_layer));
+        set(o, "mlp_only_layers", dense);
+        set(o, "output_router_logits", json_false());
+        set(o, "router_aux_loss_coef", json_real(0.001));
+    }
     return o;
 }
 
@@ -268,7 +294,7 @@ char *sp_preset_config_json(const char *arch, const char *preset, const char *dt
         int any = 0;
         for (int i = 0; i < N_PRESETS; i++) any |= !strcmp(presets[i].info.arch, arch);
         if (!any) {
-            sp_err_set(err, "unknown architecture '%s' (expected llama, qwen3 or gemma4)", arch);
+            sp_err_set(err, "unknown architecture '%s' (expected llama, qwen3, qwen3_moe or gemma4)", arch);
         } else {
             char names[256] = "";
             for (int i = 0; i < N_PRESETS; i++)

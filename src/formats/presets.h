@@ -17,7 +17,7 @@
 #include "../core/core.h"
 
 typedef struct {
-    const char *arch;    /* "llama", "qwen3", "gemma4" */
+    const char *arch;    /* "llama", "qwen3", "qwen3_moe", "gemma4" */
     const char *name;    /* "tiny", "qwen3-0.6b", ... */
     int real;            /* 1: a real model's shape (default dtype bf16); 0: tiny (f32) */
     const char *summary; /* one line for --help */

@@ -34,6 +34,11 @@ static const tn_entry common_names[SP_TN_COUNT] = {
 /* Llama-3 and Qwen3: post_attention_layernorm is the pre-MLP norm */
 static const tn_entry llama_names[SP_TN_COUNT] = {
     [SP_TN_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    /* Qwen3-MoE; an expert's HF name is "mlp.experts.E." + this (sp_tensor_hf_expert_name) */
+    [SP_TN_ROUTER] = {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    [SP_TN_EXP_GATE] = {"gate_proj.weight", "ffn_gate_exps.weight"},
+    [SP_TN_EXP_UP] = {"up_proj.weight", "ffn_up_exps.weight"},
+    [SP_TN_EXP_DOWN] = {"down_proj.weight", "ffn_down_exps.weight"},
 };
 
 /* Gemma-4 text: norms on the sublayer outputs, the layer scalar, per-layer inputs */
@@ -56,6 +61,8 @@ static const tn_entry *entry(sp_arch arch, int role) {
     return own[role].hf ? &own[role] : &common_names[role];
 }
 
+static int is_expert_role(int r) { return r == SP_TN_EXP_GATE || r == SP_TN_EXP_UP || r == SP_TN_EXP_DOWN; }
+
 /* whether a checkpoint of layout lay can hold a tensor of role r */
 static int layout_has(sp_tn_layout lay, int r) {
     int specforge = lay == SP_TN_EAGLE3_SPECFORGE || lay == SP_TN_EAGLE3_SPECULATORS;
@@ -70,7 +77,11 @@ static int layout_has(sp_tn_layout lay, int r) {
     case SP_TN_PLE_PROJ_NORM:
     case SP_TN_PLE_GATE:
     case SP_TN_PLE_PROJ:
-    case SP_TN_PLE_POST_NORM: return lay == SP_TN_MODEL; /* the EAGLE-3 layer has no per-layer input */
+    case SP_TN_PLE_POST_NORM: /* the EAGLE-3 layer has no per-layer input */
+    case SP_TN_ROUTER:
+    case SP_TN_EXP_GATE:
+    case SP_TN_EXP_UP:
+    case SP_TN_EXP_DOWN: return lay == SP_TN_MODEL;
     default: return 1;
     }
 }
@@ -90,8 +101,27 @@ static const char *format(const char *name, sp_tn_layout lay, int hf, sp_tensor_
 
 const char *sp_tensor_hf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,
                                  size_t cap) {
-    if ((unsigned)role >= SP_TN_COUNT) return NULL;
+    if ((unsigned)role >= SP_TN_COUNT || is_expert_role(role)) return NULL;
     return format(entry(arch, role)->hf, lay, 1, role, layer, buf, cap);
+}
+
+const char *sp_tensor_hf_expert_name(sp_arch arch, sp_tensor_role role, int layer, int expert, char *buf,
+                                     size_t cap) {
+    if (!is_expert_role(role) || expert < 0 || layer < 0 || !entry(arch, role)->hf) return NULL;
+    int n = snprintf(buf, cap, "layers.%d.mlp.experts.%d.%s", layer, expert, entry(arch, role)->hf);
+    return n >= 0 && (size_t)n < cap ? buf : NULL;
+}
+
+int sp_tensor_expert_of(sp_arch arch, const char *hf, int *layer, int *expert) {
+    int li, e, used = 0;
+    if (sscanf(hf, "layers.%d.mlp.experts.%d.%n", &li, &e, &used) != 2 || used == 0 || li < 0 || e < 0) return -1;
+    for (int r = SP_TN_EXP_GATE; r <= SP_TN_EXP_DOWN; r++)
+        if (entry(arch, r)->hf && !strcmp(hf + used, entry(arch, r)->hf)) {
+            *layer = li;
+            *expert = e;
+            return r;
+        }
+    return -1;
 }
 
 const char *sp_tensor_gguf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,
@@ -113,7 +143,8 @@ int sp_tensor_role_of_in(sp_tn_layout lay, sp_arch arch, const char *hf, int *la
     if ((unsigned)lay >= SP_TN_LAYOUT_COUNT) return -1;
     for (int r = 0; r < SP_TN_COUNT; r++) {
         const tn_entry *t = entry(arch, r);
-        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || !layout_has(lay, r) || strcmp(rest, t->hf))
+        if ((r >= SP_TN_FIRST_LAYER_ROLE) != (li >= 0) || !t->hf || !layout_has(lay, r) || is_expert_role(r) ||
+            strcmp(rest, t->hf))
             continue;
         *layer = li;
         return r;

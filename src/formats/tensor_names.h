@@ -40,6 +40,10 @@ typedef enum {
     SP_TN_PLE_PROJ,       /* [H, P] */
     SP_TN_PLE_POST_NORM,  /* [H] */
     SP_TN_HIDDEN_NORM,    /* [H] EAGLE-3: norm of the state half of the [embedding ; state] input */
+    SP_TN_ROUTER,         /* [E, H] MoE router (qwen3_moe mlp.gate) */
+    SP_TN_EXP_GATE,       /* [Ie, H] per expert (HF: one tensor per expert; GGUF: stacked [E, Ie, H]) */
+    SP_TN_EXP_UP,         /* [Ie, H] */
+    SP_TN_EXP_DOWN,       /* [H, Ie] */
     SP_TN_COUNT
 } sp_tensor_role;
 
@@ -60,6 +64,14 @@ typedef enum {
  * written to buf (cap bytes) and returned, or NULL when the architecture has no such tensor.
  * lm_head.weight is the one name a checkpoint's prefix never applies to. */
 const char *sp_tensor_hf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap);
+
+/* The HF name of expert `expert`'s tensor of an expert role (SP_TN_EXP_*) in layer `layer`
+ * ("layers.3.mlp.experts.5.up_proj.weight"), or NULL; sp_tensor_hf_name gives NULL for these
+ * roles. Their GGUF name (sp_tensor_gguf_name) is the stacked tensor of all experts
+ * ("blk.3.ffn_up_exps.weight"). */
+const char *sp_tensor_hf_expert_name(sp_arch arch, sp_tensor_role role, int layer, int expert, char *buf, size_t cap);
+/* The role, layer and expert of an expert tensor's HF name; -1 when hf is not one. */
+int sp_tensor_expert_of(sp_arch arch, const char *hf, int *layer, int *expert);
 
 /* The GGUF name (llama.cpp's: "blk.3.ffn_up.weight", "output_norm.weight"), or NULL. */
 const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap);

@@ -15,9 +15,11 @@
 
 sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn) {
     const sp_layer_config *lc = &c->layers[li];
-    int gemma = c->arch == SP_ARCH_GEMMA4;
+    int gemma = c->arch == SP_ARCH_GEMMA4, moe = lc->moe && c->n_experts > 0;
     return (sp_block_desc){
-        .H = c->hidden_size, .NH = c->n_heads, .KVH = lc->n_kv_heads, .D = lc->head_dim, .I = lc->ffn_dim,
+        .H = c->hidden_size, .NH = c->n_heads, .KVH = lc->n_kv_heads, .D = lc->head_dim,
+        .I = moe ? c->moe_ffn_dim : lc->ffn_dim, .n_experts = moe ? c->n_experts : 0,
+        .n_experts_used = moe ? c->n_experts_used : 0, .norm_topk = moe && c->norm_topk_prob,
         .kv_proj = lc->kv_source == li, .v_proj = lc->has_v_proj, .post_norms = gemma, .qk_norm = c->qk_norm, .v_norm = gemma, .act = c->act, .attn = attn,
         .window = lc->sliding ? c->sliding_window : 0,
         .attn_scale = gemma ? 1.0f : 1.0f / sqrtf((float)lc->head_dim),
@@ -73,18 +75,42 @@ static int bind_vec(const bind_at *at, sp_tensor_role role, int n, float **out, 
     return at->b->vec(at->b->ctx, nm, n, out, err);
 }
 
+/* the dense MLP, or the router and every expert's three matrices */
+static int bind_mlp(const bind_at *at, sp_block_layer *l, sp_err *err) {
+    const sp_block_desc *d = &l->d;
+    int H = d->H, I = d->I;
+    if (!d->n_experts)
+        return bind_mat(at, SP_TN_GATE, I, H, &l->w_gate, err) || bind_mat(at, SP_TN_UP, I, H, &l->w_up, err) ||
+                       bind_mat(at, SP_TN_DOWN, H, I, &l->w_down, err)
+                   ? -1
+                   : 0;
+    if (!l->e_gate || !l->e_up || !l->e_down)
+        return sp_err_set(err, "layer %d: a mixture-of-experts layer, which this model kind does not run", at->li);
+    if (bind_mat(at, SP_TN_ROUTER, d->n_experts, H, &l->router, err)) return -1;
+    const sp_tensor_role roles[3] = {SP_TN_EXP_GATE, SP_TN_EXP_UP, SP_TN_EXP_DOWN};
+    sp_mat *mats[3] = {l->e_gate, l->e_up, l->e_down};
+    for (int e = 0; e < d->n_experts; e++)
+        for (int j = 0; j < 3; j++) {
+            char rel[160], nm[256];
+            if (!sp_tensor_hf_expert_name(at->arch, roles[j], at->li, e, rel, sizeof rel))
+                return sp_err_set(err, "layer %d: no name for expert %d", at->li, e);
+            snprintf(nm, sizeof nm, "%s%s", at->b->prefix ? at->b->prefix : "", rel);
+            if (at->b->mat(at->b->ctx, nm, j == 2 ? H : I, j == 2 ? I : H, &mats[j][e], err)) return -1;
+        }
+    return 0;
+}
+
 int sp_block_bind_layout(sp_block_layer *l, sp_tn_layout layout, sp_arch arch, int li, const sp_block_binder *b,
                          sp_err *err) {
     const sp_block_desc *d = &l->d;
     const bind_at at = {b, layout, arch, li};
-    int H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, I = d->I, pair = d->attn_in == SP_ATTN_IN_EMBED_STATE;
+    int H = d->H, NH = d->NH, KVH = d->KVH, D = d->D, pair = d->attn_in == SP_ATTN_IN_EMBED_STATE;
     int Hin = pair ? 2 * H : H; /* what Q/K/V read */
     if (bind_vec(&at, SP_TN_ATTN_NORM, H, &l->attn_norm, err) ||
         (pair && bind_vec(&at, SP_TN_HIDDEN_NORM, H, &l->hidden_norm, err)) ||
         bind_mat(&at, SP_TN_Q, NH * D, Hin, &l->wq, err) || bind_mat(&at, SP_TN_O, H, NH * D, &l->wo, err) ||
         (d->post_norms && bind_vec(&at, SP_TN_ATTN_POST_NORM, H, &l->attn_post_norm, err)) ||
-        bind_vec(&at, SP_TN_FFN_NORM, H, &l->ffn_norm, err) || bind_mat(&at, SP_TN_GATE, I, H, &l->w_gate, err) ||
-        bind_mat(&at, SP_TN_UP, I, H, &l->w_up, err) || bind_mat(&at, SP_TN_DOWN, H, I, &l->w_down, err) ||
+        bind_vec(&at, SP_TN_FFN_NORM, H, &l->ffn_norm, err) || bind_mlp(&at, l, err) ||
         (d->post_norms && bind_vec(&at, SP_TN_FFN_POST_NORM, H, &l->ffn_post_norm, err)) ||
         (d->qk_norm && bind_vec(&at, SP_TN_Q_NORM, D, &l->q_norm, err)))
         return -1;
@@ -306,6 +332,84 @@ static void mlp_out_rows(const block_rows *c, int lo, int hi) {
     sp_add(c->x + o, so, (size_t)(hi - lo) * d->H);
 }
 
+/* ---- mixture of experts (docs/TRANSFORMER.md §5a) ------------------------------------------
+ * Routing is per row; then each expert runs once per forward on the rows routed to it, gathered
+ * into one block. The matmul kernels give a row the same bits whatever rows share the call, and
+ * each row sums its experts' outputs in expert order, so a row's result does not depend on the
+ * other rows of the forward (batch invariance, as for the dense MLP). */
+
+/* rows [lo, hi): softmax of the router logits (s->router [R, E]), the n_experts_used experts of
+ * highest probability (ties: the lower index) into esel with their probabilities in ew,
+ * renormalised to sum 1 when norm_topk */
+static void route_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    int E = d->n_experts, k = d->n_experts_used;
+    for (int t = lo; t < hi; t++) {
+        float *p = c->s->router + (size_t)t * E, *w = c->s->ew + (size_t)t * k;
+        int32_t *sel = c->s->esel + (size_t)t * k;
+        float mx = p[0], sum = 0;
+        for (int e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+        for (int e = 0; e < E; e++) sum += p[e] = expf(p[e] - mx);
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        float wsum = 0;
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j && !taken; i++) taken = sel[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[j] = best;
+            wsum += w[j] = p[best];
+        }
+        if (d->norm_topk)
+            for (int j = 0; j < k; j++) w[j] /= wsum;
+    }
+}
+
+/* The rows routed to expert e (into s->erow, their weights into wr); returns how many. */
+static int expert_rows(const block_rows *c, int e, float *wr) {
+    int k = c->l->d.n_experts_used, n = 0;
+    for (int t = 0; t < c->R; t++)
+        for (int j = 0; j < k; j++)
+            if (c->s->esel[(size_t)t * k + j] == e) {
+                c->s->erow[n] = t;
+                wr[n++] = c->s->ew[(size_t)t * k + j];
+            }
+    return n;
+}
+
+/* the MoE MLP on s->xn [R, H] → s->o [R, H]: Σ over the row's experts (in expert order) of
+ * w · down(act(gate(x)) · up(x)) */
+static void moe_mlp(sp_pool *pool, block_rows *c) {
+    const sp_block_layer *l = c->l;
+    const sp_block_desc *d = &l->d;
+    const sp_block_scratch *s = c->s;
+    int H = d->H, I = d->I, R = c->R;
+    SP_ASSERT(s->ex && s->ey && s->router && s->ew && s->esel && s->erow);
+    sp_matmul(pool, s->router, s->xn, R, &l->router);
+    block_rows_run(pool, c, route_rows);
+    memset(s->o, 0, (size_t)R * H * sizeof(float));
+    float *wr = s->router; /* the router probabilities are no longer needed: [R] weights of one expert's rows */
+    for (int e = 0; e < d->n_experts; e++) {
+        int n = expert_rows(c, e, wr);
+        if (!n) continue;
+        if (s->moe_touched) ++*s->moe_touched;
+        for (int i = 0; i < n; i++)
+            memcpy(s->ex + (size_t)i * H, s->xn + (size_t)s->erow[i] * H, (size_t)H * sizeof(float));
+        const sp_mat *gu[2] = {&l->e_gate[e], &l->e_up[e]};
+        float *gu_out[2] = {s->g, s->u};
+        sp_matmul_multi(pool, gu_out, s->ex, n, gu, 2);
+        if (d->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)n * I);
+        else sp_silu_mul(s->g, s->g, s->u, (size_t)n * I);
+        sp_matmul(pool, s->ey, s->g, n, &l->e_down[e]);
+        for (int i = 0; i < n; i++) {
+            float *o = s->o + (size_t)s->erow[i] * H, *y = s->ey + (size_t)i * H;
+            for (int h = 0; h < H; h++) o[h] += wr[i] * y[h];
+        }
+    }
+}
+
 /* the layer on c's rows (sp_block_forward, sp_block_forward_tree_rows) */
 static void block_run(sp_pool *pool, block_rows *c) {
     const sp_block_layer *l = c->l;
@@ -320,11 +424,15 @@ static void block_run(sp_pool *pool, block_rows *c) {
     attention(pool, c);
     block_rows_run(pool, c, attn_out_rows);
 
-    const sp_mat *gu[2] = {&l->w_gate, &l->w_up};
-    float *gu_out[2] = {s->g, s->u};
-    sp_matmul_multi(pool, gu_out, s->xn, R, gu, 2);
-    block_rows_run(pool, c, act_rows);
-    sp_matmul(pool, s->o, s->g, R, &l->w_down);
+    if (d->n_experts) {
+        moe_mlp(pool, c);
+    } else {
+        const sp_mat *gu[2] = {&l->w_gate, &l->w_up};
+        float *gu_out[2] = {s->g, s->u};
+        sp_matmul_multi(pool, gu_out, s->xn, R, gu, 2);
+        block_rows_run(pool, c, act_rows);
+        sp_matmul(pool, s->o, s->g, R, &l->w_down);
+    }
     block_rows_run(pool, c, mlp_out_rows);
 
     if (d->ple_dim > 0) { /* gemma4 per-layer input */

@@ -58,6 +58,11 @@ typedef struct {
     int ple_dim;          /* P: per-layer input width (0: none) */
     sp_attn_input attn_in;
     int norm_residual;    /* SP_ATTN_IN_EMBED_STATE: the attention residual is hidden_norm(x), not x */
+    /* MLP kind: n_experts 0 is the dense MLP of width I; else a mixture of experts (qwen3_moe,
+     * docs/TRANSFORMER.md §5a): each row goes to the n_experts_used experts of highest router
+     * probability, each a SwiGLU MLP of width I, their outputs summed with those probabilities
+     * (renormalised to sum 1 when norm_topk) */
+    int n_experts, n_experts_used, norm_topk;
 } sp_block_desc;
 
 /* A layer's weights as the executor reads them (f32 vectors owned by the loader). */
@@ -73,8 +78,12 @@ typedef struct {
     float *ffn_norm;       /* [H] the pre-MLP norm: llama / qwen3 post_attention_layernorm, gemma4
                             * pre_feedforward_layernorm */
     float *ffn_post_norm;  /* [H] gemma4 post_feedforward_layernorm */
-    sp_mat w_gate, w_up;   /* [I, H] */
+    sp_mat w_gate, w_up;   /* [I, H] (dense MLP) */
     sp_mat w_down;         /* [H, I] */
+    sp_mat router;         /* [E, H] MoE router */
+    sp_mat *e_gate, *e_up; /* [E] arrays of [I, H]: expert e's gate / up; the caller allocates the
+                            * arrays (E entries each) before sp_block_bind when n_experts > 0 */
+    sp_mat *e_down;        /* [E] of [H, I] */
     sp_mat ple_gate;       /* [P, H] gemma4 per-layer input */
     sp_mat ple_proj;       /* [H, P] */
     float *ple_post_norm;  /* [H] */
@@ -125,9 +134,14 @@ typedef struct {
 } sp_block_seg;
 
 /* Scratch for R rows: xn [R, Hin] (Hin: H, or 2H for SP_ATTN_IN_EMBED_STATE), o [R, H]; q, att
- * [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. */
+ * [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. MoE layers also: ex, ey [R, H] (one
+ * expert's rows and outputs), router [R, E], ew [R, k] (k = n_experts_used), esel [R, k],
+ * erow [R] (NULL for executors without MoE layers). */
 typedef struct {
     float *xn, *q, *k, *v, *att, *o, *g, *u;
+    float *ex, *ey, *router, *ew;
+    int32_t *esel, *erow;
+    int *moe_touched; /* NULL, or += the number of distinct experts each MoE layer runs */
 } sp_block_scratch;
 
 /* The layer on x [R, H] in place. The rows are the segments' rows, segment by segment; a layer

@@ -132,6 +132,14 @@ static void max_dims(const sp_config *c, int *maxD, int *maxKV, int *maxI) {
         if (l->ffn_dim > *maxI) *maxI = l->ffn_dim;
     }
     if (c->ple_dim > *maxI) *maxI = c->ple_dim; /* g also holds the PLE gate [T, P] */
+    if (c->n_experts > 0 && c->moe_ffn_dim > *maxI) *maxI = c->moe_ffn_dim; /* and one expert's rows */
+}
+
+/* the MoE scratch (block.h): ex, ey [B, H]; router [B, E]; ew, esel [B, k]; erow [B] */
+static size_t kv_moe_floats(const sp_config *c, size_t B) {
+    if (c->n_experts <= 0) return 0;
+    size_t H = (size_t)c->hidden_size, E = (size_t)c->n_experts, k = (size_t)c->n_experts_used;
+    return 2 * up16(B * H) + up16(B * E) + 2 * up16(B * k) + up16(B);
 }
 
 static size_t kv_scratch_floats(const sp_config *c, int b) {
@@ -141,7 +149,7 @@ static size_t kv_scratch_floats(const sp_config *c, int b) {
     size_t ple = c->ple_dim > 0 ? (size_t)c->n_layers * c->ple_dim : 0;
     /* x, xn, o, hid: H; q, att: Q; k, v: KV; g, u: I; ple: L·P per token; pg: L·P once */
     return 4 * up16(B * H) + 2 * up16(B * Q) + 2 * up16(B * (size_t)maxKV) + 2 * up16(B * (size_t)maxI) +
-           up16(B * ple) + up16(ple);
+           up16(B * ple) + up16(ple) + kv_moe_floats(c, B);
 }
 
 sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) {
@@ -195,7 +203,16 @@ sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) 
     kv->g = s; s += up16(B * maxI);
     kv->u = s; s += up16(B * maxI);
     kv->ple = s; s += c->ple_dim > 0 ? up16(B * c->n_layers * c->ple_dim) : 0;
-    kv->pg = s;
+    kv->pg = s; s += c->ple_dim > 0 ? up16((size_t)c->n_layers * c->ple_dim) : 0;
+    if (c->n_experts > 0) { /* int32 arrays share the float block (both 4 bytes) */
+        size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_used;
+        kv->ex = s; s += up16(B * H);
+        kv->ey = s; s += up16(B * H);
+        kv->router = s; s += up16(B * E);
+        kv->ew = s; s += up16(B * k);
+        kv->esel = (int32_t *)s; s += up16(B * k);
+        kv->erow = (int32_t *)s;
+    }
     return kv;
 oom:
     sp_err_set(err, "out of memory creating a KV cache for %d positions", max_ctx);
@@ -281,4 +298,8 @@ int sp_kv_keep_rows(sp_kv *kv, int n_tree, const int32_t *rows, int k, sp_err *e
     }
     kv->len = pos0 + k;
     return 0;
+}
+
+double sp_kv_moe_experts(const sp_kv *kv) {
+    return kv->moe_layers > 0 ? (double)kv->moe_touched / kv->moe_layers : 0.0;
 }

@@ -32,6 +32,33 @@ typedef struct {
     const char *file;
 } wt;
 
+/* Expert e's matrix of an expert role in layer li of a GGUF: its slice of the stacked tensor
+ * (llama.cpp's ffn_*_exps, dims [k, n, E]), as a 2-D tensor [n, k]. 0 found, 1 absent, -1 error. */
+static int find_expert(sp_model *m, sp_tensor_role role, int li, int e, wt *out, sp_err *err) {
+    char gn[128];
+    const gguf_tensor_info *t =
+        sp_tensor_gguf_name(m->cfg.arch, role, li, gn, sizeof gn) ? sp_gguf_find_tensor(m->gg, gn) : NULL;
+    if (!t) return 1;
+    snprintf(out->name, sizeof out->name, "%s[%d]", gn, e);
+    out->file = m->gg->path;
+    out->dt = sp_gguf_ggml_to_dtype(t->type);
+    if (t->n_dims != 3 || t->dims[2] != (uint64_t)m->cfg.n_experts || t->dims[0] > INT32_MAX || t->dims[1] > INT32_MAX)
+        return sp_err_set(err, "tensor %s in %s: expected 3 dims [k, n, %d experts]", gn, m->gg->path,
+                          m->cfg.n_experts);
+    if (out->dt == SP_DT_UNKNOWN)
+        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported", gn, m->gg->path,
+                          sp_ggml_type_label(t->type), t->type);
+    const unsigned char *data = sp_gguf_tensor_data(m->gg, t, err);
+    if (!data) return -1;
+    out->ndim = 2;
+    out->shape[0] = (int64_t)t->dims[1];
+    out->shape[1] = (int64_t)t->dims[0];
+    out->nbytes = t->nbytes / t->dims[2];
+    out->data = data + (size_t)e * out->nbytes;
+    m->gg_bound[t - m->gg->tensors] = 1;
+    return 0;
+}
+
 /* The tensor `rel` (HF name without prefix). 0 found, 1 absent, -1 error (unsupported type, > 2 dims). */
 static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
     memset(out, 0, sizeof *out);
@@ -52,6 +79,8 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         return 0;
     }
     char buf[160];
+    int li, e, er = sp_tensor_expert_of(m->cfg.arch, rel, &li, &e);
+    if (er >= 0) return find_expert(m, (sp_tensor_role)er, li, e, out, err);
     const char *gn = sp_gguf_tensor_name(m->cfg.arch, rel, buf, sizeof buf);
     const gguf_tensor_info *t = gn ? sp_gguf_find_tensor(m->gg, gn) : NULL;
     if (!t) return 1;
@@ -174,8 +203,23 @@ static int bind_layer(sp_model *m, int i, sp_err *err) {
     char nm[256];
     l->d = sp_block_describe(c, i, SP_ATTN_CAUSAL);
     l->d.qk_interleaved = m->qk_interleaved;
+    if (l->d.n_experts > 0) { /* the arrays sp_block_bind fills with each expert's matrices */
+        size_t E = (size_t)l->d.n_experts;
+        l->e_gate = own(m, E * sizeof(sp_mat));
+        l->e_up = own(m, E * sizeof(sp_mat));
+        l->e_down = own(m, E * sizeof(sp_mat));
+        if (!l->e_gate || !l->e_up || !l->e_down) return sp_err_set(err, "out of memory");
+    }
     sp_block_binder b = {m, "", bind_mat_cb, bind_vec_cb, bind_scalar_cb};
     if (sp_block_bind(l, c->arch, i, &b, err)) return -1;
+    if (l->d.n_experts > 0) { /* a decoded token streams only its n_experts_used experts */
+        size_t eb = 0;
+        for (int e = 0; e < l->d.n_experts; e++) {
+            const sp_mat *em[3] = {&l->e_gate[e], &l->e_up[e], &l->e_down[e]};
+            for (int j = 0; j < 3; j++) eb += (size_t)em[j]->n * sp_dtype_row_bytes(em[j]->dt, (size_t)em[j]->k);
+        }
+        m->weight_bytes -= eb - eb / (size_t)l->d.n_experts * (size_t)l->d.n_experts_used;
+    }
     if (!l->d.kv_proj && m->gg) { /* a KV-shared layer may still carry unused K/V tensors (llama.cpp allows them) */
         wt unused;
         const sp_tensor_role kv_roles[] = {SP_TN_K, SP_TN_V, SP_TN_K_NORM};
@@ -328,6 +372,9 @@ void sp_model_set_bf16_dot(sp_model *m, int on) {
         sp_layer *l = &m->layers[i];
         sp_mat *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down, &l->ple_gate, &l->ple_proj};
         for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++) mats[j]->bf16_dot = m->bf16_dot;
+        l->router.bf16_dot = m->bf16_dot;
+        for (int e = 0; e < l->d.n_experts; e++)
+            l->e_gate[e].bf16_dot = l->e_up[e].bf16_dot = l->e_down[e].bf16_dot = m->bf16_dot;
     }
 }
 int sp_model_bf16_dot(const sp_model *m) { return m->bf16_dot; }

@@ -24,6 +24,13 @@ int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, i
      * rope_scaling (llama3) and rms_norm_eps, which the drafter's RoPE and norms use. */
     const char *mt = json_string_value(json_object_get(c, "model_type"));
     if (mt && !strcmp(mt, "llama")) json_object_set_new(c, "model_type", json_string("qwen3"));
+    if (mt && !strcmp(mt, "qwen3_moe")) { /* a Qwen3-MoE target's drafter is a dense Qwen3 block of intermediate_size */
+        json_object_set_new(c, "model_type", json_string("qwen3"));
+        const char *moe_keys[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                                  "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
+                                  "router_aux_loss_coef", "shared_expert_intermediate_size"};
+        for (size_t i = 0; i < sizeof moe_keys / sizeof *moe_keys; i++) json_object_del(c, moe_keys[i]);
+    }
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
