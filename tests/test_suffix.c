@@ -103,15 +103,16 @@ static void test_store_bound(void) {
     sp_sfx_params p = {.min_prob = 0.1f, .per_match = 2, .min_match = 2};
     int32_t dr[8];
     double score;
-    int n = sp_sfx_store_chain(s, docs[39], 300, &p, 8, dr, &score); /* the newest document is there */
+    int ml;
+    int n = sp_sfx_store_chain(s, docs[39], 300, &p, 8, dr, &score, &ml); /* the newest document is there */
     CHECK(n == 8 && !memcmp(dr, docs[39] + 300, sizeof dr), "newest document: %d drafts", n);
-    n = sp_sfx_store_chain(s, docs[0], 300, &p, 8, dr, &score); /* the oldest was evicted */
+    n = sp_sfx_store_chain(s, docs[0], 300, &p, 8, dr, &score, &ml); /* the oldest was evicted */
     CHECK(n == 0 || memcmp(dr, docs[0] + 300, sizeof(int32_t) * (size_t)n), "oldest document still proposed");
     int32_t big[30000]; /* one stream longer than the whole store keeps its end */
     for (int i = 0; i < 30000; i++) big[i] = rnd(50000);
     CHECK(sp_sfx_store_add(s, big, 30000, &err) == 0, "%s", err.msg);
     CHECK(sp_sfx_store_bytes(s) <= bound, "%zu bytes over the bound", sp_sfx_store_bytes(s));
-    n = sp_sfx_store_chain(s, big, 29990, &p, 8, dr, &score);
+    n = sp_sfx_store_chain(s, big, 29990, &p, 8, dr, &score, &ml);
     CHECK(n > 0 && !memcmp(dr, big + 29990, sizeof(int32_t) * (size_t)n), "the big stream's end: %d drafts", n);
     sp_sfx_store_free(s);
     CHECK(sp_sfx_store_create(100, &err) == NULL && strstr(err.msg, "too small"), "tiny bound: %s", err.msg);
@@ -120,15 +121,14 @@ static void test_store_bound(void) {
 /* `generate --json` on the copy-heavy prompt (the model's own continuation repeated); the token
  * array into toks, the drafts verified into *drafted; 0 or -1 */
 static int gen(const char *spec, const char *prompt, char *toks, size_t cap, int *drafted) {
-    static char out[1 << 17];
-    char cmd[16384];
+    static char out[1 << 17], cmd[1 << 18];
     snprintf(cmd, sizeof cmd, "%s generate -m %s -p '%s' -n 40 --ignore-eos -t 2 --json %s 2>/dev/null", BIN, M,
              prompt, spec);
     if (harness_run(cmd, out, sizeof out) != 0) return -1;
     json_t *j = json_loads(out, 0, NULL);
     if (!j) return -1;
     char *t = json_dumps(json_object_get(j, "tokens"), JSON_COMPACT);
-    json_t *sp = json_object_get(j, "spec");
+    json_t *sp = json_object_get(j, "stats");
     *drafted = (int)json_integer_value(json_object_get(sp ? sp : j, "drafted"));
     snprintf(toks, cap, "%s", t ? t : "");
     free(t);
@@ -138,8 +138,7 @@ static int gen(const char *spec, const char *prompt, char *toks, size_t cap, int
 
 /* the copy-heavy prompt: PROMPT, the model's own greedy continuation of it, PROMPT again */
 static void copy_prompt(char *buf, size_t cap) {
-    static char out[1 << 16];
-    char cmd[8192];
+    static char out[2048], cmd[8192];
     snprintf(cmd, sizeof cmd, "%s generate -m %s -p '%s' -n 40 --ignore-eos -t 2 -q 2>/dev/null", BIN, M, PROMPT);
     CHECK(harness_run(cmd, out, sizeof out) == 0, "plain generate failed");
     for (char *c = out; *c; c++)
@@ -148,11 +147,10 @@ static void copy_prompt(char *buf, size_t cap) {
 }
 
 static void test_greedy_identity(void) {
-    static char prompt[1 << 16], plain[1 << 16], spec[1 << 16];
+    static char prompt[8192], plain[1 << 16], spec[1 << 16], args[8192];
     copy_prompt(prompt, sizeof prompt);
     int dr = 0;
     CHECK(gen("", prompt, plain, sizeof plain, &dr) == 0 && strlen(plain) > 40, "plain: %s", plain);
-    char args[1024];
     const char *cases[] = {"--spec suffix", "--spec suffix --tree 8 --tree-k 2", "--spec dspark+suffix -md %s",
                            "--spec dspark+suffix -md %s --tree 8"};
     for (int i = 0; i < 4; i++) {
@@ -171,19 +169,19 @@ static void test_audit(void) {
     static char out[1 << 16];
     char cmd[16384];
     const char *cases[] = {"--spec suffix", "--spec suffix --tree 6", "--spec dspark+suffix -md models/default/drafter"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(cmd, sizeof cmd, "%s audit -m %s %s --temp 1.0 --draws 1500 -t 2 -p '%s %s' 2>&1", BIN, M, cases[i],
-                 PROMPT, PROMPT);
+    for (int i = 0; i < 3; i++) { /* a prompt that repeats itself: the suffix drafts from the first token */
+        snprintf(cmd, sizeof cmd, "%s audit -m %s %s --temp 1.0 --draws 200 -t 2 "
+                 "-p 'import os\nimport sys\nimport re\nimport os\nimport sys\nimport' 2>&1", BIN, M, cases[i]);
         CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "audit: PASS"), "%s: %s", cases[i], out);
         const char *acc = strstr(out, "draft acceptance ");
         CHECK(acc && atof(acc + 17) > 0, "%s: no drafts accepted: %s", cases[i], out);
     }
 }
 
-/* the text of a greedy completion of prompt, or "" */
-static void complete(int port, const char *prompt, char *text, size_t cap) {
-    char body[1 << 14], file[128], cmd[1024];
-    static char out[1 << 16];
+/* the text of a greedy completion of prompt ("" on failure); *acc: drafts accepted of *drafted */
+static void complete(int port, const char *prompt, char *text, size_t cap, int *drafted, int *acc) {
+    static char out[1 << 16], body[1 << 15];
+    char file[128], cmd[8192];
     json_t *b = json_pack("{s:s, s:i, s:i}", "prompt", prompt, "max_tokens", 32, "temperature", 0);
     char *s = json_dumps(b, JSON_COMPACT);
     snprintf(body, sizeof body, "%s", s);
@@ -199,24 +197,30 @@ static void complete(int port, const char *prompt, char *text, size_t cap) {
         json_t *j = json_loads(out, 0, NULL);
         const char *t = json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
         snprintf(text, cap, "%s", t ? t : "");
+        json_t *tm = json_object_get(j, "timings");
+        *drafted = (int)json_integer_value(json_object_get(tm, "draft_n"));
+        *acc = (int)json_integer_value(json_object_get(tm, "draft_n_accepted"));
         json_decref(j);
     }
     unlink(file);
 }
 
 static void test_server_cross_request(void) {
-    static char prompt[1 << 16], a[1 << 14], b[1 << 14], c[1 << 14];
+    static char prompt[8192], a[1 << 14], b[1 << 14], c[1 << 14];
     copy_prompt(prompt, sizeof prompt);
     const char *args = "-m models/default/target -np 2 -c 1024 -t 2 --spec suffix --draft-max 6";
     test_server s;
+    int dr = 0, acc = 0;
     CHECK(server_start(&s, BIN, args) == 0, "server did not start (log %s)", s.log);
-    complete(s.port, prompt, a, sizeof a); /* its stream goes to the store */
-    complete(s.port, "Once upon a time", b, sizeof b);
-    complete(s.port, prompt, b, sizeof b); /* drafted from the store too */
+    complete(s.port, prompt, a, sizeof a, &dr, &acc); /* its stream goes to the store */
+    complete(s.port, "Once upon a time", b, sizeof b, &dr, &acc);
+    complete(s.port, prompt, b, sizeof b, &dr, &acc); /* the store holds its whole answer */
     CHECK(a[0] && !strcmp(a, b), "same request, other output:\n%s\n%s", a, b);
+    CHECK(dr > 0 && acc == dr, "the repeated request: %d of %d drafts accepted (the store's answer is exact)", acc,
+          dr);
     CHECK(server_stop(&s) == 0, "server exit (log %s)", s.log);
     CHECK(server_start(&s, BIN, args) == 0, "fresh server did not start (log %s)", s.log);
-    complete(s.port, prompt, c, sizeof c);
+    complete(s.port, prompt, c, sizeof c, &dr, &acc);
     CHECK(!strcmp(b, c), "fresh server differs:\n%s\n%s", b, c);
     CHECK(server_stop(&s) == 0, "server exit (log %s)", s.log);
 }

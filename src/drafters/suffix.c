@@ -60,14 +60,16 @@ static sp_sam_match own_match(const sfx_t *s) {
     return m;
 }
 
-/* The better chain of the two automata into drafts; *from_store tells which. Returns the count. */
+/* The better chain of the two automata into drafts (the higher score; at equal scores the longer
+ * matched context); *from_store tells which. Returns the count. */
 static int best_chain(sfx_t *s, int max_g, int32_t *drafts, double *score, int *from_store) {
     double so = 0, ss = 0;
     int32_t alt[SP_SPEC_MAX_G];
     if (max_g > SP_SPEC_MAX_G) max_g = SP_SPEC_MAX_G;
-    int no = sp_sfx_chain(&s->own, own_match(s), &s->prm, max_g, drafts, &so);
-    int ns = s->store ? sp_sfx_store_chain(s->store, s->tok, s->len, &s->prm, max_g, alt, &ss) : 0;
-    *from_store = ss > so;
+    sp_sam_match mo = own_match(s);
+    int no = sp_sfx_chain(&s->own, mo, &s->prm, max_g, drafts, &so), ms = 0;
+    int ns = s->store ? sp_sfx_store_chain(s->store, s->tok, s->len, &s->prm, max_g, alt, &ss, &ms) : 0;
+    *from_store = ns > 0 && (ss > so || (ss == so && ms > mo.len));
     *score = *from_store ? ss : so;
     if (!*from_store) return no;
     memcpy(drafts, alt, sizeof(int32_t) * (size_t)ns);

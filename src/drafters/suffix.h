@@ -81,9 +81,9 @@ int sp_sfx_store_add(sp_sfx_store *s, const int32_t *tok, int n, sp_err *err);
 size_t sp_sfx_store_bytes(sp_sfx_store *s);     /* allocated now (<= max_bytes) */
 int sp_sfx_store_tokens(sp_sfx_store *s);       /* tokens held */
 /* The store's chain / tree continuing ctx[0..n) (as sp_sfx_chain / sp_sfx_tree; 0 when it holds
- * nothing that matches). Thread-safe against add. */
+ * nothing that matches); *match: the matched length. Thread-safe against add. */
 int sp_sfx_store_chain(sp_sfx_store *s, const int32_t *ctx, int n, const sp_sfx_params *p, int max_g,
-                       int32_t *drafts, double *score);
+                       int32_t *drafts, double *score, int *match);
 int sp_sfx_store_tree(sp_sfx_store *s, const int32_t *ctx, int n, const sp_sfx_params *p, const sp_tree_shape *sh,
                       int32_t *tok, int32_t *parent);
 

@@ -134,9 +134,10 @@ size_t sp_sfx_store_bytes(sp_sfx_store *s) {
 int sp_sfx_store_tokens(sp_sfx_store *s) { return s->n_tok; }
 
 int sp_sfx_store_chain(sp_sfx_store *s, const int32_t *ctx, int n, const sp_sfx_params *p, int max_g,
-                       int32_t *drafts, double *score) {
+                       int32_t *drafts, double *score, int *match) {
     pthread_mutex_lock(&s->mu);
     sp_sam_match m = sp_sam_match_suffix(&s->sam, ctx, n, STORE_MATCH_MOST);
+    *match = m.len;
     int got = sp_sfx_chain(&s->sam, m, p, max_g, drafts, score);
     pthread_mutex_unlock(&s->mu);
     return got;
