@@ -15,6 +15,8 @@
  * (any llama / qwen3 / gemma4 causal LM) comes after the block drafters. */
 const sp_drafter_kind sp_drafter_kinds[] = {
     {.name = "ngram", .identity = "prompt lookup, no checkpoint", .make = sp_ngram_kind_make},
+    {.name = "suffix", .identity = "suffix automaton over the stream and earlier requests, no checkpoint",
+     .open = sp_suffix_kind_open, .make = sp_suffix_kind_make, .close = sp_suffix_kind_close},
     {.name = "dspark", .identity = "architectures Qwen3DSparkModel / Gemma4DSparkModel (DeepSpec)", .needs_dir = 1,
      .detect = sp_dspark_kind_detect, .open = sp_dspark_kind_open, .make = sp_dflash_kind_make,
      .close = sp_dflash_kind_close, .write = sp_newdrafter_dspark_write,

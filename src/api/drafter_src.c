@@ -3,6 +3,7 @@
  * table's hooks, one validation drafter built at open (handed to the first request when it
  * samples the same way, else freed then), and per-request drafters made with the draft temperature applied. */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,9 @@ struct sp_drafter_src {
     char *target_dir;
     sp_drafter_env env;        /* env.o points at o */
     void *state;               /* the kind's shared state (open hook) */
+    void *sfx;                 /* KIND+suffix: the suffix store each drafter is wrapped with (else NULL) */
+    int with_suffix;
+    char name[64];             /* the kind's name, "+suffix" appended when combined */
     sp_drafter *probe;         /* the validation drafter, until a request takes it */
     sp_sample_params probe_for;
     int probe_ctx;
@@ -75,16 +79,28 @@ static char *dup_str(const char *s) {
     return d;
 }
 
-/* the kind named by o->kind, or detected from o->dir; *k NULL for "none" */
-static int resolve_kind(const sp_drafter_opts *o, const sp_drafter_kind **k, sp_err *err) {
+/* the kind named by o->kind (KIND+suffix: KIND, *with_suffix set), or detected from o->dir; *k NULL
+ * for "none" */
+static int resolve_kind(const sp_drafter_opts *o, const sp_drafter_kind **k, int *with_suffix, sp_err *err) {
     const char *name = o->kind;
+    char base[64];
     *k = NULL;
+    *with_suffix = 0;
     if (!name && !o->dir) return 0;
     if (!name && sp_drafter_kind_detect(o->dir, &name, err)) return -1;
     if (!strcmp(name, "none")) return 0;
-    if (!(*k = sp_drafter_kind_find(name))) {
+    size_t n = strlen(name), ns = strlen("+suffix");
+    if (n > ns && n - ns < sizeof base && !strcmp(name + n - ns, "+suffix")) {
+        memcpy(base, name, n - ns);
+        base[n - ns] = 0;
+        name = base;
+        *with_suffix = 1;
+    }
+    if (!(*k = sp_drafter_kind_find(name)) || (*with_suffix && !strcmp((*k)->name, "suffix"))) {
         char names[512];
-        return sp_err_set(err, "unknown drafter kind '%s' (%s)", name, sp_drafter_kind_names(names, sizeof names));
+        return sp_err_set(err, "unknown drafter kind '%s' (%s; any of them but suffix may take +suffix)",
+                          o->kind ? o->kind : name,
+                          sp_drafter_kind_names(names, sizeof names));
     }
     if ((*k)->needs_dir && !o->dir)
         return sp_err_set(err, "drafter kind '%s' needs a drafter directory (-md DIR)", (*k)->name);
@@ -104,11 +120,14 @@ int sp_drafter_src_open(sp_drafter_src **out, const sp_drafter_opts *o, sp_model
     if (!(o->conf_threshold >= 0.0f && o->conf_threshold <= 1.0f))
         return sp_err_set(err, "--conf-threshold %g out of range 0..1 (a probability)", (double)o->conf_threshold);
     const sp_drafter_kind *k;
-    if (resolve_kind(o, &k, err)) return -1;
+    int with_suffix;
+    if (resolve_kind(o, &k, &with_suffix, err)) return -1;
     if (!k) return 0;
     sp_drafter_src *s = calloc(1, sizeof *s);
     if (!s) return sp_err_set(err, "out of memory");
     s->kind = k;
+    s->with_suffix = with_suffix;
+    snprintf(s->name, sizeof s->name, "%s%s", k->name, with_suffix ? "+suffix" : "");
     s->o = *o;
     s->o.kind = k->name;
     s->o.dir = dup_str(o->dir);
@@ -121,6 +140,7 @@ int sp_drafter_src_open(sp_drafter_src **out, const sp_drafter_opts *o, sp_model
     s->env = (sp_drafter_env){.o = &s->o, .target = target, .target_dir = s->target_dir, .n_threads = n_threads,
                               .max_ctx = max_ctx};
     if (k->open && k->open(&s->state, &s->env, err)) goto fail;
+    if (with_suffix && sp_suffix_kind_open(&s->sfx, &s->env, err)) goto fail;
     /* one drafter now, for greedy requests, so a bad checkpoint fails at start */
     sp_sample_params greedy = sp_sample_params_default();
     s->probe = sp_drafter_src_make(s, &greedy, max_ctx, err);
@@ -149,10 +169,11 @@ sp_drafter *sp_drafter_src_make(sp_drafter_src *s, const sp_sample_params *sampl
     }
     sp_drafter_free(s->probe); /* only the first request may take it */
     s->probe = NULL;
-    return s->kind->make(s->state, &s->env, &ds, max_ctx, err);
+    sp_drafter *d = s->kind->make(s->state, &s->env, &ds, max_ctx, err);
+    return s->with_suffix && d ? sp_suffix_wrap(s->sfx, &s->env, d, err) : d;
 }
 
-const char *sp_drafter_src_kind(const sp_drafter_src *s) { return s ? s->kind->name : "none"; }
+const char *sp_drafter_src_kind(const sp_drafter_src *s) { return s ? s->name : "none"; }
 
 sp_model *sp_drafter_src_take_model(sp_drafter_src *s) {
     if (!s || s->kind->open != sp_draft_model_kind_open) return NULL;
@@ -165,6 +186,7 @@ void sp_drafter_src_free(sp_drafter_src *s) {
     if (!s) return;
     sp_drafter_free(s->probe);
     if (s->kind->close && s->state) s->kind->close(s->state);
+    if (s->sfx) sp_suffix_kind_close(s->sfx);
     free((char *)s->o.dir);
     free((char *)s->o.schedule);
     free(s->target_dir);

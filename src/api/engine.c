@@ -35,7 +35,7 @@ static int check_params(const sp_engine_params *p, sp_err *err) {
         return sp_err_set(err, "sp_engine_load: draft_max %d out of range 0..%d", p->draft_max, SP_SPEC_MAX_G);
     if (p->max_ctx < 0) return sp_err_set(err, "sp_engine_load: max_ctx %d is negative", p->max_ctx);
     const char *k = p->drafter_kind;
-    if (k && strcmp(k, "none") && strcmp(k, "ngram") && !p->drafter)
+    if (k && strcmp(k, "none") && strcmp(k, "ngram") && strcmp(k, "suffix") && !p->drafter)
         return sp_err_set(err, "drafter kind '%s' needs a drafter directory", k);
     return 0;
 }

@@ -88,7 +88,7 @@ static int run_defaults(run_opts *o) {
                               "pass -m DIR --spec ngram to run any model)", o->target), -1;
     if (cli_spec_resolve(CMD, &o->so, "dspark")) return -1;
     o->plain_only = !strcmp(o->so.spec, "none");
-    if (!o->so.draft_dir && strcmp(o->so.spec, "ngram") && !o->plain_only) {
+    if (!o->so.draft_dir && strcmp(o->so.spec, "ngram") && strcmp(o->so.spec, "suffix") && !o->plain_only) {
         snprintf(o->ddef, sizeof o->ddef, "%s/../drafter", o->target);
         o->so.draft_dir = o->ddef;
     }
@@ -221,7 +221,7 @@ static void run_warn_slow(const run_opts *o, const cli_compare_sums *c, const ru
 
 static void run_print_table(const run_opts *o, const cli_compare_sums *c, int nl) {
     run_figures f = run_figures_of(c);
-    int md = o->so.draft_dir && strcmp(o->so.spec, "ngram");
+    int md = o->so.draft_dir && strcmp(o->so.spec, "ngram") && strcmp(o->so.spec, "suffix");
     run_print_target(o);
     printf("%-34s %s%s%s\n", "drafter", o->so.spec, md ? " " : "", md ? o->so.draft_dir : "");
     printf("%-34s %ld (%d prompts, %s)\n", "tokens", c->tok_spec, nl, o->temp > 0 ? "sampling" : "greedy");

@@ -13,8 +13,8 @@
 int cli_spec_opt_rows(void *rows, cli_spec_opts *o) {
     cli_opt *r = rows;
     r[0] = (cli_opt){NULL, "--spec", CLI_STR, &o->spec, "KIND",
-                     "none | ngram | draft | assistant | dflash | dspark | eagle3 (default none; -md alone: the kind "
-                     "its config.json names, draft for a FILE.gguf)"};
+                     "none | ngram | suffix | draft | assistant | dflash | dspark | eagle3, or KIND+suffix (default "
+                     "none; -md alone: the kind its config.json names, draft for a FILE.gguf)"};
     r[1] = (cli_opt){"-md", "--model-draft", CLI_STR, &o->draft_dir, "DIR", "drafter directory (draft model: also FILE.gguf; assistant, DFlash / DSpark / EAGLE-3 checkpoint)"};
     r[2] = (cli_opt){NULL, "--draft-max", CLI_INT, &o->draft_max, "G", "most drafts per verify (default 8, max 32)"};
     r[3] = (cli_opt){NULL, "--draft-min", CLI_INT, &o->draft_min, "G0", "verify no drafts when fewer are proposed"};

@@ -23,6 +23,7 @@ typedef struct {                /* every drafter option the CLI, the server and 
     float conf_threshold;       /* dflash / dspark: cut at the first confidence below it (0: off) */
     const char *schedule;       /* dspark: "auto" (docs/DSPARK.md §10 prefix scheduler) | NULL / "none" */
     int bf16_dot;               /* the bf16-dot numerics for the target's and the drafter's bf16 matmuls */
+    size_t suffix_bytes;        /* suffix: the bound of the cross-request store (0: 64 MiB) */
 } sp_drafter_opts;
 
 /* draft_max 8, ngram 1..4, everything else off / NULL */
@@ -74,6 +75,14 @@ typedef struct {
 /* ngram.c */
 sp_drafter *sp_ngram_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample, int max_ctx,
                                sp_err *err);
+/* suffix.c: suffix drafting over the stream and a cross-request store (the shared state), alone
+ * or around another kind's drafter (`--spec KIND+suffix`: sp_suffix_wrap takes `inner`, and frees
+ * it on failure) */
+int sp_suffix_kind_open(void **state, const sp_drafter_env *env, sp_err *err);
+sp_drafter *sp_suffix_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample, int max_ctx,
+                                sp_err *err);
+void sp_suffix_kind_close(void *state);
+sp_drafter *sp_suffix_wrap(void *state, const sp_drafter_env *env, sp_drafter *inner, sp_err *err);
 /* draft_model.c: a llama / qwen3 / gemma4 causal LM (or a GGUF file) */
 int sp_draft_model_kind_detect(const sp_drafter_ident *id);
 int sp_draft_model_kind_open(void **state, const sp_drafter_env *env, sp_err *err);
