@@ -53,7 +53,7 @@ static void write_svg(const char *json_path, const double *acc, int G) {
 
 typedef struct {
     const char *model, *prompts, *json_path;
-    int n_new, threads, text_prompts;
+    int n_new, threads, text_prompts, ignore_eos; /* ignore_eos: the lossless passes' */
     cli_sample_opts pen;
     cli_spec_opts so;
     cli_tree_opts to;
@@ -140,6 +140,8 @@ static int bench_prompts(const bench_opts *o, sp_session *s, const sp_session_re
 static void synth_fields(json_t *rep, const bench_opts *o, const cli_compare_sums *c) {
     json_object_set_new(rep, "synthetic", json_boolean(o->synth != NULL));
     json_object_set_new(rep, "lossless", json_boolean(o->synth == NULL));
+    json_object_set_new(rep, "drafted", json_integer(c->drafted));
+    json_object_set_new(rep, "accepted", json_integer(c->accepted));
     json_object_set_new(rep, "draft_ms_per_round", json_real(c->calls ? c->draft_ms / c->calls : 0));
     json_object_set_new(rep, "verify_ms_per_round", json_real(c->calls ? c->verify_ms / c->calls : 0));
     json_object_set_new(rep, "plain_ms_per_token", json_real(c->tok_plain ? c->plain_ms / c->tok_plain : 0));
@@ -218,6 +220,7 @@ static int bench_pass(bench_opts *o, sp_session *s, sp_session_req *r, const cli
     }
     sp_policy carry = {0}; /* the prompts run one after another: the policy's measurements carry over */
     r->policy_carry = &carry;
+    r->gen.ignore_eos = o->synth ? 1 : o->ignore_eos; /* accepted drafts may be an EOS: a synthetic pass runs to -n */
     cli_compare_sums c = {0};
     json_t *rows = json_array();
     int status = 2;
@@ -261,6 +264,7 @@ int cmd_bench_spec(int argc, char **argv) {
         !cli_prompts_read(CMD, o.prompts, o.model, o.text_prompts, &ps, &np) &&
         !cli_sample_resolve(CMD, &o.pen, o.model, &sdef, 0, &r.gen)) {
         r.gen.max_new = o.n_new;
+        o.ignore_eos = r.gen.ignore_eos;
         status = 0;
         for (int i = 0; i < (n_synth ? n_synth : 1) && status != 2; i++) {
             o.synth = n_synth ? &synth[i] : NULL;
