@@ -10,7 +10,7 @@
 # of SHAPES (default "qwen3-0.6b qwen3-4b", the new-model presets, with the embedded pair's
 # tokenizer so the server can serve them) in each type of TYPES (default "q8_0 q4_k_m"), and per
 # shape the drafters of KINDS (default "dspark eagle3 draft"; draft: the qwen3 tiny preset with
-# the shape's vocabulary). "default" in SHAPES is the embedded pair (models/default/, its DSpark
+# the shape's vocabulary; KIND-q8: that drafter with its matrices in Q8_0, `quantize --drafter`). "default" in SHAPES is the embedded pair (models/default/, its DSpark
 # drafter, f32) for reference. Then ROUNDS (default 1) times, for every (shape, type, kind,
 # threads of THREADS, default "1 2"): bench-spec --spec-always --draft-max G (default 7) -n N
 # (default 64) over PROMPTS (default 2) prompts of random token ids, one pass per P of PS
@@ -56,6 +56,9 @@ build() {
         [ -f "$d/config.json" ] && continue
         case $k in
         draft) "$S" new-model --arch qwen3 --preset tiny --set vocab_size="$vocab" --seed 3 -o "$d" ;;
+        *-q8) b=${k%-q8}
+            [ -f "$WORK/$sh-$b/config.json" ] || "$S" new-drafter --arch "$b" -m "$WORK/$sh" --seed 2 -o "$WORK/$sh-$b"
+            "$S" quantize --drafter -m "$WORK/$sh-$b" -o "$d" --type q8_0 -q ;;
         *) "$S" new-drafter --arch "$k" -m "$WORK/$sh" --seed 2 -o "$d" ;;
         esac
     done
@@ -72,7 +75,7 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for sh in $SHAPES; do for t in $(types_of "$sh"); do for k in $(kinds_of "$sh"); do for th in $THREADS; do
         out="$WORK/runs/$sh-$t-$k-t$th-r$r.json"
-        locked "$S" bench-spec -m "$(target "$sh" "$t")" --spec "$k" -md "$(drafter "$sh" "$k")" --draft-max "$G" \
+        locked "$S" bench-spec -m "$(target "$sh" "$t")" --spec "${k%-q8}" -md "$(drafter "$sh" "$k")" --draft-max "$G" \
             --spec-always -t "$th" --prompts "$WORK/prompts.jsonl" -n "$N" --spec-synthetic "$PLIST" \
             --json "$out" > "$WORK/runs/$sh-$t-$k-t$th-r$r.txt" 2>/dev/null ||
             echo "bench-synthetic: $sh $t $k -t $th failed (see $WORK/runs/$sh-$t-$k-t$th-r$r.txt)" >&2
