@@ -1,7 +1,8 @@
 /* test_synth.c — synthetic acceptance (benchmark only, docs/SYNTHETIC.md):
  * - the profile checks and the expected τ;
  * - through the session on the embedded pair (DSpark): P = 1 accepts every draft, P = 0 none
- *   (counts checked, greedy and sampled, with penalties), a profile's per-position rates follow it;
+ *   (counts checked, greedy and sampled, with penalties), a profile's per-position rates follow it,
+ *   P = 0.5 gives rates near 0.5 and 0.25 at the first two positions;
  *   a session opens with it off (output == plain) and setting NULL turns it off again;
  * - it cannot be turned on by `generate` or `run` (unknown flag), and the public header has no
  *   way to it;
@@ -51,10 +52,10 @@ static sp_session *open_pair(void) {
 
 static const int32_t PROMPT[] = {11, 42, 97, 5, 300, 12, 42, 97};
 
-/* one request of 40 tokens (temp > 0: sampled, with a repetition penalty); its stats into *st */
-static int run(sp_session *s, float temp, int plain, sp_session_out *o) {
+/* one request of n tokens (temp > 0: sampled, with a repetition penalty) into o */
+static int run_n(sp_session *s, float temp, int plain, int n, sp_session_out *o) {
     sp_session_req r = sp_session_req_default();
-    r.gen.max_new = 40;
+    r.gen.max_new = n;
     r.gen.ignore_eos = 1;
     r.gen.sample.temperature = temp;
     r.gen.sample.seed = 7;
@@ -65,6 +66,21 @@ static int run(sp_session *s, float temp, int plain, sp_session_out *o) {
     int rc = sp_session_generate(s, PROMPT, 8, &r, o, &err);
     CHECK(rc == 0, "generate: %s", err.msg);
     return rc;
+}
+
+static int run(sp_session *s, float temp, int plain, sp_session_out *o) { return run_n(s, temp, plain, 40, o); }
+
+/* P = 0.5 over about 100 rounds: the first draft's acceptance near 0.5, the second's near 0.25 */
+static void check_half(sp_session *s) {
+    sp_synth half = {.n = 1, .p = {0.5f}, .seed = 11};
+    sp_err err = {{0}};
+    sp_session_out o;
+    CHECK(sp_session_set_synthetic(s, &half, &err) == 0, "%s", err.msg);
+    run_n(s, 0, 0, 200, &o);
+    double a0 = o.spec.accept_per_position[0], a1 = o.spec.accept_per_position[1];
+    CHECK(o.spec.pos_drafted[0] >= 80 && fabs(a0 - 0.5) < 0.2 && fabs(a1 - 0.25) < 0.17,
+          "P=0.5: %d rounds, first %.3f, second %.3f", o.spec.pos_drafted[0], a0, a1);
+    sp_session_out_free(&o);
 }
 
 static void test_session_counts(void) {
@@ -102,6 +118,7 @@ static void test_session_counts(void) {
           "profile 1,1,0: per position %.2f %.2f %.2f %.2f", spec.spec.accept_per_position[0],
           spec.spec.accept_per_position[1], spec.spec.accept_per_position[2], spec.spec.accept_per_position[3]);
     sp_session_out_free(&spec);
+    check_half(s);
     sp_synth bad = {.n = 1, .p = {-0.1f}};
     CHECK(sp_session_set_synthetic(s, &bad, &err) == -1 && strstr(err.msg, "probability"), "P=-0.1: %s", err.msg);
     CHECK(sp_session_set_synthetic(s, NULL, &err) == 0 && !sp_session_synthetic(s), "NULL does not turn it off");

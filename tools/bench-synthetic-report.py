@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench-synthetic-report.py WORK G — the tables and plots of tools/bench-synthetic.sh.
 
-Reads WORK/runs/SHAPE-TYPE-KIND-tTH-rR.json (bench-spec --spec-synthetic --json sweeps) and
-WORK/runs/serve-SHAPE-TYPE-rR.json (bench-serve.mjs's closing JSON line); writes WORK/synthetic.md
+Reads WORK/runs/SHAPE__TYPE__KIND__tTH__rR.json (bench-spec --spec-synthetic --json sweeps) and
+WORK/runs/serve__SHAPE__TYPE__rR.json (bench-serve.mjs's closing JSON line); writes WORK/synthetic.md
 with medians over rounds and, when gnuplot is installed, speedup-vs-tau-SHAPE.svg per shape and
 serve-ratio.svg. Every table is marked: synthetic acceptance is a benchmark mode, not lossless."""
 import glob
@@ -16,9 +16,9 @@ import sys
 
 work, G = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 7
 cells = {}  # (shape, type, kind, threads, P) -> [pass reports]
-for path in sorted(glob.glob(os.path.join(work, "runs", "*-t*-r*.json"))):
-    m = re.match(r"(.+)-([^-]+)-([^-]+)-t(\d+)-r(\d+)\.json$", os.path.basename(path))
-    if not m or m.group(1).startswith("serve"):
+for path in sorted(glob.glob(os.path.join(work, "runs", "*__t*__r*.json"))):
+    m = re.match(r"(.+?)__(.+?)__(.+?)__t(\d+)__r(\d+)\.json$", os.path.basename(path))
+    if not m:
         continue
     try:
         rep = json.load(open(path))
@@ -43,8 +43,8 @@ for key in sorted(cells):
     plots.setdefault(sh, {}).setdefault((ty, kd, th), []).append((med(ps, "tau"), med(ps, "speedup")))
 
 serve = {}  # (shape, type) -> {clients: [spec/plain]}
-for path in sorted(glob.glob(os.path.join(work, "runs", "serve-*-r*.json"))):
-    m = re.match(r"serve-(.+)-([^-]+)-r\d+\.json$", os.path.basename(path))
+for path in sorted(glob.glob(os.path.join(work, "runs", "serve__*__r*.json"))):
+    m = re.match(r"serve__(.+?)__(.+?)__r\d+\.json$", os.path.basename(path))
     try:
         rows = json.load(open(path))["rows"]
     except (OSError, ValueError, KeyError):

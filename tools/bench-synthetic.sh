@@ -74,17 +74,17 @@ kinds_of() { if [ "$1" = default ]; then echo dspark; else echo "$KINDS"; fi; }
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for sh in $SHAPES; do for t in $(types_of "$sh"); do for k in $(kinds_of "$sh"); do for th in $THREADS; do
-        out="$WORK/runs/$sh-$t-$k-t$th-r$r.json"
+        run="$WORK/runs/${sh}__${t}__${k}__t${th}__r${r}"
         locked "$S" bench-spec -m "$(target "$sh" "$t")" --spec "${k%-q8}" -md "$(drafter "$sh" "$k")" --draft-max "$G" \
             --spec-always -t "$th" --prompts "$WORK/prompts.jsonl" -n "$N" --spec-synthetic "$PLIST" \
-            --json "$out" > "$WORK/runs/$sh-$t-$k-t$th-r$r.txt" 2>/dev/null ||
-            echo "bench-synthetic: $sh $t $k -t $th failed (see $WORK/runs/$sh-$t-$k-t$th-r$r.txt)" >&2
-        tail -n +2 "$WORK/runs/$sh-$t-$k-t$th-r$r.txt" | grep -A20 '^synthetic sweep' | sed "s/^/$sh $t $k t$th: /"
+            --json "$run.json" > "$run.txt" 2>/dev/null ||
+            echo "bench-synthetic: $sh $t $k -t $th failed (see $run.txt)" >&2
+        grep -A20 '^synthetic sweep' "$run.txt" | sed "s/^/$sh $t $k t$th: /"
     done; done; done; done
     if [ "${SERVE:-0}" = 1 ]; then
         for sh in $SHAPES; do for t in $(types_of "$sh"); do
             SERVE_ARGS="-m $(target "$sh" "$t") --spec dspark -md $(drafter "$sh" dspark) --draft-max $G --spec-synthetic ${SERVE_P:-0.85}" \
-                THREADS=${SERVE_THREADS:-2} locked sh "$ROOT/tools/bench-serve.sh" 1 "$N" | tail -1 > "$WORK/runs/serve-$sh-$t-r$r.json"
+                THREADS=${SERVE_THREADS:-2} locked sh "$ROOT/tools/bench-serve.sh" 1 "$N" | tail -1 > "$WORK/runs/serve__${sh}__${t}__r${r}.json"
         done; done
     fi
     r=$((r + 1))
