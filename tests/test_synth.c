@@ -9,8 +9,8 @@
  * - bench-spec --spec-synthetic 1,0: counts in the --json sweep, marked synthetic and not lossless
  *   in every pass and on stdout;
  * - serve --spec-synthetic: the timings of a reply carry synthetic true / lossless false with all
- *   (P = 1) or no (P = 0) drafts accepted, the log marks the request; serve refuses it without a
- *   drafter. */
+ *   (P = 1) or no (P = 0) drafts accepted, /props and the log mark it; serve refuses it without a
+ *   drafter or with a tree. */
 #include <jansson.h>
 #include <math.h>
 
@@ -200,6 +200,9 @@ static void serve_one(const char *args, double p) {
           "timings not marked: %s", out);
     CHECK(d > 0 && a == (p == 1 ? d : 0), "P=%g: accepted %ld of %ld", p, a, d);
     json_decref(o);
+    rc = harness_runf(out, sizeof out, "curl -s http://127.0.0.1:%d/props", s.port);
+    CHECK(rc == 0 && strstr(out, "\"lossless\":false") && strstr(out, "\"synthetic_acceptance\":["),
+          "/props not marked: %s", out);
     server_stop(&s);
     CHECK(server_log_has(&s, "SYNTHETIC acceptance (benchmark only"), "the request's log line is not marked");
     unlink(s.log);
