@@ -27,6 +27,7 @@ struct sp_session {
     sp_sample_params built_for;
     int built_ctx;
     sp_gvocab *gv;                /* token bytes for grammars (sp_session_gvocab) */
+    sp_synth synth;               /* synth.n > 0: synthetic acceptance (benchmarks only) */
 };
 
 sp_session_params sp_session_params_default(void) {
@@ -253,6 +254,19 @@ static int whole_text(sp_session *s, const sp_session_req *r, sp_session_out *ou
     return 0;
 }
 
+int sp_session_set_synthetic(sp_session *s, const sp_synth *synth, sp_err *err) {
+    if (!synth) {
+        s->synth.n = 0;
+        return 0;
+    }
+    if (sp_synth_check(synth, err)) return -1;
+    if (s->p.tree.nodes > 0) return sp_err_set(err, "synthetic acceptance works on chains, not token trees");
+    s->synth = *synth;
+    return 0;
+}
+
+const sp_synth *sp_session_synthetic(const sp_session *s) { return s->synth.n > 0 ? &s->synth : NULL; }
+
 /* ---- the run ----------------------------------------------------------------------------- */
 /* the speculative loop (drafter d, or NULL: plain through the same round) */
 static int run_spec(sp_session *s, sp_drafter *d, const int32_t *prompt, int n, const sp_session_req *r,
@@ -265,6 +279,7 @@ static int run_spec(sp_session *s, sp_drafter *d, const int32_t *prompt, int n, 
     spp.policy = s->p.policy;
     spp.policy_carry = r->policy_carry;
     spp.profile = r->profile;
+    spp.synth = d ? sp_session_synthetic(s) : NULL;
     if (d && s->p.tree.nodes > 0) {
         spp.tree = s->p.tree;
         spp.tree.max_depth = o->draft_max;

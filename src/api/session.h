@@ -99,6 +99,13 @@ typedef struct {
     double mean_conf;     /* DSpark: mean confidence of the drafts offered, else -1 */
 } sp_session_out;
 
+/* Synthetic acceptance for the session's speculative requests (decode/spec.h; copied; NULL: off,
+ * the state every session opens in). For benchmark commands only: their output is not lossless and
+ * they say so. Chains only (an error with a tree). Returns 0, or -1 with err. */
+int sp_session_set_synthetic(sp_session *s, const sp_synth *synth, sp_err *err);
+/* The synthetic acceptance set, or NULL (off). */
+const sp_synth *sp_session_synthetic(const sp_session *s);
+
 /* Run one request after prompt[0, n). out is filled (release with sp_session_out_free) even on
  * error, with what was generated. Returns 0, or -1 with err. */
 int sp_session_generate(sp_session *s, const int32_t *prompt, int n, const sp_session_req *r, sp_session_out *out,

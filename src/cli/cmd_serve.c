@@ -14,6 +14,7 @@
 #include "server/server.h"
 #include "session_cli.h"
 #include "spec_cli.h"
+#include "synth_cli.h"
 
 static const char *CMD = "serve";
 
@@ -24,6 +25,8 @@ typedef struct {
     cli_spec_opts so;
     cli_tree_opts to;
     sp_tree_shape tree; /* --tree: the shape, draft_max levels */
+    cli_synth_opts sy;  /* --spec-synthetic: benchmark only */
+    sp_synth synth;     /* synth.n > 0: synthetic acceptance */
     char root[4096], tdef[4300], ddef[4400];
 } serve_opts;
 
@@ -64,6 +67,7 @@ static int serve_parse(serve_opts *o, int argc, char **argv) {
     while (n_opts < CLI_OPTS_MAX && opts[n_opts].long_name) n_opts++;
     n_opts += cli_spec_opt_rows(opts + n_opts, &o->so);
     n_opts += cli_tree_opt_rows(opts + n_opts, &o->to);
+    n_opts += cli_synth_opt_rows(opts + n_opts, &o->sy);
     int rc = cli_parse(CMD, "[-m DIR] [--spec KIND -md DRAFTER] [--host ADDR] [--port N] [--parallel N] [options]", opts,
                        n_opts, argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 1 : -1;
@@ -102,6 +106,10 @@ static int serve_defaults(serve_opts *o, int default_draft_max) {
     tp.draft_max = o->so.draft_max;
     if (cli_tree_apply(CMD, &o->to, &tp)) return -1;
     o->tree = tp.tree;
+    int n_synth = 0;
+    if (cli_synth_resolve(CMD, &o->sy, &o->synth, 1, &n_synth)) return -1;
+    if (n_synth && !strcmp(o->so.spec, "none")) return cli_error(CMD, "--spec-synthetic needs a drafter (--spec)"), -1;
+    if (n_synth && o->tree.nodes > 0) return cli_error(CMD, "--spec-synthetic works on chains, not --tree"), -1;
     if (!o->name) {
         const char *slash = strrchr(o->dir, '/');
         o->name = slash && slash[1] ? slash + 1 : o->dir;
@@ -129,6 +137,7 @@ static srv_opts server_opts(const serve_opts *o) {
     so.draft_min = o->so.draft_min;
     so.spec_max_slots = o->spec_max_slots;
     so.tree = o->tree;
+    so.synth = o->synth.n > 0 ? &o->synth : NULL;
     return so;
 }
 
@@ -144,6 +153,7 @@ static int serve(serve_opts *o, sigset_t *sigs) {
             sp_srv_port(s), o->dir);
     if (strcmp(o->so.spec, "none"))
         fprintf(stderr, "specula serve: speculating with %s, up to %d drafts per round\n", o->so.spec, o->so.draft_max);
+    if (so.synth) cli_synth_banner(stderr, "specula serve", so.synth);
     sp_session *ss = NULL;
     int rc = 2;
     if (!cli_session_open(CMD, o->dir, o->threads, &o->so, NULL, o->chat_tpl, so.ctx, &ss)) {
@@ -151,8 +161,9 @@ static int serve(serve_opts *o, sigset_t *sigs) {
             cli_error(CMD, "%s", err.msg);
         } else {
             int per_slot = sp_srv_slot_ctx(s);
-            fprintf(stderr, "specula serve: ready: model %s, spec %s, %d slots of %d positions (-c %d), port %d\n",
-                    o->name, o->so.spec, o->parallel, per_slot, per_slot * o->parallel, sp_srv_port(s));
+            fprintf(stderr, "specula serve: ready: model %s, spec %s%s, %d slots of %d positions (-c %d), port %d\n",
+                    o->name, o->so.spec, so.synth ? " (SYNTHETIC acceptance, not lossless)" : "", o->parallel, per_slot,
+                    per_slot * o->parallel, sp_srv_port(s));
             int sig = 0;
             sigwait(sigs, &sig);
             fprintf(stderr, "specula serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -55,6 +55,11 @@ sp_round *sp_round_create(sp_model *m, sp_kv *kv, const sp_round_params *p, sp_e
                    SP_TREE_MAX_NODES, p->tree.k);
         return NULL;
     }
+    if (p->synth && sp_synth_check(p->synth, err)) return NULL;
+    if (p->synth && p->tree.nodes > 0) {
+        sp_err_set(err, "round: synthetic acceptance works on chains, not token trees");
+        return NULL;
+    }
     sp_round *r = calloc(1, sizeof *r);
     if (!r) {
         sp_err_set(err, "round: out of memory");
@@ -333,8 +338,44 @@ static int chain_accept(sp_round *r, sp_err *err) {
     return sp_kv_trim(r->kv, nd - acc, err); /* keep pending + the accepted drafts */
 }
 
+/* Synthetic acceptance (benchmarks only, spec.h, docs/SYNTHETIC.md): draft i + 1 is accepted with
+ * the chance synth->p[i] once draft i was, by a uniform of (seed, SP_RNG_STREAM_SYNTH, its position).
+ * The accepted drafts are the drafter's own tokens: the cache holds exactly them after the pending
+ * token and the drafter is told them as a real round's, so every later round is a consistent one.
+ * The token after them is the target's own from row acc (argmax, or drawn from p), under the same
+ * penalties and grammar mask as a real round's. Sampling chains report p[i] as alpha. */
+static int synth_accept(sp_round *r, sp_err *err) {
+    const sp_synth *sy = r->p.synth;
+    uint64_t seed = sy->seed ^ (r->p.sample.seed * 0x9E3779B97F4A7C15ull);
+    int nd = r->res.nd, acc = 0, next, rc = 0, pushed = 0;
+    for (; acc < nd; acc++) {
+        double pa = sy->p[acc < sy->n ? acc : sy->n - 1];
+        if (r->p.want_alpha && !r->greedy) r->res.alpha[r->res.n_alpha++] = pa;
+        if (!(sp_rng_uniform(seed, SP_RNG_STREAM_SYNTH, (uint64_t)(r->pos + 1 + acc)) < pa)) break;
+    }
+    float *lg = r->logits + (size_t)acc * r->V;
+    for (int i = 1; r->pen && i <= acc && !rc; i++) rc = sp_penalty_push(r->pen, r->blk[i], err), pushed += !rc;
+    if (r->pen && !rc) sp_penalty_apply(r->pen, lg);
+    if (r->pen) sp_penalty_pop(r->pen, pushed);
+    if (rc) return -1;
+    if (r->gs) sp_grammar_apply(r->gmask + (size_t)acc * r->V, lg, r->V);
+    if (r->greedy) {
+        next = sp_sample_argmax(lg, r->V);
+    } else {
+        if (sp_sampler_probs(r->smp, r->probs, lg, err)) return -1;
+        next = sp_sample_probs(r->probs, r->V,
+                               sp_rng_uniform(r->p.sample.seed, SP_RNG_STREAM_SAMPLE, (uint64_t)(r->pos + 1 + acc)));
+    }
+    if (next < 0) return sp_err_set(err, "spec: sampling failed (empty distribution)");
+    r->res.acc = acc;
+    r->res.next = next;
+    for (int i = 0; i < acc; i++) r->acc_tok[i] = r->blk[i + 1];
+    return sp_kv_trim(r->kv, nd - acc, err); /* keep pending + the accepted drafts */
+}
+
 int sp_round_accept(sp_round *r, sp_err *err) {
     if (r->gs && r->n_gmask < r->res.nd + 1 && gram_chain(r, r->res.nd, err) < 0) return -1; /* a plain step's row */
+    if (!r->res.tree && r->p.synth) return synth_accept(r, err);
     if (!r->res.tree) return chain_accept(r, err);
     sp_tree_walk_in in = {.logits = r->logits, .q = r->greedy ? NULL : r->q, .probs = r->probs, .smp = r->smp,
                           .V = r->V, .greedy = r->greedy, .broken = r->p.broken_residual, .seed = r->p.sample.seed,

@@ -52,6 +52,9 @@ typedef struct {
      * asking the drafter. Token trees are turned off under a grammar (chains only). */
     const sp_grammar *grammar;
     const sp_gvocab *gvocab;
+    /* NULL, or synthetic acceptance (spec.h; borrowed; benchmarks only, not lossless): a chain's
+     * drafts are accepted by chance instead of by the target; chains only */
+    const sp_synth *synth;
 } sp_round_params;
 
 /* What the last round did. */

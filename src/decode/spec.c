@@ -20,6 +20,24 @@ sp_spec_params sp_spec_params_default(void) {
     return p;
 }
 
+int sp_synth_check(const sp_synth *s, sp_err *err) {
+    if (s->n < 1 || s->n > SP_SPEC_MAX_G)
+        return sp_err_set(err, "synthetic acceptance: %d entries (allowed 1..%d)", s->n, SP_SPEC_MAX_G);
+    for (int i = 0; i < s->n; i++)
+        if (!(s->p[i] >= 0 && s->p[i] <= 1))
+            return sp_err_set(err, "synthetic acceptance: entry %d is %g, not a probability in [0, 1]", i + 1, s->p[i]);
+    return 0;
+}
+
+double sp_synth_tau(const sp_synth *s, int k) {
+    double tau = 1, reach = 1;
+    for (int i = 0; i < k; i++) {
+        reach *= s->p[i < s->n ? i : s->n - 1];
+        tau += reach;
+    }
+    return tau;
+}
+
 int sp_spec_verify_one(float *p, const float *q, int V, int32_t x, double u_acc, double u_res, int broken,
                        int *accepted) {
     double px = p[x], qx = q ? q[x] : 1.0;
@@ -177,7 +195,7 @@ static int loop_init(loop_t *L, int G, int TN, sp_err *err) {
                           .hold_plain = p->policy == SP_SPEC_POLICY_ADAPTIVE,
                           .want_alpha = p->policy == SP_SPEC_POLICY_ADAPTIVE, .broken_residual = p->broken_residual,
                           .on_verify = p->on_verify, .on_verify_ctx = p->on_verify_ctx, .grammar = p->grammar,
-                          .gvocab = p->gvocab};
+                          .gvocab = p->gvocab, .synth = d ? p->synth : NULL};
     if (TN) {
         rp.tree = p->tree;
         if (rp.tree.nodes < 1 || rp.tree.nodes > SP_TREE_MAX_NODES || rp.tree.k < 1)

@@ -23,6 +23,23 @@
 
 #define SP_SPEC_MAX_G 32
 
+/* Synthetic acceptance, for benchmarks only (docs/SYNTHETIC.md): the round accepts draft i with
+ * the chance p[i] once draft i - 1 was accepted (i.i.d. when every entry is the same), drawn from
+ * (seed, SP_RNG_STREAM_SYNTH, absolute position), instead of comparing it with the target. The
+ * drafter and the verify forward run as in a real round, so every cost is real; the accepted
+ * drafts are the drafter's own tokens, so the output is NOT the target's (not lossless). No
+ * default turns it on: a caller sets sp_spec_params.synth (and the server's srv_opts.synth). */
+typedef struct {
+    int n;                 /* entries of p, 1 .. SP_SPEC_MAX_G; positions past n use p[n - 1] */
+    float p[SP_SPEC_MAX_G]; /* in [0, 1] */
+    uint64_t seed;         /* mixed with the request's sampling seed */
+} sp_synth;
+
+/* 0 when s is a valid synthetic profile, else -1 with err naming the bad entry. */
+int sp_synth_check(const sp_synth *s, sp_err *err);
+/* Expected tokens per verify forward with k drafts under s: Σ_{j=0..k} Π_{i<j} p[i]. */
+double sp_synth_tau(const sp_synth *s, int k);
+
 typedef struct {
     sp_gen_params gen;   /* max_new, ignore_eos, sample params, callback, prefill chunk, max_ctx */
     int draft_max;       /* G: most drafts per round (1 .. SP_SPEC_MAX_G) */
@@ -47,6 +64,8 @@ typedef struct {
      * borrowed; round.h: masked rows and drafts, forced drafts, chains only) */
     const sp_grammar *grammar;
     const sp_gvocab *gvocab;
+    /* NULL (the default), or synthetic acceptance: benchmarks only, not lossless (above; chains only) */
+    const sp_synth *synth;
 } sp_spec_params;
 
 sp_spec_params sp_spec_params_default(void);

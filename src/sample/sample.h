@@ -43,7 +43,8 @@ enum {
     SP_RNG_STREAM_SAMPLE = 1,   /* the emitted token (target's sample, bonus token) */
     SP_RNG_STREAM_ACCEPT = 2,   /* speculative accept test u < p(x)/q(x) */
     SP_RNG_STREAM_RESIDUAL = 3, /* sample from the residual after a rejection */
-    SP_RNG_STREAM_DRAFT = 4     /* a drafter's own samples from q */
+    SP_RNG_STREAM_DRAFT = 4,    /* a drafter's own samples from q */
+    SP_RNG_STREAM_SYNTH = 5     /* synthetic acceptance's accept test (benchmarks only, spec.h) */
 };
 
 typedef struct {

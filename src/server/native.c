@@ -42,6 +42,12 @@ char *sp_srv_props_json(srv *s) {
                           "chat_template", s->chat ? sp_chat_template_source(s->chat) : "", "build_info",
                           "specula " SPECULA_VERSION, "n_ctx", s->o.ctx * s->o.parallel, "speculative",
                           s->o.spec_name);
+    if (o && s->o.synth) { /* synthetic acceptance: benchmark only (decode/spec.h) */
+        json_t *pa = json_array();
+        for (int i = 0; i < s->o.synth->n; i++) json_array_append_new(pa, json_real(s->o.synth->p[i]));
+        json_object_set_new(o, "synthetic_acceptance", pa);
+    }
+    if (o) json_object_set_new(o, "lossless", json_boolean(!s->o.synth));
     char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(o);
     return txt;

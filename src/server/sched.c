@@ -56,8 +56,8 @@ static void job_done(srv *s, srv_job *j, const char *finish) {
     if (!strcmp(finish, "error") || !strcmp(finish, "shutdown")) s->m_errors++;
     else s->m_ok++;
     if (st->target_calls) sp_srv_hist_add(&s->h_tau, tau);
-    sp_log(SP_LOG_INFO, "request %ld: prompt %d tokens, emitted %d, tau %.2f, %.1f ms, %s", j->id, j->n_prompt,
-           st->emitted, tau, ms, finish);
+    sp_log(SP_LOG_INFO, "request %ld: prompt %d tokens, emitted %d, tau %.2f, %.1f ms, %s%s", j->id, j->n_prompt,
+           st->emitted, tau, ms, finish, st->synthetic ? ", SYNTHETIC acceptance (benchmark only, not lossless)" : "");
     pthread_cond_broadcast(&s->progress);
 }
 
@@ -74,7 +74,8 @@ static void admit(srv *s, int i, srv_job *j) {
     slot_params p = {.prompt = j->prompt, .n_prompt = j->n_prompt, .sample = j->req.sample,
                      .penalty = j->req.penalty, .max_new = j->max_new, .ignore_eos = j->req.ignore_eos,
                      .draft_max = s->o.draft_max, .draft_min = s->o.draft_min, .tree = s->o.tree,
-                     .top_logprobs = j->req.top_logprobs, .cache_prompt = j->req.cache_prompt, .grammar = j->req.grammar};
+                     .top_logprobs = j->req.top_logprobs, .cache_prompt = j->req.cache_prompt, .grammar = j->req.grammar,
+                     .synth = s->o.synth};
     int rc = 0;
     if (p.grammar && !s->gv) { /* the vocabulary's token bytes, once */
         const sp_config *c = sp_model_config(s->m);

@@ -53,6 +53,8 @@ typedef struct {
     int spec_max_slots;      /* greedy requests' drafts per step: -1 (default) chosen by the verify-length
                                 policy (vlen.h); 0 always the full G; N > 0 the full G while at most N
                                 slots are busy, else none. Sampled requests always draft the full G */
+    const sp_synth *synth;   /* NULL, or synthetic acceptance for speculative requests (decode/spec.h;
+                                borrowed; benchmarks only: timings and the log mark it, not lossless) */
     srv_drafter_fn make_drafter; /* set by sp_srv_set_session from its drafter source (NULL: plain) */
     void *drafter_ctx;
 } srv_opts;

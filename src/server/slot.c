@@ -177,7 +177,7 @@ static int round_make(srv_slot *s, sp_err *err) {
     const slot_params *p = &s->p;
     sp_round_params rp = {.sample = p->sample, .penalty = p->penalty, .draft_max = s->G, .draft_min = p->draft_min,
                           .n_taps = s->nt, .tap_layers = s->nt ? s->src.tap_layers : NULL, .wants_hidden = s->wh,
-                          .grammar = p->grammar, .gvocab = p->gvocab};
+                          .grammar = p->grammar, .gvocab = p->gvocab, .synth = s->spec ? p->synth : NULL};
     if (s->TN) rp.tree = p->tree;
     if (!(s->R = sp_round_create(s->m, s->kv, &rp, err))) return -1;
     return sp_round_push(s->R, p->prompt, p->n_prompt, err);
@@ -237,6 +237,7 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
     s->pending = s->prompt[p->n_prompt - 1];
     s->st.prompt_tokens = p->n_prompt;
     s->st.cached_tokens = keep;
+    s->st.synthetic = s->spec && p->synth;
     s->st.t_begin = sp_time_ms();
     s->phase = SLOT_PREFILL;
     return 0;

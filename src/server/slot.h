@@ -45,6 +45,7 @@ typedef struct {
     int cache_prompt;         /* 1: reuse the slot's cached prefix of the prompt (0: prefill it all) */
     const sp_grammar *grammar; /* NULL, or the grammar the output follows (borrowed; chains only) */
     const sp_gvocab *gvocab;
+    const sp_synth *synth;     /* NULL, or synthetic acceptance (borrowed; benchmarks only, not lossless) */
 } slot_params;
 
 /* One emitted token with its log-probability under the target's raw distribution (the logits before
@@ -76,6 +77,7 @@ typedef struct {
                                            (commit: a drafter without extend); 0 with DFlash / DSpark */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
     int forced, cut;                    /* drafts the grammar forced / dropped */
+    int synthetic;                      /* 1: a speculative request under synthetic acceptance (not lossless) */
 } slot_stats;
 
 typedef struct srv_slot srv_slot;
