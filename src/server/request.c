@@ -500,7 +500,7 @@ int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_requ
     }
     if (route == SRV_ROUTE_CHAT) rc = parse_chat(o, r, e);
     else if (route == SRV_ROUTE_COMPLETION || route == SRV_ROUTE_NATIVE) rc = parse_completion(o, r, e);
-    else if (route == SRV_ROUTE_APPLY_TEMPLATE) rc = parse_messages(o, r, e) || parse_llama_fields(o, r, e) ? -1 : 0;
+    else if (route == SRV_ROUTE_APPLY_TEMPLATE) rc = parse_messages(o, r, e) || parse_llama_fields(o, r, e) || sp_srv_tools_parse(o, r, e) ? -1 : 0;
     else if (route == SRV_ROUTE_TOKENIZE) {
         json_t *c = json_object_get(o, "content");
         if (!json_is_string(c)) BAD(e, "content", "'content' must be a string");
