@@ -165,7 +165,7 @@ static void test_audit_grammar(void) {
         dq.temperature = 2.5f;
         sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
         sp_audit_result r;
-        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, 4000, 0.001, &r, &err) == 0, "%s", err.msg);
+        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, 1500, 0.001, &r, &err) == 0, "%s", err.msg);
         printf("  grammar: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", r.first.p_value,
                r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
         CHECK(r.pass && r.second_groups > 0, "audit failed on a correct verifier under a grammar");
