@@ -4,10 +4,12 @@
  * greedy speculative output equals plain output for it; tool_choice "required" picks a declared
  * function; the tools and a tool turn reach the template; the official `openai` npm client runs
  * the two-step tool loop streaming and not (tests/openai_tools.mjs). A server with the default
- * template (which does not read `tools`) gets them as a system message. Malformed tools are 400s. */
+ * template (which does not read `tools`) gets them as a system message. Malformed tools are 400s.
+ * The parsers of both formats (Hermes, Llama 3) and the streaming hold are checked directly. */
 #include <jansson.h>
 
 #include "sample/json_schema.h"
+#include "server/tools.h"
 #include "server_harness.h"
 
 #define MAXOUT (1 << 20)
@@ -153,6 +155,36 @@ static void test_errors(void) {
     expect_400("{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "assistant or tool");
 }
 
+/* the parsers and the streaming hold of both formats, without a server */
+static void test_parse(void) {
+    json_t *tools = json_loads("[" WEATHER "," CLOCK "]", 0, NULL);
+    size_t ce;
+    const char *h = "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n"
+                    "</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{\"zone\":\"utc\"}}";
+    json_t *c = sp_srv_tool_calls_parse(SRV_TOOLS_HERMES, tools, h, strlen(h), 7, &ce);
+    json_t *f1 = json_object_get(json_array_get(c, 1), "function");
+    CHECK(json_array_size(c) == 2 && ce == strlen("Let me look.") &&
+              !strcmp(json_string_value(json_object_get(json_array_get(c, 1), "id")), "call_7_1") &&
+              !strcmp(json_string_value(json_object_get(f1, "arguments")), "{\"zone\":\"utc\"}"),
+          "hermes: %zu calls, content end %zu", json_array_size(c), ce);
+    json_decref(c);
+    const char *undeclared = "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>";
+    CHECK(!sp_srv_tool_calls_parse(SRV_TOOLS_HERMES, tools, undeclared, strlen(undeclared), 1, &ce), "undeclared");
+    const char *l = " <|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"zone\": \"cet\"}}\n";
+    c = sp_srv_tool_calls_parse(SRV_TOOLS_LLAMA3, tools, l, strlen(l), 2, &ce);
+    CHECK(json_array_size(c) == 1 && ce == 0, "llama3");
+    json_decref(c);
+    CHECK(!sp_srv_tool_calls_parse(SRV_TOOLS_LLAMA3, tools, "It is {warm}", 12, 2, &ce), "llama3 text");
+    CHECK(sp_srv_tool_safe_prefix(SRV_TOOLS_HERMES, "abc <tool", 9) == 4 &&
+              sp_srv_tool_safe_prefix(SRV_TOOLS_HERMES, "abc <tool_call>{", 16) == 4 &&
+              sp_srv_tool_safe_prefix(SRV_TOOLS_HERMES, "a < b", 5) == 5 &&
+              sp_srv_tool_safe_prefix(SRV_TOOLS_LLAMA3, " {\"na", 5) == 0 &&
+              sp_srv_tool_safe_prefix(SRV_TOOLS_LLAMA3, "<|pyt", 5) == 0 &&
+              sp_srv_tool_safe_prefix(SRV_TOOLS_LLAMA3, "Sunny", 5) == 5,
+          "safe prefix");
+    json_decref(tools);
+}
+
 static void test_openai_tools(void) {
     int rc = system("sh tools/fetch-openai.sh >/dev/null");
     CHECK(rc == 0, "tools/fetch-openai.sh failed (status %d): npm missing or no network?", rc);
@@ -199,6 +231,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int asan = strstr(BIN, "asan") != NULL;
+    RUN(test_parse);
     RUN(test_errors);
     RUN(test_rendering);
     RUN(test_forced_call);
