@@ -220,6 +220,7 @@ static void test_default_template(void) {
     json_decref(o);
     free(out);
     CHECK(server_stop(&s2) == 0, "second server exit");
+    CHECK(!server_log_has(&s2, "Sanitizer") && !server_log_has(&s2, "runtime error"), "sanitizer report in %s", s2.log);
     unlink(s2.log);
 }
 
@@ -238,6 +239,7 @@ int main(int argc, char **argv) {
     RUN(test_required);
     if (!asan) RUN(test_openai_tools);
     CHECK(server_stop(&SRV) == 0, "server exit");
+    CHECK(!server_log_has(&SRV, "Sanitizer") && !server_log_has(&SRV, "runtime error"), "sanitizer report in %s", SRV.log);
     if (!harness_failed) unlink(SRV.log);
     RUN(test_default_template);
     return harness_done("test_server_tools");
