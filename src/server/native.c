@@ -71,7 +71,10 @@ char *sp_srv_apply_template(srv *s, const char *body, size_t n, srv_error *e) {
     json_t *vars = NULL, *msgs = NULL;
     char *text = NULL, *txt = NULL;
     sp_err err = {{0}};
-    if (!sp_srv_chat_vars(s, r.tmpl_kwargs, &vars, e) && !sp_srv_tools_render_input(s->chat, &r, vars, &msgs, &vars, e)) {
+    if (!s->chat) {
+        sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "this server's model has no chat template");
+    } else if (!sp_srv_chat_vars(s, r.tmpl_kwargs, &vars, e) &&
+               !sp_srv_tools_render_input(s->chat, &r, vars, &msgs, &vars, e)) {
         pthread_mutex_lock(&s->chat_mu);
         int rc = sp_chat_render(s->chat, msgs, 1, vars, &text, &err);
         pthread_mutex_unlock(&s->chat_mu);
