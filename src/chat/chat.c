@@ -161,6 +161,8 @@ void sp_chat_template_free(chat_template *ct) {
 
 const char *sp_chat_template_source(const chat_template *ct) { return ct->source; }
 int sp_chat_template_is_jinja(const chat_template *ct) { return ct->text != NULL; }
+const char *sp_chat_template_text(const chat_template *ct) { return ct->text; }
+const char *sp_chat_template_builtin(const chat_template *ct) { return ct->text ? "" : ct->builtin; }
 
 int sp_chat_render(const chat_template *ct, json_t *messages, int add_generation_prompt, json_t *vars, char **out,
                 sp_err *err) {

@@ -36,6 +36,10 @@ void sp_chat_template_free(chat_template *ct);
 const char *sp_chat_template_source(const chat_template *ct);
 /* 1 when it is Jinja text, 0 for a hand-written renderer */
 int sp_chat_template_is_jinja(const chat_template *ct);
+/* the Jinja text, or NULL for a hand-written renderer */
+const char *sp_chat_template_text(const chat_template *ct);
+/* the hand-written renderer's name ("qwen3", "llama3", ...), or "" for Jinja text */
+const char *sp_chat_template_builtin(const chat_template *ct);
 
 /* messages: a JSON array of {"role": ..., "content": ..., ...}. vars: a JSON object of extra
  * variables, or NULL; they override the defaults above. */

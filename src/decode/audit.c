@@ -76,9 +76,10 @@ sp_audit_test sp_audit_compare(const int *counts, const float *probs, int n, int
     return t;
 }
 
-/* processed target distribution after context tokens[0..n), repetition penalties included */
-static int target_probs(sp_model *m, const int32_t *tok, int n, const sp_gen_params *gp, float *probs,
-                        sp_err *err) {
+/* processed target distribution after context tokens[0..n), repetition penalties included, then
+ * masked to the tokens allowed[V] marks (NULL: no grammar), in the round's order */
+static int target_probs(sp_model *m, const int32_t *tok, int n, const sp_gen_params *gp, const uint8_t *allowed,
+                        float *probs, sp_err *err) {
     int V = sp_model_config(m)->vocab_size;
     sp_kv *kv = sp_kv_create(m, n + 1, 256, err);
     float *lg = malloc(sizeof(float) * (size_t)V);
@@ -96,6 +97,7 @@ static int target_probs(sp_model *m, const int32_t *tok, int n, const sp_gen_par
             if (sp_penalty_push(pen, tok[i], err)) goto done;
         sp_penalty_apply(pen, lg);
     }
+    if (allowed) sp_grammar_apply(allowed, lg, V);
     rc = sp_sampler_probs(s, probs, lg, err);
 done:
     sp_kv_free(kv);
@@ -103,6 +105,30 @@ done:
     sp_sampler_free(s);
     sp_penalty_free(pen);
     return rc;
+}
+
+/* draws independent two-token generations (seed = base + i): the tokens x1, x2, the first's
+ * histogram c1 and the drafts' acceptance rate */
+static int draw_trials(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
+                       int draws, int32_t *x1, int32_t *x2, int *c1, double *acc, sp_err *err) {
+    long drafted = 0, accepted = 0;
+    for (int i = 0; i < draws; i++) {
+        sp_spec_params q = *p;
+        q.gen.max_new = 2;
+        q.gen.ignore_eos = 1;
+        q.gen.on_token = NULL;
+        q.gen.sample.seed = p->gen.sample.seed * 1000003ull + (uint64_t)i + 1;
+        int32_t out[2];
+        sp_spec_stats st;
+        if (sp_spec_generate(target, d, prompt, n_prompt, &q, out, 2, &st, err)) return -1;
+        x1[i] = out[0];
+        x2[i] = out[1];
+        c1[out[0]]++;
+        drafted += st.drafted;
+        accepted += st.accepted;
+    }
+    *acc = drafted ? (double)accepted / drafted : 0;
+    return 0;
 }
 
 int sp_audit_run(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_prompt, const sp_spec_params *p,
@@ -117,28 +143,18 @@ int sp_audit_run(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_p
     int32_t *ctx = malloc(sizeof(int32_t) * (size_t)(n_prompt + 1));
     int *c2 = calloc((size_t)V, sizeof(int));
     int rc = -1;
+    sp_gstate *g0 = NULL, *g1 = NULL; /* with a grammar: the state at the first and second token */
+    uint8_t *mask = NULL;
+    int32_t only;
     if (!c1 || !x1 || !x2 || !probs || !ctx || !c2) {
         sp_err_set(err, "audit: out of memory");
         goto done;
     }
-    long drafted = 0, accepted = 0;
-    for (int i = 0; i < draws; i++) {
-        sp_spec_params q = *p;
-        q.gen.max_new = 2;
-        q.gen.ignore_eos = 1;
-        q.gen.on_token = NULL;
-        q.gen.sample.seed = p->gen.sample.seed * 1000003ull + (uint64_t)i + 1;
-        int32_t out[2];
-        sp_spec_stats st;
-        if (sp_spec_generate(target, d, prompt, n_prompt, &q, out, 2, &st, err)) goto done;
-        x1[i] = out[0];
-        x2[i] = out[1];
-        c1[out[0]]++;
-        drafted += st.drafted;
-        accepted += st.accepted;
-    }
-    r->acceptance_rate = drafted ? (double)accepted / drafted : 0;
-    if (target_probs(target, prompt, n_prompt, &p->gen, probs, err)) goto done;
+    if (draw_trials(target, d, prompt, n_prompt, p, draws, x1, x2, c1, &r->acceptance_rate, err)) goto done;
+    if (p->grammar && !(g0 = sp_gstate_create(p->grammar, p->gvocab, err))) goto done;
+    if (p->grammar && (!(g1 = sp_gstate_create(p->grammar, p->gvocab, err)) || !(mask = malloc((size_t)V)))) goto done;
+    if (g0 && sp_gstate_mask(g0, mask, &only, err) < 0) goto done;
+    if (target_probs(target, prompt, n_prompt, &p->gen, mask, probs, err)) goto done;
     r->first = sp_audit_compare(c1, probs, V, draws);
 
     /* second token: conditionals of the most frequent first tokens (>= 200 samples, at most 6) */
@@ -156,7 +172,11 @@ int sp_audit_run(sp_model *target, sp_drafter *d, const int32_t *prompt, int n_p
         for (int i = 0; i < draws; i++)
             if (x1[i] == best) c2[x2[i]]++;
         ctx[n_prompt] = best;
-        if (target_probs(target, ctx, n_prompt + 1, &p->gen, probs, err)) goto done;
+        if (g0 && (sp_gstate_copy(g1, g0, err) || sp_gstate_accept(g1, best, err) || sp_gstate_mask(g1, mask, &only, err) < 0)) {
+            if (!err->msg[0]) sp_err_set(err, "audit: the grammar does not allow the sampled token %d", best);
+            goto done;
+        }
+        if (target_probs(target, ctx, n_prompt + 1, &p->gen, mask, probs, err)) goto done;
         sp_audit_test t = sp_audit_compare(c2, probs, V, n);
         chi2 += t.chi2;
         dof += t.dof;
@@ -182,6 +202,9 @@ done:
     free(x2);
     free(probs);
     free(ctx);
+    free(mask);
+    sp_gstate_free(g0);
+    sp_gstate_free(g1);
     return rc;
 }
 

@@ -7,6 +7,9 @@
  * chi-square test (bins with expected count < 5 pooled); the groups of the second token are
  * combined by adding statistics and degrees of freedom. Total-variation distance is reported
  * beside its expected value under the null (sampling error), so a reader sees the effect size.
+ * With a grammar (p->grammar, p->gvocab) the reference distributions are the target's masked to
+ * the tokens the grammar allows at each position (after the first token for the second), which is
+ * the constrained distribution speculation must reproduce.
  *
  * sp_audit_self_test: the verification rule alone (sp_spec_verify_one) on synthetic adversarial
  * (p, q) pairs — disjoint supports, one-hot q, p = q, tiny p, top-p-truncated p — and, to prove

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chat/chat.h"
+#include "server/tools.h"
 #include "core/core.h"
 #include "server/respond.h"
 
@@ -119,6 +120,7 @@ typedef struct {
     srv_buf out;         /* SSE bytes not yet handed to MHD */
     size_t out_at;
     size_t text_sent;    /* bytes of j->text already sent */
+    size_t text_seen;    /* bytes of j->text looked at (a possible tool call is held back) */
     int toks_sent;
     int started, ended, finished;
 } stream_state;
@@ -157,7 +159,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         st->out.n = st->out_at = 0;
         pthread_mutex_lock(&s->mu);
         double t0 = sp_time_ms();
-        while (!j->done && j->text.n == st->text_sent && j->n_toks == st->toks_sent && st->started) {
+        while (!j->done && j->text.n == st->text_seen && j->n_toks == st->toks_sent && st->started) {
             if (client_gone(st->fd)) {
                 j->cancelled = 1;
                 pthread_mutex_unlock(&s->mu);
@@ -167,11 +169,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             wait_progress(s, 100);
         }
         int rc = 0;
-        if (!j->done && j->text.n == st->text_sent && j->n_toks == st->toks_sent && st->started)
+        if (!j->done && j->text.n == st->text_seen && j->n_toks == st->toks_sent && st->started)
             rc = sp_srv_buf_add(&st->out, ": keep-alive\n\n", 14); /* an SSE comment: the connection is not idle */
-        else if (!j->done || j->text.n > st->text_sent || !st->started) {
-            /* the text released so far (a delta chunk), holding back logprobs-only updates until text */
-            size_t to = j->text.n;
+        else if (!j->done || j->text.n > st->text_seen || !st->started) {
+            /* the text released so far (a delta chunk), holding back logprobs-only updates until text
+             * and, with tools, the text from a call's opening on */
+            size_t to = j->tools_on ? sp_srv_tool_safe_prefix(j->tool_fmt, j->text.p, j->text.n) : j->text.n;
+            if (to < st->text_sent) to = st->text_sent;
+            st->text_seen = j->text.n;
             int tt = j->n_toks;
             if (to > st->text_sent || !st->started || (j->lp && tt > st->toks_sent))
                 rc = sp_srv_sse_chunk(s, j, st->created, st->text_sent, to, st->toks_sent, tt, NULL,
@@ -184,7 +189,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             rc = sse_error(j, &st->out);
             st->finished = 1;
         } else if (j->done && !rc) {
-            rc = sp_srv_sse_chunk(s, j, st->created, j->text.n, j->text.n, j->n_toks, j->n_toks, j->finish, 0, &st->out);
+            rc = sp_srv_sse_finish(s, j, st->created, st->text_sent, &st->out);
             if (!rc) rc = sp_srv_sse_end(s, j, st->created, &st->out);
             st->finished = 1;
         }
@@ -209,26 +214,33 @@ static void stream_free(void *cls) {
 }
 
 /* ---- generation ---------------------------------------------------------------------- */
+/* a chat's prompt tokens: the messages (and tools) through the template; with tool_choice required
+ * or a named function, the grammar of a call */
+static int chat_prompt(srv *s, srv_job *j, srv_error *e) {
+    srv_request *r = &j->req;
+    json_t *vars = NULL, *msgs = NULL;
+    sp_err err = {{0}};
+    if (sp_srv_chat_vars(s, r->tmpl_kwargs, &vars, e)) return -1;
+    j->tool_fmt = sp_srv_tool_format(s->chat);
+    j->tools_on = r->tools && r->tool_choice != SRV_TOOL_NONE;
+    int rc = sp_srv_tools_render_input(s->chat, r, vars, &msgs, &vars, e) || sp_srv_tools_grammar(r, j->tool_fmt, e);
+    if (!rc) {
+        pthread_mutex_lock(&s->chat_mu);
+        rc = sp_chat_tokens(s->chat, s->tok, msgs, 1, vars, &j->prompt, &j->n_prompt, &err);
+        pthread_mutex_unlock(&s->chat_mu);
+        if (rc) sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
+    }
+    json_decref(vars), json_decref(msgs);
+    return rc ? -1 : 0;
+}
+
 /* the prompt tokens of a chat or completion request; -1 with a 400 error */
 static int prompt_tokens(srv *s, srv_job *j, srv_error *e) {
     sp_err err = {{0}};
     srv_request *r = &j->req;
     int V = sp_model_config(s->m)->vocab_size;
     if (r->route == SRV_ROUTE_CHAT) {
-        tok_msg *m = malloc(sizeof *m * (size_t)(r->n_msgs ? r->n_msgs : 1));
-        if (!m) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        for (int i = 0; i < r->n_msgs; i++) m[i] = (tok_msg){r->msgs[i].role, r->msgs[i].content};
-        json_t *vars = NULL;
-        if (sp_srv_chat_vars(s, r->tmpl_kwargs, &vars, e)) {
-            free(m);
-            return -1;
-        }
-        pthread_mutex_lock(&s->chat_mu);
-        int rc = sp_chat_tokens_msgs(s->chat, s->tok, m, r->n_msgs, 1, vars, &j->prompt, &j->n_prompt, &err);
-        pthread_mutex_unlock(&s->chat_mu);
-        json_decref(vars);
-        free(m);
-        if (rc) return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
+        if (chat_prompt(s, j, e)) return -1;
     } else if (r->prompt_text) {
         if (sp_tok_encode(s->tok, r->prompt_text, strlen(r->prompt_text), 1, 1, &j->prompt, &j->n_prompt, &err))
             return sp_srv_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);

@@ -11,6 +11,7 @@
 
 #include "chat/chat.h"
 #include "server/respond.h"
+#include "server/tools.h"
 #include "specula.h"
 
 int sp_srv_chat_vars(srv *s, const char *req_kwargs, json_t **vars, srv_error *e) {
@@ -73,16 +74,15 @@ char *sp_srv_slots_json(srv *s) {
 char *sp_srv_apply_template(srv *s, const char *body, size_t n, srv_error *e) {
     srv_request r;
     if (sp_srv_request_parse(SRV_ROUTE_APPLY_TEMPLATE, body, n, &r, e)) return NULL;
-    tok_msg *m = malloc(sizeof *m * (size_t)(r.n_msgs ? r.n_msgs : 1));
-    json_t *vars = NULL;
+    json_t *vars = NULL, *msgs = NULL;
     char *text = NULL, *txt = NULL;
     sp_err err = {{0}};
-    if (!m) {
-        sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    } else if (!sp_srv_chat_vars(s, r.tmpl_kwargs, &vars, e)) {
-        for (int i = 0; i < r.n_msgs; i++) m[i] = (tok_msg){r.msgs[i].role, r.msgs[i].content};
+    if (!s->chat) {
+        sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "this server's model has no chat template");
+    } else if (!sp_srv_chat_vars(s, r.tmpl_kwargs, &vars, e) &&
+               !sp_srv_tools_render_input(s->chat, &r, vars, &msgs, &vars, e)) {
         pthread_mutex_lock(&s->chat_mu);
-        int rc = sp_chat_render_msgs(s->chat, m, r.n_msgs, 1, vars, &text, &err);
+        int rc = sp_chat_render(s->chat, msgs, 1, vars, &text, &err);
         pthread_mutex_unlock(&s->chat_mu);
         if (rc) {
             sp_srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
@@ -93,9 +93,8 @@ char *sp_srv_apply_template(srv *s, const char *body, size_t n, srv_error *e) {
             if (!txt) sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         }
     }
-    json_decref(vars);
+    json_decref(vars), json_decref(msgs);
     free(text);
-    free(m);
     sp_srv_request_free(&r);
     return txt;
 }

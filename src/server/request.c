@@ -3,6 +3,7 @@
 #include "server/request.h"
 
 #include "sample/json_schema.h"
+#include "server/tools.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -127,16 +128,6 @@ static int get_bool(json_t *o, const char *k, int *v, srv_error *e) {
     return 0;
 }
 
-/* a field accepted only at its neutral value */
-static int neutral(json_t *o, const char *k, srv_error *e) {
-    json_t *x = json_object_get(o, k);
-    if (!x || json_is_null(x)) return 0;
-    int ok = (json_is_number(x) && json_number_value(x) == 0) || (json_is_object(x) && json_object_size(x) == 0) ||
-             (json_is_array(x) && json_array_size(x) == 0) || (json_is_string(x) && !strcmp(json_string_value(x), "none"));
-    if (!ok) return BAD(e, k, "'%s' is not supported by this server", k);
-    return 0;
-}
-
 static int parse_stop(json_t *o, srv_request *r, srv_error *e) {
     json_t *x = json_object_get(o, "stop");
     if (!x || json_is_null(x)) return 0;
@@ -192,6 +183,14 @@ static int parse_content(json_t *c, int i, char **out, srv_error *e) {
     return 0;
 }
 
+/* the JSON message a template renders: role, content, and the tool fields (tools.h) */
+static int message_json(json_t *msg, size_t i, const srv_msg *m, json_t *all, srv_error *e) {
+    json_t *out = json_pack("{s:s, s:s}", "role", m->role, "content", m->content);
+    if (!out || json_array_append_new(all, out))
+        return BAD(e, "messages", "'messages[%zu].content' is not valid UTF-8 text", i);
+    return sp_srv_tools_msg(msg, i, m->role, out, e);
+}
+
 static int parse_messages(json_t *o, srv_request *r, srv_error *e) {
     json_t *m = json_object_get(o, "messages");
     if (!m) return BAD(e, "messages", "'messages' is required");
@@ -199,27 +198,30 @@ static int parse_messages(json_t *o, srv_request *r, srv_error *e) {
     size_t n = json_array_size(m);
     if (n > 4096) return BAD(e, "messages", "'messages' has %zu entries, at most 4096 are allowed", n);
     r->msgs = calloc(n, sizeof *r->msgs);
-    if (!r->msgs) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    r->messages = json_array();
+    if (!r->msgs || !r->messages) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *msg = json_array_get(m, i), *role = json_object_get(msg, "role");
         if (!json_is_object(msg)) return BAD(e, "messages", "'messages[%zu]' must be an object", i);
         const char *k;
         json_t *v;
         json_object_foreach(msg, k, v) {
-            if (strcmp(k, "role") && strcmp(k, "content") && strcmp(k, "name"))
+            if (strcmp(k, "role") && strcmp(k, "content") && strcmp(k, "name") && strcmp(k, "tool_calls") &&
+                strcmp(k, "tool_call_id"))
                 return BAD(e, "messages", "'messages[%zu].%s' is not supported", i, k);
         }
         if (!json_is_string(role)) return BAD(e, "messages", "'messages[%zu].role' must be a string", i);
         const char *rs = json_string_value(role);
         if (!strcmp(rs, "developer")) rs = "system";
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return BAD(e, "messages", "'messages[%zu].role' is '%s', expected system, developer, user or assistant", i,
-                       json_string_value(role));
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
+            return BAD(e, "messages", "'messages[%zu].role' is '%s', expected system, developer, user, assistant or tool",
+                       i, json_string_value(role));
         r->msgs[i].role = dup_str(rs);
         r->n_msgs = (int)i + 1;
         if (!r->msgs[i].role) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         if (parse_content(json_object_get(msg, "content"), (int)i, &r->msgs[i].content, e)) return -1;
         if (!r->msgs[i].content) return sp_srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (message_json(msg, i, &r->msgs[i], r->messages, e)) return -1;
     }
     return 0;
 }
@@ -451,9 +453,7 @@ static int parse_chat(json_t *o, srv_request *r, srv_error *e) {
     if (get_bool(o, "logprobs", &lp, e) || get_int(o, "top_logprobs", 0, 20, &top, e)) return -1;
     if (top >= 0 && !lp) return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = lp ? (top >= 0 ? (int)top : 0) : -1;
-    if (parse_structured(o, r, e)) return -1;
-    if (neutral(o, "tools", e) || neutral(o, "tool_choice", e)) return -1;
-    return 0;
+    return parse_structured(o, r, e) || sp_srv_tools_parse(o, r, e) ? -1 : 0;
 }
 
 static int parse_completion(json_t *o, srv_request *r, srv_error *e) {
@@ -500,7 +500,7 @@ int sp_srv_request_parse(srv_route route, const char *body, size_t len, srv_requ
     }
     if (route == SRV_ROUTE_CHAT) rc = parse_chat(o, r, e);
     else if (route == SRV_ROUTE_COMPLETION || route == SRV_ROUTE_NATIVE) rc = parse_completion(o, r, e);
-    else if (route == SRV_ROUTE_APPLY_TEMPLATE) rc = parse_messages(o, r, e) || parse_llama_fields(o, r, e) ? -1 : 0;
+    else if (route == SRV_ROUTE_APPLY_TEMPLATE) rc = parse_messages(o, r, e) || parse_llama_fields(o, r, e) || sp_srv_tools_parse(o, r, e) ? -1 : 0;
     else if (route == SRV_ROUTE_TOKENIZE) {
         json_t *c = json_object_get(o, "content");
         if (!json_is_string(c)) BAD(e, "content", "'content' must be a string");
@@ -526,7 +526,8 @@ void sp_srv_request_free(srv_request *r) {
     free(r->msgs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->model), free(r->prompt_text), free(r->prompt_ids), free(r->content);
-    free(r->tmpl_kwargs), free(r->bias_ids), free(r->bias);
+    free(r->tmpl_kwargs), free(r->bias_ids), free(r->bias), free(r->tool_name);
+    json_decref(r->messages), json_decref(r->tools);
     sp_grammar_free(r->grammar);
     memset(r, 0, sizeof *r);
 }

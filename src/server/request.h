@@ -2,8 +2,7 @@
  * the server's one entry point for untrusted bytes, so it can be fuzzed on its own.
  *
  * Every field is type-checked and range-checked; fields OpenAI's API defines but the server
- * does not implement are accepted only at their neutral value (n = 1, no tools, response_format
- * "text"), and fields OpenAI does not define are rejected as OpenAI rejects them (400 naming the
+ * does not implement are accepted only at their neutral value (n = 1), and fields OpenAI does not define are rejected as OpenAI rejects them (400 naming the
  * field), except llama-server's fields listed in request.c: those with a meaning here work, the
  * others are accepted and ignored (or, where they would change the sampling, accepted at their
  * neutral value only).
@@ -31,8 +30,12 @@ typedef enum {
 #define SRV_MAX_STOP 16
 #define SRV_MAX_STOP_LEN 256
 
+/* tool_choice: AUTO parses a call when the output holds one, NONE renders no tools and parses
+ * nothing, REQUIRED / NAMED force one call through a grammar (server/tools.h) */
+typedef enum { SRV_TOOL_AUTO = 0, SRV_TOOL_NONE, SRV_TOOL_REQUIRED, SRV_TOOL_NAMED } srv_tool_choice;
+
 typedef struct {
-    char *role;    /* "system", "user", "assistant" ("developer" is read as "system") */
+    char *role;    /* "system", "user", "assistant", "tool" ("developer" is read as "system") */
     char *content; /* text parts joined */
 } srv_msg;
 
@@ -64,6 +67,10 @@ typedef struct {
     int ignore_eos;             /* extension */
     int speculative;            /* extension: 0 decodes this request without the drafter (default 1) */
     int cache_prompt;           /* llama-server's: 0 forwards the whole prompt, not reusing a slot's cache (default 1) */
+    struct json_t *messages;    /* chat: the messages as the template gets them (tool fields included) */
+    struct json_t *tools;       /* chat: the request's tools array, or NULL */
+    srv_tool_choice tool_choice;
+    char *tool_name;            /* tool_choice naming a function */
     sp_grammar *grammar;        /* response_format json_object / json_schema, or llama-server's json_schema /
                                    grammar: the compiled grammar the output follows (NULL: none) */
 } srv_request;

@@ -1,6 +1,8 @@
 /* respond.c — response bodies (see respond.h). */
 #include "server/respond.h"
 
+#include "server/tools.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,15 +116,35 @@ static json_t *envelope(srv *s, srv_job *j, time_t created, const char *object) 
                      s->o.model_name);
 }
 
+/* the tool calls in a finished chat's text (NULL: none, or tools off); *ce = where the content ends */
+static json_t *job_calls(const srv_job *j, size_t *ce) {
+    *ce = j->text.n;
+    if (j->req.route != SRV_ROUTE_CHAT || !j->tools_on) return NULL;
+    return sp_srv_tool_calls_parse((srv_tool_fmt)j->tool_fmt, j->req.tools, j->text.p, j->text.n, j->id, ce);
+}
+
+/* a finished chat's message: its text, or the text before the calls (null when none) and tool_calls */
+static json_t *chat_message(const srv_job *j, const char **finish) {
+    size_t ce;
+    json_t *calls = job_calls(j, &ce);
+    json_t *m = json_pack("{s:s, s:s%}", "role", "assistant", "content", j->text.p ? j->text.p : "", ce);
+    if (!calls) return m;
+    if (ce == 0) json_object_set_new(m, "content", json_null());
+    for (size_t k = 0; k < json_array_size(calls); k++) json_object_del(json_array_get(calls, k), "index");
+    json_object_set_new(m, "tool_calls", calls);
+    *finish = "tool_calls";
+    return m;
+}
+
 char *sp_srv_response_final(srv *s, srv_job *j, time_t created) {
     if (j->req.route == SRV_ROUTE_NATIVE) return sp_srv_native_final(s, j);
     int chat = j->req.route == SRV_ROUTE_CHAT;
     json_t *o = envelope(s, j, created, chat ? "chat.completion" : "text_completion");
     json_t *choice = json_object();
     json_object_set_new(choice, "index", json_integer(0));
+    const char *finish = j->finish;
     if (chat) {
-        json_object_set_new(choice, "message", json_pack("{s:s, s:s%}", "role", "assistant", "content",
-                                                         j->text.p ? j->text.p : "", j->text.n));
+        json_object_set_new(choice, "message", chat_message(j, &finish));
     } else {
         srv_buf t = {0};
         if (j->echo) sp_srv_buf_add(&t, j->echo, strlen(j->echo));
@@ -131,7 +153,7 @@ char *sp_srv_response_final(srv *s, srv_job *j, time_t created) {
         sp_srv_buf_free(&t);
     }
     json_object_set_new(choice, "logprobs", logprobs_json(s, j, 0, j->n_toks));
-    json_object_set_new(choice, "finish_reason", json_string(j->finish));
+    json_object_set_new(choice, "finish_reason", json_string(finish));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_json(j));
     json_object_set_new(o, "timings", sp_srv_timings_json(j));
@@ -187,4 +209,41 @@ int sp_srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out) {
         rc = add_event(o, out);
     }
     return rc | sp_srv_buf_add(out, "data: [DONE]\n\n", 14);
+}
+
+/* one chunk whose delta is {"tool_calls": [call]} (call consumed) */
+static int tool_call_event(srv *s, srv_job *j, time_t created, json_t *call, srv_buf *out) {
+    json_t *o = envelope(s, j, created, "chat.completion.chunk");
+    json_t *choice = json_pack("{s:i, s:{s:[o]}, s:n, s:n}", "index", 0, "delta", "tool_calls", call, "logprobs",
+                               "finish_reason");
+    if (!o || !choice) return json_decref(o), json_decref(choice), -1;
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    return add_event(o, out);
+}
+
+/* a call as two delta chunks: its index, id, type and name with empty arguments, then the arguments */
+static int tool_call_events(srv *s, srv_job *j, time_t created, json_t *c, srv_buf *out) {
+    json_t *f = json_object_get(c, "function");
+    json_t *head = json_pack("{s:O, s:O, s:s, s:{s:O, s:s}}", "index", json_object_get(c, "index"), "id",
+                             json_object_get(c, "id"), "type", "function", "function", "name", json_object_get(f, "name"),
+                             "arguments", "");
+    json_t *args = json_pack("{s:O, s:{s:O}}", "index", json_object_get(c, "index"), "function", "arguments",
+                             json_object_get(f, "arguments"));
+    if (!head || !args) return json_decref(head), json_decref(args), -1;
+    int rc = tool_call_event(s, j, created, head, out);
+    return rc ? json_decref(args), rc : tool_call_event(s, j, created, args, out);
+}
+
+int sp_srv_sse_finish(srv *s, srv_job *j, time_t created, size_t text_sent, srv_buf *out) {
+    size_t ce;
+    json_t *calls = job_calls(j, &ce);
+    if (!calls) ce = j->text.n;
+    int rc = 0;
+    if (ce > text_sent) rc = sp_srv_sse_chunk(s, j, created, text_sent, ce, j->n_toks, j->n_toks, NULL, 0, out);
+    for (size_t k = 0; !rc && k < json_array_size(calls); k++)
+        rc = tool_call_events(s, j, created, json_array_get(calls, k), out);
+    const char *finish = calls ? "tool_calls" : j->finish;
+    json_decref(calls);
+    if (!rc) rc = sp_srv_sse_chunk(s, j, created, j->text.n, j->text.n, j->n_toks, j->n_toks, finish, 0, out);
+    return rc;
 }

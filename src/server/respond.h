@@ -19,6 +19,10 @@ char *sp_srv_response_final(srv *s, srv_job *j, time_t created);
  * the role. Appended to out. */
 int sp_srv_sse_chunk(srv *s, srv_job *j, time_t created, size_t from, size_t to, int tok_from, int tok_to,
                   const char *finish, int first, srv_buf *out);
+/* The closing events of a finished job: the text still held back (text_sent on), then, for a chat
+ * whose text holds tool calls, their delta.tool_calls chunks and finish_reason "tool_calls"; else
+ * the chunk with the job's finish_reason. */
+int sp_srv_sse_finish(srv *s, srv_job *j, time_t created, size_t text_sent, srv_buf *out);
 /* The last events: the usage chunk (when asked for) and "data: [DONE]". */
 int sp_srv_sse_end(srv *s, srv_job *j, time_t created, srv_buf *out);
 

@@ -36,6 +36,8 @@ struct srv_job {
     long id;
     double t_submit;
     char *echo;               /* completions with echo: the prompt text */
+    int tools_on;             /* chat with tools and tool_choice other than none: calls are parsed */
+    int tool_fmt;             /* srv_tool_fmt of the server's template (server/tools.h) */
     /* written by the scheduler under srv.mu */
     srv_buf text;             /* released text (stop strings applied) */
     int32_t *toks;            /* every emitted token */
