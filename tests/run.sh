@@ -27,8 +27,10 @@ for dir in $dirs; do
         fi
         echo "== $t"
         eval "cases=\${SPECULA_TESTS_$name:-}"
+        t0=$(date +%s)
         SPECULA_TESTS=$cases $exec_cmd "$t" >"$log" 2>&1; rc=$?
         cat "$log"
+        echo "-- $t: $(( $(date +%s) - t0 )) s"
         p=$(grep -c '^ok ' "$log"); f=$(grep -c '^FAIL ' "$log")
         if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $t exited with status $rc"; fi
         pass=$((pass + p)); fail=$((fail + f))
