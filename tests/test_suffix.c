@@ -216,8 +216,13 @@ static void test_server_cross_request(void) {
     complete(s.port, "Once upon a time", b, sizeof b, &dr, &acc);
     complete(s.port, prompt, b, sizeof b, &dr, &acc); /* the store holds its whole answer */
     CHECK(a[0] && !strcmp(a, b), "same request, other output:\n%s\n%s", a, b);
-    CHECK(dr > 0 && acc == dr, "the repeated request: %d of %d drafts accepted (the store's answer is exact)", acc,
-          dr);
+#ifdef __SANITIZE_ADDRESS__
+    const int need_drafts = 0; /* an instrumented build is slow enough that the never-slower policy may not draft */
+#else
+    const int need_drafts = 1;
+#endif
+    CHECK((dr > 0 || !need_drafts) && acc == dr,
+          "the repeated request: %d of %d drafts accepted (the store's answer is exact)", acc, dr);
     CHECK(server_stop(&s) == 0, "server exit (log %s)", s.log);
     CHECK(server_start(&s, BIN, args) == 0, "fresh server did not start (log %s)", s.log);
     complete(s.port, prompt, c, sizeof c, &dr, &acc);

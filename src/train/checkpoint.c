@@ -23,8 +23,9 @@ int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, i
      * says model_type "qwen3" so loaders read those norms, and keeps the target's rope_theta,
      * rope_scaling (llama3) and rms_norm_eps, which the drafter's RoPE and norms use. */
     const char *mt = json_string_value(json_object_get(c, "model_type"));
+    int is_moe = mt && !strcmp(mt, "qwen3_moe"); /* read before model_type is replaced (which frees mt) */
     if (mt && !strcmp(mt, "llama")) json_object_set_new(c, "model_type", json_string("qwen3"));
-    if (mt && !strcmp(mt, "qwen3_moe")) { /* a Qwen3-MoE target's drafter is a dense Qwen3 block of intermediate_size */
+    if (is_moe) { /* a Qwen3-MoE target's drafter is a dense Qwen3 block of intermediate_size */
         json_object_set_new(c, "model_type", json_string("qwen3"));
         const char *moe_keys[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
                                   "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
