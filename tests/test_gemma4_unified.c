@@ -4,6 +4,7 @@
  * - config: gemma4_unified (text_config gemma4_unified_text or gemma4_text) and a bare
  *   gemma4_unified_text parse as a Gemma-4 stack; a foreign text_config model_type and the
  *   MoE block (the 26B-A4B) are refused with the key named;
+ * - the unshrunk gemma4-12b preset's config has the published 12B geometry;
  * - logits of every position vs tests/data/ref-logits/gemma4unified/logits.ref.f32 (an
  *   independent float64 forward, make_fixture.py): max|Δ| <= 1e-5 · max|logit| and the same
  *   argmax, prefill and token by token;
@@ -22,6 +23,7 @@
 #include "drafters/assistant.h"
 #include "drafters/drafters.h"
 #include "formats/gguf.h"
+#include "formats/presets.h"
 #include "model/model.h"
 #include "harness.h"
 #include "specula.h"
@@ -108,6 +110,31 @@ static void test_config(void) {
             CHECK(rc != 0 && strstr(err.msg, cases[i].want), "case %zu accepted or unclear: %s", i, err.msg);
         }
     }
+}
+
+/* the unshrunk gemma4-12b preset's config: the published 12B geometry (§2 of the doc) */
+static void test_preset_shape(void) {
+    sp_err err = {{0}};
+    char *json = sp_preset_config_json("gemma4_unified", "gemma4-12b", "bfloat16", NULL, 0, &err);
+    CHECK(json != NULL, "%s", err.msg);
+    if (!json) return;
+    sp_config c;
+    CHECK(sp_config_parse(&c, json, "gemma4-12b", &err) == 0, "%s", err.msg);
+    int full = 0, ok = 1;
+    for (int i = 0; i < c.n_layers; i++) {
+        const sp_layer_config *l = &c.layers[i];
+        full += !l->sliding;
+        ok &= l->sliding == ((i + 1) % 6 != 0) && l->kv_source == i;
+        ok &= l->sliding ? l->head_dim == 256 && l->n_kv_heads == 8 && l->has_v_proj
+                         : l->head_dim == 512 && l->n_kv_heads == 1 && !l->has_v_proj;
+    }
+    CHECK(c.arch == SP_ARCH_GEMMA4 && c.n_layers == 48 && full == 8 && ok && c.hidden_size == 3840 &&
+              c.n_heads == 16 && c.ffn_dim == 15360 && c.vocab_size == 262144 && c.sliding_window == 1024 &&
+              c.ple_dim == 0 && c.tie_embeddings && c.final_softcap == 30.0,
+          "12b geometry: %d layers (%d full), H %d, window %d", c.n_layers, full, c.hidden_size, c.sliding_window);
+    CHECK(strstr(json, "\"gemma4_unified_text\"") && strstr(json, "Gemma4UnifiedForConditionalGeneration"),
+          "model types");
+    free(json);
 }
 
 static void test_reference_logits(void) {
@@ -231,6 +258,7 @@ int main(int argc, char **argv) {
     if (slash) *slash = 0;
     snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
     RUN(test_config);
+    RUN(test_preset_shape);
     RUN(test_reference_logits);
     RUN(test_tied_assistant_fixture);
     RUN(test_preset_and_gguf);
