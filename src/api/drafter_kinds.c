@@ -30,7 +30,7 @@ const sp_drafter_kind sp_drafter_kinds[] = {
      .write = sp_newdrafter_eagle3_write, .export_gguf = sp_export_eagle3_gguf,
      .train = &sp_tr_hooks_eagle3},
     {.name = "assistant", .alias = "gemma4_assistant",
-     .identity = "model_type gemma4_assistant (Gemma4AssistantForCausalLM)", .needs_dir = 1,
+     .identity = "model_type gemma4_assistant / gemma4_unified_assistant (Gemma4[Unified]AssistantForCausalLM)", .needs_dir = 1,
      .detect = sp_assistant_kind_detect, .make = sp_assistant_kind_make,
      .write = sp_newdrafter_assistant_kind_write,
      .export_gguf = sp_export_assistant_gguf},

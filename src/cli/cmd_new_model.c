@@ -9,10 +9,10 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specula new-model --arch {llama,qwen3,qwen3_moe,gemma4} --preset NAME [--set key=value ...]\n"
+            "usage: specula new-model --arch {llama,qwen3,qwen3_moe,gemma4,gemma4_unified} --preset NAME [--set key=value ...]\n"
             "                         [--dtype f32|bf16] [--tokenizer tokenizer.json] --seed S -o DIR\n"
             "  --set key=value  override a config key (value parsed as JSON, else a string;\n"
-            "                   dotted keys reach nested objects; gemma4: keys of text_config)\n"
+            "                   dotted keys reach nested objects; gemma4 / gemma4_unified: keys of text_config)\n"
             "  --dtype          weight dtype (default: bf16 for real shapes, f32 for tiny)\n"
             "  --tokenizer      copy this tokenizer.json (and tokenizer_config.json beside it)\n"
             "  --threads N      generation threads (default: all cores)\n"

@@ -569,7 +569,9 @@ fail:
 /* ---- the assistant kind (kind.h): each drafter maps the checkpoint itself ------------------- */
 
 int sp_assistant_kind_detect(const sp_drafter_ident *id) {
-    return (id->model_type && !strcmp(id->model_type, "gemma4_assistant")) || (id->arch && strstr(id->arch, "Assistant"));
+    const char *mt = id->model_type;
+    return (mt && (!strcmp(mt, "gemma4_assistant") || !strcmp(mt, "gemma4_unified_assistant"))) ||
+           (id->arch && strstr(id->arch, "Assistant"));
 }
 
 sp_drafter *sp_assistant_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample,

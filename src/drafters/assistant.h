@@ -1,4 +1,5 @@
-/* assistant.h — the Gemma-4 assistant drafter (`gemma4_assistant`, docs/ASSISTANT.md): a few Q-only
+/* assistant.h — the Gemma-4 assistant drafter (`gemma4_assistant`, and
+ * `gemma4_unified_assistant` of the 12B, docs/ASSISTANT.md, docs/GEMMA4-UNIFIED.md): a few Q-only
  * decoder layers that attend to the target's own KV cache, seeded each round with the target's
  * final hidden state.
  *

@@ -185,8 +185,11 @@ sp_drafter *sp_drafter_draft_model(sp_model *draft, const sp_model *target, cons
 /* a causal LM of an architecture the target loader runs; the table asks the block drafters first */
 int sp_draft_model_kind_detect(const sp_drafter_ident *id) {
     const char *mt = id->model_type, *a = id->arch;
-    if (!mt || (strcmp(mt, "llama") && strcmp(mt, "qwen3") && strcmp(mt, "gemma4") && strcmp(mt, "gemma4_text")))
-        return 0;
+    static const char *const TYPES[] = {"llama", "qwen3", "gemma4", "gemma4_text", "gemma4_unified",
+                                        "gemma4_unified_text"};
+    int known = 0;
+    for (size_t i = 0; mt && i < sizeof TYPES / sizeof TYPES[0]; i++) known |= !strcmp(mt, TYPES[i]);
+    if (!known) return 0;
     return !a || strstr(a, "ForCausalLM") || strstr(a, "ForConditionalGeneration");
 }
 

@@ -1,4 +1,5 @@
-/* config.c — Hugging Face config.json → sp_config for llama, qwen3, qwen3_moe and gemma4 (docs/TRANSFORMER.md).
+/* config.c — Hugging Face config.json → sp_config for llama, qwen3, qwen3_moe, gemma4 and gemma4_unified
+ * (docs/TRANSFORMER.md, docs/GEMMA4-UNIFIED.md).
  *
  * Reads both key forms where transformers versions differ (rope_theta vs rope_parameters;
  * global_head_dim vs per_layer_config). Shape keys without an HF default are required; a
@@ -323,6 +324,16 @@ static int gemma4_kv_sharing(ctx_t *c, sp_config *cfg, int L) {
     return 0;
 }
 
+/* the model types read as a Gemma-4 text stack: gemma4 and gemma4_unified (the 12B) nest it in
+ * text_config, gemma4_text and gemma4_unified_text are the bare stack (docs/GEMMA4-UNIFIED.md) */
+static int is_gemma4_text_type(const char *mt) {
+    return !strcmp(mt, "gemma4_text") || !strcmp(mt, "gemma4_unified_text");
+}
+
+static int is_gemma4_type(const char *mt) {
+    return !strcmp(mt, "gemma4") || !strcmp(mt, "gemma4_unified") || is_gemma4_text_type(mt);
+}
+
 static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
     int moe = 0;
     if (get_bool(c, o, "enable_moe_block", 0, &moe)) return -1;
@@ -468,18 +479,19 @@ int sp_config_parse(sp_config *cfg, const char *text, const char *what, sp_err *
         cfg->arch = SP_ARCH_QWEN3;
         rc = parse_llama_qwen(&c, o, cfg);
         if (!rc) rc = parse_qwen3_moe(&c, o, cfg);
-    } else if (!strcmp(mt, "gemma4") || !strcmp(mt, "gemma4_text")) {
+    } else if (is_gemma4_type(mt)) {
         cfg->arch = SP_ARCH_GEMMA4;
-        int bare = !strcmp(mt, "gemma4_text");
+        int bare = is_gemma4_text_type(mt);
         if (!bare) {
             o = json_object_get(root, "text_config");
             if (!json_is_object(o)) {
-                sp_err_set(err, "%s: gemma4 config has no \"text_config\" object", what);
+                sp_err_set(err, "%s: %s config has no \"text_config\" object", what, mt);
                 goto done;
             }
             const char *tmt = get_str(o, "model_type");
-            if (tmt && strcmp(tmt, "gemma4_text")) {
-                sp_err_set(err, "%s: text_config.model_type is \"%s\", expected \"gemma4_text\"", what, tmt);
+            if (tmt && !is_gemma4_text_type(tmt)) {
+                sp_err_set(err, "%s: text_config.model_type is \"%s\", expected \"gemma4_text\" or "
+                           "\"gemma4_unified_text\"", what, tmt);
                 goto done;
             }
         }
@@ -488,7 +500,7 @@ int sp_config_parse(sp_config *cfg, const char *text, const char *what, sp_err *
         /* top-level eos/bos may live outside text_config */
         if (!rc && cfg->n_eos == 0 && o != root) rc = get_eos(&c, root, cfg);
     } else {
-        sp_err_set(err, "%s: unknown architecture: model_type \"%s\"%s%s%s (supported: llama, qwen3, qwen3_moe, gemma4)", what,
+        sp_err_set(err, "%s: unknown architecture: model_type \"%s\"%s%s%s (supported: llama, qwen3, qwen3_moe, gemma4, gemma4_unified)", what,
                    mt, archs0 ? " (" : "", archs0 ? archs0 : "", archs0 ? ")" : "");
         goto done;
     }

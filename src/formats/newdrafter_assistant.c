@@ -40,8 +40,9 @@ int sp_assistant_config_parse(sp_assistant_config *ac, const char *text, const c
     char *tc_text = NULL;
     json_t *tc = NULL;
     const char *mt = json_string_value(json_object_get(root, "model_type"));
-    if (!mt || strcmp(mt, "gemma4_assistant")) {
-        sp_err_set(err, "%s: model_type is \"%s\", expected \"gemma4_assistant\"", what, mt ? mt : "(missing)");
+    if (!mt || (strcmp(mt, "gemma4_assistant") && strcmp(mt, "gemma4_unified_assistant"))) {
+        sp_err_set(err, "%s: model_type is \"%s\", expected \"gemma4_assistant\" or \"gemma4_unified_assistant\"",
+                   what, mt ? mt : "(missing)");
         goto done;
     }
     json_t *bh = json_object_get(root, "backbone_hidden_size");
@@ -140,8 +141,9 @@ static int apply_set(json_t *root, const char *kv, sp_err *err) {
 
 static void set(json_t *o, const char *k, json_t *v) { json_object_set_new(o, k, v); }
 
-/* the assistant config.json for target (tc parsed, traw its text_config JSON) */
-static json_t *build_config(const sp_config *tc, json_t *traw, int centroid, const char *dtype) {
+/* the assistant config.json for target (tc parsed, traw its text_config JSON); unified: the
+ * target is a gemma4_unified model, its assistant a gemma4_unified_assistant */
+static json_t *build_config(const sp_config *tc, json_t *traw, int centroid, int unified, const char *dtype) {
     int sl, fu;
     sp_assistant_borrowed_layers(tc, &sl, &fu);
     const sp_layer_config *ls = sl >= 0 ? &tc->layers[sl] : NULL, *lf = &tc->layers[fu];
@@ -154,7 +156,7 @@ static json_t *build_config(const sp_config *tc, json_t *traw, int centroid, con
     int L = 4, V = tc->vocab_size;
 
     json_t *t = json_object();
-    set(t, "model_type", json_string("gemma4_text"));
+    set(t, "model_type", json_string(unified ? "gemma4_unified_text" : "gemma4_text"));
     set(t, "vocab_size", json_integer(V));
     set(t, "hidden_size", json_integer(d_a));
     set(t, "intermediate_size", json_integer(I_a));
@@ -192,9 +194,9 @@ static json_t *build_config(const sp_config *tc, json_t *traw, int centroid, con
 
     json_t *o = json_object();
     json_t *archs = json_array();
-    json_array_append_new(archs, json_string("Gemma4AssistantForCausalLM"));
+    json_array_append_new(archs, json_string(unified ? "Gemma4UnifiedAssistantForCausalLM" : "Gemma4AssistantForCausalLM"));
     set(o, "architectures", archs);
-    set(o, "model_type", json_string("gemma4_assistant"));
+    set(o, "model_type", json_string(unified ? "gemma4_unified_assistant" : "gemma4_assistant"));
     set(o, "backbone_hidden_size", json_integer(tc->hidden_size));
     set(o, "use_ordered_embeddings", json_boolean(centroid));
     set(o, "num_centroids", json_integer(V % 128 == 0 ? V / 128 : 2048));
@@ -282,7 +284,9 @@ static json_t *asst_config(const char *target_dir, int centroid, sp_config *tc, 
     if (!json_is_object(traw)) traw = traw_root;
     const char *dtype = strcmp(tc->torch_dtype, "bfloat16") ? "float32" : "bfloat16";
     *dt = strcmp(dtype, "bfloat16") ? SP_DT_F32 : SP_DT_BF16;
-    json_t *root = build_config(tc, traw, centroid, dtype);
+    const char *mt = json_string_value(json_object_get(traw_root, "model_type"));
+    int unified = mt && (!strcmp(mt, "gemma4_unified") || !strcmp(mt, "gemma4_unified_text"));
+    json_t *root = build_config(tc, traw, centroid, unified, dtype);
     json_decref(traw_root);
     return root;
 }

@@ -1,7 +1,8 @@
 /* presets.c — config.json generators for random checkpoints (see presets.h).
  *
  * Each preset is a row of numbers (preset_dims); one builder per architecture turns a row
- * into the JSON object HF would write (docs/TRANSFORMER.md §1 for llama/qwen3, docs/TRANSFORMER.md §1 for gemma4),
+ * into the JSON object HF would write (docs/TRANSFORMER.md §1 for llama/qwen3, docs/TRANSFORMER.md §1 for gemma4,
+ * docs/GEMMA4-UNIFIED.md for gemma4_unified),
  * then the --set overrides are applied. */
 #include "presets.h"
 
@@ -67,6 +68,13 @@ static const preset_dims presets[] = {
      .eps = 1e-6, .bos = 2, .eos = {1, 106, 50}, .n_eos = 3,
      .Dg = 512, .nKVg = 0, .k_eq_v = 0, .shared = 20, .ple = 256, .window = 512, .full_period = 5,
      .double_wide = 1, .softcap = 30.0},
+    /* Gemma-4 12B (gemma4_unified): no PLE, no KV sharing, 5 sliding : 1 full, K = V on the
+     * full layers with one KV head of width 512 (docs/GEMMA4-UNIFIED.md §2) */
+    {.info = {"gemma4_unified", "gemma4-12b", 1, "Gemma-4 12B text shape (48 layers, window 1024, k_eq_v)"},
+     .V = 262144, .H = 3840, .L = 48, .nH = 16, .nKV = 8, .D = 256, .I = 15360, .max_pos = 262144, .tied = 1,
+     .eps = 1e-6, .bos = 2, .eos = {1, 106, 50}, .n_eos = 3,
+     .Dg = 512, .nKVg = 1, .k_eq_v = 1, .shared = 0, .ple = 0, .window = 1024, .full_period = 6,
+     .double_wide = 0, .softcap = 30.0},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -166,9 +174,11 @@ static json_t *gemma4_layer_types(int L, int period) {
     return a;
 }
 
+static int is_unified(const preset_dims *p) { return !strcmp(p->info.arch, "gemma4_unified"); }
+
 static json_t *build_gemma4_text(const preset_dims *p, const char *dtype) {
     json_t *t = json_object();
-    set(t, "model_type", json_string("gemma4_text"));
+    set(t, "model_type", json_string(is_unified(p) ? "gemma4_unified_text" : "gemma4_text"));
     set(t, "vocab_size", json_integer(p->V));
     set(t, "hidden_size", json_integer(p->H));
     set(t, "intermediate_size", json_integer(p->I));
@@ -218,13 +228,14 @@ static json_t *build_gemma4_text(const preset_dims *p, const char *dtype) {
 static json_t *build_gemma4(const preset_dims *p, const char *dtype, json_t *text) {
     json_t *o = json_object();
     json_t *archs = json_array();
-    json_array_append_new(archs, json_string("Gemma4ForConditionalGeneration"));
+    json_array_append_new(archs, json_string(is_unified(p) ? "Gemma4UnifiedForConditionalGeneration"
+                                                           : "Gemma4ForConditionalGeneration"));
     set(o, "architectures", archs);
-    set(o, "model_type", json_string("gemma4"));
+    set(o, "model_type", json_string(p->info.arch));
     set(o, "text_config", text);
     set(o, "vision_config", json_null());
     set(o, "audio_config", json_null());
-    if (p->info.real) { /* the multimodal token ids of the released checkpoints (docs/TRANSFORMER.md §1) */
+    if (p->info.real && !is_unified(p)) { /* the multimodal token ids of the released checkpoints (docs/TRANSFORMER.md §1) */
         set(o, "boi_token_id", json_integer(255999));
         set(o, "boa_token_id", json_integer(256000));
         set(o, "image_token_id", json_integer(258880));
@@ -294,7 +305,7 @@ char *sp_preset_config_json(const char *arch, const char *preset, const char *dt
         int any = 0;
         for (int i = 0; i < N_PRESETS; i++) any |= !strcmp(presets[i].info.arch, arch);
         if (!any) {
-            sp_err_set(err, "unknown architecture '%s' (expected llama, qwen3, qwen3_moe or gemma4)", arch);
+            sp_err_set(err, "unknown architecture '%s' (expected llama, qwen3, qwen3_moe, gemma4 or gemma4_unified)", arch);
         } else {
             char names[256] = "";
             for (int i = 0; i < N_PRESETS; i++)
@@ -310,7 +321,7 @@ char *sp_preset_config_json(const char *arch, const char *preset, const char *dt
         sp_err_set(err, "dtype '%s': expected float32 or bfloat16", dtype);
         return NULL;
     }
-    int gemma = !strcmp(arch, "gemma4");
+    int gemma = !strcmp(arch, "gemma4") || !strcmp(arch, "gemma4_unified");
     json_t *text = gemma ? build_gemma4_text(p, dtype) : build_decoder(p, dtype);
     json_t *root = gemma ? build_gemma4(p, dtype, text) : text;
     for (int i = 0; i < n_sets; i++)
