@@ -98,7 +98,7 @@ static int pick_gguf(const char *dir, const char *prefix, const char *tag, char 
 
 /* read the revision hash named by refs/REF into hash; 0, or -1 */
 static int read_ref(const char *repo, const char *ref, char *hash, size_t cap) {
-    char p[4096];
+    char p[2048];
     snprintf(p, sizeof p, "%s/refs/%s", repo, ref);
     FILE *f = fopen(p, "rb");
     if (!f) return -1;
@@ -111,7 +111,7 @@ static int read_ref(const char *repo, const char *ref, char *hash, size_t cap) {
 
 /* the Hugging Face hub cache: 1 found, 0 not there (paths recorded in r->tried) */
 static int from_hf(hub_req *r, char *out, size_t cap) {
-    char base[2048], repo[4096], hash[HUB_PART], snap[4096], cfg[4200];
+    char base[1024], repo[1600], hash[HUB_PART], snap[2048], cfg[2600];
     if (cache_dir(base, sizeof base, "HF_HUB_CACHE", "HF_HOME", "hub", ".cache/huggingface/hub")) return 0;
     snprintf(repo, sizeof repo, "%s/models--%s--%s", base, r->org, r->name);
     const char *ref = r->rev[0] ? r->rev : "main";
@@ -135,7 +135,7 @@ static int from_hf(hub_req *r, char *out, size_t cap) {
 
 /* llama.cpp's cache of downloaded GGUF files: 1 found, 0 not there */
 static int from_llama(hub_req *r, char *out, size_t cap) {
-    char base[2048], prefix[HUB_PART * 2 + 2], pat[4096];
+    char base[1024], prefix[HUB_PART * 2 + 2], pat[2048];
     if (cache_dir(base, sizeof base, "LLAMA_CACHE", "XDG_CACHE_HOME", "llama.cpp", ".cache/llama.cpp")) return 0;
     snprintf(prefix, sizeof prefix, "%s_%s_", r->org, r->name);
     if (!pick_gguf(base, prefix, r->tag, out, cap)) return 1;

@@ -175,6 +175,7 @@ int sp_tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, con
             return sp_err_set(err, "the shards' tap layer %d is not one of the target's layers 0..%d (strictly "
                                    "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
+    if (c->loss_weights_set) memcpy(d.alpha, c->loss_weights, sizeof d.alpha), d.alpha_set = 1;
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
     if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
@@ -260,6 +261,9 @@ static void drafter_run_free(drafter_run *r) {
     sp_model_free(r->target);
 }
 
+/* the position decay γ of the loss weights: the block size under gamma_block */
+static double eff_gamma(const tr_train_cfg *c, const tr_dims *d) { return c->gamma_block ? d->B : c->gamma; }
+
 static int check_cfg(const tr_train_cfg *c, sp_err *err) {
     if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma))
         return sp_err_set(err, "--lr %g must be a finite number > 0 and --gamma %g finite", c->lr, c->gamma);
@@ -333,11 +337,11 @@ static int build_batches(drafter_run *r, sp_err *err) {
         r->eval_n = c->eval_blocks < r->eev.n ? c->eval_blocks : (int)r->eev.n;
     } else {
         int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
-        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 0,
+        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, eff_gamma(c, d), 0,
                             c->anchors_per_seq, c->seed, r->cap, err))
             return -1;
         /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
-        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 1, 1,
+        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, eff_gamma(c, d), 1, 1,
                             c->seed ^ 0xe7a1u, r->cap, err) ||
             !(r->acts = sp_tr_acts_create(d, r->cap, c->ctx, err)) ||
             sp_tr_batch_alloc(&r->batch, r->cap, c->ctx, d->B, d->V, d->H, d->m * d->H, 1, err))
@@ -357,13 +361,16 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     snprintf(run, n,
              "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
              "total=%ld mask=%d anchors=%lld",
-             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, c->gamma, c->lr,
+             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, eff_gamma(c, d), c->lr,
              oc->warmup, oc->total, d->mask_id, (long long)r->n_units);
     if (c->arch == TR_ARCH_EAGLE3) snprintf(run + strlen(run), n - strlen(run), " window=%d draft_vocab=%d", c->window, d->Vd);
     if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
         snprintf(run + strlen(run), n - strlen(run), " markov_head=%s", sp_tr_markov_name(d->markov));
     if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
         snprintf(run + strlen(run), n - strlen(run), " anchors_per_seq=%d", c->anchors_per_seq);
+    if (d->alpha_set) /* absent with the kind's weights and Σw: older checkpoints resume */
+        snprintf(run + strlen(run), n - strlen(run), " loss_weights=%g,%g,%g", d->alpha[0], d->alpha[1], d->alpha[2]);
+    if (c->loss_norm == TR_LOSS_NORM_ANCHORS) snprintf(run + strlen(run), n - strlen(run), " loss_norm=anchors");
 }
 
 /* ---- the loop's callbacks ---------------------------------------------------------------- */
@@ -387,9 +394,10 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     } else {
         r->batch.P = c->arch == TR_ARCH_DSPARK ? r->P_keep : NULL;
         sp_tr_batcher_fill(&r->bt, &r->batch, i0, r->nloc);
-        for (int t = 0; t < r->nloc * d->B; t++) wsum += r->batch.wt[t];
-        sp_tr_dist_sum_f64(c->dist, &wsum, 1);
-        wsum += 1e-6;
+        double sums[2] = {0, r->nloc}; /* Σw and the anchors, summed over ranks */
+        for (int t = 0; t < r->nloc * d->B; t++) sums[0] += r->batch.wt[t];
+        sp_tr_dist_sum_f64(c->dist, sums, 2);
+        wsum = sp_tr_loss_denom(c->loss_norm, sums[0], sums[1]);
         r->flops += sp_tr_step_flops(d, r->nloc, c->ctx, r->batch.NR, c->arch == TR_ARCH_DSPARK);
         sp_tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, &st, NULL);
         sp_tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, grad);

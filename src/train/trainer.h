@@ -32,6 +32,10 @@ typedef struct {
     int draft_vocab;     /* EAGLE-3: draft vocabulary (0: min(V, 32000)), the most frequent ids */
     tr_markov_type markov_head; /* DSpark Markov head type (default vanilla) */
     double gamma;
+    int gamma_block;        /* 1: γ = the block size (mlx-bun's recipe), in place of gamma */
+    double loss_weights[3]; /* α_ce, α_l1 (TV), α_conf when loss_weights_set (DSpark / DFlash) */
+    int loss_weights_set;   /* 0: the kind's defaults (sp_tr_loss_alpha) */
+    tr_loss_norm loss_norm; /* the loss normaliser: Σw (default) or the number of anchors */
     uint64_t seed;
     int save_every;      /* 0: only at the end */
     int resume;
