@@ -126,6 +126,8 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
         {NULL, "--eval-every", CLI_INT, &c.eval_every, "K", "held-out tau every K steps (default: start, end)"},
         {NULL, "--eval-blocks", CLI_INT, &c.eval_blocks, "N", "held-out blocks per evaluation (default 64)"},
+        {NULL, "--keep-best", CLI_FLAG, &c.keep_best, NULL, "keep the model at the best held-out tau in DIR/best/"},
+        {NULL, "--patience", CLI_INT, &c.patience, "N", "stop after N evaluations without a better tau (implies --keep-best)"},
         {NULL, "--log", CLI_STR, &c.log_path, "FILE.csv", "CSV log (default DIR/train_log.csv)"},
         {NULL, "--resume", CLI_FLAG, &resume, NULL, "continue from DIR's checkpoint (bit-identical)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "train from scratch into a DIR that already holds files"},

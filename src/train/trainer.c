@@ -239,6 +239,9 @@ typedef struct {
     int32_t *d2t;
     /* the last step and evaluation */
     double wsum, flops, tau, acc[64];
+    double best_tau;      /* keep_best: the best τ of an evaluation after a step, its step (0: none) */
+    long best_step;
+    int since_best;       /* evaluations since best_step */
 } drafter_run;
 
 static void drafter_run_free(drafter_run *r) {
@@ -407,8 +410,37 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     stats[0] = st.loss, stats[1] = st.ce, stats[2] = st.l1, stats[3] = st.bce;
 }
 
+/* after an evaluation at step > 0: a better τ is written to OUT/best/ (rank 0); 1 when the
+ * patience is spent, 0, or -1 */
+static int dr_best(drafter_run *r, long step, sp_err *err) {
+    const tr_train_cfg *c = r->c;
+    if (!c->keep_best && c->patience <= 0) return 0;
+    if (r->best_step > 0 && !(r->tau > r->best_tau)) return c->patience > 0 && ++r->since_best >= c->patience;
+    r->best_tau = r->tau, r->best_step = step, r->since_best = 0;
+    if (c->dist && c->dist->rank != 0) return 0;
+    char dir[4096], path[4200], text[128];
+    sp_path_join(dir, sizeof dir, c->out_dir, "best");
+    snprintf(path, sizeof path, "%s/best.json", dir);
+    snprintf(text, sizeof text, "{\"step\": %ld, \"tau\": %.17g}\n", step, r->tau);
+    if (sp_mkdir_p(dir, err) || sp_tr_drafter_export(dir, &r->m, r->config_json, err) ||
+        sp_write_file_atomic(path, text, strlen(text), err))
+        return -1;
+    return 0;
+}
+
+/* resume: the best τ, its step and the evaluations since, from OUT/trainer_state.json */
+static void load_best(drafter_run *r) {
+    char path[4096];
+    sp_path_join(path, sizeof path, r->c->out_dir, "trainer_state.json");
+    json_t *j = r->c->resume ? json_load_file(path, 0, NULL) : NULL;
+    if (!j) return;
+    r->best_tau = json_number_value(json_object_get(j, "best_tau"));
+    r->best_step = (long)json_integer_value(json_object_get(j, "best_step"));
+    r->since_best = (int)json_integer_value(json_object_get(j, "evals_since_best"));
+    json_decref(j);
+}
+
 static int dr_eval(void *ctx, long step, sp_err *err) {
-    (void)err;
     drafter_run *r = ctx;
     if (r->c->arch == TR_ARCH_EAGLE3)
         e3_evaluate(r->pool, &r->m, r->eacts, &r->eb, &r->eev, r->eval_n, r->cstar, &r->tau, r->acc);
@@ -416,7 +448,7 @@ static int dr_eval(void *ctx, long step, sp_err *err) {
     r->res->tau_last = r->tau;
     if (step == 0) r->res->tau_first = r->tau;
     for (int k = 0; step > 0 && k < r->d.B && k < 64; k++) r->res->a_last[k] = r->acc[k];
-    return 0;
+    return step > 0 ? dr_best(r, step, err) : 0;
 }
 
 /* block tokens (anchors × B, EAGLE-3: windows × positions × B) of one global step */
@@ -465,6 +497,12 @@ static int dr_state(void *ctx, json_t *j) {
                              r->res->tau_last);
     int rc = more ? json_object_update(j, more) : -1;
     json_decref(more);
+    if (!rc && (c->keep_best || c->patience > 0)) {
+        json_t *best = json_pack("{s:f, s:I, s:i}", "best_tau", r->best_tau, "best_step", (json_int_t)r->best_step,
+                                 "evals_since_best", r->since_best);
+        rc = best ? json_object_update(j, best) : -1;
+        json_decref(best);
+    }
     return rc;
 }
 
@@ -499,6 +537,7 @@ int sp_tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     tr_loop_ops ops = {.step = dr_step, .eval = dr_eval, .log_row = dr_log_row, .progress_text = dr_progress_text,
                        .export_model = dr_export, .state = dr_state};
     tr_loop_result lr;
+    load_best(&r);
     rc = sp_tr_loop_run(&lc, &p, &ops, &r, &lr, err);
     res->step = lr.step;
     res->loss_first = lr.loss_first;

@@ -41,6 +41,9 @@ typedef struct {
     int resume;
     int eval_every;      /* 0: only at the start and the end */
     int eval_blocks;
+    int keep_best;       /* 1: the model at the best held-out τ so far in OUT/best/ (best.json: step, tau) */
+    int patience;        /* > 0: stop (with a checkpoint) after this many evaluations without a better τ;
+                            implies keep_best */
     int threads;
     int mask_id;         /* < 0: automatic */
     long stop_after;     /* > 0: return after this many steps without a final save (tests: a kill) */
