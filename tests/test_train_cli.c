@@ -280,6 +280,11 @@ static void test_best_patience(void) {
     snprintf(p, sizeof p, "%s/pa/best/best.json", root);
     snprintf(q, sizeof q, "%s/pc/best/best.json", root);
     CHECK(harness_same_file(p, q), "resumed: another best.json");
+    /* --val-split: the monitor runs on the carved sequences, reported as held-out */
+    snprintf(cmd, sizeof cmd, "%s -o %s/pv --val-split 0.5 --seed 1 --steps 2", base, root);
+    CHECK(run(cmd) == 0 && err_has("held-out tau"), "--val-split");
+    snprintf(cmd, sizeof cmd, "%s -o %s/pw --val-split 0.5 --held-out %s/bsh", base, root, root);
+    CHECK(run(cmd) == 2 && err_has("--held-out or --val-split"), "--val-split with --held-out");
 }
 
 int main(int argc, char **argv) {

@@ -54,7 +54,7 @@ static int run_train(tr_train_cfg *c) {
     if (rc) return cli_error("train", "%s", err.msg);
     if (dist.rank != 0) return 0;
     fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, %s tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
-            r.step, r.loss_first, r.loss_last, c->heldout_dir ? "held-out" : "train-set", r.tau_first, r.tau_last,
+            r.step, r.loss_first, r.loss_last, c->heldout_dir || c->val_split > 0 ? "held-out" : "train-set", r.tau_first, r.tau_last,
             r.tok_per_s, r.gflops);
     return 0;
 }
@@ -90,7 +90,7 @@ int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla", *gamma = NULL, *weights = NULL, *norm = "weights";
     int steps = INT_MIN, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
-    float lr = (float)c.lr;
+    float lr = (float)c.lr, val_split = 0;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab|eagle3",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel; EAGLE-3 (SpecForge layout, "
@@ -126,6 +126,7 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
         {NULL, "--eval-every", CLI_INT, &c.eval_every, "K", "held-out tau every K steps (default: start, end)"},
         {NULL, "--eval-blocks", CLI_INT, &c.eval_blocks, "N", "held-out blocks per evaluation (default 64)"},
+        {NULL, "--val-split", CLI_FLOAT, &val_split, "F", "hold out this fraction of the shards' sequences for tau (by --seed)"},
         {NULL, "--keep-best", CLI_FLAG, &c.keep_best, NULL, "keep the model at the best held-out tau in DIR/best/"},
         {NULL, "--patience", CLI_INT, &c.patience, "N", "stop after N evaluations without a better tau (implies --keep-best)"},
         {NULL, "--log", CLI_STR, &c.log_path, "FILE.csv", "CSV log (default DIR/train_log.csv)"},
@@ -148,7 +149,7 @@ int cmd_train(int argc, char **argv) {
     if ((rc = set_arch(&c, arch, markov)) || (rc = set_loss(&c, gamma, weights, norm))) return rc;
     c.steps = steps == INT_MIN ? 0 : steps;
     c.warmup = warmup;
-    c.lr = lr;
+    c.lr = lr, c.val_split = val_split;
     c.resume = resume;
     c.stop_after = stop_after;
     c.progress = !quiet;

@@ -218,6 +218,7 @@ typedef struct {
     sp_model *target;
     sp_pool *pool;
     tr_shardset data, held;
+    tr_shardset all;           /* --val-split: the shards opened; data and held are views of it */
     const tr_shardset *evdata; /* held-out shards, else the training ones */
     tr_dims d;
     tr_model m;
@@ -259,8 +260,14 @@ static void drafter_run_free(drafter_run *r) {
     sp_tr_e3_batch_free(&r->eb);
     sp_tr_e3_acts_free(r->eacts);
     free(r->d2t);
-    sp_tr_shardset_close(&r->data);
-    sp_tr_shardset_close(&r->held);
+    if (r->c->val_split > 0) {
+        sp_tr_shardset_close_view(&r->data);
+        sp_tr_shardset_close_view(&r->held);
+        sp_tr_shardset_close(&r->all);
+    } else {
+        sp_tr_shardset_close(&r->data);
+        sp_tr_shardset_close(&r->held);
+    }
     sp_model_free(r->target);
 }
 
@@ -280,6 +287,17 @@ static int check_cfg(const tr_train_cfg *c, sp_err *err) {
 static int open_data(drafter_run *r, sp_err *err) {
     const tr_train_cfg *c = r->c;
     const sp_config *tc = sp_model_config(r->target);
+    if (c->val_split > 0) { /* the held-out sequences carved from the training shards */
+        if (c->heldout_dir) return sp_err_set(err, "train: give --held-out or --val-split, not both");
+        if (!(c->val_split < 1)) return sp_err_set(err, "--val-split %g must be in (0, 1)", c->val_split);
+        if (sp_tr_shardset_open(&r->all, c->data_dir, tc->vocab_size, err) ||
+            sp_tr_shardset_split(&r->all, c->val_split, c->seed, &r->data, &r->held, err))
+            return -1;
+        r->evdata = &r->held;
+        return r->data.H != tc->hidden_size ? sp_err_set(err, "%s: shards have hidden size %d, the target %d",
+                                                          c->data_dir, r->data.H, tc->hidden_size)
+                                            : 0;
+    }
     if (sp_tr_shardset_open(&r->data, c->data_dir, tc->vocab_size, err)) return -1;
     if (r->data.H != tc->hidden_size)
         return sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, r->data.H,

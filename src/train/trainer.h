@@ -41,6 +41,7 @@ typedef struct {
     int resume;
     int eval_every;      /* 0: only at the start and the end */
     int eval_blocks;
+    double val_split;    /* > 0: this fraction of the shards' sequences (by seed) is the held-out set */
     int keep_best;       /* 1: the model at the best held-out τ so far in OUT/best/ (best.json: step, tau) */
     int patience;        /* > 0: stop (with a checkpoint) after this many evaluations without a better τ;
                             implies keep_best */
