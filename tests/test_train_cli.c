@@ -18,7 +18,7 @@ static char root[256], bin[512];
 
 /* run cmd with stderr captured into root/err.txt; returns the exit status */
 static int run(const char *cmd) {
-    char full[4096];
+    char full[8192];
     snprintf(full, sizeof full, "%s 2>%s/err.txt >/dev/null", cmd, root);
     int st = system(full);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -285,6 +285,24 @@ static void test_best_patience(void) {
     CHECK(run(cmd) == 0 && err_has("held-out tau"), "--val-split");
     snprintf(cmd, sizeof cmd, "%s -o %s/pw --val-split 0.5 --held-out %s/bsh", base, root, root);
     CHECK(run(cmd) == 2 && err_has("--held-out or --val-split"), "--val-split with --held-out");
+    /* the loss options: bad values named; mlx-bun's recipe runs; a resume with other settings refused */
+    const char *bad[][2] = {{"--gamma 0", "--gamma expects"}, {"--gamma blok", "--gamma expects"},
+                            {"--loss-weights 1,2", "--loss-weights expects"}, {"--loss-weights 0,0,0", "at least one"},
+                            {"--loss-norm mean", "--loss-norm expects"}};
+    for (int i = 0; i < 5; i++) {
+        snprintf(cmd, sizeof cmd, "%s -o %s/px %s", base, root, bad[i][0]);
+        CHECK(run(cmd) == 2 && err_has(bad[i][1]), "%s", bad[i][0]);
+    }
+    snprintf(cmd, sizeof cmd, "%s -o %s/py --steps 2 --gamma block --loss-norm anchors --loss-weights 0.1,0.9,1", base,
+             root);
+    CHECK(run(cmd) == 0 && err_has("train: step 2"), "mlx-bun recipe");
+    snprintf(p, sizeof p, "%s/py/optimizer.safetensors", root);
+    char *st = NULL;
+    CHECK(!sp_read_file(p, &st, &n, NULL) && memmem(st, n, "gamma=3 ", 8) && memmem(st, n, "loss_norm=anchors", 17),
+          "the run string lacks gamma=3 / loss_norm=anchors");
+    free(st);
+    snprintf(cmd, sizeof cmd, "%s -o %s/py --steps 2 --resume", base, root);
+    CHECK(run(cmd) != 0, "resume with the default loss settings accepted");
 }
 
 int main(int argc, char **argv) {
