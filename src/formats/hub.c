@@ -154,7 +154,8 @@ int sp_hub_resolve(const char *name, char *out, size_t cap, sp_err *err) {
     } else if (from_hf(r, out, cap) || (!r->rev[0] && from_llama(r, out, cap))) {
         rc = 1;
     } else {
-        sp_err_set(err, "model '%s' is neither a path nor in a local cache; tried: %s; %s", name, name, r->tried);
+        sp_err_set(err, "model '%s': no such file or directory, nor a model in a local cache; tried: %s; %s", name,
+                   name, r->tried);
         rc = -1;
     }
     free(r);
