@@ -3,6 +3,7 @@
  * names FILE:LINE, bad --arch, missing shards), a small run, the gnuplot SVGs of its log, and a
  * train-lm run killed with SIGKILL mid-run and resumed, which ends bit-identical to an
  * uninterrupted one. */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ static char root[256], bin[512];
 
 /* run cmd with stderr captured into root/err.txt; returns the exit status */
 static int run(const char *cmd) {
-    char full[4096];
+    char full[8192];
     snprintf(full, sizeof full, "%s 2>%s/err.txt >/dev/null", cmd, root);
     int st = system(full);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -209,6 +210,101 @@ static void test_train_lm_kill_resume(void) {
     free(lb);
 }
 
+/* the τ of each evaluated step > 0 of a train log into tau[step] (NAN elsewhere); the last step */
+static long log_taus(const char *path, double *tau, long cap) {
+    char *text = NULL;
+    size_t n = 0;
+    long last = 0;
+    for (long i = 0; i < cap; i++) tau[i] = NAN;
+    if (sp_read_file(path, &text, &n, NULL)) return -1;
+    for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        long step = strtol(line + 1, NULL, 10);
+        char *f = line + 1;
+        for (int k = 0; k < 9 && f; k++) f = strchr(f + 1, ',');
+        if (step > 0 && step < cap && f && f[1] != ',' && f[1] != '\n') tau[step] = strtod(f + 1, NULL);
+        if (step > last) last = step;
+    }
+    free(text);
+    return last;
+}
+
+/* --patience 1 with an evaluation every step: training stops at the first evaluation that is not
+ * better than the best; best/ holds the model of the best step (equal to the checkpoint a run
+ * saving every step makes there), and a run killed and resumed keeps the same best and stop */
+static void test_best_patience(void) {
+    char target[400], cmd[4096], base[2048], p[512], q[512];
+    snprintf(target, sizeof target, "%s/bt", root);
+    sp_err err;
+    newmodel_opts o = {.arch = "qwen3", .preset = "tiny", .seed = 2, .n_threads = 2};
+    CHECK(sp_newmodel_write(target, &o, &err) == 0, "%s", err.msg);
+    snprintf(p, sizeof p, "%s/bt.jsonl", root);
+    FILE *f = fopen(p, "w");
+    for (int i = 0; i < 6; i++) fprintf(f, "{\"ids\": [1, %d, %d, %d], \"resp_start\": 4}\n", 50 + i, 60 + i, 50 + i);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s regen -m %s --data %s -o %s/bsh --generate 20 --taps 0 -q", bin, target, p, root);
+    CHECK(run(cmd) == 0, "regen");
+    snprintf(base, sizeof base,
+             "%s train -m %s --data %s/bsh --steps 16 --batch 4 --block-size 3 --layers 1 --markov-rank 8 --ctx 8 "
+             "--lr 0.05 --eval-every 1 -q -t 1",
+             bin, target, root);
+    snprintf(cmd, sizeof cmd, "%s -o %s/pa --patience 1", base, root);
+    CHECK(run(cmd) == 0, "train --patience 1");
+    double tau[32];
+    snprintf(p, sizeof p, "%s/pa/train_log.csv", root);
+    long last = log_taus(p, tau, 32), best = 0, stop = 16;
+    for (long s = 1; s <= 16; s++) {
+        if (isnan(tau[s])) break;
+        if (best && !(tau[s] > tau[best])) { stop = s; break; }
+        best = s;
+    }
+    CHECK(last == stop && stop < 16, "patience: the log ends at step %ld, expected %ld (of 16)", last, stop);
+    char *text = NULL;
+    size_t n = 0;
+    snprintf(p, sizeof p, "%s/pa/best/best.json", root);
+    char want[64];
+    snprintf(want, sizeof want, "\"step\": %ld,", best);
+    CHECK(!sp_read_file(p, &text, &n, NULL) && strstr(text, want), "best.json %s, want step %ld", text ? text : "", best);
+    free(text);
+    snprintf(cmd, sizeof cmd, "%s -o %s/pb --save-every 1 --stop-after %ld", base, root, best);
+    CHECK(run(cmd) == 0, "the run saved at the best step");
+    snprintf(p, sizeof p, "%s/pa/best/model.safetensors", root);
+    snprintf(q, sizeof q, "%s/pb/model.safetensors", root);
+    CHECK(harness_same_file(p, q), "best/ differs from the checkpoint of step %ld", best);
+    /* killed after step `best` (saving every step), resumed: the same stop and best */
+    snprintf(cmd, sizeof cmd, "%s -o %s/pc --patience 1 --save-every 1 --stop-after %ld", base, root, best);
+    CHECK(run(cmd) == 0, "killed run");
+    snprintf(cmd, sizeof cmd, "%s -o %s/pc --patience 1 --save-every 1 --resume", base, root);
+    CHECK(run(cmd) == 0, "resumed run");
+    snprintf(p, sizeof p, "%s/pc/train_log.csv", root);
+    CHECK(log_taus(p, tau, 32) == stop, "resumed: stops at step %ld", stop);
+    snprintf(p, sizeof p, "%s/pa/best/best.json", root);
+    snprintf(q, sizeof q, "%s/pc/best/best.json", root);
+    CHECK(harness_same_file(p, q), "resumed: another best.json");
+    /* --val-split: the monitor runs on the carved sequences, reported as held-out */
+    snprintf(cmd, sizeof cmd, "%s -o %s/pv --val-split 0.5 --seed 1 --steps 2", base, root);
+    CHECK(run(cmd) == 0 && err_has("held-out tau"), "--val-split");
+    snprintf(cmd, sizeof cmd, "%s -o %s/pw --val-split 0.5 --held-out %s/bsh", base, root, root);
+    CHECK(run(cmd) == 2 && err_has("--held-out or --val-split"), "--val-split with --held-out");
+    /* the loss options: bad values named; mlx-bun's recipe runs; a resume with other settings refused */
+    const char *bad[][2] = {{"--gamma 0", "--gamma expects"}, {"--gamma blok", "--gamma expects"},
+                            {"--loss-weights 1,2", "--loss-weights expects"}, {"--loss-weights 0,0,0", "at least one"},
+                            {"--loss-norm mean", "--loss-norm expects"}};
+    for (int i = 0; i < 5; i++) {
+        snprintf(cmd, sizeof cmd, "%s -o %s/px %s", base, root, bad[i][0]);
+        CHECK(run(cmd) == 2 && err_has(bad[i][1]), "%s", bad[i][0]);
+    }
+    snprintf(cmd, sizeof cmd, "%s -o %s/py --steps 2 --gamma block --loss-norm anchors --loss-weights 0.1,0.9,1", base,
+             root);
+    CHECK(run(cmd) == 0 && err_has("train: step 2"), "mlx-bun recipe");
+    snprintf(p, sizeof p, "%s/py/optimizer.safetensors", root);
+    char *st = NULL;
+    CHECK(!sp_read_file(p, &st, &n, NULL) && memmem(st, n, "gamma=3 ", 8) && memmem(st, n, "loss_norm=anchors", 17),
+          "the run string lacks gamma=3 / loss_norm=anchors");
+    free(st);
+    snprintf(cmd, sizeof cmd, "%s -o %s/py --steps 2 --resume", base, root);
+    CHECK(run(cmd) != 0, "resume with the default loss settings accepted");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     snprintf(root, sizeof root, "/tmp/specula_test_train_cli_%d", (int)getpid());
@@ -224,6 +320,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_commands);
     RUN(test_train_lm_kill_resume);
+    RUN(test_best_patience);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);

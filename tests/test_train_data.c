@@ -395,10 +395,53 @@ static void test_text_records(void) {
     sp_tr_shardset_close(&set);
 }
 
+/* --val-split: the two views hold every sequence of the shards exactly once (with its length and
+ * response start), the same seed gives the same split, and a split leaving a side empty is refused */
+static void test_val_split(void) {
+    tr_shardset set, tr, va, tr2, va2;
+    sp_err err;
+    CHECK(sp_tr_shardset_open(&set, th_shards, 8192, &err) == 0, "%s", err.msg);
+    int ok = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        if (sp_tr_shardset_split(&set, 0.5, seed, &tr, &va, &err)) {
+            CHECK(strstr(err.msg, "--val-split"), "%s", err.msg);
+            sp_tr_shardset_close_view(&tr), sp_tr_shardset_close_view(&va);
+            continue;
+        }
+        ok++;
+        CHECK(sp_tr_shardset_split(&set, 0.5, seed, &tr2, &va2, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < set.n_shards; i++) {
+            const tr_shard *a = &set.shards[i], *t = &tr.shards[i], *v = &va.shards[i];
+            CHECK(t->n_seq + v->n_seq == a->n_seq, "shard %d: %d + %d of %d", i, t->n_seq, v->n_seq, a->n_seq);
+            CHECK(tr2.shards[i].n_seq == t->n_seq && va2.shards[i].n_seq == v->n_seq, "seed %d: not deterministic",
+                  (int)seed);
+            for (int q = 0; q < a->n_seq; q++) {
+                int seen = 0;
+                for (int k = 0; k < t->n_seq; k++)
+                    seen += t->seq_off[k] == a->seq_off[q] && t->seq_lens[k] == a->seq_lens[q] &&
+                            t->resp_starts[k] == a->resp_starts[q];
+                for (int k = 0; k < v->n_seq; k++)
+                    seen += v->seq_off[k] == a->seq_off[q] && v->seq_lens[k] == a->seq_lens[q] &&
+                            v->resp_starts[k] == a->resp_starts[q];
+                CHECK(seen == 1, "shard %d sequence %d is in %d views", i, q, seen);
+            }
+            for (int k = 0; k < v->n_seq; k++)
+                CHECK(va2.shards[i].seq_off[k] == v->seq_off[k], "seed %d: another held-out set", (int)seed);
+        }
+        sp_tr_shardset_close_view(&tr2), sp_tr_shardset_close_view(&va2);
+        sp_tr_shardset_close_view(&tr), sp_tr_shardset_close_view(&va);
+    }
+    CHECK(ok > 0, "no seed of 1..8 splits the shards in two");
+    CHECK(sp_tr_shardset_split(&set, 1e-9, 1, &tr, &va, &err) != 0 && strstr(err.msg, "0 held-out"), "%s", err.msg);
+    sp_tr_shardset_close_view(&tr), sp_tr_shardset_close_view(&va);
+    sp_tr_shardset_close(&set);
+}
+
 int main(void) {
     setup();
     RUN(test_regen_shards);
     RUN(test_rerun_and_torn_shard);
+    RUN(test_val_split);
     RUN(test_malformed_jsonl);
     RUN(test_batches);
     RUN(test_shared_batches);

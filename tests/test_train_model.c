@@ -242,7 +242,44 @@ static void test_shared_equals_unshared(void) {
     check_shared_equals_unshared(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA); /* Gemma, v_proj */
 }
 
+/* --loss-weights and --loss-norm: the loss under weights (0.3, 0.5, 2) divided by the number of
+ * anchors equals, in double precision, the weighted per-term sums of the default run (which the
+ * weights do not change) over NB; the default normaliser stays Σw + 1e-6 */
+static void test_loss_options(void) {
+    tr_dims d = tiny_dims(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA);
+    tr_model m;
+    sp_err err;
+    if (sp_tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
+    tiny_weights(&m);
+    tr_batch b;
+    int NB = 2;
+    make_batch(&b, &d, NB, 4, 11);
+    tr_acts *a = sp_tr_acts_create(&d, NB, 4, &err);
+    CHECK(a, "%s", err.msg);
+    float *Wlm = malloc(sizeof(float) * d.V * d.H);
+    harness_fill(Wlm, (size_t)d.V * d.H, 1.0f, 5);
+    double wsum = 0;
+    for (int t = 0; t < NB * d.B; t++) wsum += b.wt[t];
+    CHECK(sp_tr_loss_denom(TR_LOSS_NORM_WEIGHTS, wsum, NB) == wsum + 1e-6, "weights norm");
+    CHECK(sp_tr_loss_denom(TR_LOSS_NORM_ANCHORS, wsum, NB) == NB, "anchors norm");
+    tr_stats s0, s1;
+    sp_tr_forward(NULL, &m, a, &b, Wlm, wsum + 1e-6, &s0, NULL);
+    double ref0 = (0.1 * s0.ce + 0.9 * s0.l1 + 1.0 * s0.bce) / (wsum + 1e-6);
+    CHECK(fabs(s0.loss - ref0) <= 1e-6 * fabs(ref0), "default loss %.9g vs %.9g", s0.loss, ref0);
+    m.d.alpha[0] = 0.3, m.d.alpha[1] = 0.5, m.d.alpha[2] = 2.0, m.d.alpha_set = 1;
+    sp_tr_forward(NULL, &m, a, &b, Wlm, sp_tr_loss_denom(TR_LOSS_NORM_ANCHORS, wsum, NB), &s1, NULL);
+    double ref1 = (0.3 * s0.ce + 0.5 * s0.l1 + 2.0 * s0.bce) / NB;
+    CHECK(s1.ce == s0.ce && s1.l1 == s0.l1 && s1.bce == s0.bce, "the terms depend on the weights");
+    CHECK(fabs(s1.loss - ref1) <= 1e-6 * fabs(ref1) && fabs(s1.loss - s0.loss) > 1e-3,
+          "weighted, per anchor: %.9g vs %.9g (default %.9g)", s1.loss, ref1, s0.loss);
+    free(Wlm);
+    sp_tr_acts_free(a);
+    sp_tr_batch_free(&b);
+    sp_tr_model_free(&m);
+}
+
 int main(void) {
+    RUN(test_loss_options);
     RUN(test_dspark_gradients);
     RUN(test_dspark_gated_gradients);
     RUN(test_dspark_rnn_gradients);

@@ -3,6 +3,7 @@
 #include "llama_flags.h"
 
 #include "core/core.h"
+#include "formats/hub.h"
 #include "specula.h"
 
 #include <errno.h>
@@ -53,6 +54,25 @@ static const char *kind_name(cli_kind k) {
     case CLI_LIST: return "a value (at most " CLI_LIST_MAX_STR " times)";
     default: return "a value";
     }
+}
+
+/* a model path option (-m, -md): a hub name not on disk becomes the path it resolves to
+ * (formats/hub.h); the resolved strings live until exit */
+static int is_model_opt(const cli_opt *o) {
+    return o->kind == CLI_STR && o->short_name && (!strcmp(o->short_name, "-m") || !strcmp(o->short_name, "-md"));
+}
+
+static int resolve_model(const char *cmd, const cli_opt *o, const char *text) {
+    static char *kept[16];
+    static int n_kept;
+    char path[4096];
+    sp_err err = {0};
+    int r = sp_hub_resolve(text, path, sizeof path, &err);
+    if (r < 0) return cli_error(cmd, "%s: %s", o->short_name, err.msg), -1;
+    if (r == 0) return 0;
+    if (n_kept == 16 || !(kept[n_kept] = strdup(path))) return cli_error(cmd, "out of memory"), -1;
+    *(const char **)o->dst = kept[n_kept++];
+    return 0;
 }
 
 /* store text into opt->dst; 0 or -1 (no message) */
@@ -167,6 +187,7 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, int n_opt
             return -1;
         }
         if (check_value(cmd, o, val)) return -1;
+        if (is_model_opt(o) && resolve_model(cmd, o, val)) return -1;
     }
     return 0;
 }

@@ -5,7 +5,9 @@
  * "train-set tau". */
 #include <dirent.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -52,16 +54,43 @@ static int run_train(tr_train_cfg *c) {
     if (rc) return cli_error("train", "%s", err.msg);
     if (dist.rank != 0) return 0;
     fprintf(stderr, "train: step %ld, loss %.4f -> %.4f, %s tau %.3f -> %.3f, %.0f block tok/s, %.1f GFLOP/s\n",
-            r.step, r.loss_first, r.loss_last, c->heldout_dir ? "held-out" : "train-set", r.tau_first, r.tau_last,
+            r.step, r.loss_first, r.loss_last, c->heldout_dir || c->val_split > 0 ? "held-out" : "train-set", r.tau_first, r.tau_last,
             r.tok_per_s, r.gflops);
+    return 0;
+}
+
+/* --gamma G|block, --loss-weights CE,TV,CONF, --loss-norm weights|anchors into c; 0 or 2 (printed) */
+static int set_loss(tr_train_cfg *c, const char *gamma, const char *weights, const char *norm) {
+    char *end;
+    if (gamma && !strcmp(gamma, "block")) {
+        c->gamma_block = 1;
+    } else if (gamma) {
+        c->gamma = strtod(gamma, &end);
+        if (end == gamma || *end || !isfinite(c->gamma) || c->gamma <= 0)
+            return cli_error("train", "--gamma expects a number > 0 or 'block', got '%s'", gamma);
+    }
+    if (weights) {
+        const char *p = weights;
+        double sum = 0;
+        for (int i = 0; i < 3; i++, p = end + 1) {
+            c->loss_weights[i] = strtod(p, &end);
+            if (end == p || *end != (i < 2 ? ',' : 0) || !isfinite(c->loss_weights[i]) || c->loss_weights[i] < 0)
+                return cli_error("train", "--loss-weights expects three numbers >= 0 as CE,TV,CONF, got '%s'", weights);
+            sum += c->loss_weights[i];
+        }
+        if (!(sum > 0)) return cli_error("train", "--loss-weights %s: at least one weight must be > 0", weights);
+        c->loss_weights_set = 1;
+    }
+    if (!strcmp(norm, "anchors")) c->loss_norm = TR_LOSS_NORM_ANCHORS;
+    else if (strcmp(norm, "weights")) return cli_error("train", "--loss-norm expects weights or anchors, got '%s'", norm);
     return 0;
 }
 
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
-    const char *arch = "dspark", *markov = "vanilla";
+    const char *arch = "dspark", *markov = "vanilla", *gamma = NULL, *weights = NULL, *norm = "weights";
     int steps = INT_MIN, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
-    float lr = (float)c.lr, gamma = (float)c.gamma;
+    float lr = (float)c.lr, val_split = 0;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab|eagle3",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel; EAGLE-3 (SpecForge layout, "
@@ -89,12 +118,17 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--markov-head", CLI_STR, &markov, "vanilla|gated|rnn",
          "DSpark Markov head type (markov_head_type, default vanilla)"},
         {NULL, "--ctx", CLI_INT, &c.ctx, "N", "context rows per anchor (default 512)"},
-        {NULL, "--gamma", CLI_FLOAT, &gamma, "G", "loss position decay (default 4)"},
+        {NULL, "--gamma", CLI_STR, &gamma, "G|block", "loss position decay exp(-k/G); block: G = the block size (default 4)"},
+        {NULL, "--loss-weights", CLI_STR, &weights, "CE,TV,CONF", "loss weights (default: dspark 0.1,0.9,1; dflash 1,0,0)"},
+        {NULL, "--loss-norm", CLI_STR, &norm, "weights|anchors", "divide the loss by the weight sum or the anchors (default weights)"},
         {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for the Qwen3 vocab, 128002 for the Llama-3 vocab, else V-1)"},
         {NULL, "--seed", CLI_U64, &c.seed, "S", "init and data-order seed (default 42)"},
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
         {NULL, "--eval-every", CLI_INT, &c.eval_every, "K", "held-out tau every K steps (default: start, end)"},
         {NULL, "--eval-blocks", CLI_INT, &c.eval_blocks, "N", "held-out blocks per evaluation (default 64)"},
+        {NULL, "--val-split", CLI_FLOAT, &val_split, "F", "hold out this fraction of the shards' sequences for tau (by --seed)"},
+        {NULL, "--keep-best", CLI_FLAG, &c.keep_best, NULL, "keep the model at the best held-out tau in DIR/best/"},
+        {NULL, "--patience", CLI_INT, &c.patience, "N", "stop after N evaluations without a better tau (implies --keep-best)"},
         {NULL, "--log", CLI_STR, &c.log_path, "FILE.csv", "CSV log (default DIR/train_log.csv)"},
         {NULL, "--resume", CLI_FLAG, &resume, NULL, "continue from DIR's checkpoint (bit-identical)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "train from scratch into a DIR that already holds files"},
@@ -112,11 +146,10 @@ int cmd_train(int argc, char **argv) {
                                   "its training, --force starts over", c.out_dir);
     if (steps != INT_MIN && steps < 1) return cli_error("train", "--steps must be at least 1, got %d", steps);
     if (c.epochs < 1) return cli_error("train", "--epochs must be at least 1, got %d", c.epochs);
-    if ((rc = set_arch(&c, arch, markov))) return rc;
+    if ((rc = set_arch(&c, arch, markov)) || (rc = set_loss(&c, gamma, weights, norm))) return rc;
     c.steps = steps == INT_MIN ? 0 : steps;
     c.warmup = warmup;
-    c.lr = lr;
-    c.gamma = gamma;
+    c.lr = lr, c.val_split = val_split;
     c.resume = resume;
     c.stop_after = stop_after;
     c.progress = !quiet;

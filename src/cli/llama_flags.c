@@ -20,6 +20,8 @@ typedef struct {
 static const lf_row LLAMA_FLAGS[] = {
     /* flags with a specula equivalent */
     {{"--predict"}, LF_VALUE, "-n", NULL},
+    {{"-hf", "-hfr", "--hf-repo"}, LF_VALUE, "-m", NULL},
+    {{"-hfd", "-hfrd", "--hf-repo-draft"}, LF_VALUE, "-md", NULL},
     {{"--chat-template-file"}, LF_VALUE, "--chat-template", NULL},
     {{"-a"}, LF_VALUE, "--alias", NULL},
     {{"-to"}, LF_VALUE, "--timeout", NULL},

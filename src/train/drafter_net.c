@@ -347,6 +347,15 @@ void sp_tr_acts_free(tr_acts *a) {
     free(a);
 }
 
+void sp_tr_dims_alpha(const tr_dims *d, double alpha[3]) {
+    if (d->alpha_set) memcpy(alpha, d->alpha, sizeof d->alpha);
+    else sp_tr_loss_alpha(d->arch, alpha);
+}
+
+double sp_tr_loss_denom(tr_loss_norm norm, double wsum, double anchors) {
+    return norm == TR_LOSS_NORM_ANCHORS ? (anchors > 0 ? anchors : 1) : wsum + 1e-6;
+}
+
 void sp_tr_loss_alpha(tr_arch arch, double alpha[3]) {
     alpha[0] = arch == TR_ARCH_DSPARK ? 0.1 : 1.0;
     alpha[1] = arch == TR_ARCH_DSPARK ? 0.9 : 0.0;
@@ -649,7 +658,7 @@ void sp_tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch 
     if (d->conf) sp_tr_conf_forward(a->conf, a->h, d->conf_with_markov ? a->code : NULL, w.cw, w.cb, T, H,
                                  d->conf_with_markov ? r : 0);
     double alpha[3], terms[4];
-    sp_tr_loss_alpha(d->arch, alpha);
+    sp_tr_dims_alpha(d, alpha);
     st->loss = sp_tr_spark_loss_forward(terms, a->q, a->cstar, a->Z, b->P, b->labels, d->conf ? a->conf : NULL,
                                      b->wt, T, V, alpha, denom);
     st->ce = terms[0]; st->l1 = terms[1]; st->bce = terms[2]; st->wsum = terms[3];
@@ -675,7 +684,7 @@ void sp_tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch
     int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
     int T = NB * B, Tc = b->NR, S = Tc + T;
     double alpha[3];
-    sp_tr_loss_alpha(d->arch, alpha);
+    sp_tr_dims_alpha(d, alpha);
 
     zero(a->dZ, (size_t)T * V);
     zero(a->dconf, T);

@@ -69,6 +69,8 @@ typedef struct {
     double softcap; /* final logit soft-cap c of the target's LM head (0 = none) */
     tr_markov_type markov; /* with r > 0: markov_head.gate_proj (gated) / joint_proj (rnn) too */
     int Vd;                /* EAGLE-3: draft vocabulary (rows of its lm_head) */
+    double alpha[3];       /* loss weights α_ce, α_l1, α_conf when alpha_set (train --loss-weights) */
+    int alpha_set;         /* 0: the arch's defaults (sp_tr_loss_alpha) */
 } tr_dims;
 
 /* one named tensor of the parameter array */
@@ -162,6 +164,14 @@ const float *sp_tr_acts_conf(const tr_acts *a);
 
 /* Loss weights (docs/DSPARK.md §7): DSpark (0.1, 0.9, 1.0), DFlash (1, 0, 0). */
 void sp_tr_loss_alpha(tr_arch arch, double alpha[3]);
+/* d's loss weights: d->alpha when d->alpha_set, else sp_tr_loss_alpha(d->arch) */
+void sp_tr_dims_alpha(const tr_dims *d, double alpha[3]);
+
+/* The loss normaliser (the denom of sp_tr_forward / sp_tr_backward): TR_LOSS_NORM_WEIGHTS divides
+ * by the weight sum Σw + 1e-6 (DeepSpec), TR_LOSS_NORM_ANCHORS by the number of anchors (mlx-bun:
+ * the mean over anchors of Σ_k w_k·term_k). Both counts are global (summed over ranks). */
+typedef enum { TR_LOSS_NORM_WEIGHTS, TR_LOSS_NORM_ANCHORS } tr_loss_norm;
+double sp_tr_loss_denom(tr_loss_norm norm, double wsum, double anchors);
 
 /* Per-step results. */
 typedef struct {

@@ -142,7 +142,8 @@ static int loop_steps(loop_state *s, long step0, tr_loop_result *res, sp_err *er
         res->loss_last = r.stats[0];
         res->step = step;
         r.evaluated = step == total || (c->eval_every > 0 && step % c->eval_every == 0);
-        if (r.evaluated && s->ops->eval(s->ctx, step, err)) return -1;
+        int ev = r.evaluated ? s->ops->eval(s->ctx, step, err) : 0;
+        if (ev < 0) return -1;
         r.elapsed_ms = sp_time_ms() - t_start;
         loop_log(s, &r);
         if (show) {
@@ -151,7 +152,7 @@ static int loop_steps(loop_state *s, long step0, tr_loop_result *res, sp_err *er
             sp_progress_update(&pr, (double)step, extra);
         }
         int out_of_time = c->time_limit_s > 0 && r.elapsed_ms >= 1000 * c->time_limit_s;
-        int stop = out_of_time || step == c->stop_at;
+        int stop = out_of_time || step == c->stop_at || ev > 0;
         if ((step == total || stop || (c->save_every > 0 && step % c->save_every == 0)) && loop_save(s, step, err))
             return -1;
         if (stop || (c->kill_after > 0 && step - step0 >= c->kill_after)) break;
@@ -177,7 +178,7 @@ int sp_tr_loop_run(const tr_loop_cfg *c, const tr_loop_params *p, const tr_loop_
     if (loop_resume(&s, &step0, err) || loop_open_log(&s, step0, err)) goto out;
     s.step0 = res->step0 = res->step = step0; /* a finished run resumed again runs no step and stays at its last one */
     if (c->eval_at_start) {
-        if (ops->eval(ctx, 0, err)) goto out;
+        if (ops->eval(ctx, 0, err) < 0) goto out;
         tr_loop_row r0 = {.step = 0, .evaluated = 1};
         if (step0 == 0) loop_log(&s, &r0);
     }

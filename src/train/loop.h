@@ -43,7 +43,8 @@ typedef struct {
     /* loss and gradient of `step` (1-based) into grad[n] (zeroed by the loop), this rank's part:
      * stats[0..n_stats) its loss terms, stats[0] the loss. The loop sums both over ranks. */
     void (*step)(void *ctx, long step, float *grad, double *stats);
-    /* the held-out evaluation after `step` (0: before training); results stay in ctx */
+    /* the held-out evaluation after `step` (0: before training); results stay in ctx. Returns 0,
+     * 1 to stop training after this step (with a checkpoint: early stopping), or -1 */
     int (*eval)(void *ctx, long step, sp_err *err);
     /* one CSV row (newline included) */
     void (*log_row)(void *ctx, FILE *f, const tr_loop_row *r);

@@ -225,6 +225,62 @@ int sp_tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err)
     return rc;
 }
 
+/* a view of sh holding the sequences q with (u(q) < frac) == want_val; 0 or -1 (out of memory) */
+static int shard_view(const tr_shard *sh, int idx, double frac, uint64_t seed, int want_val, tr_shard *v) {
+    *v = *sh;
+    v->st = NULL;
+    int32_t *blk = malloc(sizeof(int32_t) * 2 * (size_t)(sh->n_seq + 1));
+    v->seq_off = malloc(sizeof(int64_t) * (size_t)(sh->n_seq + 1));
+    if (!blk || !v->seq_off) return free(blk), free(v->seq_off), v->seq_off = NULL, v->seq_lens = NULL, -1;
+    int k = 0;
+    for (int q = 0; q < sh->n_seq; q++) {
+        if ((sp_rng_uniform(seed, 0x7a1u + (uint64_t)idx, (uint64_t)q) < frac) != want_val) continue;
+        blk[k] = sh->seq_lens[q];
+        blk[sh->n_seq + 1 + k] = sh->resp_starts[q];
+        v->seq_off[k++] = sh->seq_off[q];
+    }
+    v->n_seq = k;
+    v->seq_lens = blk;
+    v->resp_starts = blk + sh->n_seq + 1;
+    return 0;
+}
+
+static int shardset_view(const tr_shardset *s, double frac, uint64_t seed, int want_val, tr_shardset *v, int *n_seq) {
+    *v = *s;
+    *n_seq = 0;
+    if (!(v->shards = calloc((size_t)s->n_shards, sizeof *v->shards))) return -1;
+    for (int i = 0; i < s->n_shards; i++) {
+        if (shard_view(&s->shards[i], i, frac, seed, want_val, &v->shards[i])) {
+            v->n_shards = i;
+            return -1;
+        }
+        *n_seq += v->shards[i].n_seq;
+    }
+    return 0;
+}
+
+int sp_tr_shardset_split(const tr_shardset *s, double frac, uint64_t seed, tr_shardset *train, tr_shardset *val,
+                         sp_err *err) {
+    int nt = 0, nv = 0;
+    memset(train, 0, sizeof *train);
+    memset(val, 0, sizeof *val);
+    if (shardset_view(s, frac, seed, 0, train, &nt) || shardset_view(s, frac, seed, 1, val, &nv))
+        return sp_err_set(err, "--val-split: out of memory");
+    if (nt < 1 || nv < 1)
+        return sp_err_set(err, "--val-split %g leaves %d training and %d held-out sequences (each needs one)", frac,
+                          nt, nv);
+    return 0;
+}
+
+void sp_tr_shardset_close_view(tr_shardset *v) {
+    for (int i = 0; i < v->n_shards; i++) {
+        free((void *)v->shards[i].seq_lens);
+        free(v->shards[i].seq_off);
+    }
+    free(v->shards);
+    memset(v, 0, sizeof *v);
+}
+
 void sp_tr_shardset_close(tr_shardset *s) {
     for (int i = 0; i < s->n_shards; i++) {
         sp_st_close(s->shards[i].st);

@@ -50,4 +50,12 @@ int sp_tr_shard_write(const char *shard_dir, int n_seq, const int32_t *seq_lens,
 int sp_tr_shardset_open(tr_shardset *s, const char *dir, int vocab, sp_err *err);
 void sp_tr_shardset_close(tr_shardset *s);
 
+/* Split s's sequences into two views of the same mapped data (train --val-split): a sequence
+ * goes to val when sp_rng_uniform(seed, shard, sequence) < frac, so the split depends only on
+ * (seed, frac) and the shards. Close both views with sp_tr_shardset_close_view before s. -1 when
+ * either side would hold no sequence. */
+int sp_tr_shardset_split(const tr_shardset *s, double frac, uint64_t seed, tr_shardset *train, tr_shardset *val,
+                         sp_err *err);
+void sp_tr_shardset_close_view(tr_shardset *v);
+
 #endif

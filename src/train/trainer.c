@@ -175,6 +175,7 @@ int sp_tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, con
             return sp_err_set(err, "the shards' tap layer %d is not one of the target's layers 0..%d (strictly "
                                    "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
+    if (c->loss_weights_set) memcpy(d.alpha, c->loss_weights, sizeof d.alpha), d.alpha_set = 1;
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
     if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
@@ -217,6 +218,7 @@ typedef struct {
     sp_model *target;
     sp_pool *pool;
     tr_shardset data, held;
+    tr_shardset all;           /* --val-split: the shards opened; data and held are views of it */
     const tr_shardset *evdata; /* held-out shards, else the training ones */
     tr_dims d;
     tr_model m;
@@ -238,6 +240,9 @@ typedef struct {
     int32_t *d2t;
     /* the last step and evaluation */
     double wsum, flops, tau, acc[64];
+    double best_tau;      /* keep_best: the best τ of an evaluation after a step, its step (0: none) */
+    long best_step;
+    int since_best;       /* evaluations since best_step */
 } drafter_run;
 
 static void drafter_run_free(drafter_run *r) {
@@ -255,10 +260,19 @@ static void drafter_run_free(drafter_run *r) {
     sp_tr_e3_batch_free(&r->eb);
     sp_tr_e3_acts_free(r->eacts);
     free(r->d2t);
-    sp_tr_shardset_close(&r->data);
-    sp_tr_shardset_close(&r->held);
+    if (r->c->val_split > 0) {
+        sp_tr_shardset_close_view(&r->data);
+        sp_tr_shardset_close_view(&r->held);
+        sp_tr_shardset_close(&r->all);
+    } else {
+        sp_tr_shardset_close(&r->data);
+        sp_tr_shardset_close(&r->held);
+    }
     sp_model_free(r->target);
 }
+
+/* the position decay γ of the loss weights: the block size under gamma_block */
+static double eff_gamma(const tr_train_cfg *c, const tr_dims *d) { return c->gamma_block ? d->B : c->gamma; }
 
 static int check_cfg(const tr_train_cfg *c, sp_err *err) {
     if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma))
@@ -273,6 +287,17 @@ static int check_cfg(const tr_train_cfg *c, sp_err *err) {
 static int open_data(drafter_run *r, sp_err *err) {
     const tr_train_cfg *c = r->c;
     const sp_config *tc = sp_model_config(r->target);
+    if (c->val_split > 0) { /* the held-out sequences carved from the training shards */
+        if (c->heldout_dir) return sp_err_set(err, "train: give --held-out or --val-split, not both");
+        if (!(c->val_split < 1)) return sp_err_set(err, "--val-split %g must be in (0, 1)", c->val_split);
+        if (sp_tr_shardset_open(&r->all, c->data_dir, tc->vocab_size, err) ||
+            sp_tr_shardset_split(&r->all, c->val_split, c->seed, &r->data, &r->held, err))
+            return -1;
+        r->evdata = &r->held;
+        return r->data.H != tc->hidden_size ? sp_err_set(err, "%s: shards have hidden size %d, the target %d",
+                                                          c->data_dir, r->data.H, tc->hidden_size)
+                                            : 0;
+    }
     if (sp_tr_shardset_open(&r->data, c->data_dir, tc->vocab_size, err)) return -1;
     if (r->data.H != tc->hidden_size)
         return sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, r->data.H,
@@ -333,11 +358,11 @@ static int build_batches(drafter_run *r, sp_err *err) {
         r->eval_n = c->eval_blocks < r->eev.n ? c->eval_blocks : (int)r->eev.n;
     } else {
         int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
-        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 0,
+        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, eff_gamma(c, d), 0,
                             c->anchors_per_seq, c->seed, r->cap, err))
             return -1;
         /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
-        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, c->gamma, 1, 1,
+        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, eff_gamma(c, d), 1, 1,
                             c->seed ^ 0xe7a1u, r->cap, err) ||
             !(r->acts = sp_tr_acts_create(d, r->cap, c->ctx, err)) ||
             sp_tr_batch_alloc(&r->batch, r->cap, c->ctx, d->B, d->V, d->H, d->m * d->H, 1, err))
@@ -357,13 +382,16 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     snprintf(run, n,
              "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
              "total=%ld mask=%d anchors=%lld",
-             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, c->gamma, c->lr,
+             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, eff_gamma(c, d), c->lr,
              oc->warmup, oc->total, d->mask_id, (long long)r->n_units);
     if (c->arch == TR_ARCH_EAGLE3) snprintf(run + strlen(run), n - strlen(run), " window=%d draft_vocab=%d", c->window, d->Vd);
     if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
         snprintf(run + strlen(run), n - strlen(run), " markov_head=%s", sp_tr_markov_name(d->markov));
     if (c->anchors_per_seq != 1) /* absent for A = 1: checkpoints from before A existed resume */
         snprintf(run + strlen(run), n - strlen(run), " anchors_per_seq=%d", c->anchors_per_seq);
+    if (d->alpha_set) /* absent with the kind's weights and Σw: older checkpoints resume */
+        snprintf(run + strlen(run), n - strlen(run), " loss_weights=%g,%g,%g", d->alpha[0], d->alpha[1], d->alpha[2]);
+    if (c->loss_norm == TR_LOSS_NORM_ANCHORS) snprintf(run + strlen(run), n - strlen(run), " loss_norm=anchors");
 }
 
 /* ---- the loop's callbacks ---------------------------------------------------------------- */
@@ -387,9 +415,10 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     } else {
         r->batch.P = c->arch == TR_ARCH_DSPARK ? r->P_keep : NULL;
         sp_tr_batcher_fill(&r->bt, &r->batch, i0, r->nloc);
-        for (int t = 0; t < r->nloc * d->B; t++) wsum += r->batch.wt[t];
-        sp_tr_dist_sum_f64(c->dist, &wsum, 1);
-        wsum += 1e-6;
+        double sums[2] = {0, r->nloc}; /* Σw and the anchors, summed over ranks */
+        for (int t = 0; t < r->nloc * d->B; t++) sums[0] += r->batch.wt[t];
+        sp_tr_dist_sum_f64(c->dist, sums, 2);
+        wsum = sp_tr_loss_denom(c->loss_norm, sums[0], sums[1]);
         r->flops += sp_tr_step_flops(d, r->nloc, c->ctx, r->batch.NR, c->arch == TR_ARCH_DSPARK);
         sp_tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, &st, NULL);
         sp_tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, grad);
@@ -399,8 +428,37 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     stats[0] = st.loss, stats[1] = st.ce, stats[2] = st.l1, stats[3] = st.bce;
 }
 
+/* after an evaluation at step > 0: a better τ is written to OUT/best/ (rank 0); 1 when the
+ * patience is spent, 0, or -1 */
+static int dr_best(drafter_run *r, long step, sp_err *err) {
+    const tr_train_cfg *c = r->c;
+    if (!c->keep_best && c->patience <= 0) return 0;
+    if (r->best_step > 0 && !(r->tau > r->best_tau)) return c->patience > 0 && ++r->since_best >= c->patience;
+    r->best_tau = r->tau, r->best_step = step, r->since_best = 0;
+    if (c->dist && c->dist->rank != 0) return 0;
+    char dir[4096], path[4200], text[128];
+    sp_path_join(dir, sizeof dir, c->out_dir, "best");
+    snprintf(path, sizeof path, "%s/best.json", dir);
+    snprintf(text, sizeof text, "{\"step\": %ld, \"tau\": %.17g}\n", step, r->tau);
+    if (sp_mkdir_p(dir, err) || sp_tr_drafter_export(dir, &r->m, r->config_json, err) ||
+        sp_write_file_atomic(path, text, strlen(text), err))
+        return -1;
+    return 0;
+}
+
+/* resume: the best τ, its step and the evaluations since, from OUT/trainer_state.json */
+static void load_best(drafter_run *r) {
+    char path[4096];
+    sp_path_join(path, sizeof path, r->c->out_dir, "trainer_state.json");
+    json_t *j = r->c->resume ? json_load_file(path, 0, NULL) : NULL;
+    if (!j) return;
+    r->best_tau = json_number_value(json_object_get(j, "best_tau"));
+    r->best_step = (long)json_integer_value(json_object_get(j, "best_step"));
+    r->since_best = (int)json_integer_value(json_object_get(j, "evals_since_best"));
+    json_decref(j);
+}
+
 static int dr_eval(void *ctx, long step, sp_err *err) {
-    (void)err;
     drafter_run *r = ctx;
     if (r->c->arch == TR_ARCH_EAGLE3)
         e3_evaluate(r->pool, &r->m, r->eacts, &r->eb, &r->eev, r->eval_n, r->cstar, &r->tau, r->acc);
@@ -408,7 +466,7 @@ static int dr_eval(void *ctx, long step, sp_err *err) {
     r->res->tau_last = r->tau;
     if (step == 0) r->res->tau_first = r->tau;
     for (int k = 0; step > 0 && k < r->d.B && k < 64; k++) r->res->a_last[k] = r->acc[k];
-    return 0;
+    return step > 0 ? dr_best(r, step, err) : 0;
 }
 
 /* block tokens (anchors × B, EAGLE-3: windows × positions × B) of one global step */
@@ -457,6 +515,12 @@ static int dr_state(void *ctx, json_t *j) {
                              r->res->tau_last);
     int rc = more ? json_object_update(j, more) : -1;
     json_decref(more);
+    if (!rc && (c->keep_best || c->patience > 0)) {
+        json_t *best = json_pack("{s:f, s:I, s:i}", "best_tau", r->best_tau, "best_step", (json_int_t)r->best_step,
+                                 "evals_since_best", r->since_best);
+        rc = best ? json_object_update(j, best) : -1;
+        json_decref(best);
+    }
     return rc;
 }
 
@@ -491,6 +555,7 @@ int sp_tr_train_run(const tr_train_cfg *c, tr_train_result *res, sp_err *err) {
     tr_loop_ops ops = {.step = dr_step, .eval = dr_eval, .log_row = dr_log_row, .progress_text = dr_progress_text,
                        .export_model = dr_export, .state = dr_state};
     tr_loop_result lr;
+    load_best(&r);
     rc = sp_tr_loop_run(&lc, &p, &ops, &r, &lr, err);
     res->step = lr.step;
     res->loss_first = lr.loss_first;

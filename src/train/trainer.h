@@ -32,11 +32,19 @@ typedef struct {
     int draft_vocab;     /* EAGLE-3: draft vocabulary (0: min(V, 32000)), the most frequent ids */
     tr_markov_type markov_head; /* DSpark Markov head type (default vanilla) */
     double gamma;
+    int gamma_block;        /* 1: γ = the block size (mlx-bun's recipe), in place of gamma */
+    double loss_weights[3]; /* α_ce, α_l1 (TV), α_conf when loss_weights_set (DSpark / DFlash) */
+    int loss_weights_set;   /* 0: the kind's defaults (sp_tr_loss_alpha) */
+    tr_loss_norm loss_norm; /* the loss normaliser: Σw (default) or the number of anchors */
     uint64_t seed;
     int save_every;      /* 0: only at the end */
     int resume;
     int eval_every;      /* 0: only at the start and the end */
     int eval_blocks;
+    double val_split;    /* > 0: this fraction of the shards' sequences (by seed) is the held-out set */
+    int keep_best;       /* 1: the model at the best held-out τ so far in OUT/best/ (best.json: step, tau) */
+    int patience;        /* > 0: stop (with a checkpoint) after this many evaluations without a better τ;
+                            implies keep_best */
     int threads;
     int mask_id;         /* < 0: automatic */
     long stop_after;     /* > 0: return after this many steps without a final save (tests: a kill) */
