@@ -7,7 +7,7 @@
  *
  * - the loaded matrices dequantize to exactly this file's reference values (4-bit with G 32, 64,
  *   128 and BF16 / F16 / F32 scales; 8-bit; embedding, LM head, layers);
- * - logits: the Q5_1 path within 3 % of the twin (only the 8-bit activation quantization
+ * - logits: the Q4_1 / QA8 paths within 3 % of the twin (only the 8-bit activation quantization
  *   differs), the f32 path bit-identical to the twin; within a stated bound of the bf16 model;
  * - batch == solo: one forward of 16 tokens equals 16 single-token forwards, bitwise;
  * - through the binary: `quantize --type mlx4|mlx8` on llama, qwen3 and gemma4 writes a
@@ -246,11 +246,12 @@ static const struct {
     sp_dtype want; /* the type the loader must choose */
     const char *name;
 } FIX[] = {
-    {{4, 32, SP_DT_BF16, 0, NULL, 0}, SP_DT_Q5_1, "q4g32-bf16"},
-    {{4, 64, SP_DT_BF16, 0, NULL, 0}, SP_DT_Q5_1, "q4g64-bf16"},
-    {{4, 128, SP_DT_F16, 0, NULL, 0}, SP_DT_Q5_1, "q4g128-f16"},
+    {{4, 32, SP_DT_BF16, 0, NULL, 0}, SP_DT_Q4_1, "q4g32-bf16"},
+    {{4, 64, SP_DT_BF16, 0, NULL, 0}, SP_DT_Q4_1, "q4g64-bf16"},
+    {{4, 128, SP_DT_F16, 0, NULL, 0}, SP_DT_Q4_1, "q4g128-f16"},
     {{4, 64, SP_DT_F32, 0, NULL, 0}, SP_DT_F32, "q4g64-f32"},
-    {{8, 64, SP_DT_BF16, 0, NULL, 0}, SP_DT_F32, "q8g64-bf16"},
+    {{8, 64, SP_DT_BF16, 0, NULL, 0}, SP_DT_QA8, "q8g64-bf16"},
+    {{8, 32, SP_DT_F32, 0, NULL, 0}, SP_DT_F32, "q8g32-f32"},
 };
 #define NFIX (sizeof FIX / sizeof FIX[0])
 

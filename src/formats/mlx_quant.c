@@ -113,16 +113,22 @@ static int f16_exact(const void *v, sp_dtype dt, int64_t n) {
     return 1;
 }
 
-/* one row as Q5_1 blocks: each 32 values of a group keep the group's scale (d) and bias (m) */
-static void row_to_q5_1(sp_block_q5_1 *dst, const uint32_t *w, const void *sc, const void *bi, sp_dtype sdt,
-                        const sp_mlxq_params *p, int64_t k) {
+/* one row as Q4_1 (4-bit) or QA8 (8-bit) blocks: each 32 values of a group keep the group's
+ * scale (d) and bias (m) */
+static void row_to_blocks(void *dst, const uint32_t *w, const void *sc, const void *bi, sp_dtype sdt,
+                          const sp_mlxq_params *p, int64_t k) {
     for (int64_t b = 0; b < k / 32; b++) {
         int64_t g = b * 32 / p->group;
-        dst[b].d = sp_f32_to_f16(scalar_at(sc, sdt, g));
-        dst[b].m = sp_f32_to_f16(scalar_at(bi, sdt, g));
-        memset(dst[b].qh, 0, sizeof dst[b].qh);
-        for (int j = 0; j < 16; j++)
-            dst[b].qs[j] = (uint8_t)(qval(w, 4, 32 * b + j) | qval(w, 4, 32 * b + j + 16) << 4);
+        uint16_t d = sp_f32_to_f16(scalar_at(sc, sdt, g)), m = sp_f32_to_f16(scalar_at(bi, sdt, g));
+        if (p->bits == 4) {
+            sp_block_q4_1 *o = (sp_block_q4_1 *)dst + b;
+            o->d = d, o->m = m;
+            for (int j = 0; j < 16; j++) o->qs[j] = (uint8_t)(qval(w, 4, 32 * b + j) | qval(w, 4, 32 * b + j + 16) << 4);
+        } else {
+            sp_block_qa8 *o = (sp_block_qa8 *)dst + b;
+            o->d = d, o->m = m;
+            for (int j = 0; j < 32; j++) o->qs[j] = (uint8_t)qval(w, 8, 32 * b + j);
+        }
     }
 }
 
@@ -170,8 +176,8 @@ int sp_mlxq_convert(const st_set *s, const char *weight, const sp_mlxq_params *p
         return sp_err_set(err, "%s: scales are %s but biases %s", weight, sp_dtype_name(sc->dtype),
                           sp_dtype_name(bi->dtype));
     int64_t ng = k / p->group, nwords = w->shape[1];
-    int q5 = p->bits == 4 && f16_exact(sc->data, sc->dtype, n * ng) && f16_exact(bi->data, bi->dtype, n * ng);
-    out->dt = q5 ? SP_DT_Q5_1 : SP_DT_F32;
+    int blocks = f16_exact(sc->data, sc->dtype, n * ng) && f16_exact(bi->data, bi->dtype, n * ng);
+    out->dt = !blocks ? SP_DT_F32 : p->bits == 4 ? SP_DT_Q4_1 : SP_DT_QA8;
     out->n = n;
     out->k = k;
     size_t rb = sp_dtype_row_bytes(out->dt, (size_t)k), es = sp_dtype_size(sc->dtype);
@@ -182,7 +188,7 @@ int sp_mlxq_convert(const st_set *s, const char *weight, const sp_mlxq_params *p
         const uint32_t *wr = (const uint32_t *)w->data + r * nwords;
         const char *sr = (const char *)sc->data + (size_t)(r * ng) * es, *br = (const char *)bi->data + (size_t)(r * ng) * es;
         char *dst = (char *)out->data + (size_t)r * rb;
-        if (q5) row_to_q5_1((sp_block_q5_1 *)dst, wr, sr, br, sc->dtype, p, k);
+        if (blocks) row_to_blocks(dst, wr, sr, br, sc->dtype, p, k);
         else sp_mlxq_dequant_row((float *)dst, wr, sr, br, sc->dtype, p, k);
     }
     return 0;

@@ -6,9 +6,9 @@
  * [n, k/G] in a float dtype, one per group of G consecutive inputs; value = scale · q + bias.
  *
  * The loader turns each such matrix into a type the kernels run, without changing one value:
- * 4-bit matrices whose scales and biases are all exact in f16 become Q5_1 blocks (d = scale,
- * m = bias, the fifth bit 0), every other one (8-bit, or a scale that f16 would round) is
- * expanded to f32. Either way row r dequantizes to exactly sp_mlxq_dequant_row's floats. */
+ * when its scales and biases are all exact in f16, 32-blocks with d = scale and m = bias (Q4_1
+ * for 4 bits, QA8 for 8), else (a scale that f16 would round) f32. Either way row r
+ * dequantizes to exactly sp_mlxq_dequant_row's floats. */
 #ifndef SPECULA_MLX_QUANT_H
 #define SPECULA_MLX_QUANT_H
 
@@ -44,7 +44,7 @@ void sp_mlxq_dequant_row(float *y, const uint32_t *w, const void *scales, const 
                          const sp_mlxq_params *p, int64_t k);
 
 /* X.weight converted for the kernels: data (allocated with alloc(actx, bytes), 64-byte aligned,
- * owned by the caller) holding n rows of dt (SP_DT_Q5_1 or SP_DT_F32). */
+ * owned by the caller) holding n rows of dt (SP_DT_Q4_1, SP_DT_QA8 or SP_DT_F32). */
 typedef struct {
     void *data;
     sp_dtype dt;
