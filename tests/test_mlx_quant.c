@@ -347,6 +347,9 @@ static void test_malformed(void) {
     rc = harness_runf(out, sizeof out, "%s quantize -m %s -o %s --type mlx4 --group-size 48 2>&1", cli,
                       tmppath("qwen3"), tmppath("g48"));
     CHECK(rc != 0 && strstr(out, "group size 48"), "quantize --group-size 48: rc %d: %s", rc, out);
+    rc = harness_runf(out, sizeof out, "%s quantize -m %s -o %s --type mlx4 2>&1", cli, tmppath("q4g64-bf16"),
+                      tmppath("again"));
+    CHECK(rc != 0 && strstr(out, "already MLX-quantized"), "quantize of an MLX checkpoint: rc %d: %s", rc, out);
 }
 
 /* greedy tokens of `generate ... --json` (the "tokens" array), or "" on failure */

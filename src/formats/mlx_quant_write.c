@@ -117,6 +117,15 @@ int sp_mlxq_write_model(const char *in_dir, const char *out_dir, const sp_mlxq_p
     if ((p->bits != 4 && p->bits != 8) || (p->group != 32 && p->group != 64 && p->group != 128))
         return sp_err_set(err, "MLX quantization: %d bits, group size %d: expected 4 or 8 bits, group 32, 64 or 128",
                           p->bits, p->group);
+    char cfg[4096];
+    sp_mlxq *already = NULL;
+    if (sp_path_join(cfg, sizeof cfg, in_dir, "config.json")) return sp_err_set(err, "path too long: %s", in_dir);
+    if (sp_mlxq_load(&already, cfg, err)) return -1;
+    if (already) {
+        sp_mlxq_free(already);
+        return sp_err_set(err, "%s is already MLX-quantized (config.json has \"quantization\"): quantize the "
+                          "unquantized checkpoint", in_dir);
+    }
     st_set *s = NULL;
     if (sp_st_open_dir(&s, in_dir, err)) return -1;
     char tmp[4200];
