@@ -342,8 +342,8 @@ static void qmm_task(void *arg, int i, int n) {
 static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     unsigned f = sp_cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
-    /* Q4_1, QA8: the AVX2 tiles on both x86 tiers */
-    if (dt == SP_DT_Q4_1 || dt == SP_DT_QA8)
+    /* Q4_1, QA8: the AVX-512 VNNI tiles, else the AVX2 ones on both x86 tiers */
+    if ((dt == SP_DT_Q4_1 || dt == SP_DT_QA8) && !(tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)))
         return tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2 ? sp_qmm_rows_avx2 : sp_qmm_rows_scalar;
     /* Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS: the AVX2 kernels on both x86 tiers, except the
      * packed Q5_K, Q3_K and IQ4_XS tiles of AVX-512 VNNI */
