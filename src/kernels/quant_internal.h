@@ -44,7 +44,8 @@
  *
  * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c;
  * its Q4_K / Q6_K tiles in quant_k_avx512.c),
- * NEON with dotprod (quant_neon.c); Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS in quant_lowbit_avx2.c
+ * NEON with dotprod (quant_neon.c; Q4_1 and QA8 have no NEON kernel: scalar there, AVX2 tiles on an
+ * AVX-512 processor without VNNI); Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS in quant_lowbit_avx2.c
  * (the AVX2 and AVX-512 tiers) and quant_lowbit_neon.c, in the order written out by the scalar
  * kernels of quant_matmul.c. Each file is entered only after sp_cpu_level() selects
  * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without
