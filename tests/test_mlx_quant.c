@@ -116,7 +116,11 @@ static void write_config(const char *src_dir, const char *dir, const fixture *f)
     json_t *root = json_load_file(p, 0, NULL);
     if (f) {
         json_t *q = json_pack("{s:i, s:i}", "group_size", f->G, "bits", f->bits);
-        if (f->cfg_extra) json_object_update(q, json_loads(f->cfg_extra, 0, NULL));
+        if (f->cfg_extra) {
+            json_t *extra = json_loads(f->cfg_extra, 0, NULL);
+            json_object_update(q, extra);
+            json_decref(extra);
+        }
         if (!f->no_quant_key) json_object_set_new(root, "quantization", q);
         else json_decref(q);
     }
