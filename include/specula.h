@@ -48,6 +48,8 @@ typedef enum {
     SP_DT_Q5_1, /* 32 values in 24 bytes: f16 scale and min, 32 fifth bits, 32 nibbles */
     SP_DT_IQ4_NL, /* 32 values in 18 bytes: f16 scale, 32 nibbles indexing a fixed 16-value table */
     SP_DT_IQ4_XS, /* 256 values in 136 bytes: f16 scale, 8 × 6-bit scales, nibbles into IQ4_NL's table */
+    SP_DT_Q4_1, /* 32 values in 20 bytes: f16 scale and min, 32 nibbles (value q·d + m) */
+    SP_DT_QA8,  /* 32 values in 36 bytes: f16 scale and min, 32 uint8 (value q·d + m; MLX 8-bit, docs/MLX-QUANT.md) */
     SP_DT_UNKNOWN
 } sp_dtype;
 

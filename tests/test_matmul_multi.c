@@ -93,6 +93,7 @@ static void test_multi_equals_single(void) {
         {"q5_k q3_k q6_k", 3, {SP_DT_Q5_K, SP_DT_Q3_K, SP_DT_Q6_K}, {40, 21, 33}},
         {"q4_k q2_k iq4_xs", 3, {SP_DT_Q4_K, SP_DT_Q2_K, SP_DT_IQ4_XS}, {36, 17, 29}},
         {"q8_0 q5_1 iq4_nl", 3, {SP_DT_Q8_0, SP_DT_Q5_1, SP_DT_IQ4_NL}, {30, 25, 18}},
+        {"q4_1 qa8 q4_1", 3, {SP_DT_Q4_1, SP_DT_QA8, SP_DT_Q4_1}, {33, 20, 41}},
         {"q4_0 q4_k (two formats)", 2, {SP_DT_Q4_0, SP_DT_Q4_K}, {40, 24}},
         {"f32 bf16", 2, {SP_DT_F32, SP_DT_BF16}, {37, 20}},
         {"q8_0 alone", 1, {SP_DT_Q8_0}, {50}},

@@ -22,8 +22,9 @@
 
 static sp_pool *pool1, *pool2;
 static const sp_dtype WTYPES[] = {SP_DT_Q8_0, SP_DT_Q4_0, SP_DT_Q4_K, SP_DT_Q6_K, SP_DT_Q5_0, SP_DT_Q5_K,
-                                  SP_DT_Q3_K, SP_DT_Q2_K, SP_DT_Q5_1, SP_DT_IQ4_NL, SP_DT_IQ4_XS};
-#define NWT 11
+                                  SP_DT_Q3_K, SP_DT_Q2_K, SP_DT_Q5_1, SP_DT_IQ4_NL, SP_DT_IQ4_XS,
+                                  SP_DT_Q4_1, SP_DT_QA8};
+#define NWT 13
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);

@@ -117,17 +117,18 @@ const char *sp_dtype_name(sp_dtype dt) {
     static const char *names[] = {"F32",  "F16",  "BF16", "I64",  "I32",  "U8",   "BOOL",
                                   "I8",   "I16",  "U16",  "U32",  "U64",  "F64",  "Q8_0",
                                   "Q4_0", "Q4_K", "Q6_K", "Q8_K", "Q5_0", "Q5_K", "Q3_K", "Q2_K",
-                                  "Q5_1", "IQ4_NL", "IQ4_XS", "UNKNOWN"};
+                                  "Q5_1", "IQ4_NL", "IQ4_XS", "Q4_1", "QA8", "UNKNOWN"};
     _Static_assert(sizeof names / sizeof names[0] == SP_DT_UNKNOWN + 1, "one name per sp_dtype");
     return (unsigned)dt <= SP_DT_UNKNOWN ? names[dt] : "UNKNOWN";
 }
 
-int sp_dtype_is_quant(sp_dtype dt) { return dt >= SP_DT_Q8_0 && dt <= SP_DT_IQ4_XS; }
+int sp_dtype_is_quant(sp_dtype dt) { return dt >= SP_DT_Q8_0 && dt <= SP_DT_QA8; }
 
 /* block geometry of the quantized types (layouts in src/kernels/quant.h, docs/QUANT.md) */
 size_t sp_dtype_block_elems(sp_dtype dt) {
     switch (dt) {
-    case SP_DT_Q8_0: case SP_DT_Q4_0: case SP_DT_Q5_0: case SP_DT_Q5_1: case SP_DT_IQ4_NL: return 32;
+    case SP_DT_Q8_0: case SP_DT_Q4_0: case SP_DT_Q5_0: case SP_DT_Q5_1: case SP_DT_IQ4_NL: case SP_DT_Q4_1:
+    case SP_DT_QA8: return 32;
     case SP_DT_Q4_K: case SP_DT_Q6_K: case SP_DT_Q8_K: case SP_DT_Q5_K: case SP_DT_Q3_K: case SP_DT_Q2_K:
     case SP_DT_IQ4_XS: return 256;
     default: return sp_dtype_size(dt) ? 1 : 0;
@@ -148,6 +149,8 @@ size_t sp_dtype_block_bytes(sp_dtype dt) {
     case SP_DT_Q5_1: return 24;
     case SP_DT_IQ4_NL: return 18;
     case SP_DT_IQ4_XS: return 136;
+    case SP_DT_Q4_1: return 20;
+    case SP_DT_QA8: return 36;
     default: return sp_dtype_size(dt);
     }
 }

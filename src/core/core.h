@@ -52,7 +52,7 @@ uint16_t sp_f32_to_f16(float f);
 /* bytes per element; 0 for unknown and for the block-quantized types (see below) */
 size_t sp_dtype_size(sp_dtype dt);
 const char *sp_dtype_name(sp_dtype dt);
-/* 1 for a block-quantized type (SP_DT_Q8_0 .. SP_DT_IQ4_XS), else 0 */
+/* 1 for a block-quantized type (SP_DT_Q8_0 .. SP_DT_QA8), else 0 */
 int sp_dtype_is_quant(sp_dtype dt);
 /* elements per block: 32 or 256 for a quantized type, 1 for a plain one, 0 for unknown */
 size_t sp_dtype_block_elems(sp_dtype dt);

@@ -452,6 +452,8 @@ int sp_quantize_row(void *dst, const float *x, sp_dtype dt, size_t n, sp_err *er
     case SP_DT_Q5_1: sp_quantize_row_q5_1(dst, x, n); break;
     case SP_DT_IQ4_NL: sp_quantize_row_iq4_nl(dst, x, n); break;
     case SP_DT_IQ4_XS: sp_quantize_row_iq4_xs(dst, x, n); break;
+    case SP_DT_Q4_1: sp_quantize_row_q4_1(dst, x, n); break;
+    case SP_DT_QA8: sp_quantize_row_qa8(dst, x, n); break;
     default: sp_quantize_row_q8_K(dst, x, n); break;
     }
     return 0;
@@ -471,6 +473,8 @@ int sp_dequantize_row(float *y, const void *src, sp_dtype dt, size_t n, sp_err *
     case SP_DT_Q5_1: sp_dequantize_row_q5_1(y, src, n); break;
     case SP_DT_IQ4_NL: sp_dequantize_row_iq4_nl(y, src, n); break;
     case SP_DT_IQ4_XS: sp_dequantize_row_iq4_xs(y, src, n); break;
+    case SP_DT_Q4_1: sp_dequantize_row_q4_1(y, src, n); break;
+    case SP_DT_QA8: sp_dequantize_row_qa8(y, src, n); break;
     default: sp_dequantize_row_q8_K(y, src, n); break;
     }
     return 0;
@@ -490,7 +494,7 @@ int sp_mat_check(const sp_mat *W, const char *what, sp_err *err) {
     if (W->dt == SP_DT_F32 || W->dt == SP_DT_BF16 || W->dt == SP_DT_F16) return 0;
     if (!sp_dtype_is_quant(W->dt) || W->dt == SP_DT_Q8_K)
         return sp_err_set(err, "%s: weight type %s is not supported by matmul (expected F32, BF16, F16, Q8_0, Q4_0, "
-                          "Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS)", what, sp_dtype_name(W->dt));
+                          "Q5_0, Q5_1, Q4_1, QA8, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS)", what, sp_dtype_name(W->dt));
     size_t be = sp_dtype_block_elems(W->dt);
     if ((size_t)W->k % be)
         return sp_err_set(err, "%s: %s rows of %d elements; must be a multiple of the %zu-element block", what,

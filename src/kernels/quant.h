@@ -1,5 +1,6 @@
 /* quant.h — block-quantized weight types with llama.cpp's exact byte layouts (Q8_0, Q4_0,
- * Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, and Q8_K for activations), their row quantizers and dequantizers, and the
+ * Q5_0, Q5_1, Q4_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, and Q8_K for activations; and QA8, the 8-bit
+ * affine blocks of MLX checkpoints), their row quantizers and dequantizers, and the
  * rules sp_matmul follows for quantized weights. docs/QUANT.md describes the layouts, the
  * quantizers and the order of operations of the dot products in our words.
  *
@@ -107,6 +108,20 @@ typedef struct {
     uint8_t qs[SP_QK5_0 / 2];
 } sp_block_q5_1;
 
+/* llama.cpp's Q4_1: value j = (qs[j] & 15) · d + m and value j + 16 = (qs[j] >> 4) · d + m, j < 16 */
+typedef struct {
+    uint16_t d; /* f16 scale */
+    uint16_t m; /* f16 min */
+    uint8_t qs[SP_QK4_0 / 2];
+} sp_block_q4_1;
+
+/* 8-bit affine blocks (MLX's 8-bit groups, docs/MLX-QUANT.md): value j = qs[j] · d + m */
+typedef struct {
+    uint16_t d; /* f16 scale */
+    uint16_t m; /* f16 min (MLX's bias) */
+    uint8_t qs[32];
+} sp_block_qa8;
+
 /* the 16 values a 4-bit IQ4_NL / IQ4_XS index selects */
 extern const int8_t sp_kvalues_iq4nl[16];
 
@@ -145,6 +160,8 @@ _Static_assert(sizeof(sp_block_q2_K) == 84, "Q2_K block is 84 bytes");
 _Static_assert(sizeof(sp_block_q5_1) == 24, "Q5_1 block is 24 bytes");
 _Static_assert(sizeof(sp_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
 _Static_assert(sizeof(sp_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
+_Static_assert(sizeof(sp_block_q4_1) == 20, "Q4_1 block is 20 bytes");
+_Static_assert(sizeof(sp_block_qa8) == 36, "QA8 block is 36 bytes");
 
 /* ---- rows -----------------------------------------------------------------------------
  * n is the number of elements; it must be a multiple of the type's block (ASSERT in the
@@ -162,6 +179,8 @@ void sp_quantize_row_q2_K(sp_block_q2_K *dst, const float *x, size_t n);
 void sp_quantize_row_q5_1(sp_block_q5_1 *dst, const float *x, size_t n);
 void sp_quantize_row_iq4_nl(sp_block_iq4_nl *dst, const float *x, size_t n);
 void sp_quantize_row_iq4_xs(sp_block_iq4_xs *dst, const float *x, size_t n);
+void sp_quantize_row_q4_1(sp_block_q4_1 *dst, const float *x, size_t n);
+void sp_quantize_row_qa8(sp_block_qa8 *dst, const float *x, size_t n);
 
 void sp_dequantize_row_q8_0(float *y, const sp_block_q8_0 *src, size_t n);
 void sp_dequantize_row_q4_0(float *y, const sp_block_q4_0 *src, size_t n);
@@ -175,6 +194,8 @@ void sp_dequantize_row_q2_K(float *y, const sp_block_q2_K *src, size_t n);
 void sp_dequantize_row_q5_1(float *y, const sp_block_q5_1 *src, size_t n);
 void sp_dequantize_row_iq4_nl(float *y, const sp_block_iq4_nl *src, size_t n);
 void sp_dequantize_row_iq4_xs(float *y, const sp_block_iq4_xs *src, size_t n);
+void sp_dequantize_row_q4_1(float *y, const sp_block_q4_1 *src, size_t n);
+void sp_dequantize_row_qa8(float *y, const sp_block_qa8 *src, size_t n);
 
 /* Quantize n floats into dt (any quantized type). -1 with a message when dt is not a
  * quantized type or n is not a multiple of its block. */

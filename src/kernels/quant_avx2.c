@@ -43,8 +43,9 @@ static SP_ALWAYS_INLINE float hsum16_pair(__m256 e, __m256 o) {
 
 /* ---- Q8_0 / Q4_0 / Q5_0 ----------------------------------------------------------------- */
 /* Q: 0 Q8_0, 1 Q4_0, 2 Q5_0 — block bytes, where the nibbles start, and the bias u − v */
-#define QB_BYTES(Q) ((Q) == 0 ? 34 : (Q) == 1 ? 18 : 22)
-#define QB_NIB(Q) ((Q) == 2 ? 6 : 2)
+/* Q: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 Q4_1, 4 QA8 (the last two with a min term, never staged) */
+#define QB_BYTES(Q) ((Q) == 0 ? 34 : (Q) == 1 ? 18 : (Q) == 2 ? 22 : (Q) == 3 ? 20 : 36)
+#define QB_NIB(Q) ((Q) == 2 ? 6 : (Q) == 3 ? 4 : 2)
 #define QB_BIAS(Q) ((Q) == 1 ? 8 : 16)
 
 /* 16 in byte e where bit e of h is set, else 0 */
@@ -61,7 +62,7 @@ static SP_ALWAYS_INLINE __m256i q5_high(const uint8_t *qh) {
 
 /* A block's weights prepared for maddubs: Q8_0 keeps |v| (unsigned) and v for the signs; Q4_0
  * unpacks the nibbles u = v + 8 into element order [lo | hi]; Q5_0 adds the fifth bits
- * (u = v + 16). */
+ * (u = v + 16); Q4_1 unpacks its nibbles q; QA8 keeps v = q − 128 as Q8_0 keeps v. */
 typedef struct {
     __m256i a, s; /* Q8_0: |v| and v; Q4_0, Q5_0: u (s unused) */
     __m256 d;     /* the block's f16 scale, broadcast */
@@ -69,7 +70,10 @@ typedef struct {
 
 static SP_ALWAYS_INLINE w32 w32_load(const uint8_t *blk, const int Q) {
     w32 w;
-    if (Q) {
+    if (Q == 4) {
+        w.s = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 4)), _mm256_set1_epi8((char)0x80));
+        w.a = _mm256_abs_epi8(w.s);
+    } else if (Q) {
         /* the 16 bytes in both halves (a load, no shuffle), the high half shifted: [lo | hi] */
         __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + QB_NIB(Q))));
         w.a = _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xF0), _mm256_set1_epi8(0x0F));
@@ -84,12 +88,16 @@ static SP_ALWAYS_INLINE w32 w32_load(const uint8_t *blk, const int Q) {
 }
 
 /* the 8 exact int32 lane sums Σ_{e=4i..4i+3} v · x, as floats; x8 = maddubs(bias, x) for Q4_0
- * and Q5_0 */
-static SP_ALWAYS_INLINE __m256 p32(const w32 *w, __m256i x, __m256i x8, const int Q) {
+ * and Q5_0; for Q4_1 and QA8 the sums of q · x, with sx the lane sums of x (QA8: Σ (q − 128) · x
+ * + 128 · sx, the same integers) */
+static SP_ALWAYS_INLINE __m256 p32(const w32 *w, __m256i x, __m256i x8, __m256i sx, const int Q) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i m = Q ? _mm256_sub_epi16(_mm256_maddubs_epi16(w->a, x), x8)
-                   : _mm256_maddubs_epi16(w->a, _mm256_sign_epi8(x, w->s));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(m, ones));
+    __m256i m = Q == 1 || Q == 2 ? _mm256_sub_epi16(_mm256_maddubs_epi16(w->a, x), x8)
+                : Q == 3         ? _mm256_maddubs_epi16(w->a, x)
+                                 : _mm256_maddubs_epi16(w->a, _mm256_sign_epi8(x, w->s));
+    __m256i p = _mm256_madd_epi16(m, ones);
+    if (Q == 4) p = _mm256_add_epi32(p, _mm256_slli_epi32(sx, 7));
+    return _mm256_cvtepi32_ps(p);
 }
 
 /* Decode's software prefetch distance along each weight row: bytes ahead for the 32-element
@@ -116,12 +124,18 @@ static SP_ALWAYS_INLINE void tile32_block(__m256 acc[2][4][2], const uint8_t *co
         if (PF) _mm_prefetch((const char *)wr[j] + (size_t)b * bsz + PF_AHEAD_32, _MM_HINT_T0);
         w[j] = w32_load(wr[j] + (size_t)b * bsz, Q);
     }
+    __m256 wm[4]; /* Q4_1, QA8: each row's min, broadcast */
+    for (int j = 0; Q >= 3 && j < NB; j++) wm[j] = _mm256_set1_ps(_cvtsh_ss(rd16(wr[j] + (size_t)b * bsz + 2)));
     for (int i = 0; i < TB; i++) {
         __m256i x = _mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b));
-        __m256i x8 = Q ? _mm256_maddubs_epi16(_mm256_set1_epi8(QB_BIAS(Q)), x) : x;
+        __m256i x8 = Q == 1 || Q == 2 ? _mm256_maddubs_epi16(_mm256_set1_epi8(QB_BIAS(Q)), x) : x;
+        __m256i sx = Q >= 3 ? _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1)) : x;
         __m256 xd = _mm256_set1_ps(xr[i].d[b]);
-        for (int j = 0; j < NB; j++)
-            acc[i][j][H] = _mm256_fmadd_ps(_mm256_mul_ps(w[j].d, xd), p32(&w[j], x, x8, Q), acc[i][j][H]);
+        for (int j = 0; j < NB; j++) {
+            acc[i][j][H] = _mm256_fmadd_ps(_mm256_mul_ps(w[j].d, xd), p32(&w[j], x, x8, sx, Q), acc[i][j][H]);
+            if (Q >= 3)
+                acc[i][j][H] = _mm256_fmadd_ps(_mm256_mul_ps(wm[j], xd), _mm256_cvtepi32_ps(sx), acc[i][j][H]);
+        }
     }
 }
 
@@ -280,6 +294,12 @@ static void tile_q4_0_2x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t,
 static void tile_q5_0_1x4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 1, 4, 2, 0); }
 static void tile_q5_0_1x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 1, 2, 2, 0); }
 static void tile_q5_0_2x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 2, 2, 2, 0); }
+static void tile_q4_1_1x4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 1, 4, 3, 0); }
+static void tile_q4_1_1x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 1, 2, 3, 0); }
+static void tile_q4_1_2x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 2, 2, 3, 0); }
+static void tile_qa8_1x4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 1, 4, 4, 0); }
+static void tile_qa8_1x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 1, 2, 4, 0); }
+static void tile_qa8_2x2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, NULL, 2, 2, 4, 0); }
 static void stage_q8_0(const qmm_ctx *c, int n, int n1, w32 *st) { stage32(c, n, n1, st, 0); }
 static void stage_q4_0(const qmm_ctx *c, int n, int n1, w32 *st) { stage32(c, n, n1, st, 1); }
 static void stage_q5_0(const qmm_ctx *c, int n, int n1, w32 *st) { stage32(c, n, n1, st, 2); }
@@ -301,7 +321,25 @@ static void tile_q6_K_4(const qmm_ctx *c, int t, int n, int n1) { tile_q6_K(c, t
 typedef void (*qtile_fn)(const qmm_ctx *c, int t0, int n0, int n1);
 typedef void (*qstaged_fn)(const qmm_ctx *c, int t0, int n0, int n1, const w32 *st);
 
+/* Q4_1 and QA8: 1×4 tiles for one token, else 2×2 (not staged) */
+static void rows_affine(const qmm_ctx *c, int n0, int n1) {
+    const int a8 = c->dt == SP_DT_QA8;
+    if (c->T == 1) {
+        for (int n = n0; n < n1; n += 4) (a8 ? tile_qa8_1x4 : tile_q4_1_1x4)(c, 0, n, n + 4 < n1 ? n + 4 : n1);
+        return;
+    }
+    for (int n = n0; n < n1; n += 2) {
+        int ne = n + 2 < n1 ? n + 2 : n1, t = 0;
+        for (; t + 2 <= c->T; t += 2) (a8 ? tile_qa8_2x2 : tile_q4_1_2x2)(c, t, n, ne);
+        if (t < c->T) (a8 ? tile_qa8_1x2 : tile_q4_1_1x2)(c, t, n, ne);
+    }
+}
+
 void sp_qmm_rows_avx2(const qmm_ctx *c, int n0, int n1) {
+    if (c->dt == SP_DT_Q4_1 || c->dt == SP_DT_QA8) {
+        rows_affine(c, n0, n1);
+        return;
+    }
     if (c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) {
         int q = c->dt == SP_DT_Q8_0 ? 0 : c->dt == SP_DT_Q4_0 ? 1 : 2;
         if (c->T == 1) {

@@ -180,6 +180,62 @@ static SP_ALWAYS_INLINE void tile32(const qmm_ctx *c, int t0, int n0, int n1, co
     tile_store(c, acc, t0, n0, n1, TB);
 }
 
+/* ---- Q4_1 / QA8: unsigned q (nibbles or bytes at +4) with a min term per block ----------------
+ * p = Σ q · x and sx = Σ x per lane (dpbusd: 4 products of at most 255 · 127, exact), then
+ * acc = fma(d · xd, p, acc) and acc = fma(m · xd, sx, acc): the scalar kernel's order. */
+static SP_ALWAYS_INLINE __m512i affine_pair(const uint8_t *b0, const uint8_t *b1, const int A8) {
+    if (!A8) return w32_pair(b0 + 2, b1 + 2, 1); /* Q4_0's unpacking of the nibbles at +4 */
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 4))),
+                              _mm256_loadu_si256((const __m256i *)(b1 + 4)), 1);
+}
+
+static SP_ALWAYS_INLINE void affine_tokens(__m512 acc[4][NB], const __m512i *wv, const __m512 *wd, const __m512 *wm,
+                                           const qx_row *xr, int b, const int TB, const int LAST) {
+    for (int i = 0; i < TB; i++) {
+        __m512i xv = LAST ? _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xr[i].q + 32 * b)))
+                          : _mm512_loadu_si512(xr[i].q + 32 * b);
+        __m512 sx = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), xv));
+        __m512 xd = LAST ? _mm512_set1_ps(xr[i].d[b]) : scale_pair_f32(xr[i].d + b);
+        for (int j = 0; j < NB; j++) {
+            __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[j], xv));
+            acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wd[j], xd), p, acc[i][j], LAST ? 0x00FF : 0xFFFF);
+            acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wm[j], xd), sx, acc[i][j], LAST ? 0x00FF : 0xFFFF);
+        }
+    }
+}
+
+static SP_ALWAYS_INLINE void tile_affine(const qmm_ctx *c, int t0, int n0, int n1, const int TB, const int A8) {
+    const int nb = c->K / 32, bsz = A8 ? 36 : 20;
+    const uint8_t *wr[NB];
+    qx_row xr[4];
+    __m512 acc[4][NB];
+    tile_begin(c, t0, n0, n1, TB, wr, xr, acc);
+    qstream pf = qpf_init(c, t0, n1, nb / 2 > 0 ? nb / 2 : 1);
+    int b = 0;
+    __m512i wv[NB];
+    __m512 wd[NB], wm[NB];
+    for (; b + 2 <= nb; b += 2) {
+        qstream_next(&pf);
+        for (int j = 0; j < NB; j++) {
+            const uint8_t *b0 = wr[j] + (size_t)b * bsz;
+            wv[j] = affine_pair(b0, b0 + bsz, A8);
+            wd[j] = scale_pair_f16(rd16(b0), rd16(b0 + bsz));
+            wm[j] = scale_pair_f16(rd16(b0 + 2), rd16(b0 + bsz + 2));
+        }
+        affine_tokens(acc, wv, wd, wm, xr, b, TB, 0);
+    }
+    if (b < nb) { /* last, even-numbered block: lanes 0..7 only (its bytes in both halves, masked off) */
+        for (int j = 0; j < NB; j++) {
+            const uint8_t *b0 = wr[j] + (size_t)b * bsz;
+            wv[j] = affine_pair(b0, b0, A8);
+            wd[j] = scale_pair_f16(rd16(b0), rd16(b0));
+            wm[j] = scale_pair_f16(rd16(b0 + 2), rd16(b0 + 2));
+        }
+        affine_tokens(acc, wv, wd, wm, xr, b, TB, 1);
+    }
+    tile_store(c, acc, t0, n0, n1, TB);
+}
+
 /* Staged tiles (T > 8, where a row tile serves three or more token tiles): the row tile's weights are
  * unpacked once into `st` — per block pair p and row j the 64 unsigned weight bytes and the 16
  * float scales exactly as tile32 builds them (the last odd block as tile32's: upper half zero,
@@ -449,6 +505,14 @@ static void tile_q5_0_2(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n
 static void tile_q5_0_3(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 3, 2); }
 static void tile_q5_0_4(const qmm_ctx *c, int t, int n, int n1) { tile32(c, t, n, n1, 4, 2); }
 static void stage_q8_0(const qmm_ctx *c, int n, int n1, __m512i *st) { stage32(c, n, n1, st, 0); }
+static void tile_q4_1_1(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 1, 0); }
+static void tile_q4_1_2(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 2, 0); }
+static void tile_q4_1_3(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 3, 0); }
+static void tile_q4_1_4(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 4, 0); }
+static void tile_qa8_1(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 1, 1); }
+static void tile_qa8_2(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 2, 1); }
+static void tile_qa8_3(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 3, 1); }
+static void tile_qa8_4(const qmm_ctx *c, int t, int n, int n1) { tile_affine(c, t, n, n1, 4, 1); }
 static void stage_q4_0(const qmm_ctx *c, int n, int n1, __m512i *st) { stage32(c, n, n1, st, 1); }
 static void stage_q5_0(const qmm_ctx *c, int n, int n1, __m512i *st) { stage32(c, n, n1, st, 2); }
 static void staged_q8_0_1(const qmm_ctx *c, int t, int n, int n1, const __m512i *st) { tile32_staged(c, t, n, n1, st, 1, 0); }
@@ -477,8 +541,12 @@ void sp_qmm_rows_avx512(const qmm_ctx *c, int n0, int n1) {
         sp_qmm_rows_avx512_k(c, n0, n1);
         return;
     }
+    static const qtile_fn q4_1[4] = {tile_q4_1_1, tile_q4_1_2, tile_q4_1_3, tile_q4_1_4};
+    static const qtile_fn qa8[4] = {tile_qa8_1, tile_qa8_2, tile_qa8_3, tile_qa8_4};
     const qtile_fn *tiles = c->dt == SP_DT_Q8_0   ? q8_0
                             : c->dt == SP_DT_Q4_0 ? (c->packed ? q4_0_packed : q4_0)
+                            : c->dt == SP_DT_Q4_1 ? q4_1
+                            : c->dt == SP_DT_QA8  ? qa8
                                                   : q5_0;
     const int tb = 4;
     if ((c->dt == SP_DT_Q8_0 || c->dt == SP_DT_Q4_0 || c->dt == SP_DT_Q5_0) && c->T > 8 && stage_fits(c)) {

@@ -28,6 +28,13 @@
  *     isum = Σ_g s[g] · (Σ_{e in g} u[e] · xq[e] − 4 · bsum[g]);  acc = fma(f16(W.d) · xd[b], (float)isum, acc)
  *   IQ4_XS (sub-blocks j of 32, table values T[q], 6-bit ls[j]):
  *     isum = Σ_j (ls[j] − 32) · Σ_{e in j} T[q[e]] · xq[e];  acc = fma(f16(W.d) · xd[b], (float)isum, acc)
+ *   Q4_1, QA8 (blocks b of 32, q in 0..15 or 0..255, with a min m): Q4_0's 16 lanes, each block
+ *   adding its min term to the same lane right after its scale term:
+ *     s = f16(W.d[b]) · xd[b];  sm = f16(W.m[b]) · xd[b]
+ *     for i = 0..7:  p = Σ_{e=4i..4i+3} q[32b+e] · xq[32b+e];  sx = Σ_{e=4i..4i+3} xq[32b+e]
+ *                    acc[8·(b & 1) + i] = fma(s, (float)p, acc[8·(b & 1) + i])
+ *                    acc[8·(b & 1) + i] = fma(sm, (float)sx, acc[8·(b & 1) + i])
+ *     y = the 16 → 1 tree over acc
  *   IQ4_NL, Q5_1 (blocks b of 32 against Q8_0 activations, one accumulator, blocks in order):
  *     acc = fma(f16(W.d) · xd[b], (float)Σ v[e] · xq[e], acc)   (v = T[q], or q in 0..31 for Q5_1)
  *     Q5_1 then: acc = fma(f16(W.m) · xd[b], (float)Σ xq[e], acc)
@@ -37,7 +44,8 @@
  *
  * Tiers: scalar (quant_matmul.c), AVX2 (quant_avx2.c), AVX-512 with VNNI (quant_avx512.c;
  * its Q4_K / Q6_K tiles in quant_k_avx512.c),
- * NEON with dotprod (quant_neon.c); Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS in quant_lowbit_avx2.c
+ * NEON with dotprod (quant_neon.c; Q4_1 and QA8 have no NEON kernel: scalar there, AVX2 tiles on an
+ * AVX-512 processor without VNNI); Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS in quant_lowbit_avx2.c
  * (the AVX2 and AVX-512 tiers) and quant_lowbit_neon.c, in the order written out by the scalar
  * kernels of quant_matmul.c. Each file is entered only after sp_cpu_level() selects
  * its tier (an AVX-512 processor without VNNI takes the AVX2 file, an aarch64 one without

@@ -168,6 +168,27 @@ static float dot_q5_1_scalar(const uint8_t *w, qx_row x, int K) {
     return acc;
 }
 
+/* Q4_1 and QA8: Q4_0's lanes, each block's min term after its scale term (q: nibbles or bytes at w + 4) */
+static float dot_affine_scalar(const uint8_t *w, qx_row x, int K, int qa8) {
+    const size_t bb = qa8 ? 36 : 20;
+    float acc[16] = {0};
+    for (int b = 0; b < K / 32; b++, w += bb) {
+        const uint8_t *qs = w + 4;
+        const int8_t *xq = x.q + 32 * b;
+        float s = rd_f16(w) * x.d[b], sm = rd_f16(w + 2) * x.d[b];
+        for (int i = 0; i < 8; i++) {
+            int p = 0, sx = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++) {
+                p += (qa8 ? qs[e] : e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) * xq[e];
+                sx += xq[e];
+            }
+            acc[8 * (b & 1) + i] = fmaf(s, (float)p, acc[8 * (b & 1) + i]);
+            acc[8 * (b & 1) + i] = fmaf(sm, (float)sx, acc[8 * (b & 1) + i]);
+        }
+    }
+    return sp_hsum16(acc);
+}
+
 static float dot_iq4_nl_scalar(const uint8_t *w, qx_row x, int K) {
     float acc = 0;
     for (int b = 0; b < K / 32; b++, w += 18) {
@@ -272,6 +293,8 @@ static float dot_scalar(const uint8_t *w, qx_row x, sp_dtype dt, int K) {
     case SP_DT_Q5_1: return dot_q5_1_scalar(w, x, K);
     case SP_DT_IQ4_NL: return dot_iq4_nl_scalar(w, x, K);
     case SP_DT_IQ4_XS: return dot_iq4_xs_scalar(w, x, K);
+    case SP_DT_Q4_1: return dot_affine_scalar(w, x, K, 0);
+    case SP_DT_QA8: return dot_affine_scalar(w, x, K, 1);
     default: return dot_q6_K_scalar(w, x, K);
     }
 }
@@ -315,10 +338,13 @@ static void qmm_task(void *arg, int i, int n) {
     }
 }
 
-/* the row kernels of tier for weight type dt (NEON has none for Q5_0: the scalar ones) */
+/* the row kernels of tier for weight type dt (NEON has none for Q5_0, Q4_1, QA8: the scalar ones) */
 static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     unsigned f = sp_cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
+    /* Q4_1, QA8: the AVX-512 VNNI tiles, else the AVX2 ones on both x86 tiers */
+    if ((dt == SP_DT_Q4_1 || dt == SP_DT_QA8) && !(tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI)))
+        return tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2 ? sp_qmm_rows_avx2 : sp_qmm_rows_scalar;
     /* Q5_K, Q3_K, Q2_K, Q5_1, IQ4_NL, IQ4_XS: the AVX2 kernels on both x86 tiers, except the
      * packed Q5_K, Q3_K and IQ4_XS tiles of AVX-512 VNNI */
     if (sp_quant_is_lowbit(dt) && tier == SP_CPU_AVX512 && (f & SP_CPU_HAS_AVX512_VNNI) && sp_lowbit_packs(dt))
@@ -328,7 +354,8 @@ static qmm_rows_fn qmm_pick(sp_cpu_tier tier, sp_dtype dt) {
     if (tier == SP_CPU_AVX512 || tier == SP_CPU_AVX2) return sp_qmm_rows_avx2;
 #elif defined(__aarch64__)
     if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && sp_quant_is_lowbit(dt)) return sp_qmm_rows_lowbit_neon;
-    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && dt != SP_DT_Q5_0) return qmm_rows_neon;
+    if (tier == SP_CPU_NEON && (f & SP_CPU_HAS_DOTPROD) && dt != SP_DT_Q5_0 && dt != SP_DT_Q4_1 && dt != SP_DT_QA8)
+        return qmm_rows_neon;
 #endif
     (void)f, (void)tier, (void)dt;
     return sp_qmm_rows_scalar;

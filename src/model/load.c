@@ -15,6 +15,7 @@
 
 #include "formats/gguf_model.h"
 #include "formats/gguf_names.h"
+#include "formats/mlx_quant.h"
 #include "formats/tensor_names.h"
 #include "kernels/quant.h"
 #include "model_internal.h"
@@ -59,6 +60,42 @@ static int find_expert(sp_model *m, sp_tensor_role role, int li, int e, wt *out,
     return 0;
 }
 
+static void *alloc_owned64(void *m, size_t bytes) { return sp_owner_alloc64(&((sp_model *)m)->owned, bytes); }
+
+/* An MLX-quantized matrix (t is X.weight and X.scales is present): converted without changing a
+ * value (src/formats/mlx_quant.h). 0 bound, 1 not quantized, -1 error. */
+static int find_mlx(sp_model *m, const st_tensor *t, wt *out, sp_err *err) {
+    char scales[200];
+    size_t n = strlen(t->name);
+    if (n < 7 || strcmp(t->name + n - 7, ".weight") || n + 1 > sizeof scales) return 1;
+    snprintf(scales, sizeof scales, "%.*s.scales", (int)(n - 7), t->name);
+    if (!sp_st_find(m->st, scales)) return 1;
+    if (!m->mlxq)
+        return sp_err_set(err, "tensor %s in %s is MLX-quantized (%s is present) but config.json has no "
+                          "\"quantization\" object", t->name, t->file, scales);
+    sp_mlxq_params p;
+    sp_mlxq_mat q;
+    int i = 0;
+    while (i < m->n_mlx && m->mlx_keys[i] != t) i++;
+    if (i < m->n_mlx) q = m->mlx_mats[i]; /* asked for again (the LM head is probed first) */
+    else {
+        scales[n - 7] = 0;
+        if (sp_mlxq_params_for(m->mlxq, scales, &p, err) ||
+            sp_mlxq_convert(m->st, t->name, &p, alloc_owned64, m, &q, err))
+            return -1;
+        sp_mlxq_mat *nm = realloc(m->mlx_mats, (size_t)(m->n_mlx + 1) * sizeof *nm);
+        if (nm) m->mlx_mats = nm;
+        const void **nk = nm ? realloc(m->mlx_keys, (size_t)(m->n_mlx + 1) * sizeof *nk) : NULL;
+        if (!nk) return sp_err_set(err, "out of memory");
+        m->mlx_keys = nk;
+        m->mlx_keys[m->n_mlx] = t;
+        m->mlx_mats[m->n_mlx++] = q;
+    }
+    *out = (wt){q.data, q.dt, 2, {q.n, q.k}, q.nbytes, "", t->file};
+    snprintf(out->name, sizeof out->name, "%s", t->name);
+    return 0;
+}
+
 /* The tensor `rel` (HF name without prefix). 0 found, 1 absent, -1 error (unsupported type, > 2 dims). */
 static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
     memset(out, 0, sizeof *out);
@@ -68,6 +105,10 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         snprintf(out->name, sizeof out->name, "%s%s", strcmp(rel, head) ? m->cfg.tensor_prefix : "", rel);
         const st_tensor *t = sp_st_find(m->st, out->name);
         if (!t) return 1;
+        if (t->dtype == SP_DT_U32 || m->mlxq) {
+            int rc = find_mlx(m, t, out, err);
+            if (rc <= 0) return rc;
+        }
         if (t->ndim > 2)
             return sp_err_set(err, "tensor %s in %s: %d dims, expected 1 or 2", out->name, t->file, t->ndim);
         if (t->dtype != SP_DT_F32 && t->dtype != SP_DT_BF16 && t->dtype != SP_DT_F16)
@@ -304,7 +345,10 @@ static int open_gguf(sp_model *m, const char *path, sp_err *err) {
 static int open_dir(sp_model *m, const char *dir, sp_err *err) {
     char path[4096];
     if (sp_path_join(path, sizeof path, dir, "config.json")) return sp_err_set(err, "model path too long: %s", dir);
-    return sp_config_load(&m->cfg, path, err) || sp_st_open_dir(&m->st, dir, err) || bind_model(m, err) ? -1 : 0;
+    return sp_config_load(&m->cfg, path, err) || sp_mlxq_load(&m->mlxq, path, err) || sp_st_open_dir(&m->st, dir, err) ||
+                   bind_model(m, err)
+               ? -1
+               : 0;
 }
 
 /* the config read and every tensor bound (check_only: without the packed copies); NULL with err
@@ -354,6 +398,9 @@ void sp_model_free(sp_model *m) {
     if (!m) return;
     if (m->pool) sp_pool_free(m->pool);
     if (m->st) sp_st_close(m->st);
+    sp_mlxq_free(m->mlxq);
+    free(m->mlx_mats);
+    free(m->mlx_keys);
     if (m->gg) sp_gguf_close(m->gg);
     free(m->gg_bound);
     sp_owner_free(&m->owned);

@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "core/pool.h"
 #include "formats/gguf.h"
+#include "formats/mlx_quant.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/block.h"
@@ -20,6 +21,10 @@ struct sp_model {
     sp_config cfg;
     st_set *st;                /* a safetensors checkpoint, or NULL */
     gguf_file *gg;             /* a GGUF file, or NULL (exactly one of st / gg) */
+    struct sp_mlxq *mlxq;      /* config.json's MLX quantization (formats/mlx_quant.h), or NULL */
+    sp_mlxq_mat *mlx_mats;     /* the MLX matrices converted so far, each once (mlx_keys: their X.weight) */
+    const void **mlx_keys;
+    int n_mlx;
     unsigned char *gg_bound;   /* [gg->n_tensors] 1 once a tensor is bound (all must be) */
     int qk_interleaved;        /* llama GGUF: attn_q / attn_k rows in llama.cpp's pair order */
     int check_only;            /* sp_model_check: bind and validate, no packed copies */
