@@ -422,8 +422,8 @@ static int regen_shards(regen_run *R, int *n_written, int *n_skipped, sp_err *er
             tr_shard_layout have, want = !c->mlxbun_layout ? TR_SHARDS_SPECULA
                                          : R->nt == 1     ? TR_SHARDS_MLXBUN_V1
                                                           : TR_SHARDS_MLXBUN_DFLASH;
-            if (sp_tr_shard_layout(sd, &have, err)) return -1;
-            if (have != want)
+            sp_err ignored; /* an unreadable file stays as it is (skipped), as before layouts existed */
+            if (!sp_tr_shard_layout(sd, &have, &ignored) && have != want)
                 return sp_err_set(err, "%s: a complete shard in the %s layout; this run writes the %s one: give "
                                        "another --out or the --shard-layout / --taps that wrote it",
                                   sd, sp_tr_shard_layout_name(have), sp_tr_shard_layout_name(want));
