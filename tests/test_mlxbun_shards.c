@@ -89,10 +89,12 @@ static json_t *read_st_header(const char *path) {
     return j;
 }
 
+static const char *str_or_empty(json_t *j) { return json_is_string(j) ? json_string_value(j) : ""; }
+
 /* tensor `name` of header j has dtype and shape {d0[, d1]} (ndim 1 or 2) */
 static int st_has(json_t *j, const char *name, const char *dtype, int ndim, int64_t d0, int64_t d1) {
     json_t *t = json_object_get(j, name), *sh = json_object_get(t, "shape");
-    if (!json_is_object(t) || strcmp(json_string_value(json_object_get(t, "dtype")) ?: "", dtype) ||
+    if (!json_is_object(t) || strcmp(str_or_empty(json_object_get(t, "dtype")), dtype) ||
         (int)json_array_size(sh) != ndim)
         return 0;
     return json_integer_value(json_array_get(sh, 0)) == d0 &&
@@ -424,7 +426,7 @@ static void check_written(const char *sd, int v1, int n_seq, int64_t *L_out) {
     CHECK(st_has(h, "ids", "I32", 1, L, 0) && st_has(h, "seq_lens", "I32", 1, n_seq, 0) &&
               (v1 || st_has(h, "resp_starts", "I32", 1, n_seq, 0)),
           "ids / seq_lens / resp_starts dtype or shape");
-    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(h, "__metadata__"), "format")) ?: "", "mlx"),
+    CHECK(!strcmp(str_or_empty(json_object_get(json_object_get(h, "__metadata__"), "format")), "mlx"),
           "metadata format");
     json_decref(js);
     json_decref(h);
