@@ -9,7 +9,7 @@
 #include "train/regen.h"
 
 int cmd_regen(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *out = NULL, *taps = "auto";
+    const char *model = NULL, *data = NULL, *out = NULL, *taps = "auto", *layout = "specula";
     int shard_records = 256, max_len = 4096, generate = 0, threads = 0, quiet = 0;
     float temp = 0;
     uint64_t seed = 0;
@@ -18,10 +18,12 @@ int cmd_regen(int argc, char **argv) {
         {NULL, "--data", CLI_STR, &data, "FILE.jsonl", "records: text | prompt+response | messages | conversations (ShareGPT) | ids+resp_start"},
         {"-o", "--out", CLI_STR, &out, "SHARDS", "output directory of shard_NNNNN/ (required)"},
         {NULL, "--taps", CLI_STR, &taps, "auto|eagle3|l1,l2,..",
-         "tapped target layers (default auto: docs/DFLASH.md §1; eagle3: EAGLE-3's three, docs/EAGLE3.md)"},
+         "tapped target layers (default auto: docs/DFLASH.md §1; eagle3: EAGLE-3's three, docs/EAGLE3.md); the last may be N, the final norm"},
         {NULL, "--generate", CLI_INT, &generate, "N", "regenerate each response with the target (up to N tokens)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature of --generate (default 0: greedy)"},
         {NULL, "--seed", CLI_U64, &seed, "S", "sampling seed of --generate (default 0)"},
+        {NULL, "--shard-layout", CLI_STR, &layout, "specula|mlx-bun",
+         "shard files: specula's (default) or mlx-bun's (v1 for one tap, DFlash for more; docs/MLX-BUN-SHARDS.md)"},
         {NULL, "--shard-records", CLI_INT, &shard_records, "N", "records per shard (default 256)"},
         {NULL, "--max-len", CLI_INT, &max_len, "N", "cut sequences to N tokens (default 4096)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
@@ -34,6 +36,9 @@ int cmd_regen(int argc, char **argv) {
     tr_regen_cfg c = {.model_dir = model, .data_path = data, .out_dir = out, .shard_records = shard_records,
                       .max_len = max_len, .generate = generate, .temp = temp, .seed = seed, .threads = threads,
                       .progress = !quiet};
+    if (strcmp(layout, "specula") != 0 && strcmp(layout, "mlx-bun") != 0)
+        return cli_error("regen", "--shard-layout %s: expected specula or mlx-bun", layout);
+    c.mlxbun_layout = !strcmp(layout, "mlx-bun");
     if (!strcmp(taps, "eagle3")) {
         c.n_taps = -1; /* the inputs of layers 2, N/2, N-3 */
     } else if (strcmp(taps, "auto") != 0) {

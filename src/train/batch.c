@@ -13,6 +13,11 @@ int sp_tr_batcher_init(tr_batcher *bt, const tr_shardset *data, sp_model *target
                     sp_err *err) {
     memset(bt, 0, sizeof *bt);
     if (anchors_per_seq < 1) return sp_err_set(err, "anchors per sequence %d: must be at least 1", anchors_per_seq);
+    if (data->mlxbun_anchors && !full_block) { /* mlx-bun's draw: full blocks, one anchor at a time */
+        bt->mlx = 1;
+        full_block = 1;
+        anchors_per_seq = 1;
+    }
     bt->data = data; bt->target = target; bt->B = B; bt->C = C; bt->mask_id = mask_id; bt->zlab = zlab;
     bt->A = anchors_per_seq; bt->gamma = gamma; bt->seed = seed; bt->perm_epoch = -1;
     int64_t n = 0, ns = 0;
@@ -111,6 +116,12 @@ static void build_epoch(tr_batcher *bt, int64_t epoch) {
 }
 
 const tr_anchor *sp_tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start) {
+    if (bt->mlx) { /* a sequence with an anchor, uniformly; then one of its anchors, uniformly */
+        int64_t s = (int64_t)(sp_rng_u64(bt->seed, 0x5eed8000u, 2 * (uint64_t)i) % (uint64_t)bt->n_seqs);
+        int64_t f0 = bt->seq_first[s], f1 = bt->seq_first[s + 1];
+        if (unit_start) *unit_start = 1;
+        return &bt->items[f0 + (int64_t)(sp_rng_u64(bt->seed, 0x5eed8000u, 2 * (uint64_t)i + 1) % (uint64_t)(f1 - f0))];
+    }
     int64_t epoch = i / bt->n, j = i % bt->n;
     if (epoch != bt->perm_epoch) {
         build_epoch(bt, epoch);
@@ -151,7 +162,7 @@ void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
             b->prev[t] = hp >= 0 && hp < S ? x[hp] : 0;
             b->wt[t] = trained ? (float)exp(-(k - (1 - shift)) / bt->gamma) : 0.0f;
             float *hr = bt->hrows + (size_t)t * H;
-            if (hp >= 0 && hp < S) sp_to_f32(hr, sh->hidden + (size_t)(base + hp) * H, SP_DT_BF16, (size_t)H);
+            if (hp >= 0 && hp < S) sp_to_f32(hr, sh->hidden + (size_t)(base + hp) * sh->hidden_stride, SP_DT_BF16, (size_t)H);
             else memset(hr, 0, sizeof(float) * H);
         }
     }

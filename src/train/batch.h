@@ -24,7 +24,14 @@
  *             label (the off-by-one rule: position p+k, not p+k+1).
  * z-lab DFlash (zlab = 1, docs/DFLASH.md §5): slot k predicts x_{p+k} (its own position), from
  * P_k = softmax(lm_head(h[p+k−1])); slot 0 (the anchor itself) has weight 0 and the weights are
- * exp(−(k−1)/γ) for k ≥ 1. */
+ * exp(−(k−1)/γ) for k ≥ 1.
+ *
+ * mlx-bun's draw (data->mlxbun_anchors, the default for shards in an mlx-bun layout; training
+ * batchers only, the held-out monitor keeps the rule above): only full blocks (p ≥ resp_start,
+ * p + B < S; v1 shards have resp_start 0), A = 1, and the i-th anchor of the stream is drawn with
+ * replacement: a sequence uniformly among those with an anchor (counter RNG stream 0x5eed8000,
+ * counter 2i), then one of its anchors uniformly (counter 2i + 1) — mlx-bun's sequence-then-
+ * position draw, resumable like the rest. */
 #ifndef SPECULA_TRAIN_BATCH_H
 #define SPECULA_TRAIN_BATCH_H
 
@@ -41,6 +48,7 @@ typedef struct {
     int B, C, mask_id;
     int zlab;       /* 1: z-lab labels (slot k predicts x_{p+k}) */
     int A;          /* anchors per sequence (unit size) */
+    int mlx;        /* 1: mlx-bun's draw (see above) */
     double gamma;
     tr_anchor *items; /* [n] sorted by (shard, seq, p) */
     int64_t n;

@@ -226,7 +226,7 @@ static float bf16_f32(uint16_t v) {
  * full distribution's mass there */
 static float target_probs(tr_e3_sampler *s, const tr_shard *sh, int64_t row, float *P) {
     int H = s->data->H, V = sp_model_config(s->target)->vocab_size, Vd = s->Vd;
-    for (int i = 0; i < H; i++) s->hid[i] = bf16_f32(sh->hidden[(size_t)row * H + i]);
+    for (int i = 0; i < H; i++) s->hid[i] = bf16_f32(sh->hidden[(size_t)row * sh->hidden_stride + i]);
     sp_model_logits(s->target, s->logit, s->hid, 1); /* the LM head (+ soft-cap) of the target */
     float mx = s->logit[0];
     for (int v = 1; v < V; v++) mx = s->logit[v] > mx ? s->logit[v] : mx;

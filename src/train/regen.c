@@ -294,37 +294,50 @@ int sp_tr_regen_check_records(const char *text, size_t n, const char *path, cons
     return rc;
 }
 
-/* Target forward over one sequence: hidden [n, H] and taps [n, m·H] as bf16. */
+/* Target forward over one sequence: hidden [n, H] and taps [n, m·H] as bf16. A last tap equal to
+ * the layer count (the sentinel) is the final post-norm hidden itself. */
 static int run_target(sp_model *m, const int32_t *ids, int n, const int *taps, int nt, uint16_t *hid_bf,
                       uint16_t *ml_bf, float *hid, float *tap, int chunk, sp_err *err) {
     const sp_config *c = sp_model_config(m);
-    int H = c->hidden_size;
+    int H = c->hidden_size, fin = nt > 0 && taps[nt - 1] == c->n_layers, mt = nt - fin;
     sp_kv *kv = sp_kv_create(m, n, chunk, err);
     if (!kv) return -1;
     for (int i = 0; i < n; i += chunk) {
         int T = n - i < chunk ? n - i : chunk;
-        sp_forward_out o = {.hidden = hid, .tap_layers = taps, .n_taps = nt, .taps = tap};
+        sp_forward_out o = {.hidden = hid, .tap_layers = mt ? taps : NULL, .n_taps = mt, .taps = mt ? tap : NULL};
         if (sp_model_forward(m, kv, ids + i, T, &o, err)) { sp_kv_free(kv); return -1; }
         for (size_t j = 0; j < (size_t)T * H; j++) hid_bf[(size_t)i * H + j] = sp_f32_to_bf16(hid[j]);
-        for (size_t j = 0; j < (size_t)T * nt * H; j++) ml_bf[(size_t)i * nt * H + j] = sp_f32_to_bf16(tap[j]);
+        for (size_t t = 0; t < (size_t)T; t++) {
+            uint16_t *row = ml_bf + ((size_t)i + t) * nt * H;
+            for (size_t j = 0; j < (size_t)mt * H; j++) row[j] = sp_f32_to_bf16(tap[t * mt * H + j]);
+            if (fin) memcpy(row + (size_t)mt * H, hid_bf + ((size_t)i + t) * H, sizeof(uint16_t) * H);
+        }
     }
     sp_kv_free(kv);
     return 0;
 }
 
-/* the tap layers: automatic (n_taps 0), EAGLE-3's three (n_taps < 0) or as listed, checked */
+/* the tap layers: automatic (n_taps 0), EAGLE-3's three (n_taps < 0) or as listed, checked; the last
+ * may be the sentinel n_layers (the post-final-norm hidden), which mlx-bun's layout requires */
 static int resolve_taps(tr_regen_cfg *c, const sp_config *cfg, sp_err *err) {
-    if (c->n_taps == 0) c->n_taps = sp_tr_auto_taps(c->taps, cfg->n_layers);
-    if (c->n_taps < 0 && (c->n_taps = sp_tr_eagle3_taps(c->taps, cfg->n_layers)) == 0)
+    int N = cfg->n_layers, autotaps = c->n_taps == 0;
+    if (c->n_taps == 0) c->n_taps = sp_tr_auto_taps(c->taps, N);
+    if (c->n_taps < 0 && (c->n_taps = sp_tr_eagle3_taps(c->taps, N)) == 0)
         return sp_err_set(err, "--taps eagle3: the target's %d layers give no 3 distinct taps (inputs of 2, N/2, N-3); "
                                "list three layers",
-                          cfg->n_layers);
+                          N);
+    if (autotaps && c->mlxbun_layout && c->n_taps < 16) c->taps[c->n_taps++] = N; /* mlx-bun: then the final norm */
     for (int i = 0; i < c->n_taps; i++)
-        if (c->taps[i] < 0 || c->taps[i] >= cfg->n_layers - 1 || (i && c->taps[i] <= c->taps[i - 1]))
+        if (c->taps[i] < 0 || (c->taps[i] >= N - 1 && !(i == c->n_taps - 1 && c->taps[i] == N)) ||
+            (i && c->taps[i] <= c->taps[i - 1]))
             return sp_err_set(err, "--taps: layer %d: taps must be strictly increasing layers in [0, %d) (the final "
-                                   "layer is not used)",
-                              c->taps[i], cfg->n_layers - 1);
+                                   "layer is not used), the last one may be %d (the final norm)",
+                              c->taps[i], N - 1, N);
     if (c->n_taps < 1) return sp_err_set(err, "%s: the target has too few layers for taps", c->model_dir);
+    if (c->mlxbun_layout && c->taps[c->n_taps - 1] != N)
+        return sp_err_set(err, "--shard-layout mlx-bun: the last tap must be %d, the target's final norm (mlx-bun "
+                               "reads the target distribution from it; one tap %d writes its v1 layout)",
+                          N, N);
     return 0;
 }
 
@@ -390,7 +403,8 @@ static int write_shard(regen_run *R, int s, const char *sd, int r0, int r1, sp_e
             sp_progress_update(&R->pr, i + 1, extra);
         }
     }
-    if (!bad) bad = sp_tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c->taps, err);
+    if (!bad && c->mlxbun_layout) bad = sp_tr_shard_write_mlxbun(sd, r1 - r0, lens, rs, ids, ml_bf, H, nt, c->taps, err);
+    else if (!bad) bad = sp_tr_shard_write(sd, r1 - r0, lens, rs, ids, hid_bf, ml_bf, H, nt, c->taps, err);
     free(ids); free(lens); free(rs); free(hid_bf); free(ml_bf);
     return bad ? -1 : 0;
 }
@@ -404,7 +418,15 @@ static int regen_shards(regen_run *R, int *n_written, int *n_skipped, sp_err *er
         sp_tr_shard_dir(sd, sizeof sd, c->out_dir, s);
         if (c->dist && s % c->dist->size != c->dist->rank) continue;
         int r0 = s * c->shard_records, r1 = r0 + c->shard_records < R->n_lines ? r0 + c->shard_records : R->n_lines;
-        if (sp_tr_shard_complete(sd)) {
+        if (sp_tr_shard_complete(sd)) { /* resume: kept when in the layout this run writes */
+            tr_shard_layout have, want = !c->mlxbun_layout ? TR_SHARDS_SPECULA
+                                         : R->nt == 1     ? TR_SHARDS_MLXBUN_V1
+                                                          : TR_SHARDS_MLXBUN_DFLASH;
+            sp_err ignored; /* an unreadable file stays as it is (skipped), as before layouts existed */
+            if (!sp_tr_shard_layout(sd, &have, &ignored) && have != want)
+                return sp_err_set(err, "%s: a complete shard in the %s layout; this run writes the %s one: give "
+                                       "another --out or the --shard-layout / --taps that wrote it",
+                                  sd, sp_tr_shard_layout_name(have), sp_tr_shard_layout_name(want));
             (*n_skipped)++;
             continue;
         }

@@ -8,7 +8,8 @@
  *   {"ids": [..], "resp_start": n}       pre-tokenized
  * With generate > 0 the response is replaced by up to `generate` tokens the target itself
  * samples after the prompt (temperature temp, seeded per record), as DeepSpec does.
- * Record i goes to shard i / shard_records. A shard already complete is skipped, so a rerun
+ * Record i goes to shard i / shard_records. A shard already complete (in the layout this run
+ * writes: another is an error) is skipped, so a rerun
  * after a kill (even kill -9 mid-write) redoes only what is missing; every line is parsed and
  * checked before any work, and a malformed one is an error naming FILE:LINE. */
 #ifndef SPECULA_TRAIN_REGEN_H
@@ -28,6 +29,8 @@ typedef struct {
     const char *model_dir, *data_path, *out_dir;
     int n_taps;          /* 0: auto (docs/DFLASH.md §1 rule for 5 draft layers); -1: EAGLE-3's three */
     int taps[16];
+    int mlxbun_layout;   /* 1: shards in mlx-bun's layout (shards.h): v1 for one tap, DFlash for more;
+                            the last tap must be the final norm n_layers (automatic taps get it added) */
     int shard_records;   /* records per shard (default 256) */
     int max_len;         /* sequences are cut to this many tokens (default 4096) */
     int generate;        /* > 0: regenerate responses with the target, up to this many tokens */

@@ -170,10 +170,12 @@ int sp_tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, con
                  .conf = c->arch == TR_ARCH_DSPARK, .conf_with_markov = 1,
                  .mask_id = c->mask_id >= 0 ? c->mask_id : sp_newdrafter_mask_id(tc), .n_target_layers = tc->n_layers,
                  .eps = tc->rms_eps, .rope = tc->rope, .gemma = gemma, .markov = c->markov_head};
-    for (int i = 0; i < m; i++)
-        if (taps[i] < 0 || taps[i] >= tc->n_layers - 1 || (i > 0 && taps[i] <= taps[i - 1]))
+    for (int i = 0; i < m; i++) /* the last may be the sentinel n_layers: the post-final-norm hidden */
+        if (taps[i] < 0 || (taps[i] >= tc->n_layers - 1 && !(i == m - 1 && taps[i] == tc->n_layers)) ||
+            (i > 0 && taps[i] <= taps[i - 1]))
             return sp_err_set(err, "the shards' tap layer %d is not one of the target's layers 0..%d (strictly "
-                                   "increasing, the final layer excluded)", taps[i], tc->n_layers - 2);
+                                   "increasing, the final layer excluded) nor, last, the final norm %d",
+                              taps[i], tc->n_layers - 2, tc->n_layers);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (c->loss_weights_set) memcpy(d.alpha, c->loss_weights, sizeof d.alpha), d.alpha_set = 1;
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
@@ -299,6 +301,7 @@ static int open_data(drafter_run *r, sp_err *err) {
                                             : 0;
     }
     if (sp_tr_shardset_open(&r->data, c->data_dir, tc->vocab_size, err)) return -1;
+    if (r->data.tap_layers[0] == TR_TAP_FINAL_NORM) r->data.tap_layers[0] = tc->n_layers; /* mlx-bun v1 */
     if (r->data.H != tc->hidden_size)
         return sp_err_set(err, "%s: shards have hidden size %d, the target %d", c->data_dir, r->data.H,
                           tc->hidden_size);
@@ -306,6 +309,7 @@ static int open_data(drafter_run *r, sp_err *err) {
     if (!c->heldout_dir) return 0;
     const tr_shardset *d = &r->data, *h = &r->held;
     if (sp_tr_shardset_open(&r->held, c->heldout_dir, tc->vocab_size, err)) return -1;
+    if (h->tap_layers[0] == TR_TAP_FINAL_NORM) r->held.tap_layers[0] = tc->n_layers;
     if (h->H != d->H || h->m != d->m || memcmp(h->tap_layers, d->tap_layers, sizeof(int) * d->m))
         return sp_err_set(err, "%s: held-out shards have other taps / hidden size than %s", c->heldout_dir,
                           c->data_dir);
