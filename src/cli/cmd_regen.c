@@ -18,7 +18,8 @@ int cmd_regen(int argc, char **argv) {
         {NULL, "--data", CLI_STR, &data, "FILE.jsonl", "records: text | prompt+response | messages | conversations (ShareGPT) | ids+resp_start"},
         {"-o", "--out", CLI_STR, &out, "SHARDS", "output directory of shard_NNNNN/ (required)"},
         {NULL, "--taps", CLI_STR, &taps, "auto|eagle3|l1,l2,..",
-         "tapped target layers (default auto: docs/DFLASH.md §1; eagle3: EAGLE-3's three, docs/EAGLE3.md)"},
+         "tapped target layers (default auto: docs/DFLASH.md §1; eagle3: EAGLE-3's three, docs/EAGLE3.md); a list may "
+         "end with num_layers, the final norm's output (docs/MLX-BUN-DRAFTERS.md)"},
         {NULL, "--generate", CLI_INT, &generate, "N", "regenerate each response with the target (up to N tokens)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature of --generate (default 0: greedy)"},
         {NULL, "--seed", CLI_U64, &seed, "S", "sampling seed of --generate (default 0)"},

@@ -319,11 +319,13 @@ static int resolve_taps(tr_regen_cfg *c, const sp_config *cfg, sp_err *err) {
         return sp_err_set(err, "--taps eagle3: the target's %d layers give no 3 distinct taps (inputs of 2, N/2, N-3); "
                                "list three layers",
                           cfg->n_layers);
-    for (int i = 0; i < c->n_taps; i++)
-        if (c->taps[i] < 0 || c->taps[i] >= cfg->n_layers - 1 || (i && c->taps[i] <= c->taps[i - 1]))
+    for (int i = 0; i < c->n_taps; i++) {
+        int sentinel = c->taps[i] == cfg->n_layers; /* the post-final-norm hidden (mlx-bun's last tap) */
+        if (c->taps[i] < 0 || (c->taps[i] >= cfg->n_layers - 1 && !sentinel) || (i && c->taps[i] <= c->taps[i - 1]))
             return sp_err_set(err, "--taps: layer %d: taps must be strictly increasing layers in [0, %d) (the final "
-                                   "layer is not used)",
-                              c->taps[i], cfg->n_layers - 1);
+                                   "layer is not used), optionally ending with %d (the final norm's output)",
+                              c->taps[i], cfg->n_layers - 1, cfg->n_layers);
+    }
     if (c->n_taps < 1) return sp_err_set(err, "%s: the target has too few layers for taps", c->model_dir);
     return 0;
 }

@@ -1,0 +1,130 @@
+/* test_mlxbun_drafter.c — what mlx-bun's drafters need of the target (docs/MLX-BUN-DRAFTERS.md):
+ * - the sentinel tap (index = num_layers) is the final post-norm hidden, bit for bit, in a
+ *   single forward and in a batched one, beside ordinary taps; num_layers + 1 is refused;
+ * - regen (library and `specula regen --taps` through the binary) accepts a tap list ending with
+ *   the sentinel, and the shard's last tap slot equals its "hidden" tensor; a sentinel that is not
+ *   last, and the final decoder layer itself, are refused. */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "specula.h"
+#include "train/regen.h"
+#include "train/shards.h"
+
+static sp_model *load(const char *arch) {
+    char dir[256];
+    sp_err err = {{0}};
+    sp_model *m;
+    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
+    if (sp_model_load(&m, dir, 2, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+/* taps {0, L}: the slot of L equals .hidden exactly, in one forward and in a batch of two */
+static void sentinel_one(const char *arch) {
+    sp_model *m = load(arch);
+    if (!m) { CHECK(0, "load %s", arch); return; }
+    const sp_config *c = sp_model_config(m);
+    int H = c->hidden_size, L = c->n_layers, T = 5;
+    int taps[2] = {0, L};
+    int32_t tok[5] = {1, 2, 3, 4, 5};
+    float *tp = malloc(sizeof(float) * T * 2 * H), *hid = malloc(sizeof(float) * T * H);
+    float *tp2 = malloc(sizeof(float) * T * 2 * H), *hid2 = malloc(sizeof(float) * T * H);
+    sp_err err = {{0}};
+    sp_kv *kv = sp_kv_create(m, 32, 8, &err), *kv2 = sp_kv_create(m, 32, 8, &err), *kv3 = sp_kv_create(m, 32, 8, &err);
+    sp_forward_out o = {.hidden = hid, .tap_layers = taps, .n_taps = 2, .taps = tp};
+    CHECK(sp_model_forward(m, kv, tok, T, &o, &err) == 0, "%s: %s", arch, err.msg);
+    for (int t = 0; t < T; t++)
+        CHECK(memcmp(tp + ((size_t)t * 2 + 1) * H, hid + (size_t)t * H, H * sizeof(float)) == 0,
+              "%s: sentinel tap != final post-norm hidden at %d", arch, t);
+    /* batched: the second sequence's taps equal the solo ones */
+    sp_forward_out ob = {.hidden = hid2, .tap_layers = taps, .n_taps = 2, .taps = tp2};
+    sp_forward_seq seqs[2] = {{.kv = kv2, .tokens = tok, .T = 3, .out = NULL},
+                              {.kv = kv3, .tokens = tok, .T = T, .out = &ob}};
+    CHECK(sp_model_forward_batch(m, kv2, seqs, 2, &err) == 0, "%s: %s", arch, err.msg);
+    CHECK(memcmp(tp2, tp, sizeof(float) * T * 2 * H) == 0, "%s: batched taps differ from solo", arch);
+    int bad = L + 1;
+    sp_forward_out obad = {.tap_layers = &bad, .n_taps = 1, .taps = tp};
+    CHECK(sp_model_forward(m, kv, tok, 1, &obad, &err) != 0 && strstr(err.msg, "tap layer"), "%s: L+1 accepted",
+          arch);
+    free(tp); free(hid); free(tp2); free(hid2);
+    sp_kv_free(kv); sp_kv_free(kv2); sp_kv_free(kv3);
+    sp_model_free(m);
+}
+
+static void test_sentinel_tap(void) {
+    sentinel_one("llama");
+    sentinel_one("gemma4");
+}
+
+static char root[256];
+
+static void write_corpus(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "{\"ids\": [1, 5, 9, 12, 40, 7], \"resp_start\": 2}\n{\"ids\": [1, 3, 3, 8, 21], \"resp_start\": 1}\n");
+    fclose(f);
+}
+
+/* the shards under dir: taps as listed, and the last slot equal to "hidden" */
+static void check_shards(const char *dir, const int *taps, int nt) {
+    tr_shardset s;
+    sp_err err = {{0}};
+    if (sp_tr_shardset_open(&s, dir, 0, &err)) { CHECK(0, "%s: %s", dir, err.msg); return; }
+    CHECK(s.m == nt, "m %d != %d", s.m, nt);
+    for (int i = 0; i < nt && i < s.m; i++) CHECK(s.tap_layers[i] == taps[i], "tap %d: %d != %d", i, s.tap_layers[i], taps[i]);
+    int H = s.H;
+    for (int k = 0; k < s.n_shards; k++) {
+        const tr_shard *sh = &s.shards[k];
+        for (int64_t r = 0; r < sh->n_tokens; r++)
+            CHECK(memcmp(sh->hidden_ml + ((size_t)r * s.m + (size_t)(s.m - 1)) * H, sh->hidden + (size_t)r * H,
+                         (size_t)H * 2) == 0, "row %lld: last tap != hidden", (long long)r);
+    }
+    sp_tr_shardset_close(&s);
+}
+
+static void test_regen_sentinel(void) {
+    snprintf(root, sizeof root, "/tmp/specula_mlxbun_%d", (int)getpid());
+    char data[400], out[400], out2[400], cmd[1400];
+    snprintf(data, sizeof data, "%s/d.jsonl", root);
+    snprintf(out, sizeof out, "%s/shards", root);
+    snprintf(out2, sizeof out2, "%s/shards_cli", root);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", root);
+    CHECK(system(cmd) == 0, "mkdir");
+    write_corpus(data);
+    /* the llama fixture has 4 layers: taps 1 and the sentinel 4 */
+    sp_err err = {{0}};
+    tr_regen_cfg c = {.model_dir = "tests/data/ref-logits/llama", .data_path = data, .out_dir = out, .n_taps = 2,
+                      .taps = {1, 4}, .threads = 2};
+    CHECK(sp_tr_regen_run(&c, NULL, NULL, &err) == 0, "%s", err.msg);
+    int want[2] = {1, 4};
+    check_shards(out, want, 2);
+    tr_regen_cfg bad = c;
+    bad.taps[0] = 4, bad.taps[1] = 1;
+    CHECK(sp_tr_regen_run(&bad, NULL, NULL, &err) != 0 && strstr(err.msg, "--taps"), "sentinel before a tap accepted");
+    bad.n_taps = 1, bad.taps[0] = 3;
+    CHECK(sp_tr_regen_run(&bad, NULL, NULL, &err) != 0 && strstr(err.msg, "final norm"), "final layer accepted: %s",
+          err.msg);
+    /* through the binary */
+    snprintf(cmd, sizeof cmd, "build/specula regen -m tests/data/ref-logits/llama --data '%s' -o '%s' --taps 0,2,4 -q -t 2"
+             " >/dev/null 2>&1", data, out2);
+    CHECK(system(cmd) == 0, "specula regen --taps 0,2,4 failed");
+    int want2[3] = {0, 2, 4};
+    check_shards(out2, want2, 3);
+    snprintf(cmd, sizeof cmd, "build/specula regen -m tests/data/ref-logits/llama --data '%s' -o '%s/x' --taps 0,5 -q"
+             " >/dev/null 2>&1", data, root);
+    CHECK(system(cmd) != 0, "specula regen --taps 0,5 accepted (the llama fixture has 4 layers)");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+}
+
+int main(void) {
+    RUN(test_sentinel_tap);
+    RUN(test_regen_sentinel);
+    return harness_done("test_mlxbun_drafter");
+}
