@@ -3,7 +3,9 @@
  *   single forward and in a batched one, beside ordinary taps; num_layers + 1 is refused;
  * - regen (library and `specula regen --taps` through the binary) accepts a tap list ending with
  *   the sentinel, and the shard's last tap slot equals its "hidden" tensor; a sentinel that is not
- *   last, and the final decoder layer itself, are refused. */
+ *   last, and the final decoder layer itself, are refused;
+ * - a directory in mlx-bun's own drafter layout (dspark.json) is refused with an error naming the
+ *   layout and its variant (specula documents the layout but does not run it yet). */
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,8 +125,51 @@ static void test_regen_sentinel(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
 }
 
+/* 1 when file p holds what */
+static int file_has(const char *p, const char *what) {
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, what) != NULL;
+}
+
+/* a directory in mlx-bun's layout (dspark.json; the variant as given, NULL: v1) is refused by
+ * `specula generate -md` with an error naming the layout, never taken for another kind */
+static void refused_one(const char *variant, const char *says) {
+    char dir[400], p[500], cmd[1400];
+    snprintf(dir, sizeof dir, "%s/mb", root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    CHECK(system(cmd) == 0, "mkdir");
+    snprintf(p, sizeof p, "%s/dspark.json", dir);
+    FILE *f = fopen(p, "w");
+    if (!f) { CHECK(0, "%s", p); return; }
+    fprintf(f, "{\"kind\": \"dspark-drafter\", %s%s%s\"version\": 1, \"target_id\": \"t\", \"config\": {\"gamma\": 4}, "
+               "\"dims\": {\"hiddenSize\": 64, \"vocabSize\": 512, \"eps\": 1e-6}, \"param_names\": []}\n",
+            variant ? "\"variant\": \"" : "", variant ? variant : "", variant ? "\", " : "");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "build/specula generate -m tests/data/ref-logits/llama -md '%s' --prompt-ids 1,2 -n 2 "
+             ">/dev/null 2>'%s/err.txt'", dir, root);
+    CHECK(system(cmd) != 0, "an mlx-bun checkpoint (%s) accepted", says);
+    snprintf(p, sizeof p, "%s/err.txt", root);
+    CHECK(file_has(p, "mlx-bun DSpark checkpoint") && file_has(p, says), "the error does not name %s", says);
+}
+
+static void test_mlxbun_dir_refused(void) {
+    snprintf(root, sizeof root, "/tmp/specula_mlxbun_%d", (int)getpid());
+    refused_one(NULL, "v1");
+    refused_one("dspark", "faithful DFlash");
+    refused_one("dflash", "faithful DFlash");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+}
+
 int main(void) {
     RUN(test_sentinel_tap);
     RUN(test_regen_sentinel);
+    RUN(test_mlxbun_dir_refused);
     return harness_done("test_mlxbun_drafter");
 }
