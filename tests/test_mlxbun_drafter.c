@@ -5,11 +5,16 @@
  *   the sentinel, and the shard's last tap slot equals its "hidden" tensor; a sentinel that is not
  *   last, and the final decoder layer itself, are refused;
  * - a directory in mlx-bun's own drafter layout (dspark.json) is refused with an error naming the
- *   layout and its variant (specula documents the layout but does not run it yet). */
+ *   layout and its variant (specula documents the layout but does not run it yet);
+ * - `new-drafter --layout mlx-bun` (v1 and faithful) writes exactly the documented json keys,
+ *   tensor names, shapes, dtypes and initial values (the random stream re-derived here). */
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "formats/safetensors.h"
 #include "harness.h"
 #include "specula.h"
 #include "train/regen.h"
@@ -167,9 +172,119 @@ static void test_mlxbun_dir_refused(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
 }
 
+/* mlx-bun's init stream, written here from its description (docs/MLX-BUN-DRAFTERS.md): the
+ * first n normals of std 0.02 from xorshift32 seeded with seed (0 → 0x9e3779b9) */
+static void ref_normals(uint32_t seed, double *out, int n) {
+    uint32_t s = seed ? seed : 0x9e3779b9u;
+    for (int i = 0; i < n; i += 2) {
+        double u[2];
+        for (int j = 0; j < 2; j++) {
+            s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+            u[j] = s / 4294967296.0;
+        }
+        double rad = sqrt(-2 * log(u[0] > 1e-12 ? u[0] : 1e-12));
+        out[i] = rad * cos(2 * M_PI * u[1]) * 0.02;
+        if (i + 1 < n) out[i + 1] = rad * sin(2 * M_PI * u[1]) * 0.02;
+    }
+}
+
+/* the documented tensors of one variant (d 16, f 32, H 32, V 32000, r 8, γ 4, m taps, 2 layers) */
+typedef struct { const char *name; int64_t a, b; char init; } want_t;
+
+static int want_list(want_t *w, int faithful, int m) {
+    static char nm[2][9][32];
+    static const char *part[9] = {"attn_norm", "q", "k", "v", "o", "ff_norm", "gate", "up", "down"};
+    static const int64_t sa[9] = {16, 16, 16, 16, 16, 16, 16, 16, 32}, sb[9] = {0, 16, 16, 16, 16, 0, 32, 32, 16};
+    int n = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 9; j++) {
+            snprintf(nm[i][j], sizeof nm[i][j], "bb.%d.%s", i, part[j]);
+            w[n++] = (want_t){nm[i][j], sa[j], sb[j], sb[j] ? 'n' : '1'};
+        }
+    if (faithful) w[n++] = (want_t){"W_c", 32 * m, 16, 'n'}, w[n++] = (want_t){"ctx_norm", 16, 0, '1'};
+    else w[n++] = (want_t){"ctx_proj", 32, 16, 'n'};
+    w[n++] = (want_t){"tok_proj", 32, 16, 'n'};
+    w[n++] = (want_t){"mask_emb", 3, 16, 'n'};
+    w[n++] = faithful ? (want_t){"block_pos", 4, 16, 'n'} : (want_t){"pos_emb", 5, 16, 'n'};
+    w[n++] = (want_t){"out_norm", 16, 0, '1'};
+    w[n++] = (want_t){"out_proj", 16, 32, 'n'};
+    w[n++] = (want_t){"markov.w1", 32000, 8, 'n'};
+    w[n++] = (want_t){"markov.w2", 8, 32000, '0'};
+    w[n++] = (want_t){"conf.w", 24, 1, '0'};
+    w[n++] = (want_t){"conf.b", 1, 0, '0'};
+    return n;
+}
+
+static void check_written(const char *dir, int faithful) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/dspark.json", dir);
+    json_t *j = json_load_file(p, 0, NULL);
+    if (!j) { CHECK(0, "%s unreadable", p); return; }
+    const char *keys[] = {"kind", "version", "target_id", "config", "dims", "param_names", "variant"};
+    CHECK(json_object_size(j) == (size_t)(6 + faithful), "dspark.json has %zu keys", json_object_size(j));
+    for (int i = 0; i < 6 + faithful; i++) CHECK(json_object_get(j, keys[i]) != NULL, "dspark.json lacks %s", keys[i]);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "kind")), "dspark-drafter"), "kind");
+    CHECK(!faithful || !strcmp(json_string_value(json_object_get(j, "variant")), "dspark"), "variant");
+    json_t *cfg = json_object_get(j, "config"), *dims = json_object_get(j, "dims");
+    CHECK(json_object_size(cfg) == (size_t)(6 + faithful), "config keys %zu", json_object_size(cfg));
+    CHECK(json_integer_value(json_object_get(cfg, "dDraft")) == 16 && json_integer_value(json_object_get(cfg, "gamma")) == 4 &&
+          json_integer_value(json_object_get(cfg, "markovRank")) == 8 && json_integer_value(json_object_get(cfg, "ffMult")) == 2,
+          "config values");
+    CHECK(json_integer_value(json_object_get(dims, "hiddenSize")) == 32 &&
+          json_integer_value(json_object_get(dims, "vocabSize")) == 32000 && json_object_get(dims, "eps"), "dims");
+    json_t *taps = json_object_get(cfg, "tapLayers");
+    int m = faithful ? (int)json_array_size(taps) : 0;
+    CHECK(!faithful || json_integer_value(json_array_get(taps, (size_t)m - 1)) == 4, "last tap is not the sentinel 4");
+    want_t w[40];
+    int n = want_list(w, faithful, m);
+    json_t *names = json_object_get(j, "param_names");
+    CHECK(json_array_size(names) == (size_t)n, "param_names %zu != %d", json_array_size(names), n);
+    st_set *st;
+    sp_err err = {{0}};
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (sp_st_open_file(&st, p, &err)) { CHECK(0, "%s", err.msg); json_decref(j); return; }
+    CHECK(sp_st_count(st) == n, "%d tensors, documented %d", sp_st_count(st), n);
+    double ref[4];
+    ref_normals(1, ref, 4);
+    for (int i = 0; i < n; i++) {
+        CHECK(!strcmp(json_string_value(json_array_get(names, (size_t)i)), w[i].name), "param_names[%d]", i);
+        const st_tensor *t = sp_st_find(st, w[i].name);
+        if (!t) { CHECK(0, "%s missing", w[i].name); continue; }
+        CHECK(t->dtype == SP_DT_F32 && t->ndim == (w[i].b ? 2 : 1) && t->shape[0] == w[i].a && (!w[i].b || t->shape[1] == w[i].b),
+              "%s: dtype / shape", w[i].name);
+        const float *x = t->data;
+        if (w[i].init == '1') CHECK(x[0] == 1.0f && x[t->numel - 1] == 1.0f, "%s not ones", w[i].name);
+        if (w[i].init == '0') CHECK(x[0] == 0.0f && x[t->numel - 1] == 0.0f, "%s not zeros", w[i].name);
+    }
+    /* the first matrix drawn is bb.0.q: its first values are the stream's first normals */
+    const st_tensor *q = sp_st_find(st, "bb.0.q");
+    for (int k = 0; q && k < 4; k++)
+        CHECK(((const float *)q->data)[k] == (float)ref[k], "bb.0.q[%d] %g != %g", k, ((const float *)q->data)[k], ref[k]);
+    sp_st_close(st);
+    json_decref(j);
+}
+
+static void test_new_drafter_layout(void) {
+    snprintf(root, sizeof root, "/tmp/specula_mlxbun_%d", (int)getpid());
+    const char *arch[2] = {"dspark", "dflash"};
+    for (int f = 0; f < 2; f++) {
+        char dir[400], cmd[1400];
+        snprintf(dir, sizeof dir, "%s/nd_%s", root, arch[f]);
+        snprintf(cmd, sizeof cmd, "build/specula new-drafter --arch %s --layout mlx-bun -m tests/data/ref-logits/llama "
+                 "--seed 1 --set dDraft=16 --set nHeads=4 --set markovRank=8 --set gamma=4 --set nLayers=2 -o '%s' "
+                 ">/dev/null 2>&1", arch[f], dir);
+        CHECK(system(cmd) == 0, "new-drafter --arch %s --layout mlx-bun", arch[f]);
+        check_written(dir, f);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+}
+
 int main(void) {
     RUN(test_sentinel_tap);
     RUN(test_regen_sentinel);
     RUN(test_mlxbun_dir_refused);
+    RUN(test_new_drafter_layout);
     return harness_done("test_mlxbun_drafter");
 }

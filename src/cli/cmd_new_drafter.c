@@ -15,6 +15,9 @@ static void usage(FILE *f) {
             "  --arch eagle3            EAGLE-3 (presets: specforge = LlamaForCausalLMEagle3 with d2t / t2d, default;\n"
             "                           deepspec = Qwen3Eagle3Model / Gemma4Eagle3Model, full vocabulary)\n"
             "  --arch gemma4_assistant  Gemma-4 assistant (presets: centroid, tied)\n"
+            "  --layout mlx-bun         mlx-bun's own layout (dspark.json): --arch dspark = DSpark v1, --arch dflash =\n"
+            "                           faithful DFlash; --set gamma|dDraft|nLayers|nHeads|markovRank|ffMult=N,\n"
+            "                           tapLayers=[..] (docs/MLX-BUN-DRAFTERS.md)\n"
             "  --set key=value          override a draft config key (JSON value, else a string; dotted keys)\n"
             "  --dtype                  weight dtype (default: the target's)\n"
             "presets:\n"
@@ -28,7 +31,7 @@ static void usage(FILE *f) {
 
 int cmd_new_drafter(int argc, char **argv) {
     newdrafter_opts o = {.dtype = SP_DT_UNKNOWN};
-    const char *out = NULL, *target = NULL, **sets = calloc((size_t)argc, sizeof *sets);
+    const char *out = NULL, *target = NULL, *layout = NULL, **sets = calloc((size_t)argc, sizeof *sets);
     int have_seed = 0, rc = 2;
     if (!sets) return 1;
     for (int i = 1; i < argc; i++) {
@@ -45,6 +48,7 @@ int cmd_new_drafter(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--arch")) o.arch = v;
         else if (!strcmp(a, "--preset")) o.preset = v;
+        else if (!strcmp(a, "--layout")) layout = v;
         else if (!strcmp(a, "--set")) sets[o.n_sets++] = v;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) target = v;
         else if (!strcmp(a, "-o")) out = v;
@@ -87,9 +91,14 @@ int cmd_new_drafter(int argc, char **argv) {
         fprintf(stderr, "specula: error: new-drafter: path too long: %s\n", out);
         goto done;
     }
+    if (layout && strcmp(layout, "mlx-bun") && strcmp(layout, "published")) {
+        fprintf(stderr, "specula: error: new-drafter: --layout '%s': expected mlx-bun or published\n", layout);
+        goto done;
+    }
     sp_remove_stale_tmp(out);
     sp_remove_tree(tmp);
-    wrc = kind->write(tmp, target, &o, &err);
+    int mlxbun = layout && !strcmp(layout, "mlx-bun");
+    wrc = mlxbun ? sp_newdrafter_mlxbun_write(tmp, target, &o, &err) : kind->write(tmp, target, &o, &err);
     if (!wrc) wrc = sp_dir_publish(tmp, out, &err);
     if (wrc) sp_remove_tree(tmp);
     if (wrc) {
