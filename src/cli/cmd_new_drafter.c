@@ -29,6 +29,15 @@ static void usage(FILE *f) {
             "vocabulary), 128002 (Llama-3 vocabulary), 4 (Gemma-4), else the last id; --set changes it.\n");
 }
 
+/* the kind's writer, or mlx-bun's (--layout mlx-bun, docs/MLX-BUN-DRAFTERS.md) */
+static int write_layout(const sp_drafter_kind *kind, const char *layout, const char *dir, const char *target,
+                        const newdrafter_opts *o, sp_err *err) {
+    if (layout && strcmp(layout, "mlx-bun") && strcmp(layout, "published"))
+        return sp_err_set(err, "new-drafter: --layout '%s': expected mlx-bun or published", layout);
+    if (layout && !strcmp(layout, "mlx-bun")) return sp_newdrafter_mlxbun_write(dir, target, o, err);
+    return kind->write(dir, target, o, err);
+}
+
 int cmd_new_drafter(int argc, char **argv) {
     newdrafter_opts o = {.dtype = SP_DT_UNKNOWN};
     const char *out = NULL, *target = NULL, *layout = NULL, **sets = calloc((size_t)argc, sizeof *sets);
@@ -91,14 +100,9 @@ int cmd_new_drafter(int argc, char **argv) {
         fprintf(stderr, "specula: error: new-drafter: path too long: %s\n", out);
         goto done;
     }
-    if (layout && strcmp(layout, "mlx-bun") && strcmp(layout, "published")) {
-        fprintf(stderr, "specula: error: new-drafter: --layout '%s': expected mlx-bun or published\n", layout);
-        goto done;
-    }
     sp_remove_stale_tmp(out);
     sp_remove_tree(tmp);
-    int mlxbun = layout && !strcmp(layout, "mlx-bun");
-    wrc = mlxbun ? sp_newdrafter_mlxbun_write(tmp, target, &o, &err) : kind->write(tmp, target, &o, &err);
+    wrc = write_layout(kind, layout, tmp, target, &o, &err);
     if (!wrc) wrc = sp_dir_publish(tmp, out, &err);
     if (wrc) sp_remove_tree(tmp);
     if (wrc) {
