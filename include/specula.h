@@ -184,7 +184,8 @@ typedef struct {
     float *logits;      /* [T, V] logits of every position, or NULL */
     float *last_logits; /* [V] logits of the last position only, or NULL */
     float *hidden;      /* [T, H] final post-norm hidden */
-    const int *tap_layers; /* layer indices to capture (outputs of decoder layer l) */
+    const int *tap_layers; /* layer indices to capture (outputs of decoder layer l; n_layers: the
+                            * final post-norm hidden) */
     int n_taps;
     float *taps;        /* [T, n_taps*H] */
 } sp_forward_out;

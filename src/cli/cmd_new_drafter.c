@@ -15,6 +15,9 @@ static void usage(FILE *f) {
             "  --arch eagle3            EAGLE-3 (presets: specforge = LlamaForCausalLMEagle3 with d2t / t2d, default;\n"
             "                           deepspec = Qwen3Eagle3Model / Gemma4Eagle3Model, full vocabulary)\n"
             "  --arch gemma4_assistant  Gemma-4 assistant (presets: centroid, tied)\n"
+            "  --layout mlx-bun         mlx-bun's own layout (dspark.json): --arch dspark = DSpark v1, --arch dflash =\n"
+            "                           faithful DFlash; --set gamma|dDraft|nLayers|nHeads|markovRank|ffMult=N,\n"
+            "                           tapLayers=[..] (docs/MLX-BUN-DRAFTERS.md)\n"
             "  --set key=value          override a draft config key (JSON value, else a string; dotted keys)\n"
             "  --dtype                  weight dtype (default: the target's)\n"
             "presets:\n"
@@ -26,9 +29,18 @@ static void usage(FILE *f) {
             "vocabulary), 128002 (Llama-3 vocabulary), 4 (Gemma-4), else the last id; --set changes it.\n");
 }
 
+/* the kind's writer, or mlx-bun's (--layout mlx-bun, docs/MLX-BUN-DRAFTERS.md) */
+static int write_layout(const sp_drafter_kind *kind, const char *layout, const char *dir, const char *target,
+                        const newdrafter_opts *o, sp_err *err) {
+    if (layout && strcmp(layout, "mlx-bun") && strcmp(layout, "published"))
+        return sp_err_set(err, "new-drafter: --layout '%s': expected mlx-bun or published", layout);
+    if (layout && !strcmp(layout, "mlx-bun")) return sp_newdrafter_mlxbun_write(dir, target, o, err);
+    return kind->write(dir, target, o, err);
+}
+
 int cmd_new_drafter(int argc, char **argv) {
     newdrafter_opts o = {.dtype = SP_DT_UNKNOWN};
-    const char *out = NULL, *target = NULL, **sets = calloc((size_t)argc, sizeof *sets);
+    const char *out = NULL, *target = NULL, *layout = NULL, **sets = calloc((size_t)argc, sizeof *sets);
     int have_seed = 0, rc = 2;
     if (!sets) return 1;
     for (int i = 1; i < argc; i++) {
@@ -45,6 +57,7 @@ int cmd_new_drafter(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--arch")) o.arch = v;
         else if (!strcmp(a, "--preset")) o.preset = v;
+        else if (!strcmp(a, "--layout")) layout = v;
         else if (!strcmp(a, "--set")) sets[o.n_sets++] = v;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) target = v;
         else if (!strcmp(a, "-o")) out = v;
@@ -89,7 +102,7 @@ int cmd_new_drafter(int argc, char **argv) {
     }
     sp_remove_stale_tmp(out);
     sp_remove_tree(tmp);
-    wrc = kind->write(tmp, target, &o, &err);
+    wrc = write_layout(kind, layout, tmp, target, &o, &err);
     if (!wrc) wrc = sp_dir_publish(tmp, out, &err);
     if (wrc) sp_remove_tree(tmp);
     if (wrc) {

@@ -49,6 +49,11 @@ int sp_newdrafter_eagle3_write(const char *dir, const char *target_dir, const ne
 int sp_newdrafter_dflash_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 int sp_newdrafter_dspark_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
 
+/* `new-drafter --layout mlx-bun` (newdrafter_mlxbun.c, docs/MLX-BUN-DRAFTERS.md): mlx-bun's own
+ * DSpark v1 (arch "dspark") or faithful DFlash (arch "dflash"): dspark.json + float32
+ * model.safetensors with mlx-bun's names, shapes and initialisation; --set takes its config keys. */
+int sp_newdrafter_mlxbun_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err);
+
 /* The default tap layers for a target of N layers: m ids (m <= N-1), strictly increasing, never
  * the last layer. docs/DFLASH.md §1 rule when it yields distinct ids, else spread over 0..N-2. */
 void sp_newdrafter_tap_ids(int N, int m, int *ids);

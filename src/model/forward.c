@@ -66,9 +66,9 @@ static int check_seq(const sp_model *m, const sp_forward_seq *q, int i, sp_err *
         if (q->tokens[t] < 0 || q->tokens[t] >= c->vocab_size)
             return sp_err_set(err, "forward: token id %d out of range 0..%d", q->tokens[t], c->vocab_size - 1);
     for (int j = 0; q->out && j < q->out->n_taps; j++)
-        if (q->out->tap_layers[j] < 0 || q->out->tap_layers[j] >= c->n_layers)
-            return sp_err_set(err, "forward: tap layer %d out of range 0..%d", q->out->tap_layers[j],
-                              c->n_layers - 1);
+        if (q->out->tap_layers[j] < 0 || q->out->tap_layers[j] > c->n_layers)
+            return sp_err_set(err, "forward: tap layer %d out of range 0..%d (%d: after the final norm)",
+                              q->out->tap_layers[j], c->n_layers, c->n_layers);
     if (!q->parent) return 0;
     if (q->T > SP_TREE_MAX_ROWS)
         return sp_err_set(err, "forward: sequence %d: a tree of %d rows (at most %d)", i, q->T, SP_TREE_MAX_ROWS);
@@ -77,6 +77,19 @@ static int check_seq(const sp_model *m, const sp_forward_seq *q, int i, sp_err *
             return sp_err_set(err, "forward: sequence %d: tree row %d has parent %d (expected -1 .. %d)", i, t,
                               q->parent[t], t - 1);
     return 0;
+}
+
+/* Copy rows x (every sequence's rows, in order) into each tap slot that names layer li; li =
+ * n_layers is the sentinel tap, the hidden state after the final norm. */
+static void copy_taps(const sp_forward_seq *seqs, int n, int li, const float *x, int H) {
+    for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
+        const sp_forward_out *out = seqs[s].out;
+        for (int j = 0; out && j < out->n_taps; j++) {
+            if (out->tap_layers[j] != li) continue;
+            for (int t = 0; t < seqs[s].T; t++)
+                memcpy(out->taps + ((size_t)t * out->n_taps + j) * H, x + (size_t)(r0 + t) * H, H * sizeof(float));
+        }
+    }
 }
 
 /* The forward of n sequences whose R rows (sequence by sequence) run through S's scratch; segs
@@ -105,15 +118,7 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
         sp_block_forward(m->pool, &m->layers[li], S->x, R, segs, n, P ? S->ple + (size_t)li * P : NULL,
                          (size_t)L * P, &scr);
 
-        for (int s = 0, r0 = 0; s < n; r0 += seqs[s].T, s++) {
-            const sp_forward_out *out = seqs[s].out;
-            for (int j = 0; out && j < out->n_taps; j++) {
-                if (out->tap_layers[j] != li) continue;
-                for (int t = 0; t < seqs[s].T; t++)
-                    memcpy(out->taps + ((size_t)t * out->n_taps + j) * H, S->x + (size_t)(r0 + t) * H,
-                           H * sizeof(float));
-            }
-        }
+        copy_taps(seqs, n, li, S->x, H);
     }
     for (int s = 0; s < n; s++) {
         sp_kv *kv = seqs[s].kv;
@@ -122,6 +127,7 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
     }
 
     sp_rmsnorm(S->hid, S->x, m->final_norm, R, H, eps);
+    copy_taps(seqs, n, L, S->hid, H); /* the sentinel tap n_layers: the post-final-norm hidden */
     /* per-sequence outputs; the LM head runs once over every run of sequences whose logits
      * buffers follow one another in memory */
     size_t V = (size_t)c->vocab_size;
