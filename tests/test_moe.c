@@ -34,6 +34,7 @@
 #include "formats/gguf.h"
 #include "formats/newmodel.h"
 #include "model/model.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "specula.h"
 
@@ -42,39 +43,10 @@
 
 static char cli[256]; /* the specula binary beside this test's build folder */
 
-static sp_model *load(const char *dir, int threads) {
-    sp_err err = {{0}};
-    sp_model *m;
-    if (sp_model_load(&m, dir, threads, &err)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return NULL;
-    }
-    return m;
-}
-
-static int load_tokens(int32_t *tok) {
-    char *text;
-    if (sp_read_file(FIX "/tokens.json", &text, NULL, NULL)) return -1;
-    int n = 0;
-    for (char *p = text; *p && n < NTOK;) {
-        if (*p >= '0' && *p <= '9') tok[n++] = (int32_t)strtol(p, &p, 10);
-        else p++;
-    }
-    free(text);
-    return n;
-}
-
-/* relative max error of [NTOK, V] logits against the reference; argmax misses counted */
+static sp_model *load(const char *dir, int threads) { return fixture_load_dir(dir, threads); }
+static int load_tokens(int32_t *tok) { return fixture_tokens(FIX, tok, NTOK); }
 static double compare(const float *got, const float *ref, int V, int *miss) {
-    double maxref = 0, maxd = 0;
-    *miss = 0;
-    for (size_t i = 0; i < (size_t)NTOK * V; i++) {
-        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
-        if (fabs((double)got[i] - ref[i]) > maxd) maxd = fabs((double)got[i] - ref[i]);
-    }
-    for (int t = 0; t < NTOK; t++)
-        if (sp_argmax(got + (size_t)t * V, V) != sp_argmax(ref + (size_t)t * V, V)) (*miss)++;
-    return maxd / maxref;
+    return fixture_compare(got, ref, NTOK, V, miss);
 }
 
 static void test_config(void) {
