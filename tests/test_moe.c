@@ -44,10 +44,6 @@
 static char cli[256]; /* the specula binary beside this test's build folder */
 
 static sp_model *load(const char *dir, int threads) { return fixture_load_dir(dir, threads); }
-static int load_tokens(int32_t *tok) { return fixture_tokens(FIX, tok, NTOK); }
-static double compare(const float *got, const float *ref, int V, int *miss) {
-    return fixture_compare(got, ref, NTOK, V, miss);
-}
 
 static void test_config(void) {
     sp_model *m = load(FIX, 1);
@@ -88,40 +84,16 @@ static void test_config(void) {
 }
 
 static void test_reference_logits(void) {
-    sp_model *m = load(FIX, 2);
-    CHECK(m != NULL, "load");
-    if (!m) return;
-    int V = sp_model_config(m)->vocab_size;
-    int32_t tok[NTOK];
-    CHECK(load_tokens(tok) == NTOK, "tokens");
-    char *ref;
-    size_t nref = 0;
-    CHECK(sp_read_file(FIX "/logits.ref.f32", &ref, &nref, NULL) == 0 && nref == (size_t)NTOK * V * 4,
-          "reference logits");
-    float *pre = malloc((size_t)NTOK * V * 4), *step = malloc((size_t)NTOK * V * 4);
-    sp_err err = {{0}};
-    sp_kv *kv = sp_kv_create(m, 64, NTOK, &err), *kv1 = sp_kv_create(m, 64, 1, &err);
-    sp_forward_out o = {.logits = pre};
-    CHECK(sp_model_forward(m, kv, tok, NTOK, &o, &err) == 0, "%s", err.msg);
-    for (int t = 0; t < NTOK; t++) {
-        sp_forward_out o1 = {.logits = step + (size_t)t * V};
-        CHECK(sp_model_forward(m, kv1, tok + t, 1, &o1, &err) == 0, "%s", err.msg);
-    }
-    if (ref && nref == (size_t)NTOK * V * 4) {
-        int mp, ms;
-        double rp = compare(pre, (const float *)ref, V, &mp), rs = compare(step, (const float *)ref, V, &ms);
-        printf("  qwen3moe prefill rel err %.2e (argmax misses %d), decode rel err %.2e (misses %d)\n", rp, mp, rs,
-               ms);
-        CHECK(rp <= 1e-5 && mp == 0, "prefill rel %.3g misses %d", rp, mp);
-        CHECK(rs <= 1e-5 && ms == 0, "decode rel %.3g misses %d", rs, ms);
-    }
-    CHECK(memcmp(pre, step, (size_t)NTOK * V * 4) == 0, "prefill != single steps bitwise");
-    sp_kv_free(kv);
-    sp_kv_free(kv1);
-    free(pre);
-    free(step);
-    free(ref);
-    sp_model_free(m);
+    fixture_ref r;
+    char msg[512];
+    int ok = fixture_ref_logits(FIX, 2, NTOK, &r, msg, sizeof msg) == 0;
+    CHECK(ok, "%s", msg);
+    if (!ok) return;
+    printf("  qwen3moe prefill rel err %.2e (argmax misses %d), decode rel err %.2e (misses %d)\n", r.rel_pre,
+           r.miss_pre, r.rel_step, r.miss_step);
+    CHECK(r.rel_pre <= 1e-5 && r.miss_pre == 0, "prefill rel %.3g misses %d", r.rel_pre, r.miss_pre);
+    CHECK(r.rel_step <= 1e-5 && r.miss_step == 0, "decode rel %.3g misses %d", r.rel_step, r.miss_step);
+    CHECK(r.bitwise, "prefill != single steps bitwise");
 }
 
 /* blocks of 1..7 rows over a stream == single steps (1 thread), bitwise; then a batched forward of
