@@ -261,10 +261,13 @@ int sp_kv_trim(sp_kv *kv, int n, sp_err *err) {
 sp_block_seg sp_kv_layer_seg(const sp_kv *kv, int layer, int T, int pos0) {
     int src = kv->m->cfg.layers[layer].kv_source;
     if (!kv->Kc[src]) return (sp_block_seg){T, pos0, kv->K[src], kv->V[src], kv->cap[src], kv->ring[src], NULL, NULL, NULL};
-    /* a typed cache: its written slots into the f32 view */
+    /* a typed cache: its written slots into the f32 view, the rows this forward writes included:
+     * a KV-shared layer reads them from its source layer's cache, where the source layer stored
+     * them earlier in the same forward (the view itself last held another layer's rows) */
     const sp_layer_config *l = &kv->m->cfg.layers[src];
     size_t row = (size_t)l->n_kv_heads * l->head_dim;
-    int n = kv->high < kv->cap[src] ? kv->high : kv->cap[src];
+    int n = kv->high > pos0 + T ? kv->high : pos0 + T;
+    if (n > kv->cap[src]) n = kv->cap[src];
     rows_get(kv->kt, kv->stK, kv->Kc[src], (size_t)n * row);
     rows_get(kv->vt, kv->stV, kv->Vc[src], (size_t)n * row);
     return (sp_block_seg){T, pos0, kv->stK, kv->stV, kv->cap[src], kv->ring[src], NULL, kv_store, &kv->store[src]};
