@@ -242,8 +242,11 @@ static int mb_mat(mb_w *w, const char *name, int in, int out, sp_mat *m, sp_err 
     if (!x) return -1;
     float *y = sp_owner_alloc64(&w->owned, sizeof(float) * (size_t)in * (size_t)out);
     if (!y) return sp_err_set(err, "mlx-bun drafter: out of memory (%s)", name);
-    for (int i = 0; i < in; i++)
-        for (int o = 0; o < out; o++) y[(size_t)o * in + i] = x[(size_t)i * out + o];
+    enum { B = 32 }; /* in tiles, so both sides stay in cache */
+    for (int i0 = 0; i0 < in; i0 += B)
+        for (int o0 = 0; o0 < out; o0 += B)
+            for (int i = i0; i < in && i < i0 + B; i++)
+                for (int o = o0; o < out && o < o0 + B; o++) y[(size_t)o * in + i] = x[(size_t)i * out + o];
     *m = (sp_mat){.data = y, .dt = SP_DT_F32, .n = out, .k = in};
     return 0;
 }
@@ -397,6 +400,7 @@ static int inject(mb_t *s, const float *F, int R, sp_err *err) {
     const mb_w *w = s->w;
     int d = w->c.d, mH = w->c.n_taps * w->H;
     if (R <= 0) return 0;
+    if (!F) return sp_err_set(err, "mlx-bun drafter: %d context rows without the target's taps", R);
     if (ensure_cap(s, s->n_ctx + R, err)) return -1;
     for (int i = 0; i < R; i += MB_CHUNK) {
         int T = R - i < MB_CHUNK ? R - i : MB_CHUNK;
@@ -587,6 +591,7 @@ static int mb_extend(sp_drafter *dr, const int32_t *tokens, int n, const float *
     if (n < 1 || s->n_last) return sp_err_set(err, "mlx-bun drafter: extend by %d rows with drafts pending", n);
     s->pending = tokens[n - 1];
     if (!s->w->c.faithful) {
+        if (!hidden) return sp_err_set(err, "mlx-bun drafter: extended without the target's hidden rows");
         memcpy(s->hctx, hidden + (size_t)(n - 1) * s->w->H, sizeof(float) * (size_t)s->w->H);
         s->have_ctx = 1;
         s->n_ctx += n;
