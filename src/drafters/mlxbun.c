@@ -408,8 +408,9 @@ static int inject(mb_t *s, const float *F, int R, sp_err *err) {
         sp_rmsnorm(s->x, s->x, w->ctx_norm, T, d, w->c.eps);
         for (int l = 0; l < w->c.n_layers; l++) {
             sp_rmsnorm(s->xn, s->x, w->layers[l].attn_norm, T, d, w->c.eps);
-            sp_matmul(s->pool, s->K[l] + (size_t)(s->n_ctx + i) * d, s->xn, T, &w->layers[l].k);
-            sp_matmul(s->pool, s->Vc[l] + (size_t)(s->n_ctx + i) * d, s->xn, T, &w->layers[l].v);
+            float *const kv[2] = {s->K[l] + (size_t)(s->n_ctx + i) * d, s->Vc[l] + (size_t)(s->n_ctx + i) * d};
+            const sp_mat *const wkv[2] = {&w->layers[l].k, &w->layers[l].v};
+            sp_matmul_multi(s->pool, kv, s->xn, T, wkv, 2);
         }
     }
     s->n_ctx += R;
@@ -465,15 +466,16 @@ static void block_forward(mb_t *s) {
     for (int l = 0; l < c->n_layers; l++) {
         const mb_layer *L = &w->layers[l];
         sp_rmsnorm(s->xn, x, L->attn_norm, T, d, c->eps);
-        sp_matmul(s->pool, s->q, s->xn, T, &L->q);
-        sp_matmul(s->pool, s->k, s->xn, T, &L->k);
-        sp_matmul(s->pool, s->v, s->xn, T, &L->v);
+        float *const qkv[3] = {s->q, s->k, s->v};
+        const sp_mat *const wqkv[3] = {&L->q, &L->k, &L->v};
+        sp_matmul_multi(s->pool, qkv, s->xn, T, wqkv, 3);
         attend(s, c->faithful ? s->K[l] : NULL, c->faithful ? s->Vc[l] : NULL, c->faithful ? s->n_ctx : 0, T);
         sp_matmul(s->pool, s->o, s->att, T, &L->o);
         for (size_t i = 0; i < (size_t)T * d; i++) x[i] += s->o[i];
         sp_rmsnorm(s->xn, x, L->ff_norm, T, d, c->eps);
-        sp_matmul(s->pool, s->g, s->xn, T, &L->gate);
-        sp_matmul(s->pool, s->u, s->xn, T, &L->up);
+        float *const gu[2] = {s->g, s->u};
+        const sp_mat *const wgu[2] = {&L->gate, &L->up};
+        sp_matmul_multi(s->pool, gu, s->xn, T, wgu, 2);
         sp_gelu_tanh_mul(s->g, s->g, s->u, (size_t)T * f);
         sp_matmul(s->pool, s->o, s->g, T, &L->down);
         for (size_t i = 0; i < (size_t)T * d; i++) x[i] += s->o[i];
