@@ -5,10 +5,12 @@
  * - the block logits U, the Markov-corrected logits Z, the confidences and the greedy drafts of
  *   two rounds (the context grown by a commit between them) equal a double-precision reference
  *   forward written here from the documented equations, for v1, faithful and faithful with the
- *   rnn head; a confidence threshold cuts where the reference says;
- * - greedy speculative output == plain output (generate and the server; v1 and faithful), with
- *   drafts accepted (a fixture whose Markov head holds the plain output's bigrams);
- * - the sampled audit passes for both variants;
+ *   rnn head; a confidence threshold (--conf-threshold, or config.sts.thresholds) cuts where the
+ *   reference says;
+ * - greedy speculative output == plain output (generate, also with a repetition penalty, and the
+ *   server; v1 and faithful), with drafts accepted (a fixture whose Markov head holds the plain
+ *   output's bigrams);
+ * - the sampled audit passes for both variants (on a tiny target of its own);
  * - bad checkpoints (a missing tensor, a wrong shape, dims or taps not the target's, a bad
  *   variant or seqHead) fail with an error naming what is wrong;
  * - the checkpoints `new-drafter --layout mlx-bun` writes load and run. */
@@ -36,6 +38,7 @@ typedef struct {
     int faithful, rnn, gamma, d, L, NH, r, ff, m, taps[8];
     int H, V;
     double eps;
+    double sts; /* > 0: config.sts.thresholds all this value */
 } fx_cfg;
 
 typedef struct {
@@ -170,6 +173,11 @@ static int fx_write(const fx *f, const char *dir, const char *skip, const char *
         fprintf(o, "]");
     }
     if (c->rnn) fprintf(o, ", \"seqHead\": \"rnn\"");
+    if (c->sts > 0) {
+        fprintf(o, ", \"sts\": {\"thresholds\": [");
+        for (int i = 0; i < c->gamma; i++) fprintf(o, "%s%g", i ? ", " : "", c->sts);
+        fprintf(o, "], \"target\": 0.9}");
+    }
     fprintf(o, "},\n \"dims\": {\"hiddenSize\": %d, \"vocabSize\": %d, \"eps\": %.9g}%s,\n \"param_names\": [", c->H, c->V,
             c->eps, json_extra ? json_extra : "");
     for (int i = 0; i < f->n; i++) fprintf(o, "%s\"%s\"", i ? ", " : "", f->t[i].name);
@@ -391,21 +399,22 @@ static void compare_round(fx *f, sp_drafter *d, sp_model *m, const float *F, int
 }
 
 /* two rounds on one target: begin on a prompt, propose, commit 1 draft and a token, propose */
-static void ref_case(const char *arch, int faithful, int rnn, float conf_thr) {
+static void ref_case(const char *arch, int faithful, int rnn, float conf_thr, int from_sts) {
     sp_model *m = load_target(arch);
     if (!m) { CHECK(0, "load %s", arch); return; }
     fx f;
     fx_cfg c = base_cfg(m, faithful, rnn);
     RNG = 88172645463325252ull + (uint64_t)(arch[0] * 64 + faithful * 8 + rnn * 2 + (conf_thr > 0)); /* per case */
+    if (from_sts) c.sts = conf_thr; /* the threshold from the checkpoint's config.sts, not the option */
     fx_make(&f, &c);
     char dir[400], what[96];
     snprintf(dir, sizeof dir, "%s/ref_%s_%d_%d", ROOT, arch, faithful, rnn);
     snprintf(what, sizeof what, "%s %s%s%s", arch, faithful ? "faithful" : "v1", rnn ? " rnn" : "",
-             conf_thr > 0 ? " threshold" : "");
+             from_sts ? " sts thresholds" : conf_thr > 0 ? " threshold" : "");
     CHECK(fx_write(&f, dir, NULL, NULL, NULL) == 0, "write %s", dir);
     sp_err err = {{0}};
     sp_sample_params greedy = sp_sample_params_default();
-    sp_drafter *d = sp_drafter_mlxbun(dir, m, &greedy, 0, conf_thr, &err);
+    sp_drafter *d = sp_drafter_mlxbun(dir, m, &greedy, 0, from_sts ? 0 : conf_thr, &err);
     CHECK(d, "%s: %s", what, err.msg);
     if (!d) { fx_free(&f); sp_model_free(m); return; }
     int H = c.H, L = sp_model_config(m)->n_layers, mt = faithful ? c.m : 1;
@@ -443,12 +452,13 @@ static void ref_case(const char *arch, int faithful, int rnn, float conf_thr) {
 }
 
 static void test_reference_forward(void) {
-    ref_case("llama", 0, 0, 0);
-    ref_case("llama", 1, 0, 0);
-    ref_case("llama", 1, 1, 0);
-    ref_case("gemma4", 0, 0, 0);
-    ref_case("gemma4", 1, 0, 0);
-    ref_case("llama", 1, 0, 0.6f); /* c_1 .. c_4 of its rounds: see the log */
+    ref_case("llama", 0, 0, 0, 0);
+    ref_case("llama", 1, 0, 0, 0);
+    ref_case("llama", 1, 1, 0, 0);
+    ref_case("gemma4", 0, 0, 0, 0);
+    ref_case("gemma4", 1, 0, 0, 0);
+    ref_case("llama", 1, 0, 0.6f, 0); /* c_1 .. c_4 of its rounds: see the log */
+    ref_case("llama", 0, 0, 0.2f, 1); /* cuts round 1 after one draft, not round 2 */
 }
 
 /* ---- end to end through the binary ------------------------------------------------------------ */
@@ -554,6 +564,14 @@ static void test_generate_identity(void) {
             printf("  generate %s %s: identical to plain, %d drafted, %d accepted\n", faithful ? "faithful" : "v1",
                    flags, dr, ac);
         }
+        /* with a repetition penalty (the drafter penalises its own logits; the verifier decides) */
+        int32_t pp[64], ps[64];
+        int np = gen_tokens("--spec none --repeat-penalty 1.5", pp, 64, NULL, NULL, msg, sizeof msg);
+        snprintf(flags, sizeof flags, "-md %s --draft-max 4 --repeat-penalty 1.5", dir);
+        int dr = 0, ns = gen_tokens(flags, ps, 64, &dr, NULL, msg, sizeof msg);
+        CHECK(np == 40 && ns == 40 && !memcmp(pp, ps, sizeof(int32_t) * 40) && dr > 0,
+              "%s with a repetition penalty: spec output differs from plain (%d drafted): %s",
+              faithful ? "faithful" : "v1", dr, msg);
     }
 }
 

@@ -347,6 +347,7 @@ typedef struct {
     int n_ctx, cap;
     /* scratch over R = max(γ + 1, MB_CHUNK) rows */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *hout, *y, *U, *Z, *conf, *sc, *e, *s, *bias;
+    float *zp;            /* [V]: a Z row with the request's penalties applied */
     int sc_cap;
     sp_owner owned;
 } mb_t;
@@ -537,7 +538,7 @@ static int mb_propose(sp_drafter *dr, int max_g, int32_t *drafts, float *q, sp_e
         s->conf[k - 1] = ck;
         if (k > 1 && ck < thr) break; /* decided from c_k, before x_k is drawn */
         float *qk = q ? q + (size_t)(k - 1) * V : s->xn; /* a q row nobody reads: scratch */
-        float *Zp = s->pen ? s->g : Z; /* Z stays the drafter's logits: penalties go on a copy */
+        float *Zp = s->pen ? s->zp : Z; /* Z stays the drafter's logits: penalties go on a copy */
         if (s->pen) memcpy(Zp, Z, sizeof(float) * (size_t)V);
         int x = draw(s, Zp, qk, pos + (uint64_t)k, err);
         if (x < 0) return -1;
@@ -627,7 +628,6 @@ static sp_drafter *mb_make(const mb_w *w, mb_w *own, sp_model *target, const sp_
     size_t V = (size_t)w->V, H = (size_t)w->H;
     size_t wide = (size_t)(c->faithful ? (size_t)c->n_taps * H : H); /* the widest input row */
     if (wide < (size_t)d) wide = d;
-    size_t fw = (size_t)w->f > V ? (size_t)w->f : V; /* s->g doubles as a penalised copy of a Z row */
     s->x = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * (wide > (size_t)d ? wide : (size_t)d));
     s->xn = sp_owner_calloc(&s->owned, sizeof(float) * ((size_t)R * d > V ? (size_t)R * d : V) + sizeof(float) * H);
     s->q = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * d);
@@ -635,7 +635,8 @@ static sp_drafter *mb_make(const mb_w *w, mb_w *own, sp_model *target, const sp_
     s->v = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * d);
     s->att = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * d);
     s->o = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * d);
-    s->g = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * fw);
+    s->g = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * (size_t)w->f);
+    s->zp = sp_owner_calloc(&s->owned, sizeof(float) * V);
     s->u = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)R * (size_t)w->f);
     s->hout = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)g * d);
     s->y = sp_owner_calloc(&s->owned, sizeof(float) * (size_t)g * H);
@@ -649,7 +650,7 @@ static sp_drafter *mb_make(const mb_w *w, mb_w *own, sp_model *target, const sp_
     s->K = calloc((size_t)c->n_layers, sizeof(float *));
     s->Vc = calloc((size_t)c->n_layers, sizeof(float *));
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->g || !s->u || !s->hout || !s->y ||
-        !s->U || !s->Z || !s->conf || !s->e || !s->s || !s->bias || !s->hctx || !s->K || !s->Vc) {
+        !s->U || !s->Z || !s->conf || !s->e || !s->s || !s->bias || !s->zp || !s->hctx || !s->K || !s->Vc) {
         sp_err_set(err, "mlx-bun drafter: out of memory");
         mb_destroy(dr);
         return NULL;
