@@ -534,7 +534,7 @@ static int mb_propose(sp_drafter *dr, int max_g, int32_t *drafts, float *q, sp_e
         for (int i = 0; i < d; i++) z += (double)w->conf_w[i] * h[i];
         for (int i = 0; i < r; i++) z += (double)w->conf_w[d + i] * e[i];
         float ck = sigm(z), thr = s->conf_threshold > 0 ? s->conf_threshold
-                                  : c->n_sts ? c->sts[k - 1 < c->n_sts ? k - 1 : c->n_sts - 1] : 0.0f;
+                                  : k - 1 < c->n_sts ? c->sts[k - 1] : 0.0f;
         s->conf[k - 1] = ck;
         if (k > 1 && ck < thr) break; /* decided from c_k, before x_k is drawn */
         float *qk = q ? q + (size_t)(k - 1) * V : s->xn; /* a q row nobody reads: scratch */
