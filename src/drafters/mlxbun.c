@@ -99,6 +99,9 @@ int sp_mlxbun_cfg_read(const char *dir, const sp_model *target, sp_mlxbun_cfg *c
     char path[4096];
     memset(c, 0, sizeof *c);
     if (sp_path_join(path, sizeof path, dir, "dspark.json")) return sp_err_set(err, "%s: path too long", dir);
+    if (!sp_file_exists(path))
+        return sp_err_set(err, "%s: no dspark.json there (an mlx-bun drafter is a directory of dspark.json and "
+                               "model.safetensors)", dir);
     json_t *root = sp_hf_json_load_file(path, JSON_REJECT_DUPLICATES, err);
     if (!root) return -1;
     int rc = -1;
