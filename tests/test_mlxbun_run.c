@@ -11,8 +11,8 @@
  *   server; v1 and faithful), with drafts accepted (a fixture whose Markov head holds the plain
  *   output's bigrams);
  * - the sampled audit passes for both variants (on a tiny target of its own);
- * - bad checkpoints (a missing tensor, a wrong shape, dims or taps not the target's, a bad
- *   variant or seqHead) fail with an error naming what is wrong;
+ * - bad checkpoints (a missing tensor or tensor file, a wrong shape, dims or taps not the
+ *   target's, a bad variant or seqHead) fail with an error naming what is wrong;
  * - the checkpoints `new-drafter --layout mlx-bun` writes load and run. */
 #include <math.h>
 #include <stdint.h>
@@ -692,11 +692,17 @@ static void test_bad_checkpoints(void) {
     fx_make(&f, &c);
     CHECK(fx_write(&f, dir, NULL, NULL, NULL) == 0, "write");
     fx_free(&f);
-    snprintf(p, sizeof p, "sed -i 's/\"variant\": \"dspark\"/\"variant\": \"dspark2\"/' %s/dspark.json", dir);
-    CHECK(system(p) == 0, "sed");
     char flags[600];
     snprintf(flags, sizeof flags, "-md %s", dir);
     int32_t out[64];
+    snprintf(p, sizeof p, "mv %s/model.safetensors %s/m.bin", dir, dir);
+    CHECK(system(p) == 0, "mv");
+    CHECK(gen_tokens(flags, out, 64, NULL, NULL, msg, sizeof msg) < 0 && strstr(msg, "no model.safetensors"),
+          "no tensors: %s", msg);
+    snprintf(p, sizeof p, "mv %s/m.bin %s/model.safetensors", dir, dir);
+    CHECK(system(p) == 0, "mv");
+    snprintf(p, sizeof p, "sed -i 's/\"variant\": \"dspark\"/\"variant\": \"dspark2\"/' %s/dspark.json", dir);
+    CHECK(system(p) == 0, "sed");
     CHECK(gen_tokens(flags, out, 64, NULL, NULL, msg, sizeof msg) < 0 && strstr(msg, "\"variant\" \"dspark2\""),
           "bad variant: %s", msg);
     snprintf(p, sizeof p, "sed -i 's/\"variant\": \"dspark2\"/\"variant\": \"dspark\"/; s/\"tapLayers\"/\"seqHead\": "

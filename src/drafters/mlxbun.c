@@ -282,8 +282,11 @@ static mb_w *mb_w_load(const char *dir, const sp_model *target, sp_err *err) {
     if (sp_mlxbun_cfg_read(dir, target, c, err)) goto fail;
     w->H = c->hidden, w->V = c->vocab, w->f = c->ff_mult * c->d;
     int d = c->d, H = w->H, V = w->V, r = c->rank, f = w->f, g = c->gamma;
-    if (sp_path_join(path, sizeof path, dir, "model.safetensors") || !sp_file_exists(path)) {
-        sp_err_set(err, "%s: no model.safetensors beside dspark.json", dir);
+    char index[4096]; /* mlx-bun writes one file, or shards named by an index when large */
+    if (sp_path_join(path, sizeof path, dir, "model.safetensors") ||
+        sp_path_join(index, sizeof index, dir, "model.safetensors.index.json") ||
+        (!sp_file_exists(path) && !sp_file_exists(index))) {
+        sp_err_set(err, "%s: no model.safetensors (or model.safetensors.index.json) beside dspark.json", dir);
         goto fail;
     }
     if (sp_st_open_dir(&w->st, dir, err)) goto fail;
