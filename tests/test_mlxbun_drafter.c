@@ -4,8 +4,9 @@
  * - regen (library and `specula regen --taps` through the binary) accepts a tap list ending with
  *   the sentinel, and the shard's last tap slot equals its "hidden" tensor; a sentinel that is not
  *   last, and the final decoder layer itself, are refused;
- * - a directory in mlx-bun's own drafter layout (dspark.json) is refused with an error naming the
- *   layout and its variant (specula documents the layout but does not run it yet);
+ * - a directory in mlx-bun's own drafter layout (dspark.json) is taken for mlx-bun's drafter kind:
+ *   an incomplete one fails naming dspark.json and the missing key, an unknown variant is named
+ *   (running them: test_mlxbun_run.c);
  * - `new-drafter --layout mlx-bun` (v1 and faithful) writes exactly the documented json keys,
  *   tensor names, shapes, dtypes and initial values (the random stream re-derived here). */
 #include <stdint.h>
@@ -141,9 +142,10 @@ static int file_has(const char *p, const char *what) {
     return strstr(buf, what) != NULL;
 }
 
-/* a directory in mlx-bun's layout (dspark.json; the variant as given, NULL: v1) is refused by
- * `specula generate -md` with an error naming the layout, never taken for another kind */
-static void refused_one(const char *variant, const char *says) {
+/* a directory in mlx-bun's layout (dspark.json; the variant as given, NULL: v1) is taken for
+ * mlx-bun's own drafter by `specula generate -md` (never for another kind): an incomplete one fails
+ * with an error naming dspark.json and what is missing, an unknown variant names the variant */
+static void detected_one(const char *variant, const char *says) {
     char dir[400], p[500], cmd[1400];
     snprintf(dir, sizeof dir, "%s/mb", root);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
@@ -157,16 +159,17 @@ static void refused_one(const char *variant, const char *says) {
     fclose(f);
     snprintf(cmd, sizeof cmd, "build/specula generate -m tests/data/ref-logits/llama -md '%s' --prompt-ids 1,2 -n 2 "
              ">/dev/null 2>'%s/err.txt'", dir, root);
-    CHECK(system(cmd) != 0, "an mlx-bun checkpoint (%s) accepted", says);
+    CHECK(system(cmd) != 0, "an incomplete mlx-bun checkpoint (%s) accepted", variant ? variant : "v1");
     snprintf(p, sizeof p, "%s/err.txt", root);
-    CHECK(file_has(p, "mlx-bun DSpark checkpoint") && file_has(p, says), "the error does not name %s", says);
+    CHECK(file_has(p, "dspark.json") && file_has(p, says), "the error does not name %s", says);
 }
 
-static void test_mlxbun_dir_refused(void) {
+static void test_mlxbun_dir_detected(void) {
     snprintf(root, sizeof root, "/tmp/specula_mlxbun_%d", (int)getpid());
-    refused_one(NULL, "v1");
-    refused_one("dspark", "faithful DFlash");
-    refused_one("dflash", "faithful DFlash");
+    detected_one(NULL, "config.dDraft missing");
+    detected_one("dspark", "config.dDraft missing");
+    detected_one("dflash", "config.dDraft missing");
+    detected_one("other", "\"variant\" \"other\"");
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
@@ -284,7 +287,7 @@ static void test_new_drafter_layout(void) {
 int main(void) {
     RUN(test_sentinel_tap);
     RUN(test_regen_sentinel);
-    RUN(test_mlxbun_dir_refused);
+    RUN(test_mlxbun_dir_detected);
     RUN(test_new_drafter_layout);
     return harness_done("test_mlxbun_drafter");
 }

@@ -25,6 +25,10 @@ const sp_drafter_kind sp_drafter_kinds[] = {
      .detect = sp_dflash_kind_detect, .open = sp_dflash_kind_open, .make = sp_dflash_kind_make,
      .close = sp_dflash_kind_close, .write = sp_newdrafter_dflash_write,
      .export_gguf = sp_export_dflash_gguf, .train = &sp_tr_hooks_dflash},
+    {.name = "mlx-dspark", .alias = "mlxbun",
+     .identity = "dspark.json without config.json (mlx-bun's DSpark v1 / faithful DFlash; also taken by --spec dspark "
+                 "and dflash)", .needs_dir = 1,
+     .open = sp_mlxbun_kind_open, .make = sp_mlxbun_kind_make, .close = sp_mlxbun_kind_close},
     {.name = "eagle3", .identity = "architectures LlamaForCausalLMEagle3 / Eagle3LlamaForCausalLM (SpecForge), Qwen3Eagle3Model / Gemma4Eagle3Model (DeepSpec)", .needs_dir = 1,
      .detect = sp_eagle3_kind_detect, .make = sp_eagle3_kind_make,
      .write = sp_newdrafter_eagle3_write, .export_gguf = sp_export_eagle3_gguf,

@@ -11,6 +11,7 @@
 #include "api/drafter_kinds.h"
 #include "core/core.h"
 #include "decode/spec.h"
+#include "drafters/mlxbun.h"
 #include "formats/hfjson.h"
 
 struct sp_drafter_src {
@@ -43,22 +44,6 @@ static int identity_detect(const sp_drafter_ident *id, const char *path, const c
                       id->model_type ? id->model_type : "(none)", id->arch ? id->arch : "(none)", known);
 }
 
-/* DIR/dspark.json without config.json: an mlx-bun DSpark checkpoint (docs/MLX-BUN-DRAFTERS.md),
- * a layout specula documents but does not run; the error names it and its variant */
-static int mlxbun_refusal(const char *dir, sp_err *err) {
-    char path[4096];
-    if (sp_path_join(path, sizeof path, dir, "dspark.json") || !sp_file_exists(path)) return 0;
-    json_t *root = sp_hf_json_load_file(path, 0, err);
-    if (!root) return -1;
-    const char *v = json_string_value(json_object_get(root, "variant"));
-    sp_err_set(err, "%s: an mlx-bun DSpark checkpoint (%s): specula does not run mlx-bun's drafter layouts yet "
-                    "(docs/MLX-BUN-DRAFTERS.md); a DeepSpec DSpark / DFlash directory has a config.json",
-               path, !v ? "v1, no \"variant\"" : !strcmp(v, "dspark") || !strcmp(v, "dflash") ? "faithful DFlash"
-                                                                                              : "unknown variant");
-    json_decref(root);
-    return -1;
-}
-
 int sp_drafter_kind_detect(const char *dir, const char **kind, sp_err *err) {
     *kind = NULL;
     if (!dir) return sp_err_set(err, "drafter kind: no drafter directory given");
@@ -69,7 +54,10 @@ int sp_drafter_kind_detect(const char *dir, const char **kind, sp_err *err) {
     }
     char path[4096];
     if (sp_path_join(path, sizeof path, dir, "config.json")) return sp_err_set(err, "%s: path too long", dir);
-    if (!sp_file_exists(path) && mlxbun_refusal(dir, err)) return -1;
+    if (sp_mlxbun_dir(dir)) { /* dspark.json without config.json: mlx-bun's own layout */
+        *kind = "mlx-dspark";
+        return 0;
+    }
     if (!sp_file_exists(path))
         return sp_err_set(err, "%s: no config.json there to tell the drafter's kind (name the kind: %s)", dir,
                           "--spec KIND");
@@ -119,6 +107,9 @@ static int resolve_kind(const sp_drafter_opts *o, const sp_drafter_kind **k, int
                           o->kind ? o->kind : name,
                           sp_drafter_kind_names(names, sizeof names));
     }
+    /* --spec dspark / dflash on a directory in mlx-bun's layout: its own DSpark / DFlash */
+    if ((!strcmp((*k)->name, "dspark") || !strcmp((*k)->name, "dflash")) && sp_mlxbun_dir(o->dir))
+        *k = sp_drafter_kind_find("mlx-dspark");
     if ((*k)->needs_dir && !o->dir)
         return sp_err_set(err, "drafter kind '%s' needs a drafter directory (-md DIR)", (*k)->name);
     return 0;

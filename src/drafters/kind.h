@@ -105,5 +105,10 @@ int sp_dspark_kind_open(void **state, const sp_drafter_env *env, sp_err *err);
 sp_drafter *sp_dflash_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample, int max_ctx,
                                 sp_err *err);
 void sp_dflash_kind_close(void *state);
+/* mlxbun.c: mlx-bun's own DSpark drafters (dspark.json; v1 and faithful DFlash) */
+int sp_mlxbun_kind_open(void **state, const sp_drafter_env *env, sp_err *err);
+sp_drafter *sp_mlxbun_kind_make(void *state, const sp_drafter_env *env, const sp_sample_params *sample, int max_ctx,
+                                sp_err *err);
+void sp_mlxbun_kind_close(void *state);
 
 #endif
