@@ -36,7 +36,7 @@
 typedef struct {
     int faithful;           /* 0: v1, 1: the faithful DFlash module */
     int d, NH, Dh, I, L;    /* draft width dDraft, heads, head size d/NH, FFN width ffMult·d, layers */
-    int Ht, V, m, G, r;     /* target hidden size, vocabulary, taps, block size γ, Markov rank */
+    int Ht, V, m, G, r;     /* target hidden size, vocabulary, taps in F (v1 reads the last), block size γ, Markov rank */
     double eps;             /* the target's RMSNorm epsilon (dims.eps) */
     double softcap;         /* the target LM head's final soft-cap (0: none) */
     double alpha[3];        /* loss weights α_ce, α_tv, α_conf */
