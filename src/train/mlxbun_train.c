@@ -37,6 +37,9 @@ int sp_tr_mb_setup(tr_mb_run *mb, tr_model *m, const tr_train_cfg *c, sp_model *
     if (c->arch != TR_ARCH_DSPARK && !faithful)
         return sp_err_set(err, "train --layout mlx-bun: --arch dspark (v1) or dflash (faithful DFlash), not %s",
                           sp_tr_arch_name(c->arch));
+    if (c->markov_head != TR_MARKOV_VANILLA)
+        return sp_err_set(err, "train --layout mlx-bun: its Markov head is the vanilla one (markov.w1 / markov.w2); "
+                               "--markov-head %s is a DeepSpec head", sp_tr_markov_name(c->markov_head));
     if (!faithful && taps[n_taps - 1] != tc->n_layers)
         return sp_err_set(err, "train --layout mlx-bun --arch dspark (v1): the context is the post-final-norm hidden, "
                                "so the shards' last tap must be the final norm %d (mlx-bun v1 shards, or regen "
