@@ -1,7 +1,7 @@
 /* test_mlxbun_train.c — `specula train --layout mlx-bun` (docs/MLX-BUN-DRAFTERS.md):
  *   - the backward of both modules (DSpark v1, faithful DFlash) against central finite
  *     differences of the double build, every parameter tensor, random (never zero) weights, a
- *     soft-capped head and padded context rows;
+ *     soft-capped head, padded context rows, and context rows shared by two anchors;
  *   - the first loss of a training run on mlx-bun's shard fixtures (v1 and DFlash, written here
  *     from the documented layout) equals a double-precision forward written in this file from the
  *     doc's equations, on the batch this test builds itself (mlx-bun's anchor draw re-derived),
@@ -198,7 +198,9 @@ static double frand(unsigned *s) {
     return ((*s >> 8) & 0xffff) / 32768.0 - 1.0;
 }
 
-static void check_grad(int faithful) {
+/* shared: the two elements' windows overlap in two context rows (one group, as `--anchors-per-seq`
+ * lays out), so their gradients meet in those rows */
+static void check_grad(int faithful, int shared) {
     tr_mb_dims d = {.faithful = faithful, .d = 8, .NH = 2, .Dh = 4, .I = 16, .L = 2, .Ht = 6, .V = 13,
                     .m = faithful ? 2 : 1, .G = 3, .r = 4, .eps = 1e-6, .softcap = faithful ? 7.0 : 0,
                     .alpha = {0.1, 0.9, 1.0}};
@@ -208,8 +210,8 @@ static void check_grad(int faithful) {
     CHECK(np == 9 * d.L + (faithful ? 11 : 10), "%d tensors", np);
     if (np < 0) return;
     enum { NB = 2, C = 3 };
-    int G = d.G, T = NB * G, NR = NB * C, mH = d.m * d.Ht;
-    unsigned s = faithful ? 1234u : 4321u;
+    int G = d.G, T = NB * G, NR = shared ? C + 1 : NB * C, mH = d.m * d.Ht;
+    unsigned s = faithful ? 1234u + shared : 4321u + shared;
     double *w = malloc(sizeof(double) * o.n), *g = calloc(o.n, sizeof(double));
     for (size_t i = 0; i < o.n; i++) w[i] = 0.3 * frand(&s);
     for (int i = 0; i < np; i++) /* norm weights near 1 */
@@ -233,7 +235,7 @@ static void check_grad(int faithful) {
         cst[t] = 0.5 + 0.4 * frand(&s);
     }
     for (int e = 0; e < NB; e++) {
-        ctx_row[e] = e * C;
+        ctx_row[e] = shared ? e : e * C;
         for (int j = 0; j < C + G; j++) kmask[e * (C + G) + j] = !(e == 0 && j == 0); /* element 0: a padding row */
     }
     tr_mb_in_f64 in = {.NB = NB, .C = C, .NR = NR, .F = F, .ctx_row = ctx_row, .kmask = kmask, .anchor = anc,
@@ -272,14 +274,15 @@ static void check_grad(int faithful) {
             }
         }
     }
-    printf("  %s: %d gradient entries over %d tensors, worst relative error %.2e\n", faithful ? "faithful" : "v1",
-           checked, np, worst);
+    printf("  %s%s: %d gradient entries over %d tensors, worst relative error %.2e\n", faithful ? "faithful" : "v1",
+           shared ? " (shared context rows)" : "", checked, np, worst);
     CHECK(bad == 0, "%d of %d gradient entries differ from finite differences", bad, checked);
     sp_tr_mb_acts_free_f64(a);
     free(w), free(g), free(F), free(anc), free(wt), free(P), free(cst), free(Wlm);
 }
-static void test_grad_v1(void) { check_grad(0); }
-static void test_grad_faithful(void) { check_grad(1); }
+static void test_grad_v1(void) { check_grad(0, 0); }
+static void test_grad_faithful(void) { check_grad(1, 0); }
+static void test_grad_faithful_shared(void) { check_grad(1, 1); }
 
 /* ---- the first loss against this file's double forward ------------------------------------- */
 /* anchor i of mlx-bun's draw (docs/MLX-BUN-SHARDS.md): a sequence with a full block, uniformly,
@@ -417,11 +420,12 @@ static tr_train_cfg run_cfg(int faithful, const char *data, const char *out) {
     return c;
 }
 
-static void check_first_loss(int faithful) {
-    const char *data = faithful ? dir_df : dir_v1;
+/* df_data: the DFlash fixture (taps [0, final norm]) also for v1, whose context is then its last tap */
+static void check_first_loss(int faithful, int df_data) {
+    const char *data = df_data ? dir_df : dir_v1;
     char out[500], init[500], path[600];
-    snprintf(out, sizeof out, "%s/first_%d", th_root, faithful);
-    snprintf(init, sizeof init, "%s/init_%d", th_root, faithful);
+    snprintf(out, sizeof out, "%s/first_%d%d", th_root, faithful, df_data);
+    snprintf(init, sizeof init, "%s/init_%d%d", th_root, faithful, df_data);
     tr_train_cfg c = run_cfg(faithful, data, out);
     tr_train_result res;
     sp_err err;
@@ -448,7 +452,7 @@ static void check_first_loss(int faithful) {
     double *ctx = malloc(sizeof(double) * TCTX * m * H), emb[H], *P = malloc(sizeof(double) * TG * V), total = 0;
     for (int i = 0; i < TBATCH; i++) {
         int q, p, off = 0, nctx = 0;
-        mlx_anchor(c.seed, i, !faithful, TG, &q, &p);
+        mlx_anchor(c.seed, i, !df_data, TG, &q, &p);
         for (int k = 0; k < q; k++) off += seq_len[k];
         const int32_t *x = fx_ids + off;
         /* context: v1 the final hidden of p − 1; faithful the taps of the last TCTX positions < p */
@@ -475,15 +479,17 @@ static void check_first_loss(int faithful) {
         total += ref_element(&f, faithful, m, faithful || nctx ? ctx : NULL, nctx, emb, x + p + 1, x + p, P, Wlm, eps);
     }
     double ref = total / TBATCH; /* averaged over anchors */
-    printf("  %s: first loss %.7f, double reference %.7f\n", faithful ? "faithful" : "v1", res.loss_first, ref);
+    printf("  %s on %s shards: first loss %.7f, double reference %.7f\n", faithful ? "faithful" : "v1",
+           df_data ? "DFlash" : "v1", res.loss_first, ref);
     CHECK(fabs(res.loss_first - ref) <= 2e-5 * fabs(ref), "first loss %.8f, reference %.8f (tolerance 2e-5 relative)",
           res.loss_first, ref);
     free(ctx), free(P), free(Wlm);
     rd_close(&f);
     sp_model_free(tm);
 }
-static void test_first_loss_v1(void) { check_first_loss(0); }
-static void test_first_loss_faithful(void) { check_first_loss(1); }
+static void test_first_loss_v1(void) { check_first_loss(0, 0); }
+static void test_first_loss_v1_dflash_shards(void) { check_first_loss(0, 1); }
+static void test_first_loss_faithful(void) { check_first_loss(1, 1); }
 
 /* ---- training, checkpoint, resume --------------------------------------------------------- */
 /* the loss of `step` in a train_log.csv (NaN when absent) */
@@ -663,7 +669,9 @@ int main(void) {
     setup();
     RUN(test_grad_v1);
     RUN(test_grad_faithful);
+    RUN(test_grad_faithful_shared);
     RUN(test_first_loss_v1);
+    RUN(test_first_loss_v1_dflash_shards);
     RUN(test_first_loss_faithful);
     RUN(test_train_resume_v1);
     RUN(test_train_resume_faithful);
