@@ -3,7 +3,9 @@
  * mlxbun_net_f64.c (double; every name renamed to its _f64 twin). The includer defines real and
  * the names MB_ACTS (the acts struct), MB_IN (the batch view). Shapes: NB elements, γ = G block
  * slots, T = NB·G output rows, Rr rows per element in the backbone (v1 G+1, faithful G),
- * R = NB·Rr, S = the K/V rows of a layer (v1 R; faithful NB·(C+G)), NR context rows. */
+ * R = NB·Rr, S = the K/V rows of a layer (v1 R; faithful NR + NB·G: every context row once, then
+ * the block rows), NR context rows. A faithful element attends to the rows of its own window
+ * (gathered per element, so context rows shared by several anchors are projected once). */
 
 struct MB_ACTS {
     int NB, C, NR;
@@ -15,7 +17,8 @@ struct MB_ACTS {
     tr_block_scratch sc;
     real *hb, *on, *rstd_on, *ho;       /* [T,d] block outputs, out_norm of them, [T], [T,Ht] out_proj */
     real *U, *Z, *bias, *code, *conf, *q, *cstar; /* [T,V] capped base logits, logits, Markov bias; [T,r]; [T]; [T,V]; [T] */
-    real *dZ, *dU, *dconf, *don, *dho, *dhb, *dcode, *dx, *dhc, *dcn, *dhc_pre, *danc, *dctx;
+    real *dZ, *dU, *dconf, *don, *dho, *dhb, *dcode, *dx, *dhc, *dhc_pre, *danc, *dctx;
+    real *kg, *vg, *dkg, *dvg;          /* faithful: [C+G, d] one element's gathered keys / values */
     int *zpos;                          /* [max(R, S)] zeros: the positions (no rotation) */
     float *inv_freq;                    /* [Dh/2] zeros */
 };
@@ -43,8 +46,8 @@ static void mb_acts_free_impl(struct MB_ACTS *a) {
     if (!a) return;
     real **all[] = {&a->anc_p, &a->cin, &a->ctx_p, &a->hc_pre, &a->hc, &a->rstd_hc, &a->hb, &a->on, &a->rstd_on,
                     &a->ho, &a->U, &a->Z, &a->bias, &a->code, &a->conf, &a->q, &a->cstar, &a->dZ, &a->dU,
-                    &a->dconf, &a->don, &a->dho, &a->dhb, &a->dcode, &a->dx, &a->dhc, &a->dcn, &a->dhc_pre,
-                    &a->danc, &a->dctx};
+                    &a->dconf, &a->don, &a->dho, &a->dhb, &a->dcode, &a->dx, &a->dhc, &a->dhc_pre,
+                    &a->danc, &a->dctx, &a->kg, &a->vg, &a->dkg, &a->dvg};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(*all[i]);
     for (int l = 0; l <= TR_MAX_LAYERS; l++) free(a->x[l]);
     for (int l = 0; l < TR_MAX_LAYERS; l++) {
@@ -75,7 +78,7 @@ static struct MB_ACTS *mb_acts_create_impl(const tr_mb_dims *d, int NB, int C, i
     }
     int ok = 1, G = d->G, Rr = mb_rows(d);
     size_t D = (size_t)d->d, I = (size_t)d->I, T = (size_t)NB * G, R = (size_t)NB * Rr;
-    size_t S = d->faithful ? (size_t)NB * (C + G) : R, Tk = d->faithful ? (size_t)(C + G) : (size_t)Rr;
+    size_t S = d->faithful ? (size_t)NR + (size_t)NB * G : R, Tk = d->faithful ? (size_t)(C + G) : (size_t)Rr;
     size_t att = (size_t)NB * d->NH * Rr * Tk;
     a->NB = NB, a->C = C, a->NR = NR;
     a->anc_p = mb_take((size_t)NB * D, &ok), a->danc = mb_take((size_t)NB * D, &ok);
@@ -85,8 +88,10 @@ static struct MB_ACTS *mb_acts_create_impl(const tr_mb_dims *d, int NB, int C, i
     } else {
         a->hc_pre = mb_take((size_t)NR * D, &ok), a->hc = mb_take((size_t)NR * D, &ok);
         a->rstd_hc = mb_take((size_t)NR, &ok);
-        a->dhc = mb_take((size_t)NR * D, &ok), a->dcn = mb_take((size_t)NR * D, &ok);
+        a->dhc = mb_take((size_t)NR * D, &ok);
         a->dhc_pre = mb_take((size_t)NR * D, &ok);
+        size_t kn = (size_t)(C + G) * D;
+        a->kg = mb_take(kn, &ok), a->vg = mb_take(kn, &ok), a->dkg = mb_take(kn, &ok), a->dvg = mb_take(kn, &ok);
     }
     for (int l = 0; l <= d->L; l++) a->x[l] = mb_take(R * D, &ok);
     for (int l = 0; l < d->L; l++) {
@@ -148,8 +153,8 @@ static tr_block_g mb_layer_g(const tr_mb_off *o, real *g, int l) {
     return bg;
 }
 
-/* the faithful layer's K/V rows: element e's C context rows (attn_norm(H_ctx), zero where
- * padding) then its G block rows (the normed block) */
+/* the faithful layer's K/V input rows: every context row (attn_norm(H_ctx)) once, then the block
+ * rows (the normed block); each element's attention gathers the rows of its window */
 typedef struct {
     const tr_mb_dims *d;
     struct MB_ACTS *a;
@@ -161,35 +166,77 @@ typedef struct {
 
 static void mb_kv_rows(void *vctx, real *kvin, const real *xn) {
     const mb_kv_ctx *c = vctx;
-    int C = c->in->C, G = c->d->G, D = c->d->d;
-    for (int e = 0; e < c->in->NB; e++) {
-        real *dst = kvin + (size_t)e * (C + G) * D;
-        for (int j = 0; j < C; j++) {
-            if (c->in->kmask[(size_t)e * (C + G) + j])
-                memcpy(dst + (size_t)j * D, c->a->cn[c->l] + ((size_t)c->in->ctx_row[e] + j) * D, sizeof(real) * D);
-            else memset(dst + (size_t)j * D, 0, sizeof(real) * D);
-        }
-        memcpy(dst + (size_t)C * D, xn + (size_t)e * G * D, sizeof(real) * G * D);
-    }
+    size_t D = (size_t)c->d->d, NR = (size_t)c->in->NR;
+    memcpy(kvin, c->a->cn[c->l], sizeof(real) * NR * D);
+    memcpy(kvin + NR * D, xn, sizeof(real) * (size_t)c->in->NB * c->d->G * D);
 }
 
 /* dkvin's block rows into dxn; its context rows through the layer's attn_norm into dhc */
 static void mb_kv_rows_backward(void *vctx, real *dxn, const real *dkvin) {
     const mb_kv_ctx *c = vctx;
-    int C = c->in->C, G = c->d->G, D = c->d->d, NR = c->in->NR;
-    memset(c->a->dcn, 0, sizeof(real) * NR * D);
-    for (int e = 0; e < c->in->NB; e++) {
-        const real *src = dkvin + (size_t)e * (C + G) * D;
-        for (int j = 0; j < C; j++) {
-            if (!c->in->kmask[(size_t)e * (C + G) + j]) continue;
-            real *dst = c->a->dcn + ((size_t)c->in->ctx_row[e] + j) * D;
-            for (int i = 0; i < D; i++) dst[i] += src[(size_t)j * D + i];
-        }
-        real *dx = dxn + (size_t)e * G * D;
-        for (size_t i = 0; i < (size_t)G * D; i++) dx[i] += src[(size_t)C * D + i];
-    }
+    int D = c->d->d, NR = c->in->NR;
+    size_t nb = (size_t)c->in->NB * c->d->G * D;
+    for (size_t i = 0; i < nb; i++) dxn[i] += dkvin[(size_t)NR * D + i];
     /* cn = attn_norm(H_ctx) */
-    sp_tr_rmsnorm_backward(c->a->dhc, c->g_attn_norm, c->a->dcn, c->a->hc, c->attn_norm, c->a->rstd_cn[c->l], NR, D);
+    sp_tr_rmsnorm_backward(c->a->dhc, c->g_attn_norm, dkvin, c->a->hc, c->attn_norm, c->a->rstd_cn[c->l], NR, D);
+}
+
+/* element e's keys or values [C+G, d] from the shared rows src [S, d]: its window rows (zero where
+ * padding), then its block rows */
+static void mb_gather(const mb_kv_ctx *c, int e, real *dst, const real *src) {
+    int C = c->in->C, G = c->d->G;
+    size_t D = (size_t)c->d->d;
+    for (int j = 0; j < C; j++) {
+        if (c->in->kmask[(size_t)e * (C + G) + j])
+            memcpy(dst + j * D, src + ((size_t)c->in->ctx_row[e] + j) * D, sizeof(real) * D);
+        else memset(dst + j * D, 0, sizeof(real) * D);
+    }
+    memcpy(dst + C * D, src + ((size_t)c->in->NR + (size_t)e * G) * D, sizeof(real) * G * D);
+}
+/* the reverse: dsrc [S, d] += element e's dkv [C+G, d] */
+static void mb_scatter(const mb_kv_ctx *c, int e, real *dsrc, const real *dkv) {
+    int C = c->in->C, G = c->d->G;
+    size_t D = (size_t)c->d->d;
+    for (int j = 0; j < C + G; j++) {
+        if (j < C && !c->in->kmask[(size_t)e * (C + G) + j]) continue;
+        real *dst = dsrc + (j < C ? (size_t)c->in->ctx_row[e] + j : (size_t)c->in->NR + (size_t)e * G + (j - C)) * D;
+        for (size_t i = 0; i < D; i++) dst[i] += dkv[j * D + i];
+    }
+}
+static tr_attn_shape mb_elem_shape(const mb_kv_ctx *c, int e) {
+    const tr_mb_dims *d = c->d;
+    int Tk = c->in->C + d->G;
+    return (tr_attn_shape){.NB = 1, .Tq = d->G, .Tk = Tk, .NH = d->NH, .KVH = d->NH, .D = d->Dh, .causal = 0,
+                           .kmask = c->in->kmask + (size_t)e * Tk, .scale = 1.0 / sqrt((double)d->Dh)};
+}
+/* attention of each element's block queries over its window and its block */
+static void mb_attn_forward(void *vctx, sp_pool *pool, real *ao, real *att, const real *q, const real *k,
+                            const real *v) {
+    const mb_kv_ctx *c = vctx;
+    size_t GD = (size_t)c->d->G * c->d->d, per = (size_t)c->d->NH * c->d->G * (c->in->C + c->d->G);
+    for (int e = 0; e < c->in->NB; e++) {
+        tr_attn_shape sh = mb_elem_shape(c, e);
+        mb_gather(c, e, c->a->kg, k);
+        mb_gather(c, e, c->a->vg, v);
+        sp_tr_attention_forward(pool, ao + e * GD, att + e * per, q + e * GD, c->a->kg, c->a->vg, &sh);
+    }
+}
+static void mb_attn_backward(void *vctx, sp_pool *pool, real *dq, real *dk, real *dv, const real *dao, const real *q,
+                             const real *k, const real *v, const real *att) {
+    const mb_kv_ctx *c = vctx;
+    size_t GD = (size_t)c->d->G * c->d->d, per = (size_t)c->d->NH * c->d->G * (c->in->C + c->d->G);
+    size_t kn = (size_t)(c->in->C + c->d->G) * c->d->d;
+    for (int e = 0; e < c->in->NB; e++) {
+        tr_attn_shape sh = mb_elem_shape(c, e);
+        mb_gather(c, e, c->a->kg, k);
+        mb_gather(c, e, c->a->vg, v);
+        memset(c->a->dkg, 0, sizeof(real) * kn);
+        memset(c->a->dvg, 0, sizeof(real) * kn);
+        sp_tr_attention_backward(pool, dq + e * GD, c->a->dkg, c->a->dvg, c->a->sc.dp, dao + e * GD, q + e * GD,
+                                 c->a->kg, c->a->vg, att + e * per, &sh);
+        mb_scatter(c, e, dk, c->a->dkg);
+        mb_scatter(c, e, dv, c->a->dvg);
+    }
 }
 
 static tr_block_io mb_io(const tr_mb_dims *d, struct MB_ACTS *a, const struct MB_IN *in, mb_kv_ctx *kc) {
@@ -202,12 +249,14 @@ static tr_block_io mb_io(const tr_mb_dims *d, struct MB_ACTS *a, const struct MB
                                .causal = 0, .scale = 1.0 / sqrt((double)d->Dh)};
     io.S = io.R;
     if (d->faithful) {
-        io.S = in->NB * (in->C + d->G);
+        io.S = in->NR + in->NB * d->G;
         io.shape.Tk = in->C + d->G;
         io.shape.kmask = in->kmask;
         io.ctx = kc;
         io.kv_rows = mb_kv_rows;
         io.kv_rows_backward = mb_kv_rows_backward;
+        io.attn_forward = mb_attn_forward;
+        io.attn_backward = mb_attn_backward;
     }
     return io;
 }
