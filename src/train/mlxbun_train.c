@@ -138,7 +138,7 @@ int sp_tr_mb_export(const char *dir, const tr_model *m, const tr_mb_run *mb, sp_
 
 double sp_tr_mb_step_flops(const tr_mb_dims *d, int NB, int C, int NR) {
     double Rr = d->faithful ? d->G : d->G + 1, R = NB * Rr, T = (double)NB * d->G;
-    double S = d->faithful ? (double)NB * (C + d->G) : R, D = d->d, I = d->I, Ht = d->Ht, V = d->V, r = d->r;
+    double S = d->faithful ? (double)NR + T : R, D = d->d, I = d->I, Ht = d->Ht, V = d->V, r = d->r;
     double layer = R * D * D * 2 + 2 * S * D * D + 3 * R * D * I + 2 * R * (d->faithful ? C + d->G : Rr) * D;
     double ctx = d->faithful ? (double)NR * d->m * Ht * D : NB * Ht * D;
     double fwd = ctx + NB * Ht * D + d->L * layer + T * D * Ht + T * Ht * V + T * r * V;
