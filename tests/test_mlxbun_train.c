@@ -323,7 +323,6 @@ static double ref_element(const rd_file *f, int faithful, int m, const double *c
     static double X[TG + 1][D], Hc[64][D], xn[TG + 1][D], kin[64 + TG][D], Q[TG + 1][D], K[64 + TG][D],
         Vv[64 + TG][D], A[TG + 1][D], tmp[I], tmp2[I], u[D];
     char nm[64];
-    double *hm = calloc((size_t)m * H, sizeof(double));
     /* the rows */
     const double *pos = rd_get(f, faithful ? "block_pos" : "pos_emb"), *mask = rd_get(f, "mask_emb");
     int k0 = faithful ? 0 : 1;
@@ -404,7 +403,6 @@ static double ref_element(const rd_file *f, int faithful, int m, const double *c
         loss += exp(-k / (double)TG) * (0.1 * ce + 0.9 * l1 + bce);
     }
     free(Z);
-    free(hm);
     return loss;
 }
 
