@@ -13,6 +13,7 @@
 
 #include "api/drafter_kinds.h"
 #include "cli/args.h"
+#include "train/mlxbun_train.h"
 #include "train/trainer.h"
 
 #define STR_(x) #x
@@ -65,6 +66,7 @@ static int set_loss(tr_train_cfg *c, const char *gamma, const char *weights, con
     if (gamma && !strcmp(gamma, "block")) {
         c->gamma_block = 1;
     } else if (gamma) {
+        c->gamma_block = 0;
         c->gamma = strtod(gamma, &end);
         if (end == gamma || *end || !isfinite(c->gamma) || c->gamma <= 0)
             return cli_error("train", "--gamma expects a number > 0 or 'block', got '%s'", gamma);
@@ -81,20 +83,53 @@ static int set_loss(tr_train_cfg *c, const char *gamma, const char *weights, con
         if (!(sum > 0)) return cli_error("train", "--loss-weights %s: at least one weight must be > 0", weights);
         c->loss_weights_set = 1;
     }
-    if (!strcmp(norm, "anchors")) c->loss_norm = TR_LOSS_NORM_ANCHORS;
-    else if (strcmp(norm, "weights")) return cli_error("train", "--loss-norm expects weights or anchors, got '%s'", norm);
+    if (norm && !strcmp(norm, "anchors")) c->loss_norm = TR_LOSS_NORM_ANCHORS;
+    else if (norm && !strcmp(norm, "weights")) c->loss_norm = TR_LOSS_NORM_WEIGHTS;
+    else if (norm) return cli_error("train", "--loss-norm expects weights or anchors, got '%s'", norm);
+    return 0;
+}
+
+/* the value of option `name` in argv (--name V or --name=V; the last one), else NULL */
+static const char *prescan(int argc, char **argv, const char *name) {
+    const char *v = NULL;
+    size_t n = strlen(name);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], name) && i + 1 < argc) v = argv[++i];
+        else if (!strncmp(argv[i], name, n) && argv[i][n] == '=') v = argv[i] + n + 1;
+    }
+    return v;
+}
+
+/* --layout: mlx-bun's modules take mlx-bun's sizes and recipe as their defaults (set before the
+ * options are read, so any option given overrides them); 0, or cli_error's status */
+static int layout_defaults(tr_train_cfg *c, int argc, char **argv) {
+    const char *layout = prescan(argc, argv, "--layout"), *arch = prescan(argc, argv, "--arch");
+    if (!layout || !strcmp(layout, "deepspec")) return 0;
+    if (strcmp(layout, "mlx-bun")) return cli_error("train", "--layout expects deepspec or mlx-bun, got '%s'", layout);
+    if (arch && strcmp(arch, "dspark") && strcmp(arch, "dflash"))
+        return cli_error("train", "--layout mlx-bun trains --arch dspark (DSpark v1) or dflash (faithful DFlash), not %s",
+                         arch);
+    sp_tr_mlxbun_defaults(c, arch && !strcmp(arch, "dflash") ? TR_ARCH_DFLASH : TR_ARCH_DSPARK);
     return 0;
 }
 
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
-    const char *arch = "dspark", *markov = "vanilla", *gamma = NULL, *weights = NULL, *norm = "weights";
+    const char *arch = "dspark", *markov = "vanilla", *gamma = NULL, *weights = NULL, *norm = NULL, *layout = NULL;
+    int rc = layout_defaults(&c, argc, argv);
+    if (rc) return rc;
     int steps = INT_MIN, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
     float lr = (float)c.lr, val_split = 0;
     cli_opt opts[] = {
         {NULL, "--arch", CLI_STR, &arch, "dspark|dflash|dflash-zlab|eagle3",
          "DSpark; DeepSpec DFlash (DSpark layout, no heads); z-lab DFlashDraftModel; EAGLE-3 (SpecForge layout, "
          "shards from regen --taps eagle3) (default dspark)"},
+        {NULL, "--layout", CLI_STR, &layout, "deepspec|mlx-bun",
+         "mlx-bun: its own modules and files (dspark.json): --arch dspark = DSpark v1, dflash = faithful DFlash, "
+         "with its defaults: block 5, layers 2 (v1) / 5, --gamma block, --loss-norm anchors (default deepspec)"},
+        {NULL, "--draft-dim", CLI_INT, &c.mb_dim, "D", "mlx-bun: the drafter width dDraft (default 1024)"},
+        {NULL, "--heads", CLI_INT, &c.mb_heads, "N", "mlx-bun: attention heads nHeads (default 8)"},
+        {NULL, "--ff-mult", CLI_INT, &c.mb_ff_mult, "N", "mlx-bun: FFN width multiplier ffMult (default 2)"},
         {"-m", "--model", CLI_STR, &c.model_dir, "TARGET", "target model: a directory or a .gguf file; llama, qwen3 or gemma4 (required)"},
         {NULL, "--data", CLI_STR, &c.data_dir, "SHARDS", "training shards from `specula regen` (required)"},
         {NULL, "--held-out", CLI_STR, &c.heldout_dir, "SHARDS",
@@ -118,9 +153,9 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--markov-head", CLI_STR, &markov, "vanilla|gated|rnn",
          "DSpark Markov head type (markov_head_type, default vanilla)"},
         {NULL, "--ctx", CLI_INT, &c.ctx, "N", "context rows per anchor (default 512)"},
-        {NULL, "--gamma", CLI_STR, &gamma, "G|block", "loss position decay exp(-k/G); block: G = the block size (default 4)"},
-        {NULL, "--loss-weights", CLI_STR, &weights, "CE,TV,CONF", "loss weights (default: dspark 0.1,0.9,1; dflash 1,0,0)"},
-        {NULL, "--loss-norm", CLI_STR, &norm, "weights|anchors", "divide the loss by the weight sum or the anchors (default weights)"},
+        {NULL, "--gamma", CLI_STR, &gamma, "G|block", "loss position decay exp(-k/G); block: G = the block size (default 4; mlx-bun: block)"},
+        {NULL, "--loss-weights", CLI_STR, &weights, "CE,TV,CONF", "loss weights (default: dspark 0.1,0.9,1; dflash 1,0,0; mlx-bun 0.1,0.9,1)"},
+        {NULL, "--loss-norm", CLI_STR, &norm, "weights|anchors", "divide the loss by the weight sum or the anchors (default weights; mlx-bun: anchors)"},
         {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for the Qwen3 vocab, 128002 for the Llama-3 vocab, else V-1)"},
         {NULL, "--seed", CLI_U64, &c.seed, "S", "init and data-order seed (default 42)"},
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
@@ -136,7 +171,7 @@ int cmd_train(int argc, char **argv) {
         {"-t", "--threads", CLI_INT, &c.threads, "N", "threads (default: all cores)"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab,eagle3} -m TARGET --data SHARDS -o DIR [options]", opts,
+    rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab,eagle3} -m TARGET --data SHARDS -o DIR [options]", opts,
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");

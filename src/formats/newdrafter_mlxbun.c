@@ -10,14 +10,12 @@
 #include <string.h>
 
 #include "formats/hfjson.h"
+#include "formats/mlxbun_layout.h"
 #include "formats/newdrafter.h"
 #include "formats/safetensors.h"
 #include "specula.h"
 
-typedef struct {
-    int gamma, d, layers, heads, rank, ff;
-    int taps[16], n_taps; /* faithful only */
-} mb_cfg;
+typedef sp_mlxbun_cfg mb_cfg;
 
 typedef struct {
     uint32_t s;
@@ -40,19 +38,80 @@ static void mb_normal(mb_rng *r, float *x, size_t n, double std) {
     }
 }
 
-/* one tensor: kind 'n' normal, '1' ones, '0' zeros; its name appended to names */
-static int mb_add(st_writer *w, json_t *names, mb_rng *r, const char *name, char kind, int64_t a, int64_t b,
-                  sp_err *err) {
-    int64_t shape[2] = {a, b};
-    size_t n = (size_t)a * (size_t)(b ? b : 1);
-    float *x = calloc(n ? n : 1, sizeof *x);
-    if (!x) return sp_err_set(err, "out of memory (%s)", name);
-    if (kind == 'n') mb_normal(r, x, n, 0.02);
-    for (size_t i = 0; kind == '1' && i < n; i++) x[i] = 1.0f;
-    int rc = sp_st_writer_add(w, name, SP_DT_F32, b ? 2 : 1, shape, x, err);
-    free(x);
-    if (!rc) json_array_append_new(names, json_string(name));
-    return rc;
+void sp_mlxbun_init_values(const sp_mlxbun_tensor *t, int n, uint64_t seed, float *const *dst) {
+    mb_rng r = {(uint32_t)seed ? (uint32_t)seed : 0x9e3779b9u};
+    for (int i = 0; i < n; i++) {
+        size_t cnt = (size_t)t[i].shape[0] * (size_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
+        if (t[i].init == 'n') mb_normal(&r, dst[i], cnt, 0.02);
+        else
+            for (size_t j = 0; j < cnt; j++) dst[i][j] = t[i].init == '1' ? 1.0f : 0.0f;
+    }
+}
+
+/* append one tensor to t (1-D when b is 0) */
+static void mb_push(sp_mlxbun_tensor *t, int *n, int cap, const char *name, char init, int64_t a, int64_t b) {
+    if (*n < cap) {
+        sp_mlxbun_tensor *x = &t[*n];
+        snprintf(x->name, sizeof x->name, "%s", name);
+        x->ndim = b ? 2 : 1;
+        x->shape[0] = a, x->shape[1] = b;
+        x->init = init;
+    }
+    (*n)++;
+}
+
+int sp_mlxbun_tensors(const sp_mlxbun_cfg *c, int faithful, int64_t H, int64_t V, sp_mlxbun_tensor *t, int cap) {
+    int64_t d = c->d, f = (int64_t)c->ff * c->d, R = c->rank;
+    int n = 0;
+    char nm[32];
+    static const char *qkvo[] = {"q", "k", "v", "o"};
+    for (int i = 0; i < c->layers; i++) {
+        snprintf(nm, sizeof nm, "bb.%d.attn_norm", i), mb_push(t, &n, cap, nm, '1', d, 0);
+        for (int j = 0; j < 4; j++) snprintf(nm, sizeof nm, "bb.%d.%s", i, qkvo[j]), mb_push(t, &n, cap, nm, 'n', d, d);
+        snprintf(nm, sizeof nm, "bb.%d.ff_norm", i), mb_push(t, &n, cap, nm, '1', d, 0);
+        snprintf(nm, sizeof nm, "bb.%d.gate", i), mb_push(t, &n, cap, nm, 'n', d, f);
+        snprintf(nm, sizeof nm, "bb.%d.up", i), mb_push(t, &n, cap, nm, 'n', d, f);
+        snprintf(nm, sizeof nm, "bb.%d.down", i), mb_push(t, &n, cap, nm, 'n', f, d);
+    }
+    if (faithful) {
+        mb_push(t, &n, cap, "W_c", 'n', (int64_t)c->n_taps * H, d);
+        mb_push(t, &n, cap, "ctx_norm", '1', d, 0);
+    } else {
+        mb_push(t, &n, cap, "ctx_proj", 'n', H, d);
+    }
+    mb_push(t, &n, cap, "tok_proj", 'n', H, d);
+    mb_push(t, &n, cap, "mask_emb", 'n', c->gamma - 1, d);
+    mb_push(t, &n, cap, faithful ? "block_pos" : "pos_emb", 'n', c->gamma + !faithful, d);
+    mb_push(t, &n, cap, "out_norm", '1', d, 0);
+    mb_push(t, &n, cap, "out_proj", 'n', d, H);
+    mb_push(t, &n, cap, "markov.w1", 'n', V, R);
+    mb_push(t, &n, cap, "markov.w2", '0', R, V);
+    mb_push(t, &n, cap, "conf.w", '0', d + R, 1);
+    mb_push(t, &n, cap, "conf.b", '0', 1, 0);
+    return n <= cap ? n : -1;
+}
+
+char *sp_mlxbun_json(const sp_mlxbun_cfg *c, int faithful, const char *target_id, int H, int V, double eps,
+                     const sp_mlxbun_tensor *t, int n) {
+    json_t *cfg = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "gamma", c->gamma, "dDraft", c->d, "nLayers", c->layers,
+                            "nHeads", c->heads, "markovRank", c->rank, "ffMult", c->ff);
+    if (faithful) {
+        json_t *tl = json_array();
+        for (int i = 0; i < c->n_taps; i++) json_array_append_new(tl, json_integer(c->taps[i]));
+        json_object_set_new(cfg, "tapLayers", tl);
+    }
+    json_t *names = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(names, json_string(t[i].name));
+    json_t *root = json_pack("{s:s}", "kind", "dspark-drafter");
+    if (faithful) json_object_set_new(root, "variant", json_string("dspark"));
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "target_id", json_string(target_id));
+    json_object_set_new(root, "config", cfg);
+    json_object_set_new(root, "dims", json_pack("{s:i, s:i, s:f}", "hiddenSize", H, "vocabSize", V, "eps", eps));
+    json_object_set_new(root, "param_names", names);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return s;
 }
 
 /* --set key=value over the config (integers; tapLayers=[a,b,..]) */
@@ -96,61 +155,6 @@ static int mb_check(const mb_cfg *c, const sp_config *tc, int faithful, sp_err *
     return 0;
 }
 
-/* every tensor, in mlx-bun's canonical order (the order the random stream is drawn in) */
-static int mb_tensors(st_writer *w, json_t *names, const mb_cfg *c, const sp_config *tc, int faithful, uint64_t seed,
-                      sp_err *err) {
-    mb_rng r = {(uint32_t)seed ? (uint32_t)seed : 0x9e3779b9u};
-    int64_t d = c->d, f = (int64_t)c->ff * c->d, H = tc->hidden_size, V = tc->vocab_size, R = c->rank;
-    int rc = 0;
-    char nm[64];
-    static const char *qkvo[] = {"q", "k", "v", "o"};
-    for (int i = 0; i < c->layers && !rc; i++) {
-        snprintf(nm, sizeof nm, "bb.%d.attn_norm", i), rc = mb_add(w, names, &r, nm, '1', d, 0, err);
-        for (int j = 0; j < 4 && !rc; j++) snprintf(nm, sizeof nm, "bb.%d.%s", i, qkvo[j]), rc = mb_add(w, names, &r, nm, 'n', d, d, err);
-        if (!rc) snprintf(nm, sizeof nm, "bb.%d.ff_norm", i), rc = mb_add(w, names, &r, nm, '1', d, 0, err);
-        if (!rc) snprintf(nm, sizeof nm, "bb.%d.gate", i), rc = mb_add(w, names, &r, nm, 'n', d, f, err);
-        if (!rc) snprintf(nm, sizeof nm, "bb.%d.up", i), rc = mb_add(w, names, &r, nm, 'n', d, f, err);
-        if (!rc) snprintf(nm, sizeof nm, "bb.%d.down", i), rc = mb_add(w, names, &r, nm, 'n', f, d, err);
-    }
-    if (!rc && faithful) rc = mb_add(w, names, &r, "W_c", 'n', (int64_t)c->n_taps * H, d, err);
-    if (!rc && faithful) rc = mb_add(w, names, &r, "ctx_norm", '1', d, 0, err);
-    if (!rc && !faithful) rc = mb_add(w, names, &r, "ctx_proj", 'n', H, d, err);
-    if (!rc) rc = mb_add(w, names, &r, "tok_proj", 'n', H, d, err);
-    if (!rc) rc = mb_add(w, names, &r, "mask_emb", 'n', c->gamma - 1, d, err);
-    if (!rc) rc = mb_add(w, names, &r, faithful ? "block_pos" : "pos_emb", 'n', c->gamma + !faithful, d, err);
-    if (!rc) rc = mb_add(w, names, &r, "out_norm", '1', d, 0, err);
-    if (!rc) rc = mb_add(w, names, &r, "out_proj", 'n', d, H, err);
-    if (!rc) rc = mb_add(w, names, &r, "markov.w1", 'n', V, R, err);
-    if (!rc) rc = mb_add(w, names, &r, "markov.w2", '0', R, V, err);
-    if (!rc) rc = mb_add(w, names, &r, "conf.w", '0', d + R, 1, err);
-    if (!rc) rc = mb_add(w, names, &r, "conf.b", '0', 1, 0, err);
-    return rc;
-}
-
-/* dspark.json: kind, variant (faithful only), version, target_id, config, dims, param_names */
-static char *mb_json(const mb_cfg *c, const sp_config *tc, const char *target_dir, int faithful, json_t *names) {
-    const char *base = strrchr(target_dir, '/');
-    base = base && base[1] ? base + 1 : target_dir;
-    json_t *cfg = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "gamma", c->gamma, "dDraft", c->d, "nLayers", c->layers,
-                            "nHeads", c->heads, "markovRank", c->rank, "ffMult", c->ff);
-    if (faithful) {
-        json_t *t = json_array();
-        for (int i = 0; i < c->n_taps; i++) json_array_append_new(t, json_integer(c->taps[i]));
-        json_object_set_new(cfg, "tapLayers", t);
-    }
-    json_t *root = json_pack("{s:s}", "kind", "dspark-drafter");
-    if (faithful) json_object_set_new(root, "variant", json_string("dspark"));
-    json_object_set_new(root, "version", json_integer(1));
-    json_object_set_new(root, "target_id", json_string(base));
-    json_object_set_new(root, "config", cfg);
-    json_object_set_new(root, "dims", json_pack("{s:i, s:i, s:f}", "hiddenSize", tc->hidden_size, "vocabSize",
-                                                tc->vocab_size, "eps", tc->rms_eps));
-    json_object_set(root, "param_names", names);
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    return s;
-}
-
 int sp_newdrafter_mlxbun_write(const char *dir, const char *target_dir, const newdrafter_opts *o, sp_err *err) {
     int faithful = o->arch && !strcmp(o->arch, "dflash");
     if (!o->arch || (!faithful && strcmp(o->arch, "dspark")))
@@ -167,13 +171,30 @@ int sp_newdrafter_mlxbun_write(const char *dir, const char *target_dir, const ne
     for (int i = 0; i < o->n_sets; i++)
         if (mb_set(&c, o->sets[i], err)) return -1;
     if (mb_check(&c, &tc, faithful, err)) return -1;
+    sp_mlxbun_tensor *t = malloc(sizeof *t * SP_MLXBUN_MAX_TENSORS);
+    float **vals = calloc(SP_MLXBUN_MAX_TENSORS, sizeof *vals);
     st_writer *w = sp_st_writer_create();
-    json_t *names = json_array();
     char *js = NULL;
-    int rc = -1;
-    if (!w || !names) { sp_err_set(err, "out of memory"); goto done; }
-    if (mb_tensors(w, names, &c, &tc, faithful, o->seed, err)) goto done;
-    if (!(js = mb_json(&c, &tc, target_dir, faithful, names))) { sp_err_set(err, "out of memory"); goto done; }
+    int rc = -1, n = 0;
+    const char *base = strrchr(target_dir, '/');
+    base = base && base[1] ? base + 1 : target_dir;
+    if (!w || !t || !vals) { sp_err_set(err, "out of memory"); goto done; }
+    if (c.layers > SP_MLXBUN_MAX_LAYERS) {
+        sp_err_set(err, "mlx-bun drafter: nLayers %d (at most %d)", c.layers, SP_MLXBUN_MAX_LAYERS);
+        goto done;
+    }
+    n = sp_mlxbun_tensors(&c, faithful, tc.hidden_size, tc.vocab_size, t, SP_MLXBUN_MAX_TENSORS);
+    for (int i = 0; i < n; i++) {
+        size_t cnt = (size_t)t[i].shape[0] * (size_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
+        if (!(vals[i] = malloc(sizeof(float) * cnt))) { sp_err_set(err, "out of memory (%s)", t[i].name); goto done; }
+    }
+    sp_mlxbun_init_values(t, n, o->seed, vals);
+    for (int i = 0; i < n; i++)
+        if (sp_st_writer_add_ref(w, t[i].name, SP_DT_F32, t[i].ndim, t[i].shape, vals[i], err)) goto done;
+    if (!(js = sp_mlxbun_json(&c, faithful, base, tc.hidden_size, tc.vocab_size, tc.rms_eps, t, n))) {
+        sp_err_set(err, "out of memory");
+        goto done;
+    }
     if (sp_mkdir_p(dir, err) || sp_path_join(path, sizeof path, dir, "model.safetensors") ||
         sp_st_writer_save(w, path, err) || sp_path_join(path, sizeof path, dir, "dspark.json") ||
         sp_write_file_atomic(path, js, strlen(js), err))
@@ -181,7 +202,9 @@ int sp_newdrafter_mlxbun_write(const char *dir, const char *target_dir, const ne
     rc = 0;
 done:
     free(js);
-    json_decref(names);
+    for (int i = 0; vals && i < n; i++) free(vals[i]);
+    free(vals);
+    free(t);
     if (w) sp_st_writer_free(w);
     return rc;
 }

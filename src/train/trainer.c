@@ -19,6 +19,7 @@
 #include "train/eagle3_train.h"
 #include "train/kind_hooks.h"
 #include "train/loop.h"
+#include "train/mlxbun_train.h"
 #include "train/shards.h"
 
 tr_train_cfg sp_tr_train_defaults(void) {
@@ -40,33 +41,6 @@ tr_train_cfg sp_tr_train_defaults(void) {
     c.mask_id = -1;
     c.window = 64;
     return c;
-}
-
-/* the held-out monitor: a_k and τ over eval_n full blocks */
-static void evaluate(sp_pool *pool, const tr_model *m, tr_acts *a, tr_batch *b, tr_batcher *ev, int eval_n,
-                     const float *Wlm, float *cstar, double *tau, double *acc) {
-    int B = m->d.B, k0 = m->d.arch == TR_ARCH_DFLASH_ZLAB; /* z-lab drafts come from slots 1..B−1 */
-    double tsum = 0;
-    for (int k = 0; k < B; k++) acc[k] = 0;
-    for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
-        int n = eval_n - i0 < b->cap ? eval_n - i0 : b->cap;
-        sp_tr_batcher_fill(ev, b, i0, n);
-        double wsum = 1e-6;
-        for (int t = 0; t < n * B; t++) wsum += b->wt[t];
-        tr_stats st;
-        sp_tr_forward(pool, m, a, b, Wlm, wsum, &st, cstar);
-        for (int e = 0; e < n; e++) {
-            double prod = 1, te = 1;
-            for (int k = k0; k < B; k++) {
-                prod *= cstar[e * B + k];
-                te += prod;
-                acc[k] += cstar[e * B + k];
-            }
-            tsum += te;
-        }
-    }
-    *tau = tsum / eval_n;
-    for (int k = 0; k < B; k++) acc[k] /= eval_n;
 }
 
 const char *sp_tr_arch_name(tr_arch a) {
@@ -235,6 +209,8 @@ typedef struct {
     tr_batch batch;
     tr_acts *acts;
     float *P_keep;             /* batch.P: DFlash steps train on CE only and go without it */
+    int C;                     /* context slots per element (--ctx; 1 for mlx-bun's v1) */
+    tr_mb_run mb;              /* --layout mlx-bun: the module's dims, activations, files */
     /* EAGLE-3 */
     tr_e3_sampler es, eev;
     tr_e3_batch eb;
@@ -254,6 +230,7 @@ static void drafter_run_free(drafter_run *r) {
     free(r->tensors);
     sp_tr_batch_free(&r->batch);
     sp_tr_acts_free(r->acts);
+    sp_tr_mb_free(&r->mb);
     sp_tr_model_free(&r->m);
     sp_tr_batcher_free(&r->bt);
     sp_tr_batcher_free(&r->ev);
@@ -271,6 +248,58 @@ static void drafter_run_free(drafter_run *r) {
         sp_tr_shardset_close(&r->held);
     }
     sp_model_free(r->target);
+}
+
+/* the network of this run: the DeepSpec / z-lab modules (drafter_net.h) or mlx-bun's */
+static void net_forward(drafter_run *r, double denom, tr_stats *st, float *cstar) {
+    if (r->c->layout_mlxbun) {
+        tr_mb_in in = sp_tr_mb_view(&r->mb, &r->batch, r->Wlm);
+        sp_tr_mb_forward(r->pool, &r->mb.d, &r->mb.o, r->m.w, r->mb.acts, &in, denom, st, cstar);
+    } else {
+        sp_tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, denom, st, cstar);
+    }
+}
+static void net_backward(drafter_run *r, double denom, float *grad) {
+    if (r->c->layout_mlxbun) {
+        tr_mb_in in = sp_tr_mb_view(&r->mb, &r->batch, r->Wlm);
+        sp_tr_mb_backward(r->pool, &r->mb.d, &r->mb.o, r->m.w, r->mb.acts, &in, denom, grad);
+    } else {
+        sp_tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, denom, grad);
+    }
+}
+static int net_export(drafter_run *r, const char *dir, sp_err *err) {
+    return r->c->layout_mlxbun ? sp_tr_mb_export(dir, &r->m, &r->mb, err)
+                               : sp_tr_drafter_export(dir, &r->m, r->config_json, err);
+}
+
+/* the held-out monitor: a_k and τ over eval_n full blocks */
+static void evaluate(drafter_run *r, double *tau, double *acc) {
+    const tr_model *m = &r->m;
+    tr_batch *b = &r->batch;
+    float *cstar = r->cstar;
+    int eval_n = r->eval_n;
+    int B = m->d.B, k0 = m->d.arch == TR_ARCH_DFLASH_ZLAB; /* z-lab drafts come from slots 1..B−1 */
+    double tsum = 0;
+    for (int k = 0; k < B; k++) acc[k] = 0;
+    for (int i0 = 0; i0 < eval_n; i0 += b->cap) {
+        int n = eval_n - i0 < b->cap ? eval_n - i0 : b->cap;
+        sp_tr_batcher_fill(&r->ev, b, i0, n);
+        double wsum = 1e-6;
+        for (int t = 0; t < n * B; t++) wsum += b->wt[t];
+        tr_stats st;
+        net_forward(r, wsum, &st, cstar);
+        for (int e = 0; e < n; e++) {
+            double prod = 1, te = 1;
+            for (int k = k0; k < B; k++) {
+                prod *= cstar[e * B + k];
+                te += prod;
+                acc[k] += cstar[e * B + k];
+            }
+            tsum += te;
+        }
+    }
+    *tau = tsum / eval_n;
+    for (int k = 0; k < B; k++) acc[k] /= eval_n;
 }
 
 /* the position decay γ of the loss weights: the block size under gamma_block */
@@ -323,6 +352,24 @@ static int build_model(drafter_run *r, sp_err *err) {
     const tr_train_cfg *c = r->c;
     int e3 = c->arch == TR_ARCH_EAGLE3;
     tr_dims *d = &r->d;
+    r->C = c->ctx;
+    if (c->layout_mlxbun) { /* mlx-bun's module, sized and initialised its way (mlxbun_train.h) */
+        int size = c->dist ? c->dist->size : 1; /* the elements of this rank's slice, at most */
+        if (sp_tr_mb_setup(&r->mb, &r->m, c, r->target, r->data.m, r->data.tap_layers, (c->batch + size - 1) / size,
+                           err))
+            return -1;
+        *d = r->m.d;
+        d->mask_id = c->mask_id >= 0 ? c->mask_id : sp_newdrafter_mask_id(sp_model_config(r->target));
+        if (d->mask_id >= d->V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d->mask_id, d->V);
+        r->C = r->mb.C;
+        if (!(r->Wlm = malloc(sizeof(float) * d->V * d->H))) return sp_err_set(err, "train: out of memory");
+        for (int i = 0; i < d->V; i++) sp_mat_row_f32(sp_model_lm_head(r->target), i, r->Wlm + (size_t)i * d->H);
+        r->tensors = malloc(sizeof *r->tensors * (size_t)r->m.n_params);
+        r->cstar = malloc(sizeof(float) * c->batch * d->B);
+        if (!r->tensors || !r->cstar) return sp_err_set(err, "train: out of memory");
+        sp_tr_drafter_ckpt_tensors(&r->m, r->tensors);
+        return 0;
+    }
     if (e3 ? sp_tr_eagle3_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err)
            : sp_tr_drafter_dims(c, r->target, r->data.m, r->data.tap_layers, d, &r->config_json, err))
         return -1;
@@ -362,14 +409,14 @@ static int build_batches(drafter_run *r, sp_err *err) {
         r->eval_n = c->eval_blocks < r->eev.n ? c->eval_blocks : (int)r->eev.n;
     } else {
         int zlab = c->arch == TR_ARCH_DFLASH_ZLAB;
-        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, c->ctx, d->mask_id, zlab, eff_gamma(c, d), 0,
+        if (sp_tr_batcher_init(&r->bt, &r->data, r->target, d->B, r->C, d->mask_id, zlab, eff_gamma(c, d), 0,
                             c->anchors_per_seq, c->seed, r->cap, err))
             return -1;
         /* the monitor keeps one anchor per unit: the same held-out blocks whatever A */
-        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, c->ctx, d->mask_id, zlab, eff_gamma(c, d), 1, 1,
+        if (sp_tr_batcher_init(&r->ev, r->evdata, r->target, d->B, r->C, d->mask_id, zlab, eff_gamma(c, d), 1, 1,
                             c->seed ^ 0xe7a1u, r->cap, err) ||
-            !(r->acts = sp_tr_acts_create(d, r->cap, c->ctx, err)) ||
-            sp_tr_batch_alloc(&r->batch, r->cap, c->ctx, d->B, d->V, d->H, d->m * d->H, 1, err))
+            (!c->layout_mlxbun && !(r->acts = sp_tr_acts_create(d, r->cap, r->C, err))) ||
+            sp_tr_batch_alloc(&r->batch, r->cap, r->C, d->B, d->V, d->H, d->m * d->H, 1, err))
             return -1;
         r->n_units = r->bt.n;
         r->eval_n = c->eval_blocks < r->ev.n ? c->eval_blocks : (int)r->ev.n;
@@ -386,7 +433,7 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     snprintf(run, n,
              "arch=%s seed=%llu batch=%d block=%d layers=%d markov_rank=%d ctx=%d gamma=%g lr=%g warmup=%ld "
              "total=%ld mask=%d anchors=%lld",
-             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, c->ctx, eff_gamma(c, d), c->lr,
+             sp_tr_arch_name(c->arch), (unsigned long long)c->seed, c->batch, d->B, d->L, d->r, r->C, eff_gamma(c, d), c->lr,
              oc->warmup, oc->total, d->mask_id, (long long)r->n_units);
     if (c->arch == TR_ARCH_EAGLE3) snprintf(run + strlen(run), n - strlen(run), " window=%d draft_vocab=%d", c->window, d->Vd);
     if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) /* vanilla runs keep the string older checkpoints hold */
@@ -396,6 +443,9 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     if (d->alpha_set) /* absent with the kind's weights and Σw: older checkpoints resume */
         snprintf(run + strlen(run), n - strlen(run), " loss_weights=%g,%g,%g", d->alpha[0], d->alpha[1], d->alpha[2]);
     if (c->loss_norm == TR_LOSS_NORM_ANCHORS) snprintf(run + strlen(run), n - strlen(run), " loss_norm=anchors");
+    if (c->layout_mlxbun)
+        snprintf(run + strlen(run), n - strlen(run), " layout=mlx-bun dDraft=%d heads=%d ffMult=%d", c->mb_dim,
+                 c->mb_heads, c->mb_ff_mult);
 }
 
 /* ---- the loop's callbacks ---------------------------------------------------------------- */
@@ -417,15 +467,16 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
         sp_tr_e3_forward(r->pool, &r->m, r->eacts, &r->eb, wsum, &st, NULL);
         sp_tr_e3_backward(r->pool, &r->m, r->eacts, &r->eb, wsum, grad);
     } else {
-        r->batch.P = c->arch == TR_ARCH_DSPARK ? r->P_keep : NULL;
+        r->batch.P = c->arch == TR_ARCH_DSPARK || c->layout_mlxbun ? r->P_keep : NULL;
         sp_tr_batcher_fill(&r->bt, &r->batch, i0, r->nloc);
         double sums[2] = {0, r->nloc}; /* Σw and the anchors, summed over ranks */
         for (int t = 0; t < r->nloc * d->B; t++) sums[0] += r->batch.wt[t];
         sp_tr_dist_sum_f64(c->dist, sums, 2);
         wsum = sp_tr_loss_denom(c->loss_norm, sums[0], sums[1]);
-        r->flops += sp_tr_step_flops(d, r->nloc, c->ctx, r->batch.NR, c->arch == TR_ARCH_DSPARK);
-        sp_tr_forward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, &st, NULL);
-        sp_tr_backward(r->pool, &r->m, r->acts, &r->batch, r->Wlm, wsum, grad);
+        r->flops += c->layout_mlxbun ? sp_tr_mb_step_flops(&r->mb.d, r->nloc, r->C, r->batch.NR)
+                                     : sp_tr_step_flops(d, r->nloc, r->C, r->batch.NR, c->arch == TR_ARCH_DSPARK);
+        net_forward(r, wsum, &st, NULL);
+        net_backward(r, wsum, grad);
         r->batch.P = r->P_keep;
     }
     r->wsum = wsum;
@@ -444,7 +495,7 @@ static int dr_best(drafter_run *r, long step, sp_err *err) {
     sp_path_join(dir, sizeof dir, c->out_dir, "best");
     snprintf(path, sizeof path, "%s/best.json", dir);
     snprintf(text, sizeof text, "{\"step\": %ld, \"tau\": %.17g}\n", step, r->tau);
-    if (sp_mkdir_p(dir, err) || sp_tr_drafter_export(dir, &r->m, r->config_json, err) ||
+    if (sp_mkdir_p(dir, err) || net_export(r, dir, err) ||
         sp_write_file_atomic(path, text, strlen(text), err))
         return -1;
     return 0;
@@ -466,7 +517,7 @@ static int dr_eval(void *ctx, long step, sp_err *err) {
     drafter_run *r = ctx;
     if (r->c->arch == TR_ARCH_EAGLE3)
         e3_evaluate(r->pool, &r->m, r->eacts, &r->eb, &r->eev, r->eval_n, r->cstar, &r->tau, r->acc);
-    else evaluate(r->pool, &r->m, r->acts, &r->batch, &r->ev, r->eval_n, r->Wlm, r->cstar, &r->tau, r->acc);
+    else evaluate(r, &r->tau, r->acc);
     r->res->tau_last = r->tau;
     if (step == 0) r->res->tau_first = r->tau;
     for (int k = 0; step > 0 && k < r->d.B && k < 64; k++) r->res->a_last[k] = r->acc[k];
@@ -504,8 +555,7 @@ static void dr_progress_text(void *ctx, char *buf, size_t n, const tr_loop_row *
 }
 
 static int dr_export(void *ctx, const char *dir, sp_err *err) {
-    drafter_run *r = ctx;
-    return sp_tr_drafter_export(dir, &r->m, r->config_json, err);
+    return net_export(ctx, dir, err);
 }
 
 static int dr_state(void *ctx, json_t *j) {

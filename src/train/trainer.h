@@ -36,6 +36,9 @@ typedef struct {
     double loss_weights[3]; /* α_ce, α_l1 (TV), α_conf when loss_weights_set (DSpark / DFlash) */
     int loss_weights_set;   /* 0: the kind's defaults (sp_tr_loss_alpha) */
     tr_loss_norm loss_norm; /* the loss normaliser: Σw (default) or the number of anchors */
+    int layout_mlxbun;      /* 1: mlx-bun's own modules and files (mlxbun_train.h): --arch dspark is DSpark v1,
+                               dflash the faithful DFlash; block = γ, layers = nLayers, markov_rank = markovRank */
+    int mb_dim, mb_heads, mb_ff_mult; /* mlx-bun: dDraft, nHeads, ffMult */
     uint64_t seed;
     int save_every;      /* 0: only at the end */
     int resume;
