@@ -638,6 +638,18 @@ static void test_cli(void) {
              th_target, dir_df, out, TD, THEADS, TLAYERS, TG, TRANK, TCTX, log);
     CHECK(system(cmd) == 0, "%s failed", cmd);
     check_layout(out, 1);
+    /* the trained checkpoint runs as a drafter (-md, kind from dspark.json): greedy output == plain */
+    char ids[] = "1,7,19,3,44,5,60,2", plain[4096], spec[4096];
+    snprintf(cmd, sizeof cmd, "build/specula generate -q -m %s --prompt-ids %s -n 24 --temp 0 --ignore-eos --json -t 2 "
+                              "2>/dev/null", th_target, ids);
+    CHECK(harness_run(cmd, plain, sizeof plain) == 0 && strstr(plain, "\"tokens\""), "plain generate: %s", plain);
+    snprintf(cmd, sizeof cmd, "build/specula generate -q -m %s -md %s --spec-always --prompt-ids %s -n 24 --temp 0 "
+                              "--ignore-eos --json -t 2 2>&1", th_target, out, ids);
+    CHECK(harness_run(cmd, spec, sizeof spec) == 0 && strstr(spec, "\"drafted\""), "generate -md %s: %s", out, spec);
+    char *tp = strstr(plain, "\"tokens\""), *ts = strstr(spec, "\"tokens\"");
+    char *ep = tp ? strchr(tp, ']') : NULL, *es = ts ? strchr(ts, ']') : NULL;
+    CHECK(ep && es && ep - tp == es - ts && !memcmp(tp, ts, (size_t)(ep - tp)),
+          "the trained drafter's greedy output differs from plain:\n%s\n%s", plain, spec);
     char path[700];
     snprintf(path, sizeof path, "%s/optimizer.safetensors", out);
     FILE *f = fopen(path, "rb");
