@@ -15,6 +15,16 @@
 #include <sys/wait.h>
 
 static int harness_case_failed, harness_passed, harness_failed;
+/* The sanitizer build (ASan + UBSan) looks for memory errors, not statistical power: there the
+ * statistical audits run an eighth of their draws (at least 100) and their verdicts are not
+ * checked; the optimised build runs them at full size and checks every verdict. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HARNESS_AUDIT_VERDICTS 0
+#define HARNESS_AUDIT_DRAWS(n) ((n) / 8 > 100 ? (n) / 8 : 100)
+#else
+#define HARNESS_AUDIT_VERDICTS 1
+#define HARNESS_AUDIT_DRAWS(n) (n)
+#endif
 
 #define CHECK(cond, ...)                                                                  \
     do {                                                                                  \

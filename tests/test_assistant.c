@@ -361,7 +361,7 @@ static void test_draft_distribution(void) {
     if (!m) { CHECK(0, "load target"); return; }
     int V = sp_model_config(m)->vocab_size, H = sp_model_config(m)->hidden_size;
     int32_t prompt[12];
-    int np = 12, draws = 4000;
+    int np = 12, draws = HARNESS_AUDIT_DRAWS(4000);
     for (int i = 0; i < np; i++) prompt[i] = (int32_t)((i * 7919 + 17) % V);
     sp_kv *kv = sp_kv_create(m, 64, 16, &err);
     float *hid = malloc(sizeof(float) * (size_t)np * H), *q = malloc(sizeof(float) * (size_t)V),
@@ -399,7 +399,8 @@ static void test_draft_distribution(void) {
         sp_audit_test at = sp_audit_compare(counts, q0, V, draws);
         printf("  %-8s draft histogram vs q: p=%.4f TV %.4f (null %.4f), support %d\n", HEADS[h], at.p_value, at.tv,
                at.tv_null, nz);
-        CHECK(at.p_value > 0.001, "%s: drafts are not distributed as q (p=%.5f)", HEADS[h], at.p_value);
+        CHECK(!HARNESS_AUDIT_VERDICTS || at.p_value > 0.001, "%s: drafts are not distributed as q (p=%.5f)", HEADS[h],
+              at.p_value);
         sp_drafter_free(d);
     }
     sp_kv_free(kv);

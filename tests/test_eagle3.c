@@ -258,10 +258,10 @@ static void audit_case(const char *target, const char *layout, float dtemp, int 
     CHECK(d, "%s", err.msg);
     sp_audit_result r;
     if (d) {
-        CHECK(sp_audit_run(m, d, prompt, 6, &sp, draws, 0.001, &r, &err) == 0, "%s", err.msg);
+        CHECK(sp_audit_run(m, d, prompt, 6, &sp, HARNESS_AUDIT_DRAWS(draws), 0.001, &r, &err) == 0, "%s", err.msg);
         printf("  %-6s %-9s first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", target, layout,
                r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
-        CHECK(r.pass, "%s %s: audit failed", target, layout);
+        CHECK(!HARNESS_AUDIT_VERDICTS || r.pass, "%s %s: audit failed", target, layout);
         CHECK(r.acceptance_rate > 0.01, "%s %s: acceptance %.3f: the rule was not exercised", target, layout,
               r.acceptance_rate);
     }

@@ -275,11 +275,12 @@ static void audit_case(const char *target, const char *layout, int broken, int d
     sp_drafter *d = open_drafter(target, layout, m, &dq, 4, &err);
     CHECK(d, "%s", err.msg);
     sp_audit_result r;
-    if (d && sp_audit_run(m, d, prompt, 6, &sp, draws, 0.001, &r, &err) == 0) {
+    if (d && sp_audit_run(m, d, prompt, 6, &sp, HARNESS_AUDIT_DRAWS(draws), 0.001, &r, &err) == 0) {
         printf("  %-6s %-9s tree%s: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.3f\n", target,
                layout, broken ? " BROKEN" : "", r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value,
                r.second_groups, r.acceptance_rate);
-        if (broken) CHECK(!r.pass, "%s %s: the audit did not catch the broken tree rule", target, layout);
+        if (!HARNESS_AUDIT_VERDICTS) { /* the sanitizer build: fewer draws, verdicts unchecked */
+        } else if (broken) CHECK(!r.pass, "%s %s: the audit did not catch the broken tree rule", target, layout);
         else CHECK(r.pass, "%s %s: tree audit failed", target, layout);
         CHECK(r.acceptance_rate > 0.005, "acceptance %.3f: the rule was not exercised", r.acceptance_rate);
     } else if (d) {

@@ -124,11 +124,12 @@ static void test_audit_draft_pair(void) {
         dq.top_p = 1.0f;
         sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
         sp_audit_result r;
-        CHECK(sp_audit_run(m, d, prompt, 4, &sp, 4000, 0.001, &r, &err) == 0, "%s", err.msg);
+        CHECK(sp_audit_run(m, d, prompt, 4, &sp, HARNESS_AUDIT_DRAWS(4000), 0.001, &r, &err) == 0, "%s", err.msg);
         printf("  temp %.1f top-p %.1f%s: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
                cases[c].temp, cases[c].top_p, cases[c].broken ? " BROKEN" : "", r.first.p_value, r.first.tv,
                r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
-        if (cases[c].broken) CHECK(!r.pass, "the audit did not detect the broken residual rule");
+        if (!HARNESS_AUDIT_VERDICTS) { /* the sanitizer build: fewer draws, verdicts unchecked */
+        } else if (cases[c].broken) CHECK(!r.pass, "the audit did not detect the broken residual rule");
         else CHECK(r.pass, "audit failed on a correct verifier");
         CHECK(r.acceptance_rate > 0.01 && r.acceptance_rate < 0.99, "the audit must exercise accept and reject");
         sp_drafter_free(d);
@@ -165,10 +166,10 @@ static void test_audit_grammar(void) {
         dq.temperature = 2.5f;
         sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
         sp_audit_result r;
-        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, 1500, 0.001, &r, &err) == 0, "%s", err.msg);
+        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, HARNESS_AUDIT_DRAWS(1500), 0.001, &r, &err) == 0, "%s", err.msg);
         printf("  grammar: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", r.first.p_value,
                r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
-        CHECK(r.pass && r.second_groups > 0, "audit failed on a correct verifier under a grammar");
+        CHECK(!HARNESS_AUDIT_VERDICTS || (r.pass && r.second_groups > 0), "audit failed on a correct verifier under a grammar");
         CHECK(r.acceptance_rate > 0.01 && r.acceptance_rate < 0.99, "acceptance %.3f", r.acceptance_rate);
         sp_drafter_free(d);
     }

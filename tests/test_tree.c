@@ -382,11 +382,12 @@ static void audit_case(const char *target, int k, int broken, int expect_pass, i
     sp_drafter *d = sp_drafter_dflash(dir, m, &dq, &o, &err);
     CHECK(d, "%s", err.msg);
     sp_audit_result r;
-    if (d && sp_audit_run(m, d, prompt, 6, &sp, draws, 0.001, &r, &err) == 0) {
+    if (d && sp_audit_run(m, d, prompt, 6, &sp, HARNESS_AUDIT_DRAWS(draws), 0.001, &r, &err) == 0) {
         printf("  %-6s %-10s tree%s: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", target,
                KINDS[k].name, broken ? " BROKEN" : "", r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value,
                r.second_groups, r.acceptance_rate);
-        if (expect_pass) CHECK(r.pass, "%s %s: tree audit failed", target, KINDS[k].name);
+        if (!HARNESS_AUDIT_VERDICTS) { /* the sanitizer build: fewer draws, verdicts unchecked */
+        } else if (expect_pass) CHECK(r.pass, "%s %s: tree audit failed", target, KINDS[k].name);
         else CHECK(!r.pass, "%s %s: the audit did not catch the broken tree rule", target, KINDS[k].name);
         /* drafted counts every node (10 a round): 0.005 is about one accepted draft in 20 rounds */
         CHECK(r.acceptance_rate > 0.005, "acceptance %.3f: the rule was not exercised", r.acceptance_rate);
