@@ -5,7 +5,11 @@
  * function; the tools and a tool turn reach the template; the official `openai` npm client runs
  * the two-step tool loop streaming and not (tests/openai_tools.mjs). A server with the default
  * template (which does not read `tools`) gets them as a system message. Malformed tools are 400s.
- * The parsers of both formats (Hermes, Llama 3) and the streaming hold are checked directly. */
+ * The parsers of both formats (Hermes, Llama 3, several Llama 3 calls joined by ';') and the
+ * streaming hold are checked directly, and the forcing grammar with parallel_tool_calls true and
+ * false. A server with the built-in llama3 renderer returns ';'-joined calls as several tool_calls,
+ * streamed and not. Streamed logprobs equal the non-streamed ones token for token when a stop
+ * string holds text back (matching in the end or never). */
 #include <jansson.h>
 
 #include "sample/grammar.h"
