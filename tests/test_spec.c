@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drafters/dflash.h"
 #include "drafters/drafters.h"
 #include "formats/newmodel.h"
 #include "fixtures.h"
@@ -140,7 +141,9 @@ static void test_audit_draft_pair(void) {
  * constrained to a few tokens; speculative sampling must give exactly the masked target
  * distribution at both positions. (The constrained distribution here is too peaked for the broken
  * residual rule to show at this sample size: its detection is test_audit_draft_pair's.) */
-static void test_audit_grammar(void) {
+/* the grammar audit with drafter kind 0: the target drafting for itself (its drafts cut by the
+ * grammar), 1: the DSpark checkpoint, which draws its drafts from grammar-masked logits */
+static void audit_grammar(int dspark) {
     sp_err err = {{0}};
     sp_model *m = NULL;
     tok_tokenizer *tk = sp_tok_load_dir("models/default/target", &err);
@@ -163,11 +166,14 @@ static void test_audit_grammar(void) {
         sp.gvocab = gv;
         sp_sample_params dq = sp.gen.sample;
         dq.temperature = 2.5f;
-        sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
+        sp_drafter *d = dspark ? sp_drafter_dflash("models/default/drafter", m, &dq, NULL, &err)
+                               : sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
         sp_audit_result r;
-        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, 1500, 0.001, &r, &err) == 0, "%s", err.msg);
-        printf("  grammar: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", r.first.p_value,
-               r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
+        /* fewer draws for the second case: CI time (still a chi-square test at alpha 0.001) */
+        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, dspark ? 800 : 1500, 0.001, &r, &err) == 0, "%s", err.msg);
+        printf("  grammar (%s): first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
+               dspark ? "dspark, masked drafting" : "self-drafting, cut drafts", r.first.p_value, r.first.tv,
+               r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
         CHECK(r.pass && r.second_groups > 0, "audit failed on a correct verifier under a grammar");
         CHECK(r.acceptance_rate > 0.01 && r.acceptance_rate < 0.99, "acceptance %.3f", r.acceptance_rate);
         sp_drafter_free(d);
@@ -178,6 +184,9 @@ static void test_audit_grammar(void) {
     sp_model_free(m);
     sp_tok_free(tk);
 }
+
+static void test_audit_grammar(void) { audit_grammar(0); }
+static void test_audit_grammar_dspark(void) { audit_grammar(1); }
 
 static void test_vocab_mismatch(void) {
     char dir[] = "/tmp/specula-test-XXXXXX";
@@ -207,6 +216,7 @@ int main(void) {
     RUN(test_audit_self_test);
     RUN(test_audit_draft_pair);
     RUN(test_audit_grammar);
+    RUN(test_audit_grammar_dspark);
     RUN(test_vocab_mismatch);
     return harness_done("test_spec");
 }
