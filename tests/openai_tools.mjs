@@ -1,6 +1,6 @@
 // openai_tools.mjs BASE_URL API_KEY — a two-step tool loop with the official `openai` npm package
-// against `specula serve` (a template that renders tools): the model is forced into a call of
-// get_weather (tool_choice naming it), the call's result goes back as a tool message, and the
+// against `specula serve` (a template that renders tools): the model is forced into one call of
+// get_weather (tool_choice naming it, parallel_tool_calls false), the call's result goes back as a tool message, and the
 // next turn answers in text. Run without streaming, then streaming; the streamed call
 // (delta.tool_calls chunks) and answer must equal the non-streamed ones (greedy).
 // Prints "... ok" lines; exits non-zero on any mismatch.
@@ -41,7 +41,7 @@ const followUp = (call) => [...first, { role: "assistant", content: null, tool_c
   { role: "tool", tool_call_id: call.id, content: JSON.stringify({ temperature: 21, sky: "clear" }) }];
 
 // non-streaming: call -> tool result -> answer
-const r1 = await client.chat.completions.create({ ...base, messages: first, tool_choice: forced });
+const r1 = await client.chat.completions.create({ ...base, messages: first, tool_choice: forced, parallel_tool_calls: false });
 const c1 = r1.choices[0];
 if (c1.finish_reason !== "tool_calls" || c1.message.tool_calls?.length !== 1) fail(`step 1: ${JSON.stringify(c1)}`);
 checkCall(c1.message.tool_calls[0], "step 1");
@@ -52,7 +52,8 @@ if (typeof c2.message.content !== "string" || c2.message.content.length === 0 ||
 console.log(`tool loop ok: ${c1.message.tool_calls[0].function.arguments} -> ${JSON.stringify(c2.message.content)}`);
 
 // streaming: the same two steps, the call assembled from delta.tool_calls
-const s1 = await client.chat.completions.create({ ...base, messages: first, tool_choice: forced, stream: true });
+const s1 = await client.chat.completions.create({ ...base, messages: first, tool_choice: forced, parallel_tool_calls: false,
+                                               stream: true });
 const calls = [];
 let finish = null, text = "";
 for await (const chunk of s1) {

@@ -140,6 +140,11 @@ static void test_cli_spec_is_plain(void) {
     json_t *oa = json_loads(a, 0, NULL), *ob = json_loads(b, 0, NULL);
     char *ta = json_dumps(json_object_get(oa, "tokens"), JSON_COMPACT), *tb = json_dumps(json_object_get(ob, "tokens"), JSON_COMPACT);
     CHECK(ra == 0 && rb == 0 && ta && tb && !strcmp(ta, tb), "spec %s vs plain %s", a, b);
+    /* DSpark draws its drafts from grammar-masked logits: none is cut by the grammar */
+    json_t *sst = json_object_get(oa, "stats");
+    CHECK(json_integer_value(json_object_get(sst, "drafted")) > 0 && json_is_integer(json_object_get(sst, "grammar_cut")) &&
+              json_integer_value(json_object_get(sst, "grammar_cut")) == 0,
+          "drafts under the schema: %s", a);
     char text[4096]; /* the text without the closing end-of-generation token's own text */
     snprintf(text, sizeof text, "%s", json_string_value(json_object_get(ob, "text")) ? json_string_value(json_object_get(ob, "text")) : "");
     char *eos = strstr(text, "<eos>");

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drafters/dflash.h"
 #include "drafters/drafters.h"
 #include "formats/newmodel.h"
 #include "fixtures.h"
@@ -141,7 +142,9 @@ static void test_audit_draft_pair(void) {
  * constrained to a few tokens; speculative sampling must give exactly the masked target
  * distribution at both positions. (The constrained distribution here is too peaked for the broken
  * residual rule to show at this sample size: its detection is test_audit_draft_pair's.) */
-static void test_audit_grammar(void) {
+/* the grammar audit with drafter kind 0: the target drafting for itself (its drafts cut by the
+ * grammar), 1: the DSpark checkpoint, which draws its drafts from grammar-masked logits */
+static void audit_grammar(int dspark) {
     sp_err err = {{0}};
     sp_model *m = NULL;
     tok_tokenizer *tk = sp_tok_load_dir("models/default/target", &err);
@@ -164,12 +167,17 @@ static void test_audit_grammar(void) {
         sp.gvocab = gv;
         sp_sample_params dq = sp.gen.sample;
         dq.temperature = 2.5f;
-        sp_drafter *d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
+        sp_drafter *d = dspark ? sp_drafter_dflash("models/default/drafter", m, &dq, NULL, &err)
+                               : sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
         sp_audit_result r;
-        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, HARNESS_AUDIT_DRAWS(1500), 0.001, &r, &err) == 0, "%s", err.msg);
-        printf("  grammar: first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n", r.first.p_value,
-               r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
-        CHECK(!HARNESS_AUDIT_VERDICTS || (r.pass && r.second_groups > 0), "audit failed on a correct verifier under a grammar");
+        /* fewer draws for the second case: CI time (still a chi-square test at alpha 0.001) */
+        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, HARNESS_AUDIT_DRAWS(dspark ? 800 : 1500), 0.001, &r,
+                                     &err) == 0, "%s", err.msg);
+        printf("  grammar (%s): first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
+               dspark ? "dspark, masked drafting" : "self-drafting, cut drafts", r.first.p_value, r.first.tv,
+               r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
+        CHECK(!HARNESS_AUDIT_VERDICTS || (r.pass && r.second_groups > 0),
+              "audit failed on a correct verifier under a grammar");
         CHECK(r.acceptance_rate > 0.01 && r.acceptance_rate < 0.99, "acceptance %.3f", r.acceptance_rate);
         sp_drafter_free(d);
     }
@@ -178,6 +186,17 @@ static void test_audit_grammar(void) {
     sp_grammar_free(g);
     sp_model_free(m);
     sp_tok_free(tk);
+}
+
+static void test_audit_grammar(void) { audit_grammar(0); }
+/* not from the sanitizer build (minutes there; its sampled masked drafting runs under the
+ * sanitizers in test_server_grammar's sampled schema requests) */
+static void test_audit_grammar_dspark(void) {
+#ifdef __SANITIZE_ADDRESS__
+    printf("  skipped in the sanitizer build\n");
+#else
+    audit_grammar(1);
+#endif
 }
 
 static void test_vocab_mismatch(void) {
@@ -208,6 +227,7 @@ int main(void) {
     RUN(test_audit_self_test);
     RUN(test_audit_draft_pair);
     RUN(test_audit_grammar);
+    RUN(test_audit_grammar_dspark);
     RUN(test_vocab_mismatch);
     return harness_done("test_spec");
 }

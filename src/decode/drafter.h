@@ -50,6 +50,18 @@ typedef struct {
                             pops all its pushes before propose() returns (penalty.h) */
 } sp_drafter_ctx;
 
+/* A constraint on a chain proposal (the engine's grammar), set on the drafter around propose().
+ * Before draft j (0-based) is drawn, mask(ctx, j, logits, V) sets the logits of the tokens the
+ * constraint forbids after drafts 0 .. j-1 to -inf and returns 0, or returns 1 when the proposal
+ * must end before draft j, -1 on error; accept(ctx, x) then gives the draft drawn. A drafter
+ * draws from the masked logits (its q rows are then the masked distributions). A drafter that
+ * ignores the constraint proposes as without it (the engine cuts the drafts it forbids). */
+typedef struct {
+    int (*mask)(void *ctx, int j, float *logits, int V, sp_err *err);
+    int (*accept)(void *ctx, int32_t x, sp_err *err);
+    void *ctx;
+} sp_draft_constraint;
+
 struct sp_drafter {
     const char *name;
     void *self;          /* the implementation's state */
@@ -57,6 +69,7 @@ struct sp_drafter {
     const int *tap_layers;
     int wants_hidden;    /* 1: begin/commit also receive the target's final post-norm hidden rows */
     int provides_q;      /* 1: propose() fills draft distributions q (else the engine uses one-hot q) */
+    const sp_draft_constraint *constraint; /* set by the engine for one propose() (NULL: none) */
 
     /* New sequence. prompt[0..n) is committed; the last prompt token is "pending" (the target
      * has not forwarded it yet), so the row arrays hold rows for prompt[0..n-1) only:

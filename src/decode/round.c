@@ -2,6 +2,7 @@
  * commit, for chains and token trees, greedy and sampled, with repetition penalties. */
 #include "decode/round.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +194,31 @@ static int gram_forced(sp_round *r, int k, sp_err *err) {
     }
 }
 
+/* The drafter's constraint (sp_draft_constraint): before draft j, the grammar's mask of row j (the
+ * position after drafts 0 .. j-1, which accept() fed to the working state) applied to the drafter's
+ * logits; 1 (end the proposal) when the row allows nothing or the round has no row for it. */
+static int gram_draft_mask(void *ctx, int j, float *logits, int V, sp_err *err) {
+    sp_round *r = ctx;
+    if (j >= r->rows_max - 1 || V != r->V) return 1;
+    if (j == 0 && sp_gstate_copy(r->gw, r->gs, err)) return -1;
+    uint8_t *m = r->gmask + (size_t)j * r->V;
+    int32_t only;
+    if (j >= r->n_gmask) { /* row 0 may be left from gram_forced, for the same state */
+        if (sp_gstate_mask(r->gw, m, &only, err) < 0) return -1;
+        r->n_gmask = j + 1;
+    }
+    int any = 0;
+    for (int v = 0; v < V; v++)
+        if (!m[v]) logits[v] = -INFINITY;
+        else any = 1;
+    return !any;
+}
+
+static int gram_draft_accept(void *ctx, int32_t x, sp_err *err) {
+    sp_round *r = ctx;
+    return sp_gstate_accept(r->gw, x, err);
+}
+
 /* A draft distribution row q[V] restricted to the tokens allowed (m) and renormalised; one-hot at the
  * draft x when nothing allowed is left. */
 static void gram_mask_q(float *q, const uint8_t *m, int V, int32_t x) {
@@ -265,7 +291,12 @@ int sp_round_propose(sp_round *r, int k, sp_err *err) {
         r->res.nd = r->tree.n;
         r->res.depth = r->tree.depth;
     } else {
+        /* under a grammar the drafter draws from grammar-masked logits (when it takes the constraint):
+         * its later drafts follow the grammar instead of being cut */
+        sp_draft_constraint gc = {gram_draft_mask, gram_draft_accept, r};
+        r->d->constraint = r->gs ? &gc : NULL;
         nd = r->d->propose(r->d, k, r->blk + 1, r->q_chain ? r->q : NULL, err);
+        r->d->constraint = NULL;
     }
     sp_prof_phase_leave(prof);
     r->res.draft_ms = sp_time_ms() - t0;

@@ -555,7 +555,7 @@ int sp_df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g_out) {
     return T;
 }
 
-int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err) {
+int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, const sp_draft_constraint *c, sp_err *err) {
     int V = s->V, H = s->H, prof;
     int zlab = s->kind == SP_DFLASH_ZLAB, retro = !zlab && s->conf && s->o.policy == SP_VERIFY_RETRO;
     double t1 = sp_time_ms();
@@ -566,10 +566,13 @@ int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_
     if (zlab) { /* slot t predicts the token at its own position (docs/DFLASH.md §4) */
         for (int t = 1; t <= g; t++) {
             float *qt = q ? q + (size_t)(t - 1) * V : qrow;
+            int cm = c ? c->mask(c->ctx, t - 1, s->logits + (size_t)t * V, V, err) : 0;
+            if (cm < 0) return -1;
+            if (cm) break;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
             int x = draw(s, s->logits + (size_t)t * V, qt, t - 1, pos + (uint64_t)t, err);
             sp_prof_leave(prof);
-            if (x < 0) return -1;
+            if (x < 0 || (c && c->accept(c->ctx, x, err))) return -1;
             drafts[n++] = x;
         }
     } else { /* slot j-1 predicts draft j; heads left to right (docs/DSPARK.md §4–6, §10) */
@@ -595,10 +598,13 @@ int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_
                 if (s->o.policy == SP_VERIFY_SCHEDULE && !sp_sched_admit(&sch, c)) break;
             }
             float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
+            int cm = c ? (j <= max_g ? c->mask(c->ctx, j - 1, Z, V, err) : 1) : 0;
+            if (cm < 0) return -1;
+            if (cm) break;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
             int x = draw(s, Z, qt, j - 1, pos + (uint64_t)j, err);
             sp_prof_leave(prof);
-            if (x < 0) return -1;
+            if (x < 0 || (c && c->accept(c->ctx, x, err))) return -1;
             if (j <= max_g) drafts[j - 1] = x;
             n++;
             prev = x;
@@ -631,7 +637,7 @@ static int df_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     block_forward(s, blk, T);
     sp_prof_leave(prof);
     s->info.ms_block += sp_time_ms() - t0;
-    return sp_df_block_drafts(s, max_g, g, drafts, q, err);
+    return sp_df_block_drafts(s, max_g, g, drafts, q, d->constraint, err);
 }
 
 static int df_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {

@@ -45,7 +45,7 @@ static int clone_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp
     double t0 = sp_time_ms();
     block_forward_batch(s, &s, 1, blk, &T);
     s->info.ms_block += sp_time_ms() - t0;
-    return sp_df_block_drafts(s, max_g, g, drafts, q, err);
+    return sp_df_block_drafts(s, max_g, g, drafts, q, d->constraint, err);
 }
 
 /* a clone's commit: df_commit's bookkeeping; the rows wait in s->lazy */
@@ -267,7 +267,7 @@ int sp_dflash_propose_batch(sp_drafter *const *ds, int n, const int *max_g, int3
     free(blk);
     for (int i = 0; i < n; i++) {
         if (T[i] <= 0) continue;
-        n_drafts[i] = sp_df_block_drafts(ss[i], max_g[i], g[i], drafts[i], q[i], err);
+        n_drafts[i] = sp_df_block_drafts(ss[i], max_g[i], g[i], drafts[i], q[i], NULL, err);
         if (n_drafts[i] < 0) return -1;
     }
     return 0;

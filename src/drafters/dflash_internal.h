@@ -89,7 +89,7 @@ int sp_df_ensure_cap(df_t *s, int rows, sp_err *err);
  * block forward has left s->hid [T, H] and s->logits [T, V], sp_df_block_drafts draws the drafts
  * (heads, verify policy, sampling) and returns their count, or -1 with err. */
 int sp_df_block_prepare(df_t *s, int max_g, int32_t *blk, int *g);
-int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, sp_err *err);
+int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, const sp_draft_constraint *c, sp_err *err);
 
 /* Token trees (dflash_tree.c): one block forward per proposal, then each depth's draft logits
  * given the parent node's token (the Markov head conditions on it, so DSpark evaluates it per

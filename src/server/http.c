@@ -121,7 +121,8 @@ typedef struct {
     size_t out_at;
     size_t text_sent;    /* bytes of j->text already sent */
     size_t text_seen;    /* bytes of j->text looked at (a possible tool call is held back) */
-    int toks_sent;
+    int toks_sent;       /* tokens whose logprobs were sent (with the text they make) */
+    int toks_seen;       /* j->n_toks looked at */
     int started, ended, finished;
 } stream_state;
 
@@ -159,7 +160,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         st->out.n = st->out_at = 0;
         pthread_mutex_lock(&s->mu);
         double t0 = sp_time_ms();
-        while (!j->done && j->text.n == st->text_seen && j->n_toks == st->toks_sent && st->started) {
+        while (!j->done && j->text.n == st->text_seen && j->n_toks == st->toks_seen && st->started) {
             if (client_gone(st->fd)) {
                 j->cancelled = 1;
                 pthread_mutex_unlock(&s->mu);
@@ -169,15 +170,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             wait_progress(s, 100);
         }
         int rc = 0;
-        if (!j->done && j->text.n == st->text_seen && j->n_toks == st->toks_sent && st->started)
+        if (!j->done && j->text.n == st->text_seen && j->n_toks == st->toks_seen && st->started)
             rc = sp_srv_buf_add(&st->out, ": keep-alive\n\n", 14); /* an SSE comment: the connection is not idle */
         else if (!j->done || j->text.n > st->text_seen || !st->started) {
-            /* the text released so far (a delta chunk), holding back logprobs-only updates until text
-             * and, with tools, the text from a call's opening on */
+            /* the text released so far (a delta chunk) with the logprobs of the tokens that make it,
+             * holding back, with tools, the text from a call's opening on */
             size_t to = j->tools_on ? sp_srv_tool_safe_prefix(j->tool_fmt, j->text.p, j->text.n) : j->text.n;
             if (to < st->text_sent) to = st->text_sent;
             st->text_seen = j->text.n;
-            int tt = j->n_toks;
+            st->toks_seen = j->n_toks;
+            int tt = sp_srv_stream_toks(j, st->toks_sent, to);
             if (to > st->text_sent || !st->started || (j->lp && tt > st->toks_sent))
                 rc = sp_srv_sse_chunk(s, j, st->created, st->text_sent, to, st->toks_sent, tt, NULL,
                                    !st->started && j->req.route == SRV_ROUTE_CHAT, &st->out);
@@ -189,7 +191,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             rc = sse_error(j, &st->out);
             st->finished = 1;
         } else if (j->done && !rc) {
-            rc = sp_srv_sse_finish(s, j, st->created, st->text_sent, &st->out);
+            rc = sp_srv_sse_finish(s, j, st->created, st->text_sent, st->toks_sent, &st->out);
             if (!rc) rc = sp_srv_sse_end(s, j, st->created, &st->out);
             st->finished = 1;
         }

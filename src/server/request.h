@@ -71,6 +71,7 @@ typedef struct {
     struct json_t *tools;       /* chat: the request's tools array, or NULL */
     srv_tool_choice tool_choice;
     char *tool_name;            /* tool_choice naming a function */
+    int parallel_tools;         /* parallel_tool_calls (default 1): a forced call may be followed by more */
     sp_grammar *grammar;        /* response_format json_object / json_schema, or llama-server's json_schema /
                                    grammar: the compiled grammar the output follows (NULL: none) */
 } srv_request;

@@ -123,6 +123,23 @@ static json_t *job_calls(const srv_job *j, size_t *ce) {
     return sp_srv_tool_calls_parse((srv_tool_fmt)j->tool_fmt, j->req.tools, j->text.p, j->text.n, j->id, ce);
 }
 
+/* Tokens [0, k) whose logprobs go with content that ends at byte end of the released text: all of
+ * them when the decoded text was all released (nothing cut by a stop string or a tool call), else
+ * those whose text begins before end (a token across the cut is content; the cut part's are not). */
+static int content_toks(const srv_job *j, size_t end) {
+    if (!j->tok_at || end >= j->raw_n) return j->n_toks;
+    int k = 0;
+    while (k < j->n_toks && j->tok_at[k] < end) k++;
+    return k;
+}
+
+int sp_srv_stream_toks(const srv_job *j, int from, size_t to) {
+    if (!j->tok_at) return j->n_toks;
+    int k = from;
+    while (k < j->n_toks && j->tok_at[k] < to && (k + 1 < j->n_toks ? j->tok_at[k + 1] : j->raw_n) <= to) k++;
+    return k;
+}
+
 /* a finished chat's message: its text, or the text before the calls (null when none) and tool_calls */
 static json_t *chat_message(const srv_job *j, const char **finish) {
     size_t ce;
@@ -152,7 +169,9 @@ char *sp_srv_response_final(srv *s, srv_job *j, time_t created) {
         json_object_set_new(choice, "text", json_stringn(t.p ? t.p : "", t.n));
         sp_srv_buf_free(&t);
     }
-    json_object_set_new(choice, "logprobs", logprobs_json(s, j, 0, j->n_toks));
+    size_t ce = j->text.n;
+    if (chat) json_decref(job_calls(j, &ce));
+    json_object_set_new(choice, "logprobs", logprobs_json(s, j, 0, content_toks(j, ce)));
     json_object_set_new(choice, "finish_reason", json_string(finish));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_json(j));
@@ -234,12 +253,14 @@ static int tool_call_events(srv *s, srv_job *j, time_t created, json_t *c, srv_b
     return rc ? json_decref(args), rc : tool_call_event(s, j, created, args, out);
 }
 
-int sp_srv_sse_finish(srv *s, srv_job *j, time_t created, size_t text_sent, srv_buf *out) {
+int sp_srv_sse_finish(srv *s, srv_job *j, time_t created, size_t text_sent, int toks_sent, srv_buf *out) {
     size_t ce;
     json_t *calls = job_calls(j, &ce);
     if (!calls) ce = j->text.n;
-    int rc = 0;
-    if (ce > text_sent) rc = sp_srv_sse_chunk(s, j, created, text_sent, ce, j->n_toks, j->n_toks, NULL, 0, out);
+    int rc = 0, tt = content_toks(j, ce);
+    if (tt < toks_sent) tt = toks_sent;
+    if (ce > text_sent || (j->lp && tt > toks_sent))
+        rc = sp_srv_sse_chunk(s, j, created, text_sent, ce > text_sent ? ce : text_sent, toks_sent, tt, NULL, 0, out);
     for (size_t k = 0; !rc && k < json_array_size(calls); k++)
         rc = tool_call_events(s, j, created, json_array_get(calls, k), out);
     const char *finish = calls ? "tool_calls" : j->finish;

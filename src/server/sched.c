@@ -16,7 +16,7 @@ void sp_srv_job_release(srv *s, srv_job *j) {
     (void)s;
     if (--j->refs > 0) return;
     sp_srv_request_free(&j->req);
-    free(j->prompt), free(j->echo), free(j->toks), free(j->lp);
+    free(j->prompt), free(j->echo), free(j->toks), free(j->lp), free(j->tok_at);
     sp_srv_buf_free(&j->text);
     sp_tok_stream_free(j->ts);
     sp_stopstr_free(j->stop);
@@ -113,6 +113,7 @@ static void vacate(srv *s, int i) {
  * stop string appeared, -1 when out of memory */
 static int job_text(srv_job *j, const char *text, size_t n) {
     if (j->stopped) return 1;
+    j->raw_n += n;
     if (!j->stop) return sp_srv_buf_add(&j->text, text, n);
     const char *out;
     size_t k;
@@ -133,12 +134,14 @@ static int publish(srv *s, srv_job *j, srv_slot *sl, const slot_token *t, int n,
         if (nt) j->toks = nt;
         slot_token *nl = j->req.top_logprobs >= 0 ? realloc(j->lp, sizeof *nl * (size_t)cap) : j->lp;
         if (nl) j->lp = nl;
-        if (!nt || (j->req.top_logprobs >= 0 && !nl)) return -1;
+        size_t *na = j->req.top_logprobs >= 0 ? realloc(j->tok_at, sizeof *na * (size_t)cap) : j->tok_at;
+        if (na) j->tok_at = na;
+        if (!nt || (j->req.top_logprobs >= 0 && (!nl || !na))) return -1;
         j->cap_toks = cap;
     }
     for (int i = 0; i < n && !stopped; i++) {
         j->toks[j->n_toks] = t[i].token;
-        if (j->lp) j->lp[j->n_toks] = t[i];
+        if (j->lp) j->lp[j->n_toks] = t[i], j->tok_at[j->n_toks] = j->raw_n;
         j->n_toks++;
         char buf[1024];
         /* the EOS that ends the request is not text (it may be an ordinary token such as " is") */

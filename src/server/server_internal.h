@@ -42,6 +42,8 @@ struct srv_job {
     srv_buf text;             /* released text (stop strings applied) */
     int32_t *toks;            /* every emitted token */
     slot_token *lp;           /* with logprobs: one entry per emitted token */
+    size_t *tok_at;           /* with logprobs: where each token's text begins in the decoded text */
+    size_t raw_n;             /* bytes of decoded text (before the stop strings cut it) */
     int n_toks, cap_toks;
     int queued, running, done;
     const char *finish;       /* "stop", "length", "cancelled" (the client left), "error", "shutdown" */

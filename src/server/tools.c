@@ -77,7 +77,10 @@ static int parse_choice(json_t *c, srv_request *r, srv_error *e) {
 }
 
 int sp_srv_tools_parse(json_t *o, srv_request *r, srv_error *e) {
-    json_t *t = json_object_get(o, "tools");
+    json_t *t = json_object_get(o, "tools"), *par = json_object_get(o, "parallel_tool_calls");
+    if (par && !json_is_null(par) && !json_is_boolean(par))
+        return BAD(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    r->parallel_tools = !par || json_is_null(par) || json_is_true(par);
     if (t && !json_is_null(t)) {
         if (!json_is_array(t)) return BAD(e, "tools", "'tools' must be an array of {\"type\": \"function\", ...}");
         if (json_array_size(t) > MAX_TOOLS)
@@ -281,9 +284,14 @@ int sp_srv_tools_grammar(srv_request *r, srv_tool_fmt fmt, srv_error *e) {
     char *g = sp_json_schema_gbnf(schema, &err);
     json_decref(schema);
     if (!g) return BAD(e, "tools", "'tools': a function's parameters: %s", err.msg);
-    const char *wrap = fmt == SRV_TOOLS_HERMES ? "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
-                                               : "tool-call ::= root\n";
-    if (buf_cat(&g, wrap, "", "")) return free(g), OOM(e);
+    /* one call, or with parallel_tool_calls one or more: Hermes blocks on their own lines, Llama 3
+     * objects joined by "; " */
+    const char *wrap = fmt == SRV_TOOLS_HERMES ? "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\""
+                                               : "tool-call ::= root";
+    const char *more = !r->parallel_tools ? "\n"
+                       : fmt == SRV_TOOLS_HERMES ? " (\"\\n<tool_call>\\n\" root \"\\n</tool_call>\")*\n"
+                                                 : " (\"; \" root)*\n";
+    if (buf_cat(&g, wrap, more, "")) return free(g), OOM(e);
     r->grammar = sp_grammar_parse(g, strlen(g), "tool-call", &err);
     free(g);
     return r->grammar ? 0 : BAD(e, "tools", "'tools': %s", err.msg);
@@ -299,9 +307,12 @@ static const char *find(const char *s, size_t n, const char *what) {
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-/* one OpenAI tool call from the JSON object body[0 .. n), or NULL when it is not a declared call */
-static json_t *call_out(const json_t *tools, const char *body, size_t n, long job, size_t k) {
-    json_t *o = json_loadb(body, n, JSON_DISABLE_EOF_CHECK, NULL); /* an unclosed block's text may follow */
+/* one OpenAI tool call from the JSON object at the start of body[0 .. n) (*used: the bytes it takes,
+ * when used is not NULL), or NULL when it is not a declared call */
+static json_t *call_out(const json_t *tools, const char *body, size_t n, long job, size_t k, size_t *used) {
+    json_error_t je;
+    json_t *o = json_loadb(body, n, JSON_DISABLE_EOF_CHECK, &je); /* text may follow the object */
+    if (used) *used = o ? (size_t)je.position : n;
     const char *name = json_string_value(json_object_get(o, "name"));
     json_t *a = json_object_get(o, "arguments");
     if (!a) a = json_object_get(o, "parameters");
@@ -327,7 +338,7 @@ static json_t *parse_hermes(const json_t *tools, const char *text, size_t n, lon
     json_t *calls = json_array();
     while (calls && p) {
         const char *b = p + strlen(HERMES_OPEN), *c = find(b, (size_t)(end - b), HERMES_CLOSE);
-        json_t *call = call_out(tools, b, (size_t)((c ? c : end) - b), job, json_array_size(calls));
+        json_t *call = call_out(tools, b, (size_t)((c ? c : end) - b), job, json_array_size(calls), NULL);
         if (!call) break;
         json_array_append_new(calls, call);
         p = c ? find(c, (size_t)(end - c), HERMES_OPEN) : NULL;
@@ -340,20 +351,40 @@ static json_t *parse_hermes(const json_t *tools, const char *text, size_t n, lon
     return calls;
 }
 
+static size_t skip_ws(const char *s, size_t at, size_t n) {
+    while (at < n && is_ws(s[at])) at++;
+    return at;
+}
+
+/* Llama 3: the whole answer is calls, after white space and an optional <|python_tag|>: one JSON
+ * object, or several joined by ';' (white space around it allowed, a trailing ';' too) */
+static json_t *parse_llama3(const json_t *tools, const char *text, size_t n, long job, size_t *content_end) {
+    size_t k = strlen(PYTHON_TAG), at = skip_ws(text, 0, n);
+    if (n - at >= k && !memcmp(text + at, PYTHON_TAG, k)) at = skip_ws(text, at + k, n);
+    if (at >= n || text[at] != '{') return NULL;
+    json_t *calls = json_array();
+    while (calls && at < n && text[at] == '{') {
+        size_t used;
+        json_t *call = call_out(tools, text + at, n - at, job, json_array_size(calls), &used);
+        if (!call || json_array_append_new(calls, call)) break;
+        at = skip_ws(text, at + used, n);
+        if (at < n && text[at] == ';') at = skip_ws(text, at + 1, n);
+        else break; /* no separator: only the end may follow */
+    }
+    if (!json_array_size(calls) || at < n) { /* text that is not a declared call: all of it is content */
+        json_decref(calls);
+        return NULL;
+    }
+    *content_end = 0;
+    return calls;
+}
+
 json_t *sp_srv_tool_calls_parse(srv_tool_fmt fmt, const json_t *tools, const char *text, size_t n, long job,
                                 size_t *content_end) {
     *content_end = n;
     if (!tools || !text) return NULL;
     if (fmt == SRV_TOOLS_HERMES) return parse_hermes(tools, text, n, job, content_end);
-    size_t at = 0, k = strlen(PYTHON_TAG);
-    while (at < n && is_ws(text[at])) at++;
-    if (n - at >= k && !memcmp(text + at, PYTHON_TAG, k)) at += k;
-    while (n > at && is_ws(text[n - 1])) n--;
-    if (at >= n || text[at] != '{') return NULL;
-    json_t *call = call_out(tools, text + at, n - at, job, 0);
-    if (!call) return NULL;
-    *content_end = 0;
-    return json_pack("[o]", call);
+    return parse_llama3(tools, text, n, job, content_end);
 }
 
 size_t sp_srv_tool_safe_prefix(srv_tool_fmt fmt, const char *text, size_t n) {
@@ -364,8 +395,12 @@ size_t sp_srv_tool_safe_prefix(srv_tool_fmt fmt, const char *text, size_t n) {
         return at == n || text[at] == '{' || !memcmp(text + at, PYTHON_TAG, m) ? 0 : n;
     }
     const char *p = find(text, n, HERMES_OPEN);
-    if (p) return (size_t)(p - text);
-    for (size_t k = strlen(HERMES_OPEN) - 1; k > 0; k--) /* the opening's first k bytes at the end */
-        if (n >= k && !memcmp(text + n - k, HERMES_OPEN, k)) return n - k;
-    return n;
+    size_t at = p ? (size_t)(p - text) : n;
+    for (size_t k = strlen(HERMES_OPEN) - 1; !p && k > 0; k--) /* the opening's first k bytes at the end */
+        if (n >= k && !memcmp(text + n - k, HERMES_OPEN, k)) {
+            at = n - k;
+            break;
+        }
+    while (at > 0 && is_ws(text[at - 1])) at--; /* white space before a call is not content */
+    return at;
 }

@@ -6,7 +6,8 @@
  * Two text formats are parsed, picked from the chat template:
  *   SRV_TOOLS_HERMES  <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>, one block per call
  *                     (Qwen2.5 / Qwen3, Hermes; also the format for templates that name no format)
- *   SRV_TOOLS_LLAMA3  {"name": N, "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1+)
+ *   SRV_TOOLS_LLAMA3  {"name": N, "parameters": {...}}, optionally after <|python_tag|>, several
+ *                     joined by ';' (Llama 3.1+)
  * A template that does not read `tools` gets the tool list as a system message written here; one
  * that does not read `tool_calls` gets an assistant turn's calls as its text in the format. */
 #ifndef SPECULA_SERVER_TOOLS_H
@@ -36,7 +37,7 @@ srv_tool_fmt sp_srv_tool_format(const struct chat_template *ct);
 int sp_srv_tools_render_input(const struct chat_template *ct, const srv_request *r, json_t *base, json_t **messages,
                               json_t **vars, srv_error *e);
 /* With tool_choice required / a named function: r->grammar = the grammar of one call in format fmt
- * whose arguments follow the function's parameters schema. Nothing to do otherwise; a 400 when a
+ * (with r->parallel_tools, one or more) whose arguments follow the function's parameters schema. Nothing to do otherwise; a 400 when a
  * schema is outside the supported subset or response_format is given too. */
 int sp_srv_tools_grammar(srv_request *r, srv_tool_fmt fmt, srv_error *e);
 
@@ -46,7 +47,8 @@ int sp_srv_tools_grammar(srv_request *r, srv_tool_fmt fmt, srv_error *e);
 json_t *sp_srv_tool_calls_parse(srv_tool_fmt fmt, const json_t *tools, const char *text, size_t n, long job,
                                 size_t *content_end);
 /* How much of text[0 .. n) may be streamed as content: up to the first call's opening (or a part of
- * the opening at the end). */
+ * the opening at the end), less the white space before it (Hermes: white space at the end is held,
+ * as a call may follow); Llama 3: nothing while the answer may be a call. */
 size_t sp_srv_tool_safe_prefix(srv_tool_fmt fmt, const char *text, size_t n);
 
 #endif
