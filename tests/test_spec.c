@@ -171,8 +171,8 @@ static void audit_grammar(int dspark) {
                                : sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
         sp_audit_result r;
         /* fewer draws for the second case: CI time (still a chi-square test at alpha 0.001) */
-        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, HARNESS_AUDIT_DRAWS(dspark ? 800 : 1500), 0.001, &r,
-                                     &err) == 0, "%s", err.msg);
+        int draws = HARNESS_AUDIT_DRAWS(dspark ? 800 : 1500);
+        CHECK(d && sp_audit_run(m, d, prompt, np, &sp, draws, 0.001, &r, &err) == 0, "%s", err.msg);
         printf("  grammar (%s): first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
                dspark ? "dspark, masked drafting" : "self-drafting, cut drafts", r.first.p_value, r.first.tv,
                r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
