@@ -95,6 +95,22 @@ static int cfg_heads(json_t *cfg, sp_mlxbun_cfg *c, const char *path, sp_err *er
     return 0;
 }
 
+/* param_names, when given: the canonical list of this config's tensors */
+static int cfg_names(json_t *names, const sp_mlxbun_cfg *c, const char *path, sp_err *err) {
+    if (!names || json_is_null(names)) return 0;
+    static char want[SP_MAX_LAYERS * 9 + 16][32];
+    int n = sp_mlxbun_param_names(c, want, (int)(sizeof want / sizeof want[0]));
+    if (!json_is_array(names) || json_array_size(names) != (size_t)n)
+        return sp_err_set(err, "%s: param_names must list the config's %d tensors", path, n);
+    for (int i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(names, (size_t)i));
+        if (!s || strcmp(s, want[i]))
+            return sp_err_set(err, "%s: param_names[%d] is %s%s%s, expected \"%s\"", path, i, s ? "\"" : "",
+                              s ? s : "not a string", s ? "\"" : "", want[i]);
+    }
+    return 0;
+}
+
 int sp_mlxbun_cfg_read(const char *dir, const sp_model *target, sp_mlxbun_cfg *c, sp_err *err) {
     char path[4096];
     memset(c, 0, sizeof *c);
@@ -156,23 +172,7 @@ int sp_mlxbun_cfg_read(const char *dir, const sp_model *target, sp_mlxbun_cfg *c
             goto done;
         }
     }
-    json_t *names = json_object_get(root, "param_names");
-    if (names && !json_is_null(names)) { /* the canonical list, when given, must be this config's */
-        static char want[SP_MAX_LAYERS * 9 + 16][32];
-        int n = sp_mlxbun_param_names(c, want, (int)(sizeof want / sizeof want[0]));
-        if (!json_is_array(names) || json_array_size(names) != (size_t)n) {
-            sp_err_set(err, "%s: param_names must list the config's %d tensors", path, n);
-            goto done;
-        }
-        for (int i = 0; i < n; i++) {
-            const char *s = json_string_value(json_array_get(names, (size_t)i));
-            if (!s || strcmp(s, want[i])) {
-                sp_err_set(err, "%s: param_names[%d] is %s%s%s, expected \"%s\"", path, i, s ? "\"" : "",
-                           s ? s : "not a string", s ? "\"" : "", want[i]);
-                goto done;
-            }
-        }
-    }
+    if (cfg_names(json_object_get(root, "param_names"), c, path, err)) goto done;
     rc = 0;
 done:
     json_decref(root);
