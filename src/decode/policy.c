@@ -19,6 +19,7 @@
 #define STEP_SHARE 0.9   /* prior share of drafting that grows with k: a drafter forward per draft ... */
 #define BLOCK_SHARE 0.1  /* ... and one forward per block (sampling, heads: the rest per draft) */
 #define EX_DECAY 0.9     /* per verify of a row count: older distinct-expert counts fade */
+#define LOAD_GAIN 0.7    /* weight of a verify's observed / stored time ratio in the load estimate */
 #define POOL_PRIOR 0.05  /* weight of "every expert used alike" in the fitted pool size */
 
 const char *sp_nodraft_reason_name(int reason) {
@@ -36,6 +37,7 @@ void sp_policy_begin(sp_policy *s, int kind, int G, const sp_policy *from) {
     s->kind = kind;
     s->G = G < SP_POLICY_MAX_G ? G : SP_POLICY_MAX_G;
     s->backoff = BACKOFF_FIRST;
+    s->load = 1;
 }
 
 /* Sample n of a cost into its window; *x = the window's median (the lower middle of an even
@@ -168,7 +170,7 @@ static double clamp_between(double v, double lo, double hi) {
  * lengths; c_exp is pulled towards its prior (the share of a one-row verify its u experts cost,
  * per expert) with the weight of one length, so one measured length splits between the two
  * terms by the prior. Kept between the measured neighbours. */
-double sp_policy_verify_ms(const sp_policy *s, int n) {
+static double verify_norm(const sp_policy *s, int n) {
     if (n <= 0) return s->t_v1;
     if (n > s->G) n = s->G;
     double m = measured(s, (const double (*)[SP_POLICY_KWIN])s->w_ver, s->n_ver, n);
@@ -201,7 +203,7 @@ double sp_policy_verify_ms(const sp_policy *s, int n) {
 
 /* Drafting for k asked, where not measured: a + b · k fitted to the measured lengths (a, b >= 0);
  * from one measured length k0 the drafter's kind splits it: b = share · D(k0) / k0, a the rest. */
-double sp_policy_draft_ms(const sp_policy *s, int k) {
+static double draft_norm(const sp_policy *s, int k) {
     if (k <= 0) return 0;
     if (k > s->G) k = s->G;
     double m = measured(s, (const double (*)[SP_POLICY_KWIN])s->w_drf, s->n_drf, k);
@@ -228,6 +230,9 @@ double sp_policy_draft_ms(const sp_policy *s, int k) {
     return clamp_between(a + b * k, lo, hi);
 }
 
+double sp_policy_verify_ms(const sp_policy *s, int n) { return s->load * verify_norm(s, n); }
+double sp_policy_draft_ms(const sp_policy *s, int k) { return s->load * draft_norm(s, k); }
+
 static double tau_of(const sp_policy *s, int k) {
     double a[SP_POLICY_MAX_G], tau = 1;
     alphas(s, a, k);
@@ -237,11 +242,11 @@ static double tau_of(const sp_policy *s, int k) {
 
 double sp_policy_rate(const sp_policy *s, int k) {
     if (s->n_plain == 0 || s->t_plain <= 0) return 0;
-    if (k <= 0) return 1.0 / s->t_plain;
+    if (k <= 0) return 1.0 / (s->load * s->t_plain);
     if (s->n_spec == 0) return 0;
     if (k > s->G) k = s->G;
-    double extra = sp_policy_verify_ms(s, k) - s->t_v1;
-    return tau_of(s, k) / (s->t_plain + (extra > 0 ? extra : 0) + sp_policy_draft_ms(s, k));
+    double extra = verify_norm(s, k) - s->t_v1;
+    return tau_of(s, k) / (s->load * (s->t_plain + (extra > 0 ? extra : 0) + draft_norm(s, k)));
 }
 
 /* A length whose verify was never measured, worth trying: at the least verify it can cost (that
@@ -258,7 +263,7 @@ static int explore_k(const sp_policy *s, int g, double best) {
         if (s->n_ver[k]) continue;
         double lo, hi;
         neighbours(s, (const double (*)[SP_POLICY_KWIN])s->w_ver, s->n_ver, k, s->t_v1, &lo, &hi);
-        double extra = lo - s->t_v1, r = tau_of(s, k) / (s->t_plain + (extra > 0 ? extra : 0) + sp_policy_draft_ms(s, k));
+        double extra = lo - s->t_v1, r = tau_of(s, k) / (s->load * (s->t_plain + (extra > 0 ? extra : 0) + draft_norm(s, k)));
         if (r > top) top = r, pick = k;
     }
     return pick;
@@ -336,6 +341,17 @@ int sp_policy_choose(sp_policy *s, int g, int *reason) {
     return k;
 }
 
+/* The machine's speed drifts (other processes, frequency): a verify forward of a length already
+ * measured updates `load`, the recent ratio of observed to stored time, and every sample is stored
+ * divided by it. So lengths measured at different times compare at one speed, and a burst of
+ * load on the length in use does not make the lengths measured before it look cheap. */
+static void feed_load(sp_policy *s, double ms, double norm) {
+    if (!(ms > 0) || !(norm > 1e-9)) return;
+    double x = ms / norm;
+    x = x < 0.1 ? 0.1 : x > 20 ? 20 : x;
+    s->load = (1 - LOAD_GAIN) * s->load + LOAD_GAIN * x;
+}
+
 /* alpha NULL: the 0/1 outcomes (greedy, trees); else the expected ones (sp_policy_observe_sampled) */
 static void observe(sp_policy *s, int k, int nd, int acc, const double *alpha, int n_alpha, double draft_ms,
                     double verify_ms, double round_ms) {
@@ -345,14 +361,16 @@ static void observe(sp_policy *s, int k, int nd, int acc, const double *alpha, i
         if (s->remeasure) s->n_plain = 0; /* the fresh time replaces the old window */
         s->remeasure = 0;
         s->since_plain = 0;
-        sample(&s->t_plain, s->w_plain, s->n_plain, round_ms);
-        sample(&s->t_v1, s->w_v1, s->n_plain, verify_ms);
+        if (s->n_plain >= 2) feed_load(s, verify_ms, s->t_v1);
+        sample(&s->t_plain, s->w_plain, s->n_plain, round_ms / s->load);
+        sample(&s->t_v1, s->w_v1, s->n_plain, verify_ms / s->load);
         s->n_plain++;
     } else if (nd > 0) {
         s->n_spec++;
         int kd = k >= 1 && k <= s->G ? k : nd <= s->G ? nd : s->G, nv = nd <= s->G ? nd : s->G;
-        s->w_drf[kd][s->n_drf[kd]++ % SP_POLICY_KWIN] = draft_ms > 0 ? draft_ms : 0;
-        s->w_ver[nv][s->n_ver[nv]++ % SP_POLICY_KWIN] = verify_ms > 0 ? verify_ms : 0;
+        if (s->n_ver[nv] >= 2) feed_load(s, verify_ms, measured(s, (const double (*)[SP_POLICY_KWIN])s->w_ver, s->n_ver, nv));
+        s->w_drf[kd][s->n_drf[kd]++ % SP_POLICY_KWIN] = draft_ms > 0 ? draft_ms / s->load : 0;
+        s->w_ver[nv][s->n_ver[nv]++ % SP_POLICY_KWIN] = verify_ms > 0 ? verify_ms / s->load : 0;
         double keep = s->probing ? 0 : DECAY; /* a probe measures afresh: the past said "off" */
         /* expected "first i+1 accepted": Π α_j over the verified rows, continued past the
          * rejected row by the conditional rates estimated so far */

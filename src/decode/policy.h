@@ -36,7 +36,7 @@ const char *sp_nodraft_reason_name(int reason);
 typedef struct {
     int kind, G;
     int rounds;               /* rounds observed */
-    /* costs: the median of the last SP_POLICY_WIN samples of each */
+    /* costs (at load 1): the median of the last SP_POLICY_WIN samples of each */
     double t_plain;           /* ms of a round without drafts (verify of one row, engine, commit) */
     double t_v1;              /* ms of a one-row verify forward */
     int n_plain, n_spec;
@@ -44,6 +44,7 @@ typedef struct {
      * commit) of rounds that asked for k (index k); the median of the last SP_POLICY_KWIN of each */
     double w_ver[SP_POLICY_MAX_G + 1][SP_POLICY_KWIN], w_drf[SP_POLICY_MAX_G + 1][SP_POLICY_KWIN];
     int n_ver[SP_POLICY_MAX_G + 1], n_drf[SP_POLICY_MAX_G + 1];
+    double load;              /* recent observed / stored verify time (every sample is stored divided by it) */
     int step_cost;            /* 1: each draft runs its own drafter forward (drafting grows with k) */
     /* mixture-of-experts targets (n_experts 0: dense): experts per MoE layer, experts a token runs,
      * and the share of a one-row verify spent reading the experts it runs (the prior cost of one
