@@ -70,6 +70,9 @@ struct sp_drafter {
     int wants_hidden;    /* 1: begin/commit also receive the target's final post-norm hidden rows */
     int provides_q;      /* 1: propose() fills draft distributions q (else the engine uses one-hot q) */
     const sp_draft_constraint *constraint; /* set by the engine for one propose() (NULL: none) */
+    int step_cost;       /* 1: each draft runs a drafter forward of its own, so proposing k drafts costs
+                          * about k times one (a draft model, EAGLE-3, the assistant); 0: one forward
+                          * serves the block (DFlash / DSpark) or no model runs (n-gram, suffix) */
 
     /* New sequence. prompt[0..n) is committed; the last prompt token is "pending" (the target
      * has not forwarded it yet), so the row arrays hold rows for prompt[0..n-1) only:

@@ -139,6 +139,7 @@ static int verify(loop_t *L, int why, double *forward_ms, sp_err *err) {
     int rc = q.parent ? sp_model_forward_tree(L->m, L->kv, q.tokens, q.parent, T, &o, err)
                       : sp_model_forward(L->m, L->kv, q.tokens, T, &o, err);
     *forward_ms = sp_time_ms() - tv;
+    if (!rc && !q.parent && L->pol.n_experts) sp_policy_observe_experts(&L->pol, T, sp_kv_moe_experts(L->kv));
     sp_prof_enter(SP_PROF_SAMPLE);
     if (!rc) rc = sp_round_accept(L->R, err);
     sp_prof_phase_leave(prof);
@@ -153,6 +154,34 @@ static int verify(loop_t *L, int why, double *forward_ms, sp_err *err) {
     st->forced += res->forced;
     st->cut += res->cut;
     return 0;
+}
+
+/* The share of a one-row forward's weight reads that are the experts its token runs, from the
+ * shapes (every weight taken at the same bytes per value): the policy's prior cost of one more
+ * distinct expert per MoE layer (docs/ROUND_COST.md). */
+static double expert_share(const sp_config *c) {
+    double H = c->hidden_size, ex = 0, other = (double)c->vocab_size * H; /* the LM head */
+    for (int li = 0; li < c->n_layers && li < SP_MAX_LAYERS; li++) {
+        const sp_layer_config *lc = &c->layers[li];
+        double D = lc->head_dim > 0 ? lc->head_dim : c->head_dim, kvh = lc->n_kv_heads > 0 ? lc->n_kv_heads : c->n_kv_heads;
+        other += 2 * H * c->n_heads * D + 2 * H * kvh * D; /* q, o; k, v */
+        if (lc->moe) ex += 3 * H * c->moe_ffn_dim * c->n_experts_used, other += H * c->n_experts; /* experts; router */
+        else other += 3 * H * (lc->ffn_dim > 0 ? lc->ffn_dim : c->ffn_dim);
+    }
+    return ex + other > 0 ? ex / (ex + other) : 0;
+}
+
+/* The policy's cost model for this drafter and target: SPECULA_POLICY_EXPERTS=0 in the
+ * environment leaves out the expected distinct experts of a mixture-of-experts target (a
+ * benchmark switch: the policy then models its verify as a dense one's) */
+static void policy_costs(loop_t *L) {
+    const sp_config *c = sp_model_config(L->m);
+    const char *ex = getenv("SPECULA_POLICY_EXPERTS");
+    sp_policy_set_drafter(&L->pol, L->d ? L->d->step_cost : 0);
+    if (c->n_experts > 0 && !(ex && strcmp(ex, "0") == 0))
+        sp_policy_set_moe(&L->pol, c->n_experts, c->n_experts_used, expert_share(c));
+    else
+        sp_policy_set_moe(&L->pol, 0, 0, 0);
 }
 
 /* One round: plan its length (room, policy), propose, verify, emit, commit, tell the policy.
@@ -263,6 +292,7 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     int32_t pending = prompt[n_prompt - 1];
     int stop = 0;
     sp_policy_begin(&L.pol, d ? p->policy : SP_SPEC_POLICY_ALWAYS, G, p->policy_carry);
+    policy_costs(&L);
     if (p->profile) sp_prof_start();
     while (L.n_out < p->gen.max_new && !stop) {
         if (spec_round(&L, &pending, &stop, err)) goto done;

@@ -553,6 +553,7 @@ sp_drafter *sp_drafter_assistant(const char *dir, sp_model *target, const sp_sam
     s->greedy = sp_sample_is_greedy(sample);
     if (!s->greedy && !(s->smp = sp_sampler_create(s->V, sample, err))) goto fail;
     d->name = "assistant";
+    d->step_cost = 1; /* one assistant step per draft */
     d->wants_hidden = 1;
     d->provides_q = !s->greedy;
     d->begin = asst_begin;

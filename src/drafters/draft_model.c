@@ -173,6 +173,7 @@ sp_drafter *sp_drafter_draft_model(sp_model *draft, const sp_model *target, cons
         return NULL;
     }
     d->name = "draft";
+    d->step_cost = 1; /* one draft-model forward per draft */
     d->provides_q = !s->greedy;
     d->begin = dm_begin;
     d->propose = dm_propose;

@@ -477,6 +477,7 @@ static void set_interface(sp_drafter *d, e3_t *s) {
     s->info = (sp_eagle3_info){.layout = s->layout, .n_taps = s->m, .tap_layers = s->taps, .draft_vocab = s->Vd,
                                .d2t = s->d2t};
     d->name = "eagle3";
+    d->step_cost = 1; /* one EAGLE-3 layer step per draft */
     d->n_taps = s->m;
     d->tap_layers = s->taps;
     d->provides_q = !s->greedy;

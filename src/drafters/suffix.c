@@ -235,7 +235,7 @@ sp_drafter *sp_drafter_suffix(sp_sfx_store *store, const sp_sfx_params *prm, sp_
                       .destroy = sfx_destroy};
     if (inner) {
         d->n_taps = inner->n_taps, d->tap_layers = inner->tap_layers, d->wants_hidden = inner->wants_hidden;
-        d->provides_q = inner->provides_q;
+        d->provides_q = inner->provides_q, d->step_cost = inner->step_cost;
         if (!inner->propose_tree) d->propose_tree = NULL;
         if (inner->extend) d->extend = sfx_extend;
     }
