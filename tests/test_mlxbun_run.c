@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "drafters/mlxbun.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "model/model.h"
 #include "server_harness.h"
@@ -327,18 +328,6 @@ static double ref_heads(fx *f, const double *Uk, const double *hk, int32_t prev,
     return 1 / (1 + exp(-z));
 }
 
-static sp_model *load_target(const char *arch) {
-    char dir[256];
-    sp_err err = {{0}};
-    sp_model *m;
-    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
-    if (sp_model_load(&m, dir, 2, &err)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return NULL;
-    }
-    return m;
-}
-
 static fx_cfg base_cfg(sp_model *m, int faithful, int rnn) {
     const sp_config *tc = sp_model_config(m);
     fx_cfg c = {.faithful = faithful, .rnn = rnn, .gamma = 4, .d = 16, .L = 2, .NH = 4, .r = 8, .ff = 2,
@@ -400,7 +389,7 @@ static void compare_round(fx *f, sp_drafter *d, sp_model *m, const float *F, int
 
 /* two rounds on one target: begin on a prompt, propose, commit 1 draft and a token, propose */
 static void ref_case(const char *arch, int faithful, int rnn, float conf_thr, int from_sts) {
-    sp_model *m = load_target(arch);
+    sp_model *m = fixture_load(arch);
     if (!m) { CHECK(0, "load %s", arch); return; }
     fx f;
     fx_cfg c = base_cfg(m, faithful, rnn);
@@ -535,7 +524,7 @@ static int bigram_dir(int faithful, char *dir, size_t cap) {
     snprintf(p, sizeof p, "%s/dspark.json", dir);
     if (access(p, R_OK) == 0) return 0;
     if (!plain_ref()) return -1;
-    sp_model *m = load_target("llama");
+    sp_model *m = fixture_load("llama");
     if (!m) return -1;
     fx f;
     bigram_fixture(&f, m, faithful, PROMPT_IDS, PLAIN, NPLAIN);
@@ -668,7 +657,7 @@ static void bad_case(fx *f, const char *skip, const char *bad, const char *extra
 }
 
 static void test_bad_checkpoints(void) {
-    sp_model *m = load_target("llama");
+    sp_model *m = fixture_load("llama");
     if (!m) { CHECK(0, "load"); return; }
     fx f;
     fx_cfg c = base_cfg(m, 1, 0);

@@ -29,6 +29,7 @@
 #include "train/mlxbun_net.h"
 #include "train/mlxbun_train.h"
 #include "train/trainer.h"
+#include "st_fixture.h"
 #include "train_harness.h"
 
 enum { H = 64, V = 8192, NL = 2, NSEQ = 3 };
@@ -40,47 +41,6 @@ static char dir_v1[400], dir_df[400];
 
 /* the drafters of the training runs: γ 3, dDraft 16, 2 heads, ffMult 2, 2 layers, rank 8 */
 enum { TG = 3, TD = 16, THEADS = 2, TFF = 2, TLAYERS = 2, TRANK = 8, TCTX = 4, TBATCH = 3 };
-
-static uint16_t rnd_bf16(unsigned *s) {
-    *s = *s * 1103515245u + 12345u;
-    return sp_f32_to_bf16(((float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f) * 2.0f);
-}
-
-/* ---- the test's own safetensors writer and reader ------------------------------------------ */
-typedef struct {
-    const char *name, *dtype;
-    int ndim;
-    int64_t shape[2];
-    const void *data;
-    size_t bytes;
-} fx_tensor;
-
-static void write_st(const char *path, const fx_tensor *t, int n) {
-    char hdr[4096];
-    int k = snprintf(hdr, sizeof hdr, "{\"__metadata__\":{\"format\":\"mlx\"}");
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        k += snprintf(hdr + k, sizeof hdr - k, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld", t[i].name, t[i].dtype,
-                      (long long)t[i].shape[0]);
-        if (t[i].ndim == 2) k += snprintf(hdr + k, sizeof hdr - k, ",%lld", (long long)t[i].shape[1]);
-        k += snprintf(hdr + k, sizeof hdr - k, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].bytes);
-        off += t[i].bytes;
-    }
-    k += snprintf(hdr + k, sizeof hdr - k, "}");
-    while (k % 8) hdr[k++] = ' ';
-    FILE *f = fopen(path, "wb");
-    uint64_t len = (uint64_t)k;
-    fwrite(&len, 8, 1, f);
-    fwrite(hdr, 1, (size_t)k, f);
-    for (int i = 0; i < n; i++) fwrite(t[i].data, 1, t[i].bytes, f);
-    fclose(f);
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
 /* a float32 safetensors file as read by this test: the header and every tensor in double */
 typedef struct {
