@@ -68,6 +68,12 @@ static inline int harness_done(const char *file) {
     return harness_failed ? 1 : 0;
 }
 
+/* the specula binary beside a test program: BUILD/tests/test_x -> BUILD/tests/../specula */
+static inline void harness_cli_path(char *out, size_t cap, const char *argv0) {
+    snprintf(out, cap, "%s", argv0);
+    char *slash = strrchr(out, '/');
+    if (slash) snprintf(slash, cap - (size_t)(slash - out), "/../specula");
+}
 /* deterministic random inputs: uniform in [-a, a], never all-zero */
 static inline void harness_fill(float *x, size_t n, float a, unsigned seed) {
     unsigned long long s = 0x9E3779B97F4A7C15ull * (seed + 1);

@@ -25,11 +25,7 @@ typedef struct {
 } test_server;
 
 /* the `specula` binary beside the test's build directory: BUILD/tests/test_x -> BUILD/specula */
-static inline void server_bin(char *out, size_t cap, const char *argv0) {
-    snprintf(out, cap, "%s", argv0);
-    char *slash = strrchr(out, '/');
-    if (slash) snprintf(slash, cap - (size_t)(slash - out), "/../specula");
-}
+static inline void server_bin(char *out, size_t cap, const char *argv0) { harness_cli_path(out, cap, argv0); }
 
 /* Start `BIN serve --port 0 ARGS`; wait (up to 60 s) for its "ready" line. Returns 0 or -1. */
 static inline int server_start(test_server *s, const char *bin, const char *args) {

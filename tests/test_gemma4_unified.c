@@ -198,10 +198,7 @@ static void test_preset_and_gguf(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_gemma4_unified → BUILD/specula */
-    char *slash = strrchr(cli, '/');
-    if (slash) *slash = 0;
-    snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
+    harness_cli_path(cli, sizeof cli, argv[0]);
     RUN(test_config);
     RUN(test_preset_shape);
     RUN(test_reference_logits);

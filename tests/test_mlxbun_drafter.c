@@ -15,27 +15,16 @@
 
 #include <jansson.h>
 
+#include "fixtures.h"
 #include "formats/safetensors.h"
 #include "harness.h"
 #include "specula.h"
 #include "train/regen.h"
 #include "train/shards.h"
 
-static sp_model *load(const char *arch) {
-    char dir[256];
-    sp_err err = {{0}};
-    sp_model *m;
-    snprintf(dir, sizeof dir, "tests/data/ref-logits/%s", arch);
-    if (sp_model_load(&m, dir, 2, &err)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return NULL;
-    }
-    return m;
-}
-
 /* taps {0, L}: the slot of L equals .hidden exactly, in one forward and in a batch of two */
 static void sentinel_one(const char *arch) {
-    sp_model *m = load(arch);
+    sp_model *m = fixture_load(arch);
     if (!m) { CHECK(0, "load %s", arch); return; }
     const sp_config *c = sp_model_config(m);
     int H = c->hidden_size, L = c->n_layers, T = 5;

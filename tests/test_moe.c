@@ -472,10 +472,7 @@ static void test_train_drafter(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    snprintf(cli, sizeof cli, "%s", argv[0]); /* BUILD/tests/test_moe → BUILD/specula */
-    char *slash = strrchr(cli, '/');
-    if (slash) *slash = 0;
-    snprintf(cli + strlen(cli), sizeof cli - strlen(cli), "/../specula");
+    harness_cli_path(cli, sizeof cli, argv[0]);
     RUN(test_config);
     RUN(test_reference_logits);
     RUN(test_batch_invariance);
