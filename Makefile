@@ -4,6 +4,8 @@
 
 CC       ?= cc
 BUILD    ?= build
+# `make test` and `make run` build with JOBS compiles at once (default: one per core)
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 # the library's version (include/specula.h): the .so's file name and SONAME, specula.pc
 VERSION := $(shell sed -n 's/^\#define SPECULA_VERSION "\([^"]*\)".*/\1/p' include/specula.h)
 # One binary per architecture, for every processor of it: ordinary files target a portable
@@ -155,9 +157,9 @@ fuzz:
 	@test -n "$(T)" || { echo "usage: make fuzz T=NAME S=SECONDS (NAME: $(FUZZ_SRC:fuzz/fuzz_%.c=%))"; exit 2; }
 	sh fuzz/run.sh $(T) $(or $(S),60)
 
-# CI: every target for FUZZ_S seconds each (default 10)
+# CI: every target for FUZZ_S seconds each (default 10), JOBS targets at once (each is one process)
 fuzz-ci: fuzz-build
-	sh fuzz/run.sh all $(or $(FUZZ_S),10)
+	FUZZ_JOBS=$(JOBS) sh fuzz/run.sh all $(or $(FUZZ_S),10)
 
 # valgrind memcheck of a short plain and speculative generate (tools/valgrind-check.sh), on a
 # build without -march=native: valgrind does not decode AVX-512
@@ -169,14 +171,14 @@ valgrind:
 # in the ASan build), then the SIMD checks (the kernel and identity tests on the AVX2 path and
 # on aarch64 under qemu), valgrind on generate and the bounded fuzz run of every parser.
 test: deps-test
-	$(MAKE) all
-	$(MAKE) clang
-	$(MAKE) asan
+	$(MAKE) -j$(JOBS) all
+	$(MAKE) -j$(JOBS) clang
+	$(MAKE) -j$(JOBS) asan
 	sh tests/run.sh build build-asan
-	$(MAKE) test-avx2
-	$(MAKE) test-aarch64
-	$(MAKE) valgrind
-	$(MAKE) fuzz-ci
+	$(MAKE) -j$(JOBS) test-avx2
+	$(MAKE) -j$(JOBS) test-aarch64
+	$(MAKE) -j$(JOBS) valgrind
+	$(MAKE) -j$(JOBS) fuzz-ci
 
 # The kernel, model and speculative-identity tests with the tier capped at AVX2 (on a machine
 # without AVX2 they run the scalar path).
@@ -225,7 +227,7 @@ test-fast: all
 
 # README command 1: install, build and run the main job.
 run: deps
-	$(MAKE) all
+	$(MAKE) -j$(JOBS) all
 	sh tools/run-default.sh
 
 clean:

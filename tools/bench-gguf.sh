@@ -3,7 +3,8 @@
 #
 #   sh tools/bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]
 #
-# Builds the qwen3-0.6b preset (random weights) in WORK once, exports it to GGUF with the
+# Builds the qwen3-0.6b preset (random weights; MODEL="new-model arguments" and NAME pick another,
+# e.g. MODEL="--arch qwen3_moe --preset qwen3-moe-2b --set num_hidden_layers=8" NAME=moe) in WORK once, exports it to GGUF with the
 # Qwen2 vocabulary of llama.cpp's models/ggml-vocab-qwen2.gguf (llama.cpp needs a vocabulary;
 # 151936 tokens, as the preset), quantizes it with `specula quantize` to each type (default
 # q8_0 q4_0 q4_k_m), then for ROUNDS rounds (default 3), interleaved per type:
@@ -26,22 +27,25 @@ TYPES=${4:-q8_0 q4_0 q4_k_m}
 TH=${THREADS:-2}      # threads of both engines
 REPS=${LLAMA_REPS:-3} # llama-bench -r
 S=${SPECULA:-$(pwd)/build/specula}
+MODEL=${MODEL:---arch qwen3 --preset qwen3-0.6b}
+NAME=${NAME:-q06}
 LOCK=${LOCK-/tmp/specula-bench.lock}
 locked() { if [ -n "$LOCK" ]; then flock "$LOCK" "$@"; else "$@"; fi; }
 VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf
 mkdir -p "$WORK"
-[ -f "$WORK/q06/config.json" ] || "$S" new-model --arch qwen3 --preset qwen3-0.6b --seed 1 -o "$WORK/q06"
-[ -f "$WORK/q06-bf16.gguf" ] || "$S" export-gguf -m "$WORK/q06" -o "$WORK/q06-bf16.gguf" --tokenizer-gguf "$VOCAB"
+# shellcheck disable=SC2086 # MODEL is a list of arguments
+[ -f "$WORK/$NAME/config.json" ] || "$S" new-model $MODEL --seed 1 -o "$WORK/$NAME"
+[ -f "$WORK/$NAME-bf16.gguf" ] || "$S" export-gguf -m "$WORK/$NAME" -o "$WORK/$NAME-bf16.gguf" --tokenizer-gguf "$VOCAB"
 for t in $TYPES; do
-    [ -f "$WORK/q06-$t.gguf" ] || "$S" quantize -m "$WORK/q06-bf16.gguf" -o "$WORK/q06-$t.gguf" --type "$t" -t 2 -q
+    [ -f "$WORK/$NAME-$t.gguf" ] || "$S" quantize -m "$WORK/$NAME-bf16.gguf" -o "$WORK/$NAME-$t.gguf" --type "$t" -t 2 -q
 done
 num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
 avg_ts() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "\"avg_ts\"" || $i == "avg_ts") c = i } NR > 1 { gsub(/"/, "", $c); print $c }'; }
-: > "$WORK/raw-t$TH.txt"
+: > "$WORK/raw-$NAME-t$TH.txt"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for t in $TYPES; do
-        f="$WORK/q06-$t.gguf"
+        f="$WORK/$NAME-$t.gguf"
         js=$(locked "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
         sd=$(echo "$js" | num decode_tps); sp=$(echo "$js" | num prefill_tps); rf=$(echo "$js" | num roofline_fraction)
         bw=$(echo "$js" | num read_bw_gbs)
@@ -55,7 +59,7 @@ while [ "$r" -le "$ROUNDS" ]; do
             ad=$(echo "$js" | num decode_tps); ap=$(echo "$js" | num prefill_tps); af=$(echo "$js" | num roofline_fraction)
             av=$(SPECULA_CPU=avx2 locked "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
         fi
-        echo "$t $r $sd $sp $rf $ld $lp $v8 $ad $ap $af $av $bw $l8" | tee -a "$WORK/raw-t$TH.txt"
+        echo "$t $r $sd $sp $rf $ld $lp $v8 $ad $ap $af $av $bw $l8" | tee -a "$WORK/raw-$NAME-t$TH.txt"
     done
     r=$((r + 1))
 done
@@ -64,7 +68,7 @@ echo "$TH threads; medians of $ROUNDS rounds; roofline against the read bandwidt
 echo "verify8/step: an 8-token batch in decode steps (specula bench-verify k=8; llama.cpp 8 x pp8 time / tg time)"
 echo "type   specula_decode llama_decode ratio | specula_prefill llama_prefill ratio | roofline   bw | verify8/step specula llama"
 for t in $TYPES; do
-    grep "^$t " "$WORK/raw-t$TH.txt" | awk -v t="$t" -v c="$1" '
+    grep "^$t " "$WORK/raw-$NAME-t$TH.txt" | awk -v t="$t" -v c="$1" '
         { d[NR] = $c; p[NR] = $(c + 1); f[NR] = $(c + 2); ld[NR] = $6; lp[NR] = $7; v[NR] = c == 3 ? $8 : $12
           rd[NR] = d[NR] / $6; rp[NR] = p[NR] / $7; bw[NR] = $13; l8[NR] = $14 > 0 ? 8 * $6 / $14 : 0 }
         function med(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x } return a[int((n + 1) / 2)] }
