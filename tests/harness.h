@@ -26,6 +26,14 @@ static int harness_case_failed, harness_passed, harness_failed;
 #define HARNESS_AUDIT_DRAWS(n) (n)
 #endif
 
+/* The verdict of `specula audit` run through the binary (exit status rc, output out): with
+ * verdicts checked, it must say "audit: PASS" and exit 0 (want_pass) or "audit: FAIL" and exit 1;
+ * in the sanitizer build only that it ran to a verdict. */
+static inline int harness_audit_verdict(int rc, const char *out, int want_pass) {
+    if (!HARNESS_AUDIT_VERDICTS) return (rc == 0 || rc == 1) && strstr(out, "audit: ") != NULL;
+    return want_pass ? rc == 0 && strstr(out, "audit: PASS") != NULL : rc == 1 && strstr(out, "audit: FAIL") != NULL;
+}
+
 #define CHECK(cond, ...)                                                                  \
     do {                                                                                  \
         if (!(cond)) {                                                                    \

@@ -162,10 +162,9 @@ static void test_embedded_drafter(void) {
     /* the audit with the table applied: at 0.6 q is drawn at 1.2, at 1.0 at 0.5 */
     for (int i = 0; i < 2; i++) {
         const char *t = i ? "1.0" : "0.6";
-        CHECK(run("%s audit -m %s -md %s --spec dspark --temp %s --draws 200 -p 'def f(x):' -t 2 2>&1", cli, TARGET, d2,
-                  t) == 0 &&
-                  strstr(out, "audit: PASS"),
-              "audit at %s: %s", t, out);
+        int rc = run("%s audit -m %s -md %s --spec dspark --temp %s --draws %d -p 'def f(x):' -t 2 2>&1", cli, TARGET, d2,
+                     t, HARNESS_AUDIT_DRAWS(200));
+        CHECK(harness_audit_verdict(rc, out, 1), "audit at %s: %s", t, out);
     }
     /* calibrate --sampling on one short prompt writes a file that reads back */
     write_file("p.jsonl", "{\"prompt\": \"import os\\nimport sys\\n\"}\n");

@@ -170,9 +170,11 @@ static void test_audit(void) {
     char cmd[16384];
     const char *cases[] = {"--spec suffix", "--spec suffix --tree 6", "--spec dspark+suffix -md models/default/drafter"};
     for (int i = 0; i < 3; i++) { /* a prompt that repeats itself: the suffix drafts from the first token */
-        snprintf(cmd, sizeof cmd, "%s audit -m %s %s --temp 1.0 --draws 200 -t 2 "
-                 "-p 'import os\nimport sys\nimport re\nimport os\nimport sys\nimport' 2>&1", BIN, M, cases[i]);
-        CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "audit: PASS"), "%s: %s", cases[i], out);
+        snprintf(cmd, sizeof cmd, "%s audit -m %s %s --temp 1.0 --draws %d -t 2 "
+                 "-p 'import os\nimport sys\nimport re\nimport os\nimport sys\nimport' 2>&1", BIN, M, cases[i],
+                 HARNESS_AUDIT_DRAWS(200));
+        int rc = harness_run(cmd, out, sizeof out);
+        CHECK(harness_audit_verdict(rc, out, 1), "%s: %s", cases[i], out);
         const char *acc = strstr(out, "draft acceptance ");
         CHECK(acc && atof(acc + 17) > 0, "%s: no drafts accepted: %s", cases[i], out);
     }
