@@ -6,6 +6,8 @@
  * - the draft model = the target itself accepts everything (full-accept and bonus paths);
  * - audit --self-test passes; the audit of a real draft-model pair passes at temperature 1.0 and at
  *   0.7 with top-p 0.9, and FAILS when the residual rule is deliberately broken;
+ * - the audit under a grammar, the drafts drawn from grammar-masked logits: the target drafting for
+ *   itself, the DSpark checkpoint, a random EAGLE-3 drafter with a reduced draft vocabulary;
  * - a draft model with another vocabulary is refused before generation. */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,8 @@
 
 #include "drafters/dflash.h"
 #include "drafters/drafters.h"
+#include "drafters/eagle3.h"
+#include "formats/newdrafter.h"
 #include "formats/newmodel.h"
 #include "fixtures.h"
 #include "harness.h"
@@ -142,9 +146,11 @@ static void test_audit_draft_pair(void) {
  * constrained to a few tokens; speculative sampling must give exactly the masked target
  * distribution at both positions. (The constrained distribution here is too peaked for the broken
  * residual rule to show at this sample size: its detection is test_audit_draft_pair's.) */
-/* the grammar audit with drafter kind 0: the target drafting for itself (its drafts cut by the
- * grammar), 1: the DSpark checkpoint, which draws its drafts from grammar-masked logits */
-static void audit_grammar(int dspark) {
+/* the grammar audit with drafter kind 0: the target drafting for itself, 1: the DSpark checkpoint,
+ * 2: a random EAGLE-3 drafter of the target with a reduced draft vocabulary (half the target's, at
+ * evenly spaced ids); each draws its drafts from grammar-masked logits */
+enum { AUDIT_SELF, AUDIT_DSPARK, AUDIT_EAGLE3 };
+static void audit_grammar(int kind) {
     sp_err err = {{0}};
     sp_model *m = NULL;
     tok_tokenizer *tk = sp_tok_load_dir("models/default/target", &err);
@@ -167,19 +173,36 @@ static void audit_grammar(int dspark) {
         sp.gvocab = gv;
         sp_sample_params dq = sp.gen.sample;
         dq.temperature = 2.5f;
-        sp_drafter *d = dspark ? sp_drafter_dflash("models/default/drafter", m, &dq, NULL, &err)
-                               : sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
+        char e3dir[] = "/tmp/specula-audit-e3-XXXXXX";
+        sp_drafter *d = NULL;
+        if (kind == AUDIT_DSPARK) d = sp_drafter_dflash("models/default/drafter", m, &dq, NULL, &err);
+        else if (kind == AUDIT_SELF) d = sp_drafter_draft_model(m, m, NULL, NULL, 64, &dq, &err);
+        else if (mkdtemp(e3dir)) {
+            const char *sets[] = {"draft_vocab_size=4096"};
+            newdrafter_opts o = {.arch = "eagle3", .preset = "specforge", .sets = sets, .n_sets = 1,
+                                 .dtype = SP_DT_UNKNOWN, .seed = 5};
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s/e3", e3dir);
+            if (sp_newdrafter_write(dir, "models/default/target", &o, &err) == 0)
+                d = sp_drafter_eagle3(dir, m, &dq, 3, &err);
+        }
         sp_audit_result r;
-        /* fewer draws for the second case: CI time (still a chi-square test at alpha 0.001) */
-        int draws = HARNESS_AUDIT_DRAWS(dspark ? 800 : 1500);
+        /* fewer draws for the masked drafters: CI time (still a chi-square test at alpha 0.001) */
+        int draws = HARNESS_AUDIT_DRAWS(kind != AUDIT_SELF ? 800 : 1500);
         CHECK(d && sp_audit_run(m, d, prompt, np, &sp, draws, 0.001, &r, &err) == 0, "%s", err.msg);
-        printf("  grammar (%s): first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
-               dspark ? "dspark, masked drafting" : "self-drafting, cut drafts", r.first.p_value, r.first.tv,
-               r.first.tv_null, r.second.p_value, r.second_groups, r.acceptance_rate);
+        static const char *const NAMES[] = {"self-drafting", "dspark", "eagle3, reduced vocabulary"};
+        printf("  grammar (%s, masked drafting): first p=%.4f TV %.4f (null %.4f), second p=%.4f (%d groups), acc %.2f\n",
+               NAMES[kind], r.first.p_value, r.first.tv, r.first.tv_null, r.second.p_value, r.second_groups,
+               r.acceptance_rate);
         CHECK(!HARNESS_AUDIT_VERDICTS || (r.pass && r.second_groups > 0),
               "audit failed on a correct verifier under a grammar");
         CHECK(r.acceptance_rate > 0.01 && r.acceptance_rate < 0.99, "acceptance %.3f", r.acceptance_rate);
         sp_drafter_free(d);
+        if (kind == AUDIT_EAGLE3) {
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", e3dir);
+            CHECK(system(cmd) == 0, "cleanup");
+        }
     }
     free(prompt);
     sp_gvocab_free(gv);
@@ -188,14 +211,23 @@ static void audit_grammar(int dspark) {
     sp_tok_free(tk);
 }
 
-static void test_audit_grammar(void) { audit_grammar(0); }
+static void test_audit_grammar(void) { audit_grammar(AUDIT_SELF); }
 /* not from the sanitizer build (minutes there; its sampled masked drafting runs under the
  * sanitizers in test_server_grammar's sampled schema requests) */
 static void test_audit_grammar_dspark(void) {
 #ifdef __SANITIZE_ADDRESS__
     printf("  skipped in the sanitizer build\n");
 #else
-    audit_grammar(1);
+    audit_grammar(AUDIT_DSPARK);
+#endif
+}
+
+/* EAGLE-3's chain drafts drawn from grammar-masked logits over its reduced vocabulary */
+static void test_audit_grammar_eagle3(void) {
+#ifdef __SANITIZE_ADDRESS__
+    printf("  skipped in the sanitizer build\n");
+#else
+    audit_grammar(AUDIT_EAGLE3);
 #endif
 }
 
@@ -228,6 +260,7 @@ int main(void) {
     RUN(test_audit_draft_pair);
     RUN(test_audit_grammar);
     RUN(test_audit_grammar_dspark);
+    RUN(test_audit_grammar_eagle3);
     RUN(test_vocab_mismatch);
     return harness_done("test_spec");
 }

@@ -14,6 +14,7 @@
 #ifndef SPECULA_DRAFTER_H
 #define SPECULA_DRAFTER_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "sample/penalty.h"
@@ -61,6 +62,20 @@ typedef struct {
     int (*accept)(void *ctx, int32_t x, sp_err *err);
     void *ctx;
 } sp_draft_constraint;
+
+/* The constraint c (NULL: none) on the logits [V] of draft j, in target-id space: the tokens it
+ * forbids set to -inf. Returns 0 (draw draft j from the logits), 1 (end the proposal before draft
+ * j: the constraint says so, or no finite logit is left, as when a drafter's reduced vocabulary
+ * holds none of the allowed tokens), or -1 with err. After drawing x from the masked logits the
+ * drafter calls c->accept(c->ctx, x, err). */
+static inline int sp_draft_constraint_apply(const sp_draft_constraint *c, int j, float *logits, int V, sp_err *err) {
+    if (!c) return 0;
+    int rc = c->mask(c->ctx, j, logits, V, err);
+    if (rc) return rc < 0 ? -1 : 1;
+    for (int v = 0; v < V; v++)
+        if (logits[v] > -INFINITY) return 0;
+    return 1;
+}
 
 struct sp_drafter {
     const char *name;

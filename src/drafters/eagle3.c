@@ -13,6 +13,10 @@
  * draft 1 from out_c; draft j+1 from the layer run on (draft j, out of the previous step) at
  * position c+j. Those rows sit past n_ctx in the cache and are overwritten later, so a rejected
  * draft leaves nothing behind; commit() writes the committed rows with their real taps.
+ * Under the engine's constraint (a grammar, sp_draft_constraint) each chain draft is drawn from
+ * its logits masked in target-id space (the draft vocabulary placed at d2t ids first); the
+ * proposal ends where the mask leaves no draft-vocabulary token. Trees ignore the constraint (the
+ * engine drafts chains under a grammar).
  *
  * The layer is model/block.c's (sp_block_forward, attention input SP_ATTN_IN_EMBED_STATE), its
  * tensors bound by name through the tensor table's EAGLE-3 layouts (formats/tensor_names.h).
@@ -339,14 +343,24 @@ static int e3_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
     if (g <= 0 || !s->have) return 0; /* no committed row yet (one-token prompt) */
     if (sp_e3_ensure_cap(s, s->n_ctx + g, err)) return -1;
     memcpy(s->h, s->h_last, sizeof(float) * (size_t)H);
+    const sp_draft_constraint *c = d->constraint; /* the engine's grammar: drafts drawn from masked logits */
     for (int j = 1; j <= g; j++) {
-        sp_e3_logits_row(s, s->h, s->full);
+        sp_e3_logits_row(s, s->h, s->full); /* target-id space: the mask applies as it is */
+        int cm = sp_draft_constraint_apply(c, j - 1, s->full, s->V, err);
+        if (cm) {
+            rc = cm < 0 ? -1 : 0;
+            break;
+        }
         int x = draw(s, q ? q + (size_t)(j - 1) * s->V : s->qrow, (uint64_t)s->n_ctx + (uint64_t)j, err);
         if (x < 0 || (s->pen && sp_penalty_push(s->pen, x, err))) {
             rc = -1;
             break;
         }
         pushed += s->pen != NULL;
+        if (c && c->accept(c->ctx, x, err)) {
+            rc = -1;
+            break;
+        }
         drafts[n++] = x;
         if (j == g) break;
         sp_e3_layer_forward(s, &drafts[j - 1], s->h, 1, s->n_ctx + j - 1, NULL); /* past n_ctx: dropped at commit */
