@@ -5,7 +5,9 @@
  * forward each, feeding d_1 .. d_{g-1}. commit() trims the draft cache back to the committed
  * prefix it holds: rejected drafts leave no trace. Draft sampling uses stream
  * SP_RNG_STREAM_DRAFT at the draft token's absolute position, independent of the verifier's
- * accept / residual streams. */
+ * accept / residual streams. Under the engine's constraint (a grammar, sp_draft_constraint) each
+ * draft is drawn from its logits masked to the tokens allowed after the drafts before it, and the
+ * proposal ends where the mask says so. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +70,14 @@ static int dm_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
         if (sp_model_forward(s->m, s->kv, s->tok + s->fed, b, &o, err)) return sp_err_wrap(err, "draft model");
         s->fed += b;
     }
-    for (int i = 0; i < max_g; i++) {
+    const sp_draft_constraint *c = d->constraint; /* the engine's grammar: drafts drawn from masked logits */
+    int pushed = 0, i;
+    for (i = 0; i < max_g; i++) {
         int32_t t;
         uint64_t pos = (uint64_t)(s->len + i);
+        int cm = sp_draft_constraint_apply(c, i, s->logits, s->V, err);
+        if (cm < 0) return -1;
+        if (cm) break;
         if (s->pen) sp_penalty_apply(s->pen, s->logits); /* the sequence holds d_1 .. d_{i-1} */
         if (s->greedy) {
             t = sp_sample_argmax(s->logits, s->V);
@@ -80,16 +87,20 @@ static int dm_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_er
             t = sp_sample_probs(qi, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, pos));
             if (t < 0) return sp_err_set(err, "draft model: empty draft distribution");
         }
+        if (c && c->accept(c->ctx, t, err)) return -1;
         drafts[i] = t;
         s->last[s->n_last++] = t;
         if (s->pen && i + 1 < max_g && sp_penalty_push(s->pen, t, err)) return -1;
+        pushed += s->pen && i + 1 < max_g;
         if (i + 1 < max_g) {
             sp_forward_out o = {.last_logits = s->logits};
             if (sp_model_forward(s->m, s->kv, &t, 1, &o, err)) return sp_err_wrap(err, "draft model");
         }
     }
-    if (s->pen) sp_penalty_pop(s->pen, max_g - 1);
-    return max_g;
+    if (s->pen) sp_penalty_pop(s->pen, pushed);
+    /* a proposal the constraint ended early fed its last draft too: the cache holds n_last - 1 */
+    if (i < max_g && i > 0 && sp_kv_trim(s->kv, 1, err)) return sp_err_wrap(err, "draft model");
+    return i;
 }
 
 static int dm_commit(sp_drafter *d, int n_acc, int32_t next, const float *taps, const float *hidden, sp_err *err) {
