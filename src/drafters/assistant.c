@@ -27,7 +27,9 @@
  * the head's distribution processed with the drafter's sample params: for the centroid head every
  * token outside the kept clusters has q = 0 (its logit is −inf), and q is what the engine's
  * rejection rule receives, so verification stays lossless. Draws use stream SP_RNG_STREAM_DRAFT at
- * the draft's absolute position. A round stops early after an EOS draft (as HF does). */
+ * the draft's absolute position. A round stops early after an EOS draft (as HF does). Under the
+ * engine's constraint (a grammar, sp_draft_constraint) each draft comes from the full head row
+ * masked to the tokens allowed after the drafts before it, and the round ends where the mask says so. */
 #include "drafters/assistant.h"
 #include "drafters/kind.h"
 #include "drafters/weights.h"
@@ -415,12 +417,17 @@ static void head_logits(asst_t *s, const float *h) {
     if (s->pen) sp_penalty_apply(s->pen, s->logits);
 }
 
-/* draw draft i from the head's processed distribution into q (row [V]) */
-static int sample_draft(asst_t *s, const float *h, float *q, uint64_t counter, sp_err *err) {
-    head_logits(s, h);
+/* draw a draft from s->logits (head_logits, then masked or not) processed into q (row [V]) */
+static int sample_logits(asst_t *s, float *q, uint64_t counter, sp_err *err) {
     if (sp_sampler_probs(s->smp, q, s->logits, err)) return sp_err_wrap(err, "assistant");
     int t = sp_sample_probs(q, s->V, sp_rng_uniform(s->seed, SP_RNG_STREAM_DRAFT, counter));
     return t >= 0 ? t : sp_err_set(err, "assistant: empty draft distribution");
+}
+
+/* draw draft i from the head's processed distribution into q (row [V]) */
+static int sample_draft(asst_t *s, const float *h, float *q, uint64_t counter, sp_err *err) {
+    head_logits(s, h);
+    return sample_logits(s, q, counter, err);
 }
 
 /* ---- the drafter interface --------------------------------------------------------------- */
@@ -462,12 +469,24 @@ static int asst_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_
     float *gin = s->ga, *gout = s->gb;
     memcpy(gin, s->g, (size_t)s->Hb * sizeof(float));
     int32_t tok = s->pending;
+    const sp_draft_constraint *c = d->constraint; /* the engine's grammar: drafts drawn from masked logits */
     for (int i = 0; i < max_g; i++) {
         int prof = sp_prof_enter(SP_PROF_BLOCK);
         asst_step(s, tok, gin, pos, gout);
         if (prof >= 0) sp_prof_switch(sp_prof_tls.phase, SP_PROF_LM_HEAD); /* the head and the draw */
         int32_t t;
-        if (s->greedy && s->pen) { /* penalised logits: the argmax over the full row */
+        if (c) { /* the full (penalised) head row, masked by the constraint */
+            head_logits(s, s->h);
+            int cm = sp_draft_constraint_apply(c, i, s->logits, s->V, err);
+            if (cm) {
+                sp_prof_leave(prof);
+                if (cm < 0) return -1;
+                break;
+            }
+            float *qi = q ? q + (size_t)i * s->V : s->probs;
+            t = s->greedy ? sp_sample_argmax(s->logits, s->V) : sample_logits(s, qi, (uint64_t)(pos + 1 + i), err);
+            if (t >= 0 && c->accept(c->ctx, t, err)) t = -1;
+        } else if (s->greedy && s->pen) { /* penalised logits: the argmax over the full row */
             head_logits(s, s->h);
             t = sp_sample_argmax(s->logits, s->V);
         } else if (s->greedy) {

@@ -9,7 +9,8 @@
  *       queries from the rows being updated, keys / values from [context ; rows]), pre-norm
  *       gelu_tanh FFN; h = RMSNorm(x, out_norm); U = target LM head(h · out_proj) (+ soft-cap)
  *   heads, k = 1..g: e = w1[x_{k-1}]; Z_k = U_k + e · w2 (rnn: s = tanh(s · wH + e + bH), + s · wO);
- *       c_k = σ([h_k ; e] · conf.w + conf.b); k ≥ 2 and c_k < threshold → stop; x_k ~ Z_k.
+ *       c_k = σ([h_k ; e] · conf.w + conf.b); k ≥ 2 and c_k < threshold → stop; x_k ~ Z_k (masked by
+ *       the engine's constraint, a grammar, when one is set: sp_draft_constraint).
  *
  * The files store matrices [in, out]; they are transposed once at load into the [out, in] layout
  * sp_matmul reads (markov.w1 is used as stored: its rows are gathered per token). */
@@ -523,6 +524,7 @@ static int mb_propose(sp_drafter *dr, int max_g, int32_t *drafts, float *q, sp_e
     int32_t prev = s->pending;
     if (c->rnn) memset(s->s, 0, sizeof(float) * (size_t)r);
     uint64_t pos = (uint64_t)s->n_ctx; /* the pending token's position */
+    const sp_draft_constraint *cons = dr->constraint; /* the engine's grammar: drafts drawn from masked logits */
     for (int k = 1; k <= g; k++) {
         const float *e = w->w1 + (size_t)prev * r;
         float *Z = s->Z + (size_t)(k - 1) * V;
@@ -544,10 +546,14 @@ static int mb_propose(sp_drafter *dr, int max_g, int32_t *drafts, float *q, sp_e
         s->conf[k - 1] = ck;
         if (k > 1 && ck < thr) break; /* decided from c_k, before x_k is drawn */
         float *qk = q ? q + (size_t)(k - 1) * V : s->xn; /* a q row nobody reads: scratch */
-        float *Zp = s->pen ? s->zp : Z; /* Z stays the drafter's logits: penalties go on a copy */
-        if (s->pen) memcpy(Zp, Z, sizeof(float) * (size_t)V);
+        /* Z stays the drafter's logits: penalties and the constraint's mask go on a copy */
+        float *Zp = s->pen || cons ? s->zp : Z;
+        if (Zp != Z) memcpy(Zp, Z, sizeof(float) * (size_t)V);
+        int cm = sp_draft_constraint_apply(cons, k - 1, Zp, V, err);
+        if (cm < 0) return -1;
+        if (cm) break;
         int x = draw(s, Zp, qk, pos + (uint64_t)k, err);
-        if (x < 0) return -1;
+        if (x < 0 || (cons && cons->accept(cons->ctx, x, err))) return -1;
         drafts[n++] = x;
         prev = x;
     }

@@ -147,7 +147,9 @@ static int sfx_propose(sp_drafter *d, int max_g, int32_t *drafts, float *q, sp_e
     s->used = USE_SUFFIX;
     if (!s->inner || suffix_wins(s, n, s->last_score)) return n;
     s->used = USE_INNER;
+    s->inner->constraint = d->constraint; /* the engine's grammar, for an inner drafter that takes it */
     n = s->inner->propose(s->inner, max_g, drafts, q, err);
+    s->inner->constraint = NULL;
     if (n > 0) memcpy(s->pend, drafts, sizeof(int32_t) * (size_t)n);
     s->n_pend = n < 0 ? 0 : n;
     return n;
