@@ -1,7 +1,10 @@
 /* test_server_grammar.c — structured output through `specula serve` and `specula generate`: seeded
  * sampled requests against five JSON schemas all give JSON the schema accepts (checked by
  * sp_json_schema_validate), greedy speculative output equals plain constrained output (server and
- * CLI), llama-server's grammar field, and bad grammars / schemas are 400s naming what is wrong. */
+ * CLI), llama-server's grammar field, and bad grammars / schemas are 400s naming what is wrong.
+ * Every drafter that draws from logits takes the grammar's constraint: none of its drafts is cut
+ * (CLI, EAGLE-3, draft model, assistant, mlx-bun DSpark), and tokens_from (server timings, generate
+ * --json) sums to the completion tokens. */
 #include <jansson.h>
 
 #include "sample/json_schema.h"
@@ -74,6 +77,20 @@ static const char *reply_content(json_t *o) {
                                              "content"));
 }
 
+/* tokens_from of a generate --json stats object or the server's timings: each count into from[3] (forced, drafter, target);
+ * 1 when all three are present */
+static int tokens_from(json_t *stats, json_int_t from[3]) {
+    json_t *tf = json_object_get(stats, "tokens_from");
+    static const char *const K[3] = {"forced", "drafter", "target"};
+    int ok = json_is_object(tf);
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(tf, K[i]);
+        ok = ok && json_is_integer(v);
+        from[i] = json_integer_value(v);
+    }
+    return ok;
+}
+
 /* 50 seeded sampled speculative requests (10 per schema, 8 at a time): each content validates */
 static void test_schema_sampled(void) {
     enum { N = 50, W = 8 };
@@ -94,7 +111,11 @@ static void test_schema_sampled(void) {
             int good = st == 200 && v && sp_json_schema_validate(schema, v);
             CHECK(good, "request %d (schema %d): status %d content '%s'", i, i % NS, st, c ? c : out);
             ok += good;
-            forced += (int)json_integer_value(json_object_get(json_object_get(o, "timings"), "draft_n_grammar_forced"));
+            json_t *tm = json_object_get(o, "timings");
+            forced += (int)json_integer_value(json_object_get(tm, "draft_n_grammar_forced"));
+            json_int_t from[3], ct = json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens"));
+            CHECK(tokens_from(tm, from) && ct > 0 && from[0] + from[1] + from[2] == ct,
+                  "request %d: timings.tokens_from does not sum to the %lld completion tokens: %s", i, (long long)ct, out);
             json_decref(v), json_decref(schema), json_decref(o);
             free(out);
         }
@@ -175,6 +196,81 @@ static void test_cli_spec_is_plain(void) {
     free(a), free(b);
 }
 
+/* the drafters that take the grammar's constraint besides DSpark (a random EAGLE-3 drafter with a
+ * reduced draft vocabulary, the target as its own draft model, a random Gemma-4 assistant, a random
+ * mlx-bun DSpark): greedy speculative output under the schema is the plain output and the grammar
+ * cuts no draft; sampled, the text validates and nothing is cut; tokens_from sums to the tokens
+ * emitted in every run */
+static void test_cli_masked_drafters(void) {
+    char dir[] = "/tmp/specula-gram-drafters-XXXXXX", *a = malloc(MAXOUT), *sf = "/tmp/specula-gram-schema2.json";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    FILE *f = fopen(sf, "w");
+    fputs(SCHEMAS[0], f);
+    fclose(f);
+    static const char *const MAKE[3][2] = {{"e3", "--arch eagle3 --preset specforge --set draft_vocab_size=4096"},
+                                           {"asst", "--arch gemma4_assistant --preset centroid"},
+                                           {"mb", "--arch dspark --layout mlx-bun"}};
+    for (int k = 0; k < 3; k++) {
+        int rc = harness_runf(a, MAXOUT, "%s new-drafter %s -m models/default/target --seed 3 -o %s/%s 2>&1", BIN,
+                              MAKE[k][1], dir, MAKE[k][0]);
+        CHECK(rc == 0, "new-drafter %s: %s", MAKE[k][0], a);
+    }
+    const char *base = "generate -m models/default/target -p 'Person:' -n 80 -t 2 --json -q";
+    int rc = harness_runf(a, MAXOUT, "%s %s --temp 0 -j %s 2>&1", BIN, base, sf);
+    json_t *plain = json_loads(a, 0, NULL);
+    json_int_t from[3];
+    json_int_t emitted = json_integer_value(json_object_get(json_object_get(plain, "stats"), "emitted"));
+    CHECK(rc == 0 && plain && tokens_from(json_object_get(plain, "stats"), from) && from[0] == 0 && from[1] == 0 &&
+              from[2] == emitted && emitted > 0,
+          "plain: %s", a);
+    char *tp = json_dumps(json_object_get(plain, "tokens"), JSON_COMPACT);
+    struct {
+        const char *kind, *md;
+    } K[4] = {{"eagle3", "e3"}, {"draft", NULL}, {"assistant", "asst"}, {"mlx-dspark", "mb"}};
+    for (int k = 0; k < 4; k++) {
+        char md[256];
+        if (K[k].md) snprintf(md, sizeof md, "%s/%s", dir, K[k].md);
+        else snprintf(md, sizeof md, "models/default/target");
+        for (int sampled = 0; sampled < 2; sampled++) {
+            rc = harness_runf(a, MAXOUT, "%s %s %s -j %s --spec %s -md %s --spec-always 2>&1", BIN, base,
+                              sampled ? "--temp 1 --seed 7" : "--temp 0", sf, K[k].kind, md);
+            json_t *o = json_loads(a, 0, NULL), *st = json_object_get(o, "stats");
+            char *t = json_dumps(json_object_get(o, "tokens"), JSON_COMPACT);
+            json_int_t n = json_integer_value(json_object_get(st, "emitted"));
+            int have = tokens_from(st, from);
+            printf("  %-10s %s: drafted %lld, cut %lld, tokens from grammar %lld / drafter %lld / target %lld\n",
+                   K[k].kind, sampled ? "sampled" : "greedy ", (long long)json_integer_value(json_object_get(st, "drafted")),
+                   (long long)json_integer_value(json_object_get(st, "grammar_cut")), (long long)from[0],
+                   (long long)from[1], (long long)from[2]);
+            CHECK(rc == 0 && o && json_integer_value(json_object_get(st, "drafted")) > 0 &&
+                      json_is_integer(json_object_get(st, "grammar_cut")) &&
+                      json_integer_value(json_object_get(st, "grammar_cut")) == 0,
+                  "%s (%s): drafts cut by the grammar: %s", K[k].kind, sampled ? "sampled" : "greedy", a);
+            CHECK(have && n > 0 && from[0] + from[1] + from[2] == n && from[1] > 0, "%s tokens_from: %s", K[k].kind, a);
+            if (!sampled) {
+                CHECK(t && tp && !strcmp(t, tp), "%s: speculative %s vs plain %s", K[k].kind, t ? t : a, tp);
+            } else {
+                char text[4096]; /* without the closing end-of-generation token's own text */
+                const char *s = json_string_value(json_object_get(o, "text"));
+                snprintf(text, sizeof text, "%s", s ? s : "");
+                char *eos = strstr(text, "<eos>");
+                if (eos) *eos = 0;
+                json_t *schema = json_loads(SCHEMAS[0], 0, NULL), *v = json_loads(text, JSON_DECODE_ANY, NULL);
+                CHECK(v && sp_json_schema_validate(schema, v), "%s sampled text '%s'", K[k].kind, text);
+                json_decref(v), json_decref(schema);
+            }
+            free(t);
+            json_decref(o);
+        }
+    }
+    free(tp);
+    json_decref(plain);
+    unlink(sf);
+    rc = harness_runf(a, MAXOUT, "rm -rf '%s'", dir);
+    CHECK(rc == 0, "cleanup");
+    free(a);
+}
+
 /* llama-server's grammar field on a completion */
 static void test_grammar_field(void) {
     pending p;
@@ -225,6 +321,7 @@ int main(int argc, char **argv) {
     RUN(test_greedy_spec_is_plain);
     RUN(test_schema_sampled);
     RUN(test_cli_spec_is_plain);
+    RUN(test_cli_masked_drafters);
     CHECK(server_stop(&SRV) == 0, "server exit");
     return harness_done("test_server_grammar");
 }

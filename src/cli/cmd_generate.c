@@ -210,6 +210,10 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
         json_object_set_new(js, "verify_len_hist", vl);
         if (mean_conf >= 0) json_object_set_new(js, "mean_confidence", json_real(mean_conf));
     }
+    /* where the emitted tokens came from: forced by the grammar, the drafter's accepted drafts, the target */
+    json_object_set_new(js, "tokens_from", json_pack("{s:i, s:i, s:i}", "forced", spec ? spec->from_forced : 0, "drafter",
+                                                     spec ? spec->from_drafter : 0, "target",
+                                                     spec ? spec->from_target : st->emitted));
     json_object_set_new(o, "stats", js);
     json_object_set_new(o, "stop", json_string(stop));
     json_object_set_new(o, "seed", json_integer((json_int_t)seed));

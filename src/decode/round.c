@@ -430,6 +430,9 @@ int sp_round_emit(sp_round *r, int (*stop)(void *ctx, int32_t tok, int i), void 
         int bad = r->gs ? sp_gstate_accept(r->gs, tok, err) : 0;
         if (bad) return bad < 0 ? -1 : sp_err_set(err, "grammar: token %d emitted where the grammar forbids it", tok);
         n++;
+        if (i == r->res.acc) r->res.from_target++;
+        else if (r->forced_round) r->res.from_forced++;
+        else r->res.from_drafter++;
         if (stop(ctx, tok, i)) r->res.stopped = 1;
     }
     return n;

@@ -72,6 +72,10 @@ typedef struct {
     int stopped;                 /* sp_round_emit: the caller's stop test ended the request */
     int forced;                  /* drafts the grammar forced (drafted without the drafter) */
     int cut;                     /* drafts dropped because the grammar forbids them */
+    /* sp_round_emit: the tokens emitted by source, summing to its count: accepted drafts the
+     * grammar forced, accepted drafts of the drafter, and tokens the target chose (the token after
+     * the accepted drafts) */
+    int from_forced, from_drafter, from_target;
 } sp_round_result;
 
 typedef struct sp_round sp_round;

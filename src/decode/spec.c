@@ -202,6 +202,9 @@ static int spec_round(loop_t *L, int32_t *pending, int *stop, sp_err *err) {
     if (sp_round_propose(L->R, k, err)) return -1;
     st->draft_ms += r->hold_ms;
     if (verify(L, why, &forward_ms, err) || sp_round_emit(L->R, emit_token, L, err) < 0) return -1;
+    st->from_forced += r->from_forced;
+    st->from_drafter += r->from_drafter;
+    st->from_target += r->from_target;
     if (r->stopped) return *stop = 1, 0;
     *pending = r->next;
     if (sp_round_commit(L->R, err)) return -1;

@@ -88,6 +88,7 @@ typedef struct {
     sp_stop_reason stop;
     int forced;                             /* drafts the grammar forced (no drafter call) */
     int cut;                                /* drafts dropped because the grammar forbids them */
+    int from_forced, from_drafter, from_target; /* emitted tokens by source (sp_round_result) */
 } sp_spec_stats;
 
 /* Speculative generation after prompt[0, n_prompt) with drafter d (NULL: plain decoding through

@@ -45,6 +45,8 @@ json_t *sp_srv_timings_json(const srv_job *j) {
     json_object_set_new(o, "draft_n_grammar_forced", json_integer(st->forced));
     json_object_set_new(o, "draft_n_grammar_cut", json_integer(st->cut));
     json_object_set_new(o, "target_calls", json_integer(st->target_calls));
+    json_object_set_new(o, "tokens_from", json_pack("{s:i, s:i, s:i}", "forced", st->from_forced, "drafter",
+                                                    st->from_drafter, "target", st->from_target));
     json_object_set_new(o, "tau", json_real(st->target_calls ? (double)st->emitted / st->target_calls : 0));
     json_object_set_new(o, "rounds_without_drafts",
                         json_pack("{s:i, s:i, s:i}", "not_paying", st->rounds_nodraft[SLOT_NODRAFT_NOT_PAYING], "no_room",

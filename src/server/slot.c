@@ -485,6 +485,9 @@ static int finish_round(srv_slot *s, sp_err *err) {
     for (int k = 1; k <= r->depth; k++) s->offered[k]++;
     for (int k = 1; k <= r->acc; k++) s->reached[k]++;
     if (sp_round_emit(s->R, emit_token, s, err) < 0) return -1;
+    s->st.from_forced += r->from_forced;
+    s->st.from_drafter += r->from_drafter;
+    s->st.from_target += r->from_target;
     s->last_nd = r->depth;
     s->last_acc = r->acc;
     double now = sp_time_ms();

@@ -77,6 +77,7 @@ typedef struct {
                                            (commit: a drafter without extend); 0 with DFlash / DSpark */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
     int forced, cut;                    /* drafts the grammar forced / dropped */
+    int from_forced, from_drafter, from_target; /* emitted tokens by source (sp_round_result) */
     int synthetic;                      /* 1: a speculative request under synthetic acceptance (not lossless) */
 } slot_stats;
 
