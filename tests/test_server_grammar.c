@@ -144,6 +144,12 @@ static void test_greedy_spec_is_plain(void) {
         char *ta = tokens_of(oa), *tb = tokens_of(ob);
         CHECK(sa == 200 && sb == 200 && ta && tb && !strcmp(ta, tb), "schema %d: spec %s vs plain %s", si,
               ta ? ta : oa, tb ? tb : ob);
+        /* the server's drafter (DSpark) draws from grammar-masked logits: the grammar cuts nothing */
+        json_t *o = json_loads(oa, 0, NULL), *tm = json_object_get(o, "timings");
+        CHECK(json_is_integer(json_object_get(tm, "draft_n_grammar_cut")) &&
+                  json_integer_value(json_object_get(tm, "draft_n_grammar_cut")) == 0,
+              "schema %d: drafts cut by the grammar: %s", si, oa);
+        json_decref(o);
         free(ta), free(tb), free(oa), free(ob), free(ba), free(bb);
     }
 }
