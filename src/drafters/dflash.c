@@ -566,7 +566,7 @@ int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, con
     if (zlab) { /* slot t predicts the token at its own position (docs/DFLASH.md §4) */
         for (int t = 1; t <= g; t++) {
             float *qt = q ? q + (size_t)(t - 1) * V : qrow;
-            int cm = c ? c->mask(c->ctx, t - 1, s->logits + (size_t)t * V, V, err) : 0;
+            int cm = sp_draft_constraint_apply(c, t - 1, s->logits + (size_t)t * V, V, err);
             if (cm < 0) return -1;
             if (cm) break;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
@@ -598,7 +598,7 @@ int sp_df_block_drafts(df_t *s, int max_g, int g, int32_t *drafts, float *q, con
                 if (s->o.policy == SP_VERIFY_SCHEDULE && !sp_sched_admit(&sch, c)) break;
             }
             float *qt = q && j <= max_g ? q + (size_t)(j - 1) * V : qrow;
-            int cm = c ? (j <= max_g ? c->mask(c->ctx, j - 1, Z, V, err) : 1) : 0;
+            int cm = c ? (j <= max_g ? sp_draft_constraint_apply(c, j - 1, Z, V, err) : 1) : 0;
             if (cm < 0) return -1;
             if (cm) break;
             prof = sp_prof_enter(SP_PROF_SAMPLE);
