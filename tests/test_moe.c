@@ -1,4 +1,5 @@
-/* test_moe.c — Qwen3-MoE targets (docs/TRANSFORMER.md §5a).
+/* test_moe.c — Qwen3-MoE targets (docs/TRANSFORMER.md §5a) and Gemma-4's expert block (§5b:
+ * test_gemma4, on tests/data/ref-logits/gemma4moe).
  *
  * - logits of every position vs tests/data/ref-logits/qwen3moe/logits.ref.f32 (an independent
  *   float64 forward, make_fixture.py): max|Δ| <= 1e-5 · max|logit| and the same argmax, prefill
@@ -83,23 +84,25 @@ static void test_config(void) {
     }
 }
 
-static void test_reference_logits(void) {
+static void check_reference(const char *fix, int ntok, const char *name) {
     fixture_ref r;
     char msg[512];
-    int ok = fixture_ref_logits(FIX, 2, NTOK, &r, msg, sizeof msg) == 0;
+    int ok = fixture_ref_logits(fix, 2, ntok, &r, msg, sizeof msg) == 0;
     CHECK(ok, "%s", msg);
     if (!ok) return;
-    printf("  qwen3moe prefill rel err %.2e (argmax misses %d), decode rel err %.2e (misses %d)\n", r.rel_pre,
+    printf("  %s prefill rel err %.2e (argmax misses %d), decode rel err %.2e (misses %d)\n", name, r.rel_pre,
            r.miss_pre, r.rel_step, r.miss_step);
     CHECK(r.rel_pre <= 1e-5 && r.miss_pre == 0, "prefill rel %.3g misses %d", r.rel_pre, r.miss_pre);
     CHECK(r.rel_step <= 1e-5 && r.miss_step == 0, "decode rel %.3g misses %d", r.rel_step, r.miss_step);
     CHECK(r.bitwise, "prefill != single steps bitwise");
 }
 
+static void test_reference_logits(void) { check_reference(FIX, NTOK, "qwen3moe"); }
+
 /* blocks of 1..7 rows over a stream == single steps (1 thread), bitwise; then a batched forward of
  * two sequences gives the first its solo logits */
-static void test_batch_invariance(void) {
-    sp_model *m1 = load(FIX, 1), *m2 = load(FIX, 2);
+static void check_batch_invariance(const char *fix) {
+    sp_model *m1 = load(fix, 1), *m2 = load(fix, 2);
     CHECK(m1 && m2, "load");
     if (!m1 || !m2) goto done;
     int V = sp_model_config(m1)->vocab_size, N = 48;
@@ -138,6 +141,8 @@ done:
     sp_model_free(m1);
     sp_model_free(m2);
 }
+
+static void test_batch_invariance(void) { check_batch_invariance(FIX); }
 
 /* a binary tree of 15 nodes after an 8-token prompt: node t's logits == the chain over its root path */
 static void test_tree(void) {
@@ -470,6 +475,76 @@ static void test_train_drafter(void) {
     CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* Gemma-4's expert block (the 26B-A4B's, docs/TRANSFORMER.md §5b) on the gemma4moe fixture:
+ * the config, bad keys named, logits against the float64 reference, batch invariance, k experts
+ * per token, and greedy speculative == plain (n-gram, the model as its own draft model) */
+static void test_gemma4(void) {
+    const char *fix = "tests/data/ref-logits/gemma4moe";
+    sp_model *m = load(fix, 2);
+    CHECK(m != NULL, "load the gemma4moe fixture");
+    if (!m) return;
+    const sp_config *c = sp_model_config(m);
+    int all = 1;
+    for (int i = 0; i < c->n_layers; i++) all &= c->layers[i].moe;
+    CHECK(c->arch == SP_ARCH_GEMMA4 && c->n_experts == 8 && c->n_experts_used == 2 && c->moe_ffn_dim == 16 &&
+              c->norm_topk_prob && all,
+          "gemma4 MoE keys: %d experts, %d used, width %d, every layer %d", c->n_experts, c->n_experts_used,
+          c->moe_ffn_dim, all);
+    static const struct {
+        const char *extra, *want;
+    } bad[] = {
+        {"\"num_experts\": 8, \"top_k_experts\": 9, \"moe_intermediate_size\": 8", "top_k_experts"},
+        {"\"top_k_experts\": 2, \"moe_intermediate_size\": 8", "num_experts"},
+        {"\"num_experts\": 4, \"top_k_experts\": 2", "moe_intermediate_size"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"gemma4_text\", \"vocab_size\": 64, \"hidden_size\": 16, \"intermediate_size\": 32,"
+                 " \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8,"
+                 " \"global_head_dim\": 8, \"layer_types\": [\"sliding_attention\", \"full_attention\"],"
+                 " \"enable_moe_block\": true, %s}",
+                 bad[i].extra);
+        sp_config cfg;
+        sp_err err = {{0}};
+        CHECK(sp_config_parse(&cfg, json, "config.json", &err) != 0 && strstr(err.msg, bad[i].want),
+              "bad gemma4 MoE config %zu accepted or unclear: %s", i, err.msg);
+    }
+    check_reference(fix, 16, "gemma4moe");
+    check_batch_invariance(fix);
+
+    sp_err err = {{0}};
+    int32_t prompt[21], ref[64], out[64];
+    for (int i = 0; i < 21; i++) prompt[i] = (int32_t)(((i % 7) * 977 + 31) % 512);
+    sp_kv *kv = sp_kv_create(m, 64, 16, &err);
+    CHECK(kv && sp_model_forward(m, kv, prompt, 1, NULL, &err) == 0 && sp_kv_moe_experts(kv) == 2.0,
+          "one token runs k = 2 experts per layer, not %.2f", kv ? sp_kv_moe_experts(kv) : -1.0);
+    sp_kv_free(kv);
+    int N = 40;
+    sp_gen_params gp = sp_gen_params_default();
+    gp.max_new = N;
+    gp.ignore_eos = 1;
+    sp_gen_stats gs;
+    CHECK(sp_generate(m, NULL, prompt, 21, &gp, ref, 64, &gs, &err) == 0 && gs.emitted == N, "%s", err.msg);
+    for (int kind = 0; kind < 2; kind++)
+        for (int G = 1; G <= 7; G += 3) {
+            sp_spec_params sp = sp_spec_params_default();
+            sp.gen = gp;
+            sp.draft_max = G;
+            sp_drafter *d = kind == 0 ? sp_drafter_ngram(1, 3, &err)
+                                      : sp_drafter_draft_model(m, m, NULL, NULL, 128, &sp.gen.sample, &err);
+            CHECK(d != NULL, "%s", err.msg);
+            if (!d) continue;
+            sp_spec_stats st;
+            memset(out, 0xff, sizeof out);
+            CHECK(sp_spec_generate(m, d, prompt, 21, &sp, out, 64, &st, &err) == 0, "%s", err.msg);
+            CHECK(st.emitted == N && !memcmp(out, ref, sizeof(int32_t) * N), "gemma4 MoE %s G %d: speculative != plain",
+                  kind ? "self draft" : "ngram", G);
+            sp_drafter_free(d);
+        }
+    sp_model_free(m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     harness_cli_path(cli, sizeof cli, argv[0]);
@@ -483,5 +558,6 @@ int main(int argc, char **argv) {
     RUN(test_train_drafter);
     RUN(test_preset);
     RUN(test_gguf);
+    RUN(test_gemma4);
     return harness_done("test_moe");
 }

@@ -334,11 +334,32 @@ static int is_gemma4_type(const char *mt) {
     return !strcmp(mt, "gemma4") || !strcmp(mt, "gemma4_unified") || is_gemma4_text_type(mt);
 }
 
-static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
+/* enable_moe_block: every layer adds a routed-expert block beside its dense MLP (the 26B-A4B,
+ * docs/TRANSFORMER.md §5b): num_experts experts of width moe_intermediate_size, top_k_experts per
+ * token, their weights always renormalised */
+static int gemma4_moe(ctx_t *c, json_t *o, sp_config *cfg) {
     int moe = 0;
     if (get_bool(c, o, "enable_moe_block", 0, &moe)) return -1;
-    if (moe)
-        return sp_err_set(c->err, "%s: Gemma-4 MoE (enable_moe_block = true) is not supported yet", c->what);
+    if (!moe) return 0;
+    if (get_int(c, o, "num_experts", 1, 0, &cfg->n_experts) ||
+        get_int(c, o, "top_k_experts", 1, 0, &cfg->n_experts_used) ||
+        get_int(c, o, "moe_intermediate_size", 1, 0, &cfg->moe_ffn_dim))
+        return -1;
+    if (cfg->n_experts <= 0 || cfg->n_experts > SP_CONFIG_MAX_EXPERTS)
+        return sp_err_set(c->err, "%s: num_experts %d out of range 1..%d", c->what, cfg->n_experts,
+                          SP_CONFIG_MAX_EXPERTS);
+    if (cfg->n_experts_used <= 0 || cfg->n_experts_used > cfg->n_experts)
+        return sp_err_set(c->err, "%s: top_k_experts %d out of range 1..num_experts (%d)", c->what,
+                          cfg->n_experts_used, cfg->n_experts);
+    if (cfg->moe_ffn_dim <= 0 || cfg->moe_ffn_dim > SP_CONFIG_MAX_DIM)
+        return sp_err_set(c->err, "%s: moe_intermediate_size %d out of range 1..%d", c->what, cfg->moe_ffn_dim,
+                          SP_CONFIG_MAX_DIM);
+    cfg->norm_topk_prob = 1;
+    for (int i = 0; i < cfg->n_layers; i++) cfg->layers[i].moe = 1;
+    return 0;
+}
+
+static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
     if (get_int(c, o, "vocab_size", 0, 262144, &cfg->vocab_size) ||
         get_int(c, o, "hidden_size", 1, 0, &cfg->hidden_size) ||
         get_int(c, o, "intermediate_size", 1, 0, &cfg->ffn_dim) ||
@@ -388,7 +409,7 @@ static int parse_gemma4(ctx_t *c, json_t *o, sp_config *cfg) {
         l->ffn_dim = cfg->ffn_dim;
     }
     if (gemma4_per_layer_config(c, o, cfg, L)) return -1;
-    if (gemma4_kv_sharing(c, cfg, L)) return -1;
+    if (gemma4_kv_sharing(c, cfg, L) || gemma4_moe(c, o, cfg)) return -1;
     if (cfg->ple_dim < 0) return sp_err_set(c->err, "%s: hidden_size_per_layer_input must be >= 0", c->what);
     return 0;
 }

@@ -84,6 +84,12 @@ static void gemma4_keys(json_t *o, const sp_config *c) {
     set(o, "vocab_size_per_layer_input", json_integer(c->ple_vocab));
     set(o, "num_kv_shared_layers", json_integer(c->n_kv_shared));
     set(o, "use_double_wide_mlp", json_boolean(c->double_wide_mlp));
+    set(o, "enable_moe_block", json_boolean(c->n_experts > 0));
+    if (c->n_experts > 0) {
+        set(o, "num_experts", json_integer(c->n_experts));
+        set(o, "top_k_experts", json_integer(c->n_experts_used));
+        set(o, "moe_intermediate_size", json_integer(c->moe_ffn_dim));
+    }
     json_t *rp = json_object();
     set(rp, "sliding_attention", rope_obj(&c->rope_swa));
     set(rp, "full_attention", rope_obj(&c->rope));

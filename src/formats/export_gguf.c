@@ -173,6 +173,8 @@ int sp_export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_er
 
 /* What llama.cpp cannot represent: refuse rather than export a different model. */
 static int check_supported(const sp_config *c, sp_err *err) {
+    if (c->arch == SP_ARCH_GEMMA4 && c->n_experts > 0)
+        return sp_err_set(err, "gemma4: the mixture-of-experts block (enable_moe_block) is not exported to GGUF yet");
     if (c->arch == SP_ARCH_QWEN3 && c->rope.type != SP_ROPE_DEFAULT)
         return sp_err_set(err, "qwen3: rope scaling is not exported (llama.cpp's qwen3 reads no rope_freqs)");
     for (int i = 0; c->n_experts > 0 && i < c->n_layers; i++)

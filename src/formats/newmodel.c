@@ -70,6 +70,32 @@ static void add_role(spec_list *l, const sp_config *c, sp_tensor_role role, int 
     add(l, layer, init, ndim, d0, d1, "%s%s", role == SP_TN_LM_HEAD ? "" : c->tensor_prefix, rel);
 }
 
+/* a Gemma-4 MoE layer's expert block after its dense MLP (HF's order): the router's projection
+ * and scales, the stacked experts [E, 2·Ie, H] and [E, H, Ie], the three extra norms */
+static void add_gemma4_experts(spec_list *l, const sp_config *c, int i) {
+    const int64_t H = c->hidden_size, Ie = c->moe_ffn_dim, E = c->n_experts;
+    add_role(l, c, SP_TN_ROUTER, i, HF_INIT_PROJ, 2, E, H);
+    add_role(l, c, SP_TN_ROUTER_SCALE, i, HF_INIT_NORM, 1, H, 0);
+    add_role(l, c, SP_TN_EXP_SCALE, i, HF_INIT_NORM, 1, E, 0);
+    const sp_tensor_role stacked[2] = {SP_TN_EXP_GATE, SP_TN_EXP_DOWN};
+    for (int j = 0; j < 2 && !l->oom; j++) {
+        char rel[160];
+        int part, parts;
+        if (!sp_tensor_expert_stack(c->arch, stacked[j], i, 0, rel, sizeof rel, &part, &parts)) {
+            l->oom = 1;
+            return;
+        }
+        add(l, i, HF_INIT_PROJ, 2, E, j ? H : 2 * Ie, "%s%s", c->tensor_prefix, rel);
+        hf_tensor_spec *t = &l->v[l->n - 1];
+        if (l->oom) return;
+        t->ndim = 3;
+        t->shape[2] = j ? Ie : H;
+    }
+    add_role(l, c, SP_TN_FFN_NORM_2, i, HF_INIT_NORM, 1, H, 0);
+    add_role(l, c, SP_TN_FFN_POST_NORM_1, i, HF_INIT_NORM, 1, H, 0);
+    add_role(l, c, SP_TN_FFN_POST_NORM_2, i, HF_INIT_NORM, 1, H, 0);
+}
+
 /* an MoE layer's MLP: the router, then each expert's gate, up and down (HF's order) */
 static void add_experts(spec_list *l, const sp_config *c, int i) {
     const int64_t H = c->hidden_size, Ie = c->moe_ffn_dim;
@@ -115,11 +141,12 @@ int sp_hf_tensor_specs(const sp_config *c, hf_tensor_spec **out, int *n, sp_err 
         }
         add_role(&l, c, gemma ? SP_TN_ATTN_POST_NORM : SP_TN_FFN_NORM, i, HF_INIT_NORM, 1, H, 0);
         if (gemma) add_role(&l, c, SP_TN_FFN_NORM, i, HF_INIT_NORM, 1, H, 0);
-        if (lc->moe && c->n_experts > 0) add_experts(&l, c, i);
+        if (lc->moe && c->n_experts > 0 && !gemma) add_experts(&l, c, i);
         else {
             add_role(&l, c, SP_TN_GATE, i, HF_INIT_PROJ, 2, I, H);
             add_role(&l, c, SP_TN_UP, i, HF_INIT_PROJ, 2, I, H);
             add_role(&l, c, SP_TN_DOWN, i, HF_INIT_PROJ, 2, H, I);
+            if (lc->moe && c->n_experts > 0) add_gemma4_experts(&l, c, i);
         }
         if (gemma) {
             add_role(&l, c, SP_TN_FFN_POST_NORM, i, HF_INIT_NORM, 1, H, 0);
@@ -146,7 +173,7 @@ void sp_hf_tensor_fill(const hf_tensor_spec *t, int k, uint64_t seed, float embe
                     int64_t hi) {
     float std = 1.0f;
     switch (t->init) {
-    case HF_INIT_PROJ: std = 1.0f / sqrtf((float)t->shape[1]); break;
+    case HF_INIT_PROJ: std = 1.0f / sqrtf((float)t->shape[t->ndim - 1]); break; /* 1/sqrt(fan_in) */
     case HF_INIT_EMBED: std = embed_std; break;
     case HF_INIT_NORM: std = 0.1f; break;
     case HF_INIT_SCALAR: break;
@@ -363,7 +390,7 @@ static int plan_shards(const hf_tensor_spec *specs, int n, uint64_t limit, size_
     uint64_t cur = 0;
     int n_shards = 1;
     for (int i = 0; i < n; i++) {
-        uint64_t b = (uint64_t)specs[i].shape[0] * (uint64_t)(specs[i].ndim > 1 ? specs[i].shape[1] : 1) * es;
+        uint64_t b = (uint64_t)sp_hf_spec_numel(&specs[i]) * es;
         if (cur > 0 && cur + b > limit) {
             n_shards++;
             cur = 0;
@@ -396,7 +423,7 @@ static int write_shards(const char *dir, const newmodel_opts *o, const hf_tensor
         int first = next;
         for (; ok && next < n && shard_of[next] == s; next++) {
             const hf_tensor_spec *t = &specs[next];
-            int64_t numel = t->shape[0] * (t->ndim > 1 ? t->shape[1] : 1);
+            int64_t numel = sp_hf_spec_numel(t);
             if (!(bufs[next] = malloc((size_t)numel * es))) {
                 sp_err_set(err, "out of memory for tensor %s (%lld elements)", t->name, (long long)numel);
                 ok = 0;

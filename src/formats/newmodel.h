@@ -27,11 +27,18 @@ typedef enum {
 
 typedef struct {
     char name[112];   /* full HF name, prefix included */
-    int ndim;         /* 1 or 2 */
-    int64_t shape[2]; /* PyTorch order (outermost first) */
+    int ndim;         /* 1, 2, or 3 (Gemma-4's stacked experts) */
+    int64_t shape[3]; /* PyTorch order (outermost first) */
     hf_init init;
     int layer;        /* decoder layer, or -1 for global tensors */
 } hf_tensor_spec;
+
+/* the number of values of a listed tensor */
+static inline int64_t sp_hf_spec_numel(const hf_tensor_spec *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
 
 /* The tensors of a checkpoint for cfg, in a fixed order (embedding, PLE globals, layers in
  * order, final norm, lm_head). *out is malloc'd (caller frees); *n its length. */

@@ -53,6 +53,17 @@ static const tn_entry gemma4_names[SP_TN_COUNT] = {
     [SP_TN_PLE_GATE] = {"per_layer_input_gate.weight", "inp_gate.weight"},
     [SP_TN_PLE_PROJ] = {"per_layer_projection.weight", "proj.weight"},
     [SP_TN_PLE_POST_NORM] = {"post_per_layer_input_norm.weight", "post_norm.weight"},
+    /* the 26B-A4B's routed experts beside the dense MLP (docs/TRANSFORMER.md §5b); an expert's
+     * gate / up / down are slices of the stacked experts.gate_up_proj / experts.down_proj */
+    [SP_TN_ROUTER] = {"router.proj.weight", "ffn_gate_inp.weight"},
+    [SP_TN_ROUTER_SCALE] = {"router.scale", "ffn_gate_inp.scale"},
+    [SP_TN_EXP_SCALE] = {"router.per_expert_scale", "ffn_down_exps.scale"},
+    [SP_TN_EXP_GATE] = {"gate_proj", "ffn_gate_up_exps.weight"},
+    [SP_TN_EXP_UP] = {"up_proj", "ffn_gate_up_exps.weight"},
+    [SP_TN_EXP_DOWN] = {"down_proj", "ffn_down_exps.weight"},
+    [SP_TN_FFN_NORM_2] = {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight"},
+    [SP_TN_FFN_POST_NORM_1] = {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight"},
+    [SP_TN_FFN_POST_NORM_2] = {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight"},
 };
 
 /* role's entry for arch (role in range): the architecture's own, else the shared one */
@@ -79,6 +90,11 @@ static int layout_has(sp_tn_layout lay, int r) {
     case SP_TN_PLE_PROJ:
     case SP_TN_PLE_POST_NORM: /* the EAGLE-3 layer has no per-layer input */
     case SP_TN_ROUTER:
+    case SP_TN_ROUTER_SCALE:
+    case SP_TN_EXP_SCALE:
+    case SP_TN_FFN_NORM_2:
+    case SP_TN_FFN_POST_NORM_1:
+    case SP_TN_FFN_POST_NORM_2:
     case SP_TN_EXP_GATE:
     case SP_TN_EXP_UP:
     case SP_TN_EXP_DOWN: return lay == SP_TN_MODEL;
@@ -108,13 +124,15 @@ const char *sp_tensor_hf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role 
 const char *sp_tensor_hf_expert_name(sp_arch arch, sp_tensor_role role, int layer, int expert, char *buf,
                                      size_t cap) {
     if (!is_expert_role(role) || expert < 0 || layer < 0 || !entry(arch, role)->hf) return NULL;
-    int n = snprintf(buf, cap, "layers.%d.mlp.experts.%d.%s", layer, expert, entry(arch, role)->hf);
+    int n = snprintf(buf, cap, arch == SP_ARCH_GEMMA4 ? "layers.%d.experts.%d.%s" : "layers.%d.mlp.experts.%d.%s",
+                     layer, expert, entry(arch, role)->hf);
     return n >= 0 && (size_t)n < cap ? buf : NULL;
 }
 
 int sp_tensor_expert_of(sp_arch arch, const char *hf, int *layer, int *expert) {
     int li, e, used = 0;
-    if (sscanf(hf, "layers.%d.mlp.experts.%d.%n", &li, &e, &used) != 2 || used == 0 || li < 0 || e < 0) return -1;
+    const char *pat = arch == SP_ARCH_GEMMA4 ? "layers.%d.experts.%d.%n" : "layers.%d.mlp.experts.%d.%n";
+    if (sscanf(hf, pat, &li, &e, &used) != 2 || used == 0 || li < 0 || e < 0) return -1;
     for (int r = SP_TN_EXP_GATE; r <= SP_TN_EXP_DOWN; r++)
         if (entry(arch, r)->hf && !strcmp(hf + used, entry(arch, r)->hf)) {
             *layer = li;
@@ -122,6 +140,18 @@ int sp_tensor_expert_of(sp_arch arch, const char *hf, int *layer, int *expert) {
             return r;
         }
     return -1;
+}
+
+const char *sp_tensor_expert_stack(sp_arch arch, sp_tensor_role role, int layer, int gguf, char *buf, size_t cap,
+                                   int *part, int *parts) {
+    if (!is_expert_role(role) || layer < 0) return NULL;
+    int gemma = arch == SP_ARCH_GEMMA4;
+    *parts = gemma && role != SP_TN_EXP_DOWN ? 2 : 1;
+    *part = gemma && role == SP_TN_EXP_UP ? 1 : 0;
+    if (gguf) return sp_tensor_gguf_name(arch, role, layer, buf, cap);
+    if (!gemma) return NULL;
+    int n = snprintf(buf, cap, "layers.%d.experts.%s", layer, role == SP_TN_EXP_DOWN ? "down_proj" : "gate_up_proj");
+    return n >= 0 && (size_t)n < cap ? buf : NULL;
 }
 
 const char *sp_tensor_gguf_name_in(sp_tn_layout lay, sp_arch arch, sp_tensor_role role, int layer, char *buf,

@@ -44,6 +44,11 @@ typedef enum {
     SP_TN_EXP_GATE,       /* [Ie, H] per expert (HF: one tensor per expert; GGUF: stacked [E, Ie, H]) */
     SP_TN_EXP_UP,         /* [Ie, H] */
     SP_TN_EXP_DOWN,       /* [H, Ie] */
+    SP_TN_ROUTER_SCALE,   /* [H] gemma4 MoE: the router input's per-channel scale */
+    SP_TN_EXP_SCALE,      /* [E] gemma4 MoE: each expert's output scale */
+    SP_TN_FFN_NORM_2,     /* [H] gemma4 MoE: the experts' input norm */
+    SP_TN_FFN_POST_NORM_1, /* [H] gemma4 MoE: the dense MLP's output norm */
+    SP_TN_FFN_POST_NORM_2, /* [H] gemma4 MoE: the experts' output norm */
     SP_TN_COUNT
 } sp_tensor_role;
 
@@ -72,6 +77,14 @@ const char *sp_tensor_hf_name(sp_arch arch, sp_tensor_role role, int layer, char
 const char *sp_tensor_hf_expert_name(sp_arch arch, sp_tensor_role role, int layer, int expert, char *buf, size_t cap);
 /* The role, layer and expert of an expert tensor's HF name; -1 when hf is not one. */
 int sp_tensor_expert_of(sp_arch arch, const char *hf, int *layer, int *expert);
+/* The stacked tensor that holds every expert's matrix of an expert role in layer `layer`: its
+ * GGUF name (gguf = 1; dims [k, parts·n, E]) or HF name (gguf = 0; [E, parts·n, k]), with the
+ * matrix being part *part of *parts stacked along n (Gemma-4 stores gate and up as one
+ * gate_up_proj, gate first). NULL where the container holds one tensor per expert (Qwen3-MoE's
+ * HF checkpoints). Gemma-4's per-expert HF names (sp_tensor_hf_expert_name,
+ * "layers.3.experts.5.up_proj") exist only as slices of these. */
+const char *sp_tensor_expert_stack(sp_arch arch, sp_tensor_role role, int layer, int gguf, char *buf, size_t cap,
+                                   int *part, int *parts);
 
 /* The GGUF name (llama.cpp's: "blk.3.ffn_up.weight", "output_norm.weight"), or NULL. */
 const char *sp_tensor_gguf_name(sp_arch arch, sp_tensor_role role, int layer, char *buf, size_t cap);

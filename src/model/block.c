@@ -18,8 +18,9 @@ sp_block_desc sp_block_describe(const sp_config *c, int li, sp_attn_mode attn) {
     int gemma = c->arch == SP_ARCH_GEMMA4, moe = lc->moe && c->n_experts > 0;
     return (sp_block_desc){
         .H = c->hidden_size, .NH = c->n_heads, .KVH = lc->n_kv_heads, .D = lc->head_dim,
-        .I = moe ? c->moe_ffn_dim : lc->ffn_dim, .n_experts = moe ? c->n_experts : 0,
+        .I = moe && !gemma ? c->moe_ffn_dim : lc->ffn_dim, .n_experts = moe ? c->n_experts : 0,
         .n_experts_used = moe ? c->n_experts_used : 0, .norm_topk = moe && c->norm_topk_prob,
+        .Ie = moe ? c->moe_ffn_dim : 0, .moe_dual = moe && gemma,
         .kv_proj = lc->kv_source == li, .v_proj = lc->has_v_proj, .post_norms = gemma, .qk_norm = c->qk_norm, .v_norm = gemma, .act = c->act, .attn = attn,
         .window = lc->sliding ? c->sliding_window : 0,
         .attn_scale = gemma ? 1.0f : 1.0f / sqrtf((float)lc->head_dim),
@@ -75,18 +76,26 @@ static int bind_vec(const bind_at *at, sp_tensor_role role, int n, float **out, 
     return at->b->vec(at->b->ctx, nm, n, out, err);
 }
 
-/* the dense MLP, or the router and every expert's three matrices */
+/* the dense MLP, or the router and every expert's three matrices, or (moe_dual) both with the
+ * router's scales and the extra norms */
 static int bind_mlp(const bind_at *at, sp_block_layer *l, sp_err *err) {
     const sp_block_desc *d = &l->d;
-    int H = d->H, I = d->I;
-    if (!d->n_experts)
-        return bind_mat(at, SP_TN_GATE, I, H, &l->w_gate, err) || bind_mat(at, SP_TN_UP, I, H, &l->w_up, err) ||
-                       bind_mat(at, SP_TN_DOWN, H, I, &l->w_down, err)
-                   ? -1
-                   : 0;
+    int H = d->H, I = d->I, Ie = d->Ie;
+    if ((!d->n_experts || d->moe_dual) &&
+        (bind_mat(at, SP_TN_GATE, I, H, &l->w_gate, err) || bind_mat(at, SP_TN_UP, I, H, &l->w_up, err) ||
+         bind_mat(at, SP_TN_DOWN, H, I, &l->w_down, err)))
+        return -1;
+    if (!d->n_experts) return 0;
     if (!l->e_gate || !l->e_up || !l->e_down)
         return sp_err_set(err, "layer %d: a mixture-of-experts layer, which this model kind does not run", at->li);
     if (bind_mat(at, SP_TN_ROUTER, d->n_experts, H, &l->router, err)) return -1;
+    if (d->moe_dual &&
+        (bind_vec(at, SP_TN_ROUTER_SCALE, H, &l->router_scale, err) ||
+         bind_vec(at, SP_TN_EXP_SCALE, d->n_experts, &l->expert_scale, err) ||
+         bind_vec(at, SP_TN_FFN_NORM_2, H, &l->ffn_norm_2, err) ||
+         bind_vec(at, SP_TN_FFN_POST_NORM_1, H, &l->ffn_post_norm_1, err) ||
+         bind_vec(at, SP_TN_FFN_POST_NORM_2, H, &l->ffn_post_norm_2, err)))
+        return -1;
     const sp_tensor_role roles[3] = {SP_TN_EXP_GATE, SP_TN_EXP_UP, SP_TN_EXP_DOWN};
     sp_mat *mats[3] = {l->e_gate, l->e_up, l->e_down};
     for (int e = 0; e < d->n_experts; e++)
@@ -95,7 +104,7 @@ static int bind_mlp(const bind_at *at, sp_block_layer *l, sp_err *err) {
             if (!sp_tensor_hf_expert_name(at->arch, roles[j], at->li, e, rel, sizeof rel))
                 return sp_err_set(err, "layer %d: no name for expert %d", at->li, e);
             snprintf(nm, sizeof nm, "%s%s", at->b->prefix ? at->b->prefix : "", rel);
-            if (at->b->mat(at->b->ctx, nm, j == 2 ? H : I, j == 2 ? I : H, &mats[j][e], err)) return -1;
+            if (at->b->mat(at->b->ctx, nm, j == 2 ? H : Ie, j == 2 ? Ie : H, &mats[j][e], err)) return -1;
         }
     return 0;
 }
@@ -364,7 +373,34 @@ static void route_rows(const block_rows *c, int lo, int hi) {
         }
         if (d->norm_topk)
             for (int j = 0; j < k; j++) w[j] /= wsum;
+        if (c->l->expert_scale)
+            for (int j = 0; j < k; j++) w[j] *= c->l->expert_scale[sel[j]];
     }
+}
+
+/* rows [lo, hi) of a moe_dual layer: mo = ffn_post_norm_1(the dense output in o); the experts'
+ * input ffn_norm_2(x) into xn; the router's input, the weightless norm of x times router_scale
+ * times H^-1/2, into ex */
+static void dual_in_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_layer *l = c->l;
+    const sp_block_desc *d = &l->d;
+    size_t H = (size_t)d->H, o = (size_t)lo * H;
+    sp_rmsnorm(c->s->mo + o, c->s->o + o, l->ffn_post_norm_1, hi - lo, d->H, d->eps);
+    sp_rmsnorm(c->s->xn + o, c->x + o, l->ffn_norm_2, hi - lo, d->H, d->eps);
+    sp_rmsnorm(c->s->ex + o, c->x + o, NULL, hi - lo, d->H, d->eps);
+    float root = 1.0f / sqrtf((float)d->H);
+    for (int t = lo; t < hi; t++) {
+        float *r = c->s->ex + (size_t)t * H;
+        for (size_t i = 0; i < H; i++) r[i] = r[i] * l->router_scale[i] * root;
+    }
+}
+
+/* rows [lo, hi) of a moe_dual layer: o = ffn_post_norm_2(the experts' sum in o) + mo */
+static void dual_out_rows(const block_rows *c, int lo, int hi) {
+    const sp_block_desc *d = &c->l->d;
+    size_t o = (size_t)lo * d->H;
+    sp_rmsnorm(c->s->o + o, c->s->o + o, c->l->ffn_post_norm_2, hi - lo, d->H, d->eps);
+    sp_add(c->s->o + o, c->s->mo + o, (size_t)(hi - lo) * d->H);
 }
 
 /* The rows routed to expert e (into s->erow, their weights into wr); returns how many. */
@@ -385,9 +421,9 @@ static void moe_mlp(sp_pool *pool, block_rows *c) {
     const sp_block_layer *l = c->l;
     const sp_block_desc *d = &l->d;
     const sp_block_scratch *s = c->s;
-    int H = d->H, I = d->I, R = c->R;
-    SP_ASSERT(s->ex && s->ey && s->router && s->ew && s->esel && s->erow);
-    sp_matmul(pool, s->router, s->xn, R, &l->router);
+    int H = d->H, I = d->Ie, R = c->R;
+    SP_ASSERT(s->ex && s->ey && s->router && s->ew && s->esel && s->erow && (!d->moe_dual || s->mo));
+    sp_matmul(pool, s->router, d->moe_dual ? s->ex : s->xn, R, &l->router);
     block_rows_run(pool, c, route_rows);
     memset(s->o, 0, (size_t)R * H * sizeof(float));
     float *wr = s->router; /* the router probabilities are no longer needed: [R] weights of one expert's rows */
@@ -424,15 +460,16 @@ static void block_run(sp_pool *pool, block_rows *c) {
     attention(pool, c);
     block_rows_run(pool, c, attn_out_rows);
 
-    if (d->n_experts) {
-        moe_mlp(pool, c);
-    } else {
+    if (!d->n_experts || d->moe_dual) {
         const sp_mat *gu[2] = {&l->w_gate, &l->w_up};
         float *gu_out[2] = {s->g, s->u};
         sp_matmul_multi(pool, gu_out, s->xn, R, gu, 2);
         block_rows_run(pool, c, act_rows);
         sp_matmul(pool, s->o, s->g, R, &l->w_down);
     }
+    if (d->moe_dual) block_rows_run(pool, c, dual_in_rows);
+    if (d->n_experts) moe_mlp(pool, c);
+    if (d->moe_dual) block_rows_run(pool, c, dual_out_rows);
     block_rows_run(pool, c, mlp_out_rows);
 
     if (d->ple_dim > 0) { /* gemma4 per-layer input */

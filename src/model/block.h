@@ -63,6 +63,11 @@ typedef struct {
      * probability, each a SwiGLU MLP of width I, their outputs summed with those probabilities
      * (renormalised to sum 1 when norm_topk) */
     int n_experts, n_experts_used, norm_topk;
+    int Ie;               /* an expert's MLP width */
+    /* gemma4 (docs/TRANSFORMER.md §5b): the experts run beside the dense MLP of width I, the router
+     * reads the scaled weightless norm of the residual, each chosen weight is multiplied by its
+     * expert's scale, and the two outputs are normed and summed before the post norm */
+    int moe_dual;
 } sp_block_desc;
 
 /* A layer's weights as the executor reads them (f32 vectors owned by the loader). */
@@ -81,9 +86,13 @@ typedef struct {
     sp_mat w_gate, w_up;   /* [I, H] (dense MLP) */
     sp_mat w_down;         /* [H, I] */
     sp_mat router;         /* [E, H] MoE router */
-    sp_mat *e_gate, *e_up; /* [E] arrays of [I, H]: expert e's gate / up; the caller allocates the
+    sp_mat *e_gate, *e_up; /* [E] arrays of [Ie, H]: expert e's gate / up; the caller allocates the
                             * arrays (E entries each) before sp_block_bind when n_experts > 0 */
-    sp_mat *e_down;        /* [E] of [H, I] */
+    sp_mat *e_down;        /* [E] of [H, Ie] */
+    float *router_scale;   /* [H] moe_dual: the router input's scale */
+    float *expert_scale;   /* [E] moe_dual: per-expert output scale */
+    float *ffn_norm_2;     /* [H] moe_dual: the experts' input norm */
+    float *ffn_post_norm_1, *ffn_post_norm_2; /* [H] moe_dual: the dense / expert output norms */
     sp_mat ple_gate;       /* [P, H] gemma4 per-layer input */
     sp_mat ple_proj;       /* [H, P] */
     float *ple_post_norm;  /* [H] */
@@ -136,12 +145,14 @@ typedef struct {
 /* Scratch for R rows: xn [R, Hin] (Hin: H, or 2H for SP_ATTN_IN_EMBED_STATE), o [R, H]; q, att
  * [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. MoE layers also: ex, ey [R, H] (one
  * expert's rows and outputs), router [R, E], ew [R, k] (k = n_experts_used), esel [R, k],
- * erow [R] (NULL for executors without MoE layers). */
+ * erow [R] (NULL for executors without MoE layers); moe_dual layers also mo [R, H] (the dense
+ * MLP's output). g and u hold max(I, Ie, P) per row. */
 typedef struct {
     float *xn, *q, *k, *v, *att, *o, *g, *u;
     float *ex, *ey, *router, *ew;
     int32_t *esel, *erow;
     int *moe_touched; /* NULL, or += the number of distinct experts each MoE layer runs */
+    float *mo;
 } sp_block_scratch;
 
 /* The layer on x [R, H] in place. The rows are the segments' rows, segment by segment; a layer

@@ -33,30 +33,63 @@ typedef struct {
     const char *file;
 } wt;
 
-/* Expert e's matrix of an expert role in layer li of a GGUF: its slice of the stacked tensor
- * (llama.cpp's ffn_*_exps, dims [k, n, E]), as a 2-D tensor [n, k]. 0 found, 1 absent, -1 error. */
+/* Expert e's matrix of an expert role in layer li, as a 2-D tensor [n, k]: its slice of the
+ * stacked tensor (llama.cpp's ffn_*_exps, dims [k, parts·n, E]; Gemma-4's HF experts.gate_up_proj /
+ * experts.down_proj, [E, parts·n, k]), part `part` of `parts` along n (sp_tensor_expert_stack).
+ * 0 found, 1 absent (or this container names experts one by one), -1 error. */
 static int find_expert(sp_model *m, sp_tensor_role role, int li, int e, wt *out, sp_err *err) {
-    char gn[128];
-    const gguf_tensor_info *t =
-        sp_tensor_gguf_name(m->cfg.arch, role, li, gn, sizeof gn) ? sp_gguf_find_tensor(m->gg, gn) : NULL;
-    if (!t) return 1;
-    snprintf(out->name, sizeof out->name, "%s[%d]", gn, e);
-    out->file = m->gg->path;
-    out->dt = sp_gguf_ggml_to_dtype(t->type);
-    if (t->n_dims != 3 || t->dims[2] != (uint64_t)m->cfg.n_experts || t->dims[0] > INT32_MAX || t->dims[1] > INT32_MAX)
-        return sp_err_set(err, "tensor %s in %s: expected 3 dims [k, n, %d experts]", gn, m->gg->path,
-                          m->cfg.n_experts);
-    if (out->dt == SP_DT_UNKNOWN)
-        return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported", gn, m->gg->path,
-                          sp_ggml_type_label(t->type), t->type);
-    const unsigned char *data = sp_gguf_tensor_data(m->gg, t, err);
-    if (!data) return -1;
+    char sn[128];
+    int part, parts, E = m->cfg.n_experts;
+    const char *stack = sp_tensor_expert_stack(m->cfg.arch, role, li, m->gg != NULL, sn, sizeof sn, &part, &parts);
+    if (!stack) return 1;
+    uint64_t k, rows;
+    size_t nbytes;
+    const unsigned char *data;
+    if (m->gg) {
+        const gguf_tensor_info *t = sp_gguf_find_tensor(m->gg, stack);
+        if (!t) return 1;
+        snprintf(out->name, sizeof out->name, "%s", stack);
+        out->file = m->gg->path;
+        if (t->n_dims != 3 || t->dims[2] != (uint64_t)E || t->dims[0] > INT32_MAX || t->dims[1] > INT32_MAX ||
+            t->dims[1] % (uint64_t)parts)
+            return sp_err_set(err, "tensor %s in %s: expected 3 dims [k, n%s, %d experts]", stack, m->gg->path,
+                              parts > 1 ? " x 2" : "", E);
+        out->dt = sp_gguf_ggml_to_dtype(t->type);
+        if (out->dt == SP_DT_UNKNOWN)
+            return sp_err_set(err, "tensor %s in %s: ggml type %s (%u) is not supported", stack, m->gg->path,
+                              sp_ggml_type_label(t->type), t->type);
+        if (!(data = sp_gguf_tensor_data(m->gg, t, err))) return -1;
+        k = t->dims[0], rows = t->dims[1], nbytes = t->nbytes;
+        m->gg_bound[t - m->gg->tensors] = 1;
+    } else {
+        char full[200];
+        snprintf(full, sizeof full, "%s%s", m->cfg.tensor_prefix, stack);
+        const st_tensor *t = sp_st_find(m->st, full);
+        if (!t) return 1;
+        snprintf(out->name, sizeof out->name, "%s", t->name);
+        out->file = t->file;
+        if (t->ndim != 3 || t->shape[0] != E || t->shape[1] <= 0 || t->shape[2] <= 0 || t->shape[1] > INT32_MAX ||
+            t->shape[2] > INT32_MAX || t->shape[1] % parts)
+            return sp_err_set(err, "tensor %s in %s: expected 3 dims [%d experts, n%s, k]", t->name, t->file, E,
+                              parts > 1 ? " x 2" : "");
+        if (t->dtype != SP_DT_F32 && t->dtype != SP_DT_BF16 && t->dtype != SP_DT_F16)
+            return sp_err_set(err, "tensor %s in %s: dtype %s is not supported for weights (F32, BF16, F16)", t->name,
+                              t->file, sp_st_tensor_dtype_name(t));
+        out->dt = t->dtype;
+        data = t->data, k = (uint64_t)t->shape[2], rows = (uint64_t)t->shape[1], nbytes = t->nbytes;
+    }
+    size_t row_bytes = sp_dtype_row_bytes(out->dt, (size_t)k);
+    if (row_bytes == 0 || nbytes != (size_t)E * rows * row_bytes)
+        return sp_err_set(err, "tensor %s in %s: %zu bytes do not hold %d experts of %llu rows of %llu", out->name,
+                          out->file, nbytes, E, (unsigned long long)rows, (unsigned long long)k);
+    uint64_t n = rows / (uint64_t)parts;
+    snprintf(out->name + strlen(out->name), sizeof out->name - strlen(out->name), "[%d]%s", e,
+             parts == 1 ? "" : part ? "(up)" : "(gate)");
     out->ndim = 2;
-    out->shape[0] = (int64_t)t->dims[1];
-    out->shape[1] = (int64_t)t->dims[0];
-    out->nbytes = t->nbytes / t->dims[2];
-    out->data = data + (size_t)e * out->nbytes;
-    m->gg_bound[t - m->gg->tensors] = 1;
+    out->shape[0] = (int64_t)n;
+    out->shape[1] = (int64_t)k;
+    out->nbytes = (size_t)n * row_bytes;
+    out->data = data + ((size_t)e * rows + (size_t)part * n) * row_bytes;
     return 0;
 }
 
@@ -104,6 +137,8 @@ static int find(sp_model *m, const char *rel, wt *out, sp_err *err) {
         sp_tensor_hf_name(m->cfg.arch, SP_TN_LM_HEAD, 0, head, sizeof head);
         snprintf(out->name, sizeof out->name, "%s%s", strcmp(rel, head) ? m->cfg.tensor_prefix : "", rel);
         const st_tensor *t = sp_st_find(m->st, out->name);
+        int li, e, er = t ? -1 : sp_tensor_expert_of(m->cfg.arch, rel, &li, &e);
+        if (er >= 0) return find_expert(m, (sp_tensor_role)er, li, e, out, err);
         if (!t) return 1;
         if (t->dtype == SP_DT_U32 || m->mlxq) {
             int rc = find_mlx(m, t, out, err);

@@ -16,6 +16,7 @@
 int sp_lm_layout_init(lm_layout *lay, const sp_config *c, sp_dtype export_dtype, sp_err *err) {
     memset(lay, 0, sizeof *lay);
     if (c->arch != SP_ARCH_GEMMA4) return sp_err_set(err, "train-lm: architecture %s: only gemma4 is supported", sp_arch_name(c->arch));
+    if (c->n_experts > 0) return sp_err_set(err, "train-lm: a mixture-of-experts model (enable_moe_block) is not supported");
     if (c->ple_dim > 0) return sp_err_set(err, "train-lm: per-layer inputs (hidden_size_per_layer_input %d) are not supported; set 0", c->ple_dim);
     if (c->n_kv_shared > 0) return sp_err_set(err, "train-lm: KV sharing (num_kv_shared_layers %d) is not supported; set 0", c->n_kv_shared);
     if (c->attention_k_eq_v) return sp_err_set(err, "train-lm: attention_k_eq_v is not supported; set false");
