@@ -66,7 +66,7 @@ static void test_config(void) {
          "text_config.model_type"},
         {"{\"model_type\": \"gemma4_unified\"}", "text_config"},
         {"{\"model_type\": \"gemma4_unified\", \"text_config\": {\"enable_moe_block\": true, " TEXT_KEYS "}}",
-         "enable_moe_block"},
+         "num_experts"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sp_config cfg;
