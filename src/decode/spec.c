@@ -166,7 +166,8 @@ static double expert_share(const sp_config *c) {
         double D = lc->head_dim > 0 ? lc->head_dim : c->head_dim, kvh = lc->n_kv_heads > 0 ? lc->n_kv_heads : c->n_kv_heads;
         other += 2 * H * c->n_heads * D + 2 * H * kvh * D; /* q, o; k, v */
         if (lc->moe) ex += 3 * H * c->moe_ffn_dim * c->n_experts_used, other += H * c->n_experts; /* experts; router */
-        else other += 3 * H * (lc->ffn_dim > 0 ? lc->ffn_dim : c->ffn_dim);
+        if (!lc->moe || c->arch == SP_ARCH_GEMMA4) /* the dense MLP (Gemma-4 runs one beside its experts) */
+            other += 3 * H * (lc->ffn_dim > 0 ? lc->ffn_dim : c->ffn_dim);
     }
     return ex + other > 0 ? ex / (ex + other) : 0;
 }
