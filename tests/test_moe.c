@@ -543,6 +543,18 @@ static void test_gemma4(void) {
             sp_drafter_free(d);
         }
     sp_model_free(m);
+
+    /* export-gguf writes the stacked experts as ffn_gate_up_exps / ffn_down_exps: the same logits */
+    char dir[] = "/tmp/specula-g4moe-XXXXXX", cmd[2048], log[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(cmd, sizeof cmd,
+             "%s export-gguf -m %s -o %s/m.gguf --no-tokenizer 2>&1 && "
+             "%s logits -m %s --prompt-ids 2,40,77,301,5,9 -o %s/a.f32 2>&1 && "
+             "%s logits -m %s/m.gguf --prompt-ids 2,40,77,301,5,9 -o %s/b.f32 2>&1 && cmp %s/a.f32 %s/b.f32 2>&1",
+             cli, fix, dir, cli, fix, dir, cli, dir, dir, dir, dir);
+    CHECK(harness_run(cmd, log, sizeof log) == 0, "gemma4 MoE GGUF export: logits differ or a step failed: %s", log);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
 }
 
 int main(int argc, char **argv) {

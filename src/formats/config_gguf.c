@@ -192,9 +192,9 @@ static int parse_llama_qwen(gctx *g, sp_config *c) {
     return 0;
 }
 
-/* qwen3moe: every layer is MoE (llama.cpp's layout has no dense layers), the chosen experts'
- * weights renormalised unless expert_weights_norm says otherwise */
-static int parse_qwen3moe(gctx *g, sp_config *c) {
+/* qwen3moe, and gemma4 with expert_count: every layer is MoE (llama.cpp's layouts have no dense
+ * layers), the chosen experts' weights renormalised unless expert_weights_norm says otherwise */
+static int parse_moe_keys(gctx *g, sp_config *c) {
     char key[KEYBUF];
     if (key_int(g, "expert_count", 1, 0, &c->n_experts) || key_int(g, "expert_used_count", 1, 0, &c->n_experts_used) ||
         key_int(g, "expert_feed_forward_length", 1, 0, &c->moe_ffn_dim))
@@ -203,8 +203,9 @@ static int parse_qwen3moe(gctx *g, sp_config *c) {
     if (sp_gguf_get_bool(g->f, akey(key, g, "expert_weights_norm"), &c->norm_topk_prob, g->err) < 0) return -1;
     if (c->n_experts <= 0 || c->n_experts > SP_CONFIG_MAX_EXPERTS || c->n_experts_used <= 0 ||
         c->n_experts_used > c->n_experts || c->moe_ffn_dim <= 0 || c->moe_ffn_dim > SP_CONFIG_MAX_DIM)
-        return sp_err_set(g->err, "%s: qwen3moe.expert_count %d, expert_used_count %d, expert_feed_forward_length %d: "
-                          "expected 1 <= used <= count <= %d and a width in 1..%d", g->f->path, c->n_experts,
+        return sp_err_set(g->err, "%s: %s %d, expert_used_count %d, expert_feed_forward_length %d: "
+                          "expected 1 <= used <= count <= %d and a width in 1..%d", g->f->path,
+                          akey(key, g, "expert_count"), c->n_experts,
                           c->n_experts_used, c->moe_ffn_dim, SP_CONFIG_MAX_EXPERTS, SP_CONFIG_MAX_DIM);
     for (int i = 0; i < c->n_layers; i++) c->layers[i].moe = 1;
     return 0;
@@ -308,8 +309,6 @@ static int parse_gemma4(gctx *g, sp_config *c) {
         return -1;
     if (vlen != c->global_head_dim || vlen_swa != c->head_dim)
         return sp_err_set(g->err, "%s: gemma4 value_length must equal key_length (full and sliding)", f->path);
-    if (sp_gguf_find(f, "gemma4.expert_count") >= 0)
-        return sp_err_set(g->err, "%s: Gemma-4 MoE (gemma4.expert_count) is not supported", f->path);
     c->act = SP_ACT_GELU_TANH;
     c->qk_norm = 1;
     c->rope_swa.type = SP_ROPE_DEFAULT;
@@ -321,6 +320,8 @@ static int parse_gemma4(gctx *g, sp_config *c) {
     if (first_shared < 1) return sp_err_set(g->err, "%s: gemma4.attention.shared_kv_layers %d out of range for %d blocks",
                                             f->path, c->n_kv_shared, L);
     if (gemma4_layers(g, c, pat, kvh, ffn, first_shared)) return -1;
+    /* the 26B-A4B's expert block beside every dense MLP (docs/TRANSFORMER.md §5b) */
+    if (sp_gguf_find(f, akey(key, g, "expert_count")) >= 0 && parse_moe_keys(g, c)) return -1;
     if (c->ple_dim > 0) {
         const gguf_tensor_info *t = sp_gguf_find_tensor(f, "per_layer_token_embd.weight");
         if (!t || t->n_dims != 2)
@@ -371,7 +372,7 @@ int sp_config_from_gguf(sp_config *cfg, const gguf_file *f, sp_err *err) {
         if (nh[i] != nh[0]) return sp_err_set(err, "%s: %s.attention.head_count differs between layers", f->path, g.A);
     cfg->n_heads = nh[0];
     if ((cfg->arch == SP_ARCH_GEMMA4 ? parse_gemma4(&g, cfg) : parse_llama_qwen(&g, cfg))) return -1;
-    if (moe && parse_qwen3moe(&g, cfg)) return -1;
+    if (moe && parse_moe_keys(&g, cfg)) return -1;
 
     const gguf_tensor_info *emb = sp_gguf_find_tensor(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->dims[0] != (uint64_t)cfg->hidden_size || emb->dims[1] > 0x7fffffff)

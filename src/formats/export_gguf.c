@@ -173,8 +173,6 @@ int sp_export_arch_keys(gguf_writer *w, const char *A, const sp_config *c, sp_er
 
 /* What llama.cpp cannot represent: refuse rather than export a different model. */
 static int check_supported(const sp_config *c, sp_err *err) {
-    if (c->arch == SP_ARCH_GEMMA4 && c->n_experts > 0)
-        return sp_err_set(err, "gemma4: the mixture-of-experts block (enable_moe_block) is not exported to GGUF yet");
     if (c->arch == SP_ARCH_QWEN3 && c->rope.type != SP_ROPE_DEFAULT)
         return sp_err_set(err, "qwen3: rope scaling is not exported (llama.cpp's qwen3 reads no rope_freqs)");
     for (int i = 0; c->n_experts > 0 && i < c->n_layers; i++)
@@ -266,6 +264,21 @@ static int add_weight_tensors(gguf_writer *w, const sp_config *cfg, st_set *st, 
         const char *hf = strncmp(s->name, cfg->tensor_prefix, pl) ? s->name : s->name + pl;
         char buf[96];
         int eli, ee, er = sp_tensor_expert_of(cfg->arch, hf, &eli, &ee);
+        if (s->ndim == 3) { /* Gemma-4's stacked experts: the same bytes, ggml dims reversed */
+            int part, parts;
+            sp_tensor_role role = strstr(hf, "down_proj") ? SP_TN_EXP_DOWN : SP_TN_EXP_GATE;
+            const char *gg = sp_tensor_expert_stack(cfg->arch, role, s->layer, 1, buf, sizeof buf, &part, &parts);
+            SP_ASSERT(gg != NULL);
+            ggml_type type = o->weight_type >= 0       ? (ggml_type)o->weight_type
+                             : t->dtype == SP_DT_BF16 ? GGML_TYPE_BF16
+                             : t->dtype == SP_DT_F16  ? GGML_TYPE_F16
+                                                      : GGML_TYPE_F32;
+            n_2d_types[type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : 2]++;
+            srcs[i] = (export_tensor_src){.src = t, .type = type, .row = s->shape[2]};
+            int64_t ne[3] = {s->shape[2], s->shape[1], s->shape[0]};
+            if (sp_gguf_writer_add_tensor(w, gg, type, 3, ne, NULL, sp_export_fill_tensor, &srcs[i], err)) return -1;
+            continue;
+        }
         if (er >= 0) { /* expert 0's spec adds the stacked tensor of every expert; the others add nothing */
             if (ee == 0 && add_expert_tensor(w, cfg, st, s, (sp_tensor_role)er, eli, o, &srcs[i], ex, n_2d_types, err))
                 return -1;
@@ -341,7 +354,7 @@ int sp_export_gguf(const char *dir, const char *out_path, const export_gguf_opts
     snprintf(base_buf, sizeof base_buf, "%s", dir);
     for (size_t n = strlen(base_buf); n > 1 && base_buf[n - 1] == '/'; n--) base_buf[n - 1] = 0;
     const char *base = strrchr(base_buf, '/') ? strrchr(base_buf, '/') + 1 : base_buf;
-    const char *A = cfg.n_experts > 0 ? "qwen3moe" : sp_arch_name(cfg.arch); /* llama.cpp's architecture */
+    const char *A = cfg.n_experts > 0 && cfg.arch != SP_ARCH_GEMMA4 ? "qwen3moe" : sp_arch_name(cfg.arch); /* llama.cpp's */
     if (sp_gguf_writer_set_str(w, "general.architecture", A, err) ||
         sp_gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err) || sp_export_arch_keys(w, A, &cfg, err))
         goto done;
