@@ -61,7 +61,9 @@ def tau(c):
 
 
 def acc(c):
-    return spread([x["accepted"] / x["drafted"] for x in c.values() if x["drafted"]])
+    """accepted / drafted tokens; (0, 0, 0) when there were runs but none drafted"""
+    return spread([x["accepted"] / x["drafted"] for x in c.values() if x["drafted"]]) or \
+        ((0.0, 0.0, 0.0) if any(x["drafted"] == 0 for x in c.values()) else None)
 
 
 def orna(s):

@@ -122,13 +122,13 @@ fi
 # section case threads round prompt engine mode decode_tps prefill_tps drafted accepted emitted
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$RAW"; }
 LOGN=0
-logf() { LOGN=$((LOGN + 1)); echo "$WORK/logs/$LOGN-$1.log"; }
+next_log() { LOGN=$((LOGN + 1)); lg=$WORK/logs/$LOGN-$1.log; } # sets lg
 
 # sp_gen SECTION CASE TH R PROMPT MODE TARGET ARGS...: specula generate --json, one row
 sp_gen() {
     sec=$1 cs=$2 th=$3 r=$4 pr=$5 mode=$6 tgt=$7
     shift 7
-    lg=$(logf "specula-$sec-$mode")
+    next_log "specula-$sec-$mode"
     if locked "$S" generate -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" --json -q "$@" \
         > "$lg.json" 2> "$lg"; then
         row "$sec" "$cs" "$th" "$r" "$pr" specula "$mode" "$(json_num decode_tps < "$lg.json")" "" \
@@ -144,7 +144,7 @@ ll_gen() {
     sec=$1 cs=$2 th=$3 r=$4 pr=$5 mode=$6 tgt=$7
     shift 7
     [ "$LLAMA" = 1 ] || return 0
-    lg=$(logf "llama-$sec-$mode")
+    next_log "llama-$sec-$mode"
     if [ "$mode" = plain ]; then
         locked "$LB/llama-completion" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -no-cnv \
             "$@" < /dev/null > "$lg" 2>&1 || true
