@@ -37,6 +37,11 @@ def cell(sec, case, th, engine, mode):
             if x["sec"] == sec and x["case"] == case and x["th"] == th and x["engine"] == engine and x["mode"] == mode}
 
 
+def cases_of(sec):
+    """the cases of a section in the order they were measured"""
+    return list(dict.fromkeys(x["case"] for x in rows if x["sec"] == sec))
+
+
 def spread(v):
     v = [x for x in v if x is not None]
     return (statistics.median(v), min(v), max(v)) if v else None
@@ -83,10 +88,7 @@ w("Every figure: median [min–max] over the repetitions (and prompts); ratios a
 w("")
 
 # ---- plain decode and prefill
-types = []
-for x in rows:
-    if x["sec"] == "plain" and x["case"] not in types:
-        types.append(x["case"])
+types = cases_of("plain")
 w("### Plain decode and prefill (tok/s), the same GGUF files")
 w("")
 w("Model: %s with random weights, quantized by `specula quantize`; decode: %s tokens after a short prompt "
@@ -139,10 +141,7 @@ w("")
 # ---- n-gram drafting on copy-heavy prompts
 modes_sp = ["ngram", "suffix"]
 modes_ll = meta.get("llama_ngram", "ngram-simple ngram-mod ngram-cache").split()
-cases = []
-for x in rows:
-    if x["sec"] == "ngram" and x["case"] not in cases:
-        cases.append(x["case"])
+cases = cases_of("ngram")
 w("### n-gram drafting on copy-heavy prompts (embedded target as GGUF, tok/s of the decode phase)")
 w("")
 w("Prompts: copy-code = a held-out prompt, the model's own greedy continuation, the prompt again; copy-chat = "
