@@ -39,8 +39,8 @@ grep -Eq '^\| DSpark \(embedded pair, block [0-9]+\) \| 1 \| [0-9.]+ \[.*\| [0-9
 check $? "DSpark row with specula's speedup"
 grep -Eq '^\| draft model .* \| 1 \| [0-9.]+ \[' "$M"
 check $? "draft-model row"
-grep -q '^| EAGLE-3 | .*n/a: ' "$M"
-check $? "EAGLE-3 row says why it is n/a"
+grep -Eq '^\| EAGLE-3 \(.*\) \| 2 \| [0-9.]+ \[.*\| [0-9.]+× \[' "$M"
+check $? "EAGLE-3 row"
 for c in copy-code/greedy copy-code/t0.8 copy-chat/greedy copy-chat/t0.8; do for m in plain ngram suffix; do
     grep -Eq "^\| $c \| 2 \| specula: $m \| [0-9.]+ \[" "$M"
     check $? "n-gram table: $c specula $m at 2 threads"

@@ -116,26 +116,25 @@ w("")
 w("| drafter | threads | specula plain | specula spec | specula speedup | specula τ / acceptance | llama.cpp plain | "
   "llama.cpp spec | llama.cpp speedup | llama.cpp τ / acceptance | spec tok/s specula ÷ llama.cpp |")
 w("|---|---|---|---|---|---|---|---|---|---|---|")
-names = {"dspark": "DSpark (embedded pair, block %s)" % meta.get("block", "?"),
-         "q8_0+q4_0": "draft model (Q8_0 target, its Q4_0 copy drafts 4)"}
+# (label, section and case of the speculative runs, section and case of the plain runs beside them)
+spec_rows = [("DSpark (embedded pair, block %s)" % meta.get("block", "?"), "dspark", "dspark", "dspark", "dspark"),
+             ("draft model (Q8_0 target, its Q4_0 copy drafts 4)", "draft", "q8_0+q4_0", "draft", "q8_0+q4_0"),
+             ("EAGLE-3 (Q8_0 target, random SpecForge-layout drafter, 4 drafts: cost only, acceptance ≈ 0)", "eagle3",
+              "q8_0", "draft", "q8_0+q4_0")]
 plot_spec = []
-for case in ("dspark", "q8_0+q4_0"):
+for label, sec, case, psec, pcase in spec_rows:
     for th in threads:
-        s0, s1 = cell("dspark" if case == "dspark" else "draft", case, th, "specula", "plain"), \
-            cell("dspark" if case == "dspark" else "draft", case, th, "specula", "spec")
-        l0, l1 = cell("dspark" if case == "dspark" else "draft", case, th, "llama", "plain"), \
-            cell("dspark" if case == "dspark" else "draft", case, th, "llama", "spec")
-        if not s0 and not l0:
+        s0, s1 = cell(psec, pcase, th, "specula", "plain"), cell(sec, case, th, "specula", "spec")
+        l0, l1 = cell(psec, pcase, th, "llama", "plain"), cell(sec, case, th, "llama", "spec")
+        if not s1 and not l1:
             continue
         ta = lambda c: None if not c else "%s / %s" % (fmt(tau(c), 2) or "-", fmt(acc(c), 2) or "-")
         w("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            names[case], th, orna(fmt(spread([x["dec"] for x in s0.values()]))),
+            label, th, orna(fmt(spread([x["dec"] for x in s0.values()]))),
             orna(fmt(spread([x["dec"] for x in s1.values()]))), orna(fmt(ratio(s1, s0), 2, "×")), orna(ta(s1)),
             orna(fmt(spread([x["dec"] for x in l0.values()]))), orna(fmt(spread([x["dec"] for x in l1.values()]))),
             orna(fmt(ratio(l1, l0), 2, "×")), orna(ta(l1)), orna(fmt(ratio(s1, l1), 2, "×"))))
-        plot_spec.append(("%s t%d" % ("DSpark" if case == "dspark" else "draft", th), ratio(s1, s0), ratio(l1, l0)))
-w("| EAGLE-3 | – | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a: no trained drafter in a layout both engines run "
-  "(llama.cpp's eagle3 graph takes SpecForge Llama-layout files only, docs/EXPORT.md; the embedded target is a Gemma-4) |")
+        plot_spec.append(("%s t%d" % (label.split(" (")[0], th), ratio(s1, s0), ratio(l1, l0)))
 w("")
 
 # ---- n-gram drafting on copy-heavy prompts

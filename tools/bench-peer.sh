@@ -22,7 +22,8 @@
 #            greedy continuation, the prompt again; chat: the same as `# user:` / `# assistant:`
 #            turns with the context repeated), greedy and at T 0.8: specula plain / --spec ngram /
 #            --spec suffix vs llama.cpp plain / --spec-type LLAMA_NGRAM modes
-#   eagle3   not run: "n/a" with the reason (no trained SpecForge-layout EAGLE-3 drafter here)
+#   eagle3   a random-weight EAGLE-3 drafter (SpecForge layout) of that Q8_0 target, exported for
+#            llama.cpp with `export-gguf --target`: what drafting and verifying cost, acceptance ~0
 # Environment: ROUNDS (3), THREADS ("1 2"), TYPES ("q8_0 q4_0 q4_k_m"), REDUCED=1 (tiny model,
 # few tokens: the CI form), N (tokens per generate run; 128, reduced 12), SPEC_ARGS (flags of
 # specula's speculative runs; default --spec-always, drafting every round as llama.cpp does),
@@ -83,6 +84,12 @@ DTYPES=$TYPES
 case " $TYPES " in *" q4_0 "*) ;; *) DTYPES="$TYPES q4_0" ;; esac
 case " $DTYPES " in *" q8_0 "*) ;; *) DTYPES="$DTYPES q8_0" ;; esac
 gguf_models "$S" "$WORK/files" "$NAME" "$MODEL" "$VOCAB" "$DTYPES" >/dev/null
+# a random EAGLE-3 drafter (SpecForge layout, the one llama.cpp's eagle3 graph runs) for that model
+E3=$WORK/files/$NAME-eagle3
+[ -f "$E3/config.json" ] || "$S" new-drafter --arch eagle3 --preset specforge -m "$WORK/files/$NAME" --seed 2 -o "$E3" >/dev/null
+case $VOCAB in *.gguf) TG="--tokenizer-gguf $VOCAB" ;; *) TG= ;; esac
+# shellcheck disable=SC2086 # TG is a list of arguments
+[ "$LLAMA" = 0 ] || [ -f "$E3.gguf" ] || "$S" export-gguf -m "$E3" --target "$WORK/files/$NAME" -o "$E3.gguf" $TG >/dev/null
 if [ "$LLAMA" = 1 ]; then
     default_pair_gguf "$S" "$WORK/files"
 else
@@ -196,6 +203,10 @@ while [ "$r" -le "$ROUNDS" ]; do
             sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec draft -md "$d" --draft-max 4 $SPEC_ARGS
             ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
             ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$d" --spec-type draft-simple \
+                --spec-draft-n-max 4 -td "$th"
+            # shellcheck disable=SC2086
+            sp_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec eagle3 -md "$E3" --draft-max 4 $SPEC_ARGS
+            ll_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$E3.gguf" --spec-type draft-eagle3 \
                 --spec-draft-n-max 4 -td "$th"
             p=$((p + 1))
         done
