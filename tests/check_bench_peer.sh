@@ -16,7 +16,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT INT TERM
 
 t0=$(date +%s)
-REDUCED=1 ROUNDS=1 LOCK= SPECULA="$BUILD/specula" sh tools/bench-peer.sh "$W/out" > "$W/stdout" 2> "$W/stderr"
+REDUCED=1 ROUNDS=1 LOCK='' SPECULA="$BUILD/specula" sh tools/bench-peer.sh "$W/out" > "$W/stdout" 2> "$W/stderr"
 rc=$?
 check $rc "bench-peer (reduced, no LLAMA_BIN) exits 0 in $(( $(date +%s) - t0 )) s"
 [ $rc -eq 0 ] || tail -20 "$W/stderr"

@@ -25,8 +25,8 @@ gguf_models() {
     _s=$1 _w=$2 _n=$3 _m=$4 _v=$5 _t=$6
     mkdir -p "$_w"
     case $_v in
-    *.gguf) _tok= _tg="--tokenizer-gguf $_v" ;;
-    *) _tok="--tokenizer $_v" _tg= ;;
+    *.gguf) _tok='' _tg="--tokenizer-gguf $_v" ;;
+    *) _tok="--tokenizer $_v" _tg='' ;;
     esac
     # shellcheck disable=SC2086 # MODEL and the tokenizer options are lists of arguments
     [ -f "$_w/$_n/config.json" ] || "$_s" new-model $_m $_tok --seed 1 -o "$_w/$_n" || return 1

@@ -28,6 +28,7 @@
 # few tokens: the CI form), N (tokens per generate run; 128, reduced 12), SPEC_ARGS (flags of
 # specula's speculative runs; default --spec-always, drafting every round as llama.cpp does),
 # LLAMA_NGRAM ("ngram-simple ngram-mod ngram-cache"), LOCK (as tools/bench-gguf.sh), SPECULA.
+# shellcheck disable=SC2086 # lists of flags ($SAMPLE_*, $SPEC_ARGS, $TG, $MODEL) are split on purpose
 set -eu
 USAGE="usage: bench-peer.sh WORK [LLAMA_BIN]"
 WORK=${1:?$USAGE}
@@ -37,6 +38,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 [ -z "$LB" ] || LB=$(cd "$LB" && pwd) || { echo "bench-peer: no directory $LB" >&2; exit 2; }
+SP_BIN=${SPECULA:-$ROOT/build/specula}
+case $SP_BIN in /*) ;; *) SP_BIN=$(pwd)/$SP_BIN ;; esac
 cd "$ROOT"
 REDUCED=${REDUCED:-0}
 ROUNDS=${ROUNDS:-3}
@@ -54,7 +57,7 @@ else
 fi
 mkdir -p "$WORK/files" "$WORK/prompts" "$WORK/logs"
 S=$WORK/files/specula
-cp "${SPECULA:-$ROOT/build/specula}" "$S" # a rebuild while this runs does not touch the measured binary
+cp "$SP_BIN" "$S" # a rebuild while this runs does not touch the measured binary
 RAW=$WORK/raw.tsv
 : > "$RAW"
 LLAMA=0
@@ -88,7 +91,6 @@ gguf_models "$S" "$WORK/files" "$NAME" "$MODEL" "$VOCAB" "$DTYPES" >/dev/null
 E3=$WORK/files/$NAME-eagle3
 [ -f "$E3/config.json" ] || "$S" new-drafter --arch eagle3 --preset specforge -m "$WORK/files/$NAME" --seed 2 -o "$E3" >/dev/null
 case $VOCAB in *.gguf) TG="--tokenizer-gguf $VOCAB" ;; *) TG= ;; esac
-# shellcheck disable=SC2086 # TG is a list of arguments
 [ "$LLAMA" = 0 ] || [ -f "$E3.gguf" ] || "$S" export-gguf -m "$E3" --target "$WORK/files/$NAME" -o "$E3.gguf" $TG >/dev/null
 if [ "$LLAMA" = 1 ]; then
     default_pair_gguf "$S" "$WORK/files"
@@ -191,7 +193,6 @@ while [ "$r" -le "$ROUNDS" ]; do
         while [ "$p" -le "$NPROMPTS" ]; do
             pr=heldout-$p
             sp_gen dspark dspark "$th" "$r" "$pr" plain "$TGT" $SAMPLE_GREEDY
-            # shellcheck disable=SC2086 # SPEC_ARGS is a list of flags
             sp_gen dspark dspark "$th" "$r" "$pr" spec "$TGT" $SAMPLE_GREEDY --spec dspark -md models/default/drafter \
                 --draft-max "$BLOCK" $SPEC_ARGS
             ll_gen dspark dspark "$th" "$r" "$pr" plain "$TGT" $SAMPLE_GREEDY
@@ -199,12 +200,10 @@ while [ "$r" -le "$ROUNDS" ]; do
                 --spec-type draft-dspark --spec-draft-n-max "$BLOCK" -td "$th"
             f=$WORK/files/$NAME-q8_0.gguf d=$WORK/files/$NAME-q4_0.gguf
             sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
-            # shellcheck disable=SC2086
             sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec draft -md "$d" --draft-max 4 $SPEC_ARGS
             ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
             ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$d" --spec-type draft-simple \
                 --spec-draft-n-max 4 -td "$th"
-            # shellcheck disable=SC2086
             sp_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec eagle3 -md "$E3" --draft-max 4 $SPEC_ARGS
             ll_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$E3.gguf" --spec-type draft-eagle3 \
                 --spec-draft-n-max 4 -td "$th"
@@ -215,16 +214,11 @@ while [ "$r" -le "$ROUNDS" ]; do
             for temp in greedy t0.8; do
                 if [ "$temp" = greedy ]; then smp=$SAMPLE_GREEDY; else smp="$SAMPLE_T08 --seed $r"; fi
                 cs=$pr/$temp
-                # shellcheck disable=SC2086
                 sp_gen ngram "$cs" "$th" "$r" "$pr" plain "$TGT" $smp
-                # shellcheck disable=SC2086
                 sp_gen ngram "$cs" "$th" "$r" "$pr" ngram "$TGT" $smp --spec ngram $SPEC_ARGS
-                # shellcheck disable=SC2086
                 sp_gen ngram "$cs" "$th" "$r" "$pr" suffix "$TGT" $smp --spec suffix $SPEC_ARGS
-                # shellcheck disable=SC2086
                 ll_gen ngram "$cs" "$th" "$r" "$pr" plain "$TGT" $smp
                 for m in $LLAMA_NGRAM; do
-                    # shellcheck disable=SC2086
                     ll_gen ngram "$cs" "$th" "$r" "$pr" "$m" "$TGT" $smp --spec-type "$m"
                 done
             done
@@ -233,7 +227,9 @@ while [ "$r" -le "$ROUNDS" ]; do
     done
     r=$((r + 1))
 done
-echo "machine_after	$(machine_line)" >> "$WORK/meta.tsv"
-echo "llama_ngram	$LLAMA_NGRAM" >> "$WORK/meta.tsv"
-echo "block	$BLOCK" >> "$WORK/meta.tsv"
+{
+    echo "machine_after	$(machine_line)"
+    echo "llama_ngram	$LLAMA_NGRAM"
+    echo "block	$BLOCK"
+} >> "$WORK/meta.tsv"
 python3 "$ROOT/tools/bench-peer-report.py" "$WORK"
