@@ -147,6 +147,9 @@ sp_gen() {
     fi
 }
 
+# llama.cpp's context: its default (the model's whole context, 40960 for Qwen3) makes it allocate
+# and clear gigabytes of KV cache at every start; the prompts and outputs here fit in CTX
+CTX=$((N + 2048))
 # ll_gen SECTION CASE TH R PROMPT MODE TARGET ARGS...: llama-completion (MODE plain) or
 # llama-speculative-simple (ARGS: --spec-type ...), one row
 ll_gen() {
@@ -155,12 +158,12 @@ ll_gen() {
     [ "$LLAMA" = 1 ] || return 0
     next_log "llama-$sec-$mode"
     if [ "$mode" = plain ]; then
-        locked "$LB/llama-completion" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -no-cnv \
+        locked "$LB/llama-completion" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -c "$CTX" -no-cnv \
             "$@" < /dev/null > "$lg" 2>&1 || true
         tps=$(sed -n 's/.* eval time = .* runs .*, *\([0-9.]*\) tokens per second).*/\1/p' "$lg" | grep -v '^$' | tail -1)
         [ -n "$tps" ] && row "$sec" "$cs" "$th" "$r" "$pr" llama plain "$tps" "" "" "" "$N"
     else
-        locked "$LB/llama-speculative-simple" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" \
+        locked "$LB/llama-speculative-simple" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -c "$CTX" \
             "$@" > "$lg" 2>&1 || true
         tps=$(sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$lg" | tail -1)
         em=$(sed -n 's/.*decoded *\([0-9]*\) tokens in.*/\1/p' "$lg" | tail -1)
