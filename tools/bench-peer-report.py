@@ -207,12 +207,12 @@ if shutil.which("gnuplot"):
                     if v is not None:
                         f.write("%g %g %g %g\n" % (i + off, v[0], v[1], v[2]))
                 f.write("\n\n")
-                plots.append("'%s' index %d using 1:2:3:4 with yerrorbars pt 7 title '%s'" % (dat, len(plots), sname))
+                plots.append("'%s' index %d using 1:2:3:4 with yerrorbars pt 7 ps 0.7 lw 1.5 title '%s'" % (dat, len(plots), sname))
         if not plots:
             return
         xt = ", ".join('"%s" %d' % (l, i) for i, l in enumerate(labels))
-        gp = ("set terminal svg size 760,420\nset output '%s'\nset title '%s'\nset ylabel '%s'\nset grid ytics\n"
-              "set xtics (%s) rotate by -30\nset xrange [-0.6:%g]\nset yrange [0:*]\nset key outside right\nplot %s\n" % (
+        gp = ("set terminal svg size 760,420 noenhanced\nset output '%s'\nset title '%s'\nset ylabel '%s'\nset grid ytics\n"
+              "set xtics (%s) rotate by 30 right\nset bmargin 7\nset xrange [-0.6:%g]\nset yrange [0:*]\nset key outside right\nplot %s\n" % (
                   os.path.join(work, name + ".svg"), title, ylabel, xt, len(labels) - 0.4, ", ".join(plots)))
         g = subprocess.run(["gnuplot"], input=gp.encode(), capture_output=True)
         if g.returncode == 0:
