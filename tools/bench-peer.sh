@@ -55,6 +55,7 @@ else
     N=${N:-128} N_DEC=${N_DEC:-64} N_PRE=${N_PRE:-512} NGEN=${NGEN:-128} NPROMPTS=${NPROMPTS:-2}
     NAME=q06 MODEL="--arch qwen3 --preset qwen3-0.6b"
 fi
+rm -rf "$WORK/logs"
 mkdir -p "$WORK/files" "$WORK/prompts" "$WORK/logs"
 S=$WORK/files/specula
 cp "$SP_BIN" "$S" # a rebuild while this runs does not touch the measured binary
@@ -157,21 +158,29 @@ ll_gen() {
     shift 7
     [ "$LLAMA" = 1 ] || return 0
     next_log "llama-$sec-$mode"
-    if [ "$mode" = plain ]; then
-        locked "$LB/llama-completion" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -c "$CTX" -no-cnv \
-            "$@" < /dev/null > "$lg" 2>&1 || true
-        tps=$(sed -n 's/.* eval time = .* runs .*, *\([0-9.]*\) tokens per second).*/\1/p' "$lg" | grep -v '^$' | tail -1)
-        [ -n "$tps" ] && row "$sec" "$cs" "$th" "$r" "$pr" llama plain "$tps" "" "" "" "$N"
-    else
-        locked "$LB/llama-speculative-simple" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -c "$CTX" \
-            "$@" > "$lg" 2>&1 || true
-        tps=$(sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$lg" | tail -1)
-        em=$(sed -n 's/.*decoded *\([0-9]*\) tokens in.*/\1/p' "$lg" | tail -1)
-        dr=$(sed -n 's/.*n_drafted *= *\([0-9]*\).*/\1/p' "$lg" | tail -1)
-        ac=$(sed -n 's/.*n_accept *= *\([0-9]*\).*/\1/p' "$lg" | tail -1)
-        [ -n "$tps" ] && row "$sec" "$cs" "$th" "$r" "$pr" llama "$mode" "$tps" "" "$dr" "$ac" "$em"
-    fi
-    [ -n "$tps" ] || echo "bench-peer: llama.cpp $sec $cs $mode -t $th gave no figure (see $lg)" >&2
+    # a run that ends without its figures (it happens now and then on a loaded machine) runs again, once
+    for attempt in 1 2; do
+        rc=0
+        if [ "$mode" = plain ]; then
+            locked "$LB/llama-completion" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" -c "$CTX" \
+                -no-cnv "$@" < /dev/null > "$lg" 2>&1 || rc=$?
+            tps=$(sed -n 's/.* eval time = .* runs .*, *\([0-9.]*\) tokens per second).*/\1/p' "$lg" | tail -1)
+            em=$N dr='' ac=''
+        else
+            locked "$LB/llama-speculative-simple" -m "$tgt" -f "$WORK/prompts/$pr.txt" -n "$N" --ignore-eos -t "$th" \
+                -c "$CTX" "$@" > "$lg" 2>&1 || rc=$?
+            tps=$(sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$lg" | tail -1)
+            em=$(sed -n 's/.*decoded *\([0-9]*\) tokens in.*/\1/p' "$lg" | tail -1)
+            dr=$(sed -n 's/.*n_drafted *= *\([0-9]*\).*/\1/p' "$lg" | tail -1)
+            ac=$(sed -n 's/.*n_accept *= *\([0-9]*\).*/\1/p' "$lg" | tail -1)
+        fi
+        if [ -n "$tps" ]; then
+            row "$sec" "$cs" "$th" "$r" "$pr" llama "$mode" "$tps" "" "$dr" "$ac" "$em"
+            return 0
+        fi
+        echo "bench-peer: llama.cpp $sec $cs $mode -t $th (try $attempt) exited with status $rc and no figure (see $lg)" >&2
+        cp "$lg" "$lg.try$attempt"
+    done
 }
 
 SAMPLE_GREEDY="--temp 0"
