@@ -79,8 +79,11 @@ out = []
 w = out.append
 w("Machine: %s (before); %s (after)." % (meta.get("machine_before", "?"), meta.get("machine_after", "?").split(", ")[-1]))
 w("")
-w("Date %s; specula %s; llama.cpp %s; %s interleaved repetitions; threads %s%s." % (
-    meta.get("date", "?"), meta.get("specula", "?"), meta.get("llama") or "not run (no LLAMA_BIN: its columns are n/a)",
+took = ""
+if meta.get("start", "").isdigit() and meta.get("end", "").isdigit():
+    took = " (%.0f min)" % ((int(meta["end"]) - int(meta["start"])) / 60)
+w("Date %s%s; specula %s; llama.cpp %s; %s interleaved repetitions; threads %s%s." % (
+    meta.get("date", "?"), took, meta.get("specula", "?"), meta.get("llama") or "not run (no LLAMA_BIN: its columns are n/a)",
     meta.get("rounds", "?"), ", ".join(map(str, threads)),
     "; REDUCED form (tiny model, few tokens: proves the script, not the engines)" if meta.get("reduced") == "1" else ""))
 w("Every figure: median [min–max] over the repetitions (and prompts); ratios are formed within one repetition, "
@@ -112,6 +115,10 @@ w("")
 
 # ---- speculative decoding with one drafter
 w("### Speculative decoding with the same drafter (greedy, tok/s of the decode phase)")
+w("")
+w("DSpark: %s tokens on each of %s held-out prompts; draft model and EAGLE-3: %s tokens of the first prompt. "
+  "τ = emitted ÷ (emitted − accepted), acceptance = accepted ÷ drafted, from each engine's counts." % (
+      meta.get("n"), meta.get("nprompts"), meta.get("n_draft")))
 w("")
 w("| drafter | threads | specula plain | specula spec | specula speedup | specula τ / acceptance | llama.cpp plain | "
   "llama.cpp spec | llama.cpp speedup | llama.cpp τ / acceptance | spec tok/s specula ÷ llama.cpp |")

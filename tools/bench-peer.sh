@@ -25,7 +25,9 @@
 #   eagle3   a random-weight EAGLE-3 drafter (SpecForge layout) of that Q8_0 target, exported for
 #            llama.cpp with `export-gguf --target`: what drafting and verifying cost, acceptance ~0
 # Environment: ROUNDS (3), THREADS ("1 2"), TYPES ("q8_0 q4_0 q4_k_m"), REDUCED=1 (tiny model,
-# few tokens: the CI form), N (tokens per generate run; 128, reduced 12), SPEC_ARGS (flags of
+# few tokens: the CI form), N (tokens per generate run; 128, reduced 12), N_DRAFT (tokens of the
+# draft-model and EAGLE-3 runs, on one prompt; 64), NPROMPTS (held-out prompts of the DSpark
+# rows; 2), N_DEC / N_PRE (plain decode / prefill tokens; 64 / 512), SPEC_ARGS (flags of
 # specula's speculative runs; default --spec-always, drafting every round as llama.cpp does),
 # LLAMA_NGRAM ("ngram-simple ngram-mod ngram-cache"), LOCK (as tools/bench-gguf.sh), SPECULA.
 # shellcheck disable=SC2086 # lists of flags ($SAMPLE_*, $SPEC_ARGS, $TG, $MODEL) are split on purpose
@@ -49,10 +51,10 @@ LLAMA_NGRAM=${LLAMA_NGRAM:-ngram-simple ngram-mod ngram-cache}
 SPEC_ARGS=${SPEC_ARGS---spec-always}
 LOCK=${LOCK-/tmp/specula-bench.lock}
 if [ "$REDUCED" = 1 ]; then
-    N=${N:-12} N_DEC=${N_DEC:-8} N_PRE=${N_PRE:-64} NGEN=${NGEN:-16} NPROMPTS=${NPROMPTS:-1}
+    N=${N:-12} N_DEC=${N_DEC:-8} N_PRE=${N_PRE:-64} NGEN=${NGEN:-16} NPROMPTS=${NPROMPTS:-1} N_DRAFT=${N_DRAFT:-12}
     NAME=tiny MODEL="--arch qwen3 --preset tiny"
 else
-    N=${N:-128} N_DEC=${N_DEC:-64} N_PRE=${N_PRE:-512} NGEN=${NGEN:-128} NPROMPTS=${NPROMPTS:-2}
+    N=${N:-128} N_DEC=${N_DEC:-64} N_PRE=${N_PRE:-512} NGEN=${NGEN:-128} NPROMPTS=${NPROMPTS:-2} N_DRAFT=${N_DRAFT:-64}
     NAME=q06 MODEL="--arch qwen3 --preset qwen3-0.6b"
 fi
 rm -rf "$WORK/logs"
@@ -78,7 +80,8 @@ fi
     echo "specula	$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)'), $("$S" --version)"
     echo "llama	${LLAMA_VERSION:-}"
     echo "rounds	$ROUNDS"; echo "threads	$THREADS"; echo "reduced	$REDUCED"; echo "n	$N"
-    echo "n_dec	$N_DEC"; echo "n_pre	$N_PRE"; echo "spec_args	$SPEC_ARGS"; echo "model	$NAME"
+    echo "n_dec	$N_DEC"; echo "n_pre	$N_PRE"; echo "n_draft	$N_DRAFT"; echo "nprompts	$NPROMPTS"
+    echo "start	$(date +%s)"; echo "spec_args	$SPEC_ARGS"; echo "model	$NAME"
 } > "$WORK/meta.tsv"
 
 # ---- files: the plain section's model in TYPES (+ q4_0 as the draft model), the embedded pair
@@ -210,17 +213,21 @@ while [ "$r" -le "$ROUNDS" ]; do
             ll_gen dspark dspark "$th" "$r" "$pr" plain "$TGT" $SAMPLE_GREEDY
             ll_gen dspark dspark "$th" "$r" "$pr" spec "$TGT" $SAMPLE_GREEDY -md "$WORK/files/drafter.gguf" \
                 --spec-type draft-dspark --spec-draft-n-max "$BLOCK" -td "$th"
-            f=$WORK/files/$NAME-q8_0.gguf d=$WORK/files/$NAME-q4_0.gguf
-            sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
-            sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec draft -md "$d" --draft-max 4 $SPEC_ARGS
-            ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
-            ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$d" --spec-type draft-simple \
-                --spec-draft-n-max 4 -td "$th"
-            sp_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec eagle3 -md "$E3" --draft-max 4 $SPEC_ARGS
-            ll_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$E3.gguf" --spec-type draft-eagle3 \
-                --spec-draft-n-max 4 -td "$th"
             p=$((p + 1))
         done
+        # the draft model and EAGLE-3 on the plain section's model: N_DRAFT tokens of the first prompt
+        # (random weights: these rows measure cost, so fewer tokens say as much)
+        N_ALL=$N N=$N_DRAFT pr=heldout-1
+        f=$WORK/files/$NAME-q8_0.gguf d=$WORK/files/$NAME-q4_0.gguf
+        sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
+        sp_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec draft -md "$d" --draft-max 4 $SPEC_ARGS
+        ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" plain "$f" $SAMPLE_GREEDY
+        ll_gen draft q8_0+q4_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$d" --spec-type draft-simple \
+            --spec-draft-n-max 4 -td "$th"
+        sp_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY --spec eagle3 -md "$E3" --draft-max 4 $SPEC_ARGS
+        ll_gen eagle3 q8_0 "$th" "$r" "$pr" spec "$f" $SAMPLE_GREEDY -md "$E3.gguf" --spec-type draft-eagle3 \
+            --spec-draft-n-max 4 -td "$th"
+        N=$N_ALL
         # n-gram drafting on the copy-heavy prompts, greedy and sampled
         for pr in copy-code copy-chat; do
             for temp in greedy t0.8; do
@@ -241,6 +248,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 done
 {
     echo "machine_after	$(machine_line)"
+    echo "end	$(date +%s)"
     echo "llama_ngram	$LLAMA_NGRAM"
     echo "block	$BLOCK"
 } >> "$WORK/meta.tsv"
