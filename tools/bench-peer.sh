@@ -85,8 +85,12 @@ fi
 } > "$WORK/meta.tsv"
 
 # ---- files: the plain section's model in TYPES (+ q4_0 as the draft model), the embedded pair
+# the model carries llama.cpp's Qwen2 vocabulary when llama.cpp runs it, else the embedded
+# tokenizer (a file set of its own, so a later run with LLAMA_BIN does not reuse it)
 VOCAB=models/default/target/tokenizer.json
-[ "$REDUCED" = 1 ] || [ -z "$LB" ] || VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf
+if [ "$REDUCED" != 1 ]; then
+    if [ -n "$LB" ]; then VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf; else NAME=$NAME-tok; fi
+fi
 DTYPES=$TYPES
 case " $TYPES " in *" q4_0 "*) ;; *) DTYPES="$TYPES q4_0" ;; esac
 case " $DTYPES " in *" q8_0 "*) ;; *) DTYPES="$DTYPES q8_0" ;; esac
