@@ -32,6 +32,9 @@
 # LLAMA_NGRAM ("ngram-simple ngram-mod ngram-cache"), LOCK (as tools/bench-gguf.sh), SPECULA.
 # shellcheck disable=SC2086 # lists of flags ($SAMPLE_*, $SPEC_ARGS, $TG, $MODEL) are split on purpose
 set -eu
+# The rest is one brace group, left unindented: sh parses all of it before running any, so
+# editing or checking out this file during a run (which takes minutes) does not change the run.
+{
 USAGE="usage: bench-peer.sh WORK [LLAMA_BIN]"
 WORK=${1:?$USAGE}
 LB=${2:-}
@@ -257,3 +260,5 @@ done
     echo "block	$BLOCK"
 } >> "$WORK/meta.tsv"
 python3 "$ROOT/tools/bench-peer-report.py" "$WORK"
+exit
+}
