@@ -59,7 +59,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/*.h src/*/*.h)
 TEST_HEADERS := $(wildcard tests/*.h)
 
-.PHONY: install check-install all deps deps-test test test-fast test-avx2 test-aarch64 run asan clang bench bench-dflash bench-kernels bench-train clean \
+.PHONY: install check-install all deps deps-test test test-fast test-avx2 test-aarch64 run asan clang bench bench-peer bench-dflash bench-kernels bench-train clean \
         fuzz-build fuzz-bins fuzz fuzz-ci valgrind
 all: $(BUILD)/libspecula.a $(BUILD)/libspecula.so $(BUILD)/specula $(TEST_BIN)
 
@@ -236,6 +236,14 @@ clean:
 # The embedded pair's benchmark report (JSON + plots in build/bench/).
 bench: all
 	sh tools/bench-default.sh
+
+# specula against llama.cpp on the same GGUF files: tables for docs/BENCHMARKS.md and SVG plots in
+# WORK (tools/bench-peer.sh). llama.cpp is never built here: LLAMA_BIN is its build/bin (without
+# it the llama.cpp columns read n/a). REDUCED=1: the tiny model and a few tokens (what CI runs).
+#   make bench-peer LLAMA_BIN=~/peer/llama.cpp/build/bin [ROUNDS=3 THREADS="1 2" WORK=dir REDUCED=1]
+bench-peer: $(BUILD)/specula
+	ROUNDS="$(or $(ROUNDS),3)" THREADS="$(or $(THREADS),1 2)" REDUCED="$(or $(REDUCED),0)" SPECULA=$(BUILD)/specula \
+	    sh tools/bench-peer.sh "$(or $(WORK),$(BUILD)/bench-peer)" $(LLAMA_BIN)
 
 # DFlash/DSpark draft-block cost vs a target decode step: make bench-dflash T=DIR D=DIR
 $(BUILD)/bench_dflash: bench/bench_dflash.c $(BUILD)/libspecula.a $(HEADERS)

@@ -241,6 +241,16 @@ static void test_cli_generate(void) {
     CHECK(rc != 0 && strstr(a, "tokenizer"), "a GGUF without vocabulary and -p: rc %d, %s", rc, a);
     snprintf(cmd, sizeof cmd, "%s bench-decode -m %s -t 1 --json 2>&1", cli, gg);
     CHECK(harness_run(cmd, a, sizeof a) == 0, "bench-decode on a GGUF: %s", a);
+    CHECK(strstr(a, "\"roofline_fraction\"") && strstr(a, "\"read_bw_gbs\""), "bench-decode --json: no roofline: %s", a);
+    /* --no-roofline: the speeds without the bandwidth runs or the figures that need them */
+    snprintf(cmd, sizeof cmd, "%s bench-decode -m %s -t 1 -n 4 --n-prefill 16 --no-roofline --json 2>&1", cli, gg);
+    CHECK(harness_run(cmd, a, sizeof a) == 0, "bench-decode --no-roofline: %s", a);
+    double dtps = -1, ptps = -1;
+    const char *d = strstr(a, "\"decode_tps\":"), *p = strstr(a, "\"prefill_tps\":");
+    if (d) dtps = atof(d + strlen("\"decode_tps\":"));
+    if (p) ptps = atof(p + strlen("\"prefill_tps\":"));
+    CHECK(dtps > 0 && ptps > 0, "bench-decode --no-roofline: decode %g, prefill %g tok/s: %s", dtps, ptps, a);
+    CHECK(!strstr(a, "roofline_fraction") && !strstr(a, "read_bw_gbs"), "bench-decode --no-roofline still reports the roofline: %s", a);
 }
 
 int main(int argc, char **argv) {

@@ -18,7 +18,8 @@
 # the read bandwidth bench-decode measures at THREADS threads (bw, GB/s). Each timed command
 # holds the lock file LOCK (default /tmp/specula-bench.lock; LOCK= runs without one) so runs of
 # other benchmarks on a shared machine do not overlap it. LLAMA_BIN is llama.cpp's build/bin
-# (never part of CI).
+# (never part of CI). tools/bench-peer.sh (`make bench-peer`) measures the same decode and prefill
+# figures for docs/BENCHMARKS.md; this script adds the roofline, verify and AVX2-tier columns.
 set -eu
 WORK=${1:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
 LB=${2:?usage: bench-gguf.sh WORK LLAMA_BIN [ROUNDS] [TYPES]}
@@ -27,36 +28,27 @@ TYPES=${4:-q8_0 q4_0 q4_k_m}
 TH=${THREADS:-2}      # threads of both engines
 REPS=${LLAMA_REPS:-3} # llama-bench -r
 S=${SPECULA:-$(pwd)/build/specula}
+. "$(dirname "$0")/bench-lib.sh"
 MODEL=${MODEL:---arch qwen3 --preset qwen3-0.6b}
 NAME=${NAME:-q06}
 LOCK=${LOCK-/tmp/specula-bench.lock}
-locked() { if [ -n "$LOCK" ]; then flock "$LOCK" "$@"; else "$@"; fi; }
-VOCAB=$LB/../../models/ggml-vocab-qwen2.gguf
-mkdir -p "$WORK"
-# shellcheck disable=SC2086 # MODEL is a list of arguments
-[ -f "$WORK/$NAME/config.json" ] || "$S" new-model $MODEL --seed 1 -o "$WORK/$NAME"
-[ -f "$WORK/$NAME-bf16.gguf" ] || "$S" export-gguf -m "$WORK/$NAME" -o "$WORK/$NAME-bf16.gguf" --tokenizer-gguf "$VOCAB"
-for t in $TYPES; do
-    [ -f "$WORK/$NAME-$t.gguf" ] || "$S" quantize -m "$WORK/$NAME-bf16.gguf" -o "$WORK/$NAME-$t.gguf" --type "$t" -t 2 -q
-done
-num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
-avg_ts() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "\"avg_ts\"" || $i == "avg_ts") c = i } NR > 1 { gsub(/"/, "", $c); print $c }'; }
+gguf_models "$S" "$WORK" "$NAME" "$MODEL" "$LB/../../models/ggml-vocab-qwen2.gguf" "$TYPES"
 : > "$WORK/raw-$NAME-t$TH.txt"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for t in $TYPES; do
         f="$WORK/$NAME-$t.gguf"
         js=$(locked "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
-        sd=$(echo "$js" | num decode_tps); sp=$(echo "$js" | num prefill_tps); rf=$(echo "$js" | num roofline_fraction)
-        bw=$(echo "$js" | num read_bw_gbs)
-        ld=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 0 -n 64 -r "$REPS" -o csv 2>/dev/null | avg_ts)
-        lp=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 512 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
-        l8=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 8 -n 0 -r "$REPS" -o csv 2>/dev/null | avg_ts)
+        sd=$(echo "$js" | json_num decode_tps); sp=$(echo "$js" | json_num prefill_tps); rf=$(echo "$js" | json_num roofline_fraction)
+        bw=$(echo "$js" | json_num read_bw_gbs)
+        ld=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 0 -n 64 -r "$REPS" -o csv 2>/dev/null | llama_bench_ts)
+        lp=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 512 -n 0 -r "$REPS" -o csv 2>/dev/null | llama_bench_ts)
+        l8=$(locked "$LB/llama-bench" -m "$f" -t "$TH" -p 8 -n 0 -r "$REPS" -o csv 2>/dev/null | llama_bench_ts)
         v8=$(locked "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
         ad=0 ap=0 af=0 av=0
         if [ "${AVX2:-0}" = 1 ]; then
             js=$(SPECULA_CPU=avx2 locked "$S" bench-decode -m "$f" -t "$TH" --json 2>/dev/null)
-            ad=$(echo "$js" | num decode_tps); ap=$(echo "$js" | num prefill_tps); af=$(echo "$js" | num roofline_fraction)
+            ad=$(echo "$js" | json_num decode_tps); ap=$(echo "$js" | json_num prefill_tps); af=$(echo "$js" | json_num roofline_fraction)
             av=$(SPECULA_CPU=avx2 locked "$S" bench-verify -m "$f" -t "$TH" --k-max 8 --json 2>/dev/null | sed -n 's/.*"ratio": *\[\([^]]*\)\].*/\1/p' | awk -F, '{ print $NF }')
         fi
         echo "$t $r $sd $sp $rf $ld $lp $v8 $ad $ap $af $av $bw $l8" | tee -a "$WORK/raw-$NAME-t$TH.txt"

@@ -34,8 +34,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 cp build/specula "$WORK/specula" || exit 1 # a rebuild while this runs does not touch the measured binary
-"$WORK/specula" export-gguf -m models/default/target -o "$WORK/target.gguf" || exit 1
-"$WORK/specula" export-gguf -m models/default/drafter --target models/default/target -o "$WORK/drafter.gguf" || exit 1
+. tools/bench-lib.sh
+default_pair_gguf "$WORK/specula" "$WORK" || { echo "peer-check: exporting the embedded pair failed" >&2; exit 1; }
 B=$(node -e 'console.log(require("./models/default/drafter/config.json").block_size)')
 
 free_port() { node -e 'const s=require("net").createServer().listen(0,()=>{console.log(s.address().port);s.close()})'; }

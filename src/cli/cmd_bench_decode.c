@@ -4,7 +4,8 @@
  * the bandwidth measured at the thread count the model runs with (one core cannot pull what
  * all cores together can). The read bandwidth of one thread and of every core are reported
  * beside it, and decode_gbs is the weight bandwidth decoding achieves.
- * Prompts are random token ids (seeded); EOS is ignored; decoding is greedy. */
+ * Prompts are random token ids (seeded); EOS is ignored; decoding is greedy. --no-roofline leaves
+ * out the bandwidth runs (a few seconds each) and the figures that need them. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ typedef struct {
     int nt, ncores, short_prompt;
     double bw, bw1, bwall; /* read GB/s at nt threads, 1 thread, every core */
     double wbytes, ceiling, frac, gflops;
+    int roofline; /* 0: the bandwidth was not measured (--no-roofline), bw / ceiling / frac unset */
 } decode_bench;
 
 static void print_json(const decode_bench *b) {
@@ -82,12 +84,14 @@ static void print_json(const decode_bench *b) {
     json_object_set_new(o, "decode_tps", json_real(b->dec.decode_tps));
     json_object_set_new(o, "prefill_tps", json_real(b->pre.prefill_tps));
     json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)b->wbytes));
-    json_object_set_new(o, "read_bw_gbs", json_real(b->bw));
-    json_object_set_new(o, "read_bw_1t_gbs", json_real(b->bw1));
-    json_object_set_new(o, "read_bw_all_gbs", json_real(b->bwall));
+    if (b->roofline) {
+        json_object_set_new(o, "read_bw_gbs", json_real(b->bw));
+        json_object_set_new(o, "read_bw_1t_gbs", json_real(b->bw1));
+        json_object_set_new(o, "read_bw_all_gbs", json_real(b->bwall));
+    }
     json_object_set_new(o, "cores", json_integer(b->ncores));
     json_object_set_new(o, "decode_gbs", json_real(b->dec.decode_tps * b->wbytes / 1e9));
-    json_object_set_new(o, "roofline_fraction", json_real(b->frac));
+    if (b->roofline) json_object_set_new(o, "roofline_fraction", json_real(b->frac));
     json_object_set_new(o, "prefill_gflops", json_real(b->gflops));
     json_object_set_new(o, "threads", json_integer(b->nt));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
@@ -103,6 +107,7 @@ static void print_text(const char *dir, const sp_config *cfg, const decode_bench
     printf("prefill    %.1f tok/s (%d-token prompt), %.1f GFLOP/s\n", b->pre.prefill_tps, b->pre.prompt_tokens,
            b->gflops);
     printf("weights    %.1f MB read per decoded token\n", b->wbytes / 1e6);
+    if (!b->roofline) return;
     printf("bandwidth  %.1f GB/s measured read at %d threads (1 thread %.1f, %d cores %.1f); "
            "decoding reads %.1f GB/s\n",
            b->bw, b->nt, b->bw1, b->ncores, b->bwall, b->dec.decode_tps * b->wbytes / 1e9);
@@ -111,13 +116,13 @@ static void print_text(const char *dir, const sp_config *cfg, const decode_bench
 
 /* load, time decode and prefill, measure the read bandwidth, print; 0, or 2 after an error */
 static int run_bench_decode(const char *dir, int threads, int bf16_dot, int n_decode, int n_prefill, uint64_t seed,
-                            int json) {
+                            int json, int roofline) {
     sp_err err = {{0}};
     sp_model *m = NULL;
     if (sp_model_load(&m, dir, threads, &err)) return cli_error(CMD, "%s", err.msg);
     sp_model_set_bf16_dot(m, bf16_dot);
     const sp_config *cfg = sp_model_config(m);
-    decode_bench b = {.nt = sp_model_threads(m), .short_prompt = 16};
+    decode_bench b = {.nt = sp_model_threads(m), .short_prompt = 16, .roofline = roofline};
     if (cfg->max_pos > 0 && n_prefill + 1 > cfg->max_pos) n_prefill = cfg->max_pos - 1;
 
     /* warm-up: fault in the mmapped weights before anything is timed */
@@ -129,18 +134,20 @@ static int run_bench_decode(const char *dir, int threads, int bf16_dot, int n_de
         cli_error(CMD, "%s", err.msg);
         goto done;
     }
-    /* read bandwidth at 1 thread, at every core, and at nt threads (one of those two, or a third run) */
     b.ncores = count_cores();
-    b.bw1 = measure_bw(1);
-    b.bwall = b.ncores > 1 ? measure_bw(b.ncores) : b.bw1;
-    b.bw = b.nt == 1 ? b.bw1 : b.nt == b.ncores ? b.bwall : measure_bw(b.nt);
-    if (b.bw1 <= 0 || b.bwall <= 0 || b.bw <= 0) {
-        cli_error(CMD, "could not measure the read bandwidth (out of memory for the 256 MiB buffer)");
-        goto done;
-    }
     b.wbytes = (double)sp_model_weight_bytes(m);
-    b.ceiling = b.bw * 1e9 / b.wbytes;
-    b.frac = b.dec.decode_tps / b.ceiling;
+    /* read bandwidth at 1 thread, at every core, and at nt threads (one of those two, or a third run) */
+    if (roofline) {
+        b.bw1 = measure_bw(1);
+        b.bwall = b.ncores > 1 ? measure_bw(b.ncores) : b.bw1;
+        b.bw = b.nt == 1 ? b.bw1 : b.nt == b.ncores ? b.bwall : measure_bw(b.nt);
+        if (b.bw1 <= 0 || b.bwall <= 0 || b.bw <= 0) {
+            cli_error(CMD, "could not measure the read bandwidth (out of memory for the 256 MiB buffer)");
+            goto done;
+        }
+        b.ceiling = b.bw * 1e9 / b.wbytes;
+        b.frac = b.dec.decode_tps / b.ceiling;
+    }
     /* every layer runs on all prompt tokens; the LM head only on the last one */
     const double head = (double)cfg->vocab_size * cfg->hidden_size;
     b.gflops = 2.0 * ((matmul_params(cfg) - head) * b.pre.prompt_tokens + head) / (b.pre.prefill_ms * 1e-3) / 1e9;
@@ -156,7 +163,7 @@ int cmd_bench_decode(int argc, char **argv) {
     const char *dir = NULL;
     int threads = 0, json = 0, n_decode = 64, n_prefill = 512;
     uint64_t seed = 1;
-    int bf16_dot = 0;
+    int bf16_dot = 0, no_roofline = 0;
     const cli_opt opts[] = {
         {"-m", "--model", CLI_STR, &dir, "DIR", "model directory or FILE.gguf, required"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
@@ -165,11 +172,12 @@ int cmd_bench_decode(int argc, char **argv) {
         {NULL, "--n-prefill", CLI_INT, &n_prefill, "N", "prefill prompt length (default 512)"},
         {"-s", "--seed", CLI_U64, &seed, "S", "seed of the random prompts (default 1)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object"},
+        {NULL, "--no-roofline", CLI_FLAG, &no_roofline, NULL, "skip the read-bandwidth runs and the roofline figures"},
     };
     int rc = cli_parse(CMD, "-m DIR [-t N] [--json]", opts, (int)(sizeof opts / sizeof *opts), argc,
                        argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
     if (!dir) return cli_error(CMD, "-m DIR is required (see specula bench-decode --help)");
     if (n_decode < 1 || n_prefill < 1) return cli_error(CMD, "-n and --n-prefill must be >= 1");
-    return run_bench_decode(dir, threads, bf16_dot, n_decode, n_prefill, seed, json);
+    return run_bench_decode(dir, threads, bf16_dot, n_decode, n_prefill, seed, json, !no_roofline);
 }
