@@ -440,7 +440,7 @@ static void test_expert_count(void) {
           "bench-verify --json has no experts array starting at 2: %s", out);
 }
 
-static void test_train_drafter(void) {
+static void check_train_drafter(const char *fix) {
     char dir[] = "/tmp/specula-moe-XXXXXX", cmd[4096], out[8192], p[128];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(p, sizeof p, "%s/ok.jsonl", dir);
@@ -450,11 +450,12 @@ static void test_train_drafter(void) {
     snprintf(cmd, sizeof cmd,
              "%s regen -m %s --data %s -o %s/sh --generate 20 -q 2>&1 && %s train --arch dspark -m %s --data %s/sh "
              "-o %s/d --steps 6 --batch 4 --block-size 3 --layers 1 --markov-rank 8 --ctx 8 -q -t 1 2>&1",
-             cli, FIX, p, dir, cli, FIX, dir, dir);
+             cli, fix, p, dir, cli, fix, dir, dir);
     CHECK(harness_run(cmd, out, sizeof out) == 0 && strstr(out, "train: step 6"), "regen + train: %s", out);
     char *cfg = NULL;
     snprintf(p, sizeof p, "%s/d/config.json", dir);
-    CHECK(sp_read_file(p, &cfg, NULL, NULL) == 0 && !strstr(cfg, "num_experts") && !strstr(cfg, "qwen3_moe"),
+    CHECK(sp_read_file(p, &cfg, NULL, NULL) == 0 && !strstr(cfg, "num_experts") && !strstr(cfg, "qwen3_moe") &&
+              !strstr(cfg, "\"enable_moe_block\": true"),
           "the drafter's config carries MoE keys");
     free(cfg);
     char ref[4096] = "";
@@ -462,7 +463,7 @@ static void test_train_drafter(void) {
         snprintf(cmd, sizeof cmd,
                  "%s generate -m %s --prompt-ids 5,9,11,5,9,11,5,9,11,5 -n 40 -t 2 --json --repeat-penalty 1.3 %s%s%s "
                  "2>/dev/null",
-                 cli, FIX, i ? "--spec dspark -md " : "", i ? dir : "", i ? "/d" : "");
+                 cli, fix, i ? "--spec dspark -md " : "", i ? dir : "", i ? "/d" : "");
         char *s = NULL, *e = NULL;
         if (harness_run(cmd, out, sizeof out) == 0 && (s = strstr(out, "\"tokens\"")) != NULL) e = strchr(s, ']');
         CHECK(s && e, "no tokens");
@@ -474,6 +475,8 @@ static void test_train_drafter(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cleanup");
 }
+
+static void test_train_drafter(void) { check_train_drafter(FIX); }
 
 /* Gemma-4's expert block (the 26B-A4B's, docs/TRANSFORMER.md §5b) on the gemma4moe fixture:
  * the config, bad keys named, logits against the float64 reference, batch invariance, k experts
@@ -543,6 +546,7 @@ static void test_gemma4(void) {
             sp_drafter_free(d);
         }
     sp_model_free(m);
+    check_train_drafter(fix); /* the drafter is a dense Gemma-4 block */
 
     /* export-gguf writes the stacked experts as ffn_gate_up_exps / ffn_down_exps: the same logits */
     char dir[] = "/tmp/specula-g4moe-XXXXXX", cmd[2048], log[4096];

@@ -32,6 +32,14 @@ int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, i
                                   "router_aux_loss_coef", "shared_expert_intermediate_size"};
         for (size_t i = 0; i < sizeof moe_keys / sizeof *moe_keys; i++) json_object_del(c, moe_keys[i]);
     }
+    /* a Gemma-4 MoE target's drafter is a dense Gemma-4 block: its experts are not copied */
+    json_t *tc = json_object_get(c, "text_config");
+    json_t *g = json_is_object(tc) ? tc : c;
+    if (json_is_true(json_object_get(g, "enable_moe_block"))) {
+        json_object_set_new(g, "enable_moe_block", json_false());
+        const char *gk[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
+        for (size_t i = 0; i < sizeof gk / sizeof *gk; i++) json_object_del(g, gk[i]);
+    }
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
