@@ -191,6 +191,21 @@ static int parse_llama_qwen(ctx_t *c, json_t *o, sp_config *cfg) {
     return 0;
 }
 
+/* the expert count, the experts per token (named used_key in this architecture's config) and
+ * the expert width in range */
+static int moe_sizes_check(ctx_t *c, const sp_config *cfg, const char *used_key) {
+    if (cfg->n_experts <= 0 || cfg->n_experts > SP_CONFIG_MAX_EXPERTS)
+        return sp_err_set(c->err, "%s: num_experts %d out of range 1..%d", c->what, cfg->n_experts,
+                          SP_CONFIG_MAX_EXPERTS);
+    if (cfg->n_experts_used <= 0 || cfg->n_experts_used > cfg->n_experts)
+        return sp_err_set(c->err, "%s: %s %d out of range 1..num_experts (%d)", c->what, used_key,
+                          cfg->n_experts_used, cfg->n_experts);
+    if (cfg->moe_ffn_dim <= 0 || cfg->moe_ffn_dim > SP_CONFIG_MAX_DIM)
+        return sp_err_set(c->err, "%s: moe_intermediate_size %d out of range 1..%d", c->what, cfg->moe_ffn_dim,
+                          SP_CONFIG_MAX_DIM);
+    return 0;
+}
+
 /* ---- qwen3_moe: the MoE keys on top of qwen3's ------------------------------------------ */
 /* Layer i is MoE when it is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
  * (Qwen3MoeDecoderLayer); the others keep the dense MLP of intermediate_size. */
@@ -206,15 +221,7 @@ static int parse_qwen3_moe(ctx_t *c, json_t *o, sp_config *cfg) {
     if (shared > 0)
         return sp_err_set(c->err, "%s: a shared expert (shared_expert_intermediate_size %d) is not supported", c->what,
                           shared);
-    if (cfg->n_experts <= 0 || cfg->n_experts > SP_CONFIG_MAX_EXPERTS)
-        return sp_err_set(c->err, "%s: num_experts %d out of range 1..%d", c->what, cfg->n_experts,
-                          SP_CONFIG_MAX_EXPERTS);
-    if (cfg->n_experts_used <= 0 || cfg->n_experts_used > cfg->n_experts)
-        return sp_err_set(c->err, "%s: num_experts_per_tok %d out of range 1..num_experts (%d)", c->what,
-                          cfg->n_experts_used, cfg->n_experts);
-    if (cfg->moe_ffn_dim <= 0 || cfg->moe_ffn_dim > SP_CONFIG_MAX_DIM)
-        return sp_err_set(c->err, "%s: moe_intermediate_size %d out of range 1..%d", c->what, cfg->moe_ffn_dim,
-                          SP_CONFIG_MAX_DIM);
+    if (moe_sizes_check(c, cfg, "num_experts_per_tok")) return -1;
     if (step <= 0) return sp_err_set(c->err, "%s: decoder_sparse_step %d must be > 0", c->what, step);
     for (int i = 0; i < cfg->n_layers; i++) cfg->layers[i].moe = (i + 1) % step == 0;
     json_t *dense = json_object_get(o, "mlp_only_layers");
@@ -345,15 +352,7 @@ static int gemma4_moe(ctx_t *c, json_t *o, sp_config *cfg) {
         get_int(c, o, "top_k_experts", 1, 0, &cfg->n_experts_used) ||
         get_int(c, o, "moe_intermediate_size", 1, 0, &cfg->moe_ffn_dim))
         return -1;
-    if (cfg->n_experts <= 0 || cfg->n_experts > SP_CONFIG_MAX_EXPERTS)
-        return sp_err_set(c->err, "%s: num_experts %d out of range 1..%d", c->what, cfg->n_experts,
-                          SP_CONFIG_MAX_EXPERTS);
-    if (cfg->n_experts_used <= 0 || cfg->n_experts_used > cfg->n_experts)
-        return sp_err_set(c->err, "%s: top_k_experts %d out of range 1..num_experts (%d)", c->what,
-                          cfg->n_experts_used, cfg->n_experts);
-    if (cfg->moe_ffn_dim <= 0 || cfg->moe_ffn_dim > SP_CONFIG_MAX_DIM)
-        return sp_err_set(c->err, "%s: moe_intermediate_size %d out of range 1..%d", c->what, cfg->moe_ffn_dim,
-                          SP_CONFIG_MAX_DIM);
+    if (moe_sizes_check(c, cfg, "top_k_experts")) return -1;
     cfg->norm_topk_prob = 1;
     for (int i = 0; i < cfg->n_layers; i++) cfg->layers[i].moe = 1;
     return 0;
