@@ -39,7 +39,7 @@ void sp_matmul(sp_pool *pool, float *Y, const float *X, int T, const sp_mat *W);
 /* Y[i] = X · W[i]ᵀ for n <= SP_MATMUL_MULTI_MAX weights of one K (Q, K, V; gate, up): the
  * bits of n sp_matmul calls. Quantized weights that read one activation format share one
  * quantization of X and one parallel region (fewer waits per layer); others run one by one. */
-#define SP_MATMUL_MULTI_MAX 4
+#define SP_MATMUL_MULTI_MAX 16
 void sp_matmul_multi(sp_pool *pool, float *const *Y, const float *X, int T, const sp_mat *const *W, int n);
 /* sp_matmul_ref computes in double from the f32 activations; for a bf16_dot matrix it rounds
  * them to bf16 first (sp_bf16dot_round), so it is the exact product of what the order multiplies */

@@ -415,6 +415,39 @@ static int expert_rows(const block_rows *c, int e, float *wr) {
     return n;
 }
 
+/* One row (R = 1) with its k experts' gate and up in one matmul call (one pass, one quantization
+ * of the row), then each down; the same operations and summation order as moe_mlp's expert
+ * loop, so the row gets the bits it gets in any block (the matmul kernels are batch-invariant). */
+static void moe_mlp_row(sp_pool *pool, block_rows *c) {
+    const sp_block_layer *l = c->l;
+    const sp_block_desc *d = &l->d;
+    const sp_block_scratch *s = c->s;
+    int H = d->H, I = d->Ie, k = d->n_experts_used;
+    int32_t sel[SP_MATMUL_MULTI_MAX / 2];
+    float w[SP_MATMUL_MULTI_MAX / 2];
+    for (int j = 0; j < k; j++) sel[j] = s->esel[j], w[j] = s->ew[j];
+    for (int a = 1; a < k; a++) /* experts in increasing order, as the block loop adds them */
+        for (int b = a; b > 0 && sel[b] < sel[b - 1]; b--) {
+            int32_t ts = sel[b]; sel[b] = sel[b - 1]; sel[b - 1] = ts;
+            float tw = w[b]; w[b] = w[b - 1]; w[b - 1] = tw;
+        }
+    const sp_mat *gu[SP_MATMUL_MULTI_MAX];
+    float *out[SP_MATMUL_MULTI_MAX];
+    for (int j = 0; j < k; j++) {
+        gu[2 * j] = &l->e_gate[sel[j]], gu[2 * j + 1] = &l->e_up[sel[j]];
+        out[2 * j] = s->eg + (size_t)j * I, out[2 * j + 1] = s->eu + (size_t)j * I;
+    }
+    sp_matmul_multi(pool, out, s->xn, 1, gu, 2 * k);
+    if (d->act == SP_ACT_GELU_TANH) sp_gelu_tanh_mul(s->eg, s->eg, s->eu, (size_t)k * I);
+    else sp_silu_mul(s->eg, s->eg, s->eu, (size_t)k * I);
+    memset(s->o, 0, (size_t)H * sizeof(float));
+    for (int j = 0; j < k; j++) {
+        sp_matmul(pool, s->ey, s->eg + (size_t)j * I, 1, &l->e_down[sel[j]]);
+        for (int h = 0; h < H; h++) s->o[h] += w[j] * s->ey[h];
+    }
+    if (s->moe_touched) *s->moe_touched += k;
+}
+
 /* the MoE MLP on s->xn [R, H] → s->o [R, H]: Σ over the row's experts (in expert order) of
  * w · down(act(gate(x)) · up(x)) */
 static void moe_mlp(sp_pool *pool, block_rows *c) {
@@ -425,6 +458,10 @@ static void moe_mlp(sp_pool *pool, block_rows *c) {
     SP_ASSERT(s->ex && s->ey && s->router && s->ew && s->esel && s->erow && (!d->moe_dual || s->mo));
     sp_matmul(pool, s->router, d->moe_dual ? s->ex : s->xn, R, &l->router);
     block_rows_run(pool, c, route_rows);
+    if (R == 1 && s->eg && s->eu && 2 * d->n_experts_used <= SP_MATMUL_MULTI_MAX) {
+        moe_mlp_row(pool, c);
+        return;
+    }
     memset(s->o, 0, (size_t)R * H * sizeof(float));
     float *wr = s->router; /* the router probabilities are no longer needed: [R] weights of one expert's rows */
     for (int e = 0; e < d->n_experts; e++) {

@@ -146,13 +146,14 @@ typedef struct {
  * [R, NH·D]; k, v [R, KVH·D]; g, u [R, max(I, P)]. MoE layers also: ex, ey [R, H] (one
  * expert's rows and outputs), router [R, E], ew [R, k] (k = n_experts_used), esel [R, k],
  * erow [R] (NULL for executors without MoE layers); moe_dual layers also mo [R, H] (the dense
- * MLP's output). g and u hold max(I, Ie, P) per row. */
+ * MLP's output), and optionally eg, eu. g and u hold max(I, Ie, P) per row. */
 typedef struct {
     float *xn, *q, *k, *v, *att, *o, *g, *u;
     float *ex, *ey, *router, *ew;
     int32_t *esel, *erow;
     int *moe_touched; /* NULL, or += the number of distinct experts each MoE layer runs */
     float *mo;
+    float *eg, *eu; /* NULL, or [k, Ie] each: a one-row forward's experts' gate / up, run as one call */
 } sp_block_scratch;
 
 /* The layer on x [R, H] in place. The rows are the segments' rows, segment by segment; a layer

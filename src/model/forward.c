@@ -100,7 +100,7 @@ static int forward_rows(sp_model *m, sp_kv *S, const sp_forward_seq *seqs, int n
     int H = c->hidden_size, L = c->n_layers;
     float eps = (float)c->rms_eps;
     sp_block_scratch scr = {S->xn, S->q, S->k, S->v, S->att, S->o, S->g, S->u,
-                            S->ex, S->ey, S->router, S->ew, S->esel, S->erow, &S->moe_touched, S->mo};
+                            S->ex, S->ey, S->router, S->ew, S->esel, S->erow, &S->moe_touched, S->mo, S->eg, S->eu};
     S->moe_touched = S->moe_layers = 0;
     for (int li = 0; li < L; li++) S->moe_layers += m->layers[li].d.n_experts > 0;
 

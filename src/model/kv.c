@@ -135,11 +135,11 @@ static void max_dims(const sp_config *c, int *maxD, int *maxKV, int *maxI) {
     if (c->n_experts > 0 && c->moe_ffn_dim > *maxI) *maxI = c->moe_ffn_dim; /* and one expert's rows */
 }
 
-/* the MoE scratch (block.h): ex, ey, mo [B, H]; router [B, E]; ew, esel [B, k]; erow [B] */
+/* the MoE scratch (block.h): ex, ey, mo [B, H]; router [B, E]; ew, esel [B, k]; erow [B]; eg, eu [k, Ie] */
 static size_t kv_moe_floats(const sp_config *c, size_t B) {
     if (c->n_experts <= 0) return 0;
     size_t H = (size_t)c->hidden_size, E = (size_t)c->n_experts, k = (size_t)c->n_experts_used;
-    return 3 * up16(B * H) + up16(B * E) + 2 * up16(B * k) + up16(B);
+    return 3 * up16(B * H) + up16(B * E) + 2 * up16(B * k) + up16(B) + 2 * up16(k * (size_t)c->moe_ffn_dim);
 }
 
 static size_t kv_scratch_floats(const sp_config *c, int b) {
@@ -212,7 +212,9 @@ sp_kv *sp_kv_create(const sp_model *m, int max_ctx, int max_batch, sp_err *err) 
         kv->router = s; s += up16(B * E);
         kv->ew = s; s += up16(B * k);
         kv->esel = (int32_t *)s; s += up16(B * k);
-        kv->erow = (int32_t *)s;
+        kv->erow = (int32_t *)s; s += up16(B);
+        kv->eg = s; s += up16(k * (size_t)c->moe_ffn_dim);
+        kv->eu = s;
     }
     return kv;
 oom:

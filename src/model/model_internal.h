@@ -67,7 +67,7 @@ struct sp_kv {
     sp_kv_store_ctx *store; /* [L] */
     /* scratch, sized for max_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *ple, *pg, *hid;
-    float *ex, *ey, *mo, *router, *ew; /* MoE models (block.h); NULL otherwise */
+    float *ex, *ey, *mo, *router, *ew, *eg, *eu; /* MoE models (block.h); NULL otherwise */
     int32_t *esel, *erow;
     int moe_touched, moe_layers;  /* the last forward through this scratch: distinct experts run, MoE layers */
 };
