@@ -103,9 +103,15 @@ static void tiny_weights(tr_model *m) {
         else if (strstr(m->params[i].name, "layer_scalar")) m->w[m->params[i].off] = 1.0f;
 }
 
-/* shared: the grouped batch of make_anchor_batch instead of two unshared elements */
-static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shared) {
+/* shared: the grouped batch of make_anchor_batch instead of two unshared elements; temp: the
+ * tempered loss (temperatures 0.7 and 1.3 on alternating slots, KL weight 0.5) */
+static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shared, int temp) {
     tr_dims d = tiny_dims(arch, gemma, markov);
+    if (temp) {
+        d.n_temps = 2;
+        d.temps[0] = 0.7, d.temps[1] = 1.3;
+        d.alpha_kl = 0.5;
+    }
     tr_model m;
     sp_err err;
     if (sp_tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
@@ -114,6 +120,10 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     int NB = shared ? ANCHORS : 2, C = shared ? ACTX : 4;
     if (shared) make_anchor_batch(&b, &d, 1, 11);
     else make_batch(&b, &d, NB, C, 11);
+    if (temp) {
+        b.tinv = malloc(sizeof(float) * (size_t)NB * d.B);
+        for (int t = 0; t < NB * d.B; t++) b.tinv[t] = (float)(1 / d.temps[t % 2]);
+    }
     tr_acts *a = sp_tr_acts_create(&d, NB, C, &err);
     CHECK(a, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * d.V * d.H);
@@ -169,18 +179,20 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     sp_tr_model_free(&m);
 }
 
-static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0); }
-static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED, 0); }
-static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN, 0); }
-static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 0); }
-static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0); }
-static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN, 0); }
-static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 0); }
+static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0, 0); }
+static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED, 0, 0); }
+static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN, 0, 0); }
+static void test_dspark_temp_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0, 1); }
+static void test_gemma_dspark_temp_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0, 1); }
+static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 0, 0); }
+static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0, 0); }
+static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN, 0, 0); }
+static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 0, 0); }
 /* the Qwen3 block through the shared path with the smooth CE loss: this batch's DSpark L1 term
  * has kinks within the finite-difference step (its shared = unshared check is below) */
-static void test_shared_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 1); }
-static void test_shared_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 1); }
-static void test_shared_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 1); }
+static void test_shared_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 1, 0); }
+static void test_shared_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 1, 0); }
+static void test_shared_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 1, 0); }
 
 /* the shared layout computes what the unshared one does: loss, c* and every gradient element
  * (float; the layouts differ only in RoPE's absolute positions and summation order) */
@@ -281,6 +293,8 @@ static void test_loss_options(void) {
 int main(void) {
     RUN(test_loss_options);
     RUN(test_dspark_gradients);
+    RUN(test_dspark_temp_gradients);
+    RUN(test_gemma_dspark_temp_gradients);
     RUN(test_dspark_gated_gradients);
     RUN(test_dspark_rnn_gradients);
     RUN(test_dflash_gradients);
