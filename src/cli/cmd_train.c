@@ -189,6 +189,8 @@ int cmd_train(int argc, char **argv) {
          "dspark: train for sampled decoding at temperature T: TV, KL and the confidence target against the "
          "target's distribution at T; several: one drawn per anchor (default: the untempered loss)"},
         {NULL, "--kl-weight", CLI_STR, &kl, "W", "with --temp: weight of the KL(target_T || drafter_T) term (default 0)"},
+        {NULL, "--init", CLI_STR, &c.init_dir, "DRAFTER",
+         "start from this drafter's weights (its model.safetensors, same settings) instead of a random init"},
         {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for the Qwen3 vocab, 128002 for the Llama-3 vocab, else V-1)"},
         {NULL, "--seed", CLI_U64, &c.seed, "S", "init and data-order seed (default 42)"},
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},

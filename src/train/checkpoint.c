@@ -157,6 +157,22 @@ static int add_vocab_map(st_writer *w, const tr_model *m, int64_t **d2t, uint8_t
            sp_st_writer_add_ref(w, n2, SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
 }
 
+int sp_tr_drafter_init_from(const char *dir, tr_model *m, sp_err *err) {
+    char path[4096];
+    sp_path_join(path, sizeof path, dir, "model.safetensors");
+    st_set *s;
+    if (sp_st_open_file(&s, path, err)) return -1;
+    int rc = 0;
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        const tr_param *p = &m->params[i];
+        const st_tensor *t;
+        if (sp_st_get(s, p->name, SP_DT_UNKNOWN, p->ndim, p->shape, &t, err)) rc = -1;
+        else sp_to_f32(m->w + p->off, t->data, t->dtype, p->n);
+    }
+    sp_st_close(s);
+    return rc;
+}
+
 int sp_tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err) {
     if (sp_mkdir_p(dir, err)) return -1;
     char path[4096];

@@ -337,6 +337,9 @@ static int check_cfg(const tr_train_cfg *c, sp_err *err) {
     if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0)
         return sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range",
                           c->block, c->batch, c->layers, c->ctx, c->markov_rank);
+    if (c->init_dir && (c->arch == TR_ARCH_EAGLE3 || c->layout_mlxbun))
+        return sp_err_set(err, "--init starts a DeepSpec-layout DSpark or DFlash drafter, not --arch %s%s",
+                          sp_tr_arch_name(c->arch), c->layout_mlxbun ? " --layout mlx-bun" : "");
     return check_temps(c, err);
 }
 
@@ -407,7 +410,8 @@ static int build_model(drafter_run *r, sp_err *err) {
             sp_tr_e3_model_init(&r->m, d, c->seed, r->Wlm, r->d2t, err))
             return -1;
         r->m.d2t = r->d2t;
-    } else if (sp_tr_model_init(&r->m, d, c->seed, err)) return -1;
+    } else if (sp_tr_model_init(&r->m, d, c->seed, err) || (c->init_dir && sp_tr_drafter_init_from(c->init_dir, &r->m, err)))
+        return -1;
     r->tensors = malloc(sizeof *r->tensors * (size_t)r->m.n_params);
     r->cstar = malloc(sizeof(float) * c->batch * d->B * (e3 ? c->window : 1));
     if (!r->tensors || !r->cstar) return sp_err_set(err, "train: out of memory");

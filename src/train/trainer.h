@@ -40,6 +40,8 @@ typedef struct {
                                (DSpark only); 0: the untempered loss */
     double temps[TR_MAX_TEMPS];
     double kl_weight;       /* α_kl of the tempered loss (needs n_temps > 0) */
+    const char *init_dir;   /* non-NULL: start from this drafter's model.safetensors (same layout; DeepSpec
+                               DSpark / DFlash) instead of the random init; a resume reads its checkpoint */
     int layout_mlxbun;      /* 1: mlx-bun's own modules and files (mlxbun_train.h): --arch dspark is DSpark v1,
                                dflash the faithful DFlash; block = γ, layers = nLayers, markov_rank = markovRank */
     int mb_dim, mb_heads, mb_ff_mult; /* mlx-bun: dDraft, nHeads, ffMult */
