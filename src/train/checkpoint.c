@@ -13,8 +13,7 @@
 
 #define TEMP_PLACEHOLDER "@train_temperature@"
 
-/* x in the fewest significant digits that read back as x */
-static void shortest_double(char *buf, size_t n, double x) {
+void sp_tr_format_double(char *buf, size_t n, double x) {
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, x);
         if (strtod(buf, NULL) == x) return;
@@ -28,7 +27,7 @@ static int temps_text(char **text, const tr_dims *d) {
     size_t k = 0;
     if (d->n_temps > 1) val[k++] = '[';
     for (int i = 0; i < d->n_temps; i++) {
-        shortest_double(num, sizeof num, d->temps[i]);
+        sp_tr_format_double(num, sizeof num, d->temps[i]);
         k += (size_t)snprintf(val + k, sizeof val - k, "%s%s", i ? ", " : "", num);
     }
     if (d->n_temps > 1) val[k++] = ']';

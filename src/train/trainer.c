@@ -479,9 +479,15 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     if (d->alpha_set) /* absent with the kind's weights and Σw: older checkpoints resume */
         snprintf(run + strlen(run), n - strlen(run), " loss_weights=%g,%g,%g", d->alpha[0], d->alpha[1], d->alpha[2]);
     if (c->loss_norm == TR_LOSS_NORM_ANCHORS) snprintf(run + strlen(run), n - strlen(run), " loss_norm=anchors");
-    for (int i = 0; i < d->n_temps; i++) /* absent for the untempered loss */
-        snprintf(run + strlen(run), n - strlen(run), "%s%.17g", i ? "," : " temp=", d->temps[i]);
-    if (d->alpha_kl > 0) snprintf(run + strlen(run), n - strlen(run), " kl_weight=%.17g", d->alpha_kl);
+    char num[32]; /* the tempered loss's settings, each read back exactly from its text; absent without */
+    for (int i = 0; i < d->n_temps; i++) {
+        sp_tr_format_double(num, sizeof num, d->temps[i]);
+        snprintf(run + strlen(run), n - strlen(run), "%s%s", i ? "," : " temp=", num);
+    }
+    if (d->alpha_kl > 0) {
+        sp_tr_format_double(num, sizeof num, d->alpha_kl);
+        snprintf(run + strlen(run), n - strlen(run), " kl_weight=%s", num);
+    }
     if (c->layout_mlxbun)
         snprintf(run + strlen(run), n - strlen(run), " layout=mlx-bun dDraft=%d heads=%d ffMult=%d", c->mb_dim,
                  c->mb_heads, c->mb_ff_mult);
@@ -636,7 +642,8 @@ static tr_loop_cfg loop_cfg(const drafter_run *r, char *run, size_t n, char *hea
     tr_loop_cfg lc = {.oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
                              .warmup = c->warmup >= 0 ? c->warmup : sp_tr_warmup_default(total), .total = total,
                              .clip = 1.0},
-                      .n_stats = r->d.n_temps > 0 ? 5 : 4, .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
+                      .n_stats = r->d.n_temps > 0 ? 5 : 4, /* the KL term under --temp */
+                      .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
                       .resume = c->resume, .save_every = c->save_every, .eval_every = c->eval_every,
                       .eval_at_start = 1, .kill_after = c->stop_after, .progress = c->progress ? "train" : NULL,
                       .dist = c->dist};
