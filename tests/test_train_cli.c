@@ -303,6 +303,31 @@ static void test_best_patience(void) {
     free(st);
     snprintf(cmd, sizeof cmd, "%s -o %s/py --steps 2 --resume", base, root);
     CHECK(run(cmd) != 0, "resume with the default loss settings accepted");
+    /* --temp: bad values and incompatible options named; a run records T; its resume needs the same T */
+    const char *bad_temp[][2] = {{"--temp 0", "--temp expects"}, {"--temp -0.5", "--temp expects"},
+                                 {"--temp nan", "--temp expects"}, {"--temp inf", "--temp expects"},
+                                 {"--temp 0.8,", "--temp expects"}, {"--temp 0.8x", "--temp expects"},
+                                 {"--temp 1,1,1,1,1,1,1,1,1", "at most 8"},
+                                 {"--kl-weight 0.5", "--kl-weight needs --temp"},
+                                 {"--temp 0.8 --kl-weight -1", "--kl-weight expects"},
+                                 {"--temp 0.8 --arch dflash", "--temp trains"},
+                                 {"--temp 0.8 --layout mlx-bun", "--temp trains"},
+                                 {"--temp 0.8 --loss-weights 1,0,0", "--temp changes nothing"}};
+    for (int i = 0; i < (int)(sizeof bad_temp / sizeof *bad_temp); i++) {
+        snprintf(cmd, sizeof cmd, "%s -o %s/pt0 %s", base, root, bad_temp[i][0]);
+        CHECK(run(cmd) == 2 && err_has(bad_temp[i][1]), "%s", bad_temp[i][0]);
+    }
+    snprintf(cmd, sizeof cmd, "%s -o %s/pt --steps 2 --temp 0.8", base, root);
+    CHECK(run(cmd) == 0 && err_has("train: step 2"), "train --temp 0.8");
+    snprintf(p, sizeof p, "%s/pt/config.json", root);
+    CHECK(!sp_read_file(p, &st, &n, NULL) && strstr(st, "\"train_temperature\": 0.8,"), "config.json: %s",
+          st ? st : "");
+    free(st);
+    st = NULL;
+    snprintf(cmd, sizeof cmd, "%s -o %s/pt --steps 2 --resume", base, root);
+    CHECK(run(cmd) != 0 && err_has("temp=0.8"), "resume without --temp accepted");
+    snprintf(cmd, sizeof cmd, "%s -o %s/pt --steps 2 --temp 0.8 --resume", base, root);
+    CHECK(run(cmd) == 0, "resume with the same --temp");
 }
 
 int main(int argc, char **argv) {

@@ -99,6 +99,59 @@ static void test_resume_bit_identical(void) {
     printf("  child %s\n", WIFSIGNALED(status) ? "killed mid-run" : "finished before the kill");
 }
 
+/* the tempered loss (train --temp) with a mix of temperatures and a KL weight: stopped and resumed
+ * it ends bit-identical to the uninterrupted run; its temperatures are in config.json and the run
+ * string (a resume with another --temp is refused); and it trains another drafter than the
+ * untempered loss does */
+static void test_resume_temp(void) {
+    enum { N = 10 };
+    char straight[400], stopped[400], plain[400], p[512], q[512];
+    snprintf(straight, sizeof straight, "%s/temp_straight", th_root);
+    snprintf(stopped, sizeof stopped, "%s/temp_stopped", th_root);
+    snprintf(plain, sizeof plain, "%s/temp_plain", th_root);
+    sp_err err;
+    tr_train_result r;
+    tr_train_cfg c = th_small_cfg(TR_ARCH_DSPARK, plain);
+    c.steps = N;
+    c.eval_blocks = 8;
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
+    c.out_dir = straight;
+    c.n_temps = 3;
+    c.temps[0] = 0.6, c.temps[1] = 0.8, c.temps[2] = 1.0;
+    c.kl_weight = 0.25;
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
+    snprintf(p, sizeof p, "%s/model.safetensors", straight);
+    snprintf(q, sizeof q, "%s/model.safetensors", plain);
+    CHECK(!harness_same_file(p, q), "--temp trained the same weights as the untempered loss");
+    char *text = NULL;
+    size_t n = 0;
+    snprintf(p, sizeof p, "%s/config.json", straight);
+    CHECK(!sp_read_file(p, &text, &n, NULL) && strstr(text, "\"train_temperature\": [") && strstr(text, "0.6"),
+          "config.json lacks train_temperature: %s", text ? text : "");
+    free(text);
+    text = NULL;
+    snprintf(p, sizeof p, "%s/train_log.csv", straight);
+    CHECK(!sp_read_file(p, &text, &n, NULL) && strstr(text, ",a4,kl\n"), "the log has no kl column");
+    free(text);
+    /* stopped after step 7 with a checkpoint at step 4, then resumed */
+    c.out_dir = stopped;
+    c.save_every = 4;
+    c.stop_after = 7;
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == 7, "%s", err.msg);
+    c.stop_after = 0;
+    c.resume = 1;
+    tr_train_cfg other = c;
+    other.temps[1] = 0.9;
+    CHECK(sp_tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings") && strstr(err.msg, "temp="),
+          "resume with another --temp: %s", err.msg);
+    other = c;
+    other.kl_weight = 0;
+    CHECK(sp_tr_train_run(&other, &r, &err) != 0 && strstr(err.msg, "other settings"), "other --kl-weight: %s",
+          err.msg);
+    CHECK(sp_tr_train_run(&c, &r, &err) == 0 && r.step == N, "%s", err.msg);
+    compare_dirs(straight, stopped, "--temp stop + resume");
+}
+
 int main(void) {
     setup();
     RUN(test_dspark_tau_rises);
@@ -106,6 +159,7 @@ int main(void) {
     RUN(test_dflash_zlab_tau_rises);
     RUN(test_dspark_shared_tau_rises);
     RUN(test_resume_bit_identical);
+    RUN(test_resume_temp);
     th_remove_root();
     return harness_done("test_train_e2e");
 }

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "harness.h"
+#include "train/checkpoint.h"
 #include "train/drafter_net.h"
 
 static void make_batch(tr_batch *b, const tr_dims *d, int NB, int C, unsigned seed) {
@@ -103,9 +105,15 @@ static void tiny_weights(tr_model *m) {
         else if (strstr(m->params[i].name, "layer_scalar")) m->w[m->params[i].off] = 1.0f;
 }
 
-/* shared: the grouped batch of make_anchor_batch instead of two unshared elements */
-static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shared) {
+/* shared: the grouped batch of make_anchor_batch instead of two unshared elements; temp: the
+ * tempered loss (temperatures 0.7 and 1.3 on alternating slots, KL weight 0.5) */
+static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shared, int temp) {
     tr_dims d = tiny_dims(arch, gemma, markov);
+    if (temp) {
+        d.n_temps = 2;
+        d.temps[0] = 0.7, d.temps[1] = 1.3;
+        d.alpha_kl = 0.5;
+    }
     tr_model m;
     sp_err err;
     if (sp_tr_model_init(&m, &d, 7, &err)) { CHECK(0, "%s", err.msg); return; }
@@ -114,6 +122,10 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     int NB = shared ? ANCHORS : 2, C = shared ? ACTX : 4;
     if (shared) make_anchor_batch(&b, &d, 1, 11);
     else make_batch(&b, &d, NB, C, 11);
+    if (temp) {
+        b.tinv = malloc(sizeof(float) * (size_t)NB * d.B);
+        for (int t = 0; t < NB * d.B; t++) b.tinv[t] = (float)(1 / d.temps[t % 2]);
+    }
     tr_acts *a = sp_tr_acts_create(&d, NB, C, &err);
     CHECK(a, "%s", err.msg);
     float *Wlm = malloc(sizeof(float) * d.V * d.H);
@@ -169,18 +181,47 @@ static void check_model(tr_arch arch, int gemma, tr_markov_type markov, int shar
     sp_tr_model_free(&m);
 }
 
-static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0); }
-static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED, 0); }
-static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN, 0); }
-static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 0); }
-static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0); }
-static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN, 0); }
-static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 0); }
+/* train --init: a drafter's exported weights (bf16) read back into a model of the same dims are
+ * its weights rounded to bf16; a model of other dims is refused, naming the tensor */
+static void test_init_from(void) {
+    tr_dims d = tiny_dims(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA);
+    tr_model a, b, c;
+    sp_err err;
+    char dir[128];
+    snprintf(dir, sizeof dir, "/tmp/specula_test_init_from_%d", (int)getpid());
+    CHECK(sp_mkdir_p(dir, &err) == 0, "%s", err.msg);
+    if (sp_tr_model_init(&a, &d, 7, &err) || sp_tr_model_init(&b, &d, 9, &err)) { CHECK(0, "%s", err.msg); return; }
+    tiny_weights(&a);
+    CHECK(sp_tr_drafter_export(dir, &a, "{}\n", &err) == 0, "%s", err.msg);
+    CHECK(sp_tr_drafter_init_from(dir, &b, &err) == 0, "%s", err.msg);
+    size_t off = 0;
+    for (size_t i = 0; i < a.n; i++)
+        if (b.w[i] != sp_bf16_to_f32(sp_f32_to_bf16(a.w[i])) && off++ < 3)
+            CHECK(0, "weight %zu: %g read back, %g exported", i, b.w[i], a.w[i]);
+    CHECK(off == 0, "%zu weights differ from the exported ones", off);
+    d.r = 6;
+    if (sp_tr_model_init(&c, &d, 9, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(sp_tr_drafter_init_from(dir, &c, &err) != 0 && strstr(err.msg, "markov_head"), "other dims: %s", err.msg);
+    sp_tr_model_free(&a); sp_tr_model_free(&b); sp_tr_model_free(&c);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0, 0); }
+static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED, 0, 0); }
+static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN, 0, 0); }
+static void test_dspark_temp_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0, 1); }
+static void test_gemma_dspark_temp_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0, 1); }
+static void test_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 0, 0); }
+static void test_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 0, 0); }
+static void test_gemma_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_RNN, 0, 0); }
+static void test_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 0, 0); }
 /* the Qwen3 block through the shared path with the smooth CE loss: this batch's DSpark L1 term
  * has kinks within the finite-difference step (its shared = unshared check is below) */
-static void test_shared_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 1); }
-static void test_shared_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 1); }
-static void test_shared_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 1); }
+static void test_shared_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 0, TR_MARKOV_VANILLA, 1, 0); }
+static void test_shared_gemma_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 1, TR_MARKOV_VANILLA, 1, 0); }
+static void test_shared_gemma_dflash_gradients(void) { check_model(TR_ARCH_DFLASH, 2, TR_MARKOV_VANILLA, 1, 0); }
 
 /* the shared layout computes what the unshared one does: loss, c* and every gradient element
  * (float; the layouts differ only in RoPE's absolute positions and summation order) */
@@ -281,6 +322,9 @@ static void test_loss_options(void) {
 int main(void) {
     RUN(test_loss_options);
     RUN(test_dspark_gradients);
+    RUN(test_init_from);
+    RUN(test_dspark_temp_gradients);
+    RUN(test_gemma_dspark_temp_gradients);
     RUN(test_dspark_gated_gradients);
     RUN(test_dspark_rnn_gradients);
     RUN(test_dflash_gradients);

@@ -470,6 +470,116 @@ static void test_spark_terms(void) {
     ls_free(&c);
 }
 
+/* ---- the tempered loss: per-row inverse temperatures, P the target's tempered distribution ---- */
+static const double lt_tinv[T] = {1 / 0.6, 1 / 0.8, 1.0, 1 / 1.3, 1 / 0.7};
+typedef struct { ls_ctx c; double *qT; double alpha[4]; } lt_ctx;
+static double spark_temp_loss(void *p) {
+    lt_ctx *c = p;
+    double terms[5];
+    return sp_tr_spark_loss_temp_forward_f64(terms, c->c.q, c->qT, c->c.cstar, c->c.Z, c->c.P, ls_labels, c->c.conf,
+                                          ls_w, lt_tinv, T, LV, c->alpha, c->c.denom);
+}
+/* P = softmax(β·pz) of a random target logit row, β the row's */
+static lt_ctx lt_make(void) {
+    lt_ctx c = {ls_make(), malloc(T * LV * 8), {0}};
+    double *pz = rnd(T * LV, 3, 87);
+    for (int t = 0; t < T; t++)
+        for (int v = 0; v < LV; v++) pz[t * LV + v] *= lt_tinv[t];
+    sp_tr_softmax_rows_f64(c.c.P, pz, T, LV);
+    free(pz);
+    return c;
+}
+static void spark_temp_case(const char *name, double a_ce, double a_l1, double a_conf, double a_kl) {
+    lt_ctx c = lt_make();
+    c.alpha[0] = a_ce; c.alpha[1] = a_l1; c.alpha[2] = a_conf; c.alpha[3] = a_kl;
+    c.c.alpha[2] = a_conf; /* bce_only_loss reads the ls_ctx weights */
+    grad_buf dZ = gbuf(T * LV, 88), dconf = gbuf(T, 89);
+    spark_temp_loss(&c);
+    sp_tr_spark_loss_temp_backward_f64(dZ.g, dconf.g, c.c.q, c.qT, c.c.cstar, c.c.P, ls_labels, c.c.conf, ls_w, lt_tinv,
+                                    T, LV, c.alpha, c.c.denom);
+    char what[80];
+    if (a_conf == 0) {
+        snprintf(what, sizeof what, "%s dZ", name);
+        fd_check(what, c.c.Z, T * LV, dZ.g0, dZ.g, spark_temp_loss, &c);
+    } else {
+        snprintf(what, sizeof what, "%s dconf", name);
+        fd_check(what, c.c.conf, T, dconf.g0, dconf.g, bce_only_loss, &c.c);
+    }
+    ls_free(&c.c); free(c.qT); gfree(&dZ); gfree(&dconf);
+}
+static void test_spark_temp_terms(void) {
+    spark_temp_case("tempered CE", 1, 0, 0, 0);
+    spark_temp_case("tempered TV", 0, 1, 0, 0);
+    spark_temp_case("tempered KL", 0, 0, 0, 1);
+    spark_temp_case("tempered CE+TV+KL (0.1, 0.9, 0.5)", 0.1, 0.9, 0, 0.5);
+    spark_temp_case("tempered BCE", 0, 0, 1, 0);
+    /* the loss value and c* against the definitions, computed here from the logits */
+    lt_ctx c = lt_make();
+    double alpha[4] = {0.1, 0.9, 1.0, 0.5}, terms[5];
+    memcpy(c.alpha, alpha, sizeof alpha);
+    double L = spark_temp_loss(&c);
+    double sce = 0, sl1 = 0, sbce = 0, skl = 0, sw = 0;
+    for (int t = 0; t < T; t++) {
+        const double *z = c.c.Z + t * LV, *pt = c.c.P + t * LV;
+        double b = lt_tinv[t], mx = -1e300, m2 = -1e300, se = 0, s2 = 0;
+        for (int v = 0; v < LV; v++) mx = fmax(mx, z[v]), m2 = fmax(m2, b * z[v]);
+        for (int v = 0; v < LV; v++) se += exp(z[v] - mx), s2 += exp(b * z[v] - m2);
+        double acc = 0, kl = 0;
+        for (int v = 0; v < LV; v++) {
+            double qt = exp(b * z[v] - m2) / s2;
+            CHECK(fabs(qt - c.qT[t * LV + v]) < 1e-14, "qT[%d,%d] %g vs %g", t, v, c.qT[t * LV + v], qt);
+            acc += fmin(qt, pt[v]);
+            kl += pt[v] * log(pt[v] / qt);
+        }
+        /* c* = Σ min(qT, P): the acceptance of a sampled draft at that temperature */
+        CHECK(fabs(acc - c.c.cstar[t]) < 1e-12, "tempered c*[%d] %g vs Σ min %g", t, c.c.cstar[t], acc);
+        double zc = c.c.conf[t], sg = 1 / (1 + exp(-zc));
+        sce += ls_w[t] * -(z[ls_labels[t]] - mx - log(se));
+        sl1 += ls_w[t] * 2 * (1 - acc);
+        sbce += ls_w[t] * -(acc * log(sg) + (1 - acc) * log(1 - sg));
+        skl += ls_w[t] * kl;
+        sw += ls_w[t];
+    }
+    double want = (0.1 * sce + 0.9 * sl1 + 1.0 * sbce + 0.5 * skl) / (sw + 1e-6);
+    CHECK(fabs(L - want) < 1e-10 * fabs(want), "tempered loss %.12g vs %.12g", L, want);
+    sp_tr_spark_loss_temp_forward_f64(terms, c.c.q, c.qT, c.c.cstar, c.c.Z, c.c.P, ls_labels, c.c.conf, ls_w, lt_tinv,
+                                   T, LV, alpha, c.c.denom);
+    CHECK(fabs(terms[4] - skl) < 1e-12 && fabs(terms[3] - sw) < 1e-12, "KL term %g vs %g", terms[4], skl);
+    /* at β = 1 everywhere the tempered loss is the untempered one */
+    double ones[T] = {1, 1, 1, 1, 1}, t1[5], t0[4];
+    ls_ctx u = ls_make();
+    double *qT = malloc(T * LV * 8), a3[3] = {0.1, 0.9, 1.0}, a4[4] = {0.1, 0.9, 1.0, 0};
+    double L0 = sp_tr_spark_loss_forward_f64(t0, u.q, u.cstar, u.Z, u.P, ls_labels, u.conf, ls_w, T, LV, a3, u.denom);
+    double L1 = sp_tr_spark_loss_temp_forward_f64(t1, u.q, qT, u.cstar, u.Z, u.P, ls_labels, u.conf, ls_w, ones, T, LV,
+                                               a4, u.denom);
+    CHECK(fabs(L0 - L1) < 1e-12 * fabs(L0), "β = 1: tempered loss %.15g vs untempered %.15g", L1, L0);
+    free(qT); ls_free(&u); ls_free(&c.c); free(c.qT);
+}
+
+/* the float instantiation of the tempered loss against the double one */
+static void test_spark_temp_float(void) {
+    lt_ctx c = lt_make();
+    double alpha[4] = {0.1, 0.9, 1.0, 0.5};
+    memcpy(c.alpha, alpha, sizeof alpha);
+    double *dZ = calloc(T * LV, 8), *dc = calloc(T, 8);
+    double L = spark_temp_loss(&c);
+    sp_tr_spark_loss_temp_backward_f64(dZ, dc, c.c.q, c.qT, c.c.cstar, c.c.P, ls_labels, c.c.conf, ls_w, lt_tinv, T, LV,
+                                    alpha, c.c.denom);
+    float fZ[T * LV], fP[T * LV], fq[T * LV], fqT[T * LV], fc[T], fcs[T], fw[T], fb[T], fdZ[T * LV] = {0}, fdc[T] = {0};
+    for (int i = 0; i < T * LV; i++) fZ[i] = (float)c.c.Z[i], fP[i] = (float)c.c.P[i];
+    for (int t = 0; t < T; t++) fc[t] = (float)c.c.conf[t], fw[t] = (float)ls_w[t], fb[t] = (float)lt_tinv[t];
+    double terms[5];
+    double Lf = sp_tr_spark_loss_temp_forward(terms, fq, fqT, fcs, fZ, fP, ls_labels, fc, fw, fb, T, LV, alpha,
+                                           c.c.denom);
+    sp_tr_spark_loss_temp_backward(fdZ, fdc, fq, fqT, fcs, fP, ls_labels, fc, fw, fb, T, LV, alpha, c.c.denom);
+    double worst = 0, scale = 0;
+    for (int i = 0; i < T * LV; i++) worst = fmax(worst, fabs(fdZ[i] - dZ[i])), scale = fmax(scale, fabs(dZ[i]));
+    for (int t = 0; t < T; t++) worst = fmax(worst, fabs(fdc[t] - dc[t])), scale = fmax(scale, fabs(dc[t]));
+    CHECK(fabs(Lf - L) < 1e-5 * fabs(L), "tempered loss float %.9g vs double %.9g", Lf, L);
+    CHECK(worst < 1e-5 * scale, "tempered gradient float vs double: worst %g of %g", worst, scale);
+    free(dZ); free(dc); ls_free(&c.c); free(c.qT);
+}
+
 /* ---- the float path (trainer) vs the double reference ------------------------------------- */
 static void test_float_matches_double(void) {
     sp_pool *pool = sp_pool_create(2);
@@ -522,6 +632,8 @@ int main(void) {
     RUN(test_rnn_head);
     RUN(test_ce);
     RUN(test_spark_terms);
+    RUN(test_spark_temp_terms);
+    RUN(test_spark_temp_float);
     RUN(test_float_matches_double);
     return harness_done("test_train_ops");
 }

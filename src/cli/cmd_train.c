@@ -89,6 +89,34 @@ static int set_loss(tr_train_cfg *c, const char *gamma, const char *weights, con
     return 0;
 }
 
+/* --temp T[,T…] and --kl-weight W into c (the tempered loss, docs/TRAINING.md §7); 0 or 2 (printed) */
+static int set_temp(tr_train_cfg *c, const char *temp, const char *kl) {
+    char *end;
+    if (temp) {
+        const char *p = temp;
+        c->n_temps = 0;
+        for (;;) {
+            double t = strtod(p, &end);
+            if (end == p || (*end && *end != ',') || !isfinite(t) || !(t > 0))
+                return cli_error("train", "--temp expects temperatures > 0, one or several separated by commas "
+                                          "(e.g. 0.8 or 0.6,0.8,1), got '%s'", temp);
+            if (c->n_temps == TR_MAX_TEMPS)
+                return cli_error("train", "--temp %s: at most %d temperatures", temp, TR_MAX_TEMPS);
+            c->temps[c->n_temps++] = t;
+            if (!*end) break;
+            p = end + 1;
+        }
+    }
+    if (kl) {
+        c->kl_weight = strtod(kl, &end);
+        if (end == kl || *end || !isfinite(c->kl_weight) || c->kl_weight < 0)
+            return cli_error("train", "--kl-weight expects a number >= 0, got '%s'", kl);
+        if (c->kl_weight > 0 && !temp)
+            return cli_error("train", "--kl-weight needs --temp (--temp 1: the untempered distribution)");
+    }
+    return 0;
+}
+
 /* the value of option `name` in argv (--name V or --name=V; the last one), else NULL */
 static const char *prescan(int argc, char **argv, const char *name) {
     const char *v = NULL;
@@ -116,6 +144,7 @@ static int layout_defaults(tr_train_cfg *c, int argc, char **argv) {
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla", *gamma = NULL, *weights = NULL, *norm = NULL, *layout = NULL;
+    const char *temp = NULL, *kl = NULL;
     int rc = layout_defaults(&c, argc, argv);
     if (rc) return rc;
     int steps = INT_MIN, warmup = -1, resume = 0, force = 0, quiet = 0, stop_after = 0;
@@ -156,6 +185,12 @@ int cmd_train(int argc, char **argv) {
         {NULL, "--gamma", CLI_STR, &gamma, "G|block", "loss position decay exp(-k/G); block: G = the block size (default 4; mlx-bun: block)"},
         {NULL, "--loss-weights", CLI_STR, &weights, "CE,TV,CONF", "loss weights (default: dspark 0.1,0.9,1; dflash 1,0,0; mlx-bun 0.1,0.9,1)"},
         {NULL, "--loss-norm", CLI_STR, &norm, "weights|anchors", "divide the loss by the weight sum or the anchors (default weights; mlx-bun: anchors)"},
+        {NULL, "--temp", CLI_STR, &temp, "T[,T...]",
+         "dspark: train for sampled decoding at temperature T: TV, KL and the confidence target against the "
+         "target's distribution at T; several: one drawn per anchor (default: the untempered loss)"},
+        {NULL, "--kl-weight", CLI_STR, &kl, "W", "with --temp: weight of the KL(target_T || drafter_T) term (default 0)"},
+        {NULL, "--init", CLI_STR, &c.init_dir, "DRAFTER",
+         "start from this drafter's weights (its model.safetensors, same settings) instead of a random init"},
         {NULL, "--mask-id", CLI_INT, &c.mask_id, "ID", "mask token id (default: 4 for Gemma-4, 151669 for the Qwen3 vocab, 128002 for the Llama-3 vocab, else V-1)"},
         {NULL, "--seed", CLI_U64, &c.seed, "S", "init and data-order seed (default 42)"},
         {NULL, "--save-every", CLI_INT, &c.save_every, "K", "checkpoint every K steps (default: at the end)"},
@@ -181,7 +216,8 @@ int cmd_train(int argc, char **argv) {
                                   "its training, --force starts over", c.out_dir);
     if (steps != INT_MIN && steps < 1) return cli_error("train", "--steps must be at least 1, got %d", steps);
     if (c.epochs < 1) return cli_error("train", "--epochs must be at least 1, got %d", c.epochs);
-    if ((rc = set_arch(&c, arch, markov)) || (rc = set_loss(&c, gamma, weights, norm))) return rc;
+    if ((rc = set_arch(&c, arch, markov)) || (rc = set_loss(&c, gamma, weights, norm)) || (rc = set_temp(&c, temp, kl)))
+        return rc;
     c.steps = steps == INT_MIN ? 0 : steps;
     c.warmup = warmup;
     c.lr = lr, c.val_split = val_split;

@@ -131,6 +131,12 @@ const tr_anchor *sp_tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start
     return &bt->items[bt->perm[j]];
 }
 
+/* the temperature of the i-th anchor of the stream (see batch.h; 1 when none is set) */
+static double anchor_temp(const tr_batcher *bt, int64_t i) {
+    if (bt->n_temps < 2) return bt->n_temps ? bt->temps[0] : 1.0;
+    return bt->temps[sp_rng_u64(bt->seed, 0x7e390000u, (uint64_t)i) % (uint64_t)bt->n_temps];
+}
+
 void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
     const tr_shardset *ds = bt->data;
     int B = bt->B, C = bt->C, H = ds->H, mH = ds->m * H, V = b->V;
@@ -161,6 +167,7 @@ void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
             b->labels[t] = valid ? x[lp] : 0;
             b->prev[t] = hp >= 0 && hp < S ? x[hp] : 0;
             b->wt[t] = trained ? (float)exp(-(k - (1 - shift)) / bt->gamma) : 0.0f;
+            if (b->tinv) b->tinv[t] = (float)(1.0 / anchor_temp(bt, i0 + i));
             float *hr = bt->hrows + (size_t)t * H;
             if (hp >= 0 && hp < S) sp_to_f32(hr, sh->hidden + (size_t)(base + hp) * sh->hidden_stride, SP_DT_BF16, (size_t)H);
             else memset(hr, 0, sizeof(float) * H);
@@ -168,6 +175,17 @@ void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n) {
     }
     if (b->P) {
         sp_model_logits(bt->target, b->P, bt->hrows, n * B);
-        for (int t = 0; t < n * B; t++) sp_softmax(b->P + (size_t)t * V, V);
+        for (int t = 0; t < n * B; t++) {
+            float *pr = b->P + (size_t)t * V;
+            if (b->tinv)
+                for (int v = 0; v < V; v++) pr[v] *= b->tinv[t];
+            sp_softmax(pr, V);
+        }
     }
+}
+
+void sp_tr_batcher_set_temps(tr_batcher *bt, int n, const double *temps) {
+    SP_ASSERT(n >= 0 && n <= TR_MAX_TEMPS);
+    bt->n_temps = n;
+    for (int i = 0; i < n; i++) bt->temps[i] = temps[i];
 }

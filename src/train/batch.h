@@ -21,7 +21,8 @@
  *   slot k    label x_{p+k+1}; Markov previous token x_{p+k} (teacher forcing);
  *             e_k = 1 while p+k+1 < S (a contiguous prefix); weight e_k·exp(−k/γ);
  *             target distribution P_k = softmax(lm_head(h[p+k])): the hidden that PREDICTS the
- *             label (the off-by-one rule: position p+k, not p+k+1).
+ *             label (the off-by-one rule: position p+k, not p+k+1); under the tempered loss
+ *             P_k = softmax(lm_head(h[p+k]) / T) at the anchor's temperature T.
  * z-lab DFlash (zlab = 1, docs/DFLASH.md §5): slot k predicts x_{p+k} (its own position), from
  * P_k = softmax(lm_head(h[p+k−1])); slot 0 (the anchor itself) has weight 0 and the weights are
  * exp(−(k−1)/γ) for k ≥ 1.
@@ -59,6 +60,8 @@ typedef struct {
     int64_t *tmp, *uoff, *uperm; /* [n], [n+1], [n] epoch scratch (A > 1) */
     float *hrows;   /* [max_rows, H] scratch for P */
     int max_rows;
+    int n_temps;    /* > 0: the tempered loss's temperatures (sp_tr_batcher_set_temps) */
+    double temps[TR_MAX_TEMPS];
 } tr_batcher;
 
 /* anchors_per_seq: A ≥ 1 (see the file comment). */
@@ -69,7 +72,12 @@ void sp_tr_batcher_free(tr_batcher *bt);
 /* the i-th anchor of the global stream; *unit_start (when not NULL) = 1 where its unit starts */
 const tr_anchor *sp_tr_batcher_anchor(tr_batcher *bt, int64_t i, int *unit_start);
 /* Fill b (allocated for at least n elements) with anchors i0 .. i0+n−1 of the stream: one group
- * per run of anchors of one unit. b->P is filled when b->P != NULL. */
+ * per run of anchors of one unit. b->P is filled when b->P != NULL; with temperatures set and
+ * b->tinv != NULL, the i-th anchor of the stream gets temperature T_i (the one set, or among
+ * several the one the counter RNG draws for (seed, stream 0x7e390000, i)), its slots tinv 1/T_i
+ * and P_k = softmax(lm_head(h)/T_i). */
 void sp_tr_batcher_fill(tr_batcher *bt, tr_batch *b, int64_t i0, int n);
+/* The tempered loss's n temperatures (each > 0, n ≤ TR_MAX_TEMPS; n = 0: untempered). */
+void sp_tr_batcher_set_temps(tr_batcher *bt, int n, const double *temps);
 
 #endif

@@ -11,6 +11,40 @@
 #include "formats/hfjson.h"
 #include "formats/tensor_names.h"
 
+#define TEMP_PLACEHOLDER "@train_temperature@"
+
+void sp_tr_format_double(char *buf, size_t n, double x) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+/* replace the quoted placeholder in *text with d's temperatures: a number, or an array of them;
+ * 0 / -1 (out of memory) */
+static int temps_text(char **text, const tr_dims *d) {
+    char val[TR_MAX_TEMPS * 32 + 8], num[32];
+    size_t k = 0;
+    if (d->n_temps > 1) val[k++] = '[';
+    for (int i = 0; i < d->n_temps; i++) {
+        sp_tr_format_double(num, sizeof num, d->temps[i]);
+        k += (size_t)snprintf(val + k, sizeof val - k, "%s%s", i ? ", " : "", num);
+    }
+    if (d->n_temps > 1) val[k++] = ']';
+    val[k] = 0;
+    char *at = strstr(*text, "\"" TEMP_PLACEHOLDER "\"");
+    if (!at) return 0;
+    size_t pre = (size_t)(at - *text), old = strlen(TEMP_PLACEHOLDER) + 2, rest = strlen(at + old);
+    char *s = malloc(pre + k + rest + 1);
+    if (!s) return -1;
+    memcpy(s, *text, pre);
+    memcpy(s + pre, val, k);
+    memcpy(s + pre + k, at + old, rest + 1);
+    free(*text);
+    *text = s;
+    return 0;
+}
+
 int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
     json_t *c = sp_hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!c) return -1;
@@ -86,12 +120,16 @@ int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, i
     else json_object_del(c, "markov_head_type");
     json_object_set_new(c, "enable_confidence_head", json_boolean(d->conf));
     json_object_set_new(c, "confidence_head_with_markov", json_boolean(d->conf && d->conf_with_markov));
+    /* the sampling temperature(s) the drafter was trained for (train --temp): a placeholder that
+     * temps_text replaces, so that 0.8 reads 0.8 and not jansson's 17 digits */
+    if (d->n_temps > 0) json_object_set_new(c, "train_temperature", json_string(TEMP_PLACEHOLDER));
     json_object_set_new(c, "dtype", json_string("bfloat16"));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
 dump:
     *out = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(c);
     if (!*out) return sp_err_set(err, "config.json: out of memory");
+    if (d->n_temps > 0 && temps_text(out, d)) return sp_err_set(err, "config.json: out of memory");
     return 0;
 }
 
@@ -124,6 +162,22 @@ static int add_vocab_map(st_writer *w, const tr_model *m, int64_t **d2t, uint8_t
     sp_tensor_hf_name_in(SP_TN_EAGLE3_SPECFORGE, SP_ARCH_LLAMA, SP_TN_T2D, -1, n2, sizeof n2);
     return sp_st_writer_add_ref(w, n1, SP_DT_I64, 1, s1, *d2t, err) ||
            sp_st_writer_add_ref(w, n2, SP_DT_BOOL, 1, s2, *t2d, err) ? -1 : 0;
+}
+
+int sp_tr_drafter_init_from(const char *dir, tr_model *m, sp_err *err) {
+    char path[4096];
+    sp_path_join(path, sizeof path, dir, "model.safetensors");
+    st_set *s;
+    if (sp_st_open_file(&s, path, err)) return -1;
+    int rc = 0;
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        const tr_param *p = &m->params[i];
+        const st_tensor *t;
+        if (sp_st_get(s, p->name, SP_DT_UNKNOWN, p->ndim, p->shape, &t, err)) rc = -1;
+        else sp_to_f32(m->w + p->off, t->data, t->dtype, p->n);
+    }
+    sp_st_close(s);
+    return rc;
 }
 
 int sp_tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err) {

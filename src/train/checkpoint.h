@@ -42,6 +42,14 @@ int sp_tr_optimizer_load(const char *dir, const tr_ckpt_tensor *t, int nt, float
  * at least that many). Returns m->n_params. */
 int sp_tr_drafter_ckpt_tensors(const tr_model *m, tr_ckpt_tensor *t);
 
+/* x in buf (n bytes, 32 suffice) with the fewest significant digits that read back as x: 0.8, not
+ * 0.80000000000000004 (the trainer's temperatures in config.json and the run string). */
+void sp_tr_format_double(char *buf, size_t n, double x);
+
+/* Overwrite m's weights with DIR/model.safetensors (a drafter of the same layout, e.g. an earlier
+ * export: every tensor of m's table with its shape, any float dtype). 0, or -1 with err naming the
+ * file and tensor. */
+int sp_tr_drafter_init_from(const char *dir, tr_model *m, sp_err *err);
 /* DIR/model.safetensors (bf16 under the published names; EAGLE-3's d2t / t2d) and
  * DIR/config.json (config_json verbatim): the drafter as inference loads it. */
 int sp_tr_drafter_export(const char *dir, const tr_model *m, const char *config_json, sp_err *err);

@@ -177,7 +177,7 @@ int sp_tr_batch_alloc(tr_batch *b, int NB, int C, int B, int V, int H, int mH, i
 
 void sp_tr_batch_free(tr_batch *b) {
     free(b->F); free(b->rpos); free(b->g_row); free(b->g_elem); free(b->ctx_row); free(b->bpos);
-    free(b->kmask); free(b->x0); free(b->prev); free(b->labels); free(b->wt); free(b->P);
+    free(b->kmask); free(b->x0); free(b->prev); free(b->labels); free(b->wt); free(b->P); free(b->tinv);
     memset(b, 0, sizeof *b);
 }
 
@@ -259,6 +259,7 @@ struct tr_acts {
     float *conf;                  /* [T] confidence logits */
     markov_acts mk;               /* gated / rnn Markov head */
     float *q, *cstar;             /* [T, V] softmax(Z), [T] */
+    float *qT;                    /* [T, V] softmax(β·Z) of the tempered loss (d.n_temps > 0), else NULL */
     int *qpos, *kpos;             /* [T], [S] positions of this batch */
     /* gradient scratch */
     float *dZ, *dconf, *dcode, *dh, *dx, *dctx, *dfc;
@@ -311,6 +312,7 @@ tr_acts *sp_tr_acts_create(const tr_dims *d, int NB, int C, sp_err *err) {
     a->Z = take(a, T * V, &ok); a->q = take(a, T * V, &ok); a->cstar = take(a, T, &ok);
     a->bias = take(a, d->r ? T * V : 0, &ok); a->code = take(a, T * (size_t)d->r, &ok);
     a->conf = take(a, T, &ok);
+    if (d->n_temps > 0) a->qT = take(a, T * V, &ok);
     if (d->r > 0 && d->markov != TR_MARKOV_VANILLA) {
         size_t r = (size_t)d->r, wide = d->markov == TR_MARKOV_RNN ? 2 * r + H : r + H;
         a->mk.mix = take(a, T * r, &ok); a->mk.save = take(a, T * 3 * r, &ok); a->mk.in = take(a, T * wide, &ok);
@@ -657,11 +659,18 @@ void sp_tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch 
     }
     if (d->conf) sp_tr_conf_forward(a->conf, a->h, d->conf_with_markov ? a->code : NULL, w.cw, w.cb, T, H,
                                  d->conf_with_markov ? r : 0);
-    double alpha[3], terms[4];
+    double alpha[4], terms[5] = {0};
     sp_tr_dims_alpha(d, alpha);
-    st->loss = sp_tr_spark_loss_forward(terms, a->q, a->cstar, a->Z, b->P, b->labels, d->conf ? a->conf : NULL,
-                                     b->wt, T, V, alpha, denom);
-    st->ce = terms[0]; st->l1 = terms[1]; st->bce = terms[2]; st->wsum = terms[3];
+    alpha[3] = d->alpha_kl;
+    if (b->tinv) {
+        SP_ASSERT(a->qT && b->P);
+        st->loss = sp_tr_spark_loss_temp_forward(terms, a->q, a->qT, a->cstar, a->Z, b->P, b->labels,
+                                              d->conf ? a->conf : NULL, b->wt, b->tinv, T, V, alpha, denom);
+    } else {
+        st->loss = sp_tr_spark_loss_forward(terms, a->q, a->cstar, a->Z, b->P, b->labels, d->conf ? a->conf : NULL,
+                                         b->wt, T, V, alpha, denom);
+    }
+    st->ce = terms[0]; st->l1 = terms[1]; st->bce = terms[2]; st->wsum = terms[3]; st->kl = terms[4];
     if (d->conf && b->cstar_target) { /* swap the BCE term for one against the fixed targets */
         double bce = 0;
         for (int t = 0; t < T; t++) {
@@ -683,13 +692,18 @@ void sp_tr_backward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch
     tr_view w = sp_tr_model_view(m, m->w), g = sp_tr_model_view(m, grad);
     int NB = b->NB, B = d->B, H = d->H, V = d->V, r = d->r;
     int T = NB * B, Tc = b->NR, S = Tc + T;
-    double alpha[3];
+    double alpha[4];
     sp_tr_dims_alpha(d, alpha);
+    alpha[3] = d->alpha_kl;
 
     zero(a->dZ, (size_t)T * V);
     zero(a->dconf, T);
-    sp_tr_spark_loss_backward(a->dZ, a->dconf, a->q, a->cstar, b->P, b->labels, d->conf ? a->conf : NULL, b->wt, T,
-                           V, alpha, denom);
+    if (b->tinv)
+        sp_tr_spark_loss_temp_backward(a->dZ, a->dconf, a->q, a->qT, a->cstar, b->P, b->labels,
+                                    d->conf ? a->conf : NULL, b->wt, b->tinv, T, V, alpha, denom);
+    else
+        sp_tr_spark_loss_backward(a->dZ, a->dconf, a->q, a->cstar, b->P, b->labels, d->conf ? a->conf : NULL, b->wt,
+                               T, V, alpha, denom);
     zero(a->dh, (size_t)T * H);
     zero(a->dcode, (size_t)T * r);
     int cr = d->conf_with_markov ? r : 0;

@@ -46,6 +46,7 @@ const char *sp_tr_markov_name(tr_markov_type t);
 
 #define TR_MAX_LAYERS 32
 #define TR_MAX_TAPS 16
+#define TR_MAX_TEMPS 8
 
 typedef struct {
     tr_arch arch;
@@ -71,6 +72,12 @@ typedef struct {
     int Vd;                /* EAGLE-3: draft vocabulary (rows of its lm_head) */
     double alpha[3];       /* loss weights α_ce, α_l1, α_conf when alpha_set (train --loss-weights) */
     int alpha_set;         /* 0: the arch's defaults (sp_tr_loss_alpha) */
+    /* the tempered loss (docs/TRAINING.md §7, train --temp): n_temps > 0 trains TV, KL and the
+     * confidence target against the target's distribution at temperature temps[i], one drawn per
+     * anchor (the batch's tinv); 0: the untempered loss */
+    int n_temps;
+    double temps[TR_MAX_TEMPS];
+    double alpha_kl;       /* the tempered loss's KL weight (train --kl-weight) */
 } tr_dims;
 
 /* one named tensor of the parameter array */
@@ -128,6 +135,8 @@ typedef struct {
     int32_t *labels;   /* [NB·B] */
     float *wt;         /* [NB·B] loss weight (0 = slot not evaluated) */
     float *P;          /* [NB·B, V] target distribution per slot, or NULL (not needed) */
+    float *tinv;       /* [NB·B] inverse temperature per slot: the tempered loss against P (which then
+                          is the target's distribution at that temperature), or NULL (untempered) */
     const float *cstar_target; /* NULL (training: BCE targets are this forward's detached c*), or
                                   [NB·B] fixed BCE targets (tests hold c* fixed under finite
                                   differences, which is what "detached" means for the gradient) */
@@ -177,10 +186,12 @@ double sp_tr_loss_denom(tr_loss_norm norm, double wsum, double anchors);
 typedef struct {
     double loss;
     double ce, l1, bce, wsum; /* Σw·term, Σw (unnormalised) */
+    double kl;                /* Σw·KL (the tempered loss; else 0) */
 } tr_stats;
 
 /* Forward over the batch; fills st and, when cstar != NULL, cstar[NB·B] = clamp(1 − ½·L1, 0, 1)
- * of each slot (needs b->P). Wlm: the target LM head [V, H] f32 (frozen). denom: the
+ * of each slot (needs b->P). With b->tinv the loss is the tempered one (d.n_temps > 0: the
+ * activations hold its softmax), and L1 and c* are taken at each slot's temperature. Wlm: the target LM head [V, H] f32 (frozen). denom: the
  * normaliser of the loss (Σw over the global batch + 1e-6). */
 void sp_tr_forward(sp_pool *pool, const tr_model *m, tr_acts *a, const tr_batch *b, const float *Wlm,
                 double denom, tr_stats *st, float *cstar);

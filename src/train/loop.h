@@ -25,7 +25,7 @@
 #include "train/dist.h"
 #include "train/optim.h"
 
-#define TR_LOOP_MAX_STATS 4
+#define TR_LOOP_MAX_STATS 5
 
 /* what one step (or the evaluation before step 1, step 0) leaves for the log and progress */
 typedef struct {

@@ -86,6 +86,12 @@ double sp_tr_spark_loss_forward(double *terms, float *q, float *cstar, const flo
 void sp_tr_spark_loss_backward(float *dZ, float *dconf, const float *q, const float *cstar, const float *P,
                             const int32_t *labels, const float *conf, const float *wt, int T, int V,
                             const double *alpha, double denom);
+double sp_tr_spark_loss_temp_forward(double *terms, float *q, float *qT, float *cstar, const float *Z, const float *P,
+                                  const int32_t *labels, const float *conf, const float *wt, const float *tinv, int T,
+                                  int V, const double *alpha, double denom);
+void sp_tr_spark_loss_temp_backward(float *dZ, float *dconf, const float *q, const float *qT, const float *cstar,
+                                 const float *P, const int32_t *labels, const float *conf, const float *wt,
+                                 const float *tinv, int T, int V, const double *alpha, double denom);
 
 /* double: the finite-difference reference (same arguments, double data) */
 void sp_tr_linear_forward_f64(sp_pool *pool, double *out, const double *in, const double *W, int T, int K, int N);
@@ -142,5 +148,13 @@ double sp_tr_spark_loss_forward_f64(double *terms, double *q, double *cstar, con
 void sp_tr_spark_loss_backward_f64(double *dZ, double *dconf, const double *q, const double *cstar, const double *P,
                                 const int32_t *labels, const double *conf, const double *wt, int T, int V,
                                 const double *alpha, double denom);
+
+double sp_tr_spark_loss_temp_forward_f64(double *terms, double *q, double *qT, double *cstar, const double *Z,
+                                      const double *P, const int32_t *labels, const double *conf, const double *wt,
+                                      const double *tinv, int T, int V, const double *alpha, double denom);
+void sp_tr_spark_loss_temp_backward_f64(double *dZ, double *dconf, const double *q, const double *qT,
+                                     const double *cstar, const double *P, const int32_t *labels, const double *conf,
+                                     const double *wt, const double *tinv, int T, int V, const double *alpha,
+                                     double denom);
 
 #endif

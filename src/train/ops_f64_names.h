@@ -33,6 +33,8 @@
 #define sp_tr_ce_backward sp_tr_ce_backward_f64
 #define sp_tr_spark_loss_forward sp_tr_spark_loss_forward_f64
 #define sp_tr_spark_loss_backward sp_tr_spark_loss_backward_f64
+#define sp_tr_spark_loss_temp_forward sp_tr_spark_loss_temp_forward_f64
+#define sp_tr_spark_loss_temp_backward sp_tr_spark_loss_temp_backward_f64
 /* the decoder block (block_train.h) */
 #define tr_block_w tr_block_w_f64
 #define tr_block_g tr_block_g_f64

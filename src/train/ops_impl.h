@@ -533,3 +533,89 @@ void sp_tr_spark_loss_backward(real *dZ, real *dconf, const real *q, const real 
         }
     }
 }
+
+/* ---- the tempered DSpark loss (docs/TRAINING.md §7), per slot t with weight wt[t] and inverse
+ * temperature β = tinv[t]:
+ *   q = softmax(Z_t) (the CE term, untempered);  qT = softmax(β·Z_t);  P_t the target's tempered
+ *   distribution softmax(β·z_t), given by the caller;
+ *   CE_t = −log q[label];  L1_t = Σ_v |qT_v − P_t,v|;  KL_t = Σ_v P_t,v (log P_t,v − log qT_v);
+ *   c*_t = clamp(1 − ½·L1_t, 0, 1) = Σ_v min(qT_v, P_t,v) (no gradient): the probability that a
+ *   draft sampled at temperature 1/β is accepted by a verify sampling the target at 1/β;
+ *   BCE_t = BCEWithLogits(conf_t, c*_t);
+ *   L = (a_ce·Σ w·CE + a_l1·Σ w·L1 + a_conf·Σ w·BCE + a_kl·Σ w·KL) / denom.
+ * alpha[4] = a_ce, a_l1, a_conf, a_kl. P is required (conf may be NULL). terms[5] receives Σw·CE,
+ * Σw·L1, Σw·BCE, Σw, Σw·KL; q and qT [T,V] the two softmaxes, cstar[T] c*_t. Returns L. */
+double sp_tr_spark_loss_temp_forward(double *terms, real *q, real *qT, real *cstar, const real *Z, const real *P,
+                                   const int32_t *labels, const real *conf, const real *wt, const real *tinv, int T,
+                                   int V, const double *alpha, double denom) {
+    sp_tr_softmax_rows(q, Z, T, V);
+    double sce = 0, sl1 = 0, sbce = 0, skl = 0, sw = 0;
+    for (int t = 0; t < T; t++) {
+        const real *z = Z + (size_t)t * V, *pt = P + (size_t)t * V;
+        real *qt = qT + (size_t)t * V, b = tinv[t], mx = b * z[0], sum = 0;
+        for (int v = 1; v < V; v++) if (b * z[v] > mx) mx = b * z[v];
+        for (int v = 0; v < V; v++) { qt[v] = EXP(b * z[v] - mx); sum += qt[v]; }
+        for (int v = 0; v < V; v++) qt[v] /= sum;
+        double l1 = 0;
+        for (int v = 0; v < V; v++) l1 += FABS(qt[v] - pt[v]);
+        double c = 1 - 0.5 * l1;
+        cstar[t] = (real)(c < 0 ? 0 : c > 1 ? 1 : c);
+        double w = wt[t];
+        sw += w;
+        if (w == 0) continue;
+        sce += w * tr_row_nll(z, V, labels[t]);
+        sl1 += w * l1;
+        if (alpha[3] != 0) { /* log qT_v = β·z_v − logsumexp(β·z), in double; 0·log 0 = 0 */
+            double m2 = (double)b * z[0], s2 = 0, kl = 0;
+            for (int v = 1; v < V; v++) if ((double)b * z[v] > m2) m2 = (double)b * z[v];
+            for (int v = 0; v < V; v++) s2 += exp((double)b * z[v] - m2);
+            double lse = m2 + log(s2);
+            for (int v = 0; v < V; v++)
+                if (pt[v] > 0) kl += (double)pt[v] * (log((double)pt[v]) - ((double)b * z[v] - lse));
+            skl += w * kl;
+        }
+        if (conf) {
+            double zc = conf[t], y = cstar[t];
+            sbce += w * ((zc > 0 ? zc : 0) - zc * y + log1p(exp(-fabs(zc))));
+        }
+    }
+    terms[0] = sce; terms[1] = sl1; terms[2] = sbce; terms[3] = sw; terms[4] = skl;
+    return (alpha[0] * sce + alpha[1] * sl1 + alpha[2] * sbce + alpha[3] * skl) / denom;
+}
+/* Through qT = softmax(β·Z) every distillation gradient carries the factor β:
+ * dZ_u += w/denom · (a_ce·(q_u − 1[u = label]) + β·a_l1·qT_u·(s_u − Σ_v qT_v·s_v)
+ *                    + β·a_kl·(qT_u − P_u)),  s = sign(qT − P);
+ * dconf += w/denom · a_conf · (σ(conf) − c*). */
+void sp_tr_spark_loss_temp_backward(real *dZ, real *dconf, const real *q, const real *qT, const real *cstar,
+                                  const real *P, const int32_t *labels, const real *conf, const real *wt,
+                                  const real *tinv, int T, int V, const double *alpha, double denom) {
+    for (int t = 0; t < T; t++) {
+        double w = wt[t];
+        if (w == 0) continue;
+        const real *qt = q + (size_t)t * V, *qtT = qT + (size_t)t * V, *pt = P + (size_t)t * V;
+        real *dz = dZ + (size_t)t * V;
+        real gce = (real)(w * alpha[0] / denom), gl1 = (real)(w * alpha[1] / denom * tinv[t]);
+        real gkl = (real)(w * alpha[3] / denom * tinv[t]);
+        if (gce != 0) {
+            for (int v = 0; v < V; v++) dz[v] += gce * qt[v];
+            dz[labels[t]] -= gce;
+        }
+        if (gl1 != 0) {
+            real qs = 0;
+            for (int v = 0; v < V; v++) {
+                real d = qtT[v] - pt[v];
+                qs += qtT[v] * (real)((d > 0) - (d < 0));
+            }
+            for (int v = 0; v < V; v++) {
+                real d = qtT[v] - pt[v];
+                dz[v] += gl1 * qtT[v] * ((real)((d > 0) - (d < 0)) - qs);
+            }
+        }
+        if (gkl != 0)
+            for (int v = 0; v < V; v++) dz[v] += gkl * (qtT[v] - pt[v]);
+        if (conf && dconf) {
+            double s = 1 / (1 + exp(-(double)conf[t]));
+            dconf[t] += (real)(w * alpha[2] / denom * (s - cstar[t]));
+        }
+    }
+}

@@ -152,6 +152,9 @@ int sp_tr_drafter_dims(const tr_train_cfg *c, const sp_model *target, int m, con
                               taps[i], tc->n_layers - 2, tc->n_layers);
     memcpy(d.tap_layers, taps, sizeof(int) * m);
     if (c->loss_weights_set) memcpy(d.alpha, c->loss_weights, sizeof d.alpha), d.alpha_set = 1;
+    d.n_temps = c->n_temps;
+    memcpy(d.temps, c->temps, sizeof d.temps);
+    d.alpha_kl = c->kl_weight;
     if (d.mask_id >= d.V) return sp_err_set(err, "--mask-id %d outside the vocabulary (%d)", d.mask_id, d.V);
     char *tcfg; /* the target's config.json: its directory's, or written from its GGUF metadata */
     if (sp_model_config_json(c->model_dir, &tcfg, err)) return -1;
@@ -305,13 +308,39 @@ static void evaluate(drafter_run *r, double *tau, double *acc) {
 /* the position decay γ of the loss weights: the block size under gamma_block */
 static double eff_gamma(const tr_train_cfg *c, const tr_dims *d) { return c->gamma_block ? d->B : c->gamma; }
 
+/* the tempered loss's settings: temperatures finite and > 0, a KL weight only with them, and only
+ * where the loss has a term they change (DSpark's TV, confidence or KL; DeepSpec layout) */
+static int check_temps(const tr_train_cfg *c, sp_err *err) {
+    if (c->n_temps < 0 || c->n_temps > TR_MAX_TEMPS)
+        return sp_err_set(err, "--temp: %d temperatures (at most %d)", c->n_temps, TR_MAX_TEMPS);
+    for (int i = 0; i < c->n_temps; i++)
+        if (!(c->temps[i] > 0) || !isfinite(c->temps[i]))
+            return sp_err_set(err, "--temp %g: a temperature must be a finite number > 0", c->temps[i]);
+    if (!isfinite(c->kl_weight) || c->kl_weight < 0)
+        return sp_err_set(err, "--kl-weight %g must be a finite number >= 0", c->kl_weight);
+    if (c->kl_weight > 0 && c->n_temps == 0)
+        return sp_err_set(err, "--kl-weight needs --temp (--temp 1: the untempered distribution)");
+    if (c->n_temps == 0) return 0;
+    if (c->arch != TR_ARCH_DSPARK || c->layout_mlxbun)
+        return sp_err_set(err, "--temp trains the DSpark loss's TV, KL and confidence terms: it needs --arch dspark "
+                               "and --layout deepspec, not --arch %s%s",
+                          sp_tr_arch_name(c->arch), c->layout_mlxbun ? " --layout mlx-bun" : "");
+    if (c->loss_weights_set && c->loss_weights[1] == 0 && c->loss_weights[2] == 0 && c->kl_weight == 0)
+        return sp_err_set(err, "--temp changes nothing with --loss-weights %g,0,0 and no --kl-weight",
+                          c->loss_weights[0]);
+    return 0;
+}
+
 static int check_cfg(const tr_train_cfg *c, sp_err *err) {
     if (!(c->lr > 0) || !isfinite(c->lr) || !isfinite(c->gamma))
         return sp_err_set(err, "--lr %g must be a finite number > 0 and --gamma %g finite", c->lr, c->gamma);
     if (c->block < 1 || c->block > 64 || c->batch < 1 || c->layers < 1 || c->ctx < 0 || c->markov_rank < 0)
         return sp_err_set(err, "train: block %d (1..64), batch %d, layers %d, ctx %d, markov rank %d out of range",
                           c->block, c->batch, c->layers, c->ctx, c->markov_rank);
-    return 0;
+    if (c->init_dir && (c->arch == TR_ARCH_EAGLE3 || c->layout_mlxbun))
+        return sp_err_set(err, "--init starts a DeepSpec-layout DSpark or DFlash drafter, not --arch %s%s",
+                          sp_tr_arch_name(c->arch), c->layout_mlxbun ? " --layout mlx-bun" : "");
+    return check_temps(c, err);
 }
 
 /* the training shards and the held-out ones (same taps and hidden size) */
@@ -381,7 +410,8 @@ static int build_model(drafter_run *r, sp_err *err) {
             sp_tr_e3_model_init(&r->m, d, c->seed, r->Wlm, r->d2t, err))
             return -1;
         r->m.d2t = r->d2t;
-    } else if (sp_tr_model_init(&r->m, d, c->seed, err)) return -1;
+    } else if (sp_tr_model_init(&r->m, d, c->seed, err) || (c->init_dir && sp_tr_drafter_init_from(c->init_dir, &r->m, err)))
+        return -1;
     r->tensors = malloc(sizeof *r->tensors * (size_t)r->m.n_params);
     r->cstar = malloc(sizeof(float) * c->batch * d->B * (e3 ? c->window : 1));
     if (!r->tensors || !r->cstar) return sp_err_set(err, "train: out of memory");
@@ -418,6 +448,12 @@ static int build_batches(drafter_run *r, sp_err *err) {
             (!c->layout_mlxbun && !(r->acts = sp_tr_acts_create(d, r->cap, r->C, err))) ||
             sp_tr_batch_alloc(&r->batch, r->cap, r->C, d->B, d->V, d->H, d->m * d->H, 1, err))
             return -1;
+        if (d->n_temps > 0) { /* the tempered loss: each anchor's temperature, training and monitor alike */
+            if (!(r->batch.tinv = malloc(sizeof(float) * (size_t)r->cap * d->B)))
+                return sp_err_set(err, "train: out of memory");
+            sp_tr_batcher_set_temps(&r->bt, d->n_temps, d->temps);
+            sp_tr_batcher_set_temps(&r->ev, d->n_temps, d->temps);
+        }
         r->n_units = r->bt.n;
         r->eval_n = c->eval_blocks < r->ev.n ? c->eval_blocks : (int)r->ev.n;
         r->P_keep = r->batch.P;
@@ -443,6 +479,15 @@ static void run_string(const drafter_run *r, const tr_optim_cfg *oc, char *run, 
     if (d->alpha_set) /* absent with the kind's weights and Σw: older checkpoints resume */
         snprintf(run + strlen(run), n - strlen(run), " loss_weights=%g,%g,%g", d->alpha[0], d->alpha[1], d->alpha[2]);
     if (c->loss_norm == TR_LOSS_NORM_ANCHORS) snprintf(run + strlen(run), n - strlen(run), " loss_norm=anchors");
+    char num[32]; /* the tempered loss's settings, each read back exactly from its text; absent without */
+    for (int i = 0; i < d->n_temps; i++) {
+        sp_tr_format_double(num, sizeof num, d->temps[i]);
+        snprintf(run + strlen(run), n - strlen(run), "%s%s", i ? "," : " temp=", num);
+    }
+    if (d->alpha_kl > 0) {
+        sp_tr_format_double(num, sizeof num, d->alpha_kl);
+        snprintf(run + strlen(run), n - strlen(run), " kl_weight=%s", num);
+    }
     if (c->layout_mlxbun)
         snprintf(run + strlen(run), n - strlen(run), " layout=mlx-bun dDraft=%d heads=%d ffMult=%d", c->mb_dim,
                  c->mb_heads, c->mb_ff_mult);
@@ -455,7 +500,7 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     const tr_dims *d = &r->d;
     int64_t i0 = (step - 1) * (int64_t)c->batch + r->lo;
     double wsum = 0;
-    tr_stats st;
+    tr_stats st = {0};
     if (c->arch == TR_ARCH_EAGLE3) {
         sp_tr_e3_fill(&r->es, &r->eb, i0, r->nloc);
         for (int k = 0; k < d->B; k++)
@@ -481,6 +526,7 @@ static void dr_step(void *ctx, long step, float *grad, double *stats) {
     }
     r->wsum = wsum;
     stats[0] = st.loss, stats[1] = st.ce, stats[2] = st.l1, stats[3] = st.bce;
+    if (d->n_temps > 0) stats[4] = st.kl;
 }
 
 /* after an evaluation at step > 0: a better τ is written to OUT/best/ (rank 0); 1 when the
@@ -545,6 +591,10 @@ static void dr_log_row(void *ctx, FILE *f, const tr_loop_row *w) {
         fprintf(f, ",");
         for (int k = 0; k < r->d.B; k++) fprintf(f, ",");
     }
+    if (r->d.n_temps > 0) { /* the tempered loss's KL column, last so that a1..aB keep their places */
+        if (w->step == 0) fprintf(f, ",");
+        else fprintf(f, ",%.6f", s[4] / r->wsum);
+    }
     fprintf(f, "\n");
 }
 
@@ -569,6 +619,13 @@ static int dr_state(void *ctx, json_t *j) {
                              r->res->tau_last);
     int rc = more ? json_object_update(j, more) : -1;
     json_decref(more);
+    if (!rc && r->d.n_temps > 0) { /* the tempered loss's temperatures and KL weight */
+        json_t *ts = json_array();
+        for (int i = 0; i < r->d.n_temps; i++) json_array_append_new(ts, json_real(r->d.temps[i]));
+        json_t *tj = json_pack("{s:o, s:f}", "temp", ts, "kl_weight", r->d.alpha_kl);
+        rc = tj ? json_object_update(j, tj) : -1;
+        json_decref(tj);
+    }
     if (!rc && (c->keep_best || c->patience > 0)) {
         json_t *best = json_pack("{s:f, s:I, s:i}", "best_tau", r->best_tau, "best_step", (json_int_t)r->best_step,
                                  "evals_since_best", r->since_best);
@@ -585,13 +642,15 @@ static tr_loop_cfg loop_cfg(const drafter_run *r, char *run, size_t n, char *hea
     tr_loop_cfg lc = {.oc = {.lr = c->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
                              .warmup = c->warmup >= 0 ? c->warmup : sp_tr_warmup_default(total), .total = total,
                              .clip = 1.0},
-                      .n_stats = 4, .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
+                      .n_stats = r->d.n_temps > 0 ? 5 : 4, /* the KL term under --temp */
+                      .out_dir = c->out_dir, .log_path = c->log_path, .log_header = header, .run = run,
                       .resume = c->resume, .save_every = c->save_every, .eval_every = c->eval_every,
                       .eval_at_start = 1, .kill_after = c->stop_after, .progress = c->progress ? "train" : NULL,
                       .dist = c->dist};
     run_string(r, &lc.oc, run, n);
     size_t k = (size_t)snprintf(header, hn, "step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau");
     for (int i = 0; i < r->d.B && k < hn; i++) k += (size_t)snprintf(header + k, hn - k, ",a%d", i + 1);
+    if (r->d.n_temps > 0 && k < hn) k += (size_t)snprintf(header + k, hn - k, ",kl");
     if (k < hn) snprintf(header + k, hn - k, "\n");
     return lc;
 }

@@ -8,7 +8,7 @@
  * deterministic and thread-count invariant, and the optimizer file holds everything else. The held-out monitor evaluates a fixed set of full blocks: per-slot
  * analytic acceptance a_k = mean c*_k and τ = mean over blocks of 1 + Σ_j Π_{i≤j} c*_i.
  * CSV log: step,epoch,lr,loss,ce,l1,bce,grad_norm,tok_per_s,tau,a1..aB (tau and a_k only on
- * monitor steps). */
+ * monitor steps), then kl under the tempered loss. */
 #ifndef SPECULA_TRAIN_TRAINER_H
 #define SPECULA_TRAIN_TRAINER_H
 
@@ -36,6 +36,12 @@ typedef struct {
     double loss_weights[3]; /* α_ce, α_l1 (TV), α_conf when loss_weights_set (DSpark / DFlash) */
     int loss_weights_set;   /* 0: the kind's defaults (sp_tr_loss_alpha) */
     tr_loss_norm loss_norm; /* the loss normaliser: Σw (default) or the number of anchors */
+    int n_temps;            /* > 0: the tempered loss (docs/TRAINING.md §7) at temps[], one drawn per anchor
+                               (DSpark only); 0: the untempered loss */
+    double temps[TR_MAX_TEMPS];
+    double kl_weight;       /* α_kl of the tempered loss (needs n_temps > 0) */
+    const char *init_dir;   /* non-NULL: start from this drafter's model.safetensors (same layout; DeepSpec
+                               DSpark / DFlash) instead of the random init; a resume reads its checkpoint */
     int layout_mlxbun;      /* 1: mlx-bun's own modules and files (mlxbun_train.h): --arch dspark is DSpark v1,
                                dflash the faithful DFlash; block = γ, layers = nLayers, markov_rank = markovRank */
     int mb_dim, mb_heads, mb_ff_mult; /* mlx-bun: dDraft, nHeads, ffMult */
