@@ -105,6 +105,11 @@ static void test_multi_equals_single(void) {
     /* wide K and long T: several scratch chunks, each quantized on every thread */
     check_group("q4_0 q8_0 (chunks)", (const sp_dtype[]){SP_DT_Q4_0, SP_DT_Q8_0}, (const int[]){21, 35}, 2, 4096, 70);
     check_group("q4_k q6_k (chunks)", (const sp_dtype[]){SP_DT_Q4_K, SP_DT_Q6_K}, (const int[]){35, 21}, 2, 4096, 70);
+    /* SP_MATMUL_MULTI_MAX weights (a row's experts' gate and up, block.c) */
+    sp_dtype dts[SP_MATMUL_MULTI_MAX];
+    int Ns[SP_MATMUL_MULTI_MAX];
+    for (int i = 0; i < SP_MATMUL_MULTI_MAX; i++) dts[i] = i % 5 == 4 ? SP_DT_Q6_K : SP_DT_Q4_K, Ns[i] = 9 + 7 * i;
+    for (int T = 1; T <= 3; T += 2) check_group("16 k-quant weights", dts, Ns, SP_MATMUL_MULTI_MAX, 512, T);
 }
 
 static void test_shares_x(void) {
@@ -121,8 +126,10 @@ static void test_shares_x(void) {
     CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &q4k}, 2), "Q4_0 + Q4_K do not share");
     CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &f}, 2), "a float weight does not share");
     CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &wide}, 2), "different K do not share");
-    CHECK(!sp_matmul_quant_shares_x((const sp_mat *[]){&q4, &q4, &q4, &q4, &q4}, SP_MATMUL_MULTI_MAX + 1),
-          "more than SP_MATMUL_MULTI_MAX weights do not share");
+    const sp_mat *many[SP_MATMUL_MULTI_MAX + 1];
+    for (int i = 0; i <= SP_MATMUL_MULTI_MAX; i++) many[i] = &q4;
+    CHECK(sp_matmul_quant_shares_x(many, SP_MATMUL_MULTI_MAX), "SP_MATMUL_MULTI_MAX weights share");
+    CHECK(!sp_matmul_quant_shares_x(many, SP_MATMUL_MULTI_MAX + 1), "more than SP_MATMUL_MULTI_MAX weights do not share");
 }
 
 int main(void) {
