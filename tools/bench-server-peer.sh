@@ -76,6 +76,7 @@ start() {
 }
 
 stop() {
+    [ -n "$SRV" ] || return 0
     kill -TERM "$SRV"
     wait "$SRV" 2>/dev/null
     SRV=""
@@ -90,6 +91,11 @@ record() { # ENGINE PART REP KV JSON; an empty JSON (the client failed) is kept 
     *'"b":}' | '')
         echo "bench-server-peer: $1 $2 $4 (rep $3) failed; the server log ends:" >&2
         tail -5 "$WORK/srv.log" >&2
+        if ! kill -0 "$SRV" 2>/dev/null; then
+            wait "$SRV"
+            echo "bench-server-peer: the server had exited with status $?" >&2
+            SRV=""
+        fi
         printf '{"engine":"%s","part":"%s","rep":"%s","kv":"%s","error":true}\n' "$1" "$2" "$$-$3" "$4" >>"$OUT"
         return ;;
     esac
@@ -145,7 +151,7 @@ const rng = (v, d = 1) => v.length ? `${med(v).toFixed(d)} [${Math.min(...v).toF
 const get = (e, p, kv = "-") => runs.filter((x) => x.engine === e && x.part === p && x.kv === kv);
 const row = (x, mode, c = 1) => { const rows = x.r.b ? x.r.b.rows : x.r.rows; return rows.find((y) => y.clients === c && (mode === "*" || y.mode === mode)); };
 const byRep = (a, b, f) => a.map((x) => { const y = b.find((z) => z.rep === x.rep); return y ? f(x, y) : NaN; }).filter((v) => v === v);
-const nreps = new Set(runs.map((x) => x.rep)).size;
+const nreps = new Set(all.map((x) => x.rep)).size;
 console.log(`${nreps} reps; medians [min–max]\n`);
 const C = engines.filter((e) => get(e, "cache").length);
 if (C.length) {
