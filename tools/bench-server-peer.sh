@@ -152,7 +152,7 @@ const get = (e, p, kv = "-") => runs.filter((x) => x.engine === e && x.part === 
 const row = (x, mode, c = 1) => { const rows = x.r.b ? x.r.b.rows : x.r.rows; return rows.find((y) => y.clients === c && (mode === "*" || y.mode === mode)); };
 const byRep = (a, b, f) => a.map((x) => { const y = b.find((z) => z.rep === x.rep); return y ? f(x, y) : NaN; }).filter((v) => v === v);
 const nreps = new Set(all.map((x) => x.rep)).size;
-console.log(`${nreps} reps; medians [min–max]\n`);
+console.log(`${nreps} reps; medians [min–max]; engine llama-tN: llama-server -t N\n`);
 const C = engines.filter((e) => get(e, "cache").length);
 if (C.length) {
   const r0 = get(C[0], "cache")[0].r;
@@ -173,7 +173,7 @@ if (J.length) {
   for (const e of J) for (const m of modes(e)) {
     const js = get(e, "json").map((x) => row(x, m)), fr = get(e, "free").map((x) => row(x, m));
     const tf = js.filter((x) => x.from).map((x) => x.from), sum = (k) => tf.reduce((a, x) => a + x[k], 0);
-    console.log(`| ${e} | ${e === "specula" ? m : "plain"} | ${rng(js.map((x) => x.tps))} | ${rng(js.map((x) => x.decode).filter((v) => v != null))} | ${rng(fr.map((x) => x.tps))} | ${tf.length ? `${sum("forced")}/${sum("drafter")}/${sum("target")}` : "-"} |`);
+    console.log(`| ${e} | ${e === "specula" ? m : "plain"} | ${rng(js.map((x) => x.tps))} | ${rng(js.map((x) => x.decode).filter((v) => v != null))} | ${rng(fr.map((x) => x.tps))} | ${tf.length ? `${sum("forced")}/${sum("drafter")}/${sum("target")} (${["forced", "drafter", "target"].map((k) => (100 * sum(k) / (sum("forced") + sum("drafter") + sum("target"))).toFixed(0) + "%").join(" / ")})` : "-"} |`);
   }
   const sp = get("specula", "json"), sf = get("specula", "free");
   const js = rng(sp.map((x) => row(x, "spec").tps / row(x, "plain").tps), 2), fs = rng(sf.map((x) => row(x, "spec").tps / row(x, "plain").tps), 2);
