@@ -3,11 +3,15 @@
 multi-turn chat with the cache (the default) and with "cache_prompt": false, and the aggregate
 tok/s of N clients each running such a chat, on vs off.
 
-usage: python3 tools/bench-cache.py PORT [--turns 6] [--clients 8] [--history 1000] [--reps 3]
+usage: python3 tools/bench-cache.py PORT [--turns 6] [--clients 8] [--history 1000] [--reps 3] [--json] [--extra JSON]
 
 Start the server first (e.g. build/specula serve --port 8080 -np 8 -c 4096). Each chat opens with
 a system prompt sized so that the last turn's prompt is about --history tokens; replies are greedy,
-48 tokens. Prints one line per figure and the ratios. Standard library only."""
+48 tokens. Prints one line per figure and the ratios; --json adds one JSON line of the medians
+(ttft_on / ttft_off ms, tps_on / tps_off, the last turn's prompt and cached tokens); --extra adds
+the fields of a JSON object to every request (e.g. '{"speculative": false}' for specula). Any server
+that takes "cache_prompt" and streams usage with prompt_tokens_details (llama-server does) works.
+Standard library only."""
 import argparse
 import http.client
 import json
@@ -23,10 +27,13 @@ def text_of(n_words, seed):
     return " ".join(WORDS[(i * 7 + seed * 13) % len(WORDS)] for i in range(n_words))
 
 
+EXTRA = {}
+
+
 def chat_turn(port, messages, cache, max_tokens=48):
     """one streamed chat request: (ms to the first content chunk, reply text, usage)"""
     body = json.dumps({"messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}, "cache_prompt": cache})
+                       "stream_options": {"include_usage": True}, "cache_prompt": cache, **EXTRA})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.time()
     c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
@@ -70,12 +77,17 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--history", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--extra", default="{}")
     a = ap.parse_args()
+    EXTRA.update(json.loads(a.extra))
     ttft = {True: [], False: []}
+    tps, last = {}, (0, 0)
     for rep in range(a.reps):
         for cache in (True, False):  # interleaved
             t, _, cached, prompt = conversation(a.port, 100 + rep, a.turns, a.history, cache)
             ttft[cache].append(t)
+            last = (prompt, cached) if cache else last
             print("rep %d cache %-5s: turn %d TTFT %.0f ms (prompt %d tokens, %d cached)" %
                   (rep, cache, a.turns, t, prompt, cached), flush=True)
     on, off = statistics.median(ttft[True]), statistics.median(ttft[False])
@@ -91,8 +103,12 @@ def main():
         for t in th:
             t.join()
         dt = time.time() - t0
+        tps[cache] = sum(toks) / dt
         print("%d clients x %d turns, cache %-5s: %d tokens in %.1f s = %.1f tok/s" %
               (a.clients, a.turns, cache, sum(toks), dt, sum(toks) / dt), flush=True)
+    if a.json:
+        print(json.dumps({"ttft_on": on, "ttft_off": off, "tps_on": tps[True], "tps_off": tps[False],
+                          "prompt": last[0], "cached": last[1], "clients": a.clients, "turns": a.turns}))
 
 
 if __name__ == "__main__":
