@@ -9,7 +9,7 @@ LOG=$(mktemp)
 build/specula serve --port 0 --parallel 8 -t "${THREADS:-2}" ${SERVE_ARGS:-} 2>"$LOG" &
 PID=$!
 PORT=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 900); do # up to 3 minutes: a cold page cache reads the model from disk
     PORT=$(grep -o 'ready:.*port [0-9]*' "$LOG" | grep -o '[0-9]*$')
     [ -n "$PORT" ] && break
     sleep 0.2
