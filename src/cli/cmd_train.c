@@ -141,6 +141,19 @@ static int layout_defaults(tr_train_cfg *c, int argc, char **argv) {
     return 0;
 }
 
+/* the required options, --resume / --force against the output folder, --steps and --epochs;
+ * 0, or cli_error's status */
+static int check_run(const tr_train_cfg *c, int resume, int force, int steps) {
+    if (!c->model_dir || !c->data_dir || !c->out_dir) return cli_error("train", "-m, --data and -o are required");
+    if (resume && force) return cli_error("train", "give either --resume or --force, not both");
+    if (!resume && !force && dir_has_files(c->out_dir))
+        return cli_error("train", "%s already holds files (a checkpoint would be overwritten): --resume continues "
+                                  "its training, --force starts over", c->out_dir);
+    if (steps != INT_MIN && steps < 1) return cli_error("train", "--steps must be at least 1, got %d", steps);
+    if (c->epochs < 1) return cli_error("train", "--epochs must be at least 1, got %d", c->epochs);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     tr_train_cfg c = sp_tr_train_defaults();
     const char *arch = "dspark", *markov = "vanilla", *gamma = NULL, *weights = NULL, *norm = NULL, *layout = NULL;
@@ -209,14 +222,7 @@ int cmd_train(int argc, char **argv) {
     rc = cli_parse("train", "--arch {dspark,dflash,dflash-zlab,eagle3} -m TARGET --data SHARDS -o DIR [options]", opts,
                        (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL, 0);
     if (rc) return rc > 0 ? 0 : 2;
-    if (!c.model_dir || !c.data_dir || !c.out_dir) return cli_error("train", "-m, --data and -o are required");
-    if (resume && force) return cli_error("train", "give either --resume or --force, not both");
-    if (!resume && !force && dir_has_files(c.out_dir))
-        return cli_error("train", "%s already holds files (a checkpoint would be overwritten): --resume continues "
-                                  "its training, --force starts over", c.out_dir);
-    if (steps != INT_MIN && steps < 1) return cli_error("train", "--steps must be at least 1, got %d", steps);
-    if (c.epochs < 1) return cli_error("train", "--epochs must be at least 1, got %d", c.epochs);
-    if ((rc = set_arch(&c, arch, markov)) || (rc = set_loss(&c, gamma, weights, norm)) || (rc = set_temp(&c, temp, kl)))
+    if ((rc = check_run(&c, resume, force, steps)) || (rc = set_arch(&c, arch, markov)) || (rc = set_loss(&c, gamma, weights, norm)) || (rc = set_temp(&c, temp, kl)))
         return rc;
     c.steps = steps == INT_MIN ? 0 : steps;
     c.warmup = warmup;
