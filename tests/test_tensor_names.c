@@ -35,7 +35,7 @@ static void test_norm_roles(void) {
     CHECK(!sp_tensor_hf_name(SP_ARCH_QWEN3, SP_TN_COUNT, 0, small, sizeof small), "role out of range accepted");
 }
 
-/* Qwen3-MoE experts: one HF tensor per expert, one stacked GGUF tensor per role */
+/* Qwen3-MoE experts: one HF tensor per expert, one stacked GGUF tensor per role; Gemma-4's stacked in both */
 static void test_expert_names(void) {
     char buf[160];
     const char *s = sp_tensor_hf_expert_name(SP_ARCH_QWEN3, SP_TN_EXP_UP, 3, 17, buf, sizeof buf);
@@ -48,8 +48,22 @@ static void test_expert_names(void) {
     CHECK(!sp_tensor_hf_name(SP_ARCH_QWEN3, SP_TN_EXP_GATE, 0, buf, sizeof buf), "an expert role has no single name");
     CHECK((s = gg(SP_ARCH_QWEN3, SP_TN_EXP_GATE, 2)) && !strcmp(s, "blk.2.ffn_gate_exps.weight"), "%s", s);
     CHECK((s = gg(SP_ARCH_QWEN3, SP_TN_ROUTER, 2)) && !strcmp(s, "blk.2.ffn_gate_inp.weight"), "%s", s);
-    CHECK(!sp_tensor_hf_expert_name(SP_ARCH_GEMMA4, SP_TN_EXP_UP, 0, 0, buf, sizeof buf),
-          "gemma4's MoE is not this layout");
+    /* Gemma-4: per-expert names that exist as slices of the stacked tensors (gate and up in one) */
+    CHECK((s = sp_tensor_hf_expert_name(SP_ARCH_GEMMA4, SP_TN_EXP_UP, 4, 9, buf, sizeof buf)) &&
+              !strcmp(s, "layers.4.experts.9.up_proj"),
+          "%s", s ? s : "(null)");
+    CHECK(sp_tensor_expert_of(SP_ARCH_GEMMA4, "layers.4.experts.9.gate_proj", &li, &e) == SP_TN_EXP_GATE && li == 4 &&
+              e == 9,
+          "gemma4 expert name parsed as layer %d expert %d", li, e);
+    int part = -1, parts = -1;
+    CHECK((s = sp_tensor_expert_stack(SP_ARCH_GEMMA4, SP_TN_EXP_UP, 4, 0, buf, sizeof buf, &part, &parts)) &&
+              !strcmp(s, "layers.4.experts.gate_up_proj") && part == 1 && parts == 2,
+          "gemma4 up: %s part %d of %d", s ? s : "(null)", part, parts);
+    CHECK((s = sp_tensor_expert_stack(SP_ARCH_GEMMA4, SP_TN_EXP_DOWN, 4, 1, buf, sizeof buf, &part, &parts)) &&
+              !strcmp(s, "blk.4.ffn_down_exps.weight") && part == 0 && parts == 1,
+          "gemma4 down (GGUF): %s part %d of %d", s ? s : "(null)", part, parts);
+    CHECK(!sp_tensor_expert_stack(SP_ARCH_QWEN3, SP_TN_EXP_UP, 4, 0, buf, sizeof buf, &part, &parts),
+          "Qwen3-MoE's HF experts are one tensor each, not stacked");
 }
 
 /* every name of every architecture maps back to its role and layer, and to its GGUF name */
@@ -68,7 +82,7 @@ static void test_round_trip(void) {
             const char *m = sp_gguf_tensor_name(archs[a], h, buf, sizeof buf);
             CHECK(m && !strcmp(m, g), "%s → %s, expected %s", h, m ? m : "(null)", g);
         }
-    CHECK(n_names == 15 + 15 + 23, "%d names in the tables", n_names); /* llama / qwen3 with the MoE router */
+    CHECK(n_names == 15 + 15 + 29, "%d names in the tables", n_names); /* llama / qwen3 with the MoE router; gemma4 with its MoE block */
     int layer;
     CHECK(sp_tensor_role_of(SP_ARCH_QWEN3, "layers.1.mlp.experts.weight", &layer) < 0, "unknown name has a role");
     CHECK(sp_tensor_role_of(SP_ARCH_QWEN3, "input_layernorm.weight", &layer) < 0, "layer name without a layer");
