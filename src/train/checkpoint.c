@@ -45,6 +45,27 @@ static int temps_text(char **text, const tr_dims *d) {
     return 0;
 }
 
+/* A mixture-of-experts target's drafter is a dense block of the same architecture: a Qwen3-MoE
+ * target's a Qwen3 block of intermediate_size, a Gemma-4 MoE target's a Gemma-4 block without the
+ * expert block. Its config drops the expert keys. */
+static void drop_moe_keys(json_t *c) {
+    const char *mt = json_string_value(json_object_get(c, "model_type"));
+    if (mt && !strcmp(mt, "qwen3_moe")) {
+        json_object_set_new(c, "model_type", json_string("qwen3")); /* frees mt */
+        const char *moe_keys[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                                  "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
+                                  "router_aux_loss_coef", "shared_expert_intermediate_size"};
+        for (size_t i = 0; i < sizeof moe_keys / sizeof *moe_keys; i++) json_object_del(c, moe_keys[i]);
+    }
+    json_t *tc = json_object_get(c, "text_config");
+    json_t *g = json_is_object(tc) ? tc : c;
+    if (json_is_true(json_object_get(g, "enable_moe_block"))) {
+        json_object_set_new(g, "enable_moe_block", json_false());
+        const char *gk[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
+        for (size_t i = 0; i < sizeof gk / sizeof *gk; i++) json_object_del(g, gk[i]);
+    }
+}
+
 int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, int num_anchors, sp_err *err) {
     json_t *c = sp_hf_json_loadb(target_config, strlen(target_config), JSON_REJECT_DUPLICATES, "target config.json", err);
     if (!c) return -1;
@@ -57,23 +78,8 @@ int sp_tr_config_json(char **out, const char *target_config, const tr_dims *d, i
      * says model_type "qwen3" so loaders read those norms, and keeps the target's rope_theta,
      * rope_scaling (llama3) and rms_norm_eps, which the drafter's RoPE and norms use. */
     const char *mt = json_string_value(json_object_get(c, "model_type"));
-    int is_moe = mt && !strcmp(mt, "qwen3_moe"); /* read before model_type is replaced (which frees mt) */
     if (mt && !strcmp(mt, "llama")) json_object_set_new(c, "model_type", json_string("qwen3"));
-    if (is_moe) { /* a Qwen3-MoE target's drafter is a dense Qwen3 block of intermediate_size */
-        json_object_set_new(c, "model_type", json_string("qwen3"));
-        const char *moe_keys[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
-                                  "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
-                                  "router_aux_loss_coef", "shared_expert_intermediate_size"};
-        for (size_t i = 0; i < sizeof moe_keys / sizeof *moe_keys; i++) json_object_del(c, moe_keys[i]);
-    }
-    /* a Gemma-4 MoE target's drafter is a dense Gemma-4 block: its experts are not copied */
-    json_t *tc = json_object_get(c, "text_config");
-    json_t *g = json_is_object(tc) ? tc : c;
-    if (json_is_true(json_object_get(g, "enable_moe_block"))) {
-        json_object_set_new(g, "enable_moe_block", json_false());
-        const char *gk[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
-        for (size_t i = 0; i < sizeof gk / sizeof *gk; i++) json_object_del(g, gk[i]);
-    }
+    drop_moe_keys(c);
     json_t *taps = json_array(), *types = json_array();
     for (int i = 0; i < d->m; i++) json_array_append_new(taps, json_integer(d->tap_layers[i]));
     for (int i = 0; i < d->L; i++) json_array_append_new(types, json_string("full_attention"));
