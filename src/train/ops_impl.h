@@ -500,6 +500,20 @@ double sp_tr_spark_loss_forward(double *terms, real *q, real *cstar, const real 
     terms[0] = sce; terms[1] = sl1; terms[2] = sbce; terms[3] = sw;
     return (alpha[0] * sce + alpha[1] * sl1 + alpha[2] * sbce) / denom;
 }
+/* dz[v] += g · q_v · (sign(q_v − p_v) − Σ_u q_u · sign(q_u − p_u)): the gradient of g · Σ|q − p|
+ * with respect to the logits z of q = softmax(z) */
+static void tr_tv_grad_add(real *dz, const real *q, const real *p, real g, int V) {
+    real qs = 0;
+    for (int v = 0; v < V; v++) {
+        real d = q[v] - p[v];
+        qs += q[v] * (real)((d > 0) - (d < 0));
+    }
+    for (int v = 0; v < V; v++) {
+        real d = q[v] - p[v];
+        dz[v] += g * q[v] * ((real)((d > 0) - (d < 0)) - qs);
+    }
+}
+
 /* dZ_u += w/denom · (a_ce·(q_u − 1[u = label]) + a_l1·q_u·(s_u − Σ_v q_v·s_v)), s = sign(q − P);
  * dconf += w/denom · a_conf · (σ(conf) − c*). */
 void sp_tr_spark_loss_backward(real *dZ, real *dconf, const real *q, const real *cstar, const real *P,
@@ -515,18 +529,7 @@ void sp_tr_spark_loss_backward(real *dZ, real *dconf, const real *q, const real 
             for (int v = 0; v < V; v++) dz[v] += gce * qt[v];
             dz[labels[t]] -= gce;
         }
-        if (gl1 != 0 && P) {
-            const real *pt = P + (size_t)t * V;
-            real qs = 0;
-            for (int v = 0; v < V; v++) {
-                real d = qt[v] - pt[v];
-                qs += qt[v] * (real)((d > 0) - (d < 0));
-            }
-            for (int v = 0; v < V; v++) {
-                real d = qt[v] - pt[v];
-                dz[v] += gl1 * qt[v] * ((real)((d > 0) - (d < 0)) - qs);
-            }
-        }
+        if (gl1 != 0 && P) tr_tv_grad_add(dz, qt, P + (size_t)t * V, gl1, V);
         if (conf && dconf) {
             double s = 1 / (1 + exp(-(double)conf[t]));
             dconf[t] += (real)(w * alpha[2] / denom * (s - cstar[t]));
@@ -600,17 +603,7 @@ void sp_tr_spark_loss_temp_backward(real *dZ, real *dconf, const real *q, const 
             for (int v = 0; v < V; v++) dz[v] += gce * qt[v];
             dz[labels[t]] -= gce;
         }
-        if (gl1 != 0) {
-            real qs = 0;
-            for (int v = 0; v < V; v++) {
-                real d = qtT[v] - pt[v];
-                qs += qtT[v] * (real)((d > 0) - (d < 0));
-            }
-            for (int v = 0; v < V; v++) {
-                real d = qtT[v] - pt[v];
-                dz[v] += gl1 * qtT[v] * ((real)((d > 0) - (d < 0)) - qs);
-            }
-        }
+        if (gl1 != 0) tr_tv_grad_add(dz, qtT, pt, gl1, V);
         if (gkl != 0)
             for (int v = 0; v < V; v++) dz[v] += gkl * (qtT[v] - pt[v]);
         if (conf && dconf) {
