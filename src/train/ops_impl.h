@@ -444,6 +444,16 @@ static double tr_row_nll(const real *z, int V, int label) {
     return mx + log(s) - (double)z[label];
 }
 
+/* Σ|q − p| of one row, and *cstar = 1 − Σ|q − p| / 2 = Σ min(q, p) clamped to [0, 1] (the
+ * confidence head's target) */
+static double tr_l1_cstar(const real *q, const real *p, int V, real *cstar) {
+    double l1 = 0;
+    for (int v = 0; v < V; v++) l1 += FABS(q[v] - p[v]);
+    double c = 1 - 0.5 * l1;
+    *cstar = (real)(c < 0 ? 0 : c > 1 ? 1 : c);
+    return l1;
+}
+
 /* ---- softmax cross-entropy: loss = Σ_t wt[t]·(−log softmax(Z_t)[label_t]) / denom ---------- */
 double sp_tr_ce_forward(real *q, const real *Z, const int32_t *labels, const real *wt, int T, int V, double denom) {
     sp_tr_softmax_rows(q, Z, T, V);
@@ -480,13 +490,7 @@ double sp_tr_spark_loss_forward(double *terms, real *q, real *cstar, const real 
     double sce = 0, sl1 = 0, sbce = 0, sw = 0;
     for (int t = 0; t < T; t++) {
         const real *qt = q + (size_t)t * V;
-        double l1 = 0;
-        if (P) {
-            const real *pt = P + (size_t)t * V;
-            for (int v = 0; v < V; v++) l1 += FABS(qt[v] - pt[v]);
-            double c = 1 - 0.5 * l1;
-            cstar[t] = (real)(c < 0 ? 0 : c > 1 ? 1 : c);
-        }
+        double l1 = P ? tr_l1_cstar(qt, P + (size_t)t * V, V, &cstar[t]) : 0;
         double w = wt[t];
         sw += w;
         if (w == 0) continue;
@@ -500,6 +504,7 @@ double sp_tr_spark_loss_forward(double *terms, real *q, real *cstar, const real 
     terms[0] = sce; terms[1] = sl1; terms[2] = sbce; terms[3] = sw;
     return (alpha[0] * sce + alpha[1] * sl1 + alpha[2] * sbce) / denom;
 }
+
 /* dz[v] += g · q_v · (sign(q_v − p_v) − Σ_u q_u · sign(q_u − p_u)): the gradient of g · Σ|q − p|
  * with respect to the logits z of q = softmax(z) */
 static void tr_tv_grad_add(real *dz, const real *q, const real *p, real g, int V) {
@@ -559,10 +564,7 @@ double sp_tr_spark_loss_temp_forward(double *terms, real *q, real *qT, real *cst
         for (int v = 1; v < V; v++) if (b * z[v] > mx) mx = b * z[v];
         for (int v = 0; v < V; v++) { qt[v] = EXP(b * z[v] - mx); sum += qt[v]; }
         for (int v = 0; v < V; v++) qt[v] /= sum;
-        double l1 = 0;
-        for (int v = 0; v < V; v++) l1 += FABS(qt[v] - pt[v]);
-        double c = 1 - 0.5 * l1;
-        cstar[t] = (real)(c < 0 ? 0 : c > 1 ? 1 : c);
+        double l1 = tr_l1_cstar(qt, pt, V, &cstar[t]);
         double w = wt[t];
         sw += w;
         if (w == 0) continue;
