@@ -2,7 +2,8 @@
 """bench-synthetic-report.py WORK G — the tables and plots of tools/bench-synthetic.sh.
 
 Reads WORK/runs/SHAPE__TYPE__KIND__tTH__rR.json (bench-spec --spec-synthetic --json sweeps) and
-WORK/runs/serve__SHAPE__TYPE__rR.json (bench-serve.mjs's closing JSON line); writes WORK/synthetic.md
+WORK/runs/serve__SHAPE__TYPE__KIND__POLICY__rR.json (bench-serve.mjs's closing JSON line; the older
+serve__SHAPE__TYPE__rR.json is dspark, auto); writes WORK/synthetic.md
 with medians over rounds and, when gnuplot is installed, speedup-vs-tau-SHAPE.svg per shape and
 serve-ratio.svg. Every table is marked: synthetic acceptance is a benchmark mode, not lossless."""
 import glob
@@ -42,25 +43,39 @@ for key in sorted(cells):
         med(ps, "verify_ms_per_round"), med(ps, "plain_ms_per_token")))
     plots.setdefault(sh, {}).setdefault((ty, kd, th), []).append((med(ps, "tau"), med(ps, "speedup")))
 
-serve = {}  # (shape, type) -> {clients: [spec/plain]}
+serve = {}  # (shape, type, kind, policy) -> {clients: [spec/plain]}
+splain = {}  # the same -> {clients: [plain tok/s]}
+sfrom = {}  # the same -> {clients: [share of the spec cell's tokens that came from the drafter]}
 for path in sorted(glob.glob(os.path.join(work, "runs", "serve__*__r*.json"))):
-    m = re.match(r"serve__(.+?)__(.+?)__r\d+\.json$", os.path.basename(path))
+    base = os.path.basename(path)
+    m = re.match(r"serve__(.+?)__(.+?)__(.+?)__(.+?)__r\d+\.json$", base) or re.match(r"serve__(.+?)__(.+?)__r\d+\.json$", base)
+    key = m.groups() if len(m.groups()) == 4 else m.groups() + ("dspark", "auto")
     try:
         rows = json.load(open(path))["rows"]
     except (OSError, ValueError, KeyError):
         continue
     by = {}
     for row in rows:
-        by.setdefault(row.get("clients"), {})[row.get("mode") == "spec"] = row.get("tps", 0)
+        by.setdefault(row.get("clients"), {})[row.get("mode") == "spec"] = row
     for c, v in by.items():
-        if v.get(False):
-            serve.setdefault((m.group(1), m.group(2)), {}).setdefault(c, []).append(v.get(True, 0) / v[False])
+        if v.get(False) and v[False].get("tps"):
+            serve.setdefault(key, {}).setdefault(c, []).append(v.get(True, {}).get("tps", 0) / v[False]["tps"])
+            splain.setdefault(key, {}).setdefault(c, []).append(v[False]["tps"])
+            fr = (v.get(True) or {}).get("from") or {}
+            if sum(fr.values()):
+                sfrom.setdefault(key, {}).setdefault(c, []).append(fr.get("drafter", 0) / sum(fr.values()))
 if serve:
-    lines += ["", "Server (SYNTHETIC acceptance, dspark): aggregate tok/s, spec ÷ plain, medians over rounds.", "",
-              "| shape | type | " + " | ".join("%s clients" % c for c in (1, 2, 4, 8)) + " |", "|---|---|---|---|---|---|"]
-    for (sh, ty), d in sorted(serve.items()):
-        lines.append("| %s | %s | " % (sh, ty) + " | ".join(
-            "%.2fx" % statistics.median(d[c]) if c in d else "-" for c in (1, 2, 4, 8)) + " |")
+    lines += ["", "Server (SYNTHETIC acceptance): aggregate tok/s, spec ÷ plain, medians over rounds; policy auto = the "
+              "server's cost model (`--draft-max %d`), fixedK = K drafts at every step (`--spec-max-slots 0 --draft-max "
+              "K`); the last columns: plain aggregate tok/s at 1 and 8 clients, and the share of the speculative "
+              "tokens that were accepted drafts at 1 and 8 clients." % G, "",
+              "| shape | type | drafter | policy | " + " | ".join("%s clients" % c for c in (1, 2, 4, 8)) +
+              " | plain tok/s 1 / 8 | from the drafter 1 / 8 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    md = lambda d, c, f: f % statistics.median(d[c]) if d and c in d else "-"
+    for key, d in sorted(serve.items()):
+        lines.append("| %s | %s | %s | %s | " % key + " | ".join(md(d, c, "%.2fx") for c in (1, 2, 4, 8)) +
+                     " | %s / %s | %s / %s |" % (md(splain.get(key), 1, "%.1f"), md(splain.get(key), 8, "%.1f"),
+                                                 md(sfrom.get(key), 1, "%.2f"), md(sfrom.get(key), 8, "%.2f")))
 open(os.path.join(work, "synthetic.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 
@@ -78,9 +93,9 @@ if shutil.which("gnuplot"):
     if serve:
         dat, plot = os.path.join(work, "serve.dat"), []
         with open(dat, "w") as f:
-            for i, ((sh, ty), d) in enumerate(sorted(serve.items())):
+            for i, (key, d) in enumerate(sorted(serve.items())):
                 f.write("".join("%d %.4f\n" % (c, statistics.median(d[c])) for c in sorted(d)) + "\n\n")
-                plot.append("'%s' index %d using 1:2 with linespoints title '%s %s'" % (dat, i, sh, ty))
+                plot.append("'%s' index %d using 1:2 with linespoints title '%s %s %s %s'" % ((dat, i) + key))
         gp = ("set terminal svg size 720,440\nset output '%s'\nset title 'server: spec / plain aggregate tok/s "
               "(SYNTHETIC acceptance)'\nset xlabel 'clients'\nset ylabel 'spec / plain'\nset logscale x 2\nset grid\n"
               "plot %s\n" % (os.path.join(work, "serve-ratio.svg"), ", ".join(plot)))

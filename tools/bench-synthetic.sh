@@ -15,7 +15,11 @@
 # threads of THREADS, default "1 2"): bench-spec --spec-always --draft-max G (default 7) -n N
 # (default 64) over PROMPTS (default 2) prompts of random token ids, one pass per P of PS
 # (default "0.5 0.7 0.8 0.9"), plain and speculative interleaved per prompt. With SERVE=1, per
-# (shape, type) the server (dspark, tools/bench-serve.sh, 8 slots) at P = SERVE_P (default 0.85).
+# (shape, type of SERVE_TYPES (default TYPES), drafter of SERVE_KINDS (default "dspark draft"),
+# policy of SERVE_POLICIES) the server (tools/bench-serve.sh, 8 slots, SERVE_ROUNDS (default 1)
+# interleaved rounds inside) at P = SERVE_P (default 0.85); a policy is "auto" (the server's cost
+# model, --draft-max G) or "fixedK" (--spec-max-slots 0 --draft-max K: K drafts every step),
+# default "auto".
 # Writes WORK/synthetic.md (the tables: medians over rounds) and, when gnuplot is installed,
 # WORK/speedup-vs-tau-SHAPE.svg and WORK/serve-ratio.svg. Each timed command holds the lock file
 # LOCK (default /tmp/specula-bench.lock; LOCK= runs without one).
@@ -83,8 +87,19 @@ while [ "$r" -le "$ROUNDS" ]; do
     done; done; done; done
     if [ "${SERVE:-0}" = 1 ]; then
         for sh in $SHAPES; do for t in $(types_of "$sh"); do
-            SERVE_ARGS="-m $(target "$sh" "$t") --spec dspark -md $(drafter "$sh" dspark) --draft-max $G --spec-synthetic ${SERVE_P:-0.85}" \
-                THREADS=${SERVE_THREADS:-2} locked sh "$ROOT/tools/bench-serve.sh" 1 "$N" | tail -1 > "$WORK/runs/serve__${sh}__${t}__r${r}.json"
+            case " ${SERVE_TYPES:-$TYPES} f32 " in *" $t "*) ;; *) continue ;; esac
+            for k in $(if [ "$sh" = default ]; then echo dspark; else echo "${SERVE_KINDS:-dspark draft}"; fi); do
+                for pol in ${SERVE_POLICIES:-auto}; do
+                    case $pol in
+                    auto) pa="--draft-max $G" ;;
+                    fixed*) pa="--spec-max-slots 0 --draft-max ${pol#fixed}" ;;
+                    *) echo "bench-synthetic: unknown server policy $pol" >&2; exit 2 ;;
+                    esac
+                    SERVE_ARGS="-m $(target "$sh" "$t") --spec ${k%-q8} -md $(drafter "$sh" "$k") $pa --spec-synthetic ${SERVE_P:-0.85}" \
+                        THREADS=${SERVE_THREADS:-2} locked sh "$ROOT/tools/bench-serve.sh" "${SERVE_ROUNDS:-1}" "$N" |
+                        tail -1 > "$WORK/runs/serve__${sh}__${t}__${k}__${pol}__r${r}.json"
+                done
+            done
         done; done
     fi
     r=$((r + 1))
