@@ -22,7 +22,8 @@
 # default "auto".
 # Writes WORK/synthetic.md (the tables: medians over rounds) and, when gnuplot is installed,
 # WORK/speedup-vs-tau-SHAPE.svg and WORK/serve-ratio.svg. Each timed command holds the lock file
-# LOCK (default /tmp/specula-bench.lock; LOCK= runs without one).
+# LOCK (default /tmp/specula-bench.lock; LOCK= runs without one). R0 (default 1) numbers the first
+# round, so that a later invocation with R0=2 adds rounds beside the earlier ones.
 set -eu
 WORK=${1:?usage: bench-synthetic.sh WORK [ROUNDS]}
 ROUNDS=${2:-1}
@@ -75,8 +76,8 @@ drafter() { if [ "$1" = default ]; then echo "$ROOT/models/default/drafter"; els
 types_of() { if [ "$1" = default ]; then echo f32; else echo "$TYPES"; fi; }
 kinds_of() { if [ "$1" = default ]; then echo dspark; else echo "$KINDS"; fi; }
 
-r=1
-while [ "$r" -le "$ROUNDS" ]; do
+r=${R0:-1} # R0: the first round's number (a later invocation adds rounds to WORK)
+while [ "$r" -lt "$((${R0:-1} + ROUNDS))" ]; do
     for sh in $SHAPES; do for t in $(types_of "$sh"); do for k in $(kinds_of "$sh"); do for th in $THREADS; do
         run="$WORK/runs/${sh}__${t}__${k}__t${th}__r${r}"
         locked "$S" bench-spec -m "$(target "$sh" "$t")" --spec "${k%-q8}" -md "$(drafter "$sh" "$k")" --draft-max "$G" \
