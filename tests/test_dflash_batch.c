@@ -208,97 +208,6 @@ static void test_mixed_checkpoints(void) {
     sp_model_free(m);
 }
 
-/* begin_from: a request's drafter that takes over the last request's context rows of the shared
- * prefix proposes exactly as one begun afresh on the whole prompt. The first drafter runs rounds
- * (commits and held rows told by extend, some never injected) on a stream whose taps rows are kept
- * per position; the second prompt is a prefix of that stream plus new tokens. */
-static void begin_from_case(const char *target, const char *kind) {
-    sp_model *m = fixture_load(target);
-    if (!m) { CHECK(0, "load %s", target); return; }
-    const sp_config *c = sp_model_config(m);
-    int V = c->vocab_size, H = c->hidden_size, max_g = 5, cap = 256;
-    char dir[256];
-    drafter_dir(dir, sizeof dir, target, kind);
-    sp_err err = {{0}};
-    sp_sample_params greedy = sp_sample_params_default(), samp = params_of(1);
-    sp_dflash_opts o = sp_dflash_opts_default();
-    o.max_drafts = max_g;
-    sp_drafter *proto = sp_drafter_dflash(dir, m, &greedy, &o, &err);
-    sp_drafter *a = proto ? sp_dflash_clone(proto, &greedy, &err) : NULL;
-    CHECK(a && a->begin_from, "%s", err.msg);
-    if (!a) goto done0;
-    size_t tw = (size_t)a->n_taps * H;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)cap);
-    float *rows = malloc(sizeof(float) * (size_t)cap * tw); /* the taps row of each stream position */
-    float *qa = calloc((size_t)max_g * V, sizeof(float)), *qb = calloc((size_t)max_g * V, sizeof(float));
-    for (size_t k = 0; k < (size_t)cap * tw; k++) rows[k] = next_f();
-    for (int t = 0; t < cap; t++) tok[t] = (int32_t)(next_u32() % (uint32_t)V);
-    int n = 20; /* committed stream tok[0 .. n), the last pending */
-    sp_drafter_ctx ctx = {.target = m, .seed = 7};
-    CHECK(a->begin(a, tok, n, rows, NULL, &ctx, &err) == 0, "%s", err.msg);
-    int32_t dr[SP_SPEC_MAX_G], db[SP_SPEC_MAX_G];
-    for (int r = 0; r < 24; r++) {
-        if (r % 6 == 5) { /* rows held while drafting was off, told at once */
-            CHECK(a->extend(a, tok + n, 3, rows + (size_t)(n - 1) * tw, NULL, &err) == 0, "%s", err.msg);
-            n += 3;
-            continue;
-        }
-        int g = a->propose(a, r >= 20 ? 0 : max_g, dr, NULL, &err); /* the last rounds' rows stay lazy */
-        CHECK(g >= 0, "%s", err.msg);
-        int acc = g ? (int)(next_u32() % (uint32_t)(g + 1)) : 0;
-        memcpy(tok + n, dr, sizeof(int32_t) * (size_t)acc); /* accepted drafts, then the target's token */
-        CHECK(a->commit(a, acc, tok[n + acc], rows + (size_t)(n - 1) * tw, NULL, &err) == 0, "%s", err.msg);
-        n += acc + 1;
-    }
-    int keeps[] = {n - 1, n - 9, 7, 1};
-    for (int ki = 0; ki < 4; ki++) {
-        int keep = keeps[ki], n2 = keep + 6 + ki;
-        for (int t = keep; t < n2; t++) tok[t] = (int32_t)(next_u32() % (uint32_t)V); /* the new turn */
-        for (size_t k = (size_t)keep * tw; k < (size_t)n2 * tw; k++) rows[k] = next_f(); /* rows past the prefix */
-        sp_drafter *b = sp_dflash_clone(proto, &samp, &err), *f = sp_dflash_clone(proto, &samp, &err);
-        CHECK(b && f, "%s", err.msg);
-        if (!b || !f) { sp_drafter_free(b), sp_drafter_free(f); break; }
-        sp_drafter_ctx c2 = {.target = m, .seed = 11 + (uint64_t)ki};
-        int took = b->begin_from(b, a, keep, tok, n2, rows, NULL, &c2, &err);
-        CHECK(took >= 0 && took <= keep && (ki == 3 || took > 0), "%s %s keep %d: took %d (%s)", target, kind, keep, took,
-              err.msg);
-        CHECK(f->begin(f, tok, n2, rows, NULL, &c2, &err) == 0, "%s", err.msg);
-        int m2 = n2, diff = 0;
-        for (int r = 0; r < 6; r++) {
-            int g1 = b->propose(b, max_g, db, qb, &err), g2 = f->propose(f, max_g, dr, qa, &err);
-            if (g1 != g2 || memcmp(db, dr, sizeof(int32_t) * (size_t)(g1 > 0 ? g1 : 0)) ||
-                (g1 > 0 && memcmp(qa, qb, sizeof(float) * (size_t)g1 * V))) diff++;
-            if (g1 != g2 || g1 < 0) break;
-            int acc = g1 ? (int)(next_u32() % (uint32_t)(g1 + 1)) : 0;
-            for (size_t k = 0; k < (size_t)(acc + 1) * tw; k++) rows[(size_t)(m2 - 1) * tw + k] = next_f();
-            int32_t nx = (int32_t)(next_u32() % (uint32_t)V);
-            memcpy(tok + m2, db, sizeof(int32_t) * (size_t)acc);
-            tok[m2 + acc] = nx;
-            CHECK(b->commit(b, acc, nx, rows + (size_t)(m2 - 1) * tw, NULL, &err) == 0, "%s", err.msg);
-            CHECK(f->commit(f, acc, nx, rows + (size_t)(m2 - 1) * tw, NULL, &err) == 0, "%s", err.msg);
-            m2 += acc + 1;
-        }
-        CHECK(diff == 0, "%s %s keep %d (took %d): %d proposals differ from a fresh begin", target, kind, keep, took, diff);
-        printf("  %-6s %-6s begin_from: keep %3d of %3d, took %3d, %s\n", target, kind, keep, n2, took,
-               diff ? "PROPOSALS DIFFER" : "proposals equal a fresh begin");
-        sp_drafter_free(a);
-        a = b; /* the next case takes over from this drafter */
-        n = m2;
-        sp_drafter_free(f);
-        if (m2 + 16 > cap) break;
-    }
-    free(tok), free(rows), free(qa), free(qb);
-done0:
-    sp_drafter_free(a);
-    sp_drafter_free(proto);
-    sp_model_free(m);
-}
-
-static void test_begin_from(void) {
-    for (int t = 0; t < 2; t++)
-        for (int k = 0; k < 2; k++) begin_from_case(TARGETS[t], KINDS[k][0]);
-}
-
 int main(void) {
     if (!mkdtemp(TMP) || make_drafters()) {
         printf("FAIL setup\n");
@@ -306,7 +215,6 @@ int main(void) {
     }
     RUN(test_batched_equals_solo);
     RUN(test_mixed_checkpoints);
-    RUN(test_begin_from);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", TMP);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", TMP);

@@ -94,14 +94,6 @@ struct sp_drafter {
      * taps [n-1, n_taps·H] when n_taps > 0, hidden [n-1, H] when wants_hidden (else NULL). */
     int (*begin)(sp_drafter *d, const int32_t *prompt, int n, const float *taps, const float *hidden,
                  const sp_drafter_ctx *ctx, sp_err *err);
-    /* Optional (NULL: begin() only). begin(d, prompt, n, taps, hidden, ctx) with the help of prev: a
-     * drafter of the same kind and batch_key whose committed stream began with prompt[0 .. keep)
-     * (a finished request's drafter on the same KV cache). d may take over prev's state for those
-     * positions instead of recomputing it; d's state afterwards is exactly begin()'s, and prev is
-     * only fit to be freed. taps / hidden hold all n - 1 rows, as for begin(). Returns the prompt
-     * positions taken from prev (0 .. keep), or -1 with err. */
-    int (*begin_from)(sp_drafter *d, sp_drafter *prev, int keep, const int32_t *prompt, int n, const float *taps,
-                      const float *hidden, const sp_drafter_ctx *ctx, sp_err *err);
     /* Propose up to max_g drafts. q: NULL, or [max_g, V] to fill with the processed draft
      * distribution each draft was sampled from (only when provides_q). Returns the count
      * (0 .. max_g) or -1 on error. */

@@ -524,34 +524,6 @@ static int df_begin(sp_drafter *d, const int32_t *prompt, int n, const float *ta
     return inject(s, taps, n - 1, err);
 }
 
-/* begin() taking prev's context K/V rows of prompt positions 0 .. keep - 1 (those it injected): a
- * context row depends only on its position's taps, so the rows are the ones begin() would compute.
- * The per-layer caches change hands (prev keeps d's, empty), and the rest is injected as begin()
- * does. */
-static int df_begin_from(sp_drafter *d, sp_drafter *prev, int keep, const int32_t *prompt, int n, const float *taps,
-                         const float *hidden, const sp_drafter_ctx *ctx, sp_err *err) {
-    df_t *s = d->self, *p = prev ? prev->self : NULL;
-    if (!p || prev->begin_from != df_begin_from || prev->batch_key != d->batch_key || s->o.keep_taps || p->L != s->L)
-        return df_begin(d, prompt, n, taps, hidden, ctx, err) ? -1 : 0;
-    int reuse = keep < p->n_ctx ? keep : p->n_ctx;
-    if (reuse > n - 1) reuse = n - 1;
-    if (reuse < 0) reuse = 0;
-    if (df_begin(d, prompt, 1, NULL, NULL, ctx, err)) return -1; /* the request's ctx, an empty context */
-    for (int i = 0; i < s->L; i++) {
-        float *K = s->layers[i].K, *V = s->layers[i].V;
-        s->layers[i].K = p->layers[i].K, s->layers[i].V = p->layers[i].V;
-        p->layers[i].K = K, p->layers[i].V = V;
-    }
-    int cap = s->cap;
-    s->cap = p->cap, p->cap = cap;
-    p->n_ctx = 0;
-    s->n_ctx = reuse;
-    s->pending = prompt[n - 1];
-    if (sp_df_ensure_cap(s, reuse + s->max_drafts + 1, err)) return -1;
-    if (inject(s, taps + (size_t)reuse * s->m * s->H, n - 1 - reuse, err)) return -1;
-    return reuse;
-}
-
 /* draw draft x from logits Z (q row filled when sampling); with repetition penalties Z is
  * penalised for the sequence so far and x pushed onto it (propose pops the pushes) */
 static int draw(df_t *s, float *Z, float *q, int j, uint64_t pos, sp_err *err) {
@@ -853,7 +825,6 @@ sp_drafter *sp_drafter_dflash(const char *dir, sp_model *target, const sp_sample
     d->tap_layers = s->taps;
     d->provides_q = !s->greedy;
     d->begin = df_begin;
-    d->begin_from = df_begin_from;
     d->propose = df_propose;
     d->propose_tree = sp_df_propose_tree;
     d->commit = df_commit;

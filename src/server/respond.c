@@ -53,7 +53,6 @@ json_t *sp_srv_timings_json(const srv_job *j) {
                                   st->rounds_nodraft[SLOT_NODRAFT_NO_ROOM], "drafter_proposed_none",
                                   st->rounds_nodraft[SLOT_NODRAFT_DRAFTER_NONE]));
     json_object_set_new(o, "drafter_built", json_boolean(st->drafter_built));
-    json_object_set_new(o, "drafter_cache_n", json_integer(st->drafter_cached));
     json_object_set_new(o, "synthetic", json_boolean(st->synthetic)); /* synthetic acceptance: benchmark only */
     json_object_set_new(o, "lossless", json_boolean(!st->synthetic));
     json_object_set_new(o, "idle_drafter_rounds", json_integer(st->idle_drafter_rounds));

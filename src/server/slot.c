@@ -22,9 +22,6 @@ struct srv_slot {
     int spec;              /* a speculative request: src is its drafter's source */
     slot_drafter_src src;
     sp_drafter *d;         /* built when the slot first verifies drafts */
-    sp_drafter *kept_d;    /* the last drafter built on this slot, whose state of the cache's first
-                            * kept_n tokens the next drafter may take over (begin_from), or NULL */
-    int kept_n;
     sp_round *R;           /* the request's speculative round (decode/round.h) */
     int G, TN, greedy, nt, wh, max_ctx;
     /* prefill */
@@ -84,13 +81,7 @@ srv_slot *sp_slot_create(sp_model *m, int max_ctx, int prefill_chunk, sp_err *er
 void sp_slot_reset(srv_slot *s) {
     if (!s) return;
     sp_round_free(s->R);
-    if (s->d && s->d->begin_from) { /* its state of the cache's tokens may start the next request's drafter */
-        sp_drafter_free(s->kept_d);
-        s->kept_d = s->d;
-        s->kept_n = s->cap; /* its committed rows are the cache's tokens */
-    } else {
-        sp_drafter_free(s->d);
-    }
+    sp_drafter_free(s->d);
     free(s->prompt), free(s->ptaps), free(s->phid);
     s->R = NULL, s->d = NULL, s->prompt = NULL, s->ptaps = s->phid = NULL;
     s->phase = SLOT_IDLE;
@@ -98,8 +89,6 @@ void sp_slot_reset(srv_slot *s) {
 }
 
 void sp_slot_forget(srv_slot *s) {
-    sp_drafter_free(s->kept_d);
-    s->kept_d = NULL;
     if (s->kv) sp_kv_clear(s->kv);
     s->hist_n = s->hist_rows = 0;
 }
@@ -107,7 +96,6 @@ void sp_slot_forget(srv_slot *s) {
 void sp_slot_free(srv_slot *s) {
     if (!s) return;
     sp_slot_reset(s);
-    sp_drafter_free(s->kept_d);
     sp_kv_free(s->kv);
     free(s->hist_tok), free(s->hist_taps), free(s->hist_hid), free(s->hist_layers);
     free(s);
@@ -173,11 +161,6 @@ static int cache_keep(srv_slot *s, const slot_params *p, sp_err *err) {
     }
     s->hist_n = keep;
     if (s->hist_rows > keep) s->hist_rows = keep;
-    if (!keep || !src) { /* no cached prefix, or a request without a drafter: nothing to take over */
-        sp_drafter_free(s->kept_d);
-        s->kept_d = NULL;
-    }
-    if (s->kept_n > keep) s->kept_n = keep; /* the cache's tokens past keep are this request's */
     if ((s->nt || s->wh) && !hist_rows_fit(s, src)) {
         int *l = s->nt ? malloc(sizeof(int) * (size_t)s->nt) : NULL;
         if (s->nt && !l) return sp_err_set(err, "out of memory for a slot's tap layers");
@@ -314,16 +297,7 @@ static int drafter_tell(srv_slot *s, sp_err *err) {
         s->st.drafter_built = 1;
         sp_drafter_ctx ctx = {.target = s->m, .target_kv = s->kv, .seed = s->p.sample.seed,
                               .penalty = sp_round_penalty(s->R)};
-        sp_drafter *prev = s->kept_d;
-        s->kept_d = NULL;
-        int took = 0;
-        if (prev && d->begin_from && prev->batch_key == d->batch_key)
-            took = d->begin_from(d, prev, s->kept_n, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err);
-        else if (d->begin(d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err))
-            took = -1;
-        sp_drafter_free(prev);
-        if (took < 0) return -1;
-        s->st.drafter_cached = took;
+        if (d->begin(d, s->prompt, s->n_ctx_tok, s->ptaps, s->phid, &ctx, err)) return -1;
     } else if (n > 0 && s->d->extend(s->d, s->prompt + 1, n, s->nt ? s->ptaps : NULL, s->wh ? s->phid : NULL, err)) {
         return -1;
     }

@@ -73,8 +73,6 @@ typedef struct {
     int cached_tokens;                  /* prompt tokens whose KV rows the slot kept from earlier requests */
     int rounds_nodraft[SLOT_NODRAFT_N]; /* rounds verifying no drafts, by reason (speculative requests) */
     int drafter_built;                  /* 1 once the request's drafter was built and begun */
-    int drafter_cached;                 /* prompt positions whose drafter state came from the slot's last
-                                         * request's drafter (begin_from) instead of being recomputed */
     int idle_drafter_rounds;            /* rounds that asked for no drafts in which the drafter still ran
                                            (commit: a drafter without extend); 0 with DFlash / DSpark */
     double t_begin, t_prefilled, t_first, t_last; /* sp_time_ms() stamps (0 until reached) */
