@@ -49,6 +49,8 @@ sfrom = {}  # the same -> {clients: [share of the spec cell's tokens that came f
 for path in sorted(glob.glob(os.path.join(work, "runs", "serve__*__r*.json"))):
     base = os.path.basename(path)
     m = re.match(r"serve__(.+?)__(.+?)__(.+?)__(.+?)__r\d+\.json$", base) or re.match(r"serve__(.+?)__(.+?)__r\d+\.json$", base)
+    if not m:
+        continue
     key = m.groups() if len(m.groups()) == 4 else m.groups() + ("dspark", "auto")
     try:
         rows = json.load(open(path))["rows"]

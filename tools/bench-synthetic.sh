@@ -19,7 +19,7 @@
 # policy of SERVE_POLICIES) the server (tools/bench-serve.sh, 8 slots, SERVE_ROUNDS (default 1)
 # interleaved rounds inside) at P = SERVE_P (default 0.85); a policy is "auto" (the server's cost
 # model, --draft-max G) or "fixedK" (--spec-max-slots 0 --draft-max K: K drafts every step),
-# default "auto".
+# default "auto". THREADS="" (empty, not unset) skips the single-stream part.
 # Writes WORK/synthetic.md (the tables: medians over rounds) and, when gnuplot is installed,
 # WORK/speedup-vs-tau-SHAPE.svg and WORK/serve-ratio.svg. Each timed command holds the lock file
 # LOCK (default /tmp/specula-bench.lock; LOCK= runs without one). R0 (default 1) numbers the first
@@ -74,7 +74,7 @@ for sh in $SHAPES; do build "$sh"; done
 target() { if [ "$1" = default ]; then echo "$ROOT/models/default/target"; else echo "$WORK/$1-$2.gguf"; fi; }
 drafter() { if [ "$1" = default ]; then echo "$ROOT/models/default/drafter"; else echo "$WORK/$1-$2"; fi; }
 types_of() { if [ "$1" = default ]; then echo f32; else echo "$TYPES"; fi; }
-kinds_of() { if [ "$1" = default ]; then echo dspark; else echo "$KINDS"; fi; }
+kinds_of() { if [ "$1" = default ]; then echo dspark; else echo "${2:-$KINDS}"; fi; } # $2: a list other than KINDS
 
 r=${R0:-1} # R0: the first round's number (a later invocation adds rounds to WORK)
 while [ "$r" -lt "$((${R0:-1} + ROUNDS))" ]; do
@@ -89,11 +89,11 @@ while [ "$r" -lt "$((${R0:-1} + ROUNDS))" ]; do
     if [ "${SERVE:-0}" = 1 ]; then
         for sh in $SHAPES; do for t in $(types_of "$sh"); do
             case " ${SERVE_TYPES:-$TYPES} f32 " in *" $t "*) ;; *) continue ;; esac
-            for k in $(if [ "$sh" = default ]; then echo dspark; else echo "${SERVE_KINDS:-dspark draft}"; fi); do
+            for k in $(kinds_of "$sh" "${SERVE_KINDS:-dspark draft}"); do
                 for pol in ${SERVE_POLICIES:-auto}; do
                     case $pol in
                     auto) pa="--draft-max $G" ;;
-                    fixed*) pa="--spec-max-slots 0 --draft-max ${pol#fixed}" ;;
+                    fixed[1-9]*) pa="--spec-max-slots 0 --draft-max ${pol#fixed}" ;;
                     *) echo "bench-synthetic: unknown server policy $pol" >&2; exit 2 ;;
                     esac
                     SERVE_ARGS="-m $(target "$sh" "$t") --spec ${k%-q8} -md $(drafter "$sh" "$k") $pa --spec-synthetic ${SERVE_P:-0.85}" \
