@@ -3,7 +3,7 @@
  *   static void test_something(void) { CHECK(x == 1, "x=%d", x); }
  *   int main(void) { RUN(test_something); return harness_done("test_file"); }
  *
- * Each RUN prints "ok NAME" or "FAIL NAME"; harness_done prints "N passed, N failed" for
+ * Each RUN prints "ok NAME" or "FAIL NAME" (with its time when a second or more); harness_done prints "N passed, N failed" for
  * the file's test cases and returns non-zero on any failure. tests/run.sh adds them up. */
 #ifndef SPECULA_HARNESS_H
 #define SPECULA_HARNESS_H
@@ -13,15 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 static int harness_case_failed, harness_passed, harness_failed;
-/* The sanitizer build (ASan + UBSan) looks for memory errors, not statistical power: there the
- * statistical audits run an eighth of their draws (at least 100) and their verdicts are not
- * checked; the optimised build runs them at full size and checks every verdict. */
+/* The sanitizer build (ASan + UBSan) looks for memory errors, not statistical power or coverage of
+ * every combination: the paths a test takes matter there, not how many times. So in that build
+ * (HARNESS_SANITIZED) the statistical audits run a sixteenth of their draws (at least 40) and
+ * their verdicts are not checked, and the larger grids (every draft length, every thread count,
+ * training to a rising τ) run a few points of the grid, chosen to take each path at least once;
+ * the optimised build runs them at full size and checks every verdict. */
 #if defined(__SANITIZE_ADDRESS__)
+#define HARNESS_SANITIZED 1
 #define HARNESS_AUDIT_VERDICTS 0
-#define HARNESS_AUDIT_DRAWS(n) ((n) / 8 > 100 ? (n) / 8 : 100)
+#define HARNESS_AUDIT_DRAWS(n) ((n) / 16 > 40 ? (n) / 16 : 40)
 #else
+#define HARNESS_SANITIZED 0
 #define HARNESS_AUDIT_VERDICTS 1
 #define HARNESS_AUDIT_DRAWS(n) (n)
 #endif
@@ -56,17 +62,31 @@ static inline int harness_selected(const char *name) {
     return 0;
 }
 
+/* wall-clock seconds; a case that took a second or more says how long (" (12.3 s)"), so a
+ * slow CI log shows where its time went */
+static inline double harness_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static inline void harness_duration(char *out, size_t cap, double secs) {
+    if (secs >= 1.0) snprintf(out, cap, " (%.1f s)", secs);
+}
+
 #define RUN(fn)                                                                           \
     do {                                                                                  \
         if (!harness_selected(#fn)) break;                                                \
         harness_case_failed = 0;                                                          \
+        double harness_t0 = harness_now();                                                \
         fn();                                                                             \
+        char harness_took[32] = "";                                                       \
+        harness_duration(harness_took, sizeof harness_took, harness_now() - harness_t0);  \
         if (harness_case_failed) {                                                        \
             harness_failed++;                                                             \
-            printf("FAIL %s (%d checks failed)\n", #fn, harness_case_failed);             \
+            printf("FAIL %s (%d checks failed)%s\n", #fn, harness_case_failed, harness_took); \
         } else {                                                                          \
             harness_passed++;                                                             \
-            printf("ok %s\n", #fn);                                                       \
+            printf("ok %s%s\n", #fn, harness_took);                                       \
         }                                                                                 \
         fflush(stdout);                                                                   \
     } while (0)

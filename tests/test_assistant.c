@@ -185,6 +185,7 @@ static void test_greedy_identity(void) {
             CHECK(d != NULL, "%s", err.msg);
             if (!d) continue;
             for (int G = 1; G <= 8; G++) {
+                if (HARNESS_SANITIZED && G != 1 && G != 3 && G != 8) continue; /* a sample of G */
                 sp_spec_params sp = sp_spec_params_default();
                 sp.gen = gp;
                 sp.draft_max = G;

@@ -42,7 +42,9 @@ static int count(const char *text, const char *what) {
 }
 
 /* the pty script: prompt, reply, Ctrl-C mid-reply, prompt again, a second reply, Ctrl-C again,
- * Ctrl-C at the prompt; prints "exit N" and the number of "[reply interrupted" notices */
+ * Ctrl-C at the prompt; prints "exit N" and the number of "[reply interrupted" notices. Each wait
+ * lasts up to CHAT_WAIT seconds (default 150: an ASan build on a slow machine loads and decodes
+ * slowly); a wait that runs out kills the chat and names the step and what the terminal showed. */
 static const char *PTY_PY =
     "import os, pty, sys, time, select\n"
     "argv = sys.argv[1:]\n"
@@ -64,20 +66,32 @@ static const char *PTY_PY =
     "    return False\n"
     "def grown(n): k = len(buf); return lambda: len(buf) >= k + n\n"
     "def seen(what, k): return lambda: buf.count(what) >= k\n"
-    "ok = until(seen(b'> ', 1), 60)\n"
+    "step = 'start'\n"
+    "def want(name, done, secs):\n"
+    "    global step\n"
+    "    if step not in ('start', 'ok'): return False\n"
+    "    step = 'ok' if until(done, secs) else name\n"
+    "    return step == 'ok'\n"
+    "W = float(os.environ.get('CHAT_WAIT', '150'))\n"
+    "want('first prompt', seen(b'> ', 1), W)\n"
     "os.write(fd, b'hello\\n')\n"
-    "ok = ok and until(grown(300), 20)\n"
+    "want('first reply', grown(300), W)\n"
     "os.write(fd, b'\\x03')\n"
-    "ok = ok and until(seen(b'[reply interrupted', 1), 20) and until(seen(b'> ', 2), 20)\n"
+    "want('first interrupt', seen(b'[reply interrupted', 1), W)\n"
+    "want('second prompt', seen(b'> ', 2), W)\n"
     "os.write(fd, b'more please\\n')\n"
-    "ok = ok and until(grown(300), 20)\n"
+    "want('second reply', grown(300), W)\n"
     "os.write(fd, b'\\x03')\n"
-    "ok = ok and until(seen(b'[reply interrupted', 2), 20) and until(seen(b'> ', 3), 20)\n"
-    "os.write(fd, b'\\x03')\n"
+    "want('second interrupt', seen(b'[reply interrupted', 2), W)\n"
+    "want('third prompt', seen(b'> ', 3), W)\n"
+    "ok = step == 'ok'\n"
+    "if ok: os.write(fd, b'\\x03')\n"
+    "else: os.kill(pid, 9)\n"
     "until(lambda: False, 0.5)\n"
     "_, st = os.waitpid(pid, 0)\n"
     "sys.stdout.write('steps %s exit %d interrupted %d tokens-lines %d\\n' % (ok, os.waitstatus_to_exitcode(st),\n"
-    "    buf.count(b'[reply interrupted'), buf.count(b' tokens, ')))\n";
+    "    buf.count(b'[reply interrupted'), buf.count(b' tokens, ')))\n"
+    "if not ok: sys.stdout.write('timed out waiting for the %s; the terminal showed:\\n%s\\n' % (step, buf[-2000:].decode('utf-8', 'replace')))\n";
 
 static void test_ctrl_c(void) {
     char path[256], cmd[8192];
@@ -85,7 +99,7 @@ static void test_ctrl_c(void) {
     FILE *f = fopen(path, "w");
     if (f) fputs(PTY_PY, f), fclose(f);
     /* -c 4096: an uninterrupted reply would run for about 4000 tokens, long past the script's waits */
-    snprintf(cmd, sizeof cmd, "timeout 90 python3 %s %s generate -m %s -cnv -c 4096 -t 2 --temp 0 2>&1", path, cli, DEF);
+    snprintf(cmd, sizeof cmd, "timeout 600 python3 %s %s generate -m %s -cnv -c 4096 -t 2 --temp 0 2>&1", path, cli, DEF);
     int rc = harness_run(cmd, out, sizeof out);
     CHECK(rc == 0 && strstr(out, "steps True exit 130 interrupted 2 tokens-lines 2"), "pty chat (rc %d): %s", rc, out);
 }

@@ -113,6 +113,7 @@ static void test_greedy_identity(void) {
         CHECK(sp_generate(m, NULL, prompt, np, &gp, ref, 64, &gs, &err) == 0, "%s", err.msg);
         for (int l = 0; l < 2; l++)
             for (int G = 1; G <= 16; G++) {
+                if (HARNESS_SANITIZED && G != 1 && G != 5 && G != 16) continue; /* a sample of G */
                 sp_spec_params sp = sp_spec_params_default();
                 sp.gen = gp;
                 sp.draft_max = G;

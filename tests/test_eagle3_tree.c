@@ -157,7 +157,11 @@ static void identity_case(const char *target, int threads) {
 }
 
 static void test_tree_identity(void) {
-    for (int t = 0; t < 3; t++) identity_case(TARGETS[t], 1), identity_case(TARGETS[t], 2);
+    /* the sanitizer build: one thread count per target (2 threads on the last one) */
+    for (int t = 0; t < 3; t++) {
+        if (!HARNESS_SANITIZED || t < 2) identity_case(TARGETS[t], 1);
+        if (!HARNESS_SANITIZED || t == 2) identity_case(TARGETS[t], 2);
+    }
 }
 
 /* ---- commit after a tree round ---------------------------------------------------------------- */

@@ -151,7 +151,7 @@ static void test_train_and_infer(void) {
     printf("  eagle3: held-out tau %.3f -> %.3f (max %d), a_k %.3f %.3f %.3f, loss %.3f -> %.3f, %.0f tok/s\n",
            r.tau_first, r.tau_last, c.block + 1, r.a_last[0], r.a_last[1], r.a_last[2], r.loss_first, r.loss_last,
            r.tok_per_s);
-    CHECK(r.tau_last > r.tau_first + 0.5 && r.tau_last > 2.0, "tau %.3f -> %.3f", r.tau_first, r.tau_last);
+    CHECK(!TH_LEARNING || (r.tau_last > r.tau_first + 0.5 && r.tau_last > 2.0), "tau %.3f -> %.3f", r.tau_first, r.tau_last);
     sp_config dc;
     if (th_drafter_config(dir, "eagle3", "\"LlamaForCausalLMEagle3\"", &dc)) return;
     /* the vocabulary map: every corpus letter is in the draft vocabulary */
@@ -199,7 +199,7 @@ static void test_train_and_infer(void) {
     double rate = drafted ? (double)accepted / drafted : 0;
     printf("  eagle3 via the inference drafter: acceptance %.3f (%ld of %ld drafts), outputs identical\n", rate,
            accepted, drafted);
-    CHECK(rate > 0.2, "trained drafter accepts only %.3f at inference", rate);
+    CHECK(rate > 0.2 || !TH_LEARNING, "trained drafter accepts only %.3f at inference", rate);
     sp_drafter_free(d);
     sp_model_free(m);
 }

@@ -85,6 +85,10 @@ static inline void th_setup(const char *test, const char *suffix, const newmodel
 /* the small run on th_target's shards, into out: 1 layer, block 4, batch 8, rank 32, ctx 32,
  * lr 3e-3, τ on 48 held-out blocks, 2 threads; one anchor per sequence (64 short toy sequences:
  * A anchors per sequence leave only 8 / A sequences in a batch) */
+/* whether a test checks that training learned (τ rose, the drafter is accepted): not in the
+ * sanitizer build, which trains for fewer steps */
+#define TH_LEARNING (!HARNESS_SANITIZED)
+
 static inline tr_train_cfg th_small_cfg(tr_arch arch, const char *out) {
     tr_train_cfg c = sp_tr_train_defaults();
     c.arch = arch;
@@ -104,11 +108,12 @@ static inline tr_train_cfg th_small_cfg(tr_arch arch, const char *out) {
     return c;
 }
 
-/* th_small_cfg for steps steps into th_root/name (written to out, n bytes) */
+/* th_small_cfg for steps steps into th_root/name (written to out, n bytes); the sanitizer build
+ * trains a quarter of them (at least 8): it checks memory, not learning (TH_LEARNING) */
 static inline tr_train_cfg th_named_cfg(char *out, size_t n, tr_arch arch, const char *name, long steps) {
     snprintf(out, n, "%s/%s", th_root, name);
     tr_train_cfg c = th_small_cfg(arch, out);
-    c.steps = steps;
+    c.steps = HARNESS_SANITIZED ? (steps / 4 > 8 ? steps / 4 : 8) : steps;
     return c;
 }
 
@@ -122,7 +127,7 @@ static inline void th_train(const tr_train_cfg *c, const char *name, int check_t
     printf("  %s: held-out tau %.3f -> %.3f (max %d), a_k", name, r->tau_first, r->tau_last, tau_max);
     for (int k = 0; k < c->block; k++) printf(" %.3f", r->a_last[k]);
     printf(", loss %.3f -> %.3f, %.0f block tok/s\n", r->loss_first, r->loss_last, r->tok_per_s);
-    if (check_tau)
+    if (check_tau && TH_LEARNING)
         CHECK(r->tau_last > r->tau_first + 1.0 && r->tau_last > 0.5 * (tau_max + 1), "%s: tau %.3f -> %.3f", name,
               r->tau_first, r->tau_last);
 }
@@ -184,7 +189,7 @@ static inline void th_check_inference(const char *dir, const char *name) {
     double rate = drafted ? (double)accepted / drafted : 0;
     printf("  %s via the inference drafter: acceptance %.3f (%ld of %ld drafts), outputs identical\n", name, rate,
            accepted, drafted);
-    CHECK(rate > 0.2, "%s: trained drafter accepts only %.3f at inference", name, rate);
+    CHECK(rate > 0.2 || !TH_LEARNING, "%s: trained drafter accepts only %.3f at inference", name, rate);
     sp_drafter_free(d);
     sp_model_free(m);
 }
