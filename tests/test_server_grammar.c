@@ -190,6 +190,10 @@ static void test_cli_spec_is_plain(void) {
     ta = json_dumps(json_object_get(oa, "tokens"), JSON_COMPACT), tb = json_dumps(json_object_get(ob, "tokens"), JSON_COMPACT);
     CHECK(ra == 0 && rb == 0 && ta && tb && !strcmp(ta, tb), "spec %s vs plain %s", a, b);
     CHECK(json_integer_value(json_object_get(json_object_get(oa, "stats"), "grammar_forced")) >= 1, "forced: %s", a);
+    /* plain decoding under the grammar verifies the forced tokens in the same forward too */
+    json_int_t fb[3];
+    CHECK(tokens_from(json_object_get(ob, "stats"), fb) && fb[0] >= 1 && fb[0] + fb[2] == (json_int_t)json_array_size(json_object_get(ob, "tokens")),
+          "plain under the grammar: no token forced: %s", b);
     const char *txt = json_string_value(json_object_get(ob, "text"));
     CHECK(txt && strlen(txt) >= 6 && txt[1] == '!' && txt[3] == '!' && txt[5] == '!', "text %s", b);
     json_decref(oa), json_decref(ob);
@@ -227,8 +231,9 @@ static void test_cli_masked_drafters(void) {
     json_t *plain = json_loads(a, 0, NULL);
     json_int_t from[3];
     json_int_t emitted = json_integer_value(json_object_get(json_object_get(plain, "stats"), "emitted"));
-    CHECK(rc == 0 && plain && tokens_from(json_object_get(plain, "stats"), from) && from[0] == 0 && from[1] == 0 &&
-              from[2] == emitted && emitted > 0,
+    /* plain decoding: the target's tokens, and those the grammar forced (verified in the same forward) */
+    CHECK(rc == 0 && plain && tokens_from(json_object_get(plain, "stats"), from) && from[0] > 0 && from[1] == 0 &&
+              from[0] + from[2] == emitted && emitted > 0,
           "plain: %s", a);
     char *tp = json_dumps(json_object_get(plain, "tokens"), JSON_COMPACT);
     struct {

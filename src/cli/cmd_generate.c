@@ -177,8 +177,11 @@ static int on_text(void *ctx, int32_t tok, const char *text, size_t n) {
 }
 
 /* plain and speculative runs report through one struct; spec == NULL for plain decoding */
+/* spec: the speculative run's figures (NULL: a plain run); from: where the tokens came from (a plain
+ * run under a grammar also has the grammar's forced tokens; NULL: all from the target) */
 static int print_json(const int32_t *toks, int n, const char *text, const sp_gen_stats *st,
-                      const sp_spec_stats *spec, double mean_conf, const char *stop, uint64_t seed) {
+                      const sp_spec_stats *spec, const sp_spec_stats *from, double mean_conf, const char *stop,
+                      uint64_t seed) {
     json_t *o = json_object(), *arr = json_array(), *js = json_object();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(toks[i]));
     json_object_set_new(o, "tokens", arr);
@@ -211,9 +214,9 @@ static int print_json(const int32_t *toks, int n, const char *text, const sp_gen
         if (mean_conf >= 0) json_object_set_new(js, "mean_confidence", json_real(mean_conf));
     }
     /* where the emitted tokens came from: forced by the grammar, the drafter's accepted drafts, the target */
-    json_object_set_new(js, "tokens_from", json_pack("{s:i, s:i, s:i}", "forced", spec ? spec->from_forced : 0, "drafter",
-                                                     spec ? spec->from_drafter : 0, "target",
-                                                     spec ? spec->from_target : st->emitted));
+    json_object_set_new(js, "tokens_from", json_pack("{s:i, s:i, s:i}", "forced", from ? from->from_forced : 0, "drafter",
+                                                     from ? from->from_drafter : 0, "target",
+                                                     from ? from->from_target : st->emitted));
     json_object_set_new(o, "stats", js);
     json_object_set_new(o, "stop", json_string(stop));
     json_object_set_new(o, "seed", json_integer((json_int_t)seed));
@@ -293,7 +296,8 @@ static int gen_request(gen_opts *g, sp_session *s, const int32_t *prompt, int n_
         if (gs.count) putchar('\n');
         rc = cli_error(CMD, "%s", err.msg);
     } else if (g->json) {
-        rc = print_json(o.tokens, o.n_tokens, o.text, &o.gen, o.speculative ? &o.spec : NULL, o.mean_conf, o.stop,
+        rc = print_json(o.tokens, o.n_tokens, o.text, &o.gen, o.speculative ? &o.spec : NULL,
+                        o.speculative || o.spec.from_forced > 0 ? &o.spec : NULL, o.mean_conf, o.stop,
                         g->gp.sample.seed) ? 2 : 0;
     } else {
         putchar('\n');

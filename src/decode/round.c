@@ -266,13 +266,19 @@ int sp_round_set_drafts(sp_round *r, int k, int nd, sp_err *err) {
 
 int sp_round_propose(sp_round *r, int k, sp_err *err) {
     r->res.k = k;
-    if (r->gs && k > 0) { /* tokens the grammar forces cost no drafter call */
-        int f = gram_forced(r, k < r->room ? k : r->room, err);
+    /* tokens the grammar forces cost no drafter call, so they are drafted even when no drafts were
+     * asked for (k = 0: up to draft_max); each is accepted for certain (the constrained p is one-hot) */
+    int fk = k > 0 ? k : r->p.draft_max;
+    if (fk > r->room) fk = r->room;
+    if (r->gs && fk > 0) {
+        int f = gram_forced(r, fk, err);
         if (f < 0) return -1;
         if (f > 0) {
             r->forced_round = 1;
             r->res.forced = f;
-            return sp_round_set_drafts(r, k, f, err);
+            int rc = sp_round_set_drafts(r, fk, f, err);
+            r->res.k = k; /* the drafts asked of the drafter */
+            return rc;
         }
     }
     if (!r->d || k <= 0) return 0;

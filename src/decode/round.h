@@ -101,7 +101,9 @@ int sp_round_plan(const sp_round *r, int pos, int max_ctx, int tokens_left);
  * the caller's batch) has room for. The result is cleared. */
 void sp_round_begin(sp_round *r, int32_t pending, int room);
 /* Ask the drafter for k drafts (a tree: k levels, at most tree.nodes and room nodes); k = 0: none.
- * Rounds held for extend() are told to the drafter first. 0, or -1 with err. */
+ * Under a grammar the tokens it forces from the pending token on (one token allowed at a time) are
+ * the drafts instead, without a drafter call: up to k, or with k = 0 up to draft_max (room caps
+ * both). Rounds held for extend() are told to the drafter first. 0, or -1 with err. */
 int sp_round_propose(sp_round *r, int k, sp_err *err);
 /* Chains proposed by the caller: drafts in sp_round_draft_buf ([G]) and, sampling with a
  * q-providing drafter, q rows in sp_round_q_buf ([G, V], else NULL). k asked, nd proposed. */

@@ -211,6 +211,8 @@ static int spec_round(loop_t *L, int32_t *pending, int *stop, sp_err *err) {
     if (sp_round_commit(L->R, err)) return -1;
     st->draft_ms += r->draft_ms;
     double round_ms = sp_time_ms() - t_round;
+    if (k == 0 && r->forced) /* the grammar drafted where no drafts were asked for: not the policy's */
+        return 0;
     if (r->tree || sp_sample_is_greedy(&p->gen.sample) || r->nd == 0)
         sp_policy_observe(&L->pol, k, r->depth, r->acc, r->draft_ms, forward_ms, round_ms);
     else
@@ -277,7 +279,8 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     sp_spec_stats s_local;
     if (!st) st = &s_local;
     memset(st, 0, sizeof *st);
-    int G = d ? p->draft_max : 0;
+    /* drafts per round: a drafter's; plain decoding under a grammar verifies the tokens it forces */
+    int G = d || p->grammar ? p->draft_max : 0;
     int TN = d && p->tree.nodes > 0 && !p->grammar ? p->tree.nodes : 0; /* tree nodes per round (0: chains) */
     loop_t L = {.m = m, .d = d, .p = p, .H = sp_model_config(m)->hidden_size, .out = out, .st = st};
     if (check_args(m, n_prompt, p, out_cap, G, TN, &L.max_ctx, &L.chunk, err)) return -1;
