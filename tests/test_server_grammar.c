@@ -157,7 +157,8 @@ static void test_greedy_spec_is_plain(void) {
 
 /* the CLI: --json-schema with the drafter gives the tokens of the plain run, and reports forced drafts */
 static void test_cli_spec_is_plain(void) {
-    char *a = malloc(MAXOUT), *b = malloc(MAXOUT), *sf = "/tmp/specula-gram-schema.json";
+    char *a = malloc(MAXOUT), *b = malloc(MAXOUT), sf[64];
+    snprintf(sf, sizeof sf, "/tmp/specula-gram-schema-%d.json", (int)getpid()); /* concurrent runs apart */
     FILE *f = fopen(sf, "w");
     fputs(SCHEMAS[0], f);
     fclose(f);
@@ -213,7 +214,8 @@ static void test_cli_spec_is_plain(void) {
  * cuts no draft; sampled, the text validates and nothing is cut; tokens_from sums to the tokens
  * emitted in every run */
 static void test_cli_masked_drafters(void) {
-    char dir[] = "/tmp/specula-gram-drafters-XXXXXX", *a = malloc(MAXOUT), *sf = "/tmp/specula-gram-schema2.json";
+    char dir[] = "/tmp/specula-gram-drafters-XXXXXX", *a = malloc(MAXOUT), sf[64];
+    snprintf(sf, sizeof sf, "/tmp/specula-gram-schema2-%d.json", (int)getpid());
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     FILE *f = fopen(sf, "w");
     fputs(SCHEMAS[0], f);
