@@ -18,14 +18,14 @@
 static int harness_case_failed, harness_passed, harness_failed;
 /* The sanitizer build (ASan + UBSan) looks for memory errors, not statistical power or coverage of
  * every combination: the paths a test takes matter there, not how many times. So in that build
- * (HARNESS_SANITIZED) the statistical audits run a sixteenth of their draws (at least 40) and
+ * (HARNESS_SANITIZED) the statistical audits run a sixteenth of their draws (at least 100, the audit's own floor) and
  * their verdicts are not checked, and the larger grids (every draft length, every thread count,
  * training to a rising τ) run a few points of the grid, chosen to take each path at least once;
  * the optimised build runs them at full size and checks every verdict. */
 #if defined(__SANITIZE_ADDRESS__)
 #define HARNESS_SANITIZED 1
 #define HARNESS_AUDIT_VERDICTS 0
-#define HARNESS_AUDIT_DRAWS(n) ((n) / 16 > 40 ? (n) / 16 : 40)
+#define HARNESS_AUDIT_DRAWS(n) ((n) / 16 > 100 ? (n) / 16 : 100)
 #else
 #define HARNESS_SANITIZED 0
 #define HARNESS_AUDIT_VERDICTS 1

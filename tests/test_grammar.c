@@ -42,6 +42,15 @@ static void test_gbnf_match(void) {
     CHECK(match("root ::= .{3}", "\xe2\x82\xac" "ab") == 1, "any char counts characters");
     CHECK(match("root ::= x\nx ::= \"(\" x \")\" | \"\"", "((()))") == 1, "nesting");
     CHECK(match("root ::= x\nx ::= \"(\" x \")\" | \"\"", "(()") == 0, "unbalanced");
+    /* a repetition of a repetition repeats the whole first one */
+    CHECK(match("root ::= \"a\"{2}?", "") == 1 && match("root ::= \"a\"{2}?", "aa") == 1 &&
+              match("root ::= \"a\"{2}?", "a") == 0, "{2}?");
+    CHECK(match("root ::= (\"a\"{1,2}){2}", "aaa") == 1 && match("root ::= \"a\"{1,2}{2}", "aaa") == 1 &&
+              match("root ::= \"a\"{1,2}{2}", "a") == 0, "{1,2}{2}");
+    /* an item repeated {0} times is empty, and so is any repetition of it */
+    CHECK(match("root ::= \"b\" (\"x\"{0}?) \"c\"", "bc") == 1 && match("root ::= \"b\" \"x\"{0}* \"c\"", "bc") == 1 &&
+              match("root ::= \"\"* \"c\"", "c") == 1, "empty items");
+    CHECK(parse_fails_with("root ::= (\"x\"{0}?,)", "expected ')'"), "a bad group after an empty repetition");
 }
 
 static void test_gbnf_errors(void) {

@@ -21,7 +21,7 @@ static void setup(void) {
  * test_dspark_shared_tau_rises): held-out τ rises, the checkpoint is written, inference speeds up */
 static void check_tau_rises(tr_arch arch, const char *name, long steps, int anchors_per_seq) {
     char out[400];
-    tr_train_cfg c = th_named_cfg(out, sizeof out, arch, name, steps);
+    tr_train_cfg c = th_named_cfg(out, sizeof out, arch, name, TH_LEARN_STEPS(steps));
     c.anchors_per_seq = anchors_per_seq;
     tr_train_result r;
     th_train(&c, name, 1, &r);

@@ -144,7 +144,7 @@ static tr_train_cfg e3_cfg(char *out, size_t n, const char *name, long steps) {
 
 static void test_train_and_infer(void) {
     char dir[400];
-    tr_train_cfg c = e3_cfg(dir, sizeof dir, "e3", 160);
+    tr_train_cfg c = e3_cfg(dir, sizeof dir, "e3", TH_LEARN_STEPS(160));
     tr_train_result r;
     sp_err err = {{0}};
     CHECK(sp_tr_train_run(&c, &r, &err) == 0, "%s", err.msg);

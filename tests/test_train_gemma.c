@@ -36,7 +36,7 @@ static void setup(int variant) {
  * loss at least halves and τ does not fall */
 static void check_tau_rises(tr_arch arch, const char *name, long steps, int strict) {
     char out[400];
-    tr_train_cfg c = th_named_cfg(out, sizeof out, arch, name, steps);
+    tr_train_cfg c = th_named_cfg(out, sizeof out, arch, name, TH_LEARN_STEPS(steps));
     c.lr = GEMMA_LR;
     tr_train_result r;
     th_train(&c, name, strict, &r);

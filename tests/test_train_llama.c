@@ -48,7 +48,7 @@ static void check_layout(const char *dir, const char *name, const char *arch0) {
 
 static void check_tau_rises(tr_arch arch, tr_markov_type markov, const char *name, long steps, const char *arch0) {
     char out[400];
-    tr_train_cfg c = th_named_cfg(out, sizeof out, arch, name, steps);
+    tr_train_cfg c = th_named_cfg(out, sizeof out, arch, name, TH_LEARN_STEPS(steps));
     c.markov_head = markov;
     tr_train_result r;
     th_train(&c, name, 1, &r);

@@ -88,6 +88,8 @@ static inline void th_setup(const char *test, const char *suffix, const newmodel
 /* whether a test checks that training learned (τ rose, the drafter is accepted): not in the
  * sanitizer build, which trains for fewer steps */
 #define TH_LEARNING (!HARNESS_SANITIZED)
+/* the steps of a run that checks learning: a quarter of them (at least 8) in the sanitizer build */
+#define TH_LEARN_STEPS(n) (TH_LEARNING ? (n) : (n) / 4 > 8 ? (n) / 4 : 8)
 
 static inline tr_train_cfg th_small_cfg(tr_arch arch, const char *out) {
     tr_train_cfg c = sp_tr_train_defaults();
@@ -108,12 +110,11 @@ static inline tr_train_cfg th_small_cfg(tr_arch arch, const char *out) {
     return c;
 }
 
-/* th_small_cfg for steps steps into th_root/name (written to out, n bytes); the sanitizer build
- * trains a quarter of them (at least 8): it checks memory, not learning (TH_LEARNING) */
+/* th_small_cfg for steps steps into th_root/name (written to out, n bytes) */
 static inline tr_train_cfg th_named_cfg(char *out, size_t n, tr_arch arch, const char *name, long steps) {
     snprintf(out, n, "%s/%s", th_root, name);
     tr_train_cfg c = th_small_cfg(arch, out);
-    c.steps = HARNESS_SANITIZED ? (steps / 4 > 8 ? steps / 4 : 8) : steps;
+    c.steps = steps;
     return c;
 }
 

@@ -240,20 +240,21 @@ static int parse_count(pstate *P, int *m, int *n) {
     return 0;
 }
 
-/* The repetition operator after the item q->e[start ..): rewrite it into rules. */
+/* The repetition operator after the item q->e[start ..): rewrite it into rules. An item with no
+ * elements (an empty literal, or a repetition {0} of something) stays empty. */
 static int parse_repeat(pstate *P, int rule, seqb *q, int start) {
     char op = *P->s++;
     int n = q->n - start, lo = 0, hi = -1;
-    if (n <= 0) return perr(P, "a repetition operator without an item before it");
+    if (op == '*') lo = 0, hi = -1;
+    else if (op == '+') lo = 1, hi = -1;
+    else if (op == '?') lo = 0, hi = 1;
+    else if (parse_count(P, &lo, &hi)) return -1;
+    if (n <= 0) return 0;
     sp_gel it[64], *item = n <= 64 ? it : malloc(sizeof(sp_gel) * (size_t)n);
     if (!item) return perr(P, "out of memory");
     memcpy(item, q->e + start, sizeof(sp_gel) * (size_t)n);
     q->n = start;
     int rc = 0;
-    if (op == '*') lo = 0, hi = -1;
-    else if (op == '+') lo = 1, hi = -1;
-    else if (op == '?') lo = 0, hi = 1;
-    else rc = parse_count(P, &lo, &hi);
     for (int i = 0; i < lo && !rc; i++) rc = seq_cat(P, q, item, n);
     int R = -1;
     if (!rc && hi < 0) R = rep_rule(P, rule, item, n, 1, -1);
@@ -306,9 +307,9 @@ static int parse_sequence(pstate *P, int rule, seqb *q, int nested) {
         if (rc < 0) return -1;
         if (rc == 1) break;
         skip_space(P, nested);
+        /* a repetition of a repetition repeats all the first one expanded to (q->e[start ..)) */
         while (P->s < P->end && (*P->s == '*' || *P->s == '+' || *P->s == '?' || *P->s == '{')) {
             if (parse_repeat(P, rule, q, start)) return -1;
-            start = q->n - 1; /* a repetition of a repetition repeats its rule */
             skip_space(P, nested);
         }
     }
