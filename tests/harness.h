@@ -3,8 +3,9 @@
  *   static void test_something(void) { CHECK(x == 1, "x=%d", x); }
  *   int main(void) { RUN(test_something); return harness_done("test_file"); }
  *
- * Each RUN prints "ok NAME" or "FAIL NAME" (with its time when a second or more); harness_done prints "N passed, N failed" for
- * the file's test cases and returns non-zero on any failure. tests/run.sh adds them up. */
+ * Each RUN prints "ok NAME" or "FAIL NAME" (with its time when a second or more); harness_done
+ * prints "N passed, N failed" for the file's test cases and returns non-zero on any failure.
+ * tests/run.sh adds them up. */
 #ifndef SPECULA_HARNESS_H
 #define SPECULA_HARNESS_H
 #include <math.h>
@@ -18,8 +19,8 @@
 static int harness_case_failed, harness_passed, harness_failed;
 /* The sanitizer build (ASan + UBSan) looks for memory errors, not statistical power or coverage of
  * every combination: the paths a test takes matter there, not how many times. So in that build
- * (HARNESS_SANITIZED) the statistical audits run a sixteenth of their draws (at least 100, the audit's own floor) and
- * their verdicts are not checked, and the larger grids (every draft length, every thread count,
+ * (HARNESS_SANITIZED) the statistical audits run a sixteenth of their draws (at least 100, the
+ * audit's own floor) and their verdicts are not checked, and the larger grids (every draft length, every thread count,
  * training to a rising τ) run a few points of the grid, chosen to take each path at least once;
  * the optimised build runs them at full size and checks every verdict. */
 #if defined(__SANITIZE_ADDRESS__)

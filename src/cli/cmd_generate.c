@@ -176,9 +176,9 @@ static int on_text(void *ctx, int32_t tok, const char *text, size_t n) {
     return 0;
 }
 
-/* plain and speculative runs report through one struct; spec == NULL for plain decoding */
-/* spec: the speculative run's figures (NULL: a plain run); from: where the tokens came from (a plain
- * run under a grammar also has the grammar's forced tokens; NULL: all from the target) */
+/* plain and speculative runs report through one struct. spec: the speculative run's figures (NULL:
+ * plain decoding); from: the counts of where the tokens came from (a plain run under a grammar has
+ * the grammar's forced tokens too; NULL: all from the target) */
 static int print_json(const int32_t *toks, int n, const char *text, const sp_gen_stats *st,
                       const sp_spec_stats *spec, const sp_spec_stats *from, double mean_conf, const char *stop,
                       uint64_t seed) {
