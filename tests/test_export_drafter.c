@@ -5,7 +5,8 @@
  * SpecForge EAGLE-3 checkpoint written by the test itself — every
  * key (name, type, the values llama.cpp acts on) and every tensor (name, ggml dims, type) is
  * checked against the tables below, which restate llama.cpp's converter (docs/EXPORT.md); a few
- * tensors' bytes against the safetensors; and each malformed input fails with a clear error and
+ * tensors' bytes against the safetensors; a drafter quantized by `quantize --drafter` keeps its
+ * blocks byte for byte; and each malformed input fails with a clear error and
  * no file. */
 #include <jansson.h>
 #include <math.h>
@@ -336,6 +337,60 @@ static void test_dspark(void) {
         check_bytes(f, "conf_proj.weight", P(dr), "confidence_head.proj.weight");
         if (untied) check_bytes(f, "output.weight", P(dr), "lm_head.weight");
         sp_gguf_close(f);
+    }
+}
+
+/* a drafter quantized by `quantize --drafter`: each weight stored as llama.cpp blocks goes into
+ * the GGUF in that type with the same bytes and the GGUF element dims; general.file_type is the
+ * type's llama_ftype; --type cannot re-encode the blocks */
+static void test_dspark_quantized(void) {
+    static const struct {
+        const char *name;
+        uint32_t type, ftype;
+    } types[] = {{"q8_0", 8, 7}, {"q4_0", 2, 2}};
+    static const char *names[][2] = {{"fc.weight", "fc.weight"},
+                                     {"layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight"},
+                                     {"layers.1.mlp.down_proj.weight", "blk.1.ffn_down.weight"},
+                                     {"layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight"}};
+    for (size_t q = 0; q < sizeof types / sizeof types[0]; q++) {
+        char dir[64], file[80];
+        snprintf(dir, sizeof dir, "q3-dspark-%s", types[q].name);
+        snprintf(file, sizeof file, "%s.gguf", dir);
+        int rc = sh("%s quantize --drafter -m %s -o %s --type %s -q 2>&1", cli, P("q3-dspark"), P(dir), types[q].name);
+        CHECK(rc == 0, "quantize --drafter %s: %s", types[q].name, out);
+        gguf_file *f = rc == 0 ? export_ok(dir, "q3", file, "") : NULL;
+        if (!f) continue;
+        CHECK(key_int(f, "general.file_type") == (int64_t)types[q].ftype, "%s: general.file_type", dir);
+        st_set *st = NULL;
+        sp_err err = {{0}};
+        CHECK(sp_st_open_dir(&st, P(dir), &err) == 0, "%s", err.msg);
+        int n_quant = 0, n_type = 0;
+        for (int i = 0; st && i < sp_st_count(st); i++) {
+            char key[160];
+            snprintf(key, sizeof key, "quant.%s", sp_st_at(st, i)->name);
+            n_quant += sp_st_metadata(st, key) != NULL;
+        }
+        for (uint64_t i = 0; i < f->n_tensors; i++) n_type += f->tensors[i].type == types[q].type;
+        CHECK(n_quant >= 8 && n_type == n_quant, "%s: %d tensors of type %u in the GGUF, %d quantized in safetensors",
+              dir, n_type, types[q].type, n_quant);
+        for (size_t k = 0; st && k < sizeof names / sizeof names[0]; k++) {
+            const st_tensor *s = sp_st_find(st, names[k][0]);
+            const gguf_tensor_info *t = sp_gguf_find_tensor(f, names[k][1]);
+            const void *data = t ? sp_gguf_tensor_data(f, t, &err) : NULL;
+            int64_t n = s ? s->shape[0] : 0, kk = t ? (int64_t)t->dims[0] : 0;
+            CHECK(s && data && t->type == types[q].type && t->n_dims == 2 && (int64_t)t->dims[1] == n &&
+                      sp_dtype_row_bytes(types[q].type == 8 ? SP_DT_Q8_0 : SP_DT_Q4_0, (size_t)kk) ==
+                          (size_t)s->shape[1] &&
+                      t->nbytes == s->nbytes && !memcmp(data, s->data, s->nbytes),
+                  "%s: %s is not %s's blocks as stored", dir, names[k][1], names[k][0]);
+        }
+        sp_st_close(st);
+        sp_gguf_close(f);
+        char o[600];
+        snprintf(o, sizeof o, "%s/%s-bf16.gguf", tmp, dir);
+        rc = sh("%s export-gguf -m %s --target %s -o %s --type bf16 2>&1", cli, P(dir), P("q3"), o);
+        CHECK(rc == 1 && strstr(out, "cannot apply") && strstr(out, "as they are") && access(o, F_OK) != 0,
+              "%s --type bf16: exit %d: %s", dir, rc, out);
     }
 }
 
@@ -710,6 +765,7 @@ int main(int argc, char **argv) {
     if (ok) {
         RUN(test_zlab_dflash);
         RUN(test_dspark);
+        RUN(test_dspark_quantized);
         RUN(test_deepspec_dflash_bf16);
         RUN(test_gemma4_dspark);
         RUN(test_gemma4_assistant);

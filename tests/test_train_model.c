@@ -12,6 +12,8 @@
 
 #include "core/core.h"
 #include "harness.h"
+#include "formats/st_quantize.h"
+#include "kernels/quant.h"
 #include "train/checkpoint.h"
 #include "train/drafter_net.h"
 
@@ -208,6 +210,54 @@ static void test_init_from(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* train --init from a drafter quantized by `quantize --drafter`: each matrix stored as Q8_0
+ * blocks reads back as those blocks dequantized, every other tensor as exported */
+static void test_init_from_quantized(void) {
+    tr_dims d = tiny_dims(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA);
+    d.H = 32, d.I = 64, d.D = 16, d.V = 40, d.mask_id = 39;
+    tr_model a, b;
+    sp_err err;
+    char dir[128], qdir[160];
+    snprintf(dir, sizeof dir, "/tmp/specula_test_init_q_%d", (int)getpid());
+    snprintf(qdir, sizeof qdir, "%s/q8", dir);
+    if (sp_tr_model_init(&a, &d, 7, &err) || sp_tr_model_init(&b, &d, 9, &err)) { CHECK(0, "%s", err.msg); return; }
+    tiny_weights(&a);
+    int nq = 0;
+    CHECK(sp_tr_drafter_export(dir, &a, "{}\n", &err) == 0, "%s", err.msg);
+    CHECK(sp_st_quantize_drafter(dir, qdir, SP_DT_Q8_0, &nq, &err) == 0 && nq >= 8, "quantize: %d: %s", nq, err.msg);
+    CHECK(sp_tr_drafter_init_from(qdir, &b, &err) == 0, "%s", err.msg);
+    int n_blocks = 0, bad = 0;
+    for (int i = 0; i < a.n_params; i++) {
+        const tr_param *p = &a.params[i];
+        size_t nl = strlen(p->name);
+        int blocks = p->ndim == 2 && p->shape[1] % 32 == 0 &&
+                     ((nl > 12 && !strcmp(p->name + nl - 12, "_proj.weight")) || !strcmp(p->name, "fc.weight") ||
+                      !strcmp(p->name, "markov_head.markov_w2.weight"));
+        n_blocks += blocks;
+        for (int64_t r = 0; r < (p->ndim == 2 ? p->shape[0] : 1); r++) {
+            int64_t k = p->ndim == 2 ? p->shape[1] : (int64_t)p->n;
+            float want[64], bf[64], *row = a.w + p->off + r * k;
+            if (blocks) { /* the exported bf16 row, quantized */
+                sp_block_q8_0 q[2];
+                for (int64_t j = 0; j < k && j < 64; j++) bf[j] = sp_bf16_to_f32(sp_f32_to_bf16(row[j]));
+                CHECK(k <= 64 && sp_quantize_row(q, bf, SP_DT_Q8_0, (size_t)k, &err) == 0, "%s", err.msg);
+                sp_dequantize_row_q8_0(want, q, (size_t)k);
+            }
+            for (int64_t j = 0; j < k; j++) {
+                float w = blocks ? want[j] : sp_bf16_to_f32(sp_f32_to_bf16(row[j]));
+                if (b.w[p->off + r * k + j] != w && bad++ < 3)
+                    CHECK(0, "%s [%lld, %lld]: %g read back, %g expected", p->name, (long long)r, (long long)j,
+                          b.w[p->off + r * k + j], w);
+            }
+        }
+    }
+    CHECK(n_blocks == nq && bad == 0, "%d matrices as blocks (%d quantized), %d weights off", n_blocks, nq, bad);
+    sp_tr_model_free(&a); sp_tr_model_free(&b);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 static void test_dspark_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_VANILLA, 0, 0); }
 static void test_dspark_gated_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_GATED, 0, 0); }
 static void test_dspark_rnn_gradients(void) { check_model(TR_ARCH_DSPARK, 0, TR_MARKOV_RNN, 0, 0); }
@@ -323,6 +373,7 @@ int main(void) {
     RUN(test_loss_options);
     RUN(test_dspark_gradients);
     RUN(test_init_from);
+    RUN(test_init_from_quantized);
     RUN(test_dspark_temp_gradients);
     RUN(test_gemma_dspark_temp_gradients);
     RUN(test_dspark_gated_gradients);

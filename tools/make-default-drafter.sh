@@ -3,6 +3,7 @@
 #   1. prompts: 10-line chunks of the TRAINING corpus files (held-out files are never used);
 #   2. regen: the target regenerates each response greedily (DeepSpec's recipe), taps recorded;
 #   3. train: DSpark (block 7) on those shards, held-out tau monitored on held-out-file prompts;
+#      the drafter's matrices shipped as Q8_0 blocks (QUANT);
 #   4. held-out prompts for `specula run` from held-out files.
 # Appends every command and figure to models/default/target/RECIPE.txt. Run after
 # tools/make-default-model.sh (OUT=models/default/target).
@@ -24,6 +25,7 @@ TRAIN_EXTRA=${TRAIN_EXTRA:-}
 SAMPLED=${SAMPLED:-1280}
 SAMPLE_TEMP=${SAMPLE_TEMP:-0.8}
 SEED=${SEED:-8}
+QUANT=${QUANT:-q8_0}
 RECIPE=${RECIPE:-$T/RECIPE.txt}
 log() { printf '%s\n' "$*" >> "$RECIPE"; }
 run() { log "\$ $*"; "$@"; }
@@ -80,9 +82,15 @@ if [ "${RESUME:-0}" = 1 ] && [ -f "$WORK/run/trainer_state.json" ]; then resume=
 run "$SPECULA" train --arch dspark -m "$T" --data "$DATA" --held-out "$WORK/held" -o "$WORK/run" \
     --steps "$STEPS" --layers "$LAYERS" --block-size 7 --ctx "$CTX" --markov-rank "$RANK" --batch "$BATCH" \
     --seed "$SEED" --eval-every 250 --save-every 250 $TRAIN_EXTRA $resume -q
-rm -rf "$OUT"; mkdir -p "$OUT"
-# the embedded drafter: the published layout only (optimizer state stays in $WORK/run for --resume)
-cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/run/train_log.csv" "$OUT/"
+rm -rf "$OUT"
+# the embedded drafter: the published layout only (optimizer state stays in $WORK/run for --resume),
+# its matrices as QUANT blocks (docs/QUANTIZE.md; the choice is measured in docs/BENCHMARKS.md);
+# QUANT=bf16 ships the trained bf16 weights as they are
+rm -rf "$WORK/export"; mkdir -p "$WORK/export"
+cp "$WORK/run/config.json" "$WORK/run/model.safetensors" "$WORK/export/"
+if [ "$QUANT" = bf16 ]; then cp -r "$WORK/export" "$OUT"
+else run "$SPECULA" quantize --drafter -m "$WORK/export" -o "$OUT" --type "$QUANT" -q; fi
+cp "$WORK/run/train_log.csv" "$OUT/"
 # static temperature scaling of the confidence head (sts.json) on the held-out prompts, greedy as
 # `specula run` decodes by default
 head -n 16 "$WORK/held.jsonl" > "$WORK/calib.jsonl"

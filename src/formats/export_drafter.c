@@ -81,6 +81,8 @@ typedef struct {
     int skip;         /* allowed in the checkpoint, not exported */
     sp_dtype dtype;   /* required dtype; SP_DT_UNKNOWN = any float */
     const st_tensor *t;
+    sp_dtype qt;       /* a 2-D weight stored as llama.cpp blocks (quantize --drafter): their type, else 0 */
+    const void *qdata; /* those blocks, copied into the GGUF as they are */
 } exd_tensor;
 
 typedef struct {
@@ -561,7 +563,13 @@ static int check_stored(exd_t *x, st_set *st, const char *dir, sp_err *err) {
         const char *name = sp_st_at(st, i)->name;
         exd_tensor *t = find(&x->list, name);
         if (t) {
-            if (sp_st_get(st, name, t->dtype, t->ndim, t->shape, &t->t, err)) return -1;
+            char key[160];
+            snprintf(key, sizeof key, "quant.%s", name);
+            if (t->ndim == 2 && sp_st_metadata(st, key)) { /* blocks of a quantized drafter, checked as a weight */
+                if (sp_st_get_weight(st, name, t->shape[0], t->shape[1], &t->qdata, &t->qt, err)) return -1;
+                t->t = sp_st_find(st, name);
+            } else if (sp_st_get(st, name, t->dtype, t->ndim, t->shape, &t->t, err))
+                return -1;
             continue;
         }
         if (droppable(name)) continue;
@@ -625,13 +633,60 @@ static int exd_keys(gguf_writer *w, exd_t *x, const char *dir, const export_gguf
                                     : dflash_gguf_keys(w, x->kind, &x->dc, &x->k, has_conf, err);
 }
 
-/* every tensor of the list in its GGUF type (2-D weights: o->weight_type or as stored; counted
- * in n_2d[f32, f16, bf16]), then d2t and the RoPE divisors */
+/* the quantized weight types a drafter may store (quantize --drafter) with their llama_ftype */
+static const struct {
+    sp_dtype dt;
+    ggml_type type;
+    uint32_t file_type;
+} QUANT_TYPES[] = {{SP_DT_Q8_0, GGML_TYPE_Q8_0, 7},
+                   {SP_DT_Q4_0, GGML_TYPE_Q4_0, 2},
+                   {SP_DT_Q4_K, GGML_TYPE_Q4_K, 15},
+                   {SP_DT_Q6_K, GGML_TYPE_Q6_K, 18}};
+#define N_QUANT_TYPES (int)(sizeof QUANT_TYPES / sizeof QUANT_TYPES[0])
+
+/* a weight stored as llama.cpp blocks goes into the GGUF byte for byte, in its own type (counted
+ * in n_q, one count per QUANT_TYPES entry); --type cannot re-encode it */
+static int exd_quantized(gguf_writer *w, const exd_tensor *t, const char *dir, const export_gguf_opts *o, int *n_q,
+                         sp_err *err) {
+    int q = 0;
+    while (q < N_QUANT_TYPES && QUANT_TYPES[q].dt != t->qt) q++;
+    if (q == N_QUANT_TYPES)
+        return sp_err_set(err, "%s: tensor %s is stored as %s blocks, which export does not write", dir, t->hf,
+                          sp_dtype_name(t->qt));
+    ggml_type type = QUANT_TYPES[q].type;
+    if (o->weight_type >= 0 && o->weight_type != (int)type)
+        return sp_err_set(err, "%s: tensor %s is stored as %s blocks; export writes them as they are, so --type %s "
+                               "cannot apply (leave --type out, or export the unquantized drafter)",
+                          dir, t->hf, sp_dtype_name(t->qt), sp_ggml_type_name((ggml_type)o->weight_type));
+    n_q[q]++;
+    int64_t ne[2] = {t->shape[1], t->shape[0]};
+    return sp_gguf_writer_add_tensor(w, t->gg, type, 2, ne, t->qdata, NULL, NULL, err);
+}
+
+/* general.file_type: the quantized type most weights have, else from the float counts */
+static uint32_t exd_file_type(const int *n_2d, const int *n_q) {
+    int best = 0;
+    for (int q = 1; q < N_QUANT_TYPES; q++)
+        if (n_q[q] > n_q[best]) best = q;
+    return n_q[best] > n_2d[0] + n_2d[1] + n_2d[2] ? QUANT_TYPES[best].file_type : sp_export_file_type(n_2d);
+}
+
+/* every tensor of the list in its GGUF type (2-D weights: as stored when quantized (counted in
+ * n_q), else o->weight_type or as stored (counted in n_2d[f32, f16, bf16])), then d2t and the
+ * RoPE divisors */
 static int exd_tensors(gguf_writer *w, exd_t *x, export_tensor_src *srcs, const char *dir, const export_gguf_opts *o,
-                       int *n_2d, sp_err *err) {
+                       int *n_2d, int *n_q, sp_err *err) {
     for (int i = 0; i < x->list.n; i++) {
         const exd_tensor *t = &x->list.v[i];
         if (!t->t || t->skip) continue;
+        if (t->qt) {
+            if (x->kind == EXD_EAGLE3 && (strstr(t->hf, "self_attn.q_proj.") || strstr(t->hf, "self_attn.k_proj.")))
+                return sp_err_set(err, "%s: tensor %s is stored as %s blocks; llama.cpp's eagle3 needs its rows "
+                                       "permuted, which export does only for float weights",
+                                  dir, t->hf, sp_dtype_name(t->qt));
+            if (exd_quantized(w, t, dir, o, n_q, err)) return -1;
+            continue;
+        }
         ggml_type type = GGML_TYPE_F32;
         if (t->ndim == 2) {
             sp_dtype dt = t->t->dtype;
@@ -667,7 +722,7 @@ static int export_kind(exd_kind kind, const char *dir, const char *target_dir, c
                        const export_gguf_opts *o, sp_err *err) {
     exd_t *x = calloc(1, sizeof *x);
     exd_io io = {0};
-    int rc = -1, n_2d[3] = {0};
+    int rc = -1, n_2d[3] = {0}, n_q[N_QUANT_TYPES] = {0};
     if (!x) return sp_err_set(err, "out of memory");
     x->kind = kind;
     if (exd_load(x, &io, dir, target_dir, err)) goto done;
@@ -677,13 +732,13 @@ static int export_kind(exd_kind kind, const char *dir, const char *target_dir, c
         sp_err_set(err, "out of memory");
         goto done;
     }
-    if (exd_keys(io.w, x, dir, o, err) || exd_tensors(io.w, x, io.srcs, dir, o, n_2d, err)) goto done;
+    if (exd_keys(io.w, x, dir, o, err) || exd_tensors(io.w, x, io.srcs, dir, o, n_2d, n_q, err)) goto done;
     /* the target's vocabulary: llama.cpp sizes token_embd / output by its token list */
     if (sp_export_tokenizer_keys(io.w, &x->tc, target_dir, o, err)) goto done;
     if ((x->kind == EXD_ZLAB || x->kind == EXD_DSPARK) &&
         sp_gguf_writer_set_u32(io.w, "tokenizer.ggml.mask_token_id", (uint32_t)x->k.mask_id, err))
         goto done;
-    if (sp_gguf_writer_set_u32(io.w, "general.file_type", sp_export_file_type(n_2d), err)) goto done;
+    if (sp_gguf_writer_set_u32(io.w, "general.file_type", exd_file_type(n_2d, n_q), err)) goto done;
     if (sp_gguf_writer_save(io.w, out_path, err)) goto done;
     rc = 0;
 done:

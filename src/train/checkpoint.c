@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "formats/safetensors.h"
 #include "formats/hfjson.h"
+#include "kernels/quant.h"
 #include "formats/tensor_names.h"
 
 #define TEMP_PLACEHOLDER "@train_temperature@"
@@ -179,8 +180,19 @@ int sp_tr_drafter_init_from(const char *dir, tr_model *m, sp_err *err) {
     for (int i = 0; i < m->n_params && !rc; i++) {
         const tr_param *p = &m->params[i];
         const st_tensor *t;
-        if (sp_st_get(s, p->name, SP_DT_UNKNOWN, p->ndim, p->shape, &t, err)) rc = -1;
-        else sp_to_f32(m->w + p->off, t->data, t->dtype, p->n);
+        if (p->ndim == 2) { /* a weight, possibly as blocks (quantize --drafter): dequantized row by row */
+            const void *data;
+            sp_dtype dt;
+            int64_t n = p->shape[0], k = p->shape[1];
+            rc = sp_st_get_weight(s, p->name, n, k, &data, &dt, err);
+            size_t row = sp_dtype_row_bytes(dt, (size_t)k);
+            for (int64_t r = 0; r < n && !rc; r++)
+                rc = sp_row_to_f32(m->w + p->off + (size_t)(r * k), (const char *)data + (size_t)r * row, dt, (size_t)k,
+                                   err);
+        } else if (sp_st_get(s, p->name, SP_DT_UNKNOWN, p->ndim, p->shape, &t, err))
+            rc = -1;
+        else
+            sp_to_f32(m->w + p->off, t->data, t->dtype, p->n);
     }
     sp_st_close(s);
     return rc;
