@@ -4,7 +4,7 @@
  * CLI), llama-server's grammar field, and bad grammars / schemas are 400s naming what is wrong.
  * Every drafter that draws from logits takes the grammar's constraint: none of its drafts is cut
  * (CLI, EAGLE-3, draft model, assistant, mlx-bun DSpark), and tokens_from (server timings, generate
- * --json) sums to the completion tokens. */
+ * --json) sums to the completion tokens. A server without a drafter drafts the forced tokens too. */
 #include <jansson.h>
 
 #include "sample/json_schema.h"
@@ -153,6 +153,41 @@ static void test_greedy_spec_is_plain(void) {
         json_decref(o);
         free(ta), free(tb), free(oa), free(ob), free(ba), free(bb);
     }
+}
+
+/* a server without a drafter drafts the tokens the grammar forces all the same (no drafter call,
+ * verified in the same forward): its greedy output equals the speculative server's, and tokens_from
+ * counts forced and target tokens only */
+static void test_plain_server_forced(void) {
+    test_server plain;
+    CHECK(server_start(&plain, BIN, "--spec none -np 2 -c 1024 -t 2") == 0, "plain server_start (log %s)", plain.log);
+    if (!plain.port) return;
+    json_int_t forced_all = 0;
+    for (int si = 0; si < NS; si++) {
+        pending a, b;
+        char *body = chat_body(si, 0, 1, 1);
+        post_start(&a, "/v1/chat/completions", body);
+        int sa, sb;
+        char *oa = post_finish(&a, &sa);
+        int port = SRV.port;
+        SRV.port = plain.port;
+        post_start(&b, "/v1/chat/completions", body);
+        char *ob = post_finish(&b, &sb);
+        SRV.port = port;
+        char *ta = tokens_of(oa), *tb = tokens_of(ob);
+        CHECK(sa == 200 && sb == 200 && ta && tb && !strcmp(ta, tb), "schema %d: spec server %s vs plain server %s", si,
+              ta ? ta : oa, tb ? tb : ob);
+        json_t *o = json_loads(ob, 0, NULL), *tm = json_object_get(o, "timings");
+        json_int_t from[3], ct = json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens"));
+        CHECK(tokens_from(tm, from) && ct > 0 && from[1] == 0 && from[0] + from[2] == ct,
+              "schema %d: plain server tokens_from: %s", si, ob);
+        forced_all += from[0];
+        json_decref(o);
+        free(ta), free(tb), free(oa), free(ob), free(body);
+    }
+    printf("  plain server: %lld tokens forced by the grammar over %d schemas\n", (long long)forced_all, NS);
+    CHECK(forced_all > 0, "the plain server drafted no forced token");
+    CHECK(server_stop(&plain) == 0, "plain server exit");
 }
 
 /* the CLI: --json-schema with the drafter gives the tokens of the plain run, and reports forced drafts */
@@ -334,6 +369,7 @@ int main(int argc, char **argv) {
     RUN(test_grammar_field);
     RUN(test_greedy_spec_is_plain);
     RUN(test_schema_sampled);
+    RUN(test_plain_server_forced);
     RUN(test_cli_spec_is_plain);
     RUN(test_cli_masked_drafters);
     CHECK(server_stop(&SRV) == 0, "server exit");

@@ -33,7 +33,7 @@ struct sp_round {
      * tokens of this round's rows [rows_max, V] (rows 0 .. n_gmask computed) */
     sp_gstate *gs, *gw;
     uint8_t *gmask;
-    int n_gmask, forced_round;
+    int n_gmask, forced_round, forced_seen; /* forced_seen: this round's forced drafts were looked for */
     sp_round_result res;
 };
 
@@ -157,7 +157,7 @@ void sp_round_begin(sp_round *r, int32_t pending, int room) {
     r->blk[0] = pending;
     r->room = room;
     r->pos = sp_kv_len(r->kv);
-    r->n_gmask = r->forced_round = 0;
+    r->n_gmask = r->forced_round = r->forced_seen = 0;
 }
 
 /* ---- the grammar -------------------------------------------------------------------------- */
@@ -270,7 +270,8 @@ int sp_round_propose(sp_round *r, int k, sp_err *err) {
      * asked for (k = 0: up to draft_max); each is accepted for certain (the constrained p is one-hot) */
     int fk = k > 0 ? k : r->p.draft_max;
     if (fk > r->room) fk = r->room;
-    if (r->gs && fk > 0) {
+    if (r->gs && fk > 0 && !r->forced_seen) { /* looked for once per round: none now, none later */
+        r->forced_seen = 1;
         int f = gram_forced(r, fk, err);
         if (f < 0) return -1;
         if (f > 0) {
@@ -281,7 +282,7 @@ int sp_round_propose(sp_round *r, int k, sp_err *err) {
             return rc;
         }
     }
-    if (!r->d || k <= 0) return 0;
+    if (!r->d || k <= 0 || r->forced_round) return 0;
     /* the held rows' update is a one-time cost of turning drafting on: apart from draft_ms */
     double t0 = sp_time_ms();
     if (hold_flush(r, err)) return -1;

@@ -103,7 +103,10 @@ void sp_round_begin(sp_round *r, int32_t pending, int room);
 /* Ask the drafter for k drafts (a tree: k levels, at most tree.nodes and room nodes); k = 0: none.
  * Under a grammar the tokens it forces from the pending token on (one token allowed at a time) are
  * the drafts instead, without a drafter call: up to k, or with k = 0 up to draft_max (room caps
- * both). Rounds held for extend() are told to the drafter first. 0, or -1 with err. */
+ * both). The forced tokens are looked for once per round: a second call (the server looks at plan
+ * time with k = 0, then asks its drafter) goes straight to the drafter when none was forced, and
+ * does nothing after a forced proposal. Rounds held for extend() are told to the drafter first. 0,
+ * or -1 with err. */
 int sp_round_propose(sp_round *r, int k, sp_err *err);
 /* Chains proposed by the caller: drafts in sp_round_draft_buf ([G]) and, sampling with a
  * q-providing drafter, q rows in sp_round_q_buf ([G, V], else NULL). k asked, nd proposed. */

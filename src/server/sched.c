@@ -525,9 +525,11 @@ int sp_srv_sched_start(srv *s, sp_err *err) {
     if (s->o.make_drafter && drafter_src_init(s, err)) return -1;
     s->max_rows = P * G1 + (s->o.prefill_chunk > SP_SPEC_MAX_G + 1 ? s->o.prefill_chunk : SP_SPEC_MAX_G + 1);
     s->scratch = sp_kv_create(s->m, s->max_rows, s->max_rows, err);
-    s->logits = malloc(sizeof(float) * (size_t)P * G1 * c->vocab_size);
+    /* logits rows: a slot's most rows, or without a drafter 1 + the forced drafts of a grammar */
+    int GF = s->o.draft_max < SP_SPEC_MAX_G ? s->o.draft_max : SP_SPEC_MAX_G, GL = G1 > GF + 1 ? G1 : GF + 1;
+    s->logits = malloc(sizeof(float) * (size_t)P * GL * c->vocab_size);
     if (!s->scratch) return -1;
-    if (!s->logits) return sp_err_set(err, "server: out of memory for the logits of %d rows", P * G1);
+    if (!s->logits) return sp_err_set(err, "server: out of memory for the logits of %d rows", P * GL);
     if (s->o.make_drafter && s->o.spec_max_slots < 0 && sp_srv_vlen_init(&s->vlen, s->m, s->scratch, s->logits, P * G1, s->max_rows, err))
         return -1;
     if (pthread_create(&s->sched, NULL, sched_main, s)) return sp_err_set(err, "server: cannot start the scheduler thread");

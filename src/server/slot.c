@@ -213,7 +213,9 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
     s->g_room = s->row_room = -1;
     s->stop = SP_STOP_NONE;
     s->n_emit = 0;
-    s->G = s->spec ? p->draft_max : 0;
+    /* a plain request under a grammar still drafts what the grammar forces (no drafter call), up to
+     * draft_max a round */
+    s->G = s->spec ? p->draft_max : p->grammar && p->draft_max > 0 ? (p->draft_max < SP_SPEC_MAX_G ? p->draft_max : SP_SPEC_MAX_G) : 0;
     s->TN = s->spec && p->tree.nodes > 0 && !p->grammar ? p->tree.nodes : 0; /* chains under a grammar */
     if (begin_check(s, p, err)) return -1;
     s->greedy = sp_sample_is_greedy(&p->sample);
@@ -360,9 +362,22 @@ int sp_slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
     if (rows > max_rows - 1) rows = max_rows - 1;
     if (g > rows) g = rows;
     if (g < 0) return 0; /* waits for the next forward */
+    sp_round_begin(s->R, s->pending, s->spec || s->p.grammar ? rows : 0);
+    if (s->p.grammar && g > 0) {
+        /* the tokens the grammar forces are drafted now, whatever drafts the step gives the slot: they
+         * cost no drafter call and are accepted for certain; a round that has them asks the drafter
+         * for nothing (its rows are held for it as a plain round's are) */
+        if (sp_round_propose(s->R, 0, err)) return -1;
+        int f = sp_round_get_result(s->R)->forced;
+        if (f > 0) {
+            s->proposed = 1;
+            s->g_room = *g_room = 0;
+            s->row_room = f;
+            return 1;
+        }
+    }
     s->g_room = *g_room = s->spec ? g : 0;
     s->row_room = s->spec ? rows : 0;
-    sp_round_begin(s->R, s->pending, s->row_room);
     return 1;
 }
 
@@ -468,6 +483,27 @@ static int emit_token(void *ctx, int32_t tok, int i) {
     return 1;
 }
 
+/* A round of forced drafts that asked the drafter for nothing: its acc + 1 rows (kept[j] and the
+ * token after it) go to the held rows, as that many plain rounds' would; once the drafter is built
+ * without extend(), the rest are committed to it one by one. */
+static int hold_forced(srv_slot *s, const int32_t *kept, const sp_round_result *r, sp_err *err) {
+    size_t wt = (size_t)s->nt * s->H, wh = (size_t)s->H;
+    for (int j = 0; j <= r->acc; j++) {
+        int32_t tok = j < r->acc ? kept[j + 1] : r->next;
+        const float *taps = s->nt ? s->out.taps + (size_t)j * wt : NULL, *hid = s->wh ? s->out.hidden + (size_t)j * wh : NULL;
+        if (!s->dormant && !s->d->extend) {
+            if (s->d->commit(s->d, 0, tok, taps, hid, err)) return -1;
+            continue;
+        }
+        if (hold_reserve(s, err)) return -1;
+        size_t at = (size_t)s->n_ctx_tok - 1;
+        if (taps) memcpy(s->ptaps + at * wt, taps, sizeof(float) * wt);
+        if (hid) memcpy(s->phid + at * wh, hid, sizeof(float) * wh);
+        if (hold_append(s, tok, err)) return -1;
+    }
+    return 0;
+}
+
 /* After a decode round's forward: accept, emit, then commit to the drafter (or hold the row). */
 static int finish_round(srv_slot *s, sp_err *err) {
     s->st.target_calls++;
@@ -482,13 +518,14 @@ static int finish_round(srv_slot *s, sp_err *err) {
     s->st.accepted += r->acc;
     s->st.forced += r->forced;
     s->st.cut += r->cut;
-    for (int k = 1; k <= r->depth; k++) s->offered[k]++;
-    for (int k = 1; k <= r->acc; k++) s->reached[k]++;
+    int depth = r->forced ? 0 : r->depth; /* forced rounds tell the length policy nothing */
+    for (int k = 1; k <= depth; k++) s->offered[k]++;
+    for (int k = 1; k <= depth && k <= r->acc; k++) s->reached[k]++;
     if (sp_round_emit(s->R, emit_token, s, err) < 0) return -1;
     s->st.from_forced += r->from_forced;
     s->st.from_drafter += r->from_drafter;
     s->st.from_target += r->from_target;
-    s->last_nd = r->depth;
+    s->last_nd = depth;
     s->last_acc = r->acc;
     double now = sp_time_ms();
     if (s->st.t_first == 0) s->st.t_first = now;
@@ -499,6 +536,10 @@ static int finish_round(srv_slot *s, sp_err *err) {
     }
     s->pending = r->next;
     if (!s->spec) return 0;
+    if (r->forced && !s->asked && (s->dormant || s->d->extend)) {
+        s->hold_round = 0;
+        return hold_forced(s, kept, r, err);
+    }
     int hold = s->hold_round;
     if (!hold && !s->asked) s->st.idle_drafter_rounds++; /* a drafter without extend commits every round */
     s->asked = s->hold_round = 0;
