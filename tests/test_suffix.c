@@ -232,10 +232,19 @@ static void test_server_cross_request(void) {
     CHECK(server_stop(&s) == 0, "server exit (log %s)", s.log);
 }
 
+/* `serve --spec dspark+suffix` without -m or -md: the embedded pair's drafter, as with no --spec */
+static void test_server_default_drafter(void) {
+    test_server s;
+    CHECK(server_start(&s, BIN, "--spec dspark+suffix -np 1 -c 512 -t 2") == 0, "server did not start (log %s)", s.log);
+    CHECK(server_log_has(&s, "drafter: dspark+suffix from"), "the embedded drafter was not loaded (log %s)", s.log);
+    CHECK(server_stop(&s) == 0, "server exit (log %s)", s.log);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     server_bin(BIN, sizeof BIN, argv[0]);
     RUN(test_sam_counts);
+    RUN(test_server_default_drafter);
     RUN(test_store_bound);
     RUN(test_greedy_identity);
     RUN(test_audit);

@@ -85,6 +85,10 @@ static int serve_defaults(serve_opts *o, int default_draft_max) {
             o->so.spec = "dspark";
             o->so.draft_dir = o->ddef;
             if (o->so.draft_max == INT_MIN) o->so.draft_max = 7;
+        } else if (!o->so.draft_dir && o->so.spec && !strncmp(o->so.spec, "dspark", 6)) {
+            /* dspark or dspark+suffix without -md: the embedded drafter (a DSpark checkpoint) */
+            snprintf(o->ddef, sizeof o->ddef, "%s/drafter", o->root);
+            o->so.draft_dir = o->ddef;
         }
         if (!o->name) o->name = "specula-default";
     }
