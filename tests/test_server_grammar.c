@@ -155,14 +155,16 @@ static void test_greedy_spec_is_plain(void) {
     }
 }
 
-/* a server without a drafter drafts the tokens the grammar forces all the same (no drafter call,
- * verified in the same forward): its greedy output equals the speculative server's, and tokens_from
- * counts forced and target tokens only */
-static void test_plain_server_forced(void) {
-    test_server plain;
-    CHECK(server_start(&plain, BIN, "--spec none -np 2 -c 1024 -t 2") == 0, "plain server_start (log %s)", plain.log);
-    if (!plain.port) return;
-    json_int_t forced_all = 0;
+/* A second server (ARGS) answers each schema's greedy request with the tokens of the first. plain: it
+ * has no drafter, yet drafts the tokens the grammar forces (no drafter call, verified in the same
+ * forward): tokens_from counts forced and target tokens only. Else it verifies token trees, which
+ * under a grammar the drafter builds from grammar-masked logits: nothing is cut; and a sampled
+ * request there (chains under a grammar) gives JSON the schema accepts. */
+static void second_server_same(const char *args, int plain) {
+    test_server o2;
+    CHECK(server_start(&o2, BIN, args) == 0, "server_start %s (log %s)", args, o2.log);
+    if (!o2.port) return;
+    json_int_t forced_all = 0, drafter_all = 0;
     for (int si = 0; si < NS; si++) {
         pending a, b;
         char *body = chat_body(si, 0, 1, 1);
@@ -170,25 +172,47 @@ static void test_plain_server_forced(void) {
         int sa, sb;
         char *oa = post_finish(&a, &sa);
         int port = SRV.port;
-        SRV.port = plain.port;
+        SRV.port = o2.port;
         post_start(&b, "/v1/chat/completions", body);
         char *ob = post_finish(&b, &sb);
         SRV.port = port;
         char *ta = tokens_of(oa), *tb = tokens_of(ob);
-        CHECK(sa == 200 && sb == 200 && ta && tb && !strcmp(ta, tb), "schema %d: spec server %s vs plain server %s", si,
-              ta ? ta : oa, tb ? tb : ob);
+        CHECK(sa == 200 && sb == 200 && ta && tb && !strcmp(ta, tb), "schema %d: first server %s vs %s: %s", si,
+              ta ? ta : oa, args, tb ? tb : ob);
         json_t *o = json_loads(ob, 0, NULL), *tm = json_object_get(o, "timings");
         json_int_t from[3], ct = json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens"));
-        CHECK(tokens_from(tm, from) && ct > 0 && from[1] == 0 && from[0] + from[2] == ct,
-              "schema %d: plain server tokens_from: %s", si, ob);
-        forced_all += from[0];
+        CHECK(tokens_from(tm, from) && ct > 0 && (!plain || from[1] == 0) && from[0] + from[1] + from[2] == ct,
+              "schema %d: %s: tokens_from: %s", si, args, ob);
+        CHECK(plain || json_integer_value(json_object_get(tm, "draft_n_grammar_cut")) == 0, "schema %d: tree drafts cut: %s",
+              si, ob);
+        forced_all += from[0], drafter_all += from[1];
         json_decref(o);
         free(ta), free(tb), free(oa), free(ob), free(body);
     }
-    printf("  plain server: %lld tokens forced by the grammar over %d schemas\n", (long long)forced_all, NS);
-    CHECK(forced_all > 0, "the plain server drafted no forced token");
-    CHECK(server_stop(&plain) == 0, "plain server exit");
+    printf("  %s: tokens forced by the grammar %lld, from the drafter %lld over %d schemas\n", args,
+           (long long)forced_all, (long long)drafter_all, NS);
+    CHECK(plain ? forced_all > 0 : drafter_all > 0, "%s: no token %s", args, plain ? "forced" : "from the drafter");
+    if (!plain) { /* sampled under the grammar: chains, and valid JSON */
+        pending c;
+        char *body = chat_body(0, 1.0, 5, 1);
+        int port = SRV.port, sc;
+        SRV.port = o2.port;
+        post_start(&c, "/v1/chat/completions", body);
+        char *oc = post_finish(&c, &sc);
+        SRV.port = port;
+        json_t *o = json_loads(oc, 0, NULL), *schema = json_loads(SCHEMAS[0], 0, NULL);
+        const char *ct = o ? reply_content(o) : NULL;
+        json_t *v = ct ? json_loads(ct, JSON_DECODE_ANY, NULL) : NULL;
+        CHECK(sc == 200 && v && sp_json_schema_validate(schema, v), "sampled on %s: %d %s", args, sc, oc);
+        json_decref(v), json_decref(schema), json_decref(o);
+        free(oc), free(body);
+    }
+    CHECK(server_stop(&o2) == 0, "%s: server exit", args);
 }
+
+static void test_plain_server_forced(void) { second_server_same("--spec none -np 2 -c 1024 -t 2", 1); }
+
+static void test_tree_server_grammar(void) { second_server_same("-np 2 -c 1024 -t 2 --spec-max-slots 0 --tree 8", 0); }
 
 /* the CLI: --json-schema with the drafter gives the tokens of the plain run, and reports forced drafts */
 static void test_cli_spec_is_plain(void) {
@@ -312,6 +336,31 @@ static void test_cli_masked_drafters(void) {
             json_decref(o);
         }
     }
+    /* greedy token trees under the schema: the plain tokens; DSpark and EAGLE-3 build each node's
+     * children from grammar-masked logits (nothing cut); the suffix drafter's nodes are not masked
+     * (the walk never follows a forbidden one) */
+    struct {
+        const char *args;
+        int masked;
+    } T[3] = {{"--spec dspark -md models/default/drafter --tree 8", 1}, {"--spec eagle3 -md %s/e3 --tree 8 --tree-k 2", 1},
+              {"--spec dspark+suffix -md models/default/drafter --tree 8", 0}};
+    for (int k = 0; k < 3; k++) {
+        char args[512];
+        snprintf(args, sizeof args, T[k].args, dir);
+        rc = harness_runf(a, MAXOUT, "%s %s --temp 0 -j %s %s --spec-always 2>&1", BIN, base, sf, args);
+        json_t *o = json_loads(a, 0, NULL), *st = json_object_get(o, "stats");
+        char *t = json_dumps(json_object_get(o, "tokens"), JSON_COMPACT);
+        int have = tokens_from(st, from);
+        printf("  tree %-55s: drafted %lld, cut %lld, tokens from grammar %lld / drafter %lld / target %lld\n", args,
+               (long long)json_integer_value(json_object_get(st, "drafted")),
+               (long long)json_integer_value(json_object_get(st, "grammar_cut")), (long long)from[0], (long long)from[1],
+               (long long)from[2]);
+        CHECK(rc == 0 && o && t && tp && !strcmp(t, tp), "tree %s: speculative %s vs plain %s", args, t ? t : a, tp);
+        CHECK(have && (!T[k].masked || json_integer_value(json_object_get(st, "grammar_cut")) == 0),
+              "tree %s: cut or no tokens_from: %s", args, a);
+        free(t);
+        json_decref(o);
+    }
     free(tp);
     json_decref(plain);
     unlink(sf);
@@ -370,6 +419,7 @@ int main(int argc, char **argv) {
     RUN(test_greedy_spec_is_plain);
     RUN(test_schema_sampled);
     RUN(test_plain_server_forced);
+    RUN(test_tree_server_grammar);
     RUN(test_cli_spec_is_plain);
     RUN(test_cli_masked_drafters);
     CHECK(server_stop(&SRV) == 0, "server exit");

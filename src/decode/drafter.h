@@ -63,6 +63,18 @@ typedef struct {
     void *ctx;
 } sp_draft_constraint;
 
+/* A constraint on a tree proposal (the engine's grammar, greedy requests), set on the drafter around
+ * propose_tree(). Before node v's children are chosen from its logits [V] (target-id space),
+ * node(ctx, v, parent, tok, logits, V) sets the tokens the constraint forbids after v's root path
+ * to -inf: v = 0 is the pending token (parent -1), v > 0 the v-th node placed (its parent's index
+ * and its token; tree row v); parents are asked before their children. Returns 0, 1 when no token
+ * is allowed (v gets no children), or -1 with err. A drafter that ignores it proposes as without
+ * it (the engine never follows a node the constraint forbids). */
+typedef struct {
+    int (*node)(void *ctx, int v, int parent, int32_t tok, float *logits, int V, sp_err *err);
+    void *ctx;
+} sp_draft_tree_constraint;
+
 /* The constraint c (NULL: none) on the logits [V] of draft j, in target-id space: the tokens it
  * forbids set to -inf. Returns 0 (draw draft j from the logits), 1 (end the proposal before draft
  * j: the constraint says so, or no finite logit is left, as when a drafter's reduced vocabulary
@@ -85,6 +97,7 @@ struct sp_drafter {
     int wants_hidden;    /* 1: begin/commit also receive the target's final post-norm hidden rows */
     int provides_q;      /* 1: propose() fills draft distributions q (else the engine uses one-hot q) */
     const sp_draft_constraint *constraint; /* set by the engine for one propose() (NULL: none) */
+    const sp_draft_tree_constraint *tree_constraint; /* set by the engine for one propose_tree() (NULL: none) */
     int step_cost;       /* 1: each draft runs a drafter forward of its own, so proposing k drafts costs
                           * about k times one (a draft model, EAGLE-3, the assistant); 0: one forward
                           * serves the block (DFlash / DSpark) or no model runs (n-gram, suffix) */

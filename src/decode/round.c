@@ -32,6 +32,8 @@ struct sp_round {
     /* the grammar (p.grammar): the position after the committed tokens, a working copy, the allowed
      * tokens of this round's rows [rows_max, V] (rows 0 .. n_gmask computed) */
     sp_gstate *gs, *gw;
+    sp_gstate **gnode; /* greedy trees: the position after each row's root path ([rows_max], made on first use) */
+    uint8_t gstat[SP_TREE_MAX_NODES + 1]; /* per tree row this round: 0 not looked at, 1 masked, 2 forbidden */
     uint8_t *gmask;
     int n_gmask, forced_round, forced_seen; /* forced_seen: this round's forced drafts were looked for */
     sp_round_result res;
@@ -77,9 +79,10 @@ sp_round *sp_round_create(sp_model *m, sp_kv *kv, const sp_round_params *p, sp_e
     if (!(r->smp = sp_sampler_create(r->V, &p->sample, err))) rc = -1;
     if (!rc && sp_penalty_active(&p->penalty) && !(r->pen = sp_penalty_create(r->V, &p->penalty, err))) rc = -1;
     if (!rc && p->grammar) {
-        r->p.tree.nodes = 0; /* chains only under a grammar */
-        r->rows_max = 1 + p->draft_max;
+        if (!r->greedy) r->p.tree.nodes = 0; /* sampled requests: chains only under a grammar */
+        r->rows_max = 1 + (r->p.tree.nodes > p->draft_max ? r->p.tree.nodes : p->draft_max);
         r->gmask = malloc((size_t)r->rows_max * V);
+        if (r->p.tree.nodes > 0 && !(r->gnode = calloc((size_t)r->rows_max, sizeof *r->gnode))) r->gmask = (free(r->gmask), NULL);
         if (!p->gvocab) rc = sp_err_set(err, "round: a grammar without the vocabulary's token bytes");
         else if (sp_gvocab_size(p->gvocab) != r->V)
             rc = sp_err_set(err, "round: grammar vocabulary of %d tokens for a model of %d", sp_gvocab_size(p->gvocab), r->V);
@@ -115,6 +118,8 @@ void sp_round_free(sp_round *r) {
     free(r->probs), free(r->own_logits), free(r->q), free(r->taps), free(r->hidden);
     free(r->hold_taps), free(r->hold_hid);
     sp_gstate_free(r->gs), sp_gstate_free(r->gw), free(r->gmask);
+    for (int i = 0; r->gnode && i < r->rows_max; i++) sp_gstate_free(r->gnode[i]);
+    free(r->gnode);
     free(r);
 }
 
@@ -192,6 +197,53 @@ static int gram_forced(sp_round *r, int k, sp_err *err) {
         r->blk[j + 1] = only;
         if (sp_gstate_accept(r->gw, only, err)) return -1;
     }
+}
+
+/* Tree row v's position (its parent's and v's token) and mask; gstat[v] ← 1, or 2 when the grammar
+ * forbids v's token there (v and its subtree are never followed). 0, or -1 with err. */
+static int gram_row(sp_round *r, int v, int pr, int32_t tok, sp_err *err) {
+    uint8_t *m = r->gmask + (size_t)v * r->V;
+    if (v > 0 && (r->gstat[pr] != 1 || !r->gmask[(size_t)pr * r->V + (size_t)tok])) {
+        memset(m, 1, (size_t)r->V); /* never read: the walk only moves to allowed tokens */
+        r->gstat[v] = 2;
+        return 0;
+    }
+    if (!r->gnode[v] && !(r->gnode[v] = sp_gstate_create(r->p.grammar, r->p.gvocab, err))) return -1;
+    if (sp_gstate_copy(r->gnode[v], v ? r->gnode[pr] : r->gs, err)) return -1;
+    if (v > 0 && sp_gstate_accept(r->gnode[v], tok, err)) return -1;
+    int32_t only;
+    if (sp_gstate_mask(r->gnode[v], m, &only, err) < 0) return -1;
+    r->gstat[v] = 1;
+    return 0;
+}
+
+/* The drafter's tree constraint (sp_draft_tree_constraint): node v's children only among the tokens
+ * the grammar allows after v's root path; the row's mask stays for the verification. */
+static int gram_tree_node(void *ctx, int v, int parent, int32_t tok, float *logits, int V, sp_err *err) {
+    sp_round *r = ctx;
+    if (v >= r->rows_max || V != r->V) return 1;
+    if (!r->gstat[v] && gram_row(r, v, parent, tok, err)) return -1;
+    if (r->gstat[v] != 1) return 1;
+    const uint8_t *m = r->gmask + (size_t)v * r->V;
+    int any = 0;
+    for (int t = 0; t < V; t++)
+        if (!m[t]) logits[t] = -INFINITY;
+        else any |= logits[t] > -INFINITY;
+    return !any;
+}
+
+/* A greedy tree under the grammar: the masks of the rows the drafter's constraint did not reach
+ * (leaves, or nodes of a drafter that ignores it); res.cut counts the nodes the grammar forbids.
+ * Returns 0, or -1 with err. */
+static int gram_tree(sp_round *r, sp_err *err) {
+    const sp_tree *t = &r->tree;
+    r->res.cut = 0;
+    for (int v = 0; v <= t->n; v++) {
+        if (!r->gstat[v] && gram_row(r, v, v ? t->parent[v] : -1, t->tok[v], err)) return -1;
+        r->res.cut += r->gstat[v] == 2;
+    }
+    r->n_gmask = t->n + 1;
+    return 0;
 }
 
 /* The drafter's constraint (sp_draft_constraint): before draft j, the grammar's mask of row j (the
@@ -293,10 +345,15 @@ int sp_round_propose(sp_round *r, int k, sp_err *err) {
         sp_tree_shape sh = r->p.tree;
         if (k < sh.max_depth) sh.max_depth = k;
         if (r->room < sh.nodes) sh.nodes = r->room;
+        sp_draft_tree_constraint tc = {gram_tree_node, r};
+        if (r->gs) memset(r->gstat, 0, sizeof r->gstat);
+        r->d->tree_constraint = r->gs ? &tc : NULL;
         nd = sp_tree_propose(&r->tree, r->d, &sh, r->blk[0], r->V, r->greedy ? NULL : r->q, err);
+        r->d->tree_constraint = NULL;
         r->res.tree = 1;
         r->res.nd = r->tree.n;
         r->res.depth = r->tree.depth;
+        if (nd >= 0 && r->gs && gram_tree(r, err)) nd = -1;
     } else {
         /* under a grammar the drafter draws from grammar-masked logits (when it takes the constraint):
          * its later drafts follow the grammar instead of being cut */
@@ -415,6 +472,8 @@ int sp_round_accept(sp_round *r, sp_err *err) {
     if (r->gs && r->n_gmask < r->res.nd + 1 && gram_chain(r, r->res.nd, err) < 0) return -1; /* a plain step's row */
     if (!r->res.tree && r->p.synth) return synth_accept(r, err);
     if (!r->res.tree) return chain_accept(r, err);
+    for (int row = 0; r->gs && row <= r->tree.n; row++) /* greedy trees: each row's own position */
+        sp_grammar_apply(r->gmask + (size_t)row * r->V, r->logits + (size_t)row * r->V, r->V);
     sp_tree_walk_in in = {.logits = r->logits, .q = r->greedy ? NULL : r->q, .probs = r->probs, .smp = r->smp,
                           .V = r->V, .greedy = r->greedy, .broken = r->p.broken_residual, .seed = r->p.sample.seed,
                           .pos = (uint64_t)r->pos, .pen = r->pen};

@@ -281,7 +281,8 @@ int sp_spec_generate(sp_model *m, sp_drafter *d, const int32_t *prompt, int n_pr
     memset(st, 0, sizeof *st);
     /* drafts per round: a drafter's; plain decoding under a grammar verifies the tokens it forces */
     int G = d || p->grammar ? p->draft_max : 0;
-    int TN = d && p->tree.nodes > 0 && !p->grammar ? p->tree.nodes : 0; /* tree nodes per round (0: chains) */
+    /* tree nodes per round (0: chains; under a grammar, greedy requests only) */
+    int TN = d && p->tree.nodes > 0 && (!p->grammar || sp_sample_is_greedy(&p->gen.sample)) ? p->tree.nodes : 0;
     loop_t L = {.m = m, .d = d, .p = p, .H = sp_model_config(m)->hidden_size, .out = out, .st = st};
     if (check_args(m, n_prompt, p, out_cap, G, TN, &L.max_ctx, &L.chunk, err)) return -1;
     int rc = -1;

@@ -38,7 +38,7 @@ int sp_df_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int
     if (c.S && !(c.state = calloc((size_t)(SP_TREE_MAX_NODES + 1) * c.S, sizeof(float))))
         return sp_err_set(err, "dflash tree: out of memory");
     tp_env te = {.depth = env.depth, .V = env.V, .pending = env.pending, .pos = env.pos, .greedy = env.greedy,
-                 .seed = env.seed, .smp = env.smp, .logits = node_logits, .ctx = &c};
+                 .seed = env.seed, .smp = env.smp, .logits = node_logits, .ctx = &c, .tc = d->tree_constraint};
     int max_depth = 0, n = sp_tp_place(&te, sh, tok, parent, q, &max_depth, err);
     free(c.state);
     if (n < 0) return -1;

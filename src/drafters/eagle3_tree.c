@@ -66,7 +66,7 @@ int sp_e3_propose_tree(sp_drafter *d, const sp_tree_shape *sh, int32_t *tok, int
     if (sp_e3_ensure_cap(s, s->n_ctx + SP_TREE_MAX_NODES, err)) return -1;
     memset(s->tdone, 0, sizeof s->tdone);
     tp_env te = {.depth = depth, .V = s->V, .pending = s->pending, .pos = (uint64_t)s->n_ctx, .greedy = s->greedy,
-                 .seed = s->seed, .smp = s->smp, .logits = node_logits, .ctx = s};
+                 .seed = s->seed, .smp = s->smp, .logits = node_logits, .ctx = s, .tc = d->tree_constraint};
     int max_depth = 0, n = sp_tp_place(&te, sh, tok, parent, q, &max_depth, err);
     if (n < 0) return -1;
     memcpy(s->ttok, tok, sizeof(int32_t) * (size_t)n);

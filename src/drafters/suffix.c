@@ -162,7 +162,9 @@ static int sfx_propose_tree_hook(sp_drafter *d, const sp_tree_shape *sh, int32_t
     s->used = USE_SUFFIX;
     if (!s->inner || suffix_wins(s, n, s->last_score)) return n;
     s->used = USE_INNER;
+    s->inner->tree_constraint = d->tree_constraint; /* the engine's grammar, for an inner drafter that takes it */
     n = s->inner->propose_tree(s->inner, sh, tok, parent, q, err);
+    s->inner->tree_constraint = NULL;
     s->n_ttok = n < 0 ? 0 : n;
     if (n > 0) memcpy(s->ttok, tok, sizeof(int32_t) * (size_t)n);
     return n;

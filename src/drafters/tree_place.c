@@ -13,7 +13,8 @@
  *             whether a draw is kept does not depend on the draw — what the sampling rule needs);
  *   static  — the top-1 chain to the depth limit first, then rank-2.. candidates of each depth
  *             (shallowest first) as leaves beside it.
- * A node's children are always a prefix of its candidate list, in list order. */
+ * A node's children are always a prefix of its candidate list, in list order. With the engine's
+ * tree constraint (drafter.h) a node's logits are masked before its candidates are chosen. */
 #include "drafters/tree_place.h"
 
 #include <math.h>
@@ -53,6 +54,11 @@ static int prepare(const tp_env *env, tp_node *nodes, int n, int v, int k, float
     int V = env->V;
     x->ready = 1;
     if (env->logits(env->ctx, nodes, n, v, Z, err)) return -1;
+    if (env->tc) { /* only the tokens the constraint allows after v's path can be its children */
+        int rc = env->tc->node(env->tc->ctx, v, x->parent, x->tok, Z, V, err);
+        if (rc < 0) return -1;
+        if (rc > 0) return x->nc = 0;
+    }
     int32_t idx[TP_MAX_K];
     float val[TP_MAX_K];
     if (!qrow) { /* greedy verification (no q asked for): the top-k, whatever the drafter's params */

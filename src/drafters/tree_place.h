@@ -38,6 +38,7 @@ typedef struct {
     sp_sampler *smp;
     tp_logits_fn logits;
     void *ctx;
+    const sp_draft_tree_constraint *tc; /* the engine's constraint on each node's children (NULL: none) */
 } tp_env;
 
 /* Place a tree shaped by sh (drafter.h's propose_tree contract: tok / parent of each draft node,

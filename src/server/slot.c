@@ -216,7 +216,8 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
     /* a plain request under a grammar still drafts what the grammar forces (no drafter call), up to
      * draft_max a round */
     s->G = s->spec ? p->draft_max : p->grammar && p->draft_max > 0 ? (p->draft_max < SP_SPEC_MAX_G ? p->draft_max : SP_SPEC_MAX_G) : 0;
-    s->TN = s->spec && p->tree.nodes > 0 && !p->grammar ? p->tree.nodes : 0; /* chains under a grammar */
+    /* sampled requests under a grammar verify chains (greedy ones keep their trees) */
+    s->TN = s->spec && p->tree.nodes > 0 && (!p->grammar || sp_sample_is_greedy(&p->sample)) ? p->tree.nodes : 0;
     if (begin_check(s, p, err)) return -1;
     s->greedy = sp_sample_is_greedy(&p->sample);
     s->nt = s->spec ? s->src.n_taps : 0;
