@@ -3,7 +3,8 @@
  * - /health, /v1/models, /tokenize, /detokenize;
  * - identity: greedy completions equal `specula generate` token for token, alone and with 8
  *   concurrent requests (speculative and plain mixed, prompt lengths mixed); a sampled request
- *   with a seed reproduces and equals `specula generate` with the same seed and drafter;
+ *   with a seed reproduces and equals `specula generate` with the same seed and drafter; a
+ *   sampled request without a seed has its draft count chosen by the step (with one, never);
  * - streaming: chat and completion chunks add up to the non-streaming text, role first, usage
  *   chunk, `data: [DONE]` last; stop strings cut the text and never leak a partial match;
  * - logprobs from the target's distribution; timings and usage on every response;
@@ -313,6 +314,49 @@ static void test_idle_spec_slot(void) {
     CHECK(st == 200 && strstr(out, "\nspecula_idle_drafter_rounds_total 0\n") &&
               strstr(out, "\nspecula_drafters_built_total "),
           "metrics: status %d", st);
+    int rc = server_stop(&s2);
+    CHECK(rc == 0 && !server_log_has(&s2, "Sanitizer"), "server: exit %d (log %s)", rc, s2.log);
+    if (rc == 0) unlink(s2.log);
+    free(out);
+}
+
+/* Sampled requests: one that gives no seed has its draft count chosen by the step as a greedy one
+ * (--spec-max-slots 1: none while two slots are busy); one that gives a seed verifies the full
+ * block every round (its seed reproduces its output whatever the load). Two concurrent requests of
+ * each kind. */
+static void test_sampled_length(void) {
+    int32_t prompt[2][256];
+    int np[2];
+    char *out = malloc(MAXOUT);
+    for (int i = 0; i < 2; i++) np[i] = tokenize(PROMPTS[i], prompt[i], 256);
+    test_server s2;
+    CHECK(server_start(&s2, BIN, "-np 2 -c 1024 -t 2 --spec-max-slots 1") == 0, "server did not start");
+    if (!s2.port) {
+        free(out);
+        return;
+    }
+    for (int seeded = 0; seeded < 2; seeded++) {
+        pending p[2];
+        for (int r = 0; r < 2; r++) {
+            char *c = completion_body(prompt[r], np[r], 48, 1, 0.8, seeded ? 7 + r : -1, 0), body[8192];
+            snprintf(body, sizeof body, "{\"ignore_eos\":true,%s", c + 1);
+            free(c);
+            http_start(&p[r], s2.port, "POST", "/v1/completions", body, NULL, NULL);
+        }
+        int held = 0, drafted = 0;
+        for (int r = 0; r < 2; r++) {
+            int st = http_finish(&p[r], out, MAXOUT);
+            json_t *o = json_loads(out, 0, NULL), *tm = json_object_get(o, "timings");
+            CHECK(st == 200 && o, "request %d: status %d %s", r, st, out);
+            held += (int)json_integer_value(json_object_get(json_object_get(tm, "rounds_without_drafts"), "not_paying"));
+            drafted += (int)json_integer_value(json_object_get(tm, "draft_n"));
+            json_decref(o);
+        }
+        printf("  sampled, %s: %d rounds without drafts (not paying), %d drafts\n", seeded ? "seeded" : "no seed", held,
+               drafted);
+        if (seeded) CHECK(held == 0 && drafted > 0, "seeded: %d rounds without drafts, %d drafts", held, drafted);
+        else CHECK(held > 0, "no seed: every round drafted while both slots were busy");
+    }
     int rc = server_stop(&s2);
     CHECK(rc == 0 && !server_log_has(&s2, "Sanitizer"), "server: exit %d (log %s)", rc, s2.log);
     if (rc == 0) unlink(s2.log);
@@ -693,6 +737,7 @@ int main(int argc, char **argv) {
     if (!asan) RUN(test_identity_auto);
     RUN(test_idle_spec_slot); /* from the ASan build too: the held rows and extend under the sanitizers */
     if (!asan) RUN(test_sampled_seed);
+    RUN(test_sampled_length);
     RUN(test_streaming);
     RUN(test_logprobs);
     RUN(test_errors);

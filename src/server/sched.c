@@ -75,7 +75,7 @@ static void admit(srv *s, int i, srv_job *j) {
                      .penalty = j->req.penalty, .max_new = j->max_new, .ignore_eos = j->req.ignore_eos,
                      .draft_max = s->o.draft_max, .draft_min = s->o.draft_min, .tree = s->o.tree,
                      .top_logprobs = j->req.top_logprobs, .cache_prompt = j->req.cache_prompt, .grammar = j->req.grammar,
-                     .synth = s->o.synth};
+                     .synth = s->o.synth, .seeded = j->req.seed_given};
     int rc = 0;
     if (p.grammar && !s->gv) { /* the vocabulary's token bytes, once */
         const sp_config *c = sp_model_config(s->m);
@@ -222,9 +222,10 @@ static int propose_all(srv *s, const int *dec, const int *g, int *nd, int *faile
     return rows;
 }
 
-/* The drafts each decoding slot verifies this step (g[i] <= room[i]): sampled requests and token
- * trees their full room; greedy chains by the verify-length policy (vlen.h), or, with
- * --spec-max-slots N > 0, their full room while at most N slots are busy, or always with N = 0. */
+/* The drafts each decoding slot verifies this step (g[i] <= room[i]): token trees and sampled requests
+ * that gave a seed their full room; other chains (greedy, or sampled without a seed) by the
+ * verify-length policy (vlen.h), or, with --spec-max-slots N > 0, their full room while at most N
+ * slots are busy, or always with N = 0. */
 static void choose_lengths(srv *s, const int *dec, const int *room, int base_rows, int *g) {
     int P = s->o.parallel, n = 0, idx[P], rm[P], fx[P], gg[P], wk[P], lf[P];
     const long *off[P], *rch[P];
@@ -233,9 +234,9 @@ static void choose_lengths(srv *s, const int *dec, const int *room, int base_row
         g[i] = 0;
         if (!dec[i]) continue;
         srv_slot *sl = s->slots[i];
-        int greedy = sp_slot_is_greedy(sl) && !sp_slot_is_tree(sl);
-        int fixed = !greedy || cap >= 0 || !s->vlen.fwd;
-        if (fixed && (!greedy || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
+        int chosen = sp_slot_length_free(sl);
+        int fixed = !chosen || cap >= 0 || !s->vlen.fwd;
+        if (fixed && (!chosen || cap <= 0 || s->n_active <= cap)) g[i] = room[i];
         idx[n] = i, rm[n] = room[i], fx[n] = fixed, gg[n] = g[i];
         wk[n] = sp_slot_wake_rows(sl), lf[n] = sp_slot_tokens_left(sl);
         sp_slot_accept_counts(sl, &off[n], &rch[n]);

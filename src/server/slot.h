@@ -46,6 +46,7 @@ typedef struct {
     const sp_grammar *grammar; /* NULL, or the grammar the output follows (borrowed; chains only) */
     const sp_gvocab *gvocab;
     const sp_synth *synth;     /* NULL, or synthetic acceptance (borrowed; benchmarks only, not lossless) */
+    int seeded;                /* 1: the request gave its seed (a sampled one then verifies its full room) */
 } slot_params;
 
 /* One emitted token with its log-probability under the target's raw distribution (the logits before
@@ -141,10 +142,16 @@ int sp_slot_propose(srv_slot *s, int g, sp_err *err);
  * requests with a q-providing drafter, else NULL), or none, and sp_slot_prepare fills *seq with its
  * rows: a prompt chunk (at most max_rows rows) while prefilling, else [pending, the nd drafts] (nd is
  * ignored after sp_slot_propose: the round holds its proposal).
- * logits: where its [T, V] logits go. Greedy output does not depend on nd; a sampled request must
- * be given its full *g_room proposal each step so that its seed reproduces whatever the load.
+ * logits: where its [T, V] logits go. Greedy output does not depend on nd; a sampled request with a
+ * seed must be given its full *g_room proposal each step so that its seed reproduces whatever the
+ * load (sp_slot_length_free).
  * sp_slot_prepare returns the row count, 0 when nothing to add, -1 with err. */
 int sp_slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err);
+/* 1 when the step may choose the slot's draft count (greedy chains, and sampled chains of requests
+ * that gave no seed); 0 when it must give the full room (token trees, and a sampled request with a
+ * seed, so that its seed reproduces its output whatever the load: which uniforms decide a position
+ * depends on whether the position was drafted). */
+int sp_slot_length_free(const srv_slot *s);
 /* The slot's drafter: NULL until it is built (by sp_slot_wake_drafter) and for plain requests. */
 sp_drafter *sp_slot_drafter(const srv_slot *s);
 /* 1 for a request with a drafter source (built or not). */
