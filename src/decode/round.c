@@ -82,11 +82,12 @@ sp_round *sp_round_create(sp_model *m, sp_kv *kv, const sp_round_params *p, sp_e
         if (!r->greedy) r->p.tree.nodes = 0; /* sampled requests: chains only under a grammar */
         r->rows_max = 1 + (r->p.tree.nodes > p->draft_max ? r->p.tree.nodes : p->draft_max);
         r->gmask = malloc((size_t)r->rows_max * V);
-        if (r->p.tree.nodes > 0 && !(r->gnode = calloc((size_t)r->rows_max, sizeof *r->gnode))) r->gmask = (free(r->gmask), NULL);
+        r->gnode = r->p.tree.nodes > 0 ? calloc((size_t)r->rows_max, sizeof *r->gnode) : NULL;
         if (!p->gvocab) rc = sp_err_set(err, "round: a grammar without the vocabulary's token bytes");
         else if (sp_gvocab_size(p->gvocab) != r->V)
             rc = sp_err_set(err, "round: grammar vocabulary of %d tokens for a model of %d", sp_gvocab_size(p->gvocab), r->V);
-        else if (!r->gmask) rc = sp_err_set(err, "round: out of memory for the grammar's masks");
+        else if (!r->gmask || (r->p.tree.nodes > 0 && !r->gnode))
+            rc = sp_err_set(err, "round: out of memory for the grammar's masks");
         else if (!(r->gs = sp_gstate_create(p->grammar, p->gvocab, err)) || !(r->gw = sp_gstate_create(p->grammar, p->gvocab, err)))
             rc = -1;
         R = (size_t)r->rows_max;

@@ -215,7 +215,8 @@ int sp_slot_begin(srv_slot *s, const slot_params *p, const slot_drafter_src *src
     s->n_emit = 0;
     /* a plain request under a grammar still drafts what the grammar forces (no drafter call), up to
      * draft_max a round */
-    s->G = s->spec ? p->draft_max : p->grammar && p->draft_max > 0 ? (p->draft_max < SP_SPEC_MAX_G ? p->draft_max : SP_SPEC_MAX_G) : 0;
+    int g_forced = p->grammar && p->draft_max > 0 ? (p->draft_max < SP_SPEC_MAX_G ? p->draft_max : SP_SPEC_MAX_G) : 0;
+    s->G = s->spec ? p->draft_max : g_forced;
     /* sampled requests under a grammar verify chains (greedy ones keep their trees) */
     s->TN = s->spec && p->tree.nodes > 0 && (!p->grammar || sp_sample_is_greedy(&p->sample)) ? p->tree.nodes : 0;
     if (begin_check(s, p, err)) return -1;
@@ -492,7 +493,8 @@ static int hold_forced(srv_slot *s, const int32_t *kept, const sp_round_result *
     size_t wt = (size_t)s->nt * s->H, wh = (size_t)s->H;
     for (int j = 0; j <= r->acc; j++) {
         int32_t tok = j < r->acc ? kept[j + 1] : r->next;
-        const float *taps = s->nt ? s->out.taps + (size_t)j * wt : NULL, *hid = s->wh ? s->out.hidden + (size_t)j * wh : NULL;
+        const float *taps = s->nt ? s->out.taps + (size_t)j * wt : NULL;
+        const float *hid = s->wh ? s->out.hidden + (size_t)j * wh : NULL;
         if (!s->dormant && !s->d->extend) {
             if (s->d->commit(s->d, 0, tok, taps, hid, err)) return -1;
             continue;
