@@ -185,7 +185,7 @@ int sp_tr_drafter_init_from(const char *dir, tr_model *m, sp_err *err) {
             sp_dtype dt;
             int64_t n = p->shape[0], k = p->shape[1];
             rc = sp_st_get_weight(s, p->name, n, k, &data, &dt, err);
-            size_t row = sp_dtype_row_bytes(dt, (size_t)k);
+            size_t row = rc ? 0 : sp_dtype_row_bytes(dt, (size_t)k); /* dt is set only on success */
             for (int64_t r = 0; r < n && !rc; r++)
                 rc = sp_row_to_f32(m->w + p->off + (size_t)(r * k), (const char *)data + (size_t)r * row, dt, (size_t)k,
                                    err);
