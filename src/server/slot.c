@@ -384,7 +384,6 @@ int sp_slot_plan(srv_slot *s, int max_rows, int *g_room, sp_err *err) {
 }
 
 sp_drafter *sp_slot_drafter(const srv_slot *s) { return s->d; }
-int sp_slot_is_greedy(const srv_slot *s) { return s->greedy; }
 int sp_slot_length_free(const srv_slot *s) { return !s->TN && (s->greedy || !s->p.seeded); }
 int32_t *sp_slot_draft_buf(srv_slot *s) { return sp_round_draft_buf(s->R); }
 float *sp_slot_q_buf(srv_slot *s) { return sp_round_q_buf(s->R); }

@@ -167,7 +167,6 @@ int sp_slot_wake_drafter(srv_slot *s, sp_err *err);
  * request may still emit. */
 int sp_slot_wake_rows(const srv_slot *s);
 int sp_slot_tokens_left(const srv_slot *s);
-int sp_slot_is_greedy(const srv_slot *s);
 int32_t *sp_slot_draft_buf(srv_slot *s); /* [G] */
 float *sp_slot_q_buf(srv_slot *s);       /* [G, V] or NULL */
 int sp_slot_prepare(srv_slot *s, int max_rows, float *logits, int nd, sp_forward_seq *seq, sp_err *err);
