@@ -4,6 +4,9 @@
  *   fixture targets (gemma4: sliding window 8 with a small KV ring, so generation runs through many
  *   wraps and every rejection right after a wrap rolls the ring back), equal plain generation;
  * - the draft model = the target itself accepts everything (full-accept and bonus paths);
+ * - the audit's statistic holds its level: samples drawn from a language model's usual shape (one
+ *   dominant token, a rare remainder) are rejected at alpha 0.001 no more often than that, where the
+ *   chi-square approximation alone rejected 1 in 80;
  * - audit --self-test passes; the audit of a real draft-model pair passes at temperature 1.0 and at
  *   0.7 with top-p 0.9, and FAILS when the residual rule is deliberately broken;
  * - the audit under a grammar, the drafts drawn from grammar-masked logits: the target drafting for
@@ -111,6 +114,25 @@ static void test_eos_in_block(void) {
 
 static void test_audit_self_test(void) {
     CHECK(sp_audit_self_test(100000, 0.001, NULL, NULL) == 1, "self-test failed");
+}
+
+/* 4000 samples of 200 draws from p (one token 0.9957, 30 rare ones with the rest, harmonically):
+ * rejections at 0.001 expected 4 at the level; 12 or more only when the level is not held */
+static void test_audit_level(void) {
+    enum { V = 31, DRAWS = 200, REPS = 4000 };
+    float p[V];
+    double h = 0;
+    for (int i = 1; i < V; i++) h += 1.0 / i;
+    p[0] = 0.9957f;
+    for (int i = 1; i < V; i++) p[i] = (float)(0.0043 / (i * h));
+    int rejected = 0;
+    for (int k = 0; k < REPS; k++) {
+        int c[V] = {0};
+        for (int i = 0; i < DRAWS; i++) c[sp_sample_probs(p, V, sp_rng_uniform(42 + (uint64_t)k, 7, (uint64_t)i))]++;
+        rejected += sp_audit_compare(c, p, V, DRAWS).p_value < 0.001;
+    }
+    printf("  %d of %d samples of the reference rejected at 0.001\n", rejected, REPS);
+    CHECK(rejected < 12, "the audit rejects %d of %d samples of the reference at 0.001", rejected, REPS);
 }
 
 static void test_audit_draft_pair(void) {
@@ -258,6 +280,7 @@ static void test_vocab_mismatch(void) {
 int main(void) {
     RUN(test_greedy_identity);
     RUN(test_eos_in_block);
+    RUN(test_audit_level);
     RUN(test_audit_self_test);
     RUN(test_audit_draft_pair);
     RUN(test_audit_grammar);
