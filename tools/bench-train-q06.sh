@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 7's training benchmark: a DSpark drafter (5 layers, block 7) for a Qwen3-0.6B-shaped
+# The training benchmark: a DSpark drafter (5 layers, block 7) for a Qwen3-0.6B-shaped
 # target (random bf16 weights, `new-model --preset qwen3-0.6b`): regen tokens/s, then training
 # block tokens/s and GFLOP/s per step with shared contexts (--anchors-per-seq 4, the default) and
 # without (1), and the GEMMs against this machine's measured peak (bench_train, OpenBLAS sgemm).

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 8, item 3: the DSpark drafter of the embedded default model, trained by specula.
+# The DSpark drafter of the embedded default model, trained by specula.
 #   1. prompts: 10-line chunks of the TRAINING corpus files (held-out files are never used);
 #   2. regen: the target regenerates each response greedily (DeepSpec's recipe), taps recorded;
 #   3. train: DSpark (block 7) on those shards, held-out tau monitored on held-out-file prompts;
