@@ -145,18 +145,32 @@ static double metric(const char *name) {
 static void test_load(void) {
     char before[4096], after[4096];
     CHECK(reference_text(before, sizeof before) == 0, "reference request failed");
-    /* warm up (gcc build): every slot and the connection threads once, then the resident set */
+    /* warm up (gcc build): every slot and the connection threads, 64 streams or more (at least 3 s,
+     * at most 20 s: a loaded machine needs longer for as many) and every kind of malformed request,
+     * then the resident set */
     pthread_t th[33];
     int asan = strstr(BIN, "asan") != NULL;
     stop_load = 0;
     for (int i = 0; i < 32 && !asan; i++) pthread_create(&th[i], NULL, client_main, (void *)(size_t)(i + 100));
-    if (!asan) sleep(3);
+    if (!asan) {
+        unsigned long long r = 0xbeefull;
+        char *reply = malloc(1 << 16);
+        for (int i = 0; i < 24 && reply; i++) malformed(i, &r, reply, 1 << 16);
+        free(reply);
+        for (int t = 0; t < 200; t++) {
+            pthread_mutex_lock(&count_mu);
+            int done = n_streams_done + n_streams_cut;
+            pthread_mutex_unlock(&count_mu);
+            if (t >= 30 && done >= 64) break;
+            usleep(100000);
+        }
+    }
     stop_load = 1;
     for (int i = 0; i < 32 && !asan; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < 100 && metric("specula_requests_active") != 0; i++) usleep(100000);
     usleep(300000); /* idle, as at the end: the scheduler has returned freed memory */
     long rss0 = server_rss_kb(&SRV);
-    n_streams_done = n_streams_cut = 0;
+    n_streams_done = n_streams_cut = n_malformed = n_malformed_5xx = n_malformed_ok = 0;
 
     stop_load = 0;
     for (int i = 0; i < 32; i++) pthread_create(&th[i], NULL, client_main, (void *)(size_t)i);
