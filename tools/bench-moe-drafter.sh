@@ -36,7 +36,7 @@ if [ "${TARGET:-qwen}" = gemma ]; then
         --experts "${EXPERTS:-16}" --top-k "${TOPK:-4}" --width "${WIDTH:-256}" --alpha "${ALPHA:-0.1}"
     cp "$ROOT/models/default/prompts.jsonl" "$WORK/prompts.jsonl"
     [ -f "$WORK/drafter/config.json" ] || SPECULA="$S" T="$M" OUT="$WORK/drafter" WORK="$WORK/dwork" \
-        N_TRAIN="${N_TRAIN:-640}" N_HELD=16 STEPS="$STEPS" SAMPLED=0 RECIPE="$WORK/RECIPE.txt" \
+        N_TRAIN="${N_TRAIN:-640}" N_HELD=16 STEPS="$STEPS" SAMPLED=0 TRAIN_EXTRA=" " RECIPE="$WORK/RECIPE.txt" \
         sh "$ROOT/tools/make-default-drafter.sh"
     DRAFTERS="$WORK/drafter $ROOT/models/default/drafter"
 else

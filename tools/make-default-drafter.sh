@@ -2,7 +2,8 @@
 # The DSpark drafter of the embedded default model, trained by specula.
 #   1. prompts: 10-line chunks of the TRAINING corpus files (held-out files are never used);
 #   2. regen: the target regenerates each response greedily (DeepSpec's recipe), taps recorded;
-#   3. train: DSpark (block 7) on those shards, held-out tau monitored on held-out-file prompts;
+#   3. train: DSpark (block 7) on those shards, the target's distributions at 0.6, 0.8 and 1.0
+#      distilled beside the greedy targets, held-out tau monitored on held-out-file prompts;
 #      the drafter's matrices shipped as Q8_0 blocks (QUANT);
 #   4. held-out prompts for `specula run` from held-out files.
 # Appends every command and figure to models/default/target/RECIPE.txt. Run after
@@ -21,7 +22,9 @@ LAYERS=${LAYERS:-2}
 CTX=${CTX:-256}
 RANK=${RANK:-256}
 BATCH=${BATCH:-32}
-TRAIN_EXTRA=${TRAIN_EXTRA:-}
+# the loss also distils the target's distribution at these temperatures (docs/TRAINING.md §7), so
+# one drafter serves greedy and sampled requests; TRAIN_EXTRA=" " trains on the greedy targets only
+TRAIN_EXTRA=${TRAIN_EXTRA:---temp 0.6,0.8,1.0 --kl-weight 0.5}
 SAMPLED=${SAMPLED:-1280}
 SAMPLE_TEMP=${SAMPLE_TEMP:-0.8}
 SEED=${SEED:-8}
