@@ -46,36 +46,30 @@ double sp_chi2_pvalue(double x, int dof) {
     return gamma_q(dof / 2.0, x / 2.0);
 }
 
-/* One comparison's bins: each token whose expected count is 5 or more, then the rest pooled
- * (bin probabilities p, observed counts o; nb bins over n draws). */
+/* One comparison's bins under the reference: each token whose expected count is 5 or more, then
+ * the rest pooled (bin probabilities p[nb], nb -1 when out of memory; n draws). */
 typedef struct {
     int n, nb;
     double *p;
-    int *o;
 } audit_bins;
 
-/* Pearson statistic, TV and its null expectation of counts[V] against probs[V]; b (may be NULL)
- * receives the bins (owned by the caller: audit_bins_free). */
+/* Pearson statistic, TV and its null expectation of counts[V] against probs[V]; b receives the
+ * bins (owned by the caller: audit_bins_free). */
 static sp_audit_test pearson(const int *counts, const float *probs, int V, int total, audit_bins *b) {
     sp_audit_test t = {0};
     t.n = total;
     double chi2 = 0, pool_e = 0, pool_o = 0, tv = 0, tvn = 0;
     int bins = 0;
-    if (b) {
-        int cap = total / 5 + 2; /* bins of expected count >= 5, and the pool */
-        b->n = total;
-        b->nb = 0;
-        b->p = malloc(sizeof(double) * (size_t)cap);
-        b->o = malloc(sizeof(int) * (size_t)cap);
-        if (!b->p || !b->o) b->nb = -1;
-    }
+    b->n = total;
+    b->p = malloc(sizeof(double) * (size_t)(total / 5 + 2)); /* bins of expected count >= 5, and the pool */
+    b->nb = b->p ? 0 : -1;
     for (int i = 0; i < V; i++) {
         double e = (double)probs[i] * total, o = counts[i];
         tv += fabs(o / total - probs[i]);
         tvn += sqrt(2.0 * probs[i] * (1.0 - probs[i]) / (M_PI * total));
         if (e >= 5) {
             chi2 += (o - e) * (o - e) / e;
-            if (b && b->nb >= 0) b->p[b->nb] = probs[i], b->o[b->nb++] = counts[i];
+            if (b->nb >= 0) b->p[b->nb++] = probs[i];
             bins++;
         } else {
             pool_e += e;
@@ -85,7 +79,7 @@ static sp_audit_test pearson(const int *counts, const float *probs, int V, int t
     if (pool_e > 0 || pool_o > 0) {
         if (pool_e <= 0) chi2 = INFINITY; /* an impossible token was emitted */
         else chi2 += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
-        if (b && b->nb >= 0) b->p[b->nb] = pool_e / total, b->o[b->nb++] = (int)pool_o;
+        if (b->nb >= 0) b->p[b->nb++] = pool_e / total;
         bins++;
     }
     t.chi2 = chi2;
@@ -97,9 +91,7 @@ static sp_audit_test pearson(const int *counts, const float *probs, int V, int t
 
 static void audit_bins_free(audit_bins *b) {
     free(b->p);
-    free(b->o);
     b->p = NULL;
-    b->o = NULL;
 }
 
 /* Expected counts from which the chi-square distribution is trusted for the p-value. Below it
